@@ -1,0 +1,144 @@
+"""golem.toml, validated. Travels in workflow input, so it must never hold a secret."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from golem.models.enums import MarketRegime
+
+
+class ConfigError(ValueError):
+    """Raised with a message naming the bad key and how to fix it."""
+
+
+class GolemSection(BaseModel):
+    model_config = {"extra": "forbid"}
+    id: str = Field(default="demo", pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
+    # Where STRATEGY.md / HEARTBEAT.md live; relative paths resolve against golem.toml's folder.
+    home: str = "."
+
+
+class ChainSection(BaseModel):
+    model_config = {"extra": "forbid"}
+    rpc_url: str = "http://127.0.0.1:8545"
+    # Against an external RPC the golem only dry-runs unless live = true (or --live).
+    live: bool = False
+    # Name of the environment variable holding the signing key; the key itself never enters config.
+    key_env: str = "GOLEM_PRIVATE_KEY"
+    confirmations: int = Field(default=2, ge=0, le=64)  # heartbeat §S10: 2-block confirmation
+
+
+class ClockSection(BaseModel):
+    """Adaptive clock (heartbeat "The Adaptive Clock"): theta 30–120 s by default."""
+
+    model_config = {"extra": "forbid"}
+    theta_base_seconds: float = Field(default=60.0, ge=1.0)
+    theta_min_seconds: float = Field(default=30.0, ge=1.0)
+    theta_max_seconds: float = Field(default=120.0, ge=1.0)
+    delta_theta_ticks: int = Field(default=50, ge=1)  # DELTA every ~50 theta ticks
+    continue_as_new_ticks: int = Field(default=100, ge=1)
+    dream_every_ticks: int = Field(default=200, ge=1)
+    # §S9 regime table: trending_down and volatile tick 2x faster, range_bound 0.5x slower.
+    regime_multipliers: dict[MarketRegime, float] = Field(
+        default_factory=lambda: {
+            MarketRegime.TRENDING_UP: 1.0,
+            MarketRegime.TRENDING_DOWN: 0.5,
+            MarketRegime.RANGE_BOUND: 2.0,
+            MarketRegime.VOLATILE: 0.5,
+            MarketRegime.UNKNOWN: 1.0,
+        }
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ClockSection":
+        if not self.theta_min_seconds <= self.theta_base_seconds <= self.theta_max_seconds:
+            raise ValueError(
+                "need theta_min_seconds <= theta_base_seconds <= theta_max_seconds "
+                f"(got {self.theta_min_seconds}, {self.theta_base_seconds}, {self.theta_max_seconds})"
+            )
+        return self
+
+
+class ProbeThresholds(BaseModel):
+    """Defaults from heartbeat §S17 ProbeThresholds and the §S9 table."""
+
+    model_config = {"extra": "forbid"}
+    price_delta_low_bps: float = 50
+    price_delta_high_bps: float = 200
+    tvl_change_low_pct: float = 1.0
+    tvl_change_high_pct: float = 5.0
+    health_factor_low: float = 1.5
+    health_factor_high: float = 1.2
+    gas_ratio_low: float = 2.0
+    gas_ratio_high: float = 5.0
+    oracle_deviation_low_bps: float = 100  # circuit breaker: NAV/oracle deviation warning
+    oracle_deviation_high_bps: float = 500  # circuit breaker: halt
+    world_model_drift_low: float = 0.10
+    world_model_drift_high: float = 0.25
+    kill_switch_path: str = "/tmp/golem_killswitch"
+
+
+class HeartbeatSection(BaseModel):
+    """heartbeat §S17 HeartbeatConfig."""
+
+    model_config = {"extra": "forbid"}
+    base_deliberation_threshold: float = Field(default=0.3, gt=0.0, le=1.0)
+    max_daily_cost_usd: float = Field(default=10.0, ge=0.0)
+    cost_warning_threshold: float = Field(default=0.7, gt=0.0, le=1.0)
+    cost_soft_cap_threshold: float = Field(default=0.9, gt=0.0, le=1.0)
+    step_timeout_seconds: float = Field(default=60.0, ge=1.0)
+
+
+class PolicySection(BaseModel):
+    """PolicyCage limits. The LLM can never widen these."""
+
+    model_config = {"extra": "forbid"}
+    approved_assets: list[str] = Field(default_factory=lambda: ["WETH", "USDC"])
+    max_trade_size_usd: float = Field(default=5_000.0, gt=0.0)
+    max_slippage_bps: float = Field(default=100.0, ge=0.0)
+
+
+class InferenceSection(BaseModel):
+    model_config = {"extra": "forbid"}
+    provider: str = Field(default="offline", pattern=r"^(offline|anthropic)$")
+    api_key_env: str = "ANTHROPIC_API_KEY"
+    t1_model: str = "claude-haiku-4-5"
+    t2_model: str = "claude-sonnet-4-6"
+
+
+class GolemConfig(BaseModel):
+    model_config = {"extra": "forbid"}
+    golem: GolemSection = Field(default_factory=GolemSection)
+    chain: ChainSection = Field(default_factory=ChainSection)
+    clock: ClockSection = Field(default_factory=ClockSection)
+    heartbeat: HeartbeatSection = Field(default_factory=HeartbeatSection)
+    probes: ProbeThresholds = Field(default_factory=ProbeThresholds)
+    policy: PolicySection = Field(default_factory=PolicySection)
+    inference: InferenceSection = Field(default_factory=InferenceSection)
+
+
+def load_config(path: str | Path) -> GolemConfig:
+    """Read and validate golem.toml; errors name the key and the fix."""
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: not found. Copy examples/golem-home/golem.toml and edit it.") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML ({e}). Fix the syntax at that line.") from None
+    try:
+        cfg = GolemConfig.model_validate(raw)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            key = ".".join(str(x) for x in err["loc"])
+            hint = "unknown key: remove it or check its spelling" if err["type"] == "extra_forbidden" else err["msg"]
+            lines.append(f"  [{key}] {hint}")
+        raise ConfigError(f"{p}: invalid configuration:\n" + "\n".join(lines)) from None
+    home = Path(cfg.golem.home)
+    if not home.is_absolute():
+        cfg.golem.home = str((p.parent / home).resolve())
+    return cfg

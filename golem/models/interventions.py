@@ -1,0 +1,92 @@
+"""Owner interventions: steers and follow-ups (heartbeat §S7, runtime-extensions InterventionQueue)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from golem.models.enums import DeliveryWindow, SteerSeverity
+
+MAX_MESSAGE_CHARS = 2000
+
+
+class _Intervention(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    id: str = Field(min_length=1, max_length=80, description="client-chosen id; signals are deduplicated by it")
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    created_at: str = ""  # ISO-8601, set by the sender
+
+    @field_validator("message")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("message must not be blank")
+        return v.strip()
+
+
+class Steer(_Intervention):
+    """A mid-execution interrupt: forces T2 on the next (or running) tick."""
+
+    severity: SteerSeverity = SteerSeverity.MEDIUM
+
+
+class FollowUp(_Intervention):
+    """A queued note delivered at a window (next decide, reflect, curator, dream)."""
+
+    window: DeliveryWindow = DeliveryWindow.NEXT_DECIDE
+
+
+class RejectedIntervention(BaseModel):
+    kind: str  # "steer" | "follow_up"
+    reason: str
+    payload_excerpt: str
+    received_at: str = ""
+
+
+class InterventionSummary(BaseModel):
+    id: str
+    kind: str
+    message: str
+    severity: str | None = None
+    window: str | None = None
+
+
+def explain_validation_error(kind: str, err: ValidationError) -> str:
+    """A one-paragraph reason a person can act on."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(payload)"
+        parts.append(f"{loc}: {e['msg']}")
+    allowed = (
+        "severity one of low|medium|high|critical"
+        if kind == "steer"
+        else "window one of next-decide|next-reflect|next-curator|next-dream"
+    )
+    return (
+        f"malformed {kind}: " + "; ".join(parts)
+        + f". Send a JSON object with id (non-empty), message (1-{MAX_MESSAGE_CHARS} chars) and {allowed}."
+    )
+
+
+def parse_intervention(kind: str, raw: Any) -> Steer | FollowUp:
+    """Validate a raw signal payload; raises ValueError with a helpful message."""
+    model = Steer if kind == "steer" else FollowUp
+    if isinstance(raw, (Steer, FollowUp)):
+        raw = raw.model_dump(mode="json")
+    if not isinstance(raw, dict):
+        raise ValueError(
+            f"malformed {kind}: expected a JSON object, got {type(raw).__name__}. "
+            'Example: {"id": "s-1", "message": "reduce exposure", "severity": "high"}'
+        )
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        raise ValueError(explain_validation_error(kind, e)) from None
+
+
+def summarize(item: Steer | FollowUp) -> InterventionSummary:
+    if isinstance(item, Steer):
+        return InterventionSummary(id=item.id, kind="steer", message=item.message, severity=item.severity.value)
+    return InterventionSummary(id=item.id, kind="follow_up", message=item.message, window=item.window.value)

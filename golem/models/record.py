@@ -1,0 +1,124 @@
+"""The DecisionCycleRecord: the typed output of one tick (heartbeat §S6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime, PlutchikLabel, Tier
+from golem.models.interventions import InterventionSummary, RejectedIntervention
+from golem.models.observation import Anomaly, Observation, ProbeResult
+from golem.models.state import PADVector, VitalityState
+
+
+class ToolCallRecord(BaseModel):
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    rationale: str = ""
+
+
+class DeliberationRecord(BaseModel):
+    model: str  # "offline-deliberator" when no LLM was used
+    tier: Tier
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    reasoning_summary: str = ""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    decision: str = ""
+    confidence: float = 0.0
+    latency_ms: float = 0.0
+    cost: float = 0.0
+    recommends_action: bool = False
+    steers_considered: list[str] = Field(default_factory=list)  # steer ids injected into the decision
+
+
+class ActionRecord(BaseModel):
+    action_index: int
+    action_type: str
+    tool_name: str
+    permit_id: str | None = None
+    tx_hash: str | None = None
+    status: ActionStatus
+    block_reason: str | None = None
+    gas_used: int = 0
+    gas_cost: float = 0.0  # USD
+    block_number: int | None = None
+
+
+class OutcomeRecord(BaseModel):
+    verified: bool
+    expected: str = ""
+    actual: str = ""
+    pnl_impact: float | None = None
+    ground_truth_source: str = "receipt"
+    cause_variable: str | None = None
+    effect_variable: str | None = None
+    deviations_bps: dict[str, float] = Field(default_factory=dict)
+
+
+class RetrievedEntrySummary(BaseModel):
+    id: str
+    kind: str = "episode"
+    summary: str
+    score: float
+
+
+class ContextBundleSummary(BaseModel):
+    categories: dict[str, int] = Field(default_factory=dict)  # category → approx tokens
+    total_tokens: int = 0
+
+
+class StepTiming(BaseModel):
+    step: str
+    ms: float
+
+
+class DecisionCycleRecord(BaseModel):
+    # Identity
+    tick: int
+    timestamp: str
+    golem_id: str
+    workflow_id: str = ""
+    run_id: str = ""
+    rerun_of: str | None = None
+    # Observation
+    observation: Observation
+    regime: MarketRegime
+    probe_results: list[ProbeResult] = Field(default_factory=list)
+    anomalies: list[Anomaly] = Field(default_factory=list)
+    # Appraisal
+    pad_before: PADVector = Field(default_factory=PADVector)
+    pad_after: PADVector = Field(default_factory=PADVector)
+    somatic_markers_fired: list[str] = Field(default_factory=list)
+    primary_emotion: PlutchikLabel = PlutchikLabel.ANTICIPATION
+    # Gating
+    prediction_error: float
+    prediction_error_sources: dict[str, float] = Field(default_factory=dict)
+    deliberation_threshold: float
+    tier: Tier
+    gating_reason: str
+    # Context
+    context_bundle_summary: ContextBundleSummary = Field(default_factory=ContextBundleSummary)
+    retrieved_entries: list[RetrievedEntrySummary] = Field(default_factory=list)
+    active_interventions: list[InterventionSummary] = Field(default_factory=list)
+    rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)
+    # Deliberation / action / outcome
+    deliberation: DeliberationRecord | None = None
+    actions: list[ActionRecord] = Field(default_factory=list)
+    outcome: OutcomeRecord | None = None
+    # Learning
+    episodes_written: list[str] = Field(default_factory=list)
+    grimoire_mutations: list[str] = Field(default_factory=list)
+    # Mortality
+    vitality: VitalityState = Field(default_factory=VitalityState)
+    phase: BehavioralPhase = BehavioralPhase.THRIVING
+    credit_consumed: float = 0.0
+    # Cost
+    inference_cost: float = 0.0
+    gas_cost: float = 0.0
+    total_cost: float = 0.0
+    # Timing of each step as the activities measured it
+    step_timings: list[StepTiming] = Field(default_factory=list)
+    fsm_trace: list[str] = Field(default_factory=list)

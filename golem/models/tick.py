@@ -1,0 +1,203 @@
+"""What flows between the steps of one theta tick (ARCHITECTURE "One tick, as data").
+
+Every activity takes one of these models and returns one, so fields can be added later
+without breaking running workflows. Nothing here may carry a key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from golem.models.config import GolemConfig
+from golem.models.enums import Tier
+from golem.models.interventions import FollowUp, Steer
+from golem.models.observation import Observation
+from golem.models.record import (
+    ActionRecord,
+    ContextBundleSummary,
+    DeliberationRecord,
+    OutcomeRecord,
+    RetrievedEntrySummary,
+    StepTiming,
+)
+from golem.models.state import GolemState
+
+
+class TickContext(BaseModel):
+    """Input of ThetaTickWorkflow: a snapshot of the golem at tick start."""
+
+    golem_id: str
+    tick: int
+    config: GolemConfig
+    state: GolemState
+    started_at: str = ""  # workflow.now() at tick start, ISO
+    rerun_of: str | None = None  # workflow id of the failed tick this re-executes
+
+    @property
+    def task_queue(self) -> str:
+        return f"golem-{self.golem_id}"
+
+
+class ObserveInput(BaseModel):
+    ctx: TickContext
+
+
+class AnalyzeInput(BaseModel):
+    ctx: TickContext
+    observation: Observation
+
+
+class AnalyzeResult(BaseModel):
+    prediction_error: float
+    sources: dict[str, float] = Field(default_factory=dict)
+
+
+class GateInput(BaseModel):
+    ctx: TickContext
+    observation: Observation
+    prediction_error: float
+    steers: list[Steer] = Field(default_factory=list)
+
+
+class GateResult(BaseModel):
+    tier: Tier
+    threshold: float
+    reason: str
+    forced: bool = False
+
+
+class RetrieveInput(BaseModel):
+    ctx: TickContext
+    observation: Observation
+    tier: Tier
+
+
+class RetrievedKnowledge(BaseModel):
+    query: str = ""
+    entries: list[RetrievedEntrySummary] = Field(default_factory=list)
+    summary: ContextBundleSummary = Field(default_factory=ContextBundleSummary)
+
+
+class ProposedAction(BaseModel):
+    """One write the deliberator wants; arguments are in human units and token symbols."""
+
+    action_index: int
+    tool: str  # swap | supply | withdraw | borrow | repay
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    rationale: str = ""
+
+
+class DecideInput(BaseModel):
+    ctx: TickContext
+    observation: Observation
+    tier: Tier
+    prediction_error: float
+    retrieved: RetrievedKnowledge = Field(default_factory=RetrievedKnowledge)
+    steers: list[Steer] = Field(default_factory=list)
+    followups: list[FollowUp] = Field(default_factory=list)
+
+
+class Deliberation(BaseModel):
+    record: DeliberationRecord
+    actions: list[ProposedAction] = Field(default_factory=list)
+
+
+class SimulatedAction(BaseModel):
+    action_index: int
+    ok: bool
+    revert_reason: str | None = None
+    gas_estimate: int = 0
+    expected: dict[str, float] = Field(default_factory=dict)  # e.g. {"amount_out": 123.4}
+
+
+class SimulateInput(BaseModel):
+    ctx: TickContext
+    observation: Observation
+    actions: list[ProposedAction]
+
+
+class SimulationResult(BaseModel):
+    actions: list[SimulatedAction] = Field(default_factory=list)
+    block_number: int = 0
+
+
+class ValidateInput(BaseModel):
+    ctx: TickContext
+    observation: Observation
+    actions: list[ProposedAction]
+    simulation: SimulationResult
+
+
+class ValidatedAction(BaseModel):
+    action_index: int
+    approved: bool
+    reason: str = ""
+    permit_id: str | None = None  # set when approved: the permit execute must present
+
+
+class ValidationResult(BaseModel):
+    actions: list[ValidatedAction] = Field(default_factory=list)
+
+    @property
+    def approved(self) -> list[ValidatedAction]:
+        return [a for a in self.actions if a.approved]
+
+
+class ExecuteInput(BaseModel):
+    ctx: TickContext
+    actions: list[ProposedAction]
+    validation: ValidationResult
+    cancelled_reason: str | None = None  # a high-severity steer cancelled what was not yet sent
+
+
+class ExecuteResult(BaseModel):
+    records: list[ActionRecord] = Field(default_factory=list)
+
+
+class VerifyInput(BaseModel):
+    ctx: TickContext
+    observation: Observation
+    actions: list[ProposedAction]
+    simulation: SimulationResult
+    records: list[ActionRecord]
+
+
+class ReflectInput(BaseModel):
+    ctx: TickContext
+    observation: Observation
+    analysis: AnalyzeResult
+    gate: GateResult
+    retrieved: RetrievedKnowledge | None = None
+    deliberation: Deliberation | None = None
+    records: list[ActionRecord] = Field(default_factory=list)
+    outcome: OutcomeRecord | None = None
+    steers: list[Steer] = Field(default_factory=list)
+    followups: list[FollowUp] = Field(default_factory=list)
+    step_timings: list[StepTiming] = Field(default_factory=list)
+    fsm_trace: list[str] = Field(default_factory=list)
+    workflow_id: str = ""
+    run_id: str = ""
+
+
+class TickResult(BaseModel):
+    """What the tick hands back to GolemWorkflow to fold into GolemState."""
+
+    tick: int
+    tier: Tier
+    regime: str
+    prediction_error: float
+    threshold: float
+    price: float
+    gas_price_gwei: float
+    tvl: float
+    oracle_price: float
+    position_health: dict[str, float] = Field(default_factory=dict)
+    actions_executed: int = 0
+    inference_cost: float = 0.0
+    gas_cost: float = 0.0
+    steers_consumed: list[str] = Field(default_factory=list)
+    followups_consumed: list[str] = Field(default_factory=list)
+    episode_id: str | None = None
+    record_path: str = ""
