@@ -1,0 +1,7 @@
+"""Temporal workflows only: deterministic orchestration, no I/O."""
+
+from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
+from workflows.golem import GolemWorkflow
+from workflows.tick import ThetaTickWorkflow
+
+ALL_WORKFLOWS = [GolemWorkflow, ThetaTickWorkflow, DeltaConsolidationWorkflow, DreamCycleWorkflow]

@@ -35,9 +35,9 @@ class ClockSection(BaseModel):
     """Adaptive clock (heartbeat "The Adaptive Clock"): theta 30–120 s by default."""
 
     model_config = {"extra": "forbid"}
-    theta_base_seconds: float = Field(default=60.0, ge=1.0)
-    theta_min_seconds: float = Field(default=30.0, ge=1.0)
-    theta_max_seconds: float = Field(default=120.0, ge=1.0)
+    theta_base_seconds: float = Field(default=60.0, ge=0.05)
+    theta_min_seconds: float = Field(default=30.0, ge=0.05)
+    theta_max_seconds: float = Field(default=120.0, ge=0.05)
     delta_theta_ticks: int = Field(default=50, ge=1)  # DELTA every ~50 theta ticks
     continue_as_new_ticks: int = Field(default=100, ge=1)
     dream_every_ticks: int = Field(default=200, ge=1)

@@ -122,3 +122,5 @@ class DecisionCycleRecord(BaseModel):
     # Timing of each step as the activities measured it
     step_timings: list[StepTiming] = Field(default_factory=list)
     fsm_trace: list[str] = Field(default_factory=list)
+    # A step that failed after its retries (e.g. malformed LLM output): the tick is still recorded.
+    errors: list[str] = Field(default_factory=list)

@@ -147,6 +147,7 @@ class ValidationResult(BaseModel):
 
 class ExecuteInput(BaseModel):
     ctx: TickContext
+    observation: Observation | None = None  # prices for valuing gas in USD
     actions: list[ProposedAction]
     validation: ValidationResult
     cancelled_reason: str | None = None  # a high-severity steer cancelled what was not yet sent
@@ -179,6 +180,7 @@ class ReflectInput(BaseModel):
     fsm_trace: list[str] = Field(default_factory=list)
     workflow_id: str = ""
     run_id: str = ""
+    errors: list[str] = Field(default_factory=list)
 
 
 class TickResult(BaseModel):
@@ -201,3 +203,5 @@ class TickResult(BaseModel):
     followups_consumed: list[str] = Field(default_factory=list)
     episode_id: str | None = None
     record_path: str = ""
+    errors: list[str] = Field(default_factory=list)
+    phase: str = ""

@@ -1,0 +1,42 @@
+# Two commands do all set-up on a fresh machine:  `make run`  and  `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: setup run test test-unit bench histories contracts clean-data
+
+setup: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+## The embedded stack (Temporal dev server + UI on :8233, Anvil, contracts, market simulator, worker) and one live golem.
+run: setup
+	$(VENV)/bin/golem run $(if $(SCENARIO),--scenario $(SCENARIO),)
+
+## The whole test suite: unit, property, integration (real Temporal dev server + real Anvil), replay.
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-unit: setup
+	$(PY) -m pytest -q tests/unit
+
+bench: setup
+	$(PY) bench/tick_latency.py
+
+## Re-record the histories under tests/histories/ (after an intended workflow change + workflow.patched()).
+histories: setup
+	$(PY) -m tests.histories.record
+
+contracts: setup
+	$(PY) -m golem.world.compile
+
+clean-data:
+	rm -rf .golem-data

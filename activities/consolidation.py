@@ -1,0 +1,46 @@
+"""Delta-consolidation and dream activities (the curator pass and episode replay)."""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from golem.grimoire.dream import run_dream_replay
+from golem.grimoire.heuristics import derive_heuristics_from_episodes
+from golem.grimoire.playbook import rewrite_playbook
+from golem.models.golem import ConsolidationInput, ConsolidationResult, DreamInput, DreamResult
+from workers.services import GolemServices
+
+
+class ConsolidationActivities:
+    def __init__(self, services: GolemServices) -> None:
+        self.s = services
+
+    @activity.defn(name="delta_consolidate")
+    def consolidate(self, inp: ConsolidationInput) -> ConsolidationResult:
+        activity.heartbeat("decay")
+        report = self.s.episodes.apply_decay(now_tick=inp.tick)
+        activity.heartbeat("distill")
+        derived = derive_heuristics_from_episodes(self.s.episodes.all())
+        for text, scope, episode_id in derived:
+            self.s.heuristics.add_or_reinforce(text, scope, episode_id)
+        revision = rewrite_playbook(self.s.heuristics, self.s.playbook_path)
+        return ConsolidationResult(
+            tick=inp.tick,
+            episodes_scanned=report.scanned,
+            episodes_decayed=report.decayed,
+            below_prune_floor=report.below_prune_floor,
+            heuristics_derived=len(derived),
+            playbook_revision=revision.revision,
+            playbook_path=str(revision.path),
+        )
+
+    @activity.defn(name="dream_replay")
+    def dream(self, inp: DreamInput) -> DreamResult:
+        activity.heartbeat("replay")
+        report = run_dream_replay(self.s.episodes, self.s.heuristics, inp.replay_count, inp.tick)
+        return DreamResult(
+            tick=inp.tick,
+            replayed=list(report.replayed),
+            heuristics_touched=report.heuristics_touched,
+            report_path="",
+        )

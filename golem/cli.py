@@ -1,0 +1,259 @@
+"""The `golem` command: run the embedded stack, serve a worker, and inspect / steer / replay a golem."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def _default_home() -> Path:
+    return Path(os.environ.get("GOLEM_HOME", "examples/golem-home")).resolve()
+
+
+def _default_data() -> Path:
+    return Path(os.environ.get("GOLEM_DATA", ".golem-data")).resolve()
+
+
+def _config(args):
+    from golem.models.config import ConfigError, load_config
+
+    try:
+        return load_config(Path(args.home) / "golem.toml")
+    except ConfigError as err:
+        sys.exit(f"golem: {err}")
+
+
+def _tick_id(golem_id: str, n: int) -> str:
+    return f"golem-{golem_id}-tick-{n}"
+
+
+# ---- commands -------------------------------------------------------------------------------
+def cmd_run(args) -> int:
+    from infra.stack import run_stack
+
+    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario)
+
+
+def cmd_worker(args) -> int:
+    import logging
+
+    from workers.worker import run_worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = _config(args)
+    try:
+        asyncio.run(run_worker(cfg, Path(args.data), args.address, live=True if args.live else None))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_sim(args) -> int:
+    from golem.world import simulator
+
+    return simulator.main(args.rest) or 0
+
+
+async def _client(args):
+    from workers.client import connect
+
+    try:
+        return await connect(args.address)
+    except Exception as err:  # connection refused etc.
+        sys.exit(f"golem: cannot reach Temporal at {args.address or 'default address'} ({err}). Is `golem run` up?")
+
+
+async def _status(args) -> int:
+    from workflows.golem import GolemWorkflow
+    from workflows.tick import ThetaTickWorkflow
+
+    cfg = _config(args)
+    client = await _client(args)
+    handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
+    st = await handle.query(GolemWorkflow.status)
+    if st.current_tick_workflow_id:
+        try:
+            st.fsm = await client.get_workflow_handle(st.current_tick_workflow_id).query(ThetaTickWorkflow.fsm)
+        except Exception:
+            pass  # the tick finished between the two queries
+    if args.json:
+        print(st.model_dump_json(indent=2))
+        return 0
+    last = st.last_tick
+    print(f"golem {st.golem_id}: {st.activity}, next tick {st.tick}")
+    print(f"  FSM:        {st.fsm.state.value}" + (f" [{st.fsm.substate}]" if st.fsm.substate != "Normal" else ""))
+    if last:
+        print(f"  last tick:  {last.tick} tier {last.tier.value if last.tier else '-'}"
+              + (" FAILED: " + (last.error or "") if last.failed else ""))
+    print(f"  regime:     {st.regime}   phase: {st.phase}   vitality: {st.vitality:.2f}")
+    print(f"  theta:      {st.theta_seconds:.1f}s   spend today: ${st.daily_spend_usd:.4f}")
+    print(f"  steers:     {len(st.pending_steers)} pending" + "".join(
+        f"\n    - [{s.severity}] {s.message} ({s.id})" for s in st.pending_steers))
+    print(f"  follow-ups: {len(st.pending_followups)} pending" + "".join(
+        f"\n    - [{f.window}] {f.message} ({f.id})" for f in st.pending_followups))
+    for r in st.rejected_interventions:
+        print(f"  rejected {r.kind}: {r.reason}")
+    if st.failed_ticks:
+        print(f"  failed ticks: {st.failed_ticks}  (golem rerun N)")
+    return 0
+
+
+def cmd_status(args) -> int:
+    return asyncio.run(_status(args))
+
+
+def cmd_ticks(args) -> int:
+    from golem.life.cycle_store import CycleStore
+
+    store = CycleStore(Path(args.data))
+    rows = store.recent(args.n)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    print(f"{'tick':>6} {'tier':4} {'regime':13} {'phase':12} {'PE':>6} {'act':>3} {'cost':>9}  time")
+    for r in rows:
+        print(f"{r['tick']:>6} {r['tier']:4} {r['regime']:13} {r['phase']:12} {r['prediction_error']:6.3f} "
+              f"{int(bool(r['has_action'])):>3} {r['total_cost']:9.5f}  {r['timestamp']}")
+    for f in store.failures(args.n):
+        print(f"{f['tick']:>6} FAILED {f['error'][:100]}  ({f['failed_at']})")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from golem.life.cycle_store import CycleStore
+
+    try:
+        rec = CycleStore(Path(args.data)).load(args.tick)
+    except (FileNotFoundError, KeyError, ValueError) as err:
+        sys.exit(f"golem: {err}")
+    print(rec.model_dump_json(indent=2))
+    return 0
+
+
+async def _signal(args, kind: str, payload: dict) -> int:
+    from golem.models.interventions import parse_intervention
+    from workflows.golem import GolemWorkflow
+
+    try:
+        parse_intervention(kind, payload)  # same validation the workflow applies; fail fast here
+    except ValueError as err:
+        sys.exit(f"golem: {err}")
+    cfg = _config(args)
+    client = await _client(args)
+    handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
+    await handle.signal(GolemWorkflow.steer if kind == "steer" else GolemWorkflow.follow_up, payload)
+    print(f"{kind} {payload['id']} delivered to golem-{cfg.golem.id}")
+    return 0
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def cmd_steer(args) -> int:
+    payload = {"id": args.id or f"steer-{uuid.uuid4().hex[:12]}", "message": args.message,
+               "severity": args.severity, "created_at": _now()}
+    return asyncio.run(_signal(args, "steer", payload))
+
+
+def cmd_followup(args) -> int:
+    payload = {"id": args.id or f"followup-{uuid.uuid4().hex[:12]}", "message": args.message,
+               "window": args.window, "created_at": _now()}
+    return asyncio.run(_signal(args, "follow_up", payload))
+
+
+async def _replay(args) -> int:
+    from workers.replay import replay_history
+
+    cfg = _config(args)
+    client = await _client(args)
+    wid = args.workflow_id or _tick_id(cfg.golem.id, args.tick)
+    history = await client.get_workflow_handle(wid).fetch_history()
+    ok, detail = await replay_history(history)
+    print(f"{wid}: determinism {'OK' if ok else 'DIVERGED'} ({len(history.events)} events)")
+    if not ok:
+        print(detail)
+    return 0 if ok else 1
+
+
+def cmd_replay(args) -> int:
+    return asyncio.run(_replay(args))
+
+
+async def _rerun(args) -> int:
+    from workers.replay import rerun_tick
+
+    cfg = _config(args)
+    client = await _client(args)
+    new_id, result = await rerun_tick(client, cfg.golem.id, args.tick)
+    print(f"re-ran tick {args.tick} as {new_id}: tier {result.tier.value}, record {result.record_path}")
+    return 0
+
+
+def cmd_rerun(args) -> int:
+    return asyncio.run(_rerun(args))
+
+
+# ---- parser ---------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="golem", description=__doc__)
+    p.add_argument("--home", default=str(_default_home()), help="golem home with golem.toml, STRATEGY.md (GOLEM_HOME)")
+    p.add_argument("--data", default=str(_default_data()), help="data directory (GOLEM_DATA)")
+    p.add_argument("--address", default=os.environ.get("GOLEM_TEMPORAL_ADDRESS"), help="Temporal host:port")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("run", help="start the embedded stack and a live golem (Ctrl-C stops it)")
+    s.add_argument("--scenario", default="calm", choices=["calm", "trending", "volatile", "crash"])
+    s.set_defaults(fn=cmd_run)
+    s = sub.add_parser("worker", help="serve this golem's task queue")
+    s.add_argument("--live", action="store_true", help="execute transactions even against an external RPC")
+    s.set_defaults(fn=cmd_worker)
+    s = sub.add_parser("sim", help="run the market simulator (arguments pass through)")
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=cmd_sim)
+    s = sub.add_parser("status", help="the running golem, from a workflow query")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_status)
+    s = sub.add_parser("ticks", help="recent ticks from the cycle index")
+    s.add_argument("-n", type=int, default=20)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_ticks)
+    s = sub.add_parser("show", help="print tick N's DecisionCycleRecord")
+    s.add_argument("tick", type=int)
+    s.set_defaults(fn=cmd_show)
+    s = sub.add_parser("steer", help="interrupt the golem: forces T2 on the next (or running) tick")
+    s.add_argument("message")
+    s.add_argument("--severity", default="medium", choices=["low", "medium", "high", "critical"])
+    s.add_argument("--id", help="idempotency id (default: random)")
+    s.set_defaults(fn=cmd_steer)
+    s = sub.add_parser("followup", help="queue a follow-up for a delivery window")
+    s.add_argument("message")
+    s.add_argument("--window", default="next-decide",
+                   choices=["next-decide", "next-reflect", "next-curator", "next-dream"])
+    s.add_argument("--id")
+    s.set_defaults(fn=cmd_followup)
+    s = sub.add_parser("replay", help="replay tick N's history with Replayer and report determinism")
+    s.add_argument("tick", type=int, nargs="?")
+    s.add_argument("--workflow-id", help="replay any workflow by id instead of a tick")
+    s.set_defaults(fn=cmd_replay)
+    s = sub.add_parser("rerun", help="re-execute tick N from its recorded input as a new, linked workflow")
+    s.add_argument("tick", type=int)
+    s.set_defaults(fn=cmd_rerun)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.cmd == "replay" and args.tick is None and not args.workflow_id:
+        sys.exit("golem replay: give a tick number or --workflow-id")
+    return args.fn(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Step 9 REFLECT as pure functions: assemble the DecisionCycleRecord (heartbeat §S6), the tick's
+episode text, and the TickResult GolemWorkflow folds into its state."""
+
+from __future__ import annotations
+
+from golem.models.interventions import summarize
+from golem.models.record import ContextBundleSummary, DecisionCycleRecord
+from golem.models.tick import ReflectInput, TickResult
+
+
+def retrieval_query(inp_observation) -> str:
+    """The text an escalated tick searches the Grimoire with: what is happening, in words."""
+    snap = inp_observation.snapshot
+    parts = [f"regime {inp_observation.regime.value}", f"price {snap.pool.price:.2f}"]
+    hf = inp_observation.min_health_factor()
+    if hf is not None:
+        parts.append(f"health factor {hf:.2f}")
+    parts += [a.description for a in inp_observation.anomalies]
+    return "; ".join(parts)
+
+
+def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
+    obs = inp.observation
+    state = inp.ctx.state
+    delib = inp.deliberation.record if inp.deliberation else None
+    inference_cost = delib.cost if delib else 0.0
+    gas_cost = sum(a.gas_cost for a in inp.records)
+    rec = DecisionCycleRecord(
+        tick=inp.ctx.tick,
+        timestamp=timestamp,
+        golem_id=inp.ctx.golem_id,
+        workflow_id=inp.workflow_id,
+        run_id=inp.run_id,
+        rerun_of=inp.ctx.rerun_of,
+        observation=obs,
+        regime=obs.regime,
+        probe_results=obs.probes,
+        anomalies=obs.anomalies,
+        pad_before=state.pad,
+        pad_after=state.pad,
+        prediction_error=inp.analysis.prediction_error,
+        prediction_error_sources=inp.analysis.sources,
+        deliberation_threshold=inp.gate.threshold,
+        tier=inp.gate.tier,
+        gating_reason=inp.gate.reason,
+        context_bundle_summary=inp.retrieved.summary if inp.retrieved else ContextBundleSummary(),
+        retrieved_entries=inp.retrieved.entries if inp.retrieved else [],
+        active_interventions=[summarize(x) for x in [*inp.steers, *inp.followups]],
+        rejected_interventions=state.rejected_interventions[-5:],
+        deliberation=delib,
+        actions=inp.records,
+        outcome=inp.outcome,
+        vitality=state.vitality,
+        phase=state.phase,
+        inference_cost=inference_cost,
+        gas_cost=gas_cost,
+        total_cost=inference_cost + gas_cost,
+        step_timings=inp.step_timings,
+        fsm_trace=[*inp.fsm_trace, "Reflecting"] if inp.fsm_trace[-1:] != ["Reflecting"] else inp.fsm_trace,
+        errors=inp.errors,
+    )
+    return rec
+
+
+def episode_summary(rec: DecisionCycleRecord, previous_price: float | None) -> str:
+    """A plain-language line per tick; it is what the embedder indexes and retrieval matches."""
+    snap = rec.observation.snapshot
+    move = ""
+    if previous_price:
+        bps = (snap.pool.price - previous_price) / previous_price * 1e4
+        move = f" ({bps:+.0f} bps)"
+    hf = rec.observation.min_health_factor()
+    health = f"health factor {hf:.2f}" if hf is not None else "no debt"
+    text = (
+        f"Tick {rec.tick}, {rec.regime.value} market, tier {rec.tier.value}: price {snap.pool.price:.2f}{move}, "
+        f"oracle {snap.oracle_price:.2f}, {health}"
+    )
+    if rec.anomalies:
+        text += ". Anomalies: " + "; ".join(a.description for a in rec.anomalies)
+    if rec.deliberation:
+        text += f". Decision: {rec.deliberation.decision}"
+    for a in rec.actions:
+        text += f". Action {a.tool_name} {a.status.value}" + (f" ({a.block_reason})" if a.block_reason else "")
+    if rec.outcome:
+        text += f". Outcome verified={rec.outcome.verified}"
+        if rec.outcome.pnl_impact is not None:
+            text += f", pnl {rec.outcome.pnl_impact:+.2f} USD"
+    if rec.active_interventions:
+        text += ". Owner said: " + "; ".join(i.message for i in rec.active_interventions)
+    if rec.errors:
+        text += ". Errors: " + "; ".join(rec.errors)
+    return text
+
+
+def episode_utility(rec: DecisionCycleRecord) -> float:
+    """How worth replaying this tick is: surprise, action, and outcome surprise (grimoire dream replay)."""
+    u = 0.5 * rec.prediction_error
+    if rec.actions:
+        u += 0.2
+    if rec.outcome is not None:
+        u += 0.1 if rec.outcome.verified else 0.3
+        if rec.outcome.pnl_impact is not None:
+            u += min(abs(rec.outcome.pnl_impact) / 1000.0, 0.2)
+    if rec.errors:
+        u += 0.1
+    return round(min(u, 1.0), 4)
+
+
+def tick_result(rec: DecisionCycleRecord, record_path: str, episode_id: str | None) -> TickResult:
+    snap = rec.observation.snapshot
+    return TickResult(
+        tick=rec.tick,
+        tier=rec.tier,
+        regime=rec.regime.value,
+        prediction_error=rec.prediction_error,
+        threshold=rec.deliberation_threshold,
+        price=snap.pool.price,
+        gas_price_gwei=snap.gas_price_gwei,
+        tvl=snap.pool.tvl,
+        oracle_price=snap.oracle_price,
+        position_health={p.id: p.health_factor for p in snap.positions if p.health_factor is not None},
+        actions_executed=sum(1 for a in rec.actions if a.status.value == "executed"),
+        inference_cost=rec.inference_cost,
+        gas_cost=rec.gas_cost,
+        episode_id=episode_id,
+        record_path=record_path,
+        errors=rec.errors,
+        phase=rec.phase.value,
+    )

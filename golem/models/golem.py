@@ -1,0 +1,73 @@
+"""Inputs and outputs of the golem-level workflows (GolemWorkflow, delta, dream)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from golem.models.config import GolemConfig
+from golem.models.interventions import InterventionSummary, RejectedIntervention
+from golem.models.state import FsmState, GolemState, TickSummary
+
+
+class GolemWorkflowInput(BaseModel):
+    config: GolemConfig
+    state: GolemState | None = None  # None on first start; carried across continue-as-new
+    max_ticks: int | None = None  # stop after this many ticks in total (tests, bounded demos)
+
+
+class GolemStatus(BaseModel):
+    golem_id: str
+    tick: int  # next tick number
+    activity: str  # "ticking" | "waiting" | "dreaming" | "consolidating" | "stopped"
+    current_tick_workflow_id: str | None = None
+    fsm: FsmState = Field(default_factory=FsmState)
+    last_tick: TickSummary | None = None
+    regime: str
+    phase: str
+    vitality: float
+    theta_seconds: float
+    daily_spend_usd: float
+    pending_steers: list[InterventionSummary] = Field(default_factory=list)
+    pending_followups: list[InterventionSummary] = Field(default_factory=list)
+    rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)
+    failed_ticks: list[int] = Field(default_factory=list)
+    run_ticks: int = 0  # ticks in this run (before continue-as-new)
+
+
+class ConsolidationInput(BaseModel):
+    golem_id: str
+    tick: int
+    config: GolemConfig
+
+
+class ConsolidationResult(BaseModel):
+    tick: int
+    episodes_scanned: int = 0
+    episodes_decayed: int = 0
+    below_prune_floor: int = 0
+    heuristics_derived: int = 0
+    playbook_revision: int | None = None
+    playbook_path: str = ""
+
+
+class DreamInput(BaseModel):
+    golem_id: str
+    tick: int
+    config: GolemConfig
+    replay_count: int = 10
+
+
+class DreamResult(BaseModel):
+    tick: int
+    replayed: list[str] = Field(default_factory=list)
+    heuristics_touched: int = 0
+    report_path: str = ""
+
+
+class TickFailure(BaseModel):
+    golem_id: str
+    tick: int
+    workflow_id: str
+    run_id: str = ""
+    error: str
+    failed_at: str

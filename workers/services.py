@@ -1,0 +1,135 @@
+"""GolemServices: the clients one golem's activities use, built once per worker.
+
+Keys enter here from the worker's environment and stay here: they are never put in a payload,
+a record or a log line (history is visible in the Temporal UI).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from eth_account import Account
+
+from golem.chain.contracts import Deployment
+from golem.chain.executor import Executor
+from golem.chain.journal import TxJournal
+from golem.chain.permits import PermitStore
+from golem.chain.reader import read_snapshot
+from golem.chain.simulate import simulate_actions
+from golem.chain.verify import verify_actions
+from golem.chain.web3client import make_web3
+from golem.grimoire.embeddings import default_embedder
+from golem.grimoire.episodes import Episode, EpisodeStore
+from golem.grimoire.heuristics import HeuristicStore
+from golem.inference.offline import OfflineDeliberator
+from golem.inference.strategy import Strategy, parse_strategy
+from golem.life.cycle_store import CycleStore
+from golem.models.config import GolemConfig
+from golem.models.record import ActionRecord, DecisionCycleRecord, OutcomeRecord
+from golem.models.tick import ProposedAction, SimulationResult, TickContext, ValidationResult
+from golem.safety.policy import PolicyCage, validate_actions
+
+log = logging.getLogger("golem.services")
+
+LOCAL_CHAIN_ID = 31337  # the embedded Anvil sandbox: the demo runs live on it
+
+
+class GolemServices:
+    def __init__(
+        self,
+        config: GolemConfig,
+        data_dir: Path,
+        *,
+        private_key: str | None = None,
+        live: bool | None = None,
+    ) -> None:
+        self.config = config
+        self.home = Path(config.golem.home)
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.w3 = make_web3(config.chain.rpc_url)
+        self.deployment = Deployment.load(self.data_dir / "deployment.json")
+        key = private_key or os.environ.get(config.chain.key_env)
+        self._signer = Account.from_key(key) if key else None
+        self.account = self._signer.address if self._signer else self.deployment.golem_account
+        chain_id = self.w3.eth.chain_id
+        # Against an external RPC the golem dry-runs unless started live (ARCHITECTURE "The world").
+        self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
+        self.episodes = EpisodeStore(self.data_dir / "grimoire" / "episodes.lance", default_embedder())
+        self.heuristics = HeuristicStore(self.data_dir / "grimoire" / "heuristics.sqlite")
+        self.cycles = CycleStore(self.data_dir)
+        self.permits = PermitStore(self.data_dir / "permits.sqlite")
+        self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")
+        self.cage = PolicyCage(config.policy)
+        self.deliberator = OfflineDeliberator()
+        self._executor = (
+            Executor(self.w3, self.deployment, self._signer, self.journal, self.permits) if self._signer else None
+        )
+        log.info("golem %s services ready: account %s, live=%s", config.golem.id, self.account, self.live)
+
+    # ---- paths ----------------------------------------------------------------------------
+    @property
+    def strategy_path(self) -> Path:
+        return self.home / "STRATEGY.md"
+
+    @property
+    def playbook_path(self) -> Path:
+        return self.data_dir / "PLAYBOOK.md"
+
+    def load_strategy(self) -> Strategy:
+        """Read STRATEGY.md on every decision so owner edits apply at the next escalated tick."""
+        try:
+            text = self.strategy_path.read_text()
+        except FileNotFoundError:
+            raise ValueError(f"{self.strategy_path}: not found. Create it (see examples/golem-home/STRATEGY.md).") from None
+        return parse_strategy(text)
+
+    def playbook_text(self) -> str:
+        return self.playbook_path.read_text() if self.playbook_path.exists() else ""
+
+    # ---- chain ----------------------------------------------------------------------------
+    def read_snapshot(self):
+        return read_snapshot(self.w3, self.deployment, self.account)
+
+    def simulate(self, actions: list[ProposedAction], observation) -> SimulationResult:
+        return simulate_actions(self.w3, self.deployment, self.account, actions, observation)
+
+    def validate(self, ctx: TickContext, actions, simulation, observation) -> ValidationResult:
+        return validate_actions(
+            self.cage, actions, simulation, observation, ctx.state.phase, self.permits, ctx.golem_id, ctx.tick
+        )
+
+    def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation) -> ActionRecord:
+        if self._executor is None:
+            raise RuntimeError("no signing key configured; cannot execute")
+        return self._executor.execute(ctx.golem_id, ctx.tick, action, permit_id, observation)
+
+    def verify(self, ctx: TickContext, actions, simulation, records, observation) -> OutcomeRecord:
+        return verify_actions(
+            self.w3, self.deployment, self.account, actions, simulation, records, observation,
+            ctx.config.chain.confirmations,
+        )
+
+    # ---- memory ---------------------------------------------------------------------------
+    def write_episode(self, record: DecisionCycleRecord, summary: str, utility: float) -> str:
+        ep_id = f"{record.golem_id}:tick:{record.tick}"
+        self.episodes.upsert(
+            Episode(
+                id=ep_id,
+                golem_id=record.golem_id,
+                tick=record.tick,
+                created_at=record.timestamp,
+                regime=record.regime.value,
+                tier=record.tier.value,
+                summary=summary,
+                prediction_error=record.prediction_error,
+                actions=len(record.actions),
+                pnl_impact=record.outcome.pnl_impact if record.outcome else None,
+                outcome_verified=record.outcome.verified if record.outcome else None,
+                utility=utility,
+                last_accessed_tick=record.tick,
+            )
+        )
+        return ep_id

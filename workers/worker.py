@@ -1,0 +1,66 @@
+"""Build and run the worker that owns one golem's data directory and task queue (golem-<id>)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.consolidation import ConsolidationActivities
+from activities.tick import TickActivities
+from golem.models.config import GolemConfig
+from workers.services import GolemServices
+from workflows import ALL_WORKFLOWS
+
+log = logging.getLogger("golem.worker")
+
+
+def task_queue(golem_id: str) -> str:
+    return f"golem-{golem_id}"
+
+
+def build_worker(
+    client: Client,
+    services: GolemServices,
+    *,
+    max_cached_workflows: int = 1000,
+    interceptors=(),
+) -> Worker:
+    ticks = TickActivities(services)
+    consolidation = ConsolidationActivities(services)
+    return Worker(
+        client,
+        task_queue=task_queue(services.config.golem.id),
+        workflows=ALL_WORKFLOWS,
+        activities=[
+            ticks.observe, ticks.analyze, ticks.gate, ticks.retrieve, ticks.decide, ticks.simulate,
+            ticks.validate, ticks.execute, ticks.verify, ticks.reflect, ticks.record_failure,
+            consolidation.consolidate, consolidation.dream,
+        ],
+        # Sync activities (web3, LanceDB, SQLite) run on threads; the workflow loop stays free.
+        activity_executor=ThreadPoolExecutor(max_workers=8),
+        max_cached_workflows=max_cached_workflows,
+        interceptors=list(interceptors),
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+
+
+async def run_worker(config: GolemConfig, data_dir: Path, address: str | None = None, live: bool | None = None) -> None:
+    from workers.client import connect
+    from workers.telemetry import shutdown_tracing, tracing_interceptor
+
+    services = GolemServices(config, data_dir, live=live)
+    client = await connect(address)
+    worker = build_worker(client, services, interceptors=[tracing_interceptor(data_dir, config.golem.id)])
+    log.info("worker serving %s (data %s)", task_queue(config.golem.id), data_dir)
+    try:
+        await worker.run()
+    except asyncio.CancelledError:
+        pass
+    finally:
+        shutdown_tracing()

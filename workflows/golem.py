@@ -1,0 +1,213 @@
+"""GolemWorkflow: one per golem (id golem-<id>), the durable heartbeat loop.
+
+Holds GolemState; every theta interval (or at once on a steer) starts a ThetaTickWorkflow child;
+every delta_theta_ticks starts DeltaConsolidationWorkflow; when due, DreamCycleWorkflow suspends
+ticking until it ends (§S7 SLEEPING.DREAMING); continues-as-new every N ticks carrying the state.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import TypedSearchAttributes
+from temporalio.exceptions import ChildWorkflowError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.tick import TickActivities
+    from golem.cognition.fold import (
+        accept_intervention,
+        fold_tick_failure,
+        fold_tick_result,
+        should_dream,
+        should_run_delta,
+    )
+    from golem.models.golem import (
+        ConsolidationInput,
+        DreamInput,
+        GolemStatus,
+        GolemWorkflowInput,
+        TickFailure,
+    )
+    from golem.models.interventions import summarize
+    from golem.models.state import FsmState, GolemState
+    from golem.models.tick import TickContext, TickResult
+    from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
+    from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
+
+
+def tick_workflow_id(golem_id: str, tick: int) -> str:
+    return f"golem-{golem_id}-tick-{tick}"
+
+
+@workflow.defn
+class GolemWorkflow:
+    def __init__(self) -> None:
+        self._state: GolemState | None = None
+        self._cfg = None
+        self._activity = "starting"
+        self._child = None
+        self._child_id: str | None = None
+        self._run_ticks = 0
+
+    # ---- signals: validated here, deduplicated by id, rejections recorded in state ----------
+    @workflow.signal
+    async def steer(self, raw: Any) -> None:
+        await self._accept("steer", raw)
+
+    @workflow.signal
+    async def follow_up(self, raw: Any) -> None:
+        await self._accept("follow_up", raw)
+
+    async def _accept(self, kind: str, raw: Any) -> None:
+        if self._state is None:  # a signal that arrives before run() starts: wait for the state
+            await workflow.wait_condition(lambda: self._state is not None)
+        before = len(self._state.pending_steers)
+        self._state, reason = accept_intervention(self._state, kind, raw, workflow.now().isoformat())
+        if reason:
+            workflow.logger.warning("rejected %s: %s", kind, reason)
+            return
+        if kind == "steer" and len(self._state.pending_steers) > before and self._child is not None:
+            # Forward to the running tick; it takes it only if its FSM accepts steers (§S7).
+            try:
+                await self._child.signal(ThetaTickWorkflow.steer, self._state.pending_steers[-1])
+            except Exception as err:  # the tick may have just finished; the steer stays pending
+                workflow.logger.info("steer not forwarded: %s", err)
+
+    @workflow.query
+    def status(self) -> GolemStatus:
+        s = self._state
+        if s is None:
+            return GolemStatus(golem_id="?", tick=0, activity=self._activity, regime="unknown", phase="thriving",
+                               vitality=1.0, theta_seconds=0.0, daily_spend_usd=0.0)
+        return GolemStatus(
+            golem_id=s.golem_id,
+            tick=s.tick,
+            activity=self._activity,
+            current_tick_workflow_id=self._child_id if self._child is not None else None,
+            fsm=FsmState(state="Dreaming") if s.dreaming else FsmState(),
+            last_tick=s.recent_ticks[-1] if s.recent_ticks else None,
+            regime=s.regime.value,
+            phase=s.phase.value,
+            vitality=s.vitality.composite,
+            theta_seconds=s.theta_seconds,
+            daily_spend_usd=s.daily_spend_usd,
+            pending_steers=[summarize(x) for x in s.pending_steers],
+            pending_followups=[summarize(x) for x in s.pending_followups],
+            rejected_interventions=s.rejected_interventions[-5:],
+            failed_ticks=s.failed_ticks[-10:],
+            run_ticks=self._run_ticks,
+        )
+
+    @workflow.query
+    def state(self) -> GolemState | None:
+        return self._state
+
+    # ---- the loop ---------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: GolemWorkflowInput) -> GolemState:
+        cfg = inp.config
+        self._cfg = cfg
+        golem_id = cfg.golem.id
+        self._state = inp.state or GolemState(golem_id=golem_id, theta_seconds=cfg.clock.theta_base_seconds)
+
+        while inp.max_ticks is None or self._state.tick < inp.max_ticks:
+            if should_dream(self._state, cfg.clock):
+                await self._dream(cfg)
+            if should_run_delta(self._state, cfg.clock):
+                await self._consolidate(cfg)
+
+            await self._tick(cfg)
+            self._run_ticks += 1
+
+            if self._run_ticks >= cfg.clock.continue_as_new_ticks:
+                self._activity = "continuing-as-new"
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(GolemWorkflowInput(config=cfg, state=self._state, max_ticks=inp.max_ticks))
+
+            if inp.max_ticks is not None and self._state.tick >= inp.max_ticks:
+                break
+            # Theta clock: sleep the adaptive interval, but wake at once when a steer arrives.
+            self._activity = "waiting"
+            try:
+                await workflow.wait_condition(
+                    lambda: bool(self._state.pending_steers),
+                    timeout=timedelta(seconds=self._state.theta_seconds),
+                )
+            except TimeoutError:
+                pass
+        self._activity = "stopped"
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._state
+
+    async def _tick(self, cfg) -> None:
+        s = self._state
+        n = s.tick
+        wid = tick_workflow_id(s.golem_id, n)
+        ctx = TickContext(golem_id=s.golem_id, tick=n, config=cfg, state=s, started_at=workflow.now().isoformat())
+        self._activity = "ticking"
+        self._child_id = wid
+        try:
+            self._child = await workflow.start_child_workflow(
+                ThetaTickWorkflow.run,
+                ctx,
+                id=wid,
+                task_queue=ctx.task_queue,
+                search_attributes=TypedSearchAttributes([SA_GOLEM_ID.value_set(s.golem_id), SA_TICK.value_set(n)]),
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                execution_timeout=timedelta(minutes=30),
+            )
+            result: TickResult = await self._child
+            self._child = None
+            self._state = fold_tick_result(
+                self._state, result, workflow.now().isoformat(), cfg.clock, cfg.heartbeat
+            )
+        except ChildWorkflowError as err:
+            # A failed tick is recorded and the loop goes on; pending steers stay pending.
+            self._child = None
+            reason = str(err.cause or err)
+            workflow.logger.error("tick %s failed: %s", n, reason)
+            info = TickFailure(golem_id=s.golem_id, tick=n, workflow_id=wid, error=reason,
+                               failed_at=workflow.now().isoformat())
+            try:
+                await workflow.execute_activity_method(
+                    TickActivities.record_failure, info, task_queue=ctx.task_queue,
+                    start_to_close_timeout=timedelta(seconds=30),
+                )
+            except Exception as rec_err:  # recording is best effort; the failure is also in state
+                workflow.logger.error("could not record failure of tick %s: %s", n, rec_err)
+            self._state = fold_tick_failure(self._state, n, reason, wid, "", workflow.now().isoformat())
+
+    async def _consolidate(self, cfg) -> None:
+        s = self._state
+        self._activity = "consolidating"
+        try:
+            await workflow.execute_child_workflow(
+                DeltaConsolidationWorkflow.run,
+                ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg),
+                id=f"golem-{s.golem_id}-delta-{s.tick}",
+                task_queue=f"golem-{s.golem_id}",
+                execution_timeout=timedelta(minutes=10),
+            )
+        except ChildWorkflowError as err:  # upkeep failing must never stop the heartbeat
+            workflow.logger.error("delta consolidation at tick %s failed: %s", s.tick, err.cause or err)
+        self._state = self._state.model_copy(update={"last_delta_tick": s.tick})
+
+    async def _dream(self, cfg) -> None:
+        s = self._state
+        self._activity = "dreaming"
+        self._state = s.model_copy(update={"dreaming": True})
+        try:
+            await workflow.execute_child_workflow(
+                DreamCycleWorkflow.run,
+                DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg),
+                id=f"golem-{s.golem_id}-dream-{s.tick}",
+                task_queue=f"golem-{s.golem_id}",
+                execution_timeout=timedelta(minutes=10),
+            )
+        except ChildWorkflowError as err:
+            workflow.logger.error("dream cycle at tick %s failed: %s", s.tick, err.cause or err)
+        finally:
+            self._state = self._state.model_copy(update={"dreaming": False, "last_dream_tick": s.tick})

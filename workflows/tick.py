@@ -1,0 +1,271 @@
+"""ThetaTickWorkflow: one heartbeat tick as a durable pipeline of activities (heartbeat §S3).
+
+observe → analyze → gate → [retrieve → decide → simulate → validate → execute → verify] → reflect.
+A T0 tick runs observe → analyze → gate → reflect only. The heartbeat FSM (§S7) is queryable.
+Ordering and durability live here; every formula lives in golem/, every side effect in activities/.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.tick import TickActivities
+    from golem.models.enums import HeartbeatState, SteerSeverity, Tier
+    from golem.models.interventions import Steer, parse_intervention
+    from golem.models.record import ActionRecord, StepTiming
+    from golem.models.state import FsmState
+    from golem.models.tick import (
+        AnalyzeInput,
+        DecideInput,
+        Deliberation,
+        ExecuteInput,
+        GateInput,
+        ObserveInput,
+        ReflectInput,
+        RetrieveInput,
+        RetrievedKnowledge,
+        SimulateInput,
+        TickContext,
+        TickResult,
+        ValidateInput,
+        VerifyInput,
+    )
+
+# Search attributes registered on the dev server (infra/temporal.py); the UI filters ticks by them.
+SA_GOLEM_ID = SearchAttributeKey.for_keyword("GolemId")
+SA_TICK = SearchAttributeKey.for_int("Tick")
+SA_TIER = SearchAttributeKey.for_keyword("Tier")
+SA_REGIME = SearchAttributeKey.for_keyword("Regime")
+SA_PHASE = SearchAttributeKey.for_keyword("Phase")
+
+# Transient I/O (RPC hiccup, file lock) retries with backoff; bad input is raised non-retryable.
+IO_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=5,
+)
+
+
+@workflow.defn
+class ThetaTickWorkflow:
+    def __init__(self) -> None:
+        self._fsm = FsmState()
+        self._trace: list[str] = []
+        self._timings: list[StepTiming] = []
+        self._interrupt_steers: list[Steer] = []
+        self._cancel_reason: str | None = None
+        self._deferred_steers: list[str] = []
+
+    # ---- queries and signals -------------------------------------------------------------
+    @workflow.query
+    def fsm(self) -> FsmState:
+        return self._fsm
+
+    @workflow.signal
+    def steer(self, raw: Any) -> None:
+        """A steer forwarded by GolemWorkflow while this tick runs (§S7 handle_steer)."""
+        try:
+            steer = parse_intervention("steer", raw)
+        except ValueError:
+            return  # GolemWorkflow already validated, recorded and kept it; nothing to do here
+        assert isinstance(steer, Steer)
+        state = self._fsm.state
+        if not state.accepts_steer:
+            return  # stays pending in GolemWorkflow for the next tick
+        if state == HeartbeatState.DECIDING:
+            self._interrupt_steers.append(steer)
+            self._fsm = FsmState(state=state, substate=f"Interrupted{{steer_id={steer.id}}}")
+        elif state == HeartbeatState.EXECUTING and steer.severity.rank >= SteerSeverity.HIGH.rank:
+            self._cancel_reason = f"steer {steer.id}: {steer.message}"
+            self._fsm = FsmState(state=state, substate=f"CancelPending{{reason={steer.message}}}")
+        elif state in (HeartbeatState.SIMULATING, HeartbeatState.VALIDATING) and steer.severity.rank >= SteerSeverity.HIGH.rank:
+            # Nothing is sent yet: a high-severity steer cancels the whole write path.
+            self._cancel_reason = f"steer {steer.id}: {steer.message}"
+        else:
+            self._deferred_steers.append(steer.id)  # low severity while acting: queued as a follow-up
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _enter(self, state: HeartbeatState, substate: str = "Normal") -> None:
+        self._fsm = FsmState(state=state, substate=substate)
+        self._trace.append(state.value)
+
+    async def _step(self, method: Any, arg: Any, ctx: TickContext, **kw: Any) -> Any:
+        started = workflow.now()
+        try:
+            return await workflow.execute_activity_method(
+                method,
+                arg,
+                start_to_close_timeout=timedelta(seconds=ctx.config.heartbeat.step_timeout_seconds),
+                retry_policy=IO_RETRY,
+                **kw,
+            )
+        finally:
+            ms = (workflow.now() - started).total_seconds() * 1000.0
+            self._timings.append(StepTiming(step=method.__name__, ms=round(ms, 3)))
+
+    # ---- the tick --------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, ctx: TickContext) -> TickResult:
+        info = workflow.info()
+        steers = list(ctx.state.pending_steers)
+        followups = list(ctx.state.pending_followups)
+        errors: list[str] = []
+
+        # Step 1: OBSERVE — without an observation there is no tick; failure fails the tick.
+        self._enter(HeartbeatState.OBSERVING)
+        observation = await self._step(TickActivities.observe, ObserveInput(ctx=ctx), ctx)
+        workflow.upsert_search_attributes([SA_REGIME.value_set(observation.regime.value)])
+
+        # Step 3: ANALYZE (retrieval moves after gating: heartbeat "Adaptive Clock", theta phase 4)
+        self._enter(HeartbeatState.ANALYZING)
+        analysis = await self._step(TickActivities.analyze, AnalyzeInput(ctx=ctx, observation=observation), ctx)
+
+        # Step 4: GATE
+        self._enter(HeartbeatState.GATING)
+        gate = await self._step(
+            TickActivities.gate,
+            GateInput(ctx=ctx, observation=observation, prediction_error=analysis.prediction_error, steers=steers),
+            ctx,
+        )
+        workflow.upsert_search_attributes([SA_TIER.value_set(gate.tier.value)])
+
+        retrieved: RetrievedKnowledge | None = None
+        deliberation: Deliberation | None = None
+        records: list[ActionRecord] = []
+        outcome = None
+        if gate.tier != Tier.T0:
+            try:
+                retrieved, deliberation, records, outcome = await self._escalated(
+                    ctx, observation, analysis.prediction_error, gate.tier, steers, followups
+                )
+            except ActivityError as err:
+                # e.g. malformed LLM output or a bad STRATEGY.md: recorded, never fatal to the golem.
+                errors.append(_describe(err))
+
+        # Step 9: REFLECT
+        self._enter(HeartbeatState.REFLECTING)
+        consumed_steers = [s.id for s in steers] + [s.id for s in self._interrupt_steers]
+        result: TickResult = await self._step(
+            TickActivities.reflect,
+            ReflectInput(
+                ctx=ctx,
+                observation=observation,
+                analysis=analysis,
+                gate=gate,
+                retrieved=retrieved,
+                deliberation=deliberation,
+                records=records,
+                outcome=outcome,
+                steers=steers + self._interrupt_steers,
+                followups=followups,
+                step_timings=self._timings,
+                fsm_trace=self._trace,
+                workflow_id=info.workflow_id,
+                run_id=info.run_id,
+                errors=errors,
+            ),
+            ctx,
+        )
+        workflow.upsert_search_attributes([SA_PHASE.value_set(result.phase or ctx.state.phase.value)])
+        # Steers only count as handled when the tick deliberated on them.
+        result.steers_consumed = consumed_steers if deliberation is not None else []
+        result.followups_consumed = (
+            [f.id for f in followups if f.window.value in ("next-decide", "next-reflect")]
+            if deliberation is not None
+            else [f.id for f in followups if f.window.value == "next-reflect"]
+        )
+        self._enter(HeartbeatState.IDLE)
+        return result
+
+    async def _escalated(self, ctx, observation, prediction_error, tier, steers, followups):
+        # Step 2: RETRIEVE
+        self._enter(HeartbeatState.RETRIEVING)
+        retrieved = await self._step(
+            TickActivities.retrieve, RetrieveInput(ctx=ctx, observation=observation, tier=tier), ctx
+        )
+
+        # DECIDE — re-run with the steer injected when one interrupts deliberation (§S7).
+        deliberation = await self._decide(ctx, observation, prediction_error, tier, retrieved, steers, followups)
+        if not deliberation.actions or not deliberation.record.recommends_action:
+            return retrieved, deliberation, [], None
+
+        # Step 5: SIMULATE
+        self._enter(HeartbeatState.SIMULATING)
+        simulation = await self._step(
+            TickActivities.simulate, SimulateInput(ctx=ctx, observation=observation, actions=deliberation.actions), ctx
+        )
+        # Step 6: VALIDATE (PolicyCage; issues single-use permits for approved actions)
+        self._enter(HeartbeatState.VALIDATING)
+        validation = await self._step(
+            TickActivities.validate,
+            ValidateInput(ctx=ctx, observation=observation, actions=deliberation.actions, simulation=simulation),
+            ctx,
+        )
+        # Step 7: EXECUTE — one activity per approved action so a steer can cancel what is not yet sent.
+        self._enter(HeartbeatState.EXECUTING)
+        records: list[ActionRecord] = []
+        for action in deliberation.actions:
+            execute_input = ExecuteInput(
+                ctx=ctx, observation=observation, actions=[action], validation=validation,
+                cancelled_reason=self._cancel_reason,
+            )
+            result = await self._step(TickActivities.execute, execute_input, ctx, heartbeat_timeout=timedelta(seconds=15))
+            records.extend(result.records)
+        if not any(r.tx_hash for r in records):
+            return retrieved, deliberation, records, None
+        # Step 8: VERIFY
+        self._enter(HeartbeatState.VERIFYING)
+        outcome = await self._step(
+            TickActivities.verify,
+            VerifyInput(
+                ctx=ctx, observation=observation, actions=deliberation.actions, simulation=simulation, records=records
+            ),
+            ctx,
+        )
+        return retrieved, deliberation, records, outcome
+
+    async def _decide(self, ctx, observation, prediction_error, tier, retrieved, steers, followups) -> Deliberation:
+        decide_followups = [f for f in followups if f.window.value == "next-decide"]
+        while True:
+            self._enter(HeartbeatState.DECIDING)
+            seen = len(self._interrupt_steers)
+            handle = workflow.start_activity_method(
+                TickActivities.decide,
+                DecideInput(
+                    ctx=ctx,
+                    observation=observation,
+                    tier=tier,
+                    prediction_error=prediction_error,
+                    retrieved=retrieved,
+                    steers=steers + self._interrupt_steers,
+                    followups=decide_followups,
+                ),
+                start_to_close_timeout=timedelta(seconds=ctx.config.heartbeat.step_timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=30),
+                retry_policy=IO_RETRY,
+            )
+            started = workflow.now()
+            await workflow.wait_condition(lambda: handle.done() or len(self._interrupt_steers) > seen)
+            if handle.done() and len(self._interrupt_steers) == seen:
+                self._timings.append(StepTiming(step="decide", ms=(workflow.now() - started).total_seconds() * 1000))
+                return await handle
+            # A steer arrived mid-thought: cancel and deliberate again with it in context.
+            handle.cancel()
+            try:
+                await handle
+            except Exception:
+                pass
+
+
+def _describe(err: ActivityError) -> str:
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return f"{err.activity_type}: {cause.message}"
+    return f"{err.activity_type}: {cause or err}"
