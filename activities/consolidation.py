@@ -18,7 +18,7 @@ class ConsolidationActivities:
     @activity.defn(name="delta_consolidate")
     def consolidate(self, inp: ConsolidationInput) -> ConsolidationResult:
         activity.heartbeat("decay")
-        report = self.s.episodes.apply_decay(now_tick=inp.tick)
+        report = self.s.episodes.apply_decay(now_tick=inp.tick, tick_seconds=inp.config.clock.theta_base_seconds)
         activity.heartbeat("distill")
         derived = derive_heuristics_from_episodes(self.s.episodes.all())
         for text, scope, episode_id in derived:
@@ -37,10 +37,13 @@ class ConsolidationActivities:
     @activity.defn(name="dream_replay")
     def dream(self, inp: DreamInput) -> DreamResult:
         activity.heartbeat("replay")
-        report = run_dream_replay(self.s.episodes, self.s.heuristics, inp.replay_count, inp.tick)
+        report = run_dream_replay(
+            self.s.episodes, self.s.heuristics, inp.replay_count, inp.tick,
+            tick_seconds=inp.config.clock.theta_base_seconds,
+        )
         return DreamResult(
             tick=inp.tick,
             replayed=list(report.replayed),
-            heuristics_touched=report.heuristics_touched,
+            heuristics_touched=len(report.heuristics_touched),
             report_path="",
         )

@@ -19,7 +19,7 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold, gate
-from golem.life.reflect import build_record, episode_summary, episode_utility, retrieval_query, tick_result
+from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus
 from golem.models.golem import TickFailure
 from golem.models.observation import Observation
@@ -166,8 +166,7 @@ class TickActivities:
     @activity.defn(name="reflect")
     def reflect(self, inp: ReflectInput) -> TickResult:
         record = build_record(inp, _now_iso())
-        prev = inp.ctx.state.price_history[-1] if inp.ctx.state.price_history else None
-        episode = self.s.write_episode(record, episode_summary(record, prev), episode_utility(record))
+        episode = self.s.write_episode(record)
         record.episodes_written = [episode]
         record.grimoire_mutations = [f"upsert episode {episode}"]
         path = self.s.cycles.persist(record)

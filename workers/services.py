@@ -21,7 +21,7 @@ from golem.chain.simulate import simulate_actions
 from golem.chain.verify import verify_actions
 from golem.chain.web3client import make_web3
 from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.episodes import Episode, EpisodeStore
+from golem.grimoire.episodes import EpisodeStore, episode_from_record
 from golem.grimoire.heuristics import HeuristicStore
 from golem.inference.offline import OfflineDeliberator
 from golem.inference.strategy import Strategy, parse_strategy
@@ -113,23 +113,8 @@ class GolemServices:
         )
 
     # ---- memory ---------------------------------------------------------------------------
-    def write_episode(self, record: DecisionCycleRecord, summary: str, utility: float) -> str:
-        ep_id = f"{record.golem_id}:tick:{record.tick}"
-        self.episodes.upsert(
-            Episode(
-                id=ep_id,
-                golem_id=record.golem_id,
-                tick=record.tick,
-                created_at=record.timestamp,
-                regime=record.regime.value,
-                tier=record.tier.value,
-                summary=summary,
-                prediction_error=record.prediction_error,
-                actions=len(record.actions),
-                pnl_impact=record.outcome.pnl_impact if record.outcome else None,
-                outcome_verified=record.outcome.verified if record.outcome else None,
-                utility=utility,
-                last_accessed_tick=record.tick,
-            )
-        )
-        return ep_id
+    def write_episode(self, record: DecisionCycleRecord) -> str:
+        """Keyed by golem and tick, so a retried reflect overwrites instead of duplicating."""
+        episode = episode_from_record(record)
+        self.episodes.upsert(episode)
+        return episode.id

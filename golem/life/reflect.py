@@ -62,50 +62,6 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
     return rec
 
 
-def episode_summary(rec: DecisionCycleRecord, previous_price: float | None) -> str:
-    """A plain-language line per tick; it is what the embedder indexes and retrieval matches."""
-    snap = rec.observation.snapshot
-    move = ""
-    if previous_price:
-        bps = (snap.pool.price - previous_price) / previous_price * 1e4
-        move = f" ({bps:+.0f} bps)"
-    hf = rec.observation.min_health_factor()
-    health = f"health factor {hf:.2f}" if hf is not None else "no debt"
-    text = (
-        f"Tick {rec.tick}, {rec.regime.value} market, tier {rec.tier.value}: price {snap.pool.price:.2f}{move}, "
-        f"oracle {snap.oracle_price:.2f}, {health}"
-    )
-    if rec.anomalies:
-        text += ". Anomalies: " + "; ".join(a.description for a in rec.anomalies)
-    if rec.deliberation:
-        text += f". Decision: {rec.deliberation.decision}"
-    for a in rec.actions:
-        text += f". Action {a.tool_name} {a.status.value}" + (f" ({a.block_reason})" if a.block_reason else "")
-    if rec.outcome:
-        text += f". Outcome verified={rec.outcome.verified}"
-        if rec.outcome.pnl_impact is not None:
-            text += f", pnl {rec.outcome.pnl_impact:+.2f} USD"
-    if rec.active_interventions:
-        text += ". Owner said: " + "; ".join(i.message for i in rec.active_interventions)
-    if rec.errors:
-        text += ". Errors: " + "; ".join(rec.errors)
-    return text
-
-
-def episode_utility(rec: DecisionCycleRecord) -> float:
-    """How worth replaying this tick is: surprise, action, and outcome surprise (grimoire dream replay)."""
-    u = 0.5 * rec.prediction_error
-    if rec.actions:
-        u += 0.2
-    if rec.outcome is not None:
-        u += 0.1 if rec.outcome.verified else 0.3
-        if rec.outcome.pnl_impact is not None:
-            u += min(abs(rec.outcome.pnl_impact) / 1000.0, 0.2)
-    if rec.errors:
-        u += 0.1
-    return round(min(u, 1.0), 4)
-
-
 def tick_result(rec: DecisionCycleRecord, record_path: str, episode_id: str | None) -> TickResult:
     snap = rec.observation.snapshot
     return TickResult(

@@ -1,0 +1,244 @@
+"""Heuristics (procedural memory rows) in SQLite, and their distillation from episodes.
+
+grimoire "Three-Store Split": heuristics are SQLite rows (WAL for concurrent reads); a new heuristic
+starts at confidence 0.5 and each independent validation upvotes it by +0.1 ("GrimoireEntry Types",
+"Confidence scores use asymmetric upvote/downvote (+0.1 / -0.15)"); the Curator compiles those at
+>= 0.7 into PLAYBOOK.md (see playbook.py).
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import re
+import sqlite3
+from collections import defaultdict
+from contextlib import closing
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from golem.grimoire.episodes import Episode
+
+INITIAL_CONFIDENCE = 0.5  # grimoire "GrimoireEntry Types": Heuristic 0.5 initial
+UPVOTE = 0.1  # grimoire "Three-Store Split": +0.1 per confirmation
+DOWNVOTE = 0.15  # ... and -0.15 per contradiction
+MIN_PATTERN_SUPPORT = 3  # a pattern must recur >= 3 times before it becomes a rule (revisions Rev. 7: "clusters with 3+ episodes")
+GLOBAL_SCOPE = "global"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS heuristics (
+    id TEXT PRIMARY KEY,
+    scope TEXT NOT NULL,
+    norm_text TEXT NOT NULL,
+    text TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    evidence_count INTEGER NOT NULL,
+    source_episode_ids TEXT NOT NULL,   -- JSON list
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (scope, norm_text)
+);
+CREATE INDEX IF NOT EXISTS idx_heuristics_confidence ON heuristics(confidence DESC);
+"""
+
+# Standalone numbers only: "T2" or "v3" keep their digits, "+4.10" and "12%" become "#".
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_])[-+]?\d+(?:[.,]\d+)*%?")
+
+
+def normalise_text(text: str) -> str:
+    """Identity of a rule: lower case, collapsed spaces, numbers masked as '#'.
+
+    Masking numbers lets a rule restated with fresher statistics ("mean pnl +4.10 over 5 ticks")
+    reinforce the same heuristic instead of creating a near-duplicate. Direction words stay, so
+    "gained" and "lost" remain different rules.
+    """
+    t = _NUMBER.sub("#", text.strip().lower())
+    return re.sub(r"\s+", " ", t).strip(" .")
+
+
+def heuristic_id(scope: str, norm_text: str) -> str:
+    return "h-" + hashlib.sha256(f"{scope}\x00{norm_text}".encode()).hexdigest()[:16]
+
+
+class Heuristic(BaseModel):
+    id: str
+    text: str
+    scope: str = GLOBAL_SCOPE  # a strategy id, or "global"
+    confidence: float = Field(ge=0.0, le=1.0)
+    evidence_count: int = Field(ge=0)
+    source_episode_ids: list[str] = Field(default_factory=list)
+    created_at: str
+    updated_at: str
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _check_scope(scope: str) -> str:
+    scope = (scope or "").strip()
+    if not scope:
+        raise ValueError('scope must be a strategy id or "global"')
+    if "\n" in scope or "#" in scope:
+        raise ValueError(f"scope {scope!r} must not contain newlines or '#' (it becomes a PLAYBOOK heading)")
+    return scope
+
+
+class HeuristicStore:
+    """A SQLite file of heuristics. One short-lived connection per call: safe across processes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(self._connect()) as conn, conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30.0)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    @staticmethod
+    def _row(row: sqlite3.Row) -> Heuristic:
+        return Heuristic(
+            id=row["id"],
+            text=row["text"],
+            scope=row["scope"],
+            confidence=row["confidence"],
+            evidence_count=row["evidence_count"],
+            source_episode_ids=json.loads(row["source_episode_ids"]),
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+    def add_or_reinforce(self, text: str, scope: str, episode_id: str) -> Heuristic:
+        """Add a heuristic, or upvote the one with the same normalised text in the same scope.
+
+        Evidence is counted once per episode: the same episode id reinforcing twice (a retried
+        activity, a second DELTA over the same window) changes nothing.
+        """
+        if not text or not text.strip():
+            raise ValueError("heuristic text must be non-empty")
+        if not episode_id or not episode_id.strip():
+            raise ValueError("episode_id must be non-empty (every heuristic needs provenance)")
+        scope = _check_scope(scope)
+        norm = normalise_text(text)
+        hid = heuristic_id(scope, norm)
+        now = _now()
+        with closing(self._connect()) as conn, conn:
+            conn.execute("BEGIN IMMEDIATE")  # read-modify-write under the write lock
+            row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (hid,)).fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO heuristics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (hid, scope, norm, text.strip(), INITIAL_CONFIDENCE, 1, json.dumps([episode_id]), now, now),
+                )
+            else:
+                sources = json.loads(row["source_episode_ids"])
+                if episode_id not in sources:
+                    sources.append(episode_id)
+                    conn.execute(
+                        "UPDATE heuristics SET text = ?, confidence = ?, evidence_count = ?, "
+                        "source_episode_ids = ?, updated_at = ? WHERE id = ?",
+                        (
+                            text.strip(),  # keep the freshest statistics in the wording
+                            round(min(1.0, row["confidence"] + UPVOTE), 6),
+                            row["evidence_count"] + 1,
+                            json.dumps(sources),
+                            now,
+                            hid,
+                        ),
+                    )
+            return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (hid,)).fetchone())
+
+    def downvote(self, heuristic_id_: str) -> Heuristic:
+        """Contradicting evidence: confidence -0.15 (grimoire "Three-Store Split")."""
+        with closing(self._connect()) as conn, conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone()
+            if row is None:
+                raise KeyError(f"no heuristic {heuristic_id_!r} in {self.path}")
+            conn.execute(
+                "UPDATE heuristics SET confidence = ?, updated_at = ? WHERE id = ?",
+                (round(max(0.0, row["confidence"] - DOWNVOTE), 6), _now(), heuristic_id_),
+            )
+            return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
+
+    def get(self, heuristic_id_: str) -> Heuristic | None:
+        with closing(self._connect()) as conn:
+            row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone()
+        return self._row(row) if row else None
+
+    def count(self) -> int:
+        with closing(self._connect()) as conn:
+            return conn.execute("SELECT COUNT(*) FROM heuristics").fetchone()[0]
+
+    def list(self, min_confidence: float = 0.0) -> builtins.list[Heuristic]:
+        """Heuristics at or above `min_confidence`, by scope then confidence (highest first)."""
+        with closing(self._connect()) as conn:
+            rows = conn.execute(
+                "SELECT * FROM heuristics WHERE confidence >= ? - 1e-9 "
+                "ORDER BY scope, confidence DESC, evidence_count DESC, id",
+                (min_confidence,),
+            ).fetchall()
+        return [self._row(r) for r in rows]
+
+
+def derive_heuristics_from_episodes(
+    episodes: builtins.list[Episode], min_support: int = MIN_PATTERN_SUPPORT
+) -> builtins.list[tuple[str, str, str]]:
+    """ExpeL-style distillation without an LLM (grimoire "Curator Cycle": heuristicExtraction, zero cost).
+
+    Groups episodes by (strategy scope, regime, tier, acted). A group seen at least `min_support`
+    times becomes one rule computed from its members. Returns one (text, scope, episode_id) per
+    supporting episode, so feeding them to `add_or_reinforce` counts each episode as evidence once.
+    Deterministic: the same episodes always give the same tuples in the same order.
+    """
+    if min_support < 1:
+        raise ValueError(f"min_support must be >= 1, got {min_support}")
+    groups: dict[tuple[str, str, str, bool], builtins.list[Episode]] = defaultdict(builtins.list)
+    for ep in episodes:
+        scope = ep.strategy or GLOBAL_SCOPE
+        groups[(scope, ep.regime.value, ep.tier.value, ep.acted)].append(ep)
+
+    out: builtins.list[tuple[str, str, str]] = []
+    for (scope, regime, tier, acted), members in sorted(groups.items()):
+        if len(members) < min_support:
+            continue
+        members = sorted(members, key=lambda e: (e.tick, e.id))
+        text = _rule_text(regime.replace("_", " "), tier, acted, members)
+        if text is None:
+            continue
+        out.extend((text, scope, ep.id) for ep in members)
+    return out
+
+
+def _rule_text(regime: str, tier: str, acted: bool, members: builtins.list[Episode]) -> str | None:
+    n = len(members)
+    mean_pe = sum(e.prediction_error for e in members) / n
+    if not acted:
+        return (
+            f"When the regime is {regime} and the gate settles at {tier}, holding has been the norm: "
+            f"{n} ticks without action, mean prediction error {mean_pe:.3f}."
+        )
+    with_pnl = [e.pnl_impact for e in members if e.pnl_impact is not None]
+    if not with_pnl:
+        return (
+            f"When the regime is {regime} and the gate escalates to {tier}, actions have gone unmeasured: "
+            f"{n} acting ticks without a P&L reading; verify outcomes before repeating them."
+        )
+    mean_pnl = sum(with_pnl) / len(with_pnl)
+    wins = sum(1 for p in with_pnl if p > 0)
+    verified = sum(1 for e in members if e.outcome_verified)
+    if mean_pnl > 0:
+        verdict = f"acting has paid: mean pnl {mean_pnl:+.2f}"
+    else:
+        verdict = f"acting has lost money: mean pnl {mean_pnl:+.2f}; prefer holding or smaller size"
+    return (
+        f"When the regime is {regime} and the gate escalates to {tier}, {verdict} "
+        f"over {len(with_pnl)} measured actions ({wins} profitable, {verified} verified on chain)."
+    )

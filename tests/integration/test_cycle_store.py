@@ -1,0 +1,146 @@
+"""DecisionCycleRecord files + the SQLite cycle_index (heartbeat §S6) on a real data directory."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+
+import pytest
+
+from golem.life.cycle_store import INDEX_NAMES, CycleNotFoundError, CycleStore, index_row
+from golem.models import (
+    ActionRecord,
+    ActionStatus,
+    BehavioralPhase,
+    ChainSnapshot,
+    DecisionCycleRecord,
+    DeliberationRecord,
+    MarketRegime,
+    Observation,
+    OutcomeRecord,
+    PlutchikLabel,
+    PoolState,
+    Tier,
+)
+
+
+def make_record(tick: int, *, tier=Tier.T0, regime=MarketRegime.RANGE_BOUND, acted=False, pnl=None,
+                phase=BehavioralPhase.THRIVING, blocked=False) -> DecisionCycleRecord:
+    pool = PoolState(address="0x" + "22" * 20, token0="WETH", token1="USDC",
+                     reserve0=100.0, reserve1=250_000.0, price=2500.0 + tick, tvl=500_000.0)
+    snap = ChainSnapshot(chain_id=31337, block_number=1000 + tick, block_timestamp=1_700_000_000 + 12 * tick,
+                         gas_price_gwei=1.5, pool=pool, oracle_price=2500.0, balances={"USDC": 1000.0})
+    actions = []
+    if acted or blocked:
+        actions = [ActionRecord(action_index=0, action_type="swap", tool_name="swap_exact_in",
+                                status=ActionStatus.BLOCKED if blocked else ActionStatus.EXECUTED,
+                                block_reason="max slippage" if blocked else None,
+                                tx_hash=None if blocked else "0x" + f"{tick:064x}")]
+    return DecisionCycleRecord(
+        tick=tick, timestamp=f"2026-03-01T12:{tick % 60:02d}:00+00:00", golem_id="g1",
+        workflow_id=f"golem-g1-tick-{tick}",
+        observation=Observation(snapshot=snap, regime=regime, observed_at="2026-03-01T12:00:00+00:00"),
+        regime=regime, prediction_error=0.05 * tick, deliberation_threshold=0.3, tier=tier,
+        gating_reason=f"pe {0.05 * tick:.2f} vs threshold 0.30",
+        deliberation=DeliberationRecord(model="offline-deliberator", tier=tier, decision="swap 0.1 WETH")
+        if tier != Tier.T0 else None,
+        actions=actions,
+        outcome=OutcomeRecord(verified=True, pnl_impact=pnl) if acted else None,
+        phase=phase, primary_emotion=PlutchikLabel.FEAR if acted else PlutchikLabel.ANTICIPATION,
+        total_cost=0.01 * tick,
+    )
+
+
+def test_round_trip_and_index_rows(tmp_path):
+    cs = CycleStore(tmp_path)
+    records = [make_record(1), make_record(2, tier=Tier.T1), make_record(3, tier=Tier.T2, regime=MarketRegime.VOLATILE,
+                                                                          acted=True, pnl=-3.25),
+               make_record(4, tier=Tier.T2, blocked=True, phase=BehavioralPhase.STABLE)]
+    for r in records:
+        path = cs.persist(r)
+        assert path == tmp_path / "cycles" / f"cycle-{r.tick:06d}.json"
+        json.loads(path.read_text())  # human-readable JSON on disk
+    for r in records:
+        assert cs.load(r.tick) == r
+    assert cs.count() == 4
+    assert cs.tier_counts() == {"T0": 1, "T1": 1, "T2": 2}
+
+    rows = cs.recent(10)
+    assert [row["tick"] for row in rows] == [4, 3, 2, 1]
+    assert [row["tick"] for row in cs.recent(2)] == [4, 3]
+    by_tick = {row["tick"]: row for row in rows}
+    for r in records:
+        assert by_tick[r.tick] == index_row(r)
+    acted = by_tick[3]
+    assert acted["has_action"] is True and acted["has_outcome"] is True and acted["pnl_impact"] == -3.25
+    assert acted["regime"] == "volatile" and acted["primary_emotion"] == "fear"
+    assert by_tick[4]["has_action"] is False  # a blocked action is not acting
+    assert by_tick[4]["phase"] == "stable" and by_tick[1]["pnl_impact"] is None
+    assert by_tick[2]["workflow_id"] == "golem-g1-tick-2" and by_tick[2]["gating_reason"].startswith("pe 0.10")
+
+
+def test_persist_is_idempotent(tmp_path):
+    cs = CycleStore(tmp_path)
+    cs.persist(make_record(5))
+    cs.persist(make_record(5, tier=Tier.T1))  # retried reflect with a later view of the tick
+    assert cs.count() == 1
+    assert cs.load(5).tier == Tier.T1 and cs.recent(1)[0]["tier"] == "T1"
+    assert sorted(p.name for p in (tmp_path / "cycles").iterdir() if p.suffix == ".json") == ["cycle-000005.json"]
+
+
+def test_schema_and_indexes_as_spec(tmp_path):
+    CycleStore(tmp_path)
+    conn = sqlite3.connect(tmp_path / "cycles" / "index.sqlite")
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'cycle_index'")}
+        assert set(INDEX_NAMES) <= names
+        sql = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'").fetchall())
+        assert "(tier, regime)" in sql["idx_cycle_tier_regime"]
+        assert "(has_action, has_outcome)" in sql["idx_cycle_outcome"]
+        assert "(phase)" in sql["idx_cycle_phase"]
+        assert "(tick DESC)" in sql["idx_cycle_recent"]
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(cycle_index)")]
+        assert cols[:11] == ["tick", "regime", "tier", "has_action", "has_outcome", "phase", "prediction_error",
+                             "total_cost", "pnl_impact", "primary_emotion", "timestamp"]
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
+def test_missing_and_corrupt_records_are_clear_errors(tmp_path):
+    cs = CycleStore(tmp_path)
+    with pytest.raises(CycleNotFoundError, match="no ticks are recorded yet"):
+        cs.load(1)
+    cs.persist(make_record(3))
+    with pytest.raises(CycleNotFoundError, match="latest recorded tick is 3"):
+        cs.load(9)
+    cs.path_for(3).write_text('{"tick": 3}')
+    with pytest.raises(ValueError, match="not a valid DecisionCycleRecord"):
+        cs.load(3)
+    with pytest.raises(ValueError):
+        cs.path_for(-1)
+
+
+def test_reader_while_writer_writes(tmp_path):
+    writer = CycleStore(tmp_path)
+    reader = CycleStore(tmp_path)
+    errors: list[BaseException] = []
+    seen: list[int] = []
+
+    def read_loop():
+        try:
+            for _ in range(200):
+                seen.append(reader.count())
+                reader.recent(5)
+        except BaseException as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+
+    t = threading.Thread(target=read_loop)
+    t.start()
+    for tick in range(1, 41):
+        writer.persist(make_record(tick))
+    t.join()
+    assert not errors
+    assert seen == sorted(seen)  # counts only grow
+    assert reader.count() == 40 and reader.load(40).tick == 40
