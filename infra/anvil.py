@@ -1,0 +1,196 @@
+"""Anvil, the local EVM of the dev world (pinned via npm: @foundry-rs/anvil-linux-amd64).
+
+`AnvilProcess` runs one anvil on a port; with `state_path` it uses `--state` so the chain
+(deployed world, balances, blocks) is loaded at start and dumped when stopped with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ANVIL_NPM_PATH = Path("node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil")
+
+# Anvil's default accounts from the public dev mnemonic
+# "test test test test test test test test test test test junk" — dev only, never real funds.
+# index 0 = deployer / oracle owner / minter, 1 = market-simulator trader, 2 = the golem.
+ANVIL_KEYS: list[str] = [
+    "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+    "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+    "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+]
+ANVIL_ADDRESSES: list[str] = [
+    "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+    "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",
+    "0x90F79bf6EB2c4f870365E785982E1f101E93b906",
+]
+ANVIL_CHAIN_ID = 31337
+
+
+class AnvilError(RuntimeError):
+    """Anvil could not be found, started or stopped."""
+
+
+def anvil_binary() -> Path:
+    """The anvil executable: `$ANVIL_BIN` if set, else the npm-pinned binary in the repo."""
+    env = os.environ.get("ANVIL_BIN")
+    if env:
+        path = Path(env)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise AnvilError(f"ANVIL_BIN={env} is not an executable file; fix or unset it")
+        return path
+    path = REPO_ROOT / ANVIL_NPM_PATH
+    if not path.is_file():
+        raise AnvilError(
+            f"anvil binary not found at {path}; run `npm ci` in {REPO_ROOT} "
+            "(installs the pinned @foundry-rs/anvil) or set ANVIL_BIN to an anvil executable"
+        )
+    return path
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rpc_chain_id(url: str, timeout: float) -> int | None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}).encode()
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return int(json.loads(resp.read())["result"], 16)
+    except (OSError, urllib.error.URLError, ValueError, KeyError):
+        return None
+
+
+class AnvilProcess:
+    """One anvil process. Use `start()`/`stop()` or as a context manager."""
+
+    def __init__(
+        self,
+        port: int,
+        state_path: Path | None = None,
+        block_time: float | None = None,
+        chain_id: int = ANVIL_CHAIN_ID,
+        log_path: Path | None = None,
+        host: str = "127.0.0.1",
+        extra_args: list[str] | None = None,
+    ) -> None:
+        if block_time is not None and block_time <= 0:
+            raise AnvilError(f"block_time must be > 0 seconds (or None for automine), got {block_time}")
+        self.port = port
+        self.state_path = Path(state_path) if state_path is not None else None
+        self.block_time = block_time
+        self.chain_id = chain_id
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.host = host
+        self.extra_args = list(extra_args or [])
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file = None
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def command(self) -> list[str]:
+        cmd = [
+            str(anvil_binary()),
+            "--host", self.host,
+            "--port", str(self.port),
+            "--chain-id", str(self.chain_id),
+        ]  # fmt: skip
+        if self.state_path is not None:
+            self.state_path.parent.mkdir(parents=True, exist_ok=True)
+            cmd += ["--state", str(self.state_path)]
+        if self.block_time is not None:
+            cmd += ["--block-time", f"{self.block_time:g}"]
+        return cmd + self.extra_args
+
+    def start(self, timeout: float = 15.0) -> "AnvilProcess":
+        if self.running:
+            raise AnvilError(f"anvil already running on port {self.port} (pid {self.pid})")
+        cmd = self.command()
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = open(self.log_path, "ab")
+            out = self._log_file
+        else:
+            out = subprocess.DEVNULL
+        self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                code = self._proc.returncode
+                self._close_log()
+                self._proc = None
+                where = f"; see {self.log_path}" if self.log_path else ""
+                raise AnvilError(f"anvil exited with code {code} during start (port {self.port}){where}")
+            chain_id = _rpc_chain_id(self.rpc_url, timeout=0.5)
+            if chain_id is not None:
+                if chain_id != self.chain_id:
+                    self.stop()
+                    raise AnvilError(
+                        f"anvil on port {self.port} answers chain id {chain_id}, expected {self.chain_id}"
+                        " (is another node on that port, or does the state file belong to another chain?)"
+                    )
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise AnvilError(f"anvil did not answer eth_chainId on {self.rpc_url} within {timeout:.0f}s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (anvil dumps `--state` on the way out), then SIGKILL if it hangs."""
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+        finally:
+            self._proc = None
+            self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def __enter__(self) -> "AnvilProcess":
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"AnvilProcess(port={self.port}, state_path={self.state_path}, running={self.running})"
