@@ -1,0 +1,283 @@
+"""Step 7 EXECUTE: one permitted action → signed transactions on chain, exactly once.
+
+The protocol (ARCHITECTURE "Side effects that must happen once"):
+  1. consume the action's permit (a retry may present the permit it already committed);
+  2. freeze the action's calls in the tx journal (a retry reuses them, even if the chain moved);
+  3. per call: if the journal holds an intent, look its hash up on chain and re-broadcast the *same
+     raw bytes* only when the chain does not know it; otherwise estimate gas, take the nonce, sign
+     locally, journal the intent, then broadcast;
+  4. wait for the receipt and record it; a reverted receipt fails the action with its reason.
+
+There is no public way to send a write without a permit. The signer key is held privately and
+never appears in a record, log line or exception message.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFound, Web3RPCError
+
+from golem.chain.contracts import Deployment
+from golem.chain.journal import IntentStatus, TxIntent, TxJournal
+from golem.chain.permits import ActionPermit, PermitError, PermitStatus, PermitStore
+from golem.chain.simulate import decode_revert
+from golem.chain.tools import ACTION_TYPES, PlannedCall, action_value_usd, build_calls, price_usd
+from golem.models.enums import ActionStatus
+from golem.models.observation import Observation
+from golem.models.record import ActionRecord
+from golem.models.tick import ProposedAction
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RECEIPT_TIMEOUT_S = 30.0
+GAS_LIMIT_MARGIN = 1.2  # estimate × 1.2: room for state drift between estimate and inclusion
+
+
+class ExecutionError(RuntimeError):
+    """The executor could not carry out a call for a reason other than a revert."""
+
+
+class TransactionPendingError(ExecutionError):
+    """Broadcast, but no receipt within the timeout. Retrying execute is safe: the journal holds the
+    intent and the retry looks the hash up instead of sending again."""
+
+
+def blocked_record(action: ProposedAction, reason: str, permit_id: str | None = None) -> ActionRecord:
+    """The record of an action validation refused (nothing was sent)."""
+    return ActionRecord(
+        action_index=action.action_index,
+        action_type=ACTION_TYPES.get(action.tool, action.tool),
+        tool_name=action.tool,
+        permit_id=permit_id,
+        status=ActionStatus.BLOCKED,
+        block_reason=reason,
+    )
+
+
+class Executor:
+    def __init__(
+        self,
+        w3: Web3,
+        deployment: Deployment,
+        signer: LocalAccount,
+        journal: TxJournal,
+        permits: PermitStore,
+        *,
+        receipt_timeout_s: float = DEFAULT_RECEIPT_TIMEOUT_S,
+        poll_latency_s: float = 0.1,
+    ) -> None:
+        if receipt_timeout_s <= 0:
+            raise ValueError(f"receipt_timeout_s must be > 0, got {receipt_timeout_s}")
+        self.w3 = w3
+        self.deployment = deployment
+        self._signer = signer  # private: the key stays inside this object
+        self.account = Web3.to_checksum_address(signer.address)
+        self.journal = journal
+        self.permits = permits
+        self.receipt_timeout_s = receipt_timeout_s
+        self.poll_latency_s = poll_latency_s
+
+    def __repr__(self) -> str:
+        return f"Executor(account={self.account}, chain_id={self.deployment.chain_id})"
+
+    # ── public ──────────────────────────────────────────────────────────────────────────────
+
+    def execute(
+        self, golem_id: str, tick: int, action: ProposedAction, permit_id: str, observation: Observation
+    ) -> ActionRecord:
+        """Carry out one permitted action; safe to call again for the same (golem, tick, action)."""
+        permit = self._authorize(golem_id, tick, action, permit_id, observation)
+        idx = action.action_index
+        plan = self.journal.get_plan(golem_id, tick, idx)
+        if plan is None:
+            calls = build_calls(self.w3, self.deployment, self.account, action, observation)
+            plan = self.journal.record_plan(golem_id, tick, idx, permit.id, [c.model_dump() for c in calls])
+        elif plan.permit_id != permit.id:
+            raise PermitError(
+                f"action {idx} of tick {tick} was planned under permit {plan.permit_id}, not {permit.id}"
+            )
+        calls = [PlannedCall.model_validate(c) for c in plan.calls]
+        eth_usd = price_usd("WETH", observation)
+
+        gas_used = 0
+        gas_wei = 0
+        main_hash: str | None = None
+        main_block: int | None = None
+        failure: str | None = plan.failed_reason
+        for i, call in enumerate(calls):
+            if failure is not None:
+                break
+            intent = self.journal.get(golem_id, tick, idx, i)
+            if intent is None:
+                signed = self._sign_new(golem_id, tick, idx, i, call)
+                if isinstance(signed, str):  # would revert: stop before sending anything more
+                    failure = signed
+                    self.journal.mark_plan_failed(golem_id, tick, idx, failure)
+                    break
+                intent = signed
+            intent = self._settle(intent, call)
+            gas_used += intent.gas_used or 0
+            gas_wei += (intent.gas_used or 0) * (intent.effective_gas_price or 0)
+            if call.main or main_hash is None:
+                main_hash, main_block = intent.tx_hash, intent.block_number
+            if intent.status is IntentStatus.FAILED:
+                failure = f"{call.label} reverted: {intent.error or 'no reason'}"
+
+        return ActionRecord(
+            action_index=idx,
+            action_type=ACTION_TYPES.get(action.tool, action.tool),
+            tool_name=action.tool,
+            permit_id=permit.id,
+            tx_hash=main_hash,
+            status=ActionStatus.FAILED if failure else ActionStatus.EXECUTED,
+            block_reason=failure,
+            gas_used=gas_used,
+            gas_cost=gas_wei / 1e18 * eth_usd,
+            block_number=main_block,
+        )
+
+    def cancel(self, action: ProposedAction, permit_id: str, reason: str) -> ActionRecord:
+        """Cancel a permitted action that was not sent (e.g. a high-severity steer arrived)."""
+        self.permits.cancel(permit_id, reason)
+        record = blocked_record(action, reason, permit_id)
+        return record.model_copy(update={"status": ActionStatus.CANCELLED})
+
+    # ── permit ──────────────────────────────────────────────────────────────────────────────
+
+    def _authorize(
+        self, golem_id: str, tick: int, action: ProposedAction, permit_id: str, observation: Observation
+    ) -> ActionPermit:
+        if not permit_id:
+            raise PermitError("execute needs a permit id: writes are only sent for actions validation approved")
+        permit = self.permits.get(permit_id)
+        if permit is None:
+            raise PermitError(f"unknown permit {permit_id!r}: writes need a permit issued by validation")
+        where = (golem_id, tick, action.action_index)
+        if (permit.golem_id, permit.tick, permit.action_index) != where:
+            raise PermitError(
+                f"permit {permit_id} was issued for golem {permit.golem_id} tick {permit.tick} action "
+                f"{permit.action_index}, not golem {golem_id} tick {tick} action {action.action_index}"
+            )
+        value = action_value_usd(action, observation)
+        if permit.status is PermitStatus.COMMITTED:
+            # A retry of this very action: the permit was spent on it; the journal keeps it at one send.
+            if permit.tool != action.tool:
+                raise PermitError(f"permit {permit_id} is for tool {permit.tool!r}, not {action.tool!r}")
+            if value > permit.value_limit_usd * (1 + 1e-9) + 1e-9:
+                raise PermitError(
+                    f"permit {permit_id} allows ${permit.value_limit_usd:,.2f}, the action is worth ${value:,.2f}"
+                )
+            return permit
+        return self.permits.consume(permit_id, action.tool, value)
+
+    # ── signing ─────────────────────────────────────────────────────────────────────────────
+
+    def _fees(self) -> dict[str, int]:
+        base = self.w3.eth.get_block("latest").get("baseFeePerGas")
+        if base is None:
+            return {"gasPrice": self.w3.eth.gas_price}
+        tip = self.w3.eth.max_priority_fee
+        return {"maxFeePerGas": 2 * base + tip, "maxPriorityFeePerGas": tip, "type": 2}
+
+    def _sign_new(self, golem_id: str, tick: int, idx: int, call_index: int, call: PlannedCall) -> TxIntent | str:
+        """Sign a call and journal it (not yet sent). Returns a reason string if it would revert."""
+        params: dict[str, Any] = {"from": self.account, "to": call.to, "data": call.data, "value": call.value}
+        try:
+            gas = self.w3.eth.estimate_gas(params)
+        except ContractLogicError as e:
+            reason = decode_revert(e.data) or e.message or "reverted"
+            return f"{call.label} would revert: {reason} (not sent)"
+        tx = {
+            "chainId": self.deployment.chain_id,
+            "to": call.to,
+            "data": call.data,
+            "value": call.value,
+            "gas": int(gas * GAS_LIMIT_MARGIN),
+            "nonce": self.w3.eth.get_transaction_count(self.account, "pending"),
+            **self._fees(),
+        }
+        try:
+            signed = self._signer.sign_transaction(tx)
+        except Exception as e:  # never let a signing error carry more than its type out of here
+            raise ExecutionError(f"signing {call.label} failed ({type(e).__name__})") from None
+        raw = "0x" + bytes(signed.raw_transaction).hex()
+        tx_hash = "0x" + bytes(signed.hash).hex()
+        intent = self.journal.record_intent(
+            golem_id, tick, idx, call_index, nonce=tx["nonce"], raw_tx=raw, tx_hash=tx_hash, label=call.label
+        )
+        log.info("journaled %s tx %s nonce %d (golem %s tick %d action %d)", call.label, tx_hash, tx["nonce"], golem_id, tick, idx)
+        return intent
+
+    # ── broadcast and receipt ───────────────────────────────────────────────────────────────
+
+    def _settle(self, intent: TxIntent, call: PlannedCall) -> TxIntent:
+        """Bring an intent to mined/failed: broadcast only if the chain does not know the hash."""
+        if intent.status in (IntentStatus.MINED, IntentStatus.FAILED):
+            return intent
+        key = (intent.golem_id, intent.tick, intent.action_index, intent.call_index)
+        receipt = self._receipt(intent.tx_hash)
+        if receipt is None and not self._in_mempool(intent.tx_hash):
+            try:
+                self.w3.eth.send_raw_transaction(intent.raw_tx)
+                log.info("broadcast %s tx %s", intent.label, intent.tx_hash)
+            except Web3RPCError as e:
+                msg = str(e).lower()
+                if "already known" in msg:
+                    pass
+                elif "nonce too low" in msg and self._receipt(intent.tx_hash) is None:
+                    return self.journal.mark_failed(
+                        *key, error=f"nonce {intent.nonce} was taken by another transaction; {intent.tx_hash} can never be mined"
+                    )
+                else:
+                    raise ExecutionError(f"broadcasting {intent.label} tx {intent.tx_hash} failed: {e}") from None
+            self.journal.mark_sent(*key)
+        elif intent.status is IntentStatus.SIGNED:
+            self.journal.mark_sent(*key)  # the node had it: a previous attempt sent it before crashing
+        if receipt is None:
+            try:
+                receipt = self.w3.eth.wait_for_transaction_receipt(
+                    intent.tx_hash, timeout=self.receipt_timeout_s, poll_latency=self.poll_latency_s
+                )
+            except TimeExhausted:
+                raise TransactionPendingError(
+                    f"{intent.label} tx {intent.tx_hash} (nonce {intent.nonce}) has no receipt after "
+                    f"{self.receipt_timeout_s:g}s; retry execute to keep waiting (it will not resend)"
+                ) from None
+        ok = receipt["status"] == 1
+        error = None if ok else self._revert_reason(call, receipt)
+        return self.journal.mark_mined(
+            *key,
+            block_number=receipt["blockNumber"],
+            gas_used=receipt["gasUsed"],
+            effective_gas_price=receipt.get("effectiveGasPrice") or 0,
+            success=ok,
+            error=error,
+        )
+
+    def _receipt(self, tx_hash: str):
+        try:
+            return self.w3.eth.get_transaction_receipt(tx_hash)
+        except TransactionNotFound:
+            return None
+
+    def _in_mempool(self, tx_hash: str) -> bool:
+        try:
+            self.w3.eth.get_transaction(tx_hash)
+            return True
+        except TransactionNotFound:
+            return False
+
+    def _revert_reason(self, call: PlannedCall, receipt) -> str:
+        """Replay the call on the parent block to recover the revert reason (best effort)."""
+        params = {"from": self.account, "to": call.to, "data": call.data, "value": call.value}
+        try:
+            self.w3.eth.call(params, max(receipt["blockNumber"] - 1, 0))
+        except ContractLogicError as e:
+            return decode_revert(e.data) or e.message or "reverted"
+        except Exception as e:  # the replay is diagnostics only
+            return f"reverted (reason unavailable: {type(e).__name__})"
+        return "reverted (replay on the parent block succeeded; state changed within the block)"

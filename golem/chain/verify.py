@@ -1,0 +1,186 @@
+"""Step 8 VERIFY: ground truth from the chain (heartbeat step 8; revisions-grounding "Outcome
+Verification"): receipts, a re-read of the touched balances, and predicted-vs-actual deviations.
+
+The prediction is the simulation's `expected` deltas; the truth is the receipt plus the balances
+re-read after execution, compared with the observation taken before it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from web3 import Web3
+from web3.exceptions import TransactionNotFound
+
+from golem.chain.contracts import Deployment
+from golem.chain.reader import read_snapshot
+from golem.chain.tools import DEFAULT_MAX_SLIPPAGE_BPS, STABLE_TOKENS, ToolArgumentError, slippage_bps_of
+from golem.models.enums import ActionStatus
+from golem.models.observation import ChainSnapshot, Observation
+from golem.models.record import ActionRecord, OutcomeRecord
+from golem.models.tick import ProposedAction, SimulationResult
+
+GROUND_TRUTH_SOURCE = "receipt+balance_check"
+# Deltas smaller than this (human units) are float noise, not movement.
+_DUST = 1e-9
+# A tracked quantity that moved although nothing predicted it counts as a full-size (100%) miss.
+UNEXPECTED_MOVE_BPS = 10_000.0
+
+
+def _position_amounts(snap: ChainSnapshot) -> tuple[float, float]:
+    lending = [p for p in snap.positions if p.kind == "lending"]
+    return (sum(p.collateral for p in lending), sum(p.debt for p in lending))
+
+
+def tracked_quantities(snap: ChainSnapshot) -> dict[str, float]:
+    """Everything an action can move, keyed like the simulation's expected deltas."""
+    out = {f"delta:{sym}": amount for sym, amount in snap.balances.items()}
+    out["delta:collateral"], out["delta:debt"] = _position_amounts(snap)
+    return out
+
+
+def _usd(key: str, eth_usd: float) -> float:
+    """USD per unit of a tracked quantity (debt counts against the golem)."""
+    name = key.split(":", 1)[1]
+    if name == "debt":
+        return -1.0
+    if name == "collateral" or name not in STABLE_TOKENS:
+        return eth_usd
+    return 1.0
+
+
+def _fmt(deltas: dict[str, float]) -> str:
+    parts = [f"{k.split(':', 1)[1]} {v:+,.6g}" for k, v in sorted(deltas.items()) if abs(v) > _DUST]
+    return ", ".join(parts) if parts else "no balance change"
+
+
+def _confirmed_receipt(w3: Web3, tx_hash: str, confirmations: int, deadline: float, poll_s: float):
+    """(receipt, problem) — waits until the tx has `confirmations` blocks (its own included)."""
+    while True:
+        try:
+            receipt = w3.eth.get_transaction_receipt(tx_hash)
+        except TransactionNotFound:
+            receipt = None
+        if receipt is None:
+            problem = f"{tx_hash}: no receipt (dropped or reorged out)"
+        else:
+            if receipt["status"] != 1:
+                return receipt, f"{tx_hash}: receipt status 0 (reverted)"
+            block = w3.eth.get_block(receipt["blockNumber"])
+            if block["hash"] != receipt["blockHash"]:
+                problem = f"{tx_hash}: block {receipt['blockNumber']} was reorged"
+            else:
+                depth = w3.eth.block_number - receipt["blockNumber"] + 1
+                if depth >= confirmations:
+                    return receipt, None
+                problem = f"{tx_hash}: {depth} of {confirmations} confirmations"
+        if time.monotonic() >= deadline:
+            return receipt, problem
+        time.sleep(poll_s)
+
+
+def verify_actions(
+    w3: Web3,
+    deployment: Deployment,
+    account: str,
+    actions: list[ProposedAction],
+    simulation: SimulationResult,
+    records: list[ActionRecord],
+    pre: Observation,
+    confirmations: int,
+    *,
+    max_deviation_bps: float | None = None,
+    timeout_s: float = 30.0,
+    poll_s: float = 0.2,
+) -> OutcomeRecord:
+    """Compare what the simulation predicted with what the chain shows after execution.
+
+    `verified` is true only when every executed tx has a successful receipt with `confirmations`
+    blocks (heartbeat §S10: 2-block confirmation by default), no action failed, and every deviation
+    is within `max_deviation_bps` (default: the largest slippage bound of the executed swaps).
+    `pnl_impact` is the change in the account's net value (wallet + collateral − debt) valued at the
+    oracle price after execution, minus the gas paid.
+    """
+    if confirmations < 0:
+        raise ValueError(f"confirmations must be >= 0, got {confirmations}")
+    by_index = {a.action_index: a for a in actions}
+    sims = {s.action_index: s for s in simulation.actions}
+    executed = [r for r in records if r.status is ActionStatus.EXECUTED]
+    failed = [r for r in records if r.status is ActionStatus.FAILED]
+    if not executed and not failed:
+        return OutcomeRecord(
+            verified=False,
+            expected="no action executed",
+            actual="no transaction sent",
+            ground_truth_source=GROUND_TRUTH_SOURCE,
+        )
+
+    problems = [f"action {r.action_index} ({r.tool_name}) failed: {r.block_reason}" for r in failed]
+    deadline = time.monotonic() + timeout_s
+    for r in executed:
+        if not r.tx_hash:
+            problems.append(f"action {r.action_index} ({r.tool_name}) has no tx hash")
+            continue
+        _, problem = _confirmed_receipt(w3, r.tx_hash, confirmations, deadline, poll_s)
+        if problem:
+            problems.append(problem)
+
+    post = read_snapshot(w3, deployment, account)
+    before, after = tracked_quantities(pre.snapshot), tracked_quantities(post)
+    actual = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in set(before) | set(after)}
+
+    expected: dict[str, float] = {}
+    for r in executed:
+        sim = sims.get(r.action_index)
+        if sim is None:
+            problems.append(f"action {r.action_index} was executed without a simulation to compare against")
+            continue
+        for k, v in sim.expected.items():
+            if k.startswith("delta:"):
+                expected[k] = expected.get(k, 0.0) + v
+
+    deviations: dict[str, float] = {}
+    for k in sorted(set(expected) | {k for k, v in actual.items() if abs(v) > _DUST}):
+        exp, act = expected.get(k, 0.0), actual.get(k, 0.0)
+        if abs(exp) > _DUST:
+            deviations[k] = (act - exp) / abs(exp) * 10_000.0
+        else:
+            deviations[k] = UNEXPECTED_MOVE_BPS
+
+    limit = max_deviation_bps
+    if limit is None:
+        bounds = []
+        for r in executed:
+            action = by_index.get(r.action_index)
+            try:
+                slip = slippage_bps_of(action) if action is not None else None
+            except ToolArgumentError:
+                slip = None
+            bounds.append(slip if slip is not None else DEFAULT_MAX_SLIPPAGE_BPS)
+        limit = max(bounds) if bounds else DEFAULT_MAX_SLIPPAGE_BPS
+    for k, d in deviations.items():
+        if abs(d) > limit:
+            problems.append(f"{k.split(':', 1)[1]} deviated {d:+.1f} bps from simulation (limit {limit:g} bps)")
+
+    eth_usd = post.oracle_price if post.oracle_price > 0 else post.pool.price
+    gas_usd = sum(r.gas_cost for r in records)
+    pnl = sum(v * _usd(k, eth_usd) for k, v in actual.items()) - gas_usd
+
+    first = by_index.get((executed or failed)[0].action_index)
+    cause = None
+    if first is not None:
+        a = first.arguments
+        cause = f"swap:{a.get('token_in')}->{a.get('token_out')}" if first.tool == "swap" else f"lending:{first.tool}"
+    effect = max(expected, key=lambda k: abs(expected[k]) * abs(_usd(k, eth_usd)), default=None)
+
+    status = "all receipts ok" if not problems else "; ".join(problems)
+    return OutcomeRecord(
+        verified=not problems,
+        expected=_fmt(expected),
+        actual=f"{_fmt(actual)} ({status}; {len(executed)} executed, {len(failed)} failed)",
+        pnl_impact=pnl,
+        ground_truth_source=GROUND_TRUTH_SOURCE,
+        cause_variable=cause,
+        effect_variable=effect.replace("delta:", "balance:") if effect else None,
+        deviations_bps=deviations,
+    )

@@ -1,0 +1,174 @@
+"""PolicyCage: hard limits every write must pass (heartbeat step 6 VALIDATE; runtime-extensions §12
+`safety`). The deliberator can never widen them: they come from golem.toml's [policy] section, and
+the permit of every approved action records the hash of the policy it was checked against.
+
+Validation order (one action): argument schema → policy → simulation ok → permit issued.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel
+
+from golem.chain.permits import PermitStore
+from golem.chain.tools import (
+    STABLE_TOKENS,
+    WRITE_TOOLS,
+    ToolArgumentError,
+    action_tokens,
+    action_value_usd,
+    parse_arguments,
+)
+from golem.models.config import PolicySection
+from golem.models.enums import BehavioralPhase
+from golem.models.observation import Observation
+from golem.models.tick import ProposedAction, SimulationResult, ValidatedAction, ValidationResult
+
+# runtime-extensions §12: "Conservation phase blocks new position entry" (and every phase below it).
+RESTRICTED_PHASES: frozenset[BehavioralPhase] = frozenset(
+    {BehavioralPhase.CONSERVATION, BehavioralPhase.DECLINING, BehavioralPhase.TERMINAL}
+)
+# Tools that open or grow a position.
+_NEW_POSITION_TOOLS = frozenset({"supply", "borrow"})
+
+
+class PolicyVerdict(BaseModel):
+    ok: bool
+    reason: str
+
+
+def opens_exposure(action: ProposedAction) -> bool:
+    """Does the action enter or grow a position? supply/borrow do; a swap does when it buys a
+    volatile asset (selling a stable for WETH raises market exposure; WETH→USDC lowers it)."""
+    if action.tool in _NEW_POSITION_TOOLS:
+        return True
+    if action.tool == "swap":
+        args = parse_arguments(action.tool, action.arguments)
+        return args["token_out"] not in STABLE_TOKENS
+    return False
+
+
+class PolicyCage:
+    def __init__(self, policy: PolicySection) -> None:
+        self.policy = policy
+        self._approved = frozenset(a.upper() for a in policy.approved_assets)
+
+    def policy_hash(self) -> str:
+        """sha256 of the canonical policy JSON (sorted keys, no whitespace)."""
+        canonical = json.dumps(self.policy.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def check(self, action: ProposedAction, observation: Observation, phase: BehavioralPhase) -> PolicyVerdict:
+        """One action against the cage; the reason names the limit hit and the numbers."""
+        if action.tool not in WRITE_TOOLS:
+            return PolicyVerdict(
+                ok=False, reason=f"unknown tool {action.tool!r}: only {', '.join(sorted(WRITE_TOOLS))} may write"
+            )
+        try:
+            args = parse_arguments(action.tool, action.arguments)
+        except ToolArgumentError as e:
+            return PolicyVerdict(ok=False, reason=f"invalid arguments: {e}")
+
+        approved = sorted(self._approved)
+        for token in action_tokens(action):
+            if token not in self._approved:
+                return PolicyVerdict(
+                    ok=False, reason=f"asset {token} is not in approved_assets [{', '.join(approved)}]"
+                )
+
+        value = action_value_usd(action, observation)
+        if value > self.policy.max_trade_size_usd:
+            return PolicyVerdict(
+                ok=False,
+                reason=(
+                    f"trade value ${value:,.2f} exceeds max_trade_size_usd ${self.policy.max_trade_size_usd:,.2f}"
+                ),
+            )
+
+        if action.tool == "swap":
+            slip = args["max_slippage_bps"]
+            if slip > self.policy.max_slippage_bps:
+                return PolicyVerdict(
+                    ok=False,
+                    reason=f"max_slippage_bps {slip:g} exceeds the policy limit of {self.policy.max_slippage_bps:g} bps",
+                )
+
+        if phase in RESTRICTED_PHASES and opens_exposure(action):
+            return PolicyVerdict(
+                ok=False,
+                reason=(
+                    f"{phase.value} phase blocks new positions: {action.tool} "
+                    f"{_describe(action)} would increase exposure"
+                ),
+            )
+
+        return PolicyVerdict(ok=True, reason=f"within policy: ${value:,.2f} ≤ ${self.policy.max_trade_size_usd:,.2f}")
+
+
+def _describe(action: ProposedAction) -> str:
+    a = action.arguments
+    if action.tool == "swap":
+        return f"{a.get('amount_in')} {a.get('token_in')}→{a.get('token_out')}"
+    return str(a.get("amount"))
+
+
+def validate_actions(
+    cage: PolicyCage,
+    actions: list[ProposedAction],
+    simulation: SimulationResult,
+    observation: Observation,
+    phase: BehavioralPhase,
+    permits: PermitStore,
+    golem_id: str,
+    tick: int,
+) -> ValidationResult:
+    """Step 6 for every proposed action; issues a permit for each one approved.
+
+    Refused actions are recorded as blocked permits (audit only; they carry no usable id).
+    """
+    sims = {s.action_index: s for s in simulation.actions}
+    policy_hash = cage.policy_hash()
+    out: list[ValidatedAction] = []
+    for action in actions:
+        reason = _refusal(cage, action, sims, observation, phase)
+        if reason is not None:
+            permits.record_blocked(golem_id, tick, action.action_index, action.tool, policy_hash, reason)
+            out.append(ValidatedAction(action_index=action.action_index, approved=False, reason=reason))
+            continue
+        value = action_value_usd(action, observation)
+        permit = permits.issue(golem_id, tick, action.action_index, action.tool, value, policy_hash)
+        out.append(
+            ValidatedAction(
+                action_index=action.action_index,
+                approved=True,
+                reason=f"policy ok (${value:,.2f}), simulation ok",
+                permit_id=permit.id,
+            )
+        )
+    return ValidationResult(actions=out)
+
+
+def _refusal(
+    cage: PolicyCage,
+    action: ProposedAction,
+    sims: dict,
+    observation: Observation,
+    phase: BehavioralPhase,
+) -> str | None:
+    if action.tool not in WRITE_TOOLS:
+        return f"unknown tool {action.tool!r}: only {', '.join(sorted(WRITE_TOOLS))} may write"
+    try:
+        parse_arguments(action.tool, action.arguments)
+    except ToolArgumentError as e:
+        return f"invalid arguments: {e}"
+    verdict = cage.check(action, observation, phase)
+    if not verdict.ok:
+        return f"policy: {verdict.reason}"
+    sim = sims.get(action.action_index)
+    if sim is None:
+        return "not simulated: every write must be simulated before it is approved"
+    if not sim.ok:
+        return f"simulation failed: {sim.revert_reason or 'reverted'}"
+    return None

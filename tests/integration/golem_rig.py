@@ -1,0 +1,131 @@
+"""A whole golem on real parts for integration tests: its own Anvil + deployed world, a golem home and
+data dir, the market simulator, and a worker (in-process or as a killable subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomli_w
+from temporalio.client import Client
+
+from golem.chain.contracts import Deployment
+from golem.chain.web3client import make_web3
+from golem.models.config import GolemConfig, load_config
+from golem.models.golem import GolemWorkflowInput
+from golem.world.deploy import deploy_world
+from golem.world.simulator import MarketSimulator
+from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
+from workers.services import GolemServices
+from workers.worker import build_worker
+from workflows.golem import GolemWorkflow
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_HOME = REPO / "examples" / "golem-home"
+GOLEM_KEY = ANVIL_KEYS[2]
+
+
+@dataclass
+class GolemRig:
+    golem_id: str
+    anvil: AnvilProcess
+    deployment: Deployment
+    home: Path
+    data_dir: Path
+    config: GolemConfig
+    scenario: str
+    _sim_stop: threading.Event = field(default_factory=threading.Event)
+    _sim_thread: threading.Thread | None = None
+    sim_steps: int = 0
+
+    @property
+    def w3(self):
+        return make_web3(self.anvil.rpc_url)
+
+    def services(self) -> GolemServices:
+        return GolemServices(self.config, self.data_dir, private_key=GOLEM_KEY)
+
+    def simulator(self, **kw) -> MarketSimulator:
+        return MarketSimulator(self.w3, self.deployment, ANVIL_KEYS[1], ANVIL_KEYS[0], self.scenario, seed=7, **kw)
+
+    def start_market(self, interval: float, max_steps: int | None = None, **kw) -> None:
+        """Step the market simulator on a thread, like the `golem run` stack's simulator process."""
+        sim = self.simulator(**kw)
+
+        def loop():
+            while not self._sim_stop.is_set() and (max_steps is None or self.sim_steps < max_steps):
+                sim.step()
+                self.sim_steps += 1
+                self._sim_stop.wait(interval)
+
+        self._sim_thread = threading.Thread(target=loop, daemon=True)
+        self._sim_thread.start()
+
+    def stop(self) -> None:
+        self._sim_stop.set()
+        if self._sim_thread:
+            self._sim_thread.join(timeout=10)
+        self.anvil.stop()
+
+    def workflow_input(self, max_ticks: int | None) -> GolemWorkflowInput:
+        return GolemWorkflowInput(config=self.config, max_ticks=max_ticks)
+
+    async def start_golem(self, client: Client, max_ticks: int | None):
+        return await client.start_workflow(
+            GolemWorkflow.run, self.workflow_input(max_ticks), id=f"golem-{self.golem_id}",
+            task_queue=f"golem-{self.golem_id}",
+        )
+
+    def worker_subprocess(self, temporal_address: str) -> subprocess.Popen:
+        env = dict(os.environ, GOLEM_PRIVATE_KEY=GOLEM_KEY, GOLEM_TEMPORAL_ADDRESS=temporal_address)
+        log = (self.data_dir / "worker.log").open("ab")
+        return subprocess.Popen(
+            [sys.executable, "-m", "golem.cli", "--home", str(self.home), "--data", str(self.data_dir), "worker"],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+        )
+
+
+def make_rig(tmp: Path, golem_id: str, scenario: str = "calm", *, theta: float = 0.3, **config_overrides) -> GolemRig:
+    anvil = AnvilProcess(port=free_port(), log_path=tmp / "anvil.log")
+    anvil.start()
+    w3 = make_web3(anvil.rpc_url)
+    dep = deploy_world(w3, ANVIL_KEYS[0], ANVIL_ADDRESSES[2], ANVIL_ADDRESSES[1], golem_key=GOLEM_KEY,
+                       rpc_url=anvil.rpc_url)
+    home = tmp / "home"
+    data = tmp / "data"
+    home.mkdir()
+    data.mkdir()
+    dep.save(data / "deployment.json")
+    for name in ("STRATEGY.md", "HEARTBEAT.md"):
+        shutil.copy(EXAMPLE_HOME / name, home / name)
+    raw = {
+        "golem": {"id": golem_id, "home": "."},
+        "chain": {"rpc_url": anvil.rpc_url},
+        "clock": {"theta_base_seconds": theta, "theta_min_seconds": theta / 2, "theta_max_seconds": theta * 3,
+                  "delta_theta_ticks": 10, "continue_as_new_ticks": 12, "dream_every_ticks": 15},
+        "heartbeat": {"step_timeout_seconds": 10.0},
+        "probes": {"kill_switch_path": str(tmp / "killswitch")},
+    }
+    for section, values in config_overrides.items():
+        raw.setdefault(section, {}).update(values)
+    (home / "golem.toml").write_text(tomli_w.dumps(raw))
+    return GolemRig(golem_id, anvil, dep, home, data, load_config(home / "golem.toml"), scenario)
+
+
+@contextlib.asynccontextmanager
+async def in_process_worker(client: Client, rig: GolemRig, **kw):
+    worker = build_worker(client, rig.services(), **kw)
+    task = asyncio.create_task(worker.run())
+    try:
+        yield worker
+    finally:
+        await worker.shutdown()
+        with contextlib.suppress(Exception):
+            await task
