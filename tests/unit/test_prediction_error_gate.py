@@ -72,12 +72,19 @@ def test_caps_and_thresholds_of_sources():
     assert pe == 1.0
 
 
-def test_regime_change_to_or_from_unknown_is_not_surprising():
-    state, obs = make(regime_change=True, prev_regime=MarketRegime.UNKNOWN)
-    assert compute_prediction_error(state, obs)[1]["regime_change"] == 0.0
-    state, obs = make(prev_regime=MarketRegime.TRENDING_DOWN)
-    obs = obs.model_copy(update={"regime": MarketRegime.UNKNOWN})
-    assert compute_prediction_error(state, obs)[1]["regime_change"] == 0.0
+@pytest.mark.parametrize("before,now,counts", [
+    (MarketRegime.UNKNOWN, MarketRegime.RANGE_BOUND, False),  # warm-up
+    (MarketRegime.UNKNOWN, MarketRegime.TRENDING_UP, False),
+    (MarketRegime.UNKNOWN, MarketRegime.TRENDING_DOWN, True),  # first look shows a fall: news
+    (MarketRegime.UNKNOWN, MarketRegime.VOLATILE, True),
+    (MarketRegime.TRENDING_DOWN, MarketRegime.UNKNOWN, False),  # losing the signal is not news
+    (MarketRegime.RANGE_BOUND, MarketRegime.TRENDING_UP, True),
+    (MarketRegime.VOLATILE, MarketRegime.VOLATILE, False),
+])
+def test_regime_change_rules(before, now, counts):
+    state, obs = make(prev_regime=before)
+    obs = obs.model_copy(update={"regime": now})
+    assert compute_prediction_error(state, obs)[1]["regime_change"] == (0.4 if counts else 0.0)
 
 
 def test_no_history_means_no_price_term():

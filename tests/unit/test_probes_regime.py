@@ -151,3 +151,16 @@ def test_regime_total_and_run_consistent(prices, run):
     assert isinstance(regime, MarketRegime)
     assert new_run == 0 or new_run == run + 1
     assert detect_regime(prices, run) == (regime, new_run)  # deterministic
+
+
+def test_quiet_noise_does_not_flip_trends():
+    """A ±0.03 % wiggle has a tiny σ; without the band floor it would read as trending up/down in turn."""
+    run, regime = 0, MarketRegime.UNKNOWN
+    prices: list[float] = []
+    seen = set()
+    for i in range(40):
+        prices.append(2000 * (1 + 0.0003 * ((i % 3) - 1)))
+        regime, run = detect_regime(prices, run, regime)
+        seen.add(regime)
+    assert seen <= {MarketRegime.UNKNOWN, MarketRegime.RANGE_BOUND}
+    assert regime == MarketRegime.RANGE_BOUND

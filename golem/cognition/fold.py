@@ -1,0 +1,192 @@
+"""Folding events into GolemState — called from GolemWorkflow code.
+
+Everything here must be pure and deterministic: no clocks, randomness, env, files or I/O. Time
+comes in as `now_iso` (workflow.now()). Every function returns a new state and leaves its input
+untouched, and every list it grows is bounded so the state stays small across continue-as-new.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from golem.cognition.budget import budget_fraction, utc_day
+from golem.cognition.clock import theta_interval_seconds
+from golem.cognition.regime import detect_regime
+from golem.cognition.threshold import phase_for_vitality
+from golem.models.config import ClockSection, HeartbeatSection
+from golem.models.enums import MarketRegime, Tier
+from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
+from golem.models.state import GAS_HISTORY_LEN, PRICE_HISTORY_LEN, GolemState, TickSummary
+from golem.models.tick import TickResult
+
+MAX_REJECTED = 20
+MAX_SEEN_IDS = 500
+MAX_RECENT_TICKS = 20
+MAX_FAILED_TICKS = 50
+MAX_ERROR_CHARS = 500
+EXCERPT_CHARS = 200
+
+# Arousal follows surprise: an EMA of prediction error (§S5: "if the previous tick was surprising
+# … it should be more responsive"). 0.3 lets ~3 surprising ticks take arousal most of the way.
+AROUSAL_EMA = 0.3
+# Strategy confidence (§S5 factor 1, "from cybernetics self-tuning", §S13 loop 1): until the
+# cybernetics loop scores outcomes, a tick that needed full deliberation is weak evidence the
+# strategy does not cover the market (−0.02); a quiet T0 tick is weaker evidence it does (+0.005).
+CONFIDENCE_DOWN_ON_T2 = 0.02
+CONFIDENCE_UP_ON_QUIET_T0 = 0.005
+QUIET_PE = 0.1  # "quiet": PE below this
+# Economic vitality from the daily budget only (lifespan owns real mortality): spending the whole
+# day's budget halves it, so budget pressure alone can reach Stable but never kill the golem.
+ECONOMIC_BUDGET_WEIGHT = 0.5
+
+
+def _bounded(items: list, limit: int) -> list:
+    return items[-limit:] if len(items) > limit else items
+
+
+def _excerpt(raw: Any) -> str:
+    try:
+        text = json.dumps(raw, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(raw)
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
+
+
+def accept_intervention(
+    state: GolemState, kind: Literal["steer", "follow_up"], raw: Any, now_iso: str
+) -> tuple[GolemState, str | None]:
+    """Validate and queue a steer or follow-up. Returns (new state, rejection reason or None).
+
+    Signals are delivered at least once, so a repeated id is ignored silently (reason None).
+    """
+    new = state.model_copy(deep=True)
+    try:
+        if kind not in ("steer", "follow_up"):
+            raise ValueError(f"unknown intervention kind {kind!r}: use 'steer' or 'follow_up'")
+        item: Steer | FollowUp = parse_intervention(kind, raw)
+    except ValueError as err:
+        reason = str(err)
+        new.rejected_interventions = _bounded(
+            [*new.rejected_interventions,
+             RejectedIntervention(kind=str(kind), reason=reason, payload_excerpt=_excerpt(raw), received_at=now_iso)],
+            MAX_REJECTED,
+        )
+        return new, reason
+    if item.id in new.seen_intervention_ids:
+        return new, None
+    new.seen_intervention_ids = _bounded([*new.seen_intervention_ids, item.id], MAX_SEEN_IDS)
+    if isinstance(item, Steer):
+        new.pending_steers.append(item)
+    else:
+        new.pending_followups.append(item)
+    return new, None
+
+
+def _roll_spend_day(new: GolemState, now_iso: str) -> None:
+    """§S12: the daily spend resets at UTC midnight."""
+    day = utc_day(now_iso)
+    if day != new.spend_day:
+        new.spend_day = day
+        new.daily_spend_usd = 0.0
+
+
+def _clamp01(x: float) -> float:
+    return max(0.0, min(1.0, x))
+
+
+def fold_tick_result(
+    state: GolemState, result: TickResult, now_iso: str, clock: ClockSection, heartbeat: HeartbeatSection
+) -> GolemState:
+    """Fold a finished tick into the golem's durable state."""
+    new = state.model_copy(deep=True)
+    new.tick = state.tick + 1
+    try:
+        new.regime = MarketRegime(result.regime)
+    except ValueError:
+        new.regime = MarketRegime.UNKNOWN
+
+    # Range-bound run: recomputed exactly as the observe step did (history + this price).
+    if result.price > 0:
+        _, new.range_bound_run = detect_regime([*state.price_history, result.price], state.range_bound_run,
+                                               state.regime)
+        new.price_history = _bounded([*state.price_history, result.price], PRICE_HISTORY_LEN)
+    if result.gas_price_gwei > 0:
+        new.gas_history = _bounded([*state.gas_history, result.gas_price_gwei], GAS_HISTORY_LEN)
+    new.last_tvl = result.tvl
+    new.last_oracle_price = result.oracle_price
+    new.position_health = dict(result.position_health)
+
+    consumed_steers = set(result.steers_consumed)
+    consumed_followups = set(result.followups_consumed)
+    new.pending_steers = [s for s in new.pending_steers if s.id not in consumed_steers]
+    new.pending_followups = [f for f in new.pending_followups if f.id not in consumed_followups]
+
+    # Cost ledger: the §S12 cap gates LLM tiers, so the daily spend meters inference; gas has its
+    # own gate (§S10) and is only totalled.
+    _roll_spend_day(new, now_iso)
+    new.daily_spend_usd += max(result.inference_cost, 0.0)
+    new.total_inference_usd += max(result.inference_cost, 0.0)
+    new.total_gas_usd += max(result.gas_cost, 0.0)
+
+    new.recent_ticks = _bounded(
+        [*new.recent_ticks,
+         TickSummary(tick=result.tick, tier=result.tier, regime=new.regime, prediction_error=result.prediction_error,
+                     actions=result.actions_executed, error="; ".join(result.errors)[:MAX_ERROR_CHARS] or None)],
+        MAX_RECENT_TICKS,
+    )
+    new.consecutive_failures = 0
+
+    pe = _clamp01(result.prediction_error)
+    new.pad.arousal = max(-1.0, min(1.0, new.pad.arousal + AROUSAL_EMA * (pe - new.pad.arousal)))
+    if result.tier == Tier.T2:
+        new.strategy_confidence = _clamp01(new.strategy_confidence - CONFIDENCE_DOWN_ON_T2)
+    elif result.tier == Tier.T0 and pe < QUIET_PE:
+        new.strategy_confidence = _clamp01(new.strategy_confidence + CONFIDENCE_UP_ON_QUIET_T0)
+
+    fraction = budget_fraction(new.daily_spend_usd, heartbeat)
+    new.vitality.economic = _clamp01(1.0 - ECONOMIC_BUDGET_WEIGHT * min(fraction, 1.0))
+    new.phase = phase_for_vitality(new.vitality.composite)
+    new.theta_seconds = theta_interval_seconds(new, clock, fraction, heartbeat.cost_soft_cap_threshold)
+    return new
+
+
+def fold_tick_failure(
+    state: GolemState, tick: int, error: str, workflow_id: str, run_id: str, now_iso: str
+) -> GolemState:
+    """Record a failed tick and move on; pending steers and follow-ups stay pending."""
+    new = state.model_copy(deep=True)
+    new.tick = state.tick + 1
+    new.failed_ticks = _bounded([*new.failed_ticks, tick], MAX_FAILED_TICKS)
+    new.recent_ticks = _bounded(
+        [*new.recent_ticks,
+         TickSummary(tick=tick, failed=True, error=error[:MAX_ERROR_CHARS], workflow_id=workflow_id, run_id=run_id)],
+        MAX_RECENT_TICKS,
+    )
+    new.consecutive_failures = state.consecutive_failures + 1
+    _roll_spend_day(new, now_iso)
+    return new
+
+
+def should_run_delta(state: GolemState, clock: ClockSection) -> bool:
+    """DELTA consolidation every `delta_theta_ticks` theta ticks (Adaptive Clock)."""
+    return state.tick - state.last_delta_tick >= clock.delta_theta_ticks
+
+
+def should_dream(state: GolemState, clock: ClockSection) -> bool:
+    """Dream every `dream_every_ticks`, never while dreaming, never on a tick that runs delta."""
+    return (
+        not state.dreaming
+        and state.tick - state.last_dream_tick >= clock.dream_every_ticks
+        and not should_run_delta(state, clock)
+    )
+
+
+def note_delta_run(state: GolemState) -> GolemState:
+    """After a delta cycle started at the current tick."""
+    return state.model_copy(update={"last_delta_tick": state.tick}, deep=True)
+
+
+def note_dream_run(state: GolemState) -> GolemState:
+    """After a dream cycle completed at the current tick."""
+    return state.model_copy(update={"last_dream_tick": state.tick, "dreaming": False}, deep=True)

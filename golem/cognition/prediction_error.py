@@ -1,0 +1,98 @@
+"""Prediction error: how surprising is this observation? (heartbeat §S4)
+
+A scalar in [0, 1] summing six weighted sources, capped at 1.0. Pure.
+"""
+
+from __future__ import annotations
+
+from golem.models.enums import MarketRegime
+from golem.models.observation import Observation
+from golem.models.state import GolemState
+
+# §S4 weights
+W_PRICE_DIVERGENCE = 0.3
+W_REGIME_CHANGE = 0.4
+W_POSITION_HEALTH = 0.2
+HEALTH_DELTA_THRESHOLD = 0.1  # "significant" = 0.1 change in health factor per tick
+HEALTH_DELTA_CAP = 0.5
+W_PHEROMONE = 0.15
+W_PER_INTERVENTION = 0.1
+MAX_INTERVENTIONS = 3
+W_PER_ANOMALY = 0.05
+MAX_ANOMALIES = 5
+
+SOURCES = (
+    "price_divergence",
+    "regime_change",
+    "position_health_delta",
+    "pheromone_threat",
+    "pending_interventions",
+    "probe_anomalies",
+)
+
+
+def expected_price(state: GolemState) -> float | None:
+    """The price the golem expected this tick.
+
+    Oracle-off fallback (§S4 source 1): with no causal model yet, the naive prediction is the last
+    observed price. A causal-graph forecast slots in here later.
+    """
+    if state.price_history and state.price_history[-1] > 0:
+        return state.price_history[-1]
+    return None
+
+
+def max_pheromone_threat(state: GolemState) -> float:
+    """Peer threat intensity in [0, 1]. No pheromone field yet (no peers), so 0; the term is kept."""
+    return 0.0
+
+
+# Regimes whose first sighting is news even during warm-up (see regime_changed).
+ALARMING_REGIMES = frozenset({MarketRegime.TRENDING_DOWN, MarketRegime.VOLATILE})
+
+
+def regime_changed(before: MarketRegime, now: MarketRegime) -> bool:
+    """Does this regime transition count as surprise (§S4 source 2)?
+
+    UNKNOWN is the absence of a signal, not a regime: falling back to it is no news, and leaving it
+    for range_bound or trending_up is the detector warming up. Leaving it for trending_down or
+    volatile does count — a golem whose first look at the market shows a fall must think, or a crash
+    in its first ticks would never escalate (the other sources add < 0.3 for a −6 % tick).
+    """
+    if now == before or now == MarketRegime.UNKNOWN:
+        return False
+    if before == MarketRegime.UNKNOWN:
+        return now in ALARMING_REGIMES
+    return True
+
+
+def compute_prediction_error(state: GolemState, observation: Observation) -> tuple[float, dict[str, float]]:
+    """(prediction error in [0, 1], per-source contributions before the cap)."""
+    src = dict.fromkeys(SOURCES, 0.0)
+
+    expected = expected_price(state)
+    if expected is not None:
+        src["price_divergence"] = min(abs(observation.primary_price - expected) / expected, 1.0) * W_PRICE_DIVERGENCE
+
+    if regime_changed(state.regime, observation.regime):
+        src["regime_change"] = W_REGIME_CHANGE
+
+    health = 0.0
+    for pos in observation.snapshot.positions:
+        prev = state.position_health.get(pos.id)
+        if pos.health_factor is None or prev is None:
+            continue
+        delta = abs(pos.health_factor - prev)
+        if delta > HEALTH_DELTA_THRESHOLD:
+            health += min(delta, HEALTH_DELTA_CAP) * W_POSITION_HEALTH
+    src["position_health_delta"] = health
+
+    src["pheromone_threat"] = max_pheromone_threat(state) * W_PHEROMONE
+
+    pending = len(state.pending_steers) + len(state.pending_followups)
+    src["pending_interventions"] = min(pending, MAX_INTERVENTIONS) * W_PER_INTERVENTION
+
+    src["probe_anomalies"] = min(len(observation.anomalies), MAX_ANOMALIES) * W_PER_ANOMALY
+
+    pe = min(sum(src.values()), 1.0)
+    return pe, {k: round(v, 6) for k, v in src.items()}

@@ -1,0 +1,191 @@
+"""System 1: deterministic probes (heartbeat §S9).
+
+Each probe is a small pure function of the chain snapshot and the golem's rolling state; it
+returns a ProbeResult with a severity. Probes feed the prediction error (§S4) rather than gating
+directly: it is the aggregate, not any single probe, that picks the tier.
+
+Probes of the §S9 table that need data we do not have yet (credit partition, pheromone field,
+homeostatic variables, causal graph) are not run; they come with the subsystems that feed them.
+"""
+
+from __future__ import annotations
+
+from golem.models.config import ProbeThresholds
+from golem.models.enums import ProbeSeverity
+from golem.models.observation import Anomaly, ChainSnapshot, ProbeResult
+from golem.models.state import GolemState
+
+RSI_PERIOD = 14
+# RSI bands: "divergence from mean" → Low, "extreme oversold/overbought" → High (§S9 RSI/MACD row).
+RSI_LOW_BAND = (30.0, 70.0)
+RSI_HIGH_BAND = (20.0, 80.0)
+
+
+def _grade(value: float, low: float, high: float, *, below: bool = False) -> ProbeSeverity:
+    """Severity of `value` against two thresholds; `below` when smaller is worse (health factor)."""
+    if below:
+        if value < high:
+            return ProbeSeverity.HIGH
+        if value < low:
+            return ProbeSeverity.LOW
+        return ProbeSeverity.NONE
+    if value > high:
+        return ProbeSeverity.HIGH
+    if value > low:
+        return ProbeSeverity.LOW
+    return ProbeSeverity.NONE
+
+
+def _rel_bps(now: float, before: float) -> float:
+    return (now - before) / before * 10_000.0
+
+
+def probe_price_delta(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresholds) -> ProbeResult:
+    """|pool price change| since last tick, bps. §S9: Low > 0.5 %, High > 2 % (§S17: 50 / 200 bps)."""
+    price = snapshot.pool.price
+    if not state.price_history or state.price_history[-1] <= 0:
+        return ProbeResult(probe="price_delta", threshold=t.price_delta_low_bps,
+                           detail="no previous price yet: skipped")
+    before = state.price_history[-1]
+    delta = _rel_bps(price, before)
+    sev = _grade(abs(delta), t.price_delta_low_bps, t.price_delta_high_bps)
+    return ProbeResult(probe="price_delta", severity=sev, value=round(delta, 4), threshold=t.price_delta_low_bps,
+                       detail=f"price {before:.4f} → {price:.4f} ({delta:+.1f} bps)")
+
+
+def probe_tvl_change(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresholds) -> ProbeResult:
+    """|pool TVL change| in one tick, percent. §S9: Low > 1 %, High > 5 %."""
+    tvl = snapshot.pool.tvl
+    if state.last_tvl is None or state.last_tvl <= 0:
+        return ProbeResult(probe="tvl_change", threshold=t.tvl_change_low_pct, detail="no previous TVL yet: skipped")
+    pct = (tvl - state.last_tvl) / state.last_tvl * 100.0
+    sev = _grade(abs(pct), t.tvl_change_low_pct, t.tvl_change_high_pct)
+    return ProbeResult(probe="tvl_change", severity=sev, value=round(pct, 4), threshold=t.tvl_change_low_pct,
+                       detail=f"TVL {state.last_tvl:.2f} → {tvl:.2f} ({pct:+.2f} %)")
+
+
+def probe_position_health(snapshot: ChainSnapshot, t: ProbeThresholds) -> ProbeResult:
+    """Minimum health factor over positions. §S9: Low < 1.5, High < 1.2."""
+    hfs = [(p.health_factor, p.id) for p in snapshot.positions if p.health_factor is not None]
+    if not hfs:
+        # No debt means infinite health; value stays finite so the record serialises to JSON.
+        return ProbeResult(probe="position_health", threshold=t.health_factor_low, detail="no debt positions")
+    hf, pid = min(hfs)
+    sev = _grade(hf, t.health_factor_low, t.health_factor_high, below=True)
+    return ProbeResult(probe="position_health", severity=sev, value=round(hf, 6), threshold=t.health_factor_low,
+                       detail=f"min health factor {hf:.3f} ({pid})")
+
+
+def probe_gas_price(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresholds) -> ProbeResult:
+    """Gas price over its recent average. §S9: Low > 2×, High > 5× the 1-hour average
+    (the average is over state.gas_history, ~1 h of theta ticks at 30 s)."""
+    hist = [g for g in state.gas_history if g > 0]
+    if not hist:
+        return ProbeResult(probe="gas_price", threshold=t.gas_ratio_low, detail="no gas history yet: skipped")
+    avg = sum(hist) / len(hist)
+    ratio = snapshot.gas_price_gwei / avg
+    sev = _grade(ratio, t.gas_ratio_low, t.gas_ratio_high)
+    return ProbeResult(probe="gas_price", severity=sev, value=round(ratio, 4), threshold=t.gas_ratio_low,
+                       detail=f"gas {snapshot.gas_price_gwei:.3f} gwei = {ratio:.2f}× the {len(hist)}-tick average")
+
+
+def probe_circuit_breaker(snapshot: ChainSnapshot, t: ProbeThresholds) -> ProbeResult:
+    """|pool price − oracle price| / oracle, bps: the NAV deviation of §S9's circuit breaker row."""
+    oracle = snapshot.oracle_price
+    if oracle <= 0:
+        return ProbeResult(probe="circuit_breaker", severity=ProbeSeverity.HIGH, threshold=t.oracle_deviation_low_bps,
+                           detail=f"oracle price {oracle} is not positive: cannot value the book")
+    gap = abs(snapshot.pool.price - oracle) / oracle * 10_000.0
+    sev = _grade(gap, t.oracle_deviation_low_bps, t.oracle_deviation_high_bps)
+    return ProbeResult(probe="circuit_breaker", severity=sev, value=round(gap, 4),
+                       threshold=t.oracle_deviation_low_bps,
+                       detail=f"pool {snapshot.pool.price:.4f} vs oracle {oracle:.4f}: {gap:.1f} bps apart")
+
+
+def probe_kill_switch(triggered: bool, t: ProbeThresholds) -> ProbeResult:
+    """§S9: always High when triggered (the observe activity checks the file)."""
+    if triggered:
+        return ProbeResult(probe="kill_switch", severity=ProbeSeverity.HIGH, value=1.0, threshold=1.0,
+                           detail=f"kill switch {t.kill_switch_path} is present")
+    return ProbeResult(probe="kill_switch", threshold=1.0, detail="not triggered")
+
+
+def probe_world_model_drift(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresholds) -> ProbeResult:
+    """World-model drift (§S9: Low > 10 %, High > 25 % prediction error).
+
+    Proxy until the causal world model exists: the naive model predicts the *oracle* price stays at
+    its last value; drift is the relative error |oracle − last_oracle| / last_oracle. It reads the
+    oracle (not the pool) so it is not a copy of the price-delta probe.
+    """
+    last = state.last_oracle_price
+    if last is None or last <= 0:
+        return ProbeResult(probe="world_model_drift", threshold=t.world_model_drift_low,
+                           detail="no previous oracle price yet: skipped")
+    drift = abs(snapshot.oracle_price - last) / last
+    sev = _grade(drift, t.world_model_drift_low, t.world_model_drift_high)
+    return ProbeResult(probe="world_model_drift", severity=sev, value=round(drift, 6),
+                       threshold=t.world_model_drift_low,
+                       detail=f"oracle {last:.4f} → {snapshot.oracle_price:.4f}: naive-model error {drift:.2%}")
+
+
+def rsi(prices: list[float], period: int = RSI_PERIOD) -> float | None:
+    """Cutler's RSI (simple mean of the last `period` gains and losses); None when history is short.
+
+    Simple means rather than Wilder's smoothing keep it a function of the window alone, so the same
+    history always gives the same number however long it is.
+    """
+    if len(prices) < period + 1:
+        return None
+    window = prices[-(period + 1):]
+    changes = [b - a for a, b in zip(window, window[1:])]
+    gain = sum(c for c in changes if c > 0) / period
+    loss = sum(-c for c in changes if c < 0) / period
+    if gain == 0 and loss == 0:
+        return 50.0
+    if loss == 0:
+        return 100.0
+    return 100.0 - 100.0 / (1.0 + gain / loss)
+
+
+def probe_rsi(snapshot: ChainSnapshot, state: GolemState) -> ProbeResult:
+    """RSI-14 over price history + this tick's price. Low outside 30–70, High outside 20–80 (§S9 RSI row)."""
+    prices = [*state.price_history, snapshot.pool.price]
+    value = rsi(prices)
+    if value is None:
+        return ProbeResult(probe="rsi", threshold=RSI_LOW_BAND[1],
+                           detail=f"needs {RSI_PERIOD + 1} prices, have {len(prices)}: skipped")
+    if value < RSI_HIGH_BAND[0] or value > RSI_HIGH_BAND[1]:
+        sev = ProbeSeverity.HIGH
+    elif value < RSI_LOW_BAND[0] or value > RSI_LOW_BAND[1]:
+        sev = ProbeSeverity.LOW
+    else:
+        sev = ProbeSeverity.NONE
+    label = "oversold" if value < 50 else "overbought"
+    return ProbeResult(probe="rsi", severity=sev, value=round(value, 3), threshold=RSI_LOW_BAND[1],
+                       detail=f"RSI-{RSI_PERIOD} {value:.1f}" + (f" ({label})" if sev != ProbeSeverity.NONE else ""))
+
+
+def run_probes(
+    snapshot: ChainSnapshot, state: GolemState, thresholds: ProbeThresholds, kill_switch_triggered: bool
+) -> list[ProbeResult]:
+    """All §S9 probes the data allows, in a fixed order."""
+    t = thresholds
+    return [
+        probe_price_delta(snapshot, state, t),
+        probe_tvl_change(snapshot, state, t),
+        probe_position_health(snapshot, t),
+        probe_gas_price(snapshot, state, t),
+        probe_circuit_breaker(snapshot, t),
+        probe_kill_switch(kill_switch_triggered, t),
+        probe_world_model_drift(snapshot, state, t),
+        probe_rsi(snapshot, state),
+    ]
+
+
+def anomalies_from(probes: list[ProbeResult]) -> list[Anomaly]:
+    """Every probe that fired (Low or High) is an anomaly (§S4 source 6)."""
+    return [
+        Anomaly(probe=p.probe, severity=p.severity, description=p.detail)
+        for p in probes
+        if p.severity != ProbeSeverity.NONE
+    ]

@@ -1,0 +1,378 @@
+"""STRATEGY.md: the owner's strategy as human-friendly markdown with a tiny rule grammar.
+
+    # Strategy: WETH/USDC lending hedge
+    Any prose you like; the LLM reads all of it.
+
+    ## Settings                      (optional)
+    - collateral: WETH
+    - debt: USDC
+
+    ## Rules                         (one rule per bullet, evaluated top to bottom)
+    - WHEN health_factor < 1.6 THEN repay 25% debt
+    - WHEN price_change_bps <= -300 AND regime != trending_up THEN swap 20% WETH to USDC
+    - WHEN steer contains "reduce exposure" THEN swap 25% WETH to USDC
+
+    ## Constraints                   (hard limits the offline deliberator enforces where it can)
+    - MUST keep health_factor >= 1.3
+    - MUST keep balance.USDC >= 50
+    - MUST NOT swap more than 50% WETH
+    - MUST NOT borrow
+
+Grammar (keywords are case-insensitive):
+    rule       := WHEN condition (AND condition)* THEN action
+    condition  := metric op number | regime (==|!=) regime-name | steer contains "text"
+    action     := swap AMOUNT TOKEN to TOKEN       AMOUNT% = share of the wallet's TOKEN balance
+                | repay AMOUNT [debt]              AMOUNT% = share of the position's debt
+                | supply AMOUNT [collateral]       AMOUNT% = share of the wallet's collateral token
+                | withdraw AMOUNT [collateral]     AMOUNT% = share of the supplied collateral
+                | borrow NUMBER [debt]             absolute, in debt-token units
+    constraint := MUST keep metric op number | MUST NOT tool | MUST NOT tool more than AMOUNT [TOKEN]
+Numbers are plain (1.6, -300, 1_000); AMOUNT is a number or a percentage (25%).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from golem.models.enums import MarketRegime
+
+TOKENS = ("WETH", "USDC", "DAI")
+NUMERIC_METRICS = (
+    "health_factor",  # min over lending positions; absent when there is no debt
+    "price_change_bps",  # pool price vs the previous tick, signed
+    "price",  # pool price (token1 per token0)
+    "oracle_price",
+    "pool_oracle_gap_bps",  # (pool − oracle) / oracle, signed
+    "gas_gwei",
+    "debt",  # total debt, debt-token units
+    "collateral",  # total collateral, collateral-token units
+    *(f"balance.{t}" for t in TOKENS),
+)
+METRICS = (*NUMERIC_METRICS, "regime")
+OPS = ("<=", ">=", "==", "!=", "<", ">")
+TOOLS = ("swap", "repay", "supply", "withdraw", "borrow")
+REGIMES = tuple(r.value for r in MarketRegime)
+
+Op = Literal["<", "<=", ">", ">=", "==", "!="]
+Tool = Literal["swap", "repay", "supply", "withdraw", "borrow"]
+
+
+class StrategyError(ValueError):
+    """A STRATEGY.md problem: names the line, what is wrong, and how to fix it."""
+
+
+class Amount(BaseModel):
+    value: float = Field(gt=0)
+    percent: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.value:g}%" if self.percent else f"{self.value:g}"
+
+
+class Condition(BaseModel):
+    kind: Literal["metric", "steer"]
+    metric: str | None = None
+    op: Op | None = None
+    value: float | str | None = None  # number, or a regime name for `regime`
+    text: str | None = None  # for `steer contains`
+
+    def __str__(self) -> str:
+        if self.kind == "steer":
+            return f'steer contains "{self.text}"'
+        v = f"{self.value:g}" if isinstance(self.value, float) else self.value
+        return f"{self.metric} {self.op} {v}"
+
+
+class Action(BaseModel):
+    tool: Tool
+    amount: Amount
+    token_in: str | None = None  # swap only
+    token_out: str | None = None  # swap only
+
+    def __str__(self) -> str:
+        if self.tool == "swap":
+            return f"swap {self.amount} {self.token_in} to {self.token_out}"
+        obj = "debt" if self.tool in ("repay", "borrow") else "collateral"
+        return f"{self.tool} {self.amount} {obj}"
+
+
+class Rule(BaseModel):
+    line: int
+    text: str
+    conditions: list[Condition]
+    action: Action
+    source: str = "STRATEGY.md"
+
+    @property
+    def label(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+class Constraint(BaseModel):
+    line: int
+    text: str
+    kind: Literal["keep", "forbid", "cap"]
+    metric: str | None = None  # keep
+    op: Op | None = None  # keep
+    value: float | None = None  # keep
+    tool: Tool | None = None  # forbid / cap
+    amount: Amount | None = None  # cap
+    token: str | None = None  # cap (swap: token_in)
+
+
+class Strategy(BaseModel):
+    title: str = ""
+    rules: list[Rule] = Field(default_factory=list)
+    constraints: list[Constraint] = Field(default_factory=list)
+    collateral_token: str = "WETH"
+    debt_token: str = "USDC"
+    text: str = ""  # the whole file, for LLM prompts
+
+
+# ---- parsing ---------------------------------------------------------------------------------
+
+_RULE = re.compile(r"^WHEN\s+(?P<cond>.+?)\s+THEN\s+(?P<action>.+)$", re.I)
+_STEER = re.compile(r"""^steer\s+contains\s+(?P<q>["'])(?P<text>.*?)(?P=q)$""", re.I)
+_COMPARE = re.compile(r"^(?P<metric>[A-Za-z_][A-Za-z_.]*)\s*(?P<op><=|>=|==|!=|<|>|=)\s*(?P<value>\S+)$")
+_SWAP = re.compile(r"^swap\s+(?P<amt>\S+)\s+(?P<tin>[A-Za-z]+)\s+(?:to|for|->)\s+(?P<tout>[A-Za-z]+)$", re.I)
+_LEND = re.compile(r"^(?P<tool>repay|borrow|supply|withdraw)\s+(?P<amt>\S+)(?:\s+(?P<obj>[A-Za-z]+))?$", re.I)
+_KEEP = re.compile(r"^MUST\s+keep\s+(?P<rest>.+)$", re.I)
+_CAP = re.compile(r"^MUST\s+NOT\s+(?P<tool>[A-Za-z]+)\s+more\s+than\s+(?P<amt>\S+)(?:\s+(?P<tok>[A-Za-z]+))?$", re.I)
+_FORBID = re.compile(r"^MUST\s+NOT\s+(?P<tool>[A-Za-z]+)$", re.I)
+_SETTING = re.compile(r"^(?P<key>[A-Za-z_]+)\s*[:=]\s*(?P<value>\S+)$")
+
+_RULE_FIX = (
+    'Write rules as "WHEN <metric> <op> <number> [AND ...] THEN <action>", e.g. '
+    '"WHEN health_factor < 1.6 THEN repay 25% debt" or "WHEN steer contains \\"reduce exposure\\" THEN '
+    'swap 25% WETH to USDC".'
+)
+_CONSTRAINT_FIX = (
+    'Write constraints as "MUST keep <metric> <op> <number>", "MUST NOT <tool>" or '
+    '"MUST NOT <tool> more than <amount> [TOKEN]", e.g. "MUST keep health_factor >= 1.3", '
+    f'"MUST NOT swap more than 50% WETH". Tools: {", ".join(TOOLS)}.'
+)
+
+
+def _err(line_no: int, line: str, problem: str, fix: str) -> StrategyError:
+    return StrategyError(f"STRATEGY.md line {line_no}: {problem} in `{line.strip()}`. {fix}")
+
+
+def _number(raw: str, line_no: int, line: str, what: str) -> float:
+    try:
+        return float(raw.replace("_", ""))
+    except ValueError:
+        raise _err(line_no, line, f"{what} {raw!r} is not a number", "Use a plain number such as 1.6 or -300.") from None
+
+
+def _amount(raw: str, line_no: int, line: str, *, allow_percent: bool = True) -> Amount:
+    percent = raw.endswith("%")
+    num = _number(raw[:-1] if percent else raw, line_no, line, "amount")
+    if percent and not allow_percent:
+        raise _err(line_no, line, f"amount {raw!r} cannot be a percentage here",
+                   "borrow takes an absolute amount in debt-token units, e.g. `borrow 100 debt`.")
+    if num <= 0 or (percent and num > 100):
+        raise _err(line_no, line, f"amount {raw!r} is out of range",
+                   "Use a positive number, or a percentage in (0, 100].")
+    return Amount(value=num, percent=percent)
+
+
+def _token(raw: str, line_no: int, line: str) -> str:
+    tok = raw.upper()
+    if tok not in TOKENS:
+        raise _err(line_no, line, f"unknown token {raw!r}", f"Tokens: {', '.join(TOKENS)}.")
+    return tok
+
+
+def _split_and(text: str) -> list[str]:
+    """Split on AND outside quotes (a steer text may itself contain 'and')."""
+    parts, cur, quote = [], [], None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif m := re.match(r"\s+AND\s+", text[i:], re.I):
+            parts.append("".join(cur))
+            cur = []
+            i += m.end()
+            continue
+        cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _comparison(text: str, line_no: int, line: str) -> tuple[str, str, float | str]:
+    m = _COMPARE.match(text.strip())
+    if not m:
+        raise _err(line_no, line, f"cannot read the condition {text.strip()!r}",
+                   f"Use <metric> <op> <number> with op one of {' '.join(OPS)}. " + _RULE_FIX)
+    metric, op, raw = m["metric"], m["op"], m["value"]
+    if metric.lower().startswith("balance."):
+        metric = "balance." + metric.split(".", 1)[1].upper()
+    else:
+        metric = metric.lower()
+    if op == "=":
+        op = "=="
+    if metric not in METRICS:
+        raise _err(line_no, line, f"unknown metric {m['metric']!r}", f"Metrics: {', '.join(METRICS)}.")
+    if metric == "regime":
+        if op not in ("==", "!="):
+            raise _err(line_no, line, f"regime cannot be compared with {op!r}", "Use regime == <name> or regime != <name>.")
+        if raw.lower() not in REGIMES:
+            raise _err(line_no, line, f"unknown regime {raw!r}", f"Regimes: {', '.join(REGIMES)}.")
+        return metric, op, raw.lower()
+    return metric, op, _number(raw, line_no, line, f"value for {metric}")
+
+
+def _condition(text: str, line_no: int, line: str) -> Condition:
+    if text.lower().startswith("steer"):
+        m = _STEER.match(text)
+        if not m or not m["text"].strip():
+            raise _err(line_no, line, f"cannot read the steer condition {text!r}",
+                       'Write it as steer contains "some words" (quoted, non-empty).')
+        return Condition(kind="steer", text=m["text"].strip())
+    metric, op, value = _comparison(text, line_no, line)
+    return Condition(kind="metric", metric=metric, op=op, value=value)
+
+
+def _action(text: str, line_no: int, line: str, collateral: str, debt: str) -> Action:
+    text = text.strip().rstrip(".")
+    tool = text.split()[0].lower() if text.split() else ""
+    if tool not in TOOLS:
+        raise _err(line_no, line, f"unknown action {tool!r}",
+                   "Actions: swap <amount> <TOKEN> to <TOKEN>, repay <amount> debt, supply <amount> collateral, "
+                   "withdraw <amount> collateral, borrow <number> debt.")
+    if tool == "swap":
+        m = _SWAP.match(text)
+        if not m:
+            raise _err(line_no, line, "cannot read the swap", "Write swap <amount> <TOKEN> to <TOKEN>, e.g. swap 20% WETH to USDC.")
+        tin, tout = _token(m["tin"], line_no, line), _token(m["tout"], line_no, line)
+        if tin == tout:
+            raise _err(line_no, line, f"swap from {tin} to itself", "Name two different tokens.")
+        return Action(tool="swap", amount=_amount(m["amt"], line_no, line), token_in=tin, token_out=tout)
+    m = _LEND.match(text)
+    if not m:
+        raise _err(line_no, line, f"cannot read the {tool} action", f"Write {tool} <amount> "
+                   + ("debt" if tool in ("repay", "borrow") else "collateral") + ", e.g. repay 25% debt.")
+    obj = (m["obj"] or "").lower()
+    want = ("debt", debt.lower()) if tool in ("repay", "borrow") else ("collateral", collateral.lower())
+    if obj and obj not in want:
+        raise _err(line_no, line, f"{tool} acts on {want[0]} ({want[1].upper()}), not {m['obj']!r}",
+                   f"Write {tool} <amount> {want[0]}.")
+    return Action(tool=tool, amount=_amount(m["amt"], line_no, line, allow_percent=tool != "borrow"))
+
+
+def _rule(body: str, line_no: int, line: str, strategy: Strategy, source: str) -> Rule:
+    m = _RULE.match(body)
+    if not m:
+        raise _err(line_no, line, "a rule needs WHEN … THEN …", _RULE_FIX)
+    conds = [_condition(c, line_no, line) for c in _split_and(m["cond"])]
+    action = _action(m["action"], line_no, line, strategy.collateral_token, strategy.debt_token)
+    return Rule(line=line_no, text=body, conditions=conds, action=action, source=source)
+
+
+def _constraint(body: str, line_no: int, line: str) -> Constraint:
+    if m := _KEEP.match(body):
+        metric, op, value = _comparison(m["rest"], line_no, line)
+        if metric == "regime":
+            raise _err(line_no, line, "regime cannot be kept", _CONSTRAINT_FIX)
+        return Constraint(line=line_no, text=body, kind="keep", metric=metric, op=op, value=value)
+    for pattern, kind in ((_CAP, "cap"), (_FORBID, "forbid")):
+        if m := pattern.match(body):
+            tool = m["tool"].lower()
+            if tool not in TOOLS:
+                raise _err(line_no, line, f"unknown tool {m['tool']!r}", _CONSTRAINT_FIX)
+            if kind == "forbid":
+                return Constraint(line=line_no, text=body, kind="forbid", tool=tool)
+            token = _token(m["tok"], line_no, line) if m["tok"] else None
+            return Constraint(line=line_no, text=body, kind="cap", tool=tool, amount=_amount(m["amt"], line_no, line),
+                              token=token)
+    raise _err(line_no, line, "cannot read the constraint", _CONSTRAINT_FIX)
+
+
+def _bullet(line: str) -> str | None:
+    s = line.strip()
+    if s[:2] in ("- ", "* ", "+ "):
+        return s[2:].strip()
+    return None
+
+
+def parse_strategy(text: str) -> Strategy:
+    """Parse STRATEGY.md. Raises StrategyError naming the line number, the bad field and the fix."""
+    strategy = Strategy(text=text)
+    section = ""
+    seen_rules = False
+    in_comment = False
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        s = line.strip()
+        if in_comment:
+            in_comment = "-->" not in s
+            continue
+        if s.startswith("<!--"):
+            in_comment = "-->" not in s
+            continue
+        if s.startswith("#"):
+            heading = s.lstrip("#").strip()
+            if s.startswith("# ") and not strategy.title:
+                strategy.title = heading
+            section = heading.lower() if s.startswith("## ") else section if s.startswith("###") else ""
+            seen_rules = seen_rules or section == "rules"
+            continue
+        if not s or section not in ("rules", "constraints", "settings"):
+            continue
+        body = _bullet(line)
+        if body is None:
+            if re.match(r"^(WHEN|MUST)\b", s, re.I):
+                raise _err(line_no, line, "rules and constraints must be bullets", 'Start the line with "- ".')
+            continue  # prose inside the section
+        if section == "settings":
+            m = _SETTING.match(body)
+            if not m or m["key"].lower() not in ("collateral", "debt"):
+                raise _err(line_no, line, "unknown setting", "Settings: `- collateral: WETH`, `- debt: USDC`.")
+            setattr(strategy, f"{m['key'].lower()}_token", _token(m["value"], line_no, line))
+        elif section == "rules":
+            strategy.rules.append(_rule(body, line_no, line, strategy, "STRATEGY.md"))
+        else:
+            strategy.constraints.append(_constraint(body, line_no, line))
+    if not seen_rules:
+        raise StrategyError(
+            'STRATEGY.md: no "## Rules" section. Add one with a bullet per rule, e.g. '
+            '"- WHEN health_factor < 1.6 THEN repay 25% debt" (an empty section means: always hold).'
+        )
+    if strategy.collateral_token == strategy.debt_token:
+        raise StrategyError("STRATEGY.md: collateral and debt are the same token. Set different tokens under ## Settings.")
+    return strategy
+
+
+def rules_in(text: str, source: str, strategy: Strategy) -> list[Rule]:
+    """Rules in free text (e.g. PLAYBOOK.md heuristics): every bullet starting with WHEN that parses.
+    Lines that do not parse are skipped — the playbook is prose first."""
+    rules = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        body = _bullet(line)
+        if body is None or not re.match(r"^WHEN\b", body, re.I):
+            continue
+        try:
+            rules.append(_rule(body, line_no, line, strategy, source))
+        except StrategyError:
+            continue
+    return rules
+
+
+def load_strategy(path: str | Path) -> Strategy:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise StrategyError(f"{p}: not found. Copy examples/golem-home/STRATEGY.md next to golem.toml.") from None
+    try:
+        return parse_strategy(text)
+    except StrategyError as e:
+        raise StrategyError(str(e).replace("STRATEGY.md", str(p), 1)) from None
