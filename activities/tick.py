@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from golem.cognition.budget import apply_budget
+from golem.cognition.budget import apply_budget, daily_spend_on
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
@@ -71,7 +71,9 @@ class TickActivities:
         probes = run_probes(
             snapshot, ctx.state, ctx.config.probes, kill_switch_triggered=os.path.exists(ctx.config.probes.kill_switch_path)
         )
-        regime, _ = detect_regime([*ctx.state.price_history, snapshot.pool.price], ctx.state.range_bound_run)
+        regime, _ = detect_regime(
+            [*ctx.state.price_history, snapshot.pool.price], ctx.state.range_bound_run, ctx.state.regime
+        )
         return Observation(
             snapshot=snapshot,
             probes=probes,
@@ -91,7 +93,7 @@ class TickActivities:
         cfg = inp.ctx.config.heartbeat
         threshold = compute_adaptive_threshold(inp.ctx.state, cfg.base_deliberation_threshold)
         tier, reason, forced = gate(inp.prediction_error, threshold, inp.ctx.state, inp.steers)
-        capped, why = apply_budget(tier, inp.ctx.state.daily_spend_usd, cfg)
+        capped, why = apply_budget(tier, daily_spend_on(inp.ctx.state, inp.ctx.started_at), cfg)
         if why:
             reason = f"{reason}; {why}"
         return GateResult(tier=capped, threshold=threshold, reason=reason, forced=forced)

@@ -110,6 +110,8 @@ class GolemServices:
         return verify_actions(
             self.w3, self.deployment, self.account, actions, simulation, records, observation,
             ctx.config.chain.confirmations,
+            # Wait for confirmations only briefly inside the tick; an unconfirmed outcome is recorded as such.
+            timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3),
         )
 
     # ---- memory ---------------------------------------------------------------------------

@@ -62,6 +62,11 @@ class ThetaTickWorkflow:
         self._interrupt_steers: list[Steer] = []
         self._cancel_reason: str | None = None
         self._deferred_steers: list[str] = []
+        # What the escalated steps produced so far (kept when a later step fails).
+        self._retrieved: RetrievedKnowledge | None = None
+        self._deliberation: Deliberation | None = None
+        self._records: list[ActionRecord] = []
+        self._outcome = None
 
     # ---- queries and signals -------------------------------------------------------------
     @workflow.query
@@ -136,18 +141,15 @@ class ThetaTickWorkflow:
         )
         workflow.upsert_search_attributes([SA_TIER.value_set(gate.tier.value)])
 
-        retrieved: RetrievedKnowledge | None = None
-        deliberation: Deliberation | None = None
-        records: list[ActionRecord] = []
-        outcome = None
         if gate.tier != Tier.T0:
             try:
-                retrieved, deliberation, records, outcome = await self._escalated(
-                    ctx, observation, analysis.prediction_error, gate.tier, steers, followups
-                )
+                await self._escalated(ctx, observation, analysis.prediction_error, gate.tier, steers, followups)
             except ActivityError as err:
-                # e.g. malformed LLM output or a bad STRATEGY.md: recorded, never fatal to the golem.
+                # e.g. malformed LLM output or a bad STRATEGY.md: recorded with whatever the earlier
+                # steps produced, never fatal to the golem.
                 errors.append(_describe(err))
+        retrieved, deliberation = self._retrieved, self._deliberation
+        records, outcome = self._records, self._outcome
 
         # Step 9: REFLECT
         self._enter(HeartbeatState.REFLECTING)
@@ -184,52 +186,53 @@ class ThetaTickWorkflow:
         self._enter(HeartbeatState.IDLE)
         return result
 
-    async def _escalated(self, ctx, observation, prediction_error, tier, steers, followups):
+    async def _escalated(self, ctx, observation, prediction_error, tier, steers, followups) -> None:
         # Step 2: RETRIEVE
         self._enter(HeartbeatState.RETRIEVING)
-        retrieved = await self._step(
+        self._retrieved = await self._step(
             TickActivities.retrieve, RetrieveInput(ctx=ctx, observation=observation, tier=tier), ctx
         )
 
         # DECIDE — re-run with the steer injected when one interrupts deliberation (§S7).
-        deliberation = await self._decide(ctx, observation, prediction_error, tier, retrieved, steers, followups)
-        if not deliberation.actions or not deliberation.record.recommends_action:
-            return retrieved, deliberation, [], None
+        self._deliberation = await self._decide(
+            ctx, observation, prediction_error, tier, self._retrieved, steers, followups
+        )
+        actions = self._deliberation.actions
+        if not actions or not self._deliberation.record.recommends_action:
+            return
 
         # Step 5: SIMULATE
         self._enter(HeartbeatState.SIMULATING)
         simulation = await self._step(
-            TickActivities.simulate, SimulateInput(ctx=ctx, observation=observation, actions=deliberation.actions), ctx
+            TickActivities.simulate, SimulateInput(ctx=ctx, observation=observation, actions=actions), ctx
         )
         # Step 6: VALIDATE (PolicyCage; issues single-use permits for approved actions)
         self._enter(HeartbeatState.VALIDATING)
         validation = await self._step(
             TickActivities.validate,
-            ValidateInput(ctx=ctx, observation=observation, actions=deliberation.actions, simulation=simulation),
+            ValidateInput(ctx=ctx, observation=observation, actions=actions, simulation=simulation),
             ctx,
         )
-        # Step 7: EXECUTE — one activity per approved action so a steer can cancel what is not yet sent.
+        # Step 7: EXECUTE — one activity per action so a steer can cancel what is not yet sent.
         self._enter(HeartbeatState.EXECUTING)
-        records: list[ActionRecord] = []
-        for action in deliberation.actions:
+        for action in actions:
             execute_input = ExecuteInput(
                 ctx=ctx, observation=observation, actions=[action], validation=validation,
                 cancelled_reason=self._cancel_reason,
             )
             result = await self._step(TickActivities.execute, execute_input, ctx, heartbeat_timeout=timedelta(seconds=15))
-            records.extend(result.records)
-        if not any(r.tx_hash for r in records):
-            return retrieved, deliberation, records, None
+            self._records.extend(result.records)
+        if not any(r.tx_hash for r in self._records):
+            return
         # Step 8: VERIFY
         self._enter(HeartbeatState.VERIFYING)
-        outcome = await self._step(
+        self._outcome = await self._step(
             TickActivities.verify,
             VerifyInput(
-                ctx=ctx, observation=observation, actions=deliberation.actions, simulation=simulation, records=records
+                ctx=ctx, observation=observation, actions=actions, simulation=simulation, records=self._records
             ),
             ctx,
         )
-        return retrieved, deliberation, records, outcome
 
     async def _decide(self, ctx, observation, prediction_error, tier, retrieved, steers, followups) -> Deliberation:
         decide_followups = [f for f in followups if f.window.value == "next-decide"]

@@ -18,6 +18,7 @@ from temporalio.client import Client
 
 from golem.chain.contracts import Deployment
 from golem.chain.web3client import make_web3
+from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig, load_config
 from golem.models.golem import GolemWorkflowInput
 from golem.world.deploy import deploy_world
@@ -55,15 +56,23 @@ class GolemRig:
     def simulator(self, **kw) -> MarketSimulator:
         return MarketSimulator(self.w3, self.deployment, ANVIL_KEYS[1], ANVIL_KEYS[0], self.scenario, seed=7, **kw)
 
-    def start_market(self, interval: float, max_steps: int | None = None, **kw) -> None:
-        """Step the market simulator on a thread, like the `golem run` stack's simulator process."""
+    def start_market(self, interval: float, max_steps: int | None = None, per_tick: bool = False, **kw) -> None:
+        """Step the market simulator on a thread, like the `golem run` stack's simulator process.
+
+        per_tick: one market step per recorded tick, so a scenario unfolds at the golem's pace
+        whatever the machine's speed (the first ticks are slower while the embedder loads)."""
         sim = self.simulator(**kw)
+        store = CycleStore(self.data_dir)
 
         def loop():
             while not self._sim_stop.is_set() and (max_steps is None or self.sim_steps < max_steps):
+                if per_tick and store.count() + len(store.failures(1000)) <= self.sim_steps:
+                    self._sim_stop.wait(0.05)
+                    continue
                 sim.step()
                 self.sim_steps += 1
-                self._sim_stop.wait(interval)
+                if not per_tick:
+                    self._sim_stop.wait(interval)
 
         self._sim_thread = threading.Thread(target=loop, daemon=True)
         self._sim_thread.start()

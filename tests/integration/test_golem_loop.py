@@ -96,7 +96,7 @@ async def test_crash_escalates_and_acts_on_chain(temporal_client, crash_rig):
     w3 = rig.w3
     account = rig.deployment.golem_account
     nonce_before = w3.eth.get_transaction_count(account)
-    rig.start_market(interval=0.3, max_steps=14, crash_after=3)
+    rig.start_market(interval=0.3, max_steps=18, per_tick=True, crash_after=9)
     async with in_process_worker(temporal_client, rig):
         handle = await rig.start_golem(temporal_client, max_ticks=18)
         await asyncio.wait_for(handle.result(), timeout=240)
@@ -175,7 +175,7 @@ async def test_killing_worker_mid_tick_loses_no_tick_and_sends_no_tx_twice(tempo
     w3 = rig.w3
     account = rig.deployment.golem_account
     nonce_before = w3.eth.get_transaction_count(account)
-    rig.start_market(interval=0.3, max_steps=14, crash_after=2)
+    rig.start_market(interval=0.3, max_steps=16, per_tick=True, crash_after=9)
     worker = rig.worker_subprocess(address)
     handle = await rig.start_golem(temporal_client, max_ticks=16)
     store = CycleStore(rig.data_dir)
