@@ -43,10 +43,12 @@ async def record() -> list[Path]:
             await handle.signal(GolemWorkflow.steer, {"id": "hist-steer", "message": "reduce exposure", "severity": "high"})
             await handle.result()
         records = [store.load(t) for t in range(16)]
+        steered = next(r for r in records if any(i.id == "hist-steer" for i in r.active_interventions))
+        acted = [r for r in records if any(a.status == ActionStatus.EXECUTED for a in r.actions)]
         picks = {
             "tick-t0": next(r for r in records if r.tier == Tier.T0),
-            "tick-steered-t2": next(r for r in records if any(i.id == "hist-steer" for i in r.active_interventions)),
-            "tick-acted": next(r for r in records if any(a.status == ActionStatus.EXECUTED for a in r.actions)),
+            "tick-steered-t2": steered,
+            "tick-acted": next((r for r in acted if r.tick != steered.tick), acted[0]),
         }
         for name, rec in picks.items():
             history = await env.client.get_workflow_handle(rec.workflow_id, run_id=rec.run_id).fetch_history()
