@@ -87,7 +87,7 @@ def _spawn(cmd: list[str], log_path: Path, env: dict | None = None) -> subproces
 def _stop(proc: subprocess.Popen | None, name: str, timeout: float = 10.0) -> None:
     if proc is None or proc.poll() is not None:
         return
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -113,7 +113,9 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         nonlocal stopping
         stopping = True
 
+    # Explicit handlers: a shell may start us with SIGINT ignored, and Ctrl-C must still stop cleanly.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         print("starting Temporal dev server ...", flush=True)
         temporal.start()
@@ -148,8 +150,6 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
                     print(f"{name} exited with {proc.returncode}; see {logs / (name + '.log')}", flush=True)
                     return 1
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
     finally:
         print("\nstopping ...", flush=True)
         _stop(sim, "simulator")

@@ -4,7 +4,7 @@ failed tick from its recorded input as a new workflow linked to the original."""
 from __future__ import annotations
 
 from temporalio.client import Client, WorkflowHistory
-from temporalio.common import TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -47,6 +47,6 @@ async def rerun_tick(client: Client, golem_id: str, tick: int) -> tuple[str, Tic
         id=new_id,
         task_queue=ctx.task_queue,
         memo={"rerun_of": original},
-        search_attributes=TypedSearchAttributes([SA_GOLEM_ID.value_set(golem_id), SA_TICK.value_set(tick)]),
+        search_attributes=TypedSearchAttributes([SearchAttributePair(SA_GOLEM_ID, golem_id), SearchAttributePair(SA_TICK, tick)]),
     )
     return new_id, result

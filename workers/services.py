@@ -63,6 +63,9 @@ class GolemServices:
         self.permits = PermitStore(self.data_dir / "permits.sqlite")
         self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")
         self.cage = PolicyCage(config.policy)
+        if config.inference.provider != "offline":
+            log.warning("inference provider %r is not available yet; deciding with the offline deliberator",
+                        config.inference.provider)
         self.deliberator = OfflineDeliberator()
         self._executor = (
             Executor(self.w3, self.deployment, self._signer, self.journal, self.permits) if self._signer else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -57,10 +58,14 @@ async def run_worker(config: GolemConfig, data_dir: Path, address: str | None = 
     services = GolemServices(config, data_dir, live=live)
     client = await connect(address)
     worker = build_worker(client, services, interceptors=[tracing_interceptor(data_dir, config.golem.id)])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     log.info("worker serving %s (data %s)", task_queue(config.golem.id), data_dir)
     try:
-        await worker.run()
-    except asyncio.CancelledError:
-        pass
+        async with worker:  # graceful shutdown on exit: running activities get graceful_shutdown_timeout
+            await stop.wait()
+        log.info("worker stopped")
     finally:
         shutdown_tracing()

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
@@ -155,7 +155,7 @@ class GolemWorkflow:
                 ctx,
                 id=wid,
                 task_queue=ctx.task_queue,
-                search_attributes=TypedSearchAttributes([SA_GOLEM_ID.value_set(s.golem_id), SA_TICK.value_set(n)]),
+                search_attributes=TypedSearchAttributes([SearchAttributePair(SA_GOLEM_ID, s.golem_id), SearchAttributePair(SA_TICK, n)]),
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 execution_timeout=timedelta(minutes=30),
             )
