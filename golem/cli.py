@@ -187,11 +187,18 @@ def cmd_replay(args) -> int:
 
 
 async def _rerun(args) -> int:
-    from workers.replay import rerun_tick
+    from temporalio.service import RPCError
+
+    from workers.replay import RerunRefused, rerun_tick
 
     cfg = _config(args)
     client = await _client(args)
-    new_id, result = await rerun_tick(client, cfg.golem.id, args.tick)
+    try:
+        new_id, result = await rerun_tick(client, cfg.golem.id, args.tick, force=args.force)
+    except RerunRefused as err:
+        sys.exit(f"golem rerun: {err}")
+    except RPCError as err:
+        sys.exit(f"golem rerun: tick {args.tick} not found ({err})")
     print(f"re-ran tick {args.tick} as {new_id}: tier {result.tier.value}, record {result.record_path}")
     return 0
 
@@ -252,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_replay)
     s = command("rerun", "re-execute tick N from its recorded input as a new, linked workflow")
     s.add_argument("tick", type=int)
+    s.add_argument("--force", action="store_true", help="re-run even a tick that completed")
     s.set_defaults(fn=cmd_rerun)
     return p
 

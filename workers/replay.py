@@ -3,7 +3,7 @@ failed tick from its recorded input as a new workflow linked to the original."""
 
 from __future__ import annotations
 
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -33,8 +33,23 @@ async def recorded_tick_input(client: Client, workflow_id: str) -> TickContext:
     return ctx
 
 
-async def rerun_tick(client: Client, golem_id: str, tick: int) -> tuple[str, TickResult]:
+class RerunRefused(ValueError):
+    pass
+
+
+async def rerun_tick(client: Client, golem_id: str, tick: int, *, force: bool = False) -> tuple[str, TickResult]:
+    """Start a new ThetaTickWorkflow from tick N's recorded input, linked by memo and record to it.
+
+    Only failed (or timed-out / terminated) ticks are re-run unless forced: a completed tick's record
+    would be replaced by the re-run's."""
     original = f"golem-{golem_id}-tick-{tick}"
+    desc = await client.get_workflow_handle(original).describe()
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        raise RerunRefused(f"tick {tick} is still running; wait for it to finish")
+    if desc.status == WorkflowExecutionStatus.COMPLETED and not force:
+        raise RerunRefused(
+            f"tick {tick} completed; `golem replay {tick}` checks it, `golem rerun {tick} --force` re-executes it anyway"
+        )
     ctx = await recorded_tick_input(client, original)
     ctx = ctx.model_copy(update={"rerun_of": original})
     attempt = 1

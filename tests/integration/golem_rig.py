@@ -101,8 +101,12 @@ class GolemRig:
         )
 
 
-def make_rig(tmp: Path, golem_id: str, scenario: str = "calm", *, theta: float = 0.3, **config_overrides) -> GolemRig:
-    anvil = AnvilProcess(port=free_port(), log_path=tmp / "anvil.log")
+def make_rig(
+    tmp: Path, golem_id: str, scenario: str = "calm", *, theta: float = 0.3, anvil_state: bool = False,
+    **config_overrides,
+) -> GolemRig:
+    anvil = AnvilProcess(port=free_port(), log_path=tmp / "anvil.log",
+                         state_path=tmp / "anvil-state.json" if anvil_state else None)
     anvil.start()
     w3 = make_web3(anvil.rpc_url)
     dep = deploy_world(w3, ANVIL_KEYS[0], ANVIL_ADDRESSES[2], ANVIL_ADDRESSES[1], golem_key=GOLEM_KEY,

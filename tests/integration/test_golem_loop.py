@@ -130,7 +130,27 @@ def _assert_each_intent_sent_once(w3, data_dir, nonce_delta: int) -> None:
     assert nonce_delta == len(intents), f"nonce rose by {nonce_delta} for {len(intents)} journaled intents"
 
 
-async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_client, calm_rig):
+def _cli(temporal_env, rig):
+    import os
+    import subprocess
+    import sys
+
+    from tests.integration.golem_rig import REPO
+
+    env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host)
+
+    async def run(*args: str):
+        # On a thread: the in-process worker shares this event loop and must keep answering queries.
+        return await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
+            capture_output=True, text=True, env=env, cwd=REPO, timeout=60,
+        )
+
+    return run
+
+
+async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, temporal_client, calm_rig):
     rig = calm_rig
     rig.start_market(interval=0.25)
     async with in_process_worker(temporal_client, rig):
@@ -138,8 +158,12 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_client, 
         store = CycleStore(rig.data_dir)
         await _wait_for(lambda: store.count() >= 6, 60, "six ticks")
 
-        await handle.signal(GolemWorkflow.steer, {"id": "s-1", "message": "reduce exposure", "severity": "high"})
+        cli = _cli(temporal_env, rig)
+        sent = await cli("steer", "reduce exposure", "--severity", "high", "--id", "s-1")
+        assert sent.returncode == 0 and "s-1 delivered" in sent.stdout, sent.stderr
         await handle.signal(GolemWorkflow.steer, {"id": "s-1", "message": "reduce exposure", "severity": "high"})  # dup
+        refused = await cli("steer", "   ", "--severity", "high")
+        assert refused.returncode != 0 and "message" in refused.stderr  # CLI validates before sending
         await handle.signal(GolemWorkflow.steer, {"id": "bad-1", "severity": "apocalyptic"})
         await handle.signal(GolemWorkflow.steer, "not an object")
 
@@ -158,6 +182,8 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_client, 
         assert len(handled) == 1, handled
 
         status = await handle.query(GolemWorkflow.status)
+        shown = await cli("status", "--json")
+        assert shown.returncode == 0 and f'"golem_id": "{rig.golem_id}"' in shown.stdout, shown.stderr
         reasons = " | ".join(r.reason for r in status.rejected_interventions)
         assert "severity" in reasons and "expected a JSON object" in reasons, reasons
         assert not status.pending_steers

@@ -1,0 +1,83 @@
+"""Bad input and outages lose nothing: the tick is recorded, the golem keeps ticking, a failed tick
+can be re-run from its recorded input."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+
+from golem.life.cycle_store import CycleStore
+from golem.models.enums import Tier
+from tests.integration.golem_rig import REPO, in_process_worker, make_rig
+from tests.integration.test_golem_loop import _wait_for
+from workers.replay import RerunRefused, rerun_tick
+from workflows.golem import GolemWorkflow
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def rig(tmp_path):
+    rig = make_rig(tmp_path, "fail-golem", "calm", theta=0.25, anvil_state=True, heartbeat={"step_timeout_seconds": 3.0})
+    yield rig
+    rig.stop()
+
+
+async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(temporal_env, temporal_client, rig):
+    store = CycleStore(rig.data_dir)
+    async with in_process_worker(temporal_client, rig):
+        handle = await rig.start_golem(temporal_client, max_ticks=None)
+        await _wait_for(lambda: store.count() >= 3, 60, "three ticks")
+
+        # A malformed STRATEGY.md: the escalated tick records a clear error and the golem goes on.
+        strategy = rig.home / "STRATEGY.md"
+        good = strategy.read_text()
+        strategy.write_text("## Rules\n- WHEN health_factr < 1.5 THEN repay 10% debt\n")
+        await handle.signal(GolemWorkflow.steer, {"id": "st-1", "message": "reduce exposure", "severity": "high"})
+
+        def errored():
+            for row in store.recent(20):
+                rec = store.load(row["tick"])
+                if rec.errors:
+                    return rec
+            return None
+
+        rec = await _wait_for(errored, 60, "a tick that recorded the STRATEGY.md error")
+        assert rec.tier == Tier.T2
+        assert "health_factr" in rec.errors[0] and "line" in rec.errors[0].lower(), rec.errors
+        assert rec.actions == []
+        strategy.write_text(good)
+
+        # An RPC outage: observe fails after its retries, the tick is recorded as failed, the loop goes on.
+        n = store.count()
+        rig.anvil.stop()
+        await _wait_for(lambda: store.failures(10), 90, "a failed tick")
+        rig.anvil.start()
+        await _wait_for(lambda: store.count() >= n + 2, 90, "ticks after the outage")
+        status = await handle.query(GolemWorkflow.status)
+        failed = store.failures(10)
+        assert failed and set(f["tick"] for f in failed) <= set(status.failed_ticks)
+        await handle.terminate("test done")
+
+    # `golem rerun N` re-executes the failed tick from its recorded input, linked to the original.
+    tick = failed[-1]["tick"]
+    async with in_process_worker(temporal_client, rig):
+        new_id, result = await rerun_tick(temporal_client, rig.golem_id, tick)
+        with pytest.raises(RerunRefused):
+            await rerun_tick(temporal_client, rig.golem_id, 0)  # a completed tick is not re-run without --force
+    assert new_id == f"golem-{rig.golem_id}-tick-{tick}-rerun-1"
+    rerun = store.load(tick)
+    assert rerun.rerun_of == f"golem-{rig.golem_id}-tick-{tick}" and rerun.workflow_id == new_id
+    assert tick not in [f["tick"] for f in store.failures(10)]
+    desc = await temporal_client.get_workflow_handle(new_id).describe()
+    assert (await desc.memo_value("rerun_of")) == f"golem-{rig.golem_id}-tick-{tick}"
+
+    # The CLI reads the same store.
+    out = subprocess.run(
+        [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), "show", str(tick)],
+        capture_output=True, text=True, cwd=REPO, check=True,
+    ).stdout
+    assert f'"rerun_of": "golem-{rig.golem_id}-tick-{tick}"' in out
