@@ -36,7 +36,7 @@ async def noop(x: int) -> int:
     return x
 
 
-@workflow.defn
+@workflow.defn(sandboxed=False)  # defined in __main__, which the sandbox cannot re-import
 class FloorWorkflow:
     @workflow.run
     async def run(self, x: int) -> int:
@@ -90,6 +90,8 @@ async def main() -> None:
             if rec.tick < 3:
                 continue  # cold start: embedder and LanceDB open
             desc = await client.get_workflow_handle(rec.workflow_id, run_id=rec.run_id).describe()
+            if desc.close_time is None:
+                continue  # still finishing when the golem was stopped
             ms = (desc.close_time - desc.start_time).total_seconds() * 1000
             if rec.tier == Tier.T0:
                 durations["T0"].append(ms)

@@ -104,16 +104,23 @@ class ThetaTickWorkflow:
     async def _step(self, method: Any, arg: Any, ctx: TickContext, **kw: Any) -> Any:
         started = workflow.now()
         try:
-            return await workflow.execute_activity_method(
+            result = await workflow.execute_activity_method(
                 method,
                 arg,
                 start_to_close_timeout=timedelta(seconds=ctx.config.heartbeat.step_timeout_seconds),
                 retry_policy=IO_RETRY,
                 **kw,
             )
-        finally:
-            ms = (workflow.now() - started).total_seconds() * 1000.0
-            self._timings.append(StepTiming(step=method.__name__, ms=round(ms, 3)))
+        except ActivityError:
+            self._timed(method.__name__, started)
+            raise
+        # Not in a `finally`: on cache eviction the coroutine is closed outside the workflow loop.
+        self._timed(method.__name__, started)
+        return result
+
+    def _timed(self, step: str, started) -> None:
+        ms = (workflow.now() - started).total_seconds() * 1000.0
+        self._timings.append(StepTiming(step=step, ms=round(ms, 3)))
 
     # ---- the tick --------------------------------------------------------------------------
     @workflow.run
@@ -257,7 +264,7 @@ class ThetaTickWorkflow:
             started = workflow.now()
             await workflow.wait_condition(lambda: handle.done() or len(self._interrupt_steers) > seen)
             if handle.done() and len(self._interrupt_steers) == seen:
-                self._timings.append(StepTiming(step="decide", ms=(workflow.now() - started).total_seconds() * 1000))
+                self._timed("decide", started)
                 return await handle
             # A steer arrived mid-thought: cancel and deliberate again with it in context.
             handle.cancel()
