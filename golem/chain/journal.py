@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+
+from golem.storage import immediate_tx, init_db
 
 
 class JournalError(RuntimeError):
@@ -103,30 +103,11 @@ _KEY = "golem_id = ? AND tick = ? AND action_index = ? AND call_index = ?"
 
 class TxJournal:
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=10.0)
-        try:
-            db.executescript(_SCHEMA)  # executescript manages its own transaction
-        finally:
-            db.close()
+        self.path = init_db(Path(path), _SCHEMA)
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            # Intents must survive a crash right after they are written: that is their purpose.
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        finally:
-            db.close()
+    def _tx(self):
+        # Intents must survive a crash right after they are written: that is their purpose.
+        return immediate_tx(self.path, durable=True)
 
     @staticmethod
     def _row(row: tuple) -> TxIntent:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from golem.storage import immediate_tx, init_db
 
 DEFAULT_PERMIT_TTL_S = 300.0
 # Values are re-computed at execution from the same observation; allow only float noise.
@@ -94,27 +95,11 @@ class PermitStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
-        db = sqlite3.connect(self.path, timeout=10.0)
-        try:
-            db.executescript(_SCHEMA)  # executescript manages its own transaction
-        finally:
-            db.close()
+        init_db(self.path, _SCHEMA)
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self):
         """One connection per operation, inside BEGIN IMMEDIATE so check-and-transition is atomic."""
-        db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        finally:
-            db.close()
+        return immediate_tx(self.path)
 
     @staticmethod
     def _row(row: tuple) -> ActionPermit:

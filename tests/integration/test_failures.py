@@ -3,7 +3,6 @@ can be re-run from its recorded input."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 
