@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from golem.grimoire.episodes import Episode
+from golem.storage import connect, init_db
 
 INITIAL_CONFIDENCE = 0.5  # grimoire "GrimoireEntry Types": Heuristic 0.5 initial
 UPVOTE = 0.1  # grimoire "Three-Store Split": +0.1 per confirmation
@@ -93,14 +94,10 @@ class HeuristicStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(self._connect()) as conn, conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
+        init_db(self.path, _SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30.0)
-        conn.row_factory = sqlite3.Row
-        return conn
+        return connect(self.path, rows=True)
 
     @staticmethod
     def _row(row: sqlite3.Row) -> Heuristic:

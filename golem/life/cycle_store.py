@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from golem.models.enums import ActionStatus
 from golem.models.golem import TickFailure
 from golem.models.record import DecisionCycleRecord
+from golem.storage import connect, init_db
 
 # heartbeat §S6 "Storage and Indexing", plus workflow_id and gating_reason for the CLI.
 _SCHEMA = """
@@ -92,15 +93,10 @@ class CycleStore:
         self.dir = self.data_dir / "cycles"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.index_path = self.dir / "index.sqlite"
-        with closing(self._connect()) as conn, conn:
-            # WAL: the CLI can read the index while the worker writes it.
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
+        init_db(self.index_path, _SCHEMA)  # WAL: the CLI can read the index while the worker writes it
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.index_path, timeout=30.0)
-        conn.row_factory = sqlite3.Row
-        return conn
+        return connect(self.index_path, rows=True)
 
     def path_for(self, tick: int) -> Path:
         if tick < 0:
