@@ -61,7 +61,6 @@ class ThetaTickWorkflow:
         self._timings: list[StepTiming] = []
         self._interrupt_steers: list[Steer] = []
         self._cancel_reason: str | None = None
-        self._deferred_steers: list[str] = []
         # What the escalated steps produced so far (kept when a later step fails).
         self._retrieved: RetrievedKnowledge | None = None
         self._deliberation: Deliberation | None = None
@@ -93,8 +92,7 @@ class ThetaTickWorkflow:
         elif state in (HeartbeatState.SIMULATING, HeartbeatState.VALIDATING) and steer.severity.rank >= SteerSeverity.HIGH.rank:
             # Nothing is sent yet: a high-severity steer cancels the whole write path.
             self._cancel_reason = f"steer {steer.id}: {steer.message}"
-        else:
-            self._deferred_steers.append(steer.id)  # low severity while acting: queued as a follow-up
+        # Otherwise (low severity while acting) it stays pending in GolemWorkflow: the next tick takes it.
 
     # ---- helpers ---------------------------------------------------------------------------
     def _enter(self, state: HeartbeatState, substate: str = "Normal") -> None:

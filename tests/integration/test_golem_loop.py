@@ -10,6 +10,7 @@ import pytest
 
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
+from golem.models.golem import ConsolidationResult, DreamResult
 from tests.integration.golem_rig import in_process_worker, make_rig
 from workers.replay import replay_history
 from workflows.golem import GolemWorkflow
@@ -72,6 +73,11 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
         assert rec.episodes_written == [f"calm-golem:tick:{t}"]
     assert final.last_delta_tick >= 10, "delta consolidation ran"
     assert (rig.data_dir / "PLAYBOOK.md").exists()
+    assert final.last_dream_tick == 15, "the dream cycle ran when due (dream_every_ticks = 15)"
+    dream = await temporal_client.get_workflow_handle("golem-calm-golem-dream-15", result_type=DreamResult).result()
+    assert dream.tick == 15 and dream.replayed, "the dream replayed the highest-utility episodes"
+    delta = await temporal_client.get_workflow_handle("golem-calm-golem-delta-10", result_type=ConsolidationResult).result()
+    assert delta.episodes_scanned >= 10 and delta.playbook_revision is not None
 
     # A tick's search attributes are set for the UI.
     tick_desc = await temporal_client.get_workflow_handle("golem-calm-golem-tick-3").describe()
