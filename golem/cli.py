@@ -264,11 +264,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Commands that open a Temporal client: the SDK's runtime threads can still be calling into Python
+# while the interpreter finalizes ("PyGILState_Release ... finalizing", seen in CI), so these leave
+# with os._exit once their output is flushed.
+_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.cmd == "replay" and args.tick is None and not args.workflow_id:
         sys.exit("golem replay: give a tick number or --workflow-id")
-    return args.fn(args) or 0
+    try:
+        code = args.fn(args) or 0
+    except SystemExit as stop:
+        if args.cmd not in _CLIENT_COMMANDS or argv is not None:
+            raise
+        if stop.code not in (None, 0) and not isinstance(stop.code, int):
+            print(stop.code, file=sys.stderr)
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    if args.cmd in _CLIENT_COMMANDS and argv is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

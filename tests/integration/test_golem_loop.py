@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import signal
 import time
 
@@ -24,7 +25,9 @@ WRITE_STEPS = {"Simulating", "Validating", "Executing", "Verifying"}
 async def _wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        value = await predicate() if asyncio.iscoroutinefunction(predicate) else predicate()
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
         await asyncio.sleep(interval)
@@ -136,6 +139,10 @@ def _assert_each_intent_sent_once(w3, data_dir, nonce_delta: int) -> None:
     assert nonce_delta == len(intents), f"nonce rose by {nonce_delta} for {len(intents)} journaled intents"
 
 
+async def _pending_followups(handle) -> bool:
+    return bool((await handle.query(GolemWorkflow.status)).pending_followups)
+
+
 def _cli(temporal_env, rig):
     import os
     import subprocess
@@ -165,6 +172,9 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
         await _wait_for(lambda: store.count() >= 6, 60, "six ticks")
 
         cli = _cli(temporal_env, rig)
+        queued = await cli("followup", "check the DAI balance", "--window", "next-decide", "--id", "f-1")
+        assert queued.returncode == 0, queued.stderr
+        await _wait_for(lambda: _pending_followups(handle), 30, "the follow-up to be pending")
         sent = await cli("steer", "reduce exposure", "--severity", "high", "--id", "s-1")
         assert sent.returncode == 0 and "s-1 delivered" in sent.stdout, sent.stderr
         await handle.signal(GolemWorkflow.steer, {"id": "s-1", "message": "reduce exposure", "severity": "high"})  # dup
@@ -182,6 +192,7 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
 
         rec = await _wait_for(steered, 60, "a tick that handled steer s-1")
         assert rec.tier == Tier.T2 and "s-1" in rec.gating_reason
+        assert "f-1" in [i.id for i in rec.active_interventions], "the next-decide follow-up reached the decision"
         assert rec.deliberation is not None and "s-1" in rec.deliberation.steers_considered
         # handled once, not twice (the duplicate signal was ignored)
         handled = [r["tick"] for r in store.recent(60) if any(i.id == "s-1" for i in store.load(r["tick"]).active_interventions)]
@@ -192,7 +203,7 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
         assert shown.returncode == 0 and f'"golem_id": "{rig.golem_id}"' in shown.stdout, shown.stderr
         reasons = " | ".join(r.reason for r in status.rejected_interventions)
         assert "severity" in reasons and "expected a JSON object" in reasons, reasons
-        assert not status.pending_steers
+        assert not status.pending_steers and not status.pending_followups
         tick_at_reject = status.tick
         await _wait_for(lambda: store.count() >= tick_at_reject + 3, 60, "the golem keeps ticking")
         later = store.load(store.recent(1)[0]["tick"])
