@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+
+
+ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world")
 
 
 def _default_home() -> Path:
@@ -261,6 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("tick", type=int)
     s.add_argument("--force", action="store_true", help="re-run even a tick that completed")
     s.set_defaults(fn=cmd_rerun)
+    # Each room may add its own commands: golem/<room>/commands.py defines register(command).
+    for room in ROOMS_WITH_COMMANDS:
+        try:
+            module = importlib.import_module(f"golem.{room}.commands")
+        except ModuleNotFoundError as err:
+            if err.name != f"golem.{room}.commands":
+                raise
+            continue
+        module.register(command)
     return p
 
 
