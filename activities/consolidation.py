@@ -24,6 +24,7 @@ class ConsolidationActivities:
         for text, scope, episode_id in derived:
             self.s.heuristics.add_or_reinforce(text, scope, episode_id)
         revision = rewrite_playbook(self.s.heuristics, self.s.playbook_path)
+        delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
         return ConsolidationResult(
             tick=inp.tick,
             episodes_scanned=report.scanned,
@@ -32,6 +33,7 @@ class ConsolidationActivities:
             heuristics_derived=len(derived),
             playbook_revision=revision.revision,
             playbook_path=str(revision.path),
+            followups_delivered=delivered,
         )
 
     @activity.defn(name="dream_replay")
@@ -45,5 +47,5 @@ class ConsolidationActivities:
             tick=inp.tick,
             replayed=list(report.replayed),
             heuristics_touched=len(report.heuristics_touched),
-            report_path="",
+            followups_delivered=self.s.deliver_followups(inp.followups, "next-dream", inp.tick),
         )

@@ -6,6 +6,7 @@ a record or a log line (history is visible in the Temporal UI).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -116,6 +117,18 @@ class GolemServices:
             # Wait for confirmations only briefly inside the tick; an unconfirmed outcome is recorded as such.
             timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3),
         )
+
+    def deliver_followups(self, followups, window: str, tick: int) -> list[str]:
+        """Owner notes for the curator or the dream cycle, appended to owner-notes.jsonl (idempotent by id)."""
+        path = self.data_dir / "owner-notes.jsonl"
+        seen = set()
+        if path.exists():
+            seen = {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
+        with path.open("a") as out:
+            for f in followups:
+                if f.id not in seen:
+                    out.write(json.dumps({"id": f.id, "window": window, "tick": tick, "message": f.message}) + "\n")
+        return [f.id for f in followups]
 
     # ---- memory ---------------------------------------------------------------------------
     def write_episode(self, record: DecisionCycleRecord) -> str:

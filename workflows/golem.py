@@ -183,30 +183,38 @@ class GolemWorkflow:
     async def _consolidate(self, cfg) -> None:
         s = self._state
         self._activity = "consolidating"
+        notes = [f for f in s.pending_followups if f.window.value == "next-curator"]
         try:
-            await workflow.execute_child_workflow(
+            result = await workflow.execute_child_workflow(
                 DeltaConsolidationWorkflow.run,
-                ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg),
+                ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes),
                 id=f"golem-{s.golem_id}-delta-{s.tick}",
                 task_queue=f"golem-{s.golem_id}",
                 execution_timeout=timedelta(minutes=10),
             )
+            self._drop_followups(result.followups_delivered)
         except ChildWorkflowError as err:  # upkeep failing must never stop the heartbeat
             workflow.logger.error("delta consolidation at tick %s failed: %s", s.tick, err.cause or err)
         self._state = self._state.model_copy(update={"last_delta_tick": s.tick})
+
+    def _drop_followups(self, delivered: list[str]) -> None:
+        kept = [f for f in self._state.pending_followups if f.id not in set(delivered)]
+        self._state = self._state.model_copy(update={"pending_followups": kept})
 
     async def _dream(self, cfg) -> None:
         s = self._state
         self._activity = "dreaming"
         self._state = s.model_copy(update={"dreaming": True})
+        notes = [f for f in s.pending_followups if f.window.value == "next-dream"]
         try:
-            await workflow.execute_child_workflow(
+            result = await workflow.execute_child_workflow(
                 DreamCycleWorkflow.run,
-                DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg),
+                DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes),
                 id=f"golem-{s.golem_id}-dream-{s.tick}",
                 task_queue=f"golem-{s.golem_id}",
                 execution_timeout=timedelta(minutes=10),
             )
+            self._drop_followups(result.followups_delivered)
         except ChildWorkflowError as err:
             workflow.logger.error("dream cycle at tick %s failed: %s", s.tick, err.cause or err)
         finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from golem.models.config import GolemConfig
-from golem.models.interventions import InterventionSummary, RejectedIntervention
+from golem.models.interventions import FollowUp, InterventionSummary, RejectedIntervention
 from golem.models.state import FsmState, GolemState, TickSummary
 
 
@@ -38,6 +38,7 @@ class ConsolidationInput(BaseModel):
     golem_id: str
     tick: int
     config: GolemConfig
+    followups: list[FollowUp] = Field(default_factory=list)  # window next-curator
 
 
 class ConsolidationResult(BaseModel):
@@ -48,6 +49,7 @@ class ConsolidationResult(BaseModel):
     heuristics_derived: int = 0
     playbook_revision: int | None = None
     playbook_path: str = ""
+    followups_delivered: list[str] = Field(default_factory=list)
 
 
 class DreamInput(BaseModel):
@@ -55,6 +57,7 @@ class DreamInput(BaseModel):
     tick: int
     config: GolemConfig
     replay_count: int = 10
+    followups: list[FollowUp] = Field(default_factory=list)  # window next-dream
 
 
 class DreamResult(BaseModel):
@@ -62,6 +65,7 @@ class DreamResult(BaseModel):
     replayed: list[str] = Field(default_factory=list)
     heuristics_touched: int = 0
     report_path: str = ""
+    followups_delivered: list[str] = Field(default_factory=list)
 
 
 class TickFailure(BaseModel):

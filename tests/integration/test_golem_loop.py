@@ -54,6 +54,7 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     # max_cached_workflows=0: every workflow task replays the whole history (determinism check).
     async with in_process_worker(temporal_client, rig, max_cached_workflows=0):
         handle = await rig.start_golem(temporal_client, max_ticks=22)
+        await handle.signal(GolemWorkflow.follow_up, {"id": "cur-1", "message": "prune stale notes", "window": "next-curator"})
         final = await asyncio.wait_for(handle.result(), timeout=180)
     assert final.tick == 22
     # continue_as_new_ticks = 12 in the rig: the loop went through at least one continue-as-new.
@@ -81,6 +82,8 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     assert dream.tick == 15 and dream.replayed, "the dream replayed the highest-utility episodes"
     delta = await temporal_client.get_workflow_handle("golem-calm-golem-delta-10", result_type=ConsolidationResult).result()
     assert delta.episodes_scanned >= 10 and delta.playbook_revision is not None
+    assert delta.followups_delivered == ["cur-1"] and not final.pending_followups, "the curator got its follow-up"
+    assert "prune stale notes" in (rig.data_dir / "owner-notes.jsonl").read_text()
 
     # A tick's search attributes are set for the UI.
     tick_desc = await temporal_client.get_workflow_handle("golem-calm-golem-tick-3").describe()
