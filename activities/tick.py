@@ -7,8 +7,10 @@ Bad input raises a non-retryable ApplicationError whose message says what to fix
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
+from datetime import timedelta
 from datetime import datetime, timezone
 
 from temporalio import activity
@@ -19,6 +21,7 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold, gate
+from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus
 from golem.models.golem import TickFailure
@@ -122,7 +125,13 @@ class TickActivities:
             strategy = self.s.load_strategy()
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
-        return await self.s.deliberator.decide(inp, strategy, self.s.playbook_text())
+        try:
+            return await self.s.deliberator.decide(inp, strategy, self.s.playbook_text())
+        except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
+            delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
+            raise ApplicationError(err.reason, type="InferenceRetryable", next_retry_delay=delay) from None
+        except InferenceRejected as err:  # a bad request will not get better by retrying
+            raise bad_input(err.reason, "InferenceRejected") from None
 
     @activity.defn(name="simulate")
     def simulate(self, inp: SimulateInput) -> SimulationResult:
@@ -166,8 +175,18 @@ class TickActivities:
         return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, inp.observation)
 
     @activity.defn(name="reflect")
-    def reflect(self, inp: ReflectInput) -> TickResult:
+    async def reflect(self, inp: ReflectInput) -> TickResult:
         record = build_record(inp, _now_iso())
+        if record.outcome is not None and inp.deliberation is not None:
+            spend = daily_spend_on(inp.ctx.state, inp.ctx.started_at)
+            evaluation = await self.s.evaluate(record, inp.deliberation.actions, spend)
+            if evaluation is not None:
+                record.evaluation = evaluation.model_dump(mode="json")
+                record.inference_cost += evaluation.cost
+                record.total_cost += evaluation.cost
+        return await asyncio.to_thread(self._persist, record)
+
+    def _persist(self, record) -> TickResult:
         episode = self.s.write_episode(record)
         record.episodes_written = [episode]
         record.grimoire_mutations = [f"upsert episode {episode}"]

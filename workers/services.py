@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from eth_account import Account
+from temporalio import activity
 
 from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
@@ -24,7 +25,8 @@ from golem.chain.web3client import make_web3
 from golem.grimoire.embeddings import default_embedder
 from golem.grimoire.episodes import EpisodeStore, episode_from_record
 from golem.grimoire.heuristics import HeuristicStore
-from golem.inference.offline import OfflineDeliberator
+from golem.inference.evaluator import evaluate_outcome
+from golem.inference.llm import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig
@@ -64,10 +66,12 @@ class GolemServices:
         self.permits = PermitStore(self.data_dir / "permits.sqlite")
         self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")
         self.cage = PolicyCage(config.policy)
-        if config.inference.provider != "offline":
-            log.warning("inference provider %r is not available yet; deciding with the offline deliberator",
-                        config.inference.provider)
-        self.deliberator = OfflineDeliberator()
+        # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
+        # the offline deliberator otherwise. activity.heartbeat keeps a waiting decide activity alive.
+        self.deliberator, self.deliberator_reason = select_deliberator(
+            config, os.environ, home=self.home, data_dir=self.data_dir, heartbeat=activity.heartbeat
+        )
+        log.info("deliberator: %s", self.deliberator_reason)
         self._executor = (
             Executor(self.w3, self.deployment, self._signer, self.journal, self.permits) if self._signer else None
         )
@@ -129,6 +133,15 @@ class GolemServices:
                 if f.id not in seen:
                     out.write(json.dumps({"id": f.id, "window": window, "tick": tick, "message": f.message}) + "\n")
         return [f.id for f in followups]
+
+    async def evaluate(self, record: DecisionCycleRecord, actions: list[ProposedAction], daily_spend: float):
+        """rev. 2: judge an acted tick's outcome in a fresh context (a different model where budget allows)."""
+        if record.outcome is None or record.deliberation is None:
+            return None
+        return await evaluate_outcome(
+            record.outcome, actions, record.deliberation,
+            router=getattr(self.deliberator, "router", None), daily_spend=daily_spend, heartbeat=activity.heartbeat,
+        )
 
     # ---- memory ---------------------------------------------------------------------------
     def write_episode(self, record: DecisionCycleRecord) -> str:

@@ -254,9 +254,11 @@ class ThetaTickWorkflow:
                     retrieved=retrieved,
                     steers=steers + self._interrupt_steers,
                     followups=decide_followups,
+                    interrupted_by=[s.id for s in self._interrupt_steers],
                 ),
                 start_to_close_timeout=timedelta(seconds=ctx.config.heartbeat.step_timeout_seconds),
-                heartbeat_timeout=timedelta(seconds=30),
+                # A cancel reaches an activity only through a heartbeat; the router beats every 5 s.
+                heartbeat_timeout=timedelta(seconds=10),
                 retry_policy=IO_RETRY,
             )
             started = workflow.now()

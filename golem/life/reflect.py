@@ -43,7 +43,10 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
         deliberation_threshold=inp.gate.threshold,
         tier=inp.gate.tier,
         gating_reason=inp.gate.reason,
-        context_bundle_summary=inp.retrieved.summary if inp.retrieved else ContextBundleSummary(),
+        context_bundle_summary=(
+            inp.deliberation.context if inp.deliberation and inp.deliberation.context
+            else inp.retrieved.summary if inp.retrieved else ContextBundleSummary()
+        ),
         retrieved_entries=inp.retrieved.entries if inp.retrieved else [],
         active_interventions=[summarize(x) for x in [*inp.steers, *inp.followups]],
         rejected_interventions=state.rejected_interventions[-5:],

@@ -107,6 +107,18 @@ class InferenceSection(BaseModel):
     api_key_env: str = "ANTHROPIC_API_KEY"
     t1_model: str = "claude-haiku-4-5"
     t2_model: str = "claude-sonnet-4-6"
+    # Optional tuning; None = the defaults of golem.inference.config.InferenceConfig, which validates
+    # these (and every model's price) when the worker or `golem doctor` starts.
+    t2_ceiling_model: str | None = None
+    evaluator_model: str | None = None
+    prices: dict[str, dict[str, float]] | None = None  # model → {input, output, cache_write, cache_read} USD/MTok
+    max_output_tokens_t1: int | None = None
+    max_output_tokens_t2: int | None = None
+    timeout_seconds: float | None = None
+    heartbeat_seconds: float | None = None
+    allocations_t1: dict[str, int] | None = None
+    allocations_t2: dict[str, int] | None = None
+    conversation_tail: int | None = None
 
 
 class GolemConfig(BaseModel):

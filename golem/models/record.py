@@ -32,6 +32,9 @@ class DeliberationRecord(BaseModel):
     cost: float = 0.0
     recommends_action: bool = False
     steers_considered: list[str] = Field(default_factory=list)  # steer ids injected into the decision
+    cache_creation_tokens: int = 0
+    rejections: list[str] = Field(default_factory=list)  # model output refused (unknown tool, bad args, ...)
+    interrupted_by: list[str] = Field(default_factory=list)  # steers that interrupted deliberation (§S7)
 
 
 class ActionRecord(BaseModel):
@@ -108,6 +111,8 @@ class DecisionCycleRecord(BaseModel):
     deliberation: DeliberationRecord | None = None
     actions: list[ActionRecord] = Field(default_factory=list)
     outcome: OutcomeRecord | None = None
+    # rev. 2 generator/evaluator separation: a fresh-context judgement of the outcome, metrics win.
+    evaluation: dict[str, Any] | None = None
     # Learning
     episodes_written: list[str] = Field(default_factory=list)
     grimoire_mutations: list[str] = Field(default_factory=list)

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from golem.models.enums import BehavioralPhase, HeartbeatState, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer
+from golem.models.observation import ProbeResult
 
 PRICE_HISTORY_LEN = 64  # enough for the 20-period SMA of §S9 plus slack
 GAS_HISTORY_LEN = 120  # ~1 hour of theta ticks at 30 s, for the gas probe's 1-hour average
@@ -53,6 +54,167 @@ class TickSummary(BaseModel):
     run_id: str = ""
 
 
+# ---- System 1 learned and fast state (heartbeat §S5 "Learned Gating", §S11, §S12, Adaptive Clock) ----
+# Defined here because GolemState carries them; the formulas live in golem/cognition/.
+
+# The five expert signals Hedge combines (heartbeat "The five expert signals"): our stand-ins for the
+# spec's oracle residual, Bayesian surprise, sheaf consistency and risk severity, plus the §S4 PE.
+GATING_EXPERTS = ("oracle_residual", "regime_surprise", "source_inconsistency", "risk_severity", "prediction_error")
+AROUSAL_BUCKETS = ("low", "medium", "high")  # heartbeat ArousalRegime: < 0.3, < 0.7, ≥ 0.7
+
+
+def _uniform() -> list[float]:
+    return [1.0 / len(GATING_EXPERTS)] * len(GATING_EXPERTS)
+
+
+class HedgeState(BaseModel):
+    """Discounted Hedge over the expert signals: weights always a probability distribution."""
+
+    experts: list[str] = Field(default_factory=lambda: list(GATING_EXPERTS))
+    weights: list[float] = Field(default_factory=_uniform)
+    cumulative_loss: list[float] = Field(default_factory=lambda: [0.0] * len(GATING_EXPERTS))
+    rounds: int = 0
+
+
+class BetaBoundary(BaseModel):
+    """Beta belief about where one tier boundary sits on the composite-score axis [0, 1]."""
+
+    alpha: float
+    beta: float
+
+    @property
+    def mean(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+
+def _boundary_priors() -> list[BetaBoundary]:
+    # heartbeat ThompsonThresholds::new: T2/T1 ~0.8, T1/T0 ~0.5, T0/suppress ~0.2
+    return [BetaBoundary(alpha=8.0, beta=2.0), BetaBoundary(alpha=5.0, beta=5.0), BetaBoundary(alpha=2.0, beta=8.0)]
+
+
+class ThompsonBoundaries(BaseModel):
+    """[0] T2/T1 split, [1] T1/T0 split, [2] T0/suppress split."""
+
+    boundaries: list[BetaBoundary] = Field(default_factory=_boundary_priors)
+
+
+class EpsilonGreedyState(BaseModel):
+    """Shadow baseline over the arms T0/T1/T2 (never routes; its would-be choices are logged)."""
+
+    epsilon: float = 0.2
+    arm_means: list[float] = Field(default_factory=lambda: [0.0, 0.0, 0.0])
+    arm_counts: list[int] = Field(default_factory=lambda: [0, 0, 0])
+
+
+class GatingDecision(BaseModel):
+    """One tick's gate as the learner needs it later; the outcome fields are filled when the tick folds."""
+
+    tick: int
+    mode: str = "fixed"  # fixed (cold start) | learned | forced
+    gated_tier: Tier = Tier.T0  # the gate's choice before the budget cap
+    tier: Tier = Tier.T0  # what ran
+    prediction_error: float = 0.0
+    signals: list[float] = Field(default_factory=list)  # GATING_EXPERTS order
+    composite: float = 0.0
+    boundaries: list[float] = Field(default_factory=list)  # Thompson sample after arousal / dominance shifts
+    arousal_bucket: str = "low"
+    learned_tier: Tier | None = None  # what learned gating chose (also during cold start, in shadow)
+    shadow_tier: Tier | None = None  # epsilon-greedy's would-be choice
+    # outcome, filled at fold
+    regime: MarketRegime | None = None
+    regime_changed: bool = False
+    actions: int = 0
+    failed: bool = False
+
+
+class GatingStats(BaseModel):
+    judged: int = 0
+    correct: int = 0  # the tier that ran was the tier the window needed
+    unnecessary: int = 0  # escalated more than needed (wasted inference)
+    insufficient: int = 0  # escalated less than needed (missed event)
+    learned_correct: int = 0  # learned gating's choice (live or shadow) was right
+    shadow_correct: int = 0  # epsilon-greedy's would-be choice was right
+
+
+class LearnedGatingState(BaseModel):
+    hedge: HedgeState = Field(default_factory=HedgeState)
+    thompson: dict[str, ThompsonBoundaries] = Field(
+        default_factory=lambda: {b: ThompsonBoundaries() for b in AROUSAL_BUCKETS}
+    )
+    baseline: EpsilonGreedyState = Field(default_factory=EpsilonGreedyState)
+    log: list[GatingDecision] = Field(default_factory=list)  # bounded; consumed at delta feedback
+    judged_through_tick: int = -1  # ticks ≤ this already gave feedback
+    feedback_rounds: int = 0
+    stats: GatingStats = Field(default_factory=GatingStats)
+    inherited_from: str | None = None
+
+
+class Prediction(BaseModel):
+    """A falsifiable expectation the gamma clock resolves (Adaptive Clock, "resolve pending predictions")."""
+
+    kind: str  # price | health | gas
+    subject: str  # "pool" or a position id
+    expected: float
+    tolerance: float  # |relative residual| (price, gas) or |absolute residual| (health) above this is a violation
+    made_tick: int
+    made_at: float  # unix seconds (workflow time)
+    due_at: float
+
+
+class GammaState(BaseModel):
+    """Fast state kept by the gamma pulse: pending predictions and residual statistics per kind."""
+
+    pending: list[Prediction] = Field(default_factory=list)
+    residual_bias: dict[str, float] = Field(default_factory=dict)  # EMA of signed residual (ResidualCorrector)
+    residual_abs: dict[str, float] = Field(default_factory=dict)  # EMA of |residual|
+    resolved: int = 0
+    violations: int = 0
+    last_violations: int = 0
+    interval_seconds: float = 15.0
+
+
+class CachedDecision(BaseModel):
+    """heartbeat §S11 DecisionCache entry."""
+
+    pattern_hash: str
+    mental_models_applied: list[str] = Field(default_factory=list)
+    consistent_action: str
+    consistency_count: int = 1
+    last_validated: float = 0.0  # unix seconds
+    expires_at: float = 0.0
+    conditions: dict[str, float] = Field(default_factory=dict)
+    cache_tick: int = 0
+    cache_regime: str = ""
+    playbook_revision: int = 0
+    context_policy_revision: int = 0
+
+
+class DecisionCacheState(BaseModel):
+    entries: list[CachedDecision] = Field(default_factory=list)
+    lookups: int = 0
+    hits: int = 0
+    invalidations: dict[str, int] = Field(default_factory=dict)  # reason → count
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.lookups if self.lookups else 0.0
+
+
+class PendingTick(BaseModel):
+    """A tick trigger waiting while another tick runs (heartbeat §S12 FSM backpressure)."""
+
+    trigger: str  # theta | steer | gamma
+    enqueued_at: float = 0.0
+    probes: list[ProbeResult] = Field(default_factory=list)
+
+
+class TickQueue(BaseModel):
+    pending: list[PendingTick] = Field(default_factory=list)
+    carried_probes: list[ProbeResult] = Field(default_factory=list)  # merged from dropped ticks
+    dropped: int = 0
+    warnings: int = 0
+
+
 class GolemState(BaseModel):
     golem_id: str
     tick: int = 0  # number of the next tick to run
@@ -86,3 +248,8 @@ class GolemState(BaseModel):
     recent_ticks: list[TickSummary] = Field(default_factory=list)  # bounded tail
     failed_ticks: list[int] = Field(default_factory=list)  # bounded tail
     dreaming: bool = False
+    # System 1 (golem/cognition): learned gating, gamma fast state, decision cache, tick backpressure
+    learned_gating: LearnedGatingState = Field(default_factory=LearnedGatingState)
+    gamma: GammaState = Field(default_factory=GammaState)
+    decision_cache: DecisionCacheState = Field(default_factory=DecisionCacheState)
+    tick_queue: TickQueue = Field(default_factory=TickQueue)

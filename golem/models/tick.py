@@ -97,11 +97,13 @@ class DecideInput(BaseModel):
     retrieved: RetrievedKnowledge = Field(default_factory=RetrievedKnowledge)
     steers: list[Steer] = Field(default_factory=list)
     followups: list[FollowUp] = Field(default_factory=list)
+    interrupted_by: list[str] = Field(default_factory=list)  # steer ids that arrived while Deciding
 
 
 class Deliberation(BaseModel):
     record: DeliberationRecord
     actions: list[ProposedAction] = Field(default_factory=list)
+    context: ContextBundleSummary | None = None  # the workspace's category → tokens
 
 
 class SimulatedAction(BaseModel):

@@ -133,8 +133,8 @@ def make_rig(
 
 
 @contextlib.asynccontextmanager
-async def in_process_worker(client: Client, rig: GolemRig, **kw):
-    worker = build_worker(client, rig.services(), **kw)
+async def in_process_worker(client: Client, rig: GolemRig, services: GolemServices | None = None, **kw):
+    worker = build_worker(client, services or rig.services(), **kw)
     task = asyncio.create_task(worker.run())
     try:
         yield worker

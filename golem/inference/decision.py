@@ -1,0 +1,189 @@
+"""The decision as tool use: the tools the model may call, and the checks its answer must pass.
+
+Tools: the write tools of `golem.chain.tools.TOOL_SCHEMAS` (restricted to approved assets) plus
+`decide` (reasoning summary, confidence, recommends_action). Every tool_use block is checked; a call
+that fails becomes a rejection reason in the record, never a ProposedAction:
+  - unknown tool name; arguments that do not parse (`parse_arguments`);
+  - an asset outside the PolicyCage's approved assets;
+  - text (anywhere in the answer) that tries to override limits or instructions — then *every*
+    action is dropped, because the answer as a whole is suspect;
+  - write calls that contradict `decide(recommends_action=false)`;
+  - more than MAX_ACTIONS write calls.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, TOOL_SCHEMAS, ToolArgumentError, parse_arguments
+from golem.models.tick import ProposedAction
+
+MAX_ACTIONS = 5
+DECIDE = "decide"
+
+DECIDE_TOOL: dict[str, Any] = {
+    "name": DECIDE,
+    "description": (
+        "Record this tick's decision. Call exactly once, after any write tools. recommends_action=false "
+        "means hold (no write tools)."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "reasoning_summary": {"type": "string", "description": "why, in 1-5 sentences, citing the facts used"},
+            "decision": {"type": "string", "description": "one line: what you decided"},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "recommends_action": {"type": "boolean"},
+            "steers_addressed": {"type": "array", "items": {"type": "string"},
+                                 "description": "ids of owner steers this decision responds to"},
+        },
+        "required": ["reasoning_summary", "confidence", "recommends_action"],
+        "additionalProperties": False,
+    },
+}
+
+# Text that tries to talk its way past the limits (prompt injection echoed back, or a model persuaded).
+_OVERRIDE = re.compile(
+    r"ignore (all |any |the )?(previous|prior|above|earlier) (instructions|rules|limits|constraints)"
+    r"|disregard (the |all )?(instructions|rules|limits|constraints|invariants|policy)"
+    r"|(override|bypass|disable|lift|raise|increase|widen|remove) (the |all |any )?"
+    r"(policy ?cage|policy|limits?|caps?|max[_ ]trade[_ ]size\w*|max[_ ]slippage\w*|approved[_ ]assets|invariants?|constraints?|kill[_ ]switch)"
+    r"|new (system )?instructions|you are now|developer mode|jailbreak",
+    re.I,
+)
+
+
+def decision_tools(approved_assets: list[str]) -> list[dict[str, Any]]:
+    """Write tools (token enums narrowed to approved assets) + decide; the last carries a cache breakpoint."""
+    approved = [a.upper() for a in approved_assets]
+    tools = []
+    for name, schema in TOOL_SCHEMAS.items():
+        if name == "swap":
+            s = copy.deepcopy(schema)
+            for key in ("token_in", "token_out"):
+                prop = s["input_schema"]["properties"][key]
+                prop["enum"] = [t for t in prop["enum"] if t in approved]
+            if len(s["input_schema"]["properties"]["token_in"]["enum"]) < 2:
+                continue  # nothing to swap between
+            tools.append(s)
+        else:
+            token = COLLATERAL_TOKEN if name in ("supply", "withdraw") else DEBT_TOKEN
+            if token in approved:
+                tools.append(copy.deepcopy(schema))
+    tools.append(copy.deepcopy(DECIDE_TOOL))
+    tools[-1]["cache_control"] = {"type": "ephemeral"}
+    return tools
+
+
+@dataclass
+class ParsedDecision:
+    actions: list[ProposedAction] = field(default_factory=list)
+    reasoning_summary: str = ""
+    decision: str = ""
+    confidence: float = 0.0
+    recommends_action: bool = False
+    steers_addressed: list[str] = field(default_factory=list)
+    rejections: list[str] = field(default_factory=list)
+    text: str = ""  # free text the model wrote outside tools
+
+
+def _plain(v: Any) -> Any:
+    return float(v) if isinstance(v, Decimal) else v
+
+
+def _tokens_of(tool: str, args: dict[str, Any]) -> list[str]:
+    if tool == "swap":
+        return [args["token_in"], args["token_out"]]
+    return [COLLATERAL_TOKEN if tool in ("supply", "withdraw") else DEBT_TOKEN]
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)] + [k for k in value if isinstance(k, str)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDecision:
+    """Turn the reply's content blocks (SDK objects or dicts) into a checked decision. Pure."""
+    approved = {a.upper() for a in approved_assets}
+    out = ParsedDecision()
+    decides: list[dict[str, Any]] = []
+    candidates: list[tuple[str, dict[str, Any]]] = []
+    texts: list[str] = []
+    for block in content:
+        b = block if isinstance(block, dict) else block.model_dump()
+        if b.get("type") == "text":
+            texts.append(b.get("text") or "")
+        elif b.get("type") == "tool_use":
+            name, args = b.get("name"), b.get("input")
+            texts.extend(_strings(args))
+            if name == DECIDE:
+                decides.append(args if isinstance(args, dict) else {})
+            elif name in TOOL_SCHEMAS:
+                candidates.append((name, args))
+            else:
+                out.rejections.append(f"unknown tool {name!r} refused (write tools: {', '.join(TOOL_SCHEMAS)}, and decide)")
+    out.text = "\n".join(t for t in texts if t)
+
+    # The decide call
+    if not decides:
+        out.rejections.append("no `decide` call: confidence set to 0 and no action taken")
+    else:
+        if len(decides) > 1:
+            out.rejections.append(f"{len(decides)} `decide` calls; the first is used")
+        d = decides[0]
+        out.reasoning_summary = str(d.get("reasoning_summary") or "")[:4000]
+        out.decision = str(d.get("decision") or "")[:500]
+        conf = d.get("confidence")
+        if isinstance(conf, (int, float)) and not isinstance(conf, bool) and 0.0 <= conf <= 1.0:
+            out.confidence = float(conf)
+        else:
+            out.rejections.append(f"decide.confidence {conf!r} is not a number in [0, 1]; set to 0")
+        rec = d.get("recommends_action")
+        out.recommends_action = rec if isinstance(rec, bool) else False
+        if not isinstance(rec, bool):
+            out.rejections.append(f"decide.recommends_action {rec!r} is not a boolean; taken as false")
+        steers = d.get("steers_addressed") or []
+        out.steers_addressed = [s for s in steers if isinstance(s, str)] if isinstance(steers, list) else []
+
+    injected = _OVERRIDE.search(out.text)
+    if injected:
+        out.rejections.append(f"answer tries to override limits or instructions (\"{injected.group(0)}\"): "
+                              f"all {len(candidates)} proposed action(s) refused")
+        candidates = []
+    if candidates and decides and not out.recommends_action:
+        out.rejections.append(f"{len(candidates)} write call(s) contradict decide(recommends_action=false): refused")
+        candidates = []
+    if not decides and candidates:
+        out.rejections.append(f"{len(candidates)} write call(s) without a `decide` call: refused")
+        candidates = []
+
+    for name, args in candidates:
+        if len(out.actions) >= MAX_ACTIONS:
+            out.rejections.append(f"{name}: more than {MAX_ACTIONS} actions in one tick; refused")
+            continue
+        try:
+            parsed = parse_arguments(name, args)
+        except ToolArgumentError as err:
+            out.rejections.append(f"{name} refused: {err}")
+            continue
+        bad = [t for t in _tokens_of(name, parsed) if t not in approved]
+        if bad:
+            out.rejections.append(f"{name} refused: {', '.join(bad)} not in approved assets ({', '.join(sorted(approved))})")
+            continue
+        arguments = {k: _plain(v) for k, v in parsed.items() if v is not None}
+        if name == "swap" and (not isinstance(args, dict) or args.get("max_slippage_bps") is None):
+            arguments.pop("max_slippage_bps", None)  # the executor applies its default, as for offline actions
+        out.actions.append(ProposedAction(action_index=len(out.actions), tool=name, arguments=arguments,
+                                          rationale=(out.decision or out.reasoning_summary)[:300]))
+    if out.recommends_action and not out.actions:
+        out.recommends_action = False
+    return out

@@ -1,0 +1,181 @@
+"""LLMDeliberator: the Deliberator that thinks with Claude, and `select_deliberator` that picks one.
+
+decide(): assemble the Cognitive Workspace for the tier → check the budget (§S12) before building the
+request → one Messages call with the decision tools (tool_choice "any") → parse and check the tool
+calls → Deliberation. When the budget forbids the call the offline deliberator answers instead and the
+record says why. Provider errors propagate as InferenceRetryable / InferenceRejected (router.py).
+
+A steer that interrupts deliberation: the workflow cancels the decide activity (asyncio cancellation
+reaches the SDK call and aborts the HTTP request) and re-runs it with the steer appended to
+`steers`; the workspace marks it as an interruption and the record's reasoning says
+"Deciding.Interrupted{steer_id=…}".
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from golem.cognition.budget import daily_spend_on
+from golem.inference.config import InferenceConfig
+from golem.inference.decision import decision_tools, parse_decision
+from golem.inference.deliberator import Deliberator
+from golem.inference.offline import OfflineDeliberator
+from golem.inference.router import BudgetRefusal, Heartbeat, ProviderRouter, make_client
+from golem.inference.strategy import Strategy
+from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace, request_tokens
+from golem.models.config import GolemConfig
+from golem.models.enums import Tier
+from golem.models.record import DeliberationRecord, ToolCallRecord
+from golem.models.tick import DecideInput, Deliberation
+
+
+def _optional(model_cls: type, values: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Add `extra` keys the model already declares (fields the lead may add later); drop the rest."""
+    return {**values, **{k: v for k, v in extra.items() if k in model_cls.model_fields}}
+
+
+class HomeContext:
+    """Reads the workspace's file-backed sources: HEARTBEAT.md in the home, the chat sidecar in the data dir."""
+
+    def __init__(self, home: Path | None, data_dir: Path | None) -> None:
+        self.home, self.data_dir = home, data_dir
+
+    def standing_orders(self) -> str:
+        p = self.home / "HEARTBEAT.md" if self.home else None
+        return p.read_text() if p and p.exists() else ""
+
+    def conversation_tail(self, n: int) -> list[tuple[str, str]]:
+        if not self.data_dir or n <= 0:
+            return []
+        from golem.inference.session import SessionTree
+
+        path = SessionTree.default_path(self.data_dir)
+        return SessionTree.load(path).tail(n) if path.exists() else []
+
+
+class LLMDeliberator:
+    """Deliberator over ProviderRouter (see module docstring)."""
+
+    def __init__(self, router: ProviderRouter, *, context: HomeContext | None = None,
+                 fallback: Deliberator | None = None, heartbeat: Heartbeat | None = None) -> None:
+        self.router = router
+        self.context = context or HomeContext(None, None)
+        self.fallback = fallback or OfflineDeliberator()
+        self.heartbeat = heartbeat
+
+    @property
+    def config(self) -> InferenceConfig:
+        return self.router.config
+
+    @property
+    def model(self) -> str:
+        return self.config.t2_model
+
+    def workspace(self, inp: DecideInput, strategy: Strategy, playbook_text: str) -> Workspace:
+        sources = WorkspaceSources(
+            strategy=strategy,
+            playbook_text=playbook_text,
+            standing_orders=self.context.standing_orders(),
+            conversation_tail=self.context.conversation_tail(self.config.conversation_tail),
+        )
+        return assemble_workspace(inp, sources, self.config.allocations(inp.tier))
+
+    async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str,
+                     heartbeat: Heartbeat | None = None) -> Deliberation:
+        now = inp.ctx.started_at or datetime.now(timezone.utc).isoformat()
+        spend = daily_spend_on(inp.ctx.state, now)
+        ws = self.workspace(inp, strategy, playbook_text)
+        tools = decision_tools(inp.ctx.config.policy.approved_assets)
+        try:
+            plan = self.router.plan(inp.tier, spend, request_tokens(ws.system, ws.messages, tools))
+        except BudgetRefusal as refusal:
+            return await self._fallback(inp, strategy, playbook_text, refusal.reason, ws)
+
+        completion = await self.router.complete(
+            plan, system=ws.system, messages=ws.messages, tools=tools, tool_choice={"type": "any"},
+            heartbeat=heartbeat or self.heartbeat,
+        )
+        parsed = parse_decision(list(completion.message.content), inp.ctx.config.policy.approved_assets)
+        if completion.message.stop_reason == "max_tokens":
+            parsed.rejections.append("reply cut off at max_tokens; raise [inference] max_output_tokens if this repeats")
+
+        lead: list[str] = []
+        if ws.interrupting_steers:
+            lead.append("Deciding.Interrupted{steer_id=" + ",".join(ws.interrupting_steers)
+                        + "}: the earlier request was cancelled and re-prompted with the steer.")
+        lead += plan.notes
+        tail: list[str] = []
+        if parsed.rejections:
+            tail.append("Rejected: " + "; ".join(parsed.rejections) + ".")
+        if ws.truncated:
+            tail.append("Workspace truncated to allocation: " + ", ".join(ws.truncated) + ".")
+        summary = " ".join([*lead, parsed.reasoning_summary or "(no reasoning given)", *tail])
+        if parsed.actions:
+            decision = parsed.decision or "; ".join(f"{a.tool} {a.arguments}" for a in parsed.actions)
+        else:
+            decision = "hold: " + (parsed.decision or ("answer rejected" if parsed.rejections else "no action recommended"))
+        base = dict(
+            model=completion.model,
+            tier=inp.tier,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
+            cache_read_tokens=completion.cache_read_tokens,
+            reasoning_summary=summary,
+            tool_calls=[ToolCallRecord(tool_name=a.tool, arguments=a.arguments, rationale=a.rationale)
+                        for a in parsed.actions],
+            decision=decision,
+            confidence=parsed.confidence,
+            latency_ms=completion.latency_ms,
+            cost=round(completion.cost, 8),
+            recommends_action=parsed.recommends_action and bool(parsed.actions),
+            steers_considered=[s.id for s in inp.steers],
+        )
+        record = DeliberationRecord(**_optional(DeliberationRecord, base, {
+            "cache_creation_tokens": completion.cache_creation_tokens,
+            "rejections": parsed.rejections,
+            "interrupted_by": ws.interrupting_steers,
+        }))
+        return Deliberation(**_optional(Deliberation, {"record": record, "actions": parsed.actions},
+                                        {"context": ws.summary()}))
+
+    async def _fallback(self, inp: DecideInput, strategy: Strategy, playbook_text: str, reason: str,
+                        ws: Workspace) -> Deliberation:
+        delib = await self.fallback.decide(inp, strategy, playbook_text)
+        delib.record.reasoning_summary = f"LLM not called ({reason}); offline deliberator answered. " + \
+            delib.record.reasoning_summary
+        return delib
+
+
+def select_deliberator(
+    config: GolemConfig,
+    env: Mapping[str, str] | None = None,
+    *,
+    home: Path | None = None,
+    data_dir: Path | None = None,
+    http_client: Any = None,
+    heartbeat: Heartbeat | None = None,
+    inference: InferenceConfig | None = None,
+) -> tuple[Deliberator, str]:
+    """(deliberator, why): the LLM deliberator when the provider is anthropic and the key is set,
+    the offline deliberator otherwise. The key is read from `env` here and never leaves the client."""
+    env = os.environ if env is None else env
+    cfg = inference or InferenceConfig.from_config(config)
+    if cfg.provider == "offline":
+        return OfflineDeliberator(), "offline: [inference] provider = \"offline\" in golem.toml"
+    key = env.get(cfg.api_key_env, "")
+    if not key.strip():
+        return OfflineDeliberator(), (f"offline: provider is anthropic but ${cfg.api_key_env} is not set "
+                                      "(export it in the worker's environment to think with Claude)")
+    router = ProviderRouter(make_client(key.strip(), http_client=http_client, timeout_s=cfg.timeout_seconds),
+                            cfg, config.heartbeat)
+    home = home if home is not None else Path(config.golem.home)
+    return (LLMDeliberator(router, context=HomeContext(home, data_dir), heartbeat=heartbeat),
+            f"anthropic: T1 → {cfg.t1_model}, T2 → {cfg.t2_model} (key from ${cfg.api_key_env}); "
+            "offline deliberator when the budget forbids LLM calls")
+
+
+def describe_tiers(cfg: InferenceConfig) -> dict[Tier, str]:
+    return {Tier.T1: cfg.t1_model, Tier.T2: cfg.t2_model}

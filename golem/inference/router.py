@@ -1,0 +1,237 @@
+"""ProviderRouter: one door to the Anthropic Messages API (runtime-extensions "Model Routing").
+
+T1 → a Haiku-class model, T2 → a Sonnet/Opus-class model (heartbeat §S3 Cost Tier Routing). The
+daily budget (§S12) is checked in `plan`, before a request is built; the cost of a reply is computed
+from its `usage` (uncached input, output, cache writes, cache reads) at the configured prices.
+
+Errors come out as two types the decide activity maps onto Temporal:
+  InferenceRetryable — 429 rate limit, 529 overload, 5xx, 408/409, timeouts, connection errors.
+                       Retry as an ordinary activity retry (with backoff); `retry_after_s` carries the
+                       server's Retry-After when it sent one.
+  InferenceRejected  — 400/401/402/403/404/413/422: the request itself is wrong (or the key is); a
+                       retry cannot help. Map to ApplicationError(non_retryable=True); `reason` says
+                       what to fix.
+  BudgetRefusal      — the budget forbids this call; the LLM deliberator catches it and falls back to
+                       the offline deliberator, so it only escapes from direct router use.
+The SDK client should be built with max_retries=0 so every retry is a visible Temporal retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import anthropic
+
+from golem.cognition.budget import apply_budget, budget_fraction, sonnet_ceiling
+from golem.inference.config import InferenceConfig, ModelPrice
+from golem.models.config import HeartbeatSection
+from golem.models.enums import Tier
+
+Heartbeat = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+class InferenceRetryable(Exception):
+    """A transient provider failure; retrying later can succeed. Never carries the key."""
+
+    def __init__(self, reason: str, *, status: int | None = None, retry_after_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.status, self.retry_after_s = reason, status, retry_after_s
+
+
+class InferenceRejected(Exception):
+    """The provider refused the request as malformed or unauthorised; retrying the same request cannot help."""
+
+    def __init__(self, reason: str, *, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.status = reason, status
+
+
+class BudgetRefusal(Exception):
+    """The daily budget (§S12) forbids this call."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+
+
+def is_opus_class(model: str) -> bool:
+    return "opus" in model.lower()
+
+
+def cost_usd(price: ModelPrice, input_tokens: int, output_tokens: int, cache_read: int = 0,
+             cache_creation: int = 0) -> float:
+    """USD for one reply. `input_tokens` is the uncached part (Anthropic's usage.input_tokens)."""
+    return (input_tokens * price.input + output_tokens * price.output + cache_creation * price.write
+            + cache_read * price.read) / 1_000_000.0
+
+
+def worst_case_cost(price: ModelPrice, prompt_tokens: int, max_output_tokens: int) -> float:
+    """Upper bound before sending: the whole prompt written to the cache, every output token used."""
+    return (prompt_tokens * max(price.input, price.write) + max_output_tokens * price.output) / 1_000_000.0
+
+
+@dataclass
+class RoutePlan:
+    """What the router will send, decided before the request is built."""
+
+    tier: Tier
+    model: str
+    max_tokens: int
+    estimate_usd: float
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Completion:
+    plan: RoutePlan
+    message: anthropic.types.Message
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_creation_tokens: int
+    cost: float
+    latency_ms: float
+
+    @property
+    def model(self) -> str:
+        return self.plan.model
+
+
+def plan_route(tier: Tier, daily_spend: float, prompt_tokens: int, cfg: InferenceConfig,
+               budget: HeartbeatSection, *, model: str | None = None) -> RoutePlan:
+    """Pick the model for `tier` under today's spend; raises BudgetRefusal when §S12 forbids the call. Pure."""
+    if tier == Tier.T0:
+        raise BudgetRefusal("T0 ticks make no LLM call (§S3)")
+    allowed, note = apply_budget(tier, daily_spend, budget)
+    if allowed == Tier.T0:
+        raise BudgetRefusal(note or "budget: LLM calls suppressed (§S12)")
+    notes = [note] if note else []
+    chosen = model or (cfg.t2_model if tier == Tier.T2 else cfg.t1_model)
+    if tier == Tier.T2 and model is None and is_opus_class(chosen) and sonnet_ceiling(daily_spend, budget):
+        notes.append(f"budget: {chosen} suppressed, using {cfg.t2_ceiling_model} (§S12 Sonnet ceiling)")
+        chosen = cfg.t2_ceiling_model
+    max_tokens = cfg.max_output_tokens(tier)
+    estimate = worst_case_cost(cfg.price(chosen), prompt_tokens, max_tokens)
+    cap = budget.max_daily_cost_usd
+    if daily_spend + estimate > cap:
+        raise BudgetRefusal(
+            f"budget: a {tier.value} call to {chosen} may cost up to ${estimate:.4f}; daily spend "
+            f"${daily_spend:.4f} + that exceeds the ${cap:.2f} cap (§S12)"
+        )
+    return RoutePlan(tier=tier, model=chosen, max_tokens=max_tokens, estimate_usd=estimate, notes=notes)
+
+
+def _reason(err: anthropic.APIStatusError) -> str:
+    body = err.body
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and inner.get("message"):
+            return f"{inner.get('type', 'error')}: {inner['message']}"
+    return str(err.message)
+
+
+def _retry_after(err: anthropic.APIStatusError) -> float | None:
+    raw = err.response.headers.get("retry-after") if err.response is not None else None
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def classify(err: Exception) -> Exception:
+    """Map an SDK exception onto InferenceRetryable / InferenceRejected."""
+    if isinstance(err, anthropic.APITimeoutError):
+        return InferenceRetryable("provider request timed out")
+    if isinstance(err, anthropic.APIConnectionError):
+        return InferenceRetryable(f"connection to the provider failed: {err.message}")
+    if isinstance(err, anthropic.APIStatusError):
+        status = err.status_code
+        what = f"HTTP {status} {_reason(err)}"
+        if status in _RETRYABLE_STATUS or status >= 500:
+            return InferenceRetryable(what, status=status, retry_after_s=_retry_after(err))
+        hint = {
+            401: " — check the API key in the environment variable named by [inference.api_key_env]",
+            403: " — the key may not access this model",
+            404: " — check [inference] t1_model/t2_model",
+            413: " — the workspace is too large; lower the [inference] allocations",
+        }.get(status, "")
+        return InferenceRejected(what + hint, status=status)
+    return InferenceRejected(f"{type(err).__name__}: {err}")
+
+
+class ProviderRouter:
+    """Routes a tier to a model and sends one Messages request through the async SDK client."""
+
+    def __init__(self, client: anthropic.AsyncAnthropic, config: InferenceConfig, budget: HeartbeatSection) -> None:
+        self.client, self.config, self.budget = client, config, budget
+
+    def plan(self, tier: Tier, daily_spend: float, prompt_tokens: int, *, model: str | None = None) -> RoutePlan:
+        return plan_route(tier, daily_spend, prompt_tokens, self.config, self.budget, model=model)
+
+    def budget_ok(self, tier: Tier, daily_spend: float) -> bool:
+        return tier != Tier.T0 and apply_budget(tier, daily_spend, self.budget)[0] != Tier.T0
+
+    def budget_fraction(self, daily_spend: float) -> float:
+        return budget_fraction(daily_spend, self.budget)
+
+    async def complete(
+        self,
+        plan: RoutePlan,
+        *,
+        system: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: dict[str, Any] | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> Completion:
+        """Send the request; heartbeats every `heartbeat_seconds` while waiting. Cancelling the caller's
+        task cancels the HTTP request (asyncio cancellation propagates into the SDK call)."""
+        kwargs: dict[str, Any] = {"model": plan.model, "max_tokens": plan.max_tokens, "system": system,
+                                  "messages": messages, "timeout": self.config.timeout_seconds}
+        if tools:
+            kwargs["tools"] = tools
+        if tool_choice:
+            kwargs["tool_choice"] = tool_choice
+        started = time.perf_counter()
+        beat = asyncio.create_task(self._beat(heartbeat, plan, started)) if heartbeat else None
+        try:
+            # The SDK enforces `timeout` per attempt; the outer bound also covers a stuck transport.
+            async with asyncio.timeout(self.config.timeout_seconds + min(5.0, self.config.timeout_seconds)):
+                message = await self.client.messages.create(**kwargs)
+        except TimeoutError:
+            raise InferenceRetryable(f"no reply from {plan.model} within {self.config.timeout_seconds:g}s") from None
+        except anthropic.AnthropicError as err:
+            raise classify(err) from None
+        finally:
+            if beat is not None:
+                beat.cancel()
+        latency = (time.perf_counter() - started) * 1000.0
+        u = message.usage
+        cache_read = u.cache_read_input_tokens or 0
+        cache_creation = u.cache_creation_input_tokens or 0
+        cost = cost_usd(self.config.price(plan.model), u.input_tokens, u.output_tokens, cache_read, cache_creation)
+        return Completion(plan=plan, message=message, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                          cache_read_tokens=cache_read, cache_creation_tokens=cache_creation, cost=cost,
+                          latency_ms=round(latency, 3))
+
+    async def _beat(self, heartbeat: Heartbeat, plan: RoutePlan, started: float) -> None:
+        while True:
+            result = heartbeat(f"waiting on {plan.model} ({time.perf_counter() - started:.0f}s)")
+            if inspect.isawaitable(result):
+                await result
+            await asyncio.sleep(self.config.heartbeat_seconds)
+
+
+def make_client(api_key: str, *, http_client: Any = None, timeout_s: float = 45.0) -> anthropic.AsyncAnthropic:
+    """The async client as the router wants it: no SDK-internal retries (Temporal retries instead)."""
+    kwargs: dict[str, Any] = {"api_key": api_key, "max_retries": 0, "timeout": timeout_s}
+    if http_client is not None:
+        kwargs["http_client"] = http_client
+    return anthropic.AsyncAnthropic(**kwargs)

@@ -1,0 +1,75 @@
+"""A steered tick deliberates with Claude through the real anthropic SDK (faked at the HTTP boundary),
+inside the real Temporal workflow, and acts on the real chain."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+from temporalio import activity
+
+from golem.inference.llm import select_deliberator
+from golem.life.cycle_store import CycleStore
+from golem.models.enums import ActionStatus, Tier
+from tests.integration.golem_rig import in_process_worker, make_rig
+from tests.integration.test_golem_loop import _wait_for
+from tests.unit.inference_fakes import FakeMessagesAPI, decide, message, tool_use
+from workflows.golem import GolemWorkflow
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def rig(tmp_path):
+    rig = make_rig(tmp_path, "llm-golem", "calm", theta=0.25, inference={"provider": "anthropic"})
+    yield rig
+    rig.stop()
+
+
+async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
+    async def reply(body):
+        tools = {t["name"] for t in body.get("tools", [])}
+        if "evaluate" in tools:  # rev. 2 evaluator, fresh context
+            return message([tool_use("evaluate", {"verdict": "good", "score": 0.7, "rationale": "hedged as asked"})],
+                           model=body["model"], input_tokens=400, output_tokens=60)
+        assert "decide" in tools and "swap" in tools, tools
+        return message(
+            [tool_use("swap", {"token_in": "WETH", "token_out": "USDC", "amount_in": 1.0}, 1),
+             decide("owner asked to reduce exposure", 0.8, True, decision="swap 1 WETH to USDC")],
+            model=body["model"], input_tokens=2900, output_tokens=220, cache_read=2400,
+        )
+
+    api = FakeMessagesAPI(*([reply] * 6))
+    services = rig.services()
+    services.deliberator, why = select_deliberator(
+        rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
+    )
+    assert why.startswith("anthropic")
+    store = CycleStore(rig.data_dir)
+    rig.start_market(interval=0.25)
+    async with in_process_worker(temporal_client, rig, services=services):
+        handle = await rig.start_golem(temporal_client, max_ticks=None)
+        await _wait_for(lambda: store.count() >= 4, 60, "four ticks")
+        await handle.signal(GolemWorkflow.steer, {"id": "llm-1", "message": "reduce exposure", "severity": "high"})
+
+        def steered():
+            for row in store.recent(20):
+                rec = store.load(row["tick"])
+                if any(i.id == "llm-1" for i in rec.active_interventions):
+                    return rec
+            return None
+
+        rec = await _wait_for(steered, 60, "the steered tick")
+        await handle.terminate("test done")
+
+    assert rec.tier == Tier.T2
+    d = rec.deliberation
+    assert d.model == "claude-sonnet-4-6" and d.input_tokens == 2900 and d.cache_read_tokens == 2400
+    assert d.cost > 0 and rec.inference_cost >= d.cost
+    assert [a.tool_name for a in rec.actions] == ["swap"] and rec.actions[0].status == ActionStatus.EXECUTED
+    assert rec.context_bundle_summary.total_tokens > 0, "the workspace's categories reach the record"
+    assert rec.evaluation and rec.evaluation["evaluator_model"] and rec.evaluation["evaluator_model"] != d.model
+    first = api.requests[0]
+    assert first["model"] == "claude-sonnet-4-6"
+    assert any("cache_control" in block for block in first["system"]), "prompt-cache breakpoints are sent"
+    assert "sk-test-not-a-key" not in (rig.data_dir / "cycles" / f"cycle-{rec.tick:06d}.json").read_text()

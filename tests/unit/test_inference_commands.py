@@ -1,0 +1,46 @@
+"""`golem doctor` and `golem chat` through the real CLI parser, on a real cycle store (SQLite) in tmp."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from golem.cli import main
+from golem.inference.commands import doctor_report
+from golem.inference.session import SessionTree
+from golem.life.cycle_store import CycleStore
+from golem.models.config import GolemConfig, HeartbeatSection, InferenceSection
+from golem.models.enums import MarketRegime, Tier
+from golem.models.record import DecisionCycleRecord, DeliberationRecord
+from tests.unit.test_offline_deliberator import decide_input
+
+HOME = Path(__file__).resolve().parents[2] / "examples" / "golem-home"
+
+
+def test_doctor_reports_deliberator_models_prices_budget(tmp_path):
+    cfg = GolemConfig(inference=InferenceSection(provider="anthropic", t2_model="claude-opus-4-6"),
+                      heartbeat=HeartbeatSection(max_daily_cost_usd=4.0))
+    text = doctor_report(cfg, {}, HOME, tmp_path)
+    assert "OfflineDeliberator" in text and "ANTHROPIC_API_KEY is not set" in text
+    assert "claude-opus-4-6" in text and "5 / 25 / 6.25 / 0.5" in text and "$4.00/day" in text
+    text = doctor_report(cfg, {"ANTHROPIC_API_KEY": "sk-do-not-print"}, HOME, tmp_path)
+    assert "LLMDeliberator" in text and "is set" in text and "sk-do-not-print" not in text
+
+
+def test_chat_offline_answers_from_records_and_keeps_a_verified_tree(tmp_path, capsys):
+    inp = decide_input()
+    CycleStore(tmp_path).persist(DecisionCycleRecord(
+        tick=7, timestamp="2025-01-01T00:00:00+00:00", golem_id="t", observation=inp.observation,
+        regime=MarketRegime.VOLATILE, prediction_error=0.7, deliberation_threshold=0.3, tier=Tier.T2,
+        gating_reason="steer", deliberation=DeliberationRecord(model="offline-deliberator", tier=Tier.T2,
+                                                               decision="repay 2000 USDC", reasoning_summary="hf low")))
+    common = ["--home", str(HOME), "--data", str(tmp_path)]
+    assert main(["chat", "what did you do?", *common]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("(offline:") and "tick 7" in out and "repay 2000 USDC" in out
+    tree = SessionTree.load(SessionTree.default_path(tmp_path))
+    assert [r for r, _ in tree.tail(10)] == ["user", "golem"] and tree.verify_integrity()[0]
+    first = tree.order[0]
+    assert main(["chat", "and if I steer?", "--branch", first[:6], "--kind", "pre_steer", *common]) == 0
+    assert main(["chat", "--verify", *common]) == 0
+    assert SessionTree.load(SessionTree.default_path(tmp_path)).nodes[tree.order[0]].branch is None
+    assert main(["chat", "--navigate", "nope", *common]) == 2
