@@ -12,12 +12,13 @@ from typing import Any, Literal
 
 from golem.cognition.budget import budget_fraction, utc_day
 from golem.cognition.clock import theta_interval_seconds
+from golem.cognition.learned_gating import GatingSection, note_gating_outcome
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
 from golem.models.config import ClockSection, HeartbeatSection
 from golem.models.enums import MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
-from golem.models.state import GAS_HISTORY_LEN, PRICE_HISTORY_LEN, GolemState, TickSummary
+from golem.models.state import GAS_HISTORY_LEN, PRICE_HISTORY_LEN, GatingDecision, GolemState, TickSummary
 from golem.models.tick import TickResult
 
 MAX_REJECTED = 20
@@ -96,9 +97,16 @@ def _clamp01(x: float) -> float:
 
 
 def fold_tick_result(
-    state: GolemState, result: TickResult, now_iso: str, clock: ClockSection, heartbeat: HeartbeatSection
+    state: GolemState,
+    result: TickResult,
+    now_iso: str,
+    clock: ClockSection,
+    heartbeat: HeartbeatSection,
+    gating_decision: GatingDecision | None = None,
+    gating: GatingSection | None = None,
 ) -> GolemState:
-    """Fold a finished tick into the golem's durable state."""
+    """Fold a finished tick into the golem's durable state. With the tick's gating decision (from
+    learned_gating.gate_tick), its outcome is logged for the delta-frequency feedback."""
     new = state.model_copy(deep=True)
     new.tick = state.tick + 1
     try:
@@ -147,7 +155,15 @@ def fold_tick_result(
     fraction = budget_fraction(new.daily_spend_usd, heartbeat)
     new.vitality.economic = _clamp01(1.0 - ECONOMIC_BUDGET_WEIGHT * min(fraction, 1.0))
     new.phase = phase_for_vitality(new.vitality.composite)
-    new.theta_seconds = theta_interval_seconds(new, clock, fraction, heartbeat.cost_soft_cap_threshold)
+    new.theta_seconds = theta_interval_seconds(new, clock, fraction, heartbeat.cost_soft_cap_threshold,
+                                               heartbeat.cost_warning_threshold)
+    if gating_decision is not None:
+        g = gating or GatingSection()
+        new.learned_gating = note_gating_outcome(
+            new.learned_gating, gating_decision.model_copy(update={"tier": result.tier}),
+            regime_before=state.regime, regime_after=new.regime, actions=result.actions_executed,
+            log_len=g.decision_log_len,
+        )
     return new
 
 

@@ -4,13 +4,17 @@ Each probe is a small pure function of the chain snapshot and the golem's rollin
 returns a ProbeResult with a severity. Probes feed the prediction error (§S4) rather than gating
 directly: it is the aggregate, not any single probe, that picks the tier.
 
-Probes of the §S9 table that need data we do not have yet (credit partition, pheromone field,
-homeostatic variables, causal graph) are not run; they come with the subsystems that feed them.
+Probes of the §S9 table that need data we do not have yet (pheromone field, causal graph) are not
+run; they come with the subsystems that feed them. The credit balance reads the daily inference
+budget (our only credit partition so far); homeostatic deviation reads the rolling histories in state.
 """
 
 from __future__ import annotations
 
-from golem.models.config import ProbeThresholds
+import itertools
+import math
+
+from golem.models.config import HeartbeatSection, ProbeThresholds
 from golem.models.enums import ProbeSeverity
 from golem.models.observation import Anomaly, ChainSnapshot, ProbeResult
 from golem.models.state import GolemState
@@ -137,7 +141,7 @@ def rsi(prices: list[float], period: int = RSI_PERIOD) -> float | None:
     if len(prices) < period + 1:
         return None
     window = prices[-(period + 1):]
-    changes = [b - a for a, b in zip(window, window[1:])]
+    changes = [b - a for a, b in itertools.pairwise(window)]
     gain = sum(c for c in changes if c > 0) / period
     loss = sum(-c for c in changes if c < 0) / period
     if gain == 0 and loss == 0:
@@ -165,10 +169,84 @@ def probe_rsi(snapshot: ChainSnapshot, state: GolemState) -> ProbeResult:
                        detail=f"RSI-{RSI_PERIOD} {value:.1f}" + (f" ({label})" if sev != ProbeSeverity.NONE else ""))
 
 
+# §S9 credit balance row: Low when the partition has < 20 % left, High < 10 %.
+CREDIT_LOW_FRACTION = 0.20
+CREDIT_HIGH_FRACTION = 0.10
+
+
+def probe_credit_balance(daily_spend: float | None, heartbeat: HeartbeatSection | None) -> ProbeResult:
+    """Share of today's inference budget left (the credit partition of §S9, from the §S12 daily cap)."""
+    if heartbeat is None or daily_spend is None:
+        return ProbeResult(probe="credit_balance", threshold=CREDIT_LOW_FRACTION, detail="no budget given: skipped")
+    cap = heartbeat.max_daily_cost_usd
+    if cap <= 0:
+        left = 0.0 if daily_spend > 0 else 1.0
+    else:
+        left = max(0.0, 1.0 - max(daily_spend, 0.0) / cap)
+    sev = _grade(left, CREDIT_LOW_FRACTION, CREDIT_HIGH_FRACTION, below=True)
+    return ProbeResult(probe="credit_balance", severity=sev, value=round(left, 6), threshold=CREDIT_LOW_FRACTION,
+                       detail=f"{left:.0%} of the ${cap:.2f} daily budget left (spent ${max(daily_spend, 0.0):.4f})")
+
+
+# §S9 homeostatic deviation row: Low when any variable is > 1σ from its rolling mean, High > 2σ.
+HOMEOSTATIC_LOW_SIGMA = 1.0
+HOMEOSTATIC_HIGH_SIGMA = 2.0
+HOMEOSTATIC_WINDOW = 20  # the same 20 periods as the regime SMA
+HOMEOSTATIC_MIN_SAMPLES = 10
+# σ floors, so a flat history does not turn noise into a deviation: price level 0.5 % of its mean
+# (the price probe's Low), returns 10 bps (regime.MIN_RETURN_SIGMA), gas 10 % of its mean.
+PRICE_SIGMA_FLOOR = 0.005
+RETURN_SIGMA_FLOOR = 0.001
+GAS_SIGMA_FLOOR = 0.10
+
+
+def _zscore(value: float, history: list[float], floor: float, *, relative_floor: bool) -> float | None:
+    xs = [x for x in history[-HOMEOSTATIC_WINDOW:] if math.isfinite(x)]
+    if len(xs) < HOMEOSTATIC_MIN_SAMPLES:
+        return None
+    mean = math.fsum(xs) / len(xs)
+    sigma = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / len(xs))
+    sigma = max(sigma, floor * abs(mean) if relative_floor else floor)
+    if sigma <= 0:
+        return None
+    return abs(value - mean) / sigma
+
+
+def probe_homeostatic_deviation(snapshot: ChainSnapshot, state: GolemState) -> ProbeResult:
+    """Largest z-score of this tick's price level, price return and gas price against their rolling
+    windows in state (the golem's "normal" operating ranges)."""
+    prices = [p for p in state.price_history if p > 0]
+    zs: dict[str, float] = {}
+    price = snapshot.pool.price
+    if (z := _zscore(price, prices, PRICE_SIGMA_FLOOR, relative_floor=True)) is not None:
+        zs["price"] = z
+    if prices and price > 0:
+        rets = [(b - a) / a for a, b in itertools.pairwise(prices)]
+        if (z := _zscore((price - prices[-1]) / prices[-1], rets, RETURN_SIGMA_FLOOR, relative_floor=False)) is not None:
+            zs["return"] = z
+    gas = [g for g in state.gas_history if g > 0]
+    if (z := _zscore(snapshot.gas_price_gwei, gas, GAS_SIGMA_FLOOR, relative_floor=True)) is not None:
+        zs["gas"] = z
+    if not zs:
+        return ProbeResult(probe="homeostatic_deviation", threshold=HOMEOSTATIC_LOW_SIGMA,
+                           detail=f"needs {HOMEOSTATIC_MIN_SAMPLES} samples of history: skipped")
+    name, z = max(zs.items(), key=lambda kv: (kv[1], kv[0]))
+    sev = _grade(z, HOMEOSTATIC_LOW_SIGMA, HOMEOSTATIC_HIGH_SIGMA)
+    return ProbeResult(probe="homeostatic_deviation", severity=sev, value=round(z, 4), threshold=HOMEOSTATIC_LOW_SIGMA,
+                       detail=", ".join(f"{k} {v:.2f}σ" for k, v in sorted(zs.items())) + f" (max: {name})")
+
+
 def run_probes(
-    snapshot: ChainSnapshot, state: GolemState, thresholds: ProbeThresholds, kill_switch_triggered: bool
+    snapshot: ChainSnapshot,
+    state: GolemState,
+    thresholds: ProbeThresholds,
+    kill_switch_triggered: bool,
+    *,
+    daily_spend: float | None = None,
+    heartbeat: HeartbeatSection | None = None,
 ) -> list[ProbeResult]:
-    """All §S9 probes the data allows, in a fixed order."""
+    """All §S9 probes the data allows, in a fixed order. The credit balance needs today's spend
+    (budget.daily_spend_on) and the heartbeat section; without them it reports itself skipped."""
     t = thresholds
     return [
         probe_price_delta(snapshot, state, t),
@@ -179,7 +257,21 @@ def run_probes(
         probe_kill_switch(kill_switch_triggered, t),
         probe_world_model_drift(snapshot, state, t),
         probe_rsi(snapshot, state),
+        probe_credit_balance(daily_spend, heartbeat),
+        probe_homeostatic_deviation(snapshot, state),
     ]
+
+
+def merge_probe_results(*groups: list[ProbeResult]) -> list[ProbeResult]:
+    """One result per probe, the most severe winning (ties: the later group, i.e. the fresher reading).
+    Used to fold dropped ticks' probes into the next executing tick (heartbeat §S12 backpressure)."""
+    best: dict[str, ProbeResult] = {}
+    for group in groups:
+        for r in group:
+            cur = best.get(r.probe)
+            if cur is None or r.severity.rank >= cur.severity.rank:
+                best[r.probe] = r
+    return list(best.values())
 
 
 def anomalies_from(probes: list[ProbeResult]) -> list[Anomaly]:

@@ -44,7 +44,8 @@ def by_name(results):
 def test_calm_tick_fires_nothing():
     res = run_probes(snap(), state(), T, False)
     assert {r.probe for r in res} == {"price_delta", "tvl_change", "position_health", "gas_price",
-                                      "circuit_breaker", "kill_switch", "world_model_drift", "rsi"}
+                                      "circuit_breaker", "kill_switch", "world_model_drift", "rsi", "credit_balance",
+                                      "homeostatic_deviation"}
     assert anomalies_from(res) == []
 
 
