@@ -15,6 +15,7 @@ never appears in a record, log line or exception message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
@@ -69,6 +70,7 @@ class Executor:
         *,
         receipt_timeout_s: float = DEFAULT_RECEIPT_TIMEOUT_S,
         poll_latency_s: float = 0.1,
+        on_event: Callable[[str, TxIntent], None] | None = None,
     ) -> None:
         if receipt_timeout_s <= 0:
             raise ValueError(f"receipt_timeout_s must be > 0, got {receipt_timeout_s}")
@@ -80,6 +82,9 @@ class Executor:
         self.permits = permits
         self.receipt_timeout_s = receipt_timeout_s
         self.poll_latency_s = poll_latency_s
+        # Observer of the exactly-once protocol: ("signed", intent) once journaled, ("broadcast", intent)
+        # once the node accepted it. Tests use it to crash the process inside each window.
+        self._on_event = on_event or (lambda _event, _intent: None)
 
     def __repr__(self) -> str:
         return f"Executor(account={self.account}, chain_id={self.deployment.chain_id})"
@@ -210,6 +215,7 @@ class Executor:
             golem_id, tick, idx, call_index, nonce=tx["nonce"], raw_tx=raw, tx_hash=tx_hash, label=call.label
         )
         log.info("journaled %s tx %s nonce %d (golem %s tick %d action %d)", call.label, tx_hash, tx["nonce"], golem_id, tick, idx)
+        self._on_event("signed", intent)
         return intent
 
     # ── broadcast and receipt ───────────────────────────────────────────────────────────────
@@ -234,7 +240,7 @@ class Executor:
                     )
                 else:
                     raise ExecutionError(f"broadcasting {intent.label} tx {intent.tx_hash} failed: {e}") from None
-            self.journal.mark_sent(*key)
+            self._on_event("broadcast", self.journal.mark_sent(*key))
         elif intent.status is IntentStatus.SIGNED:
             self.journal.mark_sent(*key)  # the node had it: a previous attempt sent it before crashing
         if receipt is None:

@@ -311,7 +311,11 @@ def build_calls(w3, deployment, account: str, action: ProposedAction, observatio
     amount = to_base_units(args["amount"], symbol, what=f"{action.tool}.amount")
     calls = []
     if action.tool in ("supply", "repay"):
-        calls = _approve_if_needed(w3, deployment, account, symbol, lending.address, amount)
+        approve = amount
+        if action.tool == "repay":
+            # Lending.repay pays min(amount, debt): approve only what it will pull, so no allowance lingers.
+            approve = min(amount, lending.functions.debt_of(account).call()) or amount
+        calls = _approve_if_needed(w3, deployment, account, symbol, lending.address, approve)
     calls.append(
         PlannedCall(
             to=lending.address,

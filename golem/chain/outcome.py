@@ -1,0 +1,243 @@
+"""OutcomeVerification and post-execution invariants (revisions-grounding rev. 1, steps 1–2).
+
+`verify_outcome` builds the structured record rev. 1 asks for — pre-state, the simulation's
+prediction, post-state with receipts and their logs decoded against our ABIs, and the deviations
+(balance change in bps, gas vs estimate in bps, unexpected logs, missing expected logs) — and then
+checks invariants deterministically. Any violation comes back as a `safety_incident` for the caller
+to write as an episode at confidence 1.0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eth_utils import event_abi_to_log_topic
+from pydantic import BaseModel, Field
+from web3 import Web3
+from web3.exceptions import TransactionNotFound
+
+from golem.chain.contracts import KEY_TO_ABI, Deployment, contract, load_abi
+from golem.chain.journal import TxJournal
+from golem.chain.reader import read_snapshot
+from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, parse_arguments
+from golem.chain.verify import GROUND_TRUTH_SOURCE, tracked_quantities, verify_actions
+from golem.models.enums import ActionStatus
+from golem.models.observation import ChainSnapshot, Observation
+from golem.models.record import ActionRecord, OutcomeRecord
+from golem.models.tick import ProposedAction, SimulationResult
+
+SAFETY_INCIDENT_CONFIDENCE = 1.0  # rev. 1: "Any violation → safety_incident Episode at confidence 1.0"
+
+
+class DecodedLog(BaseModel):
+    tx_hash: str
+    log_index: int
+    address: str
+    contract: str | None  # deployment key, None for a contract we do not know
+    event: str | None  # None when the topic matches no event of that contract
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.contract or self.address}.{self.event or 'unknown'}"
+
+
+class Deviations(BaseModel):
+    balance_change_bps: dict[str, float] = Field(default_factory=dict)
+    gas_deviation_bps: float = 0.0
+    unexpected_logs: list[DecodedLog] = Field(default_factory=list)
+    missing_expected_logs: list[str] = Field(default_factory=list)
+
+
+class ActionVerification(BaseModel):
+    action_index: int
+    tool: str
+    tx_hashes: list[str] = Field(default_factory=list)
+    receipt_status: list[str] = Field(default_factory=list)  # "success" | "reverted" | "missing"
+    gas_used: int = 0
+    expected_gas: int = 0
+    logs: list[DecodedLog] = Field(default_factory=list)
+    unexpected_logs: list[DecodedLog] = Field(default_factory=list)
+    missing_expected_logs: list[str] = Field(default_factory=list)
+
+
+class OutcomeVerification(BaseModel):
+    golem_id: str
+    tick: int
+    pre_state: dict[str, Any]
+    prediction: dict[str, Any]
+    post_state: dict[str, Any]
+    deviations: Deviations
+    actions: list[ActionVerification] = Field(default_factory=list)
+    outcome: OutcomeRecord
+    invariant_violations: list[str] = Field(default_factory=list)
+    safety_incident: dict[str, Any] | None = None
+
+
+def _state(snap: ChainSnapshot) -> dict[str, Any]:
+    return {
+        "block": snap.block_number,
+        "balances": dict(snap.balances),
+        "positions": [p.model_dump() for p in snap.positions],
+        "pool": snap.pool.model_dump(),
+        "oracle_price": snap.oracle_price,
+    }
+
+
+class LogDecoder:
+    """Decodes logs of the deployment's contracts by topic0; everything else stays undecoded."""
+
+    def __init__(self, w3: Web3, deployment: Deployment) -> None:
+        self.by_address: dict[str, str] = {Web3.to_checksum_address(a): k for k, a in deployment.addresses.items()}
+        self.contracts = {k: contract(w3, deployment, k) for k in KEY_TO_ABI}
+        self.events: dict[str, dict[bytes, str]] = {}
+        for key, abi_name in KEY_TO_ABI.items():
+            self.events[key] = {
+                event_abi_to_log_topic(e): e["name"] for e in load_abi(abi_name) if e.get("type") == "event"
+            }
+
+    def decode(self, log) -> DecodedLog:
+        address = Web3.to_checksum_address(log["address"])
+        key = self.by_address.get(address)
+        tx_hash = "0x" + bytes(log["transactionHash"]).hex()
+        base = DecodedLog(tx_hash=tx_hash, log_index=log["logIndex"], address=address, contract=key, event=None)
+        if key is None or not log["topics"]:
+            return base
+        name = self.events[key].get(bytes(log["topics"][0]))
+        if name is None:
+            return base
+        ev = getattr(self.contracts[key].events, name)()
+        try:
+            decoded = ev.process_log(log)
+        except Exception:  # a topic match whose data does not decode is itself suspicious: keep it raw
+            return base.model_copy(update={"event": name})
+        args = {k: (str(v) if isinstance(v, int) and abs(v) > 2**53 else v) for k, v in dict(decoded["args"]).items()}
+        return base.model_copy(update={"event": name, "args": args})
+
+
+def expected_log_labels(action: ProposedAction, call_labels: list[str]) -> list[str]:
+    """Events an action must emit (contract key.event)."""
+    out = [f"{lbl.split('_', 1)[1]}.Approval" for lbl in call_labels if lbl.startswith("approve_")]
+    if action.tool == "swap":
+        args = parse_arguments("swap", action.arguments)
+        return out + ["POOL.Swap", f"{args['token_in']}.Transfer", f"{args['token_out']}.Transfer"]
+    token = COLLATERAL_TOKEN if action.tool in ("supply", "withdraw") else DEBT_TOKEN
+    return out + [f"LENDING.{action.tool.capitalize()}", f"{token}.Transfer"]
+
+
+def verify_outcome(
+    w3: Web3,
+    deployment: Deployment,
+    journal: TxJournal,
+    golem_id: str,
+    tick: int,
+    account: str,
+    actions: list[ProposedAction],
+    simulation: SimulationResult,
+    records: list[ActionRecord],
+    pre: Observation,
+    confirmations: int,
+    *,
+    max_trade_size_usd: float | None = None,
+    timeout_s: float = 5.0,
+    poll_s: float = 0.2,
+) -> OutcomeVerification:
+    """Step 8 in full: `verify_actions` (receipts, confirmations, balance deviations) plus the rev. 1
+    record and the invariants. Reads every journaled tx of every executed action."""
+    outcome = verify_actions(w3, deployment, account, actions, simulation, records, pre, confirmations,
+                             timeout_s=timeout_s, poll_s=poll_s)
+    account = Web3.to_checksum_address(account)
+    post = read_snapshot(w3, deployment, account)
+    decoder = LogDecoder(w3, deployment)
+    sims = {s.action_index: s for s in simulation.actions}
+    by_index = {a.action_index: a for a in actions}
+    known = set(decoder.by_address)
+    violations: list[str] = []
+    verifs: list[ActionVerification] = []
+
+    for rec in records:
+        if rec.status not in (ActionStatus.EXECUTED, ActionStatus.FAILED):
+            continue
+        action = by_index.get(rec.action_index)
+        intents = journal.intents_for(golem_id, tick, rec.action_index)
+        av = ActionVerification(action_index=rec.action_index, tool=rec.tool_name,
+                                expected_gas=sims[rec.action_index].gas_estimate if rec.action_index in sims else 0)
+        for intent in intents:
+            av.tx_hashes.append(intent.tx_hash)
+            try:
+                receipt = w3.eth.get_transaction_receipt(intent.tx_hash)
+            except TransactionNotFound:
+                receipt = None
+            if receipt is None:
+                av.receipt_status.append("missing")
+                continue
+            av.receipt_status.append("success" if receipt["status"] == 1 else "reverted")
+            av.gas_used += receipt["gasUsed"]
+            if Web3.to_checksum_address(receipt["from"]) != account:
+                violations.append(f"tx {intent.tx_hash} was sent from {receipt['from']}, not the golem's {account}")
+            to = receipt.get("to")
+            if to is None or Web3.to_checksum_address(to) not in known:
+                violations.append(f"tx {intent.tx_hash} called {to}, a contract outside the deployment")
+            av.logs += [decoder.decode(lg) for lg in receipt["logs"]]
+        if action is not None and rec.status is ActionStatus.EXECUTED:
+            expected = expected_log_labels(action, [i.label for i in intents])
+            seen = [lg.label for lg in av.logs]
+            remaining = list(seen)
+            for lbl in expected:
+                if lbl in remaining:
+                    remaining.remove(lbl)
+                else:
+                    av.missing_expected_logs.append(lbl)
+            allowed = set(expected)
+            av.unexpected_logs = [lg for lg in av.logs if lg.label not in allowed]
+        for lg in av.unexpected_logs:
+            violations.append(f"unexpected log {lg.label} in tx {lg.tx_hash} (log {lg.log_index})")
+        for lbl in av.missing_expected_logs:
+            violations.append(f"action {rec.action_index} ({rec.tool_name}): expected log {lbl} is missing")
+        verifs.append(av)
+
+    # Exact-amount approvals must be used up: nothing may stay approved to a spender after the tick.
+    for av in verifs:
+        for lg in av.logs:
+            if lg.event == "Approval" and lg.contract in ("WETH", "USDC", "DAI"):
+                spender = lg.args.get("spender")
+                if spender:
+                    left = contract(w3, deployment, lg.contract).functions.allowance(account, spender).call()
+                    if left:
+                        violations.append(f"lingering approval: {left} {lg.contract} base units still approved to {spender}")
+    # Token amount bounds: the value lost by the whole tick stays within the policy's trade size.
+    if max_trade_size_usd is not None and outcome.pnl_impact is not None and -outcome.pnl_impact > max_trade_size_usd:
+        violations.append(f"the tick lost ${-outcome.pnl_impact:,.2f}, more than max_trade_size_usd ${max_trade_size_usd:,.2f}")
+    # A golem action must never leave the position liquidatable.
+    hf = [p.health_factor for p in post.positions if p.health_factor is not None]
+    if hf and min(hf) < 1.0 and verifs:
+        violations.append(f"health factor {min(hf):.3f} < 1.0 after execution: the position is liquidatable")
+
+    gas_used = sum(a.gas_used for a in verifs)
+    gas_expected = sum(a.expected_gas for a in verifs)
+    devs = Deviations(
+        balance_change_bps=dict(outcome.deviations_bps),
+        gas_deviation_bps=(gas_used - gas_expected) / gas_expected * 1e4 if gas_expected else 0.0,
+        unexpected_logs=[lg for a in verifs for lg in a.unexpected_logs],
+        missing_expected_logs=[lbl for a in verifs for lbl in a.missing_expected_logs],
+    )
+    before = tracked_quantities(pre.snapshot)
+    incident = None
+    if violations:
+        incident = {
+            "kind": "safety_incident", "confidence": SAFETY_INCIDENT_CONFIDENCE, "golem_id": golem_id,
+            "tick": tick, "violations": violations, "ground_truth_source": GROUND_TRUTH_SOURCE,
+        }  # fmt: skip
+    return OutcomeVerification(
+        golem_id=golem_id, tick=tick,
+        pre_state={**_state(pre.snapshot), "tracked": before},
+        prediction={
+            "expected": {str(s.action_index): s.expected for s in simulation.actions},
+            "expected_gas": gas_expected,
+            "would_revert": any(not s.ok for s in simulation.actions),
+        },
+        post_state={**_state(post), "tracked": tracked_quantities(post), "receipts": [
+            {"action_index": a.action_index, "status": a.receipt_status, "gas_used": a.gas_used} for a in verifs]},
+        deviations=devs, actions=verifs, outcome=outcome.model_copy(update={"verified": outcome.verified and not violations}),
+        invariant_violations=violations, safety_incident=incident,
+    )  # fmt: skip

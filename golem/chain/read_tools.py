@@ -1,0 +1,143 @@
+"""Tier-1 read tools and the tool registry the deliberator (and an LLM) sees
+(runtime-extensions "Three-Tier Tool Authorization").
+
+A read tool needs no capability: it only reads the chain. Each has a JSON schema, validates its
+arguments with a message naming the bad one, and returns plain JSON. Write tools (golem.chain.tools)
+are listed in the same registry for the LLM, but `ToolRegistry.read_tool` never hands one out, so
+nothing that runs reads (speculation included) can reach a write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from web3 import Web3
+
+from golem.chain.contracts import Deployment, contract
+from golem.chain.reader import read_snapshot
+from golem.chain.tools import KNOWN_TOKENS, TOOL_SCHEMAS, ToolArgumentError, from_base_units, to_base_units
+
+ReadFn = Callable[[Web3, Deployment, str, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ReadTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    run: ReadFn
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    def __call__(self, w3: Web3, deployment: Deployment, account: str, arguments: dict[str, Any] | None = None):
+        args = dict(arguments or {})
+        props = self.input_schema.get("properties", {})
+        extra = sorted(set(args) - set(props))
+        if extra:
+            raise ToolArgumentError(f"{self.name}: unexpected argument(s) {', '.join(extra)}; allowed: "
+                                    f"{', '.join(sorted(props)) or 'none'}")
+        missing = [k for k in self.input_schema.get("required", []) if args.get(k) is None]
+        if missing:
+            raise ToolArgumentError(f"{self.name}: missing required argument(s) {', '.join(missing)}")
+        return self.run(w3, deployment, account, args)
+
+
+_NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def _balances(w3, deployment, account, _args):
+    snap = read_snapshot(w3, deployment, account)
+    return {"block": snap.block_number, "balances": snap.balances, "native_eth": snap.native_balance_eth}
+
+
+def _pool(w3, deployment, account, _args):
+    snap = read_snapshot(w3, deployment, account)
+    return {"block": snap.block_number, **snap.pool.model_dump()}
+
+
+def _position(w3, deployment, account, _args):
+    snap = read_snapshot(w3, deployment, account)
+    return {"block": snap.block_number, "positions": [p.model_dump() for p in snap.positions]}
+
+
+def _gas(w3, _deployment, _account, _args):
+    return {"gas_price_gwei": w3.eth.gas_price / 1e9}
+
+
+def _oracle(w3, deployment, _account, _args):
+    return {"price": contract(w3, deployment, "ORACLE").functions.price().call() / 1e18}
+
+
+def _block(w3, _deployment, _account, _args):
+    blk = w3.eth.get_block("latest")
+    return {"number": blk["number"], "timestamp": blk["timestamp"], "hash": "0x" + bytes(blk["hash"]).hex()}
+
+
+def _quote(w3, deployment, _account, args):
+    tin = str(args["token_in"]).upper()
+    if tin not in ("WETH", "USDC"):
+        raise ToolArgumentError(f"quote_swap.token_in: the pool trades WETH/USDC, not {args['token_in']!r}")
+    tout = "USDC" if tin == "WETH" else "WETH"
+    try:
+        amount = Decimal(str(args["amount_in"]))
+    except Exception:
+        raise ToolArgumentError(f"quote_swap.amount_in: {args['amount_in']!r} is not a number") from None
+    if not amount.is_finite() or amount <= 0:
+        raise ToolArgumentError(f"quote_swap.amount_in: must be > 0, got {args['amount_in']!r}")
+    pool = contract(w3, deployment, "POOL")
+    out = pool.functions.get_amount_out(to_base_units(amount, tin), deployment.addresses[tin]).call()
+    return {"token_in": tin, "token_out": tout, "amount_in": float(amount), "amount_out": from_base_units(out, tout)}
+
+
+READ_TOOLS: dict[str, ReadTool] = {
+    t.name: t
+    for t in (
+        ReadTool("get_balances", "Wallet balances of WETH, USDC, DAI and native ETH.", _NO_ARGS, _balances),
+        ReadTool("get_pool_state", "Reserves, price and TVL of the WETH/USDC pool.", _NO_ARGS, _pool),
+        ReadTool("get_position", "The lending position: collateral, debt, health factor.", _NO_ARGS, _position),
+        ReadTool("get_gas_price", "The node's current gas price in gwei.", _NO_ARGS, _gas),
+        ReadTool("get_oracle_price", "The oracle's WETH price in USDC.", _NO_ARGS, _oracle),
+        ReadTool("get_block", "The latest block's number, timestamp and hash.", _NO_ARGS, _block),
+        ReadTool(
+            "quote_swap",
+            "The pool's quote for selling amount_in of token_in (WETH or USDC), fee included.",
+            {
+                "type": "object",
+                "properties": {
+                    "token_in": {"type": "string", "enum": list(KNOWN_TOKENS)},
+                    "amount_in": {"type": "number", "exclusiveMinimum": 0},
+                },
+                "required": ["token_in", "amount_in"],
+                "additionalProperties": False,
+            },
+            _quote,
+        ),
+    )
+}
+
+
+class ToolRegistry:
+    """Read tools (tier 1) and write tools (tier 2, need a permit) in one listing."""
+
+    def __init__(self, read_tools: dict[str, ReadTool] | None = None) -> None:
+        self._read = dict(read_tools or READ_TOOLS)
+        overlap = set(self._read) & set(TOOL_SCHEMAS)
+        if overlap:
+            raise ValueError(f"tool names used as both read and write: {sorted(overlap)}")
+
+    def read_tool(self, name: str) -> ReadTool | None:
+        """A read tool, or None — for a write tool too (the spec's get_read_tool)."""
+        return self._read.get(name)
+
+    def is_write(self, name: str) -> bool:
+        return name in TOOL_SCHEMAS
+
+    def schemas(self, *, forbidden: list[str] | tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """What the LLM sees: every read tool, then the write tools not forbidden (MUST NOT lines)."""
+        reads = [t.schema() for t in self._read.values()]
+        writes = [{**s, "tier": "write"} for n, s in TOOL_SCHEMAS.items() if n not in set(forbidden)]
+        return [{**r, "tier": "read"} for r in reads] + writes

@@ -1,0 +1,248 @@
+"""Step 6 VALIDATE as the `tool_call` hook: safety → risk → permits, the most restrictive wins
+(runtime-extensions §5 "Fire the tool_call hook ... any Block beats all Allows"; §3 `safety`, `risk`,
+`permits`).
+
+  safety   PolicyCage (approved assets, max trade size, max slippage, phase restrictions), max
+           drawdown, the kill switch, STRATEGY.md MUST constraints on the simulated post-state;
+  risk     hard shields (health-factor floor, oracle-deviation halt), the §S10 gas gate, Kelly sizing
+           and adaptive guardrails learned from outcomes (only once there are enough of them);
+  permits  the simulation must have succeeded; only then is a single-use permit issued, bound to
+           the tool, the action's value and the hash of every limit above.
+
+Every verdict is appended to the audit trail. Nothing the deliberator (or an LLM) writes can widen a
+limit: limits come from golem.toml and only tighten (`golem.safety.limits`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from golem.chain.permits import PermitStore
+from golem.chain.tools import WRITE_TOOLS, ToolArgumentError, action_value_usd, parse_arguments, price_usd
+from golem.inference.strategy import Strategy
+from golem.models.enums import BehavioralPhase
+from golem.models.observation import Observation
+from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, ValidatedAction, ValidationResult
+from golem.safety.audit import AuditLog
+from golem.safety.constraints import Book, constraint_refusal, mark_used
+from golem.safety.limits import SafetyLimits
+from golem.safety.policy import PolicyCage, opens_exposure
+from golem.safety.risk import RiskSnapshot, kelly_fraction
+
+Layer = Literal["safety", "risk", "permits"]
+GAS_GATE_DEFER = "gas gate: defer"
+
+
+class LayerVerdict(BaseModel):
+    layer: Layer
+    allow: bool
+    reason: str
+
+
+class ToolCallDecision(BaseModel):
+    action_index: int
+    tool: str
+    allowed: bool
+    deferred: bool = False  # the gas gate said "later", not "never"
+    blocked_by: Layer | None = None
+    reason: str
+    value_usd: float = 0.0
+    verdicts: list[LayerVerdict] = Field(default_factory=list)
+
+
+class ValidationContext(BaseModel):
+    golem_id: str
+    tick: int
+    phase: BehavioralPhase
+    observation: Observation
+    risk: RiskSnapshot = Field(default_factory=RiskSnapshot)
+    strategy: Strategy | None = None
+
+
+def gas_gate(estimated_gas_usd: float, available_usd: float, typical_usd: float | None, spike_multiple: float) -> str | None:
+    """heartbeat §S10 gas_gate: Defer when the estimate exceeds what the gas partition has left, or
+    is more than `spike_multiple` (2×) the usual cost. `typical_usd` None = not enough history."""
+    if estimated_gas_usd > available_usd:
+        return f"{GAS_GATE_DEFER}: estimated gas ${estimated_gas_usd:,.4f} exceeds the partition's ${available_usd:,.4f} left today"
+    if typical_usd is not None and typical_usd > 0 and estimated_gas_usd > typical_usd * spike_multiple:
+        return (f"{GAS_GATE_DEFER}: estimated gas ${estimated_gas_usd:,.4f} is over {spike_multiple:g}× the usual "
+                f"${typical_usd:,.4f} per action")
+    return None
+
+
+class SafetyCage:
+    """The three tool_call layers over one set of limits."""
+
+    def __init__(self, limits: SafetyLimits) -> None:
+        self.limits = limits
+        self.policy_cage = PolicyCage(limits.policy)
+
+    def policy_hash(self) -> str:
+        return self.limits.policy_hash()
+
+    # ── layers ──────────────────────────────────────────────────────────────────────────────
+
+    def safety_layer(self, action: ProposedAction, ctx: ValidationContext, before: Book, after: Book) -> str | None:
+        if os.path.exists(self.limits.kill_switch_path):
+            return f"kill switch {self.limits.kill_switch_path} is present: every write is blocked"
+        verdict = self.policy_cage.check(action, ctx.observation, ctx.phase)
+        if not verdict.ok:
+            return f"policy: {verdict.reason}"
+        exposure = opens_exposure(action)
+        dd, cap = ctx.risk.drawdown_pct, self.limits.risk.max_drawdown_pct
+        if exposure and dd > cap:
+            return (f"max drawdown: net value ${ctx.risk.nav_usd:,.2f} is {dd:.1f}% below the high-water mark "
+                    f"${ctx.risk.high_water_usd:,.2f} (limit {cap:g}%); only de-risking actions are allowed")
+        if ctx.strategy is not None:
+            why = constraint_refusal(ctx.strategy, action, before, after, exposure)
+            if why:
+                return why
+        return None
+
+    def risk_layer(
+        self, action: ProposedAction, ctx: ValidationContext, sim: SimulatedAction | None, after: Book,
+        value: float, gas_spent_so_far: float,
+    ) -> tuple[str | None, bool]:
+        """(reason, deferred)."""
+        r = self.limits.risk
+        snap = ctx.observation.snapshot
+        hf = after.health_factor
+        if action.tool in ("withdraw", "borrow") and hf is not None and hf < r.hf_hard_floor:
+            return f"hard shield: health factor would be {hf:.3f}, below the floor {r.hf_hard_floor:g}", False
+        if action.tool == "swap" and snap.oracle_price > 0:
+            gap = abs(snap.pool.price - snap.oracle_price) / snap.oracle_price * 1e4
+            if gap > r.oracle_deviation_halt_bps:
+                return (f"hard shield: pool price deviates {gap:.0f} bps from the oracle (halt above "
+                        f"{r.oracle_deviation_halt_bps:g} bps; possible manipulation)"), False
+        if sim is not None and sim.gas_estimate > 0:
+            gas_usd = sim.gas_estimate * snap.gas_price_gwei * 1e-9 * price_usd("WETH", ctx.observation)
+            available = r.gas_budget_usd_per_day - ctx.risk.gas_spent_24h_usd - gas_spent_so_far
+            why = gas_gate(gas_usd, available, ctx.risk.typical_action_gas_usd, r.gas_spike_multiple)
+            if why:
+                return why, True
+        exposure = opens_exposure(action)
+        stats = ctx.risk.tools.get(action.tool)
+        if exposure and stats and stats.n >= r.guardrail_min_outcomes and stats.failure_rate >= r.guardrail_failure_rate:
+            return (f"adaptive guardrail: {action.tool} failed verification in {stats.failures} of its last {stats.n} "
+                    f"outcomes (≥ {r.guardrail_failure_rate:.0%}); no new exposure through it"), False
+        size_cap = self.limits.policy.max_trade_size_usd
+        if exposure and ctx.risk.consecutive_losses >= r.max_consecutive_losses:
+            size_cap = size_cap / 2
+            if value > size_cap:
+                return (f"adaptive guardrail: {ctx.risk.consecutive_losses} losing bets in a row halve the size cap to "
+                        f"${size_cap:,.2f}; the action is ${value:,.2f}"), False
+        if exposure and ctx.risk.bets >= r.kelly_min_outcomes and ctx.risk.win_rate is not None:
+            f = kelly_fraction(ctx.risk.win_rate, ctx.risk.payoff_ratio or 0.0)
+            if f <= 0:
+                return (f"Kelly sizing: no edge over the last {ctx.risk.bets} bets (win rate {ctx.risk.win_rate:.0%}, "
+                        f"payoff {ctx.risk.payoff_ratio or 0:.2f}); no new exposure"), False
+            kelly_cap = min(f, 1.0) * r.kelly_fraction * max(ctx.risk.nav_usd, 0.0)
+            if value > kelly_cap:
+                return (f"Kelly sizing: ${value:,.2f} exceeds {r.kelly_fraction:g}×Kelly ({f:.3f}) of net value "
+                        f"${ctx.risk.nav_usd:,.2f} = ${kelly_cap:,.2f}"), False
+        return None, False
+
+    @staticmethod
+    def permit_layer(sim: SimulatedAction | None) -> str | None:
+        if sim is None:
+            return "not simulated: every write must be simulated before it is approved"
+        if not sim.ok:
+            return f"simulation failed: {sim.revert_reason or 'reverted'}"
+        return None
+
+    # ── the hook ────────────────────────────────────────────────────────────────────────────
+
+    def tool_call(
+        self, action: ProposedAction, ctx: ValidationContext, sim: SimulatedAction | None, before: Book,
+        gas_spent_so_far: float = 0.0,
+    ) -> tuple[ToolCallDecision, Book]:
+        """One action through safety → risk → permits; the first block wins. Returns the decision and
+        the book after the action (unchanged when refused)."""
+        if action.tool not in WRITE_TOOLS:
+            reason = f"unknown tool {action.tool!r}: only {', '.join(sorted(WRITE_TOOLS))} may write"
+            return self._blocked(action, "safety", reason, [], 0.0), before
+        try:
+            parse_arguments(action.tool, action.arguments)
+        except ToolArgumentError as e:
+            return self._blocked(action, "safety", f"invalid arguments: {e}", [], 0.0), before
+        value = action_value_usd(action, ctx.observation)
+        after = before.after(sim.expected if sim is not None and sim.ok else {})
+        verdicts: list[LayerVerdict] = []
+
+        why = self.safety_layer(action, ctx, before, after)
+        verdicts.append(LayerVerdict(layer="safety", allow=why is None, reason=why or "within policy and constraints"))
+        if why:
+            return self._blocked(action, "safety", why, verdicts, value), before
+        why, deferred = self.risk_layer(action, ctx, sim, after, value, gas_spent_so_far)
+        verdicts.append(LayerVerdict(layer="risk", allow=why is None, reason=why or "within risk limits"))
+        if why:
+            return self._blocked(action, "risk", why, verdicts, value, deferred=deferred), before
+        why = self.permit_layer(sim)
+        verdicts.append(LayerVerdict(layer="permits", allow=why is None, reason=why or "simulation ok"))
+        if why:
+            return self._blocked(action, "permits", why, verdicts, value), before
+        mark_used(after, action)
+        return ToolCallDecision(
+            action_index=action.action_index, tool=action.tool, allowed=True, value_usd=value,
+            reason=f"policy ok (${value:,.2f}), risk ok, simulation ok", verdicts=verdicts,
+        ), after  # fmt: skip
+
+    @staticmethod
+    def _blocked(action, layer, reason, verdicts, value, deferred=False) -> ToolCallDecision:
+        return ToolCallDecision(
+            action_index=action.action_index, tool=action.tool, allowed=False, deferred=deferred, blocked_by=layer,
+            reason=f"{layer}: {reason}" if not reason.startswith(("policy:", "not simulated", "simulation failed")) else reason,
+            value_usd=value, verdicts=verdicts,
+        )  # fmt: skip
+
+
+def validate_layered(
+    cage: SafetyCage,
+    actions: list[ProposedAction],
+    simulation: SimulationResult,
+    ctx: ValidationContext,
+    permits: PermitStore,
+    audit: AuditLog | None = None,
+) -> tuple[ValidationResult, list[ToolCallDecision]]:
+    """Step 6 for every action, in order (each sees the book the approved ones before it leave).
+    Approved actions get a permit; refused ones a blocked permit record; all go on the audit trail."""
+    sims = {s.action_index: s for s in simulation.actions}
+    policy_hash = cage.policy_hash()
+    book = Book.of(ctx.observation.snapshot)
+    gas_so_far = 0.0
+    out: list[ValidatedAction] = []
+    decisions: list[ToolCallDecision] = []
+    for action in actions:
+        sim = sims.get(action.action_index)
+        decision, book = cage.tool_call(action, ctx, sim, book, gas_so_far)
+        decisions.append(decision)
+        if audit is not None:
+            audit.append(ctx.golem_id, "tool_call." + ("allowed" if decision.allowed else "blocked"), {
+                "tick": ctx.tick, "action_index": action.action_index, "tool": action.tool,
+                "arguments": action.arguments, "value_usd": decision.value_usd, "reason": decision.reason,
+                "blocked_by": decision.blocked_by, "deferred": decision.deferred, "policy_hash": policy_hash,
+            })  # fmt: skip
+        if not decision.allowed:
+            permit = permits.record_blocked(ctx.golem_id, ctx.tick, action.action_index, action.tool, policy_hash,
+                                            decision.reason)
+            if audit is not None:
+                audit.append(ctx.golem_id, "permit.blocked", {"permit_id": permit.id, "tick": ctx.tick,
+                                                              "action_index": action.action_index,
+                                                              "reason": decision.reason})
+            out.append(ValidatedAction(action_index=action.action_index, approved=False, reason=decision.reason))
+            continue
+        if sim is not None and sim.gas_estimate:
+            snap = ctx.observation.snapshot
+            gas_so_far += sim.gas_estimate * snap.gas_price_gwei * 1e-9 * price_usd("WETH", ctx.observation)
+        permit = permits.issue(ctx.golem_id, ctx.tick, action.action_index, action.tool, decision.value_usd, policy_hash)
+        if audit is not None:
+            audit.append(ctx.golem_id, "permit.created", {
+                "permit_id": permit.id, "tick": ctx.tick, "action_index": action.action_index, "tool": action.tool,
+                "value_limit_usd": permit.value_limit_usd, "expires_at": permit.expires_at, "policy_hash": policy_hash,
+            })  # fmt: skip
+        out.append(ValidatedAction(action_index=action.action_index, approved=True, reason=decision.reason,
+                                   permit_id=permit.id))
+    return ValidationResult(actions=out), decisions

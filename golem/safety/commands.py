@@ -1,0 +1,76 @@
+"""CLI of the safety room: `golem audit verify|tail` and `golem strategy-check`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def cmd_audit(args) -> int:
+    from golem.safety.audit import AuditLog
+
+    path = Path(args.data) / "audit.sqlite"
+    if not path.exists():
+        print(f"golem audit: no audit trail at {path} (nothing has been validated yet, or --data is wrong)")
+        return 1
+    log = AuditLog(path)
+    if args.action == "verify":
+        report = log.verify()
+        if report.ok:
+            print(f"audit trail OK: {report.entries} entries, head {report.head_hash}")
+            return 0
+        print(f"audit trail BROKEN at entry {report.first_bad_seq} ({report.entries} entries present):")
+        for p in report.problems:
+            print(f"  - {p}")
+        return 1
+    for e in log.entries(kind_prefix=args.kind, limit=args.n):
+        print(json.dumps({"seq": e.seq, "at": e.at, "kind": e.kind, **e.payload}, sort_keys=True, default=str))
+    return 0
+
+
+def cmd_strategy_check(args) -> int:
+    from golem.cli import _config
+    from golem.safety.limits import SafetyLimits
+    from golem.safety.strategy_check import validate_strategy
+
+    cfg = _config(args)
+    path = Path(cfg.golem.home) / "STRATEGY.md"
+    if not path.exists():
+        print(f"golem strategy-check: {path} not found; copy examples/golem-home/STRATEGY.md")
+        return 1
+    limits = SafetyLimits.from_config(cfg)
+    observation = simulate = None
+    if args.chain:
+        from golem.chain.contracts import Deployment
+        from golem.chain.reader import read_snapshot
+        from golem.chain.simulate import simulate_actions
+        from golem.chain.web3client import make_web3
+        from golem.models.observation import Observation
+
+        w3 = make_web3(cfg.chain.rpc_url)
+        dep = Deployment.load(Path(args.data) / "deployment.json")
+        account = args.account or dep.golem_account
+        observation = Observation(snapshot=read_snapshot(w3, dep, account))
+
+        def simulate(actions, obs):
+            return simulate_actions(w3, dep, account, actions, obs)
+
+    result = validate_strategy(path.read_text(), limits, observation=observation, simulate=simulate)
+    print(f"{path}: {result.status}")
+    for issue in result.issues:
+        print(f"  {issue}")
+    for d in result.dry_run:
+        print(f"  dry-run {d['rule']}: {d['tool']} {d['arguments']} → {'ok' if d['ok'] else d['reason']}")
+    return 0 if result.viable else 2
+
+
+def register(command) -> None:
+    p = command("audit", "verify or print the hash-chained audit trail of permits, tool calls and outcomes")
+    p.add_argument("action", choices=["verify", "tail"])
+    p.add_argument("-n", type=int, default=20, help="tail: how many entries")
+    p.add_argument("--kind", help="tail: only entries whose kind starts with this (e.g. permit.)")
+    p.set_defaults(fn=cmd_audit)
+    p = command("strategy-check", "run the strategy validation pipeline (rev. 10) on STRATEGY.md")
+    p.add_argument("--chain", action="store_true", help="also dry-run the first rule actions on the chain")
+    p.add_argument("--account", help="account to dry-run as (default: the deployment's golem account)")
+    p.set_defaults(fn=cmd_strategy_check)

@@ -1,0 +1,190 @@
+"""STRATEGY.md MUST constraints as hard checks (golem-archetypes "Safety behavior": "MUST constraints
+in STRATEGY.md enforced pre-LLM via escalation gates").
+
+Two uses:
+  * `must_gate(strategy, snapshot)` runs *before any LLM call*: which `MUST keep` lines are already
+    breached (the tick must escalate to T2 and the breach goes into the prompt as a hard fact) and
+    which tools a `MUST NOT <tool>` forbids (they are withheld from the tool list the LLM sees);
+  * `Book` + `constraint_refusal` check one proposed action on the state the simulation predicts,
+    so no action can breach a constraint whatever the LLM wrote.
+The constraints come from `golem.inference.strategy.parse_strategy` (one grammar for both).
+"""
+
+from __future__ import annotations
+
+import operator
+
+from pydantic import BaseModel, Field
+
+from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN
+from golem.inference.strategy import Constraint, Strategy
+from golem.models.observation import ChainSnapshot
+from golem.models.tick import ProposedAction
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+        "!=": operator.ne}
+LIQUIDATION_THRESHOLD = 0.8  # Lending.vy liquidation_threshold_bps = 8000
+_ACCOUNT_METRICS = ("health_factor", "debt", "collateral")
+
+
+class MustGate(BaseModel):
+    breached: list[str] = Field(default_factory=list)  # "line 12 `MUST keep health_factor >= 1.3`: is 1.21"
+    forbidden_tools: list[str] = Field(default_factory=list)
+
+    @property
+    def force_t2(self) -> bool:
+        return bool(self.breached)
+
+
+class Book(BaseModel):
+    """The account as the checks expect it: starts at the observation, moves by each approved
+    action's simulated deltas."""
+
+    balances: dict[str, float]
+    collateral: float
+    debt: float
+    oracle_price: float
+    world: dict[str, float | None] = Field(default_factory=dict)  # price, gas_gwei, ...
+    used: dict[str, float] = Field(default_factory=dict)  # "swap:WETH" → amount this tick
+    start_balances: dict[str, float] = Field(default_factory=dict)
+    start_collateral: float = 0.0
+    start_debt: float = 0.0
+
+    @classmethod
+    def of(cls, snap: ChainSnapshot) -> "Book":
+        lend = [p for p in snap.positions if p.kind == "lending"]
+        coll, debt = sum(p.collateral for p in lend), sum(p.debt for p in lend)
+        eth = snap.oracle_price if snap.oracle_price > 0 else snap.pool.price
+        gap = (snap.pool.price - snap.oracle_price) / snap.oracle_price * 1e4 if snap.oracle_price > 0 else None
+        bal = {k.upper(): v for k, v in snap.balances.items()}
+        return cls(
+            balances=bal, collateral=coll, debt=debt, oracle_price=eth,
+            world={"price": snap.pool.price, "oracle_price": snap.oracle_price, "gas_gwei": snap.gas_price_gwei,
+                   "pool_oracle_gap_bps": gap},
+            start_balances=dict(bal), start_collateral=coll, start_debt=debt,
+        )  # fmt: skip
+
+    @property
+    def health_factor(self) -> float | None:
+        if self.debt <= 1e-12:
+            return None
+        return self.collateral * self.oracle_price * LIQUIDATION_THRESHOLD / self.debt
+
+    def metric(self, name: str) -> float | None:
+        if name == "health_factor":
+            return self.health_factor
+        if name == "debt":
+            return self.debt
+        if name == "collateral":
+            return self.collateral
+        if name.startswith("balance."):
+            return self.balances.get(name.split(".", 1)[1].upper(), 0.0)
+        return self.world.get(name)
+
+    def after(self, expected: dict[str, float]) -> "Book":
+        """The book moved by a simulation's expected deltas (`delta:<SYM>`, `delta:collateral|debt`)."""
+        nxt = self.model_copy(deep=True)
+        for k, v in expected.items():
+            if not k.startswith("delta:"):
+                continue
+            name = k.split(":", 1)[1]
+            if name == "collateral":
+                nxt.collateral += v
+            elif name == "debt":
+                nxt.debt += v
+            else:
+                nxt.balances[name.upper()] = nxt.balances.get(name.upper(), 0.0) + v
+        return nxt
+
+
+def _fmt(v: float | None) -> str:
+    return "none (no debt)" if v is None else f"{v:,.6g}"
+
+
+def _kept(c: Constraint, value: float | None) -> bool:
+    if value is None:
+        # health_factor with no debt is infinite: every lower bound holds, no upper bound does.
+        return c.metric == "health_factor" and c.op in (">", ">=", "!=")
+    return _OPS[c.op or ">="](value, float(c.value or 0.0))
+
+
+def must_gate(strategy: Strategy, snap: ChainSnapshot) -> MustGate:
+    """Before any LLM call: breached `MUST keep` lines and tools `MUST NOT <tool>` forbids."""
+    book = Book.of(snap)
+    gate = MustGate()
+    for c in strategy.constraints:
+        if c.kind == "forbid" and c.tool and c.tool not in gate.forbidden_tools:
+            gate.forbidden_tools.append(c.tool)
+        elif c.kind == "keep" and c.metric:
+            value = book.metric(c.metric)
+            if value is None and c.metric not in ("health_factor",):
+                continue  # a metric we cannot read here is not a breach
+            if not _kept(c, value):
+                gate.breached.append(f"line {c.line} `{c.text}`: is {_fmt(value)}")
+    return gate
+
+
+def _token_of(action: ProposedAction) -> str:
+    if action.tool == "swap":
+        return str(action.arguments.get("token_in", "")).upper()
+    return COLLATERAL_TOKEN if action.tool in ("supply", "withdraw") else DEBT_TOKEN
+
+
+def _amount_of(action: ProposedAction) -> float:
+    raw = action.arguments.get("amount_in" if action.tool == "swap" else "amount", 0)
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _basis(tool: str, token: str, book: Book) -> float:
+    if tool in ("swap", "supply"):
+        return book.start_balances.get(token, 0.0)
+    if tool == "withdraw":
+        return book.start_collateral
+    return book.start_debt
+
+
+def constraint_refusal(
+    strategy: Strategy, action: ProposedAction, before: Book, after: Book, opens_exposure: bool
+) -> str | None:
+    """The first MUST line the action would break (on the simulated post-state), or None."""
+    tool, token, amount = action.tool, _token_of(action), _amount_of(action)
+    for c in strategy.constraints:
+        why = f"MUST (STRATEGY.md line {c.line}: `{c.text}`)"
+        if c.kind == "forbid" and c.tool == tool:
+            return f"{why} forbids {tool}"
+        if c.kind == "cap" and c.tool == tool and (c.token is None or c.token == token) and c.amount:
+            cap = c.amount.value / 100.0 * _basis(tool, token, before) if c.amount.percent else c.amount.value
+            used = before.used.get(f"{tool}:{token}", 0.0)
+            if used + amount > cap * (1 + 1e-9) + 1e-12:
+                return f"{why}: {tool} of {amount:,.6g} {token} (+{used:,.6g} earlier this tick) exceeds the cap {cap:,.6g}"
+        if c.kind == "keep" and c.metric:
+            was, now = before.metric(c.metric), after.metric(c.metric)
+            if c.metric.startswith("balance.") or c.metric in _ACCOUNT_METRICS:
+                # An action may not move an account metric into breach, nor deeper into one.
+                if not _kept(c, now) and (_kept(c, was) or _worse(c, was, now)):
+                    return f"{why}: {c.metric} would be {_fmt(now)} after {tool} (now {_fmt(was)})"
+            elif was is not None and not _kept(c, was) and opens_exposure:
+                return f"{why}: {c.metric} is {_fmt(was)}; no new exposure while it is breached"
+    return None
+
+
+def _worse(c: Constraint, was: float | None, now: float | None) -> bool:
+    if c.metric == "health_factor":
+        if now is None:
+            return False
+        return was is None or now < was - 1e-12
+    if was is None or now is None:
+        return False
+    if c.op in (">", ">="):
+        return now < was - 1e-12
+    if c.op in ("<", "<="):
+        return now > was + 1e-12
+    return now != was
+
+
+def mark_used(book: Book, action: ProposedAction) -> None:
+    key = f"{action.tool}:{_token_of(action)}"
+    book.used[key] = book.used.get(key, 0.0) + _amount_of(action)

@@ -1,0 +1,190 @@
+"""SafetyService: steps 5–8 of the heartbeat behind one object the worker builds once per golem.
+
+It owns the audit trail (`audit.sqlite`), the risk store (`risk.sqlite`), the confirmation tracker
+(tables in `tx_journal.sqlite`) and uses the permit store and tx journal the worker already has.
+Every permit, tool call and outcome goes on the hash-chained audit trail. Activities call it; it
+never decides what runs next.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from web3 import Web3
+
+from golem.chain.confirmations import ConfirmationReport, ConfirmationTracker
+from golem.chain.contracts import Deployment
+from golem.chain.executor import Executor
+from golem.chain.journal import TxJournal
+from golem.chain.outcome import OutcomeVerification, verify_outcome
+from golem.chain.permits import PermitError, PermitStore
+from golem.chain.tools import ToolArgumentError, action_value_usd
+from golem.inference.strategy import Strategy
+from golem.models.config import GolemConfig
+from golem.models.enums import ActionStatus, BehavioralPhase, SteerSeverity
+from golem.models.observation import Observation
+from golem.models.record import ActionRecord
+from golem.models.tick import ProposedAction, SimulationResult, ValidationResult
+from golem.safety.audit import AuditLog
+from golem.safety.cage import SafetyCage, ToolCallDecision, ValidationContext, validate_layered
+from golem.safety.constraints import MustGate, must_gate
+from golem.safety.limits import SafetyLimits
+from golem.safety.policy import opens_exposure
+from golem.safety.risk import RiskStore, net_value_usd
+
+LOCAL_CHAIN_ID = 31337
+
+
+def execution_mode(chain_id: int, has_signer: bool, cli_live: bool, config_live: bool = False) -> bool:
+    """True = send transactions. Without a key nothing is sent; the embedded Anvil sandbox (31337)
+    runs live; any other chain is a dry run unless started with --live (golem-archetypes "Runs in DRY
+    RUN mode by default. Live execution requires explicit --live flag") or golem.toml says live."""
+    if not has_signer:
+        return False
+    return chain_id == LOCAL_CHAIN_ID or cli_live or config_live
+
+
+def steer_disposition(severity: SteerSeverity) -> str:
+    """heartbeat §S7 during EXECUTING: high severity cancels the calls not yet sent (never the sent
+    ones); anything lower is queued as a follow-up for the next decision."""
+    return "cancel_unsent" if severity.rank >= SteerSeverity.HIGH.rank else "follow_up"
+
+
+class SafetyService:
+    def __init__(self, config: GolemConfig, data_dir: str | Path, *, permits: PermitStore | None = None,
+                 journal: TxJournal | None = None) -> None:
+        data_dir = Path(data_dir)
+        self.config = config
+        self.limits = SafetyLimits.from_config(config)
+        self.cage = SafetyCage(self.limits)
+        self.audit = AuditLog(data_dir / "audit.sqlite")
+        self.risk = RiskStore(data_dir / "risk.sqlite")
+        self.permits = permits or PermitStore(data_dir / "permits.sqlite")
+        self.journal = journal or TxJournal(data_dir / "tx_journal.sqlite")
+        self.confirmations = ConfirmationTracker(self.journal.path)
+
+    # ── before the LLM ──────────────────────────────────────────────────────────────────────
+
+    def pre_llm_gate(self, golem_id: str, tick: int, strategy: Strategy, observation: Observation) -> MustGate:
+        """STRATEGY.md MUST lines checked before any LLM call: a breach forces T2 and is audited."""
+        gate = must_gate(strategy, observation.snapshot)
+        if gate.breached:
+            self.audit.append(golem_id, "must.breached", {"tick": tick, "breached": gate.breached})
+        return gate
+
+    # ── validate ────────────────────────────────────────────────────────────────────────────
+
+    def validate(
+        self, golem_id: str, tick: int, phase: BehavioralPhase, actions: list[ProposedAction],
+        simulation: SimulationResult, observation: Observation, strategy: Strategy | None = None,
+    ) -> tuple[ValidationResult, list[ToolCallDecision]]:
+        nav = net_value_usd(observation.snapshot)
+        self.risk.mark_nav(golem_id, tick, nav)
+        ctx = ValidationContext(golem_id=golem_id, tick=tick, phase=phase, observation=observation,
+                                risk=self.risk.snapshot(golem_id, nav), strategy=strategy)
+        for sim in simulation.actions:
+            if not sim.ok:
+                self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,
+                                                                   "revert_reason": sim.revert_reason})
+        return validate_layered(self.cage, actions, simulation, ctx, self.permits, self.audit)
+
+    # ── execute ─────────────────────────────────────────────────────────────────────────────
+
+    def execute(self, executor: Executor, golem_id: str, tick: int, action: ProposedAction, permit_id: str,
+                observation: Observation) -> ActionRecord:
+        """Run one permitted action; refused permits and the result are audited."""
+        try:
+            record = executor.execute(golem_id, tick, action, permit_id, observation)
+        except PermitError as e:
+            self.audit.append(golem_id, "permit.refused", {"tick": tick, "action_index": action.action_index,
+                                                          "permit_id": permit_id, "reason": str(e)})
+            raise
+        self.audit.append(golem_id, "permit.committed", {"tick": tick, "action_index": action.action_index,
+                                                        "permit_id": permit_id, "tool": action.tool})
+        intents = self.journal.intents_for(golem_id, tick, action.action_index)
+        self.audit.append(golem_id, f"tx.{record.status.value}", {
+            "tick": tick, "action_index": action.action_index, "tool": action.tool, "permit_id": permit_id,
+            "tx_hashes": [i.tx_hash for i in intents], "nonces": [i.nonce for i in intents],
+            "block_number": record.block_number, "gas_used": record.gas_used, "reason": record.block_reason,
+        })  # fmt: skip
+        return record
+
+    def cancel_unsent(self, golem_id: str, tick: int, actions: list[ProposedAction], validation: ValidationResult,
+                      reason: str) -> list[ActionRecord]:
+        """A high-severity steer during EXECUTING: cancel every approved action with nothing sent yet."""
+        verdicts = {v.action_index: v for v in validation.actions}
+        out = []
+        for action in actions:
+            v = verdicts.get(action.action_index)
+            if v is None or not v.approved or not v.permit_id or self.journal.intents_for(golem_id, tick, action.action_index):
+                continue
+            try:
+                self.permits.cancel(v.permit_id, reason)
+            except PermitError:
+                continue  # already committed (being sent) or gone: never cancel what may be on its way
+            self.audit.append(golem_id, "permit.cancelled", {"tick": tick, "action_index": action.action_index,
+                                                            "permit_id": v.permit_id, "reason": reason})
+            out.append(ActionRecord(action_index=action.action_index, action_type=action.tool, tool_name=action.tool,
+                                    permit_id=v.permit_id, status=ActionStatus.CANCELLED,
+                                    block_reason=f"cancelled before sending: {reason}"))
+        return out
+
+    # ── verify ──────────────────────────────────────────────────────────────────────────────
+
+    def verify(
+        self, w3: Web3, deployment: Deployment, golem_id: str, tick: int, account: str,
+        actions: list[ProposedAction], simulation: SimulationResult, records: list[ActionRecord],
+        observation: Observation, *, timeout_s: float = 5.0,
+    ) -> OutcomeVerification:
+        """OutcomeVerification + invariants; tracks executed txs for confirmation and feeds the risk
+        store. `result.safety_incident` (if any) is the episode to write at confidence 1.0."""
+        depth = self.confirmations.depth(observation.snapshot.block_number)
+        confs = max(self.config.chain.confirmations, depth) if self.config.chain.confirmations else 0
+        result = verify_outcome(
+            w3, deployment, self.journal, golem_id, tick, account, actions, simulation, records, observation,
+            confs, max_trade_size_usd=self.limits.policy.max_trade_size_usd, timeout_s=timeout_s,
+        )  # fmt: skip
+        by_index = {a.action_index: a for a in actions}
+        n_exec = max(1, sum(1 for r in records if r.status is ActionStatus.EXECUTED))
+        for r in records:
+            if r.status not in (ActionStatus.EXECUTED, ActionStatus.FAILED) or r.action_index not in by_index:
+                continue
+            action = by_index[r.action_index]
+            if r.tx_hash and r.block_number is not None:
+                receipt = w3.eth.get_transaction_receipt(r.tx_hash)
+                self.confirmations.track(golem_id, tick, r.action_index, r.tx_hash, receipt["blockNumber"],
+                                         receipt["blockHash"])
+            try:
+                value, exposure = action_value_usd(action, observation), opens_exposure(action)
+            except ToolArgumentError:
+                value, exposure = 0.0, False
+            self.risk.record_outcome(
+                golem_id, tick, r.action_index, action.tool, opens_exposure=exposure,
+                verified=result.outcome.verified and r.status is ActionStatus.EXECUTED,
+                value_usd=value, pnl_usd=(result.outcome.pnl_impact or 0.0) / n_exec, gas_usd=r.gas_cost,
+            )  # fmt: skip
+        self.audit.append(golem_id, "outcome.verified" if result.outcome.verified else "outcome.unverified", {
+            "tick": tick, "expected": result.outcome.expected, "actual": result.outcome.actual,
+            "deviations_bps": result.deviations.balance_change_bps, "gas_deviation_bps": result.deviations.gas_deviation_bps,
+            "unexpected_logs": [lg.label for lg in result.deviations.unexpected_logs],
+            "missing_expected_logs": result.deviations.missing_expected_logs, "pnl_impact": result.outcome.pnl_impact,
+        })  # fmt: skip
+        if result.safety_incident:
+            self.audit.append(golem_id, "safety_incident", result.safety_incident)
+        return result
+
+    # ── every tick ──────────────────────────────────────────────────────────────────────────
+
+    def confirm(self, w3: Web3, golem_id: str) -> ConfirmationReport:
+        """Call once per tick: pending → confirmed, or reorged (report.force_t2)."""
+        report = self.confirmations.poll(w3, golem_id)
+        for a in report.newly_confirmed:
+            self.audit.append(golem_id, "action.confirmed", {"tick": a.tick, "action_index": a.action_index,
+                                                            "tx_hash": a.tx_hash, "confirmations": a.confirmations})
+        for a in report.reorged:
+            self.audit.append(golem_id, "action.reorged", {"tick": a.tick, "action_index": a.action_index,
+                                                          "tx_hash": a.tx_hash, "detail": a.detail})
+        if report.reorg_detected_at:
+            self.audit.append(golem_id, "chain.reorg", {"fork_blocks": report.reorg_detected_at, "head": report.head,
+                                                       "depth": report.depth})
+        return report
