@@ -10,23 +10,23 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from datetime import timedelta
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from golem.cognition.budget import apply_budget, daily_spend_on
+from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
-from golem.cognition.threshold import compute_adaptive_threshold, gate
+from golem.cognition.threshold import compute_adaptive_threshold
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.life.reflect import build_record, retrieval_query, tick_result
-from golem.models.enums import ActionStatus
+from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import TickFailure
 from golem.models.observation import Observation
-from golem.models.record import ActionRecord, ContextBundleSummary, RetrievedEntrySummary
+from golem.models.record import ActionRecord, ContextBundleSummary, OutcomeRecord, RetrievedEntrySummary
 from golem.models.tick import (
     AnalyzeInput,
     AnalyzeResult,
@@ -38,8 +38,8 @@ from golem.models.tick import (
     GateResult,
     ObserveInput,
     ReflectInput,
-    RetrieveInput,
     RetrievedKnowledge,
+    RetrieveInput,
     SimulateInput,
     SimulationResult,
     TickResult,
@@ -72,11 +72,18 @@ class TickActivities:
         ctx = inp.ctx
         snapshot = self.s.read_snapshot()
         probes = run_probes(
-            snapshot, ctx.state, ctx.config.probes, kill_switch_triggered=os.path.exists(ctx.config.probes.kill_switch_path)
+            snapshot, ctx.state, ctx.config.probes,
+            kill_switch_triggered=os.path.exists(ctx.config.probes.kill_switch_path),
+            daily_spend=daily_spend_on(ctx.state, ctx.started_at), heartbeat=ctx.config.heartbeat,
         )
         regime, _ = detect_regime(
             [*ctx.state.price_history, snapshot.pool.price], ctx.state.range_bound_run, ctx.state.regime
         )
+        # Earlier actions: pending → confirmed, or reorged (heartbeat §S10).
+        report = self.s.safety.confirm(self.s.w3, ctx.golem_id)
+        reorged = sorted({a.tick for a in report.reorged})
+        for tick in reorged:
+            self.s.mark_reorged(tick)
         return Observation(
             snapshot=snapshot,
             probes=probes,
@@ -84,6 +91,12 @@ class TickActivities:
             regime=regime,
             observed_at=_now_iso(),
             read_ms=round((time.perf_counter() - t0) * 1000, 3),
+            confirmation_depth=report.depth,
+            newly_confirmed_ticks=sorted({a.tick for a in report.newly_confirmed}),
+            reorged_ticks=reorged,
+            force_t2_reason=(
+                f"chain reorg re-marked ticks {reorged or report.reorg_detected_at}" if report.force_t2 else None
+            ),
         )
 
     @activity.defn(name="analyze")
@@ -93,13 +106,21 @@ class TickActivities:
 
     @activity.defn(name="gate")
     def gate(self, inp: GateInput) -> GateResult:
-        cfg = inp.ctx.config.heartbeat
-        threshold = compute_adaptive_threshold(inp.ctx.state, cfg.base_deliberation_threshold)
-        tier, reason, forced = gate(inp.prediction_error, threshold, inp.ctx.state, inp.steers)
-        capped, why = apply_budget(tier, daily_spend_on(inp.ctx.state, inp.ctx.started_at), cfg)
-        if why:
-            reason = f"{reason}; {why}"
-        return GateResult(tier=capped, threshold=threshold, reason=reason, forced=forced)
+        ctx = inp.ctx
+        threshold = compute_adaptive_threshold(ctx.state, ctx.config.heartbeat.base_deliberation_threshold)
+        spend = daily_spend_on(ctx.state, ctx.started_at)
+        if inp.observation.force_t2_reason:  # a reorg re-marked earlier episodes: full attention (§S10)
+            tier, why = apply_budget(Tier.T2, spend, ctx.config.heartbeat)
+            reason = f"forced T2: {inp.observation.force_t2_reason}" + (f"; {why}" if why else "")
+            return GateResult(tier=tier, threshold=threshold, reason=reason, forced=True)
+        # Forced T2, then fixed thresholds (cold start) or learned gating, then the §S12 budget cap.
+        out = gate_tick(
+            inp.prediction_error, threshold, ctx.state, inp.steers, inp.observation,
+            probe_thresholds=ctx.config.probes, heartbeat=ctx.config.heartbeat, gating=ctx.config.gating,
+            daily_spend=spend, seed=tick_seed(ctx.golem_id, ctx.tick),
+        )
+        return GateResult(tier=out.tier, threshold=out.threshold, reason=out.reason, forced=out.forced,
+                          gating=out.decision)
 
     @activity.defn(name="retrieve")
     def retrieve(self, inp: RetrieveInput) -> RetrievedKnowledge:
@@ -139,11 +160,25 @@ class TickActivities:
 
     @activity.defn(name="validate")
     def validate(self, inp: ValidateInput) -> ValidationResult:
-        return self.s.validate(inp.ctx, inp.actions, inp.simulation, inp.observation)
+        # safety → risk → permits, most restrictive wins; STRATEGY.md MUST lines are checked too.
+        try:
+            strategy = self.s.load_strategy()
+        except ValueError:
+            strategy = None
+        ctx = inp.ctx
+        result, _ = self.s.safety.validate(
+            ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, inp.simulation, inp.observation, strategy=strategy
+        )
+        return result
 
     @activity.defn(name="execute")
     def execute(self, inp: ExecuteInput) -> ExecuteResult:
         activity.heartbeat("executing")
+        ctx = inp.ctx
+        if inp.cancelled_reason:  # a high-severity steer: cancel what is not sent yet (never what is)
+            return ExecuteResult(records=self.s.safety.cancel_unsent(
+                ctx.golem_id, ctx.tick, inp.actions, inp.validation, inp.cancelled_reason
+            ))
         records: list[ActionRecord] = []
         verdicts = {v.action_index: v for v in inp.validation.actions}
         for action in inp.actions:
@@ -152,13 +187,6 @@ class TickActivities:
             if verdict is None or not verdict.approved or not verdict.permit_id:
                 reason = verdict.reason if verdict else "not validated"
                 records.append(ActionRecord(**base, status=ActionStatus.BLOCKED, block_reason=reason))
-                continue
-            if inp.cancelled_reason:
-                self.s.permits.cancel(verdict.permit_id, inp.cancelled_reason)
-                records.append(
-                    ActionRecord(**base, permit_id=verdict.permit_id, status=ActionStatus.CANCELLED,
-                                 block_reason=f"cancelled before sending: {inp.cancelled_reason}")
-                )
                 continue
             if not self.s.live:
                 records.append(
@@ -171,7 +199,7 @@ class TickActivities:
         return ExecuteResult(records=records)
 
     @activity.defn(name="verify")
-    def verify(self, inp: VerifyInput):
+    def verify(self, inp: VerifyInput) -> OutcomeRecord:
         return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, inp.observation)
 
     @activity.defn(name="reflect")
@@ -184,7 +212,9 @@ class TickActivities:
                 record.evaluation = evaluation.model_dump(mode="json")
                 record.inference_cost += evaluation.cost
                 record.total_cost += evaluation.cost
-        return await asyncio.to_thread(self._persist, record)
+        result = await asyncio.to_thread(self._persist, record)
+        result.gating = inp.gate.gating  # folded into the learned-gating log for delta feedback
+        return result
 
     def _persist(self, record) -> TickResult:
         episode = self.s.write_episode(record)

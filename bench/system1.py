@@ -15,10 +15,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from golem.cognition.learned_gating import GatingSection  # noqa: E402
 from golem.cognition.probes import run_probes  # noqa: E402
 from golem.cognition.system1 import COST_PER_CALL, simulate, synthetic_snapshot, system1_tick  # noqa: E402
-from golem.models.config import GolemConfig  # noqa: E402
+from golem.models.config import (
+    GatingSection,  # noqa: E402
+    GolemConfig,  # noqa: E402
+)
 from golem.models.enums import Tier  # noqa: E402
 from golem.world.simulator import oracle_path  # noqa: E402
 

@@ -20,10 +20,9 @@ from golem.chain.journal import TxJournal
 from golem.chain.permits import PermitStore
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
-from golem.chain.verify import verify_actions
 from golem.chain.web3client import make_web3
 from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.episodes import EpisodeStore, episode_from_record
+from golem.grimoire.episodes import Episode, EpisodeStore, episode_from_record
 from golem.grimoire.heuristics import HeuristicStore
 from golem.inference.evaluator import evaluate_outcome
 from golem.inference.llm import select_deliberator
@@ -31,8 +30,8 @@ from golem.inference.strategy import Strategy, parse_strategy
 from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig
 from golem.models.record import ActionRecord, DecisionCycleRecord, OutcomeRecord
-from golem.models.tick import ProposedAction, SimulationResult, TickContext, ValidationResult
-from golem.safety.policy import PolicyCage, validate_actions
+from golem.models.tick import ProposedAction, SimulationResult, TickContext
+from golem.safety.service import SafetyService
 
 log = logging.getLogger("golem.services")
 
@@ -65,7 +64,7 @@ class GolemServices:
         self.cycles = CycleStore(self.data_dir)
         self.permits = PermitStore(self.data_dir / "permits.sqlite")
         self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")
-        self.cage = PolicyCage(config.policy)
+        self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
         # the offline deliberator otherwise. activity.heartbeat keeps a waiting decide activity alive.
         self.deliberator, self.deliberator_reason = select_deliberator(
@@ -104,23 +103,26 @@ class GolemServices:
     def simulate(self, actions: list[ProposedAction], observation) -> SimulationResult:
         return simulate_actions(self.w3, self.deployment, self.account, actions, observation)
 
-    def validate(self, ctx: TickContext, actions, simulation, observation) -> ValidationResult:
-        return validate_actions(
-            self.cage, actions, simulation, observation, ctx.state.phase, self.permits, ctx.golem_id, ctx.tick
-        )
-
     def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation) -> ActionRecord:
         if self._executor is None:
             raise RuntimeError("no signing key configured; cannot execute")
-        return self._executor.execute(ctx.golem_id, ctx.tick, action, permit_id, observation)
+        return self.safety.execute(self._executor, ctx.golem_id, ctx.tick, action, permit_id, observation)
 
     def verify(self, ctx: TickContext, actions, simulation, records, observation) -> OutcomeRecord:
-        return verify_actions(
-            self.w3, self.deployment, self.account, actions, simulation, records, observation,
-            ctx.config.chain.confirmations,
-            # Wait for confirmations only briefly inside the tick; an unconfirmed outcome is recorded as such.
+        """OutcomeVerification (logs, invariants) kept on disk; the record carries its outcome and path."""
+        ov = self.safety.verify(
+            self.w3, self.deployment, ctx.golem_id, ctx.tick, self.account, actions, simulation, records, observation,
+            # Wait for confirmations only briefly inside the tick; later ticks confirm (observe).
             timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3),
         )
+        path = self.data_dir / "outcomes" / f"tick-{ctx.tick:06d}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(ov.model_dump_json(indent=2))
+        if ov.safety_incident:
+            self.write_safety_incident(ctx, ov.safety_incident)
+        return ov.outcome.model_copy(update={
+            "invariant_violations": [str(v) for v in ov.invariant_violations], "verification_path": str(path),
+        })
 
     def deliver_followups(self, followups, window: str, tick: int) -> list[str]:
         """Owner notes for the curator or the dream cycle, appended to owner-notes.jsonl (idempotent by id)."""
@@ -144,6 +146,24 @@ class GolemServices:
         )
 
     # ---- memory ---------------------------------------------------------------------------
+    def write_safety_incident(self, ctx: TickContext, incident: dict) -> str:
+        """An invariant violated after execution is remembered at confidence 1.0 (issue 4)."""
+        ep_id = f"{ctx.golem_id}:incident:tick:{ctx.tick}"
+        self.episodes.upsert(Episode(
+            id=ep_id, golem_id=ctx.golem_id, tick=ctx.tick, created_at=ctx.started_at, regime=ctx.state.regime,
+            tier="T2", summary=f"SAFETY INCIDENT at tick {ctx.tick}: {json.dumps(incident, default=str)}",
+            prediction_error=1.0, utility=1.0, confidence=1.0, quality=1.0,
+        ))
+        return ep_id
+
+    def mark_reorged(self, tick: int) -> None:
+        """A reorg removed this tick's transactions: its episode no longer counts as verified."""
+        ep = self.episodes.get(f"{self.config.golem.id}:tick:{tick}")
+        if ep is not None and "REORGED" not in ep.summary:
+            self.episodes.upsert(ep.model_copy(update={
+                "outcome_verified": False, "summary": ep.summary + " REORGED: its transactions left the chain.",
+            }))
+
     def write_episode(self, record: DecisionCycleRecord) -> str:
         """Keyed by golem and tick, so a retried reflect overwrites instead of duplicating."""
         episode = episode_from_record(record)

@@ -17,6 +17,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
+    from golem.cognition.decision_cache import on_playbook_revision
     from golem.cognition.fold import (
         accept_intervention,
         fold_tick_failure,
@@ -24,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         should_dream,
         should_run_delta,
     )
+    from golem.cognition.learned_gating import learn_at_delta
     from golem.models.golem import (
         ConsolidationInput,
         DreamInput,
@@ -162,7 +164,7 @@ class GolemWorkflow:
             result: TickResult = await self._child
             self._child = None
             self._state = fold_tick_result(
-                self._state, result, workflow.now().isoformat(), cfg.clock, cfg.heartbeat
+                self._state, result, workflow.now().isoformat(), cfg.clock, cfg.heartbeat, result.gating, cfg.gating
             )
         except ChildWorkflowError as err:
             # A failed tick is recorded and the loop goes on; pending steers stay pending.
@@ -183,6 +185,9 @@ class GolemWorkflow:
     async def _consolidate(self, cfg) -> None:
         s = self._state
         self._activity = "consolidating"
+        # Learned gating closes its feedback loop at delta frequency (§S5 "Outcome feedback").
+        self._state, feedback = learn_at_delta(self._state, cfg.gating)
+        workflow.logger.info("gating feedback at tick %s: %s", s.tick, feedback)
         notes = [f for f in s.pending_followups if f.window.value == "next-curator"]
         try:
             result = await workflow.execute_child_workflow(
@@ -193,6 +198,9 @@ class GolemWorkflow:
                 execution_timeout=timedelta(minutes=10),
             )
             self._drop_followups(result.followups_delivered)
+            if result.playbook_revision is not None:  # §S11: a PLAYBOOK revision invalidates cached decisions
+                cache = on_playbook_revision(self._state.decision_cache, result.playbook_revision, None)
+                self._state = self._state.model_copy(update={"decision_cache": cache})
         except ChildWorkflowError as err:  # upkeep failing must never stop the heartbeat
             workflow.logger.error("delta consolidation at tick %s failed: %s", s.tick, err.cause or err)
         self._state = self._state.model_copy(update={"last_delta_tick": s.tick})

@@ -16,21 +16,11 @@ import hashlib
 import json
 import math
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
+from golem.models.config import DecisionCacheSection
 from golem.models.observation import Observation
 from golem.models.state import CachedDecision, DecisionCacheState
-
-
-class DecisionCacheSection(BaseModel):
-    """`[decision_cache]` of golem.toml (to be added to GolemConfig)."""
-
-    model_config = {"extra": "forbid"}
-    ttl_seconds: float = Field(default=1800.0, gt=0)  # §S11: 15–45 minutes
-    min_consistency: int = Field(default=3, ge=1)  # §S11: "analyzed 3+ times with consistent outputs"
-    max_drift: float = Field(default=0.20, gt=0)  # §S11: drift > 20 % invalidates
-    max_entries: int = Field(default=32, ge=1, le=256)  # keeps GolemState small
-
 
 # Pattern buckets: a move of ±50 bps (the price probe's Low) is one step; health in 0.1 steps.
 PRICE_BUCKET_BPS = 50.0

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from golem.cognition.budget import budget_fraction, utc_day
 from golem.cognition.clock import theta_interval_seconds
-from golem.cognition.learned_gating import GatingSection, note_gating_outcome
+from golem.cognition.learned_gating import note_gating_outcome
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
-from golem.models.config import ClockSection, HeartbeatSection
+from golem.models.config import ClockSection, GatingSection, HeartbeatSection
 from golem.models.enums import MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
 from golem.models.state import GAS_HISTORY_LEN, PRICE_HISTORY_LEN, GatingDecision, GolemState, TickSummary

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from golem.cognition.budget import apply_budget
 from golem.cognition.prediction_error import ALARMING_REGIMES, expected_price, regime_changed
 from golem.cognition.threshold import gate as fixed_gate
-from golem.models.config import HeartbeatSection, ProbeThresholds
+from golem.models.config import GatingSection, HeartbeatSection, ProbeThresholds
 from golem.models.enums import MarketRegime, Tier
 from golem.models.interventions import Steer
 from golem.models.observation import Observation
@@ -50,26 +50,6 @@ from golem.models.state import (
 TIERS = (Tier.T0, Tier.T1, Tier.T2)
 _RANK = {t: i for i, t in enumerate(TIERS)}
 PACKAGE_FORMAT = "golem-gating/1"
-
-
-class GatingSection(BaseModel):
-    """`[gating]` of golem.toml (to be added to GolemConfig; defaults from heartbeat §S5)."""
-
-    model_config = {"extra": "forbid"}
-    cold_start_ticks: int = Field(default=100, ge=0)  # §S5: "after the cold-start period (~100 ticks)"
-    hedge_eta: float = Field(default=0.1, gt=0.0, le=5.0)
-    hedge_discount: float = Field(default=0.99, gt=0.0, le=1.0)  # §S5: 0.99, ~69-round half-life
-    arousal_shift: float = Field(default=0.2, ge=0.0, lt=1.0)  # §S5: base × (1 − 0.2·arousal)
-    dominance_bias: float = Field(default=0.1, ge=0.0, le=0.5)  # §S5: t + daimon_bias × 0.1
-    thompson_decay: float = Field(default=0.99, gt=0.0, le=1.0)  # per judged tick, toward the priors
-    boundary_margin: float = Field(default=0.05, gt=0.0, lt=0.5)
-    epsilon: float = Field(default=0.2, ge=0.0, le=1.0)  # online-learning §: 0.2 decaying to 0.01 at 0.999
-    epsilon_min: float = Field(default=0.01, ge=0.0, le=1.0)
-    epsilon_decay: float = Field(default=0.999, gt=0.0, le=1.0)
-    feedback_horizon_ticks: int = Field(default=1, ge=1, le=20)  # "the next Theta window"
-    event_pe: float = Field(default=0.3, gt=0.0, le=1.0)  # significant event (the §S17 base threshold)
-    severe_pe: float = Field(default=0.6, gt=0.0, le=1.0)  # needs T2 (2 × base, the cold-start T2 line)
-    decision_log_len: int = Field(default=120, ge=10, le=1000)  # ≥ delta_theta_ticks + horizon
 
 
 # ---- seeds -----------------------------------------------------------------------------------

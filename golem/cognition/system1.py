@@ -14,12 +14,12 @@ from pydantic import BaseModel, Field
 from golem.cognition.backpressure import merge_into_observation
 from golem.cognition.budget import daily_spend_on
 from golem.cognition.fold import fold_tick_result, should_run_delta
-from golem.cognition.learned_gating import GateOutcome, GatingSection, gate_tick, learn_at_delta, tick_seed
+from golem.cognition.learned_gating import GateOutcome, gate_tick, learn_at_delta, tick_seed
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
-from golem.models.config import GolemConfig
+from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import Tier
 from golem.models.interventions import Steer
 from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState, ProbeResult

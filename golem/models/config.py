@@ -41,6 +41,8 @@ class ClockSection(BaseModel):
     delta_theta_ticks: int = Field(default=50, ge=1)  # DELTA every ~50 theta ticks
     continue_as_new_ticks: int = Field(default=100, ge=1)
     dream_every_ticks: int = Field(default=200, ge=1)
+    gamma_min_seconds: float = Field(default=5.0, ge=0.05)  # GAMMA perception pulse, 5–15 s
+    gamma_max_seconds: float = Field(default=15.0, ge=0.05)
     # §S9 regime table: trending_down and volatile tick 2x faster, range_bound 0.5x slower.
     regime_multipliers: dict[MarketRegime, float] = Field(
         default_factory=lambda: {
@@ -121,6 +123,36 @@ class InferenceSection(BaseModel):
     conversation_tail: int | None = None
 
 
+class GatingSection(BaseModel):
+    """`[gating]`: learned gating after the cold start (heartbeat §S5, "Online Learning for Adaptive Triage")."""
+
+    model_config = {"extra": "forbid"}
+    cold_start_ticks: int = Field(default=100, ge=0)  # §S5: "after the cold-start period (~100 ticks)"
+    hedge_eta: float = Field(default=0.1, gt=0.0, le=5.0)
+    hedge_discount: float = Field(default=0.99, gt=0.0, le=1.0)  # §S5: 0.99, ~69-round half-life
+    arousal_shift: float = Field(default=0.2, ge=0.0, lt=1.0)  # §S5: base × (1 − 0.2·arousal)
+    dominance_bias: float = Field(default=0.1, ge=0.0, le=0.5)  # §S5: t + daimon_bias × 0.1
+    thompson_decay: float = Field(default=0.99, gt=0.0, le=1.0)  # per judged tick, toward the priors
+    boundary_margin: float = Field(default=0.05, gt=0.0, lt=0.5)
+    epsilon: float = Field(default=0.2, ge=0.0, le=1.0)  # online-learning §: 0.2 decaying to 0.01 at 0.999
+    epsilon_min: float = Field(default=0.01, ge=0.0, le=1.0)
+    epsilon_decay: float = Field(default=0.999, gt=0.0, le=1.0)
+    feedback_horizon_ticks: int = Field(default=1, ge=1, le=20)  # "the next Theta window"
+    event_pe: float = Field(default=0.3, gt=0.0, le=1.0)  # significant event (the §S17 base threshold)
+    severe_pe: float = Field(default=0.6, gt=0.0, le=1.0)  # needs T2 (2 × base, the cold-start T2 line)
+    decision_log_len: int = Field(default=120, ge=10, le=1000)  # ≥ delta_theta_ticks + horizon
+
+
+class DecisionCacheSection(BaseModel):
+    """`[decision_cache]`: System 2 → System 1 distillation (heartbeat §S11)."""
+
+    model_config = {"extra": "forbid"}
+    ttl_seconds: float = Field(default=1800.0, gt=0)  # §S11: 15–45 minutes
+    min_consistency: int = Field(default=3, ge=1)  # §S11: "analyzed 3+ times with consistent outputs"
+    max_drift: float = Field(default=0.20, gt=0)  # §S11: drift > 20 % invalidates
+    max_entries: int = Field(default=32, ge=1, le=256)  # keeps GolemState small
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -130,6 +162,8 @@ class GolemConfig(BaseModel):
     probes: ProbeThresholds = Field(default_factory=ProbeThresholds)
     policy: PolicySection = Field(default_factory=PolicySection)
     inference: InferenceSection = Field(default_factory=InferenceSection)
+    gating: GatingSection = Field(default_factory=GatingSection)
+    decision_cache: DecisionCacheSection = Field(default_factory=DecisionCacheSection)
 
 
 def load_config(path: str | Path) -> GolemConfig:

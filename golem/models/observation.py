@@ -68,6 +68,11 @@ class Observation(BaseModel):
     regime: MarketRegime = MarketRegime.UNKNOWN
     observed_at: str = ""  # ISO time the activity read the chain
     read_ms: float = 0.0
+    # Confirmation tracking of earlier actions (heartbeat §S10): a reorg forces T2.
+    confirmation_depth: int = 2
+    newly_confirmed_ticks: list[int] = Field(default_factory=list)
+    reorged_ticks: list[int] = Field(default_factory=list)
+    force_t2_reason: str | None = None
 
     @property
     def primary_price(self) -> float:

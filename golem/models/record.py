@@ -52,6 +52,8 @@ class ActionRecord(BaseModel):
 
 class OutcomeRecord(BaseModel):
     verified: bool
+    invariant_violations: list[str] = Field(default_factory=list)
+    verification_path: str | None = None  # the full OutcomeVerification (logs, per-action gas) on disk
     expected: str = ""
     actual: str = ""
     pnl_impact: float | None = None

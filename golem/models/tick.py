@@ -22,7 +22,7 @@ from golem.models.record import (
     RetrievedEntrySummary,
     StepTiming,
 )
-from golem.models.state import GolemState
+from golem.models.state import GatingDecision, GolemState
 
 
 class TickContext(BaseModel):
@@ -66,6 +66,7 @@ class GateResult(BaseModel):
     threshold: float
     reason: str
     forced: bool = False
+    gating: GatingDecision | None = None  # learned-gating choice + shadow baseline, for outcome feedback
 
 
 class RetrieveInput(BaseModel):
@@ -207,3 +208,4 @@ class TickResult(BaseModel):
     record_path: str = ""
     errors: list[str] = Field(default_factory=list)
     phase: str = ""
+    gating: GatingDecision | None = None
