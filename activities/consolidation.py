@@ -8,6 +8,7 @@ from golem.grimoire.dream import run_dream_replay
 from golem.grimoire.heuristics import derive_heuristics_from_episodes
 from golem.grimoire.playbook import rewrite_playbook
 from golem.models.golem import ConsolidationInput, ConsolidationResult, DreamInput, DreamResult
+from golem.safety.limits import check_playbook_delta
 from workers.services import GolemServices
 
 
@@ -23,7 +24,11 @@ class ConsolidationActivities:
         derived = derive_heuristics_from_episodes(self.s.episodes.all())
         for text, scope, episode_id in derived:
             self.s.heuristics.add_or_reinforce(text, scope, episode_id)
-        revision = rewrite_playbook(self.s.heuristics, self.s.playbook_path)
+        limits = self.s.safety.limits
+        revision = rewrite_playbook(
+            self.s.heuristics, self.s.playbook_path,
+            guard=lambda old, new: check_playbook_delta(old, new, limits).refused,
+        )
         delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
         return ConsolidationResult(
             tick=inp.tick,

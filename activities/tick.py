@@ -62,6 +62,20 @@ def bad_input(message: str, kind: str = "BadInput") -> ApplicationError:
     return ApplicationError(message, type=kind, non_retryable=True)
 
 
+def apply_must_gate(deliberation: Deliberation, must) -> Deliberation:
+    """Drop proposed calls of tools STRATEGY.md forbids, and say so; note breached MUST lines."""
+    kept = [a for a in deliberation.actions if a.tool not in must.forbidden_tools]
+    dropped = [a for a in deliberation.actions if a.tool in must.forbidden_tools]
+    if not dropped and not must.breached:
+        return deliberation
+    record = deliberation.record.model_copy(deep=True)
+    record.rejections += [f"{a.tool}: STRATEGY.md says MUST NOT {a.tool}" for a in dropped]
+    if must.breached:
+        record.reasoning_summary += " | MUST breached: " + "; ".join(must.breached)
+    record.recommends_action = record.recommends_action and bool(kept)
+    return deliberation.model_copy(update={"record": record, "actions": kept})
+
+
 class TickActivities:
     def __init__(self, services: GolemServices) -> None:
         self.s = services
@@ -142,17 +156,24 @@ class TickActivities:
 
     @activity.defn(name="decide")
     async def decide(self, inp: DecideInput) -> Deliberation:
+        ctx = inp.ctx
         try:
             strategy = self.s.load_strategy()
+            viability = await asyncio.to_thread(self.s.strategy_viability, inp.observation, ctx.state.phase)
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
+        if not viability.viable:  # rev. 10: stop trading until the owner fixes STRATEGY.md (and steers)
+            raise bad_input(f"STRATEGY_UNVIABLE: {viability.explanation()}", "StrategyUnviable")
+        # Before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run).
+        must = self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, inp.observation)
         try:
-            return await self.s.deliberator.decide(inp, strategy, self.s.playbook_text())
+            deliberation = await self.s.deliberator.decide(inp, strategy, self.s.playbook_text())
         except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
             delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
             raise ApplicationError(err.reason, type="InferenceRetryable", next_retry_delay=delay) from None
         except InferenceRejected as err:  # a bad request will not get better by retrying
             raise bad_input(err.reason, "InferenceRejected") from None
+        return apply_must_gate(deliberation, must)
 
     @activity.defn(name="simulate")
     def simulate(self, inp: SimulateInput) -> SimulationResult:

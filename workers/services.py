@@ -6,6 +6,7 @@ a record or a log line (history is visible in the Temporal UI).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -29,9 +30,11 @@ from golem.inference.llm import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig
+from golem.models.enums import BehavioralPhase
 from golem.models.record import ActionRecord, DecisionCycleRecord, OutcomeRecord
 from golem.models.tick import ProposedAction, SimulationResult, TickContext
 from golem.safety.service import SafetyService
+from golem.safety.strategy_check import StrategyValidation, validate_strategy
 
 log = logging.getLogger("golem.services")
 
@@ -65,6 +68,7 @@ class GolemServices:
         self.permits = PermitStore(self.data_dir / "permits.sqlite")
         self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")
         self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
+        self._strategy_checks: dict[str, StrategyValidation] = {}
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
         # the offline deliberator otherwise. activity.heartbeat keeps a waiting decide activity alive.
         self.deliberator, self.deliberator_reason = select_deliberator(
@@ -85,13 +89,26 @@ class GolemServices:
     def playbook_path(self) -> Path:
         return self.data_dir / "PLAYBOOK.md"
 
-    def load_strategy(self) -> Strategy:
-        """Read STRATEGY.md on every decision so owner edits apply at the next escalated tick."""
+    def strategy_text(self) -> str:
         try:
-            text = self.strategy_path.read_text()
+            return self.strategy_path.read_text()
         except FileNotFoundError:
             raise ValueError(f"{self.strategy_path}: not found. Create it (see examples/golem-home/STRATEGY.md).") from None
-        return parse_strategy(text)
+
+    def load_strategy(self) -> Strategy:
+        """Read STRATEGY.md on every decision so owner edits apply at the next escalated tick."""
+        return parse_strategy(self.strategy_text())
+
+    def strategy_viability(self, observation, phase: BehavioralPhase) -> StrategyValidation:
+        """rev. 10 pipeline (schema, consistency, range, risk, dry-run), once per version of the file."""
+        text = self.strategy_text()
+        key = f"{hashlib.sha256(text.encode()).hexdigest()}:{phase.value}"
+        if key not in self._strategy_checks:
+            self._strategy_checks[key] = validate_strategy(
+                text, self.safety.limits, observation=observation, simulate=self.simulate,
+                phase=phase,
+            )
+        return self._strategy_checks[key]
 
     def playbook_text(self) -> str:
         return self.playbook_path.read_text() if self.playbook_path.exists() else ""

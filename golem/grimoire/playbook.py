@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -95,12 +96,21 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+class PlaybookRefused(ValueError):
+    """A rewrite the safety guard refused: it would drop or loosen a safety constraint."""
+
+
 def rewrite_playbook(
-    store: HeuristicStore, path: Path, min_confidence: float = PROMOTION_THRESHOLD
+    store: HeuristicStore,
+    path: Path,
+    min_confidence: float = PROMOTION_THRESHOLD,
+    guard: Callable[[str, str], list[str]] | None = None,
 ) -> PlaybookRevision:
     """Compile PLAYBOOK.md from the store; bump the revision only when the content changes.
 
     Idempotent: a retried consolidation that finds the same heuristics keeps the revision.
+    guard(old_text, new_text) returns the reasons to refuse (PLAYBOOK evolution may never weaken a
+    safety constraint); a refused rewrite raises PlaybookRefused and leaves the file as it was.
     """
     path = Path(path)
     heuristics = store.list(min_confidence)
@@ -117,6 +127,10 @@ def rewrite_playbook(
                 changed=False,
             )
     text = _header(current + 1) + "\n" + body
+    if guard is not None:
+        refused = guard(path.read_text(encoding="utf-8") if path.exists() else "", text)
+        if refused:
+            raise PlaybookRefused("PLAYBOOK.md rewrite refused: " + "; ".join(refused))
     _atomic_write(path, text)
     return PlaybookRevision(
         revision=current + 1,

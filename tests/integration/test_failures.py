@@ -48,6 +48,20 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
         assert rec.tier == Tier.T2
         assert "health_factr" in rec.errors[0] and "line" in rec.errors[0].lower(), rec.errors
         assert rec.actions == []
+
+        # A parseable but unviable strategy (rev. 10): trading stops with the reasons recorded.
+        strategy.write_text("## Rules\n- WHEN regime == volatile THEN borrow 10 debt\n## Constraints\n- MUST NOT borrow\n")
+        await handle.signal(GolemWorkflow.steer, {"id": "st-2", "message": "reduce exposure", "severity": "high"})
+
+        def unviable():
+            for row in store.recent(20):
+                rec = store.load(row["tick"])
+                if any("STRATEGY_UNVIABLE" in e for e in rec.errors):
+                    return rec
+            return None
+
+        rec = await _wait_for(unviable, 60, "a tick that recorded STRATEGY_UNVIABLE")
+        assert "no rule can ever act" in rec.errors[0] and rec.actions == []
         strategy.write_text(good)
 
         # An RPC outage: observe fails after its retries, the tick is recorded as failed, the loop goes on.
