@@ -25,7 +25,7 @@ from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import TickFailure
-from golem.models.observation import Observation
+from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import ActionRecord, ContextBundleSummary, OutcomeRecord, RetrievedEntrySummary
 from golem.models.tick import (
     AnalyzeInput,
@@ -112,6 +112,11 @@ class TickActivities:
                 f"chain reorg re-marked ticks {reorged or report.reorg_detected_at}" if report.force_t2 else None
             ),
         )
+
+    @activity.defn(name="gamma")
+    def gamma(self, golem_id: str) -> ChainSnapshot:
+        """The gamma pulse's perception: one batched chain read, nothing else."""
+        return self.s.read_snapshot()
 
     @activity.defn(name="analyze")
     def analyze(self, inp: AnalyzeInput) -> AnalyzeResult:

@@ -39,7 +39,7 @@ def build_worker(
         task_queue=task_queue(services.config.golem.id),
         workflows=ALL_WORKFLOWS,
         activities=[
-            ticks.observe, ticks.analyze, ticks.gate, ticks.retrieve, ticks.decide, ticks.simulate,
+            ticks.observe, ticks.gamma, ticks.analyze, ticks.gate, ticks.retrieve, ticks.decide, ticks.simulate,
             ticks.validate, ticks.execute, ticks.verify, ticks.reflect, ticks.record_failure,
             consolidation.consolidate, consolidation.dream,
         ],

@@ -11,12 +11,14 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ActivityError, ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
+    from golem.cognition.budget import budget_fraction
+    from golem.cognition.clock import budget_throttle, gamma_pulse
     from golem.cognition.decision_cache import on_playbook_revision
     from golem.cognition.fold import (
         accept_intervention,
@@ -38,6 +40,12 @@ with workflow.unsafe.imports_passed_through():
     from golem.models.tick import TickContext, TickResult
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
     from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
+
+
+def new_golem_state(cfg) -> GolemState:
+    """A newborn golem: base theta, gamma at its slowest until the first pulse says otherwise."""
+    state = GolemState(golem_id=cfg.golem.id, theta_seconds=cfg.clock.theta_base_seconds)
+    return state.model_copy(update={"gamma": state.gamma.model_copy(update={"interval_seconds": cfg.clock.gamma_max_seconds})})
 
 
 def tick_workflow_id(golem_id: str, tick: int) -> str:
@@ -113,7 +121,7 @@ class GolemWorkflow:
         cfg = inp.config
         self._cfg = cfg
         golem_id = cfg.golem.id
-        self._state = inp.state or GolemState(golem_id=golem_id, theta_seconds=cfg.clock.theta_base_seconds)
+        self._state = inp.state or new_golem_state(cfg)
 
         while inp.max_ticks is None or self._state.tick < inp.max_ticks:
             if should_dream(self._state, cfg.clock):
@@ -131,18 +139,52 @@ class GolemWorkflow:
 
             if inp.max_ticks is not None and self._state.tick >= inp.max_ticks:
                 break
-            # Theta clock: sleep the adaptive interval, but wake at once when a steer arrives.
+            # Theta clock: sleep the adaptive interval, but wake at once when a steer arrives. Inside a
+            # long theta wait the gamma pulse (5–15 s) resolves predictions and updates fast state.
             self._activity = "waiting"
-            try:
-                await workflow.wait_condition(
-                    lambda: bool(self._state.pending_steers),
-                    timeout=timedelta(seconds=self._state.theta_seconds),
-                )
-            except TimeoutError:
-                pass
+            await self._wait_theta(cfg)
         self._activity = "stopped"
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._state
+
+    async def _wait_theta(self, cfg) -> None:
+        deadline = workflow.now() + timedelta(seconds=self._state.theta_seconds)
+        while not self._state.pending_steers:
+            remaining = (deadline - workflow.now()).total_seconds()
+            if remaining <= 0:
+                return
+            gamma_due = self._state.gamma.interval_seconds
+            use_gamma = gamma_due < remaining and workflow.patched("gamma-clock")
+            try:
+                await workflow.wait_condition(
+                    lambda: bool(self._state.pending_steers),
+                    timeout=timedelta(seconds=gamma_due if use_gamma else remaining),
+                )
+                return  # a steer arrived
+            except TimeoutError:
+                if not use_gamma:
+                    return
+            await self._gamma(cfg)
+
+    async def _gamma(self, cfg) -> None:
+        """One gamma pulse: a chain read, then pure state updates (heartbeat "Three Concurrent Scales")."""
+        try:
+            snapshot = await workflow.execute_activity_method(
+                TickActivities.gamma, self._state.golem_id, task_queue=f"golem-{self._state.golem_id}",
+                start_to_close_timeout=timedelta(seconds=cfg.heartbeat.step_timeout_seconds),
+                retry_policy=RetryPolicy(maximum_attempts=2),
+            )
+        except ActivityError as err:  # perception is best effort; the next theta tick reads again
+            workflow.logger.warning("gamma read failed: %s", err.cause or err)
+            return
+        fraction = budget_fraction(self._state.daily_spend_usd, cfg.heartbeat)
+        factor = budget_throttle(fraction, cfg.heartbeat.cost_warning_threshold, cfg.heartbeat.cost_soft_cap_threshold)
+        self._state, report = gamma_pulse(
+            self._state, snapshot, workflow.now().timestamp(), cfg.probes, budget_factor=factor,
+            gamma_min=cfg.clock.gamma_min_seconds, gamma_max=cfg.clock.gamma_max_seconds,
+        )
+        if report.violations:
+            workflow.logger.info("gamma: %s prediction violations", report.violations)
 
     async def _tick(self, cfg) -> None:
         s = self._state

@@ -253,3 +253,22 @@ async def test_killing_worker_mid_tick_loses_no_tick_and_sends_no_tx_twice(tempo
     assert sorted(ticks + failed) == list(range(16)), "no tick lost: each has a record or a recorded failure"
     _assert_each_intent_sent_once(w3, rig.data_dir, w3.eth.get_transaction_count(account) - nonce_before)
     assert any(store.load(t).actions for t in ticks), "the run acted on chain, so the kill test covered the write path"
+
+
+async def test_gamma_pulse_runs_inside_a_long_theta_wait(temporal_client, tmp_path):
+    rig = make_rig(tmp_path, "gamma-golem", "calm", theta=2.0,
+                   clock={"theta_min_seconds": 2.0, "theta_max_seconds": 2.0, "gamma_min_seconds": 0.3,
+                          "gamma_max_seconds": 0.5})
+    try:
+        rig.start_market(interval=0.2)
+        async with in_process_worker(temporal_client, rig):
+            handle = await rig.start_golem(temporal_client, max_ticks=3)
+            final = await asyncio.wait_for(handle.result(), timeout=120)
+        assert final.gamma.resolved > 0, "gamma pulses resolved their predictions between theta ticks"
+        assert 0.3 <= final.gamma.interval_seconds <= 0.5
+        history = await handle.fetch_history()
+        assert sum(1 for e in history.events if e.activity_task_scheduled_event_attributes.activity_type.name == "gamma") >= 3
+        ok, detail = await replay_history(history)
+        assert ok, detail
+    finally:
+        rig.stop()
