@@ -8,6 +8,7 @@ Bad input raises a non-retryable ApplicationError whose message says what to fix
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from datetime import datetime, timedelta, timezone
@@ -16,17 +17,27 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from golem.cognition.budget import apply_budget, daily_spend_on
+from golem.cognition.decision_cache import cache_conditions, lookup, pattern_hash, record_decision
 from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
+from golem.grimoire.playbook import read_revision
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import TickFailure
 from golem.models.observation import ChainSnapshot, Observation
-from golem.models.record import ActionRecord, ContextBundleSummary, OutcomeRecord, RetrievedEntrySummary
+from golem.models.record import (
+    ActionRecord,
+    ContextBundleSummary,
+    DeliberationRecord,
+    OutcomeRecord,
+    RetrievedEntrySummary,
+    ToolCallRecord,
+)
+from golem.models.state import DecisionCacheState
 from golem.models.tick import (
     AnalyzeInput,
     AnalyzeResult,
@@ -37,6 +48,7 @@ from golem.models.tick import (
     GateInput,
     GateResult,
     ObserveInput,
+    ProposedAction,
     ReflectInput,
     RetrievedKnowledge,
     RetrieveInput,
@@ -74,6 +86,11 @@ def apply_must_gate(deliberation: Deliberation, must) -> Deliberation:
         record.reasoning_summary += " | MUST breached: " + "; ".join(must.breached)
     record.recommends_action = record.recommends_action and bool(kept)
     return deliberation.model_copy(update={"record": record, "actions": kept})
+
+
+def canonical_actions(actions: list[ProposedAction]) -> str:
+    """The cache's action string: the decision as JSON, so a hit can be executed as decided."""
+    return json.dumps([{"tool": a.tool, "arguments": a.arguments} for a in actions], sort_keys=True)
 
 
 class TickActivities:
@@ -171,6 +188,14 @@ class TickActivities:
             raise bad_input(f"STRATEGY_UNVIABLE: {viability.explanation()}", "StrategyUnviable")
         # Before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run).
         must = self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, inp.observation)
+        # §S11: the same pattern decided consistently before is answered by System 1, never when the owner
+        # is speaking (steers, follow-ups) — those always get fresh thought.
+        cache_key = self._cache_key(inp)
+        cache, hit = ctx.state.decision_cache, None
+        if not inp.steers and not inp.followups:
+            cache, hit = self._cache_lookup(inp, cache_key)
+        if hit is not None:
+            return apply_must_gate(hit.model_copy(update={"decision_cache": cache}), must)
         try:
             deliberation = await self.s.deliberator.decide(inp, strategy, self.s.playbook_text())
         except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
@@ -178,7 +203,35 @@ class TickActivities:
             raise ApplicationError(err.reason, type="InferenceRetryable", next_retry_delay=delay) from None
         except InferenceRejected as err:  # a bad request will not get better by retrying
             raise bad_input(err.reason, "InferenceRejected") from None
-        return apply_must_gate(deliberation, must)
+        cache = record_decision(
+            cache, cache_key[0], canonical_actions(deliberation.actions), cache_key[1],
+            mental_models=[], now=cache_key[2], tick=ctx.tick, regime=inp.observation.regime.value,
+            playbook_revision=cache_key[3], context_policy_revision=0, cfg=ctx.config.decision_cache,
+        )
+        return apply_must_gate(deliberation.model_copy(update={"decision_cache": cache}), must)
+
+    def _cache_key(self, inp: DecideInput) -> tuple[str, dict[str, float], float, int]:
+        hist = inp.ctx.state.price_history
+        now = datetime.fromisoformat(inp.ctx.started_at).timestamp() if inp.ctx.started_at else time.time()
+        return (pattern_hash(inp.observation, hist[-1] if hist else None), cache_conditions(inp.observation), now,
+                read_revision(self.s.playbook_path))
+
+    def _cache_lookup(self, inp: DecideInput, key) -> tuple[DecisionCacheState, Deliberation | None]:
+        ctx = inp.ctx
+        cache, found = lookup(
+            ctx.state.decision_cache, key[0], key[1], now=key[2], regime=inp.observation.regime.value,
+            playbook_revision=key[3], context_policy_revision=0, cfg=ctx.config.decision_cache,
+        )
+        if not found.hit:
+            return cache, None
+        actions = [ProposedAction(action_index=i, **a) for i, a in enumerate(json.loads(found.decision.consistent_action))]
+        record = DeliberationRecord(
+            model="decision-cache", tier=inp.tier, recommends_action=bool(actions), confidence=1.0,
+            decision="; ".join(f"{a.tool} {a.arguments}" for a in actions) or "hold",
+            reasoning_summary=f"System 1 reuse of a consistent System 2 decision (pattern {key[0]}): {found.reason}",
+            tool_calls=[ToolCallRecord(tool_name=a.tool, arguments=a.arguments) for a in actions],
+        )
+        return cache, Deliberation(record=record, actions=actions)
 
     @activity.defn(name="simulate")
     def simulate(self, inp: SimulateInput) -> SimulationResult:
@@ -240,6 +293,7 @@ class TickActivities:
                 record.total_cost += evaluation.cost
         result = await asyncio.to_thread(self._persist, record)
         result.gating = inp.gate.gating  # folded into the learned-gating log for delta feedback
+        result.decision_cache = inp.deliberation.decision_cache if inp.deliberation else None
         return result
 
     def _persist(self, record) -> TickResult:

@@ -101,6 +101,9 @@ async def _status(args) -> int:
         f"\n    - [{s.severity}] {s.message} ({s.id})" for s in st.pending_steers))
     print(f"  follow-ups: {len(st.pending_followups)} pending" + "".join(
         f"\n    - [{f.window}] {f.message} ({f.id})" for f in st.pending_followups))
+    dc = st.decision_cache
+    print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
+          f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
     for r in st.rejected_interventions:
         print(f"  rejected {r.kind}: {r.reason}")
     if st.failed_ticks:

@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
     from golem.cognition.budget import budget_fraction
     from golem.cognition.clock import budget_throttle, gamma_pulse
-    from golem.cognition.decision_cache import on_playbook_revision
+    from golem.cognition.decision_cache import hit_rate_report, on_playbook_revision
     from golem.cognition.fold import (
         accept_intervention,
         fold_tick_failure,
@@ -109,6 +109,8 @@ class GolemWorkflow:
             rejected_interventions=s.rejected_interventions[-5:],
             failed_ticks=s.failed_ticks[-10:],
             run_ticks=self._run_ticks,
+            decision_cache=hit_rate_report(s.decision_cache),
+            learned_gating_active=self._cfg is not None and s.tick >= self._cfg.gating.cold_start_ticks,
         )
 
     @workflow.query
@@ -120,7 +122,6 @@ class GolemWorkflow:
     async def run(self, inp: GolemWorkflowInput) -> GolemState:
         cfg = inp.config
         self._cfg = cfg
-        golem_id = cfg.golem.id
         self._state = inp.state or new_golem_state(cfg)
 
         while inp.max_ticks is None or self._state.tick < inp.max_ticks:
@@ -208,6 +209,8 @@ class GolemWorkflow:
             self._state = fold_tick_result(
                 self._state, result, workflow.now().isoformat(), cfg.clock, cfg.heartbeat, result.gating, cfg.gating
             )
+            if result.decision_cache is not None:
+                self._state = self._state.model_copy(update={"decision_cache": result.decision_cache})
         except ChildWorkflowError as err:
             # A failed tick is recorded and the loop goes on; pending steers stay pending.
             self._child = None

@@ -32,6 +32,8 @@ class GolemStatus(BaseModel):
     rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)
     failed_ticks: list[int] = Field(default_factory=list)
     run_ticks: int = 0  # ticks in this run (before continue-as-new)
+    decision_cache: dict = Field(default_factory=dict)  # §S11 lookups, hits, hit_rate, entries, invalidations
+    learned_gating_active: bool = False  # past the cold start: Hedge + Thompson choose the tier
 
 
 class ConsolidationInput(BaseModel):

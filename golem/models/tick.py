@@ -22,7 +22,7 @@ from golem.models.record import (
     RetrievedEntrySummary,
     StepTiming,
 )
-from golem.models.state import GatingDecision, GolemState
+from golem.models.state import DecisionCacheState, GatingDecision, GolemState
 
 
 class TickContext(BaseModel):
@@ -105,6 +105,7 @@ class Deliberation(BaseModel):
     record: DeliberationRecord
     actions: list[ProposedAction] = Field(default_factory=list)
     context: ContextBundleSummary | None = None  # the workspace's category → tokens
+    decision_cache: DecisionCacheState | None = None  # the cache after this tick's lookup / record (§S11)
 
 
 class SimulatedAction(BaseModel):
@@ -209,3 +210,4 @@ class TickResult(BaseModel):
     errors: list[str] = Field(default_factory=list)
     phase: str = ""
     gating: GatingDecision | None = None
+    decision_cache: DecisionCacheState | None = None

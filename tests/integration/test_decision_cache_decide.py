@@ -1,0 +1,44 @@
+"""§S11 through the real decide activity: a pattern decided the same way three times is answered from
+the cache the fourth time; a steer always gets fresh thought."""
+
+from __future__ import annotations
+
+import pytest
+
+from activities.tick import TickActivities
+from golem.models.enums import Tier
+from golem.models.interventions import Steer
+from golem.models.state import GolemState
+from golem.models.tick import DecideInput, ObserveInput, TickContext
+from tests.integration.golem_rig import make_rig
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def rig(tmp_path):
+    rig = make_rig(tmp_path, "cache-golem", "calm")
+    yield rig
+    rig.stop()
+
+
+async def test_consistent_decisions_are_cached_and_steers_bypass_the_cache(rig):
+    acts = TickActivities(rig.services())
+    state = GolemState(golem_id=rig.golem_id)
+    ctx = TickContext(golem_id=rig.golem_id, tick=1, config=rig.config, state=state,
+                      started_at="2026-11-22T00:00:00+00:00")
+    obs = acts.observe(ObserveInput(ctx=ctx))
+    models = []
+    for tick in range(1, 6):
+        ctx = ctx.model_copy(update={"tick": tick, "state": state})
+        d = await acts.decide(DecideInput(ctx=ctx, observation=obs, tier=Tier.T1, prediction_error=0.4))
+        models.append(d.record.model)
+        state = state.model_copy(update={"decision_cache": d.decision_cache})
+    assert models[:3] == ["offline-deliberator"] * 3
+    assert models[3:] == ["decision-cache"] * 2, models
+    assert state.decision_cache.hits == 2 and state.decision_cache.lookups == 5
+
+    steer = Steer(id="s", message="reduce exposure", severity="high")
+    ctx = ctx.model_copy(update={"tick": 6, "state": state})
+    d = await acts.decide(DecideInput(ctx=ctx, observation=obs, tier=Tier.T2, prediction_error=0.4, steers=[steer]))
+    assert d.record.model == "offline-deliberator" and d.actions, "the owner's steer is thought about afresh"
