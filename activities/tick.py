@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from golem.cognition.backpressure import merge_into_observation
 from golem.cognition.budget import apply_budget, daily_spend_on
 from golem.cognition.decision_cache import cache_conditions, lookup, pattern_hash, record_decision
 from golem.cognition.learned_gating import gate_tick, tick_seed
@@ -107,6 +108,8 @@ class TickActivities:
             kill_switch_triggered=os.path.exists(ctx.config.probes.kill_switch_path),
             daily_spend=daily_spend_on(ctx.state, ctx.started_at), heartbeat=ctx.config.heartbeat,
         )
+        if ctx.carried_probes:  # ticks dropped by backpressure: highest severity wins (§S12)
+            probes = merge_into_observation(probes, ctx.carried_probes)
         regime, _ = detect_regime(
             [*ctx.state.price_history, snapshot.pool.price], ctx.state.range_bound_run, ctx.state.regime
         )

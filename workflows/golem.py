@@ -17,6 +17,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
+    from golem.cognition.backpressure import dequeue, enqueue
     from golem.cognition.budget import budget_fraction
     from golem.cognition.clock import budget_throttle, gamma_pulse
     from golem.cognition.decision_cache import hit_rate_report, on_playbook_revision
@@ -36,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         TickFailure,
     )
     from golem.models.interventions import summarize
-    from golem.models.state import FsmState, GolemState
+    from golem.models.state import FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
     from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
@@ -140,6 +141,10 @@ class GolemWorkflow:
 
             if inp.max_ticks is not None and self._state.tick >= inp.max_ticks:
                 break
+            # Theta triggers that fell due while the tick ran are queued (§S12 backpressure): the next
+            # tick starts at once instead of waiting again.
+            if self._state.tick_queue.pending and workflow.patched("backpressure"):
+                continue
             # Theta clock: sleep the adaptive interval, but wake at once when a steer arrives. Inside a
             # long theta wait the gamma pulse (5–15 s) resolves predictions and updates fast state.
             self._activity = "waiting"
@@ -191,7 +196,12 @@ class GolemWorkflow:
         s = self._state
         n = s.tick
         wid = tick_workflow_id(s.golem_id, n)
-        ctx = TickContext(golem_id=s.golem_id, tick=n, config=cfg, state=s, started_at=workflow.now().isoformat())
+        queue, trigger = dequeue(s.tick_queue)
+        carried = trigger.probes if trigger else []
+        self._state = s = s.model_copy(update={"tick_queue": queue})
+        started = workflow.now()
+        ctx = TickContext(golem_id=s.golem_id, tick=n, config=cfg, state=s, started_at=started.isoformat(),
+                          carried_probes=carried)
         self._activity = "ticking"
         self._child_id = wid
         try:
@@ -211,6 +221,7 @@ class GolemWorkflow:
             )
             if result.decision_cache is not None:
                 self._state = self._state.model_copy(update={"decision_cache": result.decision_cache})
+            self._queue_missed_triggers(started, s.theta_seconds)
         except ChildWorkflowError as err:
             # A failed tick is recorded and the loop goes on; pending steers stay pending.
             self._child = None
@@ -226,6 +237,18 @@ class GolemWorkflow:
             except Exception as rec_err:  # recording is best effort; the failure is also in state
                 workflow.logger.error("could not record failure of tick %s: %s", n, rec_err)
             self._state = fold_tick_failure(self._state, n, reason, wid, "", workflow.now().isoformat())
+
+    def _queue_missed_triggers(self, started, theta: float) -> None:
+        """A tick that overran theta missed triggers: queue them (max 3, oldest dropped, §S12)."""
+        missed = int((workflow.now() - started).total_seconds() // max(theta, 1e-3))
+        if not missed or not workflow.patched("backpressure"):
+            return
+        queue = self._state.tick_queue
+        for _ in range(missed):
+            queue, events = enqueue(queue, PendingTick(trigger="theta", enqueued_at=workflow.now().timestamp()))
+            for event in events:
+                workflow.logger.warning("%s: %s", event.kind, event.detail)
+        self._state = self._state.model_copy(update={"tick_queue": queue})
 
     async def _consolidate(self, cfg) -> None:
         s = self._state

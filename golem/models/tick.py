@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from golem.models.config import GolemConfig
 from golem.models.enums import Tier
 from golem.models.interventions import FollowUp, Steer
-from golem.models.observation import Observation
+from golem.models.observation import Observation, ProbeResult
 from golem.models.record import (
     ActionRecord,
     ContextBundleSummary,
@@ -34,6 +34,7 @@ class TickContext(BaseModel):
     state: GolemState
     started_at: str = ""  # workflow.now() at tick start, ISO
     rerun_of: str | None = None  # workflow id of the failed tick this re-executes
+    carried_probes: list[ProbeResult] = Field(default_factory=list)  # from ticks dropped by backpressure (§S12)
 
     @property
     def task_queue(self) -> str:

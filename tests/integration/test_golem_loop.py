@@ -272,3 +272,19 @@ async def test_gamma_pulse_runs_inside_a_long_theta_wait(temporal_client, tmp_pa
         assert ok, detail
     finally:
         rig.stop()
+
+
+async def test_ticks_that_overrun_theta_queue_and_drop_triggers(temporal_client, tmp_path):
+    # theta 50 ms, ticks take ~150 ms: triggers pile up, at most 3 wait, the oldest are dropped (§S12).
+    rig = make_rig(tmp_path, "busy-golem", "calm", theta=0.05,
+                   clock={"theta_min_seconds": 0.05, "theta_max_seconds": 0.05})
+    try:
+        async with in_process_worker(temporal_client, rig):
+            handle = await rig.start_golem(temporal_client, max_ticks=8)
+            final = await asyncio.wait_for(handle.result(), timeout=120)
+        q = final.tick_queue
+        assert q.warnings > 0 and q.dropped > 0, q
+        assert len(q.pending) <= 3
+        assert CycleStore(rig.data_dir).count() == 8, "queued triggers run as ticks; none is lost silently"
+    finally:
+        rig.stop()

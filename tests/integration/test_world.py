@@ -18,7 +18,7 @@ from web3.exceptions import ContractLogicError
 from golem.chain.contracts import Deployment, contract
 from golem.chain.reader import ChainReadError, read_snapshot
 from golem.chain.web3client import make_web3
-from golem.world.deploy import GAS_CALL, TxSender, deploy_world, wait_all, TxFailed
+from golem.world.deploy import GAS_CALL, TxFailed, TxSender, deploy_world, wait_all
 from golem.world.simulator import MarketSimulator, SimulatorError, oracle_path
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from golem.chain.tools import parse_arguments
 from golem.inference.decision import parse_decision
 from golem.inference.evaluator import evaluate_outcome, external_assessment
 from golem.inference.session import SessionError, SessionTree
 from golem.inference.workspace import approx_tokens, fit
-from golem.chain.tools import parse_arguments
-from golem.models.record import DeliberationRecord, OutcomeRecord
 from golem.models.enums import Tier
+from golem.models.record import DeliberationRecord, OutcomeRecord
 from golem.models.tick import ProposedAction
 from tests.unit.inference_fakes import FakeMessagesAPI, message, router, tool_use
 
