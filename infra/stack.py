@@ -50,7 +50,23 @@ def ensure_world(rpc_url: str, data_dir: Path):
     return dep, True
 
 
-async def ensure_golem_running(address: str, config) -> str:
+def inherited_state(config, data_dir: Path):
+    """A newborn golem's state, seeded with a staged gating inheritance package if there is one
+    (`golem gating import FILE`); None when nothing is staged."""
+    import json
+
+    from golem.cognition.commands import INHERITANCE_FILE
+    from golem.cognition.learned_gating import import_package
+    from workflows.golem import new_golem_state
+
+    path = data_dir / INHERITANCE_FILE
+    if not path.exists():
+        return None
+    state = new_golem_state(config)
+    return state.model_copy(update={"learned_gating": import_package(json.loads(path.read_text()))})
+
+
+async def ensure_golem_running(address: str, config, data_dir: Path | None = None) -> str:
     """Start GolemWorkflow, or resume the running one; a closed one restarts from its last state."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
@@ -68,15 +84,15 @@ async def ensure_golem_running(address: str, config) -> str:
         if desc.status == WorkflowExecutionStatus.RUNNING:
             return "resumed"
         state = await handle.query(GolemWorkflow.state)
-    except RPCError:
-        pass  # never started
+    except RPCError:  # never started: a newborn, possibly with an inherited gating package
+        state = inherited_state(config, data_dir) if data_dir else None
     await client.start_workflow(
         GolemWorkflow.run,
         GolemWorkflowInput(config=config, state=state),
         id=wid,
         task_queue=f"golem-{config.golem.id}",
     )
-    return "restarted" if state else "started"
+    return "restarted" if state and state.tick else "started"
 
 
 def _spawn(cmd: list[str], log_path: Path, env: dict | None = None) -> subprocess.Popen:
@@ -134,7 +150,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
         worker = _spawn([sys.executable, "-m", "golem.cli", "worker", "--home", str(home), "--data", str(data_dir)],
                         logs / "worker.log", env=env)
-        how = asyncio.run(ensure_golem_running(temporal.address, config))
+        how = asyncio.run(ensure_golem_running(temporal.address, config, data_dir))
         print(
             f"\ngolem '{config.golem.id}' {how}: workflow golem-{config.golem.id}\n"
             f"  Temporal Web UI: {temporal.ui_url}/namespaces/default/workflows\n"
