@@ -142,7 +142,9 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         interval = sim_interval or max(config.clock.theta_base_seconds / 2, 0.5)
         sim = _spawn(
             [sys.executable, "-m", "golem.world.simulator", "--rpc", config.chain.rpc_url,
-             "--deployment", str(data_dir / "deployment.json"), "--scenario", scenario, "--interval", str(interval)],
+             "--deployment", str(data_dir / "deployment.json"), "--scenario", scenario, "--interval", str(interval),
+             # the crash comes after ~20 ticks, once the golem knows what calm looks like
+             "--crash-after", str(int(20 * config.clock.theta_base_seconds / interval))],
             logs / "simulator.log",
         )
         env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address, GOLEM_DATA=str(data_dir),
