@@ -140,7 +140,7 @@ class TickActivities:
 
     @activity.defn(name="analyze")
     def analyze(self, inp: AnalyzeInput) -> AnalyzeResult:
-        pe, sources = compute_prediction_error(inp.ctx.state, inp.observation)
+        pe, sources = compute_prediction_error(inp.ctx.state, inp.observation, inp.ctx.config.oracle.enabled)
         return AnalyzeResult(prediction_error=pe, sources=sources)
 
     @activity.defn(name="gate")

@@ -66,8 +66,15 @@ def regime_changed(before: MarketRegime, now: MarketRegime) -> bool:
     return True
 
 
-def compute_prediction_error(state: GolemState, observation: Observation) -> tuple[float, dict[str, float]]:
-    """(prediction error in [0, 1], per-source contributions before the cap)."""
+def compute_prediction_error(
+    state: GolemState, observation: Observation, oracle_enabled: bool = True
+) -> tuple[float, dict[str, float]]:
+    """(prediction error in [0, 1], per-source contributions before the cap).
+
+    With the oracle off (`[oracle] enabled = false`) §S4's signal-only fallback applies:
+    error = max(regime_change_severity, normalized_anomaly_count, position_health_delta, pheromone_threat)."""
+    if not oracle_enabled:
+        return signal_only_prediction_error(state, observation)
     src = dict.fromkeys(SOURCES, 0.0)
 
     expected = expected_price(state)
@@ -96,3 +103,19 @@ def compute_prediction_error(state: GolemState, observation: Observation) -> tup
 
     pe = min(sum(src.values()), 1.0)
     return pe, {k: round(v, 6) for k, v in src.items()}
+
+
+def signal_only_prediction_error(state: GolemState, observation: Observation) -> tuple[float, dict[str, float]]:
+    """§S4 oracle-off fallback: weaker than oracle-derived error but enough to drive the gate."""
+    health = 0.0
+    for pos in observation.snapshot.positions:
+        prev = state.position_health.get(pos.id)
+        if pos.health_factor is not None and prev is not None:
+            health = max(health, abs(pos.health_factor - prev))
+    src = {
+        "regime_change": 1.0 if regime_changed(state.regime, observation.regime) else 0.0,
+        "probe_anomalies": min(len(observation.anomalies), MAX_ANOMALIES) / MAX_ANOMALIES,
+        "position_health_delta": min(health, 1.0),
+        "pheromone_threat": min(max_pheromone_threat(state), 1.0),
+    }
+    return max(src.values()), {k: round(v, 6) for k, v in src.items()}

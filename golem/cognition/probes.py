@@ -151,8 +151,38 @@ def rsi(prices: list[float], period: int = RSI_PERIOD) -> float | None:
     return 100.0 - 100.0 / (1.0 + gain / loss)
 
 
+MACD_FAST, MACD_SLOW, MACD_SIGNAL = 12, 26, 9  # the classic MACD(12, 26, 9)
+
+
+def _ema(values: list[float], period: int) -> list[float]:
+    k = 2.0 / (period + 1.0)
+    out = [values[0]]
+    for v in values[1:]:
+        out.append(out[-1] + k * (v - out[-1]))
+    return out
+
+
+def macd_histogram(prices: list[float]) -> float | None:
+    """MACD line minus its signal line; None until slow + signal prices exist."""
+    if len(prices) < MACD_SLOW + MACD_SIGNAL:
+        return None
+    line = [f - s for f, s in zip(_ema(prices, MACD_FAST), _ema(prices, MACD_SLOW))]
+    return line[-1] - _ema(line, MACD_SIGNAL)[-1]
+
+
+def macd_divergence(prices: list[float]) -> bool:
+    """Momentum disagrees with the move: price up over the RSI window while the MACD histogram is
+    negative, or down while it is positive (the "divergence from mean" of the §S9 RSI/MACD row)."""
+    hist = macd_histogram(prices)
+    if hist is None or len(prices) < RSI_PERIOD + 1:
+        return False
+    move = prices[-1] - prices[-(RSI_PERIOD + 1)]
+    return (move > 0 > hist) or (move < 0 < hist)
+
+
 def probe_rsi(snapshot: ChainSnapshot, state: GolemState) -> ProbeResult:
-    """RSI-14 over price history + this tick's price. Low outside 30–70, High outside 20–80 (§S9 RSI row)."""
+    """RSI-14 over price history + this tick's price. Low outside 30–70, High outside 20–80 (§S9 RSI
+    row); a MACD(12,26,9) divergence from the price move is at least Low."""
     prices = [*state.price_history, snapshot.pool.price]
     value = rsi(prices)
     if value is None:
@@ -165,8 +195,11 @@ def probe_rsi(snapshot: ChainSnapshot, state: GolemState) -> ProbeResult:
     else:
         sev = ProbeSeverity.NONE
     label = "oversold" if value < 50 else "overbought"
-    return ProbeResult(probe="rsi", severity=sev, value=round(value, 3), threshold=RSI_LOW_BAND[1],
-                       detail=f"RSI-{RSI_PERIOD} {value:.1f}" + (f" ({label})" if sev != ProbeSeverity.NONE else ""))
+    detail = f"RSI-{RSI_PERIOD} {value:.1f}" + (f" ({label})" if sev != ProbeSeverity.NONE else "")
+    if macd_divergence(prices):
+        sev = max(sev, ProbeSeverity.LOW, key=lambda x: x.rank)
+        detail += "; MACD diverges from the price move"
+    return ProbeResult(probe="rsi", severity=sev, value=round(value, 3), threshold=RSI_LOW_BAND[1], detail=detail)
 
 
 # §S9 credit balance row: Low when the partition has < 20 % left, High < 10 %.

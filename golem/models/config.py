@@ -153,6 +153,13 @@ class DecisionCacheSection(BaseModel):
     max_entries: int = Field(default=32, ge=1, le=256)  # keeps GolemState small
 
 
+class OracleSection(BaseModel):
+    """`[oracle]`: with the oracle off, prediction error uses §S4's signal-only fallback."""
+
+    model_config = {"extra": "forbid"}
+    enabled: bool = True
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -163,6 +170,7 @@ class GolemConfig(BaseModel):
     policy: PolicySection = Field(default_factory=PolicySection)
     inference: InferenceSection = Field(default_factory=InferenceSection)
     gating: GatingSection = Field(default_factory=GatingSection)
+    oracle: OracleSection = Field(default_factory=OracleSection)
     decision_cache: DecisionCacheSection = Field(default_factory=DecisionCacheSection)
 
 

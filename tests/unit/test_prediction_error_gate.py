@@ -272,3 +272,26 @@ def test_theta_always_within_bounds(regime, tier, fraction):
     recent = [TickSummary(tick=0, tier=tier)] if tier else []
     s = GolemState(golem_id="t", regime=regime, recent_ticks=recent)
     assert 30 <= theta_interval_seconds(s, CLOCK, fraction) <= 120
+
+
+def test_oracle_off_fallback_is_the_max_of_the_signals():
+    from golem.cognition.prediction_error import compute_prediction_error
+    from golem.models.enums import MarketRegime, ProbeSeverity
+    from golem.models.observation import Anomaly, ChainSnapshot, Observation, PoolState, PositionState
+    from golem.models.state import GolemState
+
+    snap = ChainSnapshot(chain_id=1, block_number=1, block_timestamp=1, gas_price_gwei=1.0, oracle_price=2000.0,
+                         pool=PoolState(address="0x", token0="WETH", token1="USDC", reserve0=1, reserve1=2000,
+                                        price=2000.0, tvl=4000.0),
+                         positions=[PositionState(id="p", health_factor=1.5)])
+    state = GolemState(golem_id="g", regime=MarketRegime.RANGE_BOUND, position_health={"p": 1.8},
+                       price_history=[1000.0])
+    anomalies = [Anomaly(probe="x", severity=ProbeSeverity.LOW, description="d")] * 2
+    obs = Observation(snapshot=snap, anomalies=anomalies, regime=MarketRegime.RANGE_BOUND)
+    pe, src = compute_prediction_error(state, obs, oracle_enabled=False)
+    assert pe == pytest.approx(0.4) and src["probe_anomalies"] == pytest.approx(0.4)  # 2 of 5 anomalies
+    assert src["position_health_delta"] == pytest.approx(0.3)
+    # the price doubled, but without an oracle there is no price prediction to diverge from
+    assert "price_divergence" not in src
+    volatile = obs.model_copy(update={"regime": MarketRegime.VOLATILE})
+    assert compute_prediction_error(state, volatile, oracle_enabled=False)[0] == 1.0

@@ -165,3 +165,14 @@ def test_quiet_noise_does_not_flip_trends():
         seen.add(regime)
     assert seen <= {MarketRegime.UNKNOWN, MarketRegime.RANGE_BOUND}
     assert regime == MarketRegime.RANGE_BOUND
+
+
+def test_macd_divergence_flags_a_rise_on_fading_momentum():
+    from golem.cognition.probes import macd_divergence, macd_histogram
+
+    assert macd_histogram([100.0] * 20) is None
+    assert not macd_divergence([100.0 + i for i in range(40)])  # steady rise: momentum agrees
+    # a steep rally, then a crawl higher: price still up over 14 ticks, momentum (histogram) negative
+    fading = [100.0 + 5 * i for i in range(30)] + [245.0 + 0.5 * i for i in range(14)]
+    assert fading[-1] > fading[-15] and macd_histogram(fading) < 0
+    assert macd_divergence(fading)
