@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         fold_tick_result,
         should_dream,
         should_run_delta,
+        steers_to_followups,
     )
     from golem.cognition.learned_gating import learn_at_delta
     from golem.models.golem import (
@@ -219,6 +220,7 @@ class GolemWorkflow:
             self._state = fold_tick_result(
                 self._state, result, workflow.now().isoformat(), cfg.clock, cfg.heartbeat, result.gating, cfg.gating
             )
+            self._state = steers_to_followups(self._state, result.steers_to_followups)
             if result.decision_cache is not None:
                 self._state = self._state.model_copy(update={"decision_cache": result.decision_cache})
             self._queue_missed_triggers(started, s.theta_seconds)

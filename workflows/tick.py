@@ -61,6 +61,7 @@ class ThetaTickWorkflow:
         self._timings: list[StepTiming] = []
         self._interrupt_steers: list[Steer] = []
         self._cancel_reason: str | None = None
+        self._steers_to_followups: list[str] = []
         # What the escalated steps produced so far (kept when a later step fails).
         self._retrieved: RetrievedKnowledge | None = None
         self._deliberation: Deliberation | None = None
@@ -92,7 +93,8 @@ class ThetaTickWorkflow:
         elif state in (HeartbeatState.SIMULATING, HeartbeatState.VALIDATING) and steer.severity.rank >= SteerSeverity.HIGH.rank:
             # Nothing is sent yet: a high-severity steer cancels the whole write path.
             self._cancel_reason = f"steer {steer.id}: {steer.message}"
-        # Otherwise (low severity while acting) it stays pending in GolemWorkflow: the next tick takes it.
+        elif state == HeartbeatState.EXECUTING:
+            self._steers_to_followups.append(steer.id)  # low severity while acting: queued as a follow-up
 
     # ---- helpers ---------------------------------------------------------------------------
     def _enter(self, state: HeartbeatState, substate: str = "Normal") -> None:
@@ -188,6 +190,7 @@ class ThetaTickWorkflow:
             if deliberation is not None
             else [f.id for f in followups if f.window.value == "next-reflect"]
         )
+        result.steers_to_followups = self._steers_to_followups
         self._enter(HeartbeatState.IDLE)
         return result
 

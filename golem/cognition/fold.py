@@ -16,7 +16,7 @@ from golem.cognition.learned_gating import note_gating_outcome
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
 from golem.models.config import ClockSection, GatingSection, HeartbeatSection
-from golem.models.enums import MarketRegime, Tier
+from golem.models.enums import DeliveryWindow, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
 from golem.models.state import GAS_HISTORY_LEN, PRICE_HISTORY_LEN, GatingDecision, GolemState, TickSummary
 from golem.models.tick import TickResult
@@ -206,3 +206,18 @@ def note_delta_run(state: GolemState) -> GolemState:
 def note_dream_run(state: GolemState) -> GolemState:
     """After a dream cycle completed at the current tick."""
     return state.model_copy(update={"last_dream_tick": state.tick, "dreaming": False}, deep=True)
+
+
+def steers_to_followups(state: GolemState, steer_ids: list[str]) -> GolemState:
+    """§S7: a low-severity steer that arrived while the golem was Executing does not interrupt; it is
+    queued as a follow-up for the next decision instead of forcing T2."""
+    if not steer_ids:
+        return state
+    ids = set(steer_ids)
+    moved = [s for s in state.pending_steers if s.id in ids]
+    new = state.model_copy(deep=True)
+    new.pending_steers = [s for s in new.pending_steers if s.id not in ids]
+    new.pending_followups += [
+        FollowUp(id=s.id, message=s.message, created_at=s.created_at, window=DeliveryWindow.NEXT_DECIDE) for s in moved
+    ]
+    return new

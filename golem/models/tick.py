@@ -206,6 +206,7 @@ class TickResult(BaseModel):
     gas_cost: float = 0.0
     steers_consumed: list[str] = Field(default_factory=list)
     followups_consumed: list[str] = Field(default_factory=list)
+    steers_to_followups: list[str] = Field(default_factory=list)  # low severity while Executing (§S7)
     episode_id: str | None = None
     record_path: str = ""
     errors: list[str] = Field(default_factory=list)

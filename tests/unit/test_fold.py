@@ -180,3 +180,18 @@ def test_delta_and_dream_schedule():
     s = note_delta_run(s).model_copy(update={"tick": 201})
     assert should_dream(s, CLOCK)
     assert not should_dream(s.model_copy(update={"dreaming": True}), CLOCK)
+
+
+def test_low_severity_steer_while_executing_becomes_a_follow_up():
+    from golem.cognition.fold import steers_to_followups
+    from golem.models.enums import DeliveryWindow
+    from golem.models.interventions import Steer
+    from golem.models.state import GolemState
+
+    state = GolemState(golem_id="g", pending_steers=[Steer(id="a", message="trim a bit", severity="low"),
+                                                     Steer(id="b", message="stop", severity="high")])
+    out = steers_to_followups(state, ["a"])
+    assert [s.id for s in out.pending_steers] == ["b"]
+    assert [(f.id, f.message, f.window) for f in out.pending_followups] == [("a", "trim a bit", DeliveryWindow.NEXT_DECIDE)]
+    assert len(state.pending_steers) == 2, "pure: the input is unchanged"
+    assert steers_to_followups(state, []) is state
