@@ -3,6 +3,9 @@ inside the real Temporal workflow, and acts on the real chain."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import httpx2
 import pytest
 from temporalio import activity
@@ -73,3 +76,46 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
     assert first["model"] == "claude-sonnet-4-6"
     assert any("cache_control" in block for block in first["system"]), "prompt-cache breakpoints are sent"
     assert "sk-test-not-a-key" not in (rig.data_dir / "cycles" / f"cycle-{rec.tick:06d}.json").read_text()
+
+
+async def test_steer_while_deciding_cancels_the_request_and_re_prompts(temporal_client, tmp_path):
+    rig = make_rig(tmp_path, "llm-steer", "calm", theta=0.25,
+                   inference={"provider": "anthropic", "heartbeat_seconds": 0.3})
+    try:
+        async def slow(body):  # the model thinks for a long time: the steer must cancel this request
+            await asyncio.sleep(60)
+
+        async def answer(body):
+            return message([decide("owner changed course", 0.7, False, decision="hold")],
+                           model=body["model"], input_tokens=2500, output_tokens=90)
+
+        api = FakeMessagesAPI(slow, answer, answer, answer)
+        services = rig.services()
+        services.deliberator, _ = select_deliberator(
+            rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
+        )
+        store = CycleStore(rig.data_dir)
+        async with in_process_worker(temporal_client, rig, services=services):
+            handle = await rig.start_golem(temporal_client, max_ticks=None)
+            await _wait_for(lambda: store.count() >= 2, 60, "two ticks")
+            await handle.signal(GolemWorkflow.steer, {"id": "d-1", "message": "hold on", "severity": "high"})
+            await asyncio.wait_for(api.started.wait(), 30)  # the first request is in flight: Deciding
+            await handle.signal(GolemWorkflow.steer, {"id": "d-2", "message": "actually, stay put", "severity": "high"})
+
+            def steered():
+                for row in store.recent(20):
+                    rec = store.load(row["tick"])
+                    if any(i.id == "d-2" for i in rec.active_interventions):
+                        return rec
+                return None
+
+            rec = await _wait_for(steered, 60, "the re-prompted tick")
+            await handle.terminate("test done")
+        assert api.cancelled.is_set(), "the in-flight request was cancelled"
+        assert rec.deliberation.interrupted_by == ["d-2"] and rec.deliberation.model == "claude-sonnet-4-6"
+        assert "INTERRUPT" in json.dumps(api.requests[1]).upper()
+        history = await temporal_client.get_workflow_handle(rec.workflow_id).fetch_history()
+        assert any(e.HasField("activity_task_cancel_requested_event_attributes") for e in history.events)
+    finally:
+        rig.stop()
