@@ -26,7 +26,7 @@ from golem.chain.contracts import Deployment
 from golem.chain.journal import IntentStatus, TxIntent, TxJournal
 from golem.chain.permits import ActionPermit, PermitError, PermitStatus, PermitStore
 from golem.chain.simulate import decode_revert
-from golem.chain.tools import ACTION_TYPES, PlannedCall, action_value_usd, build_calls, price_usd
+from golem.chain.tools import ACTION_TYPES, PlannedCall, ToolArgumentError, action_value_usd, build_calls, price_usd
 from golem.models.enums import ActionStatus
 from golem.models.observation import Observation
 from golem.models.record import ActionRecord
@@ -99,7 +99,17 @@ class Executor:
         idx = action.action_index
         plan = self.journal.get_plan(golem_id, tick, idx)
         if plan is None:
-            calls = build_calls(self.w3, self.deployment, self.account, action, observation)
+            try:
+                calls = build_calls(self.w3, self.deployment, self.account, action, observation)
+            except ToolArgumentError as e:
+                # The chain moved since validation so the action no longer fits its arguments (an
+                # add_liquidity whose ratio drifted past its bound, a remove with no shares left):
+                # nothing is sent, and the permit stays spent.
+                return ActionRecord(
+                    action_index=idx, action_type=ACTION_TYPES.get(action.tool, action.tool), tool_name=action.tool,
+                    permit_id=permit.id, status=ActionStatus.FAILED,
+                    block_reason=f"not sent: {e}",
+                )  # fmt: skip
             plan = self.journal.record_plan(golem_id, tick, idx, permit.id, [c.model_dump() for c in calls])
         elif plan.permit_id != permit.id:
             raise PermitError(

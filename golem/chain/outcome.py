@@ -19,8 +19,8 @@ from web3.exceptions import TransactionNotFound
 from golem.chain.contracts import KEY_TO_ABI, Deployment, contract, load_abi
 from golem.chain.journal import TxJournal
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, parse_arguments
-from golem.chain.verify import GROUND_TRUTH_SOURCE, tracked_quantities, verify_actions
+from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, POOL_TOKEN0, POOL_TOKEN1, parse_arguments
+from golem.chain.verify import GROUND_TRUTH_SOURCE, touches_pool_shares, tracked_pair, verify_actions
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import ActionRecord, OutcomeRecord
@@ -121,6 +121,10 @@ def expected_log_labels(action: ProposedAction, call_labels: list[str]) -> list[
     if action.tool == "swap":
         args = parse_arguments("swap", action.arguments)
         return out + ["POOL.Swap", f"{args['token_in']}.Transfer", f"{args['token_out']}.Transfer"]
+    if action.tool == "add_liquidity":
+        return out + ["POOL.AddLiquidity", f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer"]
+    if action.tool == "remove_liquidity":
+        return out + ["POOL.RemoveLiquidity", f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer"]
     token = COLLATERAL_TOKEN if action.tool in ("supply", "withdraw") else DEBT_TOKEN
     return out + [f"LENDING.{action.tool.capitalize()}", f"{token}.Transfer"]
 
@@ -221,7 +225,8 @@ def verify_outcome(
         unexpected_logs=[lg for a in verifs for lg in a.unexpected_logs],
         missing_expected_logs=[lbl for a in verifs for lbl in a.missing_expected_logs],
     )
-    before = tracked_quantities(pre.snapshot)
+    run = [r for r in records if r.status in (ActionStatus.EXECUTED, ActionStatus.FAILED)]
+    before, after = tracked_pair(w3, deployment, account, pre.snapshot, post, touches_pool_shares(actions, run))
     incident = None
     if violations:
         incident = {
@@ -236,7 +241,7 @@ def verify_outcome(
             "expected_gas": gas_expected,
             "would_revert": any(not s.ok for s in simulation.actions),
         },
-        post_state={**_state(post), "tracked": tracked_quantities(post), "receipts": [
+        post_state={**_state(post), "tracked": after, "receipts": [
             {"action_index": a.action_index, "status": a.receipt_status, "gas_used": a.gas_used} for a in verifs]},
         deviations=devs, actions=verifs, outcome=outcome.model_copy(update={"verified": outcome.verified and not violations}),
         invariant_violations=violations, safety_incident=incident,

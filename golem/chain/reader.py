@@ -19,6 +19,7 @@ from golem.chain.contracts import (
     Deployment,
     decimals_of,
 )
+from golem.chain.tools import LP_POSITION_KIND
 from golem.models.observation import ChainSnapshot, PoolState, PositionState
 
 MAX_UINT256 = 2**256 - 1
@@ -63,6 +64,8 @@ def _plan(deployment: Deployment, account: str) -> list[_Read]:
         reads.append(_eth_call(f"{sym}.balanceOf({account})", a[sym], "balanceOf(address)", account))
     for fn in ("collateral_of", "debt_of", "health_factor"):
         reads.append(_eth_call(f"LENDING.{fn}({account})", a["LENDING"], f"{fn}(address)", account))
+    reads.append(_eth_call(f"POOL.shares({account})", a["POOL"], "shares(address)", account))
+    reads.append(_eth_call("POOL.total_shares()", a["POOL"], "total_shares()"))
     return reads
 
 
@@ -121,7 +124,8 @@ def _uint256(read: _Read, value: Any) -> int:
 
 
 def read_snapshot(w3: Web3, deployment: Deployment, account: str) -> ChainSnapshot:
-    """Chain id, block, gas price, pool, oracle, balances and the lending position of `account`."""
+    """Chain id, block, gas price, pool, oracle, balances, the lending position of `account` and, when it
+    holds pool shares, its pool position (kind "lp")."""
     if not Web3.is_address(account):
         raise ValueError(f"account must be an address, got {account!r}")
     account = to_checksum_address(account)
@@ -168,6 +172,19 @@ def read_snapshot(w3: Web3, deployment: Deployment, account: str) -> ChainSnapsh
         debt=debt_raw / 10**usdc_dec,
         health_factor=None if debt_raw == 0 or hf_raw == MAX_UINT256 else hf_raw / 10**HEALTH_FACTOR_DECIMALS,
     )
+    positions = [position]
+    shares_raw, total_raw = u(f"POOL.shares({account})"), u("POOL.total_shares()")
+    if shares_raw > 0 and total_raw > 0:
+        # The golem's pool position, only when it holds shares. PositionState is shaped for lending, so
+        # `collateral` carries the WETH side of the pro-rata claim (shares / total × reserve0); the
+        # USDC side is that × the pool price (golem.chain.tools.lp_position / lp_value_usd).
+        positions.append(
+            PositionState(
+                id=f"lp:{deployment.addresses['POOL']}",
+                kind=LP_POSITION_KIND,
+                collateral=shares_raw / total_raw * reserve0,
+            )
+        )
     return ChainSnapshot(
         chain_id=q("eth_chainId"),
         block_number=block_number,
@@ -177,5 +194,5 @@ def read_snapshot(w3: Web3, deployment: Deployment, account: str) -> ChainSnapsh
         oracle_price=u("ORACLE.price()") / 10**ORACLE_PRICE_DECIMALS,
         balances=balances,
         native_balance_eth=q(f"eth_getBalance({account})") / 1e18,
-        positions=[position],
+        positions=positions,
     )

@@ -19,10 +19,15 @@ from golem.chain.contracts import Deployment, contract
 from golem.chain.tools import (
     COLLATERAL_TOKEN,
     DEBT_TOKEN,
+    LP_SHARES_KEY,
+    POOL_TOKEN0,
+    POOL_TOKEN1,
     PlannedCall,
     ToolArgumentError,
     build_calls,
+    burned_shares,
     from_base_units,
+    lp_shares_from_base,
     parse_arguments,
     to_base_units,
 )
@@ -139,7 +144,9 @@ def simulate_actions(
 
     `expected` holds what the chain should show afterwards, as signed deltas in human units:
     `delta:<SYMBOL>` for wallet balances, `delta:collateral` / `delta:debt` for the lending position,
-    and `amount_in` / `amount_out` for swaps (amount_out decoded from the swap's return data).
+    `delta:lp_shares` for the golem's pool shares (LP_SHARE_DECIMALS units), `amount_in` /
+    `amount_out` for swaps (amount_out decoded from the swap's return data), and `shares` minted or
+    burned by add/remove_liquidity (the amounts out of remove_liquidity decoded from its return data).
     """
     account = Web3.to_checksum_address(account)
     block = w3.eth.block_number
@@ -190,6 +197,32 @@ def simulate_actions(
                 f"delta:{args['token_in']}": -amount_in,
                 f"delta:{args['token_out']}": amount_out,
             }
+        elif action.tool in ("add_liquidity", "remove_liquidity"):
+            main = next(i for i, c in enumerate(calls) if c.main)
+            ret = _decode_return(calls[main], mine[main])
+            if ret is None:
+                raise SimulationError(f"{action.tool} simulation of action {action.action_index} returned nothing")
+            if action.tool == "add_liquidity":
+                amount0 = from_base_units(to_base_units(args["amount_weth"], POOL_TOKEN0), POOL_TOKEN0)
+                amount1 = from_base_units(to_base_units(args["amount_usdc"], POOL_TOKEN1), POOL_TOKEN1)
+                minted = lp_shares_from_base(int(ret))
+                expected = {
+                    "amount_weth": amount0,
+                    "amount_usdc": amount1,
+                    "shares": minted,
+                    f"delta:{POOL_TOKEN0}": -amount0,
+                    f"delta:{POOL_TOKEN1}": -amount1,
+                    f"delta:{LP_SHARES_KEY}": minted,
+                }
+            else:
+                out0, out1 = (int(x) for x in ret)
+                burned = lp_shares_from_base(burned_shares(calls[main]))
+                expected = {
+                    "shares": burned,
+                    f"delta:{POOL_TOKEN0}": from_base_units(out0, POOL_TOKEN0),
+                    f"delta:{POOL_TOKEN1}": from_base_units(out1, POOL_TOKEN1),
+                    f"delta:{LP_SHARES_KEY}": -burned,
+                }
         else:
             symbol = COLLATERAL_TOKEN if action.tool in ("supply", "withdraw") else DEBT_TOKEN
             amount = from_base_units(to_base_units(args["amount"], symbol), symbol)

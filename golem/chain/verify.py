@@ -12,9 +12,20 @@ import time
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
-from golem.chain.contracts import Deployment
+from golem.chain.contracts import Deployment, contract
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import DEFAULT_MAX_SLIPPAGE_BPS, STABLE_TOKENS, ToolArgumentError, slippage_bps_of
+from golem.chain.tools import (
+    DEFAULT_MAX_SLIPPAGE_BPS,
+    LP_SHARES_KEY,
+    LP_TOOLS,
+    POOL_TOKEN0,
+    POOL_TOKEN1,
+    STABLE_TOKENS,
+    ToolArgumentError,
+    from_base_units,
+    lp_shares_from_base,
+    slippage_bps_of,
+)
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import ActionRecord, OutcomeRecord
@@ -32,16 +43,59 @@ def _position_amounts(snap: ChainSnapshot) -> tuple[float, float]:
     return (sum(p.collateral for p in lending), sum(p.debt for p in lending))
 
 
-def tracked_quantities(snap: ChainSnapshot) -> dict[str, float]:
-    """Everything an action can move, keyed like the simulation's expected deltas."""
+def tracked_quantities(snap: ChainSnapshot, lp_shares: float | None = None) -> dict[str, float]:
+    """Everything an action can move, keyed like the simulation's expected deltas. The pool shares
+    are not in the snapshot (it carries the claim, which swaps move); pass them from `read_lp_shares`."""
     out = {f"delta:{sym}": amount for sym, amount in snap.balances.items()}
     out["delta:collateral"], out["delta:debt"] = _position_amounts(snap)
+    if lp_shares is not None:
+        out[f"delta:{LP_SHARES_KEY}"] = lp_shares
     return out
 
 
-def _usd(key: str, eth_usd: float) -> float:
+def read_lp_shares(w3: Web3, deployment: Deployment, account: str, block: int | str = "latest") -> float:
+    """`Pool.shares(account)` at `block`, in LP_SHARE_DECIMALS units (the ground truth for delta:lp_shares).
+
+    Verification reads it at the pre-observation's block, so the node must still hold that block's
+    state (any node does for the last 128 blocks; Anvil keeps all)."""
+    pool = contract(w3, deployment, "POOL")
+    return lp_shares_from_base(pool.functions.shares(Web3.to_checksum_address(account)).call(block_identifier=block))
+
+
+def touches_pool_shares(actions: list[ProposedAction], records: list[ActionRecord]) -> bool:
+    """Did any of these executed/failed records run an add/remove_liquidity action?"""
+    tools = {a.action_index: a.tool for a in actions}
+    return any(tools.get(r.action_index) in LP_TOOLS for r in records)
+
+
+def tracked_pair(
+    w3: Web3, deployment: Deployment, account: str, pre: ChainSnapshot, post: ChainSnapshot, with_lp: bool
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Tracked quantities before and after; with `with_lp`, the pool shares read at each snapshot's block."""
+    if not with_lp:
+        return tracked_quantities(pre), tracked_quantities(post)
+    return (
+        tracked_quantities(pre, read_lp_shares(w3, deployment, account, pre.block_number)),
+        tracked_quantities(post, read_lp_shares(w3, deployment, account, post.block_number)),
+    )
+
+
+def lp_share_usd(w3: Web3, deployment: Deployment, eth_usd: float, block: int | str = "latest") -> float:
+    """USD per LP share unit: the pool's reserves at `eth_usd` per WETH, divided by its shares."""
+    pool = contract(w3, deployment, "POOL")
+    total = pool.functions.total_shares().call(block_identifier=block)
+    if total == 0:
+        return 0.0
+    r0 = from_base_units(pool.functions.reserve0().call(block_identifier=block), POOL_TOKEN0)
+    r1 = from_base_units(pool.functions.reserve1().call(block_identifier=block), POOL_TOKEN1)
+    return (r0 * eth_usd + r1) / lp_shares_from_base(total)
+
+
+def _usd(key: str, eth_usd: float, share_usd: float = 0.0) -> float:
     """USD per unit of a tracked quantity (debt counts against the golem)."""
     name = key.split(":", 1)[1]
+    if name == LP_SHARES_KEY:
+        return share_usd
     if name == "debt":
         return -1.0
     if name == "collateral" or name not in STABLE_TOKENS:
@@ -98,8 +152,8 @@ def verify_actions(
     `verified` is true only when every executed tx has a successful receipt with `confirmations`
     blocks (heartbeat §S10: 2-block confirmation by default), no action failed, and every deviation
     is within `max_deviation_bps` (default: the largest slippage bound of the executed swaps).
-    `pnl_impact` is the change in the account's net value (wallet + collateral − debt) valued at the
-    oracle price after execution, minus the gas paid.
+    `pnl_impact` is the change in the account's net value (wallet + collateral − debt + pool shares)
+    valued at the oracle price after execution, minus the gas paid.
     """
     if confirmations < 0:
         raise ValueError(f"confirmations must be >= 0, got {confirmations}")
@@ -126,7 +180,8 @@ def verify_actions(
             problems.append(problem)
 
     post = read_snapshot(w3, deployment, account)
-    before, after = tracked_quantities(pre.snapshot), tracked_quantities(post)
+    lp_touched = touches_pool_shares(actions, executed + failed)
+    before, after = tracked_pair(w3, deployment, account, pre.snapshot, post, lp_touched)
     actual = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in set(before) | set(after)}
 
     expected: dict[str, float] = {}
@@ -163,15 +218,19 @@ def verify_actions(
             problems.append(f"{k.split(':', 1)[1]} deviated {d:+.1f} bps from simulation (limit {limit:g} bps)")
 
     eth_usd = post.oracle_price if post.oracle_price > 0 else post.pool.price
+    share_usd = lp_share_usd(w3, deployment, eth_usd, post.block_number) if lp_touched else 0.0
     gas_usd = sum(r.gas_cost for r in records)
-    pnl = sum(v * _usd(k, eth_usd) for k, v in actual.items()) - gas_usd
+    pnl = sum(v * _usd(k, eth_usd, share_usd) for k, v in actual.items()) - gas_usd
 
     first = by_index.get((executed or failed)[0].action_index)
     cause = None
     if first is not None:
         a = first.arguments
-        cause = f"swap:{a.get('token_in')}->{a.get('token_out')}" if first.tool == "swap" else f"lending:{first.tool}"
-    effect = max(expected, key=lambda k: abs(expected[k]) * abs(_usd(k, eth_usd)), default=None)
+        if first.tool == "swap":
+            cause = f"swap:{a.get('token_in')}->{a.get('token_out')}"
+        else:
+            cause = f"{'pool' if first.tool in LP_TOOLS else 'lending'}:{first.tool}"
+    effect = max(expected, key=lambda k: abs(expected[k]) * abs(_usd(k, eth_usd, share_usd)), default=None)
 
     status = "all receipts ok" if not problems else "; ".join(problems)
     return OutcomeRecord(

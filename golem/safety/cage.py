@@ -112,7 +112,8 @@ class SafetyCage:
         hf = after.health_factor
         if action.tool in ("withdraw", "borrow") and hf is not None and hf < r.hf_hard_floor:
             return f"hard shield: health factor would be {hf:.3f}, below the floor {r.hf_hard_floor:g}", False
-        if action.tool == "swap" and snap.oracle_price > 0:
+        if action.tool in ("swap", "add_liquidity") and snap.oracle_price > 0:
+            # A deposit at a manipulated pool price is as exposed as a swap at one (it is priced by it).
             gap = abs(snap.pool.price - snap.oracle_price) / snap.oracle_price * 1e4
             if gap > r.oracle_deviation_halt_bps:
                 return (f"hard shield: pool price deviates {gap:.0f} bps from the oracle (halt above "

@@ -16,7 +16,7 @@ import operator
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN
+from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, LP_SHARES_KEY, POOL_TOKEN0
 from golem.inference.strategy import Constraint, Strategy
 from golem.models.observation import ChainSnapshot
 from golem.models.tick import ProposedAction
@@ -49,6 +49,7 @@ class Book(BaseModel):
     start_balances: dict[str, float] = Field(default_factory=dict)
     start_collateral: float = 0.0
     start_debt: float = 0.0
+    lp_shares_delta: float = 0.0  # pool shares moved by the approved actions so far (delta:lp_shares)
 
     @classmethod
     def of(cls, snap: ChainSnapshot) -> "Book":
@@ -82,7 +83,7 @@ class Book(BaseModel):
         return self.world.get(name)
 
     def after(self, expected: dict[str, float]) -> "Book":
-        """The book moved by a simulation's expected deltas (`delta:<SYM>`, `delta:collateral|debt`)."""
+        """The book moved by a simulation's expected deltas (`delta:<SYM>`, `delta:collateral|debt|lp_shares`)."""
         nxt = self.model_copy(deep=True)
         for k, v in expected.items():
             if not k.startswith("delta:"):
@@ -92,6 +93,8 @@ class Book(BaseModel):
                 nxt.collateral += v
             elif name == "debt":
                 nxt.debt += v
+            elif name == LP_SHARES_KEY:
+                nxt.lp_shares_delta += v
             else:
                 nxt.balances[name.upper()] = nxt.balances.get(name.upper(), 0.0) + v
         return nxt
@@ -127,11 +130,18 @@ def must_gate(strategy: Strategy, snap: ChainSnapshot) -> MustGate:
 def _token_of(action: ProposedAction) -> str:
     if action.tool == "swap":
         return str(action.arguments.get("token_in", "")).upper()
+    if action.tool == "add_liquidity":
+        return POOL_TOKEN0  # caps on a deposit count its WETH side
+    if action.tool == "remove_liquidity":
+        return "LP"
     return COLLATERAL_TOKEN if action.tool in ("supply", "withdraw") else DEBT_TOKEN
 
 
+_AMOUNT_ARG = {"swap": "amount_in", "add_liquidity": "amount_weth", "remove_liquidity": "fraction"}
+
+
 def _amount_of(action: ProposedAction) -> float:
-    raw = action.arguments.get("amount_in" if action.tool == "swap" else "amount", 0)
+    raw = action.arguments.get(_AMOUNT_ARG.get(action.tool, "amount"), 0)
     try:
         return float(raw)
     except (TypeError, ValueError):

@@ -30,8 +30,9 @@ from golem.models.tick import ProposedAction, SimulationResult, ValidatedAction,
 RESTRICTED_PHASES: frozenset[BehavioralPhase] = frozenset(
     {BehavioralPhase.CONSERVATION, BehavioralPhase.DECLINING, BehavioralPhase.TERMINAL}
 )
-# Tools that open or grow a position.
-_NEW_POSITION_TOOLS = frozenset({"supply", "borrow"})
+# Tools that open or grow a position (add_liquidity opens a pool position exposed to both assets and
+# to impermanent loss; remove_liquidity, withdraw and repay reduce exposure).
+_NEW_POSITION_TOOLS = frozenset({"supply", "borrow", "add_liquidity"})
 
 
 class PolicyVerdict(BaseModel):
@@ -40,8 +41,8 @@ class PolicyVerdict(BaseModel):
 
 
 def opens_exposure(action: ProposedAction) -> bool:
-    """Does the action enter or grow a position? supply/borrow do; a swap does when it buys a
-    volatile asset (selling a stable for WETH raises market exposure; WETH→USDC lowers it)."""
+    """Does the action enter or grow a position? supply/borrow/add_liquidity do; a swap does when it
+    buys a volatile asset (selling a stable for WETH raises market exposure; WETH→USDC lowers it)."""
     if action.tool in _NEW_POSITION_TOOLS:
         return True
     if action.tool == "swap":
@@ -87,7 +88,7 @@ class PolicyCage:
                 ),
             )
 
-        if action.tool == "swap":
+        if action.tool in ("swap", "add_liquidity"):
             slip = args["max_slippage_bps"]
             if slip > self.policy.max_slippage_bps:
                 return PolicyVerdict(
@@ -111,6 +112,10 @@ def _describe(action: ProposedAction) -> str:
     a = action.arguments
     if action.tool == "swap":
         return f"{a.get('amount_in')} {a.get('token_in')}→{a.get('token_out')}"
+    if action.tool == "add_liquidity":
+        return f"{a.get('amount_weth')} WETH + {a.get('amount_usdc')} USDC"
+    if action.tool == "remove_liquidity":
+        return f"{a.get('fraction')} of the pool shares"
     return str(a.get("amount"))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import STABLE_TOKENS
+from golem.chain.tools import LP_POSITION_KIND, STABLE_TOKENS
 from golem.models.observation import ChainSnapshot
 from golem.storage import immediate_tx, init_db
 
@@ -62,12 +62,14 @@ class RiskSnapshot(BaseModel):
 
 
 def net_value_usd(snap: ChainSnapshot) -> float:
-    """Wallet tokens + collateral − debt at the oracle price (pool price if the oracle reads 0); native ETH is
+    """Wallet tokens + collateral − debt + the pool claim at the oracle price (pool price if the oracle reads 0); native ETH is
     the gas float and is left out."""
     eth = snap.oracle_price if snap.oracle_price > 0 else snap.pool.price
     wallet = sum(v * (1.0 if s in STABLE_TOKENS else eth) for s, v in snap.balances.items())
     lend = [p for p in snap.positions if p.kind == "lending"]
-    return wallet + sum(p.collateral for p in lend) * eth - sum(p.debt for p in lend)
+    # the pool position's claim: WETH side (collateral) at the oracle, USDC side = WETH side × pool price
+    lp = sum(p.collateral for p in snap.positions if p.kind == LP_POSITION_KIND) * (eth + snap.pool.price)
+    return wallet + sum(p.collateral for p in lend) * eth - sum(p.debt for p in lend) + lp
 
 
 def kelly_fraction(win_rate: float, payoff_ratio: float) -> float:

@@ -46,7 +46,7 @@ async def test_is_a_deliberator_and_acts_through_tools():
     assert [t.tool_name for t in r.tool_calls] == ["swap", "repay"]
     body = api.requests[0]
     assert body["tool_choice"] == {"type": "any"}
-    assert {t["name"] for t in body["tools"]} == {"swap", "supply", "withdraw", "borrow", "repay", "decide"}
+    assert {t["name"] for t in body["tools"]} == {"swap", "supply", "withdraw", "borrow", "repay", "add_liquidity", "remove_liquidity", "decide"}
 
 
 async def test_prompt_cache_breakpoints_stable_parts_first():

@@ -57,7 +57,7 @@ OBS = observation()
 
 
 def test_schemas_cover_every_write_tool():
-    assert set(TOOL_SCHEMAS) == {"swap", "supply", "withdraw", "borrow", "repay"}
+    assert set(TOOL_SCHEMAS) == {"swap", "supply", "withdraw", "borrow", "repay", "add_liquidity", "remove_liquidity"}
     for name, schema in TOOL_SCHEMAS.items():
         assert schema["name"] == name
         assert schema["input_schema"]["additionalProperties"] is False

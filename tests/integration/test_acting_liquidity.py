@@ -1,0 +1,128 @@
+"""add_liquidity / remove_liquidity on a real Anvil, through SafetyService: simulate → validate →
+execute → verify, the pool shares moving as simulated; Conservation refusing a deposit; a bad
+fraction refused with the field named."""
+
+from __future__ import annotations
+
+import pytest
+from eth_account import Account
+from web3 import Web3
+
+from golem.chain.contracts import Deployment, contract
+from golem.chain.executor import Executor
+from golem.chain.reader import read_snapshot
+from golem.chain.simulate import simulate_actions
+from golem.chain.tools import LP_SHARE_DECIMALS, lp_position, lp_value_usd
+from golem.models.config import GolemConfig
+from golem.models.enums import ActionStatus, BehavioralPhase
+from golem.models.observation import Observation
+from golem.models.tick import ProposedAction
+from golem.safety.service import SafetyService
+from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
+
+pytestmark = pytest.mark.integration
+
+GOLEM = ANVIL_ADDRESSES[2]
+THRIVING = BehavioralPhase.THRIVING
+
+
+@pytest.fixture
+def svc(tmp_path) -> SafetyService:
+    cfg = GolemConfig()
+    cfg.probes.kill_switch_path = str(tmp_path / "no-killswitch")
+    return SafetyService(cfg, tmp_path)
+
+
+def observe(w3: Web3, world: Deployment) -> Observation:
+    return Observation(snapshot=read_snapshot(w3, world, GOLEM))
+
+
+def shares(w3: Web3, world: Deployment) -> int:
+    return contract(w3, world, "POOL").functions.shares(GOLEM).call()
+
+
+def act(svc, w3, world, action, tick, phase=THRIVING):
+    """One action through the whole write path; returns (pre-observation, simulation, validation, decision,
+    record or None when refused)."""
+    obs = observe(w3, world)
+    sim = simulate_actions(w3, world, GOLEM, [action], obs)
+    val, (decision,) = svc.validate("g1", tick, phase, [action], sim, obs)
+    if not val.actions[0].approved:
+        return obs, sim, val, decision, None
+    executor = Executor(w3, world, Account.from_key(ANVIL_KEYS[2]), svc.journal, svc.permits)
+    return obs, sim, val, decision, svc.execute(executor, "g1", tick, action, val.actions[0].permit_id, obs)
+
+
+def test_add_then_remove_half_through_the_safety_service(w3: Web3, world_snapshot: Deployment, svc) -> None:
+    world = world_snapshot
+    pool = contract(w3, world, "POOL")
+    price = observe(w3, world).snapshot.pool.price
+    assert shares(w3, world) == 0 and lp_position(observe(w3, world).snapshot) is None
+    add = ProposedAction(action_index=0, tool="add_liquidity",
+                         arguments={"amount_weth": 1, "amount_usdc": round(price, 2), "max_slippage_bps": 20})
+    total0, r0, r1 = pool.functions.total_shares().call(), pool.functions.reserve0().call(), pool.functions.reserve1().call()
+    obs, sim, val, dec, rec = act(svc, w3, world, add, tick=1)
+    s = sim.actions[0]
+    assert s.ok, s.revert_reason
+    minted = min(10**18 * total0 // r0, int(round(price, 2) * 1e6) * total0 // r1)  # Pool.add_liquidity's formula
+    assert s.expected["delta:lp_shares"] == pytest.approx(minted / 10**LP_SHARE_DECIMALS, rel=1e-12)
+    assert s.expected["delta:WETH"] == -1.0 and s.expected["delta:USDC"] == pytest.approx(-round(price, 2))
+    assert val.actions[0].approved, val.actions[0].reason
+    assert dec.value_usd == pytest.approx(obs.snapshot.oracle_price + round(price, 2))
+    assert rec.status is ActionStatus.EXECUTED, rec.block_reason
+    assert shares(w3, world) == minted
+    w3.provider.make_request("evm_mine", [])  # the 2nd confirmation
+    ov = svc.verify(w3, world, "g1", 1, GOLEM, [add], sim, [rec], obs, timeout_s=3)
+    assert ov.outcome.verified, (ov.outcome.actual, ov.invariant_violations)
+    assert [lg.label for lg in ov.actions[0].logs] == [
+        "WETH.Approval", "USDC.Approval", "WETH.Transfer", "USDC.Transfer", "POOL.AddLiquidity"]
+    assert int(ov.actions[0].logs[-1].args["shares"]) == minted
+    assert abs(ov.deviations.balance_change_bps["delta:lp_shares"]) < 0.01
+    assert ov.post_state["tracked"]["delta:lp_shares"] - ov.pre_state["tracked"]["delta:lp_shares"] == pytest.approx(
+        minted / 10**LP_SHARE_DECIMALS)
+    assert abs(ov.outcome.pnl_impact) < 1.0  # a deposit at the pool ratio neither gains nor loses (but gas)
+    assert ov.outcome.cause_variable == "pool:add_liquidity"
+
+    # the golem now sees its pool position; a deposit in Conservation is refused, a withdrawal is not
+    pos = lp_position(observe(w3, world).snapshot)
+    assert pos is not None and pos.collateral == pytest.approx(minted / (total0 + minted) * (r0 + 10**18) / 1e18)
+    _, _, val_c, _, rec_c = act(svc, w3, world, add.model_copy(update={"action_index": 0}), tick=2,
+                             phase=BehavioralPhase.CONSERVATION)
+    assert rec_c is None and not val_c.actions[0].approved
+    assert "conservation phase blocks new positions: add_liquidity 1 WETH" in val_c.actions[0].reason
+
+    # remove half: the pool pays out pro rata, shares halve, verified against the chain
+    remove = ProposedAction(action_index=0, tool="remove_liquidity", arguments={"fraction": 0.5})
+    total1, r0, r1 = pool.functions.total_shares().call(), pool.functions.reserve0().call(), pool.functions.reserve1().call()
+    obs, sim, val, dec, rec = act(svc, w3, world, remove, tick=3, phase=BehavioralPhase.CONSERVATION)
+    assert rec is not None and rec.status is ActionStatus.EXECUTED, val.actions[0].reason
+    weth_before, usdc_before = obs.snapshot.balances["WETH"], obs.snapshot.balances["USDC"]
+    burn = minted // 2
+    exp = sim.actions[0].expected
+    assert exp["delta:lp_shares"] == pytest.approx(-burn / 10**LP_SHARE_DECIMALS)
+    assert exp["delta:WETH"] == pytest.approx(burn * r0 // total1 / 1e18, rel=1e-12)
+    assert exp["delta:USDC"] == pytest.approx(burn * r1 // total1 / 1e6, rel=1e-12)
+    # the permit is sized at half the pool claim the golem observed (≈ half the $4,000 deposited)
+    assert dec.value_usd == pytest.approx(0.5 * lp_value_usd(obs)) and 1_900 < dec.value_usd < 2_100
+    assert shares(w3, world) == minted - burn
+    post = observe(w3, world).snapshot
+    assert post.balances["WETH"] - weth_before == pytest.approx(exp["delta:WETH"], abs=1e-12)
+    assert post.balances["USDC"] - usdc_before == pytest.approx(exp["delta:USDC"], abs=1e-6)
+    w3.provider.make_request("evm_mine", [])
+    ov = svc.verify(w3, world, "g1", 3, GOLEM, [remove], sim, [rec], obs, timeout_s=3)
+    assert ov.outcome.verified, (ov.outcome.actual, ov.invariant_violations)
+    assert [lg.label for lg in ov.actions[0].logs] == ["WETH.Transfer", "USDC.Transfer", "POOL.RemoveLiquidity"]
+    assert svc.audit.verify().ok
+
+
+def test_fraction_above_one_is_refused_naming_the_field(w3: Web3, world_snapshot: Deployment, svc) -> None:
+    world = world_snapshot
+    n0 = w3.eth.get_transaction_count(GOLEM)
+    bad = ProposedAction(action_index=0, tool="remove_liquidity", arguments={"fraction": 1.5})
+    obs, sim, val, _, rec = act(svc, w3, world, bad, tick=1)
+    assert rec is None and not val.actions[0].approved and val.actions[0].permit_id is None
+    assert "invalid arguments: remove_liquidity.fraction: must be in (0, 1]" in sim.actions[0].revert_reason
+    assert "remove_liquidity.fraction" in val.actions[0].reason and "got 1.5" in val.actions[0].reason
+    blocked = svc.audit.entries(kind_prefix="permit.blocked")
+    assert len(blocked) == 1 and "remove_liquidity.fraction" in blocked[0].payload["reason"]
+    assert w3.eth.get_transaction_count(GOLEM) == n0
