@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, TOOL_SCHEMAS, ToolArgumentError, parse_arguments
+from golem.chain.tools import TOOL_SCHEMAS, ToolArgumentError, parse_arguments, tool_tokens
 from golem.models.tick import ProposedAction
 
 MAX_ACTIONS = 5
@@ -70,10 +70,8 @@ def decision_tools(approved_assets: list[str]) -> list[dict[str, Any]]:
             if len(s["input_schema"]["properties"]["token_in"]["enum"]) < 2:
                 continue  # nothing to swap between
             tools.append(s)
-        else:
-            token = COLLATERAL_TOKEN if name in ("supply", "withdraw") else DEBT_TOKEN
-            if token in approved:
-                tools.append(copy.deepcopy(schema))
+        elif all(t in approved for t in tool_tokens(name, {})):  # every asset the tool moves is approved
+            tools.append(copy.deepcopy(schema))
     tools.append(copy.deepcopy(DECIDE_TOOL))
     tools[-1]["cache_control"] = {"type": "ephemeral"}
     return tools
@@ -93,12 +91,6 @@ class ParsedDecision:
 
 def _plain(v: Any) -> Any:
     return float(v) if isinstance(v, Decimal) else v
-
-
-def _tokens_of(tool: str, args: dict[str, Any]) -> list[str]:
-    if tool == "swap":
-        return [args["token_in"], args["token_out"]]
-    return [COLLATERAL_TOKEN if tool in ("supply", "withdraw") else DEBT_TOKEN]
 
 
 def _strings(value: Any) -> list[str]:
@@ -175,7 +167,7 @@ def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDeci
         except ToolArgumentError as err:
             out.rejections.append(f"{name} refused: {err}")
             continue
-        bad = [t for t in _tokens_of(name, parsed) if t not in approved]
+        bad = [t for t in tool_tokens(name, parsed) if t not in approved]
         if bad:
             out.rejections.append(f"{name} refused: {', '.join(bad)} not in approved assets ({', '.join(sorted(approved))})")
             continue

@@ -140,9 +140,13 @@ def _observation(inp: DecideInput) -> str:
 def _positions(inp: DecideInput) -> str:
     snap = inp.observation.snapshot
     bal = ", ".join(f"{k} {v:.6g}" for k, v in sorted(snap.balances.items())) or "none"
-    pos = [f"{p.id}: collateral {p.collateral:.6g}, debt {p.debt:.6g}, health factor "
-           + (f"{p.health_factor:.4f}" if p.health_factor is not None else "∞ (no debt)")
-           for p in snap.positions]
+    pos = [
+        f"{p.id}: pool claim {p.collateral:.6g} WETH + {p.collateral * snap.pool.price:.6g} USDC"
+        if p.kind == "lp" else
+        f"{p.id}: collateral {p.collateral:.6g}, debt {p.debt:.6g}, health factor "
+        + (f"{p.health_factor:.4f}" if p.health_factor is not None else "∞ (no debt)")
+        for p in snap.positions
+    ]
     return f"wallet: {bal}\n" + ("\n".join(pos) if pos else "no lending position")
 
 
