@@ -1,0 +1,93 @@
+"""Grimoire benchmark: hybrid retrieval latency vs the raw LanceDB exact vector query, write throughput, size.
+
+    python bench/grimoire.py [--episodes 10000] [--entries 2000] [--queries 50]
+
+Prints p50/p99 of `retrieve_for_tick` (hybrid + rerank + MMR + budget) next to the raw exact vector query on
+the same table in the same run (the floor), episode write throughput and store bytes per 1,000 ticks.
+Never fails. Targets (issue 6): p50 <= 30 ms at 10k episodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from golem.grimoire.embeddings import default_embedder  # noqa: E402
+from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
+from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
+from golem.grimoire.upkeep import maintain, table_stats  # noqa: E402
+
+REGIMES = ["volatile", "range_bound", "trending_up", "trending_down"]
+WORDS = ["gas", "swap", "liquidity", "oracle", "health factor", "borrow", "repay", "slippage", "crash", "rally"]
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--episodes", type=int, default=10_000)
+    ap.add_argument("--entries", type=int, default=2_000)
+    ap.add_argument("--queries", type=int, default=50)
+    a = ap.parse_args()
+    rng = random.Random(1)
+    emb = default_embedder()
+    d = Path(tempfile.mkdtemp(prefix="grimoire-bench-"))
+    eps = EpisodeStore(d / "e.lance", emb)
+    sem = SemanticStore(d / "s.sqlite", d / "s.lance", emb)
+
+    def summary(t):
+        return (f"Tick {t}: {rng.choice(REGIMES)} regime, {rng.choice(WORDS)} and {rng.choice(WORDS)}, price "
+                f"{rng.uniform(1500, 4000):.1f}, gas {rng.randint(1, 90)} gwei, pnl {rng.uniform(-50, 50):+.2f}")
+
+    # per-tick writes (one upsert per tick, as the reflect activity does) for the throughput figure
+    n_single = 300
+    t0 = time.perf_counter()
+    for t in range(n_single):
+        eps.upsert(Episode(id=episode_id("b", t), golem_id="b", tick=t, created_at="2026-01-01T00:00:00+00:00",
+                           regime=rng.choice(REGIMES), tier="T1", summary=summary(t)))
+    per_tick = (time.perf_counter() - t0) / n_single
+    bytes_before = table_stats(eps._table, "summary")["bytes"]
+    maintain(eps, None)
+    size_per_1k = table_stats(eps._table, "summary")["bytes"] / n_single * 1000
+    print(f"episode writes: {1 / per_tick:.0f} ticks/s ({per_tick * 1000:.1f} ms each, one upsert per tick); "
+          f"store {size_per_1k / 1e6:.2f} MB per 1,000 ticks after compaction (before: {bytes_before / n_single * 1000 / 1e6:.2f})")
+
+    batch = [Episode(id=episode_id("b", t), golem_id="b", tick=t, created_at="2026-01-01T00:00:00+00:00",
+                     regime=rng.choice(REGIMES), tier="T1", summary=summary(t)) for t in range(n_single, a.episodes)]
+    for i in range(0, len(batch), 2000):
+        eps.upsert_many(batch[i:i + 2000])
+    src = EntrySource(golem_id="b")
+    sem.put_many([GrimoireEntry(category=rng.choice(list(EntryType)), content=summary(i), source=src)
+                  for i in range(a.entries)])
+    maintain(eps, sem)
+
+    queries = [f"{rng.choice(WORDS)} during a {rng.choice(REGIMES)} market with {rng.choice(WORDS)}" for _ in range(a.queries)]
+    qv = emb.embed(queries)
+    raw, hyb = [], []
+    for q, v in zip(queries, qv):
+        t0 = time.perf_counter()
+        eps._table.search(v, vector_column_name="vector").distance_type("cosine").limit(20).select(["id"]).to_list()
+        raw.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        retrieve_for_tick(eps, sem, q, regime="volatile", tick=a.episodes, tier="T2", log=False)
+        hyb.append(time.perf_counter() - t0)
+    ms = lambda x: x * 1000  # noqa: E731
+    print(f"{a.episodes} episodes + {a.entries} entries, {a.queries} queries:")
+    print(f"  raw exact vector query (floor): p50 {ms(pct(raw, 50)):.1f} ms  p99 {ms(pct(raw, 99)):.1f} ms")
+    print(f"  hybrid retrieve_for_tick:       p50 {ms(pct(hyb, 50)):.1f} ms  p99 {ms(pct(hyb, 99)):.1f} ms  "
+          f"(x{statistics.median(hyb) / statistics.median(raw):.1f} the floor; target p50 <= 30 ms at 10k)")
+
+
+if __name__ == "__main__":
+    main()

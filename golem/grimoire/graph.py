@@ -1,0 +1,157 @@
+"""Causal graph and bi-temporal knowledge graph in the semantic store's SQLite file.
+
+Causal graph (grimoire "SQLite Causal Graph"): weighted edges between entries, BFS up to 3 hops, each
+path scored by Π(weight × recency) with recency = exp(-(now - updated_at)/RECENCY_TICKS) (ours).
+
+Knowledge graph (grimoire bi-temporal `TemporalTriple`): facts (subject, predicate, object) carry valid
+time in blocks (valid_from / valid_until) and transaction time in ticks (tx_from / tx_until). Rows are
+never rewritten in place: a change closes the current version (tx_until) and records a new one, so
+`query_as_known_at` can answer what the golem believed at an earlier tick.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import deque
+from contextlib import closing
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from golem.storage import connect, immediate_tx
+
+MAX_HOPS = 3  # grimoire "SQLite Causal Graph": 3 hops default
+RECENCY_TICKS = 1440.0 * 7  # ours: an edge untouched for a week weighs e^-1 as much
+
+
+class CausalGraph:
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)  # migrated by SemanticStore (schema v4)
+
+    def add_edge(self, source_id: str, target_id: str, *, weight: float = 1.0, tick: int) -> None:
+        """Insert or reinforce (evidence + 1, weight = running mean) an edge."""
+        if source_id == target_id:
+            raise ValueError("a causal edge needs two different entries")
+        if not 0.0 < weight <= 1.0:
+            raise ValueError(f"weight must be in (0, 1], got {weight}")
+        with immediate_tx(self.db_path) as db:
+            db.execute(
+                "INSERT INTO causal_edges VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT(source_id, target_id) DO UPDATE SET "
+                "weight = (weight * evidence + excluded.weight) / (evidence + 1), evidence = evidence + 1, "
+                "updated_at = excluded.updated_at", (source_id, target_id, weight, tick, tick))
+
+    def edges(self) -> list[dict]:
+        with closing(connect(self.db_path, rows=True)) as db:
+            return [dict(r) for r in db.execute("SELECT * FROM causal_edges ORDER BY source_id, target_id")]
+
+    def bfs(self, start: list[str], *, now_tick: int, max_hops: int = MAX_HOPS,
+            direction: str = "forward") -> list[tuple[str, float, int]]:
+        """Entries reachable from `start` within max_hops: (id, best path score, hops), best first."""
+        if direction not in ("forward", "backward"):
+            raise ValueError("direction must be 'forward' (consequences) or 'backward' (causes)")
+        a, b = ("source_id", "target_id") if direction == "forward" else ("target_id", "source_id")
+        best: dict[str, tuple[float, int]] = {}
+        frontier = deque((s, 1.0, 0) for s in start)
+        with closing(connect(self.db_path)) as db:
+            while frontier:
+                node, score, hops = frontier.popleft()
+                if hops >= max_hops:
+                    continue
+                for nxt, w, upd in db.execute(f"SELECT {b}, weight, updated_at FROM causal_edges WHERE {a} = ?", (node,)):
+                    s = score * w * math.exp(-max(0, now_tick - upd) / RECENCY_TICKS)
+                    if nxt in start or (nxt in best and best[nxt][0] >= s):
+                        continue
+                    best[nxt] = (s, hops + 1)
+                    frontier.append((nxt, s, hops + 1))
+        return sorted(((k, v[0], v[1]) for k, v in best.items()), key=lambda t: (-t[1], t[0]))
+
+
+class Fact(BaseModel):
+    fact_id: str
+    subject: str
+    predicate: str
+    object: str
+    confidence: float
+    valid_from: int
+    valid_until: int | None
+    tx_from: int
+    tx_until: int | None
+
+
+class KnowledgeGraph:
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)
+
+    def _close_and_reissue(self, db, row, *, valid_until: int, tick: int) -> None:
+        db.execute("UPDATE kg_facts SET tx_until = ? WHERE seq = ?", (tick, row[0]))
+        db.execute("INSERT INTO kg_facts (fact_id, subject, predicate, object, confidence, valid_from, valid_until, "
+                   "tx_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row[1:7], valid_until, tick))
+
+    def assert_fact(self, subject: str, predicate: str, obj: str, *, block: int, tick: int,
+                    confidence: float = 0.5) -> str:
+        """Record a fact true from `block`; a current fact with the same subject and predicate but another
+        object is superseded (valid_until = block). Re-asserting the same fact is a no-op (idempotent)."""
+        for name, v in (("subject", subject), ("predicate", predicate), ("object", obj)):
+            if not v or not v.strip():
+                raise ValueError(f"{name} must be non-empty")
+        with immediate_tx(self.db_path) as db:
+            cur = db.execute("SELECT seq, fact_id, subject, predicate, object, confidence, valid_from FROM kg_facts "
+                             "WHERE subject = ? AND predicate = ? AND valid_until IS NULL AND tx_until IS NULL",
+                             (subject, predicate)).fetchall()
+            for row in cur:
+                if row[4] == obj:
+                    return row[1]
+                self._close_and_reissue(db, row, valid_until=block, tick=tick)
+            fid = str(uuid.uuid4())
+            db.execute("INSERT INTO kg_facts (fact_id, subject, predicate, object, confidence, valid_from, tx_from) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (fid, subject, predicate, obj, confidence, block, tick))
+            return fid
+
+    def invalidate(self, fact_id: str, *, block: int, tick: int) -> bool:
+        with immediate_tx(self.db_path) as db:
+            row = db.execute("SELECT seq, fact_id, subject, predicate, object, confidence, valid_from FROM kg_facts "
+                             "WHERE fact_id = ? AND valid_until IS NULL AND tx_until IS NULL", (fact_id,)).fetchone()
+            if row is None:
+                return False
+            self._close_and_reissue(db, row, valid_until=block, tick=tick)
+            return True
+
+    def _query(self, entity: str, block: int | None, known_at: int | None) -> list[Fact]:
+        sql = "SELECT * FROM kg_facts WHERE (subject = ? OR object = ?)"
+        args: list = [entity, entity]
+        if known_at is None:
+            sql += " AND tx_until IS NULL"
+        else:
+            sql += " AND tx_from <= ? AND (tx_until IS NULL OR tx_until > ?)"
+            args += [known_at, known_at]
+        if block is not None:
+            sql += " AND valid_from <= ? AND (valid_until IS NULL OR valid_until > ?)"
+            args += [block, block]
+        with closing(connect(self.db_path, rows=True)) as db:
+            rows = db.execute(sql + " ORDER BY valid_from, seq", args).fetchall()
+        return [Fact.model_validate({k: r[k] for k in Fact.model_fields}) for r in rows]
+
+    def query_at_block(self, entity: str, block: int) -> list[Fact]:
+        """Facts about `entity` true at `block`, as currently known."""
+        return self._query(entity, block, None)
+
+    def query_as_known_at(self, entity: str, known_at_tick: int, block: int | None = None) -> list[Fact]:
+        """Facts about `entity` as the golem believed them at `known_at_tick` (optionally at `block`)."""
+        return self._query(entity, block, known_at_tick)
+
+    def k_hop_neighbors(self, entity: str, k: int, block: int) -> dict[str, int]:
+        """Entities within k hops of `entity` over facts true at `block`: {entity: hops}."""
+        seen = {entity: 0}
+        frontier = deque([entity])
+        while frontier:
+            node = frontier.popleft()
+            if seen[node] >= k:
+                continue
+            for f in self.query_at_block(node, block):
+                other = f.object if f.subject == node else f.subject
+                if other not in seen:
+                    seen[other] = seen[node] + 1
+                    frontier.append(other)
+        seen.pop(entity)
+        return seen

@@ -1,0 +1,581 @@
+"""The Grimoire's semantic store: GrimoireEntry rows in SQLite (WAL) with a LanceDB mirror for retrieval.
+
+grimoire "GrimoireEntry Schema" and "Three-Store Split". SQLite is the source of truth (every schema
+field, FTS5 over content, quarantine, cold storage, the causal graph and the knowledge graph live in
+one file); the LanceDB table `semantic` holds (id, content, vector) only, so LanceDB's native FTS
+index and hybrid search can rank entries next to episodes (revisions Rev. 9). Because SQLite holds
+everything, switching embedding model rebuilds the LanceDB mirror from scratch (`reembed_all`) —
+never a partial re-embed (Rev. 8).
+
+Times are tick numbers (the golem's clock); `valid_from` / `valid_until` are ticks too
+(`valid_until` NULL = still active; the spec's 0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import uuid
+from contextlib import closing
+from datetime import timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, Field, field_validator
+
+from golem.grimoire.decay import (
+    DREAM_STRENGTH_INCREMENT,
+    LIVE_STRENGTH_INCREMENT,
+    PRUNE_FLOOR,
+    DecayClass,
+    EntryKind,
+    effective_confidence,
+    retention_at_tick,
+)
+from golem.grimoire.embeddings import Embedder
+from golem.storage import connect, immediate_tx
+
+SEMANTIC_TABLE = "semantic"
+PRUNE_CONSECUTIVE_CYCLES = 3  # revisions Rev. 4: below 0.1 for 3+ consecutive Curator cycles → cold storage
+FTS_INDEX = "content_idx"
+
+
+class EntryType(str, Enum):
+    """grimoire `GrimoireEntryType` (five canonical types + DreamJournal)."""
+
+    INSIGHT = "insight"
+    HEURISTIC = "heuristic"
+    WARNING = "warning"
+    CAUSAL_LINK = "causal_link"
+    STRATEGY_FRAGMENT = "strategy_fragment"
+    DREAM_JOURNAL = "dream_journal"
+
+
+class Provenance(str, Enum):
+    """grimoire `Provenance`."""
+
+    SELF_LEARNED = "self_learned"
+    CLADE = "clade"
+    PREDECESSOR = "predecessor"
+    STYX_QUERY = "styx_query"
+    LETHE = "lethe"
+    MARKETPLACE = "marketplace"
+    REPLICANT = "replicant"
+    DEATH_REFLECTION = "death_reflection"
+    DREAM = "dream"
+
+
+# Which Ebbinghaus row of decay.py an entry type follows (grimoire "Ebbinghaus decay rates by entry type").
+ENTRY_KIND: dict[EntryType, EntryKind] = {
+    EntryType.INSIGHT: EntryKind.INSIGHT,
+    EntryType.HEURISTIC: EntryKind.HEURISTIC,
+    EntryType.WARNING: EntryKind.WARNING,
+    EntryType.CAUSAL_LINK: EntryKind.INSIGHT,
+    EntryType.STRATEGY_FRAGMENT: EntryKind.INSIGHT,
+    EntryType.DREAM_JOURNAL: EntryKind.INSIGHT,
+}
+
+
+class EntrySource(BaseModel):
+    golem_id: str
+    generation_number: int | None = None
+    owner_address: str | None = None
+
+
+class EmotionalTag(BaseModel):
+    primary: str = "neutral"  # Plutchik emotion name
+    pad: tuple[float, float, float] = (0.0, 0.0, 0.0)  # pleasure, arousal, dominance in [-1, 1]
+    phase: str | None = None
+    arousal: float = Field(default=0.0, ge=0.0, le=1.0)
+
+    @field_validator("pad")
+    @classmethod
+    def _pad_range(cls, v):
+        if any(not (-1.0 <= x <= 1.0) or not math.isfinite(x) for x in v):
+            raise ValueError(f"pad components must be finite and in [-1, 1], got {v}")
+        return v
+
+
+def new_entry_id() -> str:
+    # UUIDv7 is not in Python 3.11's uuid; a time-ordered uuid1 keeps the chronological sort of the spec.
+    return str(uuid.uuid1())
+
+
+class GrimoireEntry(BaseModel):
+    """grimoire `GrimoireEntry` (all fields) + Rev. 4 lifecycle fields."""
+
+    id: str = Field(default_factory=new_entry_id)
+    category: EntryType
+    content: str
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    quality_score: float = Field(default=0.5, ge=0.0, le=1.0)
+    validated_count: int = Field(default=0, ge=0)
+    contradicted_count: int = Field(default=0, ge=0)
+    decay_class: DecayClass = DecayClass.TACTICAL
+    market_regime: str | None = None
+    valid_from: int = Field(default=0, ge=0)
+    valid_until: int | None = None
+    parent_episode_ids: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    provenance: Provenance = Provenance.SELF_LEARNED
+    source: EntrySource
+    emotional_tag: EmotionalTag | None = None
+    created_tick: int = Field(default=0, ge=0)
+    last_accessed_at: int | None = None  # tick; defaults to created_tick
+    strength: float = Field(default=1.0, ge=1.0)
+    consecutive_low_confidence: int = Field(default=0, ge=0)
+    dream_validated: bool = False
+    retention: float = Field(default=1.0, ge=0.0, le=1.0)
+    access_count: int = Field(default=0, ge=0)
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, v: str) -> str:
+        if not v or not v.strip():
+            raise ValueError("content must be non-empty")
+        return v.strip()
+
+    def model_post_init(self, __context: Any) -> None:
+        if self.last_accessed_at is None:
+            self.last_accessed_at = self.created_tick
+
+    @property
+    def is_bloodstain(self) -> bool:
+        return self.provenance == Provenance.DEATH_REFLECTION
+
+    @property
+    def active(self) -> bool:
+        return self.valid_until is None
+
+    def effective_confidence(self) -> float:
+        return effective_confidence(self.confidence, self.retention)
+
+
+# ---- schema and migrations ----------------------------------------------------------------------
+# Each migration moves the file from version i to i+1; opening an older file runs the missing ones
+# in order, in one transaction each, so existing rows survive (issue 6: "migrations that keep data").
+_MIGRATIONS: list[str] = [
+    # v1: the original table (spec "GrimoireEntry Schema") before the Rev. 4 lifecycle columns.
+    """
+    CREATE TABLE grimoire_entries (
+        id TEXT PRIMARY KEY,
+        category TEXT NOT NULL,
+        content TEXT NOT NULL,
+        confidence REAL NOT NULL,
+        quality_score REAL NOT NULL,
+        validated_count INTEGER NOT NULL DEFAULT 0,
+        contradicted_count INTEGER NOT NULL DEFAULT 0,
+        decay_class TEXT NOT NULL,
+        market_regime TEXT,
+        valid_from INTEGER NOT NULL DEFAULT 0,
+        valid_until INTEGER,
+        parent_episode_ids TEXT NOT NULL DEFAULT '[]',
+        tags TEXT NOT NULL DEFAULT '[]',
+        provenance TEXT NOT NULL,
+        source TEXT NOT NULL,
+        emotional_tag TEXT,
+        created_tick INTEGER NOT NULL DEFAULT 0
+    );
+    """,
+    # v2: revisions Rev. 4 ALTER TABLEs (strength, last_accessed, consecutive_low_confidence) + ours.
+    """
+    ALTER TABLE grimoire_entries ADD COLUMN strength REAL NOT NULL DEFAULT 1;
+    ALTER TABLE grimoire_entries ADD COLUMN last_accessed_at INTEGER;
+    ALTER TABLE grimoire_entries ADD COLUMN consecutive_low_confidence INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE grimoire_entries ADD COLUMN dream_validated INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE grimoire_entries ADD COLUMN retention REAL NOT NULL DEFAULT 1.0;
+    ALTER TABLE grimoire_entries ADD COLUMN access_count INTEGER NOT NULL DEFAULT 0;
+    UPDATE grimoire_entries SET last_accessed_at = created_tick WHERE last_accessed_at IS NULL;
+    """,
+    # v3: FTS5 over content, quarantine, cold storage, logs for the Rev. 12 metrics.
+    """
+    CREATE VIRTUAL TABLE grimoire_fts USING fts5(content, content='grimoire_entries', content_rowid='rowid');
+    INSERT INTO grimoire_fts(rowid, content) SELECT rowid, content FROM grimoire_entries;
+    CREATE TRIGGER grimoire_ai AFTER INSERT ON grimoire_entries BEGIN
+        INSERT INTO grimoire_fts(rowid, content) VALUES (new.rowid, new.content);
+    END;
+    CREATE TRIGGER grimoire_ad AFTER DELETE ON grimoire_entries BEGIN
+        INSERT INTO grimoire_fts(grimoire_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    END;
+    CREATE TRIGGER grimoire_au AFTER UPDATE OF content ON grimoire_entries BEGIN
+        INSERT INTO grimoire_fts(grimoire_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+        INSERT INTO grimoire_fts(rowid, content) VALUES (new.rowid, new.content);
+    END;
+    CREATE TABLE quarantined_entries (
+        id TEXT PRIMARY KEY,
+        entry TEXT NOT NULL,            -- the candidate GrimoireEntry as JSON
+        reason TEXT NOT NULL,
+        conflicts_with TEXT NOT NULL,   -- JSON list of entry ids
+        quarantined_tick INTEGER NOT NULL,
+        reviewed INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE cold_entries (
+        id TEXT PRIMARY KEY,
+        entry TEXT NOT NULL,
+        archived_tick INTEGER NOT NULL
+    );
+    CREATE TABLE admission_log (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        tick INTEGER NOT NULL,
+        category TEXT NOT NULL,
+        action TEXT NOT NULL,           -- admitted | admitted_low | merged | rejected | quarantined | skipped
+        score REAL NOT NULL,
+        entry_id TEXT
+    );
+    CREATE TABLE retrieval_log (
+        tick INTEGER PRIMARY KEY,
+        retrieved INTEGER NOT NULL,
+        hits INTEGER NOT NULL,
+        abstained INTEGER NOT NULL
+    );
+    CREATE INDEX idx_entries_category ON grimoire_entries(category);
+    """,
+    # v4: causal graph (grimoire "SQLite Causal Graph") and the bi-temporal knowledge graph.
+    """
+    CREATE TABLE causal_edges (
+        source_id TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        weight REAL NOT NULL DEFAULT 1.0,
+        evidence INTEGER NOT NULL DEFAULT 1,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (source_id, target_id)
+    );
+    CREATE TABLE kg_facts (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        fact_id TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        predicate TEXT NOT NULL,
+        object TEXT NOT NULL,
+        confidence REAL NOT NULL,
+        valid_from INTEGER NOT NULL,     -- block the fact became true
+        valid_until INTEGER,             -- block it stopped being true (NULL = still true)
+        tx_from INTEGER NOT NULL,        -- tick this version was recorded
+        tx_until INTEGER                 -- tick this version was replaced (NULL = current knowledge)
+    );
+    CREATE INDEX idx_kg_subject ON kg_facts(subject);
+    CREATE INDEX idx_kg_object ON kg_facts(object);
+    """,
+]
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+def migrate(path: Path) -> int:
+    """Bring the SQLite file at `path` to SCHEMA_VERSION; returns the version it started at."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with immediate_tx(path) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        start = int(row[0] or 0)
+        if start > SCHEMA_VERSION:
+            raise ValueError(
+                f"{path} has schema version {start}, newer than this code's {SCHEMA_VERSION}; upgrade golem"
+            )
+        for version in range(start, SCHEMA_VERSION):
+            for stmt in _split_sql(_MIGRATIONS[version]):
+                db.execute(stmt)
+            db.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
+    return start
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (BEGIN … END;) whole."""
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {buf.strip()[:80]}")
+    return out
+
+
+_JSON_COLS = ("parent_episode_ids", "tags", "source", "emotional_tag")
+_COLUMNS = [name for name in GrimoireEntry.model_fields]
+
+
+def _entry_to_row(e: GrimoireEntry) -> dict[str, Any]:
+    d = e.model_dump(mode="json")
+    for c in _JSON_COLS:
+        d[c] = json.dumps(d[c]) if d[c] is not None else None
+    d["dream_validated"] = int(e.dream_validated)
+    return d
+
+
+def _row_to_entry(row: sqlite3.Row) -> GrimoireEntry:
+    d = {k: row[k] for k in row.keys() if k in GrimoireEntry.model_fields}
+    for c in _JSON_COLS:
+        d[c] = json.loads(d[c]) if d[c] is not None else None
+    d["dream_validated"] = bool(d["dream_validated"])
+    return GrimoireEntry.model_validate(d)
+
+
+def _fts_query(text: str) -> str:
+    """An FTS5 MATCH expression from free text: each word quoted, OR-ed (bad input never raises)."""
+    words = [w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split() if len(w) > 1]
+    return " OR ".join(f'"{w}"' for w in words[:32])
+
+
+class SemanticStore:
+    """GrimoireEntry store: SQLite at `db_path`, LanceDB mirror at `lance_path`."""
+
+    def __init__(self, db_path: Path, lance_path: Path, embedder: Embedder) -> None:
+        self.db_path = Path(db_path)
+        self.lance_path = Path(lance_path)
+        self.embedder = embedder
+        migrate(self.db_path)
+        self.lance_path.mkdir(parents=True, exist_ok=True)
+        self._db = lancedb.connect(str(self.lance_path), read_consistency_interval=timedelta(0))
+        self._schema = pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("content", pa.string(), nullable=False),
+                pa.field("vector", pa.list_(pa.float32(), embedder.dim), nullable=False),
+            ],
+            metadata={"golem.embedder": embedder.model_name, "golem.dim": str(embedder.dim)},
+        )
+        try:
+            self.table = self._db.open_table(SEMANTIC_TABLE)
+        except ValueError:
+            self.table = self._db.create_table(SEMANTIC_TABLE, schema=self._schema, exist_ok=True)
+        built = (self.table.schema.metadata or {}).get(b"golem.embedder", b"").decode()
+        if built and built != embedder.model_name:
+            # Rev. 8: a model switch re-embeds everything, never part of it.
+            self.reembed_all()
+
+    # ---- SQLite plumbing ---------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        return connect(self.db_path, rows=True)
+
+    def _upsert_rows(self, db: sqlite3.Connection, entries: list[GrimoireEntry]) -> None:
+        cols = ", ".join(_COLUMNS)
+        marks = ", ".join(f":{c}" for c in _COLUMNS)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "id")
+        db.executemany(
+            f"INSERT INTO grimoire_entries ({cols}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {updates}",
+            [_entry_to_row(e) for e in entries],
+        )
+
+    def _mirror(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
+        if not entries:
+            return
+        if vectors is None:
+            vectors = self.embedder.embed([e.content for e in entries])
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+        data = pa.table(
+            {
+                "id": pa.array([e.id for e in entries], pa.string()),
+                "content": pa.array([e.content for e in entries], pa.string()),
+                "vector": pa.FixedSizeListArray.from_arrays(flat, self.embedder.dim),
+            },
+            schema=self._schema,
+        )
+        self.table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+    # ---- writes --------------------------------------------------------------------------------
+    def put_many(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
+        """Insert or replace entries (idempotent by id). Bypasses the admission gate: use admission.admit."""
+        if not entries:
+            return
+        ids = [e.id for e in entries]
+        if len(set(ids)) != len(ids):
+            raise ValueError("put_many got the same entry id twice in one batch")
+        with immediate_tx(self.db_path) as db:
+            existing = {r[0]: r[1] for r in db.execute(
+                f"SELECT id, content FROM grimoire_entries WHERE id IN ({','.join('?' * len(ids))})", ids)}
+            self._upsert_rows(db, entries)
+        changed = [i for i, e in enumerate(entries) if existing.get(e.id) != e.content]
+        if changed:
+            vecs = None if vectors is None else np.asarray(vectors)[changed]
+            self._mirror([entries[i] for i in changed], vecs)
+
+    def put(self, entry: GrimoireEntry) -> GrimoireEntry:
+        self.put_many([entry])
+        return entry
+
+    def update(self, entry: GrimoireEntry) -> None:
+        """Change lifecycle fields of an existing entry (content changes re-embed)."""
+        if self.get(entry.id) is None:
+            raise KeyError(f"no grimoire entry {entry.id!r} in {self.db_path}")
+        self.put_many([entry])
+
+    def supersede(self, entry_id: str, tick: int) -> None:
+        """A newer fact replaced this one: it stays, with valid_until set (never deleted)."""
+        with immediate_tx(self.db_path) as db:
+            db.execute("UPDATE grimoire_entries SET valid_until = ? WHERE id = ? AND valid_until IS NULL",
+                       (int(tick), entry_id))
+
+    def quarantine(self, entry: GrimoireEntry, reason: str, conflicts_with: list[str], tick: int) -> None:
+        with immediate_tx(self.db_path) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO quarantined_entries (id, entry, reason, conflicts_with, quarantined_tick) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (entry.id, entry.model_dump_json(), reason, json.dumps(conflicts_with), int(tick)),
+            )
+
+    def quarantined(self) -> list[dict[str, Any]]:
+        with closing(self._conn()) as db:
+            rows = db.execute("SELECT * FROM quarantined_entries ORDER BY quarantined_tick, id").fetchall()
+        return [
+            {"entry": GrimoireEntry.model_validate_json(r["entry"]), "reason": r["reason"],
+             "conflicts_with": json.loads(r["conflicts_with"]), "tick": r["quarantined_tick"],
+             "reviewed": bool(r["reviewed"])}
+            for r in rows
+        ]
+
+    def log_admission(self, tick: int, category: str, action: str, score: float, entry_id: str | None) -> None:
+        with immediate_tx(self.db_path) as db:
+            db.execute("INSERT INTO admission_log (tick, category, action, score, entry_id) VALUES (?, ?, ?, ?, ?)",
+                       (int(tick), category, action, float(score), entry_id))
+
+    def log_retrieval(self, tick: int, retrieved: bool, hits: int, abstained: bool) -> None:
+        """One row per tick (a retried retrieve activity overwrites its own row)."""
+        with immediate_tx(self.db_path) as db:
+            db.execute("INSERT OR REPLACE INTO retrieval_log VALUES (?, ?, ?, ?)",
+                       (int(tick), int(retrieved), int(hits), int(abstained)))
+
+    # ---- reads ---------------------------------------------------------------------------------
+    def get(self, entry_id: str) -> GrimoireEntry | None:
+        with closing(self._conn()) as db:
+            row = db.execute("SELECT * FROM grimoire_entries WHERE id = ?", (entry_id,)).fetchone()
+        return _row_to_entry(row) if row else None
+
+    def get_many(self, ids: list[str]) -> dict[str, GrimoireEntry]:
+        if not ids:
+            return {}
+        out: dict[str, GrimoireEntry] = {}
+        with closing(self._conn()) as db:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                for row in db.execute(
+                        f"SELECT * FROM grimoire_entries WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                    out[row["id"]] = _row_to_entry(row)
+        return out
+
+    def all(self, *, include_inactive: bool = False) -> list[GrimoireEntry]:
+        sql = "SELECT * FROM grimoire_entries"
+        if not include_inactive:
+            sql += " WHERE valid_until IS NULL"
+        with closing(self._conn()) as db:
+            rows = db.execute(sql + " ORDER BY created_tick, id").fetchall()
+        return [_row_to_entry(r) for r in rows]
+
+    def count(self, *, include_inactive: bool = False) -> int:
+        sql = "SELECT COUNT(*) FROM grimoire_entries" + ("" if include_inactive else " WHERE valid_until IS NULL")
+        with closing(self._conn()) as db:
+            return int(db.execute(sql).fetchone()[0])
+
+    def fts_search(self, text: str, k: int = 20) -> list[tuple[str, float]]:
+        """SQLite FTS5 BM25 over content: (entry id, bm25) best first (bm25 is lower = better in SQLite)."""
+        q = _fts_query(text)
+        if not q:
+            return []
+        with closing(self._conn()) as db:
+            rows = db.execute(
+                "SELECT e.id, bm25(grimoire_fts) AS s FROM grimoire_fts JOIN grimoire_entries e "
+                "ON e.rowid = grimoire_fts.rowid WHERE grimoire_fts MATCH ? ORDER BY s LIMIT ?",
+                (q, int(k)),
+            ).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
+    def nearest(self, vector: np.ndarray, k: int = 5) -> list[tuple[GrimoireEntry, float]]:
+        """Active entries nearest to `vector` by cosine, best first (the admission gate's neighbours)."""
+        if self.table.count_rows() == 0:
+            return []
+        rows = (self.table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
+                .distance_type("cosine").select(["id", "_distance"]).limit(k * 3).to_list())
+        entries = self.get_many([r["id"] for r in rows])
+        out = []
+        for r in rows:
+            e = entries.get(r["id"])
+            if e is not None and e.active:
+                out.append((e, min(1.0, max(-1.0, 1.0 - float(r["_distance"])))))
+        return out[:k]
+
+    # ---- lifecycle (Rev. 4) --------------------------------------------------------------------
+    def mark_accessed(self, ids: list[str], tick: int) -> int:
+        """A DECIDING retrieval used these entries: restart their decay clock; strength unchanged."""
+        if not ids:
+            return 0
+        with immediate_tx(self.db_path) as db:
+            cur = db.execute(
+                f"UPDATE grimoire_entries SET last_accessed_at = ?, access_count = access_count + 1, retention = 1.0 "
+                f"WHERE id IN ({','.join('?' * len(ids))})", [int(tick), *ids])
+            return cur.rowcount
+
+    def reinforce(self, ids: list[str], tick: int, positive_outcome: bool) -> int:
+        """Retrieved AND positive outcome → strength +1 (Rev. 4); a retrieval alone never strengthens."""
+        if not positive_outcome or not ids:
+            return 0
+        with immediate_tx(self.db_path) as db:
+            cur = db.execute(
+                f"UPDATE grimoire_entries SET strength = strength + ?, validated_count = validated_count + 1, "
+                f"last_accessed_at = ?, retention = 1.0 WHERE id IN ({','.join('?' * len(ids))})",
+                [LIVE_STRENGTH_INCREMENT, int(tick), *ids])
+            return cur.rowcount
+
+    def dream_validate(self, ids: list[str], tick: int) -> int:
+        """NREM replay found a validated pattern in these entries → strength +0.5 (Rev. 4)."""
+        if not ids:
+            return 0
+        with immediate_tx(self.db_path) as db:
+            cur = db.execute(
+                f"UPDATE grimoire_entries SET strength = strength + ?, dream_validated = 1 "
+                f"WHERE id IN ({','.join('?' * len(ids))})", [DREAM_STRENGTH_INCREMENT, *ids])
+            return cur.rowcount
+
+    def retention_now(self, e: GrimoireEntry, now_tick: int, tick_seconds: float) -> float:
+        return retention_at_tick(
+            now_tick, e.last_accessed_at if e.last_accessed_at is not None else e.created_tick,
+            kind=ENTRY_KIND[e.category], decay_class=e.decay_class, strength=e.strength,
+            quality=e.quality_score, tick_seconds=tick_seconds, dream_validated=e.dream_validated,
+            bloodstain=e.is_bloodstain)
+
+    def curator_decay(self, now_tick: int, tick_seconds: float = 60.0) -> dict[str, int]:
+        """One Curator cycle: recompute retention; count cycles under 0.1; archive after 3 (Rev. 4).
+
+        Structural entries are never pruned. Archived entries move to `cold_entries` (kept, not deleted)
+        and leave the retrieval mirror. Not idempotent per tick by design: each call is one cycle.
+        """
+        entries = self.all()
+        archived: list[GrimoireEntry] = []
+        updated: list[GrimoireEntry] = []
+        for e in entries:
+            r = self.retention_now(e, now_tick, tick_seconds)
+            low = effective_confidence(e.confidence, r) < PRUNE_FLOOR and e.decay_class != DecayClass.STRUCTURAL
+            n = e.consecutive_low_confidence + 1 if low else 0
+            fresh = e.model_copy(update={"retention": r, "consecutive_low_confidence": n})
+            (archived if n >= PRUNE_CONSECUTIVE_CYCLES else updated).append(fresh)
+        with immediate_tx(self.db_path) as db:
+            db.executemany("UPDATE grimoire_entries SET retention = ?, consecutive_low_confidence = ? WHERE id = ?",
+                           [(e.retention, e.consecutive_low_confidence, e.id) for e in updated])
+            for e in archived:
+                db.execute("INSERT OR REPLACE INTO cold_entries VALUES (?, ?, ?)", (e.id, e.model_dump_json(), now_tick))
+                db.execute("DELETE FROM grimoire_entries WHERE id = ?", (e.id,))
+        if archived:
+            self.table.delete("id IN (" + ", ".join("'" + e.id.replace("'", "''") + "'" for e in archived) + ")")
+        return {"scanned": len(entries), "archived": len(archived),
+                "low": sum(1 for e in updated if e.consecutive_low_confidence)}
+
+    def cold_count(self) -> int:
+        with closing(self._conn()) as db:
+            return int(db.execute("SELECT COUNT(*) FROM cold_entries").fetchone()[0])
+
+    # ---- maintenance ---------------------------------------------------------------------------
+    def reembed_all(self) -> int:
+        """Rebuild the LanceDB mirror from SQLite with the current embedder (Rev. 8: never partial)."""
+        entries = self.all(include_inactive=True)
+        self._db.drop_table(SEMANTIC_TABLE)
+        self.table = self._db.create_table(SEMANTIC_TABLE, schema=self._schema)
+        for i in range(0, len(entries), 1024):
+            self._mirror(entries[i:i + 1024])
+        return len(entries)

@@ -1,0 +1,88 @@
+"""Grimoire export / import as JSONL (grimoire `export_grimoire`, and the inheritance path).
+
+Format (one JSON object per line, UTF-8):
+
+    {"kind": "header", "format": "golem-grimoire", "version": 1, "golem_id": "demo", "tick": 420,
+     "embedder": {"model": "wordllama-l2_supercat-256", "dim": 256}}
+    {"kind": "episode", ...every Episode field (golem/grimoire/episodes.py)...}
+    {"kind": "entry", ...every GrimoireEntry field (golem/grimoire/semantic.py): category, content, confidence,
+     quality_score, validated_count, contradicted_count, decay_class, market_regime, valid_from, valid_until,
+     parent_episode_ids, tags, provenance, source {golem_id, generation_number, owner_address},
+     emotional_tag, created_tick, last_accessed_at, strength, consecutive_low_confidence, dream_validated, ...}
+    {"kind": "causal_edge", "source_id": ..., "target_id": ..., "weight": ..., "evidence": ..., "created_at": ..., "updated_at": ...}
+
+Vectors are not exported: the importer re-embeds every line with its own model (rev. 8: never mix models).
+On import, unless `as_is`, entries and episodes start at the inherited confidence min(confidence, 0.3)
+(grimoire "SQLite Causal Graph": inherited knowledge starts at 0.3 and must be re-validated), entries from
+the golem's own learning are marked `provenance: predecessor`, causal edge weights are capped at 0.3, and
+`source` (the golem it came from) is kept. Importing the same file twice changes nothing more (ids are kept).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from golem.grimoire.episodes import Episode, EpisodeStore
+from golem.grimoire.graph import CausalGraph
+from golem.grimoire.semantic import GrimoireEntry, Provenance, SemanticStore
+
+FORMAT = "golem-grimoire"
+VERSION = 1
+INHERITED_CONFIDENCE = 0.3
+
+
+def export_lines(episodes: EpisodeStore, semantic: SemanticStore, *, golem_id: str, tick: int) -> Iterator[str]:
+    yield json.dumps({"kind": "header", "format": FORMAT, "version": VERSION, "golem_id": golem_id, "tick": tick,
+                      "embedder": {"model": semantic.embedder.model_name, "dim": semantic.embedder.dim}})
+    for ep in episodes.all():
+        yield json.dumps({"kind": "episode", **ep.model_dump(mode="json")})
+    for e in semantic.all(include_inactive=True):
+        yield json.dumps({"kind": "entry", **e.model_dump(mode="json")})
+    for edge in CausalGraph(semantic.db_path).edges():
+        yield json.dumps({"kind": "causal_edge", **edge})
+
+
+def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, as_is: bool = False) -> dict[str, int]:
+    """Validate every line first (a bad line names its number and nothing is written), then write."""
+    eps: list[Episode] = []
+    entries: list[GrimoireEntry] = []
+    edges: list[dict] = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                kind = obj.pop("kind")
+                if n == 1 and kind != "header":
+                    raise ValueError("the first line must be the header")
+                if kind == "header":
+                    if obj.get("format") != FORMAT or obj.get("version") != VERSION:
+                        raise ValueError(f"not a {FORMAT} v{VERSION} file")
+                elif kind == "episode":
+                    eps.append(Episode.model_validate(obj))
+                elif kind == "entry":
+                    entries.append(GrimoireEntry.model_validate(obj))
+                elif kind == "causal_edge":
+                    edges.append({k: obj[k] for k in ("source_id", "target_id", "weight", "updated_at")})
+                else:
+                    raise ValueError(f"unknown kind {kind!r} (header, episode, entry, causal_edge)")
+            except (ValueError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}:{n}: {err}") from err
+    if not as_is:
+        eps = [e.model_copy(update={"confidence": min(e.confidence, INHERITED_CONFIDENCE)}) for e in eps]
+        entries = [e.model_copy(update={
+            "confidence": min(e.confidence, INHERITED_CONFIDENCE),
+            "provenance": Provenance.PREDECESSOR if e.provenance == Provenance.SELF_LEARNED else e.provenance,
+        }) for e in entries]
+    for i in range(0, len(eps), 1024):
+        episodes.upsert_many(eps[i:i + 1024])
+    for i in range(0, len(entries), 1024):
+        semantic.put_many(entries[i:i + 1024])
+    graph = CausalGraph(semantic.db_path)
+    for e in edges:
+        w = e["weight"] if as_is else min(e["weight"], INHERITED_CONFIDENCE)
+        graph.add_edge(e["source_id"], e["target_id"], weight=w, tick=e["updated_at"])
+    return {"episodes": len(eps), "entries": len(entries), "causal_edges": len(edges)}
