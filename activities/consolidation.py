@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from golem.grimoire.admission import admit
 from golem.grimoire.dream import run_dream_replay
 from golem.grimoire.heuristics import derive_heuristics_from_episodes
 from golem.grimoire.playbook import rewrite_playbook
+from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.upkeep import maintain
 from golem.models.golem import ConsolidationInput, ConsolidationResult, DreamInput, DreamResult
 from golem.safety.limits import check_playbook_delta
 from workers.services import GolemServices
@@ -24,6 +27,14 @@ class ConsolidationActivities:
         derived = derive_heuristics_from_episodes(self.s.episodes.all())
         for text, scope, episode_id in derived:
             self.s.heuristics.add_or_reinforce(text, scope, episode_id)
+            # Distilled knowledge enters the semantic store through the admission gate (A-MAC).
+            admit(self.s.semantic, GrimoireEntry(
+                category=EntryType.HEURISTIC, content=text, parent_episode_ids=[episode_id], created_tick=inp.tick,
+                valid_from=inp.tick, tags=[scope], source=EntrySource(golem_id=inp.golem_id),
+            ), tick=inp.tick)
+        activity.heartbeat("upkeep")
+        self.s.semantic.curator_decay(inp.tick, inp.config.clock.theta_base_seconds)
+        maintain(self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, version cleanup
         limits = self.s.safety.limits
         revision = rewrite_playbook(
             self.s.heuristics, self.s.playbook_path,

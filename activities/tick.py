@@ -25,6 +25,7 @@ from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.grimoire.playbook import read_revision
+from golem.grimoire.retrieval import retrieve_for_tick
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
@@ -62,8 +63,6 @@ from golem.models.tick import (
 )
 from workers.services import GolemServices
 
-# Episodes below this cosine similarity are not "relevant" enough to show the deliberator.
-RETRIEVAL_MIN_SCORE = 0.2
 RETRIEVAL_K = 5
 
 
@@ -163,20 +162,29 @@ class TickActivities:
 
     @activity.defn(name="retrieve")
     def retrieve(self, inp: RetrieveInput) -> RetrievedKnowledge:
+        """Hybrid retrieval (rev. 9) over episodes and semantic entries; abstains when nothing is relevant."""
+        ctx = inp.ctx
         query = retrieval_query(inp.observation)
-        hits = self.s.episodes.search(query, k=RETRIEVAL_K, min_score=RETRIEVAL_MIN_SCORE)
-        hits = [(ep, score) for ep, score in hits if ep.tick != inp.ctx.tick]
-        if hits:
-            self.s.episodes.mark_accessed([ep.id for ep, _ in hits], inp.ctx.tick)
+        pad = ctx.state.pad
+        result = retrieve_for_tick(
+            self.s.episodes, self.s.semantic, query, regime=inp.observation.regime.value, tick=ctx.tick,
+            pad=(pad.pleasure, pad.arousal, pad.dominance), k=RETRIEVAL_K, tier=inp.tier.value,
+            steered=bool(ctx.state.pending_steers), tick_seconds=ctx.config.clock.theta_base_seconds,
+        )
+        episode_ids = [i.id for i in result.items if i.source == "episode"]
+        entry_ids = [i.id for i in result.items if i.source != "episode"]
+        if episode_ids:
+            self.s.episodes.mark_accessed(episode_ids, ctx.tick)
+        if entry_ids:
+            self.s.semantic.mark_accessed(entry_ids, ctx.tick)
         entries = [
-            RetrievedEntrySummary(id=ep.id, kind="episode", summary=ep.summary, score=round(score, 4))
-            for ep, score in hits
+            RetrievedEntrySummary(id=i.id, kind=i.kind, source=i.source, summary=i.summary, score=round(i.final, 4),
+                                  scores={k: round(v, 4) for k, v in i.scores.items()})
+            for i in result.items
         ]
-        tokens = sum(len(e.summary) // 4 for e in entries)
         return RetrievedKnowledge(
-            query=query,
-            entries=entries,
-            summary=ContextBundleSummary(categories={"episodes": tokens}, total_tokens=tokens),
+            query=query, reason=result.reason, abstained=result.abstained, entries=entries,
+            summary=ContextBundleSummary(categories={"retrieved": result.tokens}, total_tokens=result.tokens),
         )
 
     @activity.defn(name="decide")

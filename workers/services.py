@@ -25,6 +25,7 @@ from golem.chain.web3client import make_web3
 from golem.grimoire.embeddings import default_embedder
 from golem.grimoire.episodes import Episode, EpisodeStore, episode_from_record
 from golem.grimoire.heuristics import HeuristicStore
+from golem.grimoire.semantic import SemanticStore
 from golem.inference.evaluator import evaluate_outcome
 from golem.inference.llm import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
@@ -62,7 +63,11 @@ class GolemServices:
         chain_id = self.w3.eth.chain_id
         # Against an external RPC the golem dry-runs unless started live (ARCHITECTURE "The world").
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
-        self.episodes = EpisodeStore(self.data_dir / "grimoire" / "episodes.lance", default_embedder())
+        embedder = default_embedder()
+        self.episodes = EpisodeStore(self.data_dir / "grimoire" / "episodes.lance", embedder)
+        self.semantic = SemanticStore(
+            self.data_dir / "grimoire" / "semantic.sqlite", self.data_dir / "grimoire" / "semantic.lance", embedder
+        )
         self.heuristics = HeuristicStore(self.data_dir / "grimoire" / "heuristics.sqlite")
         self.cycles = CycleStore(self.data_dir)
         self.permits = PermitStore(self.data_dir / "permits.sqlite")

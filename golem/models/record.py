@@ -68,6 +68,8 @@ class RetrievedEntrySummary(BaseModel):
     kind: str = "episode"
     summary: str
     score: float
+    source: str = "episode"  # episode | entry (semantic store)
+    scores: dict[str, float] = Field(default_factory=dict)  # per rerank factor (rev. 9)
 
 
 class ContextBundleSummary(BaseModel):

@@ -78,6 +78,8 @@ class RetrieveInput(BaseModel):
 
 class RetrievedKnowledge(BaseModel):
     query: str = ""
+    reason: str = ""  # why retrieval ran (or did not: Self-RAG decision)
+    abstained: bool = False  # nothing cleared the semantic floor
     entries: list[RetrievedEntrySummary] = Field(default_factory=list)
     summary: ContextBundleSummary = Field(default_factory=ContextBundleSummary)
 
