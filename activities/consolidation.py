@@ -38,7 +38,7 @@ class ConsolidationActivities:
         limits = self.s.safety.limits
         revision = rewrite_playbook(
             self.s.heuristics, self.s.playbook_path,
-            guard=lambda old, new: check_playbook_delta(old, new, limits).refused,
+            guard=lambda old, new: check_playbook_delta(old, new, limits).refused, tick=inp.tick,
         )
         delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
         return ConsolidationResult(

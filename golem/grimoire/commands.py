@@ -6,6 +6,9 @@ search  what the golem would retrieve for a query in a context, with the score o
         (prints nothing but the abstention reason when nothing is relevant)
 export  JSONL of episodes, entries and causal edges (format: golem/grimoire/transfer.py)
 import  load such a file; entries start at the inherited confidence unless --as-is
+playbook log | diff A B | rollback N
+        PLAYBOOK.md revision history (golem/grimoire/playbook.py); rollback writes revision N back as a
+        new revision through the same safety guard as the Curator (check_playbook_delta vs golem.toml limits)
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def _stats(args) -> int:
     episodes, semantic = open_stores(args.data)
     tick = args.tick if args.tick is not None else _latest_tick(episodes)
     out = {"tick": tick,
-           "episodes": table_stats(episodes._table, "summary"),
+           "episodes": table_stats(episodes.table, "summary"),
            "semantic": table_stats(semantic.table, "content"),
            "metrics": cognitive_metrics(semantic, tick)}
     print(json.dumps(out, indent=2, default=str))
@@ -97,8 +100,52 @@ def _import(args) -> int:
     return 0
 
 
+def _playbook_paths(args) -> tuple[Path, Path]:
+    """The worker's layout: <data>/PLAYBOOK.md and <data>/grimoire/heuristics.sqlite (workers/services.py)."""
+    data = Path(args.data)
+    return data / "PLAYBOOK.md", data / "grimoire" / "heuristics.sqlite"
+
+
+def _playbook(args) -> int:
+    from golem.grimoire.playbook import PlaybookHistory, PlaybookRefused, rollback
+
+    path, db = _playbook_paths(args)
+    if not db.exists():
+        sys.exit(f"golem grimoire playbook: no heuristics store at {db}; is --data the golem's data directory?")
+    history = PlaybookHistory(db)
+    try:
+        if args.playbook_cmd == "log":
+            rows = history.log()
+            if not rows:
+                print("(no PLAYBOOK revisions recorded yet)")
+            for r in rows:
+                if args.json:
+                    print(json.dumps(r.model_dump(exclude={"text"})))
+                else:
+                    tick = "-" if r.tick is None else r.tick
+                    n = "" if r.heuristics is None else f" {r.heuristics} heuristics"
+                    print(f"r{r.revision}  tick {tick}  {r.created_at}  {r.reason}{n}  sha256 {r.sha256[:12]}")
+        elif args.playbook_cmd == "diff":
+            print(history.diff(args.rev_a, args.rev_b), end="")
+        else:
+            from golem.cli import _config
+            from golem.safety.limits import SafetyLimits, check_playbook_delta
+
+            limits = SafetyLimits.from_config(_config(args))
+            rev = rollback(path, args.revision, history=history,
+                           guard=lambda old, new: check_playbook_delta(old, new, limits).refused)
+            print(f"{path}: revision {rev.revision} = revision {args.revision} (sha256 {rev.sha256[:12]})")
+    except KeyError as err:
+        sys.exit(f"golem grimoire playbook: {err.args[0]}")
+    except PlaybookRefused as err:
+        sys.exit(f"golem grimoire playbook: {err}")
+    except ValueError as err:
+        sys.exit(f"golem grimoire playbook: {err}")
+    return 0
+
+
 def register(command) -> None:
-    p = command("grimoire", "the golem's memory: stats | search | export | import")
+    p = command("grimoire", "the golem's memory: stats | search | export | import | playbook")
     sub = p.add_subparsers(dest="grimoire_cmd", required=True)
     for name, help_, fn in [("stats", "store upkeep figures and cognitive quality metrics", _stats),
                             ("search", "what the golem would retrieve, and why", _search),
@@ -121,3 +168,13 @@ def register(command) -> None:
         else:
             sp.add_argument("file")
             sp.add_argument("--as-is", action="store_true", help="keep the exported confidences")
+    pb = sub.add_parser("playbook", help="PLAYBOOK.md revisions: log | diff A B | rollback N")
+    pb.set_defaults(fn=_playbook)
+    pbs = pb.add_subparsers(dest="playbook_cmd", required=True)
+    lg = pbs.add_parser("log", help="every recorded revision, oldest first")
+    lg.add_argument("--json", action="store_true")
+    df = pbs.add_parser("diff", help="unified diff between two revisions")
+    df.add_argument("rev_a", type=int)
+    df.add_argument("rev_b", type=int)
+    rb = pbs.add_parser("rollback", help="write revision N back as a new revision (safety guard applies)")
+    rb.add_argument("revision", type=int)

@@ -84,3 +84,63 @@ def default_embedder() -> WordLlamaEmbedder:
         if _default is None:
             _default = WordLlamaEmbedder()
         return _default
+
+
+# ---- rev. 8 embedding drift check ---------------------------------------------------------------
+DRIFT_HEALTHY = 0.02  # revisions Rev. 8: cosine distance week-to-week healthy < 0.02
+DRIFT_CRITICAL = 0.05  # ... warning 0.02–0.05, critical > 0.05 → pause writes
+NN_K = 5  # Rev. 8: "top-5 same as last week?"
+NN_DRIFTING = 0.60  # Rev. 8: nearest-neighbour stability < 60 % = drifting
+
+
+class DriftReport:
+    """Outcome of `drift_check`. `status`: healthy | warning | critical (critical → pause writes, rev. 8)."""
+
+    def __init__(self, distances: list[float], nn_stability: float, model: str) -> None:
+        self.model = model
+        self.distances = distances  # cosine distance per reference text, stored → fresh
+        self.max_distance = max(distances)
+        self.mean_distance = sum(distances) / len(distances)
+        self.min_cosine = 1.0 - self.max_distance
+        self.drifted = [i for i, d in enumerate(distances) if d > DRIFT_CRITICAL]
+        self.nn_stability = nn_stability  # mean overlap of top-k neighbour sets within the reference set
+        if self.max_distance > DRIFT_CRITICAL or nn_stability < NN_DRIFTING:
+            self.status = "critical"
+        elif self.max_distance >= DRIFT_HEALTHY:
+            self.status = "warning"
+        else:
+            self.status = "healthy"
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "critical"
+
+    def as_dict(self) -> dict:
+        return {"model": self.model, "status": self.status, "max_distance": self.max_distance,
+                "mean_distance": self.mean_distance, "nn_stability": self.nn_stability, "drifted": self.drifted}
+
+
+def _neighbours(v: np.ndarray, k: int) -> list[set[int]]:
+    sims = v @ v.T
+    np.fill_diagonal(sims, -np.inf)
+    return [set(np.argsort(-row, kind="stable")[:k].tolist()) for row in sims]
+
+
+def drift_check(embedder: Embedder, reference_texts: list[str], stored_vectors: np.ndarray) -> DriftReport:
+    """Re-embed the reference set and compare with the vectors stored when it was last embedded (rev. 8):
+    cosine distance per text and top-5 nearest-neighbour stability within the set."""
+    if not reference_texts:
+        raise ValueError("drift_check needs at least one reference text (rev. 8 uses 20)")
+    stored = np.asarray(stored_vectors, dtype=np.float32)
+    if stored.shape != (len(reference_texts), embedder.dim):
+        raise ValueError(f"stored_vectors must have shape ({len(reference_texts)}, {embedder.dim}), got {stored.shape}")
+    fresh = embedder.embed(list(reference_texts))
+    stored = normalise_rows(stored, list(reference_texts))
+    distances = [float(max(0.0, 1.0 - float(np.dot(a, b)))) for a, b in zip(stored, fresh)]
+    k = min(NN_K, len(reference_texts) - 1)
+    if k < 1:
+        stability = 1.0
+    else:
+        before, after = _neighbours(stored, k), _neighbours(fresh, k)
+        stability = sum(len(a & b) / k for a, b in zip(before, after)) / len(before)
+    return DriftReport(distances, stability, embedder.model_name)

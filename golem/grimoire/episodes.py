@@ -166,6 +166,11 @@ class EpisodeStore:
                 self._table = self._db.open_table(TABLE)
         self._check_compatible()
 
+    @property
+    def table(self):
+        """The LanceDB `episodes` table (for upkeep, hybrid queries and stats; write through this store)."""
+        return self._table
+
     def _check_compatible(self) -> None:
         vec = self._table.schema.field("vector").type
         dim = getattr(vec, "list_size", None)
@@ -195,13 +200,18 @@ class EpisodeStore:
         if data.num_rows:
             self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
 
-    def upsert_many(self, episodes: list[Episode]) -> None:
+    def upsert_many(self, episodes: list[Episode], vectors: np.ndarray | None = None) -> None:
+        """Insert or overwrite by id. `vectors` (one row per episode, from this store's embedder) skips
+        re-embedding when the caller already has them (bulk loads, the benchmark)."""
         if not episodes:
             return
         ids = [ep.id for ep in episodes]
         if len(set(ids)) != len(ids):
             raise ValueError("upsert_many got the same episode id twice in one batch")
-        vectors = self.embedder.embed([ep.summary for ep in episodes])
+        if vectors is None:
+            vectors = self.embedder.embed([ep.summary for ep in episodes])
+        elif np.shape(vectors) != (len(episodes), self.embedder.dim):
+            raise ValueError(f"vectors must have shape ({len(episodes)}, {self.embedder.dim}), got {np.shape(vectors)}")
         self._merge(self._rows_table(episodes, vectors))
 
     def upsert(self, ep: Episode) -> None:

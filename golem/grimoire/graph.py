@@ -11,6 +11,7 @@ never rewritten in place: a change closes the current version (tx_until) and rec
 
 from __future__ import annotations
 
+import hashlib
 import math
 import uuid
 from collections import deque
@@ -23,6 +24,11 @@ from golem.storage import connect, immediate_tx
 
 MAX_HOPS = 3  # grimoire "SQLite Causal Graph": 3 hops default
 RECENCY_TICKS = 1440.0 * 7  # ours: an edge untouched for a week weighs e^-1 as much
+
+
+def edge_id(source_id: str, target_id: str) -> str:
+    """Stable id of the edge source → target: the same on every golem, so imports can be keyed by it."""
+    return "ce-" + hashlib.sha256(f"{source_id}\x00{target_id}".encode()).hexdigest()[:24]
 
 
 class CausalGraph:
@@ -41,9 +47,36 @@ class CausalGraph:
                 "weight = (weight * evidence + excluded.weight) / (evidence + 1), evidence = evidence + 1, "
                 "updated_at = excluded.updated_at", (source_id, target_id, weight, tick, tick))
 
+    def import_edge(self, source_id: str, target_id: str, *, weight: float, tick: int, origin: str,
+                    eid: str | None = None) -> bool:
+        """Add an edge from another golem's export once per (edge id, origin): a re-import of the same
+        file is a no-op (add_edge would count the evidence again). True when it was applied."""
+        if not origin or not origin.strip():
+            raise ValueError("origin (the exporting golem id) must be non-empty")
+        if source_id == target_id:
+            raise ValueError("a causal edge needs two different entries")
+        if not 0.0 < weight <= 1.0:
+            raise ValueError(f"weight must be in (0, 1], got {weight}")
+        expected = edge_id(source_id, target_id)
+        if eid is not None and eid != expected:
+            raise ValueError(f"edge_id {eid!r} does not match {source_id} → {target_id} (expected {expected})")
+        with immediate_tx(self.db_path) as db:
+            cur = db.execute("INSERT OR IGNORE INTO imported_edges VALUES (?, ?, ?)", (expected, origin, tick))
+            if cur.rowcount == 0:
+                return False
+            db.execute(
+                "INSERT INTO causal_edges VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT(source_id, target_id) DO UPDATE SET "
+                "weight = (weight * evidence + excluded.weight) / (evidence + 1), evidence = evidence + 1, "
+                "updated_at = MAX(updated_at, excluded.updated_at)", (source_id, target_id, weight, tick, tick))
+            return True
+
     def edges(self) -> list[dict]:
+        """Every edge with its stable `edge_id`."""
         with closing(connect(self.db_path, rows=True)) as db:
-            return [dict(r) for r in db.execute("SELECT * FROM causal_edges ORDER BY source_id, target_id")]
+            rows = [dict(r) for r in db.execute("SELECT * FROM causal_edges ORDER BY source_id, target_id")]
+        for r in rows:
+            r["edge_id"] = edge_id(r["source_id"], r["target_id"])
+        return rows
 
     def bfs(self, start: list[str], *, now_tick: int, max_hops: int = MAX_HOPS,
             direction: str = "forward") -> list[tuple[str, float, int]]:

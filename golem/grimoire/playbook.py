@@ -3,20 +3,30 @@
 The Curator compiles heuristics with confidence >= 0.7 ("Curator Cycle" step 2: "Heuristics with
 confidence >= 0.7 are promoted to PLAYBOOK.md") into a `## Global` section and one
 `## Strategy: <id>` section per strategy scope. The file's first line carries its revision.
+
+Every revision is versioned (issue 6: "every revision versioned (diff history, rollback)"): its full text,
+sha256, tick and reason go to a `playbook_revisions` table in the heuristics SQLite file. History is
+append-only: `rollback(n)` writes revision n's text back as a *new* revision, through the same safety
+guard, and the Curator leaves a rollback in place until its compiled content changes.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
+import sqlite3
 import tempfile
 from collections.abc import Callable
+from contextlib import closing
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from golem.grimoire.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
+from golem.storage import connect, immediate_tx, init_db
 
 PROMOTION_THRESHOLD = 0.7  # grimoire "Curator Cycle" step 2
 HEADER_RE = re.compile(r"^<!-- golem PLAYBOOK revision: (\d+) -->\s*$")
@@ -100,41 +110,201 @@ class PlaybookRefused(ValueError):
     """A rewrite the safety guard refused: it would drop or loosen a safety constraint."""
 
 
+# ---- revision history -------------------------------------------------------------------------
+_HISTORY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS playbook_revisions (
+    revision INTEGER PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    text TEXT NOT NULL,            -- the whole file, header line included
+    tick INTEGER,                  -- delta-cycle tick that wrote it (NULL: unknown, e.g. found on disk)
+    reason TEXT NOT NULL,          -- 'compile' | 'rollback:<n>' | 'found-on-disk'
+    heuristics INTEGER,            -- promoted heuristics compiled into it (NULL for rollbacks)
+    created_at TEXT NOT NULL
+);
+"""
+
+
+class PlaybookRevisionRow(BaseModel):
+    revision: int
+    sha256: str
+    text: str
+    tick: int | None
+    reason: str
+    heuristics: int | None
+    created_at: str
+
+    @property
+    def body(self) -> str:
+        return _body(self.text)
+
+
+def _body(text: str) -> str:
+    return text.split("\n", 1)[1] if "\n" in text else ""
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class PlaybookHistory:
+    """Append-only PLAYBOOK.md revisions in a SQLite file (by default the heuristics file: the rules and
+    the document compiled from them live together). One playbook per file."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)
+        init_db(self.db_path, _HISTORY_SCHEMA)
+
+    @classmethod
+    def for_store(cls, store: HeuristicStore) -> PlaybookHistory:
+        return cls(store.path)
+
+    def record(self, revision: int, text: str, *, tick: int | None, reason: str,
+               heuristics: int | None = None) -> bool:
+        """Store a revision; False when that revision number is already recorded (history is never rewritten)."""
+        if revision < 1:
+            raise ValueError(f"revision must be >= 1, got {revision}")
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with immediate_tx(self.db_path) as db:
+            cur = db.execute("INSERT OR IGNORE INTO playbook_revisions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (revision, _sha(text), text, tick, reason, heuristics, now))
+            return cur.rowcount == 1
+
+    def _rows(self, sql: str, args: tuple = ()) -> list[PlaybookRevisionRow]:
+        with closing(connect(self.db_path, rows=True)) as db:
+            try:
+                rows = db.execute(sql, args).fetchall()
+            except sqlite3.OperationalError:
+                return []
+        return [PlaybookRevisionRow(**dict(r)) for r in rows]
+
+    def log(self) -> list[PlaybookRevisionRow]:
+        """Every revision, oldest first."""
+        return self._rows("SELECT * FROM playbook_revisions ORDER BY revision")
+
+    def get(self, revision: int) -> PlaybookRevisionRow:
+        rows = self._rows("SELECT * FROM playbook_revisions WHERE revision = ?", (revision,))
+        if not rows:
+            known = [r.revision for r in self.log()]
+            raise KeyError(f"no PLAYBOOK revision {revision} in {self.db_path} (recorded: {known or 'none'})")
+        return rows[0]
+
+    def head(self) -> PlaybookRevisionRow | None:
+        rows = self._rows("SELECT * FROM playbook_revisions ORDER BY revision DESC LIMIT 1")
+        return rows[0] if rows else None
+
+    def last_compiled(self) -> PlaybookRevisionRow | None:
+        rows = self._rows("SELECT * FROM playbook_revisions WHERE reason = 'compile' ORDER BY revision DESC LIMIT 1")
+        return rows[0] if rows else None
+
+    def diff(self, rev_a: int, rev_b: int, context: int = 3) -> str:
+        """Unified diff from revision a to revision b ('' when identical)."""
+        a, b = self.get(rev_a), self.get(rev_b)
+        return "".join(difflib.unified_diff(a.text.splitlines(keepends=True), b.text.splitlines(keepends=True),
+                                            fromfile=f"PLAYBOOK.md@{rev_a}", tofile=f"PLAYBOOK.md@{rev_b}", n=context))
+
+
+def diff_texts(old: str, new: str, name_a: str = "a", name_b: str = "b") -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=name_a, tofile=name_b))
+
+
+def _backfill(history: PlaybookHistory, path: Path, current: int) -> None:
+    """A file on disk whose revision history has never seen (written before history existed, or the
+    process died between the file write and the history insert): record it as found."""
+    if current and path.exists() and not history._rows(
+            "SELECT * FROM playbook_revisions WHERE revision = ?", (current,)):
+        history.record(current, path.read_text(encoding="utf-8"), tick=None, reason="found-on-disk")
+
+
+def _next_revision(history: PlaybookHistory | None, current: int) -> int:
+    head = history.head() if history is not None else None
+    return max(current, head.revision if head else 0) + 1  # a deleted file never reuses a number
+
+
+def rollback(
+    path: Path,
+    revision: int,
+    *,
+    history: PlaybookHistory,
+    guard: Callable[[str, str], list[str]] | None = None,
+    tick: int | None = None,
+) -> PlaybookRevision:
+    """Write revision `revision`'s content back as a new revision (history is never rewritten).
+
+    The same safety guard as a Curator rewrite applies: rolling back to a revision that lacks a safety
+    constraint added since raises PlaybookRefused and leaves the file as it was.
+    """
+    path = Path(path)
+    target = history.get(revision)
+    current = read_revision(path)
+    _backfill(history, path, current)
+    new_rev = _next_revision(history, current)
+    text = _header(new_rev) + "\n" + target.body
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if guard is not None:
+        refused = guard(old, text)
+        if refused:
+            raise PlaybookRefused(f"PLAYBOOK.md rollback to revision {revision} refused: " + "; ".join(refused))
+    _atomic_write(path, text)
+    history.record(new_rev, text, tick=tick, reason=f"rollback:{revision}")
+    return PlaybookRevision(revision=new_rev, path=str(path), heuristics=target.heuristics or 0, sha256=_sha(text))
+
+
 def rewrite_playbook(
     store: HeuristicStore,
     path: Path,
     min_confidence: float = PROMOTION_THRESHOLD,
     guard: Callable[[str, str], list[str]] | None = None,
+    *,
+    tick: int | None = None,
+    history: PlaybookHistory | None | bool = True,
 ) -> PlaybookRevision:
     """Compile PLAYBOOK.md from the store; bump the revision only when the content changes.
 
     Idempotent: a retried consolidation that finds the same heuristics keeps the revision.
     guard(old_text, new_text) returns the reasons to refuse (PLAYBOOK evolution may never weaken a
     safety constraint); a refused rewrite raises PlaybookRefused and leaves the file as it was.
+    Every new revision is recorded in `history` (default: a PlaybookHistory in the store's SQLite
+    file; False: none). While the newest revision is a rollback, the Curator leaves it in place until
+    its compiled content differs from the last revision it compiled itself.
     """
     path = Path(path)
+    if history is True:
+        history = PlaybookHistory.for_store(store)
+    elif history is False:
+        history = None
     heuristics = store.list(min_confidence)
     body = compile_body(heuristics, min_confidence)
     current = read_revision(path)
+    if history is not None:
+        _backfill(history, path, current)
     if current and path.exists():
         existing = path.read_text(encoding="utf-8")
-        if existing.split("\n", 1)[1:] == [body]:
+        same = existing.split("\n", 1)[1:] == [body]
+        head = history.head() if history is not None else None
+        if not same and head is not None and head.revision == current and head.reason.startswith("rollback:"):
+            compiled = history.last_compiled()
+            same = compiled is not None and compiled.body == body  # knowledge unchanged since the rollback
+        if same:
             return PlaybookRevision(
                 revision=current,
                 path=str(path),
                 heuristics=len(heuristics),
-                sha256=hashlib.sha256(existing.encode("utf-8")).hexdigest(),
+                sha256=_sha(existing),
                 changed=False,
             )
-    text = _header(current + 1) + "\n" + body
+    new_rev = _next_revision(history, current)
+    text = _header(new_rev) + "\n" + body
     if guard is not None:
         refused = guard(path.read_text(encoding="utf-8") if path.exists() else "", text)
         if refused:
             raise PlaybookRefused("PLAYBOOK.md rewrite refused: " + "; ".join(refused))
     _atomic_write(path, text)
+    if history is not None:
+        history.record(new_rev, text, tick=tick, reason="compile", heuristics=len(heuristics))
     return PlaybookRevision(
-        revision=current + 1,
+        revision=new_rev,
         path=str(path),
         heuristics=len(heuristics),
-        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        sha256=_sha(text),
     )

@@ -261,6 +261,15 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX idx_kg_subject ON kg_facts(subject);
     CREATE INDEX idx_kg_object ON kg_facts(object);
     """,
+    # v5: ledger of imported causal edges, keyed by the stable edge id, so re-importing a file is a no-op.
+    """
+    CREATE TABLE imported_edges (
+        edge_id TEXT NOT NULL,
+        origin TEXT NOT NULL,            -- golem id of the export it came from
+        imported_tick INTEGER NOT NULL,
+        PRIMARY KEY (edge_id, origin)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

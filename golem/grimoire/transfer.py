@@ -9,13 +9,16 @@ Format (one JSON object per line, UTF-8):
      quality_score, validated_count, contradicted_count, decay_class, market_regime, valid_from, valid_until,
      parent_episode_ids, tags, provenance, source {golem_id, generation_number, owner_address},
      emotional_tag, created_tick, last_accessed_at, strength, consecutive_low_confidence, dream_validated, ...}
-    {"kind": "causal_edge", "source_id": ..., "target_id": ..., "weight": ..., "evidence": ..., "created_at": ..., "updated_at": ...}
+    {"kind": "causal_edge", "edge_id": "ce-…", "source_id": ..., "target_id": ..., "weight": ..., "evidence": ...,
+     "created_at": ..., "updated_at": ...}
 
 Vectors are not exported: the importer re-embeds every line with its own model (rev. 8: never mix models).
 On import, unless `as_is`, entries and episodes start at the inherited confidence min(confidence, 0.3)
 (grimoire "SQLite Causal Graph": inherited knowledge starts at 0.3 and must be re-validated), entries from
 the golem's own learning are marked `provenance: predecessor`, causal edge weights are capped at 0.3, and
-`source` (the golem it came from) is kept. Importing the same file twice changes nothing more (ids are kept).
+`source` (the golem it came from) is kept. Importing the same file twice changes nothing more (ids are kept;
+causal edges are imported once per (edge_id, exporting golem), edge_id = "ce-" + sha256(source \0 target)[:24],
+computed when a line has none).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from golem.grimoire.episodes import Episode, EpisodeStore
-from golem.grimoire.graph import CausalGraph
+from golem.grimoire.graph import CausalGraph, edge_id
 from golem.grimoire.semantic import GrimoireEntry, Provenance, SemanticStore
 
 FORMAT = "golem-grimoire"
@@ -49,6 +52,7 @@ def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, 
     eps: list[Episode] = []
     entries: list[GrimoireEntry] = []
     edges: list[dict] = []
+    origin = ""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -61,12 +65,17 @@ def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, 
                 if kind == "header":
                     if obj.get("format") != FORMAT or obj.get("version") != VERSION:
                         raise ValueError(f"not a {FORMAT} v{VERSION} file")
+                    origin = str(obj.get("golem_id") or "")
                 elif kind == "episode":
                     eps.append(Episode.model_validate(obj))
                 elif kind == "entry":
                     entries.append(GrimoireEntry.model_validate(obj))
                 elif kind == "causal_edge":
-                    edges.append({k: obj[k] for k in ("source_id", "target_id", "weight", "updated_at")})
+                    edge = {k: obj[k] for k in ("source_id", "target_id", "weight", "updated_at")}
+                    expected = edge_id(edge["source_id"], edge["target_id"])
+                    if obj.get("edge_id", expected) != expected:
+                        raise ValueError(f"edge_id {obj['edge_id']!r} does not match its source_id/target_id")
+                    edges.append({**edge, "edge_id": expected})
                 else:
                     raise ValueError(f"unknown kind {kind!r} (header, episode, entry, causal_edge)")
             except (ValueError, KeyError, TypeError) as err:
@@ -84,5 +93,6 @@ def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, 
     graph = CausalGraph(semantic.db_path)
     for e in edges:
         w = e["weight"] if as_is else min(e["weight"], INHERITED_CONFIDENCE)
-        graph.add_edge(e["source_id"], e["target_id"], weight=w, tick=e["updated_at"])
+        graph.import_edge(e["source_id"], e["target_id"], weight=w, tick=e["updated_at"],
+                          origin=origin or "unknown", eid=e["edge_id"])
     return {"episodes": len(eps), "entries": len(entries), "causal_edges": len(edges)}

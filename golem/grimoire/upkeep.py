@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.retrieval import ensure_fts
+from golem.grimoire.retrieval import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
 from golem.grimoire.semantic import EntryType, SemanticStore
 from golem.storage import connect
 
@@ -45,12 +45,14 @@ def maintain(episodes: EpisodeStore, semantic: SemanticStore | None,
     Returns before/after stats per table.
     """
     out: dict[str, Any] = {}
-    for name, table, col in [("episodes", episodes._table, "summary"),
+    for name, table, col in [("episodes", episodes.table, "summary"),
                              *([("semantic", semantic.table, "content")] if semantic is not None else [])]:
         before = table_stats(table, col)
         ensure_fts(table, col)
         if table.count_rows():
-            table.optimize(cleanup_older_than=keep_versions_newer_than)
+            table.optimize(cleanup_older_than=keep_versions_newer_than)  # also folds new rows into the ANN index
+            if table.count_rows() >= ANN_MIN_ROWS and vector_index(table) is None:
+                build_ann_index(table)  # exact scans get slow past ~50k rows (bench/grimoire.py --big)
         out[name] = {"before": before, "after": table_stats(table, col)}
     return out
 
