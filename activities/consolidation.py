@@ -6,6 +6,7 @@ from temporalio import activity
 
 from golem.grimoire.admission import admit
 from golem.grimoire.dream import run_dream_replay
+from golem.grimoire.embeddings import scheduled_drift_check
 from golem.grimoire.heuristics import derive_heuristics_from_episodes
 from golem.grimoire.playbook import rewrite_playbook
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
@@ -41,6 +42,9 @@ class ConsolidationActivities:
             guard=lambda old, new: check_playbook_delta(old, new, limits).refused, tick=inp.tick,
         )
         delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
+        drift = scheduled_drift_check(self.s.episodes.embedder, self.s.data_dir / "grimoire" / "drift-reference.npy")
+        if not drift.ok:
+            activity.logger.warning("embedding drift %s: %s", drift.status, drift.as_dict())
         return ConsolidationResult(
             tick=inp.tick,
             episodes_scanned=report.scanned,
@@ -50,6 +54,7 @@ class ConsolidationActivities:
             playbook_revision=revision.revision,
             playbook_path=str(revision.path),
             followups_delivered=delivered,
+            embedding_drift=drift.as_dict(),
         )
 
     @activity.defn(name="dream_replay")

@@ -144,3 +144,26 @@ def drift_check(embedder: Embedder, reference_texts: list[str], stored_vectors: 
         before, after = _neighbours(stored, k), _neighbours(fresh, k)
         stability = sum(len(a & b) / k for a, b in zip(before, after)) / len(before)
     return DriftReport(distances, stability, embedder.model_name)
+
+
+# rev. 8: a fixed reference set, embedded once and re-checked at every delta cycle.
+REFERENCE_TEXTS = [
+    "health factor falling toward liquidation", "repay debt to protect the loan", "pool price diverges from the oracle",
+    "volatile market with large price swings", "range bound market, nothing to do", "gas price spike on the network",
+    "swap WETH to USDC to reduce exposure", "owner asked to reduce exposure", "liquidity added to the pool",
+    "trend turned down after a breakout", "oracle price stale for several blocks", "slippage exceeded the limit",
+    "transaction reverted in simulation", "chain reorganisation removed a block", "budget nearly spent for today",
+    "strategy constraint breached", "heuristic validated by outcome", "episode replayed during the dream cycle",
+    "collateral value dropped sharply", "calm market, low volatility",
+]
+
+
+def scheduled_drift_check(embedder: Embedder, pinned_path) -> DriftReport:
+    """Compare today's embeddings of REFERENCE_TEXTS with those pinned the first time (saved as .npy)."""
+    from pathlib import Path
+
+    path = Path(pinned_path)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, embedder.embed(list(REFERENCE_TEXTS)))
+    return drift_check(embedder, REFERENCE_TEXTS, np.load(path))

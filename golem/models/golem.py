@@ -52,6 +52,7 @@ class ConsolidationResult(BaseModel):
     playbook_revision: int | None = None
     playbook_path: str = ""
     followups_delivered: list[str] = Field(default_factory=list)
+    embedding_drift: dict = Field(default_factory=dict)  # rev. 8 drift check: status, max distance, nn stability
 
 
 class DreamInput(BaseModel):

@@ -83,6 +83,7 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     delta = await temporal_client.get_workflow_handle("golem-calm-golem-delta-10", result_type=ConsolidationResult).result()
     assert delta.episodes_scanned >= 10 and delta.playbook_revision is not None
     assert delta.followups_delivered == ["cur-1"] and not final.pending_followups, "the curator got its follow-up"
+    assert delta.embedding_drift["status"] == "healthy", "the rev. 8 drift check ran at delta"
     assert "prune stale notes" in (rig.data_dir / "owner-notes.jsonl").read_text()
 
     # A tick's search attributes are set for the UI.

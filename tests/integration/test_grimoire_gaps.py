@@ -100,3 +100,18 @@ def test_drift_check_on_reference_set(embedder):
     assert not rep.ok and rep.drifted == [2] and rep.min_cosine < 0.5
     with pytest.raises(ValueError, match="shape"):
         drift_check(embedder, ref, stored[:2])
+
+
+def test_scheduled_drift_check_pins_then_compares(tmp_path):
+    from golem.grimoire.embeddings import default_embedder, scheduled_drift_check
+
+    pinned = tmp_path / "drift-reference.npy"
+    first = scheduled_drift_check(default_embedder(), pinned)
+    assert pinned.exists() and first.status == "healthy" and first.max_distance < 1e-5
+    import numpy as np
+
+    moved = np.load(pinned)
+    moved[0] = -moved[0]  # as if the model had changed under us
+    np.save(pinned, moved)
+    report = scheduled_drift_check(default_embedder(), pinned)
+    assert report.status == "critical" and 0 in report.drifted
