@@ -258,22 +258,31 @@ class GolemWorkflow:
         # Learned gating closes its feedback loop at delta frequency (§S5 "Outcome feedback").
         self._state, feedback = learn_at_delta(self._state, cfg.gating)
         workflow.logger.info("gating feedback at tick %s: %s", s.tick, feedback)
-        notes = [f for f in s.pending_followups if f.window.value == "next-curator"]
+        result = await self._upkeep_child(
+            DeltaConsolidationWorkflow.run, "delta", "next-curator",
+            lambda notes: ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes),
+        )
+        if result is not None and result.playbook_revision is not None:
+            # §S11: a PLAYBOOK revision invalidates cached decisions
+            cache = on_playbook_revision(self._state.decision_cache, result.playbook_revision, None)
+            self._state = self._state.model_copy(update={"decision_cache": cache})
+        self._state = self._state.model_copy(update={"last_delta_tick": s.tick})
+
+    async def _upkeep_child(self, run, kind: str, window: str, make_input):
+        """Run a delta or dream child with the follow-ups of its window; upkeep failing never stops the
+        heartbeat (the failure is logged and None returned)."""
+        s = self._state
+        notes = [f for f in s.pending_followups if f.window.value == window]
         try:
             result = await workflow.execute_child_workflow(
-                DeltaConsolidationWorkflow.run,
-                ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes),
-                id=f"golem-{s.golem_id}-delta-{s.tick}",
-                task_queue=f"golem-{s.golem_id}",
+                run, make_input(notes), id=f"golem-{s.golem_id}-{kind}-{s.tick}", task_queue=f"golem-{s.golem_id}",
                 execution_timeout=timedelta(minutes=10),
             )
-            self._drop_followups(result.followups_delivered)
-            if result.playbook_revision is not None:  # §S11: a PLAYBOOK revision invalidates cached decisions
-                cache = on_playbook_revision(self._state.decision_cache, result.playbook_revision, None)
-                self._state = self._state.model_copy(update={"decision_cache": cache})
-        except ChildWorkflowError as err:  # upkeep failing must never stop the heartbeat
-            workflow.logger.error("delta consolidation at tick %s failed: %s", s.tick, err.cause or err)
-        self._state = self._state.model_copy(update={"last_delta_tick": s.tick})
+        except ChildWorkflowError as err:
+            workflow.logger.error("%s cycle at tick %s failed: %s", kind, s.tick, err.cause or err)
+            return None
+        self._drop_followups(result.followups_delivered)
+        return result
 
     def _drop_followups(self, delivered: list[str]) -> None:
         kept = [f for f in self._state.pending_followups if f.id not in set(delivered)]
@@ -283,17 +292,10 @@ class GolemWorkflow:
         s = self._state
         self._activity = "dreaming"
         self._state = s.model_copy(update={"dreaming": True})
-        notes = [f for f in s.pending_followups if f.window.value == "next-dream"]
         try:
-            result = await workflow.execute_child_workflow(
-                DreamCycleWorkflow.run,
-                DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes),
-                id=f"golem-{s.golem_id}-dream-{s.tick}",
-                task_queue=f"golem-{s.golem_id}",
-                execution_timeout=timedelta(minutes=10),
+            await self._upkeep_child(
+                DreamCycleWorkflow.run, "dream", "next-dream",
+                lambda notes: DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes),
             )
-            self._drop_followups(result.followups_delivered)
-        except ChildWorkflowError as err:
-            workflow.logger.error("dream cycle at tick %s failed: %s", s.tick, err.cause or err)
         finally:
             self._state = self._state.model_copy(update={"dreaming": False, "last_dream_tick": s.tick})

@@ -14,6 +14,8 @@ from web3 import Web3
 
 from golem.chain.contracts import Deployment
 from golem.chain.web3client import make_web3
+from golem.models.config import GolemConfig
+from golem.safety.service import SafetyService
 from golem.world.deploy import deploy_world
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
@@ -58,3 +60,11 @@ def world_snapshot(w3: Web3, world: Deployment) -> Iterator[Deployment]:
     finally:
         reverted = w3.provider.make_request("evm_revert", [snap_id])
         assert reverted.get("result") is True, f"evm_revert failed: {reverted}"
+
+
+@pytest.fixture
+def svc(tmp_path) -> SafetyService:
+    """A SafetyService (steps 5–8) over a fresh data dir, with no kill switch file in the way."""
+    cfg = GolemConfig()
+    cfg.probes.kill_switch_path = str(tmp_path / "no-killswitch")
+    return SafetyService(cfg, tmp_path)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,3 +144,38 @@ async def in_process_worker(client: Client, rig: GolemRig, services: GolemServic
         await worker.shutdown()
         with contextlib.suppress(Exception):
             await task
+
+
+def golem_observation(w3, world: Deployment):
+    """An Observation of the golem account's chain state (what the observe step would read, without probes)."""
+    from golem.chain.reader import read_snapshot
+    from golem.models.observation import Observation
+
+    return Observation(snapshot=read_snapshot(w3, world, ANVIL_ADDRESSES[2]))
+
+
+def record_where(store: CycleStore, predicate, n: int = 20):
+    """The newest of the last n DecisionCycleRecords that satisfies predicate, or None (for wait_for)."""
+    for row in store.recent(n):
+        rec = store.load(row["tick"])
+        if predicate(rec):
+            return rec
+    return None
+
+
+async def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    """Poll predicate (sync or async) until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def wait_for_record(store: CycleStore, predicate, what: str, *, timeout: float = 60, n: int = 20):
+    """Wait until one of the last n DecisionCycleRecords satisfies predicate; return the newest such."""
+    return await wait_for(lambda: record_where(store, predicate, n), timeout, what)

@@ -10,31 +10,17 @@ from web3 import Web3
 
 from golem.chain.contracts import Deployment, contract
 from golem.chain.executor import Executor
-from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
 from golem.chain.tools import LP_SHARE_DECIMALS, lp_position, lp_value_usd
-from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus, BehavioralPhase
-from golem.models.observation import Observation
 from golem.models.tick import ProposedAction
-from golem.safety.service import SafetyService
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
+from tests.integration.golem_rig import golem_observation as observe
 
 pytestmark = pytest.mark.integration
 
 GOLEM = ANVIL_ADDRESSES[2]
 THRIVING = BehavioralPhase.THRIVING
-
-
-@pytest.fixture
-def svc(tmp_path) -> SafetyService:
-    cfg = GolemConfig()
-    cfg.probes.kill_switch_path = str(tmp_path / "no-killswitch")
-    return SafetyService(cfg, tmp_path)
-
-
-def observe(w3: Web3, world: Deployment) -> Observation:
-    return Observation(snapshot=read_snapshot(w3, world, GOLEM))
 
 
 def shares(w3: Web3, world: Deployment) -> int:

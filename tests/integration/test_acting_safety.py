@@ -14,32 +14,19 @@ from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
 from golem.chain.permits import PermitError, PermitStore
 from golem.chain.read_tools import READ_TOOLS
-from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
 from golem.chain.speculation import SpeculationEngine, take
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus, BehavioralPhase
-from golem.models.observation import Observation
 from golem.models.tick import ProposedAction
 from golem.safety.commands import cmd_audit
-from golem.safety.service import SafetyService
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
+from tests.integration.golem_rig import golem_observation as observe
 
 pytestmark = pytest.mark.integration
 
 GOLEM = ANVIL_ADDRESSES[2]
 THRIVING = BehavioralPhase.THRIVING
-
-
-@pytest.fixture
-def svc(tmp_path) -> SafetyService:
-    cfg = GolemConfig()
-    cfg.probes.kill_switch_path = str(tmp_path / "no-killswitch")
-    return SafetyService(cfg, tmp_path)
-
-
-def observe(w3, world) -> Observation:
-    return Observation(snapshot=read_snapshot(w3, world, GOLEM))
 
 
 def run_write_path(w3, world, svc, actions, tick=1):

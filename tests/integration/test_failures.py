@@ -10,8 +10,7 @@ import pytest
 
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import Tier
-from tests.integration.golem_rig import REPO, in_process_worker, make_rig
-from tests.integration.test_golem_loop import _wait_for
+from tests.integration.golem_rig import REPO, in_process_worker, make_rig, wait_for, wait_for_record
 from workers.replay import RerunRefused, rerun_tick
 from workflows.golem import GolemWorkflow
 
@@ -29,7 +28,7 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
     store = CycleStore(rig.data_dir)
     async with in_process_worker(temporal_client, rig):
         handle = await rig.start_golem(temporal_client, max_ticks=None)
-        await _wait_for(lambda: store.count() >= 3, 60, "three ticks")
+        await wait_for(lambda: store.count() >= 3, 60, "three ticks")
 
         # A malformed STRATEGY.md: the escalated tick records a clear error and the golem goes on.
         strategy = rig.home / "STRATEGY.md"
@@ -37,14 +36,7 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
         strategy.write_text("## Rules\n- WHEN health_factr < 1.5 THEN repay 10% debt\n")
         await handle.signal(GolemWorkflow.steer, {"id": "st-1", "message": "reduce exposure", "severity": "high"})
 
-        def errored():
-            for row in store.recent(20):
-                rec = store.load(row["tick"])
-                if rec.errors:
-                    return rec
-            return None
-
-        rec = await _wait_for(errored, 60, "a tick that recorded the STRATEGY.md error")
+        rec = await wait_for_record(store, lambda rec: bool(rec.errors), "a tick that recorded the STRATEGY.md error")
         assert rec.tier == Tier.T2
         assert "health_factr" in rec.errors[0] and "line" in rec.errors[0].lower(), rec.errors
         assert rec.actions == []
@@ -53,23 +45,18 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
         strategy.write_text("## Rules\n- WHEN regime == volatile THEN borrow 10 debt\n## Constraints\n- MUST NOT borrow\n")
         await handle.signal(GolemWorkflow.steer, {"id": "st-2", "message": "reduce exposure", "severity": "high"})
 
-        def unviable():
-            for row in store.recent(20):
-                rec = store.load(row["tick"])
-                if any("STRATEGY_UNVIABLE" in e for e in rec.errors):
-                    return rec
-            return None
-
-        rec = await _wait_for(unviable, 60, "a tick that recorded STRATEGY_UNVIABLE")
+        rec = await wait_for_record(
+            store, lambda rec: any("STRATEGY_UNVIABLE" in e for e in rec.errors), "a tick that recorded STRATEGY_UNVIABLE"
+        )
         assert "no rule can ever act" in rec.errors[0] and rec.actions == []
         strategy.write_text(good)
 
         # An RPC outage: observe fails after its retries, the tick is recorded as failed, the loop goes on.
         n = store.count()
         rig.anvil.stop()
-        await _wait_for(lambda: store.failures(10), 90, "a failed tick")
+        await wait_for(lambda: store.failures(10), 90, "a failed tick")
         rig.anvil.start()
-        await _wait_for(lambda: store.count() >= n + 2, 90, "ticks after the outage")
+        await wait_for(lambda: store.count() >= n + 2, 90, "ticks after the outage")
         status = await handle.query(GolemWorkflow.status)
         failed = store.failures(10)
         assert failed and set(f["tick"] for f in failed) <= set(status.failed_ticks)

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import signal
-import time
 
 import pytest
 
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import ConsolidationResult, DreamResult
-from tests.integration.golem_rig import in_process_worker, make_rig
+from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record
 from workers.replay import replay_history
 from workflows.golem import GolemWorkflow
 from workflows.tick import ThetaTickWorkflow
@@ -20,18 +18,6 @@ from workflows.tick import ThetaTickWorkflow
 pytestmark = pytest.mark.integration
 
 WRITE_STEPS = {"Simulating", "Validating", "Executing", "Verifying"}
-
-
-async def _wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return value
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture
@@ -173,12 +159,12 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
     async with in_process_worker(temporal_client, rig):
         handle = await rig.start_golem(temporal_client, max_ticks=None)
         store = CycleStore(rig.data_dir)
-        await _wait_for(lambda: store.count() >= 6, 60, "six ticks")
+        await wait_for(lambda: store.count() >= 6, 60, "six ticks")
 
         cli = _cli(temporal_env, rig)
         queued = await cli("followup", "check the DAI balance", "--window", "next-decide", "--id", "f-1")
         assert queued.returncode == 0, queued.stderr
-        await _wait_for(lambda: _pending_followups(handle), 30, "the follow-up to be pending")
+        await wait_for(lambda: _pending_followups(handle), 30, "the follow-up to be pending")
         sent = await cli("steer", "reduce exposure", "--severity", "high", "--id", "s-1")
         assert sent.returncode == 0 and "s-1 delivered" in sent.stdout, sent.stderr
         await handle.signal(GolemWorkflow.steer, {"id": "s-1", "message": "reduce exposure", "severity": "high"})  # dup
@@ -187,14 +173,9 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
         await handle.signal(GolemWorkflow.steer, {"id": "bad-1", "severity": "apocalyptic"})
         await handle.signal(GolemWorkflow.steer, "not an object")
 
-        def steered():
-            for row in store.recent(30):
-                rec = store.load(row["tick"])
-                if any(i.id == "s-1" for i in rec.active_interventions):
-                    return rec
-            return None
-
-        rec = await _wait_for(steered, 60, "a tick that handled steer s-1")
+        rec = await wait_for_record(
+            store, lambda rec: any(i.id == "s-1" for i in rec.active_interventions), "a tick that handled steer s-1", n=30
+        )
         assert rec.tier == Tier.T2 and "s-1" in rec.gating_reason
         assert "f-1" in [i.id for i in rec.active_interventions], "the next-decide follow-up reached the decision"
         assert rec.deliberation is not None and "s-1" in rec.deliberation.steers_considered
@@ -209,7 +190,7 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
         assert "severity" in reasons and "expected a JSON object" in reasons, reasons
         assert not status.pending_steers and not status.pending_followups
         tick_at_reject = status.tick
-        await _wait_for(lambda: store.count() >= tick_at_reject + 3, 60, "the golem keeps ticking")
+        await wait_for(lambda: store.count() >= tick_at_reject + 3, 60, "the golem keeps ticking")
         later = store.load(store.recent(1)[0]["tick"])
         assert any("severity" in r.reason for r in later.rejected_interventions)
 
@@ -234,7 +215,7 @@ async def test_killing_worker_mid_tick_loses_no_tick_and_sends_no_tx_twice(tempo
     try:
         # Kill the worker with SIGKILL three times while ticks are in flight, restarting it each time.
         for wait_ticks in (3, 6, 9):
-            await _wait_for(lambda: store.count() >= wait_ticks, 120, f"{wait_ticks} ticks")
+            await wait_for(lambda: store.count() >= wait_ticks, 120, f"{wait_ticks} ticks")
             await asyncio.sleep(0.15)  # land inside the next tick
             worker.send_signal(signal.SIGKILL)
             worker.wait()

@@ -13,13 +13,13 @@ from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
 from golem.grimoire.graph import CausalGraph, KnowledgeGraph
 from golem.grimoire.retrieval import retrieve_for_tick
 from golem.grimoire.semantic import (
+    _MIGRATIONS,
     SCHEMA_VERSION,
     EntrySource,
     EntryType,
     GrimoireEntry,
     Provenance,
     SemanticStore,
-    _MIGRATIONS,
     _split_sql,
 )
 from golem.grimoire.transfer import export_lines, import_file

@@ -13,8 +13,7 @@ from temporalio import activity
 from golem.inference.llm import select_deliberator
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
-from tests.integration.golem_rig import in_process_worker, make_rig
-from tests.integration.test_golem_loop import _wait_for
+from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record
 from tests.unit.inference_fakes import FakeMessagesAPI, decide, message, tool_use
 from workflows.golem import GolemWorkflow
 
@@ -52,17 +51,12 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
     rig.start_market(interval=0.25)
     async with in_process_worker(temporal_client, rig, services=services):
         handle = await rig.start_golem(temporal_client, max_ticks=None)
-        await _wait_for(lambda: store.count() >= 4, 60, "four ticks")
+        await wait_for(lambda: store.count() >= 4, 60, "four ticks")
         await handle.signal(GolemWorkflow.steer, {"id": "llm-1", "message": "reduce exposure", "severity": "high"})
 
-        def steered():
-            for row in store.recent(20):
-                rec = store.load(row["tick"])
-                if any(i.id == "llm-1" for i in rec.active_interventions):
-                    return rec
-            return None
-
-        rec = await _wait_for(steered, 60, "the steered tick")
+        rec = await wait_for_record(
+            store, lambda rec: any(i.id == "llm-1" for i in rec.active_interventions), "the steered tick"
+        )
         await handle.terminate("test done")
 
     assert rec.tier == Tier.T2
@@ -98,19 +92,14 @@ async def test_steer_while_deciding_cancels_the_request_and_re_prompts(temporal_
         store = CycleStore(rig.data_dir)
         async with in_process_worker(temporal_client, rig, services=services):
             handle = await rig.start_golem(temporal_client, max_ticks=None)
-            await _wait_for(lambda: store.count() >= 2, 60, "two ticks")
+            await wait_for(lambda: store.count() >= 2, 60, "two ticks")
             await handle.signal(GolemWorkflow.steer, {"id": "d-1", "message": "hold on", "severity": "high"})
             await asyncio.wait_for(api.started.wait(), 30)  # the first request is in flight: Deciding
             await handle.signal(GolemWorkflow.steer, {"id": "d-2", "message": "actually, stay put", "severity": "high"})
 
-            def steered():
-                for row in store.recent(20):
-                    rec = store.load(row["tick"])
-                    if any(i.id == "d-2" for i in rec.active_interventions):
-                        return rec
-                return None
-
-            rec = await _wait_for(steered, 60, "the re-prompted tick")
+            rec = await wait_for_record(
+                store, lambda rec: any(i.id == "d-2" for i in rec.active_interventions), "the re-prompted tick"
+            )
             await handle.terminate("test done")
         assert api.cancelled.is_set(), "the in-flight request was cancelled"
         assert rec.deliberation.interrupted_by == ["d-2"] and rec.deliberation.model == "claude-sonnet-4-6"

@@ -7,8 +7,7 @@ import pytest
 
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
-from tests.integration.golem_rig import in_process_worker, make_rig
-from tests.integration.test_golem_loop import _wait_for
+from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record
 from workflows.golem import GolemWorkflow
 
 pytestmark = pytest.mark.integration
@@ -27,29 +26,20 @@ async def test_reorg_re_marks_the_episode_and_forces_t2(temporal_client, rig):
     services = rig.services()
     async with in_process_worker(temporal_client, rig, services=services):
         handle = await rig.start_golem(temporal_client, max_ticks=None)
-        await _wait_for(lambda: store.count() >= 3, 60, "three ticks")
+        await wait_for(lambda: store.count() >= 3, 60, "three ticks")
         await handle.signal(GolemWorkflow.steer, {"id": "r-1", "message": "reduce exposure", "severity": "high"})
 
-        def acted():
-            for row in store.recent(20):
-                rec = store.load(row["tick"])
-                if any(a.status == ActionStatus.EXECUTED for a in rec.actions):
-                    return rec
-            return None
-
-        rec = await _wait_for(acted, 60, "a tick that acted")
+        rec = await wait_for_record(
+            store, lambda rec: any(a.status == ActionStatus.EXECUTED for a in rec.actions), "a tick that acted"
+        )
+        acted_tick = rec.tick
         first_block = min(a.block_number for a in rec.actions if a.block_number)
         depth = w3.eth.block_number - first_block + 1
         assert "error" not in w3.provider.make_request("anvil_reorg", [depth, []])
 
-        def forced():
-            for row in store.recent(20):
-                r = store.load(row["tick"])
-                if r.tick > rec.tick and "reorg" in r.gating_reason:
-                    return r
-            return None
-
-        later = await _wait_for(forced, 60, "a tick forced to T2 by the reorg")
+        later = await wait_for_record(
+            store, lambda rec: rec.tick > acted_tick and "reorg" in rec.gating_reason, "a tick forced to T2 by the reorg"
+        )
         await handle.terminate("test done")
     assert later.tier == Tier.T2 and rec.tick in later.observation.reorged_ticks
     episode = services.episodes.get(f"reorg-golem:tick:{rec.tick}")
