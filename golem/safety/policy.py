@@ -12,7 +12,6 @@ import json
 
 from pydantic import BaseModel
 
-from golem.chain.permits import PermitStore
 from golem.chain.tools import (
     STABLE_TOKENS,
     WRITE_TOOLS,
@@ -24,7 +23,7 @@ from golem.chain.tools import (
 from golem.models.config import PolicySection
 from golem.models.enums import BehavioralPhase
 from golem.models.observation import Observation
-from golem.models.tick import ProposedAction, SimulationResult, ValidatedAction, ValidationResult
+from golem.models.tick import ProposedAction
 
 # runtime-extensions §12: "Conservation phase blocks new position entry" (and every phase below it).
 RESTRICTED_PHASES: frozenset[BehavioralPhase] = frozenset(
@@ -117,63 +116,3 @@ def _describe(action: ProposedAction) -> str:
     if action.tool == "remove_liquidity":
         return f"{a.get('fraction')} of the pool shares"
     return str(a.get("amount"))
-
-
-def validate_actions(
-    cage: PolicyCage,
-    actions: list[ProposedAction],
-    simulation: SimulationResult,
-    observation: Observation,
-    phase: BehavioralPhase,
-    permits: PermitStore,
-    golem_id: str,
-    tick: int,
-) -> ValidationResult:
-    """Step 6 for every proposed action; issues a permit for each one approved.
-
-    Refused actions are recorded as blocked permits (audit only; they carry no usable id).
-    """
-    sims = {s.action_index: s for s in simulation.actions}
-    policy_hash = cage.policy_hash()
-    out: list[ValidatedAction] = []
-    for action in actions:
-        reason = _refusal(cage, action, sims, observation, phase)
-        if reason is not None:
-            permits.record_blocked(golem_id, tick, action.action_index, action.tool, policy_hash, reason)
-            out.append(ValidatedAction(action_index=action.action_index, approved=False, reason=reason))
-            continue
-        value = action_value_usd(action, observation)
-        permit = permits.issue(golem_id, tick, action.action_index, action.tool, value, policy_hash)
-        out.append(
-            ValidatedAction(
-                action_index=action.action_index,
-                approved=True,
-                reason=f"policy ok (${value:,.2f}), simulation ok",
-                permit_id=permit.id,
-            )
-        )
-    return ValidationResult(actions=out)
-
-
-def _refusal(
-    cage: PolicyCage,
-    action: ProposedAction,
-    sims: dict,
-    observation: Observation,
-    phase: BehavioralPhase,
-) -> str | None:
-    if action.tool not in WRITE_TOOLS:
-        return f"unknown tool {action.tool!r}: only {', '.join(sorted(WRITE_TOOLS))} may write"
-    try:
-        parse_arguments(action.tool, action.arguments)
-    except ToolArgumentError as e:
-        return f"invalid arguments: {e}"
-    verdict = cage.check(action, observation, phase)
-    if not verdict.ok:
-        return f"policy: {verdict.reason}"
-    sim = sims.get(action.action_index)
-    if sim is None:
-        return "not simulated: every write must be simulated before it is approved"
-    if not sim.ok:
-        return f"simulation failed: {sim.revert_reason or 'reverted'}"
-    return None

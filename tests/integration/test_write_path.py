@@ -14,11 +14,11 @@ from golem.chain.reader import read_snapshot
 from golem.chain.simulate import SimulationError, simulate_actions, simulate_calls
 from golem.chain.tools import build_calls
 from golem.chain.verify import verify_actions
-from golem.models.config import PolicySection
+from golem.models.config import GolemConfig, PolicySection
 from golem.models.enums import ActionStatus, BehavioralPhase
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction
-from golem.safety.policy import PolicyCage, validate_actions
+from golem.safety.service import SafetyService
 from golem.world.deploy import TxSender
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
 
@@ -26,12 +26,21 @@ pytestmark = pytest.mark.integration
 
 GOLEM = ANVIL_ADDRESSES[2]
 GOLEM_KEY = ANVIL_KEYS[2]
-CAGE = PolicyCage(PolicySection(approved_assets=["WETH", "USDC"], max_trade_size_usd=5_000, max_slippage_bps=100))
+POLICY = PolicySection(approved_assets=["WETH", "USDC"], max_trade_size_usd=5_000, max_slippage_bps=100)
 
 
 @pytest.fixture
 def stores(tmp_path):
     return TxJournal(tmp_path / "journal.sqlite"), PermitStore(tmp_path / "permits.sqlite")
+
+
+@pytest.fixture
+def safety(tmp_path, stores) -> SafetyService:
+    """Step 6 as the validate activity runs it (the layered cage), over the test's own journal and permits."""
+    journal, permits = stores
+    cfg = GolemConfig(policy=POLICY)
+    cfg.probes.kill_switch_path = str(tmp_path / "no-killswitch")
+    return SafetyService(cfg, tmp_path, permits=permits, journal=journal)
 
 
 def observe(w3: Web3, world: Deployment) -> Observation:
@@ -53,22 +62,23 @@ def swap_1_weth(idx: int = 0, **extra) -> ProposedAction:
     )
 
 
-def approve_and_permit(w3, world, stores, actions, tick=1):
-    journal, permits = stores
+def approve_and_permit(w3, world, safety: SafetyService, actions, tick=1):
     obs = observe(w3, world)
     sim = simulate_actions(w3, world, GOLEM, actions, obs)
-    val = validate_actions(CAGE, actions, sim, obs, BehavioralPhase.THRIVING, permits, "g1", tick)
+    val, _ = safety.validate("g1", tick, BehavioralPhase.THRIVING, actions, sim, obs)
     return obs, sim, val
 
 
-def test_swap_simulate_validate_execute_verify(w3: Web3, world_snapshot: Deployment, stores) -> None:
+def test_swap_simulate_validate_execute_verify(
+    w3: Web3, world_snapshot: Deployment, stores, safety
+) -> None:
     world = world_snapshot
     journal, permits = stores
     action = swap_1_weth()
     pool = contract(w3, world, "POOL")
     quote = pool.functions.get_amount_out(10**18, world.addresses["WETH"]).call() / 1e6
 
-    obs, sim, val = approve_and_permit(w3, world, stores, [action])
+    obs, sim, val = approve_and_permit(w3, world, safety, [action])
     s = sim.actions[0]
     assert s.ok, s.revert_reason
     assert s.expected["amount_out"] == pytest.approx(quote, rel=1e-12)
@@ -106,11 +116,13 @@ def test_swap_simulate_validate_execute_verify(w3: Web3, world_snapshot: Deploym
         assert bare_key not in text.lower()
 
 
-def test_verify_waits_for_confirmations(w3: Web3, world_snapshot: Deployment, stores) -> None:
+def test_verify_waits_for_confirmations(
+    w3: Web3, world_snapshot: Deployment, stores, safety
+) -> None:
     world = world_snapshot
     journal, permits = stores
     action = swap_1_weth()
-    obs, sim, val = approve_and_permit(w3, world, stores, [action])
+    obs, sim, val = approve_and_permit(w3, world, safety, [action])
     record = Executor(w3, world, Account.from_key(GOLEM_KEY), journal, permits).execute(
         "g1", 1, action, val.actions[0].permit_id, obs
     )
@@ -118,9 +130,11 @@ def test_verify_waits_for_confirmations(w3: Web3, world_snapshot: Deployment, st
     assert not outcome.verified and "1 of 3 confirmations" in outcome.actual
 
 
-def test_impossible_min_out_reports_slippage(w3: Web3, world_snapshot: Deployment, stores) -> None:
+def test_impossible_min_out_reports_slippage(
+    w3: Web3, world_snapshot: Deployment, stores, safety
+) -> None:
     action = swap_1_weth(min_amount_out=1_000_000)  # a million USDC for one WETH
-    obs, sim, val = approve_and_permit(w3, world_snapshot, stores, [action])
+    obs, sim, val = approve_and_permit(w3, world_snapshot, safety, [action])
     assert not sim.actions[0].ok
     assert sim.actions[0].revert_reason == "slippage"
     assert not val.actions[0].approved
@@ -144,10 +158,12 @@ def test_single_call_eth_call_fallback_matches_simulate_v1(w3: Web3, world_snaps
         simulate_calls(w3, GOLEM, [ok_call, ok_call], use_simulate_v1=False)
 
 
-def test_policy_refuses_dai_and_oversize_before_simulation_matters(w3: Web3, world_snapshot: Deployment, stores) -> None:
+def test_policy_refuses_dai_and_oversize_before_simulation_matters(
+    w3: Web3, world_snapshot: Deployment, stores, safety
+) -> None:
     dai = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "DAI", "token_out": "USDC", "amount_in": 10})
     big = ProposedAction(action_index=1, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 5})
-    obs, sim, val = approve_and_permit(w3, world_snapshot, stores, [dai, big])
+    obs, sim, val = approve_and_permit(w3, world_snapshot, safety, [dai, big])
     assert "does not trade DAI" in sim.actions[0].revert_reason
     assert sim.actions[1].ok  # the chain would take it; the cage does not
     assert "DAI is not in approved_assets" in val.actions[0].reason
@@ -155,11 +171,13 @@ def test_policy_refuses_dai_and_oversize_before_simulation_matters(w3: Web3, wor
     assert val.approved == []
 
 
-def test_retry_does_not_send_a_second_transaction(w3: Web3, world_snapshot: Deployment, stores) -> None:
+def test_retry_does_not_send_a_second_transaction(
+    w3: Web3, world_snapshot: Deployment, stores, safety
+) -> None:
     world = world_snapshot
     journal, permits = stores
     action = swap_1_weth()
-    obs, sim, val = approve_and_permit(w3, world, stores, [action])
+    obs, sim, val = approve_and_permit(w3, world, safety, [action])
     permit_id = val.actions[0].permit_id
     executor = Executor(w3, world, Account.from_key(GOLEM_KEY), journal, permits)
 
@@ -194,11 +212,13 @@ class FlakyBroadcast:
         return self.real(raw)
 
 
-def test_crash_after_journal_rebroadcasts_the_same_bytes(w3: Web3, world_snapshot: Deployment, stores, monkeypatch) -> None:
+def test_crash_after_journal_rebroadcasts_the_same_bytes(
+    w3: Web3, world_snapshot: Deployment, stores, safety, monkeypatch
+) -> None:
     world = world_snapshot
     journal, permits = stores
     action = swap_1_weth()
-    obs, sim, val = approve_and_permit(w3, world, stores, [action])
+    obs, sim, val = approve_and_permit(w3, world, safety, [action])
     permit_id = val.actions[0].permit_id
     executor = Executor(w3, world, Account.from_key(GOLEM_KEY), journal, permits)
 
@@ -219,7 +239,9 @@ def test_crash_after_journal_rebroadcasts_the_same_bytes(w3: Web3, world_snapsho
     assert journal.get("g1", 1, 0, 0).tx_hash == intent.tx_hash
 
 
-def test_execute_without_a_valid_permit_raises(w3: Web3, world_snapshot: Deployment, stores) -> None:
+def test_execute_without_a_valid_permit_raises(
+    w3: Web3, world_snapshot: Deployment, stores, safety
+) -> None:
     world = world_snapshot
     journal, permits = stores
     action = swap_1_weth()
@@ -231,17 +253,17 @@ def test_execute_without_a_valid_permit_raises(w3: Web3, world_snapshot: Deploym
     with pytest.raises(PermitError, match="needs a permit"):
         executor.execute("g1", 1, action, "", obs)
     # a real permit, but for another action of the tick, or another tool
-    other = permits.issue("g1", 1, 5, "swap", 2000.0, CAGE.policy_hash())
+    other = permits.issue("g1", 1, 5, "swap", 2000.0, safety.cage.policy_hash())
     with pytest.raises(PermitError, match="action 5"):
         executor.execute("g1", 1, action, other.id, obs)
-    supply_permit = permits.issue("g1", 1, 0, "supply", 2000.0, CAGE.policy_hash())
+    supply_permit = permits.issue("g1", 1, 0, "supply", 2000.0, safety.cage.policy_hash())
     with pytest.raises(PermitError, match="for tool 'supply'"):
         executor.execute("g1", 1, action, supply_permit.id, obs)
     # a permit whose value limit is below the action's value
-    small = permits.issue("g1", 2, 0, "swap", 100.0, CAGE.policy_hash())
+    small = permits.issue("g1", 2, 0, "swap", 100.0, safety.cage.policy_hash())
     with pytest.raises(PermitError, match=r"allows \$100.00"):
         executor.execute("g1", 2, action, small.id, obs)
-    cancelled = permits.issue("g1", 3, 0, "swap", 2000.0, CAGE.policy_hash())
+    cancelled = permits.issue("g1", 3, 0, "swap", 2000.0, safety.cage.policy_hash())
     permits.cancel(cancelled.id, "steer")
     with pytest.raises(PermitError, match="cancelled"):
         executor.execute("g1", 3, action, cancelled.id, obs)
@@ -249,7 +271,9 @@ def test_execute_without_a_valid_permit_raises(w3: Web3, world_snapshot: Deploym
     assert journal.get_plan("g1", 1, 0) is None
 
 
-def test_lending_actions_carry_state_across_calls(w3: Web3, world_snapshot: Deployment, stores) -> None:
+def test_lending_actions_carry_state_across_calls(
+    w3: Web3, world_snapshot: Deployment, stores, safety
+) -> None:
     """supply then borrow in one simulation (the borrow relies on the supply), executed and verified."""
     world = world_snapshot
     journal, permits = stores
@@ -258,7 +282,7 @@ def test_lending_actions_carry_state_across_calls(w3: Web3, world_snapshot: Depl
         ProposedAction(action_index=1, tool="borrow", arguments={"amount": 500}),
         ProposedAction(action_index=2, tool="repay", arguments={"amount": 1_000_000}),  # capped at the debt
     ]
-    obs, sim, val = approve_and_permit(w3, world, stores, actions[:2])
+    obs, sim, val = approve_and_permit(w3, world, safety, actions[:2])
     assert [a.ok for a in sim.actions] == [True, True], [a.revert_reason for a in sim.actions]
     assert sim.actions[0].expected == {"delta:WETH": -1.0, "delta:collateral": 1.0}
     assert sim.actions[1].expected == {"delta:USDC": 500.0, "delta:debt": 500.0}
@@ -278,12 +302,14 @@ def test_lending_actions_carry_state_across_calls(w3: Web3, world_snapshot: Depl
     assert sim2.actions[0].expected["delta:debt"] == pytest.approx(-debt)
 
 
-def test_action_that_would_revert_at_execution_is_failed_not_sent(w3: Web3, world_snapshot: Deployment, stores) -> None:
+def test_action_that_would_revert_at_execution_is_failed_not_sent(
+    w3: Web3, world_snapshot: Deployment, stores, safety
+) -> None:
     """The pool moves between validation and execution so the frozen min_amount_out can't be met."""
     world = world_snapshot
     journal, permits = stores
     action = swap_1_weth(max_slippage_bps=10)
-    obs, sim, val = approve_and_permit(w3, world, stores, [action])
+    obs, sim, val = approve_and_permit(w3, world, safety, [action])
     executor = Executor(w3, world, Account.from_key(GOLEM_KEY), journal, permits)
     # freeze the plan at today's quote, then have the trader dump 50 WETH into the pool
     permit_id = val.actions[0].permit_id

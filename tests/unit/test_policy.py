@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from golem.chain.permits import PermitStatus, PermitStore
 from golem.chain.tools import (
     TOOL_SCHEMAS,
     ToolArgumentError,
@@ -21,8 +20,8 @@ from golem.chain.tools import (
 from golem.models.config import PolicySection
 from golem.models.enums import BehavioralPhase
 from golem.models.observation import ChainSnapshot, Observation, PoolState
-from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult
-from golem.safety.policy import PolicyCage, opens_exposure, validate_actions
+from golem.models.tick import ProposedAction
+from golem.safety.policy import PolicyCage, opens_exposure
 
 
 def observation(oracle_price: float = 2000.0) -> Observation:
@@ -198,46 +197,3 @@ def test_policy_hash_is_canonical_sha256():
         ).encode()
     ).hexdigest()
     assert a.policy_hash() == expected
-
-
-# ── validate_actions ─────────────────────────────────────────────────────────────────────────
-
-
-def test_validate_actions_orders_schema_policy_simulation(tmp_path):
-    permits = PermitStore(tmp_path / "permits.sqlite")
-    actions = [
-        swap(1, idx=0),  # fine
-        swap(100, "DAI", "USDC", idx=1),  # policy: DAI
-        swap(1, idx=2),  # simulation failed
-        swap("x", idx=3),  # schema
-        swap(1, idx=4),  # never simulated
-    ]
-    sim = SimulationResult(
-        actions=[
-            SimulatedAction(action_index=0, ok=True),
-            SimulatedAction(action_index=1, ok=True),
-            SimulatedAction(action_index=2, ok=False, revert_reason="slippage"),
-            SimulatedAction(action_index=3, ok=True),
-        ]
-    )
-    res = validate_actions(CAGE, actions, sim, OBS, BehavioralPhase.THRIVING, permits, "g1", 7)
-    by = {a.action_index: a for a in res.actions}
-    assert [a.action_index for a in res.approved] == [0]
-    assert by[0].permit_id is not None
-    assert by[1].reason.startswith("policy:") and "DAI" in by[1].reason
-    assert by[2].reason == "simulation failed: slippage"
-    assert by[3].reason.startswith("invalid arguments:") and "swap.amount_in" in by[3].reason
-    assert "not simulated" in by[4].reason
-    assert all(by[i].permit_id is None for i in (1, 2, 3, 4))
-
-    permit = permits.get(by[0].permit_id)
-    assert permit.status is PermitStatus.CREATED
-    assert permit.tool == "swap" and permit.value_limit_usd == pytest.approx(2000.0)
-    assert permit.policy_hash == CAGE.policy_hash()
-    assert (permit.golem_id, permit.tick, permit.action_index) == ("g1", 7, 0)
-    # refusals are on the audit trail as blocked permits
-    assert [p.status for p in permits.for_action("g1", 7, 1)] == [PermitStatus.BLOCKED]
-
-    # a retried validation hands back the same live permit instead of a second one
-    again = validate_actions(CAGE, actions[:1], sim, OBS, BehavioralPhase.THRIVING, permits, "g1", 7)
-    assert again.actions[0].permit_id == by[0].permit_id
