@@ -1,62 +1,170 @@
-"""Delta-consolidation and dream activities (the curator pass and episode replay)."""
+"""Delta-consolidation and dream activities (the curator pass and episode replay).
+
+The delta activity is async: the future-utility calls (golem/grimoire/utility_llm.py) go through the async
+router, while the blocking LanceDB / SQLite steps run on threads (`asyncio.to_thread`) and the activity
+heartbeats from the event loop (heartbeating from a worker thread is not allowed in an async activity).
+Each step is one `await self._step(name, fn, ...)`, so adding a step is adding a line.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
 from temporalio import activity
 
-from golem.grimoire.admission import admit
+from golem.grimoire.admission import (
+    AdmissionAction,
+    QuarantineAssessment,
+    admit,
+    apply_quarantine_review,
+    assess,
+    assess_quarantine,
+)
 from golem.grimoire.dream import run_dream_replay
 from golem.grimoire.embeddings import scheduled_drift_check
 from golem.grimoire.heuristics import derive_heuristics_from_episodes
+from golem.grimoire.integrity import apply_drift_report, drift_reference_path
 from golem.grimoire.playbook import rewrite_playbook
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
-from golem.models.golem import ConsolidationInput, ConsolidationResult, DreamInput, DreamResult
+from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
+from golem.models.golem import (
+    AdmissionStats,
+    ConsolidationInput,
+    ConsolidationResult,
+    DreamInput,
+    DreamResult,
+    QuarantineReviewStats,
+)
 from golem.safety.limits import check_playbook_delta
 from workers.services import GolemServices
+
+HEARTBEAT_EVERY_S = 10.0  # while a blocking step runs on its thread (the workflow's heartbeat timeout is 60 s)
+
+
+@dataclass
+class Distilled:
+    """What the distill step hands on: the candidates (one per supporting episode, as before), the quarantine
+    rows due for review, and which distinct texts need a future-utility score."""
+
+    heuristics_derived: int = 0
+    candidates: list[GrimoireEntry] = field(default_factory=list)
+    review: list[QuarantineAssessment] = field(default_factory=list)
+    to_score: list[GrimoireEntry] = field(default_factory=list)
+    processed: list[str] = field(default_factory=list)  # episodes seen for the first time (→ consolidated)
 
 
 class ConsolidationActivities:
     def __init__(self, services: GolemServices) -> None:
         self.s = services
 
+    @property
+    def utility_router(self):
+        """The LLM deliberator's router when Claude is configured (workers/services.py); None offline."""
+        return getattr(self.s.deliberator, "router", None)
+
+    async def _step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking step on a thread, heartbeating from the event loop until it is done."""
+        activity.heartbeat(name)
+        task = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
+            if done:
+                return task.result()
+            activity.heartbeat(f"{name} (still running)")
+
     @activity.defn(name="delta_consolidate")
-    def consolidate(self, inp: ConsolidationInput) -> ConsolidationResult:
-        activity.heartbeat("decay")
-        report = self.s.episodes.apply_decay(now_tick=inp.tick, tick_seconds=inp.config.clock.theta_base_seconds)
-        activity.heartbeat("distill")
-        derived = derive_heuristics_from_episodes(self.s.episodes.all())
-        for text, scope, episode_id in derived:
-            self.s.heuristics.add_or_reinforce(text, scope, episode_id)
-            # Distilled knowledge enters the semantic store through the admission gate (A-MAC).
-            admit(self.s.semantic, GrimoireEntry(
-                category=EntryType.HEURISTIC, content=text, parent_episode_ids=[episode_id], created_tick=inp.tick,
-                valid_from=inp.tick, tags=[scope], source=EntrySource(golem_id=inp.golem_id),
-            ), tick=inp.tick)
-        activity.heartbeat("upkeep")
-        self.s.semantic.curator_decay(inp.tick, inp.config.clock.theta_base_seconds)
-        maintain(self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, version cleanup
-        limits = self.s.safety.limits
-        revision = rewrite_playbook(
-            self.s.heuristics, self.s.playbook_path,
-            guard=lambda old, new: check_playbook_delta(old, new, limits).refused, tick=inp.tick,
-        )
+    async def consolidate(self, inp: ConsolidationInput) -> ConsolidationResult:
+        tick_seconds = inp.config.clock.theta_base_seconds
+        report = await self._step("decay", self.s.episodes.apply_decay, now_tick=inp.tick, tick_seconds=tick_seconds)
+        distilled = await self._step("distill", self._distill, inp)
+        # Rev. 3 future utility: every candidate that needs one is rated before any is admitted.
+        activity.heartbeat("score")
+        batch = await FutureUtilityScorer(self.utility_router, heartbeat=activity.heartbeat).score_many(
+            distilled.to_score, inp.daily_spend_usd)
+        review = await self._step("quarantine review", self._review, inp, distilled, batch)
+        admission = await self._step("admit", self._admit, inp, distilled, batch)
+        # grimoire Episode.consolidated: "true after ExpeL has processed this episode"
+        await self._step("mark consolidated", self.s.episodes.mark_consolidated, distilled.processed)
+        await self._step("curator decay", self.s.semantic.curator_decay, inp.tick, tick_seconds)
+        await self._step("upkeep", maintain, self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, versions
+        revision = await self._step("playbook", self._playbook, inp)
         delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
-        drift = scheduled_drift_check(self.s.episodes.embedder, self.s.data_dir / "grimoire" / "drift-reference.npy")
-        if not drift.ok:
-            activity.logger.warning("embedding drift %s: %s", drift.status, drift.as_dict())
+        grimoire = self.s.data_dir / "grimoire"
+        drift = await self._step("drift check", scheduled_drift_check, self.s.episodes.embedder,
+                                 drift_reference_path(grimoire))
+        # rev. 8 "Critical threshold → pause writes": vectors queue until `golem grimoire reembed`
+        pause = await self._step("drift pause", apply_drift_report, drift, grimoire)
+        if not drift.ok or pause["paused"]:
+            activity.logger.warning("embedding drift %s: %s; writes paused: %s", drift.status, drift.as_dict(),
+                                    pause["paused"])
         return ConsolidationResult(
             tick=inp.tick,
             episodes_scanned=report.scanned,
             episodes_decayed=report.decayed,
             below_prune_floor=report.below_prune_floor,
-            heuristics_derived=len(derived),
+            heuristics_derived=distilled.heuristics_derived,
             playbook_revision=revision.revision,
             playbook_path=str(revision.path),
             followups_delivered=delivered,
-            embedding_drift=drift.as_dict(),
+            embedding_drift={**drift.as_dict(), "write_pause": {
+                "paused": pause["paused"], "reasons": sorted(pause["reasons"]), "pending": pause["pending"]}},
+            admission=batch.fill(admission),
+            quarantine_review=review,
+            inference_cost_usd=round(batch.cost_usd, 8),
         )
 
+    # ---- steps (blocking; run on threads) ----------------------------------------------------
+    def _distill(self, inp: ConsolidationInput) -> Distilled:
+        scanned = self.s.episodes.all()
+        derived = derive_heuristics_from_episodes(scanned)
+        out = Distilled(heuristics_derived=len(derived), processed=[e.id for e in scanned if not e.consolidated])
+        for text, scope, episode_id in derived:
+            self.s.heuristics.add_or_reinforce(text, scope, episode_id)
+            # Distilled knowledge enters the semantic store through the admission gate (A-MAC).
+            out.candidates.append(GrimoireEntry(
+                category=EntryType.HEURISTIC, content=text, parent_episode_ids=[episode_id], created_tick=inp.tick,
+                valid_from=inp.tick, tags=[scope], source=EntrySource(golem_id=inp.golem_id),
+            ))
+        out.review = assess_quarantine(self.s.semantic, inp.tick)
+        # One rating per distinct text, and only where it can change the outcome (no merge, no quarantine).
+        seen: set[str] = set()
+        for c in out.candidates:
+            if c.content not in seen:
+                seen.add(c.content)
+                if assess(self.s.semantic, c).needs_utility:
+                    out.to_score.append(c)
+        out.to_score += [qa.entry for qa in out.review if qa.releasable and assess(self.s.semantic, qa.entry).needs_utility]
+        return out
+
+    def _review(self, inp: ConsolidationInput, distilled: Distilled, batch: UtilityBatch) -> QuarantineReviewStats:
+        """Quarantined at an earlier cycle → released, kept or dropped now (grimoire "reviewed next Curator cycle")."""
+        outcomes = apply_quarantine_review(self.s.semantic, distilled.review, inp.tick, utility_fn=batch.utility_fn())
+        n = Counter(o.outcome for o in outcomes)
+        return QuarantineReviewStats(reviewed=len(outcomes), released=n["released"], kept=n["kept"],
+                                     dropped=n["dropped"], outcomes=outcomes[:50])
+
+    def _admit(self, inp: ConsolidationInput, distilled: Distilled, batch: UtilityBatch) -> AdmissionStats:
+        actions: Counter[str] = Counter()
+        for c in distilled.candidates:
+            actions[admit(self.s.semantic, c, tick=inp.tick, utility_fn=batch.utility_fn()).action.value] += 1
+        return AdmissionStats(
+            candidates=len(distilled.candidates), distinct=len({c.content for c in distilled.candidates}),
+            **{a.value: actions[a.value] for a in AdmissionAction},
+        )
+
+    def _playbook(self, inp: ConsolidationInput):
+        limits = self.s.safety.limits
+        return rewrite_playbook(
+            self.s.heuristics, self.s.playbook_path,
+            guard=lambda old, new: check_playbook_delta(old, new, limits).refused, tick=inp.tick,
+        )
+
+    # ---- dream ----------------------------------------------------------------------------------
     @activity.defn(name="dream_replay")
     def dream(self, inp: DreamInput) -> DreamResult:
         activity.heartbeat("replay")

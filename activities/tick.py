@@ -24,8 +24,10 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
+from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import retrieve_for_tick
+from golem.grimoire.topology import TopologyTracker
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
@@ -96,6 +98,13 @@ def canonical_actions(actions: list[ProposedAction]) -> str:
 class TickActivities:
     def __init__(self, services: GolemServices) -> None:
         self.s = services
+        self._topology: TopologyTracker | None = None
+
+    def topology(self) -> TopologyTracker:
+        """The knowledge graph's topology tracker (grimoire "Graph Maintenance"), in the semantic store's file."""
+        if self._topology is None:
+            self._topology = TopologyTracker(KnowledgeGraph(self.s.semantic.db_path), self.s.w3, self.s.deployment)
+        return self._topology
 
     @activity.defn(name="observe")
     def observe(self, inp: ObserveInput) -> Observation:
@@ -117,10 +126,13 @@ class TickActivities:
         reorged = sorted({a.tick for a in report.reorged})
         for tick in reorged:
             self.s.mark_reorged(tick)
+        # Each anomaly's topology curiosity modifier (grimoire "Feeding the Curiosity Scorer"), after syncing
+        # the golem's topology into the knowledge graph at this block.
+        anomalies = self.topology().observe(ctx.golem_id, snapshot, ctx.tick, anomalies_from(probes))
         return Observation(
             snapshot=snapshot,
             probes=probes,
-            anomalies=anomalies_from(probes),
+            anomalies=anomalies,
             regime=regime,
             observed_at=_now_iso(),
             read_ms=round((time.perf_counter() - t0) * 1000, 3),

@@ -16,7 +16,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from golem.cognition.probes import run_probes  # noqa: E402
-from golem.cognition.system1 import COST_PER_CALL, simulate, synthetic_snapshot, system1_tick  # noqa: E402
+from golem.cognition.system1 import (  # noqa: E402
+    COST_PER_CALL,
+    SYNTHETIC_TOPOLOGY,
+    simulate,
+    synthetic_snapshot,
+    system1_tick,
+)
 from golem.models.config import (
     GatingSection,  # noqa: E402
     GolemConfig,  # noqa: E402
@@ -92,13 +98,17 @@ def scenarios() -> None:
     print(f"Tier mix and daily inference cost ({TICKS} ticks × {len(SEEDS)} seeds per scenario, simulator oracle "
           f"paths;\ncost per call T1 ${COST_PER_CALL[Tier.T1]}, T2 ${COST_PER_CALL[Tier.T2]}; ticks/day from the "
           f"adaptive theta; after the {gating.cold_start_ticks}-tick cold start)")
-    head = (f"  {'scenario':9} {'T0':>6} {'T1':>6} {'T2':>6} {'theta':>6} {'ticks/d':>8} {'T1/d':>6} {'T2/d':>6}"
+    head = (f"  {'scenario':14} {'T0':>6} {'T1':>6} {'T2':>6} {'theta':>6} {'ticks/d':>8} {'T1/d':>6} {'T2/d':>6}"
             f" {'$/day':>8} | spec: {'T0':>4} {'T1/d':>5} {'T2/d':>5} {'$/day':>7} | learned ok  ε-greedy ok")
     print(head)
-    for label, scenario in SCENARIOS.items():
+    # Each scenario twice: without the knowledge graph, and with the synthetic world's topology (every protocol
+    # event 0-1 hop from the golem's positions, so the topology curiosity modifier adds to each anomaly).
+    runs = [(label, scenario, None) for label, scenario in SCENARIOS.items()]
+    runs += [(label + "+topo", scenario, SYNTHETIC_TOPOLOGY) for label, scenario in SCENARIOS.items()]
+    for label, scenario, topology in runs:
         tiers, thetas, judged, learned_ok, shadow_ok = [], [], 0, 0, 0
         for seed in SEEDS:
-            run = simulate(oracle_path(scenario, 2000.0, TICKS, seed=seed), cfg, gating)
+            run = simulate(oracle_path(scenario, 2000.0, TICKS, seed=seed), cfg, gating, topology=topology)
             tiers += run.tiers[gating.cold_start_ticks:]
             thetas += run.theta_seconds[gating.cold_start_ticks:]
             s = run.state.learned_gating.stats
@@ -108,8 +118,8 @@ def scenarios() -> None:
         per_day = 86_400 / theta
         t1, t2 = share[Tier.T1] * per_day, share[Tier.T2] * per_day
         cost = t1 * COST_PER_CALL[Tier.T1] + t2 * COST_PER_CALL[Tier.T2]
-        sp = SPEC[label]
-        print(f"  {label:9} {share[Tier.T0]:6.1%} {share[Tier.T1]:6.1%} {share[Tier.T2]:6.1%} {theta:5.0f}s "
+        sp = SPEC[label.removesuffix("+topo")]
+        print(f"  {label:14} {share[Tier.T0]:6.1%} {share[Tier.T1]:6.1%} {share[Tier.T2]:6.1%} {theta:5.0f}s "
               f"{per_day:8.0f} {t1:6.0f} {t2:6.0f} {cost:8.2f} | {sp[0]:10.0%} {sp[1]:5d} {sp[3]:5d} {sp[5]:7.2f} | "
               f"{learned_ok / max(judged, 1):10.1%} {shadow_ok / max(judged, 1):11.1%}")
     print("  (learned ok / ε-greedy ok: share of judged ticks where learned gating's and the shadow baseline's "

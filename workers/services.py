@@ -22,8 +22,15 @@ from golem.chain.permits import PermitStore
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
 from golem.chain.web3client import make_web3
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_from_record
+from golem.grimoire.embeddings import make_embedder
+from golem.grimoire.episodes import (
+    Episode,
+    EpisodeOutcome,
+    EpisodeStore,
+    EpisodeType,
+    Importance,
+    episode_from_record,
+)
 from golem.grimoire.heuristics import HeuristicStore
 from golem.grimoire.semantic import SemanticStore
 from golem.inference.evaluator import evaluate_outcome
@@ -60,10 +67,11 @@ class GolemServices:
         key = private_key or os.environ.get(config.chain.key_env)
         self._signer = Account.from_key(key) if key else None
         self.account = self._signer.address if self._signer else self.deployment.golem_account
-        chain_id = self.w3.eth.chain_id
+        chain_id = self.chain_id = self.w3.eth.chain_id
         # Against an external RPC the golem dry-runs unless started live (ARCHITECTURE "The world").
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
-        embedder = default_embedder()
+        # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full (rev. 8)
+        embedder = make_embedder(config)
         self.episodes = EpisodeStore(self.data_dir / "grimoire" / "episodes.lance", embedder)
         self.semantic = SemanticStore(
             self.data_dir / "grimoire" / "semantic.sqlite", self.data_dir / "grimoire" / "semantic.lance", embedder
@@ -175,6 +183,8 @@ class GolemServices:
             id=ep_id, golem_id=ctx.golem_id, tick=ctx.tick, created_at=ctx.started_at, regime=ctx.state.regime,
             tier="T2", summary=f"SAFETY INCIDENT at tick {ctx.tick}: {json.dumps(incident, default=str)}",
             prediction_error=1.0, utility=1.0, confidence=1.0, quality=1.0,
+            episode_type=EpisodeType.ACTION, tool="verify_outcome", outcome=EpisodeOutcome.NEGATIVE,
+            importance=Importance.EMERGENCY, chain=str(self.chain_id),
         ))
         return ep_id
 
@@ -183,7 +193,8 @@ class GolemServices:
         ep = self.episodes.get(f"{self.config.golem.id}:tick:{tick}")
         if ep is not None and "REORGED" not in ep.summary:
             self.episodes.upsert(ep.model_copy(update={
-                "outcome_verified": False, "summary": ep.summary + " REORGED: its transactions left the chain.",
+                "outcome_verified": False, "outcome": EpisodeOutcome.NEGATIVE, "importance": Importance.CRITICAL,
+                "summary": ep.summary + " REORGED: its transactions left the chain.",
             }))
 
     def write_episode(self, record: DecisionCycleRecord) -> str:

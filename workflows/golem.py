@@ -18,13 +18,14 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
     from golem.cognition.backpressure import dequeue, enqueue
-    from golem.cognition.budget import budget_fraction
+    from golem.cognition.budget import budget_fraction, daily_spend_on
     from golem.cognition.clock import budget_throttle, gamma_pulse
     from golem.cognition.decision_cache import hit_rate_report, on_playbook_revision
     from golem.cognition.fold import (
         accept_intervention,
         fold_tick_failure,
         fold_tick_result,
+        fold_upkeep_cost,
         should_dream,
         should_run_delta,
         steers_to_followups,
@@ -260,8 +261,12 @@ class GolemWorkflow:
         workflow.logger.info("gating feedback at tick %s: %s", s.tick, feedback)
         result = await self._upkeep_child(
             DeltaConsolidationWorkflow.run, "delta", "next-curator",
-            lambda notes: ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes),
+            lambda notes: ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes,
+                                             daily_spend_usd=daily_spend_on(s, workflow.now().isoformat())),
         )
+        if result is not None and result.inference_cost_usd > 0 and workflow.patched("delta-inference-spend"):
+            # The delta cycle's future-utility calls (Rev. 3) count against the §S12 daily budget.
+            self._state = fold_upkeep_cost(self._state, result.inference_cost_usd, workflow.now().isoformat())
         if result is not None and result.playbook_revision is not None:
             # §S11: a PLAYBOOK revision invalidates cached decisions
             cache = on_playbook_revision(self._state.decision_cache, result.playbook_revision, None)

@@ -221,3 +221,13 @@ def steers_to_followups(state: GolemState, steer_ids: list[str]) -> GolemState:
         FollowUp(id=s.id, message=s.message, created_at=s.created_at, window=DeliveryWindow.NEXT_DECIDE) for s in moved
     ]
     return new
+
+
+def fold_upkeep_cost(state: GolemState, cost_usd: float, now_iso: str) -> GolemState:
+    """Inference an upkeep cycle paid for (the delta cycle's future-utility calls, revisions Rev. 3) counts
+    against the §S12 daily budget like a tick's."""
+    new = state.model_copy(deep=True)
+    _roll_spend_day(new, now_iso)
+    new.daily_spend_usd += max(cost_usd, 0.0)
+    new.total_inference_usd += max(cost_usd, 0.0)
+    return new

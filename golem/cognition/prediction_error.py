@@ -1,6 +1,13 @@
 """Prediction error: how surprising is this observation? (heartbeat §S4)
 
-A scalar in [0, 1] summing six weighted sources, capped at 1.0. Pure.
+A scalar in [0, 1] summing six weighted sources, capped at 1.0, plus the topology curiosity term. Pure.
+
+Topology (grimoire "Feeding the Curiosity Scorer": the modifier "is additive in the curiosity composite
+score ... only adds, never subtracts"): each anomaly carries the modifier of the entity it concerns (set by
+the observe step from the knowledge graph; 1.0 for the golem's positions and their 1-hop neighbours, 0.0 for
+events unconnected to them). The term is Σ modifier × W_TOPOLOGY_PER_ANOMALY over at most MAX_ANOMALIES
+anomalies, so an anomaly on a 1-hop entity weighs twice an unrelated one, and a tick whose anomalies are
+all unrelated (or that has none) scores exactly as without the graph.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ W_PER_INTERVENTION = 0.1
 MAX_INTERVENTIONS = 3
 W_PER_ANOMALY = 0.05
 MAX_ANOMALIES = 5
+# ours: the topology term per anomaly at modifier 1.0 equals §S4's per-anomaly weight (a 1-hop anomaly counts
+# double); capped like source 6 at MAX_ANOMALIES, so it adds at most 0.25.
+W_TOPOLOGY_PER_ANOMALY = W_PER_ANOMALY
 
 SOURCES = (
     "price_divergence",
@@ -29,6 +39,14 @@ SOURCES = (
     "pending_interventions",
     "probe_anomalies",
 )
+TOPOLOGY_SOURCE = "topology"
+
+
+def topology_relevance(observation: Observation) -> float:
+    """Σ topology modifier over the anomalies (each clamped to [0, 1], so it can only add), at most MAX_ANOMALIES."""
+    total = sum(min(max(a.topology_modifier, 0.0), 1.0) for a in observation.anomalies
+                if a.topology_modifier == a.topology_modifier)  # NaN adds nothing
+    return min(total, float(MAX_ANOMALIES))
 
 
 def expected_price(state: GolemState) -> float | None:
@@ -100,13 +118,15 @@ def compute_prediction_error(
     src["pending_interventions"] = min(pending, MAX_INTERVENTIONS) * W_PER_INTERVENTION
 
     src["probe_anomalies"] = min(len(observation.anomalies), MAX_ANOMALIES) * W_PER_ANOMALY
+    src[TOPOLOGY_SOURCE] = topology_relevance(observation) * W_TOPOLOGY_PER_ANOMALY
 
     pe = min(sum(src.values()), 1.0)
     return pe, {k: round(v, 6) for k, v in src.items()}
 
 
 def signal_only_prediction_error(state: GolemState, observation: Observation) -> tuple[float, dict[str, float]]:
-    """§S4 oracle-off fallback: weaker than oracle-derived error but enough to drive the gate."""
+    """§S4 oracle-off fallback: weaker than oracle-derived error but enough to drive the gate. The topology
+    term adds on top of the max, on the anomaly count's scale (count / MAX_ANOMALIES)."""
     health = 0.0
     for pos in observation.snapshot.positions:
         prev = state.position_health.get(pos.id)
@@ -118,4 +138,6 @@ def signal_only_prediction_error(state: GolemState, observation: Observation) ->
         "position_health_delta": min(health, 1.0),
         "pheromone_threat": min(max_pheromone_threat(state), 1.0),
     }
-    return max(src.values()), {k: round(v, 6) for k, v in src.items()}
+    pe = max(src.values())
+    src[TOPOLOGY_SOURCE] = topology_relevance(observation) / MAX_ANOMALIES
+    return min(pe + src[TOPOLOGY_SOURCE], 1.0), {k: round(v, 6) for k, v in src.items()}

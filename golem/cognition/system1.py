@@ -19,6 +19,7 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
+from golem.grimoire.topology import TopologyView
 from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import Tier
 from golem.models.interventions import Steer
@@ -38,15 +39,19 @@ def observe(
     now_iso: str,
     kill_switch_triggered: bool = False,
     carried_probes: list[ProbeResult] | None = None,
+    topology: TopologyView | None = None,
 ) -> Observation:
-    """Probes (§S9, merged with probes carried from dropped ticks) and the regime, from a snapshot."""
+    """Probes (§S9, merged with probes carried from dropped ticks) and the regime, from a snapshot; with a
+    topology view, each anomaly carries its topology curiosity modifier (grimoire "Feeding the Curiosity Scorer")."""
     probes = run_probes(snapshot, state, cfg.probes, kill_switch_triggered,
                         daily_spend=daily_spend_on(state, now_iso), heartbeat=cfg.heartbeat)
     if carried_probes:
         probes = merge_into_observation(probes, carried_probes)
     regime, _ = detect_regime([*state.price_history, snapshot.pool.price], state.range_bound_run, state.regime)
-    return Observation(snapshot=snapshot, probes=probes, anomalies=anomalies_from(probes), regime=regime,
-                       observed_at=now_iso)
+    anomalies = anomalies_from(probes)
+    if topology is not None:
+        anomalies = topology.annotate(anomalies, snapshot)
+    return Observation(snapshot=snapshot, probes=probes, anomalies=anomalies, regime=regime, observed_at=now_iso)
 
 
 class System1Tick(BaseModel):
@@ -66,8 +71,10 @@ def system1_tick(
     steers: list[Steer] | None = None,
     seed: int | None = None,
     kill_switch_triggered: bool = False,
+    topology: TopologyView | None = None,
 ) -> System1Tick:
-    obs = observe(snapshot, state, cfg, now_iso=now_iso, kill_switch_triggered=kill_switch_triggered)
+    obs = observe(snapshot, state, cfg, now_iso=now_iso, kill_switch_triggered=kill_switch_triggered,
+                  topology=topology)
     pe, sources = compute_prediction_error(state, obs)
     threshold = compute_adaptive_threshold(state, cfg.heartbeat.base_deliberation_threshold)
     outcome = gate_tick(
@@ -96,6 +103,16 @@ def synthetic_snapshot(price: float, tick: int, *, oracle_price: float | None = 
     )
 
 
+# The synthetic world's topology as the observe step would find it in the knowledge graph: the golem has a
+# position in the lending market and holds WETH/USDC, so the market and the tokens are positions (0 hops) and
+# the pool (holds WETH) and the oracle (the market's price feed) are 1 hop away.
+SYNTHETIC_TOPOLOGY = TopologyView(
+    entities={"pool": "pool:0xpool", "oracle": "oracle:0xoracle", "lending_market": "lending_market:golem"},
+    hops={"lending_market:golem": 0, "token:WETH": 0, "token:USDC": 0, "pool:0xpool": 1, "oracle:0xoracle": 1},
+    positions=["lending_market:golem", "token:USDC", "token:WETH"],
+)
+
+
 class SimulationRun(BaseModel):
     tiers: list[Tier] = Field(default_factory=list)
     modes: list[str] = Field(default_factory=list)
@@ -117,10 +134,12 @@ def simulate(
     golem_id: str = "sim",
     start_iso: str = "2025-01-01T00:00:00+00:00",
     state: GolemState | None = None,
+    topology: TopologyView | None = None,
 ) -> SimulationRun:
     """Drive System 1 over a pool price path: each tick observes, analyses, gates (learned after the
     cold start), pays the §S5 per-call cost of its tier, folds into state, and at delta frequency
-    closes the learning loop. No deliberation runs, so no actions are taken. Pure and deterministic."""
+    closes the learning loop. No deliberation runs, so no actions are taken. Pure and deterministic.
+    `topology` (e.g. SYNTHETIC_TOPOLOGY) gives the anomalies their topology curiosity modifiers."""
     cfg = cfg or GolemConfig()
     gating = gating or GatingSection()
     st = state or GolemState(golem_id=golem_id, theta_seconds=cfg.clock.theta_base_seconds)
@@ -132,7 +151,7 @@ def simulate(
             st = st.model_copy(update={"last_delta_tick": st.tick})
         now_iso = now.isoformat()
         snap = synthetic_snapshot(price, i)
-        t = system1_tick(snap, st, cfg, gating, now_iso=now_iso)
+        t = system1_tick(snap, st, cfg, gating, now_iso=now_iso, topology=topology)
         tier = t.gate.tier
         cost = COST_PER_CALL[tier]
         result = TickResult(

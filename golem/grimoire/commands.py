@@ -1,7 +1,9 @@
 """`golem grimoire stats | search | export | import` — the golem's memory from the command line.
 
-stats   LanceDB upkeep figures (rows, FTS-unindexed rows, fragments, versions, bytes) and the Rev. 12
-        cognitive quality metrics computed from the stores
+stats   LanceDB upkeep figures (rows, FTS-unindexed rows, fragments, versions, bytes), the Rev. 12
+        cognitive quality metrics computed from the stores, and `embeddings`: the configured model's
+        {model, version, dim}, each store's (and rows per identity), the drift reference's, and the write
+        pause (paused, reasons, pending queue counts) (rev. 8)
 search  what the golem would retrieve for a query in a context, with the score of every factor
         (prints nothing but the abstention reason when nothing is relevant)
 export  JSONL of episodes, entries and causal edges (format: golem/grimoire/transfer.py)
@@ -9,6 +11,16 @@ import  load such a file; entries start at the inherited confidence unless --as-
 playbook log | diff A B | rollback N
         PLAYBOOK.md revision history (golem/grimoire/playbook.py); rollback writes revision N back as a
         new revision through the same safety guard as the Curator (check_playbook_delta vs golem.toml limits)
+reembed [--json]
+        re-embed every episode and entry with the configured embedder ([grimoire] embedder in golem.toml), each
+        table rewritten in one commit (rev. 8: never partial), re-pin the drift reference, flush the writes
+        queued while paused and lift the pause; prints the counts
+resume [--json]
+        the same, only when writes are paused (a critical drift check paused them, rev. 8); says so otherwise
+quarantine list [--all] | release ID | drop ID [--reason R]   (each with --json)
+        the hallucination firewall's quarantined_entries (golem/grimoire/admission.py): release lets one in on
+        the owner's word (firewall skipped, stored at confidence >= 0.3 or merged); drop closes the row;
+        resolved rows are kept for the audit
 """
 
 from __future__ import annotations
@@ -17,16 +29,37 @@ import json
 import sys
 from pathlib import Path
 
+from golem.grimoire.topology_commands import register as register_topology
 
-def open_stores(data_dir: Path):
-    """The worker's layout: <data>/grimoire/{episodes.lance, semantic.sqlite, semantic.lance}."""
-    from golem.grimoire.embeddings import default_embedder
+
+def configured_embedder(home: Path | None):
+    """The embedder golem.toml in `home` names ([grimoire] embedder); the offline default without a golem.toml."""
+    from golem.grimoire.embeddings import EmbedderUnavailable, default_embedder, make_embedder
+    from golem.models.config import ConfigError, load_config
+
+    if home is None or not (Path(home) / "golem.toml").exists():
+        return default_embedder()
+    try:
+        return make_embedder(load_config(Path(home) / "golem.toml"))
+    except (ConfigError, EmbedderUnavailable) as err:
+        sys.exit(f"golem grimoire: {err}")
+
+
+def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: str = "error"):
+    """The worker's layout: <data>/grimoire/{episodes.lance, semantic.sqlite, semantic.lance}, opened with the
+    embedder configured in `home` (see configured_embedder). A command never re-embeds as a side effect:
+    with on_model_switch="error" a store embedded with another model is a clear error naming
+    `golem grimoire reembed`; "ignore" opens it anyway for inspection."""
     from golem.grimoire.episodes import EpisodeStore
     from golem.grimoire.semantic import SemanticStore
 
     root = Path(data_dir) / "grimoire"
-    emb = default_embedder()
-    return EpisodeStore(root / "episodes.lance", emb), SemanticStore(root / "semantic.sqlite", root / "semantic.lance", emb)
+    emb = configured_embedder(home)
+    try:
+        return (EpisodeStore(root / "episodes.lance", emb, on_model_switch=on_model_switch),
+                SemanticStore(root / "semantic.sqlite", root / "semantic.lance", emb, on_model_switch=on_model_switch))
+    except ValueError as err:
+        sys.exit(f"golem grimoire: {err}")
 
 
 def _latest_tick(episodes) -> int:
@@ -34,14 +67,17 @@ def _latest_tick(episodes) -> int:
 
 
 def _stats(args) -> int:
+    from golem.grimoire.integrity import integrity_status
     from golem.grimoire.upkeep import cognitive_metrics, table_stats
 
-    episodes, semantic = open_stores(args.data)
+    episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore")
     tick = args.tick if args.tick is not None else _latest_tick(episodes)
     out = {"tick": tick,
            "episodes": table_stats(episodes.table, "summary"),
            "semantic": table_stats(semantic.table, "content"),
-           "metrics": cognitive_metrics(semantic, tick)}
+           "metrics": cognitive_metrics(semantic, tick),
+           # rev. 8: {model, version, dim} of each store and of the configured embedder; the write pause
+           "embeddings": integrity_status(episodes, semantic, Path(args.data) / "grimoire")}
     print(json.dumps(out, indent=2, default=str))
     return 0
 
@@ -51,7 +87,7 @@ def _search(args) -> int:
 
     if args.k < 1:
         sys.exit("golem grimoire search: --k must be >= 1")
-    episodes, semantic = open_stores(args.data)
+    episodes, semantic = open_stores(args.data, args.home)
     tick = args.tick if args.tick is not None else _latest_tick(episodes)
     res = retrieve_for_tick(episodes, semantic, args.query, regime=args.regime, tick=tick, k=args.k,
                             token_budget=args.budget, steered=True, log=False)
@@ -71,7 +107,7 @@ def _export(args) -> int:
     from golem.cli import _config
     from golem.grimoire.transfer import export_lines
 
-    episodes, semantic = open_stores(args.data)
+    episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore")  # vectors are not exported
     golem_id = _config(args).golem.id
     lines = export_lines(episodes, semantic, golem_id=golem_id, tick=_latest_tick(episodes))
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
@@ -91,12 +127,38 @@ def _export(args) -> int:
 def _import(args) -> int:
     from golem.grimoire.transfer import import_file
 
-    episodes, semantic = open_stores(args.data)
+    episodes, semantic = open_stores(args.data, args.home)
     try:
         counts = import_file(Path(args.file), episodes, semantic, as_is=args.as_is)
     except (OSError, ValueError) as err:
         sys.exit(f"golem grimoire import: {err}")
     print(json.dumps(counts))
+    return 0
+
+
+def _reembed(args) -> int:
+    """`golem grimoire reembed | resume`: full re-embed, re-pin, flush the queue, lift the pause (rev. 8)."""
+    from golem.grimoire.guard import WriteGuard
+    from golem.grimoire.integrity import reembed_stores
+
+    root = Path(args.data) / "grimoire"
+    name = f"golem grimoire {args.grimoire_cmd}"
+    if args.grimoire_cmd == "resume" and not WriteGuard(root).paused:
+        print(json.dumps({"paused": False}) if args.json else f"{name}: writes are not paused; nothing to do")
+        return 0
+    episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore")  # re-embedded just below
+    try:
+        out = reembed_stores(episodes, semantic, root)
+    except (RuntimeError, ValueError) as err:
+        sys.exit(f"{name}: {err}")
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    ref = out["reference"]
+    print(f"re-embedded {out['episodes']} episodes and {out['entries']} entries with {ref['model']} "
+          f"{ref['version']} ({ref['dim']}-d); drift reference re-pinned; flushed {out['flushed']['episodes']} queued "
+          f"episodes and {out['flushed']['semantic']} queued entries; writes "
+          f"{'still paused: ' + ', '.join(out['status']['reasons']) if out['status']['paused'] else 'resumed'}")
     return 0
 
 
@@ -144,9 +206,48 @@ def _playbook(args) -> int:
     return 0
 
 
+def _quarantine(args) -> int:
+    """`golem grimoire quarantine list | release ID | drop ID`: the hallucination firewall's hold (Rev. 3)."""
+    from golem.grimoire.admission import owner_drop, owner_release
+
+    episodes, semantic = open_stores(args.data, args.home)
+    if args.quarantine_cmd == "list":
+        rows = semantic.quarantined(None if args.all else "pending")
+        if args.json:
+            print(json.dumps([{**{k: v for k, v in q.items() if k != "entry"}, "entry": q["entry"].model_dump(mode="json")}
+                              for q in rows], indent=2))
+            return 0
+        if not rows:
+            print("(nothing in quarantine)" if args.all else "(nothing pending in quarantine; --all shows resolved rows)")
+        for q in rows:
+            e = q["entry"]
+            print(f"{q['id']}  {q['status']}  tick {q['tick']}  reviews {q['review_cycles']}  {e.category.value}  "
+                  f"evidence {len(e.parent_episode_ids)}  conflicts {','.join(q['conflicts_with']) or '-'}\n"
+                  f"   {e.content}\n   {q['resolution'] or q['reason']}")
+        return 0
+    tick = args.tick if args.tick is not None else _latest_tick(episodes)
+    try:
+        if args.quarantine_cmd == "release":
+            d = owner_release(semantic, args.id, tick)
+            out = {"id": args.id, "released": True, "tick": tick, "action": d.action.value, "entry_id": d.entry_id,
+                   "score": round(d.score, 4), "factors": d.factors, "superseded": d.superseded, "flags": d.flags}
+            text = (f"{args.id}: released at tick {tick}; the admission gate {d.action.value} it "
+                    f"(score {d.score:.3f}{', entry ' + d.entry_id if d.entry_id else ''})")
+        else:
+            owner_drop(semantic, args.id, tick, args.reason)
+            out = {"id": args.id, "dropped": True, "tick": tick, "reason": args.reason}
+            text = f"{args.id}: dropped at tick {tick} (kept in quarantined_entries for the audit)"
+    except (KeyError, ValueError) as err:
+        sys.exit(f"golem grimoire quarantine: {err.args[0]}")
+    print(json.dumps(out) if args.json else text)
+    return 0
+
+
 def register(command) -> None:
-    p = command("grimoire", "the golem's memory: stats | search | export | import | playbook")
+    p = command("grimoire", "the golem's memory: stats | search | export | import | reembed | resume | playbook | "
+                            "quarantine | topology")
     sub = p.add_subparsers(dest="grimoire_cmd", required=True)
+    register_topology(sub)  # golem grimoire topology
     for name, help_, fn in [("stats", "store upkeep figures and cognitive quality metrics", _stats),
                             ("search", "what the golem would retrieve, and why", _search),
                             ("export", "episodes, entries and causal edges as JSONL", _export),
@@ -168,6 +269,11 @@ def register(command) -> None:
         else:
             sp.add_argument("file")
             sp.add_argument("--as-is", action="store_true", help="keep the exported confidences")
+    for name, help_ in [("reembed", "re-embed everything with the configured model, re-pin drift, resume writes"),
+                        ("resume", "after a critical drift pause: the same full re-embed, then writes flow again")]:
+        sp = sub.add_parser(name, help=help_)
+        sp.set_defaults(fn=_reembed)
+        sp.add_argument("--json", action="store_true")
     pb = sub.add_parser("playbook", help="PLAYBOOK.md revisions: log | diff A B | rollback N")
     pb.set_defaults(fn=_playbook)
     pbs = pb.add_subparsers(dest="playbook_cmd", required=True)
@@ -178,3 +284,16 @@ def register(command) -> None:
     df.add_argument("rev_b", type=int)
     rb = pbs.add_parser("rollback", help="write revision N back as a new revision (safety guard applies)")
     rb.add_argument("revision", type=int)
+    qp = sub.add_parser("quarantine", help="held-back contradictions: list | release ID | drop ID")
+    qp.set_defaults(fn=_quarantine)
+    qps = qp.add_subparsers(dest="quarantine_cmd", required=True)
+    ql = qps.add_parser("list", help="pending quarantined entries (--all: released and dropped too)")
+    ql.add_argument("--all", action="store_true")
+    qr = qps.add_parser("release", help="let one in on your word (firewall skipped; at least confidence 0.3)")
+    qd = qps.add_parser("drop", help="drop one (its row and the reason stay for the audit)")
+    qd.add_argument("--reason", default="")
+    for q in (qr, qd):
+        q.add_argument("id")
+        q.add_argument("--tick", type=int, default=None, help="the tick to record (default: the latest episode's)")
+    for q in (ql, qr, qd):
+        q.add_argument("--json", action="store_true")

@@ -1,15 +1,23 @@
 """Offline text embeddings for the Grimoire (grimoire "Episodes": local inference, no network call).
 
-The spec names nomic-embed-text-v1.5 (768-d); we ship WordLlama's 256-d `l2_supercat` weights,
-which come inside the installed `wordllama` wheel, so embedding never downloads anything.
+The spec names nomic-embed-text-v1.5 (768-d); the offline default is WordLlama's 256-d `l2_supercat`
+weights, which come inside the installed `wordllama` wheel, so embedding never downloads anything.
+nomic-embed-text-v1.5 through fastembed is a configured option (`[grimoire] embedder`, `make_embedder`)
+that loads only from a model cache the owner filled beforehand.
+
+Every vector carries the identity of the model that made it, {model, version, dim} (revisions Rev. 8
+"Every vector carries metadata { model, modelVersion, ... }"): `model_name`, `model_version` (package
+version + a short hash of the weights file, so a changed file is a different version) and `dim`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import threading
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -18,10 +26,51 @@ import numpy as np
 class Embedder(Protocol):
     dim: int
     model_name: str
+    model_version: str
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """float32 array of shape (len(texts), dim), each row L2-normalised."""
+        """Documents (what the stores hold): float32 array of shape (len(texts), dim), rows L2-normalised."""
         ...
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        """Search queries; the same as `embed` for models without task prefixes."""
+        ...
+
+
+class EmbeddingIdentity(NamedTuple):
+    """{model, version, dim} of a vector space (Rev. 8). Two spaces are comparable only when all three match."""
+
+    model: str
+    version: str
+    dim: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "version": self.version, "dim": self.dim}
+
+
+def identity_of(embedder: Embedder) -> EmbeddingIdentity:
+    return EmbeddingIdentity(embedder.model_name, embedder.model_version, int(embedder.dim))
+
+
+# Keys of a LanceDB table's schema metadata holding the identity its vectors were embedded with.
+META_MODEL, META_VERSION, META_DIM = b"golem.embedder", b"golem.embedder_version", b"golem.dim"
+
+
+def identity_metadata(ident: EmbeddingIdentity) -> dict[str, str]:
+    return {META_MODEL.decode(): ident.model, META_VERSION.decode(): ident.version, META_DIM.decode(): str(ident.dim)}
+
+
+def table_identity(schema) -> EmbeddingIdentity:
+    """The {model, version, dim} a LanceDB table's schema says its vectors have (version "unknown" for tables
+    written before versions were recorded)."""
+    meta = schema.metadata or {}
+    dim = getattr(schema.field("vector").type, "list_size", 0)
+    return EmbeddingIdentity(meta.get(META_MODEL, b"unknown").decode(), meta.get(META_VERSION, b"unknown").decode(),
+                             int(dim))
+
+
+class EmbedderUnavailable(RuntimeError):
+    """The configured embedder cannot be loaded offline; the message says what to install or cache."""
 
 
 def normalise_rows(vectors: np.ndarray, texts: list[str]) -> np.ndarray:
@@ -35,12 +84,41 @@ def normalise_rows(vectors: np.ndarray, texts: list[str]) -> np.ndarray:
     return out / norms
 
 
+def _check_texts(texts: list[str]) -> None:
+    if isinstance(texts, str) or not isinstance(texts, list):
+        raise TypeError(f"embed takes a list of strings, got {type(texts).__name__}")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"text #{i} is {type(t).__name__}, expected str")
+
+
+_FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path, n: int = 12) -> str:
+    """First n hex digits of the file's sha256, computed once per (path, size, mtime) in this process."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_HASHES:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _FILE_HASHES[key] = h.hexdigest()
+    return _FILE_HASHES[key][:n]
+
+
 class WordLlamaEmbedder:
-    """WordLlama `l2_supercat` at 256 dimensions, loaded from the wheel's own `weights/` folder."""
+    """WordLlama `l2_supercat` (256-d), loaded from the wheel's own `weights/` folder.
+
+    `trunc_dim` keeps the first trunc_dim dimensions of the same weights (WordLlama is trained with
+    Matryoshka representation learning, so a prefix is itself an embedding; `WordLlama.load(trunc_dim=)`
+    accepts 64, 128 or 256). A truncated model is a different vector space with its own model name.
+    """
 
     CONFIG = "l2_supercat"
 
-    def __init__(self, dim: int = 256) -> None:
+    def __init__(self, dim: int = 256, trunc_dim: int | None = None) -> None:
         # Defensive: the tokenizer's Hugging Face fallback must never be tried.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import wordllama
@@ -53,37 +131,166 @@ class WordLlamaEmbedder:
                 f"WordLlama weights {weights} are not in the installed wordllama package; "
                 f"only the shipped dimension works offline (reinstall wordllama==0.4.0.post1 or use dim=256)"
             )
+        if trunc_dim is not None and not 0 < trunc_dim < dim:
+            raise ValueError(f"trunc_dim must be between 1 and {dim - 1} (64 or 128 for WordLlama), got {trunc_dim}")
         # cache_dir = the package folder: resolve_file finds weights/ and tokenizers/ there;
         # disable_download turns a missing file into an error instead of an HTTP request.
-        self._model = WordLlama.load(self.CONFIG, cache_dir=package_dir, dim=dim, disable_download=True)
-        self.dim = dim
-        self.model_name = f"wordllama-{self.CONFIG}-{dim}"
+        self._model = WordLlama.load(self.CONFIG, cache_dir=package_dir, dim=dim, trunc_dim=trunc_dim,
+                                     disable_download=True)
+        self.dim = trunc_dim or dim
+        self.model_name = f"wordllama-{self.CONFIG}-{dim}" + (f"-trunc{trunc_dim}" if trunc_dim else "")
+        version = getattr(wordllama, "__version__", "unknown")
+        self.model_version = f"{version}+{file_sha256(weights)}"
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        if isinstance(texts, str) or not isinstance(texts, list):
-            raise TypeError(f"embed takes a list of strings, got {type(texts).__name__}")
+        _check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"text #{i} is {type(t).__name__}, expected str")
         with self._lock:  # the tokenizer's batch state is not documented as thread-safe
             raw = self._model.embed(texts, norm=False)
         return normalise_rows(raw, texts)
 
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        return self.embed(texts)  # no task prefixes: queries and documents share one space
+
+
+NOMIC_MODEL = "nomic-ai/nomic-embed-text-v1.5"
+NOMIC_DIM = 768  # grimoire "Episode Struct": 768-dim embedding (nomic-embed-text-v1.5)
+NOMIC_DOCUMENT_PREFIX = "search_document: "  # nomic-embed-text task prefixes (model card)
+NOMIC_QUERY_PREFIX = "search_query: "
+
+
+class FastEmbedEmbedder:
+    """nomic-embed-text-v1.5 (768-d) through fastembed's ONNX runtime, from a local model cache only.
+
+    fastembed is an optional extra (`pip install 'golem[nomic]'`); it is imported when this class is
+    built, never at import time. `local_files_only=True` and HF_HUB_OFFLINE keep it from downloading:
+    the owner caches the model once, beforehand (see `_missing_model_hint`).
+    """
+
+    def __init__(self, cache_dir: str | Path | None = None, *, threads: int | None = None) -> None:
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub loads: never reach the network
+        try:
+            import fastembed
+            from fastembed import TextEmbedding
+        except ImportError as err:
+            raise EmbedderUnavailable(
+                f"[grimoire] embedder = \"nomic-embed-text-v1.5\" needs the fastembed package, which is not "
+                f"installed ({err}). Install it with `pip install 'golem[nomic]'` and cache the model once "
+                f"({_missing_model_hint(self.cache_dir)}), or set [grimoire] embedder = \"wordllama\" (the offline "
+                f"default, bundled with golem)."
+            ) from None
+        kwargs: dict[str, Any] = {"local_files_only": True}
+        if self.cache_dir is not None:
+            kwargs["cache_dir"] = str(self.cache_dir)
+        if threads is not None:
+            kwargs["threads"] = threads
+        try:
+            self._model = TextEmbedding(model_name=NOMIC_MODEL, **kwargs)
+        except Exception as err:  # fastembed raises ValueError / OSError variants for a missing cache
+            raise EmbedderUnavailable(
+                f"{NOMIC_MODEL} is not in the local fastembed cache ({err}). Cache it once with network access: "
+                f"{_missing_model_hint(self.cache_dir)}; or set [grimoire] embedder = \"wordllama\" (the offline "
+                f"default)."
+            ) from None
+        self.dim = NOMIC_DIM
+        self.model_name = "nomic-embed-text-v1.5"
+        self.model_version = _fastembed_version(fastembed, self._model)
+        self._lock = threading.Lock()
+
+    def _run(self, texts: list[str], prefix: str) -> np.ndarray:
+        _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            if not t.strip():
+                raise ValueError(f"cannot embed text #{i} {t!r}: pass non-empty text")
+        with self._lock:
+            raw = np.stack(list(self._model.embed([prefix + t for t in texts])))
+        if raw.shape[1] != self.dim:
+            raise ValueError(f"{NOMIC_MODEL} returned {raw.shape[1]}-d vectors, expected {self.dim}")
+        return normalise_rows(raw, texts)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self._run(texts, NOMIC_DOCUMENT_PREFIX)
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        return self._run(texts, NOMIC_QUERY_PREFIX)
+
+
+def _missing_model_hint(cache_dir: Path | None) -> str:
+    where = f"cache_dir={str(cache_dir)!r}" if cache_dir else "cache_dir=<[grimoire] model_cache_dir>"
+    return (f"python -c \"from fastembed import TextEmbedding; TextEmbedding('{NOMIC_MODEL}', {where})\" "
+            f"and set [grimoire] model_cache_dir to that folder")
+
+
+def _fastembed_version(fastembed_module, model) -> str:
+    """fastembed version + short sha256 of the ONNX file it loaded (when fastembed exposes its folder)."""
+    version = f"fastembed-{getattr(fastembed_module, '__version__', 'unknown')}"
+    inner = getattr(model, "model", model)
+    model_dir = getattr(inner, "_model_dir", None)
+    if model_dir is not None:
+        onnx = sorted(Path(model_dir).rglob("*.onnx"))
+        if onnx:
+            version += "+" + file_sha256(onnx[0])
+    return version
+
 
 _default: WordLlamaEmbedder | None = None
-_default_lock = threading.Lock()
+_default_lock = threading.RLock()
+
+
+def _default_unlocked() -> WordLlamaEmbedder:
+    global _default
+    if _default is None:
+        _default = WordLlamaEmbedder()
+    return _default
 
 
 def default_embedder() -> WordLlamaEmbedder:
-    """The process-wide embedder (weights are ~30 MB; load once)."""
-    global _default
+    """The process-wide offline default (weights are ~16 MB; load once)."""
     with _default_lock:
-        if _default is None:
-            _default = WordLlamaEmbedder()
-        return _default
+        return _default_unlocked()
+
+
+# ---- configured embedder -----------------------------------------------------------------------
+# `[grimoire] embedder` names (golem/models/config.py EMBEDDER_CHOICES validates the same list).
+EMBEDDERS = {
+    "wordllama": "WordLlama l2_supercat 256-d, bundled, offline (the default)",
+    "wordllama-64": "WordLlama l2_supercat truncated to 64-d (Matryoshka), bundled, offline",
+    "nomic-embed-text-v1.5": "nomic-embed-text-v1.5 768-d via fastembed (pip install 'golem[nomic]' + a cached model)",
+}
+_BY_NAME: dict[tuple[str, str | None], Embedder] = {}
+
+
+def embedder_by_name(name: str, *, cache_dir: str | Path | None = None) -> Embedder:
+    """One embedder per (name, cache dir) per process (weights load once)."""
+    if name not in EMBEDDERS:
+        raise ValueError(f"unknown embedder {name!r}; choose one of: " +
+                         "; ".join(f"{k} ({v})" for k, v in EMBEDDERS.items()))
+    key = (name, str(cache_dir) if cache_dir else None)
+    with _default_lock:
+        if key not in _BY_NAME:
+            if name == "wordllama":
+                _BY_NAME[key] = _default_unlocked()
+            elif name == "wordllama-64":
+                _BY_NAME[key] = WordLlamaEmbedder(trunc_dim=64)
+            else:
+                _BY_NAME[key] = FastEmbedEmbedder(cache_dir)
+        return _BY_NAME[key]
+
+
+def make_embedder(cfg) -> Embedder:
+    """The embedder golem.toml asks for (`[grimoire] embedder`, `model_cache_dir` relative to the golem home)."""
+    section = cfg.grimoire
+    cache_dir = None
+    if section.model_cache_dir:
+        cache_dir = Path(section.model_cache_dir).expanduser()
+        if not cache_dir.is_absolute():
+            cache_dir = Path(cfg.golem.home) / cache_dir
+    return embedder_by_name(section.embedder, cache_dir=cache_dir)
 
 
 # ---- rev. 8 embedding drift check ---------------------------------------------------------------
@@ -96,8 +303,11 @@ NN_DRIFTING = 0.60  # Rev. 8: nearest-neighbour stability < 60 % = drifting
 class DriftReport:
     """Outcome of `drift_check`. `status`: healthy | warning | critical (critical → pause writes, rev. 8)."""
 
-    def __init__(self, distances: list[float], nn_stability: float, model: str) -> None:
+    def __init__(self, distances: list[float], nn_stability: float, model: str, *,
+                 identity: EmbeddingIdentity | None = None, repinned: bool = False) -> None:
         self.model = model
+        self.identity = identity
+        self.repinned = repinned  # the reference was (re-)pinned by this check: nothing to compare yet
         self.distances = distances  # cosine distance per reference text, stored → fresh
         self.max_distance = max(distances)
         self.mean_distance = sum(distances) / len(distances)
@@ -116,8 +326,13 @@ class DriftReport:
         return self.status != "critical"
 
     def as_dict(self) -> dict:
-        return {"model": self.model, "status": self.status, "max_distance": self.max_distance,
-                "mean_distance": self.mean_distance, "nn_stability": self.nn_stability, "drifted": self.drifted}
+        out = {"model": self.model, "status": self.status, "max_distance": self.max_distance,
+               "mean_distance": self.mean_distance, "nn_stability": self.nn_stability, "drifted": self.drifted}
+        if self.identity is not None:
+            out["embedding"] = self.identity.as_dict()
+        if self.repinned:
+            out["repinned"] = True
+        return out
 
 
 def _neighbours(v: np.ndarray, k: int) -> list[set[int]]:
@@ -143,7 +358,7 @@ def drift_check(embedder: Embedder, reference_texts: list[str], stored_vectors: 
     else:
         before, after = _neighbours(stored, k), _neighbours(fresh, k)
         stability = sum(len(a & b) / k for a, b in zip(before, after)) / len(before)
-    return DriftReport(distances, stability, embedder.model_name)
+    return DriftReport(distances, stability, embedder.model_name, identity=identity_of(embedder))
 
 
 # rev. 8: a fixed reference set, embedded once and re-checked at every delta cycle.
@@ -158,12 +373,55 @@ REFERENCE_TEXTS = [
 ]
 
 
-def scheduled_drift_check(embedder: Embedder, pinned_path) -> DriftReport:
-    """Compare today's embeddings of REFERENCE_TEXTS with those pinned the first time (saved as .npy)."""
-    from pathlib import Path
+def _meta_path(pinned_path: Path) -> Path:
+    return pinned_path.with_suffix(".json")
 
+
+def pin_reference(embedder: Embedder, pinned_path) -> EmbeddingIdentity:
+    """Embed REFERENCE_TEXTS now and keep them as the drift baseline (.npy + .json with {model, version, dim}).
+
+    Written to temporary files and renamed, so a crash leaves the old pin or the new one."""
     path = Path(pinned_path)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(path, embedder.embed(list(REFERENCE_TEXTS)))
-    return drift_check(embedder, REFERENCE_TEXTS, np.load(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ident = identity_of(embedder)
+    tmp = path.with_name(path.stem + ".tmp.npy")
+    np.save(tmp, embedder.embed(list(REFERENCE_TEXTS)))
+    meta_tmp = path.with_name(path.stem + ".tmp.json")
+    meta_tmp.write_text(json.dumps({**ident.as_dict(), "texts": len(REFERENCE_TEXTS)}))
+    os.replace(tmp, path)
+    os.replace(meta_tmp, _meta_path(path))
+    return ident
+
+
+def pinned_identity(pinned_path) -> EmbeddingIdentity | None:
+    """The {model, version, dim} the reference vectors were pinned with (None: no pin, or a pin from before
+    identities were recorded)."""
+    meta = _meta_path(Path(pinned_path))
+    if not meta.exists():
+        return None
+    d = json.loads(meta.read_text())
+    return EmbeddingIdentity(d["model"], d["version"], int(d["dim"]))
+
+
+def scheduled_drift_check(embedder: Embedder, pinned_path) -> DriftReport:
+    """Compare today's embeddings of REFERENCE_TEXTS with those pinned earlier (Rev. 8 drift detection).
+
+    Drift is measured within one model identity. When the configured model is a different {model, version,
+    dim} from the pinned one, the stores were (or are being) fully re-embedded (Rev. 8: a switch re-embeds
+    everything), so the old pin means nothing: it is re-pinned and the report says `repinned`. A pin from
+    before identities were recorded is adopted when its shape fits, re-pinned otherwise.
+    """
+    path = Path(pinned_path)
+    ident = identity_of(embedder)
+    pinned = pinned_identity(path) if path.exists() else None
+    stored = np.load(path) if path.exists() else None
+    stale = (stored is None or stored.shape != (len(REFERENCE_TEXTS), embedder.dim)
+             or (pinned is not None and pinned != ident))
+    if stale:
+        pin_reference(embedder, path)
+        report = drift_check(embedder, REFERENCE_TEXTS, np.load(path))
+        report.repinned = True
+        return report
+    if pinned is None:  # legacy pin: record whose it is from now on
+        _meta_path(path).write_text(json.dumps({**ident.as_dict(), "texts": len(REFERENCE_TEXTS)}))
+    return drift_check(embedder, REFERENCE_TEXTS, stored)

@@ -4,12 +4,24 @@ Writes are keyed by episode id (`<golem_id>:tick:<n>`) and go through `merge_ins
 activity overwrites its own row instead of adding a second one (ARCHITECTURE "Side effects that
 must happen once"). Lifecycle fields (retention, strength, access) live beside the vector and
 follow decay.py.
+
+Every row carries the identity of the model that embedded it (`embedding_model`, `embedding_version`,
+`embedding_dim`; revisions Rev. 8 "Every vector carries metadata"), and so does the table (schema
+metadata). A different configured model re-embeds the whole table and writes it back in one commit
+(`reembed`), never part of it (Rev. 8 "Never partially re-embed"). While the grimoire is paused
+(guard.py, Rev. 8 "Critical threshold → pause writes") rows that would need a new vector are queued
+instead of written.
+
+A table written by older code (without the Episode fields added since) is migrated when opened: every
+row is kept, the new fields get the defaults `Episode` derives from the old ones, and the table is
+rewritten in one commit. Its vectors' version is unknown, so it is then re-embedded like any switch.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta, timezone
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +37,8 @@ from golem.grimoire.decay import (
     effective_confidence,
     retention_at_tick,
 )
-from golem.grimoire.embeddings import Embedder
+from golem.grimoire.embeddings import Embedder, EmbeddingIdentity, identity_metadata, identity_of, table_identity
+from golem.grimoire.guard import WriteGuard
 from golem.models.enums import ActionStatus, MarketRegime, ProbeSeverity, Tier
 
 if TYPE_CHECKING:
@@ -33,10 +46,76 @@ if TYPE_CHECKING:
 
 TABLE = "episodes"
 DEFAULT_TICK_SECONDS = 60.0  # config clock.theta_base_seconds default
+REEMBED_BATCH = 2048  # rows embedded per batch during a full re-embed
 
 
 def episode_id(golem_id: str, tick: int) -> str:
     return f"{golem_id}:tick:{tick}"
+
+
+class EpisodeType(str, Enum):
+    """grimoire "Episodes", Episode types table: the three this runtime produces (clade_alert,
+    replicant_report and coordination_intent need peers it does not have)."""
+
+    OBSERVATION = "observation"  # market snapshot, every tick
+    ACTION = "action"  # execution with outcome data
+    REGIME_SHIFT = "regime_shift"  # regime change detection
+
+
+class EpisodeOutcome(str, Enum):
+    """grimoire "Episode Struct" `Outcome`: Positive | Negative | Neutral | Descriptive(String) — the
+    descriptive text is the episode's summary."""
+
+    POSITIVE = "positive"
+    NEGATIVE = "negative"
+    NEUTRAL = "neutral"
+    DESCRIPTIVE = "descriptive"
+
+
+class Importance(str, Enum):
+    """grimoire "Episode Struct" `ImportanceLevel`; see `importance_of` for the rule."""
+
+    ROUTINE = "routine"
+    NOTABLE = "notable"
+    CRITICAL = "critical"
+    EMERGENCY = "emergency"
+
+
+NEUTRAL_PNL_USD = 0.01  # ours: |pnl| under a cent is rounding and gas dust, not a result
+
+# PAD octants after Mehrabian (1996), "Pleasure-arousal-dominance: a general framework for describing and
+# measuring individual differences in temperament", Current Psychology 14(4): 261–292 — the eight temperament
+# types named by the signs of (pleasure, arousal, dominance). A zero component counts as +.
+PAD_OCTANTS = {
+    (1, 1, 1): "exuberant", (-1, -1, -1): "bored",
+    (1, 1, -1): "dependent", (-1, -1, 1): "disdainful",
+    (1, -1, 1): "relaxed", (-1, 1, -1): "anxious",
+    (1, -1, -1): "docile", (-1, 1, 1): "hostile",
+}
+PAD_NEUTRAL_RADIUS = 0.1  # ours: an affect vector shorter than this (in the [-1, 1]^3 cube) is "neutral"
+EMOTIONAL_TAGS = frozenset([*PAD_OCTANTS.values(), "neutral"])
+
+
+def pad_label(pleasure: float, arousal: float, dominance: float) -> str:
+    """The Mehrabian octant of a PAD vector, or "neutral" near the origin."""
+    p, a, d = (float(x) for x in (pleasure, arousal, dominance))
+    if not all(math.isfinite(x) for x in (p, a, d)):
+        raise ValueError(f"PAD components must be finite, got {(p, a, d)}")
+    if math.sqrt(p * p + a * a + d * d) < PAD_NEUTRAL_RADIUS:
+        return "neutral"
+    return PAD_OCTANTS[(1 if p >= 0 else -1, 1 if a >= 0 else -1, 1 if d >= 0 else -1)]
+
+
+def outcome_of(acted: int, verified: bool | None, pnl: float | None, *, failed: bool = False) -> EpisodeOutcome:
+    """No action: descriptive. A failed action or an outcome that did not verify: negative. Otherwise the
+    sign of the verified P&L (|pnl| < NEUTRAL_PNL_USD, or no P&L measured: neutral)."""
+    if acted <= 0:
+        return EpisodeOutcome.DESCRIPTIVE
+    if failed or verified is False:
+        return EpisodeOutcome.NEGATIVE
+    if pnl is None or abs(pnl) < NEUTRAL_PNL_USD:
+        return EpisodeOutcome.NEUTRAL
+    return EpisodeOutcome.POSITIVE if pnl > 0 else EpisodeOutcome.NEGATIVE
 
 
 class Episode(BaseModel):
@@ -62,6 +141,19 @@ class Episode(BaseModel):
     strategy: str | None = None  # strategy scope for PLAYBOOK sections; None = global
     dream_validated: bool = False  # demurrage class D modifier
     last_replayed_tick: int | None = None  # makes dream strengthening idempotent per dream
+    # grimoire "Episode Struct" (summary is the spec's `text`, tick its `tick_id`). None = derive from the
+    # fields above (episodes built without a record: older exports and tables, hand-written incidents).
+    episode_type: EpisodeType | None = None
+    tool: str | None = None  # tool that produced it: "heartbeat" for an observation, else the first action's tool
+    outcome: EpisodeOutcome | None = None
+    chain: str | None = None  # chain id
+    token_pair: str | None = None  # e.g. "WETH/USDC"
+    timestamp_ms: int | None = None  # unix ms; default: created_at
+    importance: Importance | None = None
+    consolidated: bool = False  # true once the delta cycle's distillation (ExpeL) has processed it
+    action_tools: list[str] = Field(default_factory=list)  # the spec's `actions`: tools called during the tick
+    emotional_tag: str | None = None  # PAD-derived (pad_label); None = not recorded
+    gain: float | None = Field(default=None, ge=0.0, le=1.0)  # replay gain (dream.replay_gain); default from pnl/PE
 
     @field_validator("id", "golem_id", "summary")
     @classmethod
@@ -86,10 +178,31 @@ class Episode(BaseModel):
             raise ValueError(f"must be finite, got {v}")
         return v
 
+    @field_validator("emotional_tag")
+    @classmethod
+    def _tag(cls, v: str | None) -> str | None:
+        if v is not None and v not in EMOTIONAL_TAGS:
+            raise ValueError(f"emotional_tag must be one of {sorted(EMOTIONAL_TAGS)} (pad_label), got {v!r}")
+        return v
+
     @model_validator(mode="after")
     def _defaults(self) -> Episode:
         if self.last_accessed_tick is None:
             self.last_accessed_tick = self.tick
+        if self.episode_type is None:
+            self.episode_type = EpisodeType.ACTION if self.actions > 0 else EpisodeType.OBSERVATION
+        if self.tool is None:
+            self.tool = self.action_tools[0] if self.action_tools else ("heartbeat" if self.actions == 0 else "unknown")
+        if self.outcome is None:
+            self.outcome = outcome_of(self.actions, self.outcome_verified, self.pnl_impact)
+        if self.timestamp_ms is None:
+            self.timestamp_ms = _timestamp_ms(self.created_at)
+        if self.importance is None:  # the part of importance_of these fields can answer
+            self.importance = Importance.NOTABLE if self.actions > 0 or self.tier == Tier.T2 else Importance.ROUTINE
+        if self.gain is None:
+            from golem.grimoire.dream import replay_gain  # dream imports this module
+
+            self.gain = replay_gain(self.pnl_impact, self.prediction_error)
         return self
 
     @property
@@ -108,7 +221,13 @@ class DecayReport(BaseModel):
     avg_confidence_after: float = 0.0
 
 
-def episode_arrow_schema(dim: int, embedder_name: str) -> pa.Schema:
+EMBEDDING_COLUMNS = ("embedding_model", "embedding_version", "embedding_dim")
+
+
+def episode_arrow_schema(dim: int | EmbeddingIdentity, embedder_name: str | None = None) -> pa.Schema:
+    """The episodes table: every Episode field, the embedding identity per row, the vector. Takes an
+    EmbeddingIdentity (or, as before, a dim and a model name, version unknown)."""
+    ident = dim if isinstance(dim, EmbeddingIdentity) else EmbeddingIdentity(embedder_name or "unknown", "unknown", dim)
     return pa.schema(
         [
             pa.field("id", pa.string(), nullable=False),
@@ -133,9 +252,23 @@ def episode_arrow_schema(dim: int, embedder_name: str) -> pa.Schema:
             pa.field("strategy", pa.string(), nullable=True),
             pa.field("dream_validated", pa.bool_(), nullable=False),
             pa.field("last_replayed_tick", pa.int64(), nullable=True),
-            pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+            pa.field("episode_type", pa.string(), nullable=False),
+            pa.field("tool", pa.string(), nullable=False),
+            pa.field("outcome", pa.string(), nullable=False),
+            pa.field("chain", pa.string(), nullable=True),
+            pa.field("token_pair", pa.string(), nullable=True),
+            pa.field("timestamp_ms", pa.int64(), nullable=False),
+            pa.field("importance", pa.string(), nullable=False),
+            pa.field("consolidated", pa.bool_(), nullable=False),
+            pa.field("action_tools", pa.list_(pa.string()), nullable=False),
+            pa.field("emotional_tag", pa.string(), nullable=True),
+            pa.field("gain", pa.float64(), nullable=False),
+            pa.field("embedding_model", pa.string(), nullable=False),
+            pa.field("embedding_version", pa.string(), nullable=False),
+            pa.field("embedding_dim", pa.int64(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), ident.dim), nullable=False),
         ],
-        metadata={"golem.embedder": embedder_name, "golem.dim": str(dim)},
+        metadata=identity_metadata(ident),
     )
 
 
@@ -146,17 +279,37 @@ def _sql_str(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-class EpisodeStore:
-    """The `episodes` table of a LanceDB database at `path`."""
+ON_MODEL_SWITCH = ("reembed", "error", "ignore")
 
-    def __init__(self, path: Path, embedder: Embedder) -> None:
+
+def _vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return np.asarray(arr.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+
+
+class EpisodeStore:
+    """The `episodes` table of a LanceDB database at `path`.
+
+    `guard`: the write pause + pending queue (default: the one of the folder holding `path`, i.e. the
+    grimoire directory shared with the semantic store). `on_model_switch`: what to do when the table was
+    embedded with another {model, version, dim} than `embedder` — "reembed" (the worker: a full re-embed,
+    Rev. 8), "error" (a clear error naming both), or "ignore" (read-only inspection such as stats; searches
+    and writes still refuse to mix).
+    """
+
+    def __init__(self, path: Path, embedder: Embedder, *, guard: WriteGuard | None = None,
+                 on_model_switch: str = "reembed") -> None:
+        if on_model_switch not in ON_MODEL_SWITCH:
+            raise ValueError(f"on_model_switch must be one of {', '.join(ON_MODEL_SWITCH)}, got {on_model_switch!r}")
         self.path = Path(path)
         self.embedder = embedder
+        self.identity = identity_of(embedder)
+        self.guard = guard if guard is not None else WriteGuard(self.path.parent)
         self.path.mkdir(parents=True, exist_ok=True)
         # read_consistency_interval=0: every read checks for newer versions, so a reader sees
         # rows another process (the worker) committed after this store was opened.
         self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
-        self._schema = episode_arrow_schema(embedder.dim, embedder.model_name)
+        self._schema = episode_arrow_schema(self.identity)
         try:
             self._table = self._db.open_table(TABLE)
         except ValueError:  # "Table 'episodes' was not found"
@@ -164,58 +317,234 @@ class EpisodeStore:
                 self._table = self._db.create_table(TABLE, schema=self._schema, exist_ok=True)
             except ValueError:  # another process created it first, with a different schema
                 self._table = self._db.open_table(TABLE)
-        self._check_compatible()
+        self.migrated = self._migrate()  # rows carried over from an older schema (0: none needed)
+        self.reembedded = 0  # rows re-embedded because the model changed
+        mismatch = self.identity_mismatch()
+        if mismatch:
+            if on_model_switch == "reembed":
+                self.reembedded = self.reembed()
+            elif on_model_switch == "error":
+                raise ValueError(f"episodes table at {self.path}: {mismatch}; mixing embedding models makes "
+                                 f"similarity scores meaningless — run `golem grimoire reembed` (a full re-embed with "
+                                 f"the configured model) or open it with the embedder that built it")
 
     @property
     def table(self):
         """The LanceDB `episodes` table (for upkeep, hybrid queries and stats; write through this store)."""
         return self._table
 
-    def _check_compatible(self) -> None:
-        vec = self._table.schema.field("vector").type
-        dim = getattr(vec, "list_size", None)
-        if dim != self.embedder.dim:
+    # ---- embedding identity (Rev. 8) -----------------------------------------------------------
+    def stored_identity(self) -> EmbeddingIdentity:
+        return table_identity(self._table.schema)
+
+    def row_identities(self) -> dict[EmbeddingIdentity, int]:
+        """How many rows carry each {model, version, dim}."""
+        n = self._table.count_rows()
+        if not n or "embedding_model" not in self._table.schema.names:
+            return {}
+        data = self._table.search().select(list(EMBEDDING_COLUMNS)).limit(n).to_arrow()
+        out: dict[EmbeddingIdentity, int] = {}
+        for m, v, d in zip(*(data.column(c).to_pylist() for c in EMBEDDING_COLUMNS)):
+            key = EmbeddingIdentity(m, v, int(d))
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    def identity_mismatch(self) -> str | None:
+        """Why the stored vectors cannot be compared with this store's embedder (None: they can)."""
+        stored = self.stored_identity()
+        if stored != self.identity:
+            return f"it is embedded with {stored.as_dict()}, the embedder is {self.identity.as_dict()}"
+        other = {i: n for i, n in self.row_identities().items() if i != self.identity}
+        if other:
+            return (f"{sum(other.values())} rows carry another embedding identity "
+                    f"({', '.join(str(i.as_dict()) for i in other)})")
+        return None
+
+    def embedding_stats(self) -> dict[str, Any]:
+        """For `golem grimoire stats`: the table's identity, rows per identity, and whether they match."""
+        rows = self.row_identities()
+        return {**self.stored_identity().as_dict(),
+                "rows_by_identity": [{**i.as_dict(), "rows": n} for i, n in rows.items()],
+                "matches_embedder": self.stored_identity() == self.identity and set(rows) <= {self.identity}}
+
+    def _assert_same_space(self, what: str) -> None:
+        stored = table_identity(self._table.schema)  # re-read: another process may have re-embedded it
+        if stored != self.identity:
             raise ValueError(
-                f"episodes table at {self.path} holds {dim}-d vectors but embedder {self.embedder.model_name} "
-                f"gives {self.embedder.dim}-d; open it with the embedder that built it or use a new path"
-            )
-        meta = self._table.schema.metadata or {}
-        built_with = meta.get(b"golem.embedder", b"").decode()
-        if built_with and built_with != self.embedder.model_name:
-            raise ValueError(
-                f"episodes table at {self.path} was embedded with {built_with}, not {self.embedder.model_name}; "
-                f"mixing embedding models makes similarity scores meaningless"
-            )
+                f"cannot {what}: the episodes table at {self.path} is embedded with {stored.as_dict()} but this "
+                f"process embeds with {self.identity.as_dict()} (rev. 8: never mix models); restart it with the "
+                f"embedder in golem.toml, or run `golem grimoire reembed`")
+
+    # ---- table rewrites (migration, full re-embed) ----------------------------------------------
+    def _build(self, episodes: list[Episode], vectors: np.ndarray, ident: EmbeddingIdentity) -> pa.Table:
+        schema = self._schema if ident == self.identity else episode_arrow_schema(ident)
+        rows = [ep.model_dump(mode="json") for ep in episodes]
+        for r in rows:
+            r["embedding_model"], r["embedding_version"], r["embedding_dim"] = ident
+        table = pa.Table.from_pylist(rows, schema=pa.schema([f for f in schema if f.name != "vector"]))
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+        vec = pa.FixedSizeListArray.from_arrays(flat, ident.dim)
+        return table.append_column(schema.field("vector"), vec).replace_schema_metadata(schema.metadata)
+
+    def _read_all(self, table=None) -> tuple[list[Episode], np.ndarray]:
+        table = table if table is not None else self._table
+        data = table.to_arrow()
+        dim = table.schema.field("vector").type.list_size
+        rows = data.drop_columns(["vector"]).to_pylist()
+        return [self._to_episode(r) for r in rows], _vectors_of(data.column("vector"), dim)
+
+    def _indexes(self) -> tuple[bool, bool]:
+        from golem.grimoire.retrieval import vector_index  # retrieval imports this module
+
+        fts = any("summary" in i.columns and i.index_type == "FTS" for i in self._table.list_indices())
+        return fts, vector_index(self._table) is not None
+
+    def _overwrite(self, data: pa.Table, base_version: int, indexes: tuple[bool, bool], *, reembed: bool) -> None:
+        """Replace the table by `data` in one commit (a crash leaves the old table or the new one), then
+        re-apply rows another process committed between our read at `base_version` and that commit,
+        and rebuild the indexes the old table had (an overwrite drops them)."""
+        new = self._db.create_table(TABLE, data=data, mode="overwrite")
+        self._table = new
+        if new.version > base_version + 1:  # someone committed in between: their rows are in version - 1
+            ours = {ep.id: ep for ep in (self._to_episode(r) for r in data.drop_columns(["vector"]).to_pylist())}
+            before = self._db.open_table(TABLE)
+            before.checkout(new.version - 1)
+            theirs, vecs = self._read_all(before)
+            missed = [i for i, ep in enumerate(theirs) if ours.get(ep.id) != ep]
+            if missed:
+                eps = [theirs[i] for i in missed]
+                ident = table_identity(new.schema)
+                keep = vecs[missed] if not reembed and vecs.shape[1] == ident.dim else self.embedder.embed(
+                    [ep.summary for ep in eps])
+                self._merge(self._build(eps, keep, ident))
+        from golem.grimoire.retrieval import build_ann_index, ensure_fts
+
+        had_fts, had_ann = indexes
+        if had_fts and self._table.count_rows():
+            ensure_fts(self._table, "summary")
+        if had_ann and self._table.count_rows() >= 256:  # IVF needs rows to train on
+            build_ann_index(self._table)
+
+    def _migrate(self) -> int:
+        """Bring a table written by older code to this schema: every row kept, new fields derived by Episode,
+        vectors untouched (their identity: the old metadata's model, version unknown). One commit."""
+        missing = [f.name for f in self._schema if f.name not in self._table.schema.names]
+        if not missing:
+            return 0
+        base, indexes = self._table.version, self._indexes()
+        legacy = table_identity(self._table.schema)
+        episodes, vectors = self._read_all()
+        self._overwrite(self._build(episodes, vectors, legacy), base, indexes, reembed=False)
+        return len(episodes)
+
+    def reembed(self, *, hold: bool = True) -> int:
+        """Re-embed every episode from its summary with this store's embedder and rewrite the table in one
+        commit (Rev. 8: a model switch re-embeds everything, never part of it). While it runs the store is
+        paused (`reembed-episodes`) so writers in other processes queue instead of being overwritten; the
+        queue is flushed before the pause is lifted. Returns the number of rows re-embedded."""
+        if hold:
+            self.guard.pause("reembed-episodes", {"model": self.identity.as_dict()})
+        done = False
+        try:
+            base, indexes = self._table.version, self._indexes()
+            episodes = self.all()
+            vectors = np.zeros((0, self.identity.dim), dtype=np.float32)
+            if episodes:
+                vectors = np.concatenate([self.embedder.embed([ep.summary for ep in episodes[i:i + REEMBED_BATCH]])
+                                          for i in range(0, len(episodes), REEMBED_BATCH)])
+            self._overwrite(self._build(episodes, vectors, self.identity), base, indexes, reembed=True)
+            done = True
+        finally:
+            if hold and done:
+                self._release("reembed-episodes")
+            elif hold:  # failed: the old table stands; rows others queued meanwhile keep the hold until a re-embed
+                self.guard.lift(["reembed-episodes"])
+        return len(episodes)
+
+    def _release(self, reason: str, attempts: int = 20) -> None:
+        for _ in range(attempts):
+            if self.guard.lift([reason]):
+                return
+            self.flush_pending()
+        raise RuntimeError(f"{self.guard.path}: writers keep queueing episodes; the {reason} pause stays set "
+                           f"(run `golem grimoire resume` once they stop)")
 
     # ---- writes -------------------------------------------------------------------------
-    def _rows_table(self, episodes: list[Episode], vectors: np.ndarray) -> pa.Table:
-        rows = [ep.model_dump(mode="json") for ep in episodes]
-        scalar_schema = pa.schema([f for f in self._schema if f.name != "vector"])
-        table = pa.Table.from_pylist(rows, schema=scalar_schema)
-        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
-        vec = pa.FixedSizeListArray.from_arrays(flat, self.embedder.dim)
-        return table.append_column(self._schema.field("vector"), vec).replace_schema_metadata(self._schema.metadata)
-
     def _merge(self, data: pa.Table) -> None:
         if data.num_rows:
             self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
 
+    def _stored(self, ids: list[str]) -> dict[str, tuple[str, np.ndarray]]:
+        """id → (summary, vector) of rows already in the table."""
+        out: dict[str, tuple[str, np.ndarray]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = (self._table.search().where(f"id IN ({', '.join(_sql_str(x) for x in chunk)})")
+                    .select(["id", "summary", "vector"]).limit(len(chunk)).to_list())
+            out.update({r["id"]: (r["summary"], np.asarray(r["vector"], dtype=np.float32)) for r in rows})
+        return out
+
     def upsert_many(self, episodes: list[Episode], vectors: np.ndarray | None = None) -> None:
         """Insert or overwrite by id. `vectors` (one row per episode, from this store's embedder) skips
-        re-embedding when the caller already has them (bulk loads, the benchmark)."""
+        re-embedding when the caller already has them (bulk loads, the benchmark).
+
+        While the grimoire is paused, episodes whose summary (so whose vector) is unchanged are written
+        with their stored vector; the others are queued (guard.py) and written by the next flush."""
         if not episodes:
             return
         ids = [ep.id for ep in episodes]
         if len(set(ids)) != len(ids):
             raise ValueError("upsert_many got the same episode id twice in one batch")
+        if vectors is not None and np.shape(vectors) != (len(episodes), self.embedder.dim):
+            raise ValueError(f"vectors must have shape ({len(episodes)}, {self.embedder.dim}), got {np.shape(vectors)}")
+        self._assert_same_space("write episodes")
+        if self.guard.paused_for("episodes"):
+            stored = self._stored(ids)
+            queued = {r["id"] for r in self.guard.pending("episodes", ids)}
+            same = [ep for ep in episodes if ep.id not in queued and ep.id in stored and stored[ep.id][0] == ep.summary]
+            same_ids = {ep.id for ep in same}
+            changed = [ep for ep in episodes if ep.id not in same_ids]
+            if not changed or self.guard.divert("episodes", [(ep.id, ep.model_dump_json()) for ep in changed]):
+                if same:
+                    self._merge(self._build(same, np.stack([stored[ep.id][1] for ep in same]), self.identity))
+                return
+            # the pause was lifted meanwhile: write normally
+        self._write(episodes, vectors)
+
+    def _write(self, episodes: list[Episode], vectors: np.ndarray | None = None) -> None:
+        if not episodes:
+            return
         if vectors is None:
             vectors = self.embedder.embed([ep.summary for ep in episodes])
-        elif np.shape(vectors) != (len(episodes), self.embedder.dim):
-            raise ValueError(f"vectors must have shape ({len(episodes)}, {self.embedder.dim}), got {np.shape(vectors)}")
-        self._merge(self._rows_table(episodes, vectors))
+        self._merge(self._build(episodes, vectors, self.identity))
 
     def upsert(self, ep: Episode) -> None:
         self.upsert_many([ep])
+
+    def pending(self) -> list[Episode]:
+        """Episodes queued while the grimoire is paused, oldest first (not yet in the table)."""
+        return [Episode.model_validate_json(r["payload"]) for r in self.guard.pending("episodes")]
+
+    def flush_pending(self) -> int:
+        """Write the queued episodes (embedding them now) and drop them from the queue; returns how many.
+        The caller decides when: after a full re-embed, before lifting the pause (integrity.py)."""
+        rows = self.guard.pending("episodes")
+        if not rows:
+            return 0
+        self._assert_same_space("flush queued episodes")
+        for i in range(0, len(rows), REEMBED_BATCH):
+            chunk = rows[i:i + REEMBED_BATCH]
+            self._write([Episode.model_validate_json(r["payload"]) for r in chunk])
+            self.guard.ack([r["seq"] for r in chunk])
+        return len(rows)
+
+    def _update(self, ids: list[str], values_sql: dict[str, str], extra_where: str = "") -> int:
+        n = 0
+        for i in range(0, len(ids), 500):
+            where = f"id IN ({', '.join(_sql_str(x) for x in ids[i:i + 500])})" + extra_where
+            res = self._table.update(where=where, values_sql=values_sql)
+            n += int(getattr(res, "rows_updated", 0))
+        return n
 
     def mark_accessed(self, ids: list[str], tick: int) -> int:
         """A DECIDING retrieval used these episodes: reset their decay clock (grimoire "Decay Formula").
@@ -225,35 +554,34 @@ class EpisodeStore:
         """
         if not ids:
             return 0
-        where = f"id IN ({', '.join(_sql_str(i) for i in ids)})"
-        res = self._table.update(
-            where=where,
-            values_sql={
-                "last_accessed_tick": str(int(tick)),
-                "access_count": "access_count + 1",
-                "retention": "1.0",
-            },
-        )
-        return int(getattr(res, "rows_updated", 0))
+        return self._update(ids, {"last_accessed_tick": str(int(tick)), "access_count": "access_count + 1",
+                                  "retention": "1.0"})
+
+    def mark_consolidated(self, ids: list[str]) -> int:
+        """The delta cycle's distillation (ExpeL) has processed these episodes (grimoire "Episode Struct":
+        consolidated). Idempotent; returns how many rows changed from false to true."""
+        if not ids:
+            return 0
+        return self._update(list(dict.fromkeys(ids)), {"consolidated": "true"}, " AND consolidated = false")
 
     def reinforce(self, ids: list[str], tick: int, increment: float) -> list[Episode]:
-        """Retrieved AND positive outcome: strength += increment and the decay clock restarts."""
-        if increment <= 0:
-            raise ValueError(f"increment must be > 0, got {increment}")
-        updated = []
-        for ep in self.get_many(ids):
-            updated.append(
-                ep.model_copy(
-                    update={"strength": ep.strength + increment, "last_accessed_tick": tick, "retention": 1.0}
-                )
-            )
-        self.upsert_many(updated)
-        return updated
+        """Retrieved AND positive outcome: strength += increment and the decay clock restarts.
+        A scalar update: the summary and so the vector are untouched."""
+        if increment <= 0 or not math.isfinite(increment):
+            raise ValueError(f"increment must be a finite number > 0, got {increment}")
+        if not ids:
+            return []
+        self._update(ids, {"strength": f"strength + {float(increment)!r}", "last_accessed_tick": str(int(tick)),
+                           "retention": "1.0"})
+        return self.get_many(ids)
 
     # ---- reads --------------------------------------------------------------------------
     @staticmethod
     def _to_episode(row: dict[str, Any]) -> Episode:
-        return Episode.model_validate({k: row[k] for k in _SCALAR_FIELDS if k in row})
+        d = {k: row[k] for k in _SCALAR_FIELDS if k in row}
+        if d.get("action_tools") is None:
+            d.pop("action_tools", None)
+        return Episode.model_validate(d)
 
     def _scalar_rows(self, where: str | None = None) -> list[dict[str, Any]]:
         q = self._table.search().select(_SCALAR_FIELDS)
@@ -263,8 +591,12 @@ class EpisodeStore:
         return q.limit(max(n, 1)).to_list() if n else []
 
     def get(self, id: str) -> Episode | None:
+        """The episode with this id: from the table, or from the pending queue while the grimoire is paused."""
         rows = self._scalar_rows(f"id = {_sql_str(id)}")
-        return self._to_episode(rows[0]) if rows else None
+        if rows:
+            return self._to_episode(rows[0])
+        queued = self.guard.pending("episodes", [id])
+        return Episode.model_validate_json(queued[-1]["payload"]) if queued else None
 
     def get_many(self, ids: list[str]) -> list[Episode]:
         if not ids:
@@ -279,6 +611,14 @@ class EpisodeStore:
     def all(self) -> list[Episode]:
         """Every episode, oldest tick first. For small stores (tests, DELTA over a few thousand rows)."""
         return sorted((self._to_episode(r) for r in self._scalar_rows()), key=lambda e: (e.tick, e.id))
+
+    def unconsolidated(self, limit: int | None = None) -> list[Episode]:
+        """Episodes the delta cycle's distillation has not processed yet, oldest tick first."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        eps = sorted((self._to_episode(r) for r in self._scalar_rows("consolidated = false")),
+                     key=lambda e: (e.tick, e.id))
+        return eps if limit is None else eps[:limit]
 
     def top_utility(self, n: int) -> list[Episode]:
         if n < 0:
@@ -297,7 +637,8 @@ class EpisodeStore:
             raise ValueError("search text must be non-empty")
         if self.count() == 0:
             return []
-        query = self.embedder.embed([text])[0]
+        self._assert_same_space("search episodes")
+        query = self.embedder.embed_query([text])[0]
         rows = (
             self._table.search(query, vector_column_name="vector")
             .distance_type("cosine")
@@ -371,6 +712,43 @@ class EpisodeStore:
         self._table.optimize()
 
 
+EMERGENCY_PROBES = ("kill_switch", "circuit_breaker")  # a HIGH reading of these halts the golem (heartbeat §S9)
+
+
+def importance_of(record: DecisionCycleRecord) -> Importance:
+    """grimoire "Episode Struct" ImportanceLevel, derived deterministically from the record (ours):
+
+    emergency  the kill switch or the circuit breaker probe reads HIGH, or the outcome broke an invariant
+               (a safety incident)
+    critical   any HIGH anomaly, a reorg removed earlier ticks' blocks, or an action failed
+    notable    the golem acted, deliberated at T2, or the regime changed
+    routine    everything else
+    """
+    probes = [*record.observation.probes, *record.probe_results]
+    high = {p.probe for p in probes if p.severity == ProbeSeverity.HIGH}
+    high |= {a.probe for a in record.anomalies if a.severity == ProbeSeverity.HIGH}
+    if high & set(EMERGENCY_PROBES) or (record.outcome is not None and record.outcome.invariant_violations):
+        return Importance.EMERGENCY
+    if high or record.observation.reorged_ticks or any(a.status == ActionStatus.FAILED for a in record.actions):
+        return Importance.CRITICAL
+    acted = any(a.status in (ActionStatus.EXECUTED, ActionStatus.FAILED) for a in record.actions)
+    if acted or record.tier == Tier.T2 or _regime_shift(record):
+        return Importance.NOTABLE
+    return Importance.ROUTINE
+
+
+def _regime_shift(record: DecisionCycleRecord) -> bool:
+    """The analyze step counted a regime change as surprise (cognition/prediction_error.regime_changed)."""
+    return record.prediction_error_sources.get("regime_change", 0.0) > 0.0
+
+
+def _timestamp_ms(iso: str) -> int:
+    ts = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return round(ts.timestamp() * 1000)
+
+
 def episode_from_record(
     record: DecisionCycleRecord,
     *,
@@ -412,11 +790,22 @@ def episode_from_record(
         decay_class = DecayClass.EPHEMERAL  # routine observation: fades within a day
     else:
         decay_class = DecayClass.TACTICAL
+    if acted:
+        episode_type = EpisodeType.ACTION
+    elif _regime_shift(record):
+        episode_type = EpisodeType.REGIME_SHIFT
+    else:
+        episode_type = EpisodeType.OBSERVATION
+    tools = [a.tool_name for a in sorted(acted, key=lambda a: a.action_index)]
+    snap = record.observation.snapshot
+    created_at = record.timestamp or datetime.now(timezone.utc).isoformat()
+    gain = replay_gain(pnl, record.prediction_error)
+    pad = record.pad_after
     return Episode(
         id=episode_id(record.golem_id, record.tick),
         golem_id=record.golem_id,
         tick=record.tick,
-        created_at=record.timestamp or datetime.now(timezone.utc).isoformat(),
+        created_at=created_at,
         regime=record.regime,
         tier=record.tier,
         summary=" ".join(parts),
@@ -425,9 +814,20 @@ def episode_from_record(
         pnl_impact=pnl,
         outcome_verified=record.outcome.verified if record.outcome else None,
         # At creation need = 1 (nothing fresher exists), so utility = gain.
-        utility=replay_gain(pnl, record.prediction_error),
+        utility=gain,
         confidence=confidence,
         decay_class=decay_class,
         quality=quality,
         strategy=strategy,
+        episode_type=episode_type,
+        tool=tools[0] if tools else "heartbeat",
+        outcome=outcome_of(len(acted), record.outcome.verified if record.outcome else None, pnl,
+                           failed=any(a.status == ActionStatus.FAILED for a in acted)),
+        chain=str(snap.chain_id),
+        token_pair=f"{snap.pool.token0}/{snap.pool.token1}",
+        timestamp_ms=_timestamp_ms(created_at),
+        importance=importance_of(record),
+        action_tools=tools,
+        emotional_tag=pad_label(pad.pleasure, pad.arousal, pad.dominance),
+        gain=gain,
     )

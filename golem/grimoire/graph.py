@@ -7,6 +7,10 @@ Knowledge graph (grimoire bi-temporal `TemporalTriple`): facts (subject, predica
 time in blocks (valid_from / valid_until) and transaction time in ticks (tx_from / tx_until). Rows are
 never rewritten in place: a change closes the current version (tx_until) and records a new one, so
 `query_as_known_at` can answer what the golem believed at an earlier tick.
+
+Topology curiosity (grimoire "Feeding the Curiosity Scorer"): an event on an entity 0 or 1 hop from the
+golem's positions gets modifier 1.0, 2 hops 0.5, 3 hops 0.25, unconnected 0.0. The modifier is additive in
+the curiosity composite (golem/cognition/prediction_error.py) and never subtracts.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from golem.storage import connect, immediate_tx
 
 MAX_HOPS = 3  # grimoire "SQLite Causal Graph": 3 hops default
 RECENCY_TICKS = 1440.0 * 7  # ours: an edge untouched for a week weighs e^-1 as much
+TOPOLOGY_MAX_HOPS = 3  # grimoire "Feeding the Curiosity Scorer": k_hop_neighbors(position, 3, block)
+# grimoire "Feeding the Curiosity Scorer": 0 (the position itself) and 1 hop → 1.0, 2 → 0.5, 3 → 0.25, else 0.0
+TOPOLOGY_MODIFIER_BY_HOPS = {0: 1.0, 1: 1.0, 2: 0.5, 3: 0.25}
 
 
 def edge_id(source_id: str, target_id: str) -> str:
@@ -122,20 +129,27 @@ class KnowledgeGraph:
                    "tx_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row[1:7], valid_until, tick))
 
     def assert_fact(self, subject: str, predicate: str, obj: str, *, block: int, tick: int,
-                    confidence: float = 0.5) -> str:
-        """Record a fact true from `block`; a current fact with the same subject and predicate but another
-        object is superseded (valid_until = block). Re-asserting the same fact is a no-op (idempotent)."""
+                    confidence: float = 0.5, exclusive: bool = True) -> str:
+        """Record a fact true from `block`. Re-asserting a current fact is a no-op (idempotent: same id, no new
+        version). With `exclusive` (the spec's assert_fact) a current fact with the same subject and predicate
+        but another object is superseded (valid_until = block); `exclusive=False` is for many-valued relations
+        (a pool holds two tokens, a golem has several positions), whose removal is an explicit `invalidate`."""
         for name, v in (("subject", subject), ("predicate", predicate), ("object", obj)):
             if not v or not v.strip():
                 raise ValueError(f"{name} must be non-empty")
+        if block < 0 or tick < 0:
+            raise ValueError(f"block and tick must be >= 0, got block={block} tick={tick}")
         with immediate_tx(self.db_path) as db:
             cur = db.execute("SELECT seq, fact_id, subject, predicate, object, confidence, valid_from FROM kg_facts "
                              "WHERE subject = ? AND predicate = ? AND valid_until IS NULL AND tx_until IS NULL",
                              (subject, predicate)).fetchall()
-            for row in cur:
-                if row[4] == obj:
-                    return row[1]
-                self._close_and_reissue(db, row, valid_until=block, tick=tick)
+            same = next((row for row in cur if row[4] == obj), None)
+            if same is not None:
+                return same[1]
+            if exclusive:
+                for row in cur:
+                    # a reorg can hand us an older block: never close a fact before it began
+                    self._close_and_reissue(db, row, valid_until=max(block, row[6]), tick=tick)
             fid = str(uuid.uuid4())
             db.execute("INSERT INTO kg_facts (fact_id, subject, predicate, object, confidence, valid_from, tx_from) "
                        "VALUES (?, ?, ?, ?, ?, ?, ?)", (fid, subject, predicate, obj, confidence, block, tick))
@@ -147,8 +161,25 @@ class KnowledgeGraph:
                              "WHERE fact_id = ? AND valid_until IS NULL AND tx_until IS NULL", (fact_id,)).fetchone()
             if row is None:
                 return False
-            self._close_and_reissue(db, row, valid_until=block, tick=tick)
+            self._close_and_reissue(db, row, valid_until=max(block, row[6]), tick=tick)
             return True
+
+    def current_facts(self, subjects: list[str]) -> list[Fact]:
+        """Facts with one of `subjects` that are true now (open valid time) as currently known."""
+        if not subjects:
+            return []
+        marks = ", ".join("?" * len(subjects))
+        with closing(connect(self.db_path, rows=True)) as db:
+            rows = db.execute(f"SELECT * FROM kg_facts WHERE subject IN ({marks}) AND valid_until IS NULL "
+                              "AND tx_until IS NULL ORDER BY seq", list(subjects)).fetchall()
+        return [Fact.model_validate({k: r[k] for k in Fact.model_fields}) for r in rows]
+
+    def facts_at_block(self, block: int) -> list[Fact]:
+        """Every fact true at `block`, as currently known."""
+        with closing(connect(self.db_path, rows=True)) as db:
+            rows = db.execute("SELECT * FROM kg_facts WHERE tx_until IS NULL AND valid_from <= ? "
+                              "AND (valid_until IS NULL OR valid_until > ?) ORDER BY seq", (block, block)).fetchall()
+        return [Fact.model_validate({k: r[k] for k in Fact.model_fields}) for r in rows]
 
     def _query(self, entity: str, block: int | None, known_at: int | None) -> list[Fact]:
         sql = "SELECT * FROM kg_facts WHERE (subject = ? OR object = ?)"
@@ -188,3 +219,38 @@ class KnowledgeGraph:
                     frontier.append(other)
         seen.pop(entity)
         return seen
+
+    def distances_from(self, sources: list[str], k: int, block: int) -> dict[str, int]:
+        """Hop distance from the nearest of `sources` (0 for a source itself) to every entity within k hops over
+        facts true at `block`: the minimum of k_hop_neighbors over the sources, in one pass on one connection."""
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        seen = dict.fromkeys(sources, 0)
+        frontier = deque(seen)
+        sql = ("SELECT subject, object FROM kg_facts WHERE (subject = ? OR object = ?) AND tx_until IS NULL "
+               "AND valid_from <= ? AND (valid_until IS NULL OR valid_until > ?)")
+        with closing(connect(self.db_path)) as db:
+            while frontier:
+                node = frontier.popleft()
+                if seen[node] >= k:
+                    continue
+                for subj, obj in db.execute(sql, (node, node, block, block)):
+                    other = obj if subj == node else subj
+                    if other not in seen:
+                        seen[other] = seen[node] + 1
+                        frontier.append(other)
+        return seen
+
+
+def modifier_for_hops(hops: int | None) -> float:
+    """The spec's table: 0/1 hop → 1.0, 2 → 0.5, 3 → 0.25, farther or unconnected (None) → 0.0."""
+    return TOPOLOGY_MODIFIER_BY_HOPS.get(hops, 0.0) if hops is not None else 0.0
+
+
+def topology_curiosity_modifier(kg: KnowledgeGraph, event_entity: str | None, golem_positions: list[str],
+                                block: int) -> float:
+    """Curiosity modifier of an event on `event_entity` by its topological distance from the golem's positions
+    at `block` (grimoire "Feeding the Curiosity Scorer"). An event with no entity, or no position, gets 0.0."""
+    if not event_entity or not golem_positions:
+        return 0.0
+    return modifier_for_hops(kg.distances_from(golem_positions, TOPOLOGY_MAX_HOPS, block).get(event_entity))

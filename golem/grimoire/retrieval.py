@@ -237,7 +237,7 @@ def retrieve_for_tick(
     go, reason = should_retrieve(query, tier=tier, steered=steered)
     if not go:
         return RetrievalResult(retrieved=False, reason=reason)
-    qv = episodes.embedder.embed([query])[0]
+    qv = episodes.embedder.embed_query([query])[0]  # nomic needs its search_query prefix
     mood = None
     if pad is not None:
         mood = tuple(-x for x in pad) if tick > 0 and tick % CONTRARIAN_EVERY == 0 else tuple(pad)

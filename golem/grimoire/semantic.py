@@ -2,10 +2,12 @@
 
 grimoire "GrimoireEntry Schema" and "Three-Store Split". SQLite is the source of truth (every schema
 field, FTS5 over content, quarantine, cold storage, the causal graph and the knowledge graph live in
-one file); the LanceDB table `semantic` holds (id, content, vector) only, so LanceDB's native FTS
-index and hybrid search can rank entries next to episodes (revisions Rev. 9). Because SQLite holds
-everything, switching embedding model rebuilds the LanceDB mirror from scratch (`reembed_all`) —
-never a partial re-embed (Rev. 8).
+one file); the LanceDB table `semantic` holds (id, content, embedding identity, vector) only, so LanceDB's
+native FTS index and hybrid search can rank entries next to episodes (revisions Rev. 9). Every mirror row
+and the table's metadata carry the {model, version, dim} of its vector (Rev. 8 "Every vector carries
+metadata"). Because SQLite holds everything, a different model (or a mirror without identities) rebuilds
+the LanceDB mirror from scratch in one commit (`reembed_all`) — never a partial re-embed (Rev. 8). While
+the grimoire is paused (guard.py) entries still reach SQLite, but their mirror rows wait in the queue.
 
 Times are tick numbers (the golem's clock); `valid_from` / `valid_until` are ticks too
 (`valid_until` NULL = still active; the spec's 0).
@@ -37,12 +39,20 @@ from golem.grimoire.decay import (
     effective_confidence,
     retention_at_tick,
 )
-from golem.grimoire.embeddings import Embedder
+from golem.grimoire.embeddings import (
+    Embedder,
+    EmbeddingIdentity,
+    identity_metadata,
+    identity_of,
+    table_identity,
+)
+from golem.grimoire.guard import WriteGuard
 from golem.storage import connect, immediate_tx
 
 SEMANTIC_TABLE = "semantic"
 PRUNE_CONSECUTIVE_CYCLES = 3  # revisions Rev. 4: below 0.1 for 3+ consecutive Curator cycles → cold storage
 FTS_INDEX = "content_idx"
+QUARANTINE_STATUSES = ("pending", "released", "dropped")
 
 
 class EntryType(str, Enum):
@@ -270,6 +280,18 @@ _MIGRATIONS: list[str] = [
         PRIMARY KEY (edge_id, origin)
     );
     """,
+    # v6: quarantine review (ours, issue 6): a quarantined candidate is re-examined at every Curator cycle and
+    # released or dropped; its row stays either way (the audit), and `reviewed` = 1 once it is resolved.
+    """
+    ALTER TABLE quarantined_entries ADD COLUMN status TEXT NOT NULL DEFAULT 'pending';  -- pending|released|dropped
+    ALTER TABLE quarantined_entries ADD COLUMN review_cycles INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE quarantined_entries ADD COLUMN last_reviewed_tick INTEGER;
+    ALTER TABLE quarantined_entries ADD COLUMN resolved_tick INTEGER;
+    ALTER TABLE quarantined_entries ADD COLUMN resolution TEXT;         -- why it was released or dropped
+    ALTER TABLE quarantined_entries ADD COLUMN admission_action TEXT;   -- what admit() did on release
+    ALTER TABLE quarantined_entries ADD COLUMN entry_id TEXT;           -- the entry it became or merged into
+    CREATE INDEX idx_quarantine_status ON quarantined_entries(status);
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -334,32 +356,92 @@ def _fts_query(text: str) -> str:
     return " OR ".join(f'"{w}"' for w in words[:32])
 
 
-class SemanticStore:
-    """GrimoireEntry store: SQLite at `db_path`, LanceDB mirror at `lance_path`."""
+MIRROR_BATCH = 1024  # entries embedded per batch when the mirror is rebuilt
 
-    def __init__(self, db_path: Path, lance_path: Path, embedder: Embedder) -> None:
+
+def mirror_schema(ident: EmbeddingIdentity) -> pa.Schema:
+    """The LanceDB mirror: id, content, the embedding identity of the row (Rev. 8), the vector."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("content", pa.string(), nullable=False),
+            pa.field("embedding_model", pa.string(), nullable=False),
+            pa.field("embedding_version", pa.string(), nullable=False),
+            pa.field("embedding_dim", pa.int64(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), ident.dim), nullable=False),
+        ],
+        metadata=identity_metadata(ident),
+    )
+
+
+class SemanticStore:
+    """GrimoireEntry store: SQLite at `db_path`, LanceDB mirror at `lance_path`.
+
+    `guard` and `on_model_switch` as for EpisodeStore (episodes.py): the write pause of the grimoire folder
+    holding `lance_path`, and "reembed" | "error" | "ignore" when the mirror was embedded with another model.
+    """
+
+    def __init__(self, db_path: Path, lance_path: Path, embedder: Embedder, *, guard: WriteGuard | None = None,
+                 on_model_switch: str = "reembed") -> None:
+        if on_model_switch not in ("reembed", "error", "ignore"):
+            raise ValueError(f"on_model_switch must be reembed, error or ignore, got {on_model_switch!r}")
         self.db_path = Path(db_path)
         self.lance_path = Path(lance_path)
         self.embedder = embedder
+        self.identity = identity_of(embedder)
+        self.guard = guard if guard is not None else WriteGuard(self.lance_path.parent)
         migrate(self.db_path)
         self.lance_path.mkdir(parents=True, exist_ok=True)
         self._db = lancedb.connect(str(self.lance_path), read_consistency_interval=timedelta(0))
-        self._schema = pa.schema(
-            [
-                pa.field("id", pa.string(), nullable=False),
-                pa.field("content", pa.string(), nullable=False),
-                pa.field("vector", pa.list_(pa.float32(), embedder.dim), nullable=False),
-            ],
-            metadata={"golem.embedder": embedder.model_name, "golem.dim": str(embedder.dim)},
-        )
+        self._schema = mirror_schema(self.identity)
         try:
             self.table = self._db.open_table(SEMANTIC_TABLE)
         except ValueError:
             self.table = self._db.create_table(SEMANTIC_TABLE, schema=self._schema, exist_ok=True)
-        built = (self.table.schema.metadata or {}).get(b"golem.embedder", b"").decode()
-        if built and built != embedder.model_name:
-            # Rev. 8: a model switch re-embeds everything, never part of it.
-            self.reembed_all()
+        self.reembedded = 0  # entries re-embedded on open because the model changed
+        mismatch = self.identity_mismatch()
+        if mismatch:
+            if on_model_switch == "reembed":
+                self.reembedded = self.reembed_all()  # Rev. 8: a model switch re-embeds everything
+            elif on_model_switch == "error":
+                raise ValueError(f"semantic mirror at {self.lance_path}: {mismatch}; run `golem grimoire reembed` "
+                                 f"(a full re-embed with the configured model) or open it with the embedder that built it")
+
+    # ---- embedding identity (Rev. 8) -----------------------------------------------------------
+    def stored_identity(self) -> EmbeddingIdentity:
+        return table_identity(self.table.schema)
+
+    def row_identities(self) -> dict[EmbeddingIdentity, int]:
+        n = self.table.count_rows()
+        cols = ("embedding_model", "embedding_version", "embedding_dim")
+        if not n or not set(cols) <= set(self.table.schema.names):
+            return {}
+        data = self.table.search().select(list(cols)).limit(n).to_arrow()
+        out: dict[EmbeddingIdentity, int] = {}
+        for m, v, d in zip(*(data.column(c).to_pylist() for c in cols)):
+            key = EmbeddingIdentity(m, v, int(d))
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    def identity_mismatch(self) -> str | None:
+        """Why the mirror's vectors cannot be compared with this store's embedder (None: they can)."""
+        if [f.name for f in self.table.schema] != [f.name for f in self._schema]:
+            return "the mirror was written before vectors carried their model identity"
+        stored = self.stored_identity()
+        if stored != self.identity:
+            return f"it is embedded with {stored.as_dict()}, the embedder is {self.identity.as_dict()}"
+        other = {i: n for i, n in self.row_identities().items() if i != self.identity}
+        if other:
+            return (f"{sum(other.values())} rows carry another embedding identity "
+                    f"({', '.join(str(i.as_dict()) for i in other)})")
+        return None
+
+    def embedding_stats(self) -> dict[str, Any]:
+        """For `golem grimoire stats`: the mirror's identity, rows per identity, and whether they match."""
+        rows = self.row_identities()
+        return {**self.stored_identity().as_dict(),
+                "rows_by_identity": [{**i.as_dict(), "rows": n} for i, n in rows.items()],
+                "matches_embedder": self.identity_mismatch() is None}
 
     # ---- SQLite plumbing ---------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -374,21 +456,42 @@ class SemanticStore:
             [_entry_to_row(e) for e in entries],
         )
 
-    def _mirror(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
-        if not entries:
-            return
-        if vectors is None:
-            vectors = self.embedder.embed([e.content for e in entries])
+    def _mirror_table(self, entries: list[GrimoireEntry], vectors: np.ndarray) -> pa.Table:
+        n, ident = len(entries), self.identity
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
-        data = pa.table(
+        return pa.table(
             {
                 "id": pa.array([e.id for e in entries], pa.string()),
                 "content": pa.array([e.content for e in entries], pa.string()),
-                "vector": pa.FixedSizeListArray.from_arrays(flat, self.embedder.dim),
+                "embedding_model": pa.array([ident.model] * n, pa.string()),
+                "embedding_version": pa.array([ident.version] * n, pa.string()),
+                "embedding_dim": pa.array([ident.dim] * n, pa.int64()),
+                "vector": pa.FixedSizeListArray.from_arrays(flat, ident.dim),
             },
             schema=self._schema,
         )
-        self.table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+    def _mirror(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
+        """Write the entries' mirror rows — or, while the grimoire is paused, queue them (guard.py)."""
+        if not entries:
+            return
+        if self.guard.divert("semantic", [(e.id, e.content) for e in entries]):
+            return
+        self._write_mirror(entries, vectors)
+
+    def _write_mirror(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
+        if not entries:
+            return
+        stored = table_identity(self.table.schema)  # re-read: another process may have re-embedded it
+        if stored != self.identity:
+            raise ValueError(
+                f"cannot write the semantic mirror at {self.lance_path}: it is embedded with {stored.as_dict()} but "
+                f"this process embeds with {self.identity.as_dict()} (rev. 8: never mix models); restart it with the "
+                f"embedder in golem.toml, or run `golem grimoire reembed`")
+        if vectors is None:
+            vectors = self.embedder.embed([e.content for e in entries])
+        self.table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+            self._mirror_table(entries, vectors))
 
     # ---- writes --------------------------------------------------------------------------------
     def put_many(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
@@ -424,22 +527,83 @@ class SemanticStore:
                        (int(tick), entry_id))
 
     def quarantine(self, entry: GrimoireEntry, reason: str, conflicts_with: list[str], tick: int) -> None:
+        """Hold a candidate back (hallucination firewall). Quarantining the same candidate id again (a release
+        attempt that found it still contradicted) refreshes its entry and conflicts and keeps its review count."""
         with immediate_tx(self.db_path) as db:
             db.execute(
-                "INSERT OR REPLACE INTO quarantined_entries (id, entry, reason, conflicts_with, quarantined_tick) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO quarantined_entries (id, entry, reason, conflicts_with, quarantined_tick) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET entry = excluded.entry, "
+                "reason = excluded.reason, conflicts_with = excluded.conflicts_with, status = 'pending', "
+                "reviewed = 0, resolved_tick = NULL, resolution = NULL, admission_action = NULL, entry_id = NULL",
                 (entry.id, entry.model_dump_json(), reason, json.dumps(conflicts_with), int(tick)),
             )
 
-    def quarantined(self) -> list[dict[str, Any]]:
+    @staticmethod
+    def _quarantine_row(r: sqlite3.Row) -> dict[str, Any]:
+        return {"id": r["id"], "entry": GrimoireEntry.model_validate_json(r["entry"]), "reason": r["reason"],
+                "conflicts_with": json.loads(r["conflicts_with"]), "tick": r["quarantined_tick"],
+                "reviewed": bool(r["reviewed"]), "status": r["status"], "review_cycles": r["review_cycles"],
+                "last_reviewed_tick": r["last_reviewed_tick"], "resolved_tick": r["resolved_tick"],
+                "resolution": r["resolution"], "admission_action": r["admission_action"], "entry_id": r["entry_id"]}
+
+    def quarantined(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Quarantine rows, oldest first: all of them, or those with `status` (pending | released | dropped)."""
+        if status is not None and status not in QUARANTINE_STATUSES:
+            raise ValueError(f"quarantine status must be one of {', '.join(QUARANTINE_STATUSES)}, got {status!r}")
+        sql = "SELECT * FROM quarantined_entries" + (" WHERE status = ?" if status else "")
         with closing(self._conn()) as db:
-            rows = db.execute("SELECT * FROM quarantined_entries ORDER BY quarantined_tick, id").fetchall()
-        return [
-            {"entry": GrimoireEntry.model_validate_json(r["entry"]), "reason": r["reason"],
-             "conflicts_with": json.loads(r["conflicts_with"]), "tick": r["quarantined_tick"],
-             "reviewed": bool(r["reviewed"])}
-            for r in rows
-        ]
+            rows = db.execute(sql + " ORDER BY quarantined_tick, id", (status,) if status else ()).fetchall()
+        return [self._quarantine_row(r) for r in rows]
+
+    def quarantined_one(self, quarantine_id: str) -> dict[str, Any] | None:
+        with closing(self._conn()) as db:
+            r = db.execute("SELECT * FROM quarantined_entries WHERE id = ?", (quarantine_id,)).fetchone()
+        return self._quarantine_row(r) if r else None
+
+    def add_quarantine_evidence(self, quarantine_id: str, parent_episode_ids: list[str], conflicts_with: list[str],
+                                tick: int) -> int:
+        """A near-identical candidate was quarantined again: its episodes join the pending row's evidence
+        (so a contradiction that keeps recurring can outweigh the entry it contradicts at the next review).
+        Returns how many episode ids were new."""
+        with immediate_tx(self.db_path) as db:
+            r = db.execute("SELECT entry, conflicts_with FROM quarantined_entries WHERE id = ? AND status = 'pending'",
+                           (quarantine_id,)).fetchone()
+            if r is None:
+                raise KeyError(f"no pending quarantined entry {quarantine_id!r} in {self.db_path}")
+            entry = GrimoireEntry.model_validate_json(r[0])
+            new = [p for p in dict.fromkeys(parent_episode_ids) if p not in entry.parent_episode_ids]
+            conflicts = list(dict.fromkeys([*json.loads(r[1]), *conflicts_with]))
+            entry = entry.model_copy(update={"parent_episode_ids": entry.parent_episode_ids + new})
+            db.execute("UPDATE quarantined_entries SET entry = ?, conflicts_with = ? WHERE id = ?",
+                       (entry.model_dump_json(), json.dumps(conflicts), quarantine_id))
+        return len(new)
+
+    def note_quarantine_review(self, quarantine_id: str, tick: int) -> int:
+        """One Curator review left the row pending: count it (once per tick, so a retried cycle counts once)."""
+        with immediate_tx(self.db_path) as db:
+            db.execute("UPDATE quarantined_entries SET review_cycles = review_cycles + 1, last_reviewed_tick = ? "
+                       "WHERE id = ? AND status = 'pending' AND (last_reviewed_tick IS NULL OR last_reviewed_tick < ?)",
+                       (int(tick), quarantine_id, int(tick)))
+            r = db.execute("SELECT review_cycles FROM quarantined_entries WHERE id = ?", (quarantine_id,)).fetchone()
+        if r is None:
+            raise KeyError(f"no quarantined entry {quarantine_id!r} in {self.db_path}")
+        return int(r[0])
+
+    def resolve_quarantine(self, quarantine_id: str, status: str, tick: int, resolution: str, *,
+                           admission_action: str | None = None, entry_id: str | None = None) -> None:
+        """Close a pending row as released or dropped. The row is kept (audit), never deleted."""
+        if status not in ("released", "dropped"):
+            raise ValueError(f"a quarantine row is resolved as released or dropped, not {status!r}")
+        with immediate_tx(self.db_path) as db:
+            cur = db.execute(
+                "UPDATE quarantined_entries SET status = ?, reviewed = 1, resolved_tick = ?, resolution = ?, "
+                "admission_action = ?, entry_id = ?, last_reviewed_tick = ? WHERE id = ? AND status = 'pending'",
+                (status, int(tick), resolution, admission_action, entry_id, int(tick), quarantine_id))
+            if cur.rowcount == 0:
+                row = db.execute("SELECT status FROM quarantined_entries WHERE id = ?", (quarantine_id,)).fetchone()
+                if row is None:
+                    raise KeyError(f"no quarantined entry {quarantine_id!r} in {self.db_path}")
+                raise ValueError(f"quarantined entry {quarantine_id!r} is already {row[0]}; only pending ones resolve")
 
     def log_admission(self, tick: int, category: str, action: str, score: float, entry_id: str | None) -> None:
         with immediate_tx(self.db_path) as db:
@@ -580,11 +744,64 @@ class SemanticStore:
             return int(db.execute("SELECT COUNT(*) FROM cold_entries").fetchone()[0])
 
     # ---- maintenance ---------------------------------------------------------------------------
-    def reembed_all(self) -> int:
-        """Rebuild the LanceDB mirror from SQLite with the current embedder (Rev. 8: never partial)."""
-        entries = self.all(include_inactive=True)
-        self._db.drop_table(SEMANTIC_TABLE)
-        self.table = self._db.create_table(SEMANTIC_TABLE, schema=self._schema)
-        for i in range(0, len(entries), 1024):
-            self._mirror(entries[i:i + 1024])
+    def reembed_all(self, *, hold: bool = True) -> int:
+        """Rebuild the LanceDB mirror from SQLite with the current embedder (Rev. 8: never partial).
+
+        The whole mirror is embedded first and written in one commit (`mode="overwrite"`), so a crash leaves
+        the old mirror or the new one. While it runs the mirror is paused (`reembed-semantic`): other
+        processes still write SQLite, their mirror rows queue; entries that changed in SQLite meanwhile are
+        reconciled, the queue is flushed, then the pause is lifted. Returns the number of entries embedded."""
+        if hold:
+            self.guard.pause("reembed-semantic", {"model": self.identity.as_dict()})
+        done = False
+        try:
+            had_fts = any("content" in i.columns and i.index_type == "FTS" for i in self.table.list_indices())
+            entries = self.all(include_inactive=True)
+            vectors = np.zeros((0, self.identity.dim), dtype=np.float32)
+            if entries:
+                vectors = np.concatenate([self.embedder.embed([e.content for e in entries[i:i + MIRROR_BATCH]])
+                                          for i in range(0, len(entries), MIRROR_BATCH)])
+            self.table = self._db.create_table(SEMANTIC_TABLE, data=self._mirror_table(entries, vectors),
+                                               mode="overwrite")
+            # SQLite moved on while we embedded (another process): mirror what changed, drop what left.
+            built = {e.id: e.content for e in entries}
+            now = self.all(include_inactive=True)
+            self._write_mirror([e for e in now if built.get(e.id) != e.content])
+            gone = set(built) - {e.id for e in now}
+            if gone:
+                self.table.delete("id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in gone) + ")")
+            if had_fts and self.table.count_rows():
+                from golem.grimoire.retrieval import ensure_fts  # retrieval imports this module
+
+                ensure_fts(self.table, "content")  # an overwrite drops the table's indexes
+            done = True
+        finally:
+            if hold and done:
+                self._release("reembed-semantic")
+            elif hold:  # failed: the old mirror stands; rows others queued meanwhile keep the hold until a re-embed
+                self.guard.lift(["reembed-semantic"])
         return len(entries)
+
+    def flush_pending(self) -> int:
+        """Write the mirror rows queued while paused (from SQLite's current content; entries archived since
+        leave the mirror) and drop them from the queue. Returns how many queued rows were handled."""
+        rows = self.guard.pending("semantic")
+        if not rows:
+            return 0
+        for i in range(0, len(rows), MIRROR_BATCH):
+            chunk = rows[i:i + MIRROR_BATCH]
+            entries = self.get_many([r["id"] for r in chunk])
+            self._write_mirror(list(entries.values()))
+            gone = [r["id"] for r in chunk if r["id"] not in entries]
+            if gone:
+                self.table.delete("id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in gone) + ")")
+            self.guard.ack([r["seq"] for r in chunk])
+        return len(rows)
+
+    def _release(self, reason: str, attempts: int = 20) -> None:
+        for _ in range(attempts):
+            if self.guard.lift([reason]):
+                return
+            self.flush_pending()
+        raise RuntimeError(f"{self.guard.path}: writers keep queueing mirror rows; the {reason} pause stays set "
+                           f"(run `golem grimoire resume` once they stop)")

@@ -3,8 +3,12 @@
 Format (one JSON object per line, UTF-8):
 
     {"kind": "header", "format": "golem-grimoire", "version": 1, "golem_id": "demo", "tick": 420,
-     "embedder": {"model": "wordllama-l2_supercat-256", "dim": 256}}
-    {"kind": "episode", ...every Episode field (golem/grimoire/episodes.py)...}
+     "embedder": {"model": "wordllama-l2_supercat-256", "version": "0.4.0.post1+64b47a2dc493", "dim": 256}}
+    {"kind": "episode", ...every Episode field (golem/grimoire/episodes.py): id, golem_id, tick, created_at, regime,
+     tier, summary (the spec's text), prediction_error, actions, pnl_impact, outcome_verified, utility, confidence,
+     strength, decay_class, quality, last_accessed_tick, retention, access_count, strategy, dream_validated,
+     last_replayed_tick, episode_type, tool, outcome, chain, token_pair, timestamp_ms, importance, consolidated,
+     action_tools, emotional_tag, gain}
     {"kind": "entry", ...every GrimoireEntry field (golem/grimoire/semantic.py): category, content, confidence,
      quality_score, validated_count, contradicted_count, decay_class, market_regime, valid_from, valid_until,
      parent_episode_ids, tags, provenance, source {golem_id, generation_number, owner_address},
@@ -12,7 +16,10 @@ Format (one JSON object per line, UTF-8):
     {"kind": "causal_edge", "edge_id": "ce-…", "source_id": ..., "target_id": ..., "weight": ..., "evidence": ...,
      "created_at": ..., "updated_at": ...}
 
-Vectors are not exported: the importer re-embeds every line with its own model (rev. 8: never mix models).
+Vectors are not exported: the importer re-embeds every line with its own model (rev. 8: never mix models); the
+header's embedder {model, version, dim} says which model the exporter used. Files from before the newer Episode
+fields (episode_type … gain) import with the defaults Episode derives from the older fields; `consolidated`
+is kept as exported.
 On import, unless `as_is`, entries and episodes start at the inherited confidence min(confidence, 0.3)
 (grimoire "SQLite Causal Graph": inherited knowledge starts at 0.3 and must be re-validated), entries from
 the golem's own learning are marked `provenance: predecessor`, causal edge weights are capped at 0.3, and
@@ -27,6 +34,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from golem.grimoire.embeddings import identity_of
 from golem.grimoire.episodes import Episode, EpisodeStore
 from golem.grimoire.graph import CausalGraph, edge_id
 from golem.grimoire.semantic import GrimoireEntry, Provenance, SemanticStore
@@ -38,7 +46,7 @@ INHERITED_CONFIDENCE = 0.3
 
 def export_lines(episodes: EpisodeStore, semantic: SemanticStore, *, golem_id: str, tick: int) -> Iterator[str]:
     yield json.dumps({"kind": "header", "format": FORMAT, "version": VERSION, "golem_id": golem_id, "tick": tick,
-                      "embedder": {"model": semantic.embedder.model_name, "dim": semantic.embedder.dim}})
+                      "embedder": identity_of(semantic.embedder).as_dict()})
     for ep in episodes.all():
         yield json.dumps({"kind": "episode", **ep.model_dump(mode="json")})
     for e in semantic.all(include_inactive=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from golem.models.enums import MarketRegime
 
@@ -160,6 +160,25 @@ class OracleSection(BaseModel):
     enabled: bool = True
 
 
+# The embedders golem.grimoire.embeddings.make_embedder can build (its EMBEDDERS table describes them).
+EMBEDDER_CHOICES = ("wordllama", "wordllama-64", "nomic-embed-text-v1.5")
+
+
+class GrimoireSection(BaseModel):
+    """`[grimoire]`: the embedding model. Changing it re-embeds every stored vector (revisions Rev. 8)."""
+
+    model_config = {"extra": "forbid"}
+    embedder: str = "wordllama"  # offline, bundled; nomic-embed-text-v1.5 needs `pip install 'golem[nomic]'`
+    model_cache_dir: str | None = None  # fastembed cache holding the nomic model (relative: to the golem home)
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, v: str) -> str:
+        if v not in EMBEDDER_CHOICES:
+            raise ValueError(f"unknown embedder {v!r}: use one of {', '.join(EMBEDDER_CHOICES)}")
+        return v
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -172,6 +191,7 @@ class GolemConfig(BaseModel):
     gating: GatingSection = Field(default_factory=GatingSection)
     oracle: OracleSection = Field(default_factory=OracleSection)
     decision_cache: DecisionCacheSection = Field(default_factory=DecisionCacheSection)
+    grimoire: GrimoireSection = Field(default_factory=GrimoireSection)
 
 
 def load_config(path: str | Path) -> GolemConfig:

@@ -41,6 +41,53 @@ class ConsolidationInput(BaseModel):
     tick: int
     config: GolemConfig
     followups: list[FollowUp] = Field(default_factory=list)  # window next-curator
+    # Today's spend when the cycle starts (budget.daily_spend_on): the future-utility calls are planned
+    # against the §S12 budget like a tick's (default 0.0 keeps old histories replaying).
+    daily_spend_usd: float = Field(default=0.0, ge=0.0)
+
+
+class UtilityFallback(BaseModel):
+    """A candidate whose future utility came from the deterministic estimate although a router was configured."""
+
+    candidate: str  # the first 120 characters of its content
+    reason: str
+
+
+class AdmissionStats(BaseModel):
+    """What the admission gate did with this cycle's distilled candidates (one per supporting episode)."""
+
+    candidates: int = 0
+    distinct: int = 0  # distinct candidate texts (the unit of one future-utility call)
+    admitted: int = 0
+    admitted_low: int = 0  # 0.45–0.55: stored at confidence 0.3 (revisions Rev. 3)
+    merged: int = 0
+    skipped: int = 0
+    quarantined: int = 0
+    rejected: int = 0
+    utility_source: str = "estimate"  # llm | estimate | mixed | none (nothing needed a utility score)
+    utility_model: str | None = None
+    llm_calls: int = 0
+    utility_llm: int = 0  # distinct candidates rated by the LLM
+    utility_estimate: int = 0  # distinct candidates rated by the deterministic estimate
+    utility_fallbacks: list[UtilityFallback] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class QuarantineOutcome(BaseModel):
+    id: str
+    outcome: str  # released | kept | dropped
+    reason: str
+    review_cycles: int = 0
+    admission_action: str | None = None  # what admit() did with a released entry
+    entry_id: str | None = None  # the stored entry it became (or merged into)
+
+
+class QuarantineReviewStats(BaseModel):
+    reviewed: int = 0
+    released: int = 0
+    kept: int = 0
+    dropped: int = 0
+    outcomes: list[QuarantineOutcome] = Field(default_factory=list)
 
 
 class ConsolidationResult(BaseModel):
@@ -53,6 +100,9 @@ class ConsolidationResult(BaseModel):
     playbook_path: str = ""
     followups_delivered: list[str] = Field(default_factory=list)
     embedding_drift: dict = Field(default_factory=dict)  # rev. 8 drift check: status, max distance, nn stability
+    admission: AdmissionStats = Field(default_factory=AdmissionStats)
+    quarantine_review: QuarantineReviewStats = Field(default_factory=QuarantineReviewStats)
+    inference_cost_usd: float = 0.0  # future-utility calls; GolemWorkflow adds it to the daily spend
 
 
 class DreamInput(BaseModel):

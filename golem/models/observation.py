@@ -21,6 +21,12 @@ class Anomaly(BaseModel):
     probe: str
     severity: ProbeSeverity
     description: str
+    # Topology curiosity (grimoire "Feeding the Curiosity Scorer"), set by the observe step: the knowledge-graph
+    # entity the event concerns, its hop distance from the golem's positions (None: no entity or unconnected)
+    # and the modifier it adds to the curiosity composite (0.0 = adds nothing).
+    entity: str | None = None
+    topology_hops: int | None = None
+    topology_modifier: float = 0.0
 
 
 class PoolState(BaseModel):

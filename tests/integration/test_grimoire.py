@@ -122,23 +122,17 @@ def test_reopen_reuses_table_and_second_reader_sees_writes(tmp_path, embedder):
     assert EpisodeStore(path, embedder).count() == 2
 
 
-class _TinyEmbedder:
-    """A different (8-d) embedder, to check the store refuses mixed vector spaces."""
-
-    dim = 8
-    model_name = "tiny-hash-8"
-
-    def embed(self, texts):
-        out = np.zeros((len(texts), 8), dtype=np.float32)
-        for i, t in enumerate(texts):
-            out[i, int(hashlib.sha256(t.encode()).hexdigest(), 16) % 8] = 1.0
-        return out
-
-
-def test_reopen_with_other_embedder_is_a_clear_error(tmp_path, embedder):
-    EpisodeStore(tmp_path / "db", embedder).upsert(make_ep(1, CRASH))
-    with pytest.raises(ValueError, match="256-d vectors"):
-        EpisodeStore(tmp_path / "db", _TinyEmbedder())
+def test_reopen_with_other_model_reembeds_or_says_so(tmp_path, embedder):
+    """A different model (here WordLlama truncated to 64-d, a real second vector space) never mixes with the
+    stored vectors: the store re-embeds everything (rev. 8), or refuses clearly when asked to."""
+    EpisodeStore(tmp_path / "db", embedder).upsert_many([make_ep(1, CRASH), make_ep(2, CALM)])
+    small = WordLlamaEmbedder(trunc_dim=64)
+    with pytest.raises(ValueError, match="256.*golem grimoire reembed"):
+        EpisodeStore(tmp_path / "db", small, on_model_switch="error")
+    store = EpisodeStore(tmp_path / "db", small)
+    assert store.reembedded == 2 and store.count() == 2
+    assert store.table.schema.field("vector").type.list_size == 64
+    assert store.search("crash liquidation risk", k=1)[0][0].tick == 1
 
 
 def test_mark_accessed_and_top_utility(store):

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from golem.grimoire.admission import (
     WEIGHTS,
     AdmissionAction,
+    DREAM_QUALITY_WEIGHTS,
+    QUALITY_WEIGHTS,
     artifact_quality,
     classify,
     composite,
@@ -64,7 +66,51 @@ def test_should_retrieve():
 def test_artifact_quality_flags_vacuous_text():
     good = artifact_quality("When gas is below 10 gwei, swap WETH within 2 hours", novelty=0.8, consistency=0.8)
     bad = artifact_quality("Markets can be volatile, be careful", novelty=0.8, consistency=0.8)
-    assert "vacuous platitude" in bad.red_flags and good.score > bad.score
+    assert "empty rhetoric" in bad.red_flags and good.score > bad.score
+    assert good.red_flags == []
+
+
+def test_artifact_quality_is_the_rev5_weighted_sum_minus_red_flags():
+    assert sum(QUALITY_WEIGHTS.values()) == pytest.approx(1.0)
+    assert sum(DREAM_QUALITY_WEIGHTS.values()) == pytest.approx(1.0)
+    assert (QUALITY_WEIGHTS["specificity"], QUALITY_WEIGHTS["actionability"], QUALITY_WEIGHTS["novelty"],
+            QUALITY_WEIGHTS["verifiability"], QUALITY_WEIGHTS["consistency"]) == (0.25, 0.25, 0.20, 0.15, 0.15)
+    assert (DREAM_QUALITY_WEIGHTS["specificity"], DREAM_QUALITY_WEIGHTS["consistency"]) == (0.10, 0.25)
+    q = artifact_quality("When health factor is below 1.5, repay 25% of the debt", novelty=0.6, consistency=1.0)
+    dims = {"specificity": q.specificity, "actionability": q.actionability, "novelty": q.novelty,
+            "verifiability": q.verifiability, "consistency": q.consistency}
+    assert q.score == pytest.approx(sum(QUALITY_WEIGHTS[k] * v for k, v in dims.items()), abs=1e-6)
+    assert q.actionability == 1.0  # trigger + verb (IF-THEN shape)
+    # each red flag costs 0.1 (Rev. 5)
+    flagged = artifact_quality("Because of this we performed excellent and it is guaranteed, clearly",
+                               novelty=0.6, consistency=1.0)
+    assert set(flagged.red_flags) >= {"self-referential praise", "overclaims certainty", "weasel words",
+                                      "unverified causal claim"}
+    raw = sum(QUALITY_WEIGHTS[k] * getattr(flagged, k) for k in QUALITY_WEIGHTS)
+    assert flagged.score == pytest.approx(max(0.0, raw - 0.1 * len(flagged.red_flags)), abs=1e-6)
+
+
+def test_artifact_quality_rules():
+    hedged = artifact_quality("Gas might possibly be somewhat high sometimes", novelty=0.5, consistency=1.0)
+    concrete = artifact_quality("Gas above 40 gwei at block 1200 doubled swap cost", novelty=0.5, consistency=1.0)
+    assert concrete.specificity > hedged.specificity
+    assert concrete.verifiability > hedged.verifiability
+    # a causal claim backed by episodes is not flagged; the same claim with no evidence is
+    claim = "Swaps failed because slippage exceeded 80 bps"
+    assert "unverified causal claim" not in artifact_quality(claim, 0.5, 1.0, evidence=3).red_flags
+    assert "unverified causal claim" in artifact_quality(claim, 0.5, 1.0, evidence=0).red_flags
+    assert "tautological content" in artifact_quality("price falls when the price falls", 0.5, 1.0).red_flags
+    # dream hypotheses: vague is cheaper, inconsistency dearer
+    vague = "In volatile regimes liquidity tends to thin out"
+    assert (artifact_quality(vague, 0.5, 1.0, dream=True).score > artifact_quality(vague, 0.5, 1.0).score)
+    assert (artifact_quality(vague, 0.5, 0.2, dream=True).score < artifact_quality(vague, 0.5, 1.0, dream=True).score)
+    with pytest.raises(ValueError, match="consistency"):
+        artifact_quality("x y z w v", 0.5, 1.5)
+
+
+@given(st.text(max_size=300), st.floats(0, 1), st.floats(0, 1), st.booleans())
+def test_artifact_quality_in_unit_interval(text, novelty, consistency, dream):
+    assert 0.0 <= artifact_quality(text, novelty, consistency, dream=dream).score <= 1.0
 
 
 @given(st.text(max_size=400))

@@ -1,0 +1,248 @@
+"""The golem's DeFi topology in the knowledge graph, and the topology curiosity of each anomaly.
+
+grimoire "DeFi Topology as Heterogeneous Graph": nodes are contracts, tokens, pools, oracles; edges are
+oracle dependency, collateral backing, token flow, positions. "Graph Maintenance" source 3 (on-chain state
+mapped to edges): the protocol edges are read from the deployed contracts' own getters (Lending.oracle(),
+collateral_token(), debt_token(), Pool.token0(), token1()) once per worker start — our contracts fix them
+at deploy — and the golem's own edges (has_position, holds_token) from each tick's chain snapshot, valid
+from the observed block. Syncing is idempotent: an unchanged topology writes nothing, a changed one asserts
+the new facts and invalidates the ones that stopped being true (history stays queryable).
+
+grimoire "Feeding the Curiosity Scorer": each anomaly is tied to the entity it concerns (pool price/TVL →
+the pool, oracle divergence/drift → the oracle, health factor → the lending market of the weakest
+position) and gets the modifier of that entity's hop distance from the golem's positions. Gas, the
+inference budget and the kill switch concern no protocol entity, so their modifier is 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from golem.grimoire.graph import TOPOLOGY_MAX_HOPS, KnowledgeGraph, modifier_for_hops
+from golem.models.observation import Anomaly, ChainSnapshot
+
+log = logging.getLogger("golem.topology")
+
+# Predicates (the spec's Predicate enum, snake_case; debt_token and holds_token are ours).
+ORACLE_DEPENDENCY = "oracle_dependency"  # lending market → the oracle it prices collateral with
+COLLATERAL_BACKING = "collateral_backing"  # lending market → its collateral token
+DEBT_TOKEN = "debt_token"  # lending market → the token it lends
+HOLDS_TOKEN = "holds_token"  # pool → each of its tokens; golem → each token it holds a balance of
+HAS_POSITION = "has_position"  # golem → a protocol it has a position in (lending market, pool)
+# Many-valued predicates: a new object adds a fact instead of superseding the current one.
+MULTI_VALUED = frozenset({HOLDS_TOKEN, HAS_POSITION})
+GOLEM_PREDICATES = (HAS_POSITION, HOLDS_TOKEN)
+
+# Which entity a probe's event concerns (None: no protocol entity — chain gas, our budget, our switch).
+PROBE_ENTITY_KIND: dict[str, str | None] = {
+    "price_delta": "pool",
+    "tvl_change": "pool",
+    "rsi": "pool",
+    "homeostatic_deviation": "pool",  # price level/return; a gas-driven deviation has no entity
+    "circuit_breaker": "oracle",  # pool vs oracle: the oracle is the feed the lending market trusts
+    "world_model_drift": "oracle",
+    "position_health": "position",  # the protocol of the weakest position
+    "gas_price": None,
+    "kill_switch": None,
+    "credit_balance": None,
+}
+
+
+def entity_id(kind: str, key: str) -> str:
+    """Canonical node id: `kind:address` for contracts (the spec's EntityRef {kind, id}), `golem:<id>`."""
+    if not kind or not key:
+        raise ValueError(f"an entity needs a kind and an id, got {kind!r}, {key!r}")
+    return f"{kind}:{key}"
+
+
+def golem_entity(golem_id: str) -> str:
+    return entity_id("golem", golem_id)
+
+
+def position_entity(position_id: str) -> str | None:
+    """The protocol node of a snapshot position id (`lending:<addr>` → lending market, `lp:<addr>` → pool)."""
+    kind, _, addr = position_id.partition(":")
+    mapped = {"lending": "lending_market", "lp": "pool"}.get(kind)
+    return entity_id(mapped, addr) if mapped and addr else None
+
+
+class TopologyFact(BaseModel):
+    subject: str
+    predicate: str
+    object: str
+
+    @property
+    def exclusive(self) -> bool:
+        return self.predicate not in MULTI_VALUED
+
+
+class ProtocolTopology(BaseModel):
+    """The protocol side of the graph, read once from the deployed contracts."""
+
+    entities: dict[str, str] = Field(default_factory=dict)  # kind (pool, oracle, lending_market) → node id
+    tokens: dict[str, str] = Field(default_factory=dict)  # symbol → token node id
+    labels: dict[str, str] = Field(default_factory=dict)  # node id → deployment name (for people)
+    facts: list[TopologyFact] = Field(default_factory=list)
+
+
+def read_protocol_topology(w3, deployment) -> ProtocolTopology:
+    """Read the protocol edges from the contracts' getters (not from our deployment script's intent)."""
+    from golem.chain.contracts import contract
+
+    by_address = {addr.lower(): key for key, addr in deployment.addresses.items()}
+
+    def node(kind: str, address: str) -> str:
+        return entity_id(kind, _checksum(address))
+
+    lending = contract(w3, deployment, "LENDING").functions
+    pool = contract(w3, deployment, "POOL").functions
+    lend_id = node("lending_market", deployment.address("LENDING"))
+    pool_id = node("pool", deployment.address("POOL"))
+    oracle_addr = lending.oracle().call()
+    oracle_id = node("oracle", oracle_addr)
+    facts = [
+        TopologyFact(subject=lend_id, predicate=ORACLE_DEPENDENCY, object=oracle_id),
+        TopologyFact(subject=lend_id, predicate=COLLATERAL_BACKING,
+                     object=node("token", lending.collateral_token().call())),
+        TopologyFact(subject=lend_id, predicate=DEBT_TOKEN, object=node("token", lending.debt_token().call())),
+        TopologyFact(subject=pool_id, predicate=HOLDS_TOKEN, object=node("token", pool.token0().call())),
+        TopologyFact(subject=pool_id, predicate=HOLDS_TOKEN, object=node("token", pool.token1().call())),
+    ]
+    tokens = {sym: node("token", deployment.address(sym)) for sym in ("WETH", "USDC", "DAI")}
+    labels = {}
+    for f in facts:
+        for nid in (f.subject, f.object):
+            key = by_address.get(nid.partition(":")[2].lower())
+            if key:
+                labels[nid] = key
+    labels.update({tid: sym for sym, tid in tokens.items()})
+    return ProtocolTopology(entities={"pool": pool_id, "oracle": oracle_id, "lending_market": lend_id},
+                            tokens=tokens, labels=labels, facts=facts)
+
+
+def _checksum(address: str) -> str:
+    from web3 import Web3
+
+    if not Web3.is_address(address):
+        raise ValueError(f"{address!r} is not an address")
+    return Web3.to_checksum_address(address)
+
+
+def golem_facts(golem_id: str, snapshot: ChainSnapshot, protocol: ProtocolTopology) -> list[TopologyFact]:
+    """The golem's own edges in this snapshot: a position in each protocol it has collateral, debt or pool
+    shares in, and every token it holds a balance of."""
+    me = golem_entity(golem_id)
+    out: list[TopologyFact] = []
+    for pos in snapshot.positions:
+        ent = position_entity(pos.id)
+        if ent and (pos.collateral > 0 or pos.debt > 0):
+            out.append(TopologyFact(subject=me, predicate=HAS_POSITION, object=ent))
+    for sym, amount in sorted(snapshot.balances.items()):
+        if amount > 0 and sym in protocol.tokens:
+            out.append(TopologyFact(subject=me, predicate=HOLDS_TOKEN, object=protocol.tokens[sym]))
+    return out
+
+
+class SyncReport(BaseModel):
+    asserted: list[str] = Field(default_factory=list)  # "subject predicate object"
+    invalidated: list[str] = Field(default_factory=list)
+
+
+def sync_facts(kg: KnowledgeGraph, desired: list[TopologyFact], *, block: int, tick: int,
+               closed: list[tuple[str, str]] = ()) -> SyncReport:
+    """Make the current graph hold `desired`: assert what is missing (valid from `block`), and for every
+    (subject, predicate) in `desired` or `closed` invalidate current objects no longer desired. One read
+    when nothing changed; asserting a present fact never makes a new version."""
+    pairs = {(f.subject, f.predicate) for f in desired} | set(closed)
+    want = {(f.subject, f.predicate, f.object) for f in desired}
+    current = kg.current_facts(sorted({s for s, _ in pairs}))
+    have = {(f.subject, f.predicate, f.object) for f in current}
+    report = SyncReport()
+    for f in desired:
+        key = (f.subject, f.predicate, f.object)
+        if key not in have:
+            kg.assert_fact(*key, block=block, tick=tick, confidence=1.0, exclusive=f.exclusive)
+            have.add(key)
+            report.asserted.append(" ".join(key))
+    for f in current:
+        key = (f.subject, f.predicate, f.object)
+        if (f.subject, f.predicate) in pairs and key not in want:
+            if kg.invalidate(f.fact_id, block=block, tick=tick):  # may already be superseded above
+                report.invalidated.append(" ".join(key))
+    return report
+
+
+def golem_positions(kg: KnowledgeGraph, golem_id: str, block: int) -> list[str]:
+    """The entities the golem has a position in or holds, per the graph at `block` (the spec's golem_positions)."""
+    me = golem_entity(golem_id)
+    return sorted({f.object for f in kg.query_at_block(me, block)
+                   if f.subject == me and f.predicate in GOLEM_PREDICATES})
+
+
+class TopologyView(BaseModel):
+    """What the analyze step needs: the node of each probe's entity kind and hop distances from positions."""
+
+    entities: dict[str, str] = Field(default_factory=dict)  # pool / oracle / lending_market → node id
+    hops: dict[str, int] = Field(default_factory=dict)  # node id → hops from the nearest position (0 = one)
+    positions: list[str] = Field(default_factory=list)
+    block: int = 0
+
+    def anomaly_entity(self, anomaly: Anomaly, snapshot: ChainSnapshot) -> str | None:
+        kind = PROBE_ENTITY_KIND.get(anomaly.probe)
+        if kind is None:
+            return None
+        if anomaly.probe == "homeostatic_deviation" and anomaly.description.endswith("(max: gas)"):
+            return None  # the deviation is the gas price's: no protocol entity
+        if kind == "position":
+            hfs = [(p.health_factor, p.id) for p in snapshot.positions if p.health_factor is not None]
+            return position_entity(min(hfs)[1]) if hfs else None
+        return self.entities.get(kind)
+
+    def annotate(self, anomalies: list[Anomaly], snapshot: ChainSnapshot) -> list[Anomaly]:
+        """Each anomaly with its entity, hop distance and topology curiosity modifier."""
+        out = []
+        for a in anomalies:
+            ent = self.anomaly_entity(a, snapshot)
+            hops = self.hops.get(ent) if ent else None
+            out.append(a.model_copy(update={"entity": ent, "topology_hops": hops,
+                                            "topology_modifier": modifier_for_hops(hops)}))
+        return out
+
+
+def view_at(kg: KnowledgeGraph, golem_id: str, entities: dict[str, str], block: int) -> TopologyView:
+    positions = golem_positions(kg, golem_id, block)
+    hops = kg.distances_from(positions, TOPOLOGY_MAX_HOPS, block) if positions else {}
+    return TopologyView(entities=entities, hops=hops, positions=positions, block=block)
+
+
+@dataclass
+class TopologyTracker:
+    """Keeps a golem's topology in the graph and annotates each tick's anomalies (the observe step). The
+    protocol edges are read from chain on first use (once per worker start), the golem's edges every tick."""
+
+    kg: KnowledgeGraph
+    w3: object
+    deployment: object
+    protocol: ProtocolTopology | None = field(default=None)
+
+    def observe(self, golem_id: str, snapshot: ChainSnapshot, tick: int, anomalies: list[Anomaly]) -> list[Anomaly]:
+        """Sync the graph at the snapshot's block, then annotate. A graph that cannot be written or read
+        (locked past the timeout) leaves the anomalies as they are: the modifier only ever adds."""
+        if self.protocol is None:
+            self.protocol = read_protocol_topology(self.w3, self.deployment)
+        try:
+            block = snapshot.block_number
+            me = golem_entity(golem_id)
+            desired = [*self.protocol.facts, *golem_facts(golem_id, snapshot, self.protocol)]
+            report = sync_facts(self.kg, desired, block=block, tick=tick, closed=[(me, p) for p in GOLEM_PREDICATES])
+            if report.asserted or report.invalidated:
+                log.info("topology at block %d: +%s -%s", block, report.asserted, report.invalidated)
+            view = view_at(self.kg, golem_id, self.protocol.entities, block)
+        except sqlite3.Error as err:
+            log.warning("topology curiosity skipped at tick %d: knowledge graph unavailable (%s)", tick, err)
+            return anomalies
+        return view.annotate(anomalies, snapshot)

@@ -1,0 +1,143 @@
+"""The observe step keeps the golem's real DeFi topology in the knowledge graph (grimoire "Graph
+Maintenance") and gives each anomaly its topology curiosity modifier ("Feeding the Curiosity Scorer"),
+which the analyze step adds to the prediction error — on a real Anvil with the deployed dev world."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from activities.tick import TickActivities
+from golem.chain.contracts import contract
+from golem.grimoire.graph import KnowledgeGraph, topology_curiosity_modifier
+from golem.grimoire.topology import golem_positions
+from golem.grimoire.topology_commands import _labels, topology_report
+from golem.models.config import GolemConfig
+from golem.models.enums import MarketRegime
+from golem.models.state import GolemState
+from golem.models.tick import AnalyzeInput, ObserveInput, TickContext
+from golem.world.deploy import TxSender, wait_all
+from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
+from tests.integration.golem_rig import EXAMPLE_HOME
+from workers.services import GolemServices
+
+pytestmark = pytest.mark.integration
+
+GOLEM_ID = "topo-golem"
+
+
+@pytest.fixture
+def acts(tmp_path, anvil, world_snapshot) -> TickActivities:
+    data = tmp_path / "data"
+    world_snapshot.save(data / "deployment.json")
+    cfg = GolemConfig.model_validate({
+        "golem": {"id": GOLEM_ID, "home": str(EXAMPLE_HOME)},
+        "chain": {"rpc_url": anvil.rpc_url},
+        "probes": {"kill_switch_path": str(tmp_path / "no-killswitch")},
+    })
+    return TickActivities(GolemServices(cfg, data))  # no key: reads the golem account's state, sends nothing
+
+
+def ctx_for(acts: TickActivities, tick: int, state: GolemState) -> TickContext:
+    return TickContext(golem_id=GOLEM_ID, tick=tick, config=acts.s.config, state=state,
+                       started_at="2026-11-22T00:00:00+00:00")
+
+
+def versions(kg: KnowledgeGraph) -> int:
+    with sqlite3.connect(kg.db_path) as db:
+        return db.execute("SELECT COUNT(*) FROM kg_facts").fetchone()[0]
+
+
+def test_observe_builds_the_topology_and_an_oracle_anomaly_gets_full_curiosity(acts, w3, world_snapshot):
+    world = world_snapshot
+    a = world.addresses
+    kg = acts.topology().kg
+    obs0 = acts.observe(ObserveInput(ctx=ctx_for(acts, 0, GolemState(golem_id=GOLEM_ID))))
+    block0 = obs0.snapshot.block_number
+
+    # The protocol edges as the contracts report them, and the golem's own, valid from the observed block.
+    facts = {(f.subject, f.predicate, f.object) for ent in (f"lending_market:{a['LENDING']}", f"pool:{a['POOL']}",
+                                                             f"golem:{GOLEM_ID}")
+             for f in kg.query_at_block(ent, block0)}
+    assert {
+        (f"lending_market:{a['LENDING']}", "oracle_dependency", f"oracle:{a['ORACLE']}"),
+        (f"lending_market:{a['LENDING']}", "collateral_backing", f"token:{a['WETH']}"),
+        (f"lending_market:{a['LENDING']}", "debt_token", f"token:{a['USDC']}"),
+        (f"pool:{a['POOL']}", "holds_token", f"token:{a['WETH']}"),
+        (f"pool:{a['POOL']}", "holds_token", f"token:{a['USDC']}"),
+        (f"golem:{GOLEM_ID}", "has_position", f"lending_market:{a['LENDING']}"),  # 10 WETH supplied, 8,000 USDC owed
+        (f"golem:{GOLEM_ID}", "holds_token", f"token:{a['WETH']}"),
+        (f"golem:{GOLEM_ID}", "holds_token", f"token:{a['USDC']}"),
+        (f"golem:{GOLEM_ID}", "holds_token", f"token:{a['DAI']}"),
+    } <= facts
+    assert all(f.valid_from == block0 for ent in (f"golem:{GOLEM_ID}",) for f in kg.query_at_block(ent, block0))
+    assert golem_positions(kg, GOLEM_ID, block0 - 1) == [], "nothing was known true before the observed block"
+
+    # Observing again (the same topology, a retried activity) writes nothing new.
+    n = versions(kg)
+    acts.observe(ObserveInput(ctx=ctx_for(acts, 0, GolemState(golem_id=GOLEM_ID))))
+    acts.observe(ObserveInput(ctx=ctx_for(acts, 1, GolemState(golem_id=GOLEM_ID))))
+    assert versions(kg) == n
+
+    # The simulator's owner moves the oracle 15 % away from the pool: an oracle divergence and drift.
+    oracle = contract(w3, world, "ORACLE")
+    before = oracle.functions.price().call()
+    owner = TxSender.for_key(w3, ANVIL_KEYS[0])
+    wait_all(w3, [("set_price", owner.call_fn(oracle, "set_price", before * 115 // 100))])
+    state = GolemState(golem_id=GOLEM_ID, regime=MarketRegime.RANGE_BOUND, price_history=[obs0.snapshot.pool.price],
+                       last_oracle_price=before / 1e18, last_tvl=obs0.snapshot.pool.tvl)
+    ctx = ctx_for(acts, 2, state)
+    obs = acts.observe(ObserveInput(ctx=ctx))
+    by_probe = {x.probe: x for x in obs.anomalies}
+    for probe in ("circuit_breaker", "world_model_drift"):
+        assert by_probe[probe].entity == f"oracle:{a['ORACLE']}"
+        assert (by_probe[probe].topology_hops, by_probe[probe].topology_modifier) == (1, 1.0), by_probe[probe]
+    assert all(x.topology_modifier == 0.0 for x in obs.anomalies if x.entity is None)
+
+    # analyze: the modifier adds to the prediction error (and nothing else changed)
+    analysis = acts.analyze(AnalyzeInput(ctx=ctx, observation=obs))
+    related = sum(x.topology_modifier for x in obs.anomalies)
+    assert related >= 2.0 and analysis.sources["topology"] == pytest.approx(min(related, 5) * 0.05)
+    stripped = obs.model_copy(update={"anomalies": [x.model_copy(update={"topology_modifier": 0.0})
+                                                    for x in obs.anomalies]})
+    base = acts.analyze(AnalyzeInput(ctx=ctx, observation=stripped))
+    assert base.sources["topology"] == 0.0
+    assert analysis.prediction_error == pytest.approx(min(base.prediction_error + analysis.sources["topology"], 1.0))
+
+    # An entity with no path to the golem's positions gets nothing: the trader's account, or a fresh contract.
+    positions = golem_positions(kg, GOLEM_ID, obs.snapshot.block_number)
+    assert f"lending_market:{a['LENDING']}" in positions
+    for unrelated in (f"address:{ANVIL_ADDRESSES[1]}", "pool:0x000000000000000000000000000000000000dEaD"):
+        assert topology_curiosity_modifier(kg, unrelated, positions, obs.snapshot.block_number) == 0.0
+    assert topology_curiosity_modifier(kg, f"oracle:{a['ORACLE']}", positions, obs.snapshot.block_number) == 1.0
+    assert topology_curiosity_modifier(kg, f"oracle:{a['ORACLE']}", positions, block0 - 1) == 0.0  # older block
+
+    # `golem grimoire topology --json` reports the same, with the deployment's names.
+    report = topology_report(kg.db_path, GOLEM_ID, None, _labels(acts.s.data_dir))
+    assert report["block"] == block0  # the newest block at which the graph changed
+    reachable = {r["label"]: (r["hops"], r["modifier"]) for r in report["reachable"]}
+    assert reachable["ORACLE"] == (1, 1.0) and reachable["POOL"] == (1, 1.0) and reachable["LENDING"] == (0, 1.0)
+
+
+def test_a_position_closed_on_chain_is_invalidated_and_kept_in_history(acts, w3, world_snapshot):
+    world = world_snapshot
+    kg = acts.topology().kg
+    obs0 = acts.observe(ObserveInput(ctx=ctx_for(acts, 0, GolemState(golem_id=GOLEM_ID))))
+    dai_node = f"token:{world.addresses['DAI']}"
+    assert dai_node in golem_positions(kg, GOLEM_ID, obs0.snapshot.block_number)
+
+    # The golem sends all its DAI away (its own key, as the owner could).
+    dai = contract(w3, world, "DAI")
+    balance = dai.functions.balanceOf(world.golem_account).call()
+    me = TxSender.for_key(w3, ANVIL_KEYS[2])
+    wait_all(w3, [("transfer DAI", me.call_fn(dai, "transfer", ANVIL_ADDRESSES[1], balance))])
+    obs1 = acts.observe(ObserveInput(ctx=ctx_for(acts, 1, GolemState(golem_id=GOLEM_ID))))
+    b1 = obs1.snapshot.block_number
+    assert dai_node not in golem_positions(kg, GOLEM_ID, b1)
+    assert dai_node in golem_positions(kg, GOLEM_ID, b1 - 1), "the fact stays true for the blocks it held"
+    gone = [f for f in kg.query_as_known_at(f"golem:{GOLEM_ID}", 1) if f.object == dai_node]
+    assert [(f.valid_from, f.valid_until) for f in gone] == [(obs0.snapshot.block_number, b1)]
+    # what the golem believed at tick 0: it held DAI, with no end in sight
+    believed = [f for f in kg.query_as_known_at(f"golem:{GOLEM_ID}", 0) if f.object == dai_node]
+    assert [f.valid_until for f in believed] == [None]
