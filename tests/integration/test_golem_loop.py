@@ -7,6 +7,8 @@ import signal
 
 import pytest
 
+from golem.grimoire.embeddings import embedder_by_name
+from golem.grimoire.episodes import EpisodeStore
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import ConsolidationResult, DreamResult
@@ -70,6 +72,20 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     assert delta.episodes_scanned >= 10 and delta.playbook_revision is not None
     assert delta.followups_delivered == ["cur-1"] and not final.pending_followups, "the curator got its follow-up"
     assert delta.embedding_drift["status"] == "healthy", "the rev. 8 drift check ran at delta"
+    assert delta.embedding_drift["write_pause"]["paused"] is False
+    assert delta.admission.utility_source in ("estimate", "none"), "offline: no LLM rating"
+    # Episodes carry the spec's fields; those the delta at tick 10 distilled are marked consolidated.
+    ep_store = EpisodeStore(rig.data_dir / "grimoire" / "episodes.lance", embedder_by_name("wordllama"))
+    episodes = {e.tick: e for e in ep_store.all()}
+    assert all(episodes[t].consolidated for t in range(10)), "the delta cycle marked what it distilled"
+    assert not episodes[21].consolidated, "tick 21 came after the last delta"
+    ep = episodes[3]
+    assert (ep.chain, ep.token_pair, ep.timestamp_ms > 0) == (str(rig.w3.eth.chain_id), "WETH/USDC", True)
+    if ep.actions == 0:
+        assert (ep.tool, ep.outcome.value, ep.action_tools) == ("heartbeat", "descriptive", [])
+    identity = ep_store.table.to_arrow().select(["embedding_model", "embedding_version", "embedding_dim"]).to_pylist()
+    assert {(r["embedding_model"], r["embedding_dim"]) for r in identity} == {(ep_store.embedder.model_name, 256)}
+    assert all(r["embedding_version"] for r in identity), "every vector carries its model version (rev. 8)"
     assert "prune stale notes" in (rig.data_dir / "owner-notes.jsonl").read_text()
 
     # A tick's search attributes are set for the UI.

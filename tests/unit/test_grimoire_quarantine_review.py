@@ -197,3 +197,24 @@ def test_owner_cli_list_release_drop(quarantined, tmp_path, capsys):
         main([*common, "grimoire", "quarantine", "release", contra.id])
     with pytest.raises(SystemExit, match="no quarantined entry 'nope'"):
         main([*common, "grimoire", "quarantine", "drop", "nope"])
+
+
+def test_admission_scores_artifact_quality_at_creation(tmp_path, embedder):
+    """Rev. 5: every admitted artifact gets its quality score when it is written; a producer's own score stands."""
+    sem = open_store(tmp_path, embedder)
+    concrete = heuristic("When the health factor falls below 1.5, repay 25% of the USDC debt within 2 ticks",
+                         parent_episode_ids=["e1", "e2"], created_tick=5)
+    d = admit(sem, concrete, tick=5)
+    assert d.action in (AdmissionAction.ADMITTED, AdmissionAction.ADMITTED_LOW) and d.quality is not None
+    assert sem.get(concrete.id).quality_score == pytest.approx(d.quality.score)
+    vague = heuristic("It depends, clearly things can change, be careful out there with the market",
+                      parent_episode_ids=["e3"], created_tick=5)
+    dv = admit(sem, vague, tick=5)
+    assert {"empty rhetoric", "weasel words"} <= set(dv.quality.red_flags)
+    assert any(f.startswith("quality red flag") for f in dv.flags)
+    assert dv.quality.score < 0.3 < d.quality.score  # below 0.3 it will decay 2× faster (Rev. 5)
+    assert sem.get(dv.entry_id).quality_score == pytest.approx(dv.quality.score)
+    preset = heuristic("When gas is above 80 gwei, defer swaps until the next block under 30 gwei",
+                       parent_episode_ids=["e4"], created_tick=5, quality_score=0.9)
+    dp = admit(sem, preset, tick=5)
+    assert dp.entry_id == preset.id and sem.get(preset.id).quality_score == 0.9
