@@ -182,6 +182,7 @@ class TickActivities:
             self.s.episodes, self.s.semantic, query, regime=inp.observation.regime.value, tick=ctx.tick,
             pad=(pad.pleasure, pad.arousal, pad.dominance), k=RETRIEVAL_K, tier=inp.tier.value,
             steered=bool(ctx.state.pending_steers), tick_seconds=ctx.config.clock.theta_base_seconds,
+            floor=ctx.config.grimoire.semantic_floor,
         )
         episode_ids = [i.id for i in result.items if i.source == "episode"]
         entry_ids = [i.id for i in result.items if i.source != "episode"]

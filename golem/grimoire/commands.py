@@ -45,6 +45,18 @@ def configured_embedder(home: Path | None):
         sys.exit(f"golem grimoire: {err}")
 
 
+def _configured_floor(home: Path | None) -> float | None:
+    """[grimoire] semantic_floor from golem.toml in `home`; None → the embedder's calibrated floor."""
+    from golem.models.config import ConfigError, load_config
+
+    if home is None or not (Path(home) / "golem.toml").exists():
+        return None
+    try:
+        return load_config(Path(home) / "golem.toml").grimoire.semantic_floor
+    except ConfigError as err:
+        sys.exit(f"golem grimoire: {err}")
+
+
 def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: str = "error"):
     """The worker's layout: <data>/grimoire/{episodes.lance, semantic.sqlite, semantic.lance}, opened with the
     embedder configured in `home` (see configured_embedder). A command never re-embeds as a side effect:
@@ -90,7 +102,7 @@ def _search(args) -> int:
     episodes, semantic = open_stores(args.data, args.home)
     tick = args.tick if args.tick is not None else _latest_tick(episodes)
     res = retrieve_for_tick(episodes, semantic, args.query, regime=args.regime, tick=tick, k=args.k,
-                            token_budget=args.budget, steered=True, log=False)
+                            token_budget=args.budget, steered=True, log=False, floor=_configured_floor(args.home))
     if args.json:
         print(res.model_dump_json(indent=2))
         return 0

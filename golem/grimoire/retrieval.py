@@ -222,7 +222,7 @@ def retrieve_for_tick(
     tier: str | None = None,
     steered: bool = False,
     tick_seconds: float = DEFAULT_TICK_SECONDS,
-    floor: float = SEMANTIC_FLOOR,
+    floor: float | None = None,
     log: bool = True,
 ) -> RetrievalResult:
     """What the retrieve activity calls: hybrid retrieval over both stores, reranked, diversified, budgeted.
@@ -238,6 +238,8 @@ def retrieve_for_tick(
     if not go:
         return RetrievalResult(retrieved=False, reason=reason)
     qv = episodes.embedder.embed_query([query])[0]  # nomic needs its search_query prefix
+    if floor is None:  # the embedder's own calibrated floor (cosine scales differ between models)
+        floor = getattr(episodes.embedder, "semantic_floor", SEMANTIC_FLOOR)
     mood = None
     if pad is not None:
         mood = tuple(-x for x in pad) if tick > 0 and tick % CONTRARIAN_EVERY == 0 else tuple(pad)

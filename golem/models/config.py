@@ -170,6 +170,8 @@ class GrimoireSection(BaseModel):
     model_config = {"extra": "forbid"}
     embedder: str = "wordllama"  # offline, bundled; nomic-embed-text-v1.5 needs `pip install 'golem[nomic]'`
     model_cache_dir: str | None = None  # fastembed cache holding the nomic model (relative: to the golem home)
+    # Retrieval abstains below this cosine; default: the embedder's calibrated floor (0.30 for wordllama).
+    semantic_floor: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @field_validator("embedder")
     @classmethod

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from golem.grimoire.admission import AdmissionAction, admit
-from golem.grimoire.embeddings import default_embedder
+from golem.grimoire.embeddings import default_embedder, embedder_by_name
 from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
 from golem.grimoire.graph import CausalGraph, KnowledgeGraph
 from golem.grimoire.retrieval import retrieve_for_tick
@@ -78,6 +78,28 @@ def test_irrelevant_query_abstains_and_t0_skips(haystack):
     assert res.retrieved and res.abstained and res.items == []
     res = retrieve_for_tick(eps, sem, "ETH crash health factor", regime="volatile", tick=2000, tier="T0", log=False)
     assert not res.retrieved and res.items == []
+
+
+@pytest.mark.parametrize("name", ["wordllama", "wordllama-64"])
+def test_each_embedder_abstains_at_its_own_floor(tmp_path, name):
+    """Cosine scales differ between models, so the abstention floor is the embedder's (or [grimoire] semantic_floor)."""
+    e = embedder_by_name(name)
+    sem = SemanticStore(tmp_path / "s.sqlite", tmp_path / "s.lance", e)
+    eps = EpisodeStore(tmp_path / "e.lance", e)
+    rng = random.Random(3)
+    sem.put_many([entry(f"Gas averages {rng.randint(1, 40)} gwei around hour {rng.randint(0, 23)} when "
+                        f"{rng.choice(['WETH', 'USDC'])} volume is {rng.choice(['low', 'high'])}") for _ in range(50)])
+    sem.put(entry("Oracle lag during a crash lets the lending health factor slide toward liquidation; repay debt early",
+                  EntryType.WARNING, id="planted", quality_score=0.8, confidence=0.9))
+    hit = retrieve_for_tick(eps, sem, "ETH crash, health factor dropping near the liquidation threshold",
+                            regime="volatile", tick=10, tier="T2", log=False)
+    assert hit.items and hit.items[0].id == "planted" and hit.items[0].scores["semantic"] >= e.semantic_floor
+    miss = retrieve_for_tick(eps, sem, "recipe for chocolate cake with strawberries", regime="volatile", tick=10,
+                             tier="T2", log=False)
+    assert miss.abstained and str(e.semantic_floor) in miss.reason
+    strict = retrieve_for_tick(eps, sem, "ETH crash, health factor dropping near the liquidation threshold",
+                               regime="volatile", tick=10, tier="T2", log=False, floor=0.99)
+    assert strict.abstained, "an explicit floor ([grimoire] semantic_floor) overrides the embedder's"
 
 
 def test_token_budget_limits_items(haystack):
