@@ -173,7 +173,12 @@ class FastEmbedEmbedder:
     the owner caches the model once, beforehand (see `_missing_model_hint`).
     """
 
-    def __init__(self, cache_dir: str | Path | None = None, *, threads: int | None = None) -> None:
+    def __init__(self, cache_dir: str | Path | None = None, *, threads: int | None = None,
+                 model_name: str = NOMIC_MODEL, dim: int = NOMIC_DIM,
+                 document_prefix: str = NOMIC_DOCUMENT_PREFIX, query_prefix: str = NOMIC_QUERY_PREFIX,
+                 model_path: str | Path | None = None, semantic_floor: float = 0.50) -> None:
+        """`model_name`/`dim`/prefixes default to nomic-embed-text-v1.5; `model_path` loads a model folder
+        directly (fastembed's `specific_model_path`, e.g. a model registered with `TextEmbedding.add_custom_model`)."""
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub loads: never reach the network
         try:
@@ -181,7 +186,7 @@ class FastEmbedEmbedder:
             from fastembed import TextEmbedding
         except ImportError as err:
             raise EmbedderUnavailable(
-                f"[grimoire] embedder = \"nomic-embed-text-v1.5\" needs the fastembed package, which is not "
+                f"[grimoire] embedder = \"{model_name}\" needs the fastembed package, which is not "
                 f"installed ({err}). Install it with `pip install 'golem[nomic]'` and cache the model once "
                 f"({_missing_model_hint(self.cache_dir)}), or set [grimoire] embedder = \"wordllama\" (the offline "
                 f"default, bundled with golem)."
@@ -189,21 +194,24 @@ class FastEmbedEmbedder:
         kwargs: dict[str, Any] = {"local_files_only": True}
         if self.cache_dir is not None:
             kwargs["cache_dir"] = str(self.cache_dir)
+        if model_path is not None:
+            kwargs["specific_model_path"] = str(model_path)
         if threads is not None:
             kwargs["threads"] = threads
         try:
-            self._model = TextEmbedding(model_name=NOMIC_MODEL, **kwargs)
+            self._model = TextEmbedding(model_name=model_name, **kwargs)
         except Exception as err:  # fastembed raises ValueError / OSError variants for a missing cache
             raise EmbedderUnavailable(
-                f"{NOMIC_MODEL} is not in the local fastembed cache ({err}). Cache it once with network access: "
+                f"{model_name} is not in the local fastembed cache ({err}). Cache it once with network access: "
                 f"{_missing_model_hint(self.cache_dir)}; or set [grimoire] embedder = \"wordllama\" (the offline "
                 f"default)."
             ) from None
-        self.dim = NOMIC_DIM
-        self.model_name = "nomic-embed-text-v1.5"
-        # Not calibrated here (the model cannot be loaded offline). nomic's unrelated-pair cosines sit higher than
-        # WordLlama's; 0.5 is a starting point — set [grimoire] semantic_floor after checking `grimoire search`.
-        self.semantic_floor = 0.50
+        self.dim = dim
+        self.model_name = model_name.rsplit("/", 1)[-1]  # "nomic-ai/nomic-embed-text-v1.5" → "nomic-embed-text-v1.5"
+        self.document_prefix, self.query_prefix = document_prefix, query_prefix
+        # nomic: not calibrated here (the model cannot be loaded offline). Its unrelated-pair cosines sit higher
+        # than WordLlama's; 0.5 is a starting point — set [grimoire] semantic_floor after checking `grimoire search`.
+        self.semantic_floor = semantic_floor
         self.model_version = _fastembed_version(fastembed, self._model)
         self._lock = threading.Lock()
 
@@ -217,14 +225,14 @@ class FastEmbedEmbedder:
         with self._lock:
             raw = np.stack(list(self._model.embed([prefix + t for t in texts])))
         if raw.shape[1] != self.dim:
-            raise ValueError(f"{NOMIC_MODEL} returned {raw.shape[1]}-d vectors, expected {self.dim}")
+            raise ValueError(f"{self.model_name} returned {raw.shape[1]}-d vectors, expected {self.dim}")
         return normalise_rows(raw, texts)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        return self._run(texts, NOMIC_DOCUMENT_PREFIX)
+        return self._run(texts, self.document_prefix)
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
-        return self._run(texts, NOMIC_QUERY_PREFIX)
+        return self._run(texts, self.query_prefix)
 
 
 def _missing_model_hint(cache_dir: Path | None) -> str:
