@@ -155,6 +155,13 @@ class WordLlamaEmbedder:
             raw = self._model.embed(texts, norm=False)
         return normalise_rows(raw, texts)
 
+    def raw_norms(self, texts: list[str]) -> np.ndarray:
+        """L2 norms of the vectors before normalisation (Rev. 8's "vector norm variance" signal)."""
+        _check_texts(texts)
+        with self._lock:
+            raw = np.asarray(self._model.embed(texts, norm=False), dtype=np.float64)
+        return np.linalg.norm(raw, axis=1)
+
     def embed_query(self, texts: list[str]) -> np.ndarray:
         return self.embed(texts)  # no task prefixes: queries and documents share one space
 
@@ -313,13 +320,17 @@ DRIFT_HEALTHY = 0.02  # revisions Rev. 8: cosine distance week-to-week healthy <
 DRIFT_CRITICAL = 0.05  # ... warning 0.02–0.05, critical > 0.05 → pause writes
 NN_K = 5  # Rev. 8: "top-5 same as last week?"
 NN_DRIFTING = 0.60  # Rev. 8: nearest-neighbour stability < 60 % = drifting
+# Rev. 8 "Vector norm variance: sudden increase → distribution shift". Ours: more than 2× the pinned variance
+# of the reference set's pre-normalisation norms counts as that sudden increase (critical).
+NORM_VARIANCE_CRITICAL_RATIO = 2.0
 
 
 class DriftReport:
     """Outcome of `drift_check`. `status`: healthy | warning | critical (critical → pause writes, rev. 8)."""
 
     def __init__(self, distances: list[float], nn_stability: float, model: str, *,
-                 identity: EmbeddingIdentity | None = None, repinned: bool = False) -> None:
+                 identity: EmbeddingIdentity | None = None, repinned: bool = False,
+                 norm_variance: float | None = None, pinned_norm_variance: float | None = None) -> None:
         self.model = model
         self.identity = identity
         self.repinned = repinned  # the reference was (re-)pinned by this check: nothing to compare yet
@@ -329,7 +340,13 @@ class DriftReport:
         self.min_cosine = 1.0 - self.max_distance
         self.drifted = [i for i, d in enumerate(distances) if d > DRIFT_CRITICAL]
         self.nn_stability = nn_stability  # mean overlap of top-k neighbour sets within the reference set
-        if self.max_distance > DRIFT_CRITICAL or nn_stability < NN_DRIFTING:
+        # variance of the reference vectors' norms before normalisation, now and when pinned (None: the model
+        # normalises internally, so there is no such signal)
+        self.norm_variance, self.pinned_norm_variance = norm_variance, pinned_norm_variance
+        self.norm_variance_ratio = (norm_variance / pinned_norm_variance
+                                    if norm_variance is not None and pinned_norm_variance else None)
+        shifted = self.norm_variance_ratio is not None and self.norm_variance_ratio > NORM_VARIANCE_CRITICAL_RATIO
+        if self.max_distance > DRIFT_CRITICAL or nn_stability < NN_DRIFTING or shifted:
             self.status = "critical"
         elif self.max_distance >= DRIFT_HEALTHY:
             self.status = "warning"
@@ -345,6 +362,8 @@ class DriftReport:
                "mean_distance": self.mean_distance, "nn_stability": self.nn_stability, "drifted": self.drifted}
         if self.identity is not None:
             out["embedding"] = self.identity.as_dict()
+        if self.norm_variance_ratio is not None:
+            out["norm_variance_ratio"] = round(self.norm_variance_ratio, 4)
         if self.repinned:
             out["repinned"] = True
         return out
@@ -356,9 +375,17 @@ def _neighbours(v: np.ndarray, k: int) -> list[set[int]]:
     return [set(np.argsort(-row, kind="stable")[:k].tolist()) for row in sims]
 
 
-def drift_check(embedder: Embedder, reference_texts: list[str], stored_vectors: np.ndarray) -> DriftReport:
+def norm_variance(embedder: Embedder, texts: list[str]) -> float | None:
+    """Variance of the texts' vector norms before normalisation (None for models that normalise inside)."""
+    raw_norms = getattr(embedder, "raw_norms", None)
+    return float(np.var(raw_norms(list(texts)))) if raw_norms is not None else None
+
+
+def drift_check(embedder: Embedder, reference_texts: list[str], stored_vectors: np.ndarray, *,
+                pinned_norm_variance: float | None = None) -> DriftReport:
     """Re-embed the reference set and compare with the vectors stored when it was last embedded (rev. 8):
-    cosine distance per text and top-5 nearest-neighbour stability within the set."""
+    cosine distance per text, top-5 nearest-neighbour stability within the set, and (given the pinned value)
+    the variance of the pre-normalisation norms."""
     if not reference_texts:
         raise ValueError("drift_check needs at least one reference text (rev. 8 uses 20)")
     stored = np.asarray(stored_vectors, dtype=np.float32)
@@ -373,7 +400,9 @@ def drift_check(embedder: Embedder, reference_texts: list[str], stored_vectors: 
     else:
         before, after = _neighbours(stored, k), _neighbours(fresh, k)
         stability = sum(len(a & b) / k for a, b in zip(before, after)) / len(before)
-    return DriftReport(distances, stability, embedder.model_name, identity=identity_of(embedder))
+    return DriftReport(distances, stability, embedder.model_name, identity=identity_of(embedder),
+                       norm_variance=norm_variance(embedder, reference_texts) if pinned_norm_variance else None,
+                       pinned_norm_variance=pinned_norm_variance)
 
 
 # rev. 8: a fixed reference set, embedded once and re-checked at every delta cycle.
@@ -402,7 +431,8 @@ def pin_reference(embedder: Embedder, pinned_path) -> EmbeddingIdentity:
     tmp = path.with_name(path.stem + ".tmp.npy")
     np.save(tmp, embedder.embed(list(REFERENCE_TEXTS)))
     meta_tmp = path.with_name(path.stem + ".tmp.json")
-    meta_tmp.write_text(json.dumps({**ident.as_dict(), "texts": len(REFERENCE_TEXTS)}))
+    meta_tmp.write_text(json.dumps({**ident.as_dict(), "texts": len(REFERENCE_TEXTS),
+                                    "norm_variance": norm_variance(embedder, REFERENCE_TEXTS)}))
     os.replace(tmp, path)
     os.replace(meta_tmp, _meta_path(path))
     return ident
@@ -416,6 +446,11 @@ def pinned_identity(pinned_path) -> EmbeddingIdentity | None:
         return None
     d = json.loads(meta.read_text())
     return EmbeddingIdentity(d["model"], d["version"], int(d["dim"]))
+
+
+def pinned_norm_variance(pinned_path) -> float | None:
+    meta = _meta_path(Path(pinned_path))
+    return json.loads(meta.read_text()).get("norm_variance") if meta.exists() else None
 
 
 def scheduled_drift_check(embedder: Embedder, pinned_path) -> DriftReport:
@@ -434,9 +469,10 @@ def scheduled_drift_check(embedder: Embedder, pinned_path) -> DriftReport:
              or (pinned is not None and pinned != ident))
     if stale:
         pin_reference(embedder, path)
-        report = drift_check(embedder, REFERENCE_TEXTS, np.load(path))
+        report = drift_check(embedder, REFERENCE_TEXTS, np.load(path), pinned_norm_variance=pinned_norm_variance(path))
         report.repinned = True
         return report
-    if pinned is None:  # legacy pin: record whose it is from now on
-        _meta_path(path).write_text(json.dumps({**ident.as_dict(), "texts": len(REFERENCE_TEXTS)}))
-    return drift_check(embedder, REFERENCE_TEXTS, stored)
+    if pinned is None or pinned_norm_variance(path) is None:  # legacy pin: record whose it is from now on
+        _meta_path(path).write_text(json.dumps({**ident.as_dict(), "texts": len(REFERENCE_TEXTS),
+                                                "norm_variance": norm_variance(embedder, REFERENCE_TEXTS)}))
+    return drift_check(embedder, REFERENCE_TEXTS, stored, pinned_norm_variance=pinned_norm_variance(path))

@@ -115,3 +115,21 @@ def test_scheduled_drift_check_pins_then_compares(tmp_path):
     np.save(pinned, moved)
     report = scheduled_drift_check(default_embedder(), pinned)
     assert report.status == "critical" and 0 in report.drifted
+
+
+def test_norm_variance_jump_is_a_distribution_shift(tmp_path):
+    """Rev. 8 signal 3: a sudden increase of the reference vectors' norm variance → critical (pause writes)."""
+    import json
+
+    from golem.grimoire.embeddings import NORM_VARIANCE_CRITICAL_RATIO, default_embedder, scheduled_drift_check
+
+    pinned = tmp_path / "drift-reference.npy"
+    first = scheduled_drift_check(default_embedder(), pinned)
+    meta = json.loads(pinned.with_suffix(".json").read_text())
+    assert meta["norm_variance"] > 0 and first.as_dict()["norm_variance_ratio"] == pytest.approx(1.0)
+    # as if the pinned week's norms had been much tighter: today's variance is a sudden increase
+    meta["norm_variance"] /= NORM_VARIANCE_CRITICAL_RATIO * 1.5
+    pinned.with_suffix(".json").write_text(json.dumps(meta))
+    report = scheduled_drift_check(default_embedder(), pinned)
+    assert report.max_distance < 1e-5, "the vectors themselves did not move"
+    assert report.status == "critical" and report.norm_variance_ratio == pytest.approx(3.0, rel=1e-6)
