@@ -37,7 +37,16 @@ from golem.grimoire.decay import (
     effective_confidence,
     retention_at_tick,
 )
-from golem.grimoire.embeddings import Embedder, EmbeddingIdentity, identity_metadata, identity_of, table_identity
+from golem.grimoire.embeddings import (
+    Embedder,
+    EmbeddingIdentity,
+    embedding_stats,
+    identity_metadata,
+    identity_mismatch,
+    identity_of,
+    row_identities,
+    table_identity,
+)
 from golem.grimoire.guard import WriteGuard
 from golem.models.enums import ActionStatus, MarketRegime, ProbeSeverity, Tier
 
@@ -221,7 +230,6 @@ class DecayReport(BaseModel):
     avg_confidence_after: float = 0.0
 
 
-EMBEDDING_COLUMNS = ("embedding_model", "embedding_version", "embedding_dim")
 
 
 def episode_arrow_schema(dim: int | EmbeddingIdentity, embedder_name: str | None = None) -> pa.Schema:
@@ -339,33 +347,15 @@ class EpisodeStore:
 
     def row_identities(self) -> dict[EmbeddingIdentity, int]:
         """How many rows carry each {model, version, dim}."""
-        n = self._table.count_rows()
-        if not n or "embedding_model" not in self._table.schema.names:
-            return {}
-        data = self._table.search().select(list(EMBEDDING_COLUMNS)).limit(n).to_arrow()
-        out: dict[EmbeddingIdentity, int] = {}
-        for m, v, d in zip(*(data.column(c).to_pylist() for c in EMBEDDING_COLUMNS)):
-            key = EmbeddingIdentity(m, v, int(d))
-            out[key] = out.get(key, 0) + 1
-        return out
+        return row_identities(self._table)
 
     def identity_mismatch(self) -> str | None:
         """Why the stored vectors cannot be compared with this store's embedder (None: they can)."""
-        stored = self.stored_identity()
-        if stored != self.identity:
-            return f"it is embedded with {stored.as_dict()}, the embedder is {self.identity.as_dict()}"
-        other = {i: n for i, n in self.row_identities().items() if i != self.identity}
-        if other:
-            return (f"{sum(other.values())} rows carry another embedding identity "
-                    f"({', '.join(str(i.as_dict()) for i in other)})")
-        return None
+        return identity_mismatch(self._table, self.identity)
 
     def embedding_stats(self) -> dict[str, Any]:
         """For `golem grimoire stats`: the table's identity, rows per identity, and whether they match."""
-        rows = self.row_identities()
-        return {**self.stored_identity().as_dict(),
-                "rows_by_identity": [{**i.as_dict(), "rows": n} for i, n in rows.items()],
-                "matches_embedder": self.stored_identity() == self.identity and set(rows) <= {self.identity}}
+        return embedding_stats(self._table, self.identity_mismatch())
 
     def _assert_same_space(self, what: str) -> None:
         stored = table_identity(self._table.schema)  # re-read: another process may have re-embedded it

@@ -42,8 +42,11 @@ from golem.grimoire.decay import (
 from golem.grimoire.embeddings import (
     Embedder,
     EmbeddingIdentity,
+    embedding_stats,
     identity_metadata,
+    identity_mismatch,
     identity_of,
+    row_identities,
     table_identity,
 )
 from golem.grimoire.guard import WriteGuard
@@ -412,36 +415,17 @@ class SemanticStore:
         return table_identity(self.table.schema)
 
     def row_identities(self) -> dict[EmbeddingIdentity, int]:
-        n = self.table.count_rows()
-        cols = ("embedding_model", "embedding_version", "embedding_dim")
-        if not n or not set(cols) <= set(self.table.schema.names):
-            return {}
-        data = self.table.search().select(list(cols)).limit(n).to_arrow()
-        out: dict[EmbeddingIdentity, int] = {}
-        for m, v, d in zip(*(data.column(c).to_pylist() for c in cols)):
-            key = EmbeddingIdentity(m, v, int(d))
-            out[key] = out.get(key, 0) + 1
-        return out
+        return row_identities(self.table)
 
     def identity_mismatch(self) -> str | None:
         """Why the mirror's vectors cannot be compared with this store's embedder (None: they can)."""
         if [f.name for f in self.table.schema] != [f.name for f in self._schema]:
             return "the mirror was written before vectors carried their model identity"
-        stored = self.stored_identity()
-        if stored != self.identity:
-            return f"it is embedded with {stored.as_dict()}, the embedder is {self.identity.as_dict()}"
-        other = {i: n for i, n in self.row_identities().items() if i != self.identity}
-        if other:
-            return (f"{sum(other.values())} rows carry another embedding identity "
-                    f"({', '.join(str(i.as_dict()) for i in other)})")
-        return None
+        return identity_mismatch(self.table, self.identity)
 
     def embedding_stats(self) -> dict[str, Any]:
         """For `golem grimoire stats`: the mirror's identity, rows per identity, and whether they match."""
-        rows = self.row_identities()
-        return {**self.stored_identity().as_dict(),
-                "rows_by_identity": [{**i.as_dict(), "rows": n} for i, n in rows.items()],
-                "matches_embedder": self.identity_mismatch() is None}
+        return embedding_stats(self.table, self.identity_mismatch())
 
     # ---- SQLite plumbing ---------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
