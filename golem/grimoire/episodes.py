@@ -103,6 +103,14 @@ PAD_OCTANTS = {
 }
 PAD_NEUTRAL_RADIUS = 0.1  # ours: an affect vector shorter than this (in the [-1, 1]^3 cube) is "neutral"
 EMOTIONAL_TAGS = frozenset([*PAD_OCTANTS.values(), "neutral"])
+_OCTANT_SIGNS = {label: signs for signs, label in PAD_OCTANTS.items()}
+
+
+def tag_pad(tag: str | None) -> tuple[float, float, float] | None:
+    """The PAD direction of an emotional tag (the octant's signs; None for "neutral" or no tag), for the mood
+    congruence factor of retrieval."""
+    signs = _OCTANT_SIGNS.get(tag or "")
+    return tuple(float(x) for x in signs) if signs else None
 
 
 def pad_label(pleasure: float, arousal: float, dominance: float) -> str:

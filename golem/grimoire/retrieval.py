@@ -31,7 +31,7 @@ from lancedb.rerankers import RRFReranker
 from pydantic import BaseModel, Field
 
 from golem.grimoire.decay import EntryKind, effective_confidence, retention_at_tick
-from golem.grimoire.episodes import DEFAULT_TICK_SECONDS, EpisodeStore
+from golem.grimoire.episodes import DEFAULT_TICK_SECONDS, EpisodeStore, tag_pad
 from golem.grimoire.semantic import SemanticStore
 
 RRF_K = 60  # Rev. 9 step 2
@@ -248,7 +248,7 @@ def retrieve_for_tick(
 
     cands: list[dict[str, Any]] = []
     ep_cols = ["id", "tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
-               "tick", "dream_validated", "pnl_impact"]
+               "tick", "dream_validated", "pnl_impact", "emotional_tag"]
     # The two stores are queried in parallel: LanceDB runs its queries in Rust without the GIL.
     sem_future = (_pool().submit(hybrid_query, semantic.table, "content", query, qv, select=["id"])
                   if semantic is not None else None)
@@ -260,12 +260,15 @@ def retrieve_for_tick(
         ret = retention_at_tick(tick, r["last_accessed_tick"], kind=EntryKind.EPISODE, decay_class=r["decay_class"],
                                 strength=r["strength"], quality=r["quality"], tick_seconds=tick_seconds,
                                 dream_validated=bool(r["dream_validated"]))
-        pnl = r.get("pnl_impact")
-        valence = 0.0 if pnl is None else (1.0 if pnl > 0 else -1.0 if pnl < 0 else 0.0)
+        # the golem's PAD octant when the episode was recorded; older rows without one: the P&L's sign as valence
+        entry_pad = tag_pad(r.get("emotional_tag"))
+        if entry_pad is None and r.get("emotional_tag") != "neutral":
+            pnl = r.get("pnl_impact")
+            entry_pad = (0.0 if pnl is None else (1.0 if pnl > 0 else -1.0 if pnl < 0 else 0.0), 0.0, 0.0)
         cands.append(dict(id=r["id"], source="episode", kind=r["tier"], text=r["summary"], rrf=r["_relevance_score"],
                           cosine=r["_cosine"], vector=np.asarray(r["vector"], np.float32),
                           eff=effective_confidence(r["confidence"], ret), quality=r["quality"],
-                          age=max(0, tick - r["tick"]), regime=r["regime"], entry_pad=(valence, 0.0, 0.0),
+                          age=max(0, tick - r["tick"]), regime=r["regime"], entry_pad=entry_pad,
                           bloodstain=False))
     if semantic is not None:
         rows = [r for r in sem_rows if r["_cosine"] >= floor]

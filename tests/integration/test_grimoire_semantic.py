@@ -252,3 +252,23 @@ def test_upkeep_folds_rows_into_fts_and_export_import(stores, tmp_path, embedder
     bad.write_text(path.read_text().splitlines()[0] + '\n{"kind": "entry", "content": ""}\n')
     with pytest.raises(ValueError, match="bad.jsonl:2"):
         import_file(bad, eps2, sem2)
+
+
+def test_mood_congruence_and_contrarian_retrieval(stores):
+    """grimoire four-factor score: the episode recorded in the golem's current mood (its PAD octant tag) ranks
+    first; every 100th tick the mood is inverted (anti-rumination) and the opposite one does."""
+    eps, _ = stores
+    text = "Tick {t}: volatile regime, health factor 1.42 falling toward liquidation, repaid 25% of the USDC debt"
+    eps.upsert_many([
+        Episode(id=episode_id("g1", t), golem_id="g1", tick=t, created_at="2026-03-01T00:00:00+00:00",
+                regime="volatile", tier="T2", summary=text.format(t=t), emotional_tag=tag)
+        for t, tag in ((1, "anxious"), (2, "relaxed"))])
+    anxious_mood = (-0.5, 0.6, -0.4)
+    q = "health factor falling toward liquidation in a volatile market"
+    now = retrieve_for_tick(eps, None, q, regime="volatile", tick=50, tier="T2", pad=anxious_mood, log=False)
+    by = {i.id: i for i in now.items}
+    assert [i.id for i in now.items][0] == episode_id("g1", 1)
+    assert by[episode_id("g1", 1)].scores["mood_congruence"] > 0.95  # same octant as the mood
+    assert by[episode_id("g1", 2)].scores["mood_congruence"] < 0.5
+    contrarian = retrieve_for_tick(eps, None, q, regime="volatile", tick=100, tier="T2", pad=anxious_mood, log=False)
+    assert [i.id for i in contrarian.items][0] == episode_id("g1", 2)
