@@ -151,7 +151,9 @@ class TickActivities:
 
     @activity.defn(name="analyze")
     def analyze(self, inp: AnalyzeInput) -> AnalyzeResult:
-        pe, sources = compute_prediction_error(inp.ctx.state, inp.observation, inp.ctx.config.oracle.enabled)
+        cfg = inp.ctx.config
+        pe, sources = compute_prediction_error(inp.ctx.state, inp.observation, cfg.oracle.enabled,
+                                               cfg.gating.topology_weight)
         return AnalyzeResult(prediction_error=pe, sources=sources)
 
     @activity.defn(name="gate")

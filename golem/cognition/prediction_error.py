@@ -85,14 +85,15 @@ def regime_changed(before: MarketRegime, now: MarketRegime) -> bool:
 
 
 def compute_prediction_error(
-    state: GolemState, observation: Observation, oracle_enabled: bool = True
+    state: GolemState, observation: Observation, oracle_enabled: bool = True,
+    topology_weight: float = W_TOPOLOGY_PER_ANOMALY,
 ) -> tuple[float, dict[str, float]]:
     """(prediction error in [0, 1], per-source contributions before the cap).
 
     With the oracle off (`[oracle] enabled = false`) §S4's signal-only fallback applies:
     error = max(regime_change_severity, normalized_anomaly_count, position_health_delta, pheromone_threat)."""
     if not oracle_enabled:
-        return signal_only_prediction_error(state, observation)
+        return signal_only_prediction_error(state, observation, topology_weight)
     src = dict.fromkeys(SOURCES, 0.0)
 
     expected = expected_price(state)
@@ -118,15 +119,17 @@ def compute_prediction_error(
     src["pending_interventions"] = min(pending, MAX_INTERVENTIONS) * W_PER_INTERVENTION
 
     src["probe_anomalies"] = min(len(observation.anomalies), MAX_ANOMALIES) * W_PER_ANOMALY
-    src[TOPOLOGY_SOURCE] = topology_relevance(observation) * W_TOPOLOGY_PER_ANOMALY
+    src[TOPOLOGY_SOURCE] = topology_relevance(observation) * max(topology_weight, 0.0)
 
     pe = min(sum(src.values()), 1.0)
     return pe, {k: round(v, 6) for k, v in src.items()}
 
 
-def signal_only_prediction_error(state: GolemState, observation: Observation) -> tuple[float, dict[str, float]]:
+def signal_only_prediction_error(state: GolemState, observation: Observation,
+                                 topology_weight: float = W_TOPOLOGY_PER_ANOMALY) -> tuple[float, dict[str, float]]:
     """§S4 oracle-off fallback: weaker than oracle-derived error but enough to drive the gate. The topology
-    term adds on top of the max, on the anomaly count's scale (count / MAX_ANOMALIES)."""
+    term adds on top of the max, on the anomaly count's scale (count / MAX_ANOMALIES; at the default weight
+    a 1-hop anomaly adds what one more anomaly would)."""
     health = 0.0
     for pos in observation.snapshot.positions:
         prev = state.position_health.get(pos.id)
@@ -139,5 +142,5 @@ def signal_only_prediction_error(state: GolemState, observation: Observation) ->
         "pheromone_threat": min(max_pheromone_threat(state), 1.0),
     }
     pe = max(src.values())
-    src[TOPOLOGY_SOURCE] = topology_relevance(observation) / MAX_ANOMALIES
+    src[TOPOLOGY_SOURCE] = topology_relevance(observation) * max(topology_weight, 0.0) / W_PER_ANOMALY / MAX_ANOMALIES
     return min(pe + src[TOPOLOGY_SOURCE], 1.0), {k: round(v, 6) for k, v in src.items()}

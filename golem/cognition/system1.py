@@ -75,7 +75,7 @@ def system1_tick(
 ) -> System1Tick:
     obs = observe(snapshot, state, cfg, now_iso=now_iso, kill_switch_triggered=kill_switch_triggered,
                   topology=topology)
-    pe, sources = compute_prediction_error(state, obs)
+    pe, sources = compute_prediction_error(state, obs, cfg.oracle.enabled, gating.topology_weight)
     threshold = compute_adaptive_threshold(state, cfg.heartbeat.base_deliberation_threshold)
     outcome = gate_tick(
         pe, threshold, state, steers or [], obs, probe_thresholds=cfg.probes, heartbeat=cfg.heartbeat, gating=gating,

@@ -141,6 +141,9 @@ class GatingSection(BaseModel):
     event_pe: float = Field(default=0.3, gt=0.0, le=1.0)  # significant event (the §S17 base threshold)
     severe_pe: float = Field(default=0.6, gt=0.0, le=1.0)  # needs T2 (2 × base, the cold-start T2 line)
     decision_log_len: int = Field(default=120, ge=10, le=1000)  # ≥ delta_theta_ticks + horizon
+    # Prediction error added per anomaly at topology modifier 1.0 (grimoire "Feeding the Curiosity Scorer":
+    # additive, never subtracts). Ours: 0.05 = §S4's per-anomaly weight; 0 turns the topology term off.
+    topology_weight: float = Field(default=0.05, ge=0.0, le=0.2)
 
 
 class DecisionCacheSection(BaseModel):

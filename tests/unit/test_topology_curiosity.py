@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from golem.cognition.prediction_error import MAX_ANOMALIES, W_PER_ANOMALY, compute_prediction_error
 from golem.cognition.system1 import SYNTHETIC_TOPOLOGY, simulate
@@ -26,6 +27,7 @@ from golem.grimoire.topology import (
     sync_facts,
     view_at,
 )
+from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import MarketRegime, ProbeSeverity, Tier
 from golem.models.observation import Anomaly, ChainSnapshot, Observation, PoolState, PositionState
 from golem.models.state import GolemState
@@ -208,6 +210,21 @@ def test_prediction_error_adds_the_modifier_and_unrelated_events_change_nothing(
                                                oracle_enabled=False)
     assert src_off["topology"] == pytest.approx(1 / MAX_ANOMALIES)
     assert pe_off == pytest.approx(base_off + 1 / MAX_ANOMALIES)
+
+
+def test_topology_weight_is_the_configured_knob():
+    """`[gating] topology_weight` scales the term on both paths; 0 turns it off; bad values are config errors."""
+    plain = [anomaly("gas_price"), anomaly("price_delta").model_copy(
+        update={"entity": "pool:P", "topology_hops": 1, "topology_modifier": 1.0})]
+    state, obs = observation(plain)
+    for oracle in (True, False):
+        off = compute_prediction_error(state, obs, oracle, topology_weight=0.0)[1]["topology"]
+        one = compute_prediction_error(state, obs, oracle, topology_weight=0.05)[1]["topology"]
+        two = compute_prediction_error(state, obs, oracle, topology_weight=0.10)[1]["topology"]
+        assert off == 0.0 and two == pytest.approx(2 * one) and one > 0
+    assert GolemConfig().gating.topology_weight == W_PER_ANOMALY
+    with pytest.raises(ValidationError, match="topology_weight"):
+        GatingSection(topology_weight=0.5)
 
 
 @settings(max_examples=200, deadline=None)
