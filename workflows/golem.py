@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         fold_tick_failure,
         fold_tick_result,
         fold_upkeep_cost,
+        state_for_tick,
         should_dream,
         should_run_delta,
         steers_to_followups,
@@ -202,7 +203,10 @@ class GolemWorkflow:
         carried = trigger.probes if trigger else []
         self._state = s = s.model_copy(update={"tick_queue": queue})
         started = workflow.now()
-        ctx = TickContext(golem_id=s.golem_id, tick=n, config=cfg, state=s, started_at=started.isoformat(),
+        # The tick gets the state without the learned-gating log (only this workflow uses it): a smaller
+        # payload in every activity input of the tick.
+        tick_state = state_for_tick(s) if workflow.patched("slim-tick-context") else s
+        ctx = TickContext(golem_id=s.golem_id, tick=n, config=cfg, state=tick_state, started_at=started.isoformat(),
                           carried_probes=carried)
         self._activity = "ticking"
         self._child_id = wid

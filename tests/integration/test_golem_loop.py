@@ -13,7 +13,7 @@ from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import ConsolidationResult, DreamResult
 from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record
-from workers.replay import replay_history
+from workers.replay import recorded_tick_input, replay_history
 from workflows.golem import GolemWorkflow
 from workflows.tick import ThetaTickWorkflow
 
@@ -87,6 +87,11 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     assert {(r["embedding_model"], r["embedding_dim"]) for r in identity} == {(ep_store.embedder.model_name, 256)}
     assert all(r["embedding_version"] for r in identity), "every vector carries its model version (rev. 8)"
     assert "prune stale notes" in (rig.data_dir / "owner-notes.jsonl").read_text()
+
+    # Ticks get the state without the learned-gating log (only the golem workflow uses it): smaller payloads.
+    tick_ctx = await recorded_tick_input(temporal_client, "golem-calm-golem-tick-20")
+    assert final.learned_gating.log and tick_ctx.state.learned_gating.log == []
+    assert tick_ctx.state.tick == 20 and tick_ctx.state.learned_gating.thompson, "the parameters the gate needs stay"
 
     # A tick's search attributes are set for the UI.
     tick_desc = await temporal_client.get_workflow_handle("golem-calm-golem-tick-3").describe()

@@ -378,3 +378,25 @@ def test_crash_escalates_within_its_first_ticks(crash_after):
     assert run.tiers[crash_after - 3:crash_after] == [Tier.T0] * 3  # quiet before it
     first = run.tiers[crash_after:crash_after + 3]
     assert any(t != Tier.T0 for t in first), first
+
+
+def test_a_tick_needs_no_gating_log_so_its_context_leaves_it_out():
+    """state_for_tick drops the learned-gating outcome log from the tick's snapshot (it is most of the state);
+    System 1 decides exactly the same with or without it, for every tick of a run past the cold start."""
+    from golem.cognition.fold import state_for_tick
+    from golem.models.config import GatingSection
+
+    cfg, gating = GolemConfig(), GatingSection()
+    prices = oracle_path("volatile", 2000.0, 160, seed=4)
+    run = simulate(prices[:150], cfg, gating)
+    state = run.state
+    assert len(state.learned_gating.log) > 50 and state.tick > gating.cold_start_ticks
+    slim = state_for_tick(state)
+    assert slim.learned_gating.log == [] and state.learned_gating.log, "the golem's own state keeps its log"
+    assert len(slim.model_dump_json()) < len(state.model_dump_json()) / 2
+    for i, price in enumerate(prices[150:], start=150):
+        snap = synthetic_snapshot(price, i)
+        full = system1_tick(snap, state, cfg, gating, now_iso="2025-01-02T00:00:00+00:00")
+        lean = system1_tick(snap, slim, cfg, gating, now_iso="2025-01-02T00:00:00+00:00")
+        assert lean.model_dump() == full.model_dump()
+    assert state_for_tick(GolemState(golem_id="g")) == GolemState(golem_id="g")
