@@ -69,7 +69,35 @@ def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_
                  + ("; the offline deliberator answers" if allowed == Tier.T0 else ""))
     lines.append(f"workspace allocations: T1 {sum(cfg.allocations_t1.values())} tokens, "
                  f"T2 {sum(cfg.allocations_t2.values())} tokens; timeout {cfg.timeout_seconds:g}s")
+    lines += _grimoire_lines(config, data_dir, llm=getattr(delib, "router", None) is not None)
     return "\n".join(lines)
+
+
+def _grimoire_lines(config: GolemConfig, data_dir: Path, *, llm: bool) -> list[str]:
+    """The memory side: which embedder loads (offline), whether vector writes are paused, how admission rates
+    future utility."""
+    from golem.grimoire.embeddings import EmbedderUnavailable, identity_of, make_embedder
+    from golem.grimoire.guard import WriteGuard
+
+    g = config.grimoire
+    try:
+        emb = make_embedder(config)
+        ident = identity_of(emb)
+        floor = g.semantic_floor if g.semantic_floor is not None else emb.semantic_floor
+        lines = [f"embedder: [grimoire] embedder = {g.embedder} → {ident.model} {ident.version} ({ident.dim}-d), "
+                 f"retrieval abstains below cosine {floor:g}"]
+    except EmbedderUnavailable as err:
+        lines = [f"embedder: [grimoire] embedder = {g.embedder} is NOT available — {err}"]
+    status = WriteGuard(Path(data_dir) / "grimoire").status()
+    if status["paused"]:
+        pending = ", ".join(f"{k} {v}" for k, v in status["pending"].items())
+        lines.append(f"grimoire vector writes: PAUSED ({', '.join(status['reasons'])}; queued: {pending}) — "
+                     f"run `golem grimoire reembed`")
+    else:
+        lines.append("grimoire vector writes: flowing")
+    lines.append("admission future utility (rev. 3): " + ("t1_model through the router, ~$0.001 per candidate"
+                                                          if llm else "deterministic estimate (no LLM)"))
+    return lines
 
 
 def cmd_doctor(args) -> int:

@@ -22,8 +22,25 @@ def test_doctor_reports_deliberator_models_prices_budget(tmp_path):
     text = doctor_report(cfg, {}, HOME, tmp_path)
     assert "OfflineDeliberator" in text and "ANTHROPIC_API_KEY is not set" in text
     assert "claude-opus-4-6" in text and "5 / 25 / 6.25 / 0.5" in text and "$4.00/day" in text
+    assert "embedder: [grimoire] embedder = wordllama → wordllama-l2_supercat-256" in text
+    assert "below cosine 0.3" in text and "vector writes: flowing" in text and "deterministic estimate" in text
     text = doctor_report(cfg, {"ANTHROPIC_API_KEY": "sk-do-not-print"}, HOME, tmp_path)
     assert "LLMDeliberator" in text and "is set" in text and "sk-do-not-print" not in text
+    assert "t1_model through the router" in text
+
+
+def test_doctor_shows_a_missing_embedder_and_a_drift_pause(tmp_path, monkeypatch):
+    import sys
+
+    from golem.grimoire.guard import WriteGuard
+    from golem.models.config import GrimoireSection
+
+    monkeypatch.setitem(sys.modules, "fastembed", None)  # as on a machine without the [nomic] extra
+    cfg = GolemConfig(grimoire=GrimoireSection(embedder="nomic-embed-text-v1.5"))
+    WriteGuard(tmp_path / "grimoire").pause("drift", {"status": "critical"})
+    text = doctor_report(cfg, {}, HOME, tmp_path)
+    assert "nomic-embed-text-v1.5 is NOT available" in text and "pip install 'golem[nomic]'" in text
+    assert "vector writes: PAUSED (drift" in text and "golem grimoire reembed" in text
 
 
 def test_chat_offline_answers_from_records_and_keeps_a_verified_tree(tmp_path, capsys):
