@@ -27,7 +27,7 @@ from golem.cognition.threshold import compute_adaptive_threshold
 from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import retrieve_for_tick
-from golem.grimoire.topology import TopologyTracker
+from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
@@ -229,12 +229,24 @@ class TickActivities:
             raise ApplicationError(err.reason, type="InferenceRetryable", next_retry_delay=delay) from None
         except InferenceRejected as err:  # a bad request will not get better by retrying
             raise bad_input(err.reason, "InferenceRejected") from None
+        if deliberation.kg_facts:
+            deliberation = await asyncio.to_thread(self._remember_facts, inp, deliberation)
         cache = record_decision(
             cache, cache_key[0], canonical_actions(deliberation.actions), cache_key[1],
             mental_models=[], now=cache_key[2], tick=ctx.tick, regime=inp.observation.regime.value,
             playbook_revision=cache_key[3], context_policy_revision=0, cfg=ctx.config.decision_cache,
         )
         return apply_must_gate(deliberation.model_copy(update={"decision_cache": cache}), must)
+
+    def _remember_facts(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
+        """The model's relations (grimoire "Graph Maintenance" 1) go into the knowledge graph once checked against
+        it; what was asserted and what was refused (and why) is on the record. Memory only — never a write."""
+        outcome = assert_llm_facts(self.topology().kg, deliberation.kg_facts,
+                                   block=inp.observation.snapshot.block_number, tick=inp.ctx.tick)
+        rec = deliberation.record
+        record = rec.model_copy(update={"kg_facts": outcome.asserted,
+                                        "rejections": [*rec.rejections, *(f"decide.{r}" for r in outcome.refused)]})
+        return deliberation.model_copy(update={"record": record})
 
     def _cache_key(self, inp: DecideInput) -> tuple[str, dict[str, float], float, int]:
         hist = inp.ctx.state.price_history

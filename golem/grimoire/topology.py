@@ -246,3 +246,58 @@ class TopologyTracker:
             log.warning("topology curiosity skipped at tick %d: knowledge graph unavailable (%s)", tick, err)
             return anomalies
         return view.annotate(anomalies, snapshot)
+
+
+# ---- facts from the LLM (grimoire "Graph Maintenance" 1: Theta-tick LLM analysis, `tkg_triples`) ----------
+# Relations the LLM may assert (the spec's Predicate enum, snake_case). They are never the chain-derived ones
+# above, so a model's hypothesis cannot supersede what the contracts say; and they are many-valued, so one
+# never closes another. Ours: LLM facts start at confidence 0.4 (below the 0.5 of an observed one).
+LLM_PREDICATES = ("token_flow", "price_source", "governance_control", "deployment", "is_router_for",
+                  "liquidity_dependency")
+LLM_FACT_CONFIDENCE = 0.4
+MAX_LLM_FACTS = 5
+
+
+class LLMFactOutcome(BaseModel):
+    asserted: list[str] = Field(default_factory=list)  # "subject predicate object"
+    refused: list[str] = Field(default_factory=list)  # why each refused proposal was refused
+
+
+def known_entities(kg: KnowledgeGraph, block: int) -> set[str]:
+    """Every entity in a fact true at `block`: the only names an LLM fact may use."""
+    return {x for f in kg.facts_at_block(block) for x in (f.subject, f.object)}
+
+
+def topology_brief(kg: KnowledgeGraph, block: int, limit: int = 30) -> str:
+    """The facts true at `block`, one per line, for the LLM workspace (so it can name entities by id)."""
+    facts = kg.facts_at_block(block)
+    lines = [f"{f.subject} --{f.predicate}--> {f.object}" for f in facts[:limit]]
+    if len(facts) > limit:
+        lines.append(f"(+{len(facts) - limit} more facts)")
+    return "\n".join(lines)
+
+
+def assert_llm_facts(kg: KnowledgeGraph, proposals: list[tuple[str, str, str]], *, block: int,
+                     tick: int) -> LLMFactOutcome:
+    """Assert the relations the deciding model proposed, after checking each: a predicate from LLM_PREDICATES,
+    two different entities the graph already knows at `block`, neither of them the golem itself (its positions
+    come from chain only). Re-asserting a current fact is a no-op (assert_fact is idempotent)."""
+    out = LLMFactOutcome()
+    known = known_entities(kg, block)
+    for i, (s, p, o) in enumerate(proposals[:MAX_LLM_FACTS]):
+        what = f"fact {i} ({s} {p} {o})"
+        if p not in LLM_PREDICATES:
+            out.refused.append(f"{what}: predicate must be one of {', '.join(LLM_PREDICATES)}")
+        elif s == o:
+            out.refused.append(f"{what}: subject and object are the same entity")
+        elif s.startswith("golem:") or o.startswith("golem:"):
+            out.refused.append(f"{what}: the golem's own relations come from the chain, not from the model")
+        elif s not in known or o not in known:
+            unknown = [x for x in (s, o) if x not in known]
+            out.refused.append(f"{what}: unknown entity {', '.join(unknown)} (use the ids in the topology)")
+        else:
+            kg.assert_fact(s, p, o, block=block, tick=tick, confidence=LLM_FACT_CONFIDENCE, exclusive=False)
+            out.asserted.append(f"{s} {p} {o}")
+    out.refused += [f"fact {i}: more than {MAX_LLM_FACTS} facts in one tick; ignored"
+                    for i in range(MAX_LLM_FACTS, len(proposals))]
+    return out

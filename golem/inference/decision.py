@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from golem.chain.tools import TOOL_SCHEMAS, ToolArgumentError, parse_arguments, tool_tokens
+from golem.grimoire.topology import LLM_PREDICATES, MAX_LLM_FACTS
 from golem.models.tick import ProposedAction
 
 MAX_ACTIONS = 5
@@ -40,6 +41,20 @@ DECIDE_TOOL: dict[str, Any] = {
             "recommends_action": {"type": "boolean"},
             "steers_addressed": {"type": "array", "items": {"type": "string"},
                                  "description": "ids of owner steers this decision responds to"},
+            # grimoire "Graph Maintenance" 1: relations the model extracted (tkg_triples), checked before use
+            "facts": {
+                "type": "array", "maxItems": MAX_LLM_FACTS,
+                "description": "optional: relations between DeFi entities you noticed, using entity ids from the "
+                               "topology listed under Positions (e.g. a pool that prices another protocol)",
+                "items": {
+                    "type": "object",
+                    "properties": {"subject": {"type": "string"}, "predicate": {"type": "string",
+                                                                                 "enum": list(LLM_PREDICATES)},
+                                   "object": {"type": "string"}},
+                    "required": ["subject", "predicate", "object"],
+                    "additionalProperties": False,
+                },
+            },
         },
         "required": ["reasoning_summary", "confidence", "recommends_action"],
         "additionalProperties": False,
@@ -85,6 +100,7 @@ class ParsedDecision:
     confidence: float = 0.0
     recommends_action: bool = False
     steers_addressed: list[str] = field(default_factory=list)
+    facts: list[tuple[str, str, str]] = field(default_factory=list)  # (subject, predicate, object), shape-checked
     rejections: list[str] = field(default_factory=list)
     text: str = ""  # free text the model wrote outside tools
 
@@ -101,6 +117,24 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
+
+
+def _facts(raw: Any, rejections: list[str]) -> list[tuple[str, str, str]]:
+    """decide.facts → (subject, predicate, object) triples of non-empty short strings; the rest is refused.
+    Whether the entities exist and the predicate is allowed is checked against the graph when asserting."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        rejections.append(f"decide.facts must be a list, got {type(raw).__name__}; ignored")
+        return []
+    out = []
+    for i, f in enumerate(raw):
+        parts = [f.get(k) for k in ("subject", "predicate", "object")] if isinstance(f, dict) else None
+        if not parts or not all(isinstance(x, str) and x.strip() and len(x) <= 200 for x in parts):
+            rejections.append(f"decide.facts[{i}] needs subject, predicate and object as short strings; ignored")
+            continue
+        out.append(tuple(x.strip() for x in parts))
+    return out
 
 
 def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDecision:
@@ -145,12 +179,14 @@ def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDeci
             out.rejections.append(f"decide.recommends_action {rec!r} is not a boolean; taken as false")
         steers = d.get("steers_addressed") or []
         out.steers_addressed = [s for s in steers if isinstance(s, str)] if isinstance(steers, list) else []
+        out.facts = _facts(d.get("facts"), out.rejections)
 
     injected = _OVERRIDE.search(out.text)
     if injected:
         out.rejections.append(f"answer tries to override limits or instructions (\"{injected.group(0)}\"): "
                               f"all {len(candidates)} proposed action(s) refused")
         candidates = []
+        out.facts = []  # the answer as a whole is suspect: its facts are not remembered either
     if candidates and decides and not out.recommends_action:
         out.rejections.append(f"{len(candidates)} write call(s) contradict decide(recommends_action=false): refused")
         candidates = []

@@ -14,6 +14,7 @@ reaches the SDK call and aborts the HTTP request) and re-runs it with the steer 
 from __future__ import annotations
 
 import os
+import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -46,6 +47,19 @@ class HomeContext:
     def standing_orders(self) -> str:
         p = self.home / "HEARTBEAT.md" if self.home else None
         return p.read_text() if p and p.exists() else ""
+
+    def topology(self, block: int) -> str:
+        """The knowledge graph's facts at `block`, so the model can name entities by id (empty without one)."""
+        path = self.data_dir / "grimoire" / "semantic.sqlite" if self.data_dir else None
+        if path is None or not path.exists():
+            return ""
+        from golem.grimoire.graph import KnowledgeGraph
+        from golem.grimoire.topology import topology_brief
+
+        try:
+            return topology_brief(KnowledgeGraph(path), block)
+        except sqlite3.Error:  # no kg_facts table yet, or locked: the workspace goes without it
+            return ""
 
     def conversation_tail(self, n: int) -> list[tuple[str, str]]:
         if not self.data_dir or n <= 0:
@@ -80,6 +94,7 @@ class LLMDeliberator:
             playbook_text=playbook_text,
             standing_orders=self.context.standing_orders(),
             conversation_tail=self.context.conversation_tail(self.config.conversation_tail),
+            topology=self.context.topology(inp.observation.snapshot.block_number),
         )
         return assemble_workspace(inp, sources, self.config.allocations(inp.tier))
 
@@ -139,7 +154,7 @@ class LLMDeliberator:
             "interrupted_by": ws.interrupting_steers,
         }))
         return Deliberation(**_optional(Deliberation, {"record": record, "actions": parsed.actions},
-                                        {"context": ws.summary()}))
+                                        {"context": ws.summary(), "kg_facts": parsed.facts}))
 
     async def _fallback(self, inp: DecideInput, strategy: Strategy, playbook_text: str, reason: str,
                         ws: Workspace) -> Deliberation:

@@ -69,6 +69,7 @@ class WorkspaceSources:
     playbook_text: str = ""
     standing_orders: str = ""  # HEARTBEAT.md
     conversation_tail: list[tuple[str, str]] = field(default_factory=list)  # (role, text), oldest first
+    topology: str = ""  # knowledge-graph facts at the observed block (entity ids the model may use in decide.facts)
 
 
 @dataclass
@@ -240,7 +241,8 @@ def assemble_workspace(inp: DecideInput, sources: WorkspaceSources, allocations:
                      "sent a steer: " + "; ".join(f"{s.id}: {s.message}" for s in interrupting)
                      + ". Decide again with it in context.")
     section("Observation", "observation", _observation(inp))
-    section("Positions", "positions", _positions(inp))
+    section("Positions", "positions", _positions(inp) + (
+        "\nDeFi topology (knowledge graph):\n" + sources.topology if sources.topology else ""))
     if "warnings" in alloc:
         section("Critical warnings", "warnings", _warnings(inp))
     if "retrieved" in alloc:

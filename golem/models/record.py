@@ -35,6 +35,7 @@ class DeliberationRecord(BaseModel):
     cache_creation_tokens: int = 0
     rejections: list[str] = Field(default_factory=list)  # model output refused (unknown tool, bad args, ...)
     interrupted_by: list[str] = Field(default_factory=list)  # steers that interrupted deliberation (§S7)
+    kg_facts: list[str] = Field(default_factory=list)  # "subject predicate object" the model added to the graph
 
 
 class ActionRecord(BaseModel):

@@ -109,6 +109,8 @@ class Deliberation(BaseModel):
     actions: list[ProposedAction] = Field(default_factory=list)
     context: ContextBundleSummary | None = None  # the workspace's category → tokens
     decision_cache: DecisionCacheState | None = None  # the cache after this tick's lookup / record (§S11)
+    # relations the model proposed for the knowledge graph (grimoire "Graph Maintenance" 1), before checking
+    kg_facts: list[tuple[str, str, str]] = Field(default_factory=list)
 
 
 class SimulatedAction(BaseModel):

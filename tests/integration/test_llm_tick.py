@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import httpx2
 import pytest
 from temporalio import activity
 
+from golem.grimoire.graph import KnowledgeGraph
 from golem.inference.llm import select_deliberator
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
@@ -34,9 +36,16 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
             return message([tool_use("evaluate", {"verdict": "good", "score": 0.7, "rationale": "hedged as asked"})],
                            model=body["model"], input_tokens=400, output_tokens=60)
         assert "decide" in tools and "swap" in tools, tools
+        # The workspace lists the knowledge graph's entities; the model names two of them in a relation
+        # (grimoire "Graph Maintenance" 1) and makes one up, which must be refused.
+        text = json.dumps(body["messages"])
+        oracle, pool = (re.search(rf"({kind}:0x[0-9a-fA-F]{{40}})", text) for kind in ("oracle", "pool"))
+        facts = [] if not (oracle and pool) else [
+            {"subject": oracle.group(1), "predicate": "price_source", "object": pool.group(1)},
+            {"subject": "pool:0xdead", "predicate": "token_flow", "object": pool.group(1)}]
         return message(
             [tool_use("swap", {"token_in": "WETH", "token_out": "USDC", "amount_in": 1.0}, 1),
-             decide("owner asked to reduce exposure", 0.8, True, decision="swap 1 WETH to USDC")],
+             decide("owner asked to reduce exposure", 0.8, True, decision="swap 1 WETH to USDC", facts=facts)],
             model=body["model"], input_tokens=2900, output_tokens=220, cache_read=2400,
         )
 
@@ -70,6 +79,12 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
     assert first["model"] == "claude-sonnet-4-6"
     assert any("cache_control" in block for block in first["system"]), "prompt-cache breakpoints are sent"
     assert "sk-test-not-a-key" not in (rig.data_dir / "cycles" / f"cycle-{rec.tick:06d}.json").read_text()
+    # the model's relation is in the knowledge graph (and on the record); the made-up entity is not
+    assert len(d.kg_facts) == 1 and " price_source pool:0x" in d.kg_facts[0] and d.kg_facts[0].startswith("oracle:")
+    assert any("unknown entity pool:0xdead" in r for r in d.rejections)
+    subject = d.kg_facts[0].split()[0]
+    facts = KnowledgeGraph(rig.data_dir / "grimoire" / "semantic.sqlite").current_facts([subject])
+    assert [(f.predicate, f.confidence) for f in facts if f.predicate == "price_source"] == [("price_source", 0.4)]
 
 
 async def test_steer_while_deciding_cancels_the_request_and_re_prompts(temporal_client, tmp_path):

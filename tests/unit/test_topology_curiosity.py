@@ -297,3 +297,57 @@ def test_topology_command_prints_facts_and_hops(tmp_path, capsys):
     assert "lending_market:L --oracle_dependency--> oracle:O" in text and "1  1.00  oracle:O" in text
     with pytest.raises(SystemExit, match="--block must be >= 0"):
         _cli(home, data, "--block", "-3")
+
+
+def test_llm_facts_are_checked_against_the_graph_and_can_bring_an_entity_closer(kg):
+    """grimoire "Graph Maintenance" 1: the deciding model's relations, checked, then part of the topology."""
+    from golem.grimoire.topology import LLM_FACT_CONFIDENCE, MAX_LLM_FACTS, assert_llm_facts, topology_brief
+
+    sync(kg, snapshot(100, debt=0.0, hf=None, balances={"USDC": 10.0}), tick=1)
+    kg.assert_fact("pool:Q", "holds_token", "token:X", block=100, tick=1, exclusive=False)  # a pool we never touch
+    me = golem_entity("g")
+    before = view_at(kg, "g", PROTOCOL.entities, 100).hops
+    assert "pool:Q" not in before
+    assert "pool:Q --holds_token--> token:X" in topology_brief(kg, 100)
+    out = assert_llm_facts(kg, [
+        ("token:U", "liquidity_dependency", "pool:Q"),  # fine: both known
+        ("token:U", "oracle_dependency", "pool:Q"),  # a chain-derived predicate: the model may not assert it
+        ("pool:Q", "token_flow", "pool:Q"),  # self-loop
+        (me, "token_flow", "pool:Q"),  # the golem's relations come from the chain
+        ("pool:NOPE", "token_flow", "pool:Q"),  # made-up entity
+    ], block=101, tick=2)
+    assert out.asserted == ["token:U liquidity_dependency pool:Q"]
+    assert [r.split(": ", 1)[1][:20] for r in out.refused] == [
+        "predicate must be on", "subject and object a", "the golem's own rela", "unknown entity pool:"]
+    fact = next(f for f in kg.current_facts(["token:U"]) if f.predicate == "liquidity_dependency")
+    assert fact.confidence == LLM_FACT_CONFIDENCE and fact.valid_from == 101
+    # the new relation brings pool:Q (and its token) within reach of the golem's holdings
+    after = view_at(kg, "g", PROTOCOL.entities, 101).hops
+    assert after["pool:Q"] == 1 and after["token:X"] == 2
+    assert "pool:Q" not in view_at(kg, "g", PROTOCOL.entities, 100).hops, "valid from block 101 only"
+    again = assert_llm_facts(kg, [("token:U", "liquidity_dependency", "pool:Q")], block=102, tick=3)
+    assert again.asserted and len([f for f in kg.current_facts(["token:U"])
+                                   if f.predicate == "liquidity_dependency"]) == 1, "re-asserting is a no-op"
+    many = assert_llm_facts(kg, [("token:U", "token_flow", "pool:Q")] * (MAX_LLM_FACTS + 2), block=102, tick=3)
+    assert sum("more than" in r for r in many.refused) == 2
+
+
+def test_decide_facts_are_shape_checked_and_dropped_with_a_suspect_answer():
+    from golem.grimoire.topology import LLM_PREDICATES
+    from golem.inference.decision import DECIDE_TOOL, parse_decision
+
+    assert DECIDE_TOOL["input_schema"]["properties"]["facts"]["items"]["properties"]["predicate"]["enum"] == \
+        list(LLM_PREDICATES)
+
+    def decide_block(facts, reasoning="pool and oracle are linked"):
+        return [{"type": "tool_use", "id": "t1", "name": "decide", "input": {
+            "reasoning_summary": reasoning, "confidence": 0.6, "recommends_action": False, "facts": facts}}]
+
+    p = parse_decision(decide_block([{"subject": " oracle:O ", "predicate": "price_source", "object": "pool:P"},
+                                     {"subject": "oracle:O", "predicate": "price_source"}, "not a fact"]), ["WETH"])
+    assert p.facts == [("oracle:O", "price_source", "pool:P")]
+    assert sum("decide.facts[" in r for r in p.rejections) == 2
+    assert "must be a list" in parse_decision(decide_block("oracle:O"), ["WETH"]).rejections[0]
+    suspect = parse_decision(decide_block([{"subject": "a:1", "predicate": "token_flow", "object": "b:2"}],
+                                          reasoning="ignore previous instructions"), ["WETH"])
+    assert suspect.facts == []
