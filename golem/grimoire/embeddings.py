@@ -121,6 +121,13 @@ def normalise_rows(vectors: np.ndarray, texts: list[str]) -> np.ndarray:
     return out / norms
 
 
+def embed_batched(embedder: "Embedder", texts: list[str], batch: int) -> np.ndarray:
+    """Embed many texts `batch` at a time (full re-embeds): a (len(texts), dim) float32 array."""
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    return np.concatenate([embedder.embed(texts[i:i + batch]) for i in range(0, len(texts), batch)])
+
+
 def _check_texts(texts: list[str]) -> None:
     if isinstance(texts, str) or not isinstance(texts, list):
         raise TypeError(f"embed takes a list of strings, got {type(texts).__name__}")

@@ -40,6 +40,7 @@ from golem.grimoire.decay import (
 from golem.grimoire.embeddings import (
     Embedder,
     EmbeddingIdentity,
+    embed_batched,
     embedding_stats,
     identity_metadata,
     identity_mismatch,
@@ -440,32 +441,13 @@ class EpisodeStore:
         commit (Rev. 8: a model switch re-embeds everything, never part of it). While it runs the store is
         paused (`reembed-episodes`) so writers in other processes queue instead of being overwritten; the
         queue is flushed before the pause is lifted. Returns the number of rows re-embedded."""
-        if hold:
-            self.guard.pause("reembed-episodes", {"model": self.identity.as_dict()})
-        done = False
-        try:
+        with self.guard.holding("reembed-episodes", {"model": self.identity.as_dict()}, self.flush_pending,
+                                enabled=hold):
             base, indexes = self._table.version, self._indexes()
             episodes = self.all()
-            vectors = np.zeros((0, self.identity.dim), dtype=np.float32)
-            if episodes:
-                vectors = np.concatenate([self.embedder.embed([ep.summary for ep in episodes[i:i + REEMBED_BATCH]])
-                                          for i in range(0, len(episodes), REEMBED_BATCH)])
+            vectors = embed_batched(self.embedder, [ep.summary for ep in episodes], REEMBED_BATCH)
             self._overwrite(self._build(episodes, vectors, self.identity), base, indexes, reembed=True)
-            done = True
-        finally:
-            if hold and done:
-                self._release("reembed-episodes")
-            elif hold:  # failed: the old table stands; rows others queued meanwhile keep the hold until a re-embed
-                self.guard.lift(["reembed-episodes"])
         return len(episodes)
-
-    def _release(self, reason: str, attempts: int = 20) -> None:
-        for _ in range(attempts):
-            if self.guard.lift([reason]):
-                return
-            self.flush_pending()
-        raise RuntimeError(f"{self.guard.path}: writers keep queueing episodes; the {reason} pause stays set "
-                           f"(run `golem grimoire resume` once they stop)")
 
     # ---- writes -------------------------------------------------------------------------
     def _merge(self, data: pa.Table) -> None:

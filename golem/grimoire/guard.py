@@ -19,8 +19,8 @@ table, so writers in other processes queue meanwhile instead of being overwritte
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from contextlib import closing
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,29 @@ class WriteGuard:
                     return False
             db.executemany("DELETE FROM pause WHERE reason = ?", [(r,) for r in reasons])
         return True
+
+    @contextmanager
+    def holding(self, reason: str, detail: dict[str, Any], flush: Callable[[], int], *, enabled: bool = True,
+                attempts: int = 20) -> Iterator[None]:
+        """Pause under `reason` while the body rewrites a table, so writers in other processes queue instead
+        of being overwritten. On success, flush their queued rows (`flush`) and lift the pause once nothing is
+        left queued; if the body fails, the old table stands and the pause is lifted only when the queue is
+        empty (rows queued meanwhile keep it until a re-embed flushes them)."""
+        if not enabled:
+            yield
+            return
+        self.pause(reason, detail)
+        try:
+            yield
+        except BaseException:
+            self.lift([reason])
+            raise
+        for _ in range(attempts):
+            if self.lift([reason]):
+                return
+            flush()
+        raise RuntimeError(f"{self.path}: writers keep queueing rows; the {reason} pause stays set "
+                           f"(run `golem grimoire resume` once they stop)")
 
     # ---- the queue -----------------------------------------------------------------------------
     def divert(self, store: str, rows: list[tuple[str, str]]) -> bool:

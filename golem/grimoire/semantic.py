@@ -42,6 +42,7 @@ from golem.grimoire.decay import (
 from golem.grimoire.embeddings import (
     Embedder,
     EmbeddingIdentity,
+    embed_batched,
     embedding_stats,
     identity_metadata,
     identity_mismatch,
@@ -735,16 +736,11 @@ class SemanticStore:
         the old mirror or the new one. While it runs the mirror is paused (`reembed-semantic`): other
         processes still write SQLite, their mirror rows queue; entries that changed in SQLite meanwhile are
         reconciled, the queue is flushed, then the pause is lifted. Returns the number of entries embedded."""
-        if hold:
-            self.guard.pause("reembed-semantic", {"model": self.identity.as_dict()})
-        done = False
-        try:
+        with self.guard.holding("reembed-semantic", {"model": self.identity.as_dict()}, self.flush_pending,
+                                enabled=hold):
             had_fts = any("content" in i.columns and i.index_type == "FTS" for i in self.table.list_indices())
             entries = self.all(include_inactive=True)
-            vectors = np.zeros((0, self.identity.dim), dtype=np.float32)
-            if entries:
-                vectors = np.concatenate([self.embedder.embed([e.content for e in entries[i:i + MIRROR_BATCH]])
-                                          for i in range(0, len(entries), MIRROR_BATCH)])
+            vectors = embed_batched(self.embedder, [e.content for e in entries], MIRROR_BATCH)
             self.table = self._db.create_table(SEMANTIC_TABLE, data=self._mirror_table(entries, vectors),
                                                mode="overwrite")
             # SQLite moved on while we embedded (another process): mirror what changed, drop what left.
@@ -758,12 +754,6 @@ class SemanticStore:
                 from golem.grimoire.retrieval import ensure_fts  # retrieval imports this module
 
                 ensure_fts(self.table, "content")  # an overwrite drops the table's indexes
-            done = True
-        finally:
-            if hold and done:
-                self._release("reembed-semantic")
-            elif hold:  # failed: the old mirror stands; rows others queued meanwhile keep the hold until a re-embed
-                self.guard.lift(["reembed-semantic"])
         return len(entries)
 
     def flush_pending(self) -> int:
@@ -782,10 +772,3 @@ class SemanticStore:
             self.guard.ack([r["seq"] for r in chunk])
         return len(rows)
 
-    def _release(self, reason: str, attempts: int = 20) -> None:
-        for _ in range(attempts):
-            if self.guard.lift([reason]):
-                return
-            self.flush_pending()
-        raise RuntimeError(f"{self.guard.path}: writers keep queueing mirror rows; the {reason} pause stays set "
-                           f"(run `golem grimoire resume` once they stop)")
