@@ -73,6 +73,16 @@ def table_identity(schema) -> EmbeddingIdentity:
 EMBEDDING_COLUMNS = ("embedding_model", "embedding_version", "embedding_dim")  # per-row identity (Rev. 8)
 
 
+def vector_fields(ident: EmbeddingIdentity) -> list:
+    """The Arrow fields every vector table ends with: the row's embedding identity (Rev. 8) and the vector."""
+    import pyarrow as pa
+
+    return [pa.field("embedding_model", pa.string(), nullable=False),
+            pa.field("embedding_version", pa.string(), nullable=False),
+            pa.field("embedding_dim", pa.int64(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), ident.dim), nullable=False)]
+
+
 def row_identities(table) -> dict[EmbeddingIdentity, int]:
     """How many rows of a LanceDB table carry each {model, version, dim} (empty: no rows or no identity columns)."""
     n = table.count_rows()

@@ -47,6 +47,7 @@ from golem.grimoire.embeddings import (
     identity_of,
     row_identities,
     table_identity,
+    vector_fields,
 )
 from golem.grimoire.guard import WriteGuard
 from golem.models.enums import ActionStatus, MarketRegime, ProbeSeverity, Tier
@@ -280,10 +281,7 @@ def episode_arrow_schema(dim: int | EmbeddingIdentity, embedder_name: str | None
             pa.field("action_tools", pa.list_(pa.string()), nullable=False),
             pa.field("emotional_tag", pa.string(), nullable=True),
             pa.field("gain", pa.float64(), nullable=False),
-            pa.field("embedding_model", pa.string(), nullable=False),
-            pa.field("embedding_version", pa.string(), nullable=False),
-            pa.field("embedding_dim", pa.int64(), nullable=False),
-            pa.field("vector", pa.list_(pa.float32(), ident.dim), nullable=False),
+            *vector_fields(ident),
         ],
         metadata=identity_metadata(ident),
     )

@@ -49,6 +49,7 @@ from golem.grimoire.embeddings import (
     identity_of,
     row_identities,
     table_identity,
+    vector_fields,
 )
 from golem.grimoire.guard import WriteGuard
 from golem.storage import connect, immediate_tx
@@ -369,10 +370,7 @@ def mirror_schema(ident: EmbeddingIdentity) -> pa.Schema:
         [
             pa.field("id", pa.string(), nullable=False),
             pa.field("content", pa.string(), nullable=False),
-            pa.field("embedding_model", pa.string(), nullable=False),
-            pa.field("embedding_version", pa.string(), nullable=False),
-            pa.field("embedding_dim", pa.int64(), nullable=False),
-            pa.field("vector", pa.list_(pa.float32(), ident.dim), nullable=False),
+            *vector_fields(ident),
         ],
         metadata=identity_metadata(ident),
     )
