@@ -41,6 +41,7 @@ NOISE_FRACTION = 0.0002  # noise trades ~0.02% of the input reserve
 FEE_BPS = 30  # Pool.vy fee on input
 MAX_UINT256 = 2**256 - 1
 MIN_PRICE = 1e-6  # the oracle rejects a zero price
+UNCAPPED_FRACTION = 1e6  # a replayed row sets the pool price exactly, however far it moved
 
 
 class SimulatorError(RuntimeError):
@@ -275,6 +276,46 @@ class MarketSimulator:
             trade_side=side,  # type: ignore[arg-type]
             trade_size=trade_size,
         )
+
+    def move_to(self, oracle_price: float, pool_price: float, noise_volume_usd: float = 0.0) -> SimStep:
+        """Set the world to a recorded row (the backtest's replay driver): the oracle answers
+        `oracle_price`, `noise_volume_usd` trades round-trip through the pool (half bought, half sold back),
+        then one uncapped arbitrage trade takes the pool to `pool_price`. Pool and oracle may diverge."""
+        i = self.step_index
+        state = self._read_state()
+        base_fee = state["base_fee"] if state["base_fee"] >= 0 else None
+        self._trader.refresh(base_fee, state["trader_nonce"])
+        if self._oracle is not self._trader:
+            self._oracle.refresh(base_fee, state["oracle_nonce"])
+        oracle_price = max(MIN_PRICE, oracle_price)
+        steps: list[tuple[str, HexBytes]] = []
+        if int(oracle_price * 1e18) != int(self.oracle_price * 1e18):
+            steps.append(("oracle set_price", self._oracle.call_fn(self._oracle_c, "set_price", int(oracle_price * 1e18))))
+        r0, r1 = state["r0"], state["r1"]
+        weth_bal, usdc_bal = state["weth"], state["usdc"]
+        half_usdc = int(noise_volume_usd / 2 * self._usdc_unit)
+        if half_usdc > 0 and r0 > 0:
+            amt = self._swap(self._usdc, half_usdc, usdc_bal, "volume buy WETH", steps)
+            out = amount_out(amt, r1, r0) if amt else 0
+            r1, r0, usdc_bal, weth_bal = r1 + amt, r0 - out, usdc_bal - amt, weth_bal + out
+            if out > 0:
+                amt = self._swap(self._weth, out, max(weth_bal, 0), "volume sell WETH", steps)
+                back = amount_out(amt, r0, r1) if amt else 0
+                r0, r1, weth_bal, usdc_bal = r0 + amt, r1 - back, weth_bal - amt, usdc_bal + back
+        target_raw = pool_price * self._usdc_unit / self._weth_unit
+        side, amt = arbitrage_input(r0, r1, target_raw, UNCAPPED_FRACTION)
+        trade_size = 0.0
+        if side == "buy":
+            amt = self._swap(self._usdc, amt, usdc_bal, "replay buy WETH", steps)
+            trade_size = (amount_out(amt, r1, r0) if amt else 0) / self._weth_unit
+        elif side == "sell":
+            amt = self._swap(self._weth, amt, weth_bal, "replay sell WETH", steps)
+            trade_size = amt / self._weth_unit
+        wait_all(self.w3, steps)
+        self.oracle_price = oracle_price
+        self.step_index += 1
+        return SimStep(step=i, oracle_price=oracle_price, pool_price=self._read_pool(),
+                       trade_side=side if trade_size else "none", trade_size=trade_size)  # type: ignore[arg-type]
 
     def _read_pool(self) -> float:
         a = self.deployment.addresses

@@ -1,0 +1,76 @@
+"""One TickMark per path row, from what the chain shows after the row and the golem's record of its tick.
+Pure: the runner does the reads and hands them in."""
+
+from __future__ import annotations
+
+from golem.backtest.models import ActionMark, BlockedAction, PathRow, TickMark
+from golem.models.enums import ActionStatus
+from golem.models.observation import ChainSnapshot
+from golem.models.record import ActionRecord, DecisionCycleRecord
+from golem.safety.risk import net_value_usd
+
+PROTECTIVE_TOOLS = frozenset({"repay"})  # reduces debt: never a routine spend
+
+
+def blocked_category(reason: str) -> str:
+    """gate (the §S10 gas gate's spike rule), budget (a gas partition or spend budget), policy (a PolicyCage or
+    risk rule), other (dry-run, not validated)."""
+    r = (reason or "").lower()
+    if "budget" in r or "partition" in r:
+        return "budget"
+    if r.startswith("gas gate") or "gas gate" in r:
+        return "gate"
+    if "dry-run" in r or "not validated" in r or not r:
+        return "other"
+    return "policy"
+
+
+def _protective(action: ActionRecord, record: DecisionCycleRecord) -> bool:
+    steered = any(s.kind == "steer" and s.severity in ("high", "critical") for s in record.active_interventions)
+    return action.tool_name in PROTECTIVE_TOOLS or steered
+
+
+def mark_row(
+    index: int,
+    row: PathRow,
+    snapshot: ChainSnapshot,
+    record: DecisionCycleRecord | None,
+    *,
+    gas_paid_before: float,
+    wall_ms: float | None = None,
+) -> TickMark:
+    """`gas_paid_before`: the USD of gas the golem paid on earlier rows (equity is net of all gas paid)."""
+    gas = record.gas_cost if record is not None else 0.0
+    hfs = [p.health_factor for p in snapshot.positions if p.kind == "lending" and p.health_factor is not None]
+    hf = min(hfs) if hfs else None
+    mark = TickMark(
+        row=index,
+        timestamp=row.timestamp,
+        label_regime=row.regime,
+        pool_price=snapshot.pool.price,
+        oracle_price=snapshot.oracle_price,
+        gas_gwei=row.gas_gwei,
+        equity_usd=net_value_usd(snapshot) - gas_paid_before - gas,
+        health_factor=hf,
+        liquidatable=hf is not None and hf < 1.0,
+        gas_usd=gas,
+        wall_ms=wall_ms,
+    )
+    if record is None:
+        return mark
+    d = record.deliberation
+    actions = [
+        ActionMark(tool=a.tool_name, status=a.status.value, gas_usd=a.gas_cost, protective=_protective(a, record))
+        for a in record.actions
+    ]
+    blocked = [
+        BlockedAction(tool=a.tool_name, category=blocked_category(a.block_reason or ""),  # type: ignore[arg-type]
+                      reason=a.block_reason or "")
+        for a in record.actions if a.status in (ActionStatus.BLOCKED, ActionStatus.DEFERRED)
+    ]
+    return mark.model_copy(update={
+        "tick": record.tick, "tier": record.tier.value, "detected_regime": record.regime.value,
+        "prediction_error": record.prediction_error, "actions": actions, "blocked": blocked,
+        "inference_usd": record.inference_cost,
+        "input_tokens": d.input_tokens if d else 0, "output_tokens": d.output_tokens if d else 0,
+    })

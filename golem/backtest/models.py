@@ -1,0 +1,80 @@
+"""The data a backtest passes between its parts: path rows in, per-row marks out."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+# The labels a path's optional `regime` column may carry (issue 10).
+PATH_REGIMES: tuple[str, ...] = ("calm", "trending_up", "trending_down", "volatile", "crash")
+
+DEFAULT_ROW_SECONDS = 60  # a row without a timestamp column is 60 s after the previous one
+
+
+class PathRow(BaseModel):
+    """One row of a market path: the world the golem sees at its tick."""
+
+    tick: int  # the row's own index column (strictly increasing)
+    timestamp: int  # unix seconds (default: start + 60 s per row)
+    pool_price: float = Field(gt=0)  # USDC per WETH the pool is traded to
+    oracle_price: float = Field(gt=0)  # USDC per WETH the oracle answers
+    gas_gwei: float = Field(ge=0)  # the next block's base fee
+    volume_usd: float = Field(ge=0)  # noise trading volume in the row
+    regime: str | None = None  # label from PATH_REGIMES, when the path has one
+
+
+class BlockedAction(BaseModel):
+    tool: str
+    category: Literal["gate", "budget", "policy", "other"]  # gas gate/spike, a budget, a PolicyCage rule
+    reason: str
+
+
+class ActionMark(BaseModel):
+    tool: str
+    status: str  # executed | blocked | deferred | failed | cancelled
+    gas_usd: float = 0.0
+    protective: bool = False  # repay / deleverage / a high-or-critical steer's action
+
+
+class TickMark(BaseModel):
+    """One path row after the golem had its chance to act on it (or not: no tick fell on the row)."""
+
+    row: int  # 0-based position in the path
+    timestamp: int
+    label_regime: str | None = None  # the path's regime column
+    pool_price: float  # as read back from the chain after the row was applied
+    oracle_price: float
+    gas_gwei: float
+    # The golem's account marked to market at the oracle price: wallet tokens + pool share + lending
+    # collateral − debt, minus the cumulative gas paid (native ETH is left out: it only pays gas).
+    equity_usd: float
+    health_factor: float | None = None  # None: no debt
+    liquidatable: bool = False  # the market's liquidation condition (HF < 1) holds after the row
+    # The golem's tick on this row (None: no tick fell on it, e.g. hold or a long theta)
+    tick: int | None = None
+    tier: str | None = None  # T0 | T1 | T2
+    detected_regime: str | None = None  # the golem's MarketRegime value
+    prediction_error: float | None = None
+    actions: list[ActionMark] = Field(default_factory=list)
+    blocked: list[BlockedAction] = Field(default_factory=list)
+    gas_usd: float = 0.0  # gas paid on this row
+    inference_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    wall_ms: float | None = None  # wall time of the row's tick (start of advance to its end)
+
+
+class RunInfo(BaseModel):
+    """What was run: shown at the top of the report."""
+
+    name: str  # "golem", "hold", "rules", "memory-off", ...
+    path: str
+    rows: int
+    golem_id: str | None = None
+    memory: bool = True
+    deliberator: str = ""
+    started_at: str = ""
+    wall_seconds: float = 0.0
+    grimoire_from: str | None = None
+    prices: dict[str, dict[str, float]] = Field(default_factory=dict)  # model → USD/MTok, from the router

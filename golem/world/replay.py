@@ -1,0 +1,113 @@
+"""The backtest's world: a replay driver that sets the dev chain to a recorded row before the golem
+observes it (ARCHITECTURE "One code path for live and backtest": only the world differs).
+
+Per row, in this order:
+  1. the next block's timestamp is the row's time (chain time follows the path, not the wall clock);
+  2. the oracle answers `oracle_price`; `volume_usd` trades round-trip through the pool; one arbitrage
+     trade takes the pool to `pool_price` (the two may diverge: an oracle lagging the pool is a scenario);
+  3. an empty block is mined whose base fee makes the *next* block's base fee `gas_gwei` (EIP-1559: a
+     block with no gas used lowers the next base fee by 1/8), so the golem's transaction pays it.
+
+Between rows a `BlockProducer` plays the part of a live chain's block cadence: once a block holding
+transactions has stayed the head for a moment it mines one empty block on top, so a golem waiting for
+its 2-block confirmation (§S10) gets it at once instead of waiting out the verify timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from web3 import Web3
+
+from golem.backtest.models import PathRow
+from golem.chain.contracts import Deployment
+from golem.chain.reader import read_snapshot
+from golem.models.observation import ChainSnapshot
+from golem.world.simulator import MarketSimulator
+
+EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8
+CONFIRM_AFTER_IDLE_S = 0.3  # ours: longer than the gap between one tick's transactions, so they share no
+# confirmation block by chance (the run stays repeatable), short enough that verify does not wait long
+
+
+class ReplayError(RuntimeError):
+    """The chain refused to take a row (a node error or a transaction that reverted)."""
+
+
+@dataclass(frozen=True)
+class AppliedRow:
+    row: PathRow
+    block_timestamp: int  # the row's time as the chain took it (later when the chain was already past it)
+    pool_price: float  # read back after the trades
+    oracle_price: float
+
+
+class ReplayDriver:
+    """Applies path rows to one deployed dev world. Holds the trader's and oracle owner's keys in memory only."""
+
+    def __init__(self, w3: Web3, deployment: Deployment, trader_key: str, oracle_key: str) -> None:
+        self.w3 = w3
+        self.deployment = deployment
+        self.sim = MarketSimulator(w3, deployment, trader_key, oracle_key, "calm")
+
+    def _rpc(self, method: str, params: list) -> object:
+        answer = self.w3.provider.make_request(method, params)  # type: ignore[arg-type]
+        if "error" in answer:
+            raise ReplayError(f"{method}: {answer['error'].get('message', answer['error'])}")
+        return answer.get("result")
+
+    def apply(self, row: PathRow) -> AppliedRow:
+        latest = self.w3.eth.get_block("latest")
+        ts = max(int(row.timestamp), int(latest["timestamp"]) + 1)
+        self._rpc("evm_setNextBlockTimestamp", [ts])
+        try:
+            step = self.sim.move_to(row.oracle_price, row.pool_price, row.volume_usd)
+        except Exception as err:  # a revert or node error names the step
+            raise ReplayError(f"row {row.tick}: {err}") from err
+        base_fee_wei = int(row.gas_gwei * 1e9 / EMPTY_BLOCK_BASE_FEE_FACTOR)
+        self._rpc("anvil_setNextBlockBaseFeePerGas", [hex(base_fee_wei)])
+        self._rpc("evm_mine", [])
+        return AppliedRow(row=row, block_timestamp=ts, pool_price=step.pool_price, oracle_price=step.oracle_price)
+
+    def snapshot(self, account: str) -> ChainSnapshot:
+        return read_snapshot(self.w3, self.deployment, account)
+
+
+class BlockProducer:
+    """Mines one empty block on top of a head that holds transactions once it has been idle for a moment."""
+
+    def __init__(self, w3: Web3, idle_s: float = CONFIRM_AFTER_IDLE_S, poll_s: float = 0.05) -> None:
+        self.w3 = w3
+        self.idle_s = idle_s
+        self.poll_s = poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.mined = 0
+
+    def _loop(self) -> None:
+        seen, since = None, time.monotonic()
+        while not self._stop.wait(self.poll_s):
+            try:
+                head = self.w3.eth.get_block("latest")
+                if head["hash"] != seen:
+                    seen, since = head["hash"], time.monotonic()
+                    continue
+                if head["transactions"] and time.monotonic() - since >= self.idle_s:
+                    # keep the head's base fee: an empty confirmation block is not a gas-market event
+                    self.w3.provider.make_request("anvil_setNextBlockBaseFeePerGas", [hex(int(head["baseFeePerGas"]))])
+                    self.w3.provider.make_request("evm_mine", [])
+                    self.mined += 1
+            except Exception:  # the node going away ends the run elsewhere; the producer just idles
+                continue
+
+    def __enter__(self) -> "BlockProducer":
+        self._thread = threading.Thread(target=self._loop, name="block-producer", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,241 @@
+"""`golem backtest`: the live golem on a recorded market path (ARCHITECTURE "One code path for live and
+backtest").
+
+Everything is the live golem's: GolemWorkflow and ThetaTickWorkflow on a throwaway Temporal dev server, the
+same activities, safety cage, deliberator and Grimoire in an in-process worker, a fresh Anvil with the dev
+world deployed. Only the world differs: golem/world/replay.py sets the chain to each row, then the
+`advance_world` update hands the row's time to GolemWorkflow, whose replay clock ticks when theta has elapsed
+in path time and answers once the tick is done. All data stays under the output directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import tomli_w
+
+from golem.backtest.marks import mark_row
+from golem.backtest.models import PathRow, RunInfo, TickMark
+
+from golem.models.config import load_config
+
+GOLEM_KEY_INDEX = 2  # the dev world's golem account (infra/stack.py)
+GENESIS_LEAD_S = 3600  # ours: the chain starts an hour before the path so the deployment's blocks precede row 0
+
+# The --compare runs, in the order they are printed; "golem" is the golem as configured (the base of the deltas).
+BASELINES: dict[str, dict] = {
+    "hold": {},  # no golem: the position as deployed, marked every row
+    "rules": {"gating": {"mode": "always"}},  # STRATEGY.md's rules every tick, no System 1 gating
+    "memory-off": {"grimoire": {"memory": False}},  # retrieval returns nothing, nothing admitted
+}
+
+
+class BacktestError(RuntimeError):
+    """A backtest that cannot start or finish; the message says what to fix."""
+
+
+@dataclass
+class BacktestOptions:
+    path: Path
+    home: Path
+    out: Path
+    memory: bool = True
+    grimoire: Path | None = None
+    compare: bool = False
+    progress: bool = True
+
+
+@dataclass
+class VariantRun:
+    name: str
+    info: RunInfo
+    marks: list[TickMark] = field(default_factory=list)
+    out_dir: Path | None = None
+
+
+def _log(opts: BacktestOptions, msg: str) -> None:
+    if opts.progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _iso(ts: int) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
+
+
+def _write_home(src_home: Path, dst_home: Path, golem_id: str, rpc_url: str, run_dir: Path, overrides: dict):
+    """A copy of the owner's golem home pointed at this run's chain, with the variant's overrides."""
+    raw = tomllib.loads((src_home / "golem.toml").read_text())
+    raw.setdefault("golem", {})["id"] = golem_id
+    raw["golem"]["home"] = "."
+    raw.setdefault("chain", {})["rpc_url"] = rpc_url
+    raw.setdefault("probes", {})["kill_switch_path"] = str(run_dir / "killswitch")
+    for section, values in overrides.items():
+        raw.setdefault(section, {}).update(values)
+    dst_home.mkdir(parents=True, exist_ok=True)
+    (dst_home / "golem.toml").write_text(tomli_w.dumps(raw))
+    for name in ("STRATEGY.md", "HEARTBEAT.md"):
+        if (src_home / name).exists():
+            shutil.copy(src_home / name, dst_home / name)
+    return load_config(dst_home / "golem.toml")
+
+
+def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
+    """Start from another run's Grimoire: its distilled entries and causal edges, imported as inherited
+    (confidence 0.3, grimoire "Inheritance"); its episodes are that run's own experience and stay there."""
+    from golem.grimoire.episodes import EpisodeStore
+    from golem.grimoire.semantic import SemanticStore
+    from golem.grimoire.transfer import export_lines, import_file
+
+    grim = source / "grimoire"
+    if not (grim / "semantic.sqlite").exists():
+        raise BacktestError(f"--grimoire {source}: no grimoire/semantic.sqlite there; give a backtest run's data dir")
+    embedder = services.episodes.embedder
+    episodes = EpisodeStore(grim / "episodes.lance", embedder)
+    semantic = SemanticStore(grim / "semantic.sqlite", grim / "semantic.lance", embedder)
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    with scratch.open("w") as f:
+        for line in export_lines(episodes, semantic, golem_id="inherited", tick=0):
+            if json.loads(line).get("kind") != "episode":
+                f.write(line + "\n")
+    counts = import_file(scratch, services.episodes, services.semantic)
+    if (source / "PLAYBOOK.md").exists():
+        shutil.copy(source / "PLAYBOOK.md", services.playbook_path)
+    return counts
+
+
+async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, overrides: dict | None,
+                       client, run_dir: Path) -> VariantRun:
+    from golem.chain.web3client import make_web3
+    from golem.world.deploy import deploy_world
+    from golem.world.replay import BlockProducer, ReplayDriver
+    from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
+
+    started = time.perf_counter()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    golem_id = f"bt-{name}"
+    anvil = AnvilProcess(port=free_port(), log_path=run_dir / "logs" / "anvil.log",
+                         extra_args=["--timestamp", str(rows[0].timestamp - GENESIS_LEAD_S)])
+    await asyncio.to_thread(anvil.start)
+    try:
+        w3 = make_web3(anvil.rpc_url)
+        golem_account = ANVIL_ADDRESSES[GOLEM_KEY_INDEX]
+        dep = await asyncio.to_thread(deploy_world, w3, ANVIL_KEYS[0], golem_account, ANVIL_ADDRESSES[1],
+                                      golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX], rpc_url=anvil.rpc_url)
+        data = run_dir / "data"
+        data.mkdir(exist_ok=True)
+        dep.save(data / "deployment.json")
+        driver = ReplayDriver(w3, dep, ANVIL_KEYS[1], ANVIL_KEYS[0])
+        info = RunInfo(name=name, path=str(opts.path), rows=len(rows), started_at=datetime.now(timezone.utc).isoformat())
+        run = VariantRun(name=name, info=info, out_dir=run_dir)
+        if overrides is None or name == "hold":
+            run.marks = await _replay_hold(opts, rows, driver, golem_account)
+        else:
+            cfg = _write_home(opts.home, run_dir / "home", golem_id, anvil.rpc_url, run_dir, overrides)
+            info.golem_id, info.memory = golem_id, cfg.grimoire.memory
+            run.marks = await _replay_golem(opts, rows, driver, cfg, data, client, info)
+        info.wall_seconds = round(time.perf_counter() - started, 3)
+        return run
+    finally:
+        await asyncio.to_thread(anvil.stop)
+
+
+async def _replay_hold(opts, rows, driver, account) -> list[TickMark]:
+    marks = []
+    for i, row in enumerate(rows):
+        await asyncio.to_thread(driver.apply, row)
+        snap = await asyncio.to_thread(driver.snapshot, account)
+        marks.append(mark_row(i, row, snap, None, gas_paid_before=0.0))
+    return marks
+
+
+async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunInfo) -> list[TickMark]:
+    from golem.life.cycle_store import CycleStore
+    from golem.models.golem import GolemWorkflowInput, WorldTime
+    from golem.world.replay import BlockProducer
+    from infra.anvil import ANVIL_KEYS
+    from workers.services import GolemServices
+    from workers.worker import build_worker
+    from workflows.golem import GolemWorkflow
+
+    services = await asyncio.to_thread(GolemServices, cfg, data, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
+    info.deliberator = services.deliberator_reason
+    router = getattr(services.deliberator, "router", None)
+    prices = getattr(getattr(router, "config", None), "prices", None)
+    if prices:
+        info.prices = {m: p.model_dump() if hasattr(p, "model_dump") else dict(p) for m, p in prices.items()}
+    if opts.grimoire is not None:
+        counts = await asyncio.to_thread(_inherit_grimoire, services, opts.grimoire, data / "inherited.jsonl")
+        info.grimoire_from = str(opts.grimoire)
+        _log(opts, f"  inherited from {opts.grimoire}: {counts}")
+    store = CycleStore(data)
+    wid = f"golem-{cfg.golem.id}"
+    worker = build_worker(client, services)
+    marks: list[TickMark] = []
+    gas_paid = 0.0
+    async with worker:
+        await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=cfg, clock="replay"), id=wid,
+                                    task_queue=f"golem-{cfg.golem.id}")
+        handle = client.get_workflow_handle(wid)  # no run id: the update follows continue-as-new
+        with BlockProducer(driver.w3):
+            for i, row in enumerate(rows):
+                applied = await asyncio.to_thread(driver.apply, row)
+                t0 = time.perf_counter()
+                done = await handle.execute_update(
+                    GolemWorkflow.advance_world,
+                    WorldTime(row=i, at=_iso(applied.block_timestamp), last=i == len(rows) - 1),
+                )
+                wall_ms = (time.perf_counter() - t0) * 1000.0 if done.tick is not None else None
+                record = await asyncio.to_thread(store.load, done.tick) if done.tick is not None and not done.failed else None
+                snap = await asyncio.to_thread(driver.snapshot, services.account)
+                mark = mark_row(i, row, snap, record, gas_paid_before=gas_paid, wall_ms=wall_ms)
+                gas_paid += mark.gas_usd
+                marks.append(mark)
+                if opts.progress and (i + 1) % 50 == 0:
+                    _log(opts, f"  {info.name}: row {i + 1}/{len(rows)}")
+        await handle.result()
+    return marks
+
+
+async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantRun]:
+    from infra.anvil import free_port
+    from infra.temporal import TemporalDevServer
+    from workers.client import connect
+
+    server = TemporalDevServer(opts.out / "temporal.sqlite", port=free_port(), ui_port=free_port(), headless=True,
+                               log_path=opts.out / "logs" / "temporal.log")
+    (opts.out / "logs").mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(server.start)
+    try:
+        client = await connect(server.address)
+        plan: list[tuple[str, dict | None]] = []
+        if opts.compare:
+            plan += list(BASELINES.items())
+        plan.append(("golem", {} if opts.memory else {"grimoire": {"memory": False}}))
+        runs = []
+        for name, overrides in plan:
+            _log(opts, f"backtest {opts.path.name}: {name} ...")
+            run_dir = opts.out / name if opts.compare else opts.out
+            runs.append(await _run_variant(opts, rows, name, overrides, client, run_dir))
+        return runs
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+def run_backtest(opts: BacktestOptions) -> list[VariantRun]:
+    """Validate everything first (path, home, --grimoire), then run; returns the runs in print order."""
+    from golem.backtest.path import load_path
+
+    rows = load_path(opts.path)  # PathError names the line and column
+    load_config(opts.home / "golem.toml")  # ConfigError names the key
+    if opts.grimoire is not None and not opts.memory:
+        raise BacktestError("--grimoire with --memory off: an inherited Grimoire would never be read; drop one")
+    opts.out.mkdir(parents=True, exist_ok=True)
+    return asyncio.run(_backtest(opts, rows))
