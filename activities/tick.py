@@ -283,8 +283,11 @@ class TickActivities:
         except ValueError:
             strategy = None
         ctx = inp.ctx
+        # The gas partition's day is the tick's clock (path time in a backtest), and the owner's high/critical
+        # steers of this tick make its actions protective (golem.safety.gas).
         result, _ = self.s.safety.validate(
-            ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, inp.simulation, inp.observation, strategy=strategy
+            ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, inp.simulation, inp.observation, strategy=strategy,
+            steers=[*ctx.state.pending_steers, *inp.steers], now=ctx.started_ts,
         )
         return result
 
@@ -308,10 +311,12 @@ class TickActivities:
             if not self.s.live:
                 records.append(
                     ActionRecord(**base, permit_id=verdict.permit_id, status=ActionStatus.DEFERRED,
-                                 block_reason="dry-run: external RPC and not started with --live")
+                                 block_reason="dry-run: external RPC and not started with --live",
+                                 protective=verdict.protective)
                 )
                 continue
-            records.append(self.s.execute(inp.ctx, action, verdict.permit_id, inp.observation))
+            record = self.s.execute(inp.ctx, action, verdict.permit_id, inp.observation)
+            records.append(record.model_copy(update={"protective": verdict.protective}))
             activity.heartbeat(f"action {action.action_index} done")
         return ExecuteResult(records=records)
 

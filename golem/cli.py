@@ -96,7 +96,8 @@ async def _status(args) -> int:
         print(f"  last tick:  {last.tick} tier {last.tier.value if last.tier else '-'}"
               + (" FAILED: " + (last.error or "") if last.failed else ""))
     print(f"  regime:     {st.regime}   phase: {st.phase}   vitality: {st.vitality:.2f}")
-    print(f"  theta:      {st.theta_seconds:.1f}s   spend today: ${st.daily_spend_usd:.4f}")
+    print(f"  theta:      {st.theta_seconds:.1f}s")
+    print(spend_line(st))
     print(f"  steers:     {len(st.pending_steers)} pending" + "".join(
         f"\n    - [{s.severity}] {s.message} ({s.id})" for s in st.pending_steers))
     print(f"  follow-ups: {len(st.pending_followups)} pending" + "".join(
@@ -109,6 +110,14 @@ async def _status(args) -> int:
     if st.failed_ticks:
         print(f"  failed ticks: {st.failed_ticks}  (golem rerun N)")
     return 0
+
+
+def spend_line(st) -> str:
+    """Today's inference and gas spend, each beside its budget (the gas partition's emergency slice too)."""
+    day = f" ({st.spend_day} UTC)" if st.spend_day else ""
+    return (f"  today{day}: inference ${st.daily_spend_usd:.4f} of ${st.max_daily_cost_usd:.2f}   "
+            f"gas ${st.daily_gas_usd:.4f} of ${st.gas_budget_usd_per_day:.2f} "
+            f"(${st.gas_emergency_usd:.2f} of it ring-fenced for protective actions)")
 
 
 def cmd_status(args) -> int:

@@ -143,7 +143,7 @@ class GolemServices:
         ov = self.safety.verify(
             self.w3, self.deployment, ctx.golem_id, ctx.tick, self.account, actions, simulation, records, observation,
             # Wait for confirmations only briefly inside the tick; later ticks confirm (observe).
-            timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3),
+            timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3), now=ctx.started_ts,
         )
         path = self.data_dir / "outcomes" / f"tick-{ctx.tick:06d}.json"
         path.parent.mkdir(exist_ok=True)

@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.models.interventions import summarize
     from golem.models.state import FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
+    from golem.safety.gas import spend_status
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
     from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
 
@@ -107,7 +108,7 @@ class GolemWorkflow:
             phase=s.phase.value,
             vitality=s.vitality.composite,
             theta_seconds=s.theta_seconds,
-            daily_spend_usd=s.daily_spend_usd,
+            **spend_status(s, self._cfg),
             pending_steers=[summarize(x) for x in s.pending_steers],
             pending_followups=[summarize(x) for x in s.pending_followups],
             rejected_interventions=s.rejected_interventions[-5:],

@@ -218,7 +218,9 @@ class ThetaTickWorkflow:
         self._enter(HeartbeatState.VALIDATING)
         validation = await self._step(
             TickActivities.validate,
-            ValidateInput(ctx=ctx, observation=observation, actions=actions, simulation=simulation),
+            # Steers that interrupted decide go along: a high/critical one makes the actions protective (§S10).
+            ValidateInput(ctx=ctx, observation=observation, actions=actions, simulation=simulation,
+                          steers=self._interrupt_steers),
             ctx,
         )
         # Step 7: EXECUTE — one activity per action so a steer can cancel what is not yet sent.

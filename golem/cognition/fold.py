@@ -90,6 +90,7 @@ def _roll_spend_day(new: GolemState, now_iso: str) -> None:
     if day != new.spend_day:
         new.spend_day = day
         new.daily_spend_usd = 0.0
+        new.daily_gas_usd = 0.0
 
 
 def _clamp01(x: float) -> float:
@@ -131,9 +132,10 @@ def fold_tick_result(
     new.pending_followups = [f for f in new.pending_followups if f.id not in consumed_followups]
 
     # Cost ledger: the §S12 cap gates LLM tiers, so the daily spend meters inference; gas has its
-    # own gate (§S10) and is only totalled.
+    # own gate (§S10, on the risk store) and is tallied here for status.
     _roll_spend_day(new, now_iso)
     new.daily_spend_usd += max(result.inference_cost, 0.0)
+    new.daily_gas_usd += max(result.gas_cost, 0.0)
     new.total_inference_usd += max(result.inference_cost, 0.0)
     new.total_gas_usd += max(result.gas_cost, 0.0)
 

@@ -46,7 +46,8 @@ def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_
         return f"inference config: {err}"
     delib, why = select_deliberator(config, env, home=home, data_dir=data_dir, inference=cfg)
     hb = config.heartbeat
-    day = datetime.now(timezone.utc).date().isoformat()
+    now = datetime.now(timezone.utc)
+    day = now.date().isoformat()
     spend, ticks, tiers = _today_spend(data_dir, day)
     lines = [
         f"deliberator: {type(delib).__name__} — {why}",
@@ -64,6 +65,7 @@ def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_
         f"today ({day} UTC): {ticks} ticks {dict(sorted(tiers.items())) or ''}, inference ${spend:.4f} "
         f"({budget_fraction(spend, hb):.0%} of the cap)",
     ]
+    lines.append(_gas_line(config, data_dir, now.timestamp()))
     allowed, note = apply_budget(Tier.T2, spend, hb)
     lines.append(f"a T2 tick now: {note or 'allowed'}"
                  + ("; the offline deliberator answers" if allowed == Tier.T0 else ""))
@@ -71,6 +73,24 @@ def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_
                  f"T2 {sum(cfg.allocations_t2.values())} tokens; timeout {cfg.timeout_seconds:g}s")
     lines += _grimoire_lines(config, data_dir, llm=getattr(delib, "router", None) is not None)
     return "\n".join(lines)
+
+
+def _gas_line(config: GolemConfig, data_dir: Path, now: float) -> str:
+    """Today's gas beside the §S10 partition, as the gas gate reads it (the risk store, same UTC day)."""
+    from golem.safety.gas import GasPartition
+    from golem.safety.limits import SafetyLimits
+    from golem.safety.risk import RiskStore
+
+    risk = SafetyLimits.from_config(config).risk
+    spent, n = 0.0, 0
+    if (data_dir / "risk.sqlite").exists():
+        _, spent, n = RiskStore(data_dir / "risk.sqlite").gas_spent_on_day(config.golem.id, now)
+    p = GasPartition(budget_usd=risk.gas_budget_usd_per_day, emergency_fraction=risk.gas_emergency_fraction,
+                     spent_usd=spent)
+    routine = "open" if p.routine_left_usd > 0 else "spent: routine actions are deferred"
+    return (f"gas today: ${spent:.4f} over {n} actions of the ${p.budget_usd:.2f}/day partition; routine share "
+            f"${p.routine_cap_usd:.2f} {routine}; ${p.emergency_usd:.2f} ring-fenced for protective actions "
+            f"(never deferred)")
 
 
 def _grimoire_lines(config: GolemConfig, data_dir: Path, *, llm: bool) -> list[str]:

@@ -26,7 +26,13 @@ class GolemStatus(BaseModel):
     phase: str
     vitality: float
     theta_seconds: float
-    daily_spend_usd: float
+    daily_spend_usd: float  # inference today (§S12)
+    # Today beside each budget (golem.safety.gas.spend_status); defaults keep older answers parsing.
+    spend_day: str = ""  # the UTC day both spends are counted over
+    max_daily_cost_usd: float = 0.0  # the §S12 inference budget
+    daily_gas_usd: float = 0.0
+    gas_budget_usd_per_day: float = 0.0  # the §S10 gas partition
+    gas_emergency_usd: float = 0.0  # of which ring-fenced for protective actions
     pending_steers: list[InterventionSummary] = Field(default_factory=list)
     pending_followups: list[InterventionSummary] = Field(default_factory=list)
     rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)

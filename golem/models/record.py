@@ -49,6 +49,7 @@ class ActionRecord(BaseModel):
     gas_used: int = 0
     gas_cost: float = 0.0  # USD
     block_number: int | None = None
+    protective: str | None = None  # the gas gate's note when it passed the action as protective (§S10)
 
 
 class OutcomeRecord(BaseModel):

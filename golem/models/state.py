@@ -223,9 +223,11 @@ class GolemState(BaseModel):
     vitality: VitalityState = Field(default_factory=VitalityState)
     phase: BehavioralPhase = BehavioralPhase.THRIVING
     strategy_confidence: float = 0.5
-    # Cost ledger (heartbeat §S12): spend resets at UTC midnight.
+    # Cost ledger (heartbeat §S12): spend resets at UTC midnight. Gas (the §S10 partition) is counted over
+    # the same UTC day, so status shows both for one "today"; the gas gate itself reads the risk store.
     spend_day: str = ""
-    daily_spend_usd: float = 0.0
+    daily_spend_usd: float = 0.0  # inference
+    daily_gas_usd: float = 0.0
     total_inference_usd: float = 0.0
     total_gas_usd: float = 0.0
     # Interventions

@@ -6,6 +6,7 @@ without breaking running workflows. Nothing here may carry a key.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -39,6 +40,14 @@ class TickContext(BaseModel):
     @property
     def task_queue(self) -> str:
         return f"golem-{self.golem_id}"
+
+    @property
+    def started_ts(self) -> float | None:
+        """started_at in unix seconds: the tick's clock (path time in a backtest); None when unset."""
+        if not self.started_at:
+            return None
+        dt = datetime.fromisoformat(self.started_at.replace("Z", "+00:00"))
+        return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
 
 
 class ObserveInput(BaseModel):
@@ -137,6 +146,9 @@ class ValidateInput(BaseModel):
     observation: Observation
     actions: list[ProposedAction]
     simulation: SimulationResult
+    # Steers that interrupted decide (the tick's earlier ones are ctx.state.pending_steers): a high or
+    # critical one makes the tick's actions protective for the gas gate (golem.safety.policy).
+    steers: list[Steer] = Field(default_factory=list)
 
 
 class ValidatedAction(BaseModel):
@@ -144,6 +156,7 @@ class ValidatedAction(BaseModel):
     approved: bool
     reason: str = ""
     permit_id: str | None = None  # set when approved: the permit execute must present
+    protective: str | None = None  # why the gas gate let it through as protective (§S10 emergency slice)
 
 
 class ValidationResult(BaseModel):

@@ -4,8 +4,10 @@
 
   safety   PolicyCage (approved assets, max trade size, max slippage, phase restrictions), max
            drawdown, the kill switch, STRATEGY.md MUST constraints on the simulated post-state;
-  risk     hard shields (health-factor floor, oracle-deviation halt), the §S10 gas gate, Kelly sizing
-           and adaptive guardrails learned from outcomes (only once there are enough of them);
+  risk     hard shields (health-factor floor, oracle-deviation halt), the §S10 gas gate (routine actions
+           against the partition minus its emergency slice; protective ones never deferred, see
+           golem.safety.gas), Kelly sizing and adaptive guardrails learned from outcomes (only once there
+           are enough of them);
   permits  the simulation must have succeeded; only then is a single-use permit issued, bound to
            the tool, the action's value and the hash of every limit above.
 
@@ -24,16 +26,17 @@ from golem.chain.permits import PermitStore
 from golem.chain.tools import WRITE_TOOLS, ToolArgumentError, action_value_usd, parse_arguments, price_usd
 from golem.inference.strategy import Strategy
 from golem.models.enums import BehavioralPhase
+from golem.models.interventions import Steer
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, ValidatedAction, ValidationResult
 from golem.safety.audit import AuditLog
 from golem.safety.constraints import Book, constraint_refusal, mark_used
+from golem.safety.gas import GasPartition, gas_check
 from golem.safety.limits import SafetyLimits
-from golem.safety.policy import PolicyCage, opens_exposure
+from golem.safety.policy import PolicyCage, opens_exposure, protective_reason
 from golem.safety.risk import RiskSnapshot, kelly_fraction
 
 Layer = Literal["safety", "risk", "permits"]
-GAS_GATE_DEFER = "gas gate: defer"
 
 
 class LayerVerdict(BaseModel):
@@ -51,6 +54,7 @@ class ToolCallDecision(BaseModel):
     reason: str
     value_usd: float = 0.0
     verdicts: list[LayerVerdict] = Field(default_factory=list)
+    protective: str | None = None  # the gas gate's note when it treated the action as protective
 
 
 class ValidationContext(BaseModel):
@@ -60,17 +64,7 @@ class ValidationContext(BaseModel):
     observation: Observation
     risk: RiskSnapshot = Field(default_factory=RiskSnapshot)
     strategy: Strategy | None = None
-
-
-def gas_gate(estimated_gas_usd: float, available_usd: float, typical_usd: float | None, spike_multiple: float) -> str | None:
-    """heartbeat §S10 gas_gate: Defer when the estimate exceeds what the gas partition has left, or
-    is more than `spike_multiple` (2×) the usual cost. `typical_usd` None = not enough history."""
-    if estimated_gas_usd > available_usd:
-        return f"{GAS_GATE_DEFER}: estimated gas ${estimated_gas_usd:,.4f} exceeds the partition's ${available_usd:,.4f} left today"
-    if typical_usd is not None and typical_usd > 0 and estimated_gas_usd > typical_usd * spike_multiple:
-        return (f"{GAS_GATE_DEFER}: estimated gas ${estimated_gas_usd:,.4f} is over {spike_multiple:g}× the usual "
-                f"${typical_usd:,.4f} per action")
-    return None
+    steers: list[Steer] = Field(default_factory=list)  # the owner's steers this tick deliberated on
 
 
 class SafetyCage:
@@ -105,46 +99,49 @@ class SafetyCage:
     def risk_layer(
         self, action: ProposedAction, ctx: ValidationContext, sim: SimulatedAction | None, after: Book,
         value: float, gas_spent_so_far: float,
-    ) -> tuple[str | None, bool]:
-        """(reason, deferred)."""
+    ) -> tuple[str | None, bool, str | None]:
+        """(reason, deferred, protective note)."""
         r = self.limits.risk
         snap = ctx.observation.snapshot
         hf = after.health_factor
         if action.tool in ("withdraw", "borrow") and hf is not None and hf < r.hf_hard_floor:
-            return f"hard shield: health factor would be {hf:.3f}, below the floor {r.hf_hard_floor:g}", False
+            return f"hard shield: health factor would be {hf:.3f}, below the floor {r.hf_hard_floor:g}", False, None
         if action.tool in ("swap", "add_liquidity") and snap.oracle_price > 0:
             # A deposit at a manipulated pool price is as exposed as a swap at one (it is priced by it).
             gap = abs(snap.pool.price - snap.oracle_price) / snap.oracle_price * 1e4
             if gap > r.oracle_deviation_halt_bps:
                 return (f"hard shield: pool price deviates {gap:.0f} bps from the oracle (halt above "
-                        f"{r.oracle_deviation_halt_bps:g} bps; possible manipulation)"), False
+                        f"{r.oracle_deviation_halt_bps:g} bps; possible manipulation)"), False, None
+        note = None
         if sim is not None and sim.gas_estimate > 0:
             gas_usd = sim.gas_estimate * snap.gas_price_gwei * 1e-9 * price_usd("WETH", ctx.observation)
-            available = r.gas_budget_usd_per_day - ctx.risk.gas_spent_24h_usd - gas_spent_so_far
-            why = gas_gate(gas_usd, available, ctx.risk.typical_action_gas_usd, r.gas_spike_multiple)
+            partition = GasPartition(budget_usd=r.gas_budget_usd_per_day, emergency_fraction=r.gas_emergency_fraction,
+                                     spent_usd=ctx.risk.gas_spent_today_usd + gas_spent_so_far)
+            why, note = gas_check(gas_usd, partition, ctx.risk.typical_action_gas_usd, r.gas_spike_multiple,
+                                  protective_reason(action, snap, ctx.steers))
             if why:
-                return why, True
+                return why, True, None
         exposure = opens_exposure(action)
         stats = ctx.risk.tools.get(action.tool)
         if exposure and stats and stats.n >= r.guardrail_min_outcomes and stats.failure_rate >= r.guardrail_failure_rate:
             return (f"adaptive guardrail: {action.tool} failed verification in {stats.failures} of its last {stats.n} "
-                    f"outcomes (≥ {r.guardrail_failure_rate:.0%}); no new exposure through it"), False
+                    f"outcomes (≥ {r.guardrail_failure_rate:.0%}); no new exposure through it"), False, None
         size_cap = self.limits.policy.max_trade_size_usd
         if exposure and ctx.risk.consecutive_losses >= r.max_consecutive_losses:
             size_cap = size_cap / 2
             if value > size_cap:
                 return (f"adaptive guardrail: {ctx.risk.consecutive_losses} losing bets in a row halve the size cap to "
-                        f"${size_cap:,.2f}; the action is ${value:,.2f}"), False
+                        f"${size_cap:,.2f}; the action is ${value:,.2f}"), False, None
         if exposure and ctx.risk.bets >= r.kelly_min_outcomes and ctx.risk.win_rate is not None:
             f = kelly_fraction(ctx.risk.win_rate, ctx.risk.payoff_ratio or 0.0)
             if f <= 0:
                 return (f"Kelly sizing: no edge over the last {ctx.risk.bets} bets (win rate {ctx.risk.win_rate:.0%}, "
-                        f"payoff {ctx.risk.payoff_ratio or 0:.2f}); no new exposure"), False
+                        f"payoff {ctx.risk.payoff_ratio or 0:.2f}); no new exposure"), False, None
             kelly_cap = min(f, 1.0) * r.kelly_fraction * max(ctx.risk.nav_usd, 0.0)
             if value > kelly_cap:
                 return (f"Kelly sizing: ${value:,.2f} exceeds {r.kelly_fraction:g}×Kelly ({f:.3f}) of net value "
-                        f"${ctx.risk.nav_usd:,.2f} = ${kelly_cap:,.2f}"), False
-        return None, False
+                        f"${ctx.risk.nav_usd:,.2f} = ${kelly_cap:,.2f}"), False, None
+        return None, False, note
 
     @staticmethod
     def permit_layer(sim: SimulatedAction | None) -> str | None:
@@ -177,8 +174,8 @@ class SafetyCage:
         verdicts.append(LayerVerdict(layer="safety", allow=why is None, reason=why or "within policy and constraints"))
         if why:
             return self._blocked(action, "safety", why, verdicts, value), before
-        why, deferred = self.risk_layer(action, ctx, sim, after, value, gas_spent_so_far)
-        verdicts.append(LayerVerdict(layer="risk", allow=why is None, reason=why or "within risk limits"))
+        why, deferred, note = self.risk_layer(action, ctx, sim, after, value, gas_spent_so_far)
+        verdicts.append(LayerVerdict(layer="risk", allow=why is None, reason=why or note or "within risk limits"))
         if why:
             return self._blocked(action, "risk", why, verdicts, value, deferred=deferred), before
         why = self.permit_layer(sim)
@@ -188,7 +185,8 @@ class SafetyCage:
         mark_used(after, action)
         return ToolCallDecision(
             action_index=action.action_index, tool=action.tool, allowed=True, value_usd=value,
-            reason=f"policy ok (${value:,.2f}), risk ok, simulation ok", verdicts=verdicts,
+            reason=f"policy ok (${value:,.2f}), risk ok, simulation ok" + (f"; {note}" if note else ""),
+            verdicts=verdicts, protective=note,
         ), after  # fmt: skip
 
     @staticmethod
@@ -224,7 +222,8 @@ def validate_layered(
             audit.append(ctx.golem_id, "tool_call." + ("allowed" if decision.allowed else "blocked"), {
                 "tick": ctx.tick, "action_index": action.action_index, "tool": action.tool,
                 "arguments": action.arguments, "value_usd": decision.value_usd, "reason": decision.reason,
-                "blocked_by": decision.blocked_by, "deferred": decision.deferred, "policy_hash": policy_hash,
+                "blocked_by": decision.blocked_by, "deferred": decision.deferred, "protective": decision.protective,
+                "policy_hash": policy_hash,
             })  # fmt: skip
         if not decision.allowed:
             permit = permits.record_blocked(ctx.golem_id, ctx.tick, action.action_index, action.tool, policy_hash,
@@ -245,5 +244,5 @@ def validate_layered(
                 "value_limit_usd": permit.value_limit_usd, "expires_at": permit.expires_at, "policy_hash": policy_hash,
             })  # fmt: skip
         out.append(ValidatedAction(action_index=action.action_index, approved=True, reason=decision.reason,
-                                   permit_id=permit.id))
+                                   permit_id=permit.id, protective=decision.protective))
     return ValidationResult(actions=out), decisions

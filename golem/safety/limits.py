@@ -28,6 +28,11 @@ class RiskLimits(BaseModel):
     max_drawdown_pct: float = Field(default=20.0, ge=1.0, le=50.0)
     gas_budget_usd_per_day: float = Field(default=10.0, ge=0.0)  # the gas partition (§S10 gas gate)
     gas_spike_multiple: float = Field(default=2.0, gt=1.0)  # §S10: defer above 2× the usual cost
+    # The emergency slice of the gas partition, ring-fenced for protective actions (golem.safety.gas): routine
+    # actions stop once the day's gas reaches (1 − this) × the budget. 20 % is the §S9 credit-balance probe's Low
+    # line ("Partition < 20%"): routine spending ends where the probe starts warning. The ≤ 0.9 bound is ours
+    # (a routine share of at least 10 % keeps the limit meaningful).
+    gas_emergency_fraction: float = Field(default=0.2, ge=0.0, le=0.9)
     hf_hard_floor: float = Field(default=1.1, ge=1.0)  # hard shield: never act into HF below this
     oracle_deviation_halt_bps: float = Field(default=500.0, gt=0.0)  # §S9 circuit breaker "halt"
     kelly_fraction: float = Field(default=0.5, gt=0.0, le=1.0)  # half-Kelly
@@ -64,6 +69,7 @@ TIGHTER: dict[str, str] = {
     "max_drawdown_pct": "down",
     "gas_budget_usd_per_day": "down",
     "gas_spike_multiple": "down",
+    "gas_emergency_fraction": "up",  # a larger reserve leaves routine actions less
     "oracle_deviation_halt_bps": "down",
     "kelly_fraction": "down",
     "max_consecutive_losses": "down",

@@ -21,8 +21,9 @@ from golem.chain.tools import (
     parse_arguments,
 )
 from golem.models.config import PolicySection
-from golem.models.enums import BehavioralPhase
-from golem.models.observation import Observation
+from golem.models.enums import BehavioralPhase, SteerSeverity
+from golem.models.interventions import Steer
+from golem.models.observation import ChainSnapshot, Observation
 from golem.models.tick import ProposedAction
 
 # runtime-extensions §12: "Conservation phase blocks new position entry" (and every phase below it).
@@ -32,6 +33,11 @@ RESTRICTED_PHASES: frozenset[BehavioralPhase] = frozenset(
 # Tools that open or grow a position (add_liquidity opens a pool position exposed to both assets and
 # to impermanent loss; remove_liquidity, withdraw and repay reduce exposure).
 _NEW_POSITION_TOOLS = frozenset({"supply", "borrow", "add_liquidity"})
+
+
+# §S9 position-health probe: a health factor below 1.5 is Low severity. From there on, cutting debt or
+# exposure is protection, not trading.
+HF_AT_RISK = 1.5
 
 
 class PolicyVerdict(BaseModel):
@@ -48,6 +54,40 @@ def opens_exposure(action: ProposedAction) -> bool:
         args = parse_arguments(action.tool, action.arguments)
         return args["token_out"] not in STABLE_TOKENS
     return False
+
+
+def protective_reason(action: ProposedAction, snapshot: ChainSnapshot, steers: list[Steer]) -> str | None:
+    """Why `action` is protective, or None when it is routine — the one definition the §S10 gas gate's
+    emergency slice uses. It reads only the tool, the chain state and the owner's steers, never anything the
+    model wrote (its rationale, its wording), so a deliberator cannot talk a routine trade past the budget:
+      - every action of a tick steered by the owner at severity high or critical;
+      - repay while there is debt (it only lowers the debt);
+      - with a lending health factor below HF_AT_RISK: supply (more collateral), remove_liquidity (frees
+        assets to repay with) and a swap into a stable (sells exposure; opens_exposure is False).
+    withdraw, borrow and add_liquidity are never protective."""
+    steer = max((s for s in steers if s.severity.rank >= SteerSeverity.HIGH.rank), key=lambda s: s.severity.rank,
+                default=None)
+    if steer is not None:
+        return f"owner steer {steer.id} ({steer.severity.value}) governs this tick"
+    lending = [p for p in snapshot.positions if p.kind == "lending"]
+    debt = sum(p.debt for p in lending)
+    if action.tool == "repay" and debt > 0:
+        return f"repay lowers the debt ({debt:,.2f} outstanding)"
+    hfs = [p.health_factor for p in lending if p.health_factor is not None]
+    if not hfs or min(hfs) >= HF_AT_RISK:
+        return None
+    at_risk = f"health factor {min(hfs):.3f} < {HF_AT_RISK:g} (§S9)"
+    if action.tool == "supply":
+        return f"supply adds collateral at {at_risk}"
+    if action.tool == "remove_liquidity":
+        return f"remove_liquidity frees assets to repay with at {at_risk}"
+    if action.tool == "swap":
+        try:
+            if not opens_exposure(action):
+                return f"swap into a stable sells exposure at {at_risk}"
+        except ToolArgumentError:
+            return None
+    return None
 
 
 class PolicyCage:

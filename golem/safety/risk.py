@@ -3,7 +3,12 @@
 `RiskStore` (SQLite, `risk.sqlite` under the data dir) keeps the net-value marks (for the drawdown
 high-water mark) and one row per verified action outcome. `RiskSnapshot` is the summary the
 tool_call check reads: drawdown, Kelly statistics of exposure-increasing bets, per-tool failure
-rates, consecutive losses, and the gas spent in the last 24 h. Pure functions compute the numbers.
+rates, consecutive losses, the gas spent on the partition's day and the usual gas per action. Pure
+functions compute the numbers.
+
+Time is the tick's, never the machine's: callers pass `now` (the tick's started_at — workflow.now() live,
+the path's time in a backtest) and every row is stamped with it, so a backtest's gas partition and
+spike baseline follow the path. The store's own clock is only the fallback for callers without a tick.
 """
 
 from __future__ import annotations
@@ -16,9 +21,8 @@ from pydantic import BaseModel, Field
 
 from golem.chain.tools import LP_POSITION_KIND, STABLE_TOKENS
 from golem.models.observation import ChainSnapshot
+from golem.safety.gas import DAY_S, utc_day_bounds, utc_day_of
 from golem.storage import immediate_tx, init_db
-
-DAY_S = 86_400.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nav_marks (
@@ -51,8 +55,11 @@ class RiskSnapshot(BaseModel):
     payoff_ratio: float | None = None  # mean win return / mean loss return
     consecutive_losses: int = 0
     tools: dict[str, ToolStats] = Field(default_factory=dict)
-    gas_spent_24h_usd: float = 0.0
-    typical_action_gas_usd: float | None = None  # mean gas per action over 24 h (≥ 3 actions)
+    gas_day: str = ""  # the UTC day of the tick's clock: the gas partition's day (golem.safety.gas)
+    gas_spent_today_usd: float = 0.0
+    # The §S10 spike baseline: mean gas per action over the 24 h before the tick (≥ 3 actions). A trailing
+    # window, not the partition's day, so the baseline does not vanish at midnight (ours).
+    typical_action_gas_usd: float | None = None
 
     @property
     def drawdown_pct(self) -> float:
@@ -84,24 +91,40 @@ class RiskStore:
         self.path = init_db(Path(path), _SCHEMA)
         self._clock = clock
 
-    def mark_nav(self, golem_id: str, tick: int, nav_usd: float) -> None:
+    def _now(self, now: float | None) -> float:
+        return self._clock() if now is None else now
+
+    def mark_nav(self, golem_id: str, tick: int, nav_usd: float, *, now: float | None = None) -> None:
         with immediate_tx(self.path) as db:
-            db.execute("INSERT OR REPLACE INTO nav_marks VALUES (?, ?, ?, ?)", (golem_id, tick, self._clock(), nav_usd))
+            db.execute("INSERT OR REPLACE INTO nav_marks VALUES (?, ?, ?, ?)",
+                       (golem_id, tick, self._now(now), nav_usd))
 
     def record_outcome(
         self, golem_id: str, tick: int, action_index: int, tool: str, *, opens_exposure: bool, verified: bool,
-        value_usd: float, pnl_usd: float, gas_usd: float,
+        value_usd: float, pnl_usd: float, gas_usd: float, now: float | None = None,
     ) -> None:
         """Keyed by (golem, tick, action): a retried verify overwrites instead of double-counting."""
         with immediate_tx(self.path) as db:
             db.execute(
                 "INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (golem_id, tick, action_index, tool, int(opens_exposure), int(verified), value_usd, pnl_usd, gas_usd,
-                 self._clock()),
+                 self._now(now)),
             )  # fmt: skip
 
-    def snapshot(self, golem_id: str, nav_usd: float, *, window: int = 50) -> RiskSnapshot:
-        now = self._clock()
+    def gas_spent_on_day(self, golem_id: str, now: float | None = None) -> tuple[str, float, int]:
+        """(UTC day, gas USD, actions) of the partition's day holding `now`."""
+        now = self._now(now)
+        start, end = utc_day_bounds(now)
+        with immediate_tx(self.path) as db:
+            gas, n = db.execute(
+                "SELECT SUM(gas_usd), COUNT(*) FROM outcomes WHERE golem_id = ? AND at >= ? AND at < ?",
+                (golem_id, start, end),
+            ).fetchone()
+        return utc_day_of(now), gas or 0.0, n or 0
+
+    def snapshot(self, golem_id: str, nav_usd: float, *, window: int = 50, now: float | None = None) -> RiskSnapshot:
+        now = self._now(now)
+        day, gas_today, _ = self.gas_spent_on_day(golem_id, now)
         with immediate_tx(self.path) as db:
             hwm = db.execute("SELECT MAX(nav_usd) FROM nav_marks WHERE golem_id = ?", (golem_id,)).fetchone()[0]
             rows = db.execute(
@@ -110,13 +133,16 @@ class RiskStore:
                 (golem_id, window),
             ).fetchall()
             gas = db.execute(
-                "SELECT SUM(gas_usd), COUNT(*) FROM outcomes WHERE golem_id = ? AND at >= ?", (golem_id, now - DAY_S)
+                "SELECT SUM(gas_usd), COUNT(*) FROM outcomes WHERE golem_id = ? AND at > ? AND at <= ?",
+                (golem_id, now - DAY_S, now),
             ).fetchone()
-        return summarize(rows, nav_usd, max(hwm or 0.0, nav_usd), gas[0] or 0.0, gas[1] or 0)
+        snap = summarize(rows, nav_usd, max(hwm or 0.0, nav_usd), gas[0] or 0.0, gas[1] or 0)
+        return snap.model_copy(update={"gas_day": day, "gas_spent_today_usd": gas_today})
 
 
 def summarize(rows: list[tuple], nav: float, hwm: float, gas_24h: float, actions_24h: int) -> RiskSnapshot:
-    """Rows newest first: (tool, opens_exposure, verified, value_usd, pnl_usd, gas_usd, at)."""
+    """Rows newest first: (tool, opens_exposure, verified, value_usd, pnl_usd, gas_usd, at). The gas of the
+    trailing 24 h gives the spike baseline; the partition's day is filled in by the store."""
     tools: dict[str, ToolStats] = {}
     wins, losses = [], []
     streak, streak_open = 0, True
@@ -144,6 +170,6 @@ def summarize(rows: list[tuple], nav: float, hwm: float, gas_24h: float, actions
         payoff = 0.0
     return RiskSnapshot(
         nav_usd=nav, high_water_usd=hwm, bets=bets, win_rate=win_rate, payoff_ratio=payoff,
-        consecutive_losses=streak, tools=tools, gas_spent_24h_usd=gas_24h,
+        consecutive_losses=streak, tools=tools,
         typical_action_gas_usd=(gas_24h / actions_24h) if actions_24h >= 3 else None,
     )  # fmt: skip

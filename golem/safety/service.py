@@ -22,6 +22,7 @@ from golem.chain.tools import ToolArgumentError, action_value_usd
 from golem.inference.strategy import Strategy
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus, BehavioralPhase, SteerSeverity
+from golem.models.interventions import Steer
 from golem.models.observation import Observation
 from golem.models.record import ActionRecord
 from golem.models.tick import ProposedAction, SimulationResult, ValidationResult
@@ -77,11 +78,15 @@ class SafetyService:
     def validate(
         self, golem_id: str, tick: int, phase: BehavioralPhase, actions: list[ProposedAction],
         simulation: SimulationResult, observation: Observation, strategy: Strategy | None = None,
+        steers: list[Steer] | None = None, now: float | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
+        """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
+        `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None."""
         nav = net_value_usd(observation.snapshot)
-        self.risk.mark_nav(golem_id, tick, nav)
+        self.risk.mark_nav(golem_id, tick, nav, now=now)
         ctx = ValidationContext(golem_id=golem_id, tick=tick, phase=phase, observation=observation,
-                                risk=self.risk.snapshot(golem_id, nav), strategy=strategy)
+                                risk=self.risk.snapshot(golem_id, nav, now=now), strategy=strategy,
+                                steers=list(steers or []))
         for sim in simulation.actions:
             if not sim.ok:
                 self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,
@@ -134,7 +139,7 @@ class SafetyService:
     def verify(
         self, w3: Web3, deployment: Deployment, golem_id: str, tick: int, account: str,
         actions: list[ProposedAction], simulation: SimulationResult, records: list[ActionRecord],
-        observation: Observation, *, timeout_s: float = 5.0,
+        observation: Observation, *, timeout_s: float = 5.0, now: float | None = None,
     ) -> OutcomeVerification:
         """OutcomeVerification + invariants; tracks executed txs for confirmation and feeds the risk
         store. `result.safety_incident` (if any) is the episode to write at confidence 1.0."""
@@ -161,7 +166,7 @@ class SafetyService:
             self.risk.record_outcome(
                 golem_id, tick, r.action_index, action.tool, opens_exposure=exposure,
                 verified=result.outcome.verified and r.status is ActionStatus.EXECUTED,
-                value_usd=value, pnl_usd=(result.outcome.pnl_impact or 0.0) / n_exec, gas_usd=r.gas_cost,
+                value_usd=value, pnl_usd=(result.outcome.pnl_impact or 0.0) / n_exec, gas_usd=r.gas_cost, now=now,
             )  # fmt: skip
         self.audit.append(golem_id, "outcome.verified" if result.outcome.verified else "outcome.unverified", {
             "tick": tick, "expected": result.outcome.expected, "actual": result.outcome.actual,

@@ -14,8 +14,9 @@ from golem.models.enums import BehavioralPhase
 from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult
 from golem.safety.audit import AuditLog
-from golem.safety.cage import SafetyCage, ValidationContext, gas_gate, validate_layered
+from golem.safety.cage import SafetyCage, ValidationContext, validate_layered
 from golem.safety.constraints import Book, must_gate
+from golem.safety.gas import gas_gate
 from golem.safety.limits import (
     TIGHTER,
     RiskLimits,
@@ -204,16 +205,18 @@ def test_adaptive_guardrails():
 
 def test_risk_store_learns_from_outcomes(tmp_path):
     store = RiskStore(tmp_path / "risk.sqlite")
+    noon = 1_700_049_600.0  # 2023-11-15 12:00 UTC
     for tick in range(4):
         store.record_outcome("g1", tick, 0, "swap", opens_exposure=True, verified=True, value_usd=1000,
-                             pnl_usd=-10, gas_usd=0.5)
+                             pnl_usd=-10, gas_usd=0.5, now=noon)
     store.record_outcome("g1", 3, 0, "swap", opens_exposure=True, verified=True, value_usd=1000, pnl_usd=-10,
-                         gas_usd=0.5)  # a retried verify overwrites
-    store.mark_nav("g1", 1, 50_000)
-    snap = store.snapshot("g1", 45_000)
+                         gas_usd=0.5, now=noon)  # a retried verify overwrites
+    store.mark_nav("g1", 1, 50_000, now=noon)
+    snap = store.snapshot("g1", 45_000, now=noon + 60)
     assert snap.bets == 4 and snap.win_rate == 0.0 and snap.consecutive_losses == 4
     assert snap.drawdown_pct == pytest.approx(10.0)
-    assert snap.gas_spent_24h_usd == pytest.approx(2.0) and snap.typical_action_gas_usd == pytest.approx(0.5)
+    assert snap.gas_spent_today_usd == pytest.approx(2.0) and snap.typical_action_gas_usd == pytest.approx(0.5)
+    assert snap.gas_day == "2023-11-15"
 
 
 def test_summarize_streak_stops_at_a_win():

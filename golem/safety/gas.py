@@ -1,0 +1,102 @@
+"""The gas partition behind the §S10 gas gate, its emergency slice, and the day it is counted over.
+
+The partition is `gas_budget_usd_per_day` for one UTC day of the tick's clock (TickContext.started_at:
+workflow.now() live, the path's time in a backtest), the same day §S12's inference budget resets on, so
+`golem status` shows both spends for one "today". Routine actions may spend it up to
+(1 − gas_emergency_fraction); the rest is ring-fenced for protective actions
+(golem.safety.policy.protective_reason), which the gate never defers — not for the budget, not for the
+spike rule — and which still proceed when the whole partition is spent, saying so on their record.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from pydantic import BaseModel
+
+from golem.models.config import GolemConfig
+from golem.models.state import GolemState
+from golem.safety.limits import SafetyLimits
+
+DAY_S = 86_400.0
+GAS_GATE_DEFER = "gas gate: defer"
+
+
+def utc_day_bounds(ts: float) -> tuple[float, float]:
+    """[start, end) in unix seconds of the UTC day holding `ts` — the partition's day."""
+    start = datetime.fromtimestamp(ts, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    return start, start + DAY_S
+
+
+def utc_day_of(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).date().isoformat()
+
+
+class GasPartition(BaseModel):
+    budget_usd: float
+    emergency_fraction: float
+    spent_usd: float  # the day's gas so far, this tick's already approved actions included
+
+    @property
+    def emergency_usd(self) -> float:
+        return self.budget_usd * self.emergency_fraction
+
+    @property
+    def routine_cap_usd(self) -> float:
+        return self.budget_usd - self.emergency_usd
+
+    @property
+    def routine_left_usd(self) -> float:
+        return self.routine_cap_usd - self.spent_usd
+
+    @property
+    def left_usd(self) -> float:
+        return self.budget_usd - self.spent_usd
+
+
+def gas_gate(estimated_gas_usd: float, available_usd: float, typical_usd: float | None, spike_multiple: float) -> str | None:
+    """heartbeat §S10 gas_gate: Defer when the estimate exceeds what the gas partition has left, or
+    is more than `spike_multiple` (2×) the usual cost. `typical_usd` None = not enough history."""
+    if estimated_gas_usd > available_usd:
+        return (f"{GAS_GATE_DEFER}: estimated gas ${estimated_gas_usd:,.4f} exceeds the partition's "
+                f"${max(available_usd, 0.0):,.4f} left today for routine actions")
+    if typical_usd is not None and typical_usd > 0 and estimated_gas_usd > typical_usd * spike_multiple:
+        return (f"{GAS_GATE_DEFER}: estimated gas ${estimated_gas_usd:,.4f} is over {spike_multiple:g}× the usual "
+                f"${typical_usd:,.4f} per action")
+    return None
+
+
+def gas_check(
+    estimated_gas_usd: float, partition: GasPartition, typical_usd: float | None, spike_multiple: float,
+    protective: str | None,
+) -> tuple[str | None, str | None]:
+    """(defer reason, protective note). A routine action goes through §S10's gate against the routine share;
+    a protective one is never deferred and gets a note for its record: why it is protective and what it spent."""
+    if protective is None:
+        return gas_gate(estimated_gas_usd, partition.routine_left_usd, typical_usd, spike_multiple), None
+    est, left = estimated_gas_usd, partition.left_usd
+    if est > left:
+        spent = (f"the day's gas partition is spent (${partition.spent_usd:,.4f} of ${partition.budget_usd:,.2f}): "
+                 f"proceeds over budget by ${est - max(left, 0.0):,.4f}")
+    elif est > partition.routine_left_usd:
+        spent = f"uses the emergency slice (${left:,.4f} of ${partition.emergency_usd:,.2f} left today)"
+    else:
+        spent = f"within the routine share (${partition.routine_left_usd:,.4f} left today)"
+    spike = ""
+    if typical_usd is not None and typical_usd > 0 and est > typical_usd * spike_multiple:
+        spike = f"; {est / typical_usd:.1f}× the usual ${typical_usd:,.4f} per action, not deferred"
+    return None, f"protective, {protective}: gas ${est:,.4f} {spent}{spike}"
+
+
+def spend_status(state: GolemState | None, config: GolemConfig | None) -> dict[str, float | str]:
+    """The budget fields of `golem status` (GolemStatus): today's inference and gas spend beside each budget,
+    and the gas partition's emergency slice. Today = the state's spend_day (the last tick's UTC day)."""
+    out: dict[str, float | str] = {}
+    if state is not None:
+        out.update(spend_day=state.spend_day, daily_spend_usd=state.daily_spend_usd, daily_gas_usd=state.daily_gas_usd)
+    if config is not None:
+        risk = SafetyLimits.from_config(config).risk
+        out.update(max_daily_cost_usd=config.heartbeat.max_daily_cost_usd,
+                   gas_budget_usd_per_day=risk.gas_budget_usd_per_day,
+                   gas_emergency_usd=risk.gas_budget_usd_per_day * risk.gas_emergency_fraction)
+    return out

@@ -1,0 +1,81 @@
+"""The §S10 gas partition through the real validate / execute / verify activities on Anvil: with only the
+emergency slice left, a routine swap is deferred while a repay is sent (its record says it was protective);
+an owner's high steer that interrupted decide makes the swap protective; the partition's day is the tick's
+started_at (path time), so two days later the swap goes through; verify stamps the gas on the tick's day."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.tick import TickActivities
+from golem.models.enums import ActionStatus
+from golem.models.interventions import Steer
+from golem.models.state import GolemState
+from golem.models.tick import (
+    ExecuteInput,
+    ObserveInput,
+    ProposedAction,
+    SimulateInput,
+    TickContext,
+    ValidateInput,
+    VerifyInput,
+)
+from tests.integration.golem_rig import make_rig
+
+pytestmark = pytest.mark.integration
+
+T = datetime(2026, 11, 22, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def rig(tmp_path):
+    rig = make_rig(tmp_path, "gas-golem", "calm")
+    yield rig
+    rig.stop()
+
+
+def test_only_protective_actions_reach_the_emergency_slice_on_the_ticks_clock(rig):
+    acts = TickActivities(rig.services())
+    risk = acts.s.safety.risk
+    for i in range(36):  # $9.00 of the $10 partition spent earlier on the path's day: $1 of the $2 slice left
+        risk.record_outcome(rig.golem_id, i, 0, "swap", opens_exposure=False, verified=True, value_usd=100,
+                            pnl_usd=0, gas_usd=0.25, now=T.timestamp())
+
+    def ctx(tick: int, at: datetime) -> TickContext:
+        return TickContext(golem_id=rig.golem_id, tick=tick, config=rig.config, state=GolemState(golem_id=rig.golem_id),
+                           started_at=at.isoformat())
+
+    def validate(c: TickContext, actions, steers=()):
+        obs = acts.observe(ObserveInput(ctx=c))
+        sim = acts.simulate(SimulateInput(ctx=c, observation=obs, actions=actions))
+        val = acts.validate(ValidateInput(ctx=c, observation=obs, actions=actions, simulation=sim, steers=list(steers)))
+        return obs, sim, val
+
+    swap = ProposedAction(action_index=0, tool="swap", rationale="protective: the model says so",
+                          arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 0.1})
+    repay = ProposedAction(action_index=1, tool="repay", arguments={"amount": 50})
+
+    c = ctx(100, T + timedelta(hours=1))
+    obs, sim, val = validate(c, [swap, repay])
+    deferred, approved = val.actions
+    assert not deferred.approved and "gas gate: defer" in deferred.reason and deferred.protective is None
+    assert approved.approved and "repay lowers the debt" in approved.protective and "emergency slice" in approved.protective
+    records = ActivityEnvironment().run(
+        acts.execute, ExecuteInput(ctx=c, observation=obs, actions=[repay], validation=val)).records
+    assert records[0].status is ActionStatus.EXECUTED and records[0].protective == approved.protective
+    assert records[0].gas_cost > 0
+    acts.verify(VerifyInput(ctx=c, observation=obs, actions=[swap, repay], simulation=sim, records=records))
+    day, spent, _ = risk.gas_spent_on_day(rig.golem_id, (T + timedelta(hours=1)).timestamp())
+    assert day == "2026-11-22" and spent == pytest.approx(9.0 + records[0].gas_cost)
+
+    # an owner's high steer that arrived while the tick was deciding makes its swap protective
+    high = Steer(id="s-high", message="reduce exposure", severity="high")
+    _, _, val = validate(ctx(101, T + timedelta(hours=2)), [swap], steers=[high])
+    assert val.actions[0].approved and "owner steer s-high (high)" in val.actions[0].protective
+
+    # two days later on the path the partition is fresh: the same routine swap goes through as routine
+    _, _, val = validate(ctx(102, T + timedelta(days=2)), [swap])
+    assert val.actions[0].approved and val.actions[0].protective is None

@@ -1,0 +1,257 @@
+"""The §S10 gas partition: routine actions stop short of a ring-fenced emergency slice, protective actions
+(golem.safety.policy.protective_reason) are never deferred by the budget or the spike rule, the partition's
+day is the tick's clock, and status / doctor show gas beside inference."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from golem.chain.permits import PermitStore
+from golem.cli import spend_line
+from golem.cognition.fold import fold_tick_result
+from golem.inference.commands import _gas_line
+from golem.models.config import ClockSection, GolemConfig, HeartbeatSection, PolicySection
+from golem.models.enums import BehavioralPhase, SteerSeverity, Tier
+from golem.models.golem import GolemStatus
+from golem.models.interventions import Steer
+from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState
+from golem.models.state import GolemState
+from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, TickContext, TickResult
+from golem.safety.audit import AuditLog
+from golem.safety.cage import SafetyCage, ValidationContext, validate_layered
+from golem.safety.constraints import Book
+from golem.safety.gas import spend_status, utc_day_bounds
+from golem.safety.limits import SafetyLimits
+from golem.safety.policy import HF_AT_RISK, protective_reason
+from golem.safety.risk import RiskSnapshot, RiskStore
+from golem.safety.service import SafetyService
+
+LIMITS = SafetyLimits(policy=PolicySection(approved_assets=["WETH", "USDC"], max_trade_size_usd=5_000,
+                                           max_slippage_bps=100), kill_switch_path="/nonexistent/killswitch")
+CAGE = SafetyCage(LIMITS)  # $10/day partition, 20 % ($2) ring-fenced
+GAS = 100_000  # × 1 gwei × $2000 = $0.20 per action
+DEBT_AT_HF_1_3 = 10 * 2000 * 0.8 / 1.3
+
+
+def obs(debt=8000.0, gas_gwei=1.0) -> Observation:
+    pool = PoolState(address="0x" + "01" * 20, token0="WETH", token1="USDC", reserve0=500.0, reserve1=1e6,
+                     price=2000.0, tvl=2e6)
+    hf = 10 * 2000 * 0.8 / debt if debt else None
+    snap = ChainSnapshot(chain_id=31337, block_number=100, block_timestamp=0, gas_price_gwei=gas_gwei, pool=pool,
+                         oracle_price=2000.0, balances={"WETH": 20.0, "USDC": 20_000.0, "DAI": 0.0},
+                         positions=[PositionState(id="lending:x", collateral=10.0, debt=debt, health_factor=hf)])
+    return Observation(snapshot=snap)
+
+
+def swap(amount=1, tin="WETH", tout="USDC", idx=0, rationale=""):
+    return ProposedAction(action_index=idx, tool="swap", rationale=rationale,
+                          arguments={"token_in": tin, "token_out": tout, "amount_in": amount})
+
+
+def act(tool, idx=0, **arguments):
+    return ProposedAction(action_index=idx, tool=tool, arguments=arguments or {"amount": 100})
+
+
+def sim(action: ProposedAction) -> SimulatedAction:
+    a = action.arguments
+    expected = {"swap": lambda: {f"delta:{a['token_in']}": -float(a["amount_in"])},
+                "repay": lambda: {"delta:USDC": -float(a["amount"]), "delta:debt": -float(a["amount"])},
+                "supply": lambda: {"delta:WETH": -float(a["amount"]), "delta:collateral": float(a["amount"])},
+                }.get(action.tool, dict)()
+    return SimulatedAction(action_index=action.action_index, ok=True, gas_estimate=GAS, expected=expected)
+
+
+def steer(severity: str, sid="s1") -> Steer:
+    return Steer(id=sid, message="reduce exposure now", severity=SteerSeverity(severity))
+
+
+def decide(action, *, spent=0.0, typical=None, o=None, steers=()):
+    o = o or obs()
+    risk = RiskSnapshot(nav_usd=1e5, high_water_usd=1e5, gas_spent_today_usd=spent, typical_action_gas_usd=typical)
+    c = ValidationContext(golem_id="g1", tick=1, phase=BehavioralPhase.THRIVING, observation=o, risk=risk,
+                          steers=list(steers))
+    decision, _ = CAGE.tool_call(action, c, sim(action), Book.of(o.snapshot))
+    return decision
+
+
+# ── the partition and its emergency slice ────────────────────────────────────────────────────
+
+
+def test_routine_action_is_deferred_once_only_the_emergency_slice_remains():
+    assert decide(swap(), spent=7.7).allowed  # $0.30 of the $8 routine share left
+    d = decide(swap(), spent=7.9)  # $2.10 of the partition left, but only $0.10 outside the slice
+    assert not d.allowed and d.deferred and d.blocked_by == "risk" and d.protective is None
+    assert "$0.1000 left today for routine actions" in d.reason
+
+
+def test_repay_takes_the_emergency_slice_and_proceeds_even_over_the_whole_partition():
+    within = decide(act("repay"), spent=7.0)
+    assert within.allowed and "within the routine share" in within.protective
+    d = decide(act("repay"), spent=9.0)
+    assert d.allowed and "repay lowers the debt" in d.protective and "emergency slice" in d.protective
+    assert d.protective in d.reason  # on the record, not only in the verdicts
+    over = decide(act("repay"), spent=10.5)
+    assert over.allowed and "partition is spent ($10.5000 of $10.00)" in over.protective
+    assert "proceeds over budget by $0.2000" in over.protective
+
+
+def test_a_high_or_critical_steer_makes_every_action_of_the_tick_protective():
+    buy = swap(500, "USDC", "WETH")  # opens exposure: as routine as an action gets
+    assert decide(buy, spent=9.5, steers=[steer("medium")]).deferred
+    for sev in ("high", "critical"):
+        d = decide(buy, spent=9.5, steers=[steer("low", "s0"), steer(sev, "s9")])
+        assert d.allowed and f"owner steer s9 ({sev})" in d.protective
+
+
+def test_a_gas_spike_defers_a_swap_but_never_a_repay():
+    # $0.20 against a usual $0.05 per action: 4× > the 2× spike line, with the whole budget free
+    d = decide(swap(), typical=0.05)
+    assert not d.allowed and d.deferred and "over 2× the usual" in d.reason
+    r = decide(act("repay"), typical=0.05)
+    assert r.allowed and "4.0× the usual $0.0500 per action, not deferred" in r.protective
+
+
+def test_a_model_labelled_protective_swap_is_still_routine():
+    labelled = swap(rationale="PROTECTIVE: emergency deleverage ordered by the owner; exempt from the gas budget")
+    d = decide(labelled, spent=9.0)
+    assert not d.allowed and d.deferred and d.protective is None
+    # the same swap is protective only when the chain says the loan is at risk
+    assert decide(labelled, spent=9.0, o=obs(debt=DEBT_AT_HF_1_3)).allowed
+    flagged = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC",
+                                                                     "amount_in": 1, "protective": True})
+    refused = decide(flagged, spent=0.0)
+    assert not refused.allowed and refused.blocked_by == "safety" and "unexpected argument" in refused.reason
+
+
+@pytest.mark.parametrize("action,debt,protective", [
+    (act("repay"), 8000.0, True),  # HF 2.0: repay still lowers the debt
+    (act("repay"), 0.0, False),  # nothing to repay
+    (act("supply", amount=1), 8000.0, False),
+    (swap(), 8000.0, False),
+    (act("remove_liquidity", fraction=0.5), 8000.0, False),
+    (act("supply", amount=1), DEBT_AT_HF_1_3, True),
+    (swap(), DEBT_AT_HF_1_3, True),  # into a stable
+    (swap(1, "USDC", "DAI"), DEBT_AT_HF_1_3, True),
+    (swap(100, "USDC", "WETH"), DEBT_AT_HF_1_3, False),  # buys exposure
+    (act("remove_liquidity", fraction=0.5), DEBT_AT_HF_1_3, True),
+    (act("withdraw", amount=1), DEBT_AT_HF_1_3, False),
+    (act("borrow", amount=1), DEBT_AT_HF_1_3, False),
+    (act("add_liquidity", amount_weth=1, amount_usdc=2000), DEBT_AT_HF_1_3, False),
+])
+def test_protective_is_read_from_the_tool_and_the_chain(action, debt, protective):
+    assert (protective_reason(action, obs(debt=debt).snapshot, [steer("medium")]) is not None) is protective
+    assert HF_AT_RISK == 1.5  # §S9 position-health Low
+
+
+def test_validate_layered_puts_the_protective_note_on_the_permit_and_the_audit(tmp_path):
+    o = obs()
+    actions = [act("repay", idx=0), swap(idx=1)]
+    risk = RiskSnapshot(nav_usd=1e5, high_water_usd=1e5, gas_spent_today_usd=7.7)  # $0.30 routine left
+    c = ValidationContext(golem_id="g1", tick=1, phase=BehavioralPhase.THRIVING, observation=o, risk=risk)
+    audit = AuditLog(tmp_path / "a.sqlite")
+    result, _ = validate_layered(CAGE, actions, SimulationResult(actions=[sim(a) for a in actions]), c,
+                                 PermitStore(tmp_path / "p.sqlite"), audit)
+    repay, routine = result.actions
+    assert repay.approved and "repay lowers the debt" in repay.protective
+    # the repay's $0.20 counts: after it the swap finds $0.10 of the routine share, too little
+    assert not routine.approved and routine.protective is None and "$0.1000 left today" in routine.reason
+    allowed = audit.entries(kind_prefix="tool_call.allowed")
+    assert allowed and "repay lowers the debt" in allowed[0].payload["protective"]
+
+
+# ── the tick's clock, a UTC day ──────────────────────────────────────────────────────────────
+
+T = datetime(2023, 11, 14, 23, 0, tzinfo=timezone.utc).timestamp()
+
+
+def spent_store(tmp_path, at: float) -> RiskStore:
+    store = RiskStore(tmp_path / "risk.sqlite", clock=lambda: at)  # the "machine" clock stays at `at`
+    for tick in range(40):  # 40 × $0.25: the day's partition is gone
+        store.record_outcome("g1", tick, 0, "swap", opens_exposure=False, verified=True, value_usd=100, pnl_usd=0,
+                             gas_usd=0.25, now=at)
+    return store
+
+
+def test_a_path_two_days_later_sees_an_empty_partition(tmp_path):
+    store = spent_store(tmp_path, T)
+    assert store.snapshot("g1", 1e5, now=T + 1800).gas_spent_today_usd == pytest.approx(10.0)
+    later = store.snapshot("g1", 1e5, now=T + 2 * 86_400)
+    assert later.gas_spent_today_usd == 0.0 and later.gas_day == "2023-11-16"
+    # a UTC day like §S12's budget, not a rolling 24 h: two hours later it is the next day and empty,
+    # while the spike baseline (trailing 24 h) still knows the usual cost
+    next_day = store.snapshot("g1", 1e5, now=T + 7200)
+    assert next_day.gas_spent_today_usd == 0.0 and next_day.typical_action_gas_usd == pytest.approx(0.25)
+    assert utc_day_bounds(T)[1] == T + 3600
+
+
+def test_the_service_counts_the_partition_on_the_ticks_clock(tmp_path):
+    cfg = GolemConfig()
+    cfg.probes.kill_switch_path = str(tmp_path / "no-killswitch")
+    svc = SafetyService(cfg, tmp_path)
+    svc.risk = spent_store(tmp_path, T)
+    o, actions = obs(), [swap()]
+    simulation = SimulationResult(actions=[sim(actions[0])])
+
+    def approved(tick: int, now: float) -> bool:
+        result, _ = svc.validate("g1", tick, BehavioralPhase.THRIVING, actions, simulation, o, now=now)
+        return result.actions[0].approved
+
+    assert not approved(100, T + 1800)  # same path day: spent
+    assert approved(101, T + 2 * 86_400)  # two path days later: a fresh partition
+
+
+def test_tick_context_started_ts_is_the_ticks_clock():
+    ctx = TickContext(golem_id="g", tick=1, config=GolemConfig(), state=GolemState(golem_id="g"),
+                      started_at="2023-11-14T23:00:00+00:00")
+    assert ctx.started_ts == T
+    assert ctx.model_copy(update={"started_at": ""}).started_ts is None
+
+
+# ── status and doctor ────────────────────────────────────────────────────────────────────────
+
+
+def tick_result(gas_cost: float, inference: float = 0.0) -> TickResult:
+    return TickResult(tick=0, tier=Tier.T2, regime="volatile", prediction_error=0.5, threshold=0.3, price=2000.0,
+                      gas_price_gwei=1.0, tvl=2e6, oracle_price=2000.0, actions_executed=1, inference_cost=inference,
+                      gas_cost=gas_cost)
+
+
+def test_fold_tallies_gas_spent_today_and_resets_it_at_utc_midnight():
+    s = GolemState(golem_id="g")
+    s = fold_tick_result(s, tick_result(0.25, 0.01), "2025-03-01T12:00:00+00:00", ClockSection(), HeartbeatSection())
+    s = fold_tick_result(s, tick_result(0.25), "2025-03-01T13:00:00+00:00", ClockSection(), HeartbeatSection())
+    assert s.daily_gas_usd == pytest.approx(0.5) and s.daily_spend_usd == pytest.approx(0.01)
+    s = fold_tick_result(s, tick_result(0.1), "2025-03-02T00:01:00+00:00", ClockSection(), HeartbeatSection())
+    assert s.spend_day == "2025-03-02" and s.daily_gas_usd == pytest.approx(0.1) and s.total_gas_usd == pytest.approx(0.6)
+    assert GolemState.model_validate({"golem_id": "old"}).daily_gas_usd == 0.0  # old histories replay
+
+
+def test_status_shows_gas_beside_inference_and_each_budget():
+    cfg = GolemConfig(heartbeat=HeartbeatSection(max_daily_cost_usd=5.0))
+    state = GolemState(golem_id="g", spend_day="2025-03-01", daily_spend_usd=0.0, daily_gas_usd=9.87)
+    st = GolemStatus(golem_id="g", tick=60, activity="waiting", regime="volatile", phase="thriving", vitality=1.0,
+                     theta_seconds=30.0, **spend_status(state, cfg))
+    assert (st.daily_gas_usd, st.gas_budget_usd_per_day, st.gas_emergency_usd) == (9.87, 10.0, 2.0)
+    assert st.max_daily_cost_usd == 5.0 and st.spend_day == "2025-03-01"
+    line = spend_line(st)
+    assert "inference $0.0000 of $5.00" in line and "gas $9.8700 of $10.00" in line and "$2.00" in line
+    assert "2025-03-01 UTC" in line
+    old = GolemStatus.model_validate({"golem_id": "g", "tick": 1, "activity": "waiting", "regime": "calm",
+                                      "phase": "thriving", "vitality": 1.0, "theta_seconds": 60.0,
+                                      "daily_spend_usd": 0.0})
+    assert old.daily_gas_usd == 0.0
+
+
+def test_doctor_shows_gas_today_against_the_partition(tmp_path):
+    cfg = GolemConfig()
+    now = datetime.now(timezone.utc).timestamp()
+    store = RiskStore(tmp_path / "risk.sqlite")
+    for tick in range(33):
+        store.record_outcome(cfg.golem.id, tick, 0, "repay", opens_exposure=False, verified=True, value_usd=10,
+                             pnl_usd=0, gas_usd=0.25, now=now)
+    line = _gas_line(cfg, tmp_path, now)
+    assert "gas today: $8.2500 over 33 actions of the $10.00/day partition" in line
+    assert "routine share $8.00 spent: routine actions are deferred" in line and "$2.00 ring-fenced" in line
+    assert "gas today: $0.0000 over 0 actions" in _gas_line(cfg, tmp_path / "nothing", now)
