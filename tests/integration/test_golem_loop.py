@@ -207,6 +207,10 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
         status = await handle.query(GolemWorkflow.status)
         shown = await cli("status", "--json")
         assert shown.returncode == 0 and f'"golem_id": "{rig.golem_id}"' in shown.stdout, shown.stderr
+        # gas today beside inference, each with its budget (the §S10 partition and its emergency slice)
+        assert status.gas_budget_usd_per_day == 10.0 and status.gas_emergency_usd == 2.0 and status.spend_day
+        plain = await cli("status")
+        assert "inference $" in plain.stdout and "gas $" in plain.stdout and "ring-fenced" in plain.stdout, plain.stderr
         reasons = " | ".join(r.reason for r in status.rejected_interventions)
         assert "severity" in reasons and "expected a JSON object" in reasons, reasons
         assert not status.pending_steers and not status.pending_followups
