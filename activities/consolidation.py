@@ -121,6 +121,8 @@ class ConsolidationActivities:
     # ---- steps (blocking; run on threads) ----------------------------------------------------
     def _distill(self, inp: ConsolidationInput) -> Distilled:
         scanned = self.s.episodes.all()
+        if not inp.config.grimoire.memory:  # memory off: nothing is distilled or admitted
+            return Distilled(processed=[e.id for e in scanned if not e.consolidated])
         derived = derive_heuristics_from_episodes(scanned)
         out = Distilled(heuristics_derived=len(derived), processed=[e.id for e in scanned if not e.consolidated])
         for text, scope, episode_id in derived:

@@ -17,7 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from golem.cognition.backpressure import merge_into_observation
-from golem.cognition.budget import apply_budget, daily_spend_on
+from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decision_cache import cache_conditions, lookup, pattern_hash, record_decision
 from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.prediction_error import compute_prediction_error
@@ -171,14 +171,19 @@ class TickActivities:
             probe_thresholds=ctx.config.probes, heartbeat=ctx.config.heartbeat, gating=ctx.config.gating,
             daily_spend=spend, seed=tick_seed(ctx.golem_id, ctx.tick),
         )
-        return GateResult(tier=out.tier, threshold=out.threshold, reason=out.reason, forced=out.forced,
-                          gating=out.decision)
+        tier, reason = out.tier, out.reason
+        if ctx.config.gating.mode == "always":
+            tier, note = escalate_every_tick(tier, spend, ctx.config.heartbeat)
+            reason = f"{reason}; {note}" if note else reason
+        return GateResult(tier=tier, threshold=out.threshold, reason=reason, forced=out.forced, gating=out.decision)
 
     @activity.defn(name="retrieve")
     def retrieve(self, inp: RetrieveInput) -> RetrievedKnowledge:
         """Hybrid retrieval (rev. 9) over episodes and semantic entries; abstains when nothing is relevant."""
         ctx = inp.ctx
         query = retrieval_query(inp.observation)
+        if not ctx.config.grimoire.memory:
+            return RetrievedKnowledge(query=query, reason="memory off ([grimoire] memory = false)", abstained=True)
         pad = ctx.state.pad
         result = retrieve_for_tick(
             self.s.episodes, self.s.semantic, query, regime=inp.observation.regime.value, tick=ctx.tick,
@@ -326,7 +331,7 @@ class TickActivities:
 
     @activity.defn(name="reflect")
     async def reflect(self, inp: ReflectInput) -> TickResult:
-        record = build_record(inp, _now_iso())
+        record = build_record(inp, inp.ctx.started_at or _now_iso())  # the tick's clock (path time in a backtest)
         if record.outcome is not None and inp.deliberation is not None:
             spend = daily_spend_on(inp.ctx.state, inp.ctx.started_at)
             evaluation = await self.s.evaluate(record, inp.deliberation.actions, spend)

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
-ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world")
+ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world", "backtest")
 
 
 def _default_home() -> Path:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import sys
 import time
 import tomllib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -238,4 +240,23 @@ def run_backtest(opts: BacktestOptions) -> list[VariantRun]:
     if opts.grimoire is not None and not opts.memory:
         raise BacktestError("--grimoire with --memory off: an inherited Grimoire would never be read; drop one")
     opts.out.mkdir(parents=True, exist_ok=True)
-    return asyncio.run(_backtest(opts, rows))
+    with _worker_log(opts.out / "logs" / "worker.log"):
+        return asyncio.run(_backtest(opts, rows))
+
+
+@contextmanager
+def _worker_log(path: Path):
+    """The in-process worker logs to a file under --out, as `golem run`'s worker does; the console stays the report's."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    root.handlers = [handler]
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.handlers = saved[1]
+        root.setLevel(saved[0])
+        handler.close()

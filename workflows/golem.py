@@ -7,7 +7,7 @@ ticking until it ends (§S7 SLEEPING.DREAMING); continues-as-new every N ticks c
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -38,6 +38,8 @@ with workflow.unsafe.imports_passed_through():
         GolemStatus,
         GolemWorkflowInput,
         TickFailure,
+        WorldAdvanced,
+        WorldTime,
     )
     from golem.models.interventions import summarize
     from golem.models.state import FsmState, GolemState, PendingTick
@@ -66,6 +68,18 @@ class GolemWorkflow:
         self._child = None
         self._child_id: str | None = None
         self._run_ticks = 0
+        # The replay clock (a backtest): rows arrive by the advance_world update and are answered when done.
+        self._replay = False
+        self._world_now: datetime | None = None
+        self._last_tick_at: datetime | None = None
+        self._next_gamma_at: datetime | None = None
+        self._world_rows: list[WorldTime] = []
+        self._world_done: dict[int, WorldAdvanced] = {}
+        self._world_last = False
+
+    def _now(self) -> datetime:
+        """The one clock the golem reads: the path's time in a backtest, workflow.now() live."""
+        return self._world_now if self._replay and self._world_now is not None else workflow.now()
 
     # ---- signals: validated here, deduplicated by id, rejections recorded in state ----------
     @workflow.signal
@@ -80,7 +94,7 @@ class GolemWorkflow:
         if self._state is None:  # a signal that arrives before run() starts: wait for the state
             await workflow.wait_condition(lambda: self._state is not None)
         before = len(self._state.pending_steers)
-        self._state, reason = accept_intervention(self._state, kind, raw, workflow.now().isoformat())
+        self._state, reason = accept_intervention(self._state, kind, raw, self._now().isoformat())
         if reason:
             workflow.logger.warning("rejected %s: %s", kind, reason)
             return
@@ -90,6 +104,25 @@ class GolemWorkflow:
                 await self._child.signal(ThetaTickWorkflow.steer, self._state.pending_steers[-1])
             except Exception as err:  # the tick may have just finished; the steer stays pending
                 workflow.logger.info("steer not forwarded: %s", err)
+
+    # ---- the replay clock: a backtest's driver hands over one row at a time ------------------
+    @workflow.update
+    async def advance_world(self, t: WorldTime) -> WorldAdvanced:
+        """The chain now shows row t: tick on it if theta has elapsed in path time (or a steer waits),
+        otherwise run a gamma pulse if one is due. Returns once the golem is done with the row."""
+        self._world_rows.append(t)
+        await workflow.wait_condition(lambda: t.row in self._world_done)
+        return self._world_done.pop(t.row)
+
+    @advance_world.validator
+    def _check_world(self, t: WorldTime) -> None:
+        if self._cfg is not None and not self._replay:
+            raise ValueError("this golem lives by the wall clock; advance_world is for a backtest's replay clock")
+        at = datetime.fromisoformat(t.at)
+        if at.tzinfo is None:
+            raise ValueError(f"row {t.row}: time {t.at!r} needs a UTC offset")
+        if self._world_now is not None and at < self._world_now:
+            raise ValueError(f"row {t.row}: time {t.at} is before the path time already reached ({self._world_now.isoformat()})")
 
     @workflow.query
     def status(self) -> GolemStatus:
@@ -128,8 +161,16 @@ class GolemWorkflow:
         cfg = inp.config
         self._cfg = cfg
         self._state = inp.state or new_golem_state(cfg)
+        self._replay = inp.clock == "replay"
+        if self._replay:
+            self._world_now = datetime.fromisoformat(inp.world_time) if inp.world_time else None
+            self._last_tick_at = datetime.fromisoformat(inp.last_tick_at) if inp.last_tick_at else None
 
         while inp.max_ticks is None or self._state.tick < inp.max_ticks:
+            if self._replay:
+                row = await self._await_row(cfg)
+                if row is None:
+                    break
             if should_dream(self._state, cfg.clock):
                 await self._dream(cfg)
             if should_run_delta(self._state, cfg.clock):
@@ -137,14 +178,24 @@ class GolemWorkflow:
 
             await self._tick(cfg)
             self._run_ticks += 1
+            if self._replay:
+                self._row_done(row, ticked=True)
+                if self._world_last:
+                    break
 
             if self._run_ticks >= cfg.clock.continue_as_new_ticks:
                 self._activity = "continuing-as-new"
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(GolemWorkflowInput(config=cfg, state=self._state, max_ticks=inp.max_ticks))
+                workflow.continue_as_new(GolemWorkflowInput(
+                    config=cfg, state=self._state, max_ticks=inp.max_ticks, clock=inp.clock,
+                    world_time=self._world_now.isoformat() if self._replay and self._world_now else None,
+                    last_tick_at=self._last_tick_at.isoformat() if self._replay and self._last_tick_at else None,
+                ))
 
             if inp.max_ticks is not None and self._state.tick >= inp.max_ticks:
                 break
+            if self._replay:
+                continue  # the next row brings the next tick; nothing waits on the wall clock
             # Theta triggers that fell due while the tick ran are queued (§S12 backpressure): the next
             # tick starts at once instead of waiting again.
             if self._state.tick_queue.pending and workflow.patched("backpressure"):
@@ -156,6 +207,36 @@ class GolemWorkflow:
         self._activity = "stopped"
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._state
+
+    async def _await_row(self, cfg) -> WorldTime | None:
+        """Replay clock: take rows until one makes a tick due (theta elapsed in path time, or a steer is
+        pending); rows in between get a gamma pulse when one is due, as the live clock would give them.
+        Returns the tick's row, or None once the path's last row was only watched."""
+        while not self._world_last:
+            self._activity = "waiting for the next row"
+            await workflow.wait_condition(lambda: bool(self._world_rows))
+            row = self._world_rows.pop(0)
+            self._world_now = datetime.fromisoformat(row.at)
+            self._world_last = row.last
+            theta = timedelta(seconds=self._state.theta_seconds)
+            if self._last_tick_at is None or self._world_now >= self._last_tick_at + theta or self._state.pending_steers:
+                return row
+            pulsed = False
+            if self._next_gamma_at is None or self._world_now >= self._next_gamma_at:
+                await self._gamma(cfg)
+                self._next_gamma_at = self._world_now + timedelta(seconds=self._state.gamma.interval_seconds)
+                pulsed = True
+            self._world_done[row.row] = WorldAdvanced(row=row.row, gamma=pulsed)
+        return None
+
+    def _row_done(self, row: WorldTime, ticked: bool) -> None:
+        last = self._state.recent_ticks[-1] if self._state.recent_ticks else None
+        self._world_done[row.row] = WorldAdvanced(
+            row=row.row, tick=last.tick if (ticked and last) else None,
+            tier=last.tier.value if (ticked and last and last.tier) else None,
+            failed=bool(ticked and last and last.failed),
+        )
+        self._next_gamma_at = self._world_now + timedelta(seconds=self._state.gamma.interval_seconds)
 
     async def _wait_theta(self, cfg) -> None:
         deadline = workflow.now() + timedelta(seconds=self._state.theta_seconds)
@@ -190,7 +271,7 @@ class GolemWorkflow:
         fraction = budget_fraction(self._state.daily_spend_usd, cfg.heartbeat)
         factor = budget_throttle(fraction, cfg.heartbeat.cost_warning_threshold, cfg.heartbeat.cost_soft_cap_threshold)
         self._state, report = gamma_pulse(
-            self._state, snapshot, workflow.now().timestamp(), cfg.probes, budget_factor=factor,
+            self._state, snapshot, self._now().timestamp(), cfg.probes, budget_factor=factor,
             gamma_min=cfg.clock.gamma_min_seconds, gamma_max=cfg.clock.gamma_max_seconds,
         )
         if report.violations:
@@ -203,7 +284,8 @@ class GolemWorkflow:
         queue, trigger = dequeue(s.tick_queue)
         carried = trigger.probes if trigger else []
         self._state = s = s.model_copy(update={"tick_queue": queue})
-        started = workflow.now()
+        started = self._now()
+        self._last_tick_at = started
         # The tick gets the state without the learned-gating log (only this workflow uses it): a smaller
         # payload in every activity input of the tick.
         tick_state = state_for_tick(s) if workflow.patched("slim-tick-context") else s
@@ -224,7 +306,7 @@ class GolemWorkflow:
             result: TickResult = await self._child
             self._child = None
             self._state = fold_tick_result(
-                self._state, result, workflow.now().isoformat(), cfg.clock, cfg.heartbeat, result.gating, cfg.gating
+                self._state, result, self._now().isoformat(), cfg.clock, cfg.heartbeat, result.gating, cfg.gating
             )
             self._state = steers_to_followups(self._state, result.steers_to_followups)
             if result.decision_cache is not None:
@@ -236,7 +318,7 @@ class GolemWorkflow:
             reason = str(err.cause or err)
             workflow.logger.error("tick %s failed: %s", n, reason)
             info = TickFailure(golem_id=s.golem_id, tick=n, workflow_id=wid, error=reason,
-                               failed_at=workflow.now().isoformat())
+                               failed_at=self._now().isoformat())
             try:
                 await workflow.execute_activity_method(
                     TickActivities.record_failure, info, task_queue=ctx.task_queue,
@@ -244,16 +326,16 @@ class GolemWorkflow:
                 )
             except Exception as rec_err:  # recording is best effort; the failure is also in state
                 workflow.logger.error("could not record failure of tick %s: %s", n, rec_err)
-            self._state = fold_tick_failure(self._state, n, reason, wid, "", workflow.now().isoformat())
+            self._state = fold_tick_failure(self._state, n, reason, wid, "", self._now().isoformat())
 
     def _queue_missed_triggers(self, started, theta: float) -> None:
         """A tick that overran theta missed triggers: queue them (max 3, oldest dropped, §S12)."""
-        missed = int((workflow.now() - started).total_seconds() // max(theta, 1e-3))
+        missed = int((self._now() - started).total_seconds() // max(theta, 1e-3))
         if not missed or not workflow.patched("backpressure"):
             return
         queue = self._state.tick_queue
         for _ in range(missed):
-            queue, events = enqueue(queue, PendingTick(trigger="theta", enqueued_at=workflow.now().timestamp()))
+            queue, events = enqueue(queue, PendingTick(trigger="theta", enqueued_at=self._now().timestamp()))
             for event in events:
                 workflow.logger.warning("%s: %s", event.kind, event.detail)
         self._state = self._state.model_copy(update={"tick_queue": queue})
@@ -267,11 +349,11 @@ class GolemWorkflow:
         result = await self._upkeep_child(
             DeltaConsolidationWorkflow.run, "delta", "next-curator",
             lambda notes: ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes,
-                                             daily_spend_usd=daily_spend_on(s, workflow.now().isoformat())),
+                                             daily_spend_usd=daily_spend_on(s, self._now().isoformat())),
         )
         if result is not None and result.inference_cost_usd > 0 and workflow.patched("delta-inference-spend"):
             # The delta cycle's future-utility calls (Rev. 3) count against the §S12 daily budget.
-            self._state = fold_upkeep_cost(self._state, result.inference_cost_usd, workflow.now().isoformat())
+            self._state = fold_upkeep_cost(self._state, result.inference_cost_usd, self._now().isoformat())
         if result is not None and result.playbook_revision is not None:
             # §S11: a PLAYBOOK revision invalidates cached decisions
             cache = on_playbook_revision(self._state.decision_cache, result.playbook_revision, None)

@@ -75,3 +75,12 @@ def apply_budget(tier: Tier, daily_spend: float, cfg: HeartbeatSection) -> tuple
             "T2 limited to a Sonnet-class model (§S12)"
         )
     return tier, None
+
+
+def escalate_every_tick(tier: Tier, daily_spend: float, cfg: HeartbeatSection) -> tuple[Tier, str | None]:
+    """`[gating] mode = "always"`: System 1 gating off, every tick at least T1 — within the §S12 cap."""
+    if tier != Tier.T0:
+        return tier, None
+    allowed, why = apply_budget(Tier.T1, daily_spend, cfg)
+    note = '[gating] mode = "always": every tick deliberates (System 1 gating off)'
+    return allowed, note + (f"; {why}" if why else "")

@@ -144,6 +144,9 @@ class GatingSection(BaseModel):
     # Prediction error added per anomaly at topology modifier 1.0 (grimoire "Feeding the Curiosity Scorer":
     # additive, never subtracts). Ours: 0.05 = §S4's per-anomaly weight; 0 turns the topology term off.
     topology_weight: float = Field(default=0.05, ge=0.0, le=0.2)
+    # "adaptive": System 1 gates every tick (§S5). "always": no System 1 gating — every tick is at least T1, so
+    # STRATEGY.md's rules are applied every tick (the backtest's rules baseline); the §S12 budget cap still holds.
+    mode: str = Field(default="adaptive", pattern=r"^(adaptive|always)$")
 
 
 class DecisionCacheSection(BaseModel):
@@ -175,6 +178,9 @@ class GrimoireSection(BaseModel):
     model_cache_dir: str | None = None  # fastembed cache holding the nomic model (relative: to the golem home)
     # Retrieval abstains below this cosine; default: the embedder's calibrated floor (0.30 for wordllama).
     semantic_floor: float | None = Field(default=None, ge=0.0, le=1.0)
+    # Memory off (a backtest baseline, or an owner who wants a golem without learned knowledge): retrieval
+    # returns nothing and delta consolidation admits nothing; episodes and records are still written.
+    memory: bool = True
 
     @field_validator("embedder")
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from golem.models.config import GolemConfig
@@ -13,6 +15,30 @@ class GolemWorkflowInput(BaseModel):
     config: GolemConfig
     state: GolemState | None = None  # None on first start; carried across continue-as-new
     max_ticks: int | None = None  # stop after this many ticks in total (tests, bounded demos)
+    # Which clock the golem lives by: "wall" (live: Temporal timers and workflow.now()) or "replay" (a
+    # backtest: time is the recorded path's, delivered row by row with the advance_world update, and
+    # nothing waits on the wall clock). Carried across continue-as-new with the path time reached.
+    clock: Literal["wall", "replay"] = "wall"
+    world_time: str | None = None  # replay: the path time of the last row taken
+    last_tick_at: str | None = None  # replay: the path time of the last tick (theta counts from it)
+
+
+class WorldTime(BaseModel):
+    """A backtest row's time, sent by the replay driver once the chain shows that row."""
+
+    row: int = Field(ge=0)
+    at: str  # ISO-8601 path time of the row (UTC)
+    last: bool = False  # the path's last row: the golem stops after it
+
+
+class WorldAdvanced(BaseModel):
+    """What the golem did with a row: ticked (which tick, its tier) or only watched it (a gamma pulse)."""
+
+    row: int
+    tick: int | None = None
+    tier: str | None = None
+    failed: bool = False
+    gamma: bool = False
 
 
 class GolemStatus(BaseModel):

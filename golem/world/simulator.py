@@ -108,6 +108,30 @@ def arbitrage_input(r0: int, r1: int, target_raw: float, max_fraction: float) ->
     return ("sell", min(want, int(r0 * max_fraction))) if want > 0 else ("none", 0)
 
 
+def exact_arbitrage_input(r0: int, r1: int, target_raw: float, side: str, approx: int) -> int:
+    """The integer input (bisection on `amount_out`) that puts the pool price r1/r0 closest to `target_raw`:
+    the fee stays in the pool, so the square-root estimate of arbitrage_input is off by a few bps."""
+    if side not in ("buy", "sell") or approx <= 0:
+        return 0
+
+    def price_after(amt: int) -> float:
+        if side == "buy":
+            return (r1 + amt) / (r0 - amount_out(amt, r1, r0))
+        return (r1 - amount_out(amt, r0, r1)) / (r0 + amt)
+
+    lo, hi = 0, 2 * approx
+    for _ in range(80):
+        if hi - lo <= 1:
+            break
+        mid = (lo + hi) // 2
+        below = price_after(mid) < target_raw
+        if (side == "buy") == below:
+            lo = mid
+        else:
+            hi = mid
+    return min((lo, hi), key=lambda a: abs(price_after(a) - target_raw))
+
+
 class MarketSimulator:
     """Drives one deployed world. Keys stay inside; nothing here logs or returns them."""
 
@@ -304,6 +328,7 @@ class MarketSimulator:
                 r0, r1, weth_bal, usdc_bal = r0 + amt, r1 - back, weth_bal - amt, usdc_bal + back
         target_raw = pool_price * self._usdc_unit / self._weth_unit
         side, amt = arbitrage_input(r0, r1, target_raw, UNCAPPED_FRACTION)
+        amt = exact_arbitrage_input(r0, r1, target_raw, side, amt)
         trade_size = 0.0
         if side == "buy":
             amt = self._swap(self._usdc, amt, usdc_bal, "replay buy WETH", steps)
