@@ -9,9 +9,6 @@ from golem.models.observation import ChainSnapshot
 from golem.models.record import ActionRecord, DecisionCycleRecord
 from golem.safety.risk import net_value_usd
 
-PROTECTIVE_TOOLS = frozenset({"repay"})  # reduces debt: never a routine spend
-
-
 def blocked_category(reason: str) -> str:
     """gate (the §S10 gas gate's spike rule), budget (a gas partition or spend budget), policy (a PolicyCage or
     risk rule), other (dry-run, not validated)."""
@@ -25,9 +22,10 @@ def blocked_category(reason: str) -> str:
     return "policy"
 
 
-def _protective(action: ActionRecord, record: DecisionCycleRecord) -> bool:
-    steered = any(s.kind == "steer" and s.severity in ("high", "critical") for s in record.active_interventions)
-    return action.tool_name in PROTECTIVE_TOOLS or steered
+def _protective(action: ActionRecord) -> bool:
+    """What the gas gate judged protective (golem.safety.policy.protective_reason, recorded on the action);
+    a protective action the cage blocked outright is still marked by its tool (repay)."""
+    return action.protective is not None or action.tool_name == "repay"
 
 
 def mark_row(
@@ -60,7 +58,7 @@ def mark_row(
         return mark
     d = record.deliberation
     actions = [
-        ActionMark(tool=a.tool_name, status=a.status.value, gas_usd=a.gas_cost, protective=_protective(a, record))
+        ActionMark(tool=a.tool_name, status=a.status.value, gas_usd=a.gas_cost, protective=_protective(a))
         for a in record.actions
     ]
     blocked = [
