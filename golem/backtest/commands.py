@@ -44,7 +44,7 @@ def cmd_backtest(args) -> int:
         write_report(report, run.marks, run.out_dir)
         reports.append(report)
     if args.compare:
-        table = compare_reports(reports)
+        table = compare_reports(reports, marks={run.name: run.marks for run in runs})
         text = render_comparison(table)
         (opts.out / "compare.md").write_text(text + "\n")
         (opts.out / "compare.json").write_text(table.model_dump_json(indent=2))
