@@ -1,0 +1,160 @@
+"""Seeded market paths with regime labels: the live simulator's regimes for `golem sim export`, and the seven
+scenarios shipped in examples/scenarios/. Pure: a (name, steps, seed) always gives the same rows.
+
+Sizes come from the dev world (golem/world/deploy.py): WETH starts at 2,000 USDC; the golem supplies 10 WETH and
+borrows 8,000 USDC, so HF = 10 × price × 0.8 / 8,000 is 2.0 at the start, 1.6 (STRATEGY.md's repay line) at
+1,600 and 1.0 (liquidation) at 1,000 if it does nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+from golem.backtest.models import DEFAULT_ROW_SECONDS, PathRow
+from golem.backtest.path import PATH_EPOCH
+from golem.world.simulator import (
+    CALM_SIGMA,
+    CRASH_STEPS,
+    DEFAULT_CRASH_AFTER,
+    SCENARIOS as SIM_SCENARIOS,
+    oracle_path,
+)
+from golem.world.deploy import ORACLE_START_PRICE
+
+BASE_GAS_GWEI = 1.0  # ours: a quiet L2-like base fee (Anvil's own default is 1 gwei)
+GAS_NOISE = 0.05  # ours: ±5 % lognormal wobble, far below the §S9 gas probe's 2× Low line
+VOLUME_USD = 20_000.0  # ours: median noise volume per row; ~1 % of the pool's depth
+POOL_SPREAD_BPS = 5.0  # ours: an arbitraged pool sits within a few bps of the oracle (30 bps fee band)
+
+
+class _Gen:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.rows: list[PathRow] = []
+        self.price = float(ORACLE_START_PRICE)
+
+    def gas(self, level: float = BASE_GAS_GWEI) -> float:
+        return round(level * math.exp(self.rng.gauss(0.0, GAS_NOISE)), 4)
+
+    def volume(self) -> float:
+        return round(VOLUME_USD * math.exp(self.rng.gauss(0.0, 0.4)), 2)
+
+    def add(self, label: str, ret: float = 0.0, *, sigma: float = CALM_SIGMA, oracle: float | None = None,
+            gas: float | None = None, pool: float | None = None) -> None:
+        self.price = max(1.0, self.price * (1.0 + ret + self.rng.gauss(0.0, sigma)))
+        spread = self.rng.gauss(0.0, POOL_SPREAD_BPS / 10_000)
+        i = len(self.rows)
+        self.rows.append(PathRow(
+            tick=i, timestamp=PATH_EPOCH + DEFAULT_ROW_SECONDS * i,
+            pool_price=round(pool if pool is not None else self.price * (1.0 + spread), 6),
+            oracle_price=round(oracle if oracle is not None else self.price, 6),
+            gas_gwei=gas if gas is not None else self.gas(), volume_usd=self.volume(), regime=label,
+        ))
+
+    def run(self, n: int, label: str, ret: float = 0.0, sigma: float = CALM_SIGMA, **kw) -> None:
+        for _ in range(n):
+            self.add(label, ret, sigma=sigma, **kw)
+
+
+# ---- the seven shipped scenarios ------------------------------------------------------------------------
+def calm(g: _Gen) -> None:
+    g.run(240, "calm")
+
+
+def trend_up(g: _Gen) -> None:
+    g.run(30, "calm")
+    g.run(180, "trending_up", 0.003, sigma=0.001)  # +0.3 %/row: a 2× in ~230 rows
+    g.run(30, "calm")
+
+
+def crash_recovery(g: _Gen) -> None:
+    g.run(60, "calm")
+    g.run(8, "crash", -0.05, sigma=0.002)  # −5 %/row for 8 rows: 2,000 → ~1,330 (HF ~1.33 if it did nothing)
+    g.run(40, "trending_down", -0.002, sigma=0.002)
+    g.run(80, "trending_up", 0.004, sigma=0.002)
+    g.run(52, "calm")
+
+
+def slow_bleed(g: _Gen) -> None:
+    g.run(30, "calm")
+    g.run(210, "trending_down", -0.0022, sigma=0.0003)  # −22 bps/row, under the 50 bps price probe: HF 2.0 → ~1.25
+
+
+def oracle_lag(g: _Gen) -> None:
+    g.run(60, "calm")
+    lagged = g.price
+    moves = [-0.04, -0.04, -0.04, -0.03, 0.0, 0.0]  # the pool falls ~14 % in 4 rows ...
+    for k, r in enumerate(moves):
+        g.add("crash" if k < 4 else "trending_down", r, sigma=0.0005, oracle=lagged)
+        if k >= 2:  # ... the oracle follows 3 rows late
+            lagged = g.rows[-3].pool_price
+    g.run(4, "trending_down", sigma=0.0005)
+    g.run(110, "calm")
+
+
+def gas_spike(g: _Gen) -> None:
+    for start in (30, 55, 80):  # earlier dips give the gas gate a usual cost per action to compare with
+        g.run(start - len(g.rows), "calm")
+        g.add("trending_down", -0.035, sigma=0.0005)
+    g.run(110 - len(g.rows), "calm")
+    for k in range(6):  # 10× base fee for six rows, with a dip that fires the swap rule in the middle
+        g.add("trending_down" if k == 2 else "calm", -0.035 if k == 2 else 0.0, sigma=0.0005,
+              gas=g.gas(10 * BASE_GAS_GWEI))
+    g.run(30, "calm")
+    g.add("trending_down", -0.035, sigma=0.0005)  # the same dip at normal gas: the swap goes through
+    g.run(240 - len(g.rows), "calm")
+
+
+def whipsaw(g: _Gen) -> None:
+    g.run(40, "calm")
+    for k in range(60):  # ±4 % alternating with noise: nowhere to go, every signal reverses
+        g.add("volatile", 0.04 if k % 2 else -0.04, sigma=0.01)
+    g.run(140, "calm")
+
+
+SHIPPED: dict[str, Callable[[_Gen], None]] = {
+    "calm": calm, "trend_up": trend_up, "crash_recovery": crash_recovery, "slow_bleed": slow_bleed,
+    "oracle_lag": oracle_lag, "gas_spike": gas_spike, "whipsaw": whipsaw,
+}
+SHIPPED_SEEDS = {name: 100 + i for i, name in enumerate(SHIPPED)}  # ours: one fixed seed per shipped file
+
+
+def shipped_rows(name: str, seed: int | None = None) -> list[PathRow]:
+    if name not in SHIPPED:
+        raise ValueError(f"unknown scenario {name!r}; choose one of {', '.join(SHIPPED)}")
+    g = _Gen(SHIPPED_SEEDS[name] if seed is None else seed)
+    SHIPPED[name](g)
+    return g.rows
+
+
+# ---- the live simulator's regimes ---------------------------------------------------------------------
+def _sim_label(scenario: str, i: int, crash_after: int) -> str:
+    if scenario == "trending":
+        return "trending_up"
+    if scenario == "crash":
+        return "crash" if crash_after <= i < crash_after + CRASH_STEPS else "calm"
+    return scenario  # calm, volatile
+
+
+def export_rows(scenario: str, steps: int, seed: int = 0, crash_after: int = DEFAULT_CRASH_AFTER) -> list[PathRow]:
+    """What `golem sim --scenario S --seed N` posts to the oracle, as a path (the same oracle_path), with the
+    arbitraged pool a few bps off the oracle, a quiet base fee and noise volume. Shipped scenario names work too."""
+    if steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {steps}")
+    if scenario not in SIM_SCENARIOS:
+        if scenario in SHIPPED:
+            rows = shipped_rows(scenario, seed)
+            while len(rows) < steps:  # longer than the shipped file: continue calm from where it ended
+                g = _Gen(seed + len(rows))
+                g.rows, g.price = rows, rows[-1].oracle_price
+                g.run(steps - len(rows), "calm")
+            return rows[:steps]
+        raise ValueError(f"unknown scenario {scenario!r}; choose one of {', '.join((*SIM_SCENARIOS, *SHIPPED))}")
+    prices = oracle_path(scenario, float(ORACLE_START_PRICE), steps, seed=seed, crash_after=crash_after)
+    g = _Gen(seed + 1_000_003)  # its own stream: the prices depend on the seed exactly as the simulator's do
+    for i, p in enumerate(prices):
+        g.price = p
+        g.add(_sim_label(scenario, i, crash_after), sigma=0.0, oracle=p)
+    return g.rows
