@@ -95,15 +95,24 @@ def oracle_lag(g: _Gen) -> None:
 
 
 def gas_spike(g: _Gen) -> None:
-    for start in (30, 55, 80):  # earlier dips give the gas gate a usual cost per action to compare with
+    """Sharp −3.5 % dips that revert on the next row (each fires STRATEGY.md's swap rule at −300 bps): three at
+    normal gas first (they give the gas gate a usual cost per action), one inside six rows of 10× base fee, one
+    after the spike at normal gas again."""
+
+    def dip(gas: float | None = None) -> None:
+        g.add("volatile", -0.035, sigma=0.0005, gas=gas)
+        g.add("volatile", 0.036, sigma=0.0005, gas=gas)
+
+    for start in (30, 55, 80):
         g.run(start - len(g.rows), "calm")
-        g.add("trending_down", -0.035, sigma=0.0005)
+        dip()
     g.run(110 - len(g.rows), "calm")
-    for k in range(6):  # 10× base fee for six rows, with a dip that fires the swap rule in the middle
-        g.add("trending_down" if k == 2 else "calm", -0.035 if k == 2 else 0.0, sigma=0.0005,
-              gas=g.gas(10 * BASE_GAS_GWEI))
+    spike = 10 * BASE_GAS_GWEI
+    g.run(2, "calm", gas=g.gas(spike))
+    dip(gas=g.gas(spike))
+    g.run(2, "calm", gas=g.gas(spike))
     g.run(30, "calm")
-    g.add("trending_down", -0.035, sigma=0.0005)  # the same dip at normal gas: the swap goes through
+    dip()  # the same dip at normal gas: the swap goes through
     g.run(240 - len(g.rows), "calm")
 
 

@@ -8,7 +8,8 @@
 σ in the SMA rows is the standard deviation of the same 20 prices (Bollinger-style bands).
 "30-day average" proxy: a golem keeps PRICE_HISTORY_LEN (64) prices, far less than 30 days, so
 the long-run σ(returns) is taken over the returns *before* the recent window in that history.
-Volatility is therefore relative: a market that is wild from the first tick is not "volatile".
+Relative volatility alone misses a market that is wild from the first tick (its baseline is as wild), so an
+absolute line (ABSOLUTE_VOLATILE_SIGMA) marks it volatile once RECENT_RETURNS returns exist (the warm-up).
 Both σs have floors (MIN_RETURN_SIGMA, MIN_PRICE_SIGMA) so that noise in a flat market is not a regime.
 Pure and deterministic: workflow code may call it.
 """
@@ -33,6 +34,11 @@ MIN_RETURN_SIGMA = 0.001
 # The narrowest σ the SMA rows use: 50 bps of the SMA, the price probe's Low threshold (§S17
 # price_delta_low_bps) — moves smaller than that are noise, not a trend.
 MIN_PRICE_SIGMA = 0.005
+# The absolute volatility line: §S9's 2× ratio applied to a "normal" market whose typical per-tick move is the
+# price probe's Low threshold (§S17 price_delta_low_bps = 50 bps): σ(returns) > 2 × 0.5 % = 1 % per tick is
+# volatile whatever the golem's own history says. Tuned on golem/cognition/regime_labels.py (even seeds) and
+# checked on the held-out odd seeds: bench/regime_accuracy.py.
+ABSOLUTE_VOLATILE_SIGMA = 0.01
 
 
 def _mean(xs: list[float]) -> float:
@@ -49,11 +55,18 @@ def _returns(prices: list[float]) -> list[float]:
 
 
 def is_volatile(prices: list[float]) -> bool:
+    """§S9's relative rule (recent σ(returns) > 2× the older baseline), or — so that a market wild from the first
+    tick, whose own history is just as wild, is still volatile once RECENT_RETURNS returns exist — an absolute
+    line: recent σ(returns) above ABSOLUTE_VOLATILE_SIGMA."""
     rets = _returns(prices)
+    if len(rets) < RECENT_RETURNS:
+        return False
+    recent = _std(rets[-RECENT_RETURNS:])
+    if recent > ABSOLUTE_VOLATILE_SIGMA:
+        return True
     if len(rets) < RECENT_RETURNS + MIN_BASELINE_RETURNS:
         return False
-    recent, baseline = rets[-RECENT_RETURNS:], rets[:-RECENT_RETURNS]
-    return _std(recent) > VOLATILITY_RATIO * max(_std(baseline), MIN_RETURN_SIGMA)
+    return recent > VOLATILITY_RATIO * max(_std(rets[:-RECENT_RETURNS]), MIN_RETURN_SIGMA)
 
 
 def detect_regime(
