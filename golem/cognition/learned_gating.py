@@ -310,27 +310,32 @@ def note_gating_outcome(
     return learned.model_copy(update={"log": log[-log_len:]})
 
 
-def event_level(entry: GatingDecision, cfg: GatingSection) -> int:
-    """How much thinking a tick's own events called for: 2 severe, 1 significant, 0 quiet.
+def event_level(entry: GatingDecision, cfg: GatingSection, *, own: bool = True) -> int:
+    """How much thinking a tick's events called for: 2 severe, 1 significant, 0 quiet.
 
-    Evidence independent of the gate: the §S4 prediction error, a regime change (into a falling or
-    volatile market is severe), and — unless the tick was forced by a steer — an action the
-    deliberation took (§S5: "T2 was correct if the full deliberation led to an action").
+    Market evidence, independent of the gate: the §S4 prediction error and a regime change (into a falling or
+    volatile market is severe). For the tick's *own* judgement also what its deliberation did (§S5 "Outcome
+    feedback"): an action taken at T1 shows T1 found something actionable ("T1 was correct") — it is not
+    evidence that T2 was needed; an action of a T2 deliberation marks T2 as correct. A steer-forced tick's
+    action is the owner's call, not evidence. The next window (`own=False`) only contributes market events
+    ("no large prediction error, no position loss, no regime change"): its actions are its own tick's doing.
     """
     if entry.failed:
         return 0
-    if (entry.actions > 0 and entry.mode != "forced") or entry.prediction_error >= cfg.severe_pe \
-            or (entry.regime_changed and entry.regime in ALARMING_REGIMES):
-        return 2
-    if entry.prediction_error >= cfg.event_pe or entry.regime_changed:
-        return 1
-    return 0
+    level = 0
+    if entry.prediction_error >= cfg.severe_pe or (entry.regime_changed and entry.regime in ALARMING_REGIMES):
+        level = 2
+    elif entry.prediction_error >= cfg.event_pe or entry.regime_changed:
+        level = 1
+    if own and entry.actions > 0 and entry.mode != "forced":
+        level = max(level, min(_RANK[entry.tier], 2))
+    return level
 
 
 def required_tier(entry: GatingDecision, window: list[GatingDecision], cfg: GatingSection) -> int:
-    """The tier the tick needed in hindsight (§S5 "Outcome feedback"): its own events, or any event in
-    the next theta window — a T0 tick followed by a surprise missed it."""
-    return max([event_level(entry, cfg), *(event_level(w, cfg) for w in window)])
+    """The tier the tick needed in hindsight (§S5 "Outcome feedback"): its own events, or a market event in the
+    next theta window — a T0 tick followed by a surprise missed it."""
+    return max([event_level(entry, cfg), *(event_level(w, cfg, own=False) for w in window)])
 
 
 class FeedbackReport(BaseModel):
