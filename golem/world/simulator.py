@@ -245,13 +245,18 @@ class MarketSimulator:
         steps.append((label, self._trader.call_fn(self._pool, "swap", token.address, amount_in, 0, self._trader.address, gas=GAS_CALL)))
         return amount_in
 
-    def step(self) -> SimStep:
-        i = self.step_index
+    def _begin_batch(self) -> dict[str, int]:
+        """Read pool, balances, nonces and the fee market once; the senders' nonces and fees follow from it."""
         state = self._read_state()
         base_fee = state["base_fee"] if state["base_fee"] >= 0 else None
         self._trader.refresh(base_fee, state["trader_nonce"])
         if self._oracle is not self._trader:
             self._oracle.refresh(base_fee, state["oracle_nonce"])
+        return state
+
+    def step(self) -> SimStep:
+        i = self.step_index
+        state = self._begin_batch()
 
         move = scenario_return(self.scenario, i, self._price_rng, self.crash_after)
         new_price = max(MIN_PRICE, self.oracle_price * (1.0 + move))
@@ -306,11 +311,7 @@ class MarketSimulator:
         `oracle_price`, `noise_volume_usd` trades round-trip through the pool (half bought, half sold back),
         then one uncapped arbitrage trade takes the pool to `pool_price`. Pool and oracle may diverge."""
         i = self.step_index
-        state = self._read_state()
-        base_fee = state["base_fee"] if state["base_fee"] >= 0 else None
-        self._trader.refresh(base_fee, state["trader_nonce"])
-        if self._oracle is not self._trader:
-            self._oracle.refresh(base_fee, state["oracle_nonce"])
+        state = self._begin_batch()
         oracle_price = max(MIN_PRICE, oracle_price)
         steps: list[tuple[str, HexBytes]] = []
         if int(oracle_price * 1e18) != int(self.oracle_price * 1e18):
