@@ -3,6 +3,7 @@ dev server + Anvil (40 rows), twice, for repeatability."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -113,6 +114,28 @@ def test_backtest_end_to_end_repeatable(tmp_path):
     assert all(m["timestamp"] == T0 + 60 * m["row"] for m in marks)
     # the second pass over the same CSV decides the same, figure for figure
     assert _decisions(runs[0]) == _decisions(runs[1])
+    # the run's Temporal data stays under --out: the replay-clock GolemWorkflow history replays with Replayer
+    asyncio.run(_replays(tmp_path / "run1" / "temporal.sqlite"))
+
+
+async def _replays(db: Path) -> None:
+    from infra.temporal import TemporalDevServer
+    from workers.client import connect
+    from workers.replay import replay_history
+
+    server = TemporalDevServer(db, port=free_port(), ui_port=free_port(), headless=True, log_path=db.with_suffix(".log2"))
+    server.start()
+    try:
+        client = await connect(server.address)
+        handle = client.get_workflow_handle("golem-bt-golem")
+        desc = await handle.describe()
+        assert desc.status.name == "COMPLETED"
+        ok, detail = await replay_history(await handle.fetch_history())
+        assert ok, detail
+        ticks = [w async for w in client.list_workflows('WorkflowType = "ThetaTickWorkflow"')]
+        assert len(ticks) == 40
+    finally:
+        server.stop()
 
 
 def test_bad_csv_is_refused_with_its_line_before_anything_starts(tmp_path):
