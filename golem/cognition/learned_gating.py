@@ -310,32 +310,39 @@ def note_gating_outcome(
     return learned.model_copy(update={"log": log[-log_len:]})
 
 
-def event_level(entry: GatingDecision, cfg: GatingSection, *, own: bool = True) -> int:
-    """How much thinking a tick's events called for: 2 severe, 1 significant, 0 quiet.
+def market_level(entry: GatingDecision, cfg: GatingSection) -> int:
+    """How much thinking the market at a logged tick called for: 2 severe, 1 significant, 0 quiet.
 
-    Market evidence, independent of the gate: the §S4 prediction error and a regime change (into a falling or
-    volatile market is severe). For the tick's *own* judgement also what its deliberation did (§S5 "Outcome
-    feedback"): an action taken at T1 shows T1 found something actionable ("T1 was correct") — it is not
-    evidence that T2 was needed; an action of a T2 deliberation marks T2 as correct. A steer-forced tick's
-    action is the owner's call, not evidence. The next window (`own=False`) only contributes market events
-    ("no large prediction error, no position loss, no regime change"): its actions are its own tick's doing.
-    """
+    Evidence independent of the gate: the §S4 prediction error (`event_pe` significant, `severe_pe` severe) and a
+    regime change (into a falling or volatile market is severe). A failed tick is no evidence."""
     if entry.failed:
         return 0
-    level = 0
     if entry.prediction_error >= cfg.severe_pe or (entry.regime_changed and entry.regime in ALARMING_REGIMES):
-        level = 2
-    elif entry.prediction_error >= cfg.event_pe or entry.regime_changed:
-        level = 1
-    if own and entry.actions > 0 and entry.mode != "forced":
-        level = max(level, min(_RANK[entry.tier], 2))
-    return level
+        return 2
+    if entry.prediction_error >= cfg.event_pe or entry.regime_changed:
+        return 1
+    return 0
 
 
 def required_tier(entry: GatingDecision, window: list[GatingDecision], cfg: GatingSection) -> int:
-    """The tier the tick needed in hindsight (§S5 "Outcome feedback"): its own events, or a market event in the
-    next theta window — a T0 tick followed by a surprise missed it."""
-    return max([event_level(entry, cfg), *(event_level(w, cfg, own=False) for w in window)])
+    """The tier the tick needed in hindsight, judged per the tier that ran (§S5 "Outcome feedback"):
+
+    - T0 was correct if neither the tick nor the next theta window (`window`) showed a significant market event
+      ("no large prediction error, no position loss, no regime change"); else it needed that event's level.
+    - An escalated tick (T1/T2) was needed if its deliberation found something actionable ("T1 was correct if
+      the LLM analysis identified something actionable that T0 would have missed"): an action → 1. Without one
+      the escalation was unnecessary (0), unless the tick or its window was severe (2: "insufficient", an event
+      that required higher-tier reasoning). An action is never evidence that T2 rather than T1 was needed: the
+      deliberation that acted at T2 would have been judged T2-correct by its own action, a loop that fed itself
+      in volatile markets (issue 10: 54 % of ticks at T2 after the cold start) — T2 needs a severe market.
+    - A forced tick (owner steer, phase transition) ran for the owner's reason: only the market judges it.
+    """
+    if entry.failed:
+        return 0
+    market = max([market_level(entry, cfg), *(market_level(w, cfg) for w in window)])
+    if entry.tier == Tier.T0 or entry.mode == "forced":
+        return market
+    return max(1 if entry.actions > 0 else 0, 2 if market >= 2 else 0)
 
 
 class FeedbackReport(BaseModel):

@@ -7,6 +7,7 @@ simulation driver that runs it over a price path (for tests and bench/system1.py
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
@@ -116,6 +117,7 @@ SYNTHETIC_TOPOLOGY = TopologyView(
 class SimulationRun(BaseModel):
     tiers: list[Tier] = Field(default_factory=list)
     modes: list[str] = Field(default_factory=list)
+    actions: list[int] = Field(default_factory=list)
     prediction_errors: list[float] = Field(default_factory=list)
     theta_seconds: list[float] = Field(default_factory=list)
     inference_cost: float = 0.0
@@ -135,11 +137,16 @@ def simulate(
     start_iso: str = "2025-01-01T00:00:00+00:00",
     state: GolemState | None = None,
     topology: TopologyView | None = None,
+    snapshot: Callable[[float, int], ChainSnapshot] | None = None,
+    act: Callable[[GolemState, System1Tick], int] | None = None,
 ) -> SimulationRun:
     """Drive System 1 over a pool price path: each tick observes, analyses, gates (learned after the
     cold start), pays the §S5 per-call cost of its tier, folds into state, and at delta frequency
-    closes the learning loop. No deliberation runs, so no actions are taken. Pure and deterministic.
-    `topology` (e.g. SYNTHETIC_TOPOLOGY) gives the anomalies their topology curiosity modifiers."""
+    closes the learning loop, in GolemWorkflow's order. Pure and deterministic given pure hooks.
+    `topology` (e.g. SYNTHETIC_TOPOLOGY) gives the anomalies their topology curiosity modifiers.
+    Without `act` no deliberation runs and no actions are taken; with it, every escalated tick (T1/T2) calls
+    `act(state, tick)` for the number of actions executed (what learned gating's hindsight judges), and
+    `snapshot(price, i)` builds the world the actions changed (default: synthetic_snapshot)."""
     cfg = cfg or GolemConfig()
     gating = gating or GatingSection()
     st = state or GolemState(golem_id=golem_id, theta_seconds=cfg.clock.theta_base_seconds)
@@ -150,20 +157,22 @@ def simulate(
             st, _ = learn_at_delta(st, gating)
             st = st.model_copy(update={"last_delta_tick": st.tick})
         now_iso = now.isoformat()
-        snap = synthetic_snapshot(price, i)
+        snap = snapshot(price, i) if snapshot is not None else synthetic_snapshot(price, i)
         t = system1_tick(snap, st, cfg, gating, now_iso=now_iso, topology=topology)
         tier = t.gate.tier
         cost = COST_PER_CALL[tier]
+        actions = act(st, t) if act is not None and tier != Tier.T0 else 0
         result = TickResult(
             tick=st.tick, tier=tier, regime=t.observation.regime.value, prediction_error=t.prediction_error,
             threshold=t.gate.threshold, price=price, gas_price_gwei=snap.gas_price_gwei, tvl=snap.pool.tvl,
             oracle_price=snap.oracle_price, position_health={p.id: p.health_factor for p in snap.positions
                                                              if p.health_factor is not None},
-            inference_cost=cost,
+            inference_cost=cost, actions_executed=actions,
         )
         st = fold_tick_result(st, result, now_iso, cfg.clock, cfg.heartbeat, t.gate.decision, gating)
         run.tiers.append(tier)
         run.modes.append(t.gate.decision.mode)
+        run.actions.append(actions)
         run.prediction_errors.append(t.prediction_error)
         run.theta_seconds.append(st.theta_seconds)
         run.inference_cost += cost
