@@ -123,9 +123,19 @@ def whipsaw(g: _Gen) -> None:
     g.run(140, "calm")
 
 
+def busy_day_crash(g: _Gen) -> None:
+    """A busy morning spends the day's gas, then the crash comes: the golem's repays must still go through."""
+    g.run(20, "calm")
+    for k in range(150):  # ±4 % whipsaw: the swap rule fires on every down row, and each swap pays gas
+        g.add("volatile", 0.04 if k % 2 else -0.04, sigma=0.005)
+    g.run(20, "calm")
+    g.run(8, "crash", -0.05, sigma=0.002)  # HF ~2.0 → ~1.3 if nothing is repaid
+    g.run(40, "calm")
+
+
 SHIPPED: dict[str, Callable[[_Gen], None]] = {
     "calm": calm, "trend_up": trend_up, "crash_recovery": crash_recovery, "slow_bleed": slow_bleed,
-    "oracle_lag": oracle_lag, "gas_spike": gas_spike, "whipsaw": whipsaw,
+    "oracle_lag": oracle_lag, "gas_spike": gas_spike, "whipsaw": whipsaw, "busy_day_crash": busy_day_crash,
 }
 SHIPPED_SEEDS = {name: 100 + i for i, name in enumerate(SHIPPED)}  # ours: one fixed seed per shipped file
 
