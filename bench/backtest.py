@@ -15,6 +15,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -50,7 +51,8 @@ async def floor_ms(n: int = 20) -> float:
         try:
             client = await connect(server.address)
             xs = []
-            async with Worker(client, task_queue="floor", workflows=[FloorWorkflow], activities=[noop]):
+            async with Worker(client, task_queue="floor", workflows=[FloorWorkflow], activities=[noop],
+                              activity_executor=ThreadPoolExecutor(2)):
                 for i in range(n):
                     t = time.perf_counter()
                     await client.execute_workflow(FloorWorkflow.run, i, id=f"floor-{i}", task_queue="floor")

@@ -23,7 +23,7 @@ from temporalio.worker import Worker  # noqa: E402
 
 from golem.life.cycle_store import CycleStore  # noqa: E402
 from golem.models.enums import Tier  # noqa: E402
-from infra.temporal import search_attribute_keys, temporal_cli  # noqa: E402
+from infra.temporal import dev_server_args, search_attribute_keys, temporal_cli  # noqa: E402
 from tests.integration.golem_rig import in_process_worker, make_rig  # noqa: E402
 from workflows.golem import GolemWorkflow  # noqa: E402
 
@@ -57,6 +57,7 @@ def line(name: str, xs: list[float], floor: float) -> str:
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
+        dev_server_extra_args=dev_server_args(),
         data_converter=pydantic_data_converter,
     )
     client = env.client

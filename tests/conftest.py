@@ -6,7 +6,7 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from infra.temporal import search_attribute_keys, temporal_cli
+from infra.temporal import dev_server_args, search_attribute_keys, temporal_cli
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -16,6 +16,7 @@ async def temporal_env():
         search_attributes=search_attribute_keys(),
         data_converter=pydantic_data_converter,
         dev_server_log_level="error",
+        dev_server_extra_args=dev_server_args(),
     )
     try:
         yield env
