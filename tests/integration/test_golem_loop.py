@@ -282,9 +282,10 @@ async def test_gamma_pulse_runs_inside_a_long_theta_wait(temporal_client, tmp_pa
 
 
 async def test_ticks_that_overrun_theta_queue_and_drop_triggers(temporal_client, tmp_path):
-    # theta 50 ms, ticks take ~150 ms: triggers pile up, at most 3 wait, the oldest are dropped (§S12).
+    # theta 50 ms, every tick deliberates ([gating] mode = "always": retrieve + decide, ~200 ms): triggers pile up,
+    # at most 3 wait, the oldest are dropped (§S12). (A T0 tick alone now takes ~75 ms, too close to theta.)
     rig = make_rig(tmp_path, "busy-golem", "calm", theta=0.05,
-                   clock={"theta_min_seconds": 0.05, "theta_max_seconds": 0.05})
+                   clock={"theta_min_seconds": 0.05, "theta_max_seconds": 0.05}, gating={"mode": "always"})
     try:
         async with in_process_worker(temporal_client, rig):
             handle = await rig.start_golem(temporal_client, max_ticks=8)
