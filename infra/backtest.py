@@ -26,7 +26,6 @@ import tomli_w
 
 from golem.backtest.marks import mark_row
 from golem.backtest.models import PathRow, RunInfo, TickMark
-
 from golem.models.config import load_config
 
 GOLEM_KEY_INDEX = 2  # the dev world's golem account (infra/stack.py)
@@ -117,7 +116,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
                        client, run_dir: Path) -> VariantRun:
     from golem.chain.web3client import make_web3
     from golem.world.deploy import deploy_world
-    from golem.world.replay import BlockProducer, ReplayDriver
+    from golem.world.replay import ReplayDriver
     from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
     started = time.perf_counter()

@@ -411,7 +411,7 @@ def compare_reports(reports: list[BacktestReport], base: str | None = None,
 
 
 def render_comparison(table: ComparisonTable) -> str:
-    lines = [f"| figure | " + " | ".join(table.runs) + " |", "|---" * (len(table.runs) + 1) + "|"]
+    lines = ["| figure | " + " | ".join(table.runs) + " |", "|---" * (len(table.runs) + 1) + "|"]
     lines += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in table.rows]
     lines.append(f"\n(deltas in brackets against {table.base})")
     for e in table.effect_sizes:
