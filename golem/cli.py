@@ -292,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that open a Temporal client: the SDK's runtime threads can still be calling into Python
 # while the interpreter finalizes ("PyGILState_Release ... finalizing", seen in CI), so these leave
 # with os._exit once their output is flushed.
-_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating"}
+_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating", "backtest"}
 
 
 def main(argv: list[str] | None = None) -> int:
