@@ -59,6 +59,10 @@ def cmd_worker(args) -> int:
 
 
 def cmd_sim(args) -> int:
+    if args.rest[:1] == ["export"]:  # `golem sim export ...`: a scenario as a market-path CSV, no chain needed
+        from golem.backtest.export import export_main
+
+        return export_main(args.rest[1:])
     from golem.world import simulator
 
     return simulator.main(args.rest) or 0

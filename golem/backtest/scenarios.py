@@ -14,18 +14,14 @@ from collections.abc import Callable
 
 from golem.backtest.models import DEFAULT_ROW_SECONDS, PathRow
 from golem.backtest.path import PATH_EPOCH
-from golem.world.simulator import (
-    CALM_SIGMA,
-    CRASH_STEPS,
-    DEFAULT_CRASH_AFTER,
-    SCENARIOS as SIM_SCENARIOS,
-    oracle_path,
-)
 from golem.world.deploy import ORACLE_START_PRICE
+from golem.world.simulator import CALM_SIGMA, CRASH_STEPS, DEFAULT_CRASH_AFTER, oracle_path
+from golem.world.simulator import SCENARIOS as SIM_SCENARIOS
 
 BASE_GAS_GWEI = 1.0  # ours: a quiet L2-like base fee (Anvil's own default is 1 gwei)
 GAS_NOISE = 0.05  # ours: ±5 % lognormal wobble, far below the §S9 gas probe's 2× Low line
 VOLUME_USD = 20_000.0  # ours: median noise volume per row; ~1 % of the pool's depth
+DEFAULT_EXPORT_STEPS = 400  # ours: `golem sim export` without --steps (the bench's path length)
 POOL_SPREAD_BPS = 5.0  # ours: an arbitraged pool sits within a few bps of the oracle (30 bps fee band)
 
 
@@ -157,21 +153,27 @@ def _sim_label(scenario: str, i: int, crash_after: int) -> str:
     return scenario  # calm, volatile
 
 
-def export_rows(scenario: str, steps: int, seed: int = 0, crash_after: int = DEFAULT_CRASH_AFTER) -> list[PathRow]:
+def export_rows(scenario: str, steps: int | None = None, seed: int | None = None,
+                crash_after: int = DEFAULT_CRASH_AFTER) -> list[PathRow]:
     """What `golem sim --scenario S --seed N` posts to the oracle, as a path (the same oracle_path), with the
-    arbitraged pool a few bps off the oracle, a quiet base fee and noise volume. Shipped scenario names work too."""
-    if steps < 1:
+    arbitraged pool a few bps off the oracle, a quiet base fee and noise volume. Shipped scenario names work too:
+    with steps and seed left out they give the shipped CSV row for row."""
+    if steps is not None and steps < 1:
         raise ValueError(f"--steps must be >= 1, got {steps}")
     if scenario not in SIM_SCENARIOS:
         if scenario in SHIPPED:
             rows = shipped_rows(scenario, seed)
+            if steps is None:
+                return rows
             while len(rows) < steps:  # longer than the shipped file: continue calm from where it ended
-                g = _Gen(seed + len(rows))
+                g = _Gen((SHIPPED_SEEDS[scenario] if seed is None else seed) + len(rows))
                 g.rows, g.price = rows, rows[-1].oracle_price
                 g.run(steps - len(rows), "calm")
             return rows[:steps]
         raise ValueError(f"unknown scenario {scenario!r}; choose one of {', '.join((*SIM_SCENARIOS, *SHIPPED))}")
-    prices = oracle_path(scenario, float(ORACLE_START_PRICE), steps, seed=seed, crash_after=crash_after)
+    seed = 0 if seed is None else seed
+    prices = oracle_path(scenario, float(ORACLE_START_PRICE), steps or DEFAULT_EXPORT_STEPS, seed=seed,
+                         crash_after=crash_after)
     g = _Gen(seed + 1_000_003)  # its own stream: the prices depend on the seed exactly as the simulator's do
     for i, p in enumerate(prices):
         g.price = p

@@ -368,31 +368,10 @@ def _keys_for(chain_id: int) -> tuple[str, str]:
     return trader_key or ANVIL_KEYS[1], oracle_key or ANVIL_KEYS[0]
 
 
-def export_main(argv: list[str]) -> int:
-    """`golem sim export --scenario crash --steps 400 --seed 1 > crash.csv`: a scenario as a backtest path (CSV)."""
-    from golem.backtest.path import write_path_csv
-    from golem.backtest.scenarios import SHIPPED, export_rows
-
-    parser = argparse.ArgumentParser(prog="golem sim export", description="Write a scenario as a market-path CSV.")
-    parser.add_argument("--scenario", choices=list(dict.fromkeys([*SCENARIOS, *SHIPPED])), default="calm")
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--crash-after", type=int, default=DEFAULT_CRASH_AFTER)
-    args = parser.parse_args(argv)
-    if args.steps < 1:
-        parser.error("--steps must be >= 1")
-    if args.crash_after < 0:
-        parser.error("--crash-after must be >= 0")
-    write_path_csv(export_rows(args.scenario, args.steps, args.seed, args.crash_after), sys.stdout)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     from golem.chain.web3client import make_web3
 
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["export"]:
-        return export_main(argv[1:])
     parser = argparse.ArgumentParser(description="Run the dev world's market simulator.")
     parser.add_argument("--rpc", required=True, help="JSON-RPC URL of the dev chain")
     parser.add_argument("--deployment", type=Path, required=True, help="deployment JSON written by deploy_world")
