@@ -38,7 +38,8 @@ def _number(source: str, line: int, col: str, text: str) -> float:
 
 
 def parse_path(text: str, source: str = "<path>") -> list[PathRow]:
-    reader = csv.reader(io.StringIO(text))
+    """The rows of a market-path CSV, or a PathError naming the first bad line and column (line 1 = the header)."""
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # a spreadsheet's UTF-8 BOM is not part of `tick`
     try:
         header = next(reader)
     except StopIteration:
@@ -70,7 +71,8 @@ def parse_path(text: str, source: str = "<path>") -> list[PathRow]:
             num = {c: _number(source, line, c, val[c]) for c in REQUIRED}
             tick = num["tick"]
             if tick != int(tick):
-                raise PathError(f"{source} line {line}, column tick: {val['tick']!r} is not a whole number")
+                raise PathError(f"{source} line {line}, column tick: {val['tick']!r} is not a whole number — "
+                                "number the rows 0, 1, 2, ...")
             if prev_tick is not None and tick <= prev_tick:
                 raise PathError(f"{source} line {line}, column tick: {int(tick)} does not increase "
                                 f"(previous {int(prev_tick)}) — ticks must be strictly increasing")
@@ -119,9 +121,16 @@ def load_path(path: str | Path) -> list[PathRow]:
     return parse_path(text, source=p.name)
 
 
+def _fixed(x: float, places: int) -> str:
+    """`places` decimals when they hold the value exactly (the shipped files' look), else the shortest exact form."""
+    text = f"{x:.{places}f}"
+    return text if float(text) == x else repr(x)
+
+
 def write_path_csv(rows: Iterable[PathRow], stream: TextIO) -> None:
+    """The rows as CSV with every column (timestamp and regime included); parse_path reads back the same rows."""
     w = csv.writer(stream, lineterminator="\n")
     w.writerow(COLUMNS)
     for r in rows:
-        w.writerow([r.tick, r.timestamp, f"{r.pool_price:.6f}", f"{r.oracle_price:.6f}", f"{r.gas_gwei:.4f}",
-                    f"{r.volume_usd:.2f}", r.regime or ""])
+        w.writerow([r.tick, r.timestamp, _fixed(r.pool_price, 6), _fixed(r.oracle_price, 6), _fixed(r.gas_gwei, 4),
+                    _fixed(r.volume_usd, 2), r.regime or ""])
