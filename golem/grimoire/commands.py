@@ -94,15 +94,23 @@ def _stats(args) -> int:
     return 0
 
 
-def _search(args) -> int:
+def search(episodes, semantic, query: str, *, regime: str, tick: int, k: int = 5, budget: int = 500,
+           floor: float | None = None):
+    """What `golem grimoire search` runs (and bench/eval_memory.py scores): retrieval as an owner's steer would
+    ask it (no Self-RAG skip), nothing logged, nothing marked accessed."""
     from golem.grimoire.retrieval import retrieve_for_tick
 
+    return retrieve_for_tick(episodes, semantic, query, regime=regime, tick=tick, k=k, token_budget=budget,
+                             steered=True, log=False, floor=floor)
+
+
+def _search(args) -> int:
     if args.k < 1:
         sys.exit("golem grimoire search: --k must be >= 1")
     episodes, semantic = open_stores(args.data, args.home)
     tick = args.tick if args.tick is not None else _latest_tick(episodes)
-    res = retrieve_for_tick(episodes, semantic, args.query, regime=args.regime, tick=tick, k=args.k,
-                            token_budget=args.budget, steered=True, log=False, floor=_configured_floor(args.home))
+    res = search(episodes, semantic, args.query, regime=args.regime, tick=tick, k=args.k, budget=args.budget,
+                 floor=_configured_floor(args.home))
     if args.json:
         print(res.model_dump_json(indent=2))
         return 0

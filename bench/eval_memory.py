@@ -1,0 +1,224 @@
+"""`make eval-memory`: does the Grimoire answer the question asked? (issue 15)
+
+    python bench/eval_memory.py [--json OUT] [--questions] [--embedder NAME]
+
+Builds the labelled set of bench/memory_eval/dataset.py (entries with supersession chains, near-duplicates,
+contradicting low-confidence entries, regime variants, keyword traps; 1,200 episodes; 84 questions, 12 per
+category), writes it in the export format and loads it with the code behind `golem grimoire import --as-is`, then
+asks every question through the code behind `golem grimoire search --json` (k = 10, the question's regime and
+tick) and, in the same run, through two baselines over the entries' text: BM25 (Okapi, k1 1.2, b 0.75) and dense
+(cosine to the configured embedder's vectors). Prints the issue's table for the tuned part and the held-out part,
+then per-category figures. A figure, never a pass/fail.
+
+Metrics (per question, averaged):
+  recall@5      answered gold groups in the top 5 / gold groups (a group = an entry and its near-duplicates)
+  MRR@10        1 / rank of the first gold entry in the top 10 (0 when none)
+  stale         knowledge-update questions: a superseded entry is returned (top 10)
+  wrong-time    as-of questions: an entry not in force at the asked tick ranks above the right one (or the right
+                one is missing while a wrong one is there)
+  regime@1      regime questions: the entry scoped to the question's regime is ranked first
+  warn@3        action questions: an applicable warning / MUST constraint (a gold entry) is in the top 3
+  abstain       abstention questions: the system abstained (returned nothing)
+  false-abst    answerable questions on which it abstained
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from memory_eval.dataset import CATEGORIES, build, write_jsonl  # noqa: E402
+
+from golem.grimoire.commands import search as grimoire_search  # noqa: E402
+from golem.grimoire.embeddings import default_embedder, embedder_by_name  # noqa: E402
+from golem.grimoire.episodes import EpisodeStore  # noqa: E402
+from golem.grimoire.semantic import SemanticStore  # noqa: E402
+from golem.grimoire.transfer import import_file  # noqa: E402
+
+K = 10
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+class BM25:
+    """Okapi BM25 over the entries' content (the issue's baseline): no time, regime or type awareness."""
+
+    def __init__(self, docs: list[tuple[str, str]], k1: float = 1.2, b: float = 0.75) -> None:
+        self.ids = [i for i, _ in docs]
+        self.tf = [Counter(tokens(t)) for _, t in docs]
+        self.len = [sum(c.values()) for c in self.tf]
+        self.avg = sum(self.len) / max(1, len(self.len))
+        df = Counter(w for c in self.tf for w in c)
+        n = len(docs)
+        self.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
+        self.k1, self.b = k1, b
+
+    def search(self, q: str, k: int = K) -> list[str]:
+        qs = set(tokens(q))
+        scores = []
+        for i, tf in enumerate(self.tf):
+            s = 0.0
+            for w in qs:
+                f = tf.get(w)
+                if f:
+                    s += self.idf[w] * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * self.len[i] / self.avg))
+            if s > 0:
+                scores.append((s, self.ids[i]))
+        scores.sort(key=lambda t: (-t[0], t[1]))
+        return [i for _, i in scores[:k]]
+
+
+class Dense:
+    """Cosine between the question and every entry's content, with the same embedder the Grimoire uses."""
+
+    def __init__(self, docs: list[tuple[str, str]], embedder) -> None:
+        self.ids = [i for i, _ in docs]
+        self.m = embedder.embed([t for _, t in docs])
+        self.embedder = embedder
+
+    def search(self, q: str, k: int = K) -> list[str]:
+        v = self.embedder.embed_query([q])[0]
+        s = self.m @ v
+        order = np.argsort(-s, kind="stable")[:k]
+        return [self.ids[i] for i in order]
+
+
+def score_question(q: dict, ranked: list[str], abstained: bool, in_force: dict[str, tuple]) -> dict:
+    out: dict = {}
+    top10 = ranked[:K]
+    gold = q["gold"]
+    if q["category"] == "abstention":
+        out["abstain"] = float(abstained)
+        return out
+    out["false_abst"] = float(abstained)
+    found = [any(i in g for i in top10[:5]) for g in gold]
+    out["recall5"] = sum(found) / len(gold)
+    gold_ids = {i for g in gold for i in g}
+    first = next((r for r, i in enumerate(top10, 1) if i in gold_ids), None)
+    out["mrr10"] = 1.0 / first if first else 0.0
+    stale = set(q["stale"])
+    if q["category"] == "knowledge_update":
+        out["stale"] = float(any(i in stale for i in top10))
+    if q["category"] == "as_of":
+        wrong = next((r for r, i in enumerate(top10, 1) if i in stale), None)
+        out["wrong_time"] = float(wrong is not None and (first is None or wrong < first))
+    if q["category"] == "regime":
+        out["regime1"] = float(bool(top10) and top10[0] in gold_ids)
+    if q["action"]:
+        out["warn3"] = float(any(i in gold_ids for i in top10[:3]))
+    return out
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def summarise(rows: list[dict]) -> dict:
+    keys = ["recall5", "mrr10", "stale", "wrong_time", "regime1", "warn3", "abstain", "false_abst"]
+    return {k: mean([r.get(k) for r in rows]) for k in keys} | {"n": len(rows)}
+
+
+def fmt(x, pct=False):
+    return "  –  " if x is None else f"{x:.2f}"
+
+
+def run(embedder_name: str | None = None, show_questions: bool = False) -> dict:
+    data = build()
+    emb = default_embedder() if embedder_name is None else embedder_by_name(embedder_name)
+    d = Path(tempfile.mkdtemp(prefix="eval-memory-"))
+    path = write_jsonl(data, d / "set.jsonl")
+    t0 = time.perf_counter()
+    eps = EpisodeStore(d / "grimoire" / "episodes.lance", emb)
+    sem = SemanticStore(d / "grimoire" / "semantic.sqlite", d / "grimoire" / "semantic.lance", emb)
+    counts = import_file(path, eps, sem, as_is=True)  # `golem grimoire import --as-is`
+    t_import = time.perf_counter() - t0
+    docs = [(e["id"], e["content"]) for e in data["entries"]]
+    baselines = {"BM25": BM25(docs), "dense": Dense(docs, emb)}
+    per: dict[str, list[tuple[dict, dict]]] = {"grimoire": [], "BM25": [], "dense": []}
+    lat = []
+    for q in data["questions"]:
+        t0 = time.perf_counter()
+        res = grimoire_search(eps, sem, q["text"], regime=q["regime"], tick=q["tick"], k=K)
+        lat.append(time.perf_counter() - t0)
+        ranked = [i.id for i in res.items if i.source == "entry"]
+        per["grimoire"].append((q, score_question(q, ranked, res.abstained or not res.items, {})))
+        if show_questions:
+            print(f"{q['id']:22s} {q['split']:8s} abst={res.abstained!s:5s} {ranked[:5]}  gold={q['gold']}")
+        for name, b in baselines.items():
+            r = b.search(q["text"])
+            per[name].append((q, score_question(q, r, not r, {})))
+    report = {"embedder": getattr(emb, "model_name", "?"), "imported": counts, "import_seconds": round(t_import, 1),
+              "latency_p50_ms": round(sorted(lat)[len(lat) // 2] * 1000, 1), "splits": {}}
+    for split in ("tune", "held_out", "all"):
+        report["splits"][split] = {}
+        for name, rows in per.items():
+            chosen = [m for q, m in rows if split == "all" or q["split"] == split]
+            cats = {c: summarise([m for q, m in rows if q["category"] == c and (split == "all" or q["split"] == split)])
+                    for c in CATEGORIES}
+            report["splits"][split][name] = {"overall": summarise(chosen), "categories": cats}
+    return report
+
+
+def print_report(rep: dict) -> None:
+    print(f"memory eval: {rep['imported']['entries']} entries, {rep['imported']['episodes']} episodes, embedder "
+          f"{rep['embedder']}; import {rep['import_seconds']} s; grimoire search p50 {rep['latency_p50_ms']} ms")
+    rows = [("recall@5 / MRR@10, all questions", lambda o: f"{fmt(o['overall']['recall5'])} / {fmt(o['overall']['mrr10'])}", "≥ 0.80 / ≥ 0.75"),
+            ("knowledge update: a superseded entry returned", lambda o: fmt(o["categories"]["knowledge_update"]["stale"]), "≤ 0.05"),
+            ("as of a past tick: wrong-time entry above the right one", lambda o: fmt(o["categories"]["as_of"]["wrong_time"]), "≤ 0.10"),
+            ("regime-congruent entry ranked first", lambda o: fmt(o["categories"]["regime"]["regime1"]), "≥ 0.80"),
+            ("a warning in the top 3 for an action question", lambda o: fmt(o["overall"]["warn3"]), "1.00"),
+            ("abstains when nothing relevant exists / false abstention",
+             lambda o: f"{fmt(o['categories']['abstention']['abstain'])} / {fmt(o['overall']['false_abst'])}",
+             "≥ 0.80 / ≤ 0.05")]
+    for split in ("tune", "held_out"):
+        s = rep["splits"][split]
+        n = s["grimoire"]["overall"]["n"]
+        print(f"\n### {split.replace('_', '-')} part ({n} questions)\n")
+        print("| | Grimoire | BM25 | dense | goal |\n|---|---|---|---|---|")
+        for label, f, goal in rows:
+            print(f"| {label} | {f(s['grimoire'])} | {f(s['BM25'])} | {f(s['dense'])} | {goal} |")
+    print("\n### per category, all 84 questions (Grimoire | BM25 | dense)\n")
+    print("| category | recall@5 | MRR@10 | category metric |\n|---|---|---|---|")
+    special = {"knowledge_update": ("stale", "superseded returned"), "as_of": ("wrong_time", "wrong-time above right"),
+               "regime": ("regime1", "regime-congruent first"), "safety": ("warn3", "warning in top 3"),
+               "abstention": ("abstain", "abstained")}
+    for c in CATEGORIES:
+        cs = [rep["splits"]["all"][n]["categories"][c] for n in ("grimoire", "BM25", "dense")]
+        trio = lambda k: " \\| ".join(fmt(x[k]) for x in cs)  # noqa: E731
+        extra = f"{special[c][1]}: {trio(special[c][0])}" if c in special else ""
+        if c == "abstention":
+            print(f"| {c} | – | – | {extra} |")
+        else:
+            print(f"| {c} | {trio('recall5')} | {trio('mrr10')} | {extra} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", help="also write the report as JSON here")
+    ap.add_argument("--questions", action="store_true", help="print each question's top 5")
+    ap.add_argument("--embedder", default=None, help="wordllama (default) | wordllama-64 | ...")
+    a = ap.parse_args()
+    rep = run(a.embedder, a.questions)
+    print_report(rep)
+    if a.json:
+        Path(a.json).write_text(json.dumps(rep, indent=2))
+
+
+if __name__ == "__main__":
+    main()
