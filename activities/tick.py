@@ -188,6 +188,7 @@ class TickActivities:
         result = retrieve_for_tick(
             self.s.episodes, self.s.semantic, query, regime=inp.observation.regime.value, tick=ctx.tick,
             pad=(pad.pleasure, pad.arousal, pad.dominance), k=RETRIEVAL_K, tier=inp.tier.value,
+            action=True,  # this query feeds the decide step: warnings and MUST constraints get top-3 slots
             steered=bool(ctx.state.pending_steers), tick_seconds=ctx.config.clock.theta_base_seconds,
             floor=ctx.config.grimoire.semantic_floor,
         )

@@ -98,7 +98,7 @@ class Dense:
         return [self.ids[i] for i in order]
 
 
-def score_question(q: dict, ranked: list[str], abstained: bool, in_force: dict[str, tuple]) -> dict:
+def score_question(q: dict, ranked: list[str], abstained: bool) -> dict:
     out: dict = {}
     top10 = ranked[:K]
     gold = q["gold"]
@@ -138,7 +138,8 @@ def fmt(x, pct=False):
     return "  –  " if x is None else f"{x:.2f}"
 
 
-def run(embedder_name: str | None = None, show_questions: bool = False) -> dict:
+def load(embedder_name: str | None = None) -> dict:
+    """The labelled set, imported into fresh stores through `golem grimoire import --as-is`'s code."""
     data = build()
     emb = default_embedder() if embedder_name is None else embedder_by_name(embedder_name)
     d = Path(tempfile.mkdtemp(prefix="eval-memory-"))
@@ -146,33 +147,51 @@ def run(embedder_name: str | None = None, show_questions: bool = False) -> dict:
     t0 = time.perf_counter()
     eps = EpisodeStore(d / "grimoire" / "episodes.lance", emb)
     sem = SemanticStore(d / "grimoire" / "semantic.sqlite", d / "grimoire" / "semantic.lance", emb)
-    counts = import_file(path, eps, sem, as_is=True)  # `golem grimoire import --as-is`
-    t_import = time.perf_counter() - t0
-    docs = [(e["id"], e["content"]) for e in data["entries"]]
-    baselines = {"BM25": BM25(docs), "dense": Dense(docs, emb)}
-    per: dict[str, list[tuple[dict, dict]]] = {"grimoire": [], "BM25": [], "dense": []}
-    lat = []
-    for q in data["questions"]:
+    counts = import_file(path, eps, sem, as_is=True)
+    return {"data": data, "emb": emb, "eps": eps, "sem": sem, "counts": counts,
+            "import_seconds": time.perf_counter() - t0}
+
+
+def ask_grimoire(env: dict, questions: list[dict], show: bool = False) -> tuple[list[tuple[dict, dict]], list[float]]:
+    rows, lat = [], []
+    for q in questions:
         t0 = time.perf_counter()
-        res = grimoire_search(eps, sem, q["text"], regime=q["regime"], tick=q["tick"], k=K)
+        res = grimoire_search(env["eps"], env["sem"], q["text"], regime=q["regime"], tick=q["tick"], k=K)
         lat.append(time.perf_counter() - t0)
         ranked = [i.id for i in res.items if i.source == "entry"]
-        per["grimoire"].append((q, score_question(q, ranked, res.abstained or not res.items, {})))
-        if show_questions:
+        rows.append((q, score_question(q, ranked, res.abstained or not res.items)))
+        if show:
             print(f"{q['id']:22s} {q['split']:8s} abst={res.abstained!s:5s} {ranked[:5]}  gold={q['gold']}")
-        for name, b in baselines.items():
+    return rows, lat
+
+
+def run(embedder_name: str | None = None, show_questions: bool = False) -> dict:
+    env = load(embedder_name)
+    data = env["data"]
+    docs = [(e["id"], e["content"]) for e in data["entries"]]
+    baselines = {"BM25": BM25(docs), "dense": Dense(docs, env["emb"])}
+    per: dict[str, list[tuple[dict, dict]]] = {}
+    per["grimoire"], lat = ask_grimoire(env, data["questions"], show_questions)
+    for name, b in baselines.items():
+        per[name] = []
+        for q in data["questions"]:
             r = b.search(q["text"])
-            per[name].append((q, score_question(q, r, not r, {})))
-    report = {"embedder": getattr(emb, "model_name", "?"), "imported": counts, "import_seconds": round(t_import, 1),
+            per[name].append((q, score_question(q, r, not r)))
+    report = {"embedder": getattr(env["emb"], "model_name", "?"), "imported": env["counts"],
+              "import_seconds": round(env["import_seconds"], 1),
               "latency_p50_ms": round(sorted(lat)[len(lat) // 2] * 1000, 1), "splits": {}}
     for split in ("tune", "held_out", "all"):
         report["splits"][split] = {}
         for name, rows in per.items():
-            chosen = [m for q, m in rows if split == "all" or q["split"] == split]
-            cats = {c: summarise([m for q, m in rows if q["category"] == c and (split == "all" or q["split"] == split)])
-                    for c in CATEGORIES}
-            report["splits"][split][name] = {"overall": summarise(chosen), "categories": cats}
+            report["splits"][split][name] = aggregate(rows, split)
     return report
+
+
+def aggregate(rows: list[tuple[dict, dict]], split: str) -> dict:
+    chosen = [m for q, m in rows if split == "all" or q["split"] == split]
+    cats = {c: summarise([m for q, m in rows if q["category"] == c and (split == "all" or q["split"] == split)])
+            for c in CATEGORIES}
+    return {"overall": summarise(chosen), "categories": cats}
 
 
 def print_report(rep: dict) -> None:

@@ -5,7 +5,8 @@ stats   LanceDB upkeep figures (rows, FTS-unindexed rows, fragments, versions, b
         {model, version, dim}, each store's (and rows per identity), the drift reference's, and the write
         pause (paused, reasons, pending queue counts) (rev. 8)
 search  what the golem would retrieve for a query in a context, with the score of every factor
-        (prints nothing but the abstention reason when nothing is relevant)
+        (prints nothing but the abstention reason when nothing is relevant); --as-of T: what was in force at tick T;
+        --json prints the RetrievalResult (golem/grimoire/retrieval.py; fields documented in the README)
 export  JSONL of episodes, entries and causal edges (format: golem/grimoire/transfer.py)
 import  load such a file; entries start at the inherited confidence unless --as-is
 playbook log | diff A B | rollback N
@@ -95,13 +96,16 @@ def _stats(args) -> int:
 
 
 def search(episodes, semantic, query: str, *, regime: str, tick: int, k: int = 5, budget: int = 500,
-           floor: float | None = None):
+           floor: float | None = None, as_of: int | None = None, as_known_now: bool = False,
+           action: bool | None = None):
     """What `golem grimoire search` runs (and bench/eval_memory.py scores): retrieval as an owner's steer would
-    ask it (no Self-RAG skip), nothing logged, nothing marked accessed."""
+    ask it (no Self-RAG skip), nothing logged, nothing marked accessed. `tick` is now; `as_of` (default: tick) the
+    valid time asked about; `action` None reads it from the question's text."""
     from golem.grimoire.retrieval import retrieve_for_tick
 
     return retrieve_for_tick(episodes, semantic, query, regime=regime, tick=tick, k=k, token_budget=budget,
-                             steered=True, log=False, floor=floor)
+                             steered=True, log=False, floor=floor, as_of=as_of, as_known_now=as_known_now,
+                             action=action)
 
 
 def _search(args) -> int:
@@ -109,8 +113,14 @@ def _search(args) -> int:
         sys.exit("golem grimoire search: --k must be >= 1")
     episodes, semantic = open_stores(args.data, args.home)
     tick = args.tick if args.tick is not None else _latest_tick(episodes)
-    res = search(episodes, semantic, args.query, regime=args.regime, tick=tick, k=args.k, budget=args.budget,
-                 floor=_configured_floor(args.home))
+    if args.as_of is not None and args.as_of > tick:
+        tick = args.as_of  # asking about a tick after the latest episode: that tick is "now"
+    try:
+        res = search(episodes, semantic, args.query, regime=args.regime, tick=tick, k=args.k, budget=args.budget,
+                     floor=_configured_floor(args.home), as_of=args.as_of, as_known_now=args.as_known_now,
+                     action=args.action)
+    except ValueError as err:
+        sys.exit(f"golem grimoire search: {err}")
     if args.json:
         print(res.model_dump_json(indent=2))
         return 0
@@ -263,6 +273,17 @@ def _quarantine(args) -> int:
     return 0
 
 
+def _regime_arg(label: str) -> str:
+    import argparse
+
+    from golem.grimoire.regimes import normalise_regime
+
+    try:
+        return normalise_regime(label) or "unknown"
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
 def register(command) -> None:
     p = command("grimoire", "the golem's memory: stats | search | export | import | reembed | resume | playbook | "
                             "quarantine | topology")
@@ -278,9 +299,18 @@ def register(command) -> None:
             sp.add_argument("--tick", type=int, default=None)
         elif name == "search":
             sp.add_argument("query")
-            sp.add_argument("--regime", default="unknown")
-            sp.add_argument("--tick", type=int, default=None)
-            sp.add_argument("--as-of", dest="tick", type=int, help="alias of --tick")
+            sp.add_argument("--regime", default="unknown", type=_regime_arg,
+                            help="the tick's regime: trending_up | trending_down | volatile | range_bound | unknown")
+            sp.add_argument("--tick", type=int, default=None, help="now (default: the latest episode's tick)")
+            sp.add_argument("--as-of", dest="as_of", type=int, default=None,
+                            help="valid time: what was in force at this tick, as recorded by then (default: --tick)")
+            sp.add_argument("--as-known-now", action="store_true",
+                            help="with --as-of: include entries recorded after it (what we now know held then)")
+            act = sp.add_mutually_exclusive_group()
+            act.add_argument("--action", dest="action", action="store_true", default=None,
+                             help="a question about acting: warnings and MUST constraints get top-3 slots "
+                                  "(default: read from the question)")
+            act.add_argument("--no-action", dest="action", action="store_false")
             sp.add_argument("--k", type=int, default=5)
             sp.add_argument("--budget", type=int, default=500, help="token budget (default 500, rev. 9)")
             sp.add_argument("--json", action="store_true")

@@ -50,6 +50,7 @@ from golem.grimoire.embeddings import (
     vector_fields,
 )
 from golem.grimoire.guard import WriteGuard
+from golem.grimoire.regimes import normalise_regime
 from golem.models.enums import ActionStatus, MarketRegime, ProbeSeverity, Tier
 
 if TYPE_CHECKING:
@@ -173,6 +174,14 @@ class Episode(BaseModel):
     action_tools: list[str] = Field(default_factory=list)  # the spec's `actions`: tools called during the tick
     emotional_tag: str | None = None  # PAD-derived (pad_label); None = not recorded
     gain: float | None = Field(default=None, ge=0.0, le=1.0)  # replay gain (dream.replay_gain); default from pnl/PE
+
+    @field_validator("regime", mode="before")
+    @classmethod
+    def _regime(cls, v):
+        # §S9 vocabulary; foreign labels (bull, calm, crash, ...) mapped or refused by name (issue 15)
+        if isinstance(v, MarketRegime):
+            return v
+        return normalise_regime(v) or MarketRegime.UNKNOWN.value
 
     @field_validator("id", "golem_id", "summary")
     @classmethod

@@ -31,6 +31,7 @@ from lancedb.rerankers import RRFReranker
 from pydantic import BaseModel, Field
 
 from golem.grimoire.decay import EntryKind, effective_confidence, retention_at_tick
+from golem.grimoire.entry_index import entry_index, terms
 from golem.grimoire.episodes import DEFAULT_TICK_SECONDS, EpisodeStore, tag_pad
 from golem.grimoire.semantic import SemanticStore
 
@@ -63,12 +64,15 @@ class RetrievedItem(BaseModel):
     summary: str
     final: float
     scores: dict[str, float]  # per factor, for the DecisionCycleRecord
+    safety: bool = False  # a warning or MUST constraint
 
 
 class RetrievalResult(BaseModel):
     retrieved: bool  # False when should_retrieve said no
     reason: str
-    abstained: bool = False  # retrieved, but nothing cleared the semantic floor
+    abstained: bool = False  # retrieved, but nothing was relevant enough (calibrated abstention)
+    as_of: int | None = None  # the valid time the entries were in force at (default: the tick)
+    action: bool = False  # read as a question about acting: applicable warnings got the top-3 slots
     items: list[RetrievedItem] = Field(default_factory=list)
     tokens: int = 0
     candidates: int = 0
@@ -149,16 +153,19 @@ def ann_query(builder):
 
 
 def hybrid_query(table, column: str, text: str, vector: np.ndarray, k: int = TOP_PER_SOURCE,
-                 select: list[str] | None = None) -> list[dict[str, Any]]:
+                 select: list[str] | None = None, where: str | None = None) -> list[dict[str, Any]]:
     """LanceDB hybrid (vector + BM25) fused by RRFReranker(K=60); each row carries `_relevance_score`
-    (the RRF score) and `_cosine` (computed from the row's vector, for the floor and MMR)."""
+    (the RRF score) and `_cosine` (computed from the row's vector, for the floor and MMR). `where` is a prefilter
+    (e.g. `tick <= 500`: nothing recorded after an as-of tick)."""
     has_fts = ensure_fts(table, column)
     if not has_fts and table.count_rows() == 0:
         return []
     cols = [*(select or []), column, "vector"]
     if has_fts:
-        q = ann_query(table.search(query_type="hybrid").vector(vector).text(text).distance_type("cosine")
-                      .rerank(RRFReranker(K=RRF_K, return_score="all")).select([*cols, "_distance", "_score"]).limit(k))
+        q = table.search(query_type="hybrid").vector(vector).text(text).distance_type("cosine")
+        if where:
+            q = q.where(where, prefilter=True)
+        q = ann_query(q.rerank(RRFReranker(K=RRF_K, return_score="all")).select([*cols, "_distance", "_score"]).limit(k))
         try:
             rows = q.to_list()
         except ValueError:  # a query with no indexable tokens (stop words only): vector leg alone
@@ -166,8 +173,10 @@ def hybrid_query(table, column: str, text: str, vector: np.ndarray, k: int = TOP
     else:
         rows = None
     if rows is None:
-        rows = ann_query(table.search(vector, vector_column_name="vector").distance_type("cosine")).select([*cols, "_distance"]) \
-            .limit(k).to_list()
+        q = table.search(vector, vector_column_name="vector").distance_type("cosine")
+        if where:
+            q = q.where(where, prefilter=True)
+        rows = ann_query(q).select([*cols, "_distance"]).limit(k).to_list()
         for rank, r in enumerate(rows, 1):
             r["_relevance_score"] = 1.0 / (RRF_K + rank)
     for r in rows:
@@ -211,6 +220,76 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+_ACTION_VERBS = re.compile(
+    r"\b(swap|swapping|borrow|borrowing|repay|repaying|pay|supply|supplying|withdraw|withdrawing|pull|approve|"
+    r"approving|send|sending|trade|trading|buy|buying|sell|selling|give|skip|skipping|rebalance|add|adding|remove|"
+    r"deposit|post|leverage|lever|hedge|close|open|exit|move|bridge|stake|lend|lending|increase|reduce|take)\b",
+    re.IGNORECASE)
+_PROPOSAL = re.compile(r"^\s*(should|shall|can|could|may|do|is it (ok|safe|wise|fine)|let's|let me|time to|"
+                       r"swap|borrow|repay|supply|withdraw|pull|approve|send|trade|buy|sell|give|skip|rebalance|"
+                       r"add|remove|deposit|post|close|open|exit|move|bridge|stake|lend|increase|reduce|take|rely)\b",
+                       re.IGNORECASE)
+
+
+def is_action_question(query: str) -> bool:
+    """Text that proposes acting ("Borrow another 2,000 USDC?", "Should I withdraw ...?"): a question opening
+    with a proposal and naming an action. The decide step's own query is an action question by definition."""
+    return bool(_PROPOSAL.search(query or "")) and bool(_ACTION_VERBS.search(query or ""))
+
+
+def is_safety_entry(category: str, content: str, tags: list[str]) -> bool:
+    """A warning (grimoire "GrimoireEntry Types": what to avoid) or a MUST / MUST NOT constraint in any type."""
+    return category == "warning" or "must" in tags or bool(re.search(r"\bMUST\b", content))
+
+
+# ---- relevance-first ranking (ours, issue 15; constants chosen on the tune part of bench/eval_memory.py) ----------
+# relevance = DENSE_WEIGHT · cosine + (1 − DENSE_WEIGHT) · lexical, lexical = the share of the question's idf mass an
+# entry's content, tags and type hold (entry_index.coverage). Every other factor only breaks near-ties:
+# final = relevance + TIE_MARGIN · tie + REGIME_WEIGHT · regime_match, tie in [0, 1] from the Rev. 9 step-3 factors
+# (effective confidence 0.25, quality 0.20, recency 0.15, reliability 0.20: 1 − contradicted/(validated+contradicted+1),
+# grimoire "GrimoireEntry Schema"), renormalised. So an entry 0.1 less relevant cannot win on freshness or confidence.
+DENSE_WEIGHT = 0.55
+TIE_MARGIN = 0.08
+TIE_WEIGHTS = {"effective_confidence": 0.25, "quality": 0.20, "recency": 0.15, "reliability": 0.20}
+# regime_match: 1 scoped to the tick's regime, 0.5 unscoped, 0 another regime (the Rev. 9 factor), weighted so the
+# same advice for the current regime outranks the unscoped and other-regime variants (near-equal relevance).
+REGIME_WEIGHT = 0.06
+# ... and variants of the same advice (a shared tag, or entry vectors ≥ VARIANT_COSINE alike) are ordered by scope
+# outright when their relevance is within REGIME_BAND: wording differs between a regime's advice and the default's.
+REGIME_BAND = 0.2
+VARIANT_COSINE = 0.55
+# Warnings keep their undecayed confidence in the tie-break: "the cost of missing a risk exceeds the cost of a false
+# alarm" (grimoire "GrimoireEntry Types"); decay must not bury a valid warning.
+# Action questions: up to SAFETY_SLOTS applicable warnings / MUST constraints lead the list (so they are in the top 3);
+# applicable = relevance at least SAFETY_MIN_SHARE of the best candidate's and above the abstention line.
+SAFETY_SLOTS = 2
+SAFETY_MIN_SHARE = 0.6
+# Episodes compete only as extra evidence: EPISODE_PENALTY below an entry of the same relevance, at most
+# EPISODE_SHARE of the slots, and never one a returned entry already cites (parent_episode_ids).
+EPISODE_PENALTY = 0.12
+EPISODE_SHARE = 0.3
+# Abstention: calibrated on the tune part (answerable vs unanswerable questions) for WordLlama-256: the best
+# candidate's relevance must reach ABSTAIN_RELEVANCE, or its cosine the embedder's semantic floor while the lexical
+# side agrees (coverage ≥ ABSTAIN_MIN_COVERAGE). Other embedders scale ABSTAIN_RELEVANCE by floor / 0.30.
+ABSTAIN_RELEVANCE = 0.42
+ABSTAIN_MIN_COVERAGE = 0.25
+ITEM_MIN_SHARE = 0.5
+ENTRY_SHORTLIST = 60  # candidates by relevance whose dynamic fields are read from SQLite
+EPISODE_CANDIDATES = TOP_PER_SOURCE
+
+
+def _regime_match(entry_regime: str | None, regime: str) -> float:
+    return 0.5 if entry_regime is None else (1.0 if entry_regime == regime else 0.0)
+
+
+def _reliability(validated: int, contradicted: int) -> float:
+    return 1.0 - contradicted / (validated + contradicted + 1.0)
+
+
+def _tie(f: dict[str, float]) -> float:
+    return sum(TIE_WEIGHTS[n] * f[n] for n in TIE_WEIGHTS) / sum(TIE_WEIGHTS.values())
+
+
 def retrieve_for_tick(
     episodes: EpisodeStore,
     semantic: SemanticStore | None,
@@ -218,6 +297,9 @@ def retrieve_for_tick(
     *,
     regime: str,
     tick: int,
+    as_of: int | None = None,
+    as_known_now: bool = False,
+    action: bool | None = None,
     pad: tuple[float, float, float] | None = None,
     k: int = 5,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
@@ -227,36 +309,70 @@ def retrieve_for_tick(
     floor: float | None = None,
     log: bool = True,
 ) -> RetrievalResult:
-    """What the retrieve activity calls: hybrid retrieval over both stores, reranked, diversified, budgeted.
+    """What the retrieve activity calls: relevance-first retrieval over both stores, bi-temporal, safety-aware.
 
-    Read-only on the entries (call `mark_accessed` on the ids the decision used); logs one retrieval_log
-    row per tick when `log` and a semantic store is given (Rev. 12 retrieval hit rate).
+    `tick` is now (decay and recency are measured from it); `as_of` (default `tick`) is the valid time asked about:
+    only entries in force then (valid_from ≤ as_of < valid_until) and recorded by then (created_tick ≤ as_of), and
+    only episodes recorded by then, are candidates — so an as-of question gets the entry superseded since and
+    nothing written after; `as_known_now` drops the record-time condition (what we now know was in force then).
+    `action` (None: read from the text) marks a question about acting: applicable warnings and MUST constraints
+    get guaranteed slots in the top 3. Read-only on the entries (call `mark_accessed` on the ids the decision
+    used); logs one retrieval_log row per tick when `log` and a semantic store is given (Rev. 12 retrieval hit rate).
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if token_budget < 1:
         raise ValueError(f"token_budget must be >= 1, got {token_budget}")
+    at = tick if as_of is None else int(as_of)
+    if at < 0:
+        raise ValueError(f"as_of must be a tick >= 0, got {at}")
     go, reason = should_retrieve(query, tier=tier, steered=steered)
     if not go:
-        return RetrievalResult(retrieved=False, reason=reason)
+        return RetrievalResult(retrieved=False, reason=reason, as_of=at)
+    acting = is_action_question(query) if action is None else bool(action)
     qv = episodes.embedder.embed_query([query])[0]  # nomic needs its search_query prefix
     if floor is None:  # the embedder's own calibrated floor (cosine scales differ between models)
         floor = getattr(episodes.embedder, "semantic_floor", SEMANTIC_FLOOR)
+    abstain_line = ABSTAIN_RELEVANCE * floor / SEMANTIC_FLOOR
     mood = None
     if pad is not None:
         mood = tuple(-x for x in pad) if tick > 0 and tick % CONTRARIAN_EVERY == 0 else tuple(pad)
 
-    cands: list[dict[str, Any]] = []
     ep_cols = ["id", "tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
                "tick", "dream_validated", "pnl_impact", "emotional_tag"]
-    # The two stores are queried in parallel: LanceDB runs its queries in Rust without the GIL.
-    sem_future = (_pool().submit(hybrid_query, semantic.table, "content", query, qv, select=["id"])
-                  if semantic is not None else None)
-    ep_rows = hybrid_query(episodes.table, "summary", query, qv, select=ep_cols)
-    sem_rows = sem_future.result() if sem_future is not None else []
-    for r in ep_rows:
-        if r["_cosine"] < floor:
-            continue
+    # The episode query runs in the pool while the entries are scored (LanceDB works in Rust without the GIL).
+    ep_future = _pool().submit(hybrid_query, episodes.table, "summary", query, qv, EPISODE_CANDIDATES, ep_cols,
+                               f"tick <= {at}")
+    q_terms = terms(query)
+    cands: list[dict[str, Any]] = []
+    idx = entry_index(semantic) if semantic is not None else None
+    if idx is not None and idx.n:
+        cos = idx.vectors @ qv.astype(np.float32)
+        cov = idx.coverage(q_terms)
+        rel = DENSE_WEIGHT * np.where(idx.has_vector, cos, 0.0) + (1.0 - DENSE_WEIGHT) * cov
+        rel = np.where(idx.in_force(at, include_later_records=as_known_now), rel, -np.inf)
+        order = np.argsort(-rel, kind="stable")[:ENTRY_SHORTLIST]
+        order = [int(i) for i in order if np.isfinite(rel[i])]
+        dense_rank = {int(i): r for r, i in enumerate(np.argsort(-cos, kind="stable")[:TOP_PER_SOURCE], 1)}
+        bm = idx.bm25(q_terms)
+        lex_rank = {int(i): r for r, i in enumerate(np.argsort(-bm, kind="stable")[:TOP_PER_SOURCE], 1) if bm[i] > 0}
+        entries = semantic.get_many([idx.ids[i] for i in order])
+        for i in order:
+            e = entries.get(idx.ids[i])
+            if e is None:
+                continue  # archived since the index was built
+            ret = semantic.retention_now(e, tick, tick_seconds)
+            safety = is_safety_entry(e.category.value, e.content, e.tags)
+            eff = e.confidence if e.category.value == "warning" else effective_confidence(e.confidence, ret)
+            rrf = sum(1.0 / (RRF_K + r[i]) for r in (dense_rank, lex_rank) if i in r)
+            cands.append(dict(id=e.id, source="entry", kind=e.category.value, text=e.content,
+                              relevance=float(rel[i]), cosine=float(cos[i]), lexical=float(cov[i]), rrf=rrf,
+                              vector=idx.vectors[i], eff=eff, quality=e.quality_score,
+                              reliability=_reliability(e.validated_count, e.contradicted_count),
+                              age=max(0, tick - e.created_tick), regime=e.market_regime,
+                              entry_pad=e.emotional_tag.pad if e.emotional_tag else None, bloodstain=e.is_bloodstain,
+                              safety=safety, parents=set(e.parent_episode_ids), tags=set(e.tags)))
+    for r in ep_future.result():
         ret = retention_at_tick(tick, r["last_accessed_tick"], kind=EntryKind.EPISODE, decay_class=r["decay_class"],
                                 strength=r["strength"], quality=r["quality"], tick_seconds=tick_seconds,
                                 dream_validated=bool(r["dream_validated"]))
@@ -265,59 +381,69 @@ def retrieve_for_tick(
         if entry_pad is None and r.get("emotional_tag") != "neutral":
             pnl = r.get("pnl_impact")
             entry_pad = (0.0 if pnl is None else (1.0 if pnl > 0 else -1.0 if pnl < 0 else 0.0), 0.0, 0.0)
-        cands.append(dict(id=r["id"], source="episode", kind=r["tier"], text=r["summary"], rrf=r["_relevance_score"],
-                          cosine=r["_cosine"], vector=np.asarray(r["vector"], np.float32),
-                          eff=effective_confidence(r["confidence"], ret), quality=r["quality"],
-                          age=max(0, tick - r["tick"]), regime=r["regime"], entry_pad=entry_pad,
-                          bloodstain=False))
-    if semantic is not None:
-        rows = [r for r in sem_rows if r["_cosine"] >= floor]
-        entries = semantic.get_many([r["id"] for r in rows])
-        for r in rows:
-            e = entries.get(r["id"])
-            if e is None or not e.active:
-                continue  # superseded (valid_until set) or archived
-            ret = semantic.retention_now(e, tick, tick_seconds)
-            cands.append(dict(id=e.id, source="entry", kind=e.category.value, text=e.content, rrf=r["_relevance_score"],
-                              cosine=r["_cosine"], vector=np.asarray(r["vector"], np.float32),
-                              eff=effective_confidence(e.confidence, ret), quality=e.quality_score,
-                              age=max(0, tick - e.created_tick), regime=e.market_regime,
-                              entry_pad=e.emotional_tag.pad if e.emotional_tag else None, bloodstain=e.is_bloodstain))
+        lexical = idx.text_coverage(q_terms, r["summary"]) if idx is not None and idx.n else 0.0
+        cands.append(dict(id=r["id"], source="episode", kind=r["tier"], text=r["summary"],
+                          relevance=DENSE_WEIGHT * r["_cosine"] + (1.0 - DENSE_WEIGHT) * lexical,
+                          cosine=r["_cosine"], lexical=lexical, rrf=r["_relevance_score"],
+                          vector=np.asarray(r["vector"], np.float32), eff=effective_confidence(r["confidence"], ret),
+                          quality=r["quality"], reliability=1.0, age=max(0, tick - r["tick"]), regime=r["regime"],
+                          entry_pad=entry_pad, bloodstain=False, safety=False, parents=set(), tags=set()))
 
-    result = RetrievalResult(retrieved=True, reason=reason, candidates=len(cands))
-    if not cands:
+    result = RetrievalResult(retrieved=True, reason=reason, candidates=len(cands), as_of=at, action=acting)
+    best = max(cands, key=lambda c: c["relevance"], default=None)
+    # Calibrated abstention: relevance clears the line, or the dense side clears the embedder's floor while the
+    # lexical side agrees (the two sides disagreeing is what a shared-keyword trap or a vague paraphrase looks like).
+    answerable = best is not None and (best["relevance"] >= abstain_line or any(
+        c["cosine"] >= floor and c["lexical"] >= ABSTAIN_MIN_COVERAGE for c in cands))
+    if not answerable:
         result.abstained = True
-        result.reason = f"abstained: nothing within cosine {floor} of the query"
+        result.reason = (f"abstained: nothing relevant enough (best relevance "
+                         f"{best['relevance'] if best else 0.0:.3f} < {abstain_line:.3f}; cosine floor {floor})")
         if log and semantic is not None:
             semantic.log_retrieval(tick, True, 0, True)
         return result
 
-    rrf_max = 2.0 / (RRF_K + 1)
+    # What is returned besides the best: candidates within ITEM_MIN_SHARE of its relevance (the rest is noise).
+    relevant = [c for c in cands if c["relevance"] >= ITEM_MIN_SHARE * best["relevance"]]
     scored = []
-    for c in cands:
-        f = {
-            "rrf": min(1.0, c["rrf"] / rrf_max),
-            "effective_confidence": c["eff"],
-            "quality": c["quality"],
-            "recency": math.exp(-c["age"] / RECENCY_TIME_CONSTANT_TICKS),
-            "regime_match": 0.5 if c["regime"] is None else (1.0 if c["regime"] == regime else 0.0),
-        }
-        final = sum(WEIGHTS[name] * f[name] for name in WEIGHTS)
-        f["semantic"] = c["cosine"]
+    for c in relevant:
+        f = {"relevance": c["relevance"], "semantic": c["cosine"], "lexical": c["lexical"], "rrf": c["rrf"],
+             "effective_confidence": c["eff"], "quality": c["quality"], "reliability": c["reliability"],
+             "recency": math.exp(-c["age"] / RECENCY_TIME_CONSTANT_TICKS),
+             "regime_match": _regime_match(c["regime"], regime)}
+        tie = _tie(f)
         if mood is not None:
             f["mood_congruence"] = (1.0 + _pad_cosine(c["entry_pad"], mood)) / 2 if c["entry_pad"] else 0.5
-            final = (1.0 - MOOD_WEIGHT) * final + MOOD_WEIGHT * f["mood_congruence"]
+            tie = (1.0 - MOOD_WEIGHT) * tie + MOOD_WEIGHT * f["mood_congruence"]
         if c["bloodstain"]:
-            final *= BLOODSTAIN_BOOST
+            tie = min(1.0, tie * BLOODSTAIN_BOOST)
             f["bloodstain_boost"] = BLOODSTAIN_BOOST
+        final = c["relevance"] + TIE_MARGIN * tie + REGIME_WEIGHT * f["regime_match"]
+        if c["source"] == "episode":
+            final -= EPISODE_PENALTY
+            f["episode_penalty"] = EPISODE_PENALTY
         scored.append((final, f, c))
     scored.sort(key=lambda t: (-t[0], t[2]["id"]))
-    pool = scored[:MMR_POOL]
-    order = mmr([(s[0], s[2]["vector"]) for s in pool], n=min(k, len(pool)))
+
+    # MMR over the top 10 (Rev. 9 step 4) on relevance-scale scores.
+    pool = scored[:max(MMR_POOL, k)]
+    order = [pool[i] for i in mmr([(s[0], s[2]["vector"]) for s in pool], n=len(pool))]
+    # Episodes only as extra evidence: not the ones a returned entry was distilled from, at most EPISODE_SHARE of k.
+    cited = set().union(*(c["parents"] for _, _, c in order if c["source"] == "entry"))
+    max_eps = max(1, int(EPISODE_SHARE * k))
+    picked, n_eps = [], 0
+    for t in order:
+        if t[2]["source"] == "episode":
+            if t[2]["id"] in cited or n_eps >= max_eps:
+                continue
+            n_eps += 1
+        picked.append(t)
+    picked = _regime_first(picked)
+    if acting:
+        picked = _safety_first(picked, scored, best["relevance"] if best else 0.0, abstain_line)
 
     used = 0
-    for i in order:
-        final, f, c = pool[i]
+    for final, f, c in picked[:k]:
         text = " ".join(c["text"].split())
         summary = text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1].rstrip() + "…"
         cost = estimate_tokens(summary)
@@ -325,8 +451,39 @@ def retrieve_for_tick(
             continue
         used += cost
         result.items.append(RetrievedItem(id=c["id"], source=c["source"], kind=c["kind"], summary=summary,
-                                          final=round(final, 6), scores={n: round(v, 6) for n, v in f.items()}))
+                                          final=round(final, 6), scores={n: round(v, 6) for n, v in f.items()},
+                                          safety=c["safety"]))
     result.tokens = used
     if log and semantic is not None:
         semantic.log_retrieval(tick, True, len(result.items), False)
     return result
+
+
+def _variants(a: dict, b: dict) -> bool:
+    """Two entries giving advice on the same thing: a shared tag, or vectors at least VARIANT_COSINE alike."""
+    if a["source"] != "entry" or b["source"] != "entry":
+        return False
+    return bool(a["tags"] & b["tags"]) or float(np.dot(a["vector"], b["vector"])) >= VARIANT_COSINE
+
+
+def _regime_first(picked: list) -> list:
+    """Regime congruence (issue 15): among variants of the same advice within REGIME_BAND of relevance, the entry
+    scoped to the tick's regime comes first, unscoped next, another regime's last — whatever their wording."""
+    out: list = []
+    for t in picked:
+        m, rel = t[1]["regime_match"], t[2]["relevance"]
+        at = next((p for p, u in enumerate(out) if u[1]["regime_match"] < m and _variants(u[2], t[2])
+                   and rel >= u[2]["relevance"] - REGIME_BAND), None)
+        out.insert(len(out) if at is None else at, t)
+    return out
+
+
+def _safety_first(picked: list, scored: list, best_relevance: float, abstain_line: float) -> list:
+    """Action question: the most relevant applicable warnings / MUST constraints (up to SAFETY_SLOTS) lead the list,
+    so they hold slots in the top 3 — safety never loses to topical similarity or freshness."""
+    need = max(SAFETY_MIN_SHARE * best_relevance, abstain_line * SAFETY_MIN_SHARE)
+    safety = [t for t in scored if t[2]["safety"] and t[2]["relevance"] >= need][:SAFETY_SLOTS]
+    if not safety:
+        return picked
+    ids = {t[2]["id"] for t in safety}
+    return safety + [t for t in picked if t[2]["id"] not in ids]

@@ -28,7 +28,7 @@ from typing import Any
 import lancedb
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator
 
 from golem.grimoire.decay import (
     DREAM_STRENGTH_INCREMENT,
@@ -52,6 +52,7 @@ from golem.grimoire.embeddings import (
     vector_fields,
 )
 from golem.grimoire.guard import WriteGuard
+from golem.grimoire.regimes import normalise_regime
 from golem.storage import connect, immediate_tx
 
 SEMANTIC_TABLE = "semantic"
@@ -133,8 +134,10 @@ class GrimoireEntry(BaseModel):
     contradicted_count: int = Field(default=0, ge=0)
     decay_class: DecayClass = DecayClass.TACTICAL
     market_regime: str | None = None
-    valid_from: int = Field(default=0, ge=0)
-    valid_until: int | None = None
+    # Valid time in ticks (bi-temporal, grimoire "Episodes"): in force from valid_from until valid_until
+    # (exclusive; None = still in force). Record time is created_tick. Imports may say valid_from_tick/valid_until_tick.
+    valid_from: int = Field(default=0, ge=0, validation_alias=AliasChoices("valid_from", "valid_from_tick"))
+    valid_until: int | None = Field(default=None, validation_alias=AliasChoices("valid_until", "valid_until_tick"))
     parent_episode_ids: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     provenance: Provenance = Provenance.SELF_LEARNED
@@ -154,6 +157,11 @@ class GrimoireEntry(BaseModel):
         if not v or not v.strip():
             raise ValueError("content must be non-empty")
         return v.strip()
+
+    @field_validator("market_regime", mode="before")
+    @classmethod
+    def _regime(cls, v):
+        return normalise_regime(v)  # §S9 vocabulary; foreign labels mapped or refused (issue 15)
 
     def model_post_init(self, __context: Any) -> None:
         if self.last_accessed_at is None:

@@ -1,0 +1,184 @@
+"""An in-memory index over the semantic entries for retrieval (ours, issue 15): every entry's vector, its
+lexical terms (content + tags + type, lightly stemmed) and its valid/record times, so one question is scored
+against *all* entries exactly — no top-20 cut-off before the time filter or the rerank can lose the right entry.
+
+Scale: the spec's Grimoire holds a few thousand entries (grimoire "Three-Store Split"); 2,000 × 256 floats is
+2 MB and a full scan is a matrix-vector product. The index is rebuilt when the store changes (a cheap SQLite
+fingerprint plus the mirror's version); dynamic fields (confidence, last access, strength) are read from SQLite
+for the shortlist only, so a `mark_accessed` never invalidates it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections import Counter
+from contextlib import closing
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
+# Function words that carry no topic (a question's "what should I ..." must not match every entry).
+STOPWORDS = frozenset(
+    "a an the and or but if of to in on at by for with from into over under about as is are was were be been being "
+    "do does did doing have has had i me my we our you your it its this that these those there here what which who "
+    "whom whose when where why how should would could can will shall may might must not no so than then too very "
+    "just any all each some more most such only own same other get got right now still back time point ago".split())
+# `must`/`not` are stop words for matching; a MUST constraint is recognised from the raw text (is_constraint).
+
+
+def stem(w: str) -> str:
+    """A light suffix stripper (repaying → repay, prices → price, liquidations → liquidation); enough to join a
+    question's inflection to an entry's, and identical on both sides. Short words are left alone (gas, bus)."""
+    if len(w) <= 4 or w[0].isdigit():
+        return w
+    for suf in ("ings", "ing", "ies", "ied", "ed", "es", "ly", "s"):
+        if w.endswith(suf) and len(w) - len(suf) >= 3 and not w.endswith(("ss", "us", "is")):
+            return w[: -len(suf)] + ("y" if suf in ("ies", "ied") else "")
+    return w
+
+
+def terms(text: str) -> list[str]:
+    """Lexical terms of a text: lower-cased words (and decimals like 1.6), stop words dropped, stemmed."""
+    return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1 or w.isdigit()]
+
+
+def entry_text(content: str, tags: list[str], category: str) -> str:
+    """What the lexical side indexes for an entry: its content, tags and type (issue 15: 'index tags and type')."""
+    return " ".join([content, " ".join(t.replace("-", " ").replace("_", " ") for t in tags), category.replace("_", " ")])
+
+
+@dataclass
+class EntryIndex:
+    ids: list[str]
+    vectors: np.ndarray  # (n, dim) L2-normalised; zero rows where the mirror has no vector yet
+    has_vector: np.ndarray  # (n,) bool
+    valid_from: np.ndarray  # (n,) int64 ticks
+    valid_until: np.ndarray  # (n,) int64 ticks; INT64 max = still in force
+    created: np.ndarray  # (n,) int64 ticks (record time)
+    postings: dict[str, list[tuple[int, int]]]  # term → [(row, tf)]
+    lengths: np.ndarray  # (n,) terms per entry
+    df: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def idf(self, term: str) -> float:
+        """BM25's idf, log(1 + (N − df + 0.5)/(df + 0.5)); a term no entry has gets the largest value."""
+        d = self.df.get(term, 0)
+        return math.log(1.0 + (self.n - d + 0.5) / (d + 0.5))
+
+    def bm25(self, q_terms: list[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+        """Okapi BM25 of every entry for the query terms (each distinct term once)."""
+        out = np.zeros(self.n, dtype=np.float64)
+        if not self.n:
+            return out
+        avg = float(self.lengths.mean()) or 1.0
+        for t in set(q_terms):
+            post = self.postings.get(t)
+            if not post:
+                continue
+            rows = np.fromiter((r for r, _ in post), dtype=np.int64, count=len(post))
+            tf = np.fromiter((f for _, f in post), dtype=np.float64, count=len(post))
+            norm = k1 * (1.0 - b + b * self.lengths[rows] / avg)
+            out[rows] += self.idf(t) * tf * (k1 + 1.0) / (tf + norm)
+        return out
+
+    def coverage(self, q_terms: list[str]) -> np.ndarray:
+        """Share of the query's idf mass each entry contains, in [0, 1]: absolute (comparable across questions),
+        so a question whose rare words no entry has scores low everywhere — the lexical side of abstention."""
+        uniq = set(q_terms)
+        total = sum(self.idf(t) for t in uniq)
+        out = np.zeros(self.n, dtype=np.float64)
+        if total <= 0:
+            return out
+        for t in uniq:
+            post = self.postings.get(t)
+            if post:
+                rows = np.fromiter((r for r, _ in post), dtype=np.int64, count=len(post))
+                out[rows] += self.idf(t)
+        return out / total
+
+    def text_coverage(self, q_terms: list[str], text: str) -> float:
+        """The same share for a text outside the index (an episode summary), with the entries' idf."""
+        uniq = set(q_terms)
+        total = sum(self.idf(t) for t in uniq)
+        if total <= 0:
+            return 0.0
+        have = set(terms(text))
+        return sum(self.idf(t) for t in uniq if t in have) / total
+
+    def in_force(self, at: int, *, include_later_records: bool = False) -> np.ndarray:
+        """Bi-temporal mask: valid at tick `at` (valid_from ≤ at < valid_until) and, unless asked for what is known
+        now, recorded by then (created ≤ at) — an as-of question sees what the golem could have known then."""
+        m = (self.valid_from <= at) & (at < self.valid_until)
+        if not include_later_records:
+            m &= self.created <= at
+        return m
+
+
+_NO_END = np.iinfo(np.int64).max
+_CACHE: dict[str, tuple[tuple, EntryIndex]] = {}
+_LOCK = threading.Lock()
+
+
+def _fingerprint(semantic) -> tuple:
+    with closing(semantic._conn()) as db:
+        row = db.execute("SELECT COUNT(*), MAX(rowid), TOTAL(valid_until), TOTAL(valid_from), TOTAL(LENGTH(content)), "
+                         "TOTAL(LENGTH(tags)), TOTAL(created_tick) FROM grimoire_entries").fetchone()
+    return (*tuple(row), id(semantic.table), semantic.table.version)
+
+
+def build_index(semantic) -> EntryIndex:
+    with closing(semantic._conn()) as db:
+        rows = db.execute("SELECT id, content, tags, category, valid_from, valid_until, created_tick "
+                          "FROM grimoire_entries ORDER BY rowid").fetchall()
+    ids = [r[0] for r in rows]
+    pos = {i: n for n, i in enumerate(ids)}
+    dim = int(semantic.embedder.dim)
+    vectors = np.zeros((len(ids), dim), dtype=np.float32)
+    has = np.zeros(len(ids), dtype=bool)
+    n_mirror = semantic.table.count_rows()
+    if n_mirror:
+        data = semantic.table.search().select(["id", "vector"]).limit(n_mirror).to_arrow()
+        mids = data.column("id").to_pylist()
+        if mids:
+            flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            mv = np.asarray(flat, dtype=np.float32).reshape(len(mids), -1)
+            if mv.shape[1] == dim:
+                for j, i in enumerate(mids):
+                    n = pos.get(i)
+                    if n is not None:
+                        vectors[n] = mv[j]
+                        has[n] = True
+    postings: dict[str, list[tuple[int, int]]] = {}
+    lengths = np.zeros(len(ids), dtype=np.float64)
+    for n, r in enumerate(rows):
+        tf = Counter(terms(entry_text(r[1], json.loads(r[2] or "[]"), r[3])))
+        lengths[n] = sum(tf.values())
+        for t, f in tf.items():
+            postings.setdefault(t, []).append((n, f))
+    return EntryIndex(
+        ids=ids, vectors=vectors, has_vector=has,
+        valid_from=np.array([r[4] or 0 for r in rows], dtype=np.int64),
+        valid_until=np.array([_NO_END if r[5] is None else r[5] for r in rows], dtype=np.int64),
+        created=np.array([r[6] or 0 for r in rows], dtype=np.int64),
+        postings=postings, lengths=lengths, df={t: len(p) for t, p in postings.items()})
+
+
+def entry_index(semantic) -> EntryIndex:
+    """The index for this store, rebuilt only when its fingerprint changed."""
+    key = str(semantic.db_path)
+    fp = _fingerprint(semantic)
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None and hit[0] == fp:
+            return hit[1]
+    idx = build_index(semantic)
+    with _LOCK:
+        _CACHE[key] = (fp, idx)
+    return idx

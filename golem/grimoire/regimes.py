@@ -1,0 +1,39 @@
+"""The regime vocabulary entries are scoped with (issue 15): the heartbeat §S9 regimes the golem detects —
+trending_up, trending_down, volatile, range_bound, unknown — so retrieval can match an entry's scope to the
+tick's regime. Labels from elsewhere map onto it: the grimoire spec's `MarketRegime { Bull, Bear, Sideways, HighVol,
+LowVol, Crisis }` and the backtest paths' labels (calm, crash; golem/cognition/regime_labels.py). Anything else is
+refused with the list of what is accepted, never kept as a string the retriever cannot match.
+"""
+
+from __future__ import annotations
+
+from golem.models.enums import MarketRegime
+
+VOCABULARY = tuple(r.value for r in MarketRegime)
+# ours: the nearest §S9 regime for each foreign label. A crash is volatility first (the detector reads the
+# backtest label `crash` as trending_down or volatile; a falling market is trending_down's own label).
+ALIASES: dict[str, str] = {
+    "bull": "trending_up", "bullish": "trending_up", "uptrend": "trending_up", "trend_up": "trending_up",
+    "bear": "trending_down", "bearish": "trending_down", "downtrend": "trending_down", "trend_down": "trending_down",
+    "sideways": "range_bound", "calm": "range_bound", "low_vol": "range_bound", "lowvol": "range_bound",
+    "range": "range_bound", "ranging": "range_bound", "rangebound": "range_bound",
+    "high_vol": "volatile", "highvol": "volatile", "crisis": "volatile", "crash": "volatile", "whipsaw": "volatile",
+}
+UNSCOPED = {"", "none", "null", "any", "all", "global"}
+
+
+def normalise_regime(label: str | None) -> str | None:
+    """An entry's `market_regime` in the §S9 vocabulary; None = unscoped (regime-independent). Raises ValueError
+    naming the accepted labels for anything it cannot map."""
+    if label is None:
+        return None
+    key = str(label).strip().lower().replace("-", "_").replace(" ", "_")
+    if key in UNSCOPED:
+        return None
+    if key in VOCABULARY:
+        return key
+    if key in ALIASES:
+        return ALIASES[key]
+    raise ValueError(
+        f"market_regime {label!r} is not a regime the golem detects; use one of {', '.join(VOCABULARY)} "
+        f"(or null for an unscoped entry); mapped on the way in: {', '.join(sorted(ALIASES))}")
