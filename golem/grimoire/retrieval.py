@@ -231,15 +231,21 @@ _PROPOSAL = re.compile(r"^\s*(should|shall|can|could|may|do|is it (ok|safe|wise|
                        re.IGNORECASE)
 
 
+_ASKS_TO_ACT = re.compile(r"\b(should|shall|can|could|may) (i|we|the golem)\b", re.IGNORECASE)
+_CONSTRAINT = re.compile(r"\bMUST\b|\b(never|do not|don't|must not)\b", re.IGNORECASE)
+
+
 def is_action_question(query: str) -> bool:
-    """Text that proposes acting ("Borrow another 2,000 USDC?", "Should I withdraw ...?"): a question opening
-    with a proposal and naming an action. The decide step's own query is an action question by definition."""
-    return bool(_PROPOSAL.search(query or "")) and bool(_ACTION_VERBS.search(query or ""))
+    """Text that proposes acting ("Borrow another 2,000 USDC?", "HF is 1.25; should I rebalance ...?"): it opens
+    with a proposal or asks whether to act, and names an action. The decide step's own query is one by definition."""
+    q = query or ""
+    return bool(_PROPOSAL.search(q) or _ASKS_TO_ACT.search(q)) and bool(_ACTION_VERBS.search(q))
 
 
 def is_safety_entry(category: str, content: str, tags: list[str]) -> bool:
-    """A warning (grimoire "GrimoireEntry Types": what to avoid) or a MUST / MUST NOT constraint in any type."""
-    return category == "warning" or "must" in tags or bool(re.search(r"\bMUST\b", content))
+    """A warning (grimoire "GrimoireEntry Types": what to avoid) or a constraint in any type: MUST / MUST NOT,
+    never, do not."""
+    return category == "warning" or "must" in tags or bool(_CONSTRAINT.search(content))
 
 
 # ---- relevance-first ranking (ours, issue 15; constants chosen on the tune part of bench/eval_memory.py) ----------
@@ -248,30 +254,31 @@ def is_safety_entry(category: str, content: str, tags: list[str]) -> bool:
 # final = relevance + TIE_MARGIN · tie + REGIME_WEIGHT · regime_match, tie in [0, 1] from the Rev. 9 step-3 factors
 # (effective confidence 0.25, quality 0.20, recency 0.15, reliability 0.20: 1 − contradicted/(validated+contradicted+1),
 # grimoire "GrimoireEntry Schema"), renormalised. So an entry 0.1 less relevant cannot win on freshness or confidence.
-DENSE_WEIGHT = 0.55
-TIE_MARGIN = 0.08
+DENSE_WEIGHT = 0.65
+TIE_MARGIN = 0.1
 TIE_WEIGHTS = {"effective_confidence": 0.25, "quality": 0.20, "recency": 0.15, "reliability": 0.20}
 # regime_match: 1 scoped to the tick's regime, 0.5 unscoped, 0 another regime (the Rev. 9 factor), weighted so the
 # same advice for the current regime outranks the unscoped and other-regime variants (near-equal relevance).
 REGIME_WEIGHT = 0.06
 # ... and variants of the same advice (a shared tag, or entry vectors ≥ VARIANT_COSINE alike) are ordered by scope
 # outright when their relevance is within REGIME_BAND: wording differs between a regime's advice and the default's.
-REGIME_BAND = 0.2
+REGIME_BAND = 0.3
 VARIANT_COSINE = 0.55
 # Warnings keep their undecayed confidence in the tie-break: "the cost of missing a risk exceeds the cost of a false
 # alarm" (grimoire "GrimoireEntry Types"); decay must not bury a valid warning.
 # Action questions: up to SAFETY_SLOTS applicable warnings / MUST constraints lead the list (so they are in the top 3);
-# applicable = relevance at least SAFETY_MIN_SHARE of the best candidate's and above the abstention line.
+# applicable = relevance at least SAFETY_MIN_SHARE of the best candidate's, not scoped to another regime.
 SAFETY_SLOTS = 2
-SAFETY_MIN_SHARE = 0.6
+SAFETY_MIN_SHARE = 0.5
 # Episodes compete only as extra evidence: EPISODE_PENALTY below an entry of the same relevance, at most
-# EPISODE_SHARE of the slots, and never one a returned entry already cites (parent_episode_ids).
+# EPISODE_SHARE of the slots while entries can fill the rest, never one a returned entry already cites
+# (parent_episode_ids).
 EPISODE_PENALTY = 0.12
 EPISODE_SHARE = 0.3
 # Abstention: calibrated on the tune part (answerable vs unanswerable questions) for WordLlama-256: the best
 # candidate's relevance must reach ABSTAIN_RELEVANCE, or its cosine the embedder's semantic floor while the lexical
 # side agrees (coverage ≥ ABSTAIN_MIN_COVERAGE). Other embedders scale ABSTAIN_RELEVANCE by floor / 0.30.
-ABSTAIN_RELEVANCE = 0.42
+ABSTAIN_RELEVANCE = 0.24
 ABSTAIN_MIN_COVERAGE = 0.25
 ITEM_MIN_SHARE = 0.5
 ENTRY_SHORTLIST = 60  # candidates by relevance whose dynamic fields are read from SQLite
@@ -426,18 +433,22 @@ def retrieve_for_tick(
     scored.sort(key=lambda t: (-t[0], t[2]["id"]))
 
     # MMR over the top 10 (Rev. 9 step 4) on relevance-scale scores.
-    pool = scored[:max(MMR_POOL, k)]
-    order = [pool[i] for i in mmr([(s[0], s[2]["vector"]) for s in pool], n=len(pool))]
+    pool = scored[:MMR_POOL]
+    order = [pool[i] for i in mmr([(s[0], s[2]["vector"]) for s in pool], n=len(pool))] + scored[MMR_POOL:]
     # Episodes only as extra evidence: not the ones a returned entry was distilled from, at most EPISODE_SHARE of k.
     cited = set().union(*(c["parents"] for _, _, c in order if c["source"] == "entry"))
     max_eps = max(1, int(EPISODE_SHARE * k))
-    picked, n_eps = [], 0
+    picked, spare, n_eps = [], [], 0
     for t in order:
         if t[2]["source"] == "episode":
-            if t[2]["id"] in cited or n_eps >= max_eps:
+            if t[2]["id"] in cited:
+                continue
+            if n_eps >= max_eps:
+                spare.append(t)  # fills slots the entries leave empty, nothing more
                 continue
             n_eps += 1
         picked.append(t)
+    picked += spare[:max(0, k - len(picked))]
     picked = _regime_first(picked)
     if acting:
         picked = _safety_first(picked, scored, best["relevance"] if best else 0.0, abstain_line)
@@ -482,7 +493,9 @@ def _safety_first(picked: list, scored: list, best_relevance: float, abstain_lin
     """Action question: the most relevant applicable warnings / MUST constraints (up to SAFETY_SLOTS) lead the list,
     so they hold slots in the top 3 — safety never loses to topical similarity or freshness."""
     need = max(SAFETY_MIN_SHARE * best_relevance, abstain_line * SAFETY_MIN_SHARE)
-    safety = [t for t in scored if t[2]["safety"] and t[2]["relevance"] >= need][:SAFETY_SLOTS]
+    # applicable: relevant enough, and not scoped to another regime (a volatile-market rule is no rule when calm)
+    safety = [t for t in scored if t[2]["safety"] and t[2]["relevance"] >= need
+              and t[1]["regime_match"] > 0][:SAFETY_SLOTS]
     if not safety:
         return picked
     ids = {t[2]["id"] for t in safety}

@@ -167,7 +167,7 @@ class OracleSection(BaseModel):
 
 
 # The embedders golem.grimoire.embeddings.make_embedder can build (its EMBEDDERS table describes them).
-EMBEDDER_CHOICES = ("wordllama", "wordllama-64", "nomic-embed-text-v1.5")
+EMBEDDER_CHOICES = ("wordllama", "wordllama-64", "all-minilm-l6-v2", "nomic-embed-text-v1.5")
 
 
 class GrimoireSection(BaseModel):
