@@ -4,7 +4,7 @@ against *all* entries exactly — no top-20 cut-off before the time filter or th
 
 Scale: the spec's Grimoire holds a few thousand entries (grimoire "Three-Store Split"); 2,000 × 256 floats is
 2 MB and a full scan is a matrix-vector product. The index is rebuilt when the store changes (a cheap SQLite
-fingerprint plus the mirror's version); dynamic fields (confidence, last access, strength) are read from SQLite
+change counter, semantic.py migration v7); dynamic fields (confidence, last access, strength) are read from SQLite
 for the shortlist only, so a `mark_accessed` never invalidates it.
 """
 
@@ -14,6 +14,7 @@ import json
 import math
 import re
 import threading
+import time
 from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -59,9 +60,10 @@ class EntryIndex:
     valid_from: np.ndarray  # (n,) int64 ticks
     valid_until: np.ndarray  # (n,) int64 ticks; INT64 max = still in force
     created: np.ndarray  # (n,) int64 ticks (record time)
-    postings: dict[str, list[tuple[int, int]]]  # term → [(row, tf)]
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]  # term → (rows, term frequencies)
     lengths: np.ndarray  # (n,) terms per entry
     df: dict[str, int] = field(default_factory=dict)
+    built_at: float = 0.0  # time.monotonic() of the build
 
     @property
     def n(self) -> int:
@@ -80,10 +82,9 @@ class EntryIndex:
         avg = float(self.lengths.mean()) or 1.0
         for t in set(q_terms):
             post = self.postings.get(t)
-            if not post:
+            if post is None:
                 continue
-            rows = np.fromiter((r for r, _ in post), dtype=np.int64, count=len(post))
-            tf = np.fromiter((f for _, f in post), dtype=np.float64, count=len(post))
+            rows, tf = post
             norm = k1 * (1.0 - b + b * self.lengths[rows] / avg)
             out[rows] += self.idf(t) * tf * (k1 + 1.0) / (tf + norm)
         return out
@@ -98,9 +99,8 @@ class EntryIndex:
             return out
         for t in uniq:
             post = self.postings.get(t)
-            if post:
-                rows = np.fromiter((r for r, _ in post), dtype=np.int64, count=len(post))
-                out[rows] += self.idf(t)
+            if post is not None:
+                out[post[0]] += self.idf(t)
         return out / total
 
     def text_coverage(self, q_terms: list[str], text: str) -> float:
@@ -127,10 +127,8 @@ _LOCK = threading.Lock()
 
 
 def _fingerprint(semantic) -> tuple:
-    with closing(semantic._conn()) as db:
-        row = db.execute("SELECT COUNT(*), MAX(rowid), TOTAL(valid_until), TOTAL(valid_from), TOTAL(LENGTH(content)), "
-                         "TOTAL(LENGTH(tags)), TOTAL(created_tick) FROM grimoire_entries").fetchone()
-    return (*tuple(row), id(semantic.table), semantic.table.version)
+    # the store's change counter (semantic.py v7 triggers) and the mirror table object (reembed_all replaces it)
+    return semantic.change_count(), id(semantic.table)
 
 
 def build_index(semantic) -> EntryIndex:
@@ -155,19 +153,26 @@ def build_index(semantic) -> EntryIndex:
                     if n is not None:
                         vectors[n] = mv[j]
                         has[n] = True
-    postings: dict[str, list[tuple[int, int]]] = {}
+    lists: dict[str, list[tuple[int, int]]] = {}
     lengths = np.zeros(len(ids), dtype=np.float64)
     for n, r in enumerate(rows):
         tf = Counter(terms(entry_text(r[1], json.loads(r[2] or "[]"), r[3])))
         lengths[n] = sum(tf.values())
         for t, f in tf.items():
-            postings.setdefault(t, []).append((n, f))
+            lists.setdefault(t, []).append((n, f))
+    postings = {t: (np.array([r for r, _ in p], dtype=np.int64), np.array([f for _, f in p], dtype=np.float64))
+                for t, p in lists.items()}
     return EntryIndex(
         ids=ids, vectors=vectors, has_vector=has,
         valid_from=np.array([r[4] or 0 for r in rows], dtype=np.int64),
         valid_until=np.array([_NO_END if r[5] is None else r[5] for r in rows], dtype=np.int64),
         created=np.array([r[6] or 0 for r in rows], dtype=np.int64),
-        postings=postings, lengths=lengths, df={t: len(p) for t, p in postings.items()})
+        postings=postings, lengths=lengths, df={t: len(p) for t, p in lists.items()}, built_at=time.monotonic())
+
+
+# While the mirror lags SQLite (writes paused by the drift guard, rev. 8) some entries have no vector yet; their
+# rows are flushed without touching SQLite, so such an index is rebuilt at most this often to pick them up.
+MISSING_VECTOR_REBUILD_SECONDS = 30.0
 
 
 def entry_index(semantic) -> EntryIndex:
@@ -176,8 +181,10 @@ def entry_index(semantic) -> EntryIndex:
     fp = _fingerprint(semantic)
     with _LOCK:
         hit = _CACHE.get(key)
-        if hit is not None and hit[0] == fp:
-            return hit[1]
+    if hit is not None and hit[0] == fp:
+        idx = hit[1]
+        if idx.has_vector.all() or time.monotonic() - idx.built_at < MISSING_VECTOR_REBUILD_SECONDS:
+            return idx
     idx = build_index(semantic)
     with _LOCK:
         _CACHE[key] = (fp, idx)

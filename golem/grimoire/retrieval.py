@@ -281,7 +281,7 @@ EPISODE_SHARE = 0.3
 ABSTAIN_RELEVANCE = 0.24
 ABSTAIN_MIN_COVERAGE = 0.25
 ITEM_MIN_SHARE = 0.5
-ENTRY_SHORTLIST = 60  # candidates by relevance whose dynamic fields are read from SQLite
+ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
 
 
@@ -360,25 +360,27 @@ def retrieve_for_tick(
         rel = np.where(idx.in_force(at, include_later_records=as_known_now), rel, -np.inf)
         order = np.argsort(-rel, kind="stable")[:ENTRY_SHORTLIST]
         order = [int(i) for i in order if np.isfinite(rel[i])]
+        # RRF of the dense and lexical ranks (Rev. 9 step 2), reported beside the relevance that ranks
         dense_rank = {int(i): r for r, i in enumerate(np.argsort(-cos, kind="stable")[:TOP_PER_SOURCE], 1)}
-        bm = idx.bm25(q_terms)
-        lex_rank = {int(i): r for r, i in enumerate(np.argsort(-bm, kind="stable")[:TOP_PER_SOURCE], 1) if bm[i] > 0}
-        entries = semantic.get_many([idx.ids[i] for i in order])
+        lex_rank = {int(i): r for r, i in enumerate(np.argsort(-cov, kind="stable")[:TOP_PER_SOURCE], 1) if cov[i] > 0}
+        rows = semantic.scoring_rows([idx.ids[i] for i in order])
         for i in order:
-            e = entries.get(idx.ids[i])
+            e = rows.get(idx.ids[i])
             if e is None:
                 continue  # archived since the index was built
-            ret = semantic.retention_now(e, tick, tick_seconds)
-            safety = is_safety_entry(e.category.value, e.content, e.tags)
-            eff = e.confidence if e.category.value == "warning" else effective_confidence(e.confidence, ret)
+            ret = semantic.retention_of_row(e, tick, tick_seconds)
+            eff = e["confidence"] if e["category"] == "warning" else effective_confidence(e["confidence"], ret)
             rrf = sum(1.0 / (RRF_K + r[i]) for r in (dense_rank, lex_rank) if i in r)
-            cands.append(dict(id=e.id, source="entry", kind=e.category.value, text=e.content,
+            pad_tag = (e["emotional_tag"] or {}).get("pad")
+            cands.append(dict(id=e["id"], source="entry", kind=e["category"], text=e["content"],
                               relevance=float(rel[i]), cosine=float(cos[i]), lexical=float(cov[i]), rrf=rrf,
-                              vector=idx.vectors[i], eff=eff, quality=e.quality_score,
-                              reliability=_reliability(e.validated_count, e.contradicted_count),
-                              age=max(0, tick - e.created_tick), regime=e.market_regime,
-                              entry_pad=e.emotional_tag.pad if e.emotional_tag else None, bloodstain=e.is_bloodstain,
-                              safety=safety, parents=set(e.parent_episode_ids), tags=set(e.tags)))
+                              vector=idx.vectors[i], eff=eff, quality=e["quality_score"],
+                              reliability=_reliability(e["validated_count"], e["contradicted_count"]),
+                              age=max(0, tick - e["created_tick"]), regime=e["market_regime"],
+                              entry_pad=tuple(pad_tag) if pad_tag else None,
+                              bloodstain=e["provenance"] == "death_reflection",
+                              safety=is_safety_entry(e["category"], e["content"], e["tags"]),
+                              parents=set(e["parent_episode_ids"]), tags=set(e["tags"])))
     for r in ep_future.result():
         ret = retention_at_tick(tick, r["last_accessed_tick"], kind=EntryKind.EPISODE, decay_class=r["decay_class"],
                                 strength=r["strength"], quality=r["quality"], tick_seconds=tick_seconds,

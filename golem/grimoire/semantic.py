@@ -305,6 +305,22 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE quarantined_entries ADD COLUMN entry_id TEXT;           -- the entry it became or merged into
     CREATE INDEX idx_quarantine_status ON quarantined_entries(status);
     """,
+    # v7: a change counter over what retrieval's in-memory entry index holds (ours, issue 15: entry_index.py), so
+    # a query checks one row instead of scanning the table; access bookkeeping (mark_accessed) does not count.
+    """
+    CREATE TABLE entry_changes (n INTEGER NOT NULL);
+    INSERT INTO entry_changes VALUES (0);
+    CREATE TRIGGER entry_changes_ai AFTER INSERT ON grimoire_entries BEGIN
+        UPDATE entry_changes SET n = n + 1;
+    END;
+    CREATE TRIGGER entry_changes_ad AFTER DELETE ON grimoire_entries BEGIN
+        UPDATE entry_changes SET n = n + 1;
+    END;
+    CREATE TRIGGER entry_changes_au AFTER UPDATE OF content, tags, category, valid_from, valid_until, created_tick
+        ON grimoire_entries BEGIN
+        UPDATE entry_changes SET n = n + 1;
+    END;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -637,6 +653,42 @@ class SemanticStore:
         sql = "SELECT COUNT(*) FROM grimoire_entries" + ("" if include_inactive else " WHERE valid_until IS NULL")
         with closing(self._conn()) as db:
             return int(db.execute(sql).fetchone()[0])
+
+    def change_count(self) -> int:
+        """Bumped by every insert, delete, or change of what the retrieval index holds (content, tags, category,
+        valid and record times); not by access bookkeeping."""
+        with closing(self._conn()) as db:
+            return int(db.execute("SELECT n FROM entry_changes").fetchone()[0])
+
+    _SCORING_COLS = ("id", "category", "content", "confidence", "quality_score", "validated_count",
+                     "contradicted_count", "decay_class", "market_regime", "tags", "provenance", "emotional_tag",
+                     "created_tick", "last_accessed_at", "strength", "dream_validated", "parent_episode_ids")
+
+    def scoring_rows(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """What retrieval scores an entry with, for `ids`, without building GrimoireEntry models (the per-query
+        path): the columns of _SCORING_COLS, JSON columns decoded."""
+        if not ids:
+            return {}
+        with closing(self._conn()) as db:
+            rows = db.execute(f"SELECT {', '.join(self._SCORING_COLS)} FROM grimoire_entries "
+                              f"WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
+        out = {}
+        for r in rows:
+            d = dict(zip(self._SCORING_COLS, r))
+            for c in ("tags", "parent_episode_ids"):
+                d[c] = json.loads(d[c] or "[]")
+            d["emotional_tag"] = json.loads(d["emotional_tag"]) if d["emotional_tag"] else None
+            d["dream_validated"] = bool(d["dream_validated"])
+            out[d["id"]] = d
+        return out
+
+    def retention_of_row(self, d: dict[str, Any], now_tick: int, tick_seconds: float) -> float:
+        """retention_now for a scoring_rows() row."""
+        last = d["last_accessed_at"] if d["last_accessed_at"] is not None else d["created_tick"]
+        return retention_at_tick(
+            now_tick, last, kind=ENTRY_KIND[EntryType(d["category"])], decay_class=d["decay_class"],
+            strength=d["strength"], quality=d["quality_score"], tick_seconds=tick_seconds,
+            dream_validated=d["dream_validated"], bloodstain=d["provenance"] == Provenance.DEATH_REFLECTION.value)
 
     def fts_search(self, text: str, k: int = 20) -> list[tuple[str, float]]:
         """SQLite FTS5 BM25 over content: (entry id, bm25) best first (bm25 is lower = better in SQLite)."""
