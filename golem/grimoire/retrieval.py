@@ -412,8 +412,10 @@ def retrieve_for_tick(
             semantic.log_retrieval(tick, True, 0, True)
         return result
 
-    # What is returned besides the best: candidates within ITEM_MIN_SHARE of its relevance (the rest is noise).
-    relevant = [c for c in cands if c["relevance"] >= ITEM_MIN_SHARE * best["relevance"]]
+    # What is returned besides the best: candidates that clear the abstention line on their own, or come within
+    # ITEM_MIN_SHARE of the best's relevance (the rest is noise).
+    item_line = min(abstain_line, ITEM_MIN_SHARE * best["relevance"])
+    relevant = [c for c in cands if c["relevance"] >= item_line]
     scored = []
     for c in relevant:
         f = {"relevance": c["relevance"], "semantic": c["cosine"], "lexical": c["lexical"], "rrf": c["rrf"],
