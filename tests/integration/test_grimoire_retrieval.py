@@ -54,6 +54,11 @@ def stores(tmp_path_factory):
               created_tick=9_000),
         entry("lp-c-volatile", "Set the LP range width to plus or minus 8 percent.", EntryType.HEURISTIC,
               market_regime="volatile", created_tick=9_000),
+        # the same advice worded differently per scope (a regime's rule rarely repeats the default's words)
+        entry("hedge-default", "Keep about 10% of the exposure in USDC as a standing hedge.", EntryType.HEURISTIC,
+              tags=["hedge"], created_tick=9_000),
+        entry("hedge-uptrend", "Hold no USDC hedge while prices climb: that share of the exposure only drags returns.",
+              EntryType.HEURISTIC, tags=["hedge"], market_regime="trending_up", created_tick=9_000),
         entry("gas-night", "Base fee is lowest between 02:00 and 04:00 UTC; routine swaps are cheapest then.",
               created_tick=7_000),
     ])
@@ -112,6 +117,19 @@ def test_unscoped_entry_ranks_between_congruent_and_other_regime(stores):
         got = ids(retrieve_for_tick(eps, sem, q, regime=regime, tick=NOW, steered=True, log=False, k=10))
         mine = "lp-c-volatile" if regime == "volatile" else "lp-a-range"
         assert got.index(mine) < got.index("lp-b-unscoped") < got.index(other), (regime, got)
+
+
+def test_regime_variant_worded_differently_still_comes_first(stores):
+    eps, sem = stores
+    q = "How much of the exposure should be hedged in USDC?"
+    calm = retrieve_for_tick(eps, sem, q, regime="range_bound", tick=NOW, steered=True, log=False, k=10)
+    by = {i.id: i for i in calm.items}
+    # the default's wording is the closer match by more than the regime weight alone could make up ...
+    assert by["hedge-default"].scores["relevance"] - by["hedge-uptrend"].scores["relevance"] > 0.06
+    assert ids(calm).index("hedge-default") < ids(calm).index("hedge-uptrend")
+    # ... yet in an uptrend the uptrend's own rule leads
+    up = ids(retrieve_for_tick(eps, sem, q, regime="trending_up", tick=NOW, steered=True, log=False, k=10))
+    assert up.index("hedge-uptrend") < up.index("hedge-default"), up
 
 
 def test_unanswerable_question_abstains_and_answerable_does_not(stores):
