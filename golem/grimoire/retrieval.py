@@ -1,20 +1,20 @@
-"""Hybrid retrieval over episodes and semantic entries (revisions Rev. 9; grimoire "Four-factor retrieval scoring").
+"""Retrieval over semantic entries and episodes (revisions Rev. 9; grimoire "Four-factor retrieval scoring",
+"Hybrid Retrieval Pipeline"), reworked so it answers the question asked (issue 15).
 
-Pipeline, per store (episodes table, semantic mirror):
-  1. vector + BM25 in one LanceDB hybrid query (native FTS index on the text column), top-20 each,
-     fused by LanceDB's `RRFReranker(K=60)`: rrf = Σ 1/(60 + rank_i)                                (Rev. 9 steps 1–2)
-  2. semantic-score floor: a candidate whose cosine to the query is below SEMANTIC_FLOOR is dropped, so a
-     query with nothing relevant returns nothing (abstention; ours, calibrated on WordLlama-256)
-  3. multi-factor rerank: final = rrf·0.30 + effective_confidence·0.25 + quality·0.20 + recency·0.15
-     + regime_match·0.10                                                                             (Rev. 9 step 3)
-     rrf is normalised by its maximum 2/61 (first in both lists) so every factor is in [0, 1].
-     With a PAD mood vector: final = 0.85·final + 0.15·mood_congruence (grimoire four-factor score,
-     emotional weight 0.15); every 100th tick the mood is inverted (contrarian retrieval).
-     Bloodstain entries ×1.2 (grimoire "Bloodstain Retrieval Boost").
-  4. MMR (λ = 0.7) over the top 10 (Rev. 9 step 4; LanceDB has no MMR, so it is ours)
-  5. token budget (default 500): entries are shortened to SUMMARY_CHARS, then taken in order while they
-     fit ("more entries at shorter length > fewer at full length", Rev. 9 step 5).
-Before all this, `should_retrieve` is the Self-RAG style decision whether to retrieve at all.
+  0. `should_retrieve`: the Self-RAG style decision whether to retrieve at all.
+  1. Time (grimoire "Episodes": bi-temporal validFrom / validUntil): only entries in force at `as_of` (default the
+     tick) and recorded by then, and episodes recorded by then, are candidates.
+  2. Candidates. Entries: every one, scored exactly from the in-memory index (entry_index.py: vectors + lexical
+     terms of content, tags and type). Episodes: LanceDB hybrid (vector + BM25, RRFReranker K=60), top 20
+     (Rev. 9 steps 1–2).
+  3. Relevance first: relevance = DENSE_WEIGHT·cosine + (1 − DENSE_WEIGHT)·lexical coverage; the Rev. 9 step-3
+     factors (effective confidence, quality, recency) plus reliability, the mood (four-factor emotional weight
+     0.15, contrarian every 100th tick) and the bloodstain boost (×1.2) form a tie-break worth at most
+     TIE_MARGIN; regime_match adds REGIME_WEIGHT; episodes pay EPISODE_PENALTY.
+  4. Calibrated abstention on the best candidate (ABSTAIN_RELEVANCE).
+  5. MMR (λ = 0.7) over the top 10 (Rev. 9 step 4); episodes capped, never one a returned entry cites; regime
+     variants ordered by scope; for action questions applicable warnings / constraints lead.
+  6. Token budget (default 500): summaries of SUMMARY_CHARS taken in order while they fit (Rev. 9 step 5).
 """
 
 from __future__ import annotations
@@ -33,19 +33,20 @@ from pydantic import BaseModel, Field
 from golem.grimoire.decay import EntryKind, effective_confidence, retention_at_tick
 from golem.grimoire.entry_index import entry_index, terms
 from golem.grimoire.episodes import DEFAULT_TICK_SECONDS, EpisodeStore, tag_pad
+from golem.grimoire.regimes import normalise_regime
 from golem.grimoire.semantic import SemanticStore
+from golem.models.enums import MarketRegime
 
 RRF_K = 60  # Rev. 9 step 2
 TOP_PER_SOURCE = 20  # Rev. 9 step 1
-WEIGHTS = {"rrf": 0.30, "effective_confidence": 0.25, "quality": 0.20, "recency": 0.15, "regime_match": 0.10}
 MOOD_WEIGHT = 0.15  # grimoire four-factor score: emotional 0.15
 CONTRARIAN_EVERY = 100  # grimoire "Anti-Rumination: Contrarian Retrieval"
 BLOODSTAIN_BOOST = 1.2  # grimoire "Bloodstain Retrieval Boost"
 MMR_LAMBDA = 0.7  # Rev. 9 step 4
 MMR_POOL = 10  # Rev. 9 step 4: MMR on top-10
 DEFAULT_TOKEN_BUDGET = 500  # Rev. 9 step 5
-# Ours: cosine floor on WordLlama-256 vectors. Unrelated DeFi sentences sit around 0.0–0.25, paraphrases
-# of the same situation at 0.45+; 0.3 keeps the first out.
+# Ours: cosine floor on WordLlama-256 vectors (unrelated DeFi sentences 0.0–0.25, paraphrases 0.45+); the
+# abstention line of other embedders is ABSTAIN_RELEVANCE scaled by their floor / this one.
 SEMANTIC_FLOOR = 0.30
 SUMMARY_CHARS = 240
 RECENCY_TIME_CONSTANT_TICKS = 1440.0  # ours: recency_boost = exp(-age/1 day of 60 s ticks)
@@ -281,7 +282,7 @@ EPISODE_SHARE = 0.3
 ABSTAIN_RELEVANCE = 0.24
 ABSTAIN_MIN_COVERAGE = 0.25
 ITEM_MIN_SHARE = 0.5
-ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
+ENTRY_SHORTLIST = 25  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
 
 
@@ -330,6 +331,7 @@ def retrieve_for_tick(
         raise ValueError(f"k must be >= 1, got {k}")
     if token_budget < 1:
         raise ValueError(f"token_budget must be >= 1, got {token_budget}")
+    regime = normalise_regime(regime) or MarketRegime.UNKNOWN.value  # a foreign label maps, or says what is valid
     at = tick if as_of is None else int(as_of)
     if at < 0:
         raise ValueError(f"as_of must be a tick >= 0, got {at}")
@@ -348,8 +350,9 @@ def retrieve_for_tick(
     ep_cols = ["id", "tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
                "tick", "dream_validated", "pnl_impact", "emotional_tag"]
     # The episode query runs in the pool while the entries are scored (LanceDB works in Rust without the GIL).
-    ep_future = _pool().submit(hybrid_query, episodes.table, "summary", query, qv, EPISODE_CANDIDATES, ep_cols,
-                               f"tick <= {at}")
+    # No prefilter: at the present tick nothing is later, and for a past tick a post-filter costs nothing (episodes
+    # are extra evidence; a few fewer candidates then is fine).
+    ep_future = _pool().submit(hybrid_query, episodes.table, "summary", query, qv, EPISODE_CANDIDATES, ep_cols)
     q_terms = terms(query)
     cands: list[dict[str, Any]] = []
     idx = entry_index(semantic) if semantic is not None else None
@@ -382,6 +385,8 @@ def retrieve_for_tick(
                               safety=is_safety_entry(e["category"], e["content"], e["tags"]),
                               parents=set(e["parent_episode_ids"]), tags=set(e["tags"])))
     for r in ep_future.result():
+        if r["tick"] > at:
+            continue  # recorded after the asked-about tick
         ret = retention_at_tick(tick, r["last_accessed_tick"], kind=EntryKind.EPISODE, decay_class=r["decay_class"],
                                 strength=r["strength"], quality=r["quality"], tick_seconds=tick_seconds,
                                 dream_validated=bool(r["dream_validated"]))
