@@ -26,6 +26,7 @@ quarantine list [--all] | release ID | drop ID [--reason R]   (each with --json)
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -274,8 +275,6 @@ def _quarantine(args) -> int:
 
 
 def _regime_arg(label: str) -> str:
-    import argparse
-
     from golem.grimoire.regimes import normalise_regime
 
     try:

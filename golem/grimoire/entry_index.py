@@ -47,6 +47,20 @@ def terms(text: str) -> list[str]:
     return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1 or w.isdigit()]
 
 
+_SUMMARY_TERMS: dict[str, frozenset[str]] = {}
+_SUMMARY_TERMS_MAX = 50_000  # episode summaries are immutable and re-scored every query: cache their terms
+
+
+def summary_terms(text: str) -> frozenset[str]:
+    """terms() of an episode summary, cached (cleared whole when it grows past _SUMMARY_TERMS_MAX)."""
+    got = _SUMMARY_TERMS.get(text)
+    if got is None:
+        if len(_SUMMARY_TERMS) >= _SUMMARY_TERMS_MAX:
+            _SUMMARY_TERMS.clear()
+        got = _SUMMARY_TERMS[text] = frozenset(terms(text))
+    return got
+
+
 def entry_text(content: str, tags: list[str], category: str) -> str:
     """What the lexical side indexes for an entry: its content, tags and type (issue 15: 'index tags and type')."""
     return " ".join([content, " ".join(t.replace("-", " ").replace("_", " ") for t in tags), category.replace("_", " ")])
@@ -63,6 +77,8 @@ class EntryIndex:
     postings: dict[str, tuple[np.ndarray, np.ndarray]]  # term → (rows, term frequencies)
     lengths: np.ndarray  # (n,) terms per entry
     df: dict[str, int] = field(default_factory=dict)
+    tags: list[frozenset[str]] = field(default_factory=list)
+    parents: list[frozenset[str]] = field(default_factory=list)  # parent_episode_ids
     built_at: float = 0.0  # time.monotonic() of the build
 
     @property
@@ -103,14 +119,15 @@ class EntryIndex:
                 out[post[0]] += self.idf(t)
         return out / total
 
-    def text_coverage(self, q_terms: list[str], text: str) -> float:
-        """The same share for a text outside the index (an episode summary), with the entries' idf."""
+    def text_coverage(self, q_terms: list[str], text_terms: frozenset[str]) -> float:
+        """The same share for a text outside the index (an episode summary, as `summary_terms`), with the entries'
+        idf."""
         uniq = set(q_terms)
-        total = sum(self.idf(t) for t in uniq)
+        idf = {t: self.idf(t) for t in uniq}
+        total = sum(idf.values())
         if total <= 0:
             return 0.0
-        have = set(terms(text))
-        return sum(self.idf(t) for t in uniq if t in have) / total
+        return sum(v for t, v in idf.items() if t in text_terms) / total
 
     def in_force(self, at: int, *, include_later_records: bool = False) -> np.ndarray:
         """Bi-temporal mask: valid at tick `at` (valid_from ≤ at < valid_until) and, unless asked for what is known
@@ -133,8 +150,8 @@ def _fingerprint(semantic) -> tuple:
 
 def build_index(semantic) -> EntryIndex:
     with closing(semantic._conn()) as db:
-        rows = db.execute("SELECT id, content, tags, category, valid_from, valid_until, created_tick "
-                          "FROM grimoire_entries ORDER BY rowid").fetchall()
+        rows = db.execute("SELECT id, content, tags, category, valid_from, valid_until, created_tick, "
+                          "parent_episode_ids FROM grimoire_entries ORDER BY rowid").fetchall()
     ids = [r[0] for r in rows]
     pos = {i: n for n, i in enumerate(ids)}
     dim = int(semantic.embedder.dim)
@@ -155,8 +172,9 @@ def build_index(semantic) -> EntryIndex:
                         has[n] = True
     lists: dict[str, list[tuple[int, int]]] = {}
     lengths = np.zeros(len(ids), dtype=np.float64)
+    tags = [json.loads(r[2] or "[]") for r in rows]
     for n, r in enumerate(rows):
-        tf = Counter(terms(entry_text(r[1], json.loads(r[2] or "[]"), r[3])))
+        tf = Counter(terms(entry_text(r[1], tags[n], r[3])))
         lengths[n] = sum(tf.values())
         for t, f in tf.items():
             lists.setdefault(t, []).append((n, f))
@@ -167,7 +185,9 @@ def build_index(semantic) -> EntryIndex:
         valid_from=np.array([r[4] or 0 for r in rows], dtype=np.int64),
         valid_until=np.array([_NO_END if r[5] is None else r[5] for r in rows], dtype=np.int64),
         created=np.array([r[6] or 0 for r in rows], dtype=np.int64),
-        postings=postings, lengths=lengths, df={t: len(p) for t, p in lists.items()}, built_at=time.monotonic())
+        postings=postings, lengths=lengths, df={t: len(p) for t, p in lists.items()},
+        tags=[frozenset(t) for t in tags], parents=[frozenset(json.loads(r[7] or "[]")) for r in rows],
+        built_at=time.monotonic())
 
 
 # While the mirror lags SQLite (writes paused by the drift guard, rev. 8) some entries have no vector yet; their

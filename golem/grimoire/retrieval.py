@@ -23,6 +23,7 @@ import math
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from lancedb.rerankers import RRFReranker
 from pydantic import BaseModel, Field
 
 from golem.grimoire.decay import EntryKind, effective_confidence, retention_at_tick
-from golem.grimoire.entry_index import entry_index, terms
+from golem.grimoire.entry_index import entry_index, summary_terms, terms
 from golem.grimoire.episodes import DEFAULT_TICK_SECONDS, EpisodeStore, tag_pad
 from golem.grimoire.regimes import normalise_regime
 from golem.grimoire.semantic import SemanticStore
@@ -196,16 +197,21 @@ def mmr(candidates: list[tuple[float, np.ndarray]], n: int, lam: float = MMR_LAM
     """Maximal marginal relevance: indices picked greedily by lam·rel − (1−lam)·max sim to those picked."""
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lambda must be in [0, 1], got {lam}")
+    if not candidates or n < 1:
+        return []
+    rel = np.array([c[0] for c in candidates], dtype=np.float64)
+    vecs = np.vstack([np.asarray(c[1], dtype=np.float32) for c in candidates])
+    sim = (vecs @ vecs.T).astype(np.float64)  # one product instead of a dot per pair per step
     picked: list[int] = []
-    left = list(range(len(candidates)))
-    while left and len(picked) < n:
-        def value(i: int) -> float:
-            rel, v = candidates[i]
-            red = max((float(np.dot(v, candidates[j][1])) for j in picked), default=0.0)
-            return lam * rel - (1.0 - lam) * red
-        best = max(left, key=lambda i: (value(i), -i))
+    red = np.full(len(candidates), -np.inf)  # max similarity to what is picked so far (none yet: 0 below)
+    left = np.ones(len(candidates), dtype=bool)
+    while left.any() and len(picked) < n:
+        value = lam * rel - (1.0 - lam) * np.where(np.isfinite(red), red, 0.0)
+        value = np.where(left, value, -np.inf)
+        best = int(np.argmax(value))  # ties: the lowest index, as before
         picked.append(best)
-        left.remove(best)
+        left[best] = False
+        red = np.maximum(red, sim[best])
     return picked
 
 
@@ -243,7 +249,7 @@ def is_action_question(query: str) -> bool:
     return bool(_PROPOSAL.search(q) or _ASKS_TO_ACT.search(q)) and bool(_ACTION_VERBS.search(q))
 
 
-def is_safety_entry(category: str, content: str, tags: list[str]) -> bool:
+def is_safety_entry(category: str, content: str, tags: Collection[str]) -> bool:
     """A warning (grimoire "GrimoireEntry Types": what to avoid) or a constraint in any type: MUST / MUST NOT,
     never, do not."""
     return category == "warning" or "must" in tags or bool(_CONSTRAINT.search(content))
@@ -282,7 +288,7 @@ EPISODE_SHARE = 0.3
 # (one cosine floor alone could not separate them). Other embedders scale it by their floor / 0.30.
 ABSTAIN_RELEVANCE = 0.24
 ITEM_MIN_SHARE = 0.5
-ENTRY_SHORTLIST = 60  # candidates by relevance whose dynamic fields are read from SQLite
+ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
 
 
@@ -382,8 +388,8 @@ def retrieve_for_tick(
                               age=max(0, tick - e["created_tick"]), regime=e["market_regime"],
                               entry_pad=tuple(pad_tag) if pad_tag else None,
                               bloodstain=e["provenance"] == "death_reflection",
-                              safety=is_safety_entry(e["category"], e["content"], e["tags"]),
-                              parents=set(e["parent_episode_ids"]), tags=set(e["tags"])))
+                              safety=is_safety_entry(e["category"], e["content"], idx.tags[i]),
+                              parents=idx.parents[i], tags=idx.tags[i]))
     for r in ep_future.result():
         if r["tick"] > at:
             continue  # recorded after the asked-about tick
@@ -395,7 +401,7 @@ def retrieve_for_tick(
         if entry_pad is None and r.get("emotional_tag") != "neutral":
             pnl = r.get("pnl_impact")
             entry_pad = (0.0 if pnl is None else (1.0 if pnl > 0 else -1.0 if pnl < 0 else 0.0), 0.0, 0.0)
-        lexical = idx.text_coverage(q_terms, r["summary"]) if idx is not None and idx.n else 0.0
+        lexical = idx.text_coverage(q_terms, summary_terms(r["summary"])) if idx is not None and idx.n else 0.0
         cands.append(dict(id=r["id"], source="episode", kind=r["tier"], text=r["summary"],
                           relevance=DENSE_WEIGHT * r["_cosine"] + (1.0 - DENSE_WEIGHT) * lexical,
                           cosine=r["_cosine"], lexical=lexical, rrf=r["_relevance_score"],

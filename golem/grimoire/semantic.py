@@ -661,12 +661,12 @@ class SemanticStore:
             return int(db.execute("SELECT n FROM entry_changes").fetchone()[0])
 
     _SCORING_COLS = ("id", "category", "content", "confidence", "quality_score", "validated_count",
-                     "contradicted_count", "decay_class", "market_regime", "tags", "provenance", "emotional_tag",
-                     "created_tick", "last_accessed_at", "strength", "dream_validated", "parent_episode_ids")
+                     "contradicted_count", "decay_class", "market_regime", "provenance", "emotional_tag",
+                     "created_tick", "last_accessed_at", "strength", "dream_validated")
 
     def scoring_rows(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         """What retrieval scores an entry with, for `ids`, without building GrimoireEntry models (the per-query
-        path): the columns of _SCORING_COLS, JSON columns decoded."""
+        path): the columns of _SCORING_COLS, emotional_tag decoded (tags and parents come from the entry index)."""
         if not ids:
             return {}
         with closing(self._conn()) as db:
@@ -675,8 +675,6 @@ class SemanticStore:
         out = {}
         for r in rows:
             d = dict(zip(self._SCORING_COLS, r))
-            for c in ("tags", "parent_episode_ids"):
-                d[c] = json.loads(d[c] or "[]")
             d["emotional_tag"] = json.loads(d["emotional_tag"]) if d["emotional_tag"] else None
             d["dream_validated"] = bool(d["dream_validated"])
             out[d["id"]] = d
