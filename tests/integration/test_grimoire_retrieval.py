@@ -174,3 +174,22 @@ def test_regime_labels_are_mapped_or_refused(tmp_path):
     with pytest.raises(ValueError, match=r"(?s)bad.jsonl:2: .*'moon' is not a regime"):
         import_file(bad, eps, sem, as_is=True)
     assert sem.get("e2") is None
+
+
+def test_episodes_are_evidence_beyond_the_entries_they_produced(tmp_path):
+    emb = default_embedder()
+    eps = EpisodeStore(tmp_path / "e.lance", emb)
+    sem = SemanticStore(tmp_path / "s.sqlite", tmp_path / "s.lance", emb)
+    text = "Tick {t}: oracle lagged the pool by 6% during the crash; repaid 500 USDC to lift the health factor"
+    eps.upsert_many([Episode(id=episode_id("g15", t), golem_id="g15", tick=t, created_at="2026-01-01T00:00:00+00:00",
+                             regime="volatile", tier="T2", summary=text.format(t=t)) for t in (100, 200, 300, 400)])
+    sem.put(entry("lag-lesson", "When the oracle lags the pool in a crash, repay USDC early to lift the health factor.",
+                  EntryType.HEURISTIC, parent_episode_ids=[episode_id("g15", 100), episode_id("g15", 200)],
+                  created_tick=250))
+    res = retrieve_for_tick(eps, sem, "oracle lagging the pool in a crash, should the golem repay USDC?",
+                            regime="volatile", tick=500, steered=True, log=False, k=5, action=False)
+    got = ids(res)
+    assert got[0] == "lag-lesson"
+    # the two episodes the entry was distilled from add nothing; the others are extra evidence, capped
+    assert episode_id("g15", 100) not in got and episode_id("g15", 200) not in got
+    assert 1 <= sum(i.source == "episode" for i in res.items) <= 2
