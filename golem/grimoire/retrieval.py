@@ -267,10 +267,11 @@ TIE_WEIGHTS = {"effective_confidence": 0.25, "quality": 0.20, "recency": 0.15, "
 # regime_match: 1 scoped to the tick's regime, 0.5 unscoped, 0 another regime (the Rev. 9 factor), weighted so the
 # same advice for the current regime outranks the unscoped and other-regime variants (near-equal relevance).
 REGIME_WEIGHT = 0.06
-# ... and variants of the same advice (a shared tag, or entry vectors ≥ VARIANT_COSINE alike) are ordered by scope
+# ... and variants of the same advice (mostly the same tags, or entry vectors ≥ VARIANT_COSINE alike) are ordered by scope
 # outright when their relevance is within REGIME_BAND: wording differs between a regime's advice and the default's.
 REGIME_BAND = 0.3
 VARIANT_COSINE = 0.55
+VARIANT_TAG_OVERLAP = 0.5  # Jaccard of the tag sets: one shared broad tag ("aave") does not make a variant
 # Warnings keep their undecayed confidence in the tie-break: "the cost of missing a risk exceeds the cost of a false
 # alarm" (grimoire "GrimoireEntry Types"); decay must not bury a valid warning.
 # Action questions: up to SAFETY_SLOTS applicable warnings / MUST constraints lead the list (after a first-ranked rule
@@ -484,10 +485,11 @@ def retrieve_for_tick(
 
 
 def _variants(a: dict, b: dict) -> bool:
-    """Two entries giving advice on the same thing: a shared tag, or vectors at least VARIANT_COSINE alike."""
+    """Two entries giving advice on the same thing: mostly the same tags, or vectors at least VARIANT_COSINE alike."""
     if a["source"] != "entry" or b["source"] != "entry":
         return False
-    return bool(a["tags"] & b["tags"]) or float(np.dot(a["vector"], b["vector"])) >= VARIANT_COSINE
+    shared = len(a["tags"] & b["tags"]) / max(1, len(a["tags"] | b["tags"]))
+    return shared >= VARIANT_TAG_OVERLAP or float(np.dot(a["vector"], b["vector"])) >= VARIANT_COSINE
 
 
 def _regime_first(picked: list) -> list:
