@@ -134,7 +134,7 @@ def summarise(rows: list[dict]) -> dict:
     return {k: mean([r.get(k) for r in rows]) for k in keys} | {"n": len(rows)}
 
 
-def fmt(x, pct=False):
+def fmt(x):
     return "  –  " if x is None else f"{x:.2f}"
 
 

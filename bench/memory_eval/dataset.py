@@ -355,18 +355,18 @@ Q["as_of"] = [
 ]
 
 Q["knowledge_update"] = [
-    _chain_q("repay-line", NOW, "At what health factor does the strategy repay now?")[:5] + (NOW,),
-    _chain_q("swap-trigger", NOW, "How much WETH does a 300 bps drop swap to USDC?")[:5] + (NOW,),
-    _chain_q("gas-ceiling", NOW, "What is the gas ceiling for routine swaps?")[:5] + (NOW,),
-    _chain_q("ltv-param", NOW, "What are WETH's loan-to-value and liquidation threshold in the market?")[:5] + (NOW,),
-    _chain_q("oracle-source", NOW, "What heartbeat does the WETH price feed use?")[:5] + (NOW,),
-    _chain_q("pool-fee", NOW, "What fee does a swap in the WETH/USDC pool pay?")[:5] + (NOW,),
-    _chain_q("theta-interval", NOW, "How often does the heartbeat tick in a calm market?")[:5] + (NOW,),
-    _chain_q("collateral-cap", NOW, "What is the current WETH supply cap?")[:5] + (NOW,),
-    _chain_q("borrow-rate", NOW, "What is the USDC borrow APR?")[:5] + (NOW,),
-    _chain_q("max-position", NOW, "What is the maximum borrow relative to collateral value?")[:5] + (NOW,),
-    _chain_q("rebalance-cadence", NOW, "When should the LP range be rebalanced?")[:5] + (NOW,),
-    _chain_q("liq-bot", NOW, "How fast do liquidation bots act once HF drops under 1?")[:5] + (NOW,),
+    _chain_q("repay-line", NOW, "At what health factor does the strategy repay now?"),
+    _chain_q("swap-trigger", NOW, "How much WETH does a 300 bps drop swap to USDC?"),
+    _chain_q("gas-ceiling", NOW, "What is the gas ceiling for routine swaps?"),
+    _chain_q("ltv-param", NOW, "What are WETH's loan-to-value and liquidation threshold in the market?"),
+    _chain_q("oracle-source", NOW, "What heartbeat does the WETH price feed use?"),
+    _chain_q("pool-fee", NOW, "What fee does a swap in the WETH/USDC pool pay?"),
+    _chain_q("theta-interval", NOW, "How often does the heartbeat tick in a calm market?"),
+    _chain_q("collateral-cap", NOW, "What is the current WETH supply cap?"),
+    _chain_q("borrow-rate", NOW, "What is the USDC borrow APR?"),
+    _chain_q("max-position", NOW, "What is the maximum borrow relative to collateral value?"),
+    _chain_q("rebalance-cadence", NOW, "When should the LP range be rebalanced?"),
+    _chain_q("liq-bot", NOW, "How fast do liquidation bots act once HF drops under 1?"),
 ]
 
 Q["abstention"] = [(t, [], [], False, r, NOW) for t, r in [
