@@ -28,7 +28,7 @@ STOPWORDS = frozenset(
     "do does did doing have has had i me my we our you your it its this that these those there here what which who "
     "whom whose when where why how should would could can will shall may might must not no so than then too very "
     "just any all each some more most such only own same other get got right now still back time point ago".split())
-# `must`/`not` are stop words for matching; a MUST constraint is recognised from the raw text (is_constraint).
+# `must`/`not` are stop words for matching; a MUST constraint is recognised from the raw text (retrieval.is_safety_entry).
 
 
 def stem(w: str) -> str:
