@@ -19,6 +19,7 @@ from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
 from golem.chain.journal import TxJournal
 from golem.chain.permits import PermitStore
+from golem.chain.addressbook import AddressBook, resolve_book
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
 from golem.chain.web3client import make_web3
@@ -49,6 +50,19 @@ log = logging.getLogger("golem.services")
 LOCAL_CHAIN_ID = 31337  # the embedded Anvil sandbox: the demo runs live on it
 
 
+def load_deployment(config: GolemConfig, w3, data_dir: Path, account: str | None) -> Deployment:
+    """The resolved address book: the embedded world's `<data>/deployment.json`, or the book golem.toml names
+    resolved against the chain now (and written to that file, where the CLI and the execute process read it)."""
+    path = Path(data_dir) / "deployment.json"
+    if config.chain.address_book == "embedded":
+        return Deployment.load(path)
+    book = AddressBook.load(config.chain.address_book)
+    dep = resolve_book(w3, book, config.chain.rpc_url, golem_account=account)
+    dep.save(path)
+    log.info("address book %s resolved on chain %s: %d addresses", book.name, dep.chain_id, len(dep.addresses))
+    return dep
+
+
 class GolemServices:
     def __init__(
         self,
@@ -63,9 +77,9 @@ class GolemServices:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.w3 = make_web3(config.chain.rpc_url)
-        self.deployment = Deployment.load(self.data_dir / "deployment.json")
         key = private_key or os.environ.get(config.chain.key_env)
         self._signer = Account.from_key(key) if key else None
+        self.deployment = load_deployment(config, self.w3, self.data_dir, self._signer.address if self._signer else None)
         self.account = self._signer.address if self._signer else self.deployment.golem_account
         chain_id = self.chain_id = self.w3.eth.chain_id
         # Against an external RPC the golem dry-runs unless started live (ARCHITECTURE "The world").
