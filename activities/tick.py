@@ -72,6 +72,17 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
+def force_t2_reason(report, reorged: list[int], liquidations) -> str | None:
+    """A reorg (heartbeat §S10) or a liquidation of the golem's position forces the tick to T2."""
+    reasons = []
+    if report.force_t2:
+        reasons.append(f"chain reorg re-marked ticks {reorged or report.reorg_detected_at}")
+    for liq in liquidations:
+        reasons.append(f"position liquidated in tx {liq.tx_hash}: {liq.debt_covered:,.2f} {liq.debt_asset} repaid by "
+                       f"{liq.liquidator}, {liq.collateral_seized:,.4f} {liq.collateral_asset} seized")
+    return "; ".join(reasons) or None
+
+
 def bad_input(message: str, kind: str = "BadInput") -> ApplicationError:
     return ApplicationError(message, type=kind, non_retryable=True)
 
@@ -129,7 +140,9 @@ class TickActivities:
         # Each anomaly's topology curiosity modifier (grimoire "Feeding the Curiosity Scorer"), after syncing
         # the golem's topology into the knowledge graph at this block.
         anomalies = self.topology().observe(ctx.golem_id, snapshot, ctx.tick, anomalies_from(probes))
+        liquidations = self.s.liquidations(ctx.tick, snapshot.block_number)
         return Observation(
+            liquidations=liquidations,
             snapshot=snapshot,
             probes=probes,
             anomalies=anomalies,
@@ -139,9 +152,7 @@ class TickActivities:
             confirmation_depth=report.depth,
             newly_confirmed_ticks=sorted({a.tick for a in report.newly_confirmed}),
             reorged_ticks=reorged,
-            force_t2_reason=(
-                f"chain reorg re-marked ticks {reorged or report.reorg_detected_at}" if report.force_t2 else None
-            ),
+            force_t2_reason=force_t2_reason(report, reorged, liquidations),
         )
 
     @activity.defn(name="gamma")

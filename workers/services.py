@@ -20,6 +20,7 @@ from golem.chain.executor import Executor
 from golem.chain.journal import TxJournal
 from golem.chain.permits import PermitStore
 from golem.chain.addressbook import AddressBook, resolve_book
+from golem.chain.liquidations import LiquidationLog
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
 from golem.chain.web3client import make_web3
@@ -94,6 +95,7 @@ class GolemServices:
         self.cycles = CycleStore(self.data_dir)
         self.permits = PermitStore(self.data_dir / "permits.sqlite")
         self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")
+        self.liquidation_log = LiquidationLog(self.data_dir / "liquidations.sqlite")
         self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
         self._strategy_checks: dict[str, StrategyValidation] = {}
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
@@ -143,6 +145,10 @@ class GolemServices:
     # ---- chain ----------------------------------------------------------------------------
     def read_snapshot(self):
         return read_snapshot(self.w3, self.deployment, self.account)
+
+    def liquidations(self, tick: int, block: int):
+        """Aave liquidations of the golem's position first seen by this tick (LiquidationCall logs up to `block`)."""
+        return self.liquidation_log.for_tick(self.w3, self.deployment, self.account, tick, block)
 
     def simulate(self, actions: list[ProposedAction], observation) -> SimulationResult:
         return simulate_actions(self.w3, self.deployment, self.account, actions, observation)

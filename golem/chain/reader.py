@@ -206,7 +206,7 @@ def read_snapshot(w3: Web3, deployment: Deployment, account: str) -> ChainSnapsh
     coll_base, debt_base, _avail, lt_bps, ltv_bps, hf_raw = words("AAVE_POOL.getUserAccountData", 6)
     debt_raw = u(f"VDEBT_USDC.balanceOf({account})")
     position = PositionState(
-        id=f"aave:{deployment.addresses['AAVE_POOL']}",
+        id=f"lending:{deployment.addresses['AAVE_POOL']}",
         kind="lending",
         collateral=u(f"A_WETH.balanceOf({account})") / 10**weth_dec,
         debt=debt_raw / 10**usdc_dec,
