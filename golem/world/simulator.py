@@ -465,6 +465,8 @@ class MarketSimulator:
         side, amt = arbitrage_input(r0, r1, target_raw, max_fraction)
         if exact:
             amt = exact_arbitrage_input(r0, r1, target_raw, side, amt)
+        if amt > 0 and amount_out(amt, *((r1, r0) if side == "buy" else (r0, r1))) == 0:
+            amt = 0  # a dust trade the pair would refuse (UniswapV2: INSUFFICIENT_OUTPUT_AMOUNT): already there
         size = 0.0
         if side == "buy" and amt > 0:
             amt = self._swap(pair.stable, "WETH", amt, state, f"{label} buy WETH ({pair.key})", steps)
