@@ -57,8 +57,15 @@ class Figures(BaseModel):
     sharpe_per_tick: float | None = None
     sortino_per_tick: float | None = None
     min_health_factor: float | None = None
-    liquidations: int = 0  # crossings into the market's liquidation condition (HF < 1)
-    rows_liquidatable: int = 0
+    # Liquidations are real: the Aave Pool's LiquidationCall events against the golem's account, made by the
+    # world's liquidator when the health factor fell under 1.0 at a row's prices.
+    liquidations: int = 0
+    liquidated_debt_usd: float = 0.0  # debt the liquidator repaid
+    liquidation_penalty_usd: float = 0.0  # collateral seized beyond that debt: the bonus the golem paid
+    # The figure reports counted before issue 11: how often the position crossed under HF 1.0 at a row's prices
+    # (before the liquidator acted). A crossing the liquidator could not act on (or did) counts here too.
+    hf_crossings: int = 0
+    rows_liquidatable: int = 0  # rows where HF < 1.0 still held after the row (the liquidator left it unhealthy)
     transactions: int = 0  # executed actions
     gas_usd: float = 0.0
     inference_usd: float = 0.0
@@ -158,9 +165,13 @@ def _figures(marks: list[TickMark], rets: list[float], contiguous: bool = True) 
     f.min_health_factor = min(hfs) if hfs else None
     was = False
     for m in marks:
-        if m.liquidatable and not was:
-            f.liquidations += 1
-        was = m.liquidatable
+        if m.underwater and not was:
+            f.hf_crossings += 1
+        was = m.underwater
+    liqs = [liq for m in marks for liq in m.liquidations]
+    f.liquidations = len(liqs)
+    f.liquidated_debt_usd = sum(liq.debt_covered_usd for liq in liqs)
+    f.liquidation_penalty_usd = sum(liq.penalty_usd for liq in liqs)
     f.rows_liquidatable = sum(m.liquidatable for m in marks)
     f.transactions = sum(1 for m in marks for a in m.actions if a.status == "executed")
     f.gas_usd = sum(m.gas_usd for m in marks)
@@ -302,7 +313,9 @@ HEADLINE = [
     ("Sharpe / tick", lambda f: _num(f.sharpe_per_tick)),
     ("Sortino / tick", lambda f: _num(f.sortino_per_tick)),
     ("min HF", lambda f: _num(f.min_health_factor)),
-    ("liquidations", lambda f: str(f.liquidations)),
+    ("liquidations (LiquidationCall events)", lambda f: str(f.liquidations)),
+    ("liquidated debt $ / bonus paid $", lambda f: f"{f.liquidated_debt_usd:.2f} / {f.liquidation_penalty_usd:.2f}"),
+    ("HF < 1 crossings at row prices", lambda f: str(f.hf_crossings)),
     ("transactions", lambda f: str(f.transactions)),
     ("gas $", lambda f: f"{f.gas_usd:.2f}"),
     ("inference $", lambda f: f"{f.inference_usd:.4f}"),
@@ -378,6 +391,8 @@ def compare_reports(reports: list[BacktestReport], base: str | None = None,
         "Sharpe / tick": lambda r: r.figures.sharpe_per_tick,
         "min HF": lambda r: r.figures.min_health_factor,
         "liquidations": lambda r: r.figures.liquidations,
+        "liquidation bonus paid $": lambda r: r.figures.liquidation_penalty_usd,
+        "HF < 1 crossings": lambda r: r.figures.hf_crossings,
         "transactions": lambda r: r.figures.transactions,
         "gas $": lambda r: r.figures.gas_usd,
         "inference $": lambda r: r.figures.inference_usd,

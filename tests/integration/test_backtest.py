@@ -189,3 +189,31 @@ def test_bad_csv_is_refused_with_its_line_before_anything_starts(tmp_path):
     assert proc.returncode != 0
     assert "line 3" in proc.stderr and "oracle_price" in proc.stderr
     assert not (out / "temporal.sqlite").exists(), "nothing was started"
+
+
+def test_hold_baseline_report_counts_real_liquidations(tmp_path):
+    """The report's liquidation figures come from the Aave Pool's LiquidationCall events: a position left alone
+    through a crash to $900 is liquidated once (whole debt, under HF 0.95), and the bonus it paid is the 5 %."""
+    from golem.backtest.path import load_path
+    from golem.backtest.report import build_report, render_table
+    from infra.backtest import BacktestOptions, _run_variant
+
+    lines = ["tick,timestamp,pool_price,oracle_price,gas_gwei,volume_usd,regime"]
+    prices = [2000, 1990, 2005, 1800, 1500, 1200, 900, 900, 950, 1000]
+    lines += [f"{i},{T0 + 60 * i},{p},{p},1.0,1000,{'calm' if i < 3 else 'crash'}" for i, p in enumerate(prices)]
+    csv = tmp_path / "crash900.csv"
+    csv.write_text("\n".join(lines) + "\n")
+    opts = BacktestOptions(path=csv, home=REPO / "examples" / "golem-home", out=tmp_path / "out", progress=False)
+    run = asyncio.run(_run_variant(opts, load_path(csv), "hold", None, None, tmp_path / "out"))
+    marks = run.marks
+    assert [m.underwater for m in marks] == [False] * 6 + [True] + [False] * 3
+    [liq] = marks[6].liquidations
+    assert (liq.debt_asset, liq.collateral_asset) == ("USDC", "WETH")
+    assert liq.debt_covered == pytest.approx(8000.0, rel=1e-3)
+    assert liq.collateral_seized == pytest.approx(liq.debt_covered / 900 * 1.05, rel=1e-6)
+    assert marks[6].health_factor is None and not marks[6].liquidatable  # no debt left
+    f = build_report(run.info, marks).figures
+    assert (f.liquidations, f.hf_crossings, f.rows_liquidatable) == (1, 1, 0)
+    assert f.liquidated_debt_usd == pytest.approx(8000.0, rel=1e-3)
+    assert f.liquidation_penalty_usd == pytest.approx(0.05 * f.liquidated_debt_usd, rel=1e-3)
+    assert "| liquidations (LiquidationCall events) | 1 |" in render_table(build_report(run.info, marks))
