@@ -16,10 +16,19 @@ from pydantic import BaseModel, Field
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
-from golem.chain.contracts import KEY_TO_ABI, Deployment, contract, load_abi
+from golem.chain.contracts import Deployment, at, key_abi, load_abi
 from golem.chain.journal import TxJournal
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, POOL_TOKEN0, POOL_TOKEN1, parse_arguments
+from golem.chain.tools import (
+    COLLATERAL_TOKEN,
+    DEBT_TOKEN,
+    LP_PAIR,
+    POOL_TOKEN0,
+    POOL_TOKEN1,
+    parse_arguments,
+    path_pairs,
+    swap_path,
+)
 from golem.chain.verify import GROUND_TRUTH_SOURCE, touches_pool_shares, tracked_pair, verify_actions
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, Observation
@@ -85,13 +94,16 @@ def _state(snap: ChainSnapshot) -> dict[str, Any]:
 
 
 class LogDecoder:
-    """Decodes logs of the deployment's contracts by topic0; everything else stays undecoded."""
+    """Decodes logs of the address book's contracts (pairs, router, Aave Pool, aTokens, debt tokens,
+    ERC-20s, feeds) by topic0 against their vendored ABIs; everything else stays undecoded."""
 
     def __init__(self, w3: Web3, deployment: Deployment) -> None:
         self.by_address: dict[str, str] = {Web3.to_checksum_address(a): k for k, a in deployment.addresses.items()}
-        self.contracts = {k: contract(w3, deployment, k) for k in KEY_TO_ABI}
+        self.contracts = {}
         self.events: dict[str, dict[bytes, str]] = {}
-        for key, abi_name in KEY_TO_ABI.items():
+        for key, address in deployment.addresses.items():
+            abi_name = key_abi(key)
+            self.contracts[key] = at(w3, address, abi_name)
             self.events[key] = {
                 event_abi_to_log_topic(e): e["name"] for e in load_abi(abi_name) if e.get("type") == "event"
             }
@@ -99,7 +111,7 @@ class LogDecoder:
     def decode(self, log) -> DecodedLog:
         address = Web3.to_checksum_address(log["address"])
         key = self.by_address.get(address)
-        tx_hash = "0x" + bytes(log["transactionHash"]).hex()
+        tx_hash = "0x" + bytes(log["transactionHash"]).hex().removeprefix("0x")
         base = DecodedLog(tx_hash=tx_hash, log_index=log["logIndex"], address=address, contract=key, event=None)
         if key is None or not log["topics"]:
             return base
@@ -115,18 +127,55 @@ class LogDecoder:
         return base.model_copy(update={"event": name, "args": args})
 
 
+def _approval_labels(call_labels: list[str]) -> list[str]:
+    """approve_<KEY> and revoke_<KEY> calls each emit <KEY>.Approval."""
+    return [f"{lbl.split('_', 1)[1]}.Approval" for lbl in call_labels if lbl.startswith(("approve_", "revoke_"))]
+
+
 def expected_log_labels(action: ProposedAction, call_labels: list[str]) -> list[str]:
-    """Events an action must emit (contract key.event)."""
-    out = [f"{lbl.split('_', 1)[1]}.Approval" for lbl in call_labels if lbl.startswith("approve_")]
+    """Events an action's transactions must emit (address-book key.event, with multiplicity).
+
+    swap: each hop's pair Swap and Sync, the token in sent to the first pair, each hop's output sent
+    on (to the next pair, then to the golem). supply / withdraw / borrow / repay: the Aave Pool's event
+    of that name, the underlying's Transfer and the aToken / variable debt token's Transfer (mint or
+    burn). add_liquidity: both tokens sent to the pair, the pair's LP Transfer (mint), Sync and Mint.
+    remove_liquidity: the LP sent to the pair and burned (two Transfers), both tokens out, Sync, Burn."""
+    out = _approval_labels(call_labels)
     if action.tool == "swap":
         args = parse_arguments("swap", action.arguments)
-        return out + ["POOL.Swap", f"{args['token_in']}.Transfer", f"{args['token_out']}.Transfer"]
+        path = swap_path(args["token_in"], args["token_out"])
+        out.append(f"{path[0]}.Transfer")
+        for key, token_out in zip(path_pairs(path), path[1:]):
+            out += [f"{token_out}.Transfer", f"{key}.Sync", f"{key}.Swap"]
+        return out
     if action.tool == "add_liquidity":
-        return out + ["POOL.AddLiquidity", f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer"]
+        return out + [f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer", f"{LP_PAIR}.Transfer", f"{LP_PAIR}.Sync",
+                      f"{LP_PAIR}.Mint"]
     if action.tool == "remove_liquidity":
-        return out + ["POOL.RemoveLiquidity", f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer"]
+        return out + [f"{LP_PAIR}.Transfer", f"{LP_PAIR}.Transfer", f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer",
+                      f"{LP_PAIR}.Sync", f"{LP_PAIR}.Burn"]
     token = COLLATERAL_TOKEN if action.tool in ("supply", "withdraw") else DEBT_TOKEN
-    return out + [f"LENDING.{action.tool.capitalize()}", f"{token}.Transfer"]
+    receipt_token = f"A_{token}" if action.tool in ("supply", "withdraw") else f"VDEBT_{token}"
+    return out + [f"AAVE_POOL.{action.tool.capitalize()}", f"{token}.Transfer", f"{receipt_token}.Transfer"]
+
+
+def tolerated_log_labels(action: ProposedAction) -> set[str]:
+    """Incidental events an action may emit beyond the required ones, and nothing else.
+
+    Aave: the reserve's ReserveDataUpdated (indexes and rates, on every action), the aToken / debt
+    token's Mint or Burn (Aave emits Mint instead of Burn when accrued interest exceeds the amount
+    burned), the collateral flag switching on with a first supply or off when all of it is withdrawn.
+    An extra pair Transfer on add_liquidity is the protocol fee's mint or the first deposit's
+    MINIMUM_LIQUIDITY locked at address 0."""
+    if action.tool in ("supply", "withdraw"):
+        rt = f"A_{COLLATERAL_TOKEN}"
+        return {"AAVE_POOL.ReserveDataUpdated", f"{rt}.Mint", f"{rt}.Burn", "AAVE_POOL.ReserveUsedAsCollateralEnabled",
+                "AAVE_POOL.ReserveUsedAsCollateralDisabled"}
+    if action.tool in ("borrow", "repay"):
+        return {"AAVE_POOL.ReserveDataUpdated", f"VDEBT_{DEBT_TOKEN}.Mint", f"VDEBT_{DEBT_TOKEN}.Burn"}
+    if action.tool == "add_liquidity":
+        return {f"{LP_PAIR}.Transfer"}
+    return set()
 
 
 def verify_outcome(
@@ -192,7 +241,7 @@ def verify_outcome(
                     remaining.remove(lbl)
                 else:
                     av.missing_expected_logs.append(lbl)
-            allowed = set(expected)
+            allowed = set(expected) | tolerated_log_labels(action)
             av.unexpected_logs = [lg for lg in av.logs if lg.label not in allowed]
         for lg in av.unexpected_logs:
             violations.append(f"unexpected log {lg.label} in tx {lg.tx_hash} (log {lg.log_index})")
@@ -201,14 +250,21 @@ def verify_outcome(
         verifs.append(av)
 
     # Exact-amount approvals must be used up: nothing may stay approved to a spender after the tick.
+    # The spenders are the real ones (Router02, the Aave Pool); a pair's LP token counts like any ERC-20.
+    checked: set[tuple[str, str]] = set()
     for av in verifs:
         for lg in av.logs:
-            if lg.event == "Approval" and lg.contract in ("WETH", "USDC", "DAI"):
-                spender = lg.args.get("spender")
-                if spender:
-                    left = contract(w3, deployment, lg.contract).functions.allowance(account, spender).call()
-                    if left:
-                        violations.append(f"lingering approval: {left} {lg.contract} base units still approved to {spender}")
+            parties = list(lg.args.values())[:2]  # (owner, spender): WETH9 names them src, guy
+            if lg.event != "Approval" or lg.contract is None or len(parties) < 2 or parties[0] != account:
+                continue
+            spender = parties[1]
+            if (lg.contract, spender) in checked:
+                continue
+            checked.add((lg.contract, spender))
+            left = at(w3, lg.address, "ERC20").functions.allowance(account, spender).call()
+            if left:
+                who = decoder.by_address.get(Web3.to_checksum_address(spender), spender)
+                violations.append(f"lingering approval: {left} {lg.contract} base units still approved to {who}")
     # Token amount bounds: the value lost by the whole tick stays within the policy's trade size.
     if max_trade_size_usd is not None and outcome.pnl_impact is not None and -outcome.pnl_impact > max_trade_size_usd:
         violations.append(f"the tick lost ${-outcome.pnl_impact:,.2f}, more than max_trade_size_usd ${max_trade_size_usd:,.2f}")
