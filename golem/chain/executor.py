@@ -27,7 +27,7 @@ from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFou
 from golem.chain.contracts import Deployment
 from golem.chain.journal import IntentStatus, TxIntent, TxJournal
 from golem.chain.permits import ActionPermit, PermitError, PermitStatus, PermitStore
-from golem.chain.simulate import decode_revert
+from golem.chain.simulate import SimulationError, decode_revert, simulate_calls
 from golem.chain.tools import ACTION_TYPES, PlannedCall, ToolArgumentError, action_value_usd, build_calls, price_usd
 from golem.models.enums import ActionStatus
 from golem.models.observation import Observation
@@ -212,6 +212,7 @@ class Executor:
         except ContractLogicError as e:
             reason = decode_revert(e.data) or e.message or "reverted"
             return f"{call.label} would revert: {reason} (not sent)"
+        gas = max(gas, self._next_block_gas(call))
         tx = {
             "chainId": self.deployment.chain_id,
             "to": call.to,
@@ -233,6 +234,18 @@ class Executor:
         log.info("journaled %s tx %s nonce %d (golem %s tick %d action %d)", call.label, tx_hash, tx["nonce"], golem_id, tick, idx)
         self._on_event("signed", intent)
         return intent
+
+    def _next_block_gas(self, call: PlannedCall) -> int:
+        """Gas the call uses in a block one second after the latest (0 if the node cannot say).
+
+        eth_estimateGas runs in a block with the latest block's timestamp on Anvil, where a Uniswap V2
+        pair skips its price-accumulator writes and Aave its index updates; the block the tx lands in is
+        later and costs more (a swap ~45k more), so a limit from the estimate alone can run out of gas."""
+        try:
+            (outcome,) = simulate_calls(self.w3, self.account, [call])
+        except (SimulationError, ValueError, Web3RPCError):
+            return 0
+        return outcome.gas_used if outcome.ok else 0
 
     # ── broadcast and receipt ───────────────────────────────────────────────────────────────
 
