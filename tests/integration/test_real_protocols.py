@@ -3,6 +3,8 @@ bytecode, reads Chainlink-style feeds, and its records carry what the protocols 
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from eth_utils import event_abi_to_log_topic
 from web3 import Web3
@@ -36,6 +38,7 @@ async def test_steered_t2_tick_swaps_through_router02_and_repays_on_the_aave_poo
     aave = contract(w3, dep, "AAVE_POOL")
     debt_before = contract(w3, dep, "VDEBT_USDC").functions.balanceOf(GOLEM).call()
     nonce_before = w3.eth.get_transaction_count(GOLEM)
+    rig.start_market(interval=0.25)  # the market mines the blocks that confirm the golem's transactions
     async with in_process_worker(temporal_client, rig):
         handle = await rig.start_golem(temporal_client, max_ticks=None)
         store = CycleStore(rig.data_dir)
@@ -48,7 +51,7 @@ async def test_steered_t2_tick_swaps_through_router02_and_repays_on_the_aave_poo
     assert rec.tier == Tier.T2
     executed = {a.tool_name: a for a in rec.actions if a.status is ActionStatus.EXECUTED}
     assert {"swap", "repay"} <= set(executed), [(a.tool_name, a.status, a.block_reason) for a in rec.actions]
-    assert rec.outcome is not None and rec.outcome.verified, rec.outcome
+    assert rec.outcome is not None and rec.outcome.verified, rec.outcome.actual
 
     # The swap went through Uniswap V2's Router02 and the pair emitted Swap and Sync.
     swap_rcpt = w3.eth.get_transaction_receipt(executed["swap"].tx_hash)
@@ -117,3 +120,28 @@ async def test_a_feed_that_missed_its_heartbeat_is_detected_by_a_probe(temporal_
     assert next(f for f in fresh.feeds if f.symbol == "WETH").round_id == 2
     assert probe_feed_staleness(fresh).severity is ProbeSeverity.NONE
     assert Web3.is_address(feed.address)
+
+
+async def test_a_liquidation_by_the_simulator_shows_in_the_golems_record_and_forces_t2(temporal_client, rig):
+    sim = rig.simulator()
+    async with in_process_worker(temporal_client, rig):
+        handle = await rig.start_golem(temporal_client, max_ticks=None)
+        store = CycleStore(rig.data_dir)
+        await wait_for(lambda: store.count() >= 2, 60, "two calm ticks")
+        assert all(not store.load(r["tick"]).observation.liquidations for r in store.recent(5))
+        # A crash the golem cannot outrun: the WETH feed and the pair to $900 in one step; the liquidator acts.
+        step = await asyncio.to_thread(sim.move_to, 900.0, 900.0)
+        [liq] = step.liquidations
+        rec = await wait_for_record(store, lambda r: bool(r.observation.liquidations), "a record with the liquidation",
+                                    timeout=60, n=30)
+        await wait_for(lambda: sum(r["tick"] > rec.tick for r in store.recent(30)) >= 2, 60, "two more ticks")
+        await handle.terminate("test done")
+    [seen] = rec.observation.liquidations
+    assert seen.tx_hash == liq.tx_hash and seen.liquidator == ANVIL_ADDRESSES[1]
+    assert (seen.collateral_asset, seen.debt_asset) == ("WETH", "USDC") and seen.debt_covered > 7_900
+    assert rec.tier == Tier.T2 and "position liquidated" in (rec.observation.force_t2_reason or "")
+    # reported once: the ticks after it do not list it again
+    later = sorted((store.load(r["tick"]) for r in store.recent(30) if r["tick"] > rec.tick), key=lambda r: r.tick)
+    assert later and all(not r.observation.liquidations for r in later)
+    lending = next(p for p in later[-1].observation.snapshot.positions if p.kind == "lending")
+    assert lending.debt < 1.0 and lending.health_factor is None  # Aave closed the whole debt under HF 0.95
