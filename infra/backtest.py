@@ -117,7 +117,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
                        client, run_dir: Path) -> VariantRun:
     from golem.chain.web3client import make_web3
     from golem.world.deploy import deploy_world
-    from golem.world.replay import ReplayDriver
+    from golem.world.replay import BLOCK_INTERVAL_S, ReplayDriver
     from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
     started = time.perf_counter()
@@ -128,6 +128,9 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
     await asyncio.to_thread(anvil.start)
     try:
         w3 = make_web3(anvil.rpc_url)
+        # chain time is path time from the genesis on: a block carries its row's time, not the wall clock's, so the
+        # interest Aave accrues from the golem's borrow on is the same every run (golem/world/replay.py)
+        w3.provider.make_request("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
         golem_account = ANVIL_ADDRESSES[GOLEM_KEY_INDEX]
         dep = await asyncio.to_thread(deploy_world, w3, ANVIL_KEYS[0], golem_account, ANVIL_ADDRESSES[1],
                                       golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX], rpc_url=anvil.rpc_url)

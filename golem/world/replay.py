@@ -31,6 +31,7 @@ from golem.chain.reader import read_snapshot
 from golem.models.observation import ChainSnapshot
 from golem.world.simulator import MarketSimulator, SimLiquidation
 
+BLOCK_INTERVAL_S = 0  # chain seconds between blocks inside a row: every block of a row carries the row's time
 EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8
 CONFIRM_AFTER_IDLE_S = 0.3  # ours: longer than the gap between one tick's transactions, so they share no
 # confirmation block by chance (the run stays repeatable), short enough that verify does not wait long
@@ -59,6 +60,10 @@ class ReplayDriver:
         self.w3 = w3
         self.deployment = deployment
         self.sim = MarketSimulator(w3, deployment, trader_key, oracle_key, "calm")
+        # Aave accrues interest per second of block time: every block inside a row carries the row's time whatever the
+        # wall clock did and however many blocks the row took (a confirmation block mined a little later under load
+        # included), so the same path accrues the same interest every run
+        self._rpc("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
 
     def _rpc(self, method: str, params: list) -> object:
         answer = self.w3.provider.make_request(method, params)  # type: ignore[arg-type]
