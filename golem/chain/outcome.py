@@ -178,6 +178,24 @@ def tolerated_log_labels(action: ProposedAction) -> set[str]:
     return set()
 
 
+def check_logs(
+    action: ProposedAction, call_labels: list[str], logs: list[DecodedLog]
+) -> tuple[list[str], list[DecodedLog]]:
+    """(missing, unexpected): each required label is matched by one log (with multiplicity); a log left
+    over is unexpected unless its label is tolerated, so a second transfer of the golem's tokens, an
+    event of another protocol or of a contract outside the address book is caught."""
+    remaining = list(logs)
+    missing = []
+    for lbl in expected_log_labels(action, call_labels):
+        hit = next((lg for lg in remaining if lg.label == lbl), None)
+        if hit is None:
+            missing.append(lbl)
+        else:
+            remaining.remove(hit)
+    tolerated = tolerated_log_labels(action)
+    return missing, [lg for lg in remaining if lg.label not in tolerated]
+
+
 def verify_outcome(
     w3: Web3,
     deployment: Deployment,
@@ -233,16 +251,7 @@ def verify_outcome(
                 violations.append(f"tx {intent.tx_hash} called {to}, a contract outside the deployment")
             av.logs += [decoder.decode(lg) for lg in receipt["logs"]]
         if action is not None and rec.status is ActionStatus.EXECUTED:
-            expected = expected_log_labels(action, [i.label for i in intents])
-            seen = [lg.label for lg in av.logs]
-            remaining = list(seen)
-            for lbl in expected:
-                if lbl in remaining:
-                    remaining.remove(lbl)
-                else:
-                    av.missing_expected_logs.append(lbl)
-            allowed = set(expected) | tolerated_log_labels(action)
-            av.unexpected_logs = [lg for lg in av.logs if lg.label not in allowed]
+            av.missing_expected_logs, av.unexpected_logs = check_logs(action, [i.label for i in intents], av.logs)
         for lg in av.unexpected_logs:
             violations.append(f"unexpected log {lg.label} in tx {lg.tx_hash} (log {lg.log_index})")
         for lbl in av.missing_expected_logs:

@@ -137,9 +137,13 @@ def test_fraction_above_one_is_refused_naming_the_field(w3: Web3, world_snapshot
     assert w3.eth.get_transaction_count(GOLEM) == n0
 
 
-def test_router_taking_less_than_planned_leaves_no_allowance(w3: Web3, world_snapshot: Deployment, svc) -> None:
+@pytest.mark.parametrize("cleanup", [True, False], ids=["with-revoke", "revoke-cut"])
+def test_router_taking_less_than_planned_leaves_no_allowance(
+    w3: Web3, world_snapshot: Deployment, svc, cleanup: bool
+) -> None:
     """The pair's price moves between planning and inclusion (within the bound): the router takes less USDC
-    than approved, so the planned cleanup revokes the rest; the deposit still verifies."""
+    than approved, so the planned cleanup revokes the rest; the deposit still verifies. With the revoke cut
+    from the plan, the lingering-approval invariant names the router as the spender."""
     world = world_snapshot
     price = observe(w3, world).snapshot.pool.price
     add = ProposedAction(action_index=0, tool="add_liquidity",
@@ -150,6 +154,8 @@ def test_router_taking_less_than_planned_leaves_no_allowance(w3: Web3, world_sna
     assert val.actions[0].approved, val.actions[0].reason
     executor = Executor(w3, world, Account.from_key(ANVIL_KEYS[2]), svc.journal, svc.permits)
     calls = build_calls(w3, world, GOLEM, add, obs)
+    if not cleanup:
+        calls = [c for c in calls if not c.cleanup]
     svc.journal.record_plan("g1", 1, 0, val.actions[0].permit_id, [c.model_dump() for c in calls])
     # the trader sells 0.5 WETH into the pair: USDC per WETH falls ~0.2 %
     trader = TxSender.for_key(w3, ANVIL_KEYS[1])
@@ -164,10 +170,16 @@ def test_router_taking_less_than_planned_leaves_no_allowance(w3: Web3, world_sna
 
     rec = svc.execute(executor, "g1", 1, add, val.actions[0].permit_id, obs)
     assert rec.status is ActionStatus.EXECUTED, rec.block_reason
+    w3.provider.make_request("evm_mine", [])
+    ov = svc.verify(w3, world, "g1", 1, GOLEM, [add], sim, [rec], obs, timeout_s=3)
+    if not cleanup:
+        left = allowances(w3, world)[1]
+        assert left > 0 and ov.invariant_violations == [
+            f"lingering approval: {left} USDC base units still approved to UNI_ROUTER"]
+        assert not ov.outcome.verified and ov.safety_incident is not None
+        return
     assert [i.label for i in svc.journal.intents_for("g1", 1, 0)] == [
         "approve_WETH", "approve_USDC", "add_liquidity", "revoke_USDC"]
     assert allowances(w3, world) == [0, 0, 0]
-    w3.provider.make_request("evm_mine", [])
-    ov = svc.verify(w3, world, "g1", 1, GOLEM, [add], sim, [rec], obs, timeout_s=3)
     assert ov.outcome.verified, (ov.outcome.actual, ov.invariant_violations)
     assert 5 < ov.deviations.balance_change_bps["delta:USDC"] < 50  # less USDC went in than simulated

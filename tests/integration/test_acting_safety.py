@@ -177,3 +177,21 @@ def test_strategy_dry_run_on_chain(w3: Web3, world: Deployment):
                             "## Constraints\n- MUST keep health_factor >= 1.2\n", wide, observation=obs, simulate=simulate)
     assert bad.status == STRATEGY_UNVIABLE
     assert "HEALTH_FACTOR_LOWER_THAN_LIQUIDATION_THRESHOLD" in bad.dry_run[0]["reason"]
+
+
+def test_a_foreign_event_is_an_invariant_violation(w3: Web3, world_snapshot: Deployment, svc):
+    """The receipts of a Router02 swap checked as if the action had been an Aave supply: the pair's Swap and
+    Sync and the USDC transfer are foreign to a supply, and the Pool's Supply is missing."""
+    world = world_snapshot
+    swap = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 1})
+    obs, sim, val, _ = run_write_path(w3, world, svc, [swap])
+    executor = Executor(w3, world, Account.from_key(ANVIL_KEYS[2]), svc.journal, svc.permits)
+    rec = svc.execute(executor, "g1", 1, swap, val.actions[0].permit_id, obs)
+    w3.provider.make_request("evm_mine", [])
+    supply = ProposedAction(action_index=0, tool="supply", arguments={"amount": 1})
+    ov = svc.verify(w3, world, "g1", 1, GOLEM, [supply], sim, [rec], obs, timeout_s=3)
+    assert not ov.outcome.verified and ov.safety_incident is not None
+    assert {lg.label for lg in ov.deviations.unexpected_logs} == {
+        "USDC.Transfer", "PAIR_WETH_USDC.Sync", "PAIR_WETH_USDC.Swap"}
+    assert ov.deviations.missing_expected_logs == ["AAVE_POOL.Supply", "A_WETH.Transfer"]
+    assert any("unexpected log PAIR_WETH_USDC.Swap" in v for v in ov.invariant_violations)
