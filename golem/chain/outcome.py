@@ -9,14 +9,16 @@ to write as an episode at confidence 1.0.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
+from eth_abi import decode as abi_decode
 from eth_utils import event_abi_to_log_topic
 from pydantic import BaseModel, Field
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
-from golem.chain.contracts import Deployment, at, key_abi, load_abi
+from golem.chain.contracts import Deployment, key_abi, load_abi
 from golem.chain.journal import TxJournal
 from golem.chain.reader import read_snapshot
 from golem.chain.tools import (
@@ -25,6 +27,7 @@ from golem.chain.tools import (
     LP_PAIR,
     POOL_TOKEN0,
     POOL_TOKEN1,
+    cached_at,
     parse_arguments,
     path_pairs,
     swap_path,
@@ -93,38 +96,57 @@ def _state(snap: ChainSnapshot) -> dict[str, Any]:
     }
 
 
+@lru_cache(maxsize=None)
+def _event_table(abi_name: str) -> dict[bytes, dict[str, Any]]:
+    """topic0 → event ABI of one vendored ABI (parsed once)."""
+    return {event_abi_to_log_topic(e): e for e in load_abi(abi_name) if e.get("type") == "event"}
+
+
+def _decode_event(event: dict[str, Any], topics: list[bytes], data: bytes) -> dict[str, Any]:
+    """An event's arguments from its topics (indexed) and data (the rest), as web3 would decode them:
+    addresses checksummed; an indexed dynamic value stays the hash the topic holds."""
+    indexed = [i for i in event["inputs"] if i.get("indexed")]
+    plain = [i for i in event["inputs"] if not i.get("indexed")]
+    if len(topics) != len(indexed) + 1:
+        raise ValueError(f"{event['name']}: {len(topics) - 1} indexed topics for {len(indexed)} indexed inputs")
+    args: dict[str, Any] = {}
+    for inp, topic in zip(indexed, topics[1:]):
+        t = inp["type"]
+        dynamic = t in ("string", "bytes") or t.endswith("]") or t.startswith("tuple")
+        args[inp["name"]] = "0x" + topic.hex() if dynamic else abi_decode([t], topic)[0]
+    for inp, value in zip(plain, abi_decode([i["type"] for i in plain], data)):
+        args[inp["name"]] = value
+    ordered = {i["name"]: args[i["name"]] for i in event["inputs"]}
+    return {k: Web3.to_checksum_address(v) if isinstance(v, str) and Web3.is_address(v) and len(v) == 42 else v
+            for k, v in ordered.items()}
+
+
 class LogDecoder:
     """Decodes logs of the address book's contracts (pairs, router, Aave Pool, aTokens, debt tokens,
     ERC-20s, feeds) by topic0 against their vendored ABIs; everything else stays undecoded."""
 
     def __init__(self, w3: Web3, deployment: Deployment) -> None:
         self.by_address: dict[str, str] = {Web3.to_checksum_address(a): k for k, a in deployment.addresses.items()}
-        self.contracts = {}
-        self.events: dict[str, dict[bytes, str]] = {}
-        for key, address in deployment.addresses.items():
-            abi_name = key_abi(key)
-            self.contracts[key] = at(w3, address, abi_name)
-            self.events[key] = {
-                event_abi_to_log_topic(e): e["name"] for e in load_abi(abi_name) if e.get("type") == "event"
-            }
+        self.abi_of: dict[str, str] = {k: key_abi(k) for k in deployment.addresses}
 
     def decode(self, log) -> DecodedLog:
         address = Web3.to_checksum_address(log["address"])
         key = self.by_address.get(address)
         tx_hash = "0x" + bytes(log["transactionHash"]).hex().removeprefix("0x")
         base = DecodedLog(tx_hash=tx_hash, log_index=log["logIndex"], address=address, contract=key, event=None)
-        if key is None or not log["topics"]:
+        topics = [bytes(t) for t in log["topics"]]
+        if key is None or not topics:
             return base
-        name = self.events[key].get(bytes(log["topics"][0]))
-        if name is None:
+        event = _event_table(self.abi_of[key]).get(topics[0])
+        if event is None:
             return base
-        ev = getattr(self.contracts[key].events, name)()
         try:
-            decoded = ev.process_log(log)
+            decoded = _decode_event(event, topics, bytes(log["data"]))
         except Exception:  # a topic match whose data does not decode is itself suspicious: keep it raw
-            return base.model_copy(update={"event": name})
-        args = {k: (str(v) if isinstance(v, int) and abs(v) > 2**53 else v) for k, v in dict(decoded["args"]).items()}
-        return base.model_copy(update={"event": name, "args": args})
+            return base.model_copy(update={"event": event["name"]})
+        args = {k: (str(v) if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53 else v)
+                for k, v in decoded.items()}
+        return base.model_copy(update={"event": event["name"], "args": args})
 
 
 def _approval_labels(call_labels: list[str]) -> list[str]:
@@ -270,7 +292,7 @@ def verify_outcome(
             if (lg.contract, spender) in checked:
                 continue
             checked.add((lg.contract, spender))
-            left = at(w3, lg.address, "ERC20").functions.allowance(account, spender).call()
+            left = cached_at(w3, lg.address, "ERC20").functions.allowance(account, spender).call()
             if left:
                 who = decoder.by_address.get(Web3.to_checksum_address(spender), spender)
                 violations.append(f"lingering approval: {left} {lg.contract} base units still approved to {who}")

@@ -18,12 +18,13 @@ from web3 import Web3
 
 from web3.exceptions import ContractLogicError
 
-from golem.chain.contracts import AAVE_BASE_DECIMALS, FEED_DECIMALS, Deployment, contract
+from golem.chain.contracts import AAVE_BASE_DECIMALS, FEED_DECIMALS, Deployment
 from golem.chain.reader import read_snapshot
 from golem.chain.tools import (
     KNOWN_TOKENS,
     TOOL_SCHEMAS,
     ToolArgumentError,
+    cached_contract,
     from_base_units,
     path_pairs,
     swap_path,
@@ -81,8 +82,8 @@ def _gas(w3, _deployment, _account, _args):
 def _oracle(w3, deployment, _account, _args):
     """The WETH feed's latest round (answer, round id, age against the latest block) and what Aave's
     oracle answers for WETH (the price Aave values the golem's collateral at)."""
-    rid, answer, _started, updated_at, _answered = contract(w3, deployment, "FEED_WETH").functions.latestRoundData().call()
-    aave = contract(w3, deployment, "AAVE_ORACLE").functions.getAssetPrice(deployment.address("WETH")).call()
+    rid, answer, _started, updated_at, _answered = cached_contract(w3, deployment, "FEED_WETH").functions.latestRoundData().call()
+    aave = cached_contract(w3, deployment, "AAVE_ORACLE").functions.getAssetPrice(deployment.address("WETH")).call()
     now = w3.eth.get_block("latest")["timestamp"]
     return {
         "price": answer / 10**FEED_DECIMALS,
@@ -121,7 +122,7 @@ def _quote(w3, deployment, _account, args):
     missing = [k for k in path_pairs(path) if not deployment.has(k)]
     if missing:
         raise ToolArgumentError(f"quote_swap: the address book has no {', '.join(missing)} for {' -> '.join(path)}")
-    router = contract(w3, deployment, "UNI_ROUTER")
+    router = cached_contract(w3, deployment, "UNI_ROUTER")
     try:
         amounts = router.functions.getAmountsOut(to_base_units(amount, tin), [deployment.address(s) for s in path]).call()
     except ContractLogicError as e:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 from eth_abi import decode as abi_decode
 from pydantic import BaseModel
 from web3.exceptions import ContractLogicError
 
-from golem.chain.contracts import MAIN_PAIR, PAIRS, TOKEN_DECIMALS, at, contract
+from golem.chain.contracts import MAIN_PAIR, PAIRS, TOKEN_DECIMALS, at, key_abi
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction
 
@@ -424,6 +425,24 @@ def slippage_bps_of(action: ProposedAction) -> float | None:
     return parse_arguments(action.tool, action.arguments)["max_slippage_bps"]
 
 
+# ── contracts (cached: building a web3 Contract parses its ABI, ~10 ms for Aave's Pool) ─────────
+
+
+@lru_cache(maxsize=512)
+def _contract_at(w3, address: str, abi_name: str):
+    return at(w3, address, abi_name)
+
+
+def cached_contract(w3, deployment, key: str):
+    """The web3 Contract at an address-book key, built once per (node, address, ABI)."""
+    return _contract_at(w3, deployment.address(key), key_abi(key))
+
+
+def cached_at(w3, address: str, abi_name: str):
+    """The web3 Contract at `address` with a vendored ABI, built once per (node, address, ABI)."""
+    return _contract_at(w3, w3.to_checksum_address(address), abi_name)
+
+
 # ── calls ────────────────────────────────────────────────────────────────────────────────────
 
 
@@ -477,7 +496,7 @@ def _revert_of(e: ContractLogicError) -> str:
 
 def _approve(w3, deployment, account: str, key: str, spender: str, amount: int) -> list[PlannedCall]:
     """Set the spender's allowance to exactly `amount` (nothing when it already is) and plan its revoke."""
-    token = at(w3, deployment.address(key), "ERC20")
+    token = cached_at(w3, deployment.address(key), "ERC20")
     calls = []
     if token.functions.allowance(account, spender).call() != amount:
         calls.append(
@@ -491,7 +510,7 @@ def _approve(w3, deployment, account: str, key: str, spender: str, amount: int) 
 
 def _revoke(w3, deployment, account: str, key: str, spender: str) -> PlannedCall:
     """approve(spender, 0), sent only when an allowance is left once the action's calls ran."""
-    token = at(w3, deployment.address(key), "ERC20")
+    token = cached_at(w3, deployment.address(key), "ERC20")
     return PlannedCall(
         to=token.address, data=token.encode_abi("approve", args=[spender, 0]), label=f"revoke_{key}",
         returns="bool", cleanup=True,
@@ -516,7 +535,7 @@ def build_calls(w3, deployment, account: str, action: ProposedAction, observatio
 
 
 def _swap_calls(w3, deployment, account: str, args: dict[str, Any]) -> list[PlannedCall]:
-    router = contract(w3, deployment, "UNI_ROUTER")
+    router = cached_contract(w3, deployment, "UNI_ROUTER")
     token_in, token_out = args["token_in"], args["token_out"]
     path = swap_path(token_in, token_out)
     path_addr = _path_addresses(deployment, path)
@@ -554,7 +573,7 @@ def repay_interest_margin(debt: int, variable_rate_ray: int) -> int:
 
 
 def _aave_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -> list[PlannedCall]:
-    pool = contract(w3, deployment, "AAVE_POOL")
+    pool = cached_contract(w3, deployment, "AAVE_POOL")
     symbol = COLLATERAL_TOKEN if tool in ("supply", "withdraw") else DEBT_TOKEN
     asset = deployment.address(symbol)
     amount = to_base_units(args["amount"], symbol, what=f"{tool}.amount")
@@ -567,7 +586,7 @@ def _aave_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -
         data = pool.encode_abi("borrow", args=[asset, amount, VARIABLE_RATE_MODE, 0, account])
         return [PlannedCall(to=pool.address, data=data, label="borrow", main=True)]
     if tool == "withdraw":
-        supplied = contract(w3, deployment, f"A_{symbol}").functions.balanceOf(account).call()
+        supplied = cached_contract(w3, deployment, f"A_{symbol}").functions.balanceOf(account).call()
         if supplied == 0:
             raise ToolArgumentError(f"withdraw.amount: the account has no {symbol} supplied on Aave; nothing to withdraw")
         if amount > supplied:
@@ -580,7 +599,7 @@ def _aave_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -
         data = pool.encode_abi("withdraw", args=[asset, amount, account])
         return [PlannedCall(to=pool.address, data=data, label="withdraw", main=True, returns="uint256")]
     # repay
-    debt = contract(w3, deployment, f"VDEBT_{symbol}").functions.balanceOf(account).call()
+    debt = cached_contract(w3, deployment, f"VDEBT_{symbol}").functions.balanceOf(account).call()
     if debt == 0:
         raise ToolArgumentError(f"repay.amount: the account has no variable {symbol} debt on Aave; nothing to repay")
     if amount < debt:
@@ -615,7 +634,7 @@ def deposit_plan(amount0: int, amount1: int, reserve0: int, reserve1: int) -> tu
 
 def _pair_reserves(w3, deployment) -> tuple[Any, int, int, int]:
     """The LP pair, its reserves in (POOL_TOKEN0, POOL_TOKEN1) order, and its LP total supply."""
-    pair = contract(w3, deployment, LP_PAIR)
+    pair = cached_contract(w3, deployment, LP_PAIR)
     token0 = w3.to_checksum_address(pair.functions.token0().call())
     token1 = w3.to_checksum_address(pair.functions.token1().call())
     want = {deployment.address(POOL_TOKEN0), deployment.address(POOL_TOKEN1)}
@@ -630,7 +649,7 @@ def _pair_reserves(w3, deployment) -> tuple[Any, int, int, int]:
 
 
 def _pool_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -> list[PlannedCall]:
-    router = contract(w3, deployment, "UNI_ROUTER")
+    router = cached_contract(w3, deployment, "UNI_ROUTER")
     pair, reserve0, reserve1, total = _pair_reserves(w3, deployment)
     token0, token1 = deployment.address(POOL_TOKEN0), deployment.address(POOL_TOKEN1)
     if tool == "add_liquidity":

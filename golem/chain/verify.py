@@ -12,7 +12,7 @@ import time
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
-from golem.chain.contracts import Deployment, contract
+from golem.chain.contracts import Deployment
 from golem.chain.reader import read_snapshot
 from golem.chain.tools import (
     COLLATERAL_TOKEN,
@@ -22,6 +22,7 @@ from golem.chain.tools import (
     LP_SHARES_KEY,
     LP_TOOLS,
     RAY,
+    cached_contract,
     POOL_TOKEN0,
     POOL_TOKEN1,
     STABLE_TOKENS,
@@ -66,7 +67,7 @@ def read_lp_shares(w3: Web3, deployment: Deployment, account: str, block: int | 
 
     Verification reads it at the pre-observation's block, so the node must still hold that block's
     state (any node does for the last 128 blocks; Anvil keeps all)."""
-    pair = contract(w3, deployment, LP_PAIR)
+    pair = cached_contract(w3, deployment, LP_PAIR)
     return lp_shares_from_base(pair.functions.balanceOf(Web3.to_checksum_address(account)).call(block_identifier=block))
 
 
@@ -85,11 +86,11 @@ def aave_amounts_at(
     (after) index leaves only what the actions moved, so accrued interest is not mistaken for an
     unexpected move; the after value equals the token's balanceOf at `index_block` exactly."""
     account = Web3.to_checksum_address(account)
-    pool = contract(w3, deployment, "AAVE_POOL").functions
+    pool = cached_contract(w3, deployment, "AAVE_POOL").functions
     income = pool.getReserveNormalizedIncome(deployment.address(COLLATERAL_TOKEN)).call(block_identifier=index_block)
     debt_index = pool.getReserveNormalizedVariableDebt(deployment.address(DEBT_TOKEN)).call(block_identifier=index_block)
-    a_token = contract(w3, deployment, f"A_{COLLATERAL_TOKEN}").functions
-    v_token = contract(w3, deployment, f"VDEBT_{DEBT_TOKEN}").functions
+    a_token = cached_contract(w3, deployment, f"A_{COLLATERAL_TOKEN}").functions
+    v_token = cached_contract(w3, deployment, f"VDEBT_{DEBT_TOKEN}").functions
     out = []
     for b in blocks:
         coll = _ray_mul(a_token.scaledBalanceOf(account).call(block_identifier=b), income)
@@ -118,7 +119,7 @@ def tracked_pair(
 
 def lp_share_usd(w3: Web3, deployment: Deployment, eth_usd: float, block: int | str = "latest") -> float:
     """USD per LP share unit: the pair's reserves at `eth_usd` per WETH, divided by its LP supply."""
-    pair = contract(w3, deployment, LP_PAIR)
+    pair = cached_contract(w3, deployment, LP_PAIR)
     total = pair.functions.totalSupply().call(block_identifier=block)
     if total == 0:
         return 0.0
