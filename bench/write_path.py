@@ -138,8 +138,8 @@ def main() -> None:
             print(f"including the observation read and the extra mined block: median {statistics.median(totals) * 1000:.1f} ms")
             print(f"{'gas':<10}{'action':>10}{'main tx':>10}{'txs':>6}   (action = approve + call [+ revoke])")
             for tool, rows in gas.items():
-                print(f"{tool:<10}{statistics.median(r[0] for r in rows):>10,.0f}{statistics.median(r[1] for r in rows):>10,.0f}"
-                      f"{statistics.median(r[2] for r in rows):>6.0f}")
+                action_gas, main_gas, txs = (statistics.median(r[j] for r in rows) for j in range(3))
+                print(f"{tool:<10}{action_gas:>10,.0f}{main_gas:>10,.0f}{txs:>6.0f}")
         finally:
             anvil.stop()
 

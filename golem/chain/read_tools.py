@@ -82,7 +82,8 @@ def _gas(w3, _deployment, _account, _args):
 def _oracle(w3, deployment, _account, _args):
     """The WETH feed's latest round (answer, round id, age against the latest block) and what Aave's
     oracle answers for WETH (the price Aave values the golem's collateral at)."""
-    rid, answer, _started, updated_at, _answered = cached_contract(w3, deployment, "FEED_WETH").functions.latestRoundData().call()
+    feed = cached_contract(w3, deployment, "FEED_WETH").functions
+    rid, answer, _started, updated_at, _answered = feed.latestRoundData().call()
     aave = cached_contract(w3, deployment, "AAVE_ORACLE").functions.getAssetPrice(deployment.address("WETH")).call()
     now = w3.eth.get_block("latest")["timestamp"]
     return {
@@ -127,8 +128,8 @@ def _quote(w3, deployment, _account, args):
         amounts = router.functions.getAmountsOut(to_base_units(amount, tin), [deployment.address(s) for s in path]).call()
     except ContractLogicError as e:
         raise ToolArgumentError(f"quote_swap: Router02.getAmountsOut refused: {e.message}") from None
-    return {"token_in": tin, "token_out": tout, "amount_in": float(amount), "amount_out": from_base_units(amounts[-1], tout),
-            "path": path}
+    out = from_base_units(amounts[-1], tout)
+    return {"token_in": tin, "token_out": tout, "amount_in": float(amount), "amount_out": out, "path": path}
 
 
 READ_TOOLS: dict[str, ReadTool] = {

@@ -60,7 +60,8 @@ def _hex(data: Any) -> str:
 
 
 def decode_revert(data: Any) -> str | None:
-    """Error(string) → the string (Aave's numeric codes named), Panic(uint256) → "panic 0x..", other data → its selector."""
+    """Error(string) → the string (Aave's numeric codes named), Panic(uint256) → "panic 0x..", other data →
+    its selector."""
     raw = _hex(data)
     if not raw:
         return None

@@ -216,7 +216,8 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         "description": (
             "Withdraw a fraction of the golem's LP shares of the Uniswap V2 WETH/USDC pair through Router02 "
             "(removeLiquidity); returns both tokens pro rata to the pair's reserves (refused if either side "
-            f"comes out more than {DEFAULT_MAX_SLIPPAGE_BPS:g} bps below the planned claim). fraction 1 removes every share."
+            f"comes out more than {DEFAULT_MAX_SLIPPAGE_BPS:g} bps below the planned claim). "
+            "fraction 1 removes every share."
         ),
         "input_schema": {
             "type": "object",
@@ -591,9 +592,10 @@ def _aave_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -
             raise ToolArgumentError(f"withdraw.amount: the account has no {symbol} supplied on Aave; nothing to withdraw")
         if amount > supplied:
             if Decimal(amount) > Decimal(supplied) * (1 + WITHDRAW_ALL_TOLERANCE):
+                held = supplied / 10 ** TOKEN_DECIMALS[symbol]
                 raise ToolArgumentError(
-                    f"withdraw.amount: {args['amount']} {symbol} is more than the {supplied / 10 ** TOKEN_DECIMALS[symbol]:.6f} "
-                    f"{symbol} supplied on Aave; withdraw at most that"
+                    f"withdraw.amount: {args['amount']} {symbol} is more than the {held:.6f} {symbol} supplied on "
+                    "Aave; withdraw at most that"
                 )
             amount = MAX_UINT256  # everything, interest up to inclusion included
         data = pool.encode_abi("withdraw", args=[asset, amount, account])
@@ -610,8 +612,8 @@ def _aave_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -
         rate = pool.functions.getReserveData(asset).call()[4]  # currentVariableBorrowRate (ray)
         approve, pay = debt + repay_interest_margin(debt, rate), MAX_UINT256
     calls = _approve(w3, deployment, account, symbol, pool.address, approve)
-    calls.append(PlannedCall(to=pool.address, data=pool.encode_abi("repay", args=[asset, pay, VARIABLE_RATE_MODE, account]),
-                             label="repay", main=True, returns="uint256"))
+    data = pool.encode_abi("repay", args=[asset, pay, VARIABLE_RATE_MODE, account])
+    calls.append(PlannedCall(to=pool.address, data=data, label="repay", main=True, returns="uint256"))
     return calls + [_revoke(w3, deployment, account, symbol, pool.address)]
 
 
@@ -625,11 +627,14 @@ def deposit_plan(amount0: int, amount1: int, reserve0: int, reserve1: int) -> tu
     integer inputs (base units); an empty pair takes both as given (the first deposit sets the price)."""
     if reserve0 <= 0 or reserve1 <= 0:
         return amount0, amount1, 0.0
+    def short_bps(given: int, taken: int) -> float:
+        return float(Decimal(given - taken) / Decimal(given) * 10_000) if given else 0.0
+
     opt1 = amount0 * reserve1 // reserve0
     if opt1 <= amount1:
-        return amount0, opt1, float(Decimal(amount1 - opt1) / Decimal(amount1) * 10_000) if amount1 else 0.0
+        return amount0, opt1, short_bps(amount1, opt1)
     opt0 = amount1 * reserve0 // reserve1
-    return opt0, opt0 * reserve1 // reserve0, float(Decimal(amount0 - opt0) / Decimal(amount0) * 10_000) if amount0 else 0.0
+    return opt0, opt0 * reserve1 // reserve0, short_bps(amount0, opt0)
 
 
 def _pair_reserves(w3, deployment) -> tuple[Any, int, int, int]:
@@ -660,11 +665,11 @@ def _pool_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -
         if short > slip:
             price = Decimal(reserve1) / Decimal(reserve0) * Decimal(10) ** (18 - 6)
             fit = (args["amount_weth"] * price).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
-            side = "amount_usdc" if amount1 < want1 else "amount_weth"
+            side, sym = ("amount_usdc", "USDC") if amount1 < want1 else ("amount_weth", "WETH")
             raise ToolArgumentError(
                 f"add_liquidity.{side}: {args['amount_weth']} WETH with {args['amount_usdc']} USDC is off the pool "
-                f"price ({price:,.2f} USDC/WETH): the router would take {short:,.1f} bps less {side.split('_')[1].upper()} "
-                f"than given, over max_slippage_bps {slip:g}; deposit about {fit} USDC with {args['amount_weth']} WETH"
+                f"price ({price:,.2f} USDC/WETH): the router would take {short:,.1f} bps less {sym} than given, "
+                f"over max_slippage_bps {slip:g}; deposit about {fit} USDC with {args['amount_weth']} WETH"
             )
         if amount0 <= 0 or amount1 <= 0:
             raise ToolArgumentError("add_liquidity.amount_weth: the deposit rounds to nothing on one side; deposit more")
@@ -688,7 +693,9 @@ def _pool_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -
 
     held = pair.functions.balanceOf(account).call()
     if held <= 0:
-        raise ToolArgumentError("remove_liquidity.fraction: the account holds no LP shares of the pair; there is nothing to remove")
+        raise ToolArgumentError(
+            "remove_liquidity.fraction: the account holds no LP shares of the pair; there is nothing to remove"
+        )
     fraction = args["fraction"]
     burn = held if fraction == 1 else int((Decimal(held) * fraction).to_integral_value(rounding=ROUND_DOWN))
     if burn <= 0:

@@ -56,7 +56,8 @@ def test_audited_write_path_verification_confirmation_and_reorg(w3: Web3, world_
     weth_is_0 = int(world.address("WETH"), 16) < int(world.address("USDC"), 16)
     weth_in = swap_log.args["amount0In" if weth_is_0 else "amount1In"]
     usdc_out = swap_log.args["amount1Out" if weth_is_0 else "amount0Out"]
-    assert int(weth_in) == 10**18 and swap_log.args["to"] == GOLEM and swap_log.args["sender"] == world.address("UNI_ROUTER")
+    assert int(weth_in) == 10**18 and swap_log.args["to"] == GOLEM
+    assert swap_log.args["sender"] == world.address("UNI_ROUTER")
     assert int(usdc_out) / 1e6 == pytest.approx(sim.actions[0].expected["amount_out"], rel=1e-12)
     assert ov.deviations.missing_expected_logs == [] and ov.deviations.unexpected_logs == []
     assert abs(ov.deviations.balance_change_bps["delta:USDC"]) < 0.01

@@ -362,7 +362,8 @@ def test_bad_arguments_are_clear_tool_argument_errors(w3: Web3, world_snapshot: 
 
     refused("swap", {"token_in": "WETH", "token_out": "WETH", "amount_in": 1}, r"swap.token_out: must differ")
     refused("swap", {"token_in": "WBTC", "token_out": "USDC", "amount_in": 1}, r"swap.token_in: unknown token 'WBTC'")
-    refused("swap", {"token_in": "WETH", "token_out": "USDC", "amount_in": -1}, r"swap.amount_in: must be a finite number > 0")
+    refused("swap", {"token_in": "WETH", "token_out": "USDC", "amount_in": -1},
+            r"swap.amount_in: must be a finite number > 0")
     refused("swap", {"token_in": "USDC", "token_out": "WETH", "amount_in": "0.0000001"}, r"below the token's smallest unit")
     refused("withdraw", {"amount": 100}, r"withdraw.amount: 100 WETH is more than the 10.000000 WETH supplied on Aave")
     refused("remove_liquidity", {"fraction": 0.5}, r"remove_liquidity.fraction: the account holds no LP shares")
@@ -377,7 +378,8 @@ def test_bad_arguments_are_clear_tool_argument_errors(w3: Web3, world_snapshot: 
     stranger = Account.create().address
     with pytest.raises(ToolArgumentError, match="repay.amount: the account has no variable USDC debt on Aave"):
         build_calls(w3, world, stranger, ProposedAction(action_index=0, tool="repay", arguments={"amount": 10}), obs)
-    sim = simulate_actions(w3, world, GOLEM, [ProposedAction(action_index=0, tool="withdraw", arguments={"amount": 100})], obs)
+    too_much = ProposedAction(action_index=0, tool="withdraw", arguments={"amount": 100})
+    sim = simulate_actions(w3, world, GOLEM, [too_much], obs)
     assert not sim.actions[0].ok and sim.actions[0].revert_reason.startswith("invalid arguments: withdraw.amount")
 
 
