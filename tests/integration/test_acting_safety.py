@@ -196,3 +196,8 @@ def test_a_foreign_event_is_an_invariant_violation(w3: Web3, world_snapshot: Dep
         "USDC.Transfer", "PAIR_WETH_USDC.Sync", "PAIR_WETH_USDC.Swap"}
     assert ov.deviations.missing_expected_logs == ["AAVE_POOL.Supply", "A_WETH.Transfer"]
     assert any("unexpected log PAIR_WETH_USDC.Swap" in v for v in ov.invariant_violations)
+    # the same receipts checked against a book whose router is elsewhere: the tx called a contract outside it
+    moved = world.model_copy(update={"addresses": {**world.addresses, "UNI_ROUTER": ANVIL_ADDRESSES[3]}})
+    ov = svc.verify(w3, moved, "g1", 1, GOLEM, [swap], sim, [rec], obs, timeout_s=3)
+    assert f"tx {rec.tx_hash} called {world.address('UNI_ROUTER')}, a contract outside the deployment" in (
+        ov.invariant_violations)
