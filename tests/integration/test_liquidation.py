@@ -121,3 +121,31 @@ def test_a_borrower_seen_in_borrow_events_is_watched_and_liquidated(w3: Web3, wo
     assert liq.collateral_seized == pytest.approx(liq.debt_covered / 1650.0 * BONUS, rel=1e-6)
     assert read_snapshot(w3, world, other).positions[0].health_factor > 1.0
     assert _position(w3, world).debt == pytest.approx(8000.0, rel=1e-4)  # the golem was not touched
+
+
+def test_simulator_cli_logs_the_liquidation(anvil, w3: Web3, world_snapshot: Deployment, tmp_path) -> None:
+    """`python -m golem.world.simulator` against a saved deployment: the crash scenario from $1,400 ends under the
+    golem's line on its sixth step, and the liquidation is a log line naming the user, amounts and transaction."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    world = world_snapshot
+    _sim(w3, world).move_to(1400.0, 1400.0)
+    path = world.save(tmp_path / "deployment.json")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOLEM_SIM_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "golem.world.simulator", "--rpc", anvil.rpc_url, "--deployment", str(path),
+         "--scenario", "crash", "--crash-after", "0", "--steps", "6", "--interval", "0"],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    [liq_line] = [ln for ln in lines if ln.startswith("liquidated ")]
+    assert f"user={GOLEM}" in liq_line and " USDC " in liq_line and " WETH " in liq_line
+    assert lines[lines.index(liq_line) - 1].startswith("step=5 ")  # right after the step that crossed $970
+    tx = liq_line.split("tx=")[1].split()[0]
+    [ev] = read_liquidations(w3, world, GOLEM, world.deployed_block, w3.eth.block_number)
+    assert ev.tx_hash == tx
+    assert ANVIL_KEYS[1][2:] not in proc.stdout + proc.stderr
