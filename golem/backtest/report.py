@@ -480,10 +480,15 @@ def render_png(report: BacktestReport, marks: list[TickMark], path: Path) -> Non
             else:
                 continue
             ax_p.scatter([m.row], [m.pool_price], marker=marker, color=colour, s=36, zorder=3)
+    liquidated = [m for m in marks if m.liquidations]  # the Pool's LiquidationCall events against the golem
+    ax_p.scatter([m.row for m in liquidated], [m.oracle_price for m in liquidated], marker="*", color="#8b0000", s=140,
+                 zorder=4)
     ax_p.set_ylabel("USDC / WETH")
     ax_p.legend(handles=[*ax_p.get_lines(), plt.Line2D([], [], marker="^", color="#2ca02c", ls="", label="repay/supply"),
                          plt.Line2D([], [], marker="v", color="#d62728", ls="", label="swap/withdraw"),
-                         plt.Line2D([], [], marker="x", color="black", ls="", label="blocked")], loc="best", fontsize=8)
+                         plt.Line2D([], [], marker="x", color="black", ls="", label="blocked"),
+                         plt.Line2D([], [], marker="*", color="#8b0000", ls="", label="liquidated")],
+                loc="best", fontsize=8)
     ax_hf.plot(x, [m.health_factor if m.health_factor is not None else float("nan") for m in marks], color="#2ca02c")
     ax_hf.axhline(1.0, color="#d62728", lw=0.8)
     ax_hf.axhline(1.6, color="#999999", lw=0.6, ls=":")

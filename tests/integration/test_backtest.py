@@ -195,7 +195,7 @@ def test_hold_baseline_report_counts_real_liquidations(tmp_path):
     """The report's liquidation figures come from the Aave Pool's LiquidationCall events: a position left alone
     through a crash to $900 is liquidated once (whole debt, under HF 0.95), and the bonus it paid is the 5 %."""
     from golem.backtest.path import load_path
-    from golem.backtest.report import build_report, render_table
+    from golem.backtest.report import build_report, render_table, write_report
     from infra.backtest import BacktestOptions, _run_variant
 
     lines = ["tick,timestamp,pool_price,oracle_price,gas_gwei,volume_usd,regime"]
@@ -216,4 +216,9 @@ def test_hold_baseline_report_counts_real_liquidations(tmp_path):
     assert (f.liquidations, f.hf_crossings, f.rows_liquidatable) == (1, 1, 0)
     assert f.liquidated_debt_usd == pytest.approx(8000.0, rel=1e-3)
     assert f.liquidation_penalty_usd == pytest.approx(0.05 * f.liquidated_debt_usd, rel=1e-3)
-    assert "| liquidations (LiquidationCall events) | 1 |" in render_table(build_report(run.info, marks))
+    report = build_report(run.info, marks)
+    assert "| liquidations (LiquidationCall events) | 1 |" in render_table(report)
+    paths = write_report(report, marks, tmp_path / "report")  # the PNG marks the liquidated row
+    saved = json.loads(paths["json"].read_text())
+    assert saved["report"]["figures"]["liquidations"] == 1 and saved["marks"][6]["liquidations"][0]["tx_hash"]
+    assert paths["png"].stat().st_size > 0
