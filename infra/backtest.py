@@ -166,9 +166,8 @@ def _row_liquidation_kwargs(driver, account: str, applied, before: int, snap) ->
     factor was under 1.0 at the row's prices (as the liquidator read it, before anyone acted)."""
     from golem.chain.reader import read_liquidations
 
-    hf = applied.health_factors.get(account)
     return {"liquidations": read_liquidations(driver.w3, driver.deployment, account, before + 1, snap.block_number),
-            "underwater": hf is not None and hf < 1.0}
+            "row_health_factor": applied.health_factors.get(account)}
 
 
 async def _replay_hold(opts, rows, driver, account) -> list[TickMark]:

@@ -55,11 +55,11 @@ def mark_row(
     gas_paid_before: float,
     wall_ms: float | None = None,
     liquidations: Sequence[LiquidationEvent] = (),
-    underwater: bool = False,
+    row_health_factor: float | None = None,
 ) -> TickMark:
     """`gas_paid_before`: the USD of gas the golem paid on earlier rows (equity is net of all gas paid).
-    `liquidations`: the Pool's LiquidationCall events against the golem on this row; `underwater`: its health
-    factor was under 1 at the row's prices before anyone acted."""
+    `liquidations`: the Pool's LiquidationCall events against the golem on this row; `row_health_factor`: its health
+    factor at the row's prices before anyone acted (as the world's liquidator read it)."""
     gas = record.gas_cost if record is not None else 0.0
     hfs = [p.health_factor for p in snapshot.positions if p.kind == "lending" and p.health_factor is not None]
     hf = min(hfs) if hfs else None
@@ -73,7 +73,8 @@ def mark_row(
         equity_usd=net_value_usd(snapshot) - gas_paid_before - gas,
         health_factor=hf,
         liquidatable=hf is not None and hf < 1.0,
-        underwater=underwater,
+        row_health_factor=row_health_factor,
+        underwater=row_health_factor is not None and row_health_factor < 1.0,
         liquidations=[liquidation_mark(e, snapshot) for e in liquidations],
         gas_usd=gas,
         wall_ms=wall_ms,

@@ -68,7 +68,9 @@ class TickMark(BaseModel):
     equity_usd: float
     health_factor: float | None = None  # None: no debt
     liquidatable: bool = False  # the market's liquidation condition (HF < 1) still holds after the row
-    # HF < 1 at the row's prices, before the liquidator and the golem acted on the row
+    # the health factor at the row's prices before the liquidator and the golem acted (None: no debt or not read),
+    # and whether it was under 1 then
+    row_health_factor: float | None = None
     underwater: bool = False
     # Aave LiquidationCall events against the golem's account on this row (read from the Pool's logs)
     liquidations: list[LiquidationMark] = Field(default_factory=list)

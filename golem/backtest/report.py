@@ -161,7 +161,8 @@ def _figures(marks: list[TickMark], rets: list[float], contiguous: bool = True) 
         f.total_return = path[-1] - 1.0
         f.max_drawdown = max_drawdown(path)
     f.sharpe_per_tick, f.sortino_per_tick = sharpe(rets), sortino(rets)
-    hfs = [m.health_factor for m in marks if m.health_factor is not None]
+    # the lowest the position went: after a row, or at a row's prices before the liquidator (and the golem) acted
+    hfs = [h for m in marks for h in (m.health_factor, m.row_health_factor) if h is not None]
     f.min_health_factor = min(hfs) if hfs else None
     was = False
     for m in marks:
@@ -490,6 +491,8 @@ def render_png(report: BacktestReport, marks: list[TickMark], path: Path) -> Non
                          plt.Line2D([], [], marker="*", color="#8b0000", ls="", label="liquidated")],
                 loc="best", fontsize=8)
     ax_hf.plot(x, [m.health_factor if m.health_factor is not None else float("nan") for m in marks], color="#2ca02c")
+    ax_hf.scatter([m.row for m in liquidated], [m.row_health_factor for m in liquidated], marker="*", color="#8b0000",
+                  s=90, zorder=4)  # where the liquidator found it
     ax_hf.axhline(1.0, color="#d62728", lw=0.8)
     ax_hf.axhline(1.6, color="#999999", lw=0.6, ls=":")
     ax_hf.set_ylabel("health factor")

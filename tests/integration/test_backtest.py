@@ -212,10 +212,12 @@ def test_hold_baseline_report_counts_real_liquidations(tmp_path):
     assert liq.debt_covered == pytest.approx(8000.0, rel=1e-3)
     assert liq.collateral_seized == pytest.approx(liq.debt_covered / 900 * 1.05, rel=1e-6)
     assert marks[6].health_factor is None and not marks[6].liquidatable  # no debt left
+    assert marks[6].row_health_factor == pytest.approx(10 * 900 * 0.825 / 8000, rel=1e-3)
     f = build_report(run.info, marks).figures
     assert (f.liquidations, f.hf_crossings, f.rows_liquidatable) == (1, 1, 0)
     assert f.liquidated_debt_usd == pytest.approx(8000.0, rel=1e-3)
     assert f.liquidation_penalty_usd == pytest.approx(0.05 * f.liquidated_debt_usd, rel=1e-3)
+    assert f.min_health_factor == pytest.approx(0.928, abs=1e-3)  # the liquidator's read, not the rows' ends
     report = build_report(run.info, marks)
     assert "| liquidations (LiquidationCall events) | 1 |" in render_table(report)
     paths = write_report(report, marks, tmp_path / "report")  # the PNG marks the liquidated row

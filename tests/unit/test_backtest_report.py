@@ -25,10 +25,10 @@ INFO = RunInfo(name="golem", path="p.csv", rows=0)
 
 
 def mark(i, equity, *, label="calm", tier="T0", detected="range_bound", hf=2.0, actions=(), blocked=(), gas=0.0,
-         tick=True, wall=None, underwater=None, liquidations=()):
+         tick=True, wall=None, underwater=None, liquidations=(), row_hf=None):
     return TickMark(row=i, timestamp=1000 + 60 * i, label_regime=label, pool_price=2000, oracle_price=2000, gas_gwei=1,
                     equity_usd=equity, health_factor=hf, liquidatable=hf is not None and hf < 1.0,
-                    underwater=(hf is not None and hf < 1.0) if underwater is None else underwater,
+                    row_health_factor=row_hf, underwater=(hf is not None and hf < 1.0) if underwater is None else underwater,
                     liquidations=list(liquidations),
                     tick=i if tick else None, tier=tier if tick else None, detected_regime=detected if tick else None,
                     actions=list(actions), blocked=list(blocked), gas_usd=gas, wall_ms=wall)
@@ -63,11 +63,13 @@ def _liq(covered, seized, price):
 def test_liquidations_count_liquidation_call_events_not_crossings():
     # the liquidator acted on row 1 (HF 0.97 at the row's prices, back to 1.2 after): one crossing, one event;
     # row 3 went under again and was liquidated twice (two calls, 100 % close factor the second time)
-    marks = [mark(0, 100, hf=2.0), mark(1, 90, hf=1.2, underwater=True, liquidations=[_liq(4000, 4.375, 960)]),
+    marks = [mark(0, 100, hf=2.0),
+             mark(1, 90, hf=1.2, underwater=True, row_hf=0.97, liquidations=[_liq(4000, 4.375, 960)]),
              mark(2, 90, hf=1.3), mark(3, 80, hf=1.1, underwater=True,
                                        liquidations=[_liq(1000, 1.1, 955), _liq(500, 0.55, 955)])]
     f = build_report(INFO, marks).figures
     assert (f.liquidations, f.hf_crossings, f.rows_liquidatable) == (3, 2, 0)
+    assert f.min_health_factor == 0.97  # where the liquidator found it, though no row ended that low
     assert f.liquidated_debt_usd == pytest.approx(5500)
     # the bonus: 4.375 WETH × 960 − 4000 = 200, (1.1 + 0.55) × 955 − 1500 = 75.75
     assert f.liquidation_penalty_usd == pytest.approx(200 + 75.75)
