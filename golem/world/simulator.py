@@ -413,25 +413,28 @@ class MarketSimulator:
         return {"prices": prices, "round_id": round_id, "health": health}
 
     # ---- writes -------------------------------------------------------------------------------------
-    def _fund(self, sym: str, need: int, balance: int, eth: int, label: str, steps: list[tuple[str, HexBytes]]) -> int:
+    def _fund(self, sym: str, need: int, balance: int, state: dict[str, Any], label: str,
+              steps: list[tuple[str, HexBytes]]) -> int:
         """Make sure the trader holds `need` of `sym`; returns how much it can spend. Stables are minted by the
         feed owner (the minter) and mined first (another sender); WETH is wrapped from the trader's own ETH,
         which on the dev chain is topped up with anvil_setBalance."""
         if need <= balance:
             return need
         if sym == "WETH":
-            wrap = 2 * need - balance
+            wrap, eth = 2 * need - balance, state["eth"]
             if eth < wrap + TRADER_ETH_FLOOR:
                 if self.chain_id == DEV_CHAIN_ID:
                     answer = self.w3.provider.make_request(
                         "anvil_setBalance", [self._trader.address, hex(eth + wrap + TRADER_ETH_FLOOR)])
                     if "error" in answer:
                         raise SimulatorError(f"anvil_setBalance for the trader failed: {answer['error']}")
+                    eth += wrap + TRADER_ETH_FLOOR
                 else:
                     wrap = max(0, eth - TRADER_ETH_FLOOR)
             if wrap > 0:  # the trader's own transaction: its nonce orders it before the swap
                 steps.append((f"trader wraps ETH for {label}",
                               self._trader.call_fn(self._tokens["WETH"], "deposit", value=wrap, gas=GAS_CALL)))
+            state["eth"] = eth - wrap
             return min(need, balance + wrap)
         if self._can_mint.get(sym):
             top_up = 2 * need - balance
@@ -445,7 +448,7 @@ class MarketSimulator:
               steps: list[tuple[str, HexBytes]]) -> int:
         """Queue a Router02 swap of `amount_in` of `sym_in` for `sym_out`; fund the shortfall first."""
         bal = state["balances"]
-        amount_in = self._fund(sym_in, amount_in, max(bal[sym_in], 0), state["eth"], label, steps)
+        amount_in = self._fund(sym_in, amount_in, max(bal[sym_in], 0), state, label, steps)
         if amount_in <= 0:
             return 0
         a = self.deployment.addresses
@@ -577,7 +580,7 @@ class MarketSimulator:
                 continue
             # the close factor caps the cover at the whole debt; a little more for interest accrued by the block
             need = debt[debt_sym] + debt[debt_sym] // 100 + 1
-            have = self._fund(debt_sym, need, state["balances"][debt_sym], state["eth"], f"liquidate {u}", funding)
+            have = self._fund(debt_sym, need, state["balances"][debt_sym], state, f"liquidate {u}", funding)
             state["balances"][debt_sym] = max(0, state["balances"][debt_sym] - have)
             tx = self._trader.call_fn(self._aave, "liquidationCall", a[coll_sym], a[debt_sym], u, MAX_UINT256, False,
                                       gas=GAS_LIQUIDATION)

@@ -327,3 +327,24 @@ def test_simulator_rejects_wrong_oracle_key(w3: Web3, world: Deployment) -> None
     with pytest.raises(SimulatorError, match="unknown scenario"):
         MarketSimulator(w3, world, ANVIL_KEYS[1], ANVIL_KEYS[0], "sideways")
     assert Account.from_key(ANVIL_KEYS[1]).address == TRADER
+
+
+def test_trader_is_topped_up_by_minting_and_wrapping(w3: Web3, world_snapshot: Deployment) -> None:
+    """A trader out of USDC gets it minted by the minter (the feeds' owner); out of WETH and low on ETH, it wraps
+    ETH that the dev chain gives it (anvil_setBalance, chain 31337 only)."""
+    world = world_snapshot
+    weth, usdc = contract(w3, world, "WETH"), contract(w3, world, "USDC")
+    trader = TxSender.for_key(w3, ANVIL_KEYS[1])
+    sink = ANVIL_ADDRESSES[3]
+    wait_all(w3, [
+        ("drain WETH", trader.call_fn(weth, "transfer", sink, weth.functions.balanceOf(TRADER).call())),
+        ("drain USDC", trader.call_fn(usdc, "transfer", sink, usdc.functions.balanceOf(TRADER).call())),
+    ])  # fmt: skip
+    w3.provider.make_request("anvil_setBalance", [TRADER, hex(10**18)])  # 1 ETH: under the floor kept for gas
+    sim = _sim(w3, world, "calm")
+    up = sim.move_to(2000.0, 2200.0)  # buy WETH with USDC the trader does not have
+    assert up.trade_side == "buy" and up.pool_price == pytest.approx(2200.0, rel=1e-6)
+    down = sim.move_to(2000.0, 1800.0)  # sell more WETH than the buy brought
+    assert down.trade_side == "sell" and down.pool_price == pytest.approx(1800.0, rel=1e-6)
+    assert down.pair_prices["PAIR_WETH_DAI"] == pytest.approx(1800.0, rel=1e-6)
+    assert w3.eth.get_balance(TRADER) > 10**18  # the dev chain topped its ETH up to wrap
