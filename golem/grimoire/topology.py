@@ -288,7 +288,17 @@ def known_entities(kg: KnowledgeGraph, block: int) -> set[str]:
 def topology_brief(kg: KnowledgeGraph, block: int, limit: int = 30) -> str:
     """The facts true at `block`, one per line, for the LLM workspace (so it can name entities by id)."""
     facts = kg.facts_at_block(block)
-    lines = [f"{f.subject} --{f.predicate}--> {f.object}" for f in facts[:limit]]
+    # One line per (subject, predicate), objects joined: an Aave market backs and lends every reserve and its
+    # oracle has a feed per asset, so a line per fact would spend the workspace's budget on repetition.
+    # The golem's own edges first, then the protocols nearest to them; the pair's tokens close the list.
+    order = {"golem": 0, "lending_market": 1, "pool": 2, "oracle": 3}
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for f in facts[:limit]:
+        grouped.setdefault((f.subject, f.predicate), []).append(f.object)
+    # Edges between protocols (positions, oracle, feeds) before the token lists, which the budget may cut.
+    keys = sorted(grouped, key=lambda k: (all(o.startswith("token:") for o in grouped[k]),
+                                          order.get(k[0].partition(":")[0], 9), k[0], k[1]))
+    lines = [f"{subj} --{pred}--> {', '.join(grouped[(subj, pred)])}" for subj, pred in keys]
     if len(facts) > limit:
         lines.append(f"(+{len(facts) - limit} more facts)")
     return "\n".join(lines)
