@@ -33,8 +33,10 @@ from golem.world.simulator import MarketSimulator, SimLiquidation
 
 BLOCK_INTERVAL_S = 0  # chain seconds between blocks inside a row: every block of a row carries the row's time
 EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8
-CONFIRM_AFTER_IDLE_S = 0.3  # ours: longer than the gap between one tick's transactions, so they share no
-# confirmation block by chance (the run stays repeatable), short enough that verify does not wait long
+CONFIRM_AFTER_IDLE_S = 1.0  # ours: longer than the gap between one tick's transactions, so they share no
+# confirmation block by chance (the run stays repeatable: an empty block between a repay and the swap after it
+# lowers the swap's base fee by 1/8), short enough that verify does not wait long. On the real protocols that gap
+# is 0.35–0.5 s on a loaded 2-core box (simulating the next action through Aave and Router02), so 0.3 s was not
 
 
 class ReplayError(RuntimeError):
