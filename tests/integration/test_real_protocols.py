@@ -26,8 +26,9 @@ def _topic(abi_name: str, event: str) -> bytes:
 
 
 @pytest.fixture
-def rig(tmp_path):
-    rig = make_rig(tmp_path, "proto-golem", "calm", theta=0.25)
+def rig(tmp_path, request):
+    # a golem (and task queue) per test: a tick child left running by an earlier test must not land here
+    rig = make_rig(tmp_path, f"proto-{abs(hash(request.node.name)) % 10**6}", "calm", theta=0.25)
     yield rig
     rig.stop()
 
