@@ -61,7 +61,9 @@ def test_audited_write_path_verification_confirmation_and_reorg(w3: Web3, world_
     assert int(usdc_out) / 1e6 == pytest.approx(sim.actions[0].expected["amount_out"], rel=1e-12)
     assert ov.deviations.missing_expected_logs == [] and ov.deviations.unexpected_logs == []
     assert abs(ov.deviations.balance_change_bps["delta:USDC"]) < 0.01
-    assert ov.prediction["expected_gas"] > 0 and abs(ov.deviations.gas_deviation_bps) < 2_000
+    # Simulated at the next second, the swap pays the pair's cumulative-price update (~45k gas); mined in the
+    # same second as the block before it (Anvil automines fast), it does not: used may be up to ~30 % under.
+    assert ov.prediction["expected_gas"] > 0 and -3_000 < ov.deviations.gas_deviation_bps < 500
     assert ov.pre_state["balances"]["WETH"] - ov.post_state["balances"]["WETH"] == pytest.approx(1.0)
 
     # first poll: 2 blocks on the swap → confirmed
