@@ -71,7 +71,7 @@ def test_round_trip_and_index_rows(tmp_path):
     assert [row["tick"] for row in cs.recent(2)] == [4, 3]
     by_tick = {row["tick"]: row for row in rows}
     for r in records:
-        assert by_tick[r.tick] == index_row(r)
+        assert by_tick[r.tick] == {**index_row(r), "runs": 1, "recovered": False}
     acted = by_tick[3]
     assert acted["has_action"] is True and acted["has_outcome"] is True and acted["pnl_impact"] == -3.25
     assert acted["regime"] == "volatile" and acted["primary_emotion"] == "fear"
