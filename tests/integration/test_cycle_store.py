@@ -144,3 +144,63 @@ def test_reader_while_writer_writes(tmp_path):
     assert not errors
     assert seen == sorted(seen)  # counts only grow
     assert reader.count() == 40 and reader.load(40).tick == 40
+
+
+def test_every_run_of_a_tick_keeps_its_record(tmp_path):
+    cs = CycleStore(tmp_path)
+    first = make_record(8, tier=Tier.T2, acted=True).model_copy(update={"run_id": "run-a", "original_run_id": "run-a"})
+    reset = first.model_copy(update={
+        "run_id": "3c4d5e6f-1", "run_kind": "reset", "run_label": "reset-3c4d5e6f", "reset_reason": "redo",
+        "actions": [],
+    })
+    assert cs.persist(first).name == "cycle-000008.json"
+    assert cs.persist(reset).name == "cycle-000008-reset-3c4d5e6f.json"
+    cs.persist(reset.model_copy(update={"tier": Tier.T1}))  # a retried reflect of the reset run: its own file again
+    assert cs.load(8) == first and cs.load(8, "reset-3c4d5e6f").tier == Tier.T1
+    runs = cs.runs(8)
+    assert [(r["run"], r["run_kind"], r["has_action"]) for r in runs] == [("", "original", True),
+                                                                          ("reset-3c4d5e6f", "reset", False)]
+    assert runs[1]["original_run_id"] == "run-a" and runs[1]["reset_reason"] == "redo"
+    assert cs.count() == 1 and cs.tier_counts() == {"T2": 1}
+    (row,) = cs.recent(10)
+    assert row["run"] == "" and row["runs"] == 2 and row["recovered"] is False and row["has_action"] is True
+    with pytest.raises(CycleNotFoundError, match="recorded runs: '', 'reset-3c4d5e6f'"):
+        cs.load(8, "rerun-1")
+
+
+def test_a_failed_tick_recovered_by_a_later_run(tmp_path):
+    from golem.models.golem import TickFailure
+
+    cs = CycleStore(tmp_path)
+    cs.record_failure(TickFailure(golem_id="g1", tick=9, workflow_id="golem-g1-tick-9", error="observe: RPC down",
+                                  failed_at="2026-03-01T12:00:00+00:00"))
+    assert [f["tick"] for f in cs.failures()] == [9] and cs.row(9) is None
+    rerun = make_record(9).model_copy(update={"run_kind": "rerun", "run_label": "rerun-1",
+                                              "rerun_of": "golem-g1-tick-9"})
+    cs.persist(rerun)
+    assert cs.failures() == [] and cs.load(9) == rerun  # the latest run that recorded is the one shown
+    row = cs.row(9)
+    assert row["recovered"] is True and row["runs"] == 2 and row["rerun_of"] == "golem-g1-tick-9"
+
+
+def test_an_index_from_before_runs_is_migrated(tmp_path):
+    index = tmp_path / "cycles" / "index.sqlite"
+    index.parent.mkdir()
+    conn = sqlite3.connect(index)
+    conn.executescript(
+        "CREATE TABLE cycle_index (tick INTEGER PRIMARY KEY, regime TEXT NOT NULL, tier TEXT NOT NULL, "
+        "has_action BOOLEAN NOT NULL, has_outcome BOOLEAN NOT NULL, phase TEXT NOT NULL, prediction_error REAL NOT NULL, "
+        "total_cost REAL NOT NULL, pnl_impact REAL, primary_emotion TEXT, timestamp TEXT NOT NULL, workflow_id TEXT, "
+        "gating_reason TEXT);"
+        "CREATE INDEX idx_cycle_recent ON cycle_index(tick DESC);"
+        "INSERT INTO cycle_index VALUES (3, 'calm', 'T0', 0, 0, 'thriving', 0.1, 0.0, NULL, 'joy', 't', 'w-3', 'pe');"
+    )
+    conn.commit()
+    conn.close()
+    cs = CycleStore(tmp_path)
+    (row,) = cs.recent(5)
+    assert (row["tick"], row["run"], row["run_kind"], row["runs"]) == (3, "", "original", 1)
+    cs.persist(make_record(3).model_copy(update={"run_kind": "reset", "run_label": "reset-0000abcd"}))
+    assert [r["run"] for r in cs.runs(3)] == ["", "reset-0000abcd"]
+    CycleStore(tmp_path)  # opening again changes nothing
+    assert cs.row(3)["runs"] == 2

@@ -21,7 +21,7 @@ from golem.models.enums import ActionStatus, Tier
 from infra.anvil import ANVIL_ADDRESSES
 from infra.temporal import temporal_cli
 from tests.integration.golem_rig import REPO, in_process_worker, make_rig, wait_for, wait_for_record
-from workers.replay import replay_history
+from workers.replay import replay_history, rerun_tick
 from workflows.golem import GolemWorkflow
 
 pytestmark = pytest.mark.integration
@@ -160,12 +160,22 @@ async def test_resets_of_an_acted_tick_keep_every_record_and_send_nothing_twice(
         assert nonce(rig) > nonce_after_original
         assert rig.w3.eth.get_transaction_receipt(sent[0])["status"] == 1  # the original swap is still there, once
 
+        # 4. `golem rerun --force` (a new workflow from the recorded input) writes beside them too; it decides
+        #    the redo's swap again, which the redo run already sent: not sent again, across workflows.
+        n = nonce(rig)
+        rerun_id, _ = await rerun_tick(client, rig.golem_id, tick, force=True)
+        rec4 = store.load(tick, "rerun-1")
+        assert rec4.run_kind == "rerun" and rec4.rerun_of == wid and rec4.workflow_id == rerun_id
+        assert [a.status for a in rec4.actions] == [ActionStatus.ALREADY_SENT] and rec4.actions[0].sent_by_run == redo
+        assert nonce(rig) == n
+
         # Every run kept its record; the index has one row per run, linked to the original.
         assert store.load(tick) == acted  # `show N` shows the original run
         runs = store.runs(tick)
-        assert [r["run"] for r in runs] == ["", f"reset-{after_sim[:8]}", f"reset-{first_task[:8]}", f"reset-{redo[:8]}"]
-        assert {r["original_run_id"] for r in runs} == {original_run}
-        assert store.row(tick)["runs"] == 4 and store.count() == len({r["tick"] for r in store.recent(10_000)})
+        assert [r["run"] for r in runs] == ["", f"reset-{after_sim[:8]}", f"reset-{first_task[:8]}", f"reset-{redo[:8]}",
+                                            "rerun-1"]
+        assert {r["original_run_id"] for r in runs[:4]} == {original_run} and runs[4]["rerun_of"] == wid
+        assert store.row(tick)["runs"] == 5 and store.count() == len({r["tick"] for r in store.recent(10_000)})
 
         # The parent moved on and folded the tick once (the redo's gas is not in its spend); it keeps ticking.
         before = store.latest_tick()
@@ -182,7 +192,7 @@ async def test_resets_of_an_acted_tick_keep_every_record_and_send_nothing_twice(
     show = cli(rig, "show", str(tick))
     assert show.returncode == 0, show.stderr
     assert json.loads(show.stdout)["run_id"] == original_run
-    assert "ran 4 times" in show.stderr and "redo after simulate" in show.stderr and "<- shown" in show.stderr
+    assert "ran 5 times" in show.stderr and "redo after simulate" in show.stderr and "<- shown" in show.stderr
     listed = cli(rig, "show", str(tick), "--runs").stdout
     assert listed.count("reset") >= 6 and "redo with a smaller swap" in listed
     other = cli(rig, "show", str(tick), "--run", f"reset-{redo[:8]}")
@@ -191,7 +201,7 @@ async def test_resets_of_an_acted_tick_keep_every_record_and_send_nothing_twice(
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "recorded runs" in bad.stderr
     ticks = cli(rig, "ticks", "-n", "500", "--json")
     row = next(r for r in json.loads(ticks.stdout) if r["tick"] == tick)
-    assert row["runs"] == 4 and row["run"] == "" and row["recovered"] is False
+    assert row["runs"] == 5 and row["run"] == "" and row["recovered"] is False
 
 
 async def test_reset_of_a_failed_tick_at_its_failed_step_recovers_it(temporal_env, temporal_client, rig):
