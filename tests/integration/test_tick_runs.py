@@ -81,11 +81,11 @@ async def reset_api(client: Client, wid: str, run_id: str, event_id: int, reason
     return resp.run_id
 
 
-def reset_cli(client: Client, wid: str, run_id: str, reason: str) -> str:
+def reset_cli(client: Client, wid: str, run_id: str, reason: str, kind: str = "FirstWorkflowTask") -> str:
     """`temporal workflow reset --type FirstWorkflowTask`, the bundled CLI an owner would use."""
     out = subprocess.run(
         [str(temporal_cli()), "workflow", "reset", "--address", client.service_client.config.target_host,
-         "--workflow-id", wid, "--run-id", run_id, "--type", "FirstWorkflowTask", "--reason", reason, "--output", "json"],
+         "--workflow-id", wid, "--run-id", run_id, "--type", kind, "--reason", reason, "--output", "json"],
         capture_output=True, text=True, check=True,
     )
     return json.loads(out.stdout)["runId"]
@@ -239,6 +239,13 @@ async def test_reset_of_a_failed_tick_at_its_failed_step_recovers_it(temporal_en
         state = await handle.query(GolemWorkflow.state)
         assert [t.tick for t in state.recent_ticks].count(tick) <= 1  # the failure, folded once
         assert tick in state.failed_ticks
+
+        # A reset past reflect (the last workflow task of a completed tick) re-executes no step; the run still
+        # writes its own record, from the first run's step results.
+        done = store.load(0)
+        late = reset_cli(client, done.workflow_id, done.run_id, "after the fact", kind="LastWorkflowTask")
+        rec0 = await wait_run_record(store, 0, late, "the late reset's record")
+        assert rec0.run_kind == "reset" and rec0.observation == done.observation and store.load(0) == done
         await handle.terminate("test done")
 
     out = cli(rig, "ticks", "-n", "500")
