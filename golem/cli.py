@@ -149,7 +149,7 @@ def cmd_ticks(args) -> int:
     return 0
 
 
-def run_lines(store, tick: int, shown: str) -> list[str]:
+def run_lines(store, tick: int, shown: str | None) -> list[str]:
     """How each run of tick N started and why, the shown one marked (for `golem show`)."""
     lines = []
     failure = store.failure(tick)
@@ -166,6 +166,9 @@ def run_lines(store, tick: int, shown: str) -> list[str]:
         acted = "acted" if r["has_action"] else "no action"
         mark = "  <- shown" if r["run"] == shown else ""
         lines.append(f"  {label:24} {r['run_kind']:8} run {r['run_id'] or '?'}  {r['tier']} {acted}; {why}{mark}")
+    for f in store.run_failures(tick):
+        lines.append(f"  {f['run']:24} {f['run_kind']:8} run {f['run_id'] or '?'}  FAILED: {f['error'][:100]}  "
+                     f"({f['failed_at']})")
     return lines
 
 
@@ -178,11 +181,19 @@ def cmd_show(args) -> int:
     try:
         rec = store.load(args.tick, args.run)
     except (LookupError, ValueError) as err:
-        sys.exit(f"golem show: {err}")
+        failure = store.failure(args.tick) if args.run is None else None
+        if failure is None:
+            sys.exit(f"golem show: {err}")
+        if args.runs:  # a failed tick's runs are still worth listing
+            print(f"runs of tick {args.tick}:\n" + "\n".join(run_lines(store, args.tick, None)))
+            return 0
+        later = len(store.run_failures(args.tick))
+        sys.exit(f"golem show: tick {args.tick} has no record: its run failed ({failure['error'][:160]})"
+                 + (f" and {later} later run(s) failed too (golem show {args.tick} --runs)" if later else "")
+                 + f"; `golem rerun {args.tick}` or a Temporal reset runs it again")
     lines = run_lines(store, args.tick, rec.run_label)
     if args.runs:
-        print(f"runs of tick {args.tick}:")
-        print("\n".join(lines))
+        print(f"runs of tick {args.tick}:\n" + "\n".join(lines))
         return 0
     print(rec.model_dump_json(indent=2))
     if len(lines) > 1:  # the runs go to stderr, so `golem show N | jq` still reads one record

@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
     from golem.life.runs import tick_run
     from golem.models.enums import HeartbeatState, SteerSeverity, Tier
+    from golem.models.golem import TickFailure
     from golem.models.interventions import Steer, parse_intervention
     from golem.models.record import ActionRecord, StepTiming
     from golem.models.state import FsmState
@@ -132,6 +133,28 @@ class ThetaTickWorkflow:
         run = tick_run(info.workflow_id, info.run_id, info.first_execution_run_id, attempt=info.attempt,
                        continued_run_id=info.continued_run_id, rerun_of=ctx.rerun_of)
         self._run_label = run.label
+        try:
+            return await self._tick(ctx, info, run)
+        except ActivityError as err:
+            # The parent records the first run's failure; nobody waits for a later run (a reset, a rerun),
+            # so it records its own before failing.
+            if run.label and workflow.patched("record-run-failure"):
+                await self._record_run_failure(ctx, info, run, _describe(err))
+            raise
+
+    async def _record_run_failure(self, ctx: TickContext, info, run, error: str) -> None:
+        failure = TickFailure(golem_id=ctx.golem_id, tick=ctx.tick, workflow_id=info.workflow_id, run_id=run.run_id,
+                              error=error, failed_at=workflow.now().isoformat(), run_label=run.label,
+                              run_kind=run.kind)
+        try:
+            await workflow.execute_activity_method(
+                TickActivities.record_failure, failure, start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=IO_RETRY,
+            )
+        except ActivityError as rec_err:  # best effort: the failure is in the run's history too
+            workflow.logger.error("could not record the failure of run %s: %s", run.label, rec_err)
+
+    async def _tick(self, ctx: TickContext, info, run) -> TickResult:
         steers = list(ctx.state.pending_steers)
         followups = list(ctx.state.pending_followups)
         errors: list[str] = []

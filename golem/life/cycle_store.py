@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from golem.models.enums import ActionStatus
 from golem.models.golem import TickFailure
-from golem.life.runs import labelled
+from golem.life.runs import check_label, labelled
 from golem.models.record import DecisionCycleRecord
 from golem.storage import connect, init_db
 
@@ -70,6 +70,17 @@ CREATE TABLE IF NOT EXISTS cycle_failures (
     workflow_id TEXT NOT NULL,
     error TEXT NOT NULL,
     failed_at TEXT NOT NULL
+);
+-- Later runs of a tick (a reset, a rerun) that failed: each records itself, since no parent is waiting.
+CREATE TABLE IF NOT EXISTS cycle_run_failures (
+    tick INTEGER NOT NULL,
+    run TEXT NOT NULL,
+    run_kind TEXT NOT NULL,
+    run_id TEXT,
+    workflow_id TEXT NOT NULL,
+    error TEXT NOT NULL,
+    failed_at TEXT NOT NULL,
+    PRIMARY KEY (tick, run)
 );
 """
 
@@ -195,6 +206,7 @@ class CycleStore:
     _PRIMARY = (
         f"SELECT {', '.join('p.' + c for c in _COLUMNS)}, "
         "(SELECT COUNT(*) FROM cycle_index r WHERE r.tick = p.tick) "
+        "+ (SELECT COUNT(*) FROM cycle_run_failures x WHERE x.tick = p.tick) "
         "+ (EXISTS (SELECT 1 FROM cycle_failures f WHERE f.tick = p.tick) AND p.run != '') AS runs, "
         "(EXISTS (SELECT 1 FROM cycle_failures f WHERE f.tick = p.tick) AND p.run != '') AS recovered "
         "FROM cycle_primary p"
@@ -229,6 +241,15 @@ class CycleStore:
             ).fetchall()
         return [self._row_dict(r) for r in rows]
 
+    def run_failures(self, tick: int) -> list[dict[str, Any]]:
+        """Later runs of tick N (a reset, a rerun) that failed, oldest first."""
+        with closing(self._connect()) as conn:
+            rows = conn.execute(
+                "SELECT tick, run, run_kind, run_id, workflow_id, error, failed_at FROM cycle_run_failures "
+                "WHERE tick = ? ORDER BY rowid", (tick,),
+            ).fetchall()
+        return [dict(r) for r in rows]
+
     def failure(self, tick: int) -> dict[str, Any] | None:
         """The parent's note of tick N's failed first run, if it failed."""
         with closing(self._connect()) as conn:
@@ -243,7 +264,16 @@ class CycleStore:
             return conn.execute("SELECT COUNT(DISTINCT tick) FROM cycle_index").fetchone()[0]
 
     def record_failure(self, failure: TickFailure) -> None:
+        """A failed run of a tick: the first run's (recorded by the parent), or a later run's (by itself)."""
         with closing(self._connect()) as conn, conn:
+            if failure.run_label:
+                conn.execute(
+                    "INSERT OR REPLACE INTO cycle_run_failures (tick, run, run_kind, run_id, workflow_id, error, failed_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (failure.tick, check_label(failure.run_label), failure.run_kind, failure.run_id or None,
+                     failure.workflow_id, failure.error, failure.failed_at),
+                )
+                return
             conn.execute(
                 "INSERT OR REPLACE INTO cycle_failures (tick, workflow_id, error, failed_at) VALUES (?, ?, ?, ?)",
                 (failure.tick, failure.workflow_id, failure.error, failure.failed_at),

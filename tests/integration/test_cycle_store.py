@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,8 @@ from golem.models import (
     PoolState,
     Tier,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def make_record(tick: int, *, tier=Tier.T0, regime=MarketRegime.RANGE_BOUND, acted=False, pnl=None,
@@ -175,6 +180,10 @@ def test_a_failed_tick_recovered_by_a_later_run(tmp_path):
     cs.record_failure(TickFailure(golem_id="g1", tick=9, workflow_id="golem-g1-tick-9", error="observe: RPC down",
                                   failed_at="2026-03-01T12:00:00+00:00"))
     assert [f["tick"] for f in cs.failures()] == [9] and cs.row(9) is None
+    show = subprocess.run([sys.executable, "-m", "golem.cli", "--data", str(tmp_path), "show", "9"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert show.returncode == 1 and show.stderr.count("\n") == 1, show.stderr  # one line: what, why, the fix
+    assert "its run failed (observe: RPC down)" in show.stderr and "golem rerun 9" in show.stderr
     rerun = make_record(9).model_copy(update={"run_kind": "rerun", "run_label": "rerun-1",
                                               "rerun_of": "golem-g1-tick-9"})
     cs.persist(rerun)

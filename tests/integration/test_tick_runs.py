@@ -213,17 +213,22 @@ async def test_reset_of_a_failed_tick_at_its_failed_step_recovers_it(temporal_en
         # An RPC outage fails a tick at observe (after its retries); the parent records it and goes on.
         rig.anvil.stop()
         (failed,) = (await wait_for(lambda: store.failures(10), 90, "a failed tick"))[-1:]
-        rig.anvil.start()
         tick, wid = failed["tick"], failed["workflow_id"]
-        await wait_for(lambda: (store.latest_tick() or 0) > tick, 90, "ticks after the outage")
         desc = await client.get_workflow_handle(wid).describe()
         assert desc.status == WorkflowExecutionStatus.FAILED
         failed_run = desc.run_id
-        nonce_before = nonce(rig)
-
         # Reset at the failed step: the workflow task that scheduled the observe which failed.
         events = (await history(client, wid, failed_run)).events
         point = task_completed_before(events, lambda e: e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+
+        # Reset while the RPC is still down: the reset run fails too, and records its own failure.
+        too_soon = await reset_api(client, wid, failed_run, point, "too soon")
+        (again,) = await wait_for(lambda: store.run_failures(tick), 90, "the failed reset run's own note")
+        assert again["run"] == f"reset-{too_soon[:8]}" and again["run_kind"] == "reset" and "observe" in again["error"]
+        rig.anvil.start()
+        await wait_for(lambda: (store.latest_tick() or 0) > tick, 90, "ticks after the outage")
+        nonce_before = nonce(rig)
+
         new_run = await reset_api(client, wid, failed_run, point, "RPC is back")
         rec = await wait_run_record(store, tick, new_run, "the reset run's record")
         assert rec.run_kind == "reset" and rec.reset_reason == "RPC is back" and rec.original_run_id == failed_run
@@ -232,7 +237,7 @@ async def test_reset_of_a_failed_tick_at_its_failed_step_recovers_it(temporal_en
         # The tick is recovered: shown by its reset run, no longer listed as failed, counted as two runs.
         assert tick not in [f["tick"] for f in store.failures(100)]
         row = store.row(tick)
-        assert row["recovered"] is True and row["runs"] == 2 and row["run"] == f"reset-{new_run[:8]}"
+        assert row["recovered"] is True and row["runs"] == 3 and row["run"] == f"reset-{new_run[:8]}"
         assert store.load(tick).run_id == new_run
         before = store.latest_tick()
         await wait_for(lambda: store.latest_tick() > before, 60, "the parent ticking on")
@@ -253,4 +258,4 @@ async def test_reset_of_a_failed_tick_at_its_failed_step_recovers_it(temporal_en
     assert "recovered by reset-" in line and "FAILED" not in out.stdout.split(line)[1].split("\n")[0]
     show = cli(rig, "show", str(tick))
     assert json.loads(show.stdout)["run_id"] == new_run
-    assert "FAILED" in show.stderr and "RPC is back" in show.stderr
+    assert show.stderr.count("FAILED") == 2 and "RPC is back" in show.stderr and "ran 3 times" in show.stderr
