@@ -13,7 +13,6 @@ import re
 
 from golem.models.record import TickRun
 
-RUN_KINDS = ("original", "rerun", "reset", "retry")
 _LABEL = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _SHORT = 8  # characters of a run id in a label: enough to tell a tick's runs apart
 

@@ -50,7 +50,7 @@ class ActionRecord(BaseModel):
     gas_cost: float = 0.0  # USD
     block_number: int | None = None
     protective: str | None = None  # the gas gate's note when it passed the action as protective (§S10)
-    # ALREADY_SENT: the run of this tick that sent the same action, and its tx (nothing was sent again)
+    # ALREADY_SENT: the run of this tick that sent this same action (its tx is in block_reason); not sent again
     sent_by_run: str | None = None
 
 
