@@ -6,6 +6,8 @@ transaction was sent twice, and the parent golem keeps ticking without folding a
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -259,3 +261,40 @@ async def test_reset_of_a_failed_tick_at_its_failed_step_recovers_it(temporal_en
     show = cli(rig, "show", str(tick))
     assert json.loads(show.stdout)["run_id"] == new_run
     assert show.stderr.count("FAILED") == 2 and "RPC is back" in show.stderr and "ran 3 times" in show.stderr
+
+
+async def test_reset_of_a_running_tick(temporal_env, temporal_client, rig):
+    """A tick reset while the parent is still waiting for it: Temporal terminates the running run and the parent
+    waits for the new one instead, folds its result once and goes on; nothing is recorded as failed."""
+    store = CycleStore(rig.data_dir)
+    client = temporal_client
+    async with in_process_worker(client, rig):
+        handle = await rig.start_golem(client, max_ticks=None)
+        await wait_for(lambda: store.count() >= 2, 90, "two ticks")
+        os.kill(rig.anvil.pid, signal.SIGSTOP)  # the chain hangs: the running tick's observe waits on it
+        try:
+            async def running_tick():
+                st = await handle.query(GolemWorkflow.status)
+                wid = st.current_tick_workflow_id
+                if wid is None:
+                    return None
+                desc = await client.get_workflow_handle(wid).describe()
+                return (wid, desc.run_id) if desc.status == WorkflowExecutionStatus.RUNNING else None
+
+            wid, base_run = await wait_for(running_tick, 30, "a tick stuck in observe")
+            tick = int(wid.rsplit("-", 1)[1])
+            events = (await history(client, wid, base_run)).events
+            point = task_completed_before(events, lambda e: e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+            new_run = await reset_api(client, wid, base_run, point, "reset while running")
+        finally:
+            os.kill(rig.anvil.pid, signal.SIGCONT)
+        rec = await wait_run_record(store, tick, new_run, "the running tick's reset record")
+        assert rec.run_kind == "reset" and rec.reset_reason == "reset while running"
+        base = await client.get_workflow_handle(wid, run_id=base_run).describe()
+        assert base.status == WorkflowExecutionStatus.TERMINATED
+        await wait_for(lambda: (store.latest_tick() or 0) > tick, 60, "the parent ticking on")
+        state = await handle.query(GolemWorkflow.state)
+        assert [t.tick for t in state.recent_ticks].count(tick) == 1 and tick not in state.failed_ticks
+        assert store.failures(100) == [] and [r["run"] for r in store.runs(tick)] == [f"reset-{new_run[:8]}"]
+        assert store.load(tick).run_id == new_run  # the terminated first run wrote nothing; the reset run is shown
+        await handle.terminate("test done")
