@@ -271,17 +271,19 @@ async def test_reset_of_a_running_tick(temporal_env, temporal_client, rig):
     async with in_process_worker(client, rig):
         handle = await rig.start_golem(client, max_ticks=None)
         await wait_for(lambda: store.count() >= 2, 90, "two ticks")
-        os.kill(rig.anvil.pid, signal.SIGSTOP)  # the chain hangs: the running tick's observe waits on it
+        os.kill(rig.anvil.pid, signal.SIGSTOP)  # the chain hangs: a tick started from now on waits in observe
         try:
+            stopped_at = (await handle.query(GolemWorkflow.status)).tick
+
             async def running_tick():
                 st = await handle.query(GolemWorkflow.status)
                 wid = st.current_tick_workflow_id
-                if wid is None:
+                if wid is None or int(wid.rsplit("-", 1)[1]) <= stopped_at:
                     return None
                 desc = await client.get_workflow_handle(wid).describe()
                 return (wid, desc.run_id) if desc.status == WorkflowExecutionStatus.RUNNING else None
 
-            wid, base_run = await wait_for(running_tick, 30, "a tick stuck in observe")
+            wid, base_run = await wait_for(running_tick, 30, "a tick started after the chain hung")
             tick = int(wid.rsplit("-", 1)[1])
             events = (await history(client, wid, base_run)).events
             point = task_completed_before(events, lambda e: e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
@@ -295,6 +297,7 @@ async def test_reset_of_a_running_tick(temporal_env, temporal_client, rig):
         await wait_for(lambda: (store.latest_tick() or 0) > tick, 60, "the parent ticking on")
         state = await handle.query(GolemWorkflow.state)
         assert [t.tick for t in state.recent_ticks].count(tick) == 1 and tick not in state.failed_ticks
-        assert store.failures(100) == [] and [r["run"] for r in store.runs(tick)] == [f"reset-{new_run[:8]}"]
+        assert tick not in [f["tick"] for f in store.failures(100)]  # (the tick running when the chain hung may fail)
+        assert [r["run"] for r in store.runs(tick)] == [f"reset-{new_run[:8]}"]
         assert store.load(tick).run_id == new_run  # the terminated first run wrote nothing; the reset run is shown
         await handle.terminate("test done")
