@@ -39,6 +39,7 @@ from golem.inference.evaluator import evaluate_outcome
 from golem.inference.llm import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.life.cycle_store import CycleStore
+from golem.life.runs import labelled
 from golem.models.config import GolemConfig
 from golem.models.enums import BehavioralPhase
 from golem.models.record import ActionRecord, DecisionCycleRecord, OutcomeRecord
@@ -153,19 +154,21 @@ class GolemServices:
     def simulate(self, actions: list[ProposedAction], observation) -> SimulationResult:
         return simulate_actions(self.w3, self.deployment, self.account, actions, observation)
 
-    def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation) -> ActionRecord:
+    def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation,
+                run_id: str | None = None) -> ActionRecord:
         if self._executor is None:
             raise RuntimeError("no signing key configured; cannot execute")
-        return self.safety.execute(self._executor, ctx.golem_id, ctx.tick, action, permit_id, observation)
+        return self.safety.execute(self._executor, ctx.golem_id, ctx.tick, action, permit_id, observation, run_id)
 
-    def verify(self, ctx: TickContext, actions, simulation, records, observation) -> OutcomeRecord:
+    def verify(self, ctx: TickContext, actions, simulation, records, observation, run_label: str = "") -> OutcomeRecord:
         """OutcomeVerification (logs, invariants) kept on disk; the record carries its outcome and path."""
         ov = self.safety.verify(
             self.w3, self.deployment, ctx.golem_id, ctx.tick, self.account, actions, simulation, records, observation,
             # Wait for confirmations only briefly inside the tick; later ticks confirm (observe).
             timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3), now=ctx.started_ts,
         )
-        path = self.data_dir / "outcomes" / f"tick-{ctx.tick:06d}.json"
+        # One file per run of the tick (a reset or rerun writes beside the first run's evidence).
+        path = self.data_dir / "outcomes" / f"{labelled(f'tick-{ctx.tick:06d}', run_label)}.json"
         path.parent.mkdir(exist_ok=True)
         path.write_text(ov.model_dump_json(indent=2))
         if ov.safety_incident:
@@ -218,7 +221,10 @@ class GolemServices:
             }))
 
     def write_episode(self, record: DecisionCycleRecord) -> str:
-        """Keyed by golem and tick, so a retried reflect overwrites instead of duplicating."""
+        """Keyed by golem, tick and run, so a retried reflect overwrites instead of duplicating, and another
+        run of the tick (a reset, a rerun) is remembered beside the first run's episode."""
         episode = episode_from_record(record)
+        if record.run_label:
+            episode = episode.model_copy(update={"id": f"{episode.id}:{record.run_label}"})
         self.episodes.upsert(episode)
         return episode.id
