@@ -20,13 +20,14 @@ from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, LP_SHARES_KEY, POOL_
 from golem.inference.strategy import Constraint, Strategy
 from golem.models.observation import ChainSnapshot
 from golem.models.tick import ProposedAction
-from golem.world.deploy import LIQUIDATION_THRESHOLD
 
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
         "!=": operator.ne}
 # The position's liquidation threshold when the snapshot does not carry Aave's (no collateral yet, or a
 # hand-built snapshot): the embedded market's WETH reserve, 82.5 % (golem.world.deploy.RESERVES).
-FALLBACK_LIQUIDATION_THRESHOLD = LIQUIDATION_THRESHOLD
+# Kept as a number here, not imported: the safety layer must not depend on the dev world's deploy script
+# (tests/unit/test_safety_liquidity.py checks the two agree).
+FALLBACK_LIQUIDATION_THRESHOLD = 0.825
 _ACCOUNT_METRICS = ("health_factor", "debt", "collateral")
 
 

@@ -223,3 +223,10 @@ def test_verification_prices_shares_and_expects_pool_logs():
 def test_the_llm_sees_the_liquidity_tools():
     names = [t["name"] for t in decision_tools(["WETH", "USDC"])]
     assert "add_liquidity" in names and "remove_liquidity" in names
+
+
+def test_fallback_liquidation_threshold_is_the_embedded_worlds_weth_reserve():
+    from golem.safety.constraints import FALLBACK_LIQUIDATION_THRESHOLD
+    from golem.world.deploy import LIQUIDATION_THRESHOLD, RESERVES
+
+    assert FALLBACK_LIQUIDATION_THRESHOLD == LIQUIDATION_THRESHOLD == RESERVES["WETH"].lt / 10_000
