@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator
 from web3 import Web3
 
 from golem.chain.contracts import PAIRS, REQUIRED_KEYS, TOKEN_SYMBOLS, Deployment, at

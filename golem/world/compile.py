@@ -62,16 +62,18 @@ def compile_all(contracts_dir: Path = CONTRACTS_DIR) -> dict[str, dict[str, Any]
     return {name: compile_source(name, contracts_dir) for name in CONTRACT_NAMES}
 
 
-def write_artifacts(
-    artifacts: dict[str, dict[str, Any]], artifacts_dir: Path = ARTIFACTS_DIR
-) -> list[Path]:
-    artifacts_dir.mkdir(parents=True, exist_ok=True)
+def _write_json(items: dict[str, Any], folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, artifact in artifacts.items():
-        path = artifacts_dir / f"{name}.json"
-        path.write_text(json.dumps(artifact, indent=1, sort_keys=True) + "\n")
+    for name, content in items.items():
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
         written.append(path)
     return written
+
+
+def write_artifacts(artifacts: dict[str, dict[str, Any]], artifacts_dir: Path = ARTIFACTS_DIR) -> list[Path]:
+    return _write_json(artifacts, artifacts_dir)
 
 
 def vendored_abis(compiled: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -85,13 +87,7 @@ def vendored_abis(compiled: dict[str, dict[str, Any]]) -> dict[str, list[dict[st
 
 
 def write_abis(abis: dict[str, list[dict[str, Any]]], abis_dir: Path = ABIS_DIR) -> list[Path]:
-    abis_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, abi in abis.items():
-        path = abis_dir / f"{name}.json"
-        path.write_text(json.dumps(abi, indent=1, sort_keys=True) + "\n")
-        written.append(path)
-    return written
+    return _write_json(abis, abis_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
