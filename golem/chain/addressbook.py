@@ -41,36 +41,23 @@ def _addr(v: str) -> str:
     return Web3.to_checksum_address(v)
 
 
+Address = Annotated[str, AfterValidator(_addr)]
+
+
 class FeedEntry(BaseModel):
     model_config = {"extra": "forbid"}
-    address: str | None = None  # default: AaveOracle.getSourceOfAsset(asset)
+    address: Address | None = None  # default: AaveOracle.getSourceOfAsset(asset)
     heartbeat_s: int = Field(default=3600, ge=1)
-
-
-    @field_validator("address")
-    @classmethod
-    def _check(cls, v: str | None) -> str | None:
-        return None if v is None else _addr(v)
 
 
 class UniswapV2Entry(BaseModel):
     model_config = {"extra": "forbid"}
-    router: str
-
-    @field_validator("router")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _addr(v)
+    router: Address
 
 
 class AaveV3Entry(BaseModel):
     model_config = {"extra": "forbid"}
-    pool_addresses_provider: str
-
-    @field_validator("pool_addresses_provider")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _addr(v)
+    pool_addresses_provider: Address
 
 
 class AddressBook(BaseModel):
