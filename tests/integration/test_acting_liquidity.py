@@ -163,8 +163,10 @@ def test_router_taking_less_than_planned_leaves_no_allowance(
     for fn in (weth.functions.approve(router.address, 5 * 10**17),
                router.functions.swapExactTokensForTokens(5 * 10**17, 0, [weth.address, world.address("USDC")],
                                                          trader.address, 2**40)):
+        # explicit gas: Anvil estimates at the latest block's second; mined in the next one, the pair's
+        # cumulative-price update (~45k) would run an estimated limit out of gas
         tx = fn.build_transaction({"from": trader.address, "nonce": w3.eth.get_transaction_count(trader.address),
-                                   "chainId": world.chain_id})
+                                   "chainId": world.chain_id, "gas": 300_000})
         assert w3.eth.wait_for_transaction_receipt(
             w3.eth.send_raw_transaction(trader.account.sign_transaction(tx).raw_transaction))["status"] == 1
 

@@ -332,7 +332,9 @@ def test_action_that_would_revert_at_execution_is_failed_not_sent(
         router.functions.swapExactTokensForTokens(
             50 * 10**18, 0, [weth.address, world.address("USDC")], trader.address, deadline),
     ):
-        tx = fn.build_transaction({"from": trader.address, "nonce": w3.eth.get_transaction_count(trader.address), "chainId": world.chain_id})
+        # explicit gas: an estimate at the latest block's second can run out in the next (the pair's oracle update)
+        tx = fn.build_transaction({"from": trader.address, "nonce": w3.eth.get_transaction_count(trader.address),
+                                   "chainId": world.chain_id, "gas": 300_000})
         signed = trader.account.sign_transaction(tx)
         assert w3.eth.wait_for_transaction_receipt(w3.eth.send_raw_transaction(signed.raw_transaction))["status"] == 1
 
