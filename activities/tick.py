@@ -14,6 +14,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from golem.cognition.backpressure import merge_into_observation
@@ -63,6 +64,8 @@ from golem.models.tick import (
     ValidationResult,
     VerifyInput,
 )
+from golem.safety.run_actions import renumbered
+from workers.runs import reset_origin
 from workers.services import GolemServices
 
 RETRIEVAL_K = 5
@@ -70,6 +73,22 @@ RETRIEVAL_K = 5
 
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
+
+
+def force_t2_reason(report, reorged: list[int], liquidations) -> str | None:
+    """A reorg (heartbeat §S10) or a liquidation of the golem's position forces the tick to T2."""
+    reasons = []
+    if report.force_t2:
+        reasons.append(f"chain reorg re-marked ticks {reorged or report.reorg_detected_at}")
+    for liq in liquidations:
+        reasons.append(f"position liquidated in tx {liq.tx_hash}: {liq.debt_covered:,.2f} {liq.debt_asset} repaid by "
+                       f"{liq.liquidator}, {liq.collateral_seized:,.4f} {liq.collateral_asset} seized")
+    return "; ".join(reasons) or None
+
+
+def _run_id() -> str | None:
+    """The Temporal run this activity works for: another run of the tick (a reset, a rerun) has another."""
+    return activity.info().workflow_run_id if activity.in_activity() else None
 
 
 def bad_input(message: str, kind: str = "BadInput") -> ApplicationError:
@@ -96,8 +115,10 @@ def canonical_actions(actions: list[ProposedAction]) -> str:
 
 
 class TickActivities:
-    def __init__(self, services: GolemServices) -> None:
+    def __init__(self, services: GolemServices, temporal: Client | None = None) -> None:
         self.s = services
+        # The worker's Temporal client: reflect reads a reset run's reason from its history.
+        self.temporal = temporal
         self._topology: TopologyTracker | None = None
 
     def topology(self) -> TopologyTracker:
@@ -129,7 +150,9 @@ class TickActivities:
         # Each anomaly's topology curiosity modifier (grimoire "Feeding the Curiosity Scorer"), after syncing
         # the golem's topology into the knowledge graph at this block.
         anomalies = self.topology().observe(ctx.golem_id, snapshot, ctx.tick, anomalies_from(probes))
+        liquidations = self.s.liquidations(ctx.tick, snapshot.block_number)
         return Observation(
+            liquidations=liquidations,
             snapshot=snapshot,
             probes=probes,
             anomalies=anomalies,
@@ -139,9 +162,7 @@ class TickActivities:
             confirmation_depth=report.depth,
             newly_confirmed_ticks=sorted({a.tick for a in report.newly_confirmed}),
             reorged_ticks=reorged,
-            force_t2_reason=(
-                f"chain reorg re-marked ticks {reorged or report.reorg_detected_at}" if report.force_t2 else None
-            ),
+            force_t2_reason=force_t2_reason(report, reorged, liquidations),
         )
 
     @activity.defn(name="gamma")
@@ -227,7 +248,7 @@ class TickActivities:
         if not inp.steers and not inp.followups:
             cache, hit = self._cache_lookup(inp, cache_key)
         if hit is not None:
-            return apply_must_gate(hit.model_copy(update={"decision_cache": cache}), must)
+            return self._numbered(inp, apply_must_gate(hit.model_copy(update={"decision_cache": cache}), must))
         try:
             deliberation = await self.s.deliberator.decide(inp, strategy, self.s.playbook_text())
         except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
@@ -242,7 +263,16 @@ class TickActivities:
             mental_models=[], now=cache_key[2], tick=ctx.tick, regime=inp.observation.regime.value,
             playbook_revision=cache_key[3], context_policy_revision=0, cfg=ctx.config.decision_cache,
         )
-        return apply_must_gate(deliberation.model_copy(update={"decision_cache": cache}), must)
+        return self._numbered(inp, apply_must_gate(deliberation.model_copy(update={"decision_cache": cache}), must))
+
+    def _numbered(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
+        """Another run of this tick (a reset, a rerun) already used action slots: this run's actions are
+        numbered after them, so what it sends gets its own permits and journal entries (issue 21)."""
+        run_id = _run_id()
+        if run_id is None:
+            return deliberation
+        first = self.s.safety.run_actions.first_free_index(inp.ctx.golem_id, inp.ctx.tick, run_id)
+        return deliberation.model_copy(update={"actions": renumbered(deliberation.actions, first)})
 
     def _remember_facts(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
         """The model's relations (grimoire "Graph Maintenance" 1) go into the knowledge graph once checked against
@@ -294,6 +324,7 @@ class TickActivities:
         result, _ = self.s.safety.validate(
             ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, inp.simulation, inp.observation, strategy=strategy,
             steers=[*ctx.state.pending_steers, *inp.steers], now=ctx.started_ts,
+            run_id=_run_id(),
         )
         return result
 
@@ -310,6 +341,10 @@ class TickActivities:
         for action in inp.actions:
             verdict = verdicts.get(action.action_index)
             base = dict(action_index=action.action_index, action_type=action.tool, tool_name=action.tool)
+            if verdict is not None and verdict.sent_by_run:  # another run of this tick sent this very action
+                records.append(ActionRecord(**base, status=ActionStatus.ALREADY_SENT, block_reason=verdict.reason,
+                                            sent_by_run=verdict.sent_by_run))
+                continue
             if verdict is None or not verdict.approved or not verdict.permit_id:
                 reason = verdict.reason if verdict else "not validated"
                 records.append(ActionRecord(**base, status=ActionStatus.BLOCKED, block_reason=reason))
@@ -321,17 +356,20 @@ class TickActivities:
                                  protective=verdict.protective)
                 )
                 continue
-            record = self.s.execute(inp.ctx, action, verdict.permit_id, inp.observation)
+            record = self.s.execute(inp.ctx, action, verdict.permit_id, inp.observation,
+                                    run_id=_run_id())
             records.append(record.model_copy(update={"protective": verdict.protective}))
             activity.heartbeat(f"action {action.action_index} done")
         return ExecuteResult(records=records)
 
     @activity.defn(name="verify")
     def verify(self, inp: VerifyInput) -> OutcomeRecord:
-        return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, inp.observation)
+        return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, inp.observation, inp.run_label)
 
     @activity.defn(name="reflect")
     async def reflect(self, inp: ReflectInput) -> TickResult:
+        if inp.run is not None and inp.run.kind == "reset" and inp.run.reset_reason is None and self.temporal:
+            inp = inp.model_copy(update={"run": await reset_origin(self.temporal, inp.workflow_id, inp.run)})
         record = build_record(inp, inp.ctx.started_at or _now_iso())  # the tick's clock (path time in a backtest)
         if record.outcome is not None and inp.deliberation is not None:
             spend = daily_spend_on(inp.ctx.state, inp.ctx.started_at)

@@ -1,5 +1,6 @@
-"""Write-path latency per action on a real Anvil: simulate + validate + execute + verify, and how
-much of each step is chain time (JSON-RPC round trips) vs our own code.
+"""Write-path latency per action on a real Anvil against the real protocols (Uniswap V2 Router02 swaps,
+Aave V3 Pool repays and borrows): simulate + validate + execute + verify, how much of each step is
+chain time (JSON-RPC round trips) vs our own code, and the gas each kind of action costs.
 
     python bench/write_path.py [-n 20]
 
@@ -28,8 +29,16 @@ from golem.models.enums import BehavioralPhase  # noqa: E402
 from golem.models.observation import Observation  # noqa: E402
 from golem.models.tick import ProposedAction  # noqa: E402
 from golem.safety.service import SafetyService  # noqa: E402
-from golem.world.deploy import deploy_world  # noqa: E402
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port  # noqa: E402
+from infra.world_cache import deploy_or_load  # noqa: E402
+
+# The cycle of actions: sell and buy back on the pair, repay and re-borrow on Aave (the position stays put).
+CYCLE = (
+    ("swap", {"token_in": "WETH", "token_out": "USDC", "amount_in": 0.1}),
+    ("swap", {"token_in": "USDC", "token_out": "WETH", "amount_in": 150}),
+    ("repay", {"amount": 150}),
+    ("borrow", {"amount": 150}),
+)
 
 
 class RpcClock:
@@ -67,8 +76,7 @@ def main() -> None:
         anvil.start()
         try:
             w3 = make_web3(anvil.rpc_url)
-            world = deploy_world(w3, deployer_key=ANVIL_KEYS[0], golem_address=ANVIL_ADDRESSES[2],
-                                 trader_address=ANVIL_ADDRESSES[1], golem_key=ANVIL_KEYS[2], rpc_url=anvil.rpc_url)
+            world = deploy_or_load(w3, anvil.rpc_url)[0]
             golem = ANVIL_ADDRESSES[2]
             cfg = GolemConfig()
             cfg.probes.kill_switch_path = str(Path(tmp) / "no-killswitch")
@@ -84,6 +92,7 @@ def main() -> None:
 
             steps = {k: {"wall": [], "rpc": [], "calls": []} for k in ("simulate", "validate", "execute", "verify")}
             totals = []
+            gas: dict[str, list[tuple[int, int, int]]] = {}  # tool → (action gas, main tx gas, txs)
 
             def timed(step, fn):
                 r0, c0, t0 = clock.total, clock.calls, time.perf_counter()
@@ -94,9 +103,8 @@ def main() -> None:
                 return out
 
             for i in range(n):
-                tin, tout, amt = ("WETH", "USDC", 0.1) if i % 2 == 0 else ("USDC", "WETH", 150)
-                action = ProposedAction(action_index=0, tool="swap",
-                                        arguments={"token_in": tin, "token_out": tout, "amount_in": amt})
+                tool, args = CYCLE[i % len(CYCLE)]
+                action = ProposedAction(action_index=0, tool=tool, arguments=args)
                 t_all = time.perf_counter()
                 obs = Observation(snapshot=read_snapshot(w3, world, golem))
                 sim = timed("simulate", lambda: simulate_actions(w3, world, golem, [action], obs))
@@ -106,11 +114,14 @@ def main() -> None:
                 rec = timed("execute", lambda: svc.execute(executor, "bench", i, action, permit, obs))
                 w3.provider.make_request("evm_mine", [])  # the 2nd confirmation (Anvil mines on demand)
                 ov = timed("verify", lambda: svc.verify(w3, world, "bench", i, golem, [action], sim, [rec], obs))
-                assert ov.outcome.verified, ov.outcome.actual
+                assert ov.outcome.verified, (ov.outcome.actual, ov.invariant_violations)
                 totals.append(time.perf_counter() - t_all)
+                main_gas = w3.eth.get_transaction_receipt(rec.tx_hash)["gasUsed"]
+                gas.setdefault(tool, []).append((rec.gas_used, main_gas, len(svc.journal.intents_for("bench", i, 0))))
 
             f = statistics.median(floor) * 1000
-            print(f"write path on Anvil, {n} swaps (approve + swap each), 2 confirmations")
+            print(f"write path on Anvil, {n} actions cycling {', '.join(t for t, _ in CYCLE)} (Router02 / Aave V3 Pool), "
+                  "2 confirmations")
             print(f"floor: eth_blockNumber round trip  median {f:.2f} ms   p90 {pct(floor, 0.9) * 1000:.2f} ms")
             print(f"{'step':<10}{'median ms':>10}{'p90 ms':>9}{'× floor':>9}{'rpc calls':>10}{'chain ms':>10}{'ours ms':>9}{'chain %':>9}")
             whole_wall = whole_rpc = 0.0
@@ -125,6 +136,10 @@ def main() -> None:
             print(f"per action (4 steps): {per:.1f} ms = {per / f:.1f}× floor; chain time {whole_rpc / whole_wall * 100:.0f}%, "
                   f"our code {100 - whole_rpc / whole_wall * 100:.0f}%")
             print(f"including the observation read and the extra mined block: median {statistics.median(totals) * 1000:.1f} ms")
+            print(f"{'gas':<10}{'action':>10}{'main tx':>10}{'txs':>6}   (action = approve + call [+ revoke])")
+            for tool, rows in gas.items():
+                action_gas, main_gas, txs = (statistics.median(r[j] for r in rows) for j in range(3))
+                print(f"{tool:<10}{action_gas:>10,.0f}{main_gas:>10,.0f}{txs:>6.0f}")
         finally:
             anvil.stop()
 

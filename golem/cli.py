@@ -131,28 +131,75 @@ def cmd_status(args) -> int:
 def cmd_ticks(args) -> int:
     from golem.life.cycle_store import CycleStore
 
+    if args.n < 0:
+        sys.exit(f"golem ticks: -n must be >= 0, got {args.n}")
     store = CycleStore(Path(args.data))
     rows = store.recent(args.n)
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return 0
-    print(f"{'tick':>6} {'tier':4} {'regime':13} {'phase':12} {'PE':>6} {'act':>3} {'cost':>9}  time")
+    # One row per tick (the run an owner cares about); `runs` > 1: `golem show N` lists the others.
+    print(f"{'tick':>6} {'tier':4} {'regime':13} {'phase':12} {'PE':>6} {'act':>3} {'cost':>9} {'runs':>4}  time")
     for r in rows:
+        note = f"  recovered by {r['run']} (first run failed)" if r["recovered"] else ""
         print(f"{r['tick']:>6} {r['tier']:4} {r['regime']:13} {r['phase']:12} {r['prediction_error']:6.3f} "
-              f"{int(bool(r['has_action'])):>3} {r['total_cost']:9.5f}  {r['timestamp']}")
+              f"{int(bool(r['has_action'])):>3} {r['total_cost']:9.5f} {r['runs']:>4}  {r['timestamp']}{note}")
     for f in store.failures(args.n):
         print(f"{f['tick']:>6} FAILED {f['error'][:100]}  ({f['failed_at']})")
     return 0
 
 
+def run_lines(store, tick: int, shown: str | None) -> list[str]:
+    """How each run of tick N started and why, the shown one marked (for `golem show`)."""
+    lines = []
+    failure = store.failure(tick)
+    if failure is not None and not any(r["run"] == "" for r in store.runs(tick)):
+        lines.append(f"  {'(first run)':24} FAILED: {failure['error'][:100]}  ({failure['failed_at']})")
+    for r in store.runs(tick):
+        label = r["run"] or "(first run)"
+        why = {
+            "original": "started by the golem",
+            "rerun": f"`golem rerun` of {r['rerun_of']}",
+            "reset": f"Temporal reset from run {r['original_run_id']}: {r['reset_reason'] or '(reason not read)'}",
+            "retry": f"workflow retry of run {r['original_run_id']}",
+        }.get(r["run_kind"], r["run_kind"])
+        acted = "acted" if r["has_action"] else "no action"
+        mark = "  <- shown" if r["run"] == shown else ""
+        lines.append(f"  {label:24} {r['run_kind']:8} run {r['run_id'] or '?'}  {r['tier']} {acted}; {why}{mark}")
+    for f in store.run_failures(tick):
+        lines.append(f"  {f['run']:24} {f['run_kind']:8} run {f['run_id'] or '?'}  FAILED: {f['error'][:100]}  "
+                     f"({f['failed_at']})")
+    return lines
+
+
 def cmd_show(args) -> int:
     from golem.life.cycle_store import CycleStore
 
+    if args.tick < 0:
+        sys.exit(f"golem show: tick must be >= 0, got {args.tick}")
+    store = CycleStore(Path(args.data))
     try:
-        rec = CycleStore(Path(args.data)).load(args.tick)
+        rec = store.load(args.tick, args.run)
     except (LookupError, ValueError) as err:
-        sys.exit(f"golem: {err}")
+        failure = store.failure(args.tick) if args.run is None else None
+        if failure is None:
+            sys.exit(f"golem show: {err}")
+        if args.runs:  # a failed tick's runs are still worth listing
+            print(f"runs of tick {args.tick}:\n" + "\n".join(run_lines(store, args.tick, None)))
+            return 0
+        later = len(store.run_failures(args.tick))
+        sys.exit(f"golem show: tick {args.tick} has no record: its run failed ({failure['error'][:160]})"
+                 + (f" and {later} later run(s) failed too (golem show {args.tick} --runs)" if later else "")
+                 + f"; `golem rerun {args.tick}` or a Temporal reset runs it again")
+    lines = run_lines(store, args.tick, rec.run_label)
+    if args.runs:
+        print(f"runs of tick {args.tick}:\n" + "\n".join(lines))
+        return 0
     print(rec.model_dump_json(indent=2))
+    if len(lines) > 1:  # the runs go to stderr, so `golem show N | jq` still reads one record
+        print(f"tick {args.tick} ran {len(lines)} times (`golem show {args.tick} --run LABEL` shows another):",
+              file=sys.stderr)
+        print("\n".join(lines), file=sys.stderr)
     return 0
 
 
@@ -194,7 +241,8 @@ async def _replay(args) -> int:
     cfg = _config(args)
     client = await _client(args)
     wid = args.workflow_id or _tick_id(cfg.golem.id, args.tick)
-    history = await client.get_workflow_handle(wid).fetch_history()
+    # Without --run-id Temporal answers with the workflow's latest run (after a reset: the reset run).
+    history = await client.get_workflow_handle(wid, run_id=args.run_id).fetch_history()
     ok, detail = await replay_history(history)
     print(f"{wid}: determinism {'OK' if ok else 'DIVERGED'} ({len(history.events)} events)")
     if not ok:
@@ -259,8 +307,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-n", type=int, default=20)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_ticks)
-    s = command("show", "print tick N's DecisionCycleRecord")
+    s = command("show", "print tick N's DecisionCycleRecord (and list its other runs)")
     s.add_argument("tick", type=int)
+    s.add_argument("--run", help="the run's label, e.g. rerun-1 or reset-1a2b3c4d (default: the first run, "
+                                 "or the latest run that recorded when the first failed)")
+    s.add_argument("--runs", action="store_true", help="only list the tick's runs: how each started and why")
     s.set_defaults(fn=cmd_show)
     s = command("steer", "interrupt the golem: forces T2 on the next (or running) tick")
     s.add_argument("message")
@@ -276,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = command("replay", "replay tick N's history with Replayer and report determinism")
     s.add_argument("tick", type=int, nargs="?")
     s.add_argument("--workflow-id", help="replay any workflow by id instead of a tick")
+    s.add_argument("--run-id", help="replay this run (e.g. the first run of a tick that was reset); default the latest")
     s.set_defaults(fn=cmd_replay)
     s = command("rerun", "re-execute tick N from its recorded input as a new, linked workflow")
     s.add_argument("tick", type=int)

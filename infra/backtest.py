@@ -3,7 +3,8 @@ backtest").
 
 Everything is the live golem's: GolemWorkflow and ThetaTickWorkflow on a throwaway Temporal dev server, the
 same activities, safety cage, deliberator and Grimoire in an in-process worker, a fresh Anvil with the dev
-world deployed. Only the world differs: golem/world/replay.py sets the chain to each row, then the
+world deployed (Uniswap V2 and Aave V3 from their published bytecode; fresh, with `--timestamp` so chain time is
+path time: a cached state dump would carry later timestamps than the path). Only the world differs: golem/world/replay.py sets the chain to each row, then the
 `advance_world` update hands the row's time to GolemWorkflow, whose replay clock ticks when theta has elapsed
 in path time and answers once the tick is done. All data stays under the output directory.
 """
@@ -116,7 +117,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
                        client, run_dir: Path) -> VariantRun:
     from golem.chain.web3client import make_web3
     from golem.world.deploy import deploy_world
-    from golem.world.replay import ReplayDriver
+    from golem.world.replay import BLOCK_INTERVAL_S, ReplayDriver
     from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
     started = time.perf_counter()
@@ -127,6 +128,9 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
     await asyncio.to_thread(anvil.start)
     try:
         w3 = make_web3(anvil.rpc_url)
+        # chain time is path time from the genesis on: a block carries its row's time, not the wall clock's, so the
+        # interest Aave accrues from the golem's borrow on is the same every run (golem/world/replay.py)
+        w3.provider.make_request("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
         golem_account = ANVIL_ADDRESSES[GOLEM_KEY_INDEX]
         dep = await asyncio.to_thread(deploy_world, w3, ANVIL_KEYS[0], golem_account, ANVIL_ADDRESSES[1],
                                       golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX], rpc_url=anvil.rpc_url)
@@ -148,12 +152,31 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         await asyncio.to_thread(anvil.stop)
 
 
+def _apply(opts: BacktestOptions, driver, row: PathRow):
+    """Apply a row; returns it with the block the chain was at before (the row's events come after it)."""
+    before = driver.w3.eth.block_number
+    applied = driver.apply(row)
+    for msg in applied.liquidation_failures:
+        _log(opts, f"  row {row.tick}: the liquidator's call failed: {msg}")
+    return applied, before
+
+
+def _row_liquidation_kwargs(driver, account: str, applied, before: int, snap) -> dict:
+    """The row's LiquidationCall events against `account`, read from the Aave Pool's logs, and whether its health
+    factor was under 1.0 at the row's prices (as the liquidator read it, before anyone acted)."""
+    from golem.chain.reader import read_liquidations
+
+    return {"liquidations": read_liquidations(driver.w3, driver.deployment, account, before + 1, snap.block_number),
+            "row_health_factor": applied.health_factors.get(account)}
+
+
 async def _replay_hold(opts, rows, driver, account) -> list[TickMark]:
     marks = []
     for i, row in enumerate(rows):
-        await asyncio.to_thread(driver.apply, row)
+        applied, before = await asyncio.to_thread(_apply, opts, driver, row)
         snap = await asyncio.to_thread(driver.snapshot, account)
-        marks.append(mark_row(i, row, snap, None, gas_paid_before=0.0))
+        liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, account, applied, before, snap)
+        marks.append(mark_row(i, row, snap, None, gas_paid_before=0.0, **liq))
     return marks
 
 
@@ -187,7 +210,7 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
         handle = client.get_workflow_handle(wid)  # no run id: the update follows continue-as-new
         with BlockProducer(driver.w3):
             for i, row in enumerate(rows):
-                applied = await asyncio.to_thread(driver.apply, row)
+                applied, before = await asyncio.to_thread(_apply, opts, driver, row)
                 t0 = time.perf_counter()
                 done = await handle.execute_update(
                     GolemWorkflow.advance_world,
@@ -196,7 +219,8 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
                 wall_ms = (time.perf_counter() - t0) * 1000.0 if done.tick is not None else None
                 record = await asyncio.to_thread(store.load, done.tick) if done.tick is not None and not done.failed else None
                 snap = await asyncio.to_thread(driver.snapshot, services.account)
-                mark = mark_row(i, row, snap, record, gas_paid_before=gas_paid, wall_ms=wall_ms)
+                liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, services.account, applied, before, snap)
+                mark = mark_row(i, row, snap, record, gas_paid_before=gas_paid, wall_ms=wall_ms, **liq)
                 gas_paid += mark.gas_usd
                 marks.append(mark)
                 if opts.progress and (i + 1) % 50 == 0:

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from infra.anvil import ANVIL_KEYS, ANVIL_ADDRESSES, AnvilProcess
+from infra.anvil import ANVIL_KEYS, AnvilProcess
 from infra.temporal import TemporalDevServer
 
 log = logging.getLogger("golem.stack")
 
-GOLEM_KEY_INDEX = 2  # Anvil dev account #2 is the golem (public, well-known dev key)
+from infra.world_cache import GOLEM_KEY_INDEX
 
 
 def _rpc_port(rpc_url: str) -> int:
@@ -32,20 +32,22 @@ def _rpc_port(rpc_url: str) -> int:
 
 
 def ensure_world(rpc_url: str, data_dir: Path):
-    """Deploy our contracts unless the saved deployment is still live on this chain."""
-    from golem.chain.contracts import Deployment
+    """Deploy the real protocols (Uniswap V2, Aave V3, feeds) unless the saved deployment is live on this chain;
+    a fresh Anvil loads the cached state dump of an earlier deploy instead of redeploying (infra.world_cache)."""
+    from golem.chain.contracts import Deployment, DeploymentError
     from golem.chain.web3client import make_web3
-    from golem.world.deploy import deploy_world
+    from infra.world_cache import deploy_or_load
 
     w3 = make_web3(rpc_url)
     path = data_dir / "deployment.json"
     if path.exists():
-        dep = Deployment.load(path)
-        if w3.eth.get_code(w3.to_checksum_address(dep.addresses["POOL"])):
+        try:
+            dep = Deployment.load(path)
+        except DeploymentError:  # a world from an older version of the project: deploy anew
+            dep = None
+        if dep is not None and w3.eth.get_code(w3.to_checksum_address(dep.addresses["AAVE_POOL"])):
             return dep, False
-    dep = deploy_world(
-        w3, ANVIL_KEYS[0], ANVIL_ADDRESSES[GOLEM_KEY_INDEX], ANVIL_ADDRESSES[1], golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX]
-    )
+    dep, fresh = deploy_or_load(w3, rpc_url, use_cache=w3.eth.block_number == 0)
     dep.save(path)
     return dep, True
 
@@ -138,7 +140,8 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         print("starting Anvil ...", flush=True)
         anvil.start()
         dep, fresh = ensure_world(config.chain.rpc_url, data_dir)
-        print(f"contracts {'deployed' if fresh else 'found'}: pool {dep.addresses['POOL']}", flush=True)
+        print(f"protocols {'deployed' if fresh else 'found'}: Uniswap V2 router {dep.addresses['UNI_ROUTER']}, "
+              f"Aave V3 pool {dep.addresses['AAVE_POOL']} (address book in {data_dir / 'deployment.json'})", flush=True)
         interval = sim_interval or max(config.clock.theta_base_seconds / 2, 0.5)
         sim = _spawn(
             [sys.executable, "-m", "golem.world.simulator", "--rpc", config.chain.rpc_url,

@@ -39,16 +39,18 @@ class RerunRefused(ValueError):
 
 async def rerun_tick(client: Client, golem_id: str, tick: int, *, force: bool = False) -> tuple[str, TickResult]:
     """Start a new ThetaTickWorkflow from tick N's recorded input, linked by memo and record to it.
+    Its record is written beside the original's (`cycle-NNNNNN-rerun-K.json`), never over it.
 
-    Only failed (or timed-out / terminated) ticks are re-run unless forced: a completed tick's record
-    would be replaced by the re-run's."""
+    Only failed (or timed-out / terminated) ticks are re-run unless forced: a re-run of a completed tick
+    observes and decides again and may act again (an action the first run already sent is not sent twice)."""
     original = f"golem-{golem_id}-tick-{tick}"
     desc = await client.get_workflow_handle(original).describe()
     if desc.status == WorkflowExecutionStatus.RUNNING:
         raise RerunRefused(f"tick {tick} is still running; wait for it to finish")
     if desc.status == WorkflowExecutionStatus.COMPLETED and not force:
         raise RerunRefused(
-            f"tick {tick} completed; `golem replay {tick}` checks it, `golem rerun {tick} --force` re-executes it anyway"
+            f"tick {tick} completed; `golem replay {tick}` checks it, `golem rerun {tick} --force` re-executes it "
+            "anyway (it may act again; its record is kept beside the first run's)"
         )
     ctx = await recorded_tick_input(client, original)
     ctx = ctx.model_copy(update={"rerun_of": original})

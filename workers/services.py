@@ -19,6 +19,8 @@ from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
 from golem.chain.journal import TxJournal
 from golem.chain.permits import PermitStore
+from golem.chain.addressbook import AddressBook, resolve_book
+from golem.chain.liquidations import LiquidationLog
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
 from golem.chain.web3client import make_web3
@@ -37,6 +39,7 @@ from golem.inference.evaluator import evaluate_outcome
 from golem.inference.llm import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.life.cycle_store import CycleStore
+from golem.life.runs import labelled
 from golem.models.config import GolemConfig
 from golem.models.enums import BehavioralPhase
 from golem.models.record import ActionRecord, DecisionCycleRecord, OutcomeRecord
@@ -47,6 +50,19 @@ from golem.safety.strategy_check import StrategyValidation, validate_strategy
 log = logging.getLogger("golem.services")
 
 LOCAL_CHAIN_ID = 31337  # the embedded Anvil sandbox: the demo runs live on it
+
+
+def load_deployment(config: GolemConfig, w3, data_dir: Path, account: str | None) -> Deployment:
+    """The resolved address book: the embedded world's `<data>/deployment.json`, or the book golem.toml names
+    resolved against the chain now (and written to that file, where the CLI and the execute process read it)."""
+    path = Path(data_dir) / "deployment.json"
+    if config.chain.address_book == "embedded":
+        return Deployment.load(path)
+    book = AddressBook.load(config.chain.address_book)
+    dep = resolve_book(w3, book, config.chain.rpc_url, golem_account=account)
+    dep.save(path)
+    log.info("address book %s resolved on chain %s: %d addresses", book.name, dep.chain_id, len(dep.addresses))
+    return dep
 
 
 class GolemServices:
@@ -63,9 +79,9 @@ class GolemServices:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.w3 = make_web3(config.chain.rpc_url)
-        self.deployment = Deployment.load(self.data_dir / "deployment.json")
         key = private_key or os.environ.get(config.chain.key_env)
         self._signer = Account.from_key(key) if key else None
+        self.deployment = load_deployment(config, self.w3, self.data_dir, self._signer.address if self._signer else None)
         self.account = self._signer.address if self._signer else self.deployment.golem_account
         chain_id = self.chain_id = self.w3.eth.chain_id
         # Against an external RPC the golem dry-runs unless started live (ARCHITECTURE "The world").
@@ -80,6 +96,7 @@ class GolemServices:
         self.cycles = CycleStore(self.data_dir)
         self.permits = PermitStore(self.data_dir / "permits.sqlite")
         self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")
+        self.liquidation_log = LiquidationLog(self.data_dir / "liquidations.sqlite")
         self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
         self._strategy_checks: dict[str, StrategyValidation] = {}
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
@@ -130,22 +147,28 @@ class GolemServices:
     def read_snapshot(self):
         return read_snapshot(self.w3, self.deployment, self.account)
 
+    def liquidations(self, tick: int, block: int):
+        """Aave liquidations of the golem's position first seen by this tick (LiquidationCall logs up to `block`)."""
+        return self.liquidation_log.for_tick(self.w3, self.deployment, self.account, tick, block)
+
     def simulate(self, actions: list[ProposedAction], observation) -> SimulationResult:
         return simulate_actions(self.w3, self.deployment, self.account, actions, observation)
 
-    def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation) -> ActionRecord:
+    def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation,
+                run_id: str | None = None) -> ActionRecord:
         if self._executor is None:
             raise RuntimeError("no signing key configured; cannot execute")
-        return self.safety.execute(self._executor, ctx.golem_id, ctx.tick, action, permit_id, observation)
+        return self.safety.execute(self._executor, ctx.golem_id, ctx.tick, action, permit_id, observation, run_id)
 
-    def verify(self, ctx: TickContext, actions, simulation, records, observation) -> OutcomeRecord:
+    def verify(self, ctx: TickContext, actions, simulation, records, observation, run_label: str = "") -> OutcomeRecord:
         """OutcomeVerification (logs, invariants) kept on disk; the record carries its outcome and path."""
         ov = self.safety.verify(
             self.w3, self.deployment, ctx.golem_id, ctx.tick, self.account, actions, simulation, records, observation,
             # Wait for confirmations only briefly inside the tick; later ticks confirm (observe).
             timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3), now=ctx.started_ts,
         )
-        path = self.data_dir / "outcomes" / f"tick-{ctx.tick:06d}.json"
+        # One file per run of the tick (a reset or rerun writes beside the first run's evidence).
+        path = self.data_dir / "outcomes" / f"{labelled(f'tick-{ctx.tick:06d}', run_label)}.json"
         path.parent.mkdir(exist_ok=True)
         path.write_text(ov.model_dump_json(indent=2))
         if ov.safety_incident:
@@ -198,7 +221,10 @@ class GolemServices:
             }))
 
     def write_episode(self, record: DecisionCycleRecord) -> str:
-        """Keyed by golem and tick, so a retried reflect overwrites instead of duplicating."""
+        """Keyed by golem, tick and run, so a retried reflect overwrites instead of duplicating, and another
+        run of the tick (a reset, a rerun) is remembered beside the first run's episode."""
         episode = episode_from_record(record)
+        if record.run_label:
+            episode = episode.model_copy(update={"id": f"{episode.id}:{record.run_label}"})
         self.episodes.upsert(episode)
         return episode.id

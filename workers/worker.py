@@ -32,7 +32,7 @@ def build_worker(
     max_cached_workflows: int = 1000,
     interceptors=(),
 ) -> Worker:
-    ticks = TickActivities(services)
+    ticks = TickActivities(services, client)
     consolidation = ConsolidationActivities(services)
     return Worker(
         client,

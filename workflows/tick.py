@@ -16,7 +16,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
+    from golem.life.runs import tick_run
     from golem.models.enums import HeartbeatState, SteerSeverity, Tier
+    from golem.models.golem import TickFailure
     from golem.models.interventions import Steer, parse_intervention
     from golem.models.record import ActionRecord, StepTiming
     from golem.models.state import FsmState
@@ -67,6 +69,7 @@ class ThetaTickWorkflow:
         self._deliberation: Deliberation | None = None
         self._records: list[ActionRecord] = []
         self._outcome = None
+        self._run_label = ""  # "" for the tick's first run; a reset's or rerun's label names its files
 
     # ---- queries and signals -------------------------------------------------------------
     @workflow.query
@@ -126,6 +129,32 @@ class ThetaTickWorkflow:
     @workflow.run
     async def run(self, ctx: TickContext) -> TickResult:
         info = workflow.info()
+        # Which run of the tick this is: a reset or rerun writes its own record beside the first run's.
+        run = tick_run(info.workflow_id, info.run_id, info.first_execution_run_id, attempt=info.attempt,
+                       continued_run_id=info.continued_run_id, rerun_of=ctx.rerun_of)
+        self._run_label = run.label
+        try:
+            return await self._tick(ctx, info, run)
+        except ActivityError as err:
+            # The parent records the first run's failure; nobody waits for a later run (a reset, a rerun),
+            # so it records its own before failing.
+            if run.label and workflow.patched("record-run-failure"):
+                await self._record_run_failure(ctx, info, run, _describe(err))
+            raise
+
+    async def _record_run_failure(self, ctx: TickContext, info, run, error: str) -> None:
+        failure = TickFailure(golem_id=ctx.golem_id, tick=ctx.tick, workflow_id=info.workflow_id, run_id=run.run_id,
+                              error=error, failed_at=workflow.now().isoformat(), run_label=run.label,
+                              run_kind=run.kind)
+        try:
+            await workflow.execute_activity_method(
+                TickActivities.record_failure, failure, start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=IO_RETRY,
+            )
+        except ActivityError as rec_err:  # best effort: the failure is in the run's history too
+            workflow.logger.error("could not record the failure of run %s: %s", run.label, rec_err)
+
+    async def _tick(self, ctx: TickContext, info, run) -> TickResult:
         steers = list(ctx.state.pending_steers)
         followups = list(ctx.state.pending_followups)
         errors: list[str] = []
@@ -161,27 +190,29 @@ class ThetaTickWorkflow:
         # Step 9: REFLECT
         self._enter(HeartbeatState.REFLECTING)
         consumed_steers = [s.id for s in steers] + [s.id for s in self._interrupt_steers]
-        result: TickResult = await self._step(
-            TickActivities.reflect,
-            ReflectInput(
-                ctx=ctx,
-                observation=observation,
-                analysis=analysis,
-                gate=gate,
-                retrieved=retrieved,
-                deliberation=deliberation,
-                records=records,
-                outcome=outcome,
-                steers=steers + self._interrupt_steers,
-                followups=followups,
-                step_timings=self._timings,
-                fsm_trace=self._trace,
-                workflow_id=info.workflow_id,
-                run_id=info.run_id,
-                errors=errors,
-            ),
-            ctx,
+        reflect_input = ReflectInput(
+            ctx=ctx,
+            observation=observation,
+            analysis=analysis,
+            gate=gate,
+            retrieved=retrieved,
+            deliberation=deliberation,
+            records=records,
+            outcome=outcome,
+            steers=steers + self._interrupt_steers,
+            followups=followups,
+            step_timings=self._timings,
+            fsm_trace=self._trace,
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            errors=errors,
+            run=run if run.kind != "original" else None,
         )
+        result: TickResult = await self._step(TickActivities.reflect, reflect_input, ctx)
+        if result.run_label != run.label and workflow.patched("record-every-run"):
+            # A reset to a point after reflect: the first run's record came back from history. This run
+            # re-executed no step, but it is a run of the tick and writes its own record too.
+            result = await self._step(TickActivities.reflect, reflect_input, ctx)
         workflow.upsert_search_attributes([SA_PHASE.value_set(result.phase or ctx.state.phase.value)])
         # Steers only count as handled when the tick deliberated on them.
         result.steers_consumed = consumed_steers if deliberation is not None else []
@@ -239,7 +270,8 @@ class ThetaTickWorkflow:
         self._outcome = await self._step(
             TickActivities.verify,
             VerifyInput(
-                ctx=ctx, observation=observation, actions=actions, simulation=simulation, records=self._records
+                ctx=ctx, observation=observation, actions=actions, simulation=simulation, records=self._records,
+                run_label=self._run_label,
             ),
             ctx,
         )

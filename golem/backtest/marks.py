@@ -3,9 +3,11 @@ Pure: the runner does the reads and hands them in."""
 
 from __future__ import annotations
 
-from golem.backtest.models import ActionMark, BlockedAction, PathRow, TickMark
+from collections.abc import Sequence
+
+from golem.backtest.models import ActionMark, BlockedAction, LiquidationMark, PathRow, TickMark
 from golem.models.enums import ActionStatus
-from golem.models.observation import ChainSnapshot
+from golem.models.observation import ChainSnapshot, LiquidationEvent
 from golem.models.record import ActionRecord, DecisionCycleRecord
 from golem.safety.risk import net_value_usd
 
@@ -28,6 +30,22 @@ def _protective(action: ActionRecord) -> bool:
     return action.protective is not None or action.tool_name == "repay"
 
 
+def liquidation_mark(event: LiquidationEvent, snapshot: ChainSnapshot) -> LiquidationMark:
+    """A LiquidationCall event valued at the snapshot's feed answers (WETH at the ETH/USD feed, a stable at its own)."""
+    usd = {f.symbol: f.answer for f in snapshot.feeds}
+    usd.setdefault("WETH", snapshot.oracle_price)
+
+    def price(sym: str) -> float:
+        return usd.get(sym, 1.0)
+
+    return LiquidationMark(
+        tx_hash=event.tx_hash, debt_asset=event.debt_asset, debt_covered=event.debt_covered,
+        collateral_asset=event.collateral_asset, collateral_seized=event.collateral_seized,
+        debt_covered_usd=event.debt_covered * price(event.debt_asset),
+        collateral_seized_usd=event.collateral_seized * price(event.collateral_asset),
+    )
+
+
 def mark_row(
     index: int,
     row: PathRow,
@@ -36,8 +54,12 @@ def mark_row(
     *,
     gas_paid_before: float,
     wall_ms: float | None = None,
+    liquidations: Sequence[LiquidationEvent] = (),
+    row_health_factor: float | None = None,
 ) -> TickMark:
-    """`gas_paid_before`: the USD of gas the golem paid on earlier rows (equity is net of all gas paid)."""
+    """`gas_paid_before`: the USD of gas the golem paid on earlier rows (equity is net of all gas paid).
+    `liquidations`: the Pool's LiquidationCall events against the golem on this row; `row_health_factor`: its health
+    factor at the row's prices before anyone acted (as the world's liquidator read it)."""
     gas = record.gas_cost if record is not None else 0.0
     hfs = [p.health_factor for p in snapshot.positions if p.kind == "lending" and p.health_factor is not None]
     hf = min(hfs) if hfs else None
@@ -51,6 +73,9 @@ def mark_row(
         equity_usd=net_value_usd(snapshot) - gas_paid_before - gas,
         health_factor=hf,
         liquidatable=hf is not None and hf < 1.0,
+        row_health_factor=row_health_factor,
+        underwater=row_health_factor is not None and row_health_factor < 1.0,
+        liquidations=[liquidation_mark(e, snapshot) for e in liquidations],
         gas_usd=gas,
         wall_ms=wall_ms,
     )

@@ -37,6 +37,23 @@ class ActionMark(BaseModel):
     protective: bool = False  # repay / deleverage / a high-or-critical steer's action
 
 
+class LiquidationMark(BaseModel):
+    """One Aave LiquidationCall event against the golem's account on a row, valued at the row's feed answers."""
+
+    tx_hash: str
+    debt_asset: str
+    debt_covered: float  # debt asset units the liquidator repaid
+    collateral_asset: str
+    collateral_seized: float  # collateral units taken, the liquidation bonus included
+    debt_covered_usd: float
+    collateral_seized_usd: float
+
+    @property
+    def penalty_usd(self) -> float:
+        """What the liquidation cost the golem: collateral seized beyond the debt it repaid (the bonus)."""
+        return self.collateral_seized_usd - self.debt_covered_usd
+
+
 class TickMark(BaseModel):
     """One path row after the golem had its chance to act on it (or not: no tick fell on the row)."""
 
@@ -50,7 +67,13 @@ class TickMark(BaseModel):
     # collateral − debt, minus the cumulative gas paid (native ETH is left out: it only pays gas).
     equity_usd: float
     health_factor: float | None = None  # None: no debt
-    liquidatable: bool = False  # the market's liquidation condition (HF < 1) holds after the row
+    liquidatable: bool = False  # the market's liquidation condition (HF < 1) still holds after the row
+    # the health factor at the row's prices before the liquidator and the golem acted (None: no debt or not read),
+    # and whether it was under 1 then
+    row_health_factor: float | None = None
+    underwater: bool = False
+    # Aave LiquidationCall events against the golem's account on this row (read from the Pool's logs)
+    liquidations: list[LiquidationMark] = Field(default_factory=list)
     # The golem's tick on this row (None: no tick fell on it, e.g. hold or a long theta)
     tick: int | None = None
     tier: str | None = None  # T0 | T1 | T2

@@ -57,8 +57,15 @@ class Figures(BaseModel):
     sharpe_per_tick: float | None = None
     sortino_per_tick: float | None = None
     min_health_factor: float | None = None
-    liquidations: int = 0  # crossings into the market's liquidation condition (HF < 1)
-    rows_liquidatable: int = 0
+    # Liquidations are real: the Aave Pool's LiquidationCall events against the golem's account, made by the
+    # world's liquidator when the health factor fell under 1.0 at a row's prices.
+    liquidations: int = 0
+    liquidated_debt_usd: float = 0.0  # debt the liquidator repaid
+    liquidation_penalty_usd: float = 0.0  # collateral seized beyond that debt: the bonus the golem paid
+    # The figure reports counted before issue 11: how often the position crossed under HF 1.0 at a row's prices
+    # (before the liquidator acted). A crossing the liquidator could not act on (or did) counts here too.
+    hf_crossings: int = 0
+    rows_liquidatable: int = 0  # rows where HF < 1.0 still held after the row (the liquidator left it unhealthy)
     transactions: int = 0  # executed actions
     gas_usd: float = 0.0
     inference_usd: float = 0.0
@@ -154,13 +161,18 @@ def _figures(marks: list[TickMark], rets: list[float], contiguous: bool = True) 
         f.total_return = path[-1] - 1.0
         f.max_drawdown = max_drawdown(path)
     f.sharpe_per_tick, f.sortino_per_tick = sharpe(rets), sortino(rets)
-    hfs = [m.health_factor for m in marks if m.health_factor is not None]
+    # the lowest the position went: after a row, or at a row's prices before the liquidator (and the golem) acted
+    hfs = [h for m in marks for h in (m.health_factor, m.row_health_factor) if h is not None]
     f.min_health_factor = min(hfs) if hfs else None
     was = False
     for m in marks:
-        if m.liquidatable and not was:
-            f.liquidations += 1
-        was = m.liquidatable
+        if m.underwater and not was:
+            f.hf_crossings += 1
+        was = m.underwater
+    liqs = [liq for m in marks for liq in m.liquidations]
+    f.liquidations = len(liqs)
+    f.liquidated_debt_usd = sum(liq.debt_covered_usd for liq in liqs)
+    f.liquidation_penalty_usd = sum(liq.penalty_usd for liq in liqs)
     f.rows_liquidatable = sum(m.liquidatable for m in marks)
     f.transactions = sum(1 for m in marks for a in m.actions if a.status == "executed")
     f.gas_usd = sum(m.gas_usd for m in marks)
@@ -302,7 +314,9 @@ HEADLINE = [
     ("Sharpe / tick", lambda f: _num(f.sharpe_per_tick)),
     ("Sortino / tick", lambda f: _num(f.sortino_per_tick)),
     ("min HF", lambda f: _num(f.min_health_factor)),
-    ("liquidations", lambda f: str(f.liquidations)),
+    ("liquidations (LiquidationCall events)", lambda f: str(f.liquidations)),
+    ("liquidated debt $ / bonus paid $", lambda f: f"{f.liquidated_debt_usd:.2f} / {f.liquidation_penalty_usd:.2f}"),
+    ("HF < 1 crossings at row prices", lambda f: str(f.hf_crossings)),
     ("transactions", lambda f: str(f.transactions)),
     ("gas $", lambda f: f"{f.gas_usd:.2f}"),
     ("inference $", lambda f: f"{f.inference_usd:.4f}"),
@@ -378,6 +392,8 @@ def compare_reports(reports: list[BacktestReport], base: str | None = None,
         "Sharpe / tick": lambda r: r.figures.sharpe_per_tick,
         "min HF": lambda r: r.figures.min_health_factor,
         "liquidations": lambda r: r.figures.liquidations,
+        "liquidation bonus paid $": lambda r: r.figures.liquidation_penalty_usd,
+        "HF < 1 crossings": lambda r: r.figures.hf_crossings,
         "transactions": lambda r: r.figures.transactions,
         "gas $": lambda r: r.figures.gas_usd,
         "inference $": lambda r: r.figures.inference_usd,
@@ -465,11 +481,18 @@ def render_png(report: BacktestReport, marks: list[TickMark], path: Path) -> Non
             else:
                 continue
             ax_p.scatter([m.row], [m.pool_price], marker=marker, color=colour, s=36, zorder=3)
+    liquidated = [m for m in marks if m.liquidations]  # the Pool's LiquidationCall events against the golem
+    ax_p.scatter([m.row for m in liquidated], [m.oracle_price for m in liquidated], marker="*", color="#8b0000", s=140,
+                 zorder=4)
     ax_p.set_ylabel("USDC / WETH")
     ax_p.legend(handles=[*ax_p.get_lines(), plt.Line2D([], [], marker="^", color="#2ca02c", ls="", label="repay/supply"),
                          plt.Line2D([], [], marker="v", color="#d62728", ls="", label="swap/withdraw"),
-                         plt.Line2D([], [], marker="x", color="black", ls="", label="blocked")], loc="best", fontsize=8)
+                         plt.Line2D([], [], marker="x", color="black", ls="", label="blocked"),
+                         plt.Line2D([], [], marker="*", color="#8b0000", ls="", label="liquidated")],
+                loc="best", fontsize=8)
     ax_hf.plot(x, [m.health_factor if m.health_factor is not None else float("nan") for m in marks], color="#2ca02c")
+    ax_hf.scatter([m.row for m in liquidated], [m.row_health_factor for m in liquidated], marker="*", color="#8b0000",
+                  s=90, zorder=4)  # where the liquidator found it
     ax_hf.axhline(1.0, color="#d62728", lw=0.8)
     ax_hf.axhline(1.6, color="#999999", lw=0.6, ls=":")
     ax_hf.set_ylabel("health factor")

@@ -1,9 +1,11 @@
 """Seeded market paths with regime labels: the live simulator's regimes for `golem sim export`, and the seven
 scenarios shipped in examples/scenarios/. Pure: a (name, steps, seed) always gives the same rows.
 
-Sizes come from the dev world (golem/world/deploy.py): WETH starts at 2,000 USDC; the golem supplies 10 WETH and
-borrows 8,000 USDC, so HF = 10 × price × 0.8 / 8,000 is 2.0 at the start, 1.6 (STRATEGY.md's repay line) at
-1,600 and 1.0 (liquidation) at 1,000 if it does nothing.
+Sizes come from the dev world (golem/world/deploy.py): WETH starts at 2,000 USDC; the golem supplies 10 WETH to
+Aave V3 and borrows 8,000 USDC, so HF = 10 × price × 0.825 (WETH's liquidation threshold) / 8,000 is 2.06 at the
+start, 1.6 (STRATEGY.md's repay line) at ≈ 1,550 and 1.0 at ≈ 970, where the world's liquidator calls
+`liquidationCall` if the golem did nothing. No shipped path goes that low (the deepest, crash_recovery, bottoms at
+≈ 1,216: HF ≈ 1.25 held); a path that does shows the liquidation in the report's figures.
 """
 
 from __future__ import annotations

@@ -1,4 +1,13 @@
-"""Contract artifacts and the address book of a deployed dev world (contracts.md)."""
+"""Contract ABIs and the resolved address book of the protocols a golem speaks.
+
+The golem speaks real protocols: Uniswap V2 (factory, Router02, pairs), Aave V3 (Pool behind its
+PoolAddressesProvider, AaveOracle, aTokens, variable debt tokens) and Chainlink AggregatorV3-style
+price feeds. Their ABIs are vendored in `golem/chain/abis/` (extracted from the pinned npm packages by
+`python -m golem.world.compile`, so a running golem needs no node_modules). `Deployment` is the
+address book *resolved* against a chain: every address a tool, probe or verifier needs, found from the
+few that `golem.toml` names (router, PoolAddressesProvider, tokens) by asking the protocols themselves
+(`golem.chain.addressbook.resolve_book`).
+"""
 
 from __future__ import annotations
 
@@ -7,26 +16,70 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from web3 import Web3
 from web3.contract import Contract
 
-ARTIFACTS_DIR = Path(__file__).resolve().parent.parent / "world" / "artifacts"
-ABI_NAMES: tuple[str, ...] = ("Token", "WETH", "Pool", "Oracle", "Lending")
-DEPLOYMENT_KEYS: tuple[str, ...] = ("WETH", "USDC", "DAI", "POOL", "ORACLE", "LENDING")
+ABIS_DIR = Path(__file__).resolve().parent / "abis"
+ABI_NAMES: tuple[str, ...] = (
+    "ERC20",
+    "WETH9",
+    "UniswapV2Factory",
+    "UniswapV2Router02",
+    "UniswapV2Pair",
+    "PoolAddressesProvider",
+    "AavePool",
+    "AaveOracle",
+    "AaveProtocolDataProvider",
+    "AToken",
+    "VariableDebtToken",
+    "PriceFeed",
+)
 
-# deployment key → artifact (ABI) name; USDC and DAI are both Token.vy
-KEY_TO_ABI: dict[str, str] = {
-    "WETH": "WETH",
-    "USDC": "Token",
-    "DAI": "Token",
-    "POOL": "Pool",
-    "ORACLE": "Oracle",
-    "LENDING": "Lending",
-}
+TOKEN_SYMBOLS: tuple[str, ...] = ("WETH", "USDC", "DAI")
 TOKEN_DECIMALS: dict[str, int] = {"WETH": 18, "USDC": 6, "DAI": 18}
-ORACLE_PRICE_DECIMALS = 18  # Oracle.price() is USDC per WETH scaled 1e18
-HEALTH_FACTOR_DECIMALS = 18
+STABLE_SYMBOLS: tuple[str, ...] = ("USDC", "DAI")
+
+# The pair the golem trades and provides liquidity to, and the other WETH pair the market arbitrages.
+MAIN_PAIR = "PAIR_WETH_USDC"
+PAIRS: dict[str, tuple[str, str]] = {"PAIR_WETH_USDC": ("WETH", "USDC"), "PAIR_WETH_DAI": ("WETH", "DAI")}
+
+# Resolved keys every book must have, and those a market may lack (a fork without a DAI reserve, say).
+REQUIRED_KEYS: tuple[str, ...] = (
+    "WETH", "USDC", "DAI",
+    "UNI_FACTORY", "UNI_ROUTER", MAIN_PAIR,
+    "AAVE_PROVIDER", "AAVE_POOL", "AAVE_ORACLE",
+    "A_WETH", "VDEBT_USDC",
+    "FEED_WETH",
+)  # fmt: skip
+
+
+def key_abi(key: str) -> str:
+    """The ABI name of a resolved address-book key."""
+    fixed = {
+        "WETH": "WETH9",
+        "USDC": "ERC20",
+        "DAI": "ERC20",
+        "UNI_FACTORY": "UniswapV2Factory",
+        "UNI_ROUTER": "UniswapV2Router02",
+        "AAVE_PROVIDER": "PoolAddressesProvider",
+        "AAVE_POOL": "AavePool",
+        "AAVE_ORACLE": "AaveOracle",
+        "AAVE_DATA": "AaveProtocolDataProvider",
+    }
+    if key in fixed:
+        return fixed[key]
+    prefix = key.split("_", 1)[0] + "_" if "_" in key else key
+    by_prefix = {"PAIR_": "UniswapV2Pair", "A_": "AToken", "VDEBT_": "VariableDebtToken", "FEED_": "PriceFeed"}
+    if prefix in by_prefix:
+        return by_prefix[prefix]
+    raise ValueError(f"unknown address-book key {key!r}")
+
+
+# Feeds answer in USD with 8 decimals, as Chainlink's USD feeds and Aave V3's base currency do.
+FEED_DECIMALS = 8
+HEALTH_FACTOR_DECIMALS = 18  # Pool.getUserAccountData healthFactor is a wad
+AAVE_BASE_DECIMALS = 8  # Aave V3 base currency (USD) unit: collateral/debt in getUserAccountData
 
 
 class DeploymentError(ValueError):
@@ -34,22 +87,31 @@ class DeploymentError(ValueError):
 
 
 class Deployment(BaseModel):
-    """Where the dev world lives. Holds addresses only — never keys."""
+    """A resolved address book: where every protocol contract lives on one chain. Addresses only — never keys.
+
+    `deployer` and `trader` exist only for the embedded world (who deployed it, who trades in the
+    simulator); a book resolved against a fork or a real chain leaves them None.
+    """
 
     chain_id: int
     rpc_url: str
+    name: str = "embedded"
     addresses: dict[str, str]
-    deployer: str
-    trader: str
-    golem_account: str
-    deployed_block: int
+    # seconds without a new round after which a feed is stale (Chainlink's per-feed heartbeat)
+    feed_heartbeats: dict[str, int] = Field(default_factory=dict)
+    deployer: str | None = None
+    trader: str | None = None
+    golem_account: str | None = None
+    deployed_block: int = 0
+    # package → version of the published artifacts the embedded world was deployed from
+    protocol_versions: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("addresses")
     @classmethod
     def _check_addresses(cls, v: dict[str, str]) -> dict[str, str]:
-        missing = [k for k in DEPLOYMENT_KEYS if k not in v]
+        missing = [k for k in REQUIRED_KEYS if k not in v]
         if missing:
-            raise ValueError(f"addresses is missing keys {missing}; expected {list(DEPLOYMENT_KEYS)}")
+            raise ValueError(f"addresses is missing keys {missing}; expected at least {list(REQUIRED_KEYS)}")
         out = {}
         for k, addr in v.items():
             if not Web3.is_address(addr):
@@ -59,7 +121,9 @@ class Deployment(BaseModel):
 
     @field_validator("deployer", "trader", "golem_account")
     @classmethod
-    def _check_account(cls, v: str) -> str:
+    def _check_account(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
         if not Web3.is_address(v):
             raise ValueError(f"{v!r} is not an address")
         return Web3.to_checksum_address(v)
@@ -69,6 +133,12 @@ class Deployment(BaseModel):
             return self.addresses[key]
         except KeyError:
             raise KeyError(f"unknown deployment key {key!r}; known: {sorted(self.addresses)}") from None
+
+    def has(self, key: str) -> bool:
+        return key in self.addresses
+
+    def heartbeat_s(self, symbol: str) -> int | None:
+        return self.feed_heartbeats.get(symbol)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -83,45 +153,40 @@ class Deployment(BaseModel):
         path = Path(path)
         if not path.is_file():
             raise DeploymentError(
-                f"deployment file {path} does not exist; deploy the world first "
-                "(golem.world.deploy.deploy_world) or pass the right path"
+                f"deployment file {path} does not exist; start the embedded world (`golem run`) or name an "
+                "address book in golem.toml ([protocols] address_book) so the worker can resolve one"
             )
         try:
             return cls.model_validate_json(path.read_text())
         except ValidationError as exc:
-            raise DeploymentError(f"deployment file {path} is invalid: {exc}") from exc
+            raise DeploymentError(
+                f"deployment file {path} is invalid (an older world? `make clean-data` redeploys): {exc}"
+            ) from exc
 
 
 @lru_cache(maxsize=None)
-def _artifact(name: str) -> dict[str, Any]:
+def load_abi(name: str) -> list[dict[str, Any]]:
+    """A vendored ABI by name (see ABI_NAMES)."""
     if name not in ABI_NAMES:
         raise ValueError(f"unknown contract {name!r}; expected one of {list(ABI_NAMES)}")
-    path = ARTIFACTS_DIR / f"{name}.json"
+    path = ABIS_DIR / f"{name}.json"
     if not path.is_file():
-        raise FileNotFoundError(
-            f"contract artifact {path} is missing; run `python -m golem.world.compile` to build it"
-        )
+        raise FileNotFoundError(f"ABI {path} is missing; run `python -m golem.world.compile` to extract it")
     data = json.loads(path.read_text())
-    if not isinstance(data, dict) or "abi" not in data or "bytecode" not in data:
-        raise ValueError(f"contract artifact {path} must hold 'abi' and 'bytecode'; rebuild it")
+    if not isinstance(data, list):
+        raise ValueError(f"ABI file {path} must hold a JSON list; re-extract it")
     return data
 
 
-def load_abi(name: str) -> list[dict[str, Any]]:
-    """The ABI of `Token|WETH|Pool|Oracle|Lending`."""
-    return _artifact(name)["abi"]
-
-
-def load_bytecode(name: str) -> str:
-    """The deploy bytecode (0x-hex) of `Token|WETH|Pool|Oracle|Lending`."""
-    return _artifact(name)["bytecode"]
-
-
 def contract(w3: Web3, deployment: Deployment, key: str) -> Contract:
-    """The web3 Contract at deployment key `WETH|USDC|DAI|POOL|ORACLE|LENDING`."""
-    if key not in KEY_TO_ABI:
-        raise ValueError(f"unknown deployment key {key!r}; expected one of {list(KEY_TO_ABI)}")
-    return w3.eth.contract(address=deployment.address(key), abi=load_abi(KEY_TO_ABI[key]))
+    """The web3 Contract at a resolved address-book key (e.g. `UNI_ROUTER`, `AAVE_POOL`, `FEED_WETH`)."""
+    abi = key_abi(key)
+    return w3.eth.contract(address=deployment.address(key), abi=load_abi(abi))
+
+
+def at(w3: Web3, address: str, abi: str) -> Contract:
+    """A web3 Contract at `address` with a vendored ABI."""
+    return w3.eth.contract(address=Web3.to_checksum_address(address), abi=load_abi(abi))
 
 
 def decimals_of(symbol: str) -> int:

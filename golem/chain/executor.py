@@ -6,7 +6,9 @@ The protocol (ARCHITECTURE "Side effects that must happen once"):
   3. per call: if the journal holds an intent, look its hash up on chain and re-broadcast the *same
      raw bytes* only when the chain does not know it; otherwise estimate gas, take the nonce, sign
      locally, journal the intent, then broadcast;
-  4. wait for the receipt and record it; a reverted receipt fails the action with its reason.
+  4. wait for the receipt and record it; a reverted receipt fails the action with its reason;
+  5. cleanup calls (revoking an approval) run last, also after a failure, and a conditional call
+     (`only_if_nonzero`) is sent only when its check reads non-zero at that moment.
 
 There is no public way to send a write without a permit. The signer key is held privately and
 never appears in a record, log line or exception message.
@@ -25,7 +27,7 @@ from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFou
 from golem.chain.contracts import Deployment
 from golem.chain.journal import IntentStatus, TxIntent, TxJournal
 from golem.chain.permits import ActionPermit, PermitError, PermitStatus, PermitStore
-from golem.chain.simulate import decode_revert
+from golem.chain.simulate import SimulationError, decode_revert, simulate_calls
 from golem.chain.tools import ACTION_TYPES, PlannedCall, ToolArgumentError, action_value_usd, build_calls, price_usd
 from golem.models.enums import ActionStatus
 from golem.models.observation import Observation
@@ -124,22 +126,26 @@ class Executor:
         main_block: int | None = None
         failure: str | None = plan.failed_reason
         for i, call in enumerate(calls):
-            if failure is not None:
-                break
+            # after a failure only cleanup calls run (a revoke of the approve that did go out)
+            if failure is not None and not call.cleanup:
+                continue
             intent = self.journal.get(golem_id, tick, idx, i)
             if intent is None:
+                if call.only_if_nonzero is not None and not self._needed(call):
+                    continue  # nothing to clean up (the allowance was used up); a retry checks again
                 signed = self._sign_new(golem_id, tick, idx, i, call)
-                if isinstance(signed, str):  # would revert: stop before sending anything more
-                    failure = signed
-                    self.journal.mark_plan_failed(golem_id, tick, idx, failure)
-                    break
+                if isinstance(signed, str):  # would revert: send nothing more but the cleanup
+                    if failure is None:
+                        failure = signed
+                        self.journal.mark_plan_failed(golem_id, tick, idx, failure)
+                    continue
                 intent = signed
             intent = self._settle(intent, call)
             gas_used += intent.gas_used or 0
             gas_wei += (intent.gas_used or 0) * (intent.effective_gas_price or 0)
             if call.main or main_hash is None:
                 main_hash, main_block = intent.tx_hash, intent.block_number
-            if intent.status is IntentStatus.FAILED:
+            if intent.status is IntentStatus.FAILED and failure is None:
                 failure = f"{call.label} reverted: {intent.error or 'no reason'}"
 
         return ActionRecord(
@@ -206,6 +212,7 @@ class Executor:
         except ContractLogicError as e:
             reason = decode_revert(e.data) or e.message or "reverted"
             return f"{call.label} would revert: {reason} (not sent)"
+        gas = max(gas, self._next_block_gas(call))
         tx = {
             "chainId": self.deployment.chain_id,
             "to": call.to,
@@ -227,6 +234,18 @@ class Executor:
         log.info("journaled %s tx %s nonce %d (golem %s tick %d action %d)", call.label, tx_hash, tx["nonce"], golem_id, tick, idx)
         self._on_event("signed", intent)
         return intent
+
+    def _next_block_gas(self, call: PlannedCall) -> int:
+        """Gas the call uses in a block one second after the latest (0 if the node cannot say).
+
+        eth_estimateGas runs in a block with the latest block's timestamp on Anvil, where a Uniswap V2
+        pair skips its price-accumulator writes and Aave its index updates; the block the tx lands in is
+        later and costs more (a swap ~45k more), so a limit from the estimate alone can run out of gas."""
+        try:
+            (outcome,) = simulate_calls(self.w3, self.account, [call])
+        except (SimulationError, ValueError, Web3RPCError):
+            return 0
+        return outcome.gas_used if outcome.ok else 0
 
     # ── broadcast and receipt ───────────────────────────────────────────────────────────────
 
@@ -273,6 +292,13 @@ class Executor:
             success=ok,
             error=error,
         )
+
+    def _needed(self, call: PlannedCall) -> bool:
+        """Does the call's check (e.g. the allowance a revoke would clear) read non-zero right now?"""
+        check = call.only_if_nonzero
+        assert check is not None
+        raw = self.w3.eth.call({"from": self.account, "to": check.to, "data": check.data}, "latest")
+        return int.from_bytes(bytes(raw)[:32] or b"\0", "big") != 0
 
     def _receipt(self, tx_hash: str):
         try:

@@ -9,17 +9,29 @@ to write as an episode at confidence 1.0.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
+from eth_abi import decode as abi_decode
 from eth_utils import event_abi_to_log_topic
 from pydantic import BaseModel, Field
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
-from golem.chain.contracts import KEY_TO_ABI, Deployment, contract, load_abi
+from golem.chain.contracts import Deployment, key_abi, load_abi
 from golem.chain.journal import TxJournal
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, POOL_TOKEN0, POOL_TOKEN1, parse_arguments
+from golem.chain.tools import (
+    COLLATERAL_TOKEN,
+    DEBT_TOKEN,
+    LP_PAIR,
+    POOL_TOKEN0,
+    POOL_TOKEN1,
+    cached_at,
+    parse_arguments,
+    path_pairs,
+    swap_path,
+)
 from golem.chain.verify import GROUND_TRUTH_SOURCE, touches_pool_shares, tracked_pair, verify_actions
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, Observation
@@ -84,49 +96,126 @@ def _state(snap: ChainSnapshot) -> dict[str, Any]:
     }
 
 
+@lru_cache(maxsize=None)
+def _event_table(abi_name: str) -> dict[bytes, dict[str, Any]]:
+    """topic0 → event ABI of one vendored ABI (parsed once)."""
+    return {event_abi_to_log_topic(e): e for e in load_abi(abi_name) if e.get("type") == "event"}
+
+
+def _decode_event(event: dict[str, Any], topics: list[bytes], data: bytes) -> dict[str, Any]:
+    """An event's arguments from its topics (indexed) and data (the rest), as web3 would decode them:
+    addresses checksummed; an indexed dynamic value stays the hash the topic holds."""
+    indexed = [i for i in event["inputs"] if i.get("indexed")]
+    plain = [i for i in event["inputs"] if not i.get("indexed")]
+    if len(topics) != len(indexed) + 1:
+        raise ValueError(f"{event['name']}: {len(topics) - 1} indexed topics for {len(indexed)} indexed inputs")
+    args: dict[str, Any] = {}
+    for inp, topic in zip(indexed, topics[1:]):
+        t = inp["type"]
+        dynamic = t in ("string", "bytes") or t.endswith("]") or t.startswith("tuple")
+        args[inp["name"]] = "0x" + topic.hex() if dynamic else abi_decode([t], topic)[0]
+    for inp, value in zip(plain, abi_decode([i["type"] for i in plain], data)):
+        args[inp["name"]] = value
+    ordered = {i["name"]: args[i["name"]] for i in event["inputs"]}
+    return {k: Web3.to_checksum_address(v) if isinstance(v, str) and Web3.is_address(v) and len(v) == 42 else v
+            for k, v in ordered.items()}
+
+
 class LogDecoder:
-    """Decodes logs of the deployment's contracts by topic0; everything else stays undecoded."""
+    """Decodes logs of the address book's contracts (pairs, router, Aave Pool, aTokens, debt tokens,
+    ERC-20s, feeds) by topic0 against their vendored ABIs; everything else stays undecoded."""
 
     def __init__(self, w3: Web3, deployment: Deployment) -> None:
         self.by_address: dict[str, str] = {Web3.to_checksum_address(a): k for k, a in deployment.addresses.items()}
-        self.contracts = {k: contract(w3, deployment, k) for k in KEY_TO_ABI}
-        self.events: dict[str, dict[bytes, str]] = {}
-        for key, abi_name in KEY_TO_ABI.items():
-            self.events[key] = {
-                event_abi_to_log_topic(e): e["name"] for e in load_abi(abi_name) if e.get("type") == "event"
-            }
+        self.abi_of: dict[str, str] = {k: key_abi(k) for k in deployment.addresses}
 
     def decode(self, log) -> DecodedLog:
         address = Web3.to_checksum_address(log["address"])
         key = self.by_address.get(address)
-        tx_hash = "0x" + bytes(log["transactionHash"]).hex()
+        tx_hash = "0x" + bytes(log["transactionHash"]).hex().removeprefix("0x")
         base = DecodedLog(tx_hash=tx_hash, log_index=log["logIndex"], address=address, contract=key, event=None)
-        if key is None or not log["topics"]:
+        topics = [bytes(t) for t in log["topics"]]
+        if key is None or not topics:
             return base
-        name = self.events[key].get(bytes(log["topics"][0]))
-        if name is None:
+        event = _event_table(self.abi_of[key]).get(topics[0])
+        if event is None:
             return base
-        ev = getattr(self.contracts[key].events, name)()
         try:
-            decoded = ev.process_log(log)
+            decoded = _decode_event(event, topics, bytes(log["data"]))
         except Exception:  # a topic match whose data does not decode is itself suspicious: keep it raw
-            return base.model_copy(update={"event": name})
-        args = {k: (str(v) if isinstance(v, int) and abs(v) > 2**53 else v) for k, v in dict(decoded["args"]).items()}
-        return base.model_copy(update={"event": name, "args": args})
+            return base.model_copy(update={"event": event["name"]})
+        args = {k: (str(v) if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53 else v)
+                for k, v in decoded.items()}
+        return base.model_copy(update={"event": event["name"], "args": args})
+
+
+def _approval_labels(call_labels: list[str]) -> list[str]:
+    """approve_<KEY> and revoke_<KEY> calls each emit <KEY>.Approval."""
+    return [f"{lbl.split('_', 1)[1]}.Approval" for lbl in call_labels if lbl.startswith(("approve_", "revoke_"))]
 
 
 def expected_log_labels(action: ProposedAction, call_labels: list[str]) -> list[str]:
-    """Events an action must emit (contract key.event)."""
-    out = [f"{lbl.split('_', 1)[1]}.Approval" for lbl in call_labels if lbl.startswith("approve_")]
+    """Events an action's transactions must emit (address-book key.event, with multiplicity).
+
+    swap: each hop's pair Swap and Sync, the token in sent to the first pair, each hop's output sent
+    on (to the next pair, then to the golem). supply / withdraw / borrow / repay: the Aave Pool's event
+    of that name, the underlying's Transfer and the aToken / variable debt token's Transfer (mint or
+    burn). add_liquidity: both tokens sent to the pair, the pair's LP Transfer (mint), Sync and Mint.
+    remove_liquidity: the LP sent to the pair and burned (two Transfers), both tokens out, Sync, Burn."""
+    out = _approval_labels(call_labels)
     if action.tool == "swap":
         args = parse_arguments("swap", action.arguments)
-        return out + ["POOL.Swap", f"{args['token_in']}.Transfer", f"{args['token_out']}.Transfer"]
+        path = swap_path(args["token_in"], args["token_out"])
+        out.append(f"{path[0]}.Transfer")
+        for key, token_out in zip(path_pairs(path), path[1:]):
+            out += [f"{token_out}.Transfer", f"{key}.Sync", f"{key}.Swap"]
+        return out
     if action.tool == "add_liquidity":
-        return out + ["POOL.AddLiquidity", f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer"]
+        return out + [f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer", f"{LP_PAIR}.Transfer", f"{LP_PAIR}.Sync",
+                      f"{LP_PAIR}.Mint"]
     if action.tool == "remove_liquidity":
-        return out + ["POOL.RemoveLiquidity", f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer"]
+        return out + [f"{LP_PAIR}.Transfer", f"{LP_PAIR}.Transfer", f"{POOL_TOKEN0}.Transfer", f"{POOL_TOKEN1}.Transfer",
+                      f"{LP_PAIR}.Sync", f"{LP_PAIR}.Burn"]
     token = COLLATERAL_TOKEN if action.tool in ("supply", "withdraw") else DEBT_TOKEN
-    return out + [f"LENDING.{action.tool.capitalize()}", f"{token}.Transfer"]
+    receipt_token = f"A_{token}" if action.tool in ("supply", "withdraw") else f"VDEBT_{token}"
+    return out + [f"AAVE_POOL.{action.tool.capitalize()}", f"{token}.Transfer", f"{receipt_token}.Transfer"]
+
+
+def tolerated_log_labels(action: ProposedAction) -> set[str]:
+    """Incidental events an action may emit beyond the required ones, and nothing else.
+
+    Aave: the reserve's ReserveDataUpdated (indexes and rates, on every action), the aToken / debt
+    token's Mint or Burn (Aave emits Mint instead of Burn when accrued interest exceeds the amount
+    burned), the collateral flag switching on with a first supply or off when all of it is withdrawn.
+    An extra pair Transfer on add_liquidity is the protocol fee's mint or the first deposit's
+    MINIMUM_LIQUIDITY locked at address 0."""
+    if action.tool in ("supply", "withdraw"):
+        rt = f"A_{COLLATERAL_TOKEN}"
+        return {"AAVE_POOL.ReserveDataUpdated", f"{rt}.Mint", f"{rt}.Burn", "AAVE_POOL.ReserveUsedAsCollateralEnabled",
+                "AAVE_POOL.ReserveUsedAsCollateralDisabled"}
+    if action.tool in ("borrow", "repay"):
+        return {"AAVE_POOL.ReserveDataUpdated", f"VDEBT_{DEBT_TOKEN}.Mint", f"VDEBT_{DEBT_TOKEN}.Burn"}
+    if action.tool == "add_liquidity":
+        return {f"{LP_PAIR}.Transfer"}
+    return set()
+
+
+def check_logs(
+    action: ProposedAction, call_labels: list[str], logs: list[DecodedLog]
+) -> tuple[list[str], list[DecodedLog]]:
+    """(missing, unexpected): each required label is matched by one log (with multiplicity); a log left
+    over is unexpected unless its label is tolerated, so a second transfer of the golem's tokens, an
+    event of another protocol or of a contract outside the address book is caught."""
+    remaining = list(logs)
+    missing = []
+    for lbl in expected_log_labels(action, call_labels):
+        hit = next((lg for lg in remaining if lg.label == lbl), None)
+        if hit is None:
+            missing.append(lbl)
+        else:
+            remaining.remove(hit)
+    tolerated = tolerated_log_labels(action)
+    return missing, [lg for lg in remaining if lg.label not in tolerated]
 
 
 def verify_outcome(
@@ -184,16 +273,7 @@ def verify_outcome(
                 violations.append(f"tx {intent.tx_hash} called {to}, a contract outside the deployment")
             av.logs += [decoder.decode(lg) for lg in receipt["logs"]]
         if action is not None and rec.status is ActionStatus.EXECUTED:
-            expected = expected_log_labels(action, [i.label for i in intents])
-            seen = [lg.label for lg in av.logs]
-            remaining = list(seen)
-            for lbl in expected:
-                if lbl in remaining:
-                    remaining.remove(lbl)
-                else:
-                    av.missing_expected_logs.append(lbl)
-            allowed = set(expected)
-            av.unexpected_logs = [lg for lg in av.logs if lg.label not in allowed]
+            av.missing_expected_logs, av.unexpected_logs = check_logs(action, [i.label for i in intents], av.logs)
         for lg in av.unexpected_logs:
             violations.append(f"unexpected log {lg.label} in tx {lg.tx_hash} (log {lg.log_index})")
         for lbl in av.missing_expected_logs:
@@ -201,14 +281,21 @@ def verify_outcome(
         verifs.append(av)
 
     # Exact-amount approvals must be used up: nothing may stay approved to a spender after the tick.
+    # The spenders are the real ones (Router02, the Aave Pool); a pair's LP token counts like any ERC-20.
+    checked: set[tuple[str, str]] = set()
     for av in verifs:
         for lg in av.logs:
-            if lg.event == "Approval" and lg.contract in ("WETH", "USDC", "DAI"):
-                spender = lg.args.get("spender")
-                if spender:
-                    left = contract(w3, deployment, lg.contract).functions.allowance(account, spender).call()
-                    if left:
-                        violations.append(f"lingering approval: {left} {lg.contract} base units still approved to {spender}")
+            parties = list(lg.args.values())[:2]  # (owner, spender): WETH9 names them src, guy
+            if lg.event != "Approval" or lg.contract is None or len(parties) < 2 or parties[0] != account:
+                continue
+            spender = parties[1]
+            if (lg.contract, spender) in checked:
+                continue
+            checked.add((lg.contract, spender))
+            left = cached_at(w3, lg.address, "ERC20").functions.allowance(account, spender).call()
+            if left:
+                who = decoder.by_address.get(Web3.to_checksum_address(spender), spender)
+                violations.append(f"lingering approval: {left} {lg.contract} base units still approved to {who}")
     # Token amount bounds: the value lost by the whole tick stays within the policy's trade size.
     if max_trade_size_usd is not None and outcome.pnl_impact is not None and -outcome.pnl_impact > max_trade_size_usd:
         violations.append(f"the tick lost ${-outcome.pnl_impact:,.2f}, more than max_trade_size_usd ${max_trade_size_usd:,.2f}")

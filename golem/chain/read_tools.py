@@ -16,9 +16,20 @@ from typing import Any
 
 from web3 import Web3
 
-from golem.chain.contracts import Deployment, contract
+from web3.exceptions import ContractLogicError
+
+from golem.chain.contracts import AAVE_BASE_DECIMALS, FEED_DECIMALS, Deployment
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import KNOWN_TOKENS, TOOL_SCHEMAS, ToolArgumentError, from_base_units, to_base_units
+from golem.chain.tools import (
+    KNOWN_TOKENS,
+    TOOL_SCHEMAS,
+    ToolArgumentError,
+    cached_contract,
+    from_base_units,
+    path_pairs,
+    swap_path,
+    to_base_units,
+)
 
 ReadFn = Callable[[Web3, Deployment, str, dict[str, Any]], dict[str, Any]]
 
@@ -69,7 +80,20 @@ def _gas(w3, _deployment, _account, _args):
 
 
 def _oracle(w3, deployment, _account, _args):
-    return {"price": contract(w3, deployment, "ORACLE").functions.price().call() / 1e18}
+    """The WETH feed's latest round (answer, round id, age against the latest block) and what Aave's
+    oracle answers for WETH (the price Aave values the golem's collateral at)."""
+    feed = cached_contract(w3, deployment, "FEED_WETH").functions
+    rid, answer, _started, updated_at, _answered = feed.latestRoundData().call()
+    aave = cached_contract(w3, deployment, "AAVE_ORACLE").functions.getAssetPrice(deployment.address("WETH")).call()
+    now = w3.eth.get_block("latest")["timestamp"]
+    return {
+        "price": answer / 10**FEED_DECIMALS,
+        "round_id": rid,
+        "updated_at": updated_at,
+        "age_s": max(0, now - updated_at),
+        "heartbeat_s": deployment.heartbeat_s("WETH"),
+        "aave_oracle_price": aave / 10**AAVE_BASE_DECIMALS,
+    }
 
 
 def _block(w3, _deployment, _account, _args):
@@ -77,39 +101,58 @@ def _block(w3, _deployment, _account, _args):
     return {"number": blk["number"], "timestamp": blk["timestamp"], "hash": "0x" + bytes(blk["hash"]).hex()}
 
 
+def _symbol(name: str, raw: Any) -> str:
+    sym = str(raw).strip().upper()
+    if sym not in KNOWN_TOKENS:
+        raise ToolArgumentError(f"quote_swap.{name}: unknown token {raw!r}; use one of {', '.join(KNOWN_TOKENS)}")
+    return sym
+
+
 def _quote(w3, deployment, _account, args):
-    tin = str(args["token_in"]).upper()
-    if tin not in ("WETH", "USDC"):
-        raise ToolArgumentError(f"quote_swap.token_in: the pool trades WETH/USDC, not {args['token_in']!r}")
-    tout = "USDC" if tin == "WETH" else "WETH"
+    tin = _symbol("token_in", args["token_in"])
+    tout = _symbol("token_out", args.get("token_out") or ("USDC" if tin == "WETH" else "WETH"))
+    if tin == tout:
+        raise ToolArgumentError(f"quote_swap.token_out: must differ from token_in (both {tin})")
     try:
         amount = Decimal(str(args["amount_in"]))
     except Exception:
         raise ToolArgumentError(f"quote_swap.amount_in: {args['amount_in']!r} is not a number") from None
     if not amount.is_finite() or amount <= 0:
         raise ToolArgumentError(f"quote_swap.amount_in: must be > 0, got {args['amount_in']!r}")
-    pool = contract(w3, deployment, "POOL")
-    out = pool.functions.get_amount_out(to_base_units(amount, tin), deployment.addresses[tin]).call()
-    return {"token_in": tin, "token_out": tout, "amount_in": float(amount), "amount_out": from_base_units(out, tout)}
+    path = swap_path(tin, tout)
+    missing = [k for k in path_pairs(path) if not deployment.has(k)]
+    if missing:
+        raise ToolArgumentError(f"quote_swap: the address book has no {', '.join(missing)} for {' -> '.join(path)}")
+    router = cached_contract(w3, deployment, "UNI_ROUTER")
+    try:
+        amounts = router.functions.getAmountsOut(to_base_units(amount, tin), [deployment.address(s) for s in path]).call()
+    except ContractLogicError as e:
+        raise ToolArgumentError(f"quote_swap: Router02.getAmountsOut refused: {e.message}") from None
+    out = from_base_units(amounts[-1], tout)
+    return {"token_in": tin, "token_out": tout, "amount_in": float(amount), "amount_out": out, "path": path}
 
 
 READ_TOOLS: dict[str, ReadTool] = {
     t.name: t
     for t in (
         ReadTool("get_balances", "Wallet balances of WETH, USDC, DAI and native ETH.", _NO_ARGS, _balances),
-        ReadTool("get_pool_state", "Reserves, price and TVL of the WETH/USDC pool.", _NO_ARGS, _pool),
-        ReadTool("get_position", "The lending position: collateral, debt, health factor.", _NO_ARGS, _position),
+        ReadTool("get_pool_state", "Reserves, price and TVL of the Uniswap V2 WETH/USDC pair.", _NO_ARGS, _pool),
+        ReadTool("get_position", "The Aave V3 position (collateral, debt, health factor as Aave computes it) "
+                 "and the LP position in the WETH/USDC pair.", _NO_ARGS, _position),
         ReadTool("get_gas_price", "The node's current gas price in gwei.", _NO_ARGS, _gas),
-        ReadTool("get_oracle_price", "The oracle's WETH price in USDC.", _NO_ARGS, _oracle),
+        ReadTool("get_oracle_price", "The Chainlink-style ETH/USD feed's latest round (price, round id, age, "
+                 "heartbeat) and Aave's oracle price for WETH.", _NO_ARGS, _oracle),
         ReadTool("get_block", "The latest block's number, timestamp and hash.", _NO_ARGS, _block),
         ReadTool(
             "quote_swap",
-            "The pool's quote for selling amount_in of token_in (WETH or USDC), fee included.",
+            "Uniswap V2 Router02's quote (getAmountsOut, 0.3 % fee per hop included) for selling amount_in of "
+            "token_in for token_out (default: USDC for WETH, else WETH); USDC<->DAI routes through WETH.",
             {
                 "type": "object",
                 "properties": {
                     "token_in": {"type": "string", "enum": list(KNOWN_TOKENS)},
                     "amount_in": {"type": "number", "exclusiveMinimum": 0},
+                    "token_out": {"type": "string", "enum": list(KNOWN_TOKENS)},
                 },
                 "required": ["token_in", "amount_in"],
                 "additionalProperties": False,

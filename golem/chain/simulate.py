@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from web3 import Web3
 from web3.exceptions import ContractLogicError
 
-from golem.chain.contracts import Deployment, contract
+from golem.chain.contracts import Deployment
 from golem.chain.tools import (
     COLLATERAL_TOKEN,
     DEBT_TOKEN,
@@ -24,6 +24,7 @@ from golem.chain.tools import (
     POOL_TOKEN1,
     PlannedCall,
     ToolArgumentError,
+    aave_reason,
     build_calls,
     burned_shares,
     from_base_units,
@@ -59,14 +60,15 @@ def _hex(data: Any) -> str:
 
 
 def decode_revert(data: Any) -> str | None:
-    """Error(string) → the string, Panic(uint256) → "panic 0x..", other data → its selector."""
+    """Error(string) → the string (Aave's numeric codes named), Panic(uint256) → "panic 0x..", other data →
+    its selector."""
     raw = _hex(data)
     if not raw:
         return None
     selector, body = raw[:8], bytes.fromhex(raw[8:]) if len(raw) > 8 else b""
     try:
         if selector == ERROR_STRING_SELECTOR:
-            return abi_decode(["string"], body)[0]
+            return aave_reason(abi_decode(["string"], body)[0])
         if selector == PANIC_SELECTOR:
             return f"panic 0x{abi_decode(['uint256'], body)[0]:02x}"
     except Exception:  # malformed revert data: report it raw rather than hide it
@@ -94,7 +96,16 @@ def simulate_calls(
         if len(calls) != 1:
             raise SimulationError(f"{len(calls)} dependent calls need eth_simulateV1; eth_call simulates one call")
         return [_eth_call(w3, account, calls[0], tag)]
-    payload = {"blockStateCalls": [{"calls": [_tx_params(account, c) for c in calls]}], "validation": False}
+    # The simulated block comes a second after its parent, as the real next block does: Anvil would
+    # otherwise reuse the parent's timestamp, and e.g. a Uniswap V2 pair skips its price-accumulator
+    # writes within one timestamp, so the gas estimate would miss ~45k of a swap's real cost.
+    parent_time = int(w3.eth.get_block(block if isinstance(block, int) else tag)["timestamp"])
+    payload = {
+        "blockStateCalls": [
+            {"blockOverrides": {"time": hex(parent_time + 1)}, "calls": [_tx_params(account, c) for c in calls]}
+        ],
+        "validation": False,
+    }
     resp = w3.provider.make_request("eth_simulateV1", [payload, tag])
     if "error" in resp or not resp.get("result"):
         if len(calls) == 1:
@@ -133,6 +144,42 @@ def _decode_return(call: PlannedCall, outcome: CallOutcome) -> Any:
     return abi_decode([call.returns], bytes.fromhex(_hex(outcome.return_data)))[0]
 
 
+def _with_checks(calls: list[PlannedCall]) -> tuple[list[PlannedCall], list[int | None]]:
+    """The calls to simulate: each conditional call preceded by its check (a read, run in the same block
+    so it sees the state the earlier calls left). Returns them and, per planned call, its check's index."""
+    flat: list[PlannedCall] = []
+    checks: list[int | None] = []
+    for c in calls:
+        if c.only_if_nonzero is not None:
+            checks.append(len(flat))
+            flat.append(PlannedCall(to=c.only_if_nonzero.to, data=c.only_if_nonzero.data, label=f"check_{c.label}",
+                                    returns="uint256"))
+        else:
+            checks.append(None)
+        flat.append(c)
+    return flat, checks
+
+
+def simulate_planned(w3: Web3, account: str, calls: list[PlannedCall], block: int | str = "latest") -> list[CallOutcome]:
+    """One outcome per planned call; a conditional call whose check reads zero is not sent by the
+    executor, so here it is ok with no gas (what the executor will do, not what the node could do)."""
+    flat, checks = _with_checks(calls)
+    outcomes = simulate_calls(w3, account, flat, block) if flat else []
+    out: list[CallOutcome] = []
+    pos = 0
+    for call, check in zip(calls, checks):
+        if check is not None:
+            needed = outcomes[pos]
+            pos += 1
+            if needed.ok and not int(_decode_return(flat[check], needed) or 0):
+                out.append(CallOutcome(ok=True))
+                pos += 1
+                continue
+        out.append(outcomes[pos])
+        pos += 1
+    return out
+
+
 def simulate_actions(
     w3: Web3,
     deployment: Deployment,
@@ -143,10 +190,11 @@ def simulate_actions(
     """Build every action's calls and simulate them all in one block, in action order.
 
     `expected` holds what the chain should show afterwards, as signed deltas in human units:
-    `delta:<SYMBOL>` for wallet balances, `delta:collateral` / `delta:debt` for the lending position,
-    `delta:lp_shares` for the golem's pool shares (LP_SHARE_DECIMALS units), `amount_in` /
-    `amount_out` for swaps (amount_out decoded from the swap's return data), and `shares` minted or
-    burned by add/remove_liquidity (the amounts out of remove_liquidity decoded from its return data).
+    `delta:<SYMBOL>` for wallet balances, `delta:collateral` / `delta:debt` for the Aave position (aWETH
+    and variable-debt USDC), `delta:lp_shares` for the golem's LP shares of the pair (LP_SHARE_DECIMALS
+    units), `amount_in` / `amount_out` for swaps (amount_out decoded from Router02's returned amounts),
+    and `shares` minted or burned by add/remove_liquidity (with the amounts the router returned). A
+    repay or withdraw expects what Aave's call returned (a full repay: the debt as of the simulated block).
     """
     account = Web3.to_checksum_address(account)
     block = w3.eth.block_number
@@ -163,9 +211,8 @@ def simulate_actions(
         planned.append((action, calls))
 
     flat = [c for _, calls in planned for c in calls]
-    outcomes = simulate_calls(w3, account, flat, block) if flat else []
+    outcomes = simulate_planned(w3, account, flat, block) if flat else []
 
-    debt = None  # the lending debt, read once and carried through simulated borrows/repays
     pos = 0
     for action, calls in planned:
         mine = outcomes[pos : pos + len(calls)]
@@ -183,64 +230,52 @@ def simulate_actions(
             )
             continue
         args = parse_arguments(action.tool, action.arguments)
+        main = next(i for i, c in enumerate(calls) if c.main)
+        ret = _decode_return(calls[main], mine[main])
+        if calls[main].returns and ret is None:
+            raise SimulationError(f"{action.tool} simulation of action {action.action_index} returned nothing")
         expected: dict[str, float] = {}
         if action.tool == "swap":
-            main = next(i for i, c in enumerate(calls) if c.main)
-            out_base = _decode_return(calls[main], mine[main])
-            if out_base is None:
-                raise SimulationError(f"swap simulation of action {action.action_index} returned no amount_out")
             amount_in = from_base_units(to_base_units(args["amount_in"], args["token_in"]), args["token_in"])
-            amount_out = from_base_units(int(out_base), args["token_out"])
+            amount_out = from_base_units(int(ret[-1]), args["token_out"])
             expected = {
                 "amount_in": amount_in,
                 "amount_out": amount_out,
                 f"delta:{args['token_in']}": -amount_in,
                 f"delta:{args['token_out']}": amount_out,
             }
-        elif action.tool in ("add_liquidity", "remove_liquidity"):
-            main = next(i for i, c in enumerate(calls) if c.main)
-            ret = _decode_return(calls[main], mine[main])
-            if ret is None:
-                raise SimulationError(f"{action.tool} simulation of action {action.action_index} returned nothing")
-            if action.tool == "add_liquidity":
-                amount0 = from_base_units(to_base_units(args["amount_weth"], POOL_TOKEN0), POOL_TOKEN0)
-                amount1 = from_base_units(to_base_units(args["amount_usdc"], POOL_TOKEN1), POOL_TOKEN1)
-                minted = lp_shares_from_base(int(ret))
-                expected = {
-                    "amount_weth": amount0,
-                    "amount_usdc": amount1,
-                    "shares": minted,
-                    f"delta:{POOL_TOKEN0}": -amount0,
-                    f"delta:{POOL_TOKEN1}": -amount1,
-                    f"delta:{LP_SHARES_KEY}": minted,
-                }
-            else:
-                out0, out1 = (int(x) for x in ret)
-                burned = lp_shares_from_base(burned_shares(calls[main]))
-                expected = {
-                    "shares": burned,
-                    f"delta:{POOL_TOKEN0}": from_base_units(out0, POOL_TOKEN0),
-                    f"delta:{POOL_TOKEN1}": from_base_units(out1, POOL_TOKEN1),
-                    f"delta:{LP_SHARES_KEY}": -burned,
-                }
+        elif action.tool == "add_liquidity":
+            used0, used1, minted_raw = (int(x) for x in ret)
+            amount0, amount1 = from_base_units(used0, POOL_TOKEN0), from_base_units(used1, POOL_TOKEN1)
+            minted = lp_shares_from_base(minted_raw)
+            expected = {
+                "amount_weth": amount0,
+                "amount_usdc": amount1,
+                "shares": minted,
+                f"delta:{POOL_TOKEN0}": -amount0,
+                f"delta:{POOL_TOKEN1}": -amount1,
+                f"delta:{LP_SHARES_KEY}": minted,
+            }
+        elif action.tool == "remove_liquidity":
+            out0, out1 = (int(x) for x in ret)
+            burned = lp_shares_from_base(burned_shares(calls[main]))
+            expected = {
+                "shares": burned,
+                f"delta:{POOL_TOKEN0}": from_base_units(out0, POOL_TOKEN0),
+                f"delta:{POOL_TOKEN1}": from_base_units(out1, POOL_TOKEN1),
+                f"delta:{LP_SHARES_KEY}": -burned,
+            }
         else:
             symbol = COLLATERAL_TOKEN if action.tool in ("supply", "withdraw") else DEBT_TOKEN
-            amount = from_base_units(to_base_units(args["amount"], symbol), symbol)
-            if action.tool == "supply":
-                expected = {f"delta:{symbol}": -amount, "delta:collateral": amount}
-            elif action.tool == "withdraw":
-                expected = {f"delta:{symbol}": amount, "delta:collateral": -amount}
-            else:
-                if debt is None:
-                    lending = contract(w3, deployment, "LENDING")
-                    debt = from_base_units(lending.functions.debt_of(account).call(block_identifier=block), DEBT_TOKEN)
-                if action.tool == "borrow":
-                    debt += amount
-                    expected = {f"delta:{symbol}": amount, "delta:debt": amount}
-                else:  # repay is capped at the outstanding debt (Lending.repay)
-                    paid = min(amount, debt)
-                    debt -= paid
-                    expected = {f"delta:{symbol}": -paid, "delta:debt": -paid}
+            # repay and withdraw return what Aave actually moved (a full repay: the debt at the block)
+            moved = int(ret) if ret is not None else to_base_units(args["amount"], symbol)
+            amount = from_base_units(moved, symbol)
+            expected = {
+                "supply": {f"delta:{symbol}": -amount, "delta:collateral": amount},
+                "withdraw": {f"delta:{symbol}": amount, "delta:collateral": -amount},
+                "borrow": {f"delta:{symbol}": amount, "delta:debt": amount},
+                "repay": {f"delta:{symbol}": -amount, "delta:debt": -amount},
+            }[action.tool]
         results[action.action_index] = SimulatedAction(
             action_index=action.action_index, ok=True, gas_estimate=gas, expected=expected
         )

@@ -12,12 +12,17 @@ import time
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
-from golem.chain.contracts import Deployment, contract
+from golem.chain.contracts import Deployment
 from golem.chain.reader import read_snapshot
 from golem.chain.tools import (
+    COLLATERAL_TOKEN,
+    DEBT_TOKEN,
     DEFAULT_MAX_SLIPPAGE_BPS,
+    LP_PAIR,
     LP_SHARES_KEY,
     LP_TOOLS,
+    RAY,
+    cached_contract,
     POOL_TOKEN0,
     POOL_TOKEN1,
     STABLE_TOKENS,
@@ -43,23 +48,55 @@ def _position_amounts(snap: ChainSnapshot) -> tuple[float, float]:
     return (sum(p.collateral for p in lending), sum(p.debt for p in lending))
 
 
-def tracked_quantities(snap: ChainSnapshot, lp_shares: float | None = None) -> dict[str, float]:
-    """Everything an action can move, keyed like the simulation's expected deltas. The pool shares
-    are not in the snapshot (it carries the claim, which swaps move); pass them from `read_lp_shares`."""
+def tracked_quantities(
+    snap: ChainSnapshot, lp_shares: float | None = None, lending: tuple[float, float] | None = None
+) -> dict[str, float]:
+    """Everything an action can move, keyed like the simulation's expected deltas. The LP shares are not
+    in the snapshot (it carries the claim, which swaps move); pass them from `read_lp_shares`. `lending`
+    (collateral, debt) overrides the snapshot's Aave balances (see `aave_amounts_at`)."""
     out = {f"delta:{sym}": amount for sym, amount in snap.balances.items()}
-    out["delta:collateral"], out["delta:debt"] = _position_amounts(snap)
+    out["delta:collateral"], out["delta:debt"] = lending if lending is not None else _position_amounts(snap)
     if lp_shares is not None:
         out[f"delta:{LP_SHARES_KEY}"] = lp_shares
     return out
 
 
 def read_lp_shares(w3: Web3, deployment: Deployment, account: str, block: int | str = "latest") -> float:
-    """`Pool.shares(account)` at `block`, in LP_SHARE_DECIMALS units (the ground truth for delta:lp_shares).
+    """The pair's LP token `balanceOf(account)` at `block`, in LP_SHARE_DECIMALS units (the ground truth
+    for delta:lp_shares).
 
     Verification reads it at the pre-observation's block, so the node must still hold that block's
     state (any node does for the last 128 blocks; Anvil keeps all)."""
-    pool = contract(w3, deployment, "POOL")
-    return lp_shares_from_base(pool.functions.shares(Web3.to_checksum_address(account)).call(block_identifier=block))
+    pair = cached_contract(w3, deployment, LP_PAIR)
+    return lp_shares_from_base(pair.functions.balanceOf(Web3.to_checksum_address(account)).call(block_identifier=block))
+
+
+def _ray_mul(a: int, b: int) -> int:
+    return (a * b + RAY // 2) // RAY  # Aave WadRayMath.rayMul: half up
+
+
+def aave_amounts_at(
+    w3: Web3, deployment: Deployment, account: str, blocks: tuple[int, ...], index_block: int
+) -> list[tuple[float, float]]:
+    """(collateral, debt) of the account's Aave position at each of `blocks`, both valued at the reserve
+    indexes of `index_block`.
+
+    aWETH and variable-debt balances grow every second (balance = scaled balance × the reserve's
+    normalized income / variable debt index). Valuing the before and after scaled balances at the same
+    (after) index leaves only what the actions moved, so accrued interest is not mistaken for an
+    unexpected move; the after value equals the token's balanceOf at `index_block` exactly."""
+    account = Web3.to_checksum_address(account)
+    pool = cached_contract(w3, deployment, "AAVE_POOL").functions
+    income = pool.getReserveNormalizedIncome(deployment.address(COLLATERAL_TOKEN)).call(block_identifier=index_block)
+    debt_index = pool.getReserveNormalizedVariableDebt(deployment.address(DEBT_TOKEN)).call(block_identifier=index_block)
+    a_token = cached_contract(w3, deployment, f"A_{COLLATERAL_TOKEN}").functions
+    v_token = cached_contract(w3, deployment, f"VDEBT_{DEBT_TOKEN}").functions
+    out = []
+    for b in blocks:
+        coll = _ray_mul(a_token.scaledBalanceOf(account).call(block_identifier=b), income)
+        debt = _ray_mul(v_token.scaledBalanceOf(account).call(block_identifier=b), debt_index)
+        out.append((from_base_units(coll, COLLATERAL_TOKEN), from_base_units(debt, DEBT_TOKEN)))
+    return out
 
 
 def touches_pool_shares(actions: list[ProposedAction], records: list[ActionRecord]) -> bool:
@@ -71,23 +108,25 @@ def touches_pool_shares(actions: list[ProposedAction], records: list[ActionRecor
 def tracked_pair(
     w3: Web3, deployment: Deployment, account: str, pre: ChainSnapshot, post: ChainSnapshot, with_lp: bool
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Tracked quantities before and after; with `with_lp`, the pool shares read at each snapshot's block."""
-    if not with_lp:
-        return tracked_quantities(pre), tracked_quantities(post)
-    return (
-        tracked_quantities(pre, read_lp_shares(w3, deployment, account, pre.block_number)),
-        tracked_quantities(post, read_lp_shares(w3, deployment, account, post.block_number)),
-    )
+    """Tracked quantities before and after: the Aave position at each snapshot's block valued at the
+    post block's indexes (interest is not an action's move); with `with_lp`, the LP shares at each block."""
+    lend_pre, lend_post = aave_amounts_at(w3, deployment, account, (pre.block_number, post.block_number),
+                                          post.block_number)
+    lp_pre = read_lp_shares(w3, deployment, account, pre.block_number) if with_lp else None
+    lp_post = read_lp_shares(w3, deployment, account, post.block_number) if with_lp else None
+    return tracked_quantities(pre, lp_pre, lend_pre), tracked_quantities(post, lp_post, lend_post)
 
 
 def lp_share_usd(w3: Web3, deployment: Deployment, eth_usd: float, block: int | str = "latest") -> float:
-    """USD per LP share unit: the pool's reserves at `eth_usd` per WETH, divided by its shares."""
-    pool = contract(w3, deployment, "POOL")
-    total = pool.functions.total_shares().call(block_identifier=block)
+    """USD per LP share unit: the pair's reserves at `eth_usd` per WETH, divided by its LP supply."""
+    pair = cached_contract(w3, deployment, LP_PAIR)
+    total = pair.functions.totalSupply().call(block_identifier=block)
     if total == 0:
         return 0.0
-    r0 = from_base_units(pool.functions.reserve0().call(block_identifier=block), POOL_TOKEN0)
-    r1 = from_base_units(pool.functions.reserve1().call(block_identifier=block), POOL_TOKEN1)
+    raw0, raw1, _ts = pair.functions.getReserves().call(block_identifier=block)
+    if Web3.to_checksum_address(pair.functions.token0().call()) != deployment.address(POOL_TOKEN0):
+        raw0, raw1 = raw1, raw0
+    r0, r1 = from_base_units(raw0, POOL_TOKEN0), from_base_units(raw1, POOL_TOKEN1)
     return (r0 * eth_usd + r1) / lp_shares_from_base(total)
 
 
@@ -152,8 +191,10 @@ def verify_actions(
     `verified` is true only when every executed tx has a successful receipt with `confirmations`
     blocks (heartbeat §S10: 2-block confirmation by default), no action failed, and every deviation
     is within `max_deviation_bps` (default: the largest slippage bound of the executed swaps).
-    `pnl_impact` is the change in the account's net value (wallet + collateral − debt + pool shares)
-    valued at the oracle price after execution, minus the gas paid.
+    `pnl_impact` is the change in the account's net value (wallet + collateral − debt + LP shares)
+    valued at the oracle price after execution, minus the gas paid; the Aave position's before and
+    after are valued at the same reserve indexes, so interest accrued meanwhile is neither a deviation
+    nor profit or loss of the action.
     """
     if confirmations < 0:
         raise ValueError(f"confirmations must be >= 0, got {confirmations}")

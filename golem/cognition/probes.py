@@ -269,6 +269,26 @@ def probe_homeostatic_deviation(snapshot: ChainSnapshot, state: GolemState) -> P
                        detail=", ".join(f"{k} {v:.2f}σ" for k, v in sorted(zs.items())) + f" (max: {name})")
 
 
+# A feed is stale once it misses its heartbeat (Chainlink's own definition: no round for longer than the
+# feed's heartbeat); it is graded Low from three quarters of the heartbeat on, ours, so the golem looks
+# before the price it values the book with stops being trustworthy.
+FEED_STALE_LOW_FRACTION = 0.75
+
+
+def probe_feed_staleness(snapshot: ChainSnapshot) -> ProbeResult:
+    """The oldest price feed's round age over its heartbeat: Low ≥ 0.75×, High > 1× (stale)."""
+    rated = [(f.age_s / f.heartbeat_s, f) for f in snapshot.feeds if f.heartbeat_s]
+    if not rated:
+        return ProbeResult(probe="feed_staleness", threshold=FEED_STALE_LOW_FRACTION,
+                           detail="no feed with a known heartbeat: skipped")
+    ratio, feed = max(rated, key=lambda rf: rf[0])
+    sev = ProbeSeverity.HIGH if ratio > 1.0 else ProbeSeverity.LOW if ratio >= FEED_STALE_LOW_FRACTION else ProbeSeverity.NONE
+    state = "STALE" if ratio > 1.0 else "fresh"
+    return ProbeResult(probe="feed_staleness", severity=sev, value=round(ratio, 4), threshold=FEED_STALE_LOW_FRACTION,
+                       detail=f"{feed.symbol}/USD feed round {feed.round_id} is {feed.age_s} s old "
+                              f"(heartbeat {feed.heartbeat_s} s): {state}")
+
+
 def run_probes(
     snapshot: ChainSnapshot,
     state: GolemState,
@@ -287,6 +307,7 @@ def run_probes(
         probe_position_health(snapshot, t),
         probe_gas_price(snapshot, state, t),
         probe_circuit_breaker(snapshot, t),
+        probe_feed_staleness(snapshot),
         probe_kill_switch(kill_switch_triggered, t),
         probe_world_model_drift(snapshot, state, t),
         probe_rsi(snapshot, state),

@@ -2,9 +2,9 @@
 
 grimoire "DeFi Topology as Heterogeneous Graph": nodes are contracts, tokens, pools, oracles; edges are
 oracle dependency, collateral backing, token flow, positions. "Graph Maintenance" source 3 (on-chain state
-mapped to edges): the protocol edges are read from the deployed contracts' own getters (Lending.oracle(),
-collateral_token(), debt_token(), Pool.token0(), token1()) once per worker start — our contracts fix them
-at deploy — and the golem's own edges (has_position, holds_token) from each tick's chain snapshot, valid
+mapped to edges): the protocol edges are read from the protocols' own getters (Aave's
+PoolAddressesProvider.getPriceOracle(), Pool.getReservesList() and each reserve's configuration,
+AaveOracle.getSourceOfAsset(), the Uniswap V2 pair's token0()/token1()) once per worker start, and the golem's own edges (has_position, holds_token) from each tick's chain snapshot, valid
 from the observed block. Syncing is idempotent: an unchanged topology writes nothing, a changed one asserts
 the new facts and invalidates the ones that stopped being true (history stays queryable).
 
@@ -28,13 +28,13 @@ from golem.models.observation import Anomaly, ChainSnapshot
 log = logging.getLogger("golem.topology")
 
 # Predicates (the spec's Predicate enum, snake_case; debt_token and holds_token are ours).
-ORACLE_DEPENDENCY = "oracle_dependency"  # lending market → the oracle it prices collateral with
-COLLATERAL_BACKING = "collateral_backing"  # lending market → its collateral token
-DEBT_TOKEN = "debt_token"  # lending market → the token it lends
+ORACLE_DEPENDENCY = "oracle_dependency"  # lending market → the oracle it prices with; oracle → each feed
+COLLATERAL_BACKING = "collateral_backing"  # lending market → each token that may back debt
+DEBT_TOKEN = "debt_token"  # lending market → each token it lends
 HOLDS_TOKEN = "holds_token"  # pool → each of its tokens; golem → each token it holds a balance of
 HAS_POSITION = "has_position"  # golem → a protocol it has a position in (lending market, pool)
 # Many-valued predicates: a new object adds a fact instead of superseding the current one.
-MULTI_VALUED = frozenset({HOLDS_TOKEN, HAS_POSITION})
+MULTI_VALUED = frozenset({HOLDS_TOKEN, HAS_POSITION, COLLATERAL_BACKING, DEBT_TOKEN, ORACLE_DEPENDENCY})
 GOLEM_PREDICATES = (HAS_POSITION, HOLDS_TOKEN)
 
 # Which entity a probe's event concerns (None: no protocol entity — chain gas, our budget, our switch).
@@ -45,6 +45,7 @@ PROBE_ENTITY_KIND: dict[str, str | None] = {
     "homeostatic_deviation": "pool",  # price level/return; a gas-driven deviation has no entity
     "circuit_breaker": "oracle",  # pool vs oracle: the oracle is the feed the lending market trusts
     "world_model_drift": "oracle",
+    "feed_staleness": "oracle",
     "position_health": "position",  # the protocol of the weakest position
     "gas_price": None,
     "kill_switch": None,
@@ -90,29 +91,45 @@ class ProtocolTopology(BaseModel):
 
 
 def read_protocol_topology(w3, deployment) -> ProtocolTopology:
-    """Read the protocol edges from the contracts' getters (not from our deployment script's intent)."""
-    from golem.chain.contracts import contract
+    """Read the protocol edges from the protocols' own getters (not from our deployment script's intent):
+    the Aave Pool's reserves (collateral where Aave lets a reserve back debt, debt where it may be borrowed),
+    its oracle (PoolAddressesProvider.getPriceOracle) and each asset's feed (AaveOracle.getSourceOfAsset),
+    and the Uniswap V2 pair's two tokens."""
+    from golem.chain.contracts import MAIN_PAIR, contract
 
     by_address = {addr.lower(): key for key, addr in deployment.addresses.items()}
 
     def node(kind: str, address: str) -> str:
         return entity_id(kind, _checksum(address))
 
-    lending = contract(w3, deployment, "LENDING").functions
-    pool = contract(w3, deployment, "POOL").functions
-    lend_id = node("lending_market", deployment.address("LENDING"))
-    pool_id = node("pool", deployment.address("POOL"))
-    oracle_addr = lending.oracle().call()
+    provider = contract(w3, deployment, "AAVE_PROVIDER").functions
+    aave = contract(w3, deployment, "AAVE_POOL").functions
+    pair = contract(w3, deployment, MAIN_PAIR).functions
+    lend_id = node("lending_market", provider.getPool().call())
+    pool_id = node("pool", deployment.address(MAIN_PAIR))
+    oracle_addr = provider.getPriceOracle().call()
     oracle_id = node("oracle", oracle_addr)
-    facts = [
-        TopologyFact(subject=lend_id, predicate=ORACLE_DEPENDENCY, object=oracle_id),
-        TopologyFact(subject=lend_id, predicate=COLLATERAL_BACKING,
-                     object=node("token", lending.collateral_token().call())),
-        TopologyFact(subject=lend_id, predicate=DEBT_TOKEN, object=node("token", lending.debt_token().call())),
-        TopologyFact(subject=pool_id, predicate=HOLDS_TOKEN, object=node("token", pool.token0().call())),
-        TopologyFact(subject=pool_id, predicate=HOLDS_TOKEN, object=node("token", pool.token1().call())),
+    oracle = contract(w3, deployment, "AAVE_ORACLE").functions
+    data = contract(w3, deployment, "AAVE_DATA").functions if deployment.has("AAVE_DATA") else None
+    facts = [TopologyFact(subject=lend_id, predicate=ORACLE_DEPENDENCY, object=oracle_id)]
+    for asset in aave.getReservesList().call():
+        token = node("token", asset)
+        collateral = borrowable = True
+        if data is not None:  # (decimals, ltv, lt, bonus, reserveFactor, usageAsCollateralEnabled, borrowingEnabled, ...)
+            cfg = data.getReserveConfigurationData(asset).call()
+            collateral, borrowable = bool(cfg[5]), bool(cfg[6])
+        if collateral:
+            facts.append(TopologyFact(subject=lend_id, predicate=COLLATERAL_BACKING, object=token))
+        if borrowable:
+            facts.append(TopologyFact(subject=lend_id, predicate=DEBT_TOKEN, object=token))
+        source = oracle.getSourceOfAsset(asset).call()
+        if int(source, 16):
+            facts.append(TopologyFact(subject=oracle_id, predicate=ORACLE_DEPENDENCY, object=node("feed", source)))
+    facts += [
+        TopologyFact(subject=pool_id, predicate=HOLDS_TOKEN, object=node("token", pair.token0().call())),
+        TopologyFact(subject=pool_id, predicate=HOLDS_TOKEN, object=node("token", pair.token1().call())),
     ]
-    tokens = {sym: node("token", deployment.address(sym)) for sym in ("WETH", "USDC", "DAI")}
+    tokens = {sym: node("token", deployment.address(sym)) for sym in ("WETH", "USDC", "DAI") if deployment.has(sym)}
     labels = {}
     for f in facts:
         for nid in (f.subject, f.object):
@@ -271,7 +288,17 @@ def known_entities(kg: KnowledgeGraph, block: int) -> set[str]:
 def topology_brief(kg: KnowledgeGraph, block: int, limit: int = 30) -> str:
     """The facts true at `block`, one per line, for the LLM workspace (so it can name entities by id)."""
     facts = kg.facts_at_block(block)
-    lines = [f"{f.subject} --{f.predicate}--> {f.object}" for f in facts[:limit]]
+    # One line per (subject, predicate), objects joined: an Aave market backs and lends every reserve and its
+    # oracle has a feed per asset, so a line per fact would spend the workspace's budget on repetition.
+    # The golem's own edges first, then the protocols nearest to them; the pair's tokens close the list.
+    order = {"golem": 0, "lending_market": 1, "pool": 2, "oracle": 3}
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for f in facts[:limit]:
+        grouped.setdefault((f.subject, f.predicate), []).append(f.object)
+    # Edges between protocols (positions, oracle, feeds) before the token lists, which the budget may cut.
+    keys = sorted(grouped, key=lambda k: (all(o.startswith("token:") for o in grouped[k]),
+                                          order.get(k[0].partition(":")[0], 9), k[0], k[1]))
+    lines = [f"{subj} --{pred}--> {', '.join(grouped[(subj, pred)])}" for subj, pred in keys]
     if len(facts) > limit:
         lines.append(f"(+{len(facts) - limit} more facts)")
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def _labels(data_dir: Path) -> dict[str, str]:
-    """address (lower case) → deployment key, e.g. LENDING, WETH."""
+    """address (lower case) → address-book key, e.g. AAVE_POOL, WETH."""
     from golem.chain.contracts import Deployment, DeploymentError
 
     path = Path(data_dir) / "deployment.json"

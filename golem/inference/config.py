@@ -57,7 +57,9 @@ DEFAULT_ALLOCATIONS: dict[Tier, dict[str, int]] = {
         "retrieved": 1500,
         "causal": 300,
         "observation": 500,
-        "positions": 300,
+        # ours: the Aave market's reserves and feeds and the pair make the topology ~16 facts (≈ 450 tokens
+        # of ids); 300 cut the pair's line and the model could not name it
+        "positions": 600,
         "affect": 120,
         "interventions": 500,
         "conversation": 600,
@@ -67,7 +69,7 @@ DEFAULT_ALLOCATIONS: dict[Tier, dict[str, int]] = {
         "strategy": 600,
         "retrieved": 600,
         "observation": 400,
-        "positions": 300,
+        "positions": 450,
         "warnings": 200,
         "interventions": 300,
     },

@@ -1,9 +1,14 @@
-"""DecisionCycleRecord storage: one file per tick plus the SQLite `cycle_index` (heartbeat §S6).
+"""DecisionCycleRecord storage: one file per run of a tick plus the SQLite `cycle_index` (heartbeat §S6).
 
 The spec stores records as bincode. We write the pydantic model as JSON instead: the same model
 round-trips exactly, and a person (or `golem show`) can read a tick without any decoder. Files are
-~2–10 KB either way. Files are written atomically (tmp + rename) and the index row with
-INSERT OR REPLACE, so persisting the same tick twice (a retried reflect activity) is harmless.
+~2–10 KB either way.
+
+Records are append-only across runs (issue 21): the tick's first run writes `cycle-NNNNNN.json`,
+every other run (`golem rerun`, a Temporal reset, a workflow retry) writes beside it under its run
+label (`cycle-NNNNNN-rerun-1.json`, `cycle-NNNNNN-reset-1a2b3c4d.json`), with its own index row keyed
+by (tick, run). Within one run the write is keyed by tick and run: the file is replaced atomically
+(tmp + rename) and the row with INSERT OR REPLACE, so a retried reflect overwrites its own write.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ from pydantic import ValidationError
 
 from golem.models.enums import ActionStatus
 from golem.models.golem import TickFailure
+from golem.life.runs import check_label, labelled
 from golem.models.record import DecisionCycleRecord
 from golem.storage import connect, init_db
 
-# heartbeat §S6 "Storage and Indexing", plus workflow_id and gating_reason for the CLI.
+# heartbeat §S6 "Storage and Indexing", plus workflow_id and gating_reason for the CLI, and one row per
+# run of a tick: `run` is the run label ('' for the tick's first run), linked to the original by
+# original_run_id (a reset or retry) or rerun_of (a `golem rerun`, the original tick's workflow id).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS cycle_index (
-    tick INTEGER PRIMARY KEY,
+    tick INTEGER NOT NULL,
     regime TEXT NOT NULL,
     tier TEXT NOT NULL,
     has_action BOOLEAN NOT NULL,
@@ -37,12 +45,25 @@ CREATE TABLE IF NOT EXISTS cycle_index (
     primary_emotion TEXT,
     timestamp TEXT NOT NULL,
     workflow_id TEXT,
-    gating_reason TEXT
+    gating_reason TEXT,
+    run TEXT NOT NULL DEFAULT '',
+    run_kind TEXT NOT NULL DEFAULT 'original',
+    run_id TEXT,
+    original_run_id TEXT,
+    rerun_of TEXT,
+    reset_reason TEXT,
+    PRIMARY KEY (tick, run)
 );
 CREATE INDEX IF NOT EXISTS idx_cycle_tier_regime ON cycle_index(tier, regime);
 CREATE INDEX IF NOT EXISTS idx_cycle_outcome ON cycle_index(has_action, has_outcome);
 CREATE INDEX IF NOT EXISTS idx_cycle_phase ON cycle_index(phase);
 CREATE INDEX IF NOT EXISTS idx_cycle_recent ON cycle_index(tick DESC);
+-- The run an owner cares about, one per tick: the first run's, else the latest run that recorded
+-- (a failed tick recovered by a reset or rerun).
+CREATE VIEW IF NOT EXISTS cycle_primary AS
+    SELECT c.* FROM cycle_index c
+    WHERE c.rowid = (SELECT r.rowid FROM cycle_index r WHERE r.tick = c.tick
+                     ORDER BY (r.run = '') DESC, r.rowid DESC LIMIT 1);
 -- Ticks whose workflow failed (no observation, so no record): kept so nothing is lost silently.
 CREATE TABLE IF NOT EXISTS cycle_failures (
     tick INTEGER PRIMARY KEY,
@@ -50,13 +71,26 @@ CREATE TABLE IF NOT EXISTS cycle_failures (
     error TEXT NOT NULL,
     failed_at TEXT NOT NULL
 );
+-- Later runs of a tick (a reset, a rerun) that failed: each records itself, since no parent is waiting.
+CREATE TABLE IF NOT EXISTS cycle_run_failures (
+    tick INTEGER NOT NULL,
+    run TEXT NOT NULL,
+    run_kind TEXT NOT NULL,
+    run_id TEXT,
+    workflow_id TEXT NOT NULL,
+    error TEXT NOT NULL,
+    failed_at TEXT NOT NULL,
+    PRIMARY KEY (tick, run)
+);
 """
 
 INDEX_NAMES = ("idx_cycle_tier_regime", "idx_cycle_outcome", "idx_cycle_phase", "idx_cycle_recent")
 _COLUMNS = (
     "tick", "regime", "tier", "has_action", "has_outcome", "phase", "prediction_error",
     "total_cost", "pnl_impact", "primary_emotion", "timestamp", "workflow_id", "gating_reason",
+    "run", "run_kind", "run_id", "original_run_id", "rerun_of", "reset_reason",
 )
+_V1_COLUMNS = _COLUMNS[:13]  # the index before runs were told apart (tick was the primary key)
 # Statuses that mean a transaction was actually sent (a blocked or deferred action is not "acting").
 _ACTED = (ActionStatus.EXECUTED, ActionStatus.FAILED)
 
@@ -82,6 +116,12 @@ def index_row(record: DecisionCycleRecord) -> dict[str, Any]:
         "timestamp": record.timestamp,
         "workflow_id": record.workflow_id or None,
         "gating_reason": record.gating_reason,
+        "run": record.run_label,
+        "run_kind": record.run_kind,
+        "run_id": record.run_id or None,
+        "original_run_id": record.original_run_id,
+        "rerun_of": record.rerun_of,
+        "reset_reason": record.reset_reason,
     }
 
 
@@ -93,18 +133,19 @@ class CycleStore:
         self.dir = self.data_dir / "cycles"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.index_path = self.dir / "index.sqlite"
+        _migrate_v1(self.index_path)
         init_db(self.index_path, _SCHEMA)  # WAL: the CLI can read the index while the worker writes it
 
     def _connect(self) -> sqlite3.Connection:
         return connect(self.index_path, rows=True)
 
-    def path_for(self, tick: int) -> Path:
+    def path_for(self, tick: int, run: str = "") -> Path:
         if tick < 0:
             raise ValueError(f"tick must be >= 0, got {tick}")
-        return self.dir / f"cycle-{tick:06d}.json"
+        return self.dir / f"{labelled(f'cycle-{tick:06d}', run)}.json"
 
     def persist(self, record: DecisionCycleRecord) -> Path:
-        path = self.path_for(record.tick)
+        path = self.path_for(record.tick, record.run_label)
         data = record.model_dump_json(indent=2)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.dir)
         try:
@@ -126,12 +167,20 @@ class CycleStore:
             )
         return path
 
-    def exists(self, tick: int) -> bool:
-        return self.path_for(tick).exists()
+    def exists(self, tick: int, run: str = "") -> bool:
+        return self.path_for(tick, run).exists()
 
-    def load(self, tick: int) -> DecisionCycleRecord:
-        path = self.path_for(tick)
+    def load(self, tick: int, run: str | None = None) -> DecisionCycleRecord:
+        """Tick N's record: the given run's, or (run None) the run an owner cares about — the first run's,
+        else the latest run that recorded (a failed tick recovered by a reset or rerun)."""
+        if run is None:
+            primary = self.row(tick)
+            run = primary["run"] if primary else ""
+        path = self.path_for(tick, run)
         if not path.exists():
+            if run:
+                runs = ", ".join(repr(r["run"]) for r in self.runs(tick)) or "none"
+                raise CycleNotFoundError(f"tick {tick} has no run {run!r} (recorded runs: {runs})")
             latest = self.latest_tick()
             hint = f"latest recorded tick is {latest}" if latest is not None else "no ticks are recorded yet"
             raise CycleNotFoundError(f"no DecisionCycleRecord for tick {tick} at {path} ({hint})")
@@ -152,27 +201,79 @@ class CycleStore:
         d["has_outcome"] = bool(d["has_outcome"])
         return d
 
+    # One row per tick (the primary run's), with how many runs the tick had and whether a later run
+    # recovered a failed first run.
+    _PRIMARY = (
+        f"SELECT {', '.join('p.' + c for c in _COLUMNS)}, "
+        "(SELECT COUNT(*) FROM cycle_index r WHERE r.tick = p.tick) "
+        "+ (SELECT COUNT(*) FROM cycle_run_failures x WHERE x.tick = p.tick) "
+        "+ (EXISTS (SELECT 1 FROM cycle_failures f WHERE f.tick = p.tick) AND p.run != '') AS runs, "
+        "(EXISTS (SELECT 1 FROM cycle_failures f WHERE f.tick = p.tick) AND p.run != '') AS recovered "
+        "FROM cycle_primary p"
+    )
+
+    def _primary_dict(self, row: sqlite3.Row) -> dict[str, Any]:
+        d = self._row_dict(row)
+        d["recovered"] = bool(d["recovered"])
+        return d
+
     def recent(self, n: int = 20) -> list[dict[str, Any]]:
-        """The newest n index rows, newest first."""
+        """The newest n ticks, newest first: one row per tick (the run an owner cares about), with
+        `runs` (how many runs the tick had) and `recovered` (its first run failed, a later one recorded)."""
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         with closing(self._connect()) as conn:
+            rows = conn.execute(f"{self._PRIMARY} ORDER BY p.tick DESC LIMIT ?", (n,)).fetchall()
+        return [self._primary_dict(r) for r in rows]
+
+    def row(self, tick: int) -> dict[str, Any] | None:
+        """Tick N's primary row (see recent), or None when no run of it recorded."""
+        with closing(self._connect()) as conn:
+            r = conn.execute(f"{self._PRIMARY} WHERE p.tick = ?", (tick,)).fetchone()
+        return self._primary_dict(r) if r else None
+
+    def runs(self, tick: int) -> list[dict[str, Any]]:
+        """Every recorded run of tick N, in the order they recorded (the first run first)."""
+        with closing(self._connect()) as conn:
             rows = conn.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM cycle_index ORDER BY tick DESC LIMIT ?", (n,)
+                f"SELECT {', '.join(_COLUMNS)} FROM cycle_index WHERE tick = ? ORDER BY (run = '') DESC, rowid",
+                (tick,),
             ).fetchall()
         return [self._row_dict(r) for r in rows]
 
-    def row(self, tick: int) -> dict[str, Any] | None:
+    def run_failures(self, tick: int) -> list[dict[str, Any]]:
+        """Later runs of tick N (a reset, a rerun) that failed, oldest first."""
         with closing(self._connect()) as conn:
-            r = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM cycle_index WHERE tick = ?", (tick,)).fetchone()
-        return self._row_dict(r) if r else None
+            rows = conn.execute(
+                "SELECT tick, run, run_kind, run_id, workflow_id, error, failed_at FROM cycle_run_failures "
+                "WHERE tick = ? ORDER BY rowid", (tick,),
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def failure(self, tick: int) -> dict[str, Any] | None:
+        """The parent's note of tick N's failed first run, if it failed."""
+        with closing(self._connect()) as conn:
+            r = conn.execute(
+                "SELECT tick, workflow_id, error, failed_at FROM cycle_failures WHERE tick = ?", (tick,)
+            ).fetchone()
+        return dict(r) if r else None
 
     def count(self) -> int:
+        """How many ticks have a record (a tick with several runs counts once)."""
         with closing(self._connect()) as conn:
-            return conn.execute("SELECT COUNT(*) FROM cycle_index").fetchone()[0]
+            return conn.execute("SELECT COUNT(DISTINCT tick) FROM cycle_index").fetchone()[0]
 
     def record_failure(self, failure: TickFailure) -> None:
+        """A failed run of a tick: the first run's (recorded by the parent), or a later run's (by itself)."""
         with closing(self._connect()) as conn, conn:
+            if failure.run_label:
+                conn.execute(
+                    "INSERT OR REPLACE INTO cycle_run_failures (tick, run, run_kind, run_id, workflow_id, error, failed_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (failure.tick, check_label(failure.run_label), failure.run_kind, failure.run_id or None,
+                     failure.workflow_id, failure.error, failure.failed_at),
+                )
+                return
             conn.execute(
                 "INSERT OR REPLACE INTO cycle_failures (tick, workflow_id, error, failed_at) VALUES (?, ?, ?, ?)",
                 (failure.tick, failure.workflow_id, failure.error, failure.failed_at),
@@ -189,6 +290,28 @@ class CycleStore:
         return [dict(r) for r in rows]
 
     def tier_counts(self) -> dict[str, int]:
+        """Ticks per tier, each tick counted once (by its primary run)."""
         with closing(self._connect()) as conn:
-            rows = conn.execute("SELECT tier, COUNT(*) FROM cycle_index GROUP BY tier ORDER BY tier").fetchall()
+            rows = conn.execute("SELECT tier, COUNT(*) FROM cycle_primary GROUP BY tier ORDER BY tier").fetchall()
         return {tier: n for tier, n in rows}
+
+
+def _migrate_v1(path: Path) -> None:
+    """An index written before runs were told apart (tick was the primary key) becomes the per-run
+    index in one transaction: every old row is the tick's first run."""
+    if not path.exists():
+        return
+    with closing(connect(path)) as conn:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(cycle_index)")]
+        if not cols or "run" in cols:
+            return
+        old = ", ".join(_V1_COLUMNS)
+        conn.executescript(
+            "BEGIN IMMEDIATE;"
+            "ALTER TABLE cycle_index RENAME TO cycle_index_v1;"
+            + "".join(f"DROP INDEX IF EXISTS {name};" for name in INDEX_NAMES)
+            + _SCHEMA
+            + f"INSERT INTO cycle_index ({old}) SELECT {old} FROM cycle_index_v1;"
+            "DROP TABLE cycle_index_v1;"
+            "COMMIT;"
+        )

@@ -4,7 +4,7 @@ episode text, and the TickResult GolemWorkflow folds into its state."""
 from __future__ import annotations
 
 from golem.models.interventions import summarize
-from golem.models.record import ContextBundleSummary, DecisionCycleRecord
+from golem.models.record import ContextBundleSummary, DecisionCycleRecord, TickRun
 from golem.models.tick import ReflectInput, TickResult
 
 
@@ -25,6 +25,7 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
     delib = inp.deliberation.record if inp.deliberation else None
     inference_cost = delib.cost if delib else 0.0
     gas_cost = sum(a.gas_cost for a in inp.records)
+    run = inp.run or TickRun(run_id=inp.run_id, original_run_id=inp.run_id)
     rec = DecisionCycleRecord(
         tick=inp.ctx.tick,
         timestamp=timestamp,
@@ -32,6 +33,11 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
         workflow_id=inp.workflow_id,
         run_id=inp.run_id,
         rerun_of=inp.ctx.rerun_of,
+        run_kind=run.kind,
+        run_label=run.label,
+        original_run_id=run.original_run_id or None,
+        reset_reason=run.reset_reason,
+        reset_from_run_id=run.reset_from_run_id,
         observation=obs,
         regime=obs.regime,
         probe_results=obs.probes,
@@ -83,6 +89,7 @@ def tick_result(rec: DecisionCycleRecord, record_path: str, episode_id: str | No
         gas_cost=rec.gas_cost,
         episode_id=episode_id,
         record_path=record_path,
+        run_label=rec.run_label,
         errors=rec.errors,
         phase=rec.phase.value,
     )

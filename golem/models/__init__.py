@@ -22,6 +22,7 @@ from golem.models.record import (
     OutcomeRecord,
     RetrievedEntrySummary,
     StepTiming,
+    TickRun,
     ToolCallRecord,
 )
 from golem.models.state import FsmState, GolemState, PADVector, TickSummary, VitalityState
@@ -57,6 +58,7 @@ __all__ = [
     "Steer",
     "SteerSeverity",
     "StepTiming",
+    "TickRun",
     "TickSummary",
     "Tier",
     "ToolCallRecord",

@@ -29,6 +29,10 @@ class ChainSection(BaseModel):
     # Name of the environment variable holding the signing key; the key itself never enters config.
     key_env: str = "GOLEM_PRIVATE_KEY"
     confirmations: int = Field(default=2, ge=0, le=64)  # heartbeat §S10: 2-block confirmation
+    # Which protocol deployments the golem speaks to: "embedded" (the dev world `golem run` deploys, its
+    # resolved book in <data>/deployment.json) or the path of an address-book TOML (relative to golem.toml)
+    # naming the tokens, Uniswap V2's router and Aave V3's PoolAddressesProvider on the chain at rpc_url.
+    address_book: str = "embedded"
 
 
 class ClockSection(BaseModel):
@@ -226,4 +230,7 @@ def load_config(path: str | Path) -> GolemConfig:
     home = Path(cfg.golem.home)
     if not home.is_absolute():
         cfg.golem.home = str((p.parent / home).resolve())
+    book = cfg.chain.address_book
+    if book != "embedded" and not Path(book).is_absolute():
+        cfg.chain.address_book = str((p.parent / book).resolve())
     return cfg

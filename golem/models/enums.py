@@ -97,6 +97,8 @@ class ActionStatus(str, Enum):
     DEFERRED = "deferred"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # Another run of the same tick (a reset, a rerun) already sent this very action: not sent again.
+    ALREADY_SENT = "already_sent"
 
 
 class PlutchikLabel(str, Enum):

@@ -160,3 +160,6 @@ class TickFailure(BaseModel):
     run_id: str = ""
     error: str
     failed_at: str
+    # A later run of the tick (a reset, a rerun) that failed records itself: the parent has moved on.
+    run_label: str = ""
+    run_kind: str = "original"

@@ -30,7 +30,8 @@ class Anomaly(BaseModel):
 
 
 class PoolState(BaseModel):
-    """The constant-product pool as read from chain (human units, token1 per token0)."""
+    """The Uniswap V2 pair the golem trades, as read from chain (human units; token0 = WETH, token1 = the
+    stable, whatever the pair's own address-sorted order)."""
 
     address: str
     token0: str
@@ -42,13 +43,44 @@ class PoolState(BaseModel):
 
 
 class PositionState(BaseModel):
-    """A lending position of the golem's account."""
+    """A position of the golem's account: its Aave V3 lending position (kind "lending") or its Uniswap V2
+    liquidity (kind "lp")."""
 
     id: str
     kind: str = "lending"
-    collateral: float = 0.0  # in collateral token units
-    debt: float = 0.0  # in debt token units
-    health_factor: float | None = None  # None when there is no debt (infinite health)
+    collateral: float = 0.0  # in collateral token units (the aToken balance: WETH supplied plus interest)
+    debt: float = 0.0  # in debt token units (the variable debt token balance: USDC borrowed plus interest)
+    health_factor: float | None = None  # Aave's getUserAccountData healthFactor; None when there is no debt
+    # As Aave computes them (getUserAccountData, USD base currency): absent for a position read another way.
+    collateral_usd: float | None = None
+    debt_usd: float | None = None
+    liquidation_threshold: float | None = None  # weighted average, 0.825 = 82.5 %
+    ltv: float | None = None
+
+
+class FeedState(BaseModel):
+    """One Chainlink AggregatorV3-style feed as read by `latestRoundData()`."""
+
+    symbol: str  # the asset it prices (WETH, USDC, DAI)
+    address: str
+    answer: float  # USD per unit
+    round_id: int
+    updated_at: int  # unix seconds of the round
+    age_s: int  # block timestamp − updated_at
+    heartbeat_s: int | None = None  # stale when age_s > heartbeat_s
+
+
+class LiquidationEvent(BaseModel):
+    """An Aave `LiquidationCall` against the golem's account, decoded from the Pool's log."""
+
+    tx_hash: str
+    log_index: int
+    block_number: int
+    collateral_asset: str  # symbol when known, else the address
+    debt_asset: str
+    debt_covered: float  # debt asset units repaid by the liquidator
+    collateral_seized: float  # collateral units taken, the liquidation bonus included
+    liquidator: str
 
 
 class ChainSnapshot(BaseModel):
@@ -63,6 +95,7 @@ class ChainSnapshot(BaseModel):
     balances: dict[str, float] = Field(default_factory=dict)  # symbol → human units
     native_balance_eth: float = 0.0
     positions: list[PositionState] = Field(default_factory=list)
+    feeds: list[FeedState] = Field(default_factory=list)
 
 
 class Observation(BaseModel):
@@ -79,6 +112,8 @@ class Observation(BaseModel):
     newly_confirmed_ticks: list[int] = Field(default_factory=list)
     reorged_ticks: list[int] = Field(default_factory=list)
     force_t2_reason: str | None = None
+    # Liquidations of the golem's position found since the previous observation (Aave LiquidationCall).
+    liquidations: list[LiquidationEvent] = Field(default_factory=list)
 
     @property
     def primary_price(self) -> float:

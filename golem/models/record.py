@@ -50,6 +50,8 @@ class ActionRecord(BaseModel):
     gas_cost: float = 0.0  # USD
     block_number: int | None = None
     protective: str | None = None  # the gas gate's note when it passed the action as protective (§S10)
+    # ALREADY_SENT: the run of this tick that sent this same action (its tx is in block_reason); not sent again
+    sent_by_run: str | None = None
 
 
 class OutcomeRecord(BaseModel):
@@ -79,6 +81,19 @@ class ContextBundleSummary(BaseModel):
     total_tokens: int = 0
 
 
+class TickRun(BaseModel):
+    """Which run of its tick a record comes from. Every run writes its own record (issue 21): the
+    tick's first run, `golem rerun` (a new workflow), a Temporal reset (a new run of the same workflow)
+    or a retry of the whole workflow."""
+
+    kind: str = "original"  # original | rerun | reset | retry
+    label: str = ""  # "" for the tick's first run; else "rerun-1", "reset-1a2b3c4d", "rerun-1-reset-…"
+    run_id: str = ""
+    original_run_id: str = ""  # the first run of this workflow: what a reset or retry started from
+    reset_reason: str | None = None  # the reason given to the reset (Web UI, CLI, service API)
+    reset_from_run_id: str | None = None  # the run a reset forked from (may itself be a reset run)
+
+
 class StepTiming(BaseModel):
     step: str
     ms: float
@@ -92,6 +107,12 @@ class DecisionCycleRecord(BaseModel):
     workflow_id: str = ""
     run_id: str = ""
     rerun_of: str | None = None
+    # Which run of the tick this is (see TickRun); "" label = the tick's first run, cycle-NNNNNN.json.
+    run_kind: str = "original"
+    run_label: str = ""
+    original_run_id: str | None = None
+    reset_reason: str | None = None
+    reset_from_run_id: str | None = None
     # Observation
     observation: Observation
     regime: MarketRegime

@@ -22,6 +22,7 @@ from golem.models.record import (
     OutcomeRecord,
     RetrievedEntrySummary,
     StepTiming,
+    TickRun,
 )
 from golem.models.state import DecisionCacheState, GatingDecision, GolemState
 
@@ -157,6 +158,7 @@ class ValidatedAction(BaseModel):
     reason: str = ""
     permit_id: str | None = None  # set when approved: the permit execute must present
     protective: str | None = None  # why the gas gate let it through as protective (§S10 emergency slice)
+    sent_by_run: str | None = None  # another run of this tick already sent this very action: not again
 
 
 class ValidationResult(BaseModel):
@@ -185,6 +187,7 @@ class VerifyInput(BaseModel):
     actions: list[ProposedAction]
     simulation: SimulationResult
     records: list[ActionRecord]
+    run_label: str = ""  # "" for the tick's first run: names the outcome file (outcomes/tick-NNNNNN[-label].json)
 
 
 class ReflectInput(BaseModel):
@@ -203,6 +206,7 @@ class ReflectInput(BaseModel):
     workflow_id: str = ""
     run_id: str = ""
     errors: list[str] = Field(default_factory=list)
+    run: TickRun | None = None  # None: the tick's first run (histories recorded before runs were told apart)
 
 
 class TickResult(BaseModel):
@@ -229,4 +233,5 @@ class TickResult(BaseModel):
     errors: list[str] = Field(default_factory=list)
     phase: str = ""
     gating: GatingDecision | None = None
+    run_label: str = ""  # the run whose reflect wrote record_path ("" = the tick's first run)
     decision_cache: DecisionCacheState | None = None

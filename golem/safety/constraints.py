@@ -23,7 +23,11 @@ from golem.models.tick import ProposedAction
 
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
         "!=": operator.ne}
-LIQUIDATION_THRESHOLD = 0.8  # Lending.vy liquidation_threshold_bps = 8000
+# The position's liquidation threshold when the snapshot does not carry Aave's (no collateral yet, or a
+# hand-built snapshot): the embedded market's WETH reserve, 82.5 % (golem.world.deploy.RESERVES).
+# Kept as a number here, not imported: the safety layer must not depend on the dev world's deploy script
+# (tests/unit/test_safety_liquidity.py checks the two agree).
+FALLBACK_LIQUIDATION_THRESHOLD = 0.825
 _ACCOUNT_METRICS = ("health_factor", "debt", "collateral")
 
 
@@ -50,11 +54,15 @@ class Book(BaseModel):
     start_collateral: float = 0.0
     start_debt: float = 0.0
     lp_shares_delta: float = 0.0  # pool shares moved by the approved actions so far (delta:lp_shares)
+    # Aave's (weighted) liquidation threshold of the position, from getUserAccountData
+    liquidation_threshold: float = FALLBACK_LIQUIDATION_THRESHOLD
 
     @classmethod
     def of(cls, snap: ChainSnapshot) -> "Book":
         lend = [p for p in snap.positions if p.kind == "lending"]
         coll, debt = sum(p.collateral for p in lend), sum(p.debt for p in lend)
+        lts = [p.liquidation_threshold for p in lend if p.liquidation_threshold]
+        lt = lts[0] if lts else FALLBACK_LIQUIDATION_THRESHOLD
         eth = snap.oracle_price if snap.oracle_price > 0 else snap.pool.price
         gap = (snap.pool.price - snap.oracle_price) / snap.oracle_price * 1e4 if snap.oracle_price > 0 else None
         bal = {k.upper(): v for k, v in snap.balances.items()}
@@ -62,14 +70,16 @@ class Book(BaseModel):
             balances=bal, collateral=coll, debt=debt, oracle_price=eth,
             world={"price": snap.pool.price, "oracle_price": snap.oracle_price, "gas_gwei": snap.gas_price_gwei,
                    "pool_oracle_gap_bps": gap},
-            start_balances=dict(bal), start_collateral=coll, start_debt=debt,
+            start_balances=dict(bal), start_collateral=coll, start_debt=debt, liquidation_threshold=lt,
         )  # fmt: skip
 
     @property
     def health_factor(self) -> float | None:
+        """Aave's formula for a WETH-collateral / USDC-debt position: collateral × price × LT / debt
+        (USDC at $1, as its feed answers), so at the observation it equals getUserAccountData's."""
         if self.debt <= 1e-12:
             return None
-        return self.collateral * self.oracle_price * LIQUIDATION_THRESHOLD / self.debt
+        return self.collateral * self.oracle_price * self.liquidation_threshold / self.debt
 
     def metric(self, name: str) -> float | None:
         if name == "health_factor":

@@ -25,13 +25,14 @@ from golem.models.enums import ActionStatus, BehavioralPhase, SteerSeverity
 from golem.models.interventions import Steer
 from golem.models.observation import Observation
 from golem.models.record import ActionRecord
-from golem.models.tick import ProposedAction, SimulationResult, ValidationResult
+from golem.models.tick import ProposedAction, SimulationResult, ValidatedAction, ValidationResult
 from golem.safety.audit import AuditLog
 from golem.safety.cage import SafetyCage, ToolCallDecision, ValidationContext, validate_layered
 from golem.safety.constraints import MustGate, must_gate
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import opens_exposure
 from golem.safety.risk import RiskStore, net_value_usd
+from golem.safety.run_actions import RunAction, RunActionLedger, SlotTaken, same_action
 
 LOCAL_CHAIN_ID = 31337
 
@@ -63,6 +64,7 @@ class SafetyService:
         self.permits = permits or PermitStore(data_dir / "permits.sqlite")
         self.journal = journal or TxJournal(data_dir / "tx_journal.sqlite")
         self.confirmations = ConfirmationTracker(self.journal.path)
+        self.run_actions = RunActionLedger(data_dir / "run_actions.sqlite")
 
     # ── before the LLM ──────────────────────────────────────────────────────────────────────
 
@@ -78,10 +80,31 @@ class SafetyService:
     def validate(
         self, golem_id: str, tick: int, phase: BehavioralPhase, actions: list[ProposedAction],
         simulation: SimulationResult, observation: Observation, strategy: Strategy | None = None,
-        steers: list[Steer] | None = None, now: float | None = None,
+        steers: list[Steer] | None = None, now: float | None = None, run_id: str | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
         """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
-        `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None."""
+        `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None;
+        `run_id`: the Temporal run deciding — an action another run of the tick already sent is not
+        validated again (no permit), its verdict names the run that sent it."""
+        sent = self.sent_by_other_runs(golem_id, tick, actions, run_id) if run_id else {}
+        if sent:
+            fresh = [a for a in actions if a.action_index not in sent]
+            result, decisions = self.validate(golem_id, tick, phase, fresh, simulation, observation, strategy=strategy,
+                                              steers=steers, now=now)
+            verdicts = {v.action_index: v for v in result.actions}
+            for index, claim in sent.items():
+                intents = self.journal.intents_for(golem_id, tick, claim.action_index)
+                hashes = ", ".join(i.tx_hash for i in intents)
+                verdicts[index] = ValidatedAction(
+                    action_index=index, approved=False, sent_by_run=claim.run_id,
+                    reason=f"already sent by run {claim.run_id} of tick {tick} as action {claim.action_index} "
+                           f"(tx {hashes}); not sent again",
+                )
+                self.audit.append(golem_id, "action.already_sent", {
+                    "tick": tick, "action_index": index, "run_id": run_id, "sent_by_run": claim.run_id,
+                    "sent_as": claim.action_index, "tx_hashes": [i.tx_hash for i in intents],
+                })  # fmt: skip
+            return ValidationResult(actions=[verdicts[a.action_index] for a in actions]), decisions
         nav = net_value_usd(observation.snapshot)
         self.risk.mark_nav(golem_id, tick, nav, now=now)
         ctx = ValidationContext(golem_id=golem_id, tick=tick, phase=phase, observation=observation,
@@ -93,13 +116,33 @@ class SafetyService:
                                                                    "revert_reason": sim.revert_reason})
         return validate_layered(self.cage, actions, simulation, ctx, self.permits, self.audit)
 
+    def sent_by_other_runs(self, golem_id: str, tick: int, actions: list[ProposedAction],
+                           run_id: str) -> dict[int, RunAction]:
+        """action_index → the other run's claim, for each action another run of this tick already sent
+        (the same tool and arguments, with a journaled transaction)."""
+        others = self.run_actions.others(golem_id, tick, run_id)
+        out: dict[int, RunAction] = {}
+        for action in actions:
+            for claim in others:
+                if same_action(claim, action) and self.journal.intents_for(golem_id, tick, claim.action_index):
+                    out[action.action_index] = claim
+                    break
+        return out
+
     # ── execute ─────────────────────────────────────────────────────────────────────────────
 
     def execute(self, executor: Executor, golem_id: str, tick: int, action: ProposedAction, permit_id: str,
-                observation: Observation) -> ActionRecord:
-        """Run one permitted action; refused permits and the result are audited."""
+                observation: Observation, run_id: str | None = None) -> ActionRecord:
+        """Run one permitted action; refused permits and the result are audited. With `run_id`, the
+        action's slot is claimed for that run first (a slot another run holds is refused)."""
         try:
+            if run_id:
+                self.run_actions.claim(golem_id, tick, action, run_id)
             record = executor.execute(golem_id, tick, action, permit_id, observation)
+        except SlotTaken as e:
+            self.audit.append(golem_id, "permit.refused", {"tick": tick, "action_index": action.action_index,
+                                                          "permit_id": permit_id, "reason": str(e)})
+            raise PermitError(str(e)) from None
         except PermitError as e:
             self.audit.append(golem_id, "permit.refused", {"tick": tick, "action_index": action.action_index,
                                                           "permit_id": permit_id, "reason": str(e)})

@@ -1,8 +1,9 @@
-"""Compile the dev world's Vyper sources into committed JSON artifacts.
+"""Compile the dev world's Vyper sources and vendor the protocols' ABIs, into committed JSON.
 
 `python -m golem.world.compile` rebuilds `golem/world/artifacts/<Name>.json`
-({"abi": [...], "bytecode": "0x..."}) from `golem/world/contracts/<Name>.vy`,
-fully offline with the installed vyper package.
+({"abi": [...], "bytecode": "0x..."}) from `golem/world/contracts/<Name>.vy`, fully offline with the
+installed vyper package, and writes `golem/chain/abis/<Name>.json` (ABI only) for every contract the
+golem talks to: ours from the Vyper build, Uniswap V2's and Aave V3's from their published npm artifacts.
 """
 
 from __future__ import annotations
@@ -15,7 +16,25 @@ from typing import Any
 WORLD_DIR = Path(__file__).resolve().parent
 CONTRACTS_DIR = WORLD_DIR / "contracts"
 ARTIFACTS_DIR = WORLD_DIR / "artifacts"
-CONTRACT_NAMES: tuple[str, ...] = ("Token", "WETH", "Pool", "Oracle", "Lending")
+# Token: USDC/DAI of the embedded world (neither token's own bytecode is published on npm; on a fork the
+# address book points at the real ones). PriceFeed: a Chainlink AggregatorV3-style feed.
+CONTRACT_NAMES: tuple[str, ...] = ("Token", "PriceFeed")
+ABIS_DIR = WORLD_DIR.parent / "chain" / "abis"
+# vendored ABI name → where it comes from: ("vyper", contract) or ("npm", published artifact name)
+ABI_SOURCES: dict[str, tuple[str, str]] = {
+    "ERC20": ("vyper", "Token"),
+    "PriceFeed": ("vyper", "PriceFeed"),
+    "WETH9": ("npm", "WETH9"),
+    "UniswapV2Factory": ("npm", "UniswapV2Factory"),
+    "UniswapV2Router02": ("npm", "UniswapV2Router02"),
+    "UniswapV2Pair": ("npm", "UniswapV2Pair"),
+    "PoolAddressesProvider": ("npm", "PoolAddressesProvider"),
+    "AavePool": ("npm", "Pool"),
+    "AaveOracle": ("npm", "AaveOracle"),
+    "AaveProtocolDataProvider": ("npm", "AaveProtocolDataProvider"),
+    "AToken": ("npm", "AToken"),
+    "VariableDebtToken": ("npm", "VariableDebtToken"),
+}
 
 
 class CompileError(RuntimeError):
@@ -43,23 +62,41 @@ def compile_all(contracts_dir: Path = CONTRACTS_DIR) -> dict[str, dict[str, Any]
     return {name: compile_source(name, contracts_dir) for name in CONTRACT_NAMES}
 
 
-def write_artifacts(
-    artifacts: dict[str, dict[str, Any]], artifacts_dir: Path = ARTIFACTS_DIR
-) -> list[Path]:
-    artifacts_dir.mkdir(parents=True, exist_ok=True)
+def _write_json(items: dict[str, Any], folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, artifact in artifacts.items():
-        path = artifacts_dir / f"{name}.json"
-        path.write_text(json.dumps(artifact, indent=1, sort_keys=True) + "\n")
+    for name, content in items.items():
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
         written.append(path)
     return written
 
 
+def write_artifacts(artifacts: dict[str, dict[str, Any]], artifacts_dir: Path = ARTIFACTS_DIR) -> list[Path]:
+    return _write_json(artifacts, artifacts_dir)
+
+
+def vendored_abis(compiled: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every ABI the golem loads at run time, from the Vyper build and the pinned npm artifacts."""
+    from golem.world.protocols import artifact
+
+    out = {}
+    for name, (kind, source) in ABI_SOURCES.items():
+        out[name] = compiled[source]["abi"] if kind == "vyper" else artifact(source)["abi"]
+    return out
+
+
+def write_abis(abis: dict[str, list[dict[str, Any]]], abis_dir: Path = ABIS_DIR) -> list[Path]:
+    return _write_json(abis, abis_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Compile the dev world's Vyper contracts.")
+    parser = argparse.ArgumentParser(description="Compile the dev world's Vyper contracts and vendor the ABIs.")
     parser.add_argument("--out", type=Path, default=ARTIFACTS_DIR, help="artifact directory")
+    parser.add_argument("--abis", type=Path, default=ABIS_DIR, help="vendored ABI directory")
     args = parser.parse_args(argv)
-    for path in write_artifacts(compile_all(), args.out):
+    compiled = compile_all()
+    for path in write_artifacts(compiled, args.out) + write_abis(vendored_abis(compiled), args.abis):
         print(f"wrote {path}")
     return 0
 

@@ -1,4 +1,4 @@
-"""Deploy and seed the dev world (contracts.md: "After deploy_world, the world is ...").
+"""Deploy and seed the embedded world: real Uniswap V2 and Aave V3 from their published npm bytecode.
 
 Transactions are signed locally with eth_account and pipelined with explicit nonces and
 fixed gas limits, then all receipts are awaited — a whole world takes well under a second
@@ -8,6 +8,7 @@ on an automining Anvil and still works with interval mining.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -22,12 +23,15 @@ from eth_utils import keccak, to_checksum_address
 from hexbytes import HexBytes
 from web3 import Web3
 
-from golem.chain.contracts import Deployment, load_abi, load_bytecode
+from golem.chain.contracts import FEED_DECIMALS, PAIRS, TOKEN_DECIMALS, TOKEN_SYMBOLS, Deployment
+from golem.world import protocols
 
-ORACLE_START_PRICE = 2000  # USDC per WETH (contracts.md)
-POOL_SEED_WETH = 500
-POOL_SEED_USDC = 1_000_000
-LENDING_LIQUIDITY_USDC = 1_000_000
+ORACLE_START_PRICE = 2000  # USD per WETH at genesis (the feed's first round)
+POOL_SEED_WETH = 500  # each Uniswap V2 pair starts with 500 WETH against 1,000,000 of the stable
+POOL_SEED_STABLE = 1_000_000
+POOL_SEED_USDC = POOL_SEED_STABLE
+AAVE_LIQUIDITY_STABLE = 1_000_000  # supplied to Aave by the deployer so there is something to borrow
+AAVE_LIQUIDITY_WETH = 500
 TRADER_WETH = 1_000
 TRADER_USDC = 2_000_000
 GOLEM_WETH = 20
@@ -35,13 +39,47 @@ GOLEM_USDC = 20_000
 GOLEM_DAI = 1_000
 GOLEM_SUPPLY_WETH = 10
 GOLEM_BORROW_USDC = 8_000
+DEPLOYER_ETH = 100_000  # anvil_setBalance on the dev chain: enough ETH to wrap every WETH the world needs
 
 GAS_DEPLOY = 3_000_000
+GAS_DEPLOY_LARGE = 8_000_000  # Aave's Pool, PoolConfigurator and logic libraries
 GAS_CALL = 300_000
+GAS_CONFIG = 1_500_000  # Aave configuration calls (initReserves deploys proxies)
 PRIORITY_FEE_WEI = 1_000_000_000  # 1 gwei tip
+MARKET_ID = "Golem Dev Market"
+
+# Chainlink's heartbeats on mainnet: ETH/USD 3600 s, USDC/USD and DAI/USD 86400 s (data.chain.link).
+FEED_HEARTBEATS: dict[str, int] = {"WETH": 3600, "USDC": 86400, "DAI": 86400}
+RAY = 10**27
+BPS = 10_000
+
+
+class ReserveParams:
+    """One reserve's risk parameters, as Aave's own deploy (aave-v3-deploy `markets/aave`) lists them:
+    LTV, liquidation threshold, liquidation bonus and reserve factor in bps, caps in whole tokens (0 = none),
+    and its DefaultReserveInterestRateStrategy (ray): optimal usage, base, slope 1, slope 2."""
+
+    def __init__(self, ltv: int, lt: int, bonus: int, reserve_factor: int, supply_cap: int, borrow_cap: int,
+                 rate: tuple[float, float, float, float]) -> None:
+        self.ltv, self.lt, self.bonus, self.reserve_factor = ltv, lt, bonus, reserve_factor
+        self.supply_cap, self.borrow_cap, self.rate = supply_cap, borrow_cap, rate
+
+
+# aave-v3-deploy markets/aave reservesConfigs: strategyWETH 8000/8250/10500 rf 1000 with
+# rateStrategyVolatileOne (0.45, 0, 0.04, 3.00); strategyUSDC 8000/8500/10500 and strategyDAI
+# 7500/8000/10500 rf 1000 with rateStrategyStableTwo (0.80, 0, 0.04, 0.75).
+RESERVES: dict[str, ReserveParams] = {
+    "WETH": ReserveParams(8000, 8250, 10500, 1000, 2_000_000, 1_000_000, (0.45, 0.0, 0.04, 3.00)),
+    "USDC": ReserveParams(8000, 8500, 10500, 1000, 2_000_000_000, 1_500_000_000, (0.80, 0.0, 0.04, 0.75)),
+    "DAI": ReserveParams(7500, 8000, 10500, 1000, 2_000_000_000, 1_500_000_000, (0.80, 0.0, 0.04, 0.75)),
+}
+LIQUIDATION_THRESHOLD = RESERVES["WETH"].lt / BPS  # the golem's collateral (WETH) in this market
 
 E18 = 10**18
 E6 = 10**6
+ZERO_ADDRESS = "0x" + "00" * 20
+VARIABLE_RATE = 2  # Aave interestRateMode: 2 = variable
+ARTIFACTS_DIR = Path(__file__).resolve().parent / "artifacts"
 
 
 class TxFailed(RuntimeError):
@@ -128,9 +166,55 @@ def wait_all(w3: Web3, steps: Sequence[tuple[str, HexBytes]], timeout: float = 6
     return receipts
 
 
-def _deploy_data(name: str, *args: Any) -> str:
-    factory = Web3().eth.contract(abi=load_abi(name), bytecode=load_bytecode(name))
+def world_artifact(name: str) -> dict[str, Any]:
+    """{"abi", "bytecode"} of one of our Vyper contracts (Token, PriceFeed), compiled into golem/world/artifacts."""
+    path = ARTIFACTS_DIR / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"contract artifact {path} is missing; run `python -m golem.world.compile`")
+    return json.loads(path.read_text())
+
+
+def _creation(name: str, *args: Any, libraries: dict[str, str] | None = None) -> str:
+    """Creation data (bytecode + encoded constructor args) of a published artifact or one of ours."""
+    if name in ("Token", "PriceFeed"):
+        art = world_artifact(name)
+        bytecode = art["bytecode"]
+    else:
+        art = protocols.artifact(name)
+        bytecode = protocols.link_libraries(name, libraries or {}) if art["linkReferences"] else art["bytecode"]
+    factory = Web3().eth.contract(abi=art["abi"], bytecode=bytecode)
     return factory.constructor(*args).data_in_transaction
+
+
+class _Batch:
+    """Pipelined sends of one account, awaited together (each name says which step failed)."""
+
+    def __init__(self, w3: Web3, sender: TxSender) -> None:
+        self.w3, self.sender, self.steps = w3, sender, []
+
+    def deploy(self, label: str, name: str, *args: Any, gas: int = GAS_DEPLOY, libraries: dict[str, str] | None = None) -> str:
+        address = create_address(self.sender.address, self.sender.nonce)
+        self.steps.append((f"deploy {label}", self.sender.send(None, _creation(name, *args, libraries=libraries), gas)))
+        return address
+
+    def call(self, label: str, c: Any, fn: str, *args: Any, gas: int = GAS_CALL, value: int = 0) -> None:
+        self.steps.append((label, self.sender.call_fn(c, fn, *args, gas=gas, value=value)))
+
+    def wait(self) -> list[Any]:
+        receipts = wait_all(self.w3, self.steps)
+        self.steps = []
+        return receipts
+
+
+def _at(w3: Web3, address: str, abi_name: str) -> Any:
+    art = world_artifact(abi_name) if abi_name in ("Token", "PriceFeed") else protocols.artifact(abi_name)
+    return w3.eth.contract(address=address, abi=art["abi"])
+
+
+def _rate_args(rate: tuple[float, float, float, float]) -> list[int]:
+    optimal, base, slope1, slope2 = (int(round(x * 1e4)) * RAY // BPS for x in rate)
+    # Stable borrowing stays off in this market (Aave V3.0.1 deploys it disabled); its slopes mirror the variable ones.
+    return [optimal, base, slope1, slope2, slope1, slope2, 2 * RAY // 100, 5 * RAY // 100, 20 * RAY // 100]
 
 
 def deploy_world(
@@ -141,12 +225,15 @@ def deploy_world(
     golem_key: str | None = None,
     rpc_url: str | None = None,
 ) -> Deployment:
-    """Deploy WETH, USDC, DAI, Oracle, Pool, Lending and seed them (contracts.md).
+    """Deploy the embedded world from the protocols' published bytecode and seed it.
 
-    With `golem_key` (which must belong to `golem_address`) the golem's lending position is
-    opened by the golem's own account: 10 WETH supplied, 8,000 USDC borrowed (HF ≈ 2.0).
-    The golem's wallet is topped up so that *after* opening the position it holds
-    20 WETH, 20,000 USDC and 1,000 DAI, as the world description says.
+    Uniswap V2 (factory, Router02, WETH9; WETH/USDC and WETH/DAI pairs seeded through the router), an
+    Aave V3 market (PoolAddressesProvider, ACLManager, Pool with its seven logic libraries linked,
+    PoolConfigurator, AaveOracle over our AggregatorV3-style feeds, AToken/VariableDebtToken/StableDebtToken
+    implementations, DefaultReserveInterestRateStrategy; WETH, USDC and DAI reserves configured through the
+    PoolConfigurator), USDC and DAI as our mintable ERC-20s. With `golem_key` the golem opens its own Aave
+    position: 10 WETH supplied, 8,000 USDC borrowed at a variable rate (HF ≈ 2.06 at $2,000); its wallet
+    then holds 20 WETH, 20,000 USDC and 1,000 DAI.
     """
     if not Web3.is_address(golem_address) or not Web3.is_address(trader_address):
         raise ValueError(f"golem_address/trader_address must be addresses, got {golem_address!r}, {trader_address!r}")
@@ -160,77 +247,134 @@ def deploy_world(
 
     chain_id = w3.eth.chain_id
     dep = TxSender.for_key(w3, deployer_key, chain_id)
-    steps: list[tuple[str, HexBytes]] = []
+    # Wrapping the world's WETH takes ETH; on the dev chain the deployer is simply given enough.
+    w3.provider.make_request("anvil_setBalance", [dep.address, hex(DEPLOYER_ETH * E18)])
+    b = _Batch(w3, dep)
+    a: dict[str, str] = {}
 
-    # 1. contracts; addresses are known before mining from the deployer's nonces
-    addr: dict[str, str] = {}
-    plan: list[tuple[str, str, tuple[Any, ...]]] = [
-        ("WETH", "WETH", ()),
-        ("USDC", "Token", ("USD Coin", "USDC", 6)),
-        ("DAI", "Token", ("Dai Stablecoin", "DAI", 18)),
-        ("ORACLE", "Oracle", (ORACLE_START_PRICE * E18,)),
-    ]
-    for key, name, args in plan:
-        addr[key] = create_address(dep.address, dep.nonce)
-        steps.append((f"deploy {key}", dep.send(None, _deploy_data(name, *args), GAS_DEPLOY)))
-    addr["POOL"] = create_address(dep.address, dep.nonce)
-    steps.append(("deploy POOL", dep.send(None, _deploy_data("Pool", addr["WETH"], addr["USDC"]), GAS_DEPLOY)))
-    addr["LENDING"] = create_address(dep.address, dep.nonce)
-    steps.append(
-        (
-            "deploy LENDING",
-            dep.send(None, _deploy_data("Lending", addr["WETH"], addr["USDC"], addr["ORACLE"]), GAS_DEPLOY),
-        )
-    )
+    # 1. tokens, feeds, Uniswap V2, and the Aave pieces that need nothing deployed by the provider
+    a["WETH"] = b.deploy("WETH9", "WETH9")
+    a["USDC"] = b.deploy("USDC", "Token", "USD Coin", "USDC", 6)
+    a["DAI"] = b.deploy("DAI", "Token", "Dai Stablecoin", "DAI", 18)
+    starts = {"WETH": ORACLE_START_PRICE, "USDC": 1, "DAI": 1}
+    for sym in TOKEN_SYMBOLS:
+        desc = f"{'ETH' if sym == 'WETH' else sym} / USD"
+        a[f"FEED_{sym}"] = b.deploy(f"feed {desc}", "PriceFeed", FEED_DECIMALS, desc, starts[sym] * 10**FEED_DECIMALS)
+    a["UNI_FACTORY"] = b.deploy("UniswapV2Factory", "UniswapV2Factory", dep.address, gas=GAS_DEPLOY_LARGE)
+    a["UNI_ROUTER"] = b.deploy("UniswapV2Router02", "UniswapV2Router02", a["UNI_FACTORY"], a["WETH"], gas=GAS_DEPLOY_LARGE)
+    a["AAVE_PROVIDER"] = b.deploy("PoolAddressesProvider", "PoolAddressesProvider", MARKET_ID, dep.address)
+    libs: dict[str, str] = {}
+    for lib in ("SupplyLogic", "BorrowLogic", "LiquidationLogic", "EModeLogic", "BridgeLogic", "PoolLogic",
+                "ConfiguratorLogic"):
+        libs[lib] = b.deploy(lib, lib, gas=GAS_DEPLOY_LARGE)
+    libs["FlashLoanLogic"] = b.deploy("FlashLoanLogic", "FlashLoanLogic", gas=GAS_DEPLOY_LARGE, libraries=libs)
+    provider = _at(w3, a["AAVE_PROVIDER"], "PoolAddressesProvider")
+    b.call("provider.setACLAdmin", provider, "setACLAdmin", dep.address)
+    acl = b.deploy("ACLManager", "ACLManager", a["AAVE_PROVIDER"])
+    b.call("provider.setACLManager", provider, "setACLManager", acl)
+    acl_c = _at(w3, acl, "ACLManager")
+    b.call("acl.addPoolAdmin", acl_c, "addPoolAdmin", dep.address)
+    b.call("acl.addEmergencyAdmin", acl_c, "addEmergencyAdmin", dep.address)
+    pool_impl = b.deploy("Pool", "Pool", a["AAVE_PROVIDER"], gas=GAS_DEPLOY_LARGE, libraries=libs)
+    # as Aave's deploy does: initialise the implementation itself so nobody else can
+    b.call("pool impl initialize", _at(w3, pool_impl, "Pool"), "initialize", a["AAVE_PROVIDER"], gas=GAS_CONFIG)
+    b.call("provider.setPoolImpl", provider, "setPoolImpl", pool_impl, gas=GAS_CONFIG)
+    conf_impl = b.deploy("PoolConfigurator", "PoolConfigurator", gas=GAS_DEPLOY_LARGE, libraries=libs)
+    b.call("configurator impl initialize", _at(w3, conf_impl, "PoolConfigurator"), "initialize", a["AAVE_PROVIDER"])
+    b.call("provider.setPoolConfiguratorImpl", provider, "setPoolConfiguratorImpl", conf_impl, gas=GAS_CONFIG)
+    a["AAVE_DATA"] = b.deploy("AaveProtocolDataProvider", "AaveProtocolDataProvider", a["AAVE_PROVIDER"])
+    b.call("provider.setPoolDataProvider", provider, "setPoolDataProvider", a["AAVE_DATA"])
+    a["AAVE_ORACLE"] = b.deploy(
+        "AaveOracle", "AaveOracle", a["AAVE_PROVIDER"], [a[s] for s in TOKEN_SYMBOLS],
+        [a[f"FEED_{s}"] for s in TOKEN_SYMBOLS], ZERO_ADDRESS, ZERO_ADDRESS, 10**FEED_DECIMALS,
+    )  # fmt: skip
+    b.call("provider.setPriceOracle", provider, "setPriceOracle", a["AAVE_ORACLE"])
+    b.wait()
+    a["AAVE_POOL"] = provider.functions.getPool().call()
+    configurator = _at(w3, provider.functions.getPoolConfigurator().call(), "PoolConfigurator")
 
-    weth = w3.eth.contract(address=addr["WETH"], abi=load_abi("WETH"))
-    usdc = w3.eth.contract(address=addr["USDC"], abi=load_abi("Token"))
-    dai = w3.eth.contract(address=addr["DAI"], abi=load_abi("Token"))
-    pool = w3.eth.contract(address=addr["POOL"], abi=load_abi("Pool"))
-    lending = w3.eth.contract(address=addr["LENDING"], abi=load_abi("Lending"))
+    # 2. reserves: token implementations, rate strategies, initReserves, risk parameters
+    a_impl = b.deploy("AToken impl", "AToken", a["AAVE_POOL"], gas=GAS_DEPLOY_LARGE)
+    s_impl = b.deploy("StableDebtToken impl", "StableDebtToken", a["AAVE_POOL"], gas=GAS_DEPLOY_LARGE)
+    v_impl = b.deploy("VariableDebtToken impl", "VariableDebtToken", a["AAVE_POOL"], gas=GAS_DEPLOY_LARGE)
+    inputs = []
+    for sym in TOKEN_SYMBOLS:
+        strategy = b.deploy(f"rate strategy {sym}", "DefaultReserveInterestRateStrategy", a["AAVE_PROVIDER"],
+                            *_rate_args(RESERVES[sym].rate))
+        inputs.append((a_impl, s_impl, v_impl, TOKEN_DECIMALS[sym], strategy, a[sym], dep.address, ZERO_ADDRESS,
+                       f"Aave Dev {sym}", f"aDev{sym}", f"Aave Dev Variable Debt {sym}", f"variableDebtDev{sym}",
+                       f"Aave Dev Stable Debt {sym}", f"stableDebtDev{sym}", b""))
+    b.call("configurator.initReserves", configurator, "initReserves", inputs, gas=3 * 3_000_000)
+    for sym in TOKEN_SYMBOLS:
+        r = RESERVES[sym]
+        b.call(f"{sym} collateral", configurator, "configureReserveAsCollateral", a[sym], r.ltv, r.lt, r.bonus)
+        b.call(f"{sym} borrowing", configurator, "setReserveBorrowing", a[sym], True)
+        b.call(f"{sym} reserve factor", configurator, "setReserveFactor", a[sym], r.reserve_factor)
+        b.call(f"{sym} supply cap", configurator, "setSupplyCap", a[sym], r.supply_cap)
+        b.call(f"{sym} borrow cap", configurator, "setBorrowCap", a[sym], r.borrow_cap)
+        b.call(f"{sym} flash loans", configurator, "setReserveFlashLoaning", a[sym], True)
+    b.wait()
+    pool = _at(w3, a["AAVE_POOL"], "Pool")
+    for sym in TOKEN_SYMBOLS:
+        data = pool.functions.getReserveData(a[sym]).call()
+        a[f"A_{sym}"], a[f"VDEBT_{sym}"] = data[8], data[10]  # aTokenAddress, variableDebtTokenAddress
 
-    # 2. pool liquidity from the deployer
-    steps.append(("mint pool WETH", dep.call_fn(weth, "mint", dep.address, POOL_SEED_WETH * E18)))
-    steps.append(("mint pool USDC", dep.call_fn(usdc, "mint", dep.address, POOL_SEED_USDC * E6)))
-    steps.append(("approve pool WETH", dep.call_fn(weth, "approve", addr["POOL"], POOL_SEED_WETH * E18)))
-    steps.append(("approve pool USDC", dep.call_fn(usdc, "approve", addr["POOL"], POOL_SEED_USDC * E6)))
-    steps.append(
-        (
-            "seed pool",
-            dep.call_fn(pool, "add_liquidity", POOL_SEED_WETH * E18, POOL_SEED_USDC * E6, dep.address),
-        )
-    )
-    # 3. lending liquidity, trader and golem funding
-    steps.append(("fund lending USDC", dep.call_fn(usdc, "mint", addr["LENDING"], LENDING_LIQUIDITY_USDC * E6)))
-    steps.append(("fund trader WETH", dep.call_fn(weth, "mint", trader_address, TRADER_WETH * E18)))
-    steps.append(("fund trader USDC", dep.call_fn(usdc, "mint", trader_address, TRADER_USDC * E6)))
+    # 3. liquidity: the Uniswap pairs (created by the router's first addLiquidity) and Aave's reserves
+    weth = _at(w3, a["WETH"], "WETH9")
+    usdc, dai = _at(w3, a["USDC"], "Token"), _at(w3, a["DAI"], "Token")
+    router = _at(w3, a["UNI_ROUTER"], "UniswapV2Router02")
+    stables = {"USDC": (usdc, E6), "DAI": (dai, E18)}
+    trader_weth = TRADER_WETH
     golem_weth = GOLEM_WETH + (GOLEM_SUPPLY_WETH if golem_account else 0)
+    wrap = 2 * POOL_SEED_WETH + AAVE_LIQUIDITY_WETH + trader_weth + golem_weth
+    b.call("wrap WETH", weth, "deposit", value=wrap * E18, gas=GAS_CALL)
+    deadline = 2**63
+    for sym, (tok, unit) in stables.items():
+        b.call(f"mint {sym}", tok, "mint", dep.address, (POOL_SEED_STABLE + AAVE_LIQUIDITY_STABLE) * unit)
+        b.call(f"approve router {sym}", tok, "approve", a["UNI_ROUTER"], POOL_SEED_STABLE * unit)
+        b.call(f"approve aave {sym}", tok, "approve", a["AAVE_POOL"], AAVE_LIQUIDITY_STABLE * unit)
+    b.call("approve router WETH", weth, "approve", a["UNI_ROUTER"], 2 * POOL_SEED_WETH * E18)
+    b.call("approve aave WETH", weth, "approve", a["AAVE_POOL"], AAVE_LIQUIDITY_WETH * E18)
+    for sym, (_tok, unit) in stables.items():
+        b.call(f"seed pair WETH/{sym}", router, "addLiquidity", a["WETH"], a[sym], POOL_SEED_WETH * E18,
+               POOL_SEED_STABLE * unit, 0, 0, dep.address, deadline, gas=GAS_DEPLOY)
+        b.call(f"aave supply {sym}", pool, "supply", a[sym], AAVE_LIQUIDITY_STABLE * unit, dep.address, 0, gas=GAS_CONFIG)
+    b.call("aave supply WETH", pool, "supply", a["WETH"], AAVE_LIQUIDITY_WETH * E18, dep.address, 0, gas=GAS_CONFIG)
+    # 4. the trader and the golem
+    b.call("fund trader WETH", weth, "transfer", trader_address, trader_weth * E18)
+    b.call("fund trader USDC", usdc, "mint", trader_address, TRADER_USDC * E6)
+    b.call("fund trader DAI", dai, "mint", trader_address, TRADER_USDC * E18)
     golem_usdc = GOLEM_USDC - (GOLEM_BORROW_USDC if golem_account else 0)
-    steps.append(("fund golem WETH", dep.call_fn(weth, "mint", golem_address, golem_weth * E18)))
-    steps.append(("fund golem USDC", dep.call_fn(usdc, "mint", golem_address, golem_usdc * E6)))
-    steps.append(("fund golem DAI", dep.call_fn(dai, "mint", golem_address, GOLEM_DAI * E18)))
-    receipts = wait_all(w3, steps)
+    b.call("fund golem WETH", weth, "transfer", golem_address, golem_weth * E18)
+    b.call("fund golem USDC", usdc, "mint", golem_address, golem_usdc * E6)
+    b.call("fund golem DAI", dai, "mint", golem_address, GOLEM_DAI * E18)
+    receipts = b.wait()
+    factory = _at(w3, a["UNI_FACTORY"], "UniswapV2Factory")
+    for key, (t0, t1) in PAIRS.items():
+        a[key] = factory.functions.getPair(a[t0], a[t1]).call()
 
-    # 4. the golem opens its own position (only after its funding is mined: other sender)
+    # 5. the golem opens its own position (only after its funding is mined: another sender)
     if golem_account is not None:
-        g = TxSender.for_key(w3, golem_key, chain_id)  # type: ignore[arg-type]
-        gsteps = [
-            ("golem approve WETH", g.call_fn(weth, "approve", addr["LENDING"], GOLEM_SUPPLY_WETH * E18)),
-            ("golem supply", g.call_fn(lending, "supply", GOLEM_SUPPLY_WETH * E18)),
-            ("golem borrow", g.call_fn(lending, "borrow", GOLEM_BORROW_USDC * E6)),
-        ]
-        receipts = wait_all(w3, gsteps)
+        g = _Batch(w3, TxSender.for_key(w3, golem_key, chain_id))  # type: ignore[arg-type]
+        g.call("golem approve WETH", weth, "approve", a["AAVE_POOL"], GOLEM_SUPPLY_WETH * E18)
+        g.call("golem supply", pool, "supply", a["WETH"], GOLEM_SUPPLY_WETH * E18, golem_address, 0, gas=GAS_CONFIG)
+        g.call("golem borrow", pool, "borrow", a["USDC"], GOLEM_BORROW_USDC * E6, VARIABLE_RATE, 0, golem_address,
+               gas=GAS_CONFIG)
+        receipts = g.wait()
 
     if rpc_url is None:
         rpc_url = getattr(w3.provider, "endpoint_uri", None) or ""
     return Deployment(
         chain_id=chain_id,
         rpc_url=str(rpc_url),
-        addresses=addr,
+        name="embedded",
+        addresses=a,
+        feed_heartbeats=dict(FEED_HEARTBEATS),
         deployer=dep.address,
         trader=trader_address,
         golem_account=golem_address,
         deployed_block=int(receipts[-1]["blockNumber"]),
+        protocol_versions={p: protocols.package_version(p) for p in protocols.PACKAGES},
     )
 
 

@@ -16,8 +16,8 @@ from golem.chain.contracts import Deployment
 from golem.chain.web3client import make_web3
 from golem.models.config import GolemConfig
 from golem.safety.service import SafetyService
-from golem.world.deploy import deploy_world
-from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
+from infra.anvil import AnvilProcess, free_port
+from infra.world_cache import deploy_or_load
 
 
 @pytest.fixture(scope="session")
@@ -38,15 +38,9 @@ def w3(anvil: AnvilProcess) -> Web3:
 
 @pytest.fixture(scope="session")
 def world(w3: Web3, anvil: AnvilProcess) -> Deployment:
-    """The seeded dev world (contracts.md), the golem's position opened by the golem (key #2)."""
-    return deploy_world(
-        w3,
-        deployer_key=ANVIL_KEYS[0],
-        golem_address=ANVIL_ADDRESSES[2],
-        trader_address=ANVIL_ADDRESSES[1],
-        golem_key=ANVIL_KEYS[2],
-        rpc_url=anvil.rpc_url,
-    )
+    """The seeded dev world (Uniswap V2 + Aave V3 + feeds), the golem's position opened by the golem (key #2);
+    deployed once and then loaded from the cached Anvil state dump (infra.world_cache)."""
+    return deploy_or_load(w3, anvil.rpc_url)[0]
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from golem.chain.web3client import make_web3
 from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig, load_config
 from golem.models.golem import GolemWorkflowInput
-from golem.world.deploy import deploy_world
+from infra.world_cache import deploy_or_load
 from golem.world.simulator import MarketSimulator
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 from workers.services import GolemServices
@@ -111,8 +111,7 @@ def make_rig(
                          state_path=tmp / "anvil-state.json" if anvil_state else None)
     anvil.start()
     w3 = make_web3(anvil.rpc_url)
-    dep = deploy_world(w3, ANVIL_KEYS[0], ANVIL_ADDRESSES[2], ANVIL_ADDRESSES[1], golem_key=GOLEM_KEY,
-                       rpc_url=anvil.rpc_url)
+    dep, _ = deploy_or_load(w3, anvil.rpc_url)
     home = tmp / "home"
     data = tmp / "data"
     home.mkdir()

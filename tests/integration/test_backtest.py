@@ -58,6 +58,49 @@ def test_a_row_sets_oracle_pool_base_fee_and_time(world):
     assert snap.pool.price == pytest.approx(2100.0, rel=1e-4) and snap.oracle_price == pytest.approx(2100.0)
     assert snap.gas_price_gwei == pytest.approx(71.0, rel=1e-3)
     assert snap.block_timestamp >= T0 + 60
+    # the ETH/USD round carries the row's time: path time, not the wall clock
+    weth_feed = next(f for f in snap.feeds if f.symbol == "WETH")
+    assert weth_feed.updated_at == T0 + 60 and weth_feed.answer == 2100.0
+
+
+def test_replay_moves_the_world_through_feed_rounds_and_router_and_liquidates(world):
+    """A row's move is a new ETH/USD round and Router02 swaps on both pairs; a crash row under the golem's line is
+    liquidated by the world's liquidator before the golem sees the row; stables post on half their heartbeat."""
+    from golem.chain.contracts import contract
+    from golem.chain.reader import read_liquidations
+
+    w3, dep = world
+    golem = ANVIL_ADDRESSES[2]
+    driver = ReplayDriver(w3, dep, ANVIL_KEYS[1], ANVIL_KEYS[0])
+    feed = contract(w3, dep, "FEED_WETH")
+    rid0 = feed.functions.latestRound().call()
+    start = w3.eth.block_number
+    applied = driver.apply(PathRow(tick=0, timestamp=T0, pool_price=1950.0, oracle_price=1950.0, gas_gwei=1.0,
+                                   volume_usd=0.0))
+    assert feed.functions.latestRound().call() == rid0 + 1
+    for key in ("PAIR_WETH_USDC", "PAIR_WETH_DAI"):
+        swaps = contract(w3, dep, key).events.Swap().get_logs(from_block=start + 1)
+        assert swaps and swaps[-1]["args"]["sender"] == dep.addresses["UNI_ROUTER"], key
+    assert applied.health_factors[golem] == pytest.approx(10 * 1950 * 0.825 / 8000, rel=1e-3)
+    assert applied.liquidations == ()
+    # the same answer an hour later (past half the 3,600 s heartbeat): a fresh round all the same
+    driver.apply(PathRow(tick=1, timestamp=T0 + 1900, pool_price=1950.0, oracle_price=1950.0, gas_gwei=1.0,
+                         volume_usd=0.0))
+    assert feed.functions.latestRound().call() == rid0 + 2
+    # USDC/DAI rounds: half their day-long heartbeat later they post 1.0 again
+    usdc = contract(w3, dep, "FEED_USDC")
+    usdc_rid = usdc.functions.latestRound().call()
+    row = PathRow(tick=2, timestamp=T0 + 43_300, pool_price=930.0, oracle_price=930.0, gas_gwei=1.0, volume_usd=0.0)
+    before = w3.eth.block_number
+    applied = driver.apply(row)
+    assert usdc.functions.latestRound().call() == usdc_rid + 1 and usdc.functions.latestAnswer().call() == 10**8
+    # $930: HF 0.96 at the row's prices; the liquidator took half the debt before anyone else acted
+    assert applied.health_factors[golem] < 1.0
+    [liq] = applied.liquidations
+    [ev] = read_liquidations(w3, dep, golem, before + 1, w3.eth.block_number)
+    assert ev.tx_hash == liq.tx_hash and ev.debt_asset == "USDC" and ev.collateral_asset == "WETH"
+    assert ev.collateral_seized == pytest.approx(ev.debt_covered / 930.0 * 1.05, rel=1e-6)
+    assert driver.snapshot(golem).positions[0].health_factor > 1.0
 
 
 def _path_csv(path: Path, rows: int = 40) -> Path:
@@ -146,3 +189,38 @@ def test_bad_csv_is_refused_with_its_line_before_anything_starts(tmp_path):
     assert proc.returncode != 0
     assert "line 3" in proc.stderr and "oracle_price" in proc.stderr
     assert not (out / "temporal.sqlite").exists(), "nothing was started"
+
+
+def test_hold_baseline_report_counts_real_liquidations(tmp_path):
+    """The report's liquidation figures come from the Aave Pool's LiquidationCall events: a position left alone
+    through a crash to $900 is liquidated once (whole debt, under HF 0.95), and the bonus it paid is the 5 %."""
+    from golem.backtest.path import load_path
+    from golem.backtest.report import build_report, render_table, write_report
+    from infra.backtest import BacktestOptions, _run_variant
+
+    lines = ["tick,timestamp,pool_price,oracle_price,gas_gwei,volume_usd,regime"]
+    prices = [2000, 1990, 2005, 1800, 1500, 1200, 900, 900, 950, 1000]
+    lines += [f"{i},{T0 + 60 * i},{p},{p},1.0,1000,{'calm' if i < 3 else 'crash'}" for i, p in enumerate(prices)]
+    csv = tmp_path / "crash900.csv"
+    csv.write_text("\n".join(lines) + "\n")
+    opts = BacktestOptions(path=csv, home=REPO / "examples" / "golem-home", out=tmp_path / "out", progress=False)
+    run = asyncio.run(_run_variant(opts, load_path(csv), "hold", None, None, tmp_path / "out"))
+    marks = run.marks
+    assert [m.underwater for m in marks] == [False] * 6 + [True] + [False] * 3
+    [liq] = marks[6].liquidations
+    assert (liq.debt_asset, liq.collateral_asset) == ("USDC", "WETH")
+    assert liq.debt_covered == pytest.approx(8000.0, rel=1e-3)
+    assert liq.collateral_seized == pytest.approx(liq.debt_covered / 900 * 1.05, rel=1e-6)
+    assert marks[6].health_factor is None and not marks[6].liquidatable  # no debt left
+    assert marks[6].row_health_factor == pytest.approx(10 * 900 * 0.825 / 8000, rel=1e-3)
+    f = build_report(run.info, marks).figures
+    assert (f.liquidations, f.hf_crossings, f.rows_liquidatable) == (1, 1, 0)
+    assert f.liquidated_debt_usd == pytest.approx(8000.0, rel=1e-3)
+    assert f.liquidation_penalty_usd == pytest.approx(0.05 * f.liquidated_debt_usd, rel=1e-3)
+    assert f.min_health_factor == pytest.approx(0.928, abs=1e-3)  # the liquidator's read, not the rows' ends
+    report = build_report(run.info, marks)
+    assert "| liquidations (LiquidationCall events) | 1 |" in render_table(report)
+    paths = write_report(report, marks, tmp_path / "report")  # the PNG marks the liquidated row
+    saved = json.loads(paths["json"].read_text())
+    assert saved["report"]["figures"]["liquidations"] == 1 and saved["marks"][6]["liquidations"][0]["tx_hash"]
+    assert paths["png"].stat().st_size > 0

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,8 @@ from golem.models import (
     PoolState,
     Tier,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def make_record(tick: int, *, tier=Tier.T0, regime=MarketRegime.RANGE_BOUND, acted=False, pnl=None,
@@ -71,7 +76,7 @@ def test_round_trip_and_index_rows(tmp_path):
     assert [row["tick"] for row in cs.recent(2)] == [4, 3]
     by_tick = {row["tick"]: row for row in rows}
     for r in records:
-        assert by_tick[r.tick] == index_row(r)
+        assert by_tick[r.tick] == {**index_row(r), "runs": 1, "recovered": False}
     acted = by_tick[3]
     assert acted["has_action"] is True and acted["has_outcome"] is True and acted["pnl_impact"] == -3.25
     assert acted["regime"] == "volatile" and acted["primary_emotion"] == "fear"
@@ -144,3 +149,67 @@ def test_reader_while_writer_writes(tmp_path):
     assert not errors
     assert seen == sorted(seen)  # counts only grow
     assert reader.count() == 40 and reader.load(40).tick == 40
+
+
+def test_every_run_of_a_tick_keeps_its_record(tmp_path):
+    cs = CycleStore(tmp_path)
+    first = make_record(8, tier=Tier.T2, acted=True).model_copy(update={"run_id": "run-a", "original_run_id": "run-a"})
+    reset = first.model_copy(update={
+        "run_id": "3c4d5e6f-1", "run_kind": "reset", "run_label": "reset-3c4d5e6f", "reset_reason": "redo",
+        "actions": [],
+    })
+    assert cs.persist(first).name == "cycle-000008.json"
+    assert cs.persist(reset).name == "cycle-000008-reset-3c4d5e6f.json"
+    cs.persist(reset.model_copy(update={"tier": Tier.T1}))  # a retried reflect of the reset run: its own file again
+    assert cs.load(8) == first and cs.load(8, "reset-3c4d5e6f").tier == Tier.T1
+    runs = cs.runs(8)
+    assert [(r["run"], r["run_kind"], r["has_action"]) for r in runs] == [("", "original", True),
+                                                                          ("reset-3c4d5e6f", "reset", False)]
+    assert runs[1]["original_run_id"] == "run-a" and runs[1]["reset_reason"] == "redo"
+    assert cs.count() == 1 and cs.tier_counts() == {"T2": 1}
+    (row,) = cs.recent(10)
+    assert row["run"] == "" and row["runs"] == 2 and row["recovered"] is False and row["has_action"] is True
+    with pytest.raises(CycleNotFoundError, match="recorded runs: '', 'reset-3c4d5e6f'"):
+        cs.load(8, "rerun-1")
+
+
+def test_a_failed_tick_recovered_by_a_later_run(tmp_path):
+    from golem.models.golem import TickFailure
+
+    cs = CycleStore(tmp_path)
+    cs.record_failure(TickFailure(golem_id="g1", tick=9, workflow_id="golem-g1-tick-9", error="observe: RPC down",
+                                  failed_at="2026-03-01T12:00:00+00:00"))
+    assert [f["tick"] for f in cs.failures()] == [9] and cs.row(9) is None
+    show = subprocess.run([sys.executable, "-m", "golem.cli", "--data", str(tmp_path), "show", "9"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert show.returncode == 1 and show.stderr.count("\n") == 1, show.stderr  # one line: what, why, the fix
+    assert "its run failed (observe: RPC down)" in show.stderr and "golem rerun 9" in show.stderr
+    rerun = make_record(9).model_copy(update={"run_kind": "rerun", "run_label": "rerun-1",
+                                              "rerun_of": "golem-g1-tick-9"})
+    cs.persist(rerun)
+    assert cs.failures() == [] and cs.load(9) == rerun  # the latest run that recorded is the one shown
+    row = cs.row(9)
+    assert row["recovered"] is True and row["runs"] == 2 and row["rerun_of"] == "golem-g1-tick-9"
+
+
+def test_an_index_from_before_runs_is_migrated(tmp_path):
+    index = tmp_path / "cycles" / "index.sqlite"
+    index.parent.mkdir()
+    conn = sqlite3.connect(index)
+    conn.executescript(
+        "CREATE TABLE cycle_index (tick INTEGER PRIMARY KEY, regime TEXT NOT NULL, tier TEXT NOT NULL, "
+        "has_action BOOLEAN NOT NULL, has_outcome BOOLEAN NOT NULL, phase TEXT NOT NULL, prediction_error REAL NOT NULL, "
+        "total_cost REAL NOT NULL, pnl_impact REAL, primary_emotion TEXT, timestamp TEXT NOT NULL, workflow_id TEXT, "
+        "gating_reason TEXT);"
+        "CREATE INDEX idx_cycle_recent ON cycle_index(tick DESC);"
+        "INSERT INTO cycle_index VALUES (3, 'calm', 'T0', 0, 0, 'thriving', 0.1, 0.0, NULL, 'joy', 't', 'w-3', 'pe');"
+    )
+    conn.commit()
+    conn.close()
+    cs = CycleStore(tmp_path)
+    (row,) = cs.recent(5)
+    assert (row["tick"], row["run"], row["run_kind"], row["runs"]) == (3, "", "original", 1)
+    cs.persist(make_record(3).model_copy(update={"run_kind": "reset", "run_label": "reset-0000abcd"}))
+    assert [r["run"] for r in cs.runs(3)] == ["", "reset-0000abcd"]
+    CycleStore(tmp_path)  # opening again changes nothing
+    assert cs.row(3)["runs"] == 2

@@ -57,16 +57,19 @@ def test_observe_builds_the_topology_and_an_oracle_anomaly_gets_full_curiosity(a
     block0 = obs0.snapshot.block_number
 
     # The protocol edges as the contracts report them, and the golem's own, valid from the observed block.
-    facts = {(f.subject, f.predicate, f.object) for ent in (f"lending_market:{a['LENDING']}", f"pool:{a['POOL']}",
-                                                             f"golem:{GOLEM_ID}")
+    lending, pair, oracle_n = f"lending_market:{a['AAVE_POOL']}", f"pool:{a['PAIR_WETH_USDC']}", f"oracle:{a['AAVE_ORACLE']}"
+    facts = {(f.subject, f.predicate, f.object) for ent in (lending, pair, oracle_n, f"golem:{GOLEM_ID}")
              for f in kg.query_at_block(ent, block0)}
     assert {
-        (f"lending_market:{a['LENDING']}", "oracle_dependency", f"oracle:{a['ORACLE']}"),
-        (f"lending_market:{a['LENDING']}", "collateral_backing", f"token:{a['WETH']}"),
-        (f"lending_market:{a['LENDING']}", "debt_token", f"token:{a['USDC']}"),
-        (f"pool:{a['POOL']}", "holds_token", f"token:{a['WETH']}"),
-        (f"pool:{a['POOL']}", "holds_token", f"token:{a['USDC']}"),
-        (f"golem:{GOLEM_ID}", "has_position", f"lending_market:{a['LENDING']}"),  # 10 WETH supplied, 8,000 USDC owed
+        (lending, "oracle_dependency", oracle_n),  # PoolAddressesProvider.getPriceOracle()
+        (oracle_n, "oracle_dependency", f"feed:{a['FEED_WETH']}"),  # AaveOracle.getSourceOfAsset(WETH)
+        (lending, "collateral_backing", f"token:{a['WETH']}"),  # every Aave reserve here may back debt ...
+        (lending, "collateral_backing", f"token:{a['USDC']}"),
+        (lending, "debt_token", f"token:{a['USDC']}"),  # ... and be borrowed
+        (lending, "debt_token", f"token:{a['DAI']}"),
+        (pair, "holds_token", f"token:{a['WETH']}"),
+        (pair, "holds_token", f"token:{a['USDC']}"),
+        (f"golem:{GOLEM_ID}", "has_position", lending),  # 10 WETH supplied, 8,000 USDC owed on Aave
         (f"golem:{GOLEM_ID}", "holds_token", f"token:{a['WETH']}"),
         (f"golem:{GOLEM_ID}", "holds_token", f"token:{a['USDC']}"),
         (f"golem:{GOLEM_ID}", "holds_token", f"token:{a['DAI']}"),
@@ -80,18 +83,18 @@ def test_observe_builds_the_topology_and_an_oracle_anomaly_gets_full_curiosity(a
     acts.observe(ObserveInput(ctx=ctx_for(acts, 1, GolemState(golem_id=GOLEM_ID))))
     assert versions(kg) == n
 
-    # The simulator's owner moves the oracle 15 % away from the pool: an oracle divergence and drift.
-    oracle = contract(w3, world, "ORACLE")
-    before = oracle.functions.price().call()
+    # The feed's owner posts a round 15 % away from the pool: an oracle divergence and drift.
+    feed = contract(w3, world, "FEED_WETH")
+    before = feed.functions.latestAnswer().call()
     owner = TxSender.for_key(w3, ANVIL_KEYS[0])
-    wait_all(w3, [("set_price", owner.call_fn(oracle, "set_price", before * 115 // 100))])
+    wait_all(w3, [("post_round", owner.call_fn(feed, "post_round", before * 115 // 100))])
     state = GolemState(golem_id=GOLEM_ID, regime=MarketRegime.RANGE_BOUND, price_history=[obs0.snapshot.pool.price],
-                       last_oracle_price=before / 1e18, last_tvl=obs0.snapshot.pool.tvl)
+                       last_oracle_price=before / 1e8, last_tvl=obs0.snapshot.pool.tvl)
     ctx = ctx_for(acts, 2, state)
     obs = acts.observe(ObserveInput(ctx=ctx))
     by_probe = {x.probe: x for x in obs.anomalies}
     for probe in ("circuit_breaker", "world_model_drift"):
-        assert by_probe[probe].entity == f"oracle:{a['ORACLE']}"
+        assert by_probe[probe].entity == oracle_n
         assert (by_probe[probe].topology_hops, by_probe[probe].topology_modifier) == (1, 1.0), by_probe[probe]
     assert all(x.topology_modifier == 0.0 for x in obs.anomalies if x.entity is None)
 
@@ -107,17 +110,18 @@ def test_observe_builds_the_topology_and_an_oracle_anomaly_gets_full_curiosity(a
 
     # An entity with no path to the golem's positions gets nothing: the trader's account, or a fresh contract.
     positions = golem_positions(kg, GOLEM_ID, obs.snapshot.block_number)
-    assert f"lending_market:{a['LENDING']}" in positions
+    assert lending in positions
     for unrelated in (f"address:{ANVIL_ADDRESSES[1]}", "pool:0x000000000000000000000000000000000000dEaD"):
         assert topology_curiosity_modifier(kg, unrelated, positions, obs.snapshot.block_number) == 0.0
-    assert topology_curiosity_modifier(kg, f"oracle:{a['ORACLE']}", positions, obs.snapshot.block_number) == 1.0
-    assert topology_curiosity_modifier(kg, f"oracle:{a['ORACLE']}", positions, block0 - 1) == 0.0  # older block
+    assert topology_curiosity_modifier(kg, oracle_n, positions, obs.snapshot.block_number) == 1.0
+    assert topology_curiosity_modifier(kg, oracle_n, positions, block0 - 1) == 0.0  # older block
 
     # `golem grimoire topology --json` reports the same, with the deployment's names.
     report = topology_report(kg.db_path, GOLEM_ID, None, _labels(acts.s.data_dir))
     assert report["block"] == block0  # the newest block at which the graph changed
     reachable = {r["label"]: (r["hops"], r["modifier"]) for r in report["reachable"]}
-    assert reachable["ORACLE"] == (1, 1.0) and reachable["POOL"] == (1, 1.0) and reachable["LENDING"] == (0, 1.0)
+    assert reachable["AAVE_ORACLE"] == (1, 1.0) and reachable["PAIR_WETH_USDC"] == (1, 1.0)
+    assert reachable["AAVE_POOL"] == (0, 1.0) and reachable["FEED_WETH"] == (2, 0.5)
 
 
 def test_a_position_closed_on_chain_is_invalidated_and_kept_in_history(acts, w3, world_snapshot):

@@ -1,4 +1,5 @@
-"""The dev world on a real Anvil: deployment, reads, scenarios, persistence, reverts."""
+"""The dev world on a real Anvil: Uniswap V2 and Aave V3 deployed from their published bytecode, our feeds, reads,
+the market simulator's scenarios (feed rounds + Router02 arbitrage), persistence, reverts, the CLI."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from eth_account import Account
 from web3 import Web3
 from web3.exceptions import ContractLogicError
 
-from golem.chain.contracts import Deployment, contract
-from golem.chain.reader import ChainReadError, read_snapshot
+from golem.chain.contracts import MAIN_PAIR, Deployment, contract
+from golem.chain.reader import ChainReadError, pair_token0, read_snapshot
 from golem.chain.web3client import make_web3
 from golem.world.deploy import GAS_CALL, TxFailed, TxSender, deploy_world, wait_all
-from golem.world.simulator import MarketSimulator, SimulatorError, oracle_path
+from golem.world.simulator import DEADLINE, MarketSimulator, SimulatorError, oracle_path
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
 pytestmark = pytest.mark.integration
@@ -32,6 +33,18 @@ def _sim(w3: Web3, world: Deployment, scenario: str, seed: int = 0) -> MarketSim
     return MarketSimulator(w3, world, trader_key=ANVIL_KEYS[1], oracle_key=ANVIL_KEYS[0], scenario=scenario, seed=seed)
 
 
+def _round(w3: Web3, world: Deployment, sym: str = "WETH") -> tuple[int, float, int]:
+    rid, answer, _started, updated_at, _ans = contract(w3, world, f"FEED_{sym}").functions.latestRoundData().call()
+    return rid, answer / 1e8, updated_at
+
+
+def _pair_price(w3: Web3, world: Deployment, key: str) -> float:
+    r0, r1, _ = contract(w3, world, key).functions.getReserves().call()
+    weth, stable = (r0, r1) if pair_token0(world, key) == "WETH" else (r1, r0)
+    unit = 10**6 if key == MAIN_PAIR else 10**18
+    return (stable / unit) / (weth / 1e18)
+
+
 def test_world_deploys_and_snapshot_reads_seeded_numbers(w3: Web3, world_snapshot: Deployment) -> None:
     world = world_snapshot
     snap = read_snapshot(w3, world, GOLEM)
@@ -41,23 +54,21 @@ def test_world_deploys_and_snapshot_reads_seeded_numbers(w3: Web3, world_snapsho
     assert snap.pool.reserve0 == pytest.approx(500.0)
     assert snap.pool.reserve1 == pytest.approx(1_000_000.0)
     assert snap.pool.price == pytest.approx(2000.0)
-    assert snap.pool.tvl == pytest.approx(2_000_000.0)
     assert (snap.pool.token0, snap.pool.token1) == ("WETH", "USDC")
     assert snap.oracle_price == pytest.approx(2000.0)
+    assert {f.symbol: f.answer for f in snap.feeds} == {"WETH": 2000.0, "USDC": 1.0, "DAI": 1.0}
     assert snap.balances == pytest.approx({"WETH": 20.0, "USDC": 20_000.0, "DAI": 1_000.0})
-    assert snap.native_balance_eth > 9_000
     [pos] = snap.positions
-    assert pos.id == f"lending:{world.addresses['LENDING']}"
-    assert (pos.kind, pos.collateral, pos.debt) == ("lending", 10.0, 8000.0)
-    assert pos.health_factor == pytest.approx(2.0)
+    assert pos.id == f"lending:{world.addresses['AAVE_POOL']}"
+    assert (pos.kind, pos.collateral, pos.debt) == ("lending", 10.0, pytest.approx(8000.0))
+    # Aave's own figure: 10 WETH × $2,000 × LT 82.5 % / $8,000
+    assert pos.health_factor == pytest.approx(2.0625, rel=1e-4)
+    assert _pair_price(w3, world, "PAIR_WETH_DAI") == pytest.approx(2000.0)
 
     trader = read_snapshot(w3, world, TRADER)
-    assert trader.balances == pytest.approx({"WETH": 1_000.0, "USDC": 2_000_000.0, "DAI": 0.0})
+    assert trader.balances["WETH"] >= 1_000.0 and trader.balances["USDC"] >= 2_000_000.0
     assert trader.positions[0].health_factor is None  # no debt
-    usdc = contract(w3, world, "USDC")
-    assert usdc.functions.balanceOf(world.addresses["LENDING"]).call() == (1_000_000 - 8_000) * 10**6
-    assert contract(w3, world, "LENDING").functions.liquidation_threshold_bps().call() == 8000
-    assert contract(w3, world, "POOL").functions.token0().call() == world.addresses["WETH"]
+    assert contract(w3, world, "FEED_WETH").functions.owner().call() == DEPLOYER
 
     timings = []
     for _ in range(5):
@@ -81,17 +92,66 @@ def test_deploy_world_rejects_mismatched_golem_key(w3: Web3) -> None:
         deploy_world(w3, ANVIL_KEYS[0], GOLEM, TRADER, golem_key=ANVIL_KEYS[3])
 
 
+def test_step_posts_a_feed_round_and_arbitrages_both_pairs_toward_it(w3: Web3, world_snapshot: Deployment) -> None:
+    world = world_snapshot
+    rid0, _, _ = _round(w3, world)
+    usdc_round0 = _round(w3, world, "USDC")
+    sim = _sim(w3, world, "trending", seed=2)
+    s = sim.step()
+    rid, answer, updated_at = _round(w3, world)
+    assert rid == rid0 + 1 == s.round_id
+    assert answer == pytest.approx(s.oracle_price, abs=1e-8)
+    assert s.oracle_price == oracle_path("trending", 2000.0, 1, seed=2)[0] > 2000.0
+    # updatedAt is the time of the block that holds the round (AnswerUpdated's own block)
+    [log] = contract(w3, world, "FEED_WETH").events.AnswerUpdated().get_logs(
+        from_block=w3.eth.block_number - 10, argument_filters={"roundId": rid})
+    assert updated_at == w3.eth.get_block(log["blockNumber"])["timestamp"]
+    # the arbitrage went through Router02: the trader bought WETH on both pairs, each now nearer the feed
+    assert s.trade_side == "buy" and s.trade_size > 0
+    for key in ("PAIR_WETH_USDC", "PAIR_WETH_DAI"):
+        assert abs(_pair_price(w3, world, key) - s.oracle_price) < abs(2000.0 - s.oracle_price) / 2, key
+        swaps = contract(w3, world, key).events.Swap().get_logs(from_block=log["blockNumber"])
+        assert swaps and all(sw["args"]["sender"] == world.addresses["UNI_ROUTER"] for sw in swaps), key
+    assert s.pair_prices[MAIN_PAIR] == pytest.approx(_pair_price(w3, world, MAIN_PAIR))
+    # the stables were fresh and on the peg: no round for them
+    assert s.stables_posted == {} and _round(w3, world, "USDC") == usdc_round0
+    # the liquidator checked the golem at the new round: Aave's HF = 10 WETH × price × 0.825 / 8,000
+    assert s.health_factors == {GOLEM: pytest.approx(10 * s.oracle_price * 0.825 / 8000, rel=1e-4)}
+    assert s.liquidations == []
+
+
+def test_stable_feeds_post_when_half_their_heartbeat_has_passed(w3: Web3, world_snapshot: Deployment) -> None:
+    world = world_snapshot
+    sim = _sim(w3, world, "calm", seed=3)
+    before = {s: _round(w3, world, s)[0] for s in ("USDC", "DAI")}
+    w3.provider.make_request("evm_increaseTime", [world.feed_heartbeats["USDC"] // 2 + 60])
+    w3.provider.make_request("evm_mine", [])
+    s = sim.step()
+    assert set(s.stables_posted) == {"USDC", "DAI"}
+    for sym in ("USDC", "DAI"):
+        rid, answer, _ = _round(w3, world, sym)
+        assert rid == before[sym] + 1
+        assert answer == pytest.approx(1.0, abs=0.002) and answer == pytest.approx(s.stables_posted[sym])
+    # fresh again: the next step leaves them alone
+    assert sim.step().stables_posted == {}
+
+
 def test_crash_scenario_drops_prices_and_health(w3: Web3, world_snapshot: Deployment) -> None:
     sim = _sim(w3, world_snapshot, "crash", seed=7)
     steps = sim.run(11)
     assert [s.step for s in steps] == list(range(11))
     assert [s.oracle_price for s in steps] == oracle_path("crash", 2000.0, 11, seed=7)
+    assert [s.round_id for s in steps] == list(range(steps[0].round_id, steps[0].round_id + 11))
     assert all(s.trade_side == "sell" and s.trade_size > 1.0 for s in steps[5:])
     snap = read_snapshot(w3, world_snapshot, GOLEM)
     assert snap.oracle_price < 2000.0 * 0.75
     assert snap.pool.price < 2000.0 * 0.75
     assert snap.pool.price == pytest.approx(snap.oracle_price, rel=0.01)  # arbitrage followed
-    assert snap.positions[0].health_factor < 1.5
+    assert _pair_price(w3, world_snapshot, "PAIR_WETH_DAI") == pytest.approx(snap.oracle_price, rel=0.01)
+    # Aave values the collateral at the feed: HF = 10 × price × 0.825 / debt
+    hf = snap.positions[0].health_factor
+    assert hf == pytest.approx(10 * snap.oracle_price * 0.825 / snap.positions[0].debt, rel=1e-3)
+    assert 1.0 < hf < 1.5 and steps[-1].liquidations == []
 
 
 def test_calm_scenario_stays_within_one_percent(w3: Web3, world_snapshot: Deployment) -> None:
@@ -101,80 +161,70 @@ def test_calm_scenario_stays_within_one_percent(w3: Web3, world_snapshot: Deploy
         assert abs(s.pool_price / 2000.0 - 1) < 0.01
     snap = read_snapshot(w3, world_snapshot, GOLEM)
     assert snap.pool.price == pytest.approx(steps[-1].pool_price)
-    assert snap.oracle_price == pytest.approx(steps[-1].oracle_price)
-    assert snap.positions[0].health_factor == pytest.approx(2.0, rel=0.01)
+    assert snap.oracle_price == pytest.approx(steps[-1].oracle_price, abs=1e-8)
+    assert snap.positions[0].health_factor == pytest.approx(2.0625, rel=0.01)
 
 
 def test_trending_scenario_pulls_pool_up(w3: Web3, world_snapshot: Deployment) -> None:
     steps = _sim(w3, world_snapshot, "trending", seed=2).run(8)
     assert steps[-1].oracle_price > 2000.0 * 1.02
     assert steps[-1].pool_price == pytest.approx(steps[-1].oracle_price, rel=0.005)
+    assert steps[-1].pair_prices["PAIR_WETH_DAI"] == pytest.approx(steps[-1].oracle_price, rel=0.005)
     assert all(s.trade_side == "buy" for s in steps)
 
 
-def test_swap_with_too_high_min_out_reverts_with_slippage(w3: Web3, world_snapshot: Deployment) -> None:
+def test_move_to_sets_the_pairs_exactly_and_posts_only_changed_answers(w3: Web3, world_snapshot: Deployment) -> None:
+    sim = _sim(w3, world_snapshot, "calm")
+    rid0 = _round(w3, world_snapshot)[0]
+    s = sim.move_to(2000.0, 1900.0, noise_volume_usd=20_000.0)
+    assert s.round_id == rid0  # the answer did not change and the round is fresh: no new round
+    assert s.trade_side == "sell"
+    assert _pair_price(w3, world_snapshot, MAIN_PAIR) == pytest.approx(1900.0, rel=1e-6)
+    assert _pair_price(w3, world_snapshot, "PAIR_WETH_DAI") == pytest.approx(1900.0, rel=1e-6)
+    s = sim.move_to(2100.5, 2150.0)
+    assert s.round_id == rid0 + 1 and _round(w3, world_snapshot)[1] == 2100.5
+    assert s.pool_price == pytest.approx(2150.0, rel=1e-6)
+
+
+def test_router_swap_with_too_high_min_out_reverts(w3: Web3, world_snapshot: Deployment) -> None:
     world = world_snapshot
-    pool, weth = contract(w3, world, "POOL"), contract(w3, world, "WETH")
+    router, weth, usdc = (contract(w3, world, k) for k in ("UNI_ROUTER", "WETH", "USDC"))
     trader = TxSender.for_key(w3, ANVIL_KEYS[1])
-    wait_all(w3, [("approve", trader.call_fn(weth, "approve", pool.address, 10**18))])
-    quote = pool.functions.get_amount_out(10**18, weth.address).call()
-    assert 1900 * 10**6 < quote < 2000 * 10**6  # fee and price impact
+    wait_all(w3, [("approve", trader.call_fn(weth, "approve", router.address, 10**18))])
+    path = [weth.address, usdc.address]
+    quote = router.functions.getAmountsOut(10**18, path).call()[-1]
+    assert 1980 * 10**6 < quote < 2000 * 10**6  # 0.3 % fee and price impact
 
-    with pytest.raises(ContractLogicError, match="slippage"):
-        pool.functions.swap(weth.address, 10**18, quote + 1, TRADER).call({"from": TRADER})
-    with pytest.raises(ContractLogicError, match="unknown token"):
-        pool.functions.get_amount_out(10**18, world.addresses["DAI"]).call()
-
+    with pytest.raises(ContractLogicError, match="INSUFFICIENT_OUTPUT_AMOUNT"):
+        router.functions.swapExactTokensForTokens(10**18, quote + 1, path, TRADER, DEADLINE).call({"from": TRADER})
     # the real transaction reverts on chain too, and leaves the reserves alone
+    pair = contract(w3, world, MAIN_PAIR)
+    reserves = pair.functions.getReserves().call()[:2]
     trader.refresh()
     with pytest.raises(TxFailed, match="swap"):
-        wait_all(w3, [("swap", trader.call_fn(pool, "swap", weth.address, 10**18, quote + 1, TRADER, gas=GAS_CALL))])
-    assert pool.functions.reserve0().call() == 500 * 10**18
-    # and with an honest minimum it goes through at exactly the quote
+        wait_all(w3, [("swap", trader.call_fn(router, "swapExactTokensForTokens", 10**18, quote + 1, path, TRADER,
+                                              DEADLINE, gas=GAS_CALL))])
+    assert pair.functions.getReserves().call()[:2] == reserves
+    # with an honest minimum it goes through at exactly the quote
     trader.refresh()
-    before = contract(w3, world, "USDC").functions.balanceOf(TRADER).call()
-    wait_all(w3, [("swap", trader.call_fn(pool, "swap", weth.address, 10**18, quote, TRADER))])
-    assert contract(w3, world, "USDC").functions.balanceOf(TRADER).call() - before == quote
+    before = usdc.functions.balanceOf(TRADER).call()
+    wait_all(w3, [("swap", trader.call_fn(router, "swapExactTokensForTokens", 10**18, quote, path, TRADER, DEADLINE))])
+    assert usdc.functions.balanceOf(TRADER).call() - before == quote
 
 
-def test_lending_guards(w3: Web3, world_snapshot: Deployment) -> None:
+def test_aave_refuses_a_borrow_the_collateral_cannot_cover(w3: Web3, world_snapshot: Deployment) -> None:
     world = world_snapshot
-    lending, usdc = contract(w3, world, "LENDING"), contract(w3, world, "USDC")
-    # HF 2.0 on 10 WETH @ 2000 with LT 80%: max debt 16,000 USDC
-    with pytest.raises(ContractLogicError, match="unhealthy"):
-        lending.functions.borrow(8_001 * 10**6).call({"from": GOLEM})
-    lending.functions.borrow(7_999 * 10**6).call({"from": GOLEM})  # fine
-    with pytest.raises(ContractLogicError, match="unhealthy"):
-        lending.functions.withdraw(6 * 10**18).call({"from": GOLEM})
-    golem = TxSender.for_key(w3, ANVIL_KEYS[2])
-    wait_all(
-        w3,
-        [
-            ("approve", golem.call_fn(usdc, "approve", lending.address, 10_000 * 10**6)),
-            ("repay", golem.call_fn(lending, "repay", 10_000 * 10**6)),  # capped at the debt
-        ],
-    )
-    assert lending.functions.debt_of(GOLEM).call() == 0
-    assert usdc.functions.balanceOf(GOLEM).call() == 12_000 * 10**6
-    assert lending.functions.health_factor(GOLEM).call() == 2**256 - 1
-    # a healthy whale cannot borrow more than the market holds (1,000,000 USDC after the repay)
-    weth, whale = contract(w3, world, "WETH"), TxSender.for_key(w3, ANVIL_KEYS[1])
-    wait_all(
-        w3,
-        [
-            ("approve", whale.call_fn(weth, "approve", lending.address, 1_000 * 10**18)),
-            ("supply", whale.call_fn(lending, "supply", 1_000 * 10**18)),
-        ],
-    )
-    with pytest.raises(ContractLogicError, match="insufficient liquidity"):
-        lending.functions.borrow(1_000_000 * 10**6 + 1).call({"from": TRADER})
-    lending.functions.borrow(1_000_000 * 10**6).call({"from": TRADER})
+    pool, usdc = contract(w3, world, "AAVE_POOL"), contract(w3, world, "USDC")
+    # LTV 80 % of 10 WETH × $2,000 = $16,000 borrowable, $8,000 borrowed
+    with pytest.raises(ContractLogicError):  # Aave error 36: COLLATERAL_CANNOT_COVER_NEW_BORROW
+        pool.functions.borrow(usdc.address, 8_100 * 10**6, 2, 0, GOLEM).call({"from": GOLEM})
+    pool.functions.borrow(usdc.address, 7_900 * 10**6, 2, 0, GOLEM).call({"from": GOLEM})  # fine
 
 
 def test_reader_errors_name_the_failing_call(w3: Web3, world: Deployment) -> None:
-    # pool address points at an account without code: eth_call answers "0x"
-    broken = world.model_copy(update={"addresses": {**world.addresses, "POOL": ANVIL_ADDRESSES[3]}})
-    with pytest.raises(ChainReadError, match=r"POOL\.reserve0\(\)"):
+    # the pair address points at an account without code: eth_call answers "0x"
+    broken = world.model_copy(update={"addresses": {**world.addresses, MAIN_PAIR: ANVIL_ADDRESSES[3]}})
+    with pytest.raises(ChainReadError, match=r"PAIR\.getReserves\(\)"):
         read_snapshot(w3, broken, GOLEM)
     dead = make_web3(f"http://127.0.0.1:{free_port()}", timeout=2)
     with pytest.raises(ChainReadError, match="batch"):
@@ -228,7 +278,8 @@ def test_simulator_cli_runs_steps_and_stops_on_sigterm(
     assert proc.returncode == 0, err
     lines = [ln for ln in out.splitlines() if ln.startswith("step=")]
     assert len(lines) == 3 and lines[0].startswith("step=0 ") and " arb=buy " in lines[0]
-    assert ANVIL_KEYS[1][2:] not in out + err  # keys never printed
+    assert " round=" in lines[0] and f"hf[{GOLEM[:8]}]=" in lines[0]
+    assert ANVIL_KEYS[1][2:] not in out + err and ANVIL_KEYS[0][2:] not in out + err  # keys never printed
 
     proc = _sim_cli(anvil.rpc_url, path, "--scenario", "calm", "--interval", "0.2")
     assert proc.stdout is not None
@@ -271,8 +322,29 @@ def test_simulator_cli_refuses_dev_keys_off_anvil_chain(tmp_path: Path) -> None:
 
 
 def test_simulator_rejects_wrong_oracle_key(w3: Web3, world: Deployment) -> None:
-    with pytest.raises(SimulatorError, match="oracle owner"):
+    with pytest.raises(SimulatorError, match="FEED_WETH owner"):
         MarketSimulator(w3, world, ANVIL_KEYS[1], ANVIL_KEYS[3], "calm")
     with pytest.raises(SimulatorError, match="unknown scenario"):
         MarketSimulator(w3, world, ANVIL_KEYS[1], ANVIL_KEYS[0], "sideways")
     assert Account.from_key(ANVIL_KEYS[1]).address == TRADER
+
+
+def test_trader_is_topped_up_by_minting_and_wrapping(w3: Web3, world_snapshot: Deployment) -> None:
+    """A trader out of USDC gets it minted by the minter (the feeds' owner); out of WETH and low on ETH, it wraps
+    ETH that the dev chain gives it (anvil_setBalance, chain 31337 only)."""
+    world = world_snapshot
+    weth, usdc = contract(w3, world, "WETH"), contract(w3, world, "USDC")
+    trader = TxSender.for_key(w3, ANVIL_KEYS[1])
+    sink = ANVIL_ADDRESSES[3]
+    wait_all(w3, [
+        ("drain WETH", trader.call_fn(weth, "transfer", sink, weth.functions.balanceOf(TRADER).call())),
+        ("drain USDC", trader.call_fn(usdc, "transfer", sink, usdc.functions.balanceOf(TRADER).call())),
+    ])  # fmt: skip
+    w3.provider.make_request("anvil_setBalance", [TRADER, hex(10**18)])  # 1 ETH: under the floor kept for gas
+    sim = _sim(w3, world, "calm")
+    up = sim.move_to(2000.0, 2200.0)  # buy WETH with USDC the trader does not have
+    assert up.trade_side == "buy" and up.pool_price == pytest.approx(2200.0, rel=1e-6)
+    down = sim.move_to(2000.0, 1800.0)  # sell more WETH than the buy brought
+    assert down.trade_side == "sell" and down.pool_price == pytest.approx(1800.0, rel=1e-6)
+    assert down.pair_prices["PAIR_WETH_DAI"] == pytest.approx(1800.0, rel=1e-6)
+    assert w3.eth.get_balance(TRADER) > 10**18  # the dev chain topped its ETH up to wrap

@@ -1,4 +1,5 @@
-"""The write path on a real Anvil: simulate → validate (PolicyCage, permits) → execute → verify."""
+"""The write path on a real Anvil against the real protocols (Uniswap V2 Router02, the Aave V3 Pool):
+simulate → validate (PolicyCage, permits) → execute (exactly once, via the tx journal) → verify."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from golem.chain.journal import IntentStatus, TxJournal
 from golem.chain.permits import PermitError, PermitStatus, PermitStore
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import SimulationError, simulate_actions, simulate_calls
-from golem.chain.tools import build_calls
+from golem.chain.tools import ToolArgumentError, build_calls
 from golem.chain.verify import verify_actions
 from golem.models.config import GolemConfig, PolicySection
 from golem.models.enums import ActionStatus, BehavioralPhase
@@ -75,8 +76,9 @@ def test_swap_simulate_validate_execute_verify(
     world = world_snapshot
     journal, permits = stores
     action = swap_1_weth()
-    pool = contract(w3, world, "POOL")
-    quote = pool.functions.get_amount_out(10**18, world.addresses["WETH"]).call() / 1e6
+    router = contract(w3, world, "UNI_ROUTER")
+    path = [world.address("WETH"), world.address("USDC")]
+    quote = router.functions.getAmountsOut(10**18, path).call()[-1] / 1e6
 
     obs, sim, val = approve_and_permit(w3, world, safety, [action])
     s = sim.actions[0]
@@ -93,11 +95,18 @@ def test_swap_simulate_validate_execute_verify(
     assert record.status is ActionStatus.EXECUTED, record.block_reason
     assert record.permit_id == permit_id and record.tx_hash and record.block_number
     assert record.gas_used > 21_000 and record.gas_cost > 0
-    assert nonce(w3) == n0 + 2  # approve + swap
+    assert nonce(w3) == n0 + 2  # approve + swap; the planned revoke is not sent: the router used the allowance up
     assert permits.get(permit_id).status is PermitStatus.COMMITTED
-    assert [i.status for i in journal.intents_for("g1", 1, 0)] == [IntentStatus.MINED, IntentStatus.MINED]
+    intents = journal.intents_for("g1", 1, 0)
+    assert [(i.label, i.status) for i in intents] == [("approve_WETH", IntentStatus.MINED), ("swap", IntentStatus.MINED)]
     receipt = w3.eth.get_transaction_receipt(record.tx_hash)
-    assert receipt["status"] == 1 and receipt["to"] == pool.address
+    assert receipt["status"] == 1 and receipt["to"] == router.address
+    assert contract(w3, world, "WETH").functions.allowance(GOLEM, router.address).call() == 0
+    # the swap itself went through Router02.swapExactTokensForTokens with the simulated quote's floor
+    fn, params = router.decode_function_input(w3.eth.get_transaction(record.tx_hash)["input"])
+    assert fn.fn_name == "swapExactTokensForTokens" and params["path"] == path and params["to"] == GOLEM
+    assert params["amountOutMin"] == int(quote * 1e6 * (10_000 - 50) // 10_000)
+    assert params["deadline"] > w3.eth.get_block(receipt["blockNumber"] - 1)["timestamp"]
 
     mine(w3)  # a second block on top: 2 confirmations (heartbeat §S10)
     outcome = verify_actions(w3, world, GOLEM, [action], sim, [record], obs, confirmations=2, timeout_s=5)
@@ -136,9 +145,9 @@ def test_impossible_min_out_reports_slippage(
     action = swap_1_weth(min_amount_out=1_000_000)  # a million USDC for one WETH
     obs, sim, val = approve_and_permit(w3, world_snapshot, safety, [action])
     assert not sim.actions[0].ok
-    assert sim.actions[0].revert_reason == "slippage"
+    assert sim.actions[0].revert_reason == "UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT"
     assert not val.actions[0].approved
-    assert val.actions[0].reason == "simulation failed: slippage"
+    assert val.actions[0].reason == "simulation failed: UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT"
     assert val.actions[0].permit_id is None
 
 
@@ -153,7 +162,8 @@ def test_single_call_eth_call_fallback_matches_simulate_v1(w3: Web3, world_snaps
         v1 = simulate_calls(w3, GOLEM, [call])[0]
         plain = simulate_calls(w3, GOLEM, [call], use_simulate_v1=False)[0]
         assert (v1.ok, v1.revert_reason) == (plain.ok, plain.revert_reason)
-    assert simulate_calls(w3, GOLEM, [bad_call], use_simulate_v1=False)[0].revert_reason == "unhealthy"
+    assert simulate_calls(w3, GOLEM, [bad_call], use_simulate_v1=False)[0].revert_reason == (
+        "COLLATERAL_CANNOT_COVER_NEW_BORROW (Aave error 36)")
     with pytest.raises(SimulationError, match="need eth_simulateV1"):
         simulate_calls(w3, GOLEM, [ok_call, ok_call], use_simulate_v1=False)
 
@@ -164,8 +174,7 @@ def test_policy_refuses_dai_and_oversize_before_simulation_matters(
     dai = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "DAI", "token_out": "USDC", "amount_in": 10})
     big = ProposedAction(action_index=1, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 5})
     obs, sim, val = approve_and_permit(w3, world_snapshot, safety, [dai, big])
-    assert "does not trade DAI" in sim.actions[0].revert_reason
-    assert sim.actions[1].ok  # the chain would take it; the cage does not
+    assert sim.actions[0].ok and sim.actions[1].ok  # the chain would take both (DAI → WETH → USDC); the cage does not
     assert "DAI is not in approved_assets" in val.actions[0].reason
     assert "$10,000.00 exceeds max_trade_size_usd $5,000.00" in val.actions[1].reason
     assert val.approved == []
@@ -316,21 +325,194 @@ def test_action_that_would_revert_at_execution_is_failed_not_sent(
     calls = build_calls(w3, world, GOLEM, action, obs)
     journal.record_plan("g1", 1, 0, permit_id, [c.model_dump() for c in calls])
     trader = TxSender.for_key(w3, ANVIL_KEYS[1])
-    weth, pool = contract(w3, world, "WETH"), contract(w3, world, "POOL")
+    weth, router = contract(w3, world, "WETH"), contract(w3, world, "UNI_ROUTER")
+    deadline = w3.eth.get_block("latest")["timestamp"] + 600
     for fn in (
-        weth.functions.approve(pool.address, 50 * 10**18),
-        pool.functions.swap(weth.address, 50 * 10**18, 0, trader.address),
+        weth.functions.approve(router.address, 50 * 10**18),
+        router.functions.swapExactTokensForTokens(
+            50 * 10**18, 0, [weth.address, world.address("USDC")], trader.address, deadline),
     ):
-        tx = fn.build_transaction({"from": trader.address, "nonce": w3.eth.get_transaction_count(trader.address), "chainId": world.chain_id})
+        # explicit gas: an estimate at the latest block's second can run out in the next (the pair's oracle update)
+        tx = fn.build_transaction({"from": trader.address, "nonce": w3.eth.get_transaction_count(trader.address),
+                                   "chainId": world.chain_id, "gas": 300_000})
         signed = trader.account.sign_transaction(tx)
         assert w3.eth.wait_for_transaction_receipt(w3.eth.send_raw_transaction(signed.raw_transaction))["status"] == 1
 
     n0 = nonce(w3)
     record = executor.execute("g1", 1, action, permit_id, obs)
     assert record.status is ActionStatus.FAILED
-    assert "swap would revert: slippage" in record.block_reason
-    assert nonce(w3) == n0 + 1  # the approve went out; the swap never did
+    assert "swap would revert: UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT" in record.block_reason
+    # the approve went out, the swap never did, and the cleanup revoked the approve: nothing lingers
+    assert [i.label for i in journal.intents_for("g1", 1, 0)] == ["approve_WETH", "revoke_WETH"]
+    assert nonce(w3) == n0 + 2
+    assert weth.functions.allowance(GOLEM, router.address).call() == 0
     assert executor.execute("g1", 1, action, permit_id, obs).block_reason == record.block_reason
-    assert nonce(w3) == n0 + 1
+    assert nonce(w3) == n0 + 2
     outcome = verify_actions(w3, world, GOLEM, [action], sim, [record], obs, confirmations=1, timeout_s=1)
     assert not outcome.verified and "failed" in outcome.actual
+
+
+def test_bad_arguments_are_clear_tool_argument_errors(w3: Web3, world_snapshot: Deployment) -> None:
+    """Arguments the protocols cannot take are refused before anything is simulated or signed, naming the
+    argument and what to do; simulation reports them as invalid arguments, not as reverts."""
+    world = world_snapshot
+    obs = observe(w3, world)
+
+    def refused(tool, args, match):
+        with pytest.raises(ToolArgumentError, match=match):
+            build_calls(w3, world, GOLEM, ProposedAction(action_index=0, tool=tool, arguments=args), obs)
+
+    refused("swap", {"token_in": "WETH", "token_out": "WETH", "amount_in": 1}, r"swap.token_out: must differ")
+    refused("swap", {"token_in": "WBTC", "token_out": "USDC", "amount_in": 1}, r"swap.token_in: unknown token 'WBTC'")
+    refused("swap", {"token_in": "WETH", "token_out": "USDC", "amount_in": -1},
+            r"swap.amount_in: must be a finite number > 0")
+    refused("swap", {"token_in": "USDC", "token_out": "WETH", "amount_in": "0.0000001"}, r"below the token's smallest unit")
+    refused("withdraw", {"amount": 100}, r"withdraw.amount: 100 WETH is more than the 10.000000 WETH supplied on Aave")
+    refused("remove_liquidity", {"fraction": 0.5}, r"remove_liquidity.fraction: the account holds no LP shares")
+    refused("add_liquidity", {"amount_weth": 1, "amount_usdc": 1000},
+            r"add_liquidity.amount_weth: .* the router would take 5,000.0 bps less WETH .* deposit about 2000.00 USDC")
+    # a book without the WETH/DAI pair cannot route DAI
+    no_dai = world.model_copy(update={"addresses": {k: v for k, v in world.addresses.items() if k != "PAIR_WETH_DAI"}})
+    with pytest.raises(ToolArgumentError, match="the address book has no PAIR_WETH_DAI"):
+        build_calls(w3, no_dai, GOLEM, ProposedAction(action_index=0, tool="swap",
+                    arguments={"token_in": "DAI", "token_out": "USDC", "amount_in": 1}), obs)
+    # no debt: nothing to repay (another account, with no Aave position)
+    stranger = Account.create().address
+    with pytest.raises(ToolArgumentError, match="repay.amount: the account has no variable USDC debt on Aave"):
+        build_calls(w3, world, stranger, ProposedAction(action_index=0, tool="repay", arguments={"amount": 10}), obs)
+    too_much = ProposedAction(action_index=0, tool="withdraw", arguments={"amount": 100})
+    sim = simulate_actions(w3, world, GOLEM, [too_much], obs)
+    assert not sim.actions[0].ok and sim.actions[0].revert_reason.startswith("invalid arguments: withdraw.amount")
+
+
+# ── the Aave V3 Pool and two-hop routes, end to end with OutcomeVerification ───────────────────
+
+WIDE = PolicySection(approved_assets=["WETH", "USDC", "DAI"], max_trade_size_usd=50_000, max_slippage_bps=100)
+
+
+@pytest.fixture
+def wide(tmp_path, stores) -> SafetyService:
+    journal, permits = stores
+    cfg = GolemConfig(policy=WIDE)
+    cfg.probes.kill_switch_path = str(tmp_path / "no-killswitch")
+    return SafetyService(cfg, tmp_path, permits=permits, journal=journal)
+
+
+def full_path(w3, world, safety: SafetyService, actions, tick=1):
+    """simulate → validate → execute (through the journal) → 2 confirmations → OutcomeVerification."""
+    obs, sim, val = approve_and_permit(w3, world, safety, actions, tick)
+    assert all(a.approved for a in val.actions), [a.reason for a in val.actions]
+    executor = Executor(w3, world, Account.from_key(GOLEM_KEY), safety.journal, safety.permits)
+    records = [safety.execute(executor, "g1", tick, a, v.permit_id, obs) for a, v in zip(actions, val.actions)]
+    assert all(r.status is ActionStatus.EXECUTED for r in records), [r.block_reason for r in records]
+    mine(w3)
+    ov = safety.verify(w3, world, "g1", tick, GOLEM, actions, sim, records, obs, timeout_s=5)
+    assert ov.outcome.verified and ov.invariant_violations == [], (ov.outcome.actual, ov.invariant_violations)
+    assert ov.deviations.unexpected_logs == [] and ov.deviations.missing_expected_logs == []
+    return obs, sim, val, records, ov, executor
+
+
+def debt_raw(w3, world) -> int:
+    return contract(w3, world, "VDEBT_USDC").functions.balanceOf(GOLEM).call()
+
+
+def test_repay_on_the_aave_pool_exactly_once_and_verified(w3: Web3, world_snapshot: Deployment, wide) -> None:
+    world = world_snapshot
+    pool, usdc = contract(w3, world, "AAVE_POOL"), contract(w3, world, "USDC")
+    repay = ProposedAction(action_index=0, tool="repay", arguments={"amount": 1_000})
+    n0 = nonce(w3)
+    obs, sim, _, (rec,), ov, executor = full_path(w3, world, wide, [repay])
+    assert sim.actions[0].expected == {"delta:USDC": -1_000.0, "delta:debt": -1_000.0}
+    assert nonce(w3) == n0 + 2  # exact approve + repay; nothing left to revoke
+    assert usdc.functions.allowance(GOLEM, pool.address).call() == 0
+    assert [lg.label for lg in ov.actions[0].logs] == [
+        "USDC.Approval", "VDEBT_USDC.Transfer", "VDEBT_USDC.Burn", "AAVE_POOL.ReserveDataUpdated", "USDC.Transfer",
+        "AAVE_POOL.Repay"]
+    event = ov.actions[0].logs[-1]
+    assert int(event.args["amount"]) == 1_000 * 10**6 and event.args["user"] == GOLEM and event.args["repayer"] == GOLEM
+    assert event.args["useATokens"] is False
+    fn, params = pool.decode_function_input(w3.eth.get_transaction(rec.tx_hash)["input"])
+    assert fn.fn_name == "repay" and params["interestRateMode"] == 2 and params["amount"] == 1_000 * 10**6
+    # debt as Aave computes it dropped by what was paid (interest since the observation aside)
+    assert abs(ov.deviations.balance_change_bps["delta:debt"]) < 0.01
+    # a retried execute (same tick, same permit) sends nothing
+    assert executor.execute("g1", 1, repay, rec.permit_id, obs).tx_hash == rec.tx_hash and nonce(w3) == n0 + 2
+
+
+def test_full_repay_pays_the_debt_at_inclusion_and_revokes_the_margin(
+    w3: Web3, world_snapshot: Deployment, wide
+) -> None:
+    """More than the debt repays all of it: the debt grows per second, so the plan approves it plus an
+    interest margin, passes type(uint256).max, and revokes what is left; Aave's health factor is then
+    infinite (no debt) and no allowance lingers."""
+    world = world_snapshot
+    pool, usdc = contract(w3, world, "AAVE_POOL"), contract(w3, world, "USDC")
+    w3.provider.make_request("evm_increaseTime", [30 * 24 * 3600])  # a month of interest
+    mine(w3)
+    before = debt_raw(w3, world)
+    assert before > 8_000 * 10**6  # interest accrued on the 8,000 USDC borrowed at deploy
+    repay = ProposedAction(action_index=0, tool="repay", arguments={"amount": 9_000})
+    n0 = nonce(w3)
+    obs, sim, _, (rec,), ov, _ = full_path(w3, world, wide, [repay])
+    assert debt_raw(w3, world) == 0
+    assert usdc.functions.allowance(GOLEM, pool.address).call() == 0
+    assert nonce(w3) == n0 + 3  # approve (debt + margin), repay(max), revoke
+    calls = wide.journal.get_plan("g1", 1, 0).calls
+    assert [c["label"] for c in calls] == ["approve_USDC", "repay", "revoke_USDC"]
+    fn, params = pool.decode_function_input(calls[1]["data"])
+    assert params["amount"] == 2**256 - 1
+    approved = usdc.decode_function_input(calls[0]["data"])[1]["amount"]
+    repaid = int(ov.actions[0].logs[[lg.label for lg in ov.actions[0].logs].index("AAVE_POOL.Repay")].args["amount"])
+    assert before <= repaid < approved <= before * 1.001
+    assert sim.actions[0].expected["delta:debt"] == pytest.approx(-repaid / 1e6, rel=1e-6)
+    post = read_snapshot(w3, world, GOLEM)
+    assert post.positions[0].debt == 0 and post.positions[0].health_factor is None
+
+
+def test_supply_borrow_withdraw_on_the_aave_pool_verified(w3: Web3, world_snapshot: Deployment, wide) -> None:
+    world = world_snapshot
+    aave = contract(w3, world, "AAVE_POOL")
+    actions = [
+        ProposedAction(action_index=0, tool="supply", arguments={"amount": 2}),
+        ProposedAction(action_index=1, tool="borrow", arguments={"amount": 1_000}),
+        ProposedAction(action_index=2, tool="withdraw", arguments={"amount": 1}),
+    ]
+    obs, sim, _, records, ov, _ = full_path(w3, world, wide, actions)
+    labels = [[lg.label for lg in a.logs] for a in ov.actions]
+    assert "AAVE_POOL.Supply" in labels[0] and "A_WETH.Mint" in labels[0]
+    assert "AAVE_POOL.Borrow" in labels[1] and "VDEBT_USDC.Mint" in labels[1]
+    assert "AAVE_POOL.Withdraw" in labels[2] and "A_WETH.Burn" in labels[2]
+    borrow = next(lg for lg in ov.actions[1].logs if lg.label == "AAVE_POOL.Borrow")
+    assert borrow.args["interestRateMode"] == 2 and borrow.args["onBehalfOf"] == GOLEM
+    for k, v in {"delta:WETH": -1.0, "delta:collateral": 1.0, "delta:USDC": 1_000.0, "delta:debt": 1_000.0}.items():
+        assert ov.post_state["tracked"][k] - ov.pre_state["tracked"][k] == pytest.approx(v, abs=1e-6)
+    # the recorded health factor is Aave's
+    hf = aave.functions.getUserAccountData(GOLEM).call()[5] / 1e18
+    assert read_snapshot(w3, world, GOLEM).positions[0].health_factor == pytest.approx(hf, rel=1e-12)
+    assert contract(w3, world, "WETH").functions.allowance(GOLEM, aave.address).call() == 0
+
+
+def test_withdrawing_everything_is_refused_by_aave_with_the_reason(w3: Web3, world_snapshot: Deployment, wide) -> None:
+    world = world_snapshot
+    obs = observe(w3, world)
+    everything = ProposedAction(action_index=0, tool="withdraw", arguments={"amount": obs.snapshot.positions[0].collateral})
+    sim = simulate_actions(w3, world, GOLEM, [everything], obs)
+    assert not sim.actions[0].ok
+    assert sim.actions[0].revert_reason == "HEALTH_FACTOR_LOWER_THAN_LIQUIDATION_THRESHOLD (Aave error 35)"
+
+
+def test_two_hop_swap_through_weth_verified(w3: Web3, world_snapshot: Deployment, wide) -> None:
+    """USDC → DAI routes USDC → WETH → DAI across both pairs; both pairs' Swap and Sync are required."""
+    world = world_snapshot
+    swap = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "USDC", "token_out": "DAI", "amount_in": 100})
+    router = contract(w3, world, "UNI_ROUTER")
+    path = [world.address(s) for s in ("USDC", "WETH", "DAI")]
+    quote = router.functions.getAmountsOut(100 * 10**6, path).call()[-1] / 1e18
+    obs, sim, _, (rec,), ov, _ = full_path(w3, world, wide, [swap])
+    assert sim.actions[0].expected["amount_out"] == pytest.approx(quote, rel=1e-12)
+    assert 99.0 < quote < 100.0  # two 30 bps fees
+    assert sorted(lg.label for lg in ov.actions[0].logs) == sorted([
+        "USDC.Approval", "USDC.Transfer", "WETH.Transfer", "PAIR_WETH_USDC.Sync", "PAIR_WETH_USDC.Swap",
+        "DAI.Transfer", "PAIR_WETH_DAI.Sync", "PAIR_WETH_DAI.Swap"])
+    post = read_snapshot(w3, world, GOLEM)
+    assert post.balances["DAI"] - obs.snapshot.balances["DAI"] == pytest.approx(quote, rel=1e-9)

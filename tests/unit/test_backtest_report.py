@@ -8,7 +8,9 @@ import statistics
 
 import pytest
 
-from golem.backtest.models import ActionMark, BlockedAction, RunInfo, TickMark
+from golem.backtest.marks import liquidation_mark
+from golem.backtest.models import ActionMark, BlockedAction, LiquidationMark, RunInfo, TickMark
+from golem.models.observation import ChainSnapshot, FeedState, LiquidationEvent, PoolState
 from golem.backtest.report import (
     build_report,
     cohens_d,
@@ -23,9 +25,11 @@ INFO = RunInfo(name="golem", path="p.csv", rows=0)
 
 
 def mark(i, equity, *, label="calm", tier="T0", detected="range_bound", hf=2.0, actions=(), blocked=(), gas=0.0,
-         tick=True, wall=None):
+         tick=True, wall=None, underwater=None, liquidations=(), row_hf=None):
     return TickMark(row=i, timestamp=1000 + 60 * i, label_regime=label, pool_price=2000, oracle_price=2000, gas_gwei=1,
                     equity_usd=equity, health_factor=hf, liquidatable=hf is not None and hf < 1.0,
+                    row_health_factor=row_hf, underwater=(hf is not None and hf < 1.0) if underwater is None else underwater,
+                    liquidations=list(liquidations),
                     tick=i if tick else None, tier=tier if tick else None, detected_regime=detected if tick else None,
                     actions=list(actions), blocked=list(blocked), gas_usd=gas, wall_ms=wall)
 
@@ -45,9 +49,48 @@ def test_drawdown_return_and_sharpe_sign():
 def test_liquidation_crossings_and_min_hf():
     hfs = [2.0, 0.9, 0.8, 1.1, 0.95, None]
     r = build_report(INFO, [mark(i, 100, hf=h) for i, h in enumerate(hfs)])
-    assert r.figures.liquidations == 2  # two crossings into HF < 1
+    assert r.figures.hf_crossings == 2  # two crossings into HF < 1 at the rows' prices
+    assert r.figures.liquidations == 0  # but no LiquidationCall event: nobody liquidated
     assert r.figures.rows_liquidatable == 3
     assert r.figures.min_health_factor == 0.8
+
+
+def _liq(covered, seized, price):
+    return LiquidationMark(tx_hash="0x01", debt_asset="USDC", debt_covered=covered, collateral_asset="WETH",
+                           collateral_seized=seized, debt_covered_usd=covered, collateral_seized_usd=seized * price)
+
+
+def test_liquidations_count_liquidation_call_events_not_crossings():
+    # the liquidator acted on row 1 (HF 0.97 at the row's prices, back to 1.2 after): one crossing, one event;
+    # row 3 went under again and was liquidated twice (two calls, 100 % close factor the second time)
+    marks = [mark(0, 100, hf=2.0),
+             mark(1, 90, hf=1.2, underwater=True, row_hf=0.97, liquidations=[_liq(4000, 4.375, 960)]),
+             mark(2, 90, hf=1.3), mark(3, 80, hf=1.1, underwater=True,
+                                       liquidations=[_liq(1000, 1.1, 955), _liq(500, 0.55, 955)])]
+    f = build_report(INFO, marks).figures
+    assert (f.liquidations, f.hf_crossings, f.rows_liquidatable) == (3, 2, 0)
+    assert f.min_health_factor == 0.97  # where the liquidator found it, though no row ended that low
+    assert f.liquidated_debt_usd == pytest.approx(5500)
+    # the bonus: 4.375 WETH × 960 − 4000 = 200, (1.1 + 0.55) × 955 − 1500 = 75.75
+    assert f.liquidation_penalty_usd == pytest.approx(200 + 75.75)
+    text = render_table(build_report(INFO, marks))
+    assert "| liquidations (LiquidationCall events) | 3 |" in text
+    assert "| HF < 1 crossings at row prices | 2 |" in text
+
+
+def test_liquidation_mark_values_at_the_feeds():
+    snap = ChainSnapshot(chain_id=1, block_number=1, block_timestamp=1, gas_price_gwei=1.0,
+                         pool=PoolState(address="0xp", token0="WETH", token1="USDC", reserve0=1, reserve1=900,
+                                        price=900, tvl=1800),
+                         oracle_price=960.0, balances={}, positions=[],
+                         feeds=[FeedState(symbol="WETH", address="0xf", answer=960.0, round_id=2, updated_at=1, age_s=0),
+                                FeedState(symbol="USDC", address="0xg", answer=0.999, round_id=2, updated_at=1, age_s=0)])
+    ev = LiquidationEvent(tx_hash="0xab", log_index=3, block_number=9, collateral_asset="WETH", debt_asset="USDC",
+                          debt_covered=4000.0, collateral_seized=4.375, liquidator="0x" + "11" * 20)
+    m = liquidation_mark(ev, snap)
+    assert m.debt_covered_usd == pytest.approx(3996.0)
+    assert m.collateral_seized_usd == pytest.approx(4200.0)
+    assert m.penalty_usd == pytest.approx(204.0)
 
 
 def test_blocked_by_category_protective_and_transactions():

@@ -13,7 +13,7 @@ from golem.cognition.probes import anomalies_from, rsi, run_probes
 from golem.cognition.regime import detect_regime
 from golem.models.config import ProbeThresholds
 from golem.models.enums import MarketRegime, ProbeSeverity
-from golem.models.observation import ChainSnapshot, PoolState, PositionState
+from golem.models.observation import ChainSnapshot, FeedState, PoolState, PositionState
 from golem.models.state import GolemState
 
 T = ProbeThresholds()
@@ -44,7 +44,7 @@ def by_name(results):
 def test_calm_tick_fires_nothing():
     res = run_probes(snap(), state(), T, False)
     assert {r.probe for r in res} == {"price_delta", "tvl_change", "position_health", "gas_price",
-                                      "circuit_breaker", "kill_switch", "world_model_drift", "rsi", "credit_balance",
+                                      "circuit_breaker", "feed_staleness", "kill_switch", "world_model_drift", "rsi", "credit_balance",
                                       "homeostatic_deviation"}
     assert anomalies_from(res) == []
 
@@ -55,6 +55,29 @@ def test_price_delta_bands(price, sev):
     r = by_name(run_probes(snap(price=price, oracle=2000), state(), T, False))["price_delta"]
     assert r.severity == sev
     assert r.value == pytest.approx((price - 2000) / 2000 * 1e4, abs=1e-3)
+
+
+def _feed(age_s: int, heartbeat_s: int | None = 3600, symbol: str = "WETH") -> FeedState:
+    return FeedState(symbol=symbol, address="0xfeed", answer=2000.0, round_id=7, updated_at=1_700_000_000 - age_s,
+                     age_s=age_s, heartbeat_s=heartbeat_s)
+
+
+@pytest.mark.parametrize("age,sev", [(60, ProbeSeverity.NONE), (2700, ProbeSeverity.LOW), (3600, ProbeSeverity.LOW),
+                                     (3601, ProbeSeverity.HIGH)])
+def test_feed_staleness_grades_round_age_against_the_heartbeat(age, sev):
+    s = snap().model_copy(update={"feeds": [_feed(age), _feed(30, 86400, "USDC")]})
+    r = by_name(run_probes(s, state(), T, False))["feed_staleness"]
+    assert r.severity == sev and r.value == pytest.approx(age / 3600, abs=1e-4)
+    if sev is ProbeSeverity.HIGH:
+        assert "STALE" in r.detail and "round 7" in r.detail
+        assert any(a.probe == "feed_staleness" for a in anomalies_from([r]))
+
+
+def test_feed_staleness_picks_the_oldest_feed_and_skips_unknown_heartbeats():
+    s = snap().model_copy(update={"feeds": [_feed(10), _feed(90_000, 86400, "DAI"), _feed(10**6, None, "USDC")]})
+    r = by_name(run_probes(s, state(), T, False))["feed_staleness"]
+    assert r.severity is ProbeSeverity.HIGH and "DAI" in r.detail
+    assert by_name(run_probes(snap(), state(), T, False))["feed_staleness"].detail.endswith("skipped")
 
 
 def test_tvl_gas_health_circuit_killswitch_drift():

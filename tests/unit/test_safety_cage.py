@@ -30,13 +30,17 @@ from golem.safety.risk import RiskSnapshot, RiskStore, ToolStats, kelly_fraction
 THRIVING = BehavioralPhase.THRIVING
 
 
-def obs(*, collateral=10.0, debt=8000.0, weth=20.0, usdc=20_000.0, oracle=2000.0, pool_price=2000.0, gas=1.0):
+def obs(*, collateral=10.0, debt=8000.0, weth=20.0, usdc=20_000.0, oracle=2000.0, pool_price=2000.0, gas=1.0,
+        lt: float | None = 0.825):
+    """An observation as the reader builds it from Aave: `lt` is getUserAccountData's liquidation threshold
+    (the embedded market's WETH reserve: 82.5 %), None for a snapshot that does not carry one."""
     pool = PoolState(address="0x" + "01" * 20, token0="WETH", token1="USDC", reserve0=500.0,
                      reserve1=500.0 * pool_price, price=pool_price, tvl=1e6)
-    hf = collateral * oracle * 0.8 / debt if debt else None
+    hf = collateral * oracle * (lt or 0.825) / debt if debt else None
     snap = ChainSnapshot(chain_id=31337, block_number=100, block_timestamp=0, gas_price_gwei=gas, pool=pool,
                          oracle_price=oracle, balances={"WETH": weth, "USDC": usdc, "DAI": 0.0},
-                         positions=[PositionState(id="lending:x", collateral=collateral, debt=debt, health_factor=hf)])
+                         positions=[PositionState(id="lending:x", collateral=collateral, debt=debt, health_factor=hf,
+                                                  liquidation_threshold=lt)])
     return Observation(snapshot=snap)
 
 
@@ -99,9 +103,25 @@ def test_safety_blocks_before_risk_and_permits():
 
 
 def test_risk_blocks_before_permits():
-    # withdrawing 5 of 10 WETH collateral with 8000 debt → HF 0.8·2000·5/8000 = 1.0 < floor 1.1
+    # withdrawing 5 of 10 WETH collateral with 8000 debt → HF 0.825·2000·5/8000 = 1.031 < floor 1.1
     d = decide(act("withdraw", 1.5), sim=sim_for(act("withdraw", 5)))
-    assert not d.allowed and d.blocked_by == "risk" and "hard shield" in d.reason and "1.000" in d.reason
+    assert not d.allowed and d.blocked_by == "risk" and "hard shield" in d.reason and "1.031" in d.reason
+
+
+def test_the_health_projection_uses_aaves_liquidation_threshold():
+    # the book at the observation reproduces the health factor Aave reported, whatever its threshold
+    for lt in (0.825, 0.8, 0.7):
+        o = obs(lt=lt)
+        book = Book.of(o.snapshot)
+        assert book.liquidation_threshold == lt
+        assert book.health_factor == pytest.approx(o.snapshot.positions[0].health_factor, rel=1e-12)
+        after = book.after(sim_for(act("withdraw", 5)).expected)
+        assert after.health_factor == pytest.approx(2000 * 5 * lt / 8000)
+    # a snapshot without Aave's number (no collateral yet) falls back to the embedded market's WETH 82.5 %
+    assert Book.of(obs(lt=None).snapshot).liquidation_threshold == 0.825
+    # LT 0.8 puts the same withdrawal at exactly 1.000 (under the 1.1 floor), as Aave would compute it
+    d = decide(act("withdraw", 1.5), ctx(obs(lt=0.8)), sim=sim_for(act("withdraw", 5)))
+    assert not d.allowed and "1.000" in d.reason
 
 
 def test_reverting_simulation_is_the_permit_layers_refusal():

@@ -18,7 +18,7 @@ from golem.chain.tools import (
     ToolArgumentError,
     action_tokens,
     action_value_usd,
-    imbalance_bps,
+    deposit_plan,
     lp_value_usd,
     parse_arguments,
     slippage_bps_of,
@@ -115,32 +115,40 @@ def test_every_fraction_above_one_is_refused(f):
         parse_arguments("remove_liquidity", {"fraction": f})
 
 
-# ── the deposit-ratio bound ──────────────────────────────────────────────────────────────────
+# ── the deposit-ratio bound (Router02.addLiquidity's own rule) ──────────────────────────────
 
 _RES = st.integers(min_value=10**6, max_value=10**30)
+_AMT = st.integers(min_value=1, max_value=10**24)
 
 
-@given(_RES, _RES, st.integers(min_value=1, max_value=10**24))
-def test_imbalance_is_zero_at_the_pool_ratio(r0, r1, a0):
+@given(_RES, _RES, _AMT, _AMT)
+def test_the_plan_is_what_the_router_takes_and_never_more_than_given(r0, r1, a0, a1):
+    p0, p1, short = deposit_plan(a0, a1, r0, r1)
+    assert 0 <= p0 <= a0 and 0 <= p1 <= a1 and 0.0 <= short <= 10_000.0
+    # UniswapV2Router02._addLiquidity on the planned amounts: bOptimal = quote(p0) fits → (p0, bOptimal)
+    b_opt = p0 * r1 // r0
+    assert b_opt <= p1 and b_opt == p1  # the router takes exactly the plan: exact approvals are used up
+    # one side is taken in full, the shortfall is measured on the other
+    assert p0 == a0 or short == pytest.approx((a0 - p0) / a0 * 1e4)
+    assert p0 != a0 or short == pytest.approx((a1 - p1) / a1 * 1e4)
+
+
+@given(_RES, _RES, st.integers(min_value=10**12, max_value=10**24))
+def test_no_shortfall_at_the_pool_ratio(r0, r1, a0):
     a1 = a0 * r1 // r0
-    if a1 == 0:
+    if a1 < 10**6:
         return
-    # integer rounding of a1 leaves at most one base unit off the ratio
-    assert imbalance_bps(a0, a1, r0, r1) <= 1e4 * (r0 / (a0 * r1) + 1e-12) + 1e-9
+    assert deposit_plan(a0, a1, r0, r1) == (a0, a1, 0.0)
 
 
-@given(_RES, _RES, st.integers(min_value=1, max_value=10**24), st.integers(min_value=1, max_value=10**24))
-def test_imbalance_is_bounded_and_symmetric_in_the_sides(r0, r1, a0, a1):
-    bps = imbalance_bps(a0, a1, r0, r1)
-    assert 0.0 <= bps <= 10_000.0
-    # swapping the roles of the two tokens (and their reserves) gives the same loss
-    assert imbalance_bps(a1, a0, r1, r0) == pytest.approx(bps, abs=1e-6)
-
-
-def test_imbalance_is_the_value_given_away():
-    # 1 WETH + 1000 USDC into a 2000 USDC/WETH pool: shares worth 2×1000 of a 3000 deposit → 1/3 lost
-    assert imbalance_bps(10**18, 1000 * 10**6, 500 * 10**18, 1_000_000 * 10**6) == pytest.approx(3333.333, abs=1e-3)
-    assert imbalance_bps(10**18, 2000 * 10**6, 0, 0) == 0.0  # an empty pool: the first deposit sets the price
+def test_shortfall_is_what_the_router_would_not_take():
+    # 1 WETH + 1000 USDC into a 2000 USDC/WETH pool: the router takes 0.5 WETH → 5000 bps short on WETH
+    assert deposit_plan(10**18, 1000 * 10**6, 500 * 10**18, 1_000_000 * 10**6) == (
+        5 * 10**17, 1000 * 10**6, pytest.approx(5000.0))
+    # 1 WETH + 2100 USDC: 2000 USDC taken, 100 short of 2100 → 476.2 bps
+    p0, p1, short = deposit_plan(10**18, 2100 * 10**6, 500 * 10**18, 1_000_000 * 10**6)
+    assert (p0, p1) == (10**18, 2000 * 10**6) and short == pytest.approx(476.19, abs=0.01)
+    assert deposit_plan(10**18, 2000 * 10**6, 0, 0) == (10**18, 2000 * 10**6, 0.0)  # an empty pair: as given
 
 
 # ── value, exposure, policy ──────────────────────────────────────────────────────────────────
@@ -204,11 +212,21 @@ def test_nav_counts_the_pool_claim():
 def test_verification_prices_shares_and_expects_pool_logs():
     assert _usd("delta:lp_shares", 2000.0, 89.4) == 89.4 and _usd("delta:WETH", 2000.0, 89.4) == 2000.0
     assert expected_log_labels(add(), ["approve_WETH", "approve_USDC", "add_liquidity"]) == [
-        "WETH.Approval", "USDC.Approval", "POOL.AddLiquidity", "WETH.Transfer", "USDC.Transfer"]
-    assert expected_log_labels(remove(), ["remove_liquidity"]) == [
-        "POOL.RemoveLiquidity", "WETH.Transfer", "USDC.Transfer"]
+        "WETH.Approval", "USDC.Approval", "WETH.Transfer", "USDC.Transfer", "PAIR_WETH_USDC.Transfer",
+        "PAIR_WETH_USDC.Sync", "PAIR_WETH_USDC.Mint"]
+    # the LP token approved to the router, sent to the pair and burned; a revoke emits its own Approval
+    assert expected_log_labels(remove(), ["approve_PAIR_WETH_USDC", "remove_liquidity", "revoke_PAIR_WETH_USDC"]) == [
+        "PAIR_WETH_USDC.Approval", "PAIR_WETH_USDC.Approval", "PAIR_WETH_USDC.Transfer", "PAIR_WETH_USDC.Transfer",
+        "WETH.Transfer", "USDC.Transfer", "PAIR_WETH_USDC.Sync", "PAIR_WETH_USDC.Burn"]
 
 
 def test_the_llm_sees_the_liquidity_tools():
     names = [t["name"] for t in decision_tools(["WETH", "USDC"])]
     assert "add_liquidity" in names and "remove_liquidity" in names
+
+
+def test_fallback_liquidation_threshold_is_the_embedded_worlds_weth_reserve():
+    from golem.safety.constraints import FALLBACK_LIQUIDATION_THRESHOLD
+    from golem.world.deploy import LIQUIDATION_THRESHOLD, RESERVES
+
+    assert FALLBACK_LIQUIDATION_THRESHOLD == LIQUIDATION_THRESHOLD == RESERVES["WETH"].lt / 10_000
