@@ -1,0 +1,285 @@
+"""Every wire guarded (issue 14): each test here fails when one call of the running loop is deleted.
+
+A review deleted single calls from the loop and most deletions left every test green. Each test below
+names the line it guards; deleting that line (or branch) turns the test red. They call the activities
+directly on real parts (Anvil, LanceDB, SQLite; the LLM faked at the HTTP boundary), except
+`learn_at_delta`, which lives in workflow code and runs on the Temporal dev server.
+
+The chain here is an Anvil started with chain id 8453: to the golem it is an external RPC, so without
+`--live` it dry-runs (ARCHITECTURE "The world"); tests that need sends pass `live=True` (as `--live` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+import tomli_w
+from temporalio import activity
+from temporalio.testing import ActivityEnvironment
+
+from activities.consolidation import ConsolidationActivities
+from activities.tick import TickActivities
+from golem.chain.web3client import make_web3
+from golem.grimoire.episodes import Episode, Importance
+from golem.grimoire.playbook import PlaybookRefused
+from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.inference.llm import select_deliberator
+from golem.models.config import load_config
+from golem.models.enums import ActionStatus, MarketRegime, Tier
+from golem.models.golem import ConsolidationInput
+from golem.models.state import GolemState
+from golem.models.tick import (
+    DecideInput,
+    ExecuteInput,
+    ObserveInput,
+    ProposedAction,
+    RetrieveInput,
+    SimulateInput,
+    TickContext,
+    ValidateInput,
+    VerifyInput,
+)
+from infra.anvil import AnvilProcess, free_port
+from infra.world_cache import deploy_or_load
+from tests.integration.golem_rig import EXAMPLE_HOME, GOLEM_KEY, in_process_worker, make_rig
+from tests.unit.inference_fakes import FakeMessagesAPI, decide, message, tool_use
+from workers.services import GolemServices
+
+pytestmark = pytest.mark.integration
+
+EXTERNAL_CHAIN_ID = 8453  # not the embedded sandbox (31337): an "external RPC" to the golem
+GID = "wire-golem"
+STARTED = "2026-11-22T00:00:00+00:00"
+
+
+class ExternalChain:
+    """One Anvil with the dev world, on a chain id the golem treats as external."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.anvil = AnvilProcess(port=free_port(), log_path=tmp / "anvil.log", chain_id=EXTERNAL_CHAIN_ID)
+        self.anvil.start()
+        self.w3 = make_web3(self.anvil.rpc_url)
+        dep, _ = deploy_or_load(self.w3, self.anvil.rpc_url)
+        self.deployment = dep.model_copy(update={"chain_id": EXTERNAL_CHAIN_ID})
+
+    def golem(self, tmp: Path, *, live: bool | None = None, **config_overrides) -> GolemServices:
+        """A golem home and data dir on this chain; its services (offline deliberator unless replaced)."""
+        home, data = tmp / "home", tmp / "data"
+        home.mkdir(parents=True)
+        data.mkdir(parents=True)
+        self.deployment.save(data / "deployment.json")
+        shutil.copy(EXAMPLE_HOME / "STRATEGY.md", home / "STRATEGY.md")
+        raw = {"golem": {"id": GID, "home": "."}, "chain": {"rpc_url": self.anvil.rpc_url},
+               "probes": {"kill_switch_path": str(tmp / "killswitch")}}
+        for section, values in config_overrides.items():
+            raw.setdefault(section, {}).update(values)
+        (home / "golem.toml").write_text(tomli_w.dumps(raw))
+        return GolemServices(load_config(home / "golem.toml"), data, private_key=GOLEM_KEY, live=live)
+
+    def snapshot(self) -> str:
+        return self.w3.provider.make_request("evm_snapshot", [])["result"]
+
+    def revert(self, snap: str) -> None:
+        assert self.w3.provider.make_request("evm_revert", [snap]).get("result") is True
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Iterator[ExternalChain]:
+    c = ExternalChain(tmp_path_factory.mktemp("external-chain"))
+    yield c
+    c.anvil.stop()
+
+
+@pytest.fixture
+def clean_chain(chain) -> Iterator[ExternalChain]:
+    """The chain, reverted after the test (tests here may send transactions)."""
+    snap = chain.snapshot()
+    try:
+        yield chain
+    finally:
+        chain.revert(snap)
+
+
+def _ctx(services: GolemServices, tick: int = 1) -> TickContext:
+    return TickContext(golem_id=GID, tick=tick, config=services.config, state=GolemState(golem_id=GID),
+                       started_at=STARTED)
+
+
+SWAP = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 1})
+
+
+def _approved(acts: TickActivities, ctx: TickContext, actions: list[ProposedAction]):
+    """observe → simulate → validate on the real write path; every action approved with a permit."""
+    obs = acts.observe(ObserveInput(ctx=ctx))
+    sim = acts.simulate(SimulateInput(ctx=ctx, observation=obs, actions=actions))
+    val = acts.validate(ValidateInput(ctx=ctx, observation=obs, actions=actions, simulation=sim))
+    assert all(v.approved and v.permit_id for v in val.actions), val
+    return obs, sim, val
+
+
+# ---- 1. execute's dry-run branch (activities/tick.py `if not self.s.live:`) -----------------------------
+async def test_external_rpc_without_live_never_broadcasts_and_says_dry_run(clean_chain, tmp_path):
+    services = clean_chain.golem(tmp_path)
+    assert services.chain_id == EXTERNAL_CHAIN_ID and services.live is False, "external RPC, no --live: dry run"
+    acts = TickActivities(services)
+    ctx = _ctx(services)
+    obs, _, val = _approved(acts, ctx, [SWAP])
+    nonce = clean_chain.w3.eth.get_transaction_count(services.account)
+
+    out = ActivityEnvironment().run(acts.execute, ExecuteInput(ctx=ctx, observation=obs, actions=[SWAP],
+                                                                      validation=val))
+    assert clean_chain.w3.eth.get_transaction_count(services.account) == nonce, "a dry-run golem broadcast a tx"
+    assert services.journal.intents_for(GID, 1, 0) == [], "a dry-run golem journaled a send"
+    [rec] = out.records
+    assert rec.status is ActionStatus.DEFERRED and rec.tx_hash is None, rec
+    assert rec.block_reason and rec.block_reason.startswith("dry-run"), rec.block_reason
+    assert rec.permit_id == val.actions[0].permit_id
+
+
+# ---- 2. execute's CancelPending branch (`if inp.cancelled_reason:`) -------------------------------------
+async def test_a_high_steer_during_executing_cancels_what_is_not_sent(clean_chain, tmp_path):
+    services = clean_chain.golem(tmp_path, live=True)
+    acts = TickActivities(services)
+    ctx = _ctx(services)
+    obs, _, val = _approved(acts, ctx, [SWAP])
+    nonce = clean_chain.w3.eth.get_transaction_count(services.account)
+
+    reason = "steer s-1 (high): stop trading"
+    out = ActivityEnvironment().run(acts.execute, ExecuteInput(
+        ctx=ctx, observation=obs, actions=[SWAP], validation=val, cancelled_reason=reason))
+    assert clean_chain.w3.eth.get_transaction_count(services.account) == nonce, "a cancelled action was sent"
+    [rec] = out.records
+    assert rec.status is ActionStatus.CANCELLED, rec
+    assert rec.block_reason == f"cancelled before sending: {reason}"
+    assert services.permits.get(val.actions[0].permit_id).status.value == "cancelled"
+
+
+# ---- 7. the safety-incident episode (workers/services.py `self.write_safety_incident(...)` in verify) ----
+async def test_an_invariant_violated_after_execution_is_remembered_as_an_incident(clean_chain, tmp_path):
+    services = clean_chain.golem(tmp_path, live=True)
+    acts = TickActivities(services)
+    ctx = _ctx(services, tick=4)
+    obs, sim, val = _approved(acts, ctx, [SWAP])
+    out = ActivityEnvironment().run(acts.execute, ExecuteInput(ctx=ctx, observation=obs, actions=[SWAP],
+                                                                      validation=val))
+    assert out.records[0].status is ActionStatus.EXECUTED, out.records
+    clean_chain.w3.provider.make_request("evm_mine", [])
+    # The swap's receipts checked as if the action had been an Aave supply: foreign logs → a safety incident.
+    supply = ProposedAction(action_index=0, tool="supply", arguments={"amount": 1})
+    outcome = acts.verify(VerifyInput(ctx=ctx, observation=obs, actions=[supply], simulation=sim,
+                                      records=out.records))
+    assert not outcome.verified and outcome.invariant_violations
+    incident = services.episodes.get(f"{GID}:incident:tick:4")
+    assert incident is not None, "the safety incident was not written to the Grimoire"
+    assert incident.importance is Importance.EMERGENCY and incident.confidence == 1.0
+    assert incident.summary.startswith("SAFETY INCIDENT at tick 4")
+
+
+# ---- 8. mark_accessed in retrieve (both stores) ----------------------------------------------------------
+def test_retrieval_restarts_the_decay_clock_of_what_it_used(chain, tmp_path):
+    services = chain.golem(tmp_path)
+    acts = TickActivities(services)
+    services.episodes.upsert(Episode(
+        id=f"{GID}:tick:1", golem_id=GID, tick=1, created_at=STARTED, regime=MarketRegime.RANGE_BOUND,
+        tier=Tier.T2, prediction_error=0.8, utility=0.9,
+        summary="Tick 1: range bound regime, price 2000, health factor 2.00; repaid debt to protect the loan.",
+    ))
+    entry = services.semantic.put(GrimoireEntry(
+        category=EntryType.HEURISTIC, content="In a range bound regime with health factor near 2, repay debt "
+        "to protect the loan when the price falls.", created_tick=1, valid_from=1, market_regime="range_bound",
+        source=EntrySource(golem_id=GID),
+    ))
+    ctx = _ctx(services, tick=7)
+    obs = acts.observe(ObserveInput(ctx=ctx)).model_copy(update={"regime": MarketRegime.RANGE_BOUND})
+    got = acts.retrieve(RetrieveInput(ctx=ctx, observation=obs, tier=Tier.T2))
+    used = {e.id for e in got.entries}
+    assert {f"{GID}:tick:1", entry.id} <= used, got
+
+    ep = services.episodes.get(f"{GID}:tick:1")
+    assert (ep.last_accessed_tick, ep.access_count) == (7, 1), "retrieve did not mark the episode accessed"
+    e = services.semantic.get(entry.id)
+    assert (e.last_accessed_at, e.access_count) == (7, 1), "retrieve did not mark the semantic entry accessed"
+
+
+# ---- 6. the pre-LLM MUST gate in decide (`apply_must_gate(...)`) ---------------------------------------
+def _with_fake_claude(services: GolemServices, api: FakeMessagesAPI) -> GolemServices:
+    services.deliberator, why = select_deliberator(
+        services.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=services.home, data_dir=services.data_dir,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
+    )
+    assert why.startswith("anthropic"), why
+    return services
+
+
+async def test_a_tool_strategy_forbids_is_dropped_from_the_llm_decision(chain, tmp_path):
+    # STRATEGY.md (examples/golem-home) says "MUST NOT borrow"; the model proposes a borrow anyway.
+    api = FakeMessagesAPI(message([
+        tool_use("borrow", {"amount": 500}, 0),
+        decide("borrow to lever up", 0.7, True, decision="borrow 500 USDC"),
+    ]))
+    services = _with_fake_claude(chain.golem(tmp_path, inference={"provider": "anthropic"}), api)
+    acts = TickActivities(services)
+    ctx = _ctx(services, tick=2)
+    obs = acts.observe(ObserveInput(ctx=ctx))
+    d = await ActivityEnvironment().run(acts.decide, DecideInput(ctx=ctx, observation=obs, tier=Tier.T2,
+                                                                   prediction_error=0.6))
+    assert api.requests, "the LLM was asked"
+    assert d.record.tool_calls and d.record.tool_calls[0].tool_name == "borrow", "the model did propose a borrow"
+    assert [a.tool for a in d.actions] == [], f"a forbidden tool reached the write path: {d.actions}"
+    assert "borrow: STRATEGY.md says MUST NOT borrow" in d.record.rejections, d.record.rejections
+    assert d.record.recommends_action is False
+
+
+# ---- 4 & 5. the delta cycle: PLAYBOOK safety guard and curator_decay (activities/consolidation.py) -------
+def _delta_input(services: GolemServices, tick: int) -> ConsolidationInput:
+    return ConsolidationInput(golem_id=GID, tick=tick, config=services.config, followups=[], daily_spend_usd=0.0)
+
+
+async def test_a_playbook_rewrite_that_drops_a_safety_constraint_is_refused(chain, tmp_path):
+    services = chain.golem(tmp_path)
+    before = ("<!-- golem PLAYBOOK revision: 3 -->\n# PLAYBOOK\n\n## Global\n\n"
+              "- MUST keep health_factor >= 1.5\n")
+    services.playbook_path.write_text(before)
+    with pytest.raises(PlaybookRefused, match=r"removes the safety constraint `MUST keep health_factor >= 1.5`"):
+        await ActivityEnvironment().run(ConsolidationActivities(services).consolidate, _delta_input(services, 50))
+    assert services.playbook_path.read_text() == before, "the refused rewrite changed PLAYBOOK.md"
+
+
+async def test_the_delta_cycle_runs_the_curator_decay(chain, tmp_path):
+    services = chain.golem(tmp_path)
+    entry = services.semantic.put(GrimoireEntry(
+        category=EntryType.HEURISTIC, content="Gas spikes at the top of the hour; batch approvals before then.",
+        created_tick=0, valid_from=0, source=EntrySource(golem_id=GID),
+    ))
+    assert services.semantic.get(entry.id).retention == 1.0
+    # Untouched for 5,000 ticks of 60 s: a heuristic's retention has fallen well below 1 (grimoire decay).
+    await ActivityEnvironment().run(ConsolidationActivities(services).consolidate, _delta_input(services, 5000))
+    e = services.semantic.get(entry.id)
+    assert e is not None and e.retention < 0.9, f"curator decay did not run: {e}"
+
+
+# ---- 3. learn_at_delta in GolemWorkflow (workflows/golem.py `_consolidate`) ---------------------------
+@pytest.fixture
+def loop_rig(tmp_path):
+    rig = make_rig(tmp_path, "learn-golem", "calm", theta=0.25)
+    yield rig
+    rig.stop()
+
+
+async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, loop_rig):
+    rig = loop_rig
+    rig.start_market(interval=0.25)
+    async with in_process_worker(temporal_client, rig):
+        handle = await rig.start_golem(temporal_client, max_ticks=11)  # the delta cycle runs before tick 10
+        final = await asyncio.wait_for(handle.result(), timeout=180)
+    assert final.last_delta_tick == 10, "the delta cycle ran"
+    learned = final.learned_gating
+    # Outcome feedback (§S5) judged ticks 0..8 at the delta (horizon 1: tick 9's window was still open).
+    assert learned.feedback_rounds == 1 and learned.stats.judged >= 9, learned.stats
+    assert learned.judged_through_tick >= 8
+    assert min(e.tick for e in learned.log) > learned.judged_through_tick, "judged ticks leave the log"
