@@ -235,6 +235,36 @@ async def test_a_tool_strategy_forbids_is_dropped_from_the_llm_decision(chain, t
     assert d.record.recommends_action is False
 
 
+async def test_a_cached_decision_is_gated_by_a_must_added_since(chain, tmp_path):
+    """System 1 (§S11) answers from the decision cache without the LLM; a `MUST NOT borrow` the owner added
+    after the borrow was cached still keeps it off the write path."""
+    borrow = message([tool_use("borrow", {"amount": 500}, 0), decide("borrow", 0.7, True, decision="borrow 500")])
+    api = FakeMessagesAPI(*([borrow] * 3))
+    services = _with_fake_claude(chain.golem(tmp_path, inference={"provider": "anthropic"}), api)
+    allowed = (EXAMPLE_HOME / "STRATEGY.md").read_text().replace("- MUST NOT borrow\n", "")
+    services.strategy_path.write_text(allowed)
+    acts = TickActivities(services)
+    state = GolemState(golem_id=GID)
+    ctx = _ctx(services, tick=1)
+    obs = acts.observe(ObserveInput(ctx=ctx))
+    env = ActivityEnvironment()
+
+    async def decide_at(tick: int):
+        nonlocal state
+        c = ctx.model_copy(update={"tick": tick, "state": state})
+        d = await env.run(acts.decide, DecideInput(ctx=c, observation=obs, tier=Tier.T1, prediction_error=0.4))
+        state = state.model_copy(update={"decision_cache": d.decision_cache})
+        return d
+
+    for tick in range(1, 4):  # the same borrow decided three times: consistent
+        assert [a.tool for a in (await decide_at(tick)).actions] == ["borrow"]
+    services.strategy_path.write_text(allowed + "- MUST NOT borrow\n")
+    d = await decide_at(4)
+    assert d.record.model == "decision-cache" and len(api.requests) == 3, "the fourth answer came from the cache"
+    assert d.actions == [], f"a cached decision bypassed the MUST gate: {d.actions}"
+    assert "borrow: STRATEGY.md says MUST NOT borrow" in d.record.rejections
+
+
 # ---- 4 & 5. the delta cycle: PLAYBOOK safety guard and curator_decay (activities/consolidation.py) -------
 def _delta_input(services: GolemServices, tick: int) -> ConsolidationInput:
     return ConsolidationInput(golem_id=GID, tick=tick, config=services.config, followups=[], daily_spend_usd=0.0)
