@@ -6,6 +6,7 @@ import asyncio
 import signal
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus
 
 from golem.grimoire.embeddings import embedder_by_name
 from golem.grimoire.episodes import EpisodeStore
@@ -45,9 +46,12 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
         await handle.signal(GolemWorkflow.follow_up, {"id": "cur-1", "message": "prune stale notes", "window": "next-curator"})
         final = await asyncio.wait_for(handle.result(), timeout=180)
     assert final.tick == 22
-    # continue_as_new_ticks = 12 in the rig: the loop went through at least one continue-as-new.
-    desc = await handle.describe()
-    assert desc.run_id != handle.first_execution_run_id or final.tick > 12
+    # continue_as_new_ticks = 12 in the rig: the first run (ticks 0-11) continued as new and a second run
+    # (ticks 12-21) finished. (A started handle has no run_id: describe() answers for the latest run.)
+    first = await temporal_client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id).describe()
+    assert first.status == WorkflowExecutionStatus.CONTINUED_AS_NEW, first.status
+    latest = await handle.describe()
+    assert latest.run_id != first.run_id and latest.status == WorkflowExecutionStatus.COMPLETED, latest.status
 
     store = CycleStore(rig.data_dir)
     rows = {r["tick"]: r for r in store.recent(100)}
