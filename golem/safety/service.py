@@ -21,7 +21,7 @@ from golem.chain.permits import PermitError, PermitStore
 from golem.chain.tools import ToolArgumentError, action_value_usd
 from golem.inference.strategy import Strategy
 from golem.models.config import GolemConfig
-from golem.models.enums import ActionStatus, BehavioralPhase, SteerSeverity
+from golem.models.enums import ActionStatus, BehavioralPhase
 from golem.models.interventions import Steer
 from golem.models.observation import Observation
 from golem.models.record import ActionRecord
@@ -33,23 +33,6 @@ from golem.safety.limits import SafetyLimits
 from golem.safety.policy import opens_exposure
 from golem.safety.risk import RiskStore, net_value_usd
 from golem.safety.run_actions import RunAction, RunActionLedger, SlotTaken, same_action
-
-LOCAL_CHAIN_ID = 31337
-
-
-def execution_mode(chain_id: int, has_signer: bool, cli_live: bool, config_live: bool = False) -> bool:
-    """True = send transactions. Without a key nothing is sent; the embedded Anvil sandbox (31337)
-    runs live; any other chain is a dry run unless started with --live (golem-archetypes "Runs in DRY
-    RUN mode by default. Live execution requires explicit --live flag") or golem.toml says live."""
-    if not has_signer:
-        return False
-    return chain_id == LOCAL_CHAIN_ID or cli_live or config_live
-
-
-def steer_disposition(severity: SteerSeverity) -> str:
-    """heartbeat §S7 during EXECUTING: high severity cancels the calls not yet sent (never the sent
-    ones); anything lower is queued as a follow-up for the next decision."""
-    return "cancel_unsent" if severity.rank >= SteerSeverity.HIGH.rank else "follow_up"
 
 
 class SafetyService:
