@@ -102,8 +102,12 @@ def _apply(args) -> int:
         client = await _client(args)
         return await apply_version(client, golem_id, local, Path(args.data), "golem config apply")
 
+    from temporalio.service import RPCError
+
     try:
         applied = asyncio.run(go())
+    except RPCError as err:
+        sys.exit(f"golem config apply: golem-{golem_id} is not running ({err}); `golem run` starts it on the files")
     except ConfigRefused as err:
         sys.exit(f"golem config apply: refused by golem-{golem_id}:\n{err}")
     if applied.version == applied.previous:

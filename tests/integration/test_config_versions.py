@@ -13,8 +13,10 @@ One golem lives through four config events:
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 import tomli_w
@@ -28,6 +30,7 @@ from golem.models.tick import ProposedAction
 from infra.stack import ensure_golem_running
 from tests.integration.golem_rig import GOLEM_KEY, in_process_worker, make_rig, wait_for_record
 from workers.config_versions import local_version
+from workers.replay import replay_history
 from workers.services import GolemServices
 from workflows.golem import GolemWorkflow
 
@@ -95,8 +98,15 @@ async def test_config_change_is_applied_whole_and_a_bad_one_is_refused(temporal_
             assert running.info.version == v2 and running.config.policy.max_trade_size_usd == 5000.0
             assert worker_a.config.policy.max_trade_size_usd == 1000.0  # the worker's file config is stale
 
-            first_v2 = await wait_for_record(store, lambda r: r.config_version == v2, "a tick on v2")
+            first_v2 = await wait_for_record(store, lambda r: r.config_version == v2 and r.config_change, "v2's first tick")
             assert "[policy.max_trade_size_usd] 1000.0 -> 5000.0" in first_v2.config_change
+            # The run that took the update replays with the current code (max_cached_workflows=0 style check).
+            history = await handle.fetch_history()
+            ok, detail = await replay_history(history)
+            assert ok, detail
+            if os.environ.get("GOLEM_RECORD_CONFIG_HISTORY") and any(
+                    e.HasField("workflow_execution_update_accepted_event_attributes") for e in history.events):
+                (Path(__file__).parents[1] / "histories" / "golem-config-applied.json").write_text(history.to_json())
             await handle.signal(GolemWorkflow.steer, {
                 "id": f"steer-{uuid.uuid4().hex[:8]}", "message": "reduce exposure now", "severity": "high",
                 "created_at": datetime.now(timezone.utc).isoformat()})
@@ -132,7 +142,7 @@ async def test_config_change_is_applied_whole_and_a_bad_one_is_refused(temporal_
             how = await ensure_golem_running(address, cfg3, rig.data_dir)
             assert how.startswith("resumed;") and f"config {v3[:12]} applied (was {v2[:12]})" in how, how
             assert "[policy.max_trade_size_usd] 5000.0 -> 2000.0" in how
-            rec = await wait_for_record(store, lambda r: r.config_version == v3, "a tick on v3")
+            rec = await wait_for_record(store, lambda r: r.config_version == v3 and r.config_change, "v3's first tick")
             assert "5000.0 -> 2000.0" in rec.config_change
             running = await handle.query(GolemWorkflow.config_version)
             assert running.info.version == v3 and running.info.previous == v2 and running.info.source == "golem run"
