@@ -12,7 +12,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -143,7 +143,10 @@ class GolemWorkflow:
     async def apply_config(self, change: ConfigChange) -> ConfigApplied:
         """Take a new config version. The running tick finishes on the version it started with; the next
         tick (and every activity in it) runs on this one. The update itself is the event in history."""
-        new = validate_change(self._cfg, change)
+        try:  # the validator already passed it; an ApplicationError fails only the update, never the workflow task
+            new = validate_change(self._cfg, change)
+        except ValueError as err:
+            raise ApplicationError(str(err), type="ConfigRefused", non_retryable=True) from None
         version = config_version(new, change.strategy_sha256)
         previous = self._config_info.version
         next_tick = self._state.tick + (1 if self._child is not None else 0)

@@ -9,6 +9,7 @@ apply  send the files on disk to the running golem (GolemWorkflow's apply_config
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -124,10 +125,14 @@ def _apply(args) -> int:
 def register(command) -> None:
     p = command("config", "the config version a running golem runs on: show | diff | apply")
     sub = p.add_subparsers(dest="config_cmd", required=True)
-    s = sub.add_parser("show", help="the running version, its hash and config")
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(fn=_show)
-    s = sub.add_parser("diff", help="golem.toml + STRATEGY.md on disk against the running version")
-    s.set_defaults(fn=_diff)
-    s = sub.add_parser("apply", help="validate and send the files on disk to the running golem")
-    s.set_defaults(fn=_apply)
+
+    def action(name: str, help: str, fn):
+        s = sub.add_parser(name, help=help)
+        for opt in ("--home", "--data", "--address"):  # accepted after the action too (`golem config diff --data D`)
+            s.add_argument(opt, default=argparse.SUPPRESS)
+        s.set_defaults(fn=fn)
+        return s
+
+    action("show", "the running version, its hash and config", _show).add_argument("--json", action="store_true")
+    action("diff", "golem.toml + STRATEGY.md on disk against the running version", _diff)
+    action("apply", "validate and send the files on disk to the running golem", _apply)
