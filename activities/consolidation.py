@@ -160,7 +160,7 @@ class ConsolidationActivities:
         )
 
     def _playbook(self, inp: ConsolidationInput):
-        limits = self.s.safety.limits
+        limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file
         return rewrite_playbook(
             self.s.heuristics, self.s.playbook_path,
             guard=lambda old, new: check_playbook_delta(old, new, limits).refused, tick=inp.tick,

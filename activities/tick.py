@@ -233,8 +233,8 @@ class TickActivities:
     async def decide(self, inp: DecideInput) -> Deliberation:
         ctx = inp.ctx
         try:
-            strategy = self.s.load_strategy()
-            viability = await asyncio.to_thread(self.s.strategy_viability, inp.observation, ctx.state.phase)
+            strategy = self.s.load_strategy(ctx)
+            viability = await asyncio.to_thread(self.s.strategy_viability, inp.observation, ctx.state.phase, ctx)
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
         if not viability.viable:  # rev. 10: stop trading until the owner fixes STRATEGY.md (and steers)
@@ -314,17 +314,17 @@ class TickActivities:
     @activity.defn(name="validate")
     def validate(self, inp: ValidateInput) -> ValidationResult:
         # safety → risk → permits, most restrictive wins; STRATEGY.md MUST lines are checked too.
+        ctx = inp.ctx
         try:
-            strategy = self.s.load_strategy()
+            strategy = self.s.load_strategy(ctx)
         except ValueError:
             strategy = None
-        ctx = inp.ctx
         # The gas partition's day is the tick's clock (path time in a backtest), and the owner's high/critical
         # steers of this tick make its actions protective (golem.safety.gas).
         result, _ = self.s.safety.validate(
             ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, inp.simulation, inp.observation, strategy=strategy,
             steers=[*ctx.state.pending_steers, *inp.steers], now=ctx.started_ts,
-            run_id=_run_id(),
+            run_id=_run_id(), config=ctx.config,  # the tick's config version's limits, not the worker's file
         )
         return result
 

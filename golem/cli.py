@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
-ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world", "backtest")
+ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world", "backtest", "config")
 
 
 def _default_home() -> Path:
@@ -348,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that open a Temporal client: the SDK's runtime threads can still be calling into Python
 # while the interpreter finalizes ("PyGILState_Release ... finalizing", seen in CI), so these leave
 # with os._exit once their output is flushed.
-_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating", "backtest"}
+_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating", "backtest", "config"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,32 +69,49 @@ def inherited_state(config, data_dir: Path):
 
 
 async def ensure_golem_running(address: str, config, data_dir: Path | None = None) -> str:
-    """Start GolemWorkflow, or resume the running one; a closed one restarts from its last state."""
+    """Start GolemWorkflow, or resume the running one; a closed one restarts from its last state.
+    The config version on disk (golem.toml + STRATEGY.md) is what the golem runs on afterwards: a running
+    golem on another version gets it through its apply_config update (refused whole if bad: the old
+    version keeps running and the answer says why)."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
+    from golem.models.config_version import short
     from golem.models.golem import GolemWorkflowInput
     from workers.client import connect
+    from workers.config_versions import ConfigRefused, apply_version, save_version, start_info, version_of
     from workflows.golem import GolemWorkflow
 
     client = await connect(address)
     wid = f"golem-{config.golem.id}"
     handle = client.get_workflow_handle(wid)
-    state = None
+    local = version_of(config)
+    if data_dir is not None:
+        save_version(data_dir, local)
+    state = previous = None
     try:
         desc = await handle.describe()
         if desc.status == WorkflowExecutionStatus.RUNNING:
-            return "resumed"
+            try:
+                applied = await apply_version(client, config.golem.id, local, data_dir, "golem run")
+            except ConfigRefused as err:
+                return f"resumed; the changed config was REFUSED and the golem keeps its running version:\n{err}"
+            if applied.version == applied.previous:
+                return f"resumed (config {short(applied.version)})"
+            return (f"resumed; config {short(applied.version)} applied (was {short(applied.previous)}) from tick "
+                    f"{applied.effective_from_tick}: " + ("; ".join(applied.changed) or "no value changed"))
         state = await handle.query(GolemWorkflow.state)
+        previous = await handle.query(GolemWorkflow.config_version)
     except RPCError:  # never started: a newborn, possibly with an inherited gating package
         state = inherited_state(config, data_dir) if data_dir else None
+    info = start_info(local, state.tick if state else 0, "golem run", previous)
     await client.start_workflow(
         GolemWorkflow.run,
-        GolemWorkflowInput(config=config, state=state),
+        GolemWorkflowInput(config=config, state=state, config_info=info),
         id=wid,
         task_queue=f"golem-{config.golem.id}",
     )
-    return "restarted" if state and state.tick else "started"
+    return ("restarted" if state and state.tick else "started") + f" (config {short(local.version)})"
 
 
 def _spawn(cmd: list[str], log_path: Path, env: dict | None = None) -> subprocess.Popen:

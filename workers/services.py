@@ -41,11 +41,13 @@ from golem.inference.strategy import Strategy, parse_strategy
 from golem.life.cycle_store import CycleStore
 from golem.life.runs import labelled
 from golem.models.config import GolemConfig
+from golem.models.config_version import config_version, short, strategy_sha256
 from golem.models.enums import BehavioralPhase
 from golem.models.record import ActionRecord, DecisionCycleRecord, OutcomeRecord
 from golem.models.tick import ProposedAction, SimulationResult, TickContext
 from golem.safety.service import SafetyService
 from golem.safety.strategy_check import StrategyValidation, validate_strategy
+from workers.config_versions import save_version, stored_strategy, version_of
 
 log = logging.getLogger("golem.services")
 
@@ -99,6 +101,10 @@ class GolemServices:
         self.liquidation_log = LiquidationLog(self.data_dir / "liquidations.sqlite")
         self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
         self._strategy_checks: dict[str, StrategyValidation] = {}
+        # The version this worker was started with (golem.toml + STRATEGY.md), kept on disk so ticks that
+        # carry it resolve its STRATEGY.md even after the file is edited (issue 12).
+        self.config_version = save_version(self.data_dir, version_of(config))
+        log.info("config version %s (golem.toml + STRATEGY.md)", short(self.config_version))
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
         # the offline deliberator otherwise. activity.heartbeat keeps a waiting decide activity alive.
         self.deliberator, self.deliberator_reason = select_deliberator(
@@ -125,17 +131,36 @@ class GolemServices:
         except FileNotFoundError:
             raise ValueError(f"{self.strategy_path}: not found. Create it (see examples/golem-home/STRATEGY.md).") from None
 
-    def load_strategy(self) -> Strategy:
-        """Read STRATEGY.md on every decision so owner edits apply at the next escalated tick."""
-        return parse_strategy(self.strategy_text())
-
-    def strategy_viability(self, observation, phase: BehavioralPhase) -> StrategyValidation:
-        """rev. 10 pipeline (schema, consistency, range, risk, dry-run), once per version of the file."""
+    def strategy_text_for(self, ctx: TickContext | None) -> str:
+        """STRATEGY.md of the config version the tick runs on: from `<data>/config-versions/`, or the file
+        when it is that version (then kept). A tick without a version (a golem started before versions
+        existed) reads the file, as before."""
+        version = ctx.config_version if ctx is not None else ""
+        if not version:
+            return self.strategy_text()
+        text = stored_strategy(self.data_dir, version)
+        if text is not None:
+            return text
         text = self.strategy_text()
-        key = f"{hashlib.sha256(text.encode()).hexdigest()}:{phase.value}"
+        if config_version(ctx.config, strategy_sha256(text)) != version:
+            raise ValueError(f"config version {short(version)} is not on this worker's disk and STRATEGY.md has "
+                             f"changed since; apply the current files with `golem config apply`")
+        save_version(self.data_dir, version_of(ctx.config))
+        return text
+
+    def load_strategy(self, ctx: TickContext | None = None) -> Strategy:
+        """STRATEGY.md of the tick's config version, read on every decision."""
+        return parse_strategy(self.strategy_text_for(ctx))
+
+    def strategy_viability(self, observation, phase: BehavioralPhase, ctx: TickContext | None = None) -> StrategyValidation:
+        """rev. 10 pipeline (schema, consistency, range, risk, dry-run), once per version of the file and of
+        the limits (the tick's config version's, not the worker's file)."""
+        text = self.strategy_text_for(ctx)
+        limits = self.safety.limits_for(ctx.config if ctx is not None else None)
+        key = f"{hashlib.sha256(text.encode()).hexdigest()}:{limits.policy_hash()}:{phase.value}"
         if key not in self._strategy_checks:
             self._strategy_checks[key] = validate_strategy(
-                text, self.safety.limits, observation=observation, simulate=self.simulate,
+                text, limits, observation=observation, simulate=self.simulate,
                 phase=phase,
             )
         return self._strategy_checks[key]
@@ -165,7 +190,7 @@ class GolemServices:
         ov = self.safety.verify(
             self.w3, self.deployment, ctx.golem_id, ctx.tick, self.account, actions, simulation, records, observation,
             # Wait for confirmations only briefly inside the tick; later ticks confirm (observe).
-            timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3), now=ctx.started_ts,
+            timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3), now=ctx.started_ts, config=ctx.config,
         )
         # One file per run of the tick (a reset or rerun writes beside the first run's evidence).
         path = self.data_dir / "outcomes" / f"{labelled(f'tick-{ctx.tick:06d}', run_label)}.json"

@@ -12,7 +12,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -41,6 +41,16 @@ with workflow.unsafe.imports_passed_through():
         WorldAdvanced,
         WorldTime,
     )
+    from golem.models.config_version import (
+        ConfigApplied,
+        ConfigChange,
+        ConfigVersionInfo,
+        RunningConfig,
+        config_diff,
+        config_version,
+        short,
+        validate_change,
+    )
     from golem.models.interventions import summarize
     from golem.models.state import FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
@@ -64,6 +74,10 @@ class GolemWorkflow:
     def __init__(self) -> None:
         self._state: GolemState | None = None
         self._cfg = None
+        # The one config version the golem runs on (issue 12): swapped whole by the apply_config update,
+        # read by the loop between ticks; every tick carries the version it was started with.
+        self._config_info = ConfigVersionInfo()
+        self._config_change = ""  # what the last apply changed, for the next tick's record
         self._activity = "starting"
         self._child = None
         self._child_id: str | None = None
@@ -124,6 +138,51 @@ class GolemWorkflow:
         if self._world_now is not None and at < self._world_now:
             raise ValueError(f"row {t.row}: time {t.at} is before the path time already reached ({self._world_now.isoformat()})")
 
+    # ---- config versions: a new golem.toml + STRATEGY.md, validated, applied whole ----------
+    @workflow.update
+    async def apply_config(self, change: ConfigChange) -> ConfigApplied:
+        """Take a new config version. The running tick finishes on the version it started with; the next
+        tick (and every activity in it) runs on this one. The update itself is the event in history."""
+        try:  # the validator already passed it; an ApplicationError fails only the update, never the workflow task
+            new = validate_change(self._cfg, change)
+        except ValueError as err:
+            raise ApplicationError(str(err), type="ConfigRefused", non_retryable=True) from None
+        version = config_version(new, change.strategy_sha256)
+        previous = self._config_info.version
+        next_tick = self._state.tick + (1 if self._child is not None else 0)
+        if version == previous:
+            return ConfigApplied(version=version, previous=previous, effective_from_tick=self._config_info.applied_at_tick)
+        changed = config_diff(self._cfg, new)
+        if change.strategy_sha256 != self._config_info.strategy_sha256:
+            changed.append(f"[STRATEGY.md] sha256 {self._config_info.strategy_sha256[:12] or '?'} -> "
+                           f"{change.strategy_sha256[:12]}")
+        self._cfg = new
+        self._config_info = ConfigVersionInfo(
+            version=version, strategy_sha256=change.strategy_sha256, applied_at_tick=next_tick,
+            applied_at=self._now().isoformat(), previous=previous, source=change.source,
+        )
+        self._config_change = (f"config {short(version)} applied (was {short(previous)}, from {change.source or '?'}): "
+                               + ("; ".join(changed) or "no value changed"))
+        workflow.logger.info("%s; effective from tick %s", self._config_change, next_tick)
+        return ConfigApplied(version=version, previous=previous, effective_from_tick=next_tick, changed=changed)
+
+    @apply_config.validator
+    def _check_config(self, change: ConfigChange) -> None:
+        """A bad config is refused before it is accepted into history: the error names the key, and the
+        old version keeps running."""
+        if self._cfg is None or self._state is None:
+            raise ValueError("the golem has not started yet; retry in a moment")
+        try:
+            validate_change(self._cfg, change)
+        except ValueError as err:
+            raise ValueError(f"{err}\nconfig refused: the golem keeps running on {short(self._config_info.version)}") from None
+
+    @workflow.query
+    def config_version(self) -> RunningConfig | None:
+        if self._cfg is None:
+            return None
+        return RunningConfig(info=self._config_info, config=self._cfg)
+
     @workflow.query
     def status(self) -> GolemStatus:
         s = self._state
@@ -149,6 +208,7 @@ class GolemWorkflow:
             run_ticks=self._run_ticks,
             decision_cache=hit_rate_report(s.decision_cache),
             learned_gating_active=self._cfg is not None and s.tick >= self._cfg.gating.cold_start_ticks,
+            config_version=self._config_info.version,
         )
 
     @workflow.query
@@ -160,6 +220,8 @@ class GolemWorkflow:
     async def run(self, inp: GolemWorkflowInput) -> GolemState:
         cfg = inp.config
         self._cfg = cfg
+        if inp.config_info is not None:
+            self._config_info = inp.config_info
         self._state = inp.state or new_golem_state(cfg)
         self._replay = inp.clock == "replay"
         if self._replay:
@@ -171,6 +233,7 @@ class GolemWorkflow:
                 row = await self._await_row(cfg)
                 if row is None:
                     break
+            cfg = self._cfg  # an applied config version takes effect here, between ticks, whole
             if should_dream(self._state, cfg.clock):
                 await self._dream(cfg)
             if should_run_delta(self._state, cfg.clock):
@@ -187,7 +250,8 @@ class GolemWorkflow:
                 self._activity = "continuing-as-new"
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(GolemWorkflowInput(
-                    config=cfg, state=self._state, max_ticks=inp.max_ticks, clock=inp.clock,
+                    config=self._cfg, state=self._state, max_ticks=inp.max_ticks, clock=inp.clock,
+                    config_info=self._config_info if self._config_info.version else None,
                     world_time=self._world_now.isoformat() if self._replay and self._world_now else None,
                     last_tick_at=self._last_tick_at.isoformat() if self._replay and self._last_tick_at else None,
                 ))
@@ -278,6 +342,9 @@ class GolemWorkflow:
             workflow.logger.info("gamma: %s prediction violations", report.violations)
 
     async def _tick(self, cfg) -> None:
+        # The version current when the tick starts (an update may have landed during dream or delta): the
+        # tick's config and its config_version always name the same version.
+        cfg = self._cfg
         s = self._state
         n = s.tick
         wid = tick_workflow_id(s.golem_id, n)
@@ -291,6 +358,11 @@ class GolemWorkflow:
         tick_state = state_for_tick(s) if workflow.patched("slim-tick-context") else s
         ctx = TickContext(golem_id=s.golem_id, tick=n, config=cfg, state=tick_state, started_at=started.isoformat(),
                           carried_probes=carried)
+        if (self._config_info.version or self._config_change) and workflow.patched("config-version"):
+            # The tick runs on this version: its activities resolve STRATEGY.md by it, its record names it.
+            ctx = ctx.model_copy(update={"config_version": self._config_info.version,
+                                         "config_change": self._config_change})
+            self._config_change = ""
         self._activity = "ticking"
         self._child_id = wid
         try:

@@ -67,6 +67,8 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
         step_timings=inp.step_timings,
         fsm_trace=[*inp.fsm_trace, "Reflecting"] if inp.fsm_trace[-1:] != ["Reflecting"] else inp.fsm_trace,
         errors=inp.errors,
+        config_version=inp.ctx.config_version,
+        config_change=inp.ctx.config_change,
     )
     return rec
 

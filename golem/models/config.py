@@ -209,8 +209,9 @@ class GolemConfig(BaseModel):
     grimoire: GrimoireSection = Field(default_factory=GrimoireSection)
 
 
-def load_config(path: str | Path) -> GolemConfig:
-    """Read and validate golem.toml; errors name the key and the fix."""
+def read_config_table(path: str | Path) -> dict:
+    """golem.toml as a TOML table, its relative paths (golem.home, chain.address_book) resolved against the
+    file's folder, not yet validated: what `golem config apply` sends and the workflow's validator checks."""
     p = Path(path)
     try:
         raw = tomllib.loads(p.read_text())
@@ -218,19 +219,31 @@ def load_config(path: str | Path) -> GolemConfig:
         raise ConfigError(f"{p}: not found. Copy examples/golem-home/golem.toml and edit it.") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML ({e}). Fix the syntax at that line.") from None
+    golem = raw.setdefault("golem", {}) if isinstance(raw.get("golem", {}), dict) else None
+    if golem is not None:
+        home = golem.get("home", GolemSection.model_fields["home"].default)
+        if isinstance(home, str) and not Path(home).is_absolute():
+            golem["home"] = str((p.parent / home).resolve())
+    chain = raw.get("chain")
+    book = chain.get("address_book") if isinstance(chain, dict) else None
+    if isinstance(book, str) and book != "embedded" and not Path(book).is_absolute():
+        chain["address_book"] = str((p.parent / book).resolve())
+    return raw
+
+
+def parse_config_table(raw: dict, source: str = "golem.toml") -> GolemConfig:
+    """Validate a golem.toml table; the error names every bad key ([section.key]) and the fix."""
     try:
-        cfg = GolemConfig.model_validate(raw)
+        return GolemConfig.model_validate(raw)
     except ValidationError as e:
         lines = []
         for err in e.errors():
             key = ".".join(str(x) for x in err["loc"])
             hint = "unknown key: remove it or check its spelling" if err["type"] == "extra_forbidden" else err["msg"]
             lines.append(f"  [{key}] {hint}")
-        raise ConfigError(f"{p}: invalid configuration:\n" + "\n".join(lines)) from None
-    home = Path(cfg.golem.home)
-    if not home.is_absolute():
-        cfg.golem.home = str((p.parent / home).resolve())
-    book = cfg.chain.address_book
-    if book != "embedded" and not Path(book).is_absolute():
-        cfg.chain.address_book = str((p.parent / book).resolve())
-    return cfg
+        raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(lines)) from None
+
+
+def load_config(path: str | Path) -> GolemConfig:
+    """Read and validate golem.toml; errors name the key and the fix."""
+    return parse_config_table(read_config_table(path), str(path))

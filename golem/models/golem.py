@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from golem.models.config import GolemConfig
+from golem.models.config_version import ConfigVersionInfo
 from golem.models.interventions import FollowUp, InterventionSummary, RejectedIntervention
 from golem.models.state import FsmState, GolemState, TickSummary
 
@@ -21,6 +22,8 @@ class GolemWorkflowInput(BaseModel):
     clock: Literal["wall", "replay"] = "wall"
     world_time: str | None = None  # replay: the path time of the last row taken
     last_tick_at: str | None = None  # replay: the path time of the last tick (theta counts from it)
+    # Which version `config` is (golem.models.config_version); None = started before versions existed.
+    config_info: ConfigVersionInfo | None = None
 
 
 class WorldTime(BaseModel):
@@ -66,6 +69,7 @@ class GolemStatus(BaseModel):
     run_ticks: int = 0  # ticks in this run (before continue-as-new)
     decision_cache: dict = Field(default_factory=dict)  # §S11 lookups, hits, hit_rate, entries, invalidations
     learned_gating_active: bool = False  # past the cold start: Hedge + Thompson choose the tier
+    config_version: str = ""  # the config version the golem runs on ("" = started before versions existed)
 
 
 class ConsolidationInput(BaseModel):

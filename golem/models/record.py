@@ -156,3 +156,7 @@ class DecisionCycleRecord(BaseModel):
     fsm_trace: list[str] = Field(default_factory=list)
     # A step that failed after its retries (e.g. malformed LLM output): the tick is still recorded.
     errors: list[str] = Field(default_factory=list)
+    # The config version (golem.toml + STRATEGY.md hash) this tick ran on; the workflow and every activity
+    # of the tick read that one version (issue 12). config_change: set on the first tick of a new version.
+    config_version: str = ""
+    config_change: str = ""

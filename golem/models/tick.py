@@ -37,6 +37,11 @@ class TickContext(BaseModel):
     started_at: str = ""  # workflow.now() at tick start, ISO
     rerun_of: str | None = None  # workflow id of the failed tick this re-executes
     carried_probes: list[ProbeResult] = Field(default_factory=list)  # from ticks dropped by backpressure (§S12)
+    # The config version `config` is (golem.models.config_version); the worker resolves STRATEGY.md by it.
+    # "" = a golem started before versions existed: the worker reads STRATEGY.md from the home.
+    config_version: str = ""
+    # Set on the first tick of a newly applied version only: what changed (for the record).
+    config_change: str = ""
 
     @property
     def task_queue(self) -> str:

@@ -39,15 +39,32 @@ class SafetyService:
     def __init__(self, config: GolemConfig, data_dir: str | Path, *, permits: PermitStore | None = None,
                  journal: TxJournal | None = None) -> None:
         data_dir = Path(data_dir)
+        # The worker's config from golem.toml at start: only the default for callers outside a tick. A tick's
+        # checks use the config version the tick carries (config=ctx.config), never this one (issue 12).
         self.config = config
         self.limits = SafetyLimits.from_config(config)
         self.cage = SafetyCage(self.limits)
+        self._cages: dict[str, SafetyCage] = {self.limits.policy_hash(): self.cage}
         self.audit = AuditLog(data_dir / "audit.sqlite")
         self.risk = RiskStore(data_dir / "risk.sqlite")
         self.permits = permits or PermitStore(data_dir / "permits.sqlite")
         self.journal = journal or TxJournal(data_dir / "tx_journal.sqlite")
         self.confirmations = ConfirmationTracker(self.journal.path)
         self.run_actions = RunActionLedger(data_dir / "run_actions.sqlite")
+
+    def limits_for(self, config: GolemConfig | None) -> SafetyLimits:
+        """The hard limits of a config version (the worker's own when None)."""
+        return self.limits if config is None else self.cage_for(config).limits
+
+    def cage_for(self, config: GolemConfig | None) -> SafetyCage:
+        """The PolicyCage of a config version, one per distinct set of limits."""
+        if config is None:
+            return self.cage
+        limits = SafetyLimits.from_config(config)
+        key = limits.policy_hash()
+        if key not in self._cages:
+            self._cages[key] = SafetyCage(limits)
+        return self._cages[key]
 
     # ── before the LLM ──────────────────────────────────────────────────────────────────────
 
@@ -64,16 +81,18 @@ class SafetyService:
         self, golem_id: str, tick: int, phase: BehavioralPhase, actions: list[ProposedAction],
         simulation: SimulationResult, observation: Observation, strategy: Strategy | None = None,
         steers: list[Steer] | None = None, now: float | None = None, run_id: str | None = None,
+        config: GolemConfig | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
         """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
         `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None;
         `run_id`: the Temporal run deciding — an action another run of the tick already sent is not
-        validated again (no permit), its verdict names the run that sent it."""
+        validated again (no permit), its verdict names the run that sent it. `config`: the tick's config
+        version, whose limits the cage enforces (the worker's own config when None)."""
         sent = self.sent_by_other_runs(golem_id, tick, actions, run_id) if run_id else {}
         if sent:
             fresh = [a for a in actions if a.action_index not in sent]
             result, decisions = self.validate(golem_id, tick, phase, fresh, simulation, observation, strategy=strategy,
-                                              steers=steers, now=now)
+                                              steers=steers, now=now, config=config)
             verdicts = {v.action_index: v for v in result.actions}
             for index, claim in sent.items():
                 intents = self.journal.intents_for(golem_id, tick, claim.action_index)
@@ -97,7 +116,7 @@ class SafetyService:
             if not sim.ok:
                 self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,
                                                                    "revert_reason": sim.revert_reason})
-        return validate_layered(self.cage, actions, simulation, ctx, self.permits, self.audit)
+        return validate_layered(self.cage_for(config), actions, simulation, ctx, self.permits, self.audit)
 
     def sent_by_other_runs(self, golem_id: str, tick: int, actions: list[ProposedAction],
                            run_id: str) -> dict[int, RunAction]:
@@ -166,14 +185,16 @@ class SafetyService:
         self, w3: Web3, deployment: Deployment, golem_id: str, tick: int, account: str,
         actions: list[ProposedAction], simulation: SimulationResult, records: list[ActionRecord],
         observation: Observation, *, timeout_s: float = 5.0, now: float | None = None,
+        config: GolemConfig | None = None,
     ) -> OutcomeVerification:
         """OutcomeVerification + invariants; tracks executed txs for confirmation and feeds the risk
         store. `result.safety_incident` (if any) is the episode to write at confidence 1.0."""
+        cfg = config or self.config  # the tick's config version
         depth = self.confirmations.depth(observation.snapshot.block_number)
-        confs = max(self.config.chain.confirmations, depth) if self.config.chain.confirmations else 0
+        confs = max(cfg.chain.confirmations, depth) if cfg.chain.confirmations else 0
         result = verify_outcome(
             w3, deployment, self.journal, golem_id, tick, account, actions, simulation, records, observation,
-            confs, max_trade_size_usd=self.limits.policy.max_trade_size_usd, timeout_s=timeout_s,
+            confs, max_trade_size_usd=self.limits_for(config).policy.max_trade_size_usd, timeout_s=timeout_s,
         )  # fmt: skip
         by_index = {a.action_index: a for a in actions}
         n_exec = max(1, sum(1 for r in records if r.status is ActionStatus.EXECUTED))

@@ -1,0 +1,32 @@
+"""Config versions (issue 12): the hash, the diff and the validator's refusals, as pure functions."""
+
+from __future__ import annotations
+
+import pytest
+
+from golem.models.config import GolemConfig
+from golem.models.config_version import ConfigChange, config_diff, config_version, strategy_sha256, validate_change
+
+SHA = strategy_sha256("## Rules\n")
+
+
+def test_version_is_the_values_not_the_spelling():
+    a = GolemConfig.model_validate({"policy": {"max_trade_size_usd": 1000}})
+    b = GolemConfig.model_validate({"policy": {"max_trade_size_usd": 1000.0, "max_slippage_bps": 100.0}})
+    assert config_version(a, SHA) == config_version(b, SHA)  # defaults filled in, int == float
+    c = GolemConfig.model_validate({"policy": {"max_trade_size_usd": 2000}})
+    assert config_version(a, SHA) != config_version(c, SHA)
+    assert config_version(a, SHA) != config_version(a, strategy_sha256("## Rules\n- WHEN x THEN y\n"))
+    assert config_diff(a, c) == ["[policy.max_trade_size_usd] 1000.0 -> 2000.0"]
+
+
+def test_validator_names_the_bad_keys_and_keeps_the_golem_id():
+    running = GolemConfig.model_validate({"golem": {"id": "g1"}})
+    with pytest.raises(ValueError) as err:
+        validate_change(running, ConfigChange(config={"golem": {"id": "g1"}, "policy": {"max_trade_size_usd": -1},
+                                                      "clock": {"theta_typo": 3}}, strategy_sha256=SHA))
+    assert "[policy.max_trade_size_usd]" in str(err.value) and "[clock.theta_typo] unknown key" in str(err.value)
+    with pytest.raises(ValueError, match=r"\[golem.id\] cannot change"):
+        validate_change(running, ConfigChange(config={"golem": {"id": "g2"}}, strategy_sha256=SHA))
+    ok = validate_change(running, ConfigChange(config={"golem": {"id": "g1"}, "policy": {"max_trade_size_usd": 7}}))
+    assert ok.policy.max_trade_size_usd == 7
