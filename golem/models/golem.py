@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from golem.models.config import GolemConfig
 from golem.models.interventions import FollowUp, InterventionSummary, RejectedIntervention
-from golem.models.state import FsmState, GolemState, TickSummary
+from golem.models.state import ChainHealth, FsmState, GolemState, TickSummary
 
 
 class GolemWorkflowInput(BaseModel):
@@ -66,6 +66,7 @@ class GolemStatus(BaseModel):
     run_ticks: int = 0  # ticks in this run (before continue-as-new)
     decision_cache: dict = Field(default_factory=dict)  # §S11 lookups, hits, hit_rate, entries, invalidations
     learned_gating_active: bool = False  # past the cold start: Hedge + Thompson choose the tier
+    chain: ChainHealth = Field(default_factory=ChainHealth)  # RPC health: last good read, errors in a row, alert
 
 
 class ConsolidationInput(BaseModel):
