@@ -25,6 +25,7 @@ CRASH_WINDOW_SECONDS = 600.0  # ... within this many seconds: give up
 BACKOFF_INITIAL_SECONDS = 1.0  # first restart after this; doubles per recent crash
 BACKOFF_MAX_SECONDS = 30.0
 LOG_TAIL_LINES = 5
+LOG_LINE_CHARS = 240
 ANVIL_CHECKPOINT_SECONDS = 5.0  # a crashed Anvil comes back with the chain as of at most this long ago
 
 
@@ -51,7 +52,7 @@ def log_tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> list[str]:
         f.seek(0, 2)
         f.seek(max(0, f.tell() - 16384))
         text = f.read().decode("utf-8", "replace")
-    return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+    return [ln if len(ln) <= LOG_LINE_CHARS else ln[:LOG_LINE_CHARS] + " ..." for ln in text.splitlines() if ln.strip()][-lines:]
 
 
 class ProcessChild:
