@@ -7,15 +7,17 @@ import asyncio
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import pytest
 
 from golem.cognition.chain_health import CHAIN_ALERT_TICKS
 from golem.life.cycle_store import CycleStore
-from golem.models.enums import Tier
+from golem.models.enums import HeartbeatState, Tier
 from tests.integration.golem_rig import REPO, in_process_worker, make_rig, wait_for, wait_for_record
 from workers.replay import RerunRefused, rerun_tick
 from workflows.golem import GolemWorkflow
+from workflows.tick import ThetaTickWorkflow
 
 pytestmark = pytest.mark.integration
 
@@ -86,6 +88,20 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
         assert str(rig.anvil.port) in cause or "onnection" in cause, cause
         ticks_out = await _cli(rig, "ticks", "-n", "20")
         assert "FAILED observe: " in ticks_out and "Activity task failed" not in ticks_out, ticks_out
+
+        # The running tick's step and since when: a tick stuck reading a dead RPC shows as Observing.
+        async def observing():
+            st = await handle.query(GolemWorkflow.status)
+            if not st.current_tick_workflow_id:
+                return None
+            try:
+                fsm = await temporal_client.get_workflow_handle(st.current_tick_workflow_id).query(ThetaTickWorkflow.fsm)
+            except Exception:  # the tick ended between the two queries
+                return None
+            return fsm if fsm.state == HeartbeatState.OBSERVING else None
+
+        fsm = await wait_for(observing, 30, "a tick in its observe step")
+        assert fsm.entered_at and datetime.fromisoformat(fsm.entered_at) <= datetime.now(timezone.utc)
 
         # N ticks in a row without a chain read: an alert in status, and theta backs off.
         alerted = await wait_for(_status_where(handle, lambda st: st.chain.alert), 90, "the chain alert")
