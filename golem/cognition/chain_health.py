@@ -38,7 +38,7 @@ def fold_chain_failure(
     alert = None
     if errors >= alert_ticks:
         theta = min(state.theta_seconds * CHAIN_BACKOFF_FACTOR, max(theta_max_seconds, state.theta_seconds))
-        since = f"since {old.last_good_read_at} (tick {old.last_good_tick})" if old.last_good_read_at else "since start"
+        since = f"at {old.last_good_read_at} (tick {old.last_good_tick})" if old.last_good_read_at else "never (since start)"
         alert = (f"CHAIN UNREADABLE: {errors} ticks in a row could not read the chain, last good read {since}; "
                  f"backing off theta to {theta:.1f}s. Cause: {error[:MAX_CHAIN_ERROR_CHARS]}")
         chain = chain.model_copy(update={"alert": alert})
