@@ -153,7 +153,8 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
                    GOLEM_HOME=str(home))
         env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
         worker_cmd = [sys.executable, "-m", "golem.cli", "worker", "--home", str(home), "--data", str(data_dir)]
-        worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log")
+        worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
+                              stop_timeout=15)
         sim.start()
         worker.start()
         # Stopped in reverse: the worker, then the simulator, then Anvil (which dumps its state).

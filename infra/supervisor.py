@@ -58,10 +58,12 @@ def log_tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> list[str]:
 class ProcessChild:
     """A supervised subprocess started by `spawn` (a fresh Popen each time)."""
 
-    def __init__(self, name: str, spawn: Callable[[], subprocess.Popen], log_path: Path | None) -> None:
+    def __init__(self, name: str, spawn: Callable[[], subprocess.Popen], log_path: Path | None,
+                 stop_timeout: float = 10.0) -> None:
         self.name = name
         self._spawn = spawn
         self.log_path = log_path
+        self.stop_timeout = stop_timeout
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -74,13 +76,13 @@ class ProcessChild:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self) -> None:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=timeout)
+            proc.wait(timeout=self.stop_timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -126,8 +128,8 @@ class AnvilChild:
     def pid(self) -> int | None:
         return self.anvil.pid
 
-    def stop(self, timeout: float = 10.0) -> None:
-        self.anvil.stop(timeout=timeout)
+    def stop(self) -> None:
+        self.anvil.stop()
 
 
 @dataclass
