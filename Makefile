@@ -42,6 +42,7 @@ eval-memory: setup
 ## Re-record the histories under tests/histories/ (after an intended workflow change + workflow.patched()).
 histories: setup
 	$(PY) -m tests.histories.record
+	$(PY) -m tests.histories.record_outage
 
 contracts: setup
 	$(PY) -m golem.world.compile

@@ -95,7 +95,11 @@ async def _status(args) -> int:
         return 0
     last = st.last_tick
     print(f"golem {st.golem_id}: {st.activity}, next tick {st.tick}")
-    print(f"  FSM:        {st.fsm.state.value}" + (f" [{st.fsm.substate}]" if st.fsm.substate != "Normal" else ""))
+    print(f"  FSM:        {st.fsm.state.value}" + (f" [{st.fsm.substate}]" if st.fsm.substate != "Normal" else "")
+          + (f" for {_since(st.fsm.entered_at)}" if st.current_tick_workflow_id and st.fsm.entered_at else ""))
+    print(chain_line(st.chain))
+    if st.chain.alert:
+        print(f"  ALERT:      {st.chain.alert}")
     if last:
         print(f"  last tick:  {last.tick} tier {last.tier.value if last.tier else '-'}"
               + (" FAILED: " + (last.error or "") if last.failed else ""))
@@ -114,6 +118,22 @@ async def _status(args) -> int:
     if st.failed_ticks:
         print(f"  failed ticks: {st.failed_ticks}  (golem rerun N)")
     return 0
+
+
+def _since(iso: str) -> str:
+    from datetime import datetime, timezone
+
+    secs = (datetime.now(timezone.utc) - datetime.fromisoformat(iso)).total_seconds()
+    return f"{secs:.0f}s" if secs < 120 else f"{secs / 60:.1f} min"
+
+
+def chain_line(chain) -> str:
+    """Chain RPC health from the golem's own reads (each tick's observe step)."""
+    good = f"last good read {_since(chain.last_good_read_at)} ago (tick {chain.last_good_tick})" \
+        if chain.last_good_read_at else "no good read yet"
+    if not chain.errors_in_row:
+        return f"  chain RPC:  ok, {good}"
+    return f"  chain RPC:  {chain.errors_in_row} failed reads in a row, {good}; last error: {chain.last_error}"
 
 
 def spend_line(st) -> str:

@@ -1,11 +1,15 @@
 """Anvil, the local EVM of the dev world (pinned via npm: @foundry-rs/anvil-linux-amd64).
 
 `AnvilProcess` runs one anvil on a port; with `state_path` it uses `--state` so the chain
-(deployed world, balances, blocks) is loaded at start and dumped when stopped with SIGTERM.
+(deployed world, balances, blocks) is loaded at start and dumped when stopped with SIGTERM. A crash
+(SIGKILL, OOM) dumps nothing, so `checkpoint()` saves the live chain beside it atomically (anvil's own
+`--state-interval` writes the file in place: a kill mid-write leaves truncated JSON it cannot load), and
+`restore_checkpoint()` puts the newer of the two back before a restart.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -108,6 +112,46 @@ class AnvilProcess:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code of a started anvil that has exited (negative: the signal), else None."""
+        return self._proc.poll() if self._proc is not None else None
+
+    @property
+    def checkpoint_path(self) -> Path | None:
+        return self.state_path.with_name(self.state_path.stem + ".checkpoint.json") if self.state_path else None
+
+    def checkpoint(self, timeout: float = 10.0) -> Path:
+        """Save the running chain (anvil_dumpState, gzipped JSON) as a `--state` file, atomically."""
+        if self.checkpoint_path is None:
+            raise AnvilError("checkpoint needs a state_path")
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "anvil_dumpState", "params": []}).encode()
+        req = urllib.request.Request(self.rpc_url, data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            dump = json.loads(resp.read())["result"]
+        state = gzip.decompress(bytes.fromhex(dump.removeprefix("0x")))
+        tmp = self.checkpoint_path.with_suffix(".tmp")
+        tmp.write_bytes(state)
+        os.replace(tmp, self.checkpoint_path)
+        return self.checkpoint_path
+
+    def restore_checkpoint(self) -> bool:
+        """Before restarting a crashed anvil: if the checkpoint is newer than the state file (or the state
+        file does not parse), start from the checkpoint. Returns whether it was used."""
+        ckpt, state = self.checkpoint_path, self.state_path
+        if ckpt is None or not ckpt.exists():
+            return False
+        if state.exists() and state.stat().st_mtime >= ckpt.stat().st_mtime:
+            try:
+                json.loads(state.read_bytes())
+                return False
+            except ValueError:
+                pass  # a dump cut short: the checkpoint is the last good chain
+        tmp = state.with_suffix(".tmp")
+        tmp.write_bytes(ckpt.read_bytes())
+        os.replace(tmp, state)
+        return True
 
     @property
     def pid(self) -> int | None:

@@ -4,7 +4,7 @@ Starts a Temporal dev server (SQLite under the data dir, Web UI on :8233), Anvil
 under the data dir), deploys our contracts on first start, the market simulator, a worker, and the
 golem's GolemWorkflow. Ctrl-C stops every process it started. Running it again resumes the same
 golem: the dev server's SQLite keeps the workflow (same id, next tick) and Anvil's state file keeps
-the chain.
+the chain. While it runs, infra.supervisor restarts a crashed worker, simulator or Anvil with backoff.
 """
 
 from __future__ import annotations
@@ -20,6 +20,16 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from infra.anvil import ANVIL_KEYS, AnvilProcess
+from infra.supervisor import (
+    CRASH_LIMIT,
+    CRASH_WINDOW_SECONDS,
+    AnvilChild,
+    ProcessChild,
+    Supervisor,
+    SupervisionGaveUp,
+    describe_exit,
+    log_tail,
+)
 from infra.temporal import TemporalDevServer
 
 log = logging.getLogger("golem.stack")
@@ -119,18 +129,6 @@ def _spawn(cmd: list[str], log_path: Path, env: dict | None = None) -> subproces
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def _stop(proc: subprocess.Popen | None, name: str, timeout: float = 10.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        log.warning("%s did not stop in %ss; killing", name, timeout)
-        proc.kill()
-        proc.wait()
-
-
 def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None) -> int:
     from golem.models.config import load_config
 
@@ -141,7 +139,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     temporal = TemporalDevServer(data_dir / "temporal.sqlite", log_path=logs / "temporal.log")
     anvil = AnvilProcess(port=_rpc_port(config.chain.rpc_url), state_path=data_dir / "anvil-state.json",
                          log_path=logs / "anvil.log")
-    sim = worker = None
+    supervisor: Supervisor | None = None
     stopping = False
 
     def _interrupt(*_):
@@ -151,27 +149,33 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     # Explicit handlers: a shell may start us with SIGINT ignored, and Ctrl-C must still stop cleanly.
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
+    anvil_child = AnvilChild(anvil)  # checkpointed every few seconds: a crash loses at most that much chain
     try:
         print("starting Temporal dev server ...", flush=True)
         temporal.start()
         print("starting Anvil ...", flush=True)
-        anvil.start()
+        anvil_child.start()
         dep, fresh = ensure_world(config.chain.rpc_url, data_dir)
         print(f"protocols {'deployed' if fresh else 'found'}: Uniswap V2 router {dep.addresses['UNI_ROUTER']}, "
               f"Aave V3 pool {dep.addresses['AAVE_POOL']} (address book in {data_dir / 'deployment.json'})", flush=True)
         interval = sim_interval or max(config.clock.theta_base_seconds / 2, 0.5)
-        sim = _spawn(
-            [sys.executable, "-m", "golem.world.simulator", "--rpc", config.chain.rpc_url,
-             "--deployment", str(data_dir / "deployment.json"), "--scenario", scenario, "--interval", str(interval),
-             # the crash comes after ~20 ticks, once the golem knows what calm looks like
-             "--crash-after", str(int(20 * config.clock.theta_base_seconds / interval))],
-            logs / "simulator.log",
-        )
+        sim_cmd = [
+            sys.executable, "-m", "golem.world.simulator", "--rpc", config.chain.rpc_url,
+            "--deployment", str(data_dir / "deployment.json"), "--scenario", scenario, "--interval", str(interval),
+            # the crash comes after ~20 ticks, once the golem knows what calm looks like
+            "--crash-after", str(int(20 * config.clock.theta_base_seconds / interval)),
+        ]
+        sim = ProcessChild("simulator", lambda: _spawn(sim_cmd, logs / "simulator.log"), logs / "simulator.log")
         env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address, GOLEM_DATA=str(data_dir),
                    GOLEM_HOME=str(home))
         env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
-        worker = _spawn([sys.executable, "-m", "golem.cli", "worker", "--home", str(home), "--data", str(data_dir)],
-                        logs / "worker.log", env=env)
+        worker_cmd = [sys.executable, "-m", "golem.cli", "worker", "--home", str(home), "--data", str(data_dir)]
+        worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
+                              stop_timeout=15)
+        sim.start()
+        worker.start()
+        # Stopped in reverse: the worker, then the simulator, then Anvil (which dumps its state).
+        supervisor = Supervisor([anvil_child, sim, worker])
         how = asyncio.run(ensure_golem_running(temporal.address, config, data_dir))
         print(
             f"\ngolem '{config.golem.id}' {how}: workflow golem-{config.golem.id}\n"
@@ -179,20 +183,30 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             f"  Anvil RPC:       {config.chain.rpc_url}\n"
             f"  data dir:        {data_dir}   (logs in {logs})\n"
             f"  try: golem status | golem ticks | golem steer \"reduce exposure\" --severity high\n"
+            f"A crashed worker, simulator or Anvil is restarted with backoff (gives up after {CRASH_LIMIT} crashes "
+            f"in {CRASH_WINDOW_SECONDS / 60:g} min).\n"
             "Ctrl-C stops everything; run again to resume the same golem.",
             flush=True,
         )
         while not stopping:
-            for proc, name in ((worker, "worker"), (sim, "simulator")):
-                if proc.poll() is not None:
-                    print(f"{name} exited with {proc.returncode}; see {logs / (name + '.log')}", flush=True)
-                    return 1
+            if temporal.proc is not None and temporal.proc.poll() is not None:
+                print(f"Temporal dev server died: {describe_exit(temporal.proc.returncode)}; last log lines:"
+                      + "".join(f"\n    | {ln}" for ln in log_tail(temporal.log_path))
+                      + "\nthe golem's durable state is in temporal.sqlite: run `golem run` again to resume.",
+                      flush=True)
+                return 1
+            try:
+                supervisor.check()
+            except SupervisionGaveUp as err:
+                print(str(err), flush=True)
+                return 1
             time.sleep(0.5)
     finally:
         print("\nstopping ...", flush=True)
-        _stop(sim, "simulator")
-        _stop(worker, "worker", timeout=15)
-        anvil.stop()
+        if supervisor is not None:
+            supervisor.stop()
+        else:
+            anvil_child.stop()
         temporal.stop()
         print("stopped.", flush=True)
     return 0

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
     from golem.cognition.backpressure import dequeue, enqueue
     from golem.cognition.budget import budget_fraction, daily_spend_on
+    from golem.cognition.chain_health import fold_chain_failure, fold_chain_read, is_chain_read_failure
     from golem.cognition.clock import budget_throttle, gamma_pulse
     from golem.cognition.decision_cache import hit_rate_report, on_playbook_revision
     from golem.cognition.fold import (
@@ -56,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.models.tick import TickContext, TickResult
     from golem.safety.gas import spend_status
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
+    from workflows.errors import root_cause
     from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
 
 
@@ -209,6 +211,7 @@ class GolemWorkflow:
             decision_cache=hit_rate_report(s.decision_cache),
             learned_gating_active=self._cfg is not None and s.tick >= self._cfg.gating.cold_start_ticks,
             config_version=self._config_info.version,
+            chain=s.chain,
         )
 
     @workflow.query
@@ -384,10 +387,14 @@ class GolemWorkflow:
             if result.decision_cache is not None:
                 self._state = self._state.model_copy(update={"decision_cache": result.decision_cache})
             self._queue_missed_triggers(started, s.theta_seconds)
+            if workflow.patched("chain-health"):
+                self._state = fold_chain_read(self._state, n, self._now().isoformat())
         except ChildWorkflowError as err:
             # A failed tick is recorded and the loop goes on; pending steers stay pending.
             self._child = None
-            reason = str(err.cause or err)
+            # The root cause ("observe: ConnectionError: ... refused"), not "Activity task failed".
+            chain_health = workflow.patched("chain-health")
+            step, reason = root_cause(err) if chain_health else (None, str(err.cause or err))
             workflow.logger.error("tick %s failed: %s", n, reason)
             info = TickFailure(golem_id=s.golem_id, tick=n, workflow_id=wid, error=reason,
                                failed_at=self._now().isoformat())
@@ -399,6 +406,10 @@ class GolemWorkflow:
             except Exception as rec_err:  # recording is best effort; the failure is also in state
                 workflow.logger.error("could not record failure of tick %s: %s", n, rec_err)
             self._state = fold_tick_failure(self._state, n, reason, wid, "", self._now().isoformat())
+            if chain_health and is_chain_read_failure(step):
+                self._state, alert = fold_chain_failure(self._state, reason, cfg.clock.theta_max_seconds)
+                if alert:
+                    workflow.logger.error("golem %s: %s", s.golem_id, alert)
 
     def _queue_missed_triggers(self, started, theta: float) -> None:
         """A tick that overran theta missed triggers: queue them (max 3, oldest dropped, §S12)."""

@@ -12,7 +12,9 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
+
+from workflows.errors import root_cause
 
 with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
@@ -89,10 +91,12 @@ class ThetaTickWorkflow:
             return  # stays pending in GolemWorkflow for the next tick
         if state == HeartbeatState.DECIDING:
             self._interrupt_steers.append(steer)
-            self._fsm = FsmState(state=state, substate=f"Interrupted{{steer_id={steer.id}}}")
+            self._fsm = FsmState(state=state, substate=f"Interrupted{{steer_id={steer.id}}}",
+                                 entered_at=self._fsm.entered_at)
         elif state == HeartbeatState.EXECUTING and steer.severity.rank >= SteerSeverity.HIGH.rank:
             self._cancel_reason = f"steer {steer.id}: {steer.message}"
-            self._fsm = FsmState(state=state, substate=f"CancelPending{{reason={steer.message}}}")
+            self._fsm = FsmState(state=state, substate=f"CancelPending{{reason={steer.message}}}",
+                                 entered_at=self._fsm.entered_at)
         elif state in (HeartbeatState.SIMULATING, HeartbeatState.VALIDATING) and steer.severity.rank >= SteerSeverity.HIGH.rank:
             # Nothing is sent yet: a high-severity steer cancels the whole write path.
             self._cancel_reason = f"steer {steer.id}: {steer.message}"
@@ -101,7 +105,8 @@ class ThetaTickWorkflow:
 
     # ---- helpers ---------------------------------------------------------------------------
     def _enter(self, state: HeartbeatState, substate: str = "Normal") -> None:
-        self._fsm = FsmState(state=state, substate=substate)
+        # entered_at: `golem status` shows how long the tick has been in this step (a hung RPC shows here).
+        self._fsm = FsmState(state=state, substate=substate, entered_at=workflow.now().isoformat())
         self._trace.append(state.value)
 
     async def _step(self, method: Any, arg: Any, ctx: TickContext, **kw: Any) -> Any:
@@ -312,7 +317,4 @@ class ThetaTickWorkflow:
 
 
 def _describe(err: ActivityError) -> str:
-    cause = err.cause
-    if isinstance(cause, ApplicationError):
-        return f"{err.activity_type}: {cause.message}"
-    return f"{err.activity_type}: {cause or err}"
+    return root_cause(err)[1]

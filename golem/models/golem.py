@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from golem.models.config import GolemConfig
 from golem.models.config_version import ConfigVersionInfo
 from golem.models.interventions import FollowUp, InterventionSummary, RejectedIntervention
-from golem.models.state import FsmState, GolemState, TickSummary
+from golem.models.state import ChainHealth, FsmState, GolemState, TickSummary
 
 
 class GolemWorkflowInput(BaseModel):
@@ -70,6 +70,7 @@ class GolemStatus(BaseModel):
     decision_cache: dict = Field(default_factory=dict)  # §S11 lookups, hits, hit_rate, entries, invalidations
     learned_gating_active: bool = False  # past the cold start: Hedge + Thompson choose the tier
     config_version: str = ""  # the config version the golem runs on ("" = started before versions existed)
+    chain: ChainHealth = Field(default_factory=ChainHealth)  # RPC health: last good read, errors in a row, alert
 
 
 class ConsolidationInput(BaseModel):

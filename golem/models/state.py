@@ -38,6 +38,17 @@ class FsmState(BaseModel):
     state: HeartbeatState = HeartbeatState.IDLE
     substate: str = "Normal"  # Normal | Interrupted{steer_id} | CancelPending{reason} | Restricted{constraint}
     detail: str = ""
+    entered_at: str | None = None  # ISO time the tick entered this step: status shows how long it is in it
+
+
+class ChainHealth(BaseModel):
+    """Can the golem read its chain? Fed by every tick's observe step (golem.cognition.chain_health)."""
+
+    last_good_read_at: str | None = None  # when an observe last read the chain
+    last_good_tick: int | None = None
+    errors_in_row: int = 0  # ticks in a row whose observe could not read the chain
+    last_error: str | None = None  # the root cause of the newest failed read
+    alert: str | None = None  # set once errors_in_row reaches the alert threshold; cleared by a good read
 
 
 class TickSummary(BaseModel):
@@ -255,3 +266,4 @@ class GolemState(BaseModel):
     gamma: GammaState = Field(default_factory=GammaState)
     decision_cache: DecisionCacheState = Field(default_factory=DecisionCacheState)
     tick_queue: TickQueue = Field(default_factory=TickQueue)
+    chain: ChainHealth = Field(default_factory=ChainHealth)

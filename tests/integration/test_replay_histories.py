@@ -15,7 +15,7 @@ HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 
 def test_histories_are_committed():
     names = {p.stem for p in HISTORIES}
-    assert {"tick-t0", "tick-acted", "tick-steered-t2", "golem-run", "golem-config-applied"} <= names, names
+    assert {"tick-t0", "tick-acted", "tick-steered-t2", "golem-run", "golem-config-applied", "golem-outage"} <= names, names
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
