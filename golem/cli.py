@@ -110,10 +110,17 @@ async def _status(args) -> int:
     print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
           f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
     for r in st.rejected_interventions:
-        print(f"  rejected {r.kind}: {r.reason}")
+        print(f"  {rejection_line(r)}")
     if st.failed_ticks:
         print(f"  failed ticks: {st.failed_ticks}  (golem rerun N)")
     return 0
+
+
+def rejection_line(r) -> str:
+    """One rejected steer or follow-up, dated by time and by the tick whose record reports it."""
+    when = r.received_at[:19].replace("T", " ") + " UTC" if r.received_at else "time unknown"
+    tick = f"before tick {r.tick}" if r.tick is not None else "tick unknown"
+    return f"rejected {r.kind} at {when}, {tick}: {r.reason}"
 
 
 def spend_line(st) -> str:
