@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import json
 import os
@@ -11,6 +10,8 @@ import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+
+from golem.errors import UserError
 
 
 ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world", "backtest")
@@ -22,12 +23,6 @@ def _default_home() -> Path:
 
 def _default_data() -> Path:
     return Path(os.environ.get("GOLEM_DATA", ".golem-data")).resolve()
-
-
-class UserError(Exception):
-    """A mistake the user can fix (a wrong tick, a missing data dir, a golem not running): `main()` prints
-    `golem <command>: <message>` as one line on stderr and exits 1, never a traceback. Say what, why
-    and the fix."""
 
 
 def _one_line(text: str) -> str:
@@ -72,7 +67,7 @@ def cmd_worker(args) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = _config(args)
     try:
-        asyncio.run(run_worker(cfg, Path(args.data), args.address, live=True if args.live else None))
+        _arun(run_worker(cfg, Path(args.data), args.address, live=True if args.live else None))
     except KeyboardInterrupt:
         pass
     return 0
@@ -107,10 +102,11 @@ def _rpc_status(err: BaseException):
     return err.status.name
 
 
-async def _query_golem(args, cfg, handle, query):
-    """A query on the golem's workflow, with `golem not started` said as such."""
+async def _query_golem(args, cfg, handle, query: str, result_type):
+    """A query on the golem's workflow by name (importing GolemWorkflow would load every activity's
+    clients: web3, LanceDB, anthropic; seconds for a one-line answer), with `golem not started` said as such."""
     try:
-        return await handle.query(query)
+        return await handle.query(query, result_type=result_type)
     except Exception as err:
         if _rpc_status(err) != "NOT_FOUND":
             raise
@@ -125,16 +121,16 @@ def _address(args) -> str:
 
 
 async def _status(args) -> int:
-    from workflows.golem import GolemWorkflow
-    from workflows.tick import ThetaTickWorkflow
+    from golem.models.golem import GolemStatus
+    from golem.models.state import FsmState
 
     cfg = _config(args)
     client = await _client(args)
     handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
-    st = await _query_golem(args, cfg, handle, GolemWorkflow.status)
+    st = await _query_golem(args, cfg, handle, "status", GolemStatus)  # GolemWorkflow.status
     if st.current_tick_workflow_id:
-        try:
-            st.fsm = await client.get_workflow_handle(st.current_tick_workflow_id).query(ThetaTickWorkflow.fsm)
+        try:  # ThetaTickWorkflow.fsm
+            st.fsm = await client.get_workflow_handle(st.current_tick_workflow_id).query("fsm", result_type=FsmState)
         except Exception:
             pass  # the tick finished between the two queries
     if args.json:
@@ -178,8 +174,14 @@ def spend_line(st) -> str:
             f"(${st.gas_emergency_usd:.2f} of it ring-fenced for protective actions)")
 
 
+def _arun(coro):
+    import asyncio  # ~75 ms: only for the commands that talk to Temporal
+
+    return asyncio.run(coro)
+
+
 def cmd_status(args) -> int:
-    return asyncio.run(_status(args))
+    return _arun(_status(args))
 
 
 def cmd_ticks(args) -> int:
@@ -259,7 +261,6 @@ def cmd_show(args) -> int:
 
 async def _signal(args, kind: str, payload: dict) -> int:
     from golem.models.interventions import parse_intervention
-    from workflows.golem import GolemWorkflow
 
     try:
         parse_intervention(kind, payload)  # same validation the workflow applies; fail fast here
@@ -268,7 +269,8 @@ async def _signal(args, kind: str, payload: dict) -> int:
     cfg = _config(args)
     client = await _client(args)
     handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
-    await handle.signal(GolemWorkflow.steer if kind == "steer" else GolemWorkflow.follow_up, payload)
+    # By name (GolemWorkflow.steer / .follow_up): the workflow module would load every activity's clients.
+    await handle.signal(kind, payload)
     print(f"{kind} {payload['id']} delivered to golem-{cfg.golem.id}")
     return 0
 
@@ -280,13 +282,13 @@ def _now() -> str:
 def cmd_steer(args) -> int:
     payload = {"id": args.id or f"steer-{uuid.uuid4().hex[:12]}", "message": args.message,
                "severity": args.severity, "created_at": _now()}
-    return asyncio.run(_signal(args, "steer", payload))
+    return _arun(_signal(args, "steer", payload))
 
 
 def cmd_followup(args) -> int:
     payload = {"id": args.id or f"followup-{uuid.uuid4().hex[:12]}", "message": args.message,
                "window": args.window, "created_at": _now()}
-    return asyncio.run(_signal(args, "follow_up", payload))
+    return _arun(_signal(args, "follow_up", payload))
 
 
 async def _replay(args) -> int:
@@ -314,7 +316,7 @@ async def _replay(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    return asyncio.run(_replay(args))
+    return _arun(_replay(args))
 
 
 async def _rerun(args) -> int:
@@ -350,7 +352,7 @@ def _root_cause(err: BaseException) -> str:
 
 
 def cmd_rerun(args) -> int:
-    return asyncio.run(_rerun(args))
+    return _arun(_rerun(args))
 
 
 # ---- parser ---------------------------------------------------------------------------------

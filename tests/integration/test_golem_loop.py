@@ -220,7 +220,7 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
         bad = next(r for r in status.rejected_interventions if "severity" in r.reason)
         await wait_for(lambda: store.count() > bad.tick + 1, 60, "the ticks after the rejection")
         assert any("severity" in r.reason for r in store.load(bad.tick).rejected_interventions)
-        assert not store.load(bad.tick + 1).rejected_interventions
+        assert not any("severity" in r.reason for r in store.load(bad.tick + 1).rejected_interventions)
 
         # golem status's FSM comes from the running tick's query
         wid = f"golem-{rig.golem_id}-tick-{tick_at_reject}"

@@ -36,6 +36,9 @@ async def test_rejection_is_dated_reported_once_and_expires_from_status(temporal
             shown = await golem_async(temporal_env, rig.home, rig.data_dir, "status")
             assert f"before tick {rej.tick}: malformed steer" in shown.stdout, shown.stdout + shown.stderr
             assert rej.received_at[:19].replace("T", " ") in shown.stdout
+            # The CLI queries by name (no workflow import): the state query answers too.
+            gating = await golem_async(temporal_env, rig.home, rig.data_dir, "gating", "show")
+            assert gating.returncode == 0 and "hedge weights" in gating.stdout, gating.stderr
 
             gone_at = rej.tick + REJECTION_VISIBLE_TICKS
             await wait_for(lambda: store.count() >= gone_at + 2, 120, "the rejection's visible ticks to pass")
