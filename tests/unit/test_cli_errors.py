@@ -85,3 +85,17 @@ def test_closed_pipe_leaves_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141, err
     assert b"tick" in first and err == "", err
+
+
+def test_strategy_check_without_chain_blames_no_rpc_and_with_chain_names_a_dead_one(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "STRATEGY.md").write_text((REPO / "examples" / "golem-home" / "STRATEGY.md").read_text())
+    (home / "golem.toml").write_text('[golem]\nid = "sc"\n[chain]\nrpc_url = "http://127.0.0.1:1"\n')
+    offline = golem("--home", str(home), "--data", str(tmp_path), "strategy-check")
+    assert offline.returncode == 0, offline.stdout + offline.stderr
+    assert ": ok" in offline.stdout and "rpc" not in offline.stdout.lower(), offline.stdout
+    assert "--chain also tries" in offline.stdout
+    dead = golem("--home", str(home), "--data", str(tmp_path), "strategy-check", "--chain")
+    assert_one_line_error(dead, "golem strategy-check: cannot reach the chain RPC at http://127.0.0.1:1",
+                          "rpc_url", "Without --chain")
