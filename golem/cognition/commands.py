@@ -29,7 +29,8 @@ async def _learned_state_async(args):
     cfg = _config(args)
     client = await _client(args)
     # The query by name: importing GolemWorkflow would load every activity's clients (web3, LanceDB, anthropic).
-    state = await _query_golem(args, cfg, client.get_workflow_handle(f"golem-{cfg.golem.id}"), "state", GolemState | None)
+    handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
+    state = await _query_golem(args, cfg, handle, "state", GolemState | None)
     if state is None:
         sys.exit("golem gating: the golem has no state yet (has it started ticking?)")
     return state

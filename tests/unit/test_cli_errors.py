@@ -40,7 +40,8 @@ def bad_home(tmp_path):
 
 @pytest.mark.parametrize("command", [["status"], ["doctor"], ["strategy-check"], ["run"], ["worker"]])
 def test_invalid_config_is_one_line_naming_each_key(bad_home, tmp_path, command):
-    (bad_home / "golem.toml").write_text('[golem]\nid = "x"\n[clock]\ntheta_base_secs = 3\n[chain]\nconfirmations = -1\n')
+    (bad_home / "golem.toml").write_text(
+        '[golem]\nid = "x"\n[clock]\ntheta_base_secs = 3\n[chain]\nconfirmations = -1\n')
     proc = golem("--home", str(bad_home), "--data", str(tmp_path / "data"), "--address", "127.0.0.1:1", *command)
     line = assert_one_line_error(proc, "golem.toml", "[clock.theta_base_secs] unknown key", "[chain.confirmations]")
     assert line.startswith("golem: ")
@@ -59,7 +60,8 @@ def test_negative_tick_counts_and_ticks(tmp_path):
     assert_one_line_error(golem("--data", str(tmp_path), "show", "-3"), "golem show: tick must be >= 0")
 
 
-@pytest.mark.parametrize("command", [["ticks"], ["show", "3"], ["ticks", "--json"]])
+@pytest.mark.parametrize("command", [["ticks"], ["show", "3"], ["ticks", "--json"], ["grimoire", "stats"],
+                                     ["grimoire", "search", "crash"]])
 def test_missing_data_dir_is_named_and_not_created(tmp_path, command):
     missing = tmp_path / "typo"
     proc = golem("--data", str(missing), *command)
