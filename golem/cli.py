@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import json
 import os
@@ -11,6 +10,8 @@ import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+
+from golem.errors import UserError
 
 
 ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world", "backtest", "config")
@@ -24,13 +25,27 @@ def _default_data() -> Path:
     return Path(os.environ.get("GOLEM_DATA", ".golem-data")).resolve()
 
 
+def _one_line(text: str) -> str:
+    return "; ".join(part.strip() for part in str(text).splitlines() if part.strip()).replace(":; ", ": ")
+
+
 def _config(args):
     from golem.models.config import ConfigError, load_config
 
     try:
         return load_config(Path(args.home) / "golem.toml")
     except ConfigError as err:
-        sys.exit(f"golem: {err}")
+        sys.exit(f"golem: {_one_line(err)}")
+
+
+def _data_dir(args) -> Path:
+    """The golem's data directory, which must exist: reading commands never create one (a typo in
+    --data used to print an empty table from a fresh, empty store)."""
+    data = Path(args.data)
+    if not data.is_dir():
+        raise UserError(f"no data directory at {data}: point --data (or GOLEM_DATA) at the golem's data dir; "
+                        "`golem run` creates it")
+    return data
 
 
 def _tick_id(golem_id: str, n: int) -> str:
@@ -52,7 +67,7 @@ def cmd_worker(args) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = _config(args)
     try:
-        asyncio.run(run_worker(cfg, Path(args.data), args.address, live=True if args.live else None))
+        _arun(run_worker(cfg, Path(args.data), args.address, live=True if args.live else None))
     except KeyboardInterrupt:
         pass
     return 0
@@ -74,20 +89,48 @@ async def _client(args):
     try:
         return await connect(args.address)
     except Exception as err:  # connection refused etc.
-        sys.exit(f"golem: cannot reach Temporal at {args.address or 'default address'} ({err}). Is `golem run` up?")
+        why = "connection refused" if "Connection refused" in str(err) else _one_line(err)[:200]
+        sys.exit(f"golem: cannot reach Temporal at {_address(args)} ({why}): is `golem run` up, "
+                 "and --address (GOLEM_TEMPORAL_ADDRESS) right?")
+
+
+def _rpc_status(err: BaseException):
+    """The Temporal RPC status of err, or None when err is not a Temporal RPC error (checked without
+    importing temporalio, which commands that never reach Temporal do not load)."""
+    if type(err).__name__ != "RPCError" or not type(err).__module__.startswith("temporalio"):
+        return None
+    return err.status.name
+
+
+async def _query_golem(args, cfg, handle, query: str, result_type):
+    """A query on the golem's workflow by name (importing GolemWorkflow would load every activity's
+    clients: web3, LanceDB, anthropic; seconds for a one-line answer), with `golem not started` said as such."""
+    try:
+        return await handle.query(query, result_type=result_type)
+    except Exception as err:
+        if _rpc_status(err) != "NOT_FOUND":
+            raise
+        raise UserError(f"no golem '{cfg.golem.id}' on Temporal at {_address(args)} (workflow {handle.id} "
+                        f"not found): start it with `golem run`, or check --home's golem id") from None
+
+
+def _address(args) -> str:
+    from workers.client import temporal_address
+
+    return args.address or temporal_address()
 
 
 async def _status(args) -> int:
-    from workflows.golem import GolemWorkflow
-    from workflows.tick import ThetaTickWorkflow
+    from golem.models.golem import GolemStatus
+    from golem.models.state import FsmState
 
     cfg = _config(args)
     client = await _client(args)
     handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
-    st = await handle.query(GolemWorkflow.status)
+    st = await _query_golem(args, cfg, handle, "status", GolemStatus)  # GolemWorkflow.status
     if st.current_tick_workflow_id:
-        try:
-            st.fsm = await client.get_workflow_handle(st.current_tick_workflow_id).query(ThetaTickWorkflow.fsm)
+        try:  # ThetaTickWorkflow.fsm
+            st.fsm = await client.get_workflow_handle(st.current_tick_workflow_id).query("fsm", result_type=FsmState)
         except Exception:
             pass  # the tick finished between the two queries
     if args.json:
@@ -114,7 +157,7 @@ async def _status(args) -> int:
     print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
           f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
     for r in st.rejected_interventions:
-        print(f"  rejected {r.kind}: {r.reason}")
+        print(f"  {rejection_line(r)}")
     if st.failed_ticks:
         print(f"  failed ticks: {st.failed_ticks}  (golem rerun N)")
     return 0
@@ -136,6 +179,13 @@ def chain_line(chain) -> str:
     return f"  chain RPC:  {chain.errors_in_row} failed reads in a row, {good}; last error: {chain.last_error}"
 
 
+def rejection_line(r) -> str:
+    """One rejected steer or follow-up, dated by time and by the tick whose record reports it."""
+    when = r.received_at[:19].replace("T", " ") + " UTC" if r.received_at else "time unknown"
+    tick = f"before tick {r.tick}" if r.tick is not None else "tick unknown"
+    return f"rejected {r.kind} at {when}, {tick}: {r.reason}"
+
+
 def spend_line(st) -> str:
     """Today's inference and gas spend, each beside its budget (the gas partition's emergency slice too)."""
     day = f" ({st.spend_day} UTC)" if st.spend_day else ""
@@ -144,16 +194,22 @@ def spend_line(st) -> str:
             f"(${st.gas_emergency_usd:.2f} of it ring-fenced for protective actions)")
 
 
+def _arun(coro):
+    import asyncio  # ~75 ms: only for the commands that talk to Temporal
+
+    return asyncio.run(coro)
+
+
 def cmd_status(args) -> int:
-    return asyncio.run(_status(args))
+    return _arun(_status(args))
 
 
 def cmd_ticks(args) -> int:
     from golem.life.cycle_store import CycleStore
 
     if args.n < 0:
-        sys.exit(f"golem ticks: -n must be >= 0, got {args.n}")
-    store = CycleStore(Path(args.data))
+        raise UserError(f"-n must be >= 0, got {args.n} (-n 5 lists the 5 newest ticks)")
+    store = CycleStore(_data_dir(args))
     rows = store.recent(args.n)
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
@@ -196,8 +252,8 @@ def cmd_show(args) -> int:
     from golem.life.cycle_store import CycleStore
 
     if args.tick < 0:
-        sys.exit(f"golem show: tick must be >= 0, got {args.tick}")
-    store = CycleStore(Path(args.data))
+        raise UserError(f"tick must be >= 0, got {args.tick} (`golem ticks` lists the recorded ones)")
+    store = CycleStore(_data_dir(args))
     try:
         rec = store.load(args.tick, args.run)
     except (LookupError, ValueError) as err:
@@ -225,7 +281,6 @@ def cmd_show(args) -> int:
 
 async def _signal(args, kind: str, payload: dict) -> int:
     from golem.models.interventions import parse_intervention
-    from workflows.golem import GolemWorkflow
 
     try:
         parse_intervention(kind, payload)  # same validation the workflow applies; fail fast here
@@ -234,7 +289,8 @@ async def _signal(args, kind: str, payload: dict) -> int:
     cfg = _config(args)
     client = await _client(args)
     handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
-    await handle.signal(GolemWorkflow.steer if kind == "steer" else GolemWorkflow.follow_up, payload)
+    # By name (GolemWorkflow.steer / .follow_up): the workflow module would load every activity's clients.
+    await handle.signal(kind, payload)
     print(f"{kind} {payload['id']} delivered to golem-{cfg.golem.id}")
     return 0
 
@@ -246,13 +302,13 @@ def _now() -> str:
 def cmd_steer(args) -> int:
     payload = {"id": args.id or f"steer-{uuid.uuid4().hex[:12]}", "message": args.message,
                "severity": args.severity, "created_at": _now()}
-    return asyncio.run(_signal(args, "steer", payload))
+    return _arun(_signal(args, "steer", payload))
 
 
 def cmd_followup(args) -> int:
     payload = {"id": args.id or f"followup-{uuid.uuid4().hex[:12]}", "message": args.message,
                "window": args.window, "created_at": _now()}
-    return asyncio.run(_signal(args, "follow_up", payload))
+    return _arun(_signal(args, "follow_up", payload))
 
 
 async def _replay(args) -> int:
@@ -262,7 +318,16 @@ async def _replay(args) -> int:
     client = await _client(args)
     wid = args.workflow_id or _tick_id(cfg.golem.id, args.tick)
     # Without --run-id Temporal answers with the workflow's latest run (after a reset: the reset run).
-    history = await client.get_workflow_handle(wid, run_id=args.run_id).fetch_history()
+    try:
+        history = await client.get_workflow_handle(wid, run_id=args.run_id).fetch_history()
+    except Exception as err:
+        if _rpc_status(err) != "NOT_FOUND":
+            raise
+        what = f"tick {args.tick}" if args.workflow_id is None else "that workflow"
+        run = f" run {args.run_id}" if args.run_id else ""
+        raise UserError(f"{what} has no history on Temporal at {_address(args)} (workflow {wid}{run} not found): "
+                        "`golem ticks` lists the recorded ticks (a tick older than the namespace's retention "
+                        "is gone)") from None
     ok, detail = await replay_history(history)
     print(f"{wid}: determinism {'OK' if ok else 'DIVERGED'} ({len(history.events)} events)")
     if not ok:
@@ -271,10 +336,11 @@ async def _replay(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    return asyncio.run(_replay(args))
+    return _arun(_replay(args))
 
 
 async def _rerun(args) -> int:
+    from temporalio.client import WorkflowFailureError
     from temporalio.service import RPCError
 
     from workers.replay import RerunRefused, rerun_tick
@@ -284,15 +350,29 @@ async def _rerun(args) -> int:
     try:
         new_id, result = await rerun_tick(client, cfg.golem.id, args.tick, force=args.force)
     except RerunRefused as err:
-        sys.exit(f"golem rerun: {err}")
+        raise UserError(str(err)) from None
     except RPCError as err:
-        sys.exit(f"golem rerun: tick {args.tick} not found ({err})")
+        if err.status.name != "NOT_FOUND":
+            raise
+        raise UserError(f"tick {args.tick} has no workflow on Temporal at {_address(args)} ({err.message}): "
+                        "`golem ticks` lists the recorded ticks") from None
+    except WorkflowFailureError as err:
+        raise UserError(f"the re-run of tick {args.tick} failed: {_root_cause(err)}. Its failure is recorded "
+                        f"(`golem show {args.tick} --runs`); fix the cause (is the chain RPC up? `golem doctor`) "
+                        f"and run `golem rerun {args.tick}` again") from None
     print(f"re-ran tick {args.tick} as {new_id}: tier {result.tier.value}, record {result.record_path}")
     return 0
 
 
+def _root_cause(err: BaseException) -> str:
+    """The innermost cause of a Temporal failure chain (the activity's own error, not "Activity task failed")."""
+    while getattr(err, "cause", None) is not None:
+        err = err.cause
+    return _one_line(getattr(err, "message", None) or err)[:300]
+
+
 def cmd_rerun(args) -> int:
-    return asyncio.run(_rerun(args))
+    return _arun(_rerun(args))
 
 
 # ---- parser ---------------------------------------------------------------------------------
@@ -371,12 +451,57 @@ def build_parser() -> argparse.ArgumentParser:
 _CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating", "backtest", "config"}
 
 
+def _user_error_message(args, err: BaseException) -> str | None:
+    """The one line for an exception that is the user's to fix, or None for a bug (which keeps its traceback).
+    Types are recognised by module so that commands which never load pydantic or temporalio do not import them."""
+    config = sys.modules.get("golem.models.config")
+    if config is not None and isinstance(err, config.ConfigError):
+        return f"golem: {_one_line(err)}"
+    status = _rpc_status(err)
+    if status == "NOT_FOUND":
+        return (f"golem {args.cmd}: {_one_line(err.message)} on Temporal at {_address(args)}: is the golem started "
+                "(`golem run`), and is --home's golem id the right one?")
+    if status in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        return (f"golem {args.cmd}: lost Temporal at {_address(args)} ({_one_line(err.message)[:160]}): "
+                "is `golem run` still up?")
+    return None
+
+
+def _stdout_closed() -> int:
+    """The reader of our stdout went away (`golem ticks | head`): nothing to report, and the rest of the
+    output goes to /dev/null so the interpreter's final flush does not fail again. 141 = 128 + SIGPIPE,
+    what a shell reports for a writer killed by a closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
+
+
+def _run(args) -> int:
+    """Run the command; user errors leave as SystemExit with one line (what, why, the fix)."""
+    try:
+        code = args.fn(args) or 0
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
+        return code
+    except UserError as err:
+        raise SystemExit(f"golem {args.cmd}: {err}") from None
+    except BrokenPipeError:
+        return _stdout_closed()
+    except KeyboardInterrupt:
+        print(f"golem {args.cmd}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        message = _user_error_message(args, err)
+        if message is None:
+            raise  # a bug: its traceback is what a maintainer needs
+        raise SystemExit(message) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.cmd == "replay" and args.tick is None and not args.workflow_id:
         sys.exit("golem replay: give a tick number or --workflow-id")
     try:
-        code = args.fn(args) or 0
+        code = _run(args)
     except SystemExit as stop:
         if args.cmd not in _CLIENT_COMMANDS or argv is not None:
             raise
@@ -384,7 +509,10 @@ def main(argv: list[str] | None = None) -> int:
             print(stop.code, file=sys.stderr)
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     if args.cmd in _CLIENT_COMMANDS and argv is None:
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            code = _stdout_closed()
         sys.stderr.flush()
         os._exit(code)
     return code

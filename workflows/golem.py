@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.cognition.decision_cache import hit_rate_report, on_playbook_revision
     from golem.cognition.fold import (
         accept_intervention,
+        expire_rejections,
         fold_tick_failure,
         fold_tick_result,
         fold_upkeep_cost,
@@ -84,6 +85,7 @@ class GolemWorkflow:
         self._child = None
         self._child_id: str | None = None
         self._run_ticks = 0
+        self._tick_snapshot_taken = False  # the running tick already holds its state snapshot
         # The replay clock (a backtest): rows arrive by the advance_world update and are answered when done.
         self._replay = False
         self._world_now: datetime | None = None
@@ -110,7 +112,8 @@ class GolemWorkflow:
         if self._state is None:  # a signal that arrives before run() starts: wait for the state
             await workflow.wait_condition(lambda: self._state is not None)
         before = len(self._state.pending_steers)
-        self._state, reason = accept_intervention(self._state, kind, raw, self._now().isoformat())
+        self._state, reason = accept_intervention(self._state, kind, raw, self._now().isoformat(),
+                                                  tick_running=self._tick_snapshot_taken)
         if reason:
             workflow.logger.warning("rejected %s: %s", kind, reason)
             return
@@ -366,6 +369,7 @@ class GolemWorkflow:
             ctx = ctx.model_copy(update={"config_version": self._config_info.version,
                                          "config_change": self._config_change})
             self._config_change = ""
+        self._tick_snapshot_taken = True
         self._activity = "ticking"
         self._child_id = wid
         try:
@@ -410,6 +414,11 @@ class GolemWorkflow:
                 self._state, alert = fold_chain_failure(self._state, reason, cfg.clock.theta_max_seconds)
                 if alert:
                     workflow.logger.error("golem %s: %s", s.golem_id, alert)
+        finally:
+            self._tick_snapshot_taken = False
+        if workflow.patched("rejection-expiry"):
+            # Rejections leave `status` some ticks after the tick that reported them (issue 12).
+            self._state = expire_rejections(self._state)
 
     def _queue_missed_triggers(self, started, theta: float) -> None:
         """A tick that overran theta missed triggers: queue them (max 3, oldest dropped, §S12)."""

@@ -9,7 +9,6 @@ show    prints the running golem's learned weights, boundaries and feedback stat
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -17,13 +16,21 @@ from pathlib import Path
 INHERITANCE_FILE = "gating-inheritance.json"
 
 
-async def _learned_state(args):
-    from golem.cli import _client, _config
-    from workflows.golem import GolemWorkflow
+def _learned_state(args):
+    import asyncio
+
+    return asyncio.run(_learned_state_async(args))
+
+
+async def _learned_state_async(args):
+    from golem.cli import _client, _config, _query_golem
+    from golem.models.state import GolemState
 
     cfg = _config(args)
     client = await _client(args)
-    state = await client.get_workflow_handle(f"golem-{cfg.golem.id}").query(GolemWorkflow.state)
+    # The query by name: importing GolemWorkflow would load every activity's clients (web3, LanceDB, anthropic).
+    handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
+    state = await _query_golem(args, cfg, handle, "state", GolemState | None)
     if state is None:
         sys.exit("golem gating: the golem has no state yet (has it started ticking?)")
     return state
@@ -32,7 +39,7 @@ async def _learned_state(args):
 def _export(args) -> int:
     from golem.cognition.learned_gating import export_package
 
-    state = asyncio.run(_learned_state(args))
+    state = _learned_state(args)
     text = json.dumps(export_package(state.learned_gating, state.golem_id, state.tick), indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n")
@@ -63,7 +70,7 @@ def _import(args) -> int:
 
 
 def _show(args) -> int:
-    state = asyncio.run(_learned_state(args))
+    state = _learned_state(args)
     lg = state.learned_gating
     print(f"golem {state.golem_id} at tick {state.tick}: {lg.feedback_rounds} feedback rounds, "
           f"{len(lg.log)} ticks awaiting feedback" + (f", inherited from {lg.inherited_from}" if lg.inherited_from else ""))

@@ -22,6 +22,9 @@ from golem.models.state import GAS_HISTORY_LEN, PRICE_HISTORY_LEN, GatingDecisio
 from golem.models.tick import TickResult
 
 MAX_REJECTED = 20
+# A rejected steer or follow-up stays in `golem status` for this many ticks after the tick that first
+# saw it; its own record keeps it for good (issue 12: rejections used to stick in status forever).
+REJECTION_VISIBLE_TICKS = 10
 MAX_SEEN_IDS = 500
 MAX_RECENT_TICKS = 20
 MAX_FAILED_TICKS = 50
@@ -55,11 +58,13 @@ def _excerpt(raw: Any) -> str:
 
 
 def accept_intervention(
-    state: GolemState, kind: Literal["steer", "follow_up"], raw: Any, now_iso: str
+    state: GolemState, kind: Literal["steer", "follow_up"], raw: Any, now_iso: str, tick_running: bool = False
 ) -> tuple[GolemState, str | None]:
     """Validate and queue a steer or follow-up. Returns (new state, rejection reason or None).
 
-    Signals are delivered at least once, so a repeated id is ignored silently (reason None).
+    Signals are delivered at least once, so a repeated id is ignored silently (reason None). A rejection
+    is dated by time and by the first tick that will see it: `state.tick`, or the one after it when tick
+    `state.tick` already took its snapshot (`tick_running`).
     """
     new = state.model_copy(deep=True)
     try:
@@ -70,7 +75,8 @@ def accept_intervention(
         reason = str(err)
         new.rejected_interventions = _bounded(
             [*new.rejected_interventions,
-             RejectedIntervention(kind=str(kind), reason=reason, payload_excerpt=_excerpt(raw), received_at=now_iso)],
+             RejectedIntervention(kind=str(kind), reason=reason, payload_excerpt=_excerpt(raw), received_at=now_iso,
+                                  tick=state.tick + 1 if tick_running else state.tick)],
             MAX_REJECTED,
         )
         return new, reason
@@ -233,6 +239,22 @@ def fold_upkeep_cost(state: GolemState, cost_usd: float, now_iso: str) -> GolemS
     new.daily_spend_usd += max(cost_usd, 0.0)
     new.total_inference_usd += max(cost_usd, 0.0)
     return new
+
+
+def expire_rejections(state: GolemState, visible_ticks: int = REJECTION_VISIBLE_TICKS) -> GolemState:
+    """Drop rejections that `status` has shown long enough: those first seen `visible_ticks` or more
+    ticks ago, and undated ones kept by an older worker (they have been shown for an unknown time).
+    Their tick's record still holds them."""
+    kept = [r for r in state.rejected_interventions if r.tick is not None and state.tick - r.tick < visible_ticks]
+    if len(kept) == len(state.rejected_interventions):
+        return state
+    return state.model_copy(update={"rejected_interventions": kept})
+
+
+def rejections_for_record(state: GolemState, tick: int) -> list[RejectedIntervention]:
+    """The rejections a tick's record reports: those that arrived since the previous tick took its
+    snapshot (dated `tick`), not every recent one again."""
+    return [r for r in state.rejected_interventions if r.tick == tick]
 
 
 def state_for_tick(state: GolemState) -> GolemState:

@@ -59,16 +59,22 @@ def _configured_floor(home: Path | None) -> float | None:
         sys.exit(f"golem grimoire: {err}")
 
 
-def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: str = "error"):
+def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: str = "error", reading: bool = False):
     """The worker's layout: <data>/grimoire/{episodes.lance, semantic.sqlite, semantic.lance}, opened with the
     embedder configured in `home` (see configured_embedder). A command never re-embeds as a side effect:
     with on_model_switch="error" a store embedded with another model is a clear error naming
-    `golem grimoire reembed`; "ignore" opens it anyway for inspection."""
+    `golem grimoire reembed`; "ignore" opens it anyway for inspection. `reading`: the data dir must exist
+    (a command that only reads never creates one: a typo in --data would read as an empty memory)."""
     from golem.grimoire.episodes import EpisodeStore
     from golem.grimoire.semantic import SemanticStore
 
     root = Path(data_dir) / "grimoire"
     emb = configured_embedder(home)
+    if reading and not Path(data_dir).is_dir():
+        from golem.errors import UserError
+
+        raise UserError(f"no data directory at {data_dir}: point --data (or GOLEM_DATA) at the golem's data dir; "
+                        "`golem run` creates it")
     try:
         return (EpisodeStore(root / "episodes.lance", emb, on_model_switch=on_model_switch),
                 SemanticStore(root / "semantic.sqlite", root / "semantic.lance", emb, on_model_switch=on_model_switch))
@@ -84,7 +90,7 @@ def _stats(args) -> int:
     from golem.grimoire.integrity import integrity_status
     from golem.grimoire.upkeep import cognitive_metrics, table_stats
 
-    episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore")
+    episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore", reading=True)
     tick = args.tick if args.tick is not None else _latest_tick(episodes)
     out = {"tick": tick,
            "episodes": table_stats(episodes.table, "summary"),
@@ -112,7 +118,7 @@ def search(episodes, semantic, query: str, *, regime: str, tick: int, k: int = 5
 def _search(args) -> int:
     if args.k < 1:
         sys.exit("golem grimoire search: --k must be >= 1")
-    episodes, semantic = open_stores(args.data, args.home)
+    episodes, semantic = open_stores(args.data, args.home, reading=True)
     tick = args.tick if args.tick is not None else _latest_tick(episodes)
     if args.as_of is not None and args.as_of > tick:
         tick = args.as_of  # asking about a tick after the latest episode: that tick is "now"
@@ -138,7 +144,8 @@ def _export(args) -> int:
     from golem.cli import _config
     from golem.grimoire.transfer import export_lines
 
-    episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore")  # vectors are not exported
+    # vectors are not exported
+    episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore", reading=True)
     golem_id = _config(args).golem.id
     lines = export_lines(episodes, semantic, golem_id=golem_id, tick=_latest_tick(episodes))
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from golem.models.config import GolemConfig
+if TYPE_CHECKING:  # `golem --help` loads this module; pydantic models load when a command runs
+    from golem.models.config import GolemConfig
 
 
 def _today_spend(data_dir: Path, day: str) -> tuple[float, int, dict[str, int]]:
@@ -223,6 +223,8 @@ def cmd_chat(args) -> int:
     delib, _ = select_deliberator(config, os.environ, data_dir=data)
     if isinstance(delib, LLMDeliberator):
         try:
+            import asyncio
+
             text, meta = asyncio.run(llm_reply(delib, tree.tail(delib.config.conversation_tail or 8), digest))
         except Exception as err:  # provider down: still answer, honestly
             text, meta = offline_reply(args.message, digest) + f" (model unavailable: {err})", {}

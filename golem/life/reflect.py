@@ -3,6 +3,7 @@ episode text, and the TickResult GolemWorkflow folds into its state."""
 
 from __future__ import annotations
 
+from golem.cognition.fold import rejections_for_record
 from golem.models.interventions import summarize
 from golem.models.record import ContextBundleSummary, DecisionCycleRecord, TickRun
 from golem.models.tick import ReflectInput, TickResult
@@ -55,7 +56,7 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
         ),
         retrieved_entries=inp.retrieved.entries if inp.retrieved else [],
         active_interventions=[summarize(x) for x in [*inp.steers, *inp.followups]],
-        rejected_interventions=state.rejected_interventions[-5:],
+        rejected_interventions=rejections_for_record(state, inp.ctx.tick),
         deliberation=delib,
         actions=inp.records,
         outcome=inp.outcome,

@@ -43,6 +43,10 @@ class RejectedIntervention(BaseModel):
     reason: str
     payload_excerpt: str
     received_at: str = ""
+    # The first tick whose snapshot carries it (the tick next to start when it arrived); its record is
+    # the one that reports the rejection, and `status` drops it some ticks later. None: kept by an older
+    # worker, before rejections were dated by tick.
+    tick: int | None = None
 
 
 class InterventionSummary(BaseModel):

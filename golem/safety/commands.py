@@ -41,22 +41,33 @@ def cmd_strategy_check(args) -> int:
     limits = SafetyLimits.from_config(cfg)
     observation = simulate = None
     if args.chain:
-        from golem.chain.contracts import Deployment
+        from golem.chain.contracts import Deployment, DeploymentError
         from golem.chain.reader import read_snapshot
         from golem.chain.simulate import simulate_actions
         from golem.chain.web3client import make_web3
+        from golem.errors import UserError
         from golem.models.observation import Observation
 
         w3 = make_web3(cfg.chain.rpc_url)
-        dep = Deployment.load(Path(args.data) / "deployment.json")
+        if not w3.is_connected():
+            raise UserError(f"cannot reach the chain RPC at {cfg.chain.rpc_url} ([chain] rpc_url in golem.toml) for "
+                            "the dry run: is the node (`golem run`'s Anvil) up? Without --chain the other four "
+                            "stages run offline")
+        try:
+            dep = Deployment.load(Path(args.data) / "deployment.json")
+        except DeploymentError as err:
+            raise UserError(f"{err} (or point --data at the golem's data dir)") from None
         account = args.account or dep.golem_account
         observation = Observation(snapshot=read_snapshot(w3, dep, account))
 
         def simulate(actions, obs):
             return simulate_actions(w3, dep, account, actions, obs)
 
-    result = validate_strategy(path.read_text(), limits, observation=observation, simulate=simulate)
+    result = validate_strategy(path.read_text(), limits, observation=observation, simulate=simulate,
+                               dry_run=args.chain)
     print(f"{path}: {result.status}")
+    if not args.chain:
+        print("  dry run not asked for: --chain also tries the first rule actions against the chain")
     for issue in result.issues:
         print(f"  {issue}")
     for d in result.dry_run:

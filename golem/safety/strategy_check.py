@@ -193,9 +193,11 @@ def validate_strategy(
     observation: Observation | None = None,
     simulate: Callable[[list[ProposedAction], Observation], SimulationResult] | None = None,
     phase: BehavioralPhase = BehavioralPhase.THRIVING,
+    dry_run: bool = True,
 ) -> StrategyValidation:
     """Run the five stages; `simulate` is e.g. `lambda acts, obs: simulate_actions(w3, dep, account, acts, obs)`.
-    Without an observation and a simulator the dry run is skipped (and says so)."""
+    Without an observation and a simulator the dry run is skipped (and says so); `dry_run=False` leaves it
+    out on purpose (`golem strategy-check` without --chain), which is no warning about the chain."""
     try:
         strategy = parse_strategy(text)
     except StrategyError as e:
@@ -206,7 +208,9 @@ def validate_strategy(
                           fix="see the message; the grammar is in golem/inference/strategy.py")])
     issues = _static_checks(strategy, limits)
     dry: list[dict] = []
-    if observation is None or simulate is None:
+    if not dry_run:
+        pass
+    elif observation is None or simulate is None:
         issues.append(StrategyIssue(stage="dry_run", severity="warning", field="chain",
                                     message="dry run skipped: no chain observation/simulator given",
                                     fix="run with a reachable rpc_url"))

@@ -11,8 +11,11 @@ from golem.cognition.fold import (
     MAX_RECENT_TICKS,
     MAX_REJECTED,
     MAX_SEEN_IDS,
+    REJECTION_VISIBLE_TICKS,
     accept_intervention,
+    expire_rejections,
     fold_tick_failure,
+    rejections_for_record,
     fold_tick_result,
     note_delta_run,
     should_dream,
@@ -195,3 +198,25 @@ def test_low_severity_steer_while_executing_becomes_a_follow_up():
     assert [(f.id, f.message, f.window) for f in out.pending_followups] == [("a", "trim a bit", DeliveryWindow.NEXT_DECIDE)]
     assert len(state.pending_steers) == 2, "pure: the input is unchanged"
     assert steers_to_followups(state, []) is state
+
+
+def test_rejections_are_dated_by_the_first_tick_that_sees_them():
+    s = GolemState(golem_id="t", tick=7)
+    s, _ = accept_intervention(s, "steer", {"id": "between"}, NOW)  # waiting: tick 7 has not taken its snapshot
+    s, _ = accept_intervention(s, "steer", {"id": "during"}, NOW, tick_running=True)  # tick 7 runs already
+    assert [(r.tick, r.received_at) for r in s.rejected_interventions] == [(7, NOW), (8, NOW)]
+    assert [r.payload_excerpt for r in rejections_for_record(s, 8)] == ['{"id": "during"}']
+
+
+def test_rejections_leave_status_after_visible_ticks_and_undated_ones_go_at_once():
+    from golem.models.interventions import RejectedIntervention
+
+    s = GolemState(golem_id="t", tick=3)
+    s, _ = accept_intervention(s, "steer", {"id": "bad"}, NOW)
+    legacy = RejectedIntervention(kind="steer", reason="old", payload_excerpt="{}")
+    s = s.model_copy(update={"rejected_interventions": [legacy, *s.rejected_interventions]})
+    for _ in range(REJECTION_VISIBLE_TICKS - 1):
+        s = expire_rejections(fold_tick_failure(s, s.tick, "x", "w", "", NOW))
+        assert [r.tick for r in s.rejected_interventions] == [3], s.tick
+    s = expire_rejections(fold_tick_failure(s, s.tick, "x", "w", "", NOW))
+    assert s.tick == 3 + REJECTION_VISIBLE_TICKS and s.rejected_interventions == []
