@@ -208,7 +208,12 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
         handled = [r["tick"] for r in store.recent(60) if any(i.id == "s-1" for i in store.load(r["tick"]).active_interventions)]
         assert len(handled) == 1, handled
 
-        status = await handle.query(GolemWorkflow.status)
+        async def cleared():
+            st = await handle.query(GolemWorkflow.status)
+            return st if not st.pending_steers and not st.pending_followups else None
+
+        # The record is written inside the tick; the parent clears the steer when it folds the tick's result.
+        status = await wait_for(cleared, 30, "the handled steer and follow-up to leave the pending lists")
         shown = await cli("status", "--json")
         assert shown.returncode == 0 and f'"golem_id": "{rig.golem_id}"' in shown.stdout, shown.stderr
         # gas today beside inference, each with its budget (the §S10 partition and its emergency slice)
