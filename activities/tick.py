@@ -25,6 +25,7 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
+from golem.chain.liquidations import force_t2_reason
 from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import retrieve_for_tick
@@ -73,17 +74,6 @@ RETRIEVAL_K = 5
 
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
-
-
-def force_t2_reason(report, reorged: list[int], liquidations) -> str | None:
-    """A reorg (heartbeat §S10) or a liquidation of the golem's position forces the tick to T2."""
-    reasons = []
-    if report.force_t2:
-        reasons.append(f"chain reorg re-marked ticks {reorged or report.reorg_detected_at}")
-    for liq in liquidations:
-        reasons.append(f"position liquidated in tx {liq.tx_hash}: {liq.debt_covered:,.2f} {liq.debt_asset} repaid by "
-                       f"{liq.liquidator}, {liq.collateral_seized:,.4f} {liq.collateral_asset} seized")
-    return "; ".join(reasons) or None
 
 
 def _run_id() -> str | None:
@@ -162,7 +152,7 @@ class TickActivities:
             confirmation_depth=report.depth,
             newly_confirmed_ticks=sorted({a.tick for a in report.newly_confirmed}),
             reorged_ticks=reorged,
-            force_t2_reason=force_t2_reason(report, reorged, liquidations),
+            force_t2_reason=force_t2_reason(report.force_t2, reorged, report.reorg_detected_at, liquidations),
         )
 
     @activity.defn(name="gamma")

@@ -31,21 +31,30 @@ class LiquidationLog:
         return sqlite3.connect(self.path, timeout=30)
 
     def for_tick(self, w3: Web3, deployment: Deployment, account: str, tick: int, block: int) -> list[LiquidationEvent]:
-        """Liquidations of `account` first seen at `tick`, scanning the logs up to `block`."""
+        """Liquidations of `account` first seen at `tick`, scanning the logs up to `block` (one connection, one
+        eth_getLogs over the blocks not scanned yet)."""
         account = Web3.to_checksum_address(account)
         with self._db() as db:
             row = db.execute("SELECT scanned_to FROM cursor WHERE account = ?", (account,)).fetchone()
-        start = (row[0] + 1) if row else deployment.deployed_block
-        if block >= start:
-            found = read_liquidations(w3, deployment, account, start, block)
-            with self._db() as db:
+            start = (row[0] + 1) if row else deployment.deployed_block
+            if block >= start:
+                found = read_liquidations(w3, deployment, account, start, block)
                 db.executemany(
                     "INSERT OR IGNORE INTO liquidations (tx_hash, log_index, tick, event) VALUES (?, ?, ?, ?)",
                     [(e.tx_hash, e.log_index, tick, e.model_dump_json()) for e in found],
                 )
                 db.execute("INSERT OR REPLACE INTO cursor (account, scanned_to) VALUES (?, ?)", (account, block))
-        with self._db() as db:
-            rows = db.execute("SELECT event FROM liquidations WHERE tick = ? ORDER BY tx_hash, log_index",
-                              (tick,)).fetchall()
+            rows = db.execute("SELECT event FROM liquidations WHERE tick = ?", (tick,)).fetchall()
         return sorted((LiquidationEvent.model_validate_json(r[0]) for r in rows),
                       key=lambda e: (e.block_number, e.log_index))
+
+
+def force_t2_reason(reorg_forces_t2: bool, reorged: list[int], reorg_at, liquidations: list[LiquidationEvent]) -> str | None:
+    """A reorg (heartbeat §S10) or a liquidation of the golem's position forces the tick to T2; None otherwise."""
+    reasons = []
+    if reorg_forces_t2:
+        reasons.append(f"chain reorg re-marked ticks {reorged or reorg_at}")
+    for liq in liquidations:
+        reasons.append(f"position liquidated in tx {liq.tx_hash}: {liq.debt_covered:,.2f} {liq.debt_asset} repaid by "
+                       f"{liq.liquidator}, {liq.collateral_seized:,.4f} {liq.collateral_asset} seized")
+    return "; ".join(reasons) or None

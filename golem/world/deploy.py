@@ -25,6 +25,7 @@ from web3 import Web3
 
 from golem.chain.contracts import FEED_DECIMALS, PAIRS, TOKEN_DECIMALS, TOKEN_SYMBOLS, Deployment
 from golem.world import protocols
+from golem.world.compile import ARTIFACTS_DIR
 
 ORACLE_START_PRICE = 2000  # USD per WETH at genesis (the feed's first round)
 POOL_SEED_WETH = 500  # each Uniswap V2 pair starts with 500 WETH against 1,000,000 of the stable
@@ -79,7 +80,6 @@ E18 = 10**18
 E6 = 10**6
 ZERO_ADDRESS = "0x" + "00" * 20
 VARIABLE_RATE = 2  # Aave interestRateMode: 2 = variable
-ARTIFACTS_DIR = Path(__file__).resolve().parent / "artifacts"
 
 
 class TxFailed(RuntimeError):
