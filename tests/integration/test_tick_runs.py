@@ -104,8 +104,9 @@ def folded_gas(store: CycleStore, up_to: int) -> float:
 
 
 @pytest.fixture
-def rig(tmp_path):
-    rig = make_rig(tmp_path, "reset-golem", "calm", theta=1.0, anvil_state=True,
+def rig(tmp_path, request):
+    # a golem id per test: a golem left running by a failed test must not block the next one's start
+    rig = make_rig(tmp_path, f"reset-{abs(hash(request.node.name)) % 10**6}", "calm", theta=1.0, anvil_state=True,
                    heartbeat={"step_timeout_seconds": 3.0})
     (rig.home / "STRATEGY.md").write_text(STRATEGY)
     yield rig
@@ -165,6 +166,8 @@ async def test_resets_of_an_acted_tick_keep_every_record_and_send_nothing_twice(
         # 4. `golem rerun --force` (a new workflow from the recorded input) writes beside them too; it decides
         #    the redo's swap again, which the redo run already sent: not sent again, across workflows.
         n = nonce(rig)
+        # the redo's record is written inside its run; a rerun is refused until that run has finished
+        await client.get_workflow_handle(wid, run_id=redo).result()
         rerun_id, _ = await rerun_tick(client, rig.golem_id, tick, force=True)
         rec4 = store.load(tick, "rerun-1")
         assert rec4.run_kind == "rerun" and rec4.rerun_of == wid and rec4.workflow_id == rerun_id
