@@ -43,6 +43,7 @@ from golem.models.record import (
     RetrievedEntrySummary,
     ToolCallRecord,
 )
+from golem.models.slices import as_slice
 from golem.models.state import DecisionCacheState
 from golem.models.tick import (
     AnalyzeInput,
@@ -111,6 +112,26 @@ class TickActivities:
         self.temporal = temporal
         self._topology: TopologyTracker | None = None
 
+    def _resolved(self, inp, step: str):
+        """The step's input with a whole context: a lean one (issue 12) gets its config from the version it names
+        and its state and observation slices rebuilt so that reading a field a slice lacks raises."""
+        ctx = inp.ctx
+        update = {}
+        if ctx.config is None:
+            try:
+                update["config"] = self.s.config_for(ctx.config_version)
+            except ValueError as err:
+                raise bad_input(str(err), "ConfigVersionMissing") from None
+        if ctx.state_fields:
+            update["state"] = as_slice(ctx.state, frozenset(ctx.state_fields),
+                                       f"golem.models.state.STEP_STATE_FIELDS[{step!r}]")
+        fields = getattr(inp, "observation_fields", None)
+        out = inp.model_copy(update={"ctx": ctx.model_copy(update=update)}) if update else inp
+        if fields:
+            out = out.model_copy(update={"observation": as_slice(inp.observation, frozenset(fields),
+                                                                 f"golem.models.tick.STEP_OBSERVATION_FIELDS[{step!r}]")})
+        return out
+
     def topology(self) -> TopologyTracker:
         """The knowledge graph's topology tracker (grimoire "Graph Maintenance"), in the semantic store's file."""
         if self._topology is None:
@@ -119,6 +140,7 @@ class TickActivities:
 
     @activity.defn(name="observe")
     def observe(self, inp: ObserveInput) -> Observation:
+        inp = self._resolved(inp, "observe")
         t0 = time.perf_counter()
         ctx = inp.ctx
         snapshot = self.s.read_snapshot()
@@ -162,6 +184,7 @@ class TickActivities:
 
     @activity.defn(name="analyze")
     def analyze(self, inp: AnalyzeInput) -> AnalyzeResult:
+        inp = self._resolved(inp, "analyze")
         cfg = inp.ctx.config
         pe, sources = compute_prediction_error(inp.ctx.state, inp.observation, cfg.oracle.enabled,
                                                cfg.gating.topology_weight)
@@ -169,6 +192,7 @@ class TickActivities:
 
     @activity.defn(name="gate")
     def gate(self, inp: GateInput) -> GateResult:
+        inp = self._resolved(inp, "gate")
         ctx = inp.ctx
         threshold = compute_adaptive_threshold(ctx.state, ctx.config.heartbeat.base_deliberation_threshold)
         spend = daily_spend_on(ctx.state, ctx.started_at)
@@ -191,6 +215,7 @@ class TickActivities:
     @activity.defn(name="retrieve")
     def retrieve(self, inp: RetrieveInput) -> RetrievedKnowledge:
         """Hybrid retrieval (rev. 9) over episodes and semantic entries; abstains when nothing is relevant."""
+        inp = self._resolved(inp, "retrieve")
         ctx = inp.ctx
         query = retrieval_query(inp.observation)
         if not ctx.config.grimoire.memory:
@@ -221,6 +246,7 @@ class TickActivities:
 
     @activity.defn(name="decide")
     async def decide(self, inp: DecideInput) -> Deliberation:
+        inp = self._resolved(inp, "decide")
         ctx = inp.ctx
         try:
             strategy = self.s.load_strategy(ctx)
@@ -299,10 +325,12 @@ class TickActivities:
 
     @activity.defn(name="simulate")
     def simulate(self, inp: SimulateInput) -> SimulationResult:
+        inp = self._resolved(inp, "simulate")
         return self.s.simulate(inp.actions, inp.observation)
 
     @activity.defn(name="validate")
     def validate(self, inp: ValidateInput) -> ValidationResult:
+        inp = self._resolved(inp, "validate")
         # safety → risk → permits, most restrictive wins; STRATEGY.md MUST lines are checked too.
         ctx = inp.ctx
         try:
@@ -320,6 +348,7 @@ class TickActivities:
 
     @activity.defn(name="execute")
     def execute(self, inp: ExecuteInput) -> ExecuteResult:
+        inp = self._resolved(inp, "execute")
         activity.heartbeat("executing")
         ctx = inp.ctx
         if inp.cancelled_reason:  # a high-severity steer: cancel what is not sent yet (never what is)
@@ -354,10 +383,12 @@ class TickActivities:
 
     @activity.defn(name="verify")
     def verify(self, inp: VerifyInput) -> OutcomeRecord:
+        inp = self._resolved(inp, "verify")
         return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, inp.observation, inp.run_label)
 
     @activity.defn(name="reflect")
     async def reflect(self, inp: ReflectInput) -> TickResult:
+        inp = self._resolved(inp, "reflect")
         if inp.run is not None and inp.run.kind == "reset" and inp.run.reset_reason is None and self.temporal:
             inp = inp.model_copy(update={"run": await reset_origin(self.temporal, inp.workflow_id, inp.run)})
         record = build_record(inp, inp.ctx.started_at or _now_iso())  # the tick's clock (path time in a backtest)

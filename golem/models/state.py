@@ -267,3 +267,35 @@ class GolemState(BaseModel):
     decision_cache: DecisionCacheState = Field(default_factory=DecisionCacheState)
     tick_queue: TickQueue = Field(default_factory=TickQueue)
     chain: ChainHealth = Field(default_factory=ChainHealth)
+
+
+# ---- state slices (issue 12 "Lean histories") ------------------------------------------------------------
+# Every activity input of a tick used to carry the whole GolemState; now each step gets the fields it reads.
+# The lists name what each step's code reads (golem.cognition.*, golem.inference.*, golem.safety.*,
+# golem.life.reflect); the activity rebuilds the slice (golem.models.slices), which refuses to read any other
+# field, so a new read shows up as a failing test instead of a silently defaulted value.
+ALWAYS_IN_SLICE = frozenset({"golem_id", "tick"})
+_SPEND = {"spend_day", "daily_spend_usd"}
+STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
+    "observe": frozenset({"price_history", "gas_history", "last_oracle_price", "last_tvl", "range_bound_run",
+                          "regime", *_SPEND}),
+    "analyze": frozenset({"pending_steers", "pending_followups", "position_health", "price_history", "regime"}),
+    "gate": frozenset({"pad", "pending_steers", "pending_followups", "strategy_confidence", "vitality",
+                       "learned_gating", "regime", "phase", "price_history", "position_health", *_SPEND}),
+    "retrieve": frozenset({"pad", "pending_steers"}),
+    "decide": frozenset({"decision_cache", "price_history", "phase", "pad", "pending_steers", "strategy_confidence",
+                         "vitality", "regime", *_SPEND}),
+    "simulate": frozenset(),
+    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", *_SPEND}),
+    "execute": frozenset(),
+    "verify": frozenset({"regime"}),
+    "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", *_SPEND}),
+}
+# What ThetaTickWorkflow itself reads (steers, follow-ups, the phase search attribute), plus every step's.
+TICK_STATE_FIELDS: frozenset[str] = frozenset(
+    {"pending_steers", "pending_followups", "phase"}.union(*STEP_STATE_FIELDS.values()) | ALWAYS_IN_SLICE
+)
+
+
+def slice_fields(step: str) -> frozenset[str]:
+    return STEP_STATE_FIELDS[step] | ALWAYS_IN_SLICE

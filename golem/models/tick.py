@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from golem.models.config import GolemConfig
 from golem.models.enums import Tier
@@ -24,7 +24,7 @@ from golem.models.record import (
     StepTiming,
     TickRun,
 )
-from golem.models.state import DecisionCacheState, GatingDecision, GolemState
+from golem.models.state import DecisionCacheState, GatingDecision, GolemState, slice_fields
 
 
 class TickContext(BaseModel):
@@ -32,8 +32,14 @@ class TickContext(BaseModel):
 
     golem_id: str
     tick: int
-    config: GolemConfig
+    # None on a lean context (issue 12): the worker loads the config by `config_version` from its disk
+    # (<data>/config-versions/<version>.json), so no activity input carries the whole config.
+    config: GolemConfig | None = None
     state: GolemState
+    # Non-empty: only these GolemState fields are on the wire (the tick's or one step's slice, issue 12);
+    # the activity rebuilds them as a slice that refuses to read any other (golem.models.slices). Empty: all.
+    state_fields: list[str] = Field(default_factory=list)
+    step_timeout_seconds: float | None = None  # [heartbeat] step_timeout_seconds of a lean context
     started_at: str = ""  # workflow.now() at tick start, ISO
     rerun_of: str | None = None  # workflow id of the failed tick this re-executes
     carried_probes: list[ProbeResult] = Field(default_factory=list)  # from ticks dropped by backpressure (§S12)
@@ -43,9 +49,28 @@ class TickContext(BaseModel):
     # Set on the first tick of a newly applied version only: what changed (for the record).
     config_change: str = ""
 
+    @field_serializer("state", mode="wrap")
+    def _only_the_slice(self, state, handler):
+        data = handler(state)
+        if self.state_fields and isinstance(data, dict):
+            return {k: v for k, v in data.items() if k in self.state_fields}
+        return data
+
     @property
     def task_queue(self) -> str:
         return f"golem-{self.golem_id}"
+
+    @property
+    def step_timeout(self) -> float:
+        if self.config is not None:
+            return self.config.heartbeat.step_timeout_seconds
+        if self.step_timeout_seconds is None:
+            raise ValueError("a lean TickContext needs step_timeout_seconds")
+        return self.step_timeout_seconds
+
+    def for_step(self, step: str) -> TickContext:
+        """This context as one step's activity input: the step's state slice only (issue 12)."""
+        return self.model_copy(update={"state_fields": sorted(slice_fields(step))})
 
     @property
     def started_ts(self) -> float | None:
@@ -56,11 +81,41 @@ class TickContext(BaseModel):
         return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
 
 
+# The Observation fields each step after observe reads (issue 12 "Lean histories"; decide and reflect read it
+# whole). The activity rebuilds the slice (golem.models.slices): reading another field raises, naming this list.
+STEP_OBSERVATION_FIELDS: dict[str, frozenset[str]] = {
+    "analyze": frozenset({"snapshot", "anomalies", "regime"}),
+    "gate": frozenset({"snapshot", "probes", "regime", "force_t2_reason"}),
+    "retrieve": frozenset({"snapshot", "anomalies", "regime"}),
+    "simulate": frozenset({"snapshot"}),
+    "validate": frozenset({"snapshot"}),
+    "execute": frozenset({"snapshot"}),
+    "verify": frozenset({"snapshot"}),
+}
+
+
+class StepInput(BaseModel):
+    """An activity input that may carry a slice of the tick's Observation (only `observation_fields`)."""
+
+    observation_fields: list[str] = Field(default_factory=list)  # empty: the whole observation
+
+    @field_serializer("observation", mode="wrap", check_fields=False)
+    def _only_the_slice(self, observation, handler):
+        data = handler(observation)
+        if self.observation_fields and isinstance(data, dict):
+            return {k: v for k, v in data.items() if k in self.observation_fields}
+        return data
+
+
+def observation_fields(step: str) -> list[str]:
+    return sorted(STEP_OBSERVATION_FIELDS.get(step, ()))
+
+
 class ObserveInput(BaseModel):
     ctx: TickContext
 
 
-class AnalyzeInput(BaseModel):
+class AnalyzeInput(StepInput):
     ctx: TickContext
     observation: Observation
 
@@ -70,7 +125,7 @@ class AnalyzeResult(BaseModel):
     sources: dict[str, float] = Field(default_factory=dict)
 
 
-class GateInput(BaseModel):
+class GateInput(StepInput):
     ctx: TickContext
     observation: Observation
     prediction_error: float
@@ -85,7 +140,7 @@ class GateResult(BaseModel):
     gating: GatingDecision | None = None  # learned-gating choice + shadow baseline, for outcome feedback
 
 
-class RetrieveInput(BaseModel):
+class RetrieveInput(StepInput):
     ctx: TickContext
     observation: Observation
     tier: Tier
@@ -108,7 +163,7 @@ class ProposedAction(BaseModel):
     rationale: str = ""
 
 
-class DecideInput(BaseModel):
+class DecideInput(StepInput):
     ctx: TickContext
     observation: Observation
     tier: Tier
@@ -136,7 +191,7 @@ class SimulatedAction(BaseModel):
     expected: dict[str, float] = Field(default_factory=dict)  # e.g. {"amount_out": 123.4}
 
 
-class SimulateInput(BaseModel):
+class SimulateInput(StepInput):
     ctx: TickContext
     observation: Observation
     actions: list[ProposedAction]
@@ -147,7 +202,7 @@ class SimulationResult(BaseModel):
     block_number: int = 0
 
 
-class ValidateInput(BaseModel):
+class ValidateInput(StepInput):
     ctx: TickContext
     observation: Observation
     actions: list[ProposedAction]
@@ -174,7 +229,7 @@ class ValidationResult(BaseModel):
         return [a for a in self.actions if a.approved]
 
 
-class ExecuteInput(BaseModel):
+class ExecuteInput(StepInput):
     ctx: TickContext
     observation: Observation | None = None  # prices for valuing gas in USD
     actions: list[ProposedAction]
@@ -186,7 +241,7 @@ class ExecuteResult(BaseModel):
     records: list[ActionRecord] = Field(default_factory=list)
 
 
-class VerifyInput(BaseModel):
+class VerifyInput(StepInput):
     ctx: TickContext
     observation: Observation
     actions: list[ProposedAction]
@@ -195,7 +250,7 @@ class VerifyInput(BaseModel):
     run_label: str = ""  # "" for the tick's first run: names the outcome file (outcomes/tick-NNNNNN[-label].json)
 
 
-class ReflectInput(BaseModel):
+class ReflectInput(StepInput):
     ctx: TickContext
     observation: Observation
     analysis: AnalyzeResult

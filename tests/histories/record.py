@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from temporalio.contrib.pydantic import pydantic_data_converter
+from workers.converter import data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from golem.life.cycle_store import CycleStore
@@ -28,7 +28,7 @@ HERE = Path(__file__).parent
 async def record() -> list[Path]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter,
     )
     tmp = Path(tempfile.mkdtemp(prefix="golem-histories-"))
     rig = make_rig(tmp, "hist", "crash", theta=0.25)
