@@ -94,6 +94,7 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
             parent = await history_sizes(client, f"golem-{rig.golem_id}")
             await handle.terminate("bench done")
         per_tier: dict[str, list[int]] = {"T0": [], "escalated": [], "acted": []}
+        breakdown: dict[str, dict[str, int]] = {}  # tier → by event of its last tick
         biggest: dict[str, int] = {}
         results: dict[str, int] = {}
         samples: dict[str, bytes] = {}
@@ -107,6 +108,7 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
                 continue  # still running when the golem was stopped
             key = "T0" if rec.tier == Tier.T0 else "escalated"
             per_tier[key].append(sizes.total)
+            breakdown[key] = sizes.by_event
             if any(a.tx_hash for a in rec.actions):
                 per_tier["acted"].append(sizes.total)
             for name, size in sizes.inputs.items():
@@ -148,6 +150,8 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
         obs = json.loads(samples["observe"])
         print("  observation by field:", ", ".join(f"{k} {len(json.dumps(v))} B" for k, v in
                                                sorted(obs.items(), key=lambda kv: -len(json.dumps(kv[1])))[:6]))
+    for tier, events in breakdown.items():
+        print(f"  a {tier} tick by event:", ", ".join(f"{k} {v}" for k, v in sorted(events.items(), key=lambda kv: -kv[1])[:10]))
     if out_json:
         Path(out_json).write_text(json.dumps(figures, indent=2))
     return figures

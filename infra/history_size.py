@@ -19,6 +19,7 @@ class HistorySizes:
     inputs: dict[str, int] = field(default_factory=dict)  # activity type / "child:<type>" → largest input bytes
     results: dict[str, int] = field(default_factory=dict)  # activity type → largest result bytes
     result_json: dict[str, bytes] = field(default_factory=dict)  # activity type → its largest result's payload
+    by_event: dict[str, int] = field(default_factory=dict)  # "<event type>[:<activity>]" → bytes
 
 
 async def history_sizes(client: Client, workflow_id: str, run_id: str | None = None) -> HistorySizes:
@@ -28,6 +29,12 @@ async def history_sizes(client: Client, workflow_id: str, run_id: str | None = N
     for event in history.events:
         out.events += 1
         out.total += event.ByteSize()
+        key = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            key += ":" + event.activity_task_scheduled_event_attributes.activity_type.name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            key += ":" + scheduled.get(event.activity_task_completed_event_attributes.scheduled_event_id, "?")
+        out.by_event[key] = out.by_event.get(key, 0) + event.ByteSize()
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
             out.start_input = event.workflow_execution_started_event_attributes.input.ByteSize()
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
