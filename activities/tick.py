@@ -69,6 +69,7 @@ from golem.models.tick import (
 from golem.safety.run_actions import renumbered
 from workers.runs import reset_origin
 from workers.services import GolemServices
+from workers.step_results import StepResults
 
 RETRIEVAL_K = 5
 
@@ -108,13 +109,42 @@ def canonical_actions(actions: list[ProposedAction]) -> str:
 class TickActivities:
     def __init__(self, services: GolemServices, temporal: Client | None = None) -> None:
         self.s = services
-        # The worker's Temporal client: reflect reads a reset run's reason from its history.
+        # The worker's Temporal client: reflect reads a reset run's reason from its history, and lean step inputs
+        # get the earlier steps' results they name from the tick run's history (issue 12).
         self.temporal = temporal
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self.results = StepResults(temporal, loop) if temporal is not None else None
         self._topology: TopologyTracker | None = None
 
+    def _wanted(self, inp) -> dict:
+        if self.results is None:
+            raise bad_input("this worker has no Temporal client to read earlier steps' results with", "NoClient")
+        fields = type(inp).model_fields
+        return {name: (step, fields[name].annotation) for name, step in inp.refs.items()}
+
     def _resolved(self, inp, step: str):
-        """The step's input with a whole context: a lean one (issue 12) gets its config from the version it names
-        and its state and observation slices rebuilt so that reading a field a slice lacks raises."""
+        """The step's whole input (sync activities): see _completed."""
+        if getattr(inp, "refs", None):
+            info = activity.info()
+            inp = inp.model_copy(update=self.results.fetch_sync(info.workflow_id, info.workflow_run_id,
+                                                                self._wanted(inp)))
+        return self._completed(inp, step)
+
+    async def _aresolved(self, inp, step: str):
+        """The step's whole input (async activities): see _completed."""
+        if getattr(inp, "refs", None):
+            info = activity.info()
+            inp = inp.model_copy(update=await self.results.fetch(info.workflow_id, info.workflow_run_id,
+                                                                 self._wanted(inp)))
+        return self._completed(inp, step)
+
+    def _completed(self, inp, step: str):
+        """A lean input (issue 12) made whole: earlier steps' results it names are read back from the tick run's
+        history (workers.step_results), its config comes from the version it names, and its state and observation
+        slices are rebuilt so that reading a field a slice lacks raises."""
         ctx = inp.ctx
         update = {}
         if ctx.config is None:
@@ -246,7 +276,7 @@ class TickActivities:
 
     @activity.defn(name="decide")
     async def decide(self, inp: DecideInput) -> Deliberation:
-        inp = self._resolved(inp, "decide")
+        inp = await self._aresolved(inp, "decide")
         ctx = inp.ctx
         try:
             strategy = self.s.load_strategy(ctx)
@@ -301,9 +331,8 @@ class TickActivities:
         return deliberation.model_copy(update={"record": record})
 
     def _cache_key(self, inp: DecideInput) -> tuple[str, dict[str, float], float, int]:
-        hist = inp.ctx.state.price_history
         now = datetime.fromisoformat(inp.ctx.started_at).timestamp() if inp.ctx.started_at else time.time()
-        return (pattern_hash(inp.observation, hist[-1] if hist else None), cache_conditions(inp.observation), now,
+        return (pattern_hash(inp.observation, inp.ctx.state.last_price), cache_conditions(inp.observation), now,
                 read_revision(self.s.playbook_path))
 
     def _cache_lookup(self, inp: DecideInput, key) -> tuple[DecisionCacheState, Deliberation | None]:
@@ -388,7 +417,7 @@ class TickActivities:
 
     @activity.defn(name="reflect")
     async def reflect(self, inp: ReflectInput) -> TickResult:
-        inp = self._resolved(inp, "reflect")
+        inp = await self._aresolved(inp, "reflect")
         if inp.run is not None and inp.run.kind == "reset" and inp.run.reset_reason is None and self.temporal:
             inp = inp.model_copy(update={"run": await reset_origin(self.temporal, inp.workflow_id, inp.run)})
         record = build_record(inp, inp.ctx.started_at or _now_iso())  # the tick's clock (path time in a backtest)

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         TickResult,
         ValidateInput,
         VerifyInput,
+        STEP_REFS,
         observation_fields,
     )
 
@@ -74,6 +75,7 @@ class ThetaTickWorkflow:
         self._outcome = None
         self._run_label = ""  # "" for the tick's first run; a reset's or rerun's label names its files
         self._lean = False  # each activity gets its step's state slice, not the tick's whole context (issue 12)
+        self._refs = False  # ... and names earlier steps' results instead of carrying them again
 
     # ---- queries and signals -------------------------------------------------------------
     @workflow.query
@@ -115,9 +117,17 @@ class ThetaTickWorkflow:
         """The context one step's activity gets: only the state fields that step reads (issue 12)."""
         return ctx.for_step(step) if self._lean else ctx
 
-    def _seen(self, step: str) -> dict:
-        """The Observation fields one step's activity gets (issue 12): `observation_fields=` of its input."""
-        return {"observation_fields": observation_fields(step)} if self._lean else {}
+    def _seen(self, step: str, **results: Any) -> dict:
+        """Lean (issue 12): the Observation fields one step's activity may read, and the earlier steps' results
+        its input names instead of carrying (the worker reads them from this run's history). `results`: the
+        input's values of the other referable fields; one that is None (no such step ran) is not named."""
+        if not self._lean:
+            return {}
+        lean: dict = {"observation_fields": observation_fields(step)}
+        if self._refs:
+            lean["refs"] = {name: activity for name, activity in STEP_REFS[step].items()
+                            if name == "observation" or results.get(name) is not None}
+        return lean
 
     async def _step(self, method: Any, arg: Any, ctx: TickContext, **kw: Any) -> Any:
         started = workflow.now()
@@ -149,6 +159,7 @@ class ThetaTickWorkflow:
                        continued_run_id=info.continued_run_id, rerun_of=ctx.rerun_of)
         self._run_label = run.label
         self._lean = workflow.patched("lean-step-inputs")
+        self._refs = self._lean and workflow.patched("lean-step-refs")
         try:
             return await self._tick(ctx, info, run)
         except ActivityError as err:
@@ -207,7 +218,7 @@ class ThetaTickWorkflow:
         self._enter(HeartbeatState.REFLECTING)
         consumed_steers = [s.id for s in steers] + [s.id for s in self._interrupt_steers]
         reflect_input = ReflectInput(
-            ctx=self._for(ctx, "reflect"),
+            ctx=self._for(ctx, "reflect"), **self._seen("reflect", retrieved=retrieved, deliberation=deliberation),
             observation=observation,
             analysis=analysis,
             gate=gate,
@@ -266,7 +277,7 @@ class ThetaTickWorkflow:
         validation = await self._step(
             TickActivities.validate,
             # Steers that interrupted decide go along: a high/critical one makes the actions protective (§S10).
-            ValidateInput(ctx=self._for(ctx, "validate"), **self._seen("validate"), observation=observation, actions=actions, simulation=simulation,
+            ValidateInput(ctx=self._for(ctx, "validate"), **self._seen("validate", simulation=simulation), observation=observation, actions=actions, simulation=simulation,
                           steers=self._interrupt_steers),
             ctx,
         )
@@ -274,7 +285,7 @@ class ThetaTickWorkflow:
         self._enter(HeartbeatState.EXECUTING)
         for action in actions:
             execute_input = ExecuteInput(
-                ctx=self._for(ctx, "execute"), **self._seen("execute"), observation=observation, actions=[action], validation=validation,
+                ctx=self._for(ctx, "execute"), **self._seen("execute", validation=validation), observation=observation, actions=[action], validation=validation,
                 cancelled_reason=self._cancel_reason,
             )
             result = await self._step(TickActivities.execute, execute_input, ctx, heartbeat_timeout=timedelta(seconds=15))
@@ -286,7 +297,7 @@ class ThetaTickWorkflow:
         self._outcome = await self._step(
             TickActivities.verify,
             VerifyInput(
-                ctx=self._for(ctx, "verify"), **self._seen("verify"), observation=observation, actions=actions, simulation=simulation, records=self._records,
+                ctx=self._for(ctx, "verify"), **self._seen("verify", simulation=simulation), observation=observation, actions=actions, simulation=simulation, records=self._records,
                 run_label=self._run_label,
             ),
             ctx,
@@ -300,7 +311,7 @@ class ThetaTickWorkflow:
             handle = workflow.start_activity_method(
                 TickActivities.decide,
                 DecideInput(
-                    ctx=self._for(ctx, "decide"),
+                    ctx=self._for(ctx, "decide"), **self._seen("decide", retrieved=retrieved),
                     observation=observation,
                     tier=tier,
                     prediction_error=prediction_error,

@@ -42,8 +42,28 @@ def slice_class(model: type[M]) -> type[M]:
     return cls
 
 
+TAIL = "[-1:]"  # "<list field>[-1:]" in a slice: only the newest element, and the field itself unreadable
+
+
+def tail_fields(fields) -> dict[str, bool]:
+    """{field name: whether only its last element is in the slice}."""
+    return {f.removesuffix(TAIL): f.endswith(TAIL) for f in fields}
+
+
+def slice_dump(data: dict, fields) -> dict:
+    """The slice of a model's dumped dict: only `fields`, a tail field cut to its newest element."""
+    out = {}
+    for name, tail in tail_fields(fields).items():
+        if name in data:
+            out[name] = data[name][-1:] if tail and isinstance(data[name], list) else data[name]
+    return out
+
+
 def as_slice(value: M, fields: frozenset[str] | set[str], where: str) -> M:
-    """`value` with only `fields` readable (`where` names the list to extend, for the error)."""
-    out = slice_class(type(value)).model_validate(value.model_dump(include=set(fields)))
-    out.__pydantic_private__ = {"_slice_fields": frozenset(fields), "_slice_where": where}
+    """`value` with only `fields` readable (`where` names the list to extend, for the error). A tail field
+    ("price_history[-1:]") keeps its newest element, readable only through the model's own properties."""
+    names = tail_fields(fields)
+    out = slice_class(type(value)).model_validate(slice_dump(value.model_dump(include=set(names)), fields))
+    readable = frozenset(n for n, tail in names.items() if not tail)
+    out.__pydantic_private__ = {"_slice_fields": readable, "_slice_where": where}
     return out

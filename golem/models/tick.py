@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import BaseModel, Field, field_serializer
+from pydantic import BaseModel, Field, field_serializer, model_serializer
 
 from golem.models.config import GolemConfig
 from golem.models.enums import Tier
@@ -24,6 +24,7 @@ from golem.models.record import (
     StepTiming,
     TickRun,
 )
+from golem.models.slices import slice_dump
 from golem.models.state import DecisionCacheState, GatingDecision, GolemState, slice_fields
 
 
@@ -53,7 +54,7 @@ class TickContext(BaseModel):
     def _only_the_slice(self, state, handler):
         data = handler(state)
         if self.state_fields and isinstance(data, dict):
-            return {k: v for k, v in data.items() if k in self.state_fields}
+            return slice_dump(data, self.state_fields)
         return data
 
     @property
@@ -94,10 +95,35 @@ STEP_OBSERVATION_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
+# Results of earlier steps a lean step input names instead of carrying (issue 12): field → the activity type
+# whose completed result (in this tick run's own history) it is. decide's is the last completed decide.
+STEP_REFS: dict[str, dict[str, str]] = {
+    "analyze": {"observation": "observe"},
+    "gate": {"observation": "observe"},
+    "retrieve": {"observation": "observe"},
+    "decide": {"observation": "observe", "retrieved": "retrieve"},
+    "simulate": {"observation": "observe"},
+    "validate": {"observation": "observe", "simulation": "simulate"},
+    "execute": {"observation": "observe", "validation": "validate"},
+    "verify": {"observation": "observe", "simulation": "simulate"},
+    "reflect": {"observation": "observe", "retrieved": "retrieve", "deliberation": "decide"},
+}
+
+
 class StepInput(BaseModel):
-    """An activity input that may carry a slice of the tick's Observation (only `observation_fields`)."""
+    """An activity input that may carry a slice of the tick's Observation (only `observation_fields`) and
+    may name earlier steps' results instead of carrying them (`refs`, read back by the worker)."""
 
     observation_fields: list[str] = Field(default_factory=list)  # empty: the whole observation
+    refs: dict[str, str] = Field(default_factory=dict)  # field → activity type whose result it is (issue 12)
+
+    @model_serializer(mode="wrap")
+    def _without_refs(self, handler):
+        data = handler(self)
+        if self.refs and isinstance(data, dict):
+            for name in self.refs:
+                data.pop(name, None)
+        return data
 
     @field_serializer("observation", mode="wrap", check_fields=False)
     def _only_the_slice(self, observation, handler):
@@ -117,7 +143,7 @@ class ObserveInput(BaseModel):
 
 class AnalyzeInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
 
 
 class AnalyzeResult(BaseModel):
@@ -127,7 +153,7 @@ class AnalyzeResult(BaseModel):
 
 class GateInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     prediction_error: float
     steers: list[Steer] = Field(default_factory=list)
 
@@ -142,7 +168,7 @@ class GateResult(BaseModel):
 
 class RetrieveInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     tier: Tier
 
 
@@ -165,7 +191,7 @@ class ProposedAction(BaseModel):
 
 class DecideInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     tier: Tier
     prediction_error: float
     retrieved: RetrievedKnowledge = Field(default_factory=RetrievedKnowledge)
@@ -193,7 +219,7 @@ class SimulatedAction(BaseModel):
 
 class SimulateInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     actions: list[ProposedAction]
 
 
@@ -204,9 +230,9 @@ class SimulationResult(BaseModel):
 
 class ValidateInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     actions: list[ProposedAction]
-    simulation: SimulationResult
+    simulation: SimulationResult | None = None
     # Steers that interrupted decide (the tick's earlier ones are ctx.state.pending_steers): a high or
     # critical one makes the tick's actions protective for the gas gate (golem.safety.policy).
     steers: list[Steer] = Field(default_factory=list)
@@ -233,7 +259,7 @@ class ExecuteInput(StepInput):
     ctx: TickContext
     observation: Observation | None = None  # prices for valuing gas in USD
     actions: list[ProposedAction]
-    validation: ValidationResult
+    validation: ValidationResult | None = None  # None on the wire when refs names it
     cancelled_reason: str | None = None  # a high-severity steer cancelled what was not yet sent
 
 
@@ -243,16 +269,16 @@ class ExecuteResult(BaseModel):
 
 class VerifyInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     actions: list[ProposedAction]
-    simulation: SimulationResult
+    simulation: SimulationResult | None = None
     records: list[ActionRecord]
     run_label: str = ""  # "" for the tick's first run: names the outcome file (outcomes/tick-NNNNNN[-label].json)
 
 
 class ReflectInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     analysis: AnalyzeResult
     gate: GateResult
     retrieved: RetrievedKnowledge | None = None

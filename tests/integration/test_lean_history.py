@@ -11,8 +11,9 @@ from temporalio.api.enums.v1 import EventType
 
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import Tier
+from golem.models.slices import tail_fields
 from golem.models.state import STEP_STATE_FIELDS
-from golem.models.tick import STEP_OBSERVATION_FIELDS
+from golem.models.tick import STEP_REFS
 from infra.history_size import history_sizes
 from infra.temporal import set_retention
 from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record
@@ -72,9 +73,15 @@ async def test_tick_histories_are_lean(tmp_path, temporal_client, request):
                     for marker in CONFIG_MARKERS + STATE_MARKERS:
                         assert marker not in text, f"{step}'s input carries {marker}"
                     state = payload["ctx"]["state"]
-                    assert set(state) <= STEP_STATE_FIELDS[step] | {"golem_id", "tick"}, (step, sorted(state))
-                    if step in STEP_OBSERVATION_FIELDS:
-                        assert set(payload["observation"]) <= STEP_OBSERVATION_FIELDS[step], step
+                    allowed = tail_fields(STEP_STATE_FIELDS[step])
+                    assert set(state) <= set(allowed) | {"golem_id", "tick"}, (step, sorted(state))
+                    for name, tail in allowed.items():
+                        if tail and name in state:
+                            assert len(state[name]) == 1, (step, name)  # only the newest element
+                    if step in STEP_REFS:  # the observation is written once, by observe, and named after that
+                        assert payload["refs"]["observation"] == "observe" and "observation" not in payload, step
+                        for name in payload["refs"]:
+                            assert name not in payload, (step, name)
         # the record still has everything (nothing was lost by slicing)
         assert t2.observation.probes and t2.deliberation is not None and t2.outcome is not None
     finally:
