@@ -159,7 +159,7 @@ class ThetaTickWorkflow:
                        continued_run_id=info.continued_run_id, rerun_of=ctx.rerun_of)
         self._run_label = run.label
         self._lean = workflow.patched("lean-step-inputs")
-        self._refs = self._lean and workflow.patched("lean-step-refs")
+        self._refs = self._lean
         try:
             return await self._tick(ctx, info, run)
         except ActivityError as err:
