@@ -38,6 +38,9 @@ from tests.integration.golem_rig import in_process_worker, make_rig  # noqa: E40
 from workflows.golem import GolemWorkflow  # noqa: E402
 
 
+FLOOR_RUNS = 50
+
+
 @activity.defn
 async def noop(x: int) -> int:
     return x
@@ -69,6 +72,10 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
     client = env.client
     async with Worker(client, task_queue="floor", workflows=[FloorWorkflow], activities=[noop]):
         await client.execute_workflow(FloorWorkflow.run, 1, id="floor-1", task_queue="floor")
+        before = sqlite_bytes(db)
+        for i in range(2, FLOOR_RUNS + 2):  # the store's own cost of one small workflow (rows, visibility, tasks)
+            await client.execute_workflow(FloorWorkflow.run, i, id=f"floor-{i}", task_queue="floor")
+        floor_db = (sqlite_bytes(db) - before) / FLOOR_RUNS
     floor = (await history_sizes(client, "floor-1")).total
 
     rig = make_rig(tmp, "benchhist", "volatile", theta=0.2, clock={"continue_as_new_ticks": 50})
@@ -125,6 +132,7 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
             "history_bytes_max": {k: (max(v) if v else None) for k, v in per_tier.items()},
             "counts": {k: len(v) for k, v in per_tier.items()},
             "sqlite_bytes_per_tick": int((db1 - db0) / max(1, done)),
+            "sqlite_bytes_per_floor_workflow": int(floor_db),
             "data_dir_bytes_per_100_ticks": int((dir1 - dir0) / max(1, done) * 100),
             "parent_history_bytes": parent.total,
             "parent_events": parent.events,
@@ -141,7 +149,8 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
         med = figures["history_bytes"][k]
         ratio = f"= {med / floor:5.1f}x floor" if med else ""
         print(f"tick history {k:9} n={figures['counts'][k]:3}  median {kb(med)}  max {kb(figures['history_bytes_max'][k])}  {ratio}")
-    print(f"temporal.sqlite growth per tick: {kb(figures['sqlite_bytes_per_tick'])}")
+    print(f"temporal.sqlite growth per tick: {kb(figures['sqlite_bytes_per_tick'])}  "
+          f"(floor: {kb(floor_db)} per no-op workflow = {figures['sqlite_bytes_per_tick'] / max(1.0, floor_db):.1f}x)")
     print(f"data dir growth per 100 ticks:   {kb(figures['data_dir_bytes_per_100_ticks'])}")
     print(f"parent history now: {kb(parent.total)} in {parent.events} events ({done} ticks at {figures['ticks_per_s']} ticks/s)")
     print("largest input per activity:", ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in sorted(biggest.items(), key=lambda kv: -kv[1])))
