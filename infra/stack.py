@@ -93,6 +93,9 @@ async def ensure_golem_running(address: str, config, data_dir: Path | None = Non
     from workflows.golem import GolemWorkflow
 
     client = await connect(address)
+    from infra.temporal import set_retention
+
+    await set_retention(client, config.retention.temporal_days)  # [retention] temporal_days
     wid = f"golem-{config.golem.id}"
     handle = client.get_workflow_handle(wid)
     local = version_of(config)
@@ -129,7 +132,46 @@ def _spawn(cmd: list[str], log_path: Path, env: dict | None = None) -> subproces
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None) -> int:
+class TickLines:
+    """`golem run`'s console after start-up: one line per recorded tick (tick, tier, regime, action, cost) and
+    per failed tick, read from the cycle index (issue 12); `--quiet` turns them off."""
+
+    def __init__(self, data_dir: Path) -> None:
+        from golem.life.cycle_store import CycleStore
+
+        self.store = CycleStore(data_dir)
+        latest = self.store.latest_tick()
+        self.after = latest if latest is not None else -1  # earlier ticks were printed by an earlier run
+        self.failed_seen = {f["tick"] for f in self.store.failures(1000)}
+
+    def new_lines(self) -> list[str]:
+        out: list[tuple[int, str]] = []
+        for row in self.store.recent(50):
+            if row["tick"] > self.after:
+                out.append((row["tick"], self.line(row)))
+        for f in self.store.failures(50):
+            if f["tick"] not in self.failed_seen:
+                self.failed_seen.add(f["tick"])
+                out.append((f["tick"], f"tick {f['tick']:>6}  FAILED  {f['error'][:120]}"))
+        self.after = max([self.after, *(t for t, line in out if "FAILED" not in line)])
+        return [line for _, line in sorted(out)]
+
+    def line(self, row: dict) -> str:
+        try:
+            rec = self.store.load(row["tick"])
+        except (LookupError, ValueError):
+            rec = None
+        action = "hold"
+        if rec is not None and rec.actions:
+            action = ", ".join(f"{a.action_type} {a.status.value}" for a in rec.actions)
+        elif rec is not None and rec.deliberation is not None and not rec.deliberation.recommends_action:
+            action = "decided: hold"
+        return (f"tick {row['tick']:>6}  {row['tier']:3} {row['regime']:12} pe {row['prediction_error']:5.3f}  "
+                f"{action[:60]:60} ${row['total_cost']:.4f}")
+
+
+def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None,
+              quiet: bool = False) -> int:
     from golem.models.config import load_config
 
     config = load_config(home / "golem.toml")
@@ -182,13 +224,19 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             f"  Temporal Web UI: {temporal.ui_url}/namespaces/default/workflows\n"
             f"  Anvil RPC:       {config.chain.rpc_url}\n"
             f"  data dir:        {data_dir}   (logs in {logs})\n"
+            f"  retention:       records and traces {config.retention.days:g} days as files, then daily archives; "
+            f"closed histories {config.retention.temporal_days} days in Temporal\n"
             f"  try: golem status | golem ticks | golem steer \"reduce exposure\" --severity high\n"
             f"A crashed worker, simulator or Anvil is restarted with backoff (gives up after {CRASH_LIMIT} crashes "
             f"in {CRASH_WINDOW_SECONDS / 60:g} min).\n"
             "Ctrl-C stops everything; run again to resume the same golem.",
             flush=True,
         )
+        ticks = None if quiet else TickLines(data_dir)
         while not stopping:
+            if ticks is not None:
+                for line in ticks.new_lines():
+                    print(line, flush=True)
             if temporal.proc is not None and temporal.proc.poll() is not None:
                 print(f"Temporal dev server died: {describe_exit(temporal.proc.returncode)}; last log lines:"
                       + "".join(f"\n    | {ln}" for ln in log_tail(temporal.log_path))

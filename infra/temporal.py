@@ -146,3 +146,18 @@ class TemporalDevServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+async def set_retention(client, days: int, namespace: str = "default") -> float:
+    """Keep closed workflow histories `days` in this namespace ([retention] temporal_days, issue 12); the
+    dev server otherwise keeps them for its default. Returns the retention now in force, in days."""
+    from google.protobuf.duration_pb2 import Duration
+    from temporalio.api.namespace.v1 import NamespaceConfig
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, UpdateNamespaceRequest
+
+    await client.workflow_service.update_namespace(UpdateNamespaceRequest(
+        namespace=namespace,
+        config=NamespaceConfig(workflow_execution_retention_ttl=Duration(seconds=int(days * 86400))),
+    ))
+    desc = await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
+    return desc.config.workflow_execution_retention_ttl.seconds / 86400

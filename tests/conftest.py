@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
+from workers.converter import data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from infra.temporal import dev_server_args, search_attribute_keys, temporal_cli
@@ -14,7 +14,7 @@ async def temporal_env():
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()),
         search_attributes=search_attribute_keys(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter,
         dev_server_log_level="error",
         dev_server_extra_args=dev_server_args(),
     )

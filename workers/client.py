@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from workers.converter import data_converter
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 NAMESPACE = "default"
@@ -19,6 +19,6 @@ async def connect(address: str | None = None, *, interceptors=()) -> Client:
     return await Client.connect(
         address or temporal_address(),
         namespace=NAMESPACE,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter,
         interceptors=list(interceptors),
     )

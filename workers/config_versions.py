@@ -102,6 +102,14 @@ def stored_strategy(data_dir: str | Path, version: str) -> str | None:
     return json.loads(path.read_text())["strategy"]
 
 
+def stored_config(data_dir: str | Path, version: str) -> GolemConfig | None:
+    """The validated golem.toml of a stored version, or None when this disk does not hold that version."""
+    path = Path(data_dir) / VERSIONS_DIR / f"{version}.json"
+    if not version or not path.exists():
+        return None
+    return GolemConfig.model_validate(json.loads(path.read_text())["config"])
+
+
 def start_info(local: LocalVersion, at_tick: int, source: str, previous: RunningConfig | None) -> ConfigVersionInfo:
     """The version a (re)started GolemWorkflow runs on from its first tick."""
     return ConfigVersionInfo(version=local.version, strategy_sha256=local.strategy_sha256, applied_at_tick=at_tick,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.contrib.pydantic import pydantic_data_converter
+from workers.converter import data_converter
 from temporalio.worker import Replayer
 
 from golem.models.tick import TickContext, TickResult
@@ -14,7 +14,7 @@ from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
 
 
 def replayer() -> Replayer:
-    return Replayer(workflows=ALL_WORKFLOWS, data_converter=pydantic_data_converter)
+    return Replayer(workflows=ALL_WORKFLOWS, data_converter=data_converter)
 
 
 async def replay_history(history: WorkflowHistory) -> tuple[bool, str]:
@@ -29,7 +29,7 @@ async def recorded_tick_input(client: Client, workflow_id: str) -> TickContext:
     """The TickContext a tick was started with, read back from its first history event."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     started = history.events[0].workflow_execution_started_event_attributes
-    (ctx,) = await pydantic_data_converter.decode(started.input.payloads, [TickContext])
+    (ctx,) = await data_converter.decode(started.input.payloads, [TickContext])
     return ctx
 
 

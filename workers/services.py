@@ -47,7 +47,7 @@ from golem.models.record import ActionRecord, DecisionCycleRecord, OutcomeRecord
 from golem.models.tick import ProposedAction, SimulationResult, TickContext
 from golem.safety.service import SafetyService
 from golem.safety.strategy_check import StrategyValidation, validate_strategy
-from workers.config_versions import save_version, stored_strategy, version_of
+from workers.config_versions import save_version, stored_config, stored_strategy, version_of
 
 log = logging.getLogger("golem.services")
 
@@ -101,6 +101,7 @@ class GolemServices:
         self.liquidation_log = LiquidationLog(self.data_dir / "liquidations.sqlite")
         self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
         self._strategy_checks: dict[str, StrategyValidation] = {}
+        self._configs: dict[str, GolemConfig] = {}  # config version → its golem.toml, for lean tick contexts
         # The version this worker was started with (golem.toml + STRATEGY.md), kept on disk so ticks that
         # carry it resolve its STRATEGY.md even after the file is edited (issue 12).
         self.config_version = save_version(self.data_dir, version_of(config))
@@ -147,6 +148,19 @@ class GolemServices:
                              f"changed since; apply the current files with `golem config apply`")
         save_version(self.data_dir, version_of(ctx.config))
         return text
+
+    def config_for(self, version: str) -> GolemConfig:
+        """The config of a version, for a lean tick context (issue 12): activity inputs name the version, the
+        worker reads `<data>/config-versions/<version>.json` once and keeps it."""
+        config = self._configs.get(version)
+        if config is None:
+            config = self.config if version == self.config_version else stored_config(self.data_dir, version)
+            if config is None:
+                raise ValueError(f"config version {short(version)} is not on this worker's disk "
+                                 f"({self.data_dir / 'config-versions'}); apply the current files with "
+                                 f"`golem config apply`")
+            self._configs[version] = config
+        return config
 
     def load_strategy(self, ctx: TickContext | None = None) -> Strategy:
         """STRATEGY.md of the tick's config version, read on every decision."""

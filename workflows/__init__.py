@@ -1,7 +1,8 @@
 """Temporal workflows only: deterministic orchestration, no I/O."""
 
 from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
+from workflows.doctor import DoctorWorkflow
 from workflows.golem import GolemWorkflow
 from workflows.tick import ThetaTickWorkflow
 
-ALL_WORKFLOWS = [GolemWorkflow, ThetaTickWorkflow, DeltaConsolidationWorkflow, DreamCycleWorkflow]
+ALL_WORKFLOWS = [GolemWorkflow, ThetaTickWorkflow, DeltaConsolidationWorkflow, DreamCycleWorkflow, DoctorWorkflow]

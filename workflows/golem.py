@@ -54,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
         validate_change,
     )
     from golem.models.interventions import summarize
-    from golem.models.state import FsmState, GolemState, PendingTick
+    from golem.models.state import TICK_STATE_FIELDS, FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
     from golem.safety.gas import spend_status
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
@@ -369,6 +369,11 @@ class GolemWorkflow:
             ctx = ctx.model_copy(update={"config_version": self._config_info.version,
                                          "config_change": self._config_change})
             self._config_change = ""
+        if ctx.config_version and workflow.patched("lean-tick-input"):
+            # Lean (issue 12): the config by its version hash (the worker loads it from its disk) and only the
+            # state fields the tick reads, so neither this history nor the tick's carries them whole.
+            ctx = ctx.model_copy(update={"config": None, "step_timeout_seconds": cfg.heartbeat.step_timeout_seconds,
+                                         "state_fields": sorted(TICK_STATE_FIELDS)})
         self._tick_snapshot_taken = True
         self._activity = "ticking"
         self._child_id = wid

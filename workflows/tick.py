@@ -39,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
         TickResult,
         ValidateInput,
         VerifyInput,
+        STEP_REFS,
+        observation_fields,
     )
 
 # Search attributes registered on the dev server (infra/temporal.py); the UI filters ticks by them.
@@ -72,6 +74,8 @@ class ThetaTickWorkflow:
         self._records: list[ActionRecord] = []
         self._outcome = None
         self._run_label = ""  # "" for the tick's first run; a reset's or rerun's label names its files
+        self._lean = False  # each activity gets its step's state slice, not the tick's whole context (issue 12)
+        self._refs = False  # ... and names earlier steps' results instead of carrying them again
 
     # ---- queries and signals -------------------------------------------------------------
     @workflow.query
@@ -109,13 +113,29 @@ class ThetaTickWorkflow:
         self._fsm = FsmState(state=state, substate=substate, entered_at=workflow.now().isoformat())
         self._trace.append(state.value)
 
+    def _for(self, ctx: TickContext, step: str) -> TickContext:
+        """The context one step's activity gets: only the state fields that step reads (issue 12)."""
+        return ctx.for_step(step) if self._lean else ctx
+
+    def _seen(self, step: str, **results: Any) -> dict:
+        """Lean (issue 12): the Observation fields one step's activity may read, and the earlier steps' results
+        its input names instead of carrying (the worker reads them from this run's history). `results`: the
+        input's values of the other referable fields; one that is None (no such step ran) is not named."""
+        if not self._lean:
+            return {}
+        lean: dict = {"observation_fields": observation_fields(step)}
+        if self._refs:
+            lean["refs"] = {name: activity for name, activity in STEP_REFS[step].items()
+                            if name == "observation" or results.get(name) is not None}
+        return lean
+
     async def _step(self, method: Any, arg: Any, ctx: TickContext, **kw: Any) -> Any:
         started = workflow.now()
         try:
             result = await workflow.execute_activity_method(
                 method,
                 arg,
-                start_to_close_timeout=timedelta(seconds=ctx.config.heartbeat.step_timeout_seconds),
+                start_to_close_timeout=timedelta(seconds=ctx.step_timeout),
                 retry_policy=IO_RETRY,
                 **kw,
             )
@@ -138,6 +158,8 @@ class ThetaTickWorkflow:
         run = tick_run(info.workflow_id, info.run_id, info.first_execution_run_id, attempt=info.attempt,
                        continued_run_id=info.continued_run_id, rerun_of=ctx.rerun_of)
         self._run_label = run.label
+        self._lean = workflow.patched("lean-step-inputs")
+        self._refs = self._lean
         try:
             return await self._tick(ctx, info, run)
         except ActivityError as err:
@@ -166,18 +188,18 @@ class ThetaTickWorkflow:
 
         # Step 1: OBSERVE — without an observation there is no tick; failure fails the tick.
         self._enter(HeartbeatState.OBSERVING)
-        observation = await self._step(TickActivities.observe, ObserveInput(ctx=ctx), ctx)
+        observation = await self._step(TickActivities.observe, ObserveInput(ctx=self._for(ctx, "observe")), ctx)
         workflow.upsert_search_attributes([SA_REGIME.value_set(observation.regime.value)])
 
         # Step 3: ANALYZE (retrieval moves after gating: heartbeat "Adaptive Clock", theta phase 4)
         self._enter(HeartbeatState.ANALYZING)
-        analysis = await self._step(TickActivities.analyze, AnalyzeInput(ctx=ctx, observation=observation), ctx)
+        analysis = await self._step(TickActivities.analyze, AnalyzeInput(ctx=self._for(ctx, "analyze"), **self._seen("analyze"), observation=observation), ctx)
 
         # Step 4: GATE
         self._enter(HeartbeatState.GATING)
         gate = await self._step(
             TickActivities.gate,
-            GateInput(ctx=ctx, observation=observation, prediction_error=analysis.prediction_error, steers=steers),
+            GateInput(ctx=self._for(ctx, "gate"), **self._seen("gate"), observation=observation, prediction_error=analysis.prediction_error, steers=steers),
             ctx,
         )
         workflow.upsert_search_attributes([SA_TIER.value_set(gate.tier.value)])
@@ -196,7 +218,7 @@ class ThetaTickWorkflow:
         self._enter(HeartbeatState.REFLECTING)
         consumed_steers = [s.id for s in steers] + [s.id for s in self._interrupt_steers]
         reflect_input = ReflectInput(
-            ctx=ctx,
+            ctx=self._for(ctx, "reflect"), **self._seen("reflect", retrieved=retrieved, deliberation=deliberation),
             observation=observation,
             analysis=analysis,
             gate=gate,
@@ -234,7 +256,7 @@ class ThetaTickWorkflow:
         # Step 2: RETRIEVE
         self._enter(HeartbeatState.RETRIEVING)
         self._retrieved = await self._step(
-            TickActivities.retrieve, RetrieveInput(ctx=ctx, observation=observation, tier=tier), ctx
+            TickActivities.retrieve, RetrieveInput(ctx=self._for(ctx, "retrieve"), **self._seen("retrieve"), observation=observation, tier=tier), ctx
         )
 
         # DECIDE — re-run with the steer injected when one interrupts deliberation (§S7).
@@ -248,14 +270,14 @@ class ThetaTickWorkflow:
         # Step 5: SIMULATE
         self._enter(HeartbeatState.SIMULATING)
         simulation = await self._step(
-            TickActivities.simulate, SimulateInput(ctx=ctx, observation=observation, actions=actions), ctx
+            TickActivities.simulate, SimulateInput(ctx=self._for(ctx, "simulate"), **self._seen("simulate"), observation=observation, actions=actions), ctx
         )
         # Step 6: VALIDATE (PolicyCage; issues single-use permits for approved actions)
         self._enter(HeartbeatState.VALIDATING)
         validation = await self._step(
             TickActivities.validate,
             # Steers that interrupted decide go along: a high/critical one makes the actions protective (§S10).
-            ValidateInput(ctx=ctx, observation=observation, actions=actions, simulation=simulation,
+            ValidateInput(ctx=self._for(ctx, "validate"), **self._seen("validate", simulation=simulation), observation=observation, actions=actions, simulation=simulation,
                           steers=self._interrupt_steers),
             ctx,
         )
@@ -263,7 +285,7 @@ class ThetaTickWorkflow:
         self._enter(HeartbeatState.EXECUTING)
         for action in actions:
             execute_input = ExecuteInput(
-                ctx=ctx, observation=observation, actions=[action], validation=validation,
+                ctx=self._for(ctx, "execute"), **self._seen("execute", validation=validation), observation=observation, actions=[action], validation=validation,
                 cancelled_reason=self._cancel_reason,
             )
             result = await self._step(TickActivities.execute, execute_input, ctx, heartbeat_timeout=timedelta(seconds=15))
@@ -275,7 +297,7 @@ class ThetaTickWorkflow:
         self._outcome = await self._step(
             TickActivities.verify,
             VerifyInput(
-                ctx=ctx, observation=observation, actions=actions, simulation=simulation, records=self._records,
+                ctx=self._for(ctx, "verify"), **self._seen("verify", simulation=simulation), observation=observation, actions=actions, simulation=simulation, records=self._records,
                 run_label=self._run_label,
             ),
             ctx,
@@ -289,7 +311,7 @@ class ThetaTickWorkflow:
             handle = workflow.start_activity_method(
                 TickActivities.decide,
                 DecideInput(
-                    ctx=ctx,
+                    ctx=self._for(ctx, "decide"), **self._seen("decide", retrieved=retrieved),
                     observation=observation,
                     tier=tier,
                     prediction_error=prediction_error,
@@ -298,7 +320,7 @@ class ThetaTickWorkflow:
                     followups=decide_followups,
                     interrupted_by=[s.id for s in self._interrupt_steers],
                 ),
-                start_to_close_timeout=timedelta(seconds=ctx.config.heartbeat.step_timeout_seconds),
+                start_to_close_timeout=timedelta(seconds=ctx.step_timeout),
                 # A cancel reaches an activity only through a heartbeat; the router beats every 5 s.
                 heartbeat_timeout=timedelta(seconds=10),
                 retry_policy=IO_RETRY,

@@ -55,9 +55,8 @@ def expected_price(state: GolemState) -> float | None:
     Oracle-off fallback (§S4 source 1): with no causal model yet, the naive prediction is the last
     observed price. A causal-graph forecast slots in here later.
     """
-    if state.price_history and state.price_history[-1] > 0:
-        return state.price_history[-1]
-    return None
+    last = state.last_price
+    return last if last is not None and last > 0 else None
 
 
 def max_pheromone_threat(state: GolemState) -> float:

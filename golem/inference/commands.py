@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -34,7 +34,9 @@ def _today_spend(data_dir: Path, day: str) -> tuple[float, int, dict[str, int]]:
     return spend, ticks, tiers
 
 
-def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_dir: Path) -> str:
+def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_dir: Path,
+                  deliberator: tuple[Any, str] | None = None) -> str:
+    """The report; `deliberator`: (the deliberator, why) a worker already selected (its view, issue 12)."""
     from golem.cognition.budget import apply_budget, budget_fraction
     from golem.inference.config import InferenceConfig
     from golem.inference.llm import select_deliberator
@@ -44,7 +46,7 @@ def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_
         cfg = InferenceConfig.from_config(config)
     except ValueError as err:
         return f"inference config: {err}"
-    delib, why = select_deliberator(config, env, home=home, data_dir=data_dir, inference=cfg)
+    delib, why = deliberator or select_deliberator(config, env, home=home, data_dir=data_dir, inference=cfg)
     hb = config.heartbeat
     now = datetime.now(timezone.utc)
     day = now.date().isoformat()
@@ -120,10 +122,46 @@ def _grimoire_lines(config: GolemConfig, data_dir: Path, *, llm: bool) -> list[s
     return lines
 
 
+WORKER_WAIT_SECONDS = 8.0
+
+
+async def _ask_worker(args, golem_id: str) -> str | None:
+    """The worker's own report (DoctorWorkflow on its task queue), or None when no worker answers."""
+    import asyncio
+    import uuid
+
+    from golem.cli import _address
+    from workers.client import connect
+    from workflows.doctor import DoctorWorkflow
+
+    try:
+        client = await connect(_address(args))
+    except Exception:  # no Temporal: there is no worker to ask either
+        return None
+    wid = f"golem-{golem_id}-doctor-{uuid.uuid4().hex[:8]}"
+    handle = await client.start_workflow(DoctorWorkflow.run, golem_id, id=wid, task_queue=f"golem-{golem_id}",
+                                         execution_timeout=timedelta(seconds=60))
+    try:
+        return await asyncio.wait_for(handle.result(), WORKER_WAIT_SECONDS)
+    except asyncio.TimeoutError:
+        await handle.terminate("no worker answered golem doctor")
+        return None
+
+
 def cmd_doctor(args) -> int:
+    import asyncio
+
     from golem.cli import _config
 
     config = _config(args)
+    if not getattr(args, "local", False):
+        report = asyncio.run(_ask_worker(args, config.golem.id))
+        if report is not None:
+            print(report)
+            return 0
+        print(f"no worker answered on task queue golem-{config.golem.id} within {WORKER_WAIT_SECONDS:g}s (is `golem "
+              "run` up? is Temporal reachable?); below is this shell's view, which may differ from the worker's (its environment, "
+              "its config version)\n")
     home = Path(args.home)
     if config.golem.home and not Path(config.golem.home).is_absolute():
         home = (home / config.golem.home).resolve()
@@ -236,7 +274,8 @@ def cmd_chat(args) -> int:
 
 
 def register(command) -> None:
-    p = command("doctor", "which deliberator is active and why; models, prices, budget")
+    p = command("doctor", "which deliberator is active and why; models, prices, budget (as the worker sees them)")
+    p.add_argument("--local", action="store_true", help="this shell's view, without asking the worker")
     p.set_defaults(fn=cmd_doctor)
     p = command("chat", "talk to the golem (session sidecar; the tail enters the next T2 workspace)")
     p.add_argument("message", nargs="?")

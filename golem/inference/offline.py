@@ -38,7 +38,7 @@ def metrics_for(inp: DecideInput) -> Metrics:
     """The values rules can test (names as in strategy.METRICS); None where not available."""
     obs = inp.observation
     snap = obs.snapshot
-    prev = inp.ctx.state.price_history[-1] if inp.ctx.state.price_history else None
+    prev = inp.ctx.state.last_price
     price = snap.pool.price
     lending = [p for p in snap.positions if p.kind == "lending"]
     m: Metrics = {

@@ -124,7 +124,7 @@ def _strategy_rules(strategy: Strategy) -> str:
 
 def _observation(inp: DecideInput) -> str:
     obs, snap = inp.observation, inp.observation.snapshot
-    prev = inp.ctx.state.price_history[-1] if inp.ctx.state.price_history else None
+    prev = inp.ctx.state.last_price
     change = f"{(snap.pool.price - prev) / prev * 10_000:+.0f} bps vs previous tick" if prev else "n/a"
     probes = [f"{p.probe}={p.severity.value}({p.value:.4g}{': ' + p.detail if p.detail else ''})"
               for p in obs.probes if p.severity != ProbeSeverity.NONE]

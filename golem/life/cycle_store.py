@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from golem.models.enums import ActionStatus
 from golem.models.golem import TickFailure
+from golem.life.retention import read_archived
 from golem.life.runs import check_label, labelled
 from golem.models.record import DecisionCycleRecord
 from golem.storage import connect, init_db
@@ -81,6 +82,11 @@ CREATE TABLE IF NOT EXISTS cycle_run_failures (
     error TEXT NOT NULL,
     failed_at TEXT NOT NULL,
     PRIMARY KEY (tick, run)
+);
+-- Records compacted by [retention] (golem.life.retention): the loose file's name → its day's archive.
+CREATE TABLE IF NOT EXISTS archived (
+    name TEXT PRIMARY KEY,
+    archive TEXT NOT NULL
 );
 """
 
@@ -168,7 +174,26 @@ class CycleStore:
         return path
 
     def exists(self, tick: int, run: str = "") -> bool:
-        return self.path_for(tick, run).exists()
+        return self.path_for(tick, run).exists() or self._archive_of(self.path_for(tick, run).name) is not None
+
+    def mark_archived(self, names: list[str], archive: str) -> None:
+        """[retention] moved these record files into `archive` (relative to cycles/)."""
+        with closing(self._connect()) as conn, conn:
+            conn.executemany("INSERT OR REPLACE INTO archived (name, archive) VALUES (?, ?)",
+                             [(n, archive) for n in names])
+
+    def _archive_of(self, name: str) -> str | None:
+        with closing(self._connect()) as conn:
+            row = conn.execute("SELECT archive FROM archived WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    def _read(self, path: Path) -> str | None:
+        """A record's JSON: its file, or its line in the day's archive once [retention] compacted it."""
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            archive = self._archive_of(path.name)
+            return read_archived(self.dir / archive, path.name) if archive else None
 
     def load(self, tick: int, run: str | None = None) -> DecisionCycleRecord:
         """Tick N's record: the given run's, or (run None) the run an owner cares about — the first run's,
@@ -177,7 +202,8 @@ class CycleStore:
             primary = self.row(tick)
             run = primary["run"] if primary else ""
         path = self.path_for(tick, run)
-        if not path.exists():
+        text = self._read(path)
+        if text is None:
             if run:
                 runs = ", ".join(repr(r["run"]) for r in self.runs(tick)) or "none"
                 raise CycleNotFoundError(f"tick {tick} has no run {run!r} (recorded runs: {runs})")
@@ -185,7 +211,7 @@ class CycleStore:
             hint = f"latest recorded tick is {latest}" if latest is not None else "no ticks are recorded yet"
             raise CycleNotFoundError(f"no DecisionCycleRecord for tick {tick} at {path} ({hint})")
         try:
-            return DecisionCycleRecord.model_validate_json(path.read_text(encoding="utf-8"))
+            return DecisionCycleRecord.model_validate_json(text)
         except ValidationError as e:
             raise ValueError(f"{path} is not a valid DecisionCycleRecord: {e}") from e
 

@@ -194,6 +194,16 @@ class GrimoireSection(BaseModel):
         return v
 
 
+class RetentionSection(BaseModel):
+    """`[retention]`: how long the data dir keeps per-tick files (issue 12). Older decision records and trace
+    lines are compacted into one gzipped JSON-lines archive per day (`golem show` still reads them); the
+    Temporal dev server keeps closed workflow histories `temporal_days`."""
+
+    model_config = {"extra": "forbid"}
+    days: float = Field(default=14.0, gt=0)  # cycles/cycle-*.json, outcomes/*.json and traces kept as files
+    temporal_days: int = Field(default=3, ge=1)  # the namespace's retention of closed workflows (the server's minimum is 1 day)
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -207,6 +217,7 @@ class GolemConfig(BaseModel):
     oracle: OracleSection = Field(default_factory=OracleSection)
     decision_cache: DecisionCacheSection = Field(default_factory=DecisionCacheSection)
     grimoire: GrimoireSection = Field(default_factory=GrimoireSection)
+    retention: RetentionSection = Field(default_factory=RetentionSection)
 
 
 def read_config_table(path: str | Path) -> dict:

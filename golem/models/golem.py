@@ -140,6 +140,7 @@ class ConsolidationResult(BaseModel):
     admission: AdmissionStats = Field(default_factory=AdmissionStats)
     quarantine_review: QuarantineReviewStats = Field(default_factory=QuarantineReviewStats)
     inference_cost_usd: float = 0.0  # future-utility calls; GolemWorkflow adds it to the daily spend
+    retention: dict = Field(default_factory=dict)  # [retention]: what was compacted into daily archives
 
 
 class DreamInput(BaseModel):

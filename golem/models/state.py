@@ -267,3 +267,45 @@ class GolemState(BaseModel):
     decision_cache: DecisionCacheState = Field(default_factory=DecisionCacheState)
     tick_queue: TickQueue = Field(default_factory=TickQueue)
     chain: ChainHealth = Field(default_factory=ChainHealth)
+
+    @property
+    def last_price(self) -> float | None:
+        """The newest price in price_history (None when empty). Read through __dict__, so a step whose slice
+        carries only the tail (`price_history[-1:]`) can read it while price_history itself stays refused."""
+        history = self.__dict__.get("price_history") or []
+        return history[-1] if history else None
+
+
+# ---- state slices (issue 12 "Lean histories") ------------------------------------------------------------
+# Every activity input of a tick used to carry the whole GolemState; now each step gets the fields it reads.
+# The lists name what each step's code reads (golem.cognition.*, golem.inference.*, golem.safety.*,
+# golem.life.reflect); the activity rebuilds the slice (golem.models.slices), which refuses to read any other
+# field, so a new read shows up as a failing test instead of a silently defaulted value.
+ALWAYS_IN_SLICE = frozenset({"golem_id", "tick"})
+_SPEND = {"spend_day", "daily_spend_usd"}
+# "<list field>[-1:]": only the newest element goes on the wire and the field itself stays unreadable; the
+# step reads it through a property (price_history → GolemState.last_price).
+LAST_PRICE = "price_history[-1:]"
+STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
+    "observe": frozenset({"price_history", "gas_history", "last_oracle_price", "last_tvl", "range_bound_run",
+                          "regime", *_SPEND}),
+    "analyze": frozenset({"pending_steers", "pending_followups", "position_health", LAST_PRICE, "regime"}),
+    "gate": frozenset({"pad", "pending_steers", "pending_followups", "strategy_confidence", "vitality",
+                       "learned_gating", "regime", "phase", LAST_PRICE, "position_health", *_SPEND}),
+    "retrieve": frozenset({"pad", "pending_steers"}),
+    "decide": frozenset({"decision_cache", LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence",
+                         "vitality", "regime", *_SPEND}),
+    "simulate": frozenset(),
+    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", *_SPEND}),
+    "execute": frozenset(),
+    "verify": frozenset({"regime"}),
+    "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", *_SPEND}),
+}
+# What ThetaTickWorkflow itself reads (steers, follow-ups, the phase search attribute), plus every step's.
+TICK_STATE_FIELDS: frozenset[str] = frozenset(
+    {"pending_steers", "pending_followups", "phase"}.union(*STEP_STATE_FIELDS.values()) | ALWAYS_IN_SLICE
+) - {LAST_PRICE}  # observe reads price_history whole
+
+
+def slice_fields(step: str) -> frozenset[str]:
+    return STEP_STATE_FIELDS[step] | ALWAYS_IN_SLICE

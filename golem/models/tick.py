@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer, model_serializer
 
 from golem.models.config import GolemConfig
 from golem.models.enums import Tier
@@ -24,7 +24,8 @@ from golem.models.record import (
     StepTiming,
     TickRun,
 )
-from golem.models.state import DecisionCacheState, GatingDecision, GolemState
+from golem.models.slices import slice_dump
+from golem.models.state import DecisionCacheState, GatingDecision, GolemState, slice_fields
 
 
 class TickContext(BaseModel):
@@ -32,8 +33,14 @@ class TickContext(BaseModel):
 
     golem_id: str
     tick: int
-    config: GolemConfig
+    # None on a lean context (issue 12): the worker loads the config by `config_version` from its disk
+    # (<data>/config-versions/<version>.json), so no activity input carries the whole config.
+    config: GolemConfig | None = None
     state: GolemState
+    # Non-empty: only these GolemState fields are on the wire (the tick's or one step's slice, issue 12);
+    # the activity rebuilds them as a slice that refuses to read any other (golem.models.slices). Empty: all.
+    state_fields: list[str] = Field(default_factory=list)
+    step_timeout_seconds: float | None = None  # [heartbeat] step_timeout_seconds of a lean context
     started_at: str = ""  # workflow.now() at tick start, ISO
     rerun_of: str | None = None  # workflow id of the failed tick this re-executes
     carried_probes: list[ProbeResult] = Field(default_factory=list)  # from ticks dropped by backpressure (§S12)
@@ -43,9 +50,28 @@ class TickContext(BaseModel):
     # Set on the first tick of a newly applied version only: what changed (for the record).
     config_change: str = ""
 
+    @field_serializer("state", mode="wrap")
+    def _only_the_slice(self, state, handler):
+        data = handler(state)
+        if self.state_fields and isinstance(data, dict):
+            return slice_dump(data, self.state_fields)
+        return data
+
     @property
     def task_queue(self) -> str:
         return f"golem-{self.golem_id}"
+
+    @property
+    def step_timeout(self) -> float:
+        if self.config is not None:
+            return self.config.heartbeat.step_timeout_seconds
+        if self.step_timeout_seconds is None:
+            raise ValueError("a lean TickContext needs step_timeout_seconds")
+        return self.step_timeout_seconds
+
+    def for_step(self, step: str) -> TickContext:
+        """This context as one step's activity input: the step's state slice only (issue 12)."""
+        return self.model_copy(update={"state_fields": sorted(slice_fields(step))})
 
     @property
     def started_ts(self) -> float | None:
@@ -56,13 +82,68 @@ class TickContext(BaseModel):
         return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
 
 
+# The Observation fields each step after observe reads (issue 12 "Lean histories"; decide and reflect read it
+# whole). The activity rebuilds the slice (golem.models.slices): reading another field raises, naming this list.
+STEP_OBSERVATION_FIELDS: dict[str, frozenset[str]] = {
+    "analyze": frozenset({"snapshot", "anomalies", "regime"}),
+    "gate": frozenset({"snapshot", "probes", "regime", "force_t2_reason"}),
+    "retrieve": frozenset({"snapshot", "anomalies", "regime"}),
+    "simulate": frozenset({"snapshot"}),
+    "validate": frozenset({"snapshot"}),
+    "execute": frozenset({"snapshot"}),
+    "verify": frozenset({"snapshot"}),
+}
+
+
+# Results of earlier steps a lean step input names instead of carrying (issue 12): field → the activity type
+# whose completed result (in this tick run's own history) it is. decide's is the last completed decide.
+STEP_REFS: dict[str, dict[str, str]] = {
+    "analyze": {"observation": "observe"},
+    "gate": {"observation": "observe"},
+    "retrieve": {"observation": "observe"},
+    "decide": {"observation": "observe", "retrieved": "retrieve"},
+    "simulate": {"observation": "observe"},
+    "validate": {"observation": "observe", "simulation": "simulate"},
+    "execute": {"observation": "observe", "validation": "validate"},
+    "verify": {"observation": "observe", "simulation": "simulate"},
+    "reflect": {"observation": "observe", "retrieved": "retrieve", "deliberation": "decide"},
+}
+
+
+class StepInput(BaseModel):
+    """An activity input that may carry a slice of the tick's Observation (only `observation_fields`) and
+    may name earlier steps' results instead of carrying them (`refs`, read back by the worker)."""
+
+    observation_fields: list[str] = Field(default_factory=list)  # empty: the whole observation
+    refs: dict[str, str] = Field(default_factory=dict)  # field → activity type whose result it is (issue 12)
+
+    @model_serializer(mode="wrap")
+    def _without_refs(self, handler):
+        data = handler(self)
+        if self.refs and isinstance(data, dict):
+            for name in self.refs:
+                data.pop(name, None)
+        return data
+
+    @field_serializer("observation", mode="wrap", check_fields=False)
+    def _only_the_slice(self, observation, handler):
+        data = handler(observation)
+        if self.observation_fields and isinstance(data, dict):
+            return {k: v for k, v in data.items() if k in self.observation_fields}
+        return data
+
+
+def observation_fields(step: str) -> list[str]:
+    return sorted(STEP_OBSERVATION_FIELDS.get(step, ()))
+
+
 class ObserveInput(BaseModel):
     ctx: TickContext
 
 
-class AnalyzeInput(BaseModel):
+class AnalyzeInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
 
 
 class AnalyzeResult(BaseModel):
@@ -70,9 +151,9 @@ class AnalyzeResult(BaseModel):
     sources: dict[str, float] = Field(default_factory=dict)
 
 
-class GateInput(BaseModel):
+class GateInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     prediction_error: float
     steers: list[Steer] = Field(default_factory=list)
 
@@ -85,9 +166,9 @@ class GateResult(BaseModel):
     gating: GatingDecision | None = None  # learned-gating choice + shadow baseline, for outcome feedback
 
 
-class RetrieveInput(BaseModel):
+class RetrieveInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     tier: Tier
 
 
@@ -108,9 +189,9 @@ class ProposedAction(BaseModel):
     rationale: str = ""
 
 
-class DecideInput(BaseModel):
+class DecideInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     tier: Tier
     prediction_error: float
     retrieved: RetrievedKnowledge = Field(default_factory=RetrievedKnowledge)
@@ -136,9 +217,9 @@ class SimulatedAction(BaseModel):
     expected: dict[str, float] = Field(default_factory=dict)  # e.g. {"amount_out": 123.4}
 
 
-class SimulateInput(BaseModel):
+class SimulateInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     actions: list[ProposedAction]
 
 
@@ -147,11 +228,11 @@ class SimulationResult(BaseModel):
     block_number: int = 0
 
 
-class ValidateInput(BaseModel):
+class ValidateInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     actions: list[ProposedAction]
-    simulation: SimulationResult
+    simulation: SimulationResult | None = None
     # Steers that interrupted decide (the tick's earlier ones are ctx.state.pending_steers): a high or
     # critical one makes the tick's actions protective for the gas gate (golem.safety.policy).
     steers: list[Steer] = Field(default_factory=list)
@@ -174,11 +255,11 @@ class ValidationResult(BaseModel):
         return [a for a in self.actions if a.approved]
 
 
-class ExecuteInput(BaseModel):
+class ExecuteInput(StepInput):
     ctx: TickContext
     observation: Observation | None = None  # prices for valuing gas in USD
     actions: list[ProposedAction]
-    validation: ValidationResult
+    validation: ValidationResult | None = None  # None on the wire when refs names it
     cancelled_reason: str | None = None  # a high-severity steer cancelled what was not yet sent
 
 
@@ -186,18 +267,18 @@ class ExecuteResult(BaseModel):
     records: list[ActionRecord] = Field(default_factory=list)
 
 
-class VerifyInput(BaseModel):
+class VerifyInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     actions: list[ProposedAction]
-    simulation: SimulationResult
+    simulation: SimulationResult | None = None
     records: list[ActionRecord]
     run_label: str = ""  # "" for the tick's first run: names the outcome file (outcomes/tick-NNNNNN[-label].json)
 
 
-class ReflectInput(BaseModel):
+class ReflectInput(StepInput):
     ctx: TickContext
-    observation: Observation
+    observation: Observation | None = None  # None on the wire when refs names it
     analysis: AnalyzeResult
     gate: GateResult
     retrieved: RetrievedKnowledge | None = None

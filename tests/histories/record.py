@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from temporalio.contrib.pydantic import pydantic_data_converter
+from workers.converter import data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from golem.life.cycle_store import CycleStore
@@ -25,10 +25,10 @@ from workflows.golem import GolemWorkflow
 HERE = Path(__file__).parent
 
 
-async def record() -> list[Path]:
+async def record(prefix: str = "") -> list[Path]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter,
     )
     tmp = Path(tempfile.mkdtemp(prefix="golem-histories-"))
     rig = make_rig(tmp, "hist", "crash", theta=0.25)
@@ -52,12 +52,12 @@ async def record() -> list[Path]:
         }
         for name, rec in picks.items():
             history = await env.client.get_workflow_handle(rec.workflow_id, run_id=rec.run_id).fetch_history()
-            path = HERE / f"{name}.json"
+            path = HERE / f"{prefix}{name}.json"
             path.write_text(history.to_json())
             written.append(path)
         # The first run of GolemWorkflow (before its continue-as-new).
         history = await env.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id).fetch_history()
-        path = HERE / "golem-run.json"
+        path = HERE / f"{prefix}golem-run.json"
         path.write_text(history.to_json())
         written.append(path)
     finally:
@@ -67,7 +67,11 @@ async def record() -> list[Path]:
 
 
 if __name__ == "__main__":
+    import sys
+
+    # --prefix P: write P<name>.json beside the existing files (a new workflow shape keeps the old ones replaying)
+    prefix = sys.argv[sys.argv.index("--prefix") + 1] if "--prefix" in sys.argv else ""
     t0 = time.monotonic()
-    for p in asyncio.run(record()):
+    for p in asyncio.run(record(prefix)):
         print(f"wrote {p.relative_to(HERE.parent.parent)} ({p.stat().st_size} bytes)")
     print(f"done in {time.monotonic() - t0:.1f}s")

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from temporalio.contrib.pydantic import pydantic_data_converter
+from workers.converter import data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from golem.cognition.chain_health import CHAIN_ALERT_TICKS
@@ -25,7 +25,7 @@ HERE = Path(__file__).parent
 async def record() -> Path:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter,
     )
     tmp = Path(tempfile.mkdtemp(prefix="golem-outage-"))
     rig = make_rig(tmp, "outage", "calm", theta=0.25, anvil_state=True, heartbeat={"step_timeout_seconds": 1.0})

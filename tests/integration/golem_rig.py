@@ -26,6 +26,7 @@ from golem.models.golem import GolemWorkflowInput
 from infra.world_cache import deploy_or_load
 from golem.world.simulator import MarketSimulator
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
+from workers.config_versions import save_version, start_info, version_of
 from workers.services import GolemServices
 from workers.worker import build_worker
 from workflows.golem import GolemWorkflow
@@ -86,7 +87,11 @@ class GolemRig:
         self.anvil.stop()
 
     def workflow_input(self, max_ticks: int | None) -> GolemWorkflowInput:
-        return GolemWorkflowInput(config=self.config, max_ticks=max_ticks)
+        # As `golem run` starts a golem: on a config version (golem.toml + STRATEGY.md) kept on the data dir.
+        local = version_of(self.config)
+        save_version(self.data_dir, local)
+        return GolemWorkflowInput(config=self.config, max_ticks=max_ticks,
+                                  config_info=start_info(local, 0, "test rig", None))
 
     async def start_golem(self, client: Client, max_ticks: int | None):
         return await client.start_workflow(

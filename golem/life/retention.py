@@ -1,0 +1,138 @@
+"""Retention of the data dir's per-tick files (issue 12, `[retention]` in golem.toml).
+
+A record, an outcome file or a day of trace lines older than `days` is compacted into one gzipped JSON-lines
+archive per UTC day, and the loose file goes:
+
+    cycles/cycle-000008.json            → cycles/archive/2026-11-24.jsonl.gz     (one line per record)
+    outcomes/tick-000008.json           → outcomes/archive/2026-11-24.jsonl.gz   ({"file": ..., "outcome": ...})
+    traces/2026-11-24.jsonl (a past day) → traces/2026-11-24.jsonl.gz
+
+Nothing is deleted: the cycle index keeps its rows (an `archived` table says where a record went) and
+`golem show N` reads an archived record back. The day is the file's modification time (when it was written),
+so a backtest's path time does not age its own records.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+ARCHIVE_DIR = "archive"
+
+
+@dataclass
+class RetentionReport:
+    records_archived: int = 0
+    outcomes_archived: int = 0
+    trace_days_archived: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    archives: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def _day(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
+
+
+def _old(paths, cutoff: float) -> list[tuple[Path, float]]:
+    out = []
+    for p in paths:
+        try:
+            mtime = p.stat().st_mtime
+        except FileNotFoundError:
+            continue  # written over or archived meanwhile
+        if mtime < cutoff:
+            out.append((p, mtime))
+    return sorted(out)
+
+
+def _append_lines(archive: Path, lines: list[str]) -> None:
+    """Append to a day's archive (gzip members concatenate: one file, read back whole), then fsync."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with open(archive, "ab") as raw:
+        with gzip.GzipFile(fileobj=raw, mode="ab") as gz:
+            gz.write("".join(line + "\n" for line in lines).encode())
+        raw.flush()
+        os.fsync(raw.fileno())
+
+
+def compact(data_dir: str | Path, days: float, now: float, *, index=None) -> RetentionReport:
+    """Archive what is older than `days` (see the module doc). `index` (a CycleStore) learns where each
+    archived record went, so it can still be read."""
+    data = Path(data_dir)
+    cutoff = now - days * 86400.0
+    report = RetentionReport()
+
+    # decision records: one JSON line per record in its day's archive, then the loose file goes
+    cycles = data / "cycles"
+    by_day: dict[str, list[tuple[Path, float]]] = {}
+    for path, mtime in _old(cycles.glob("cycle-*.json"), cutoff):
+        by_day.setdefault(_day(mtime), []).append((path, mtime))
+    for day, files in sorted(by_day.items()):
+        archive = cycles / ARCHIVE_DIR / f"{day}.jsonl.gz"
+        lines = []
+        for path, _ in files:
+            report.bytes_before += path.stat().st_size
+            lines.append(json.dumps(json.loads(path.read_text(encoding="utf-8")), separators=(",", ":")))
+        _append_lines(archive, lines)  # written and synced before any loose file is removed
+        if index is not None:
+            index.mark_archived([p.name for p, _ in files], f"{ARCHIVE_DIR}/{day}.jsonl.gz")
+        for path, _ in files:
+            path.unlink()
+        report.records_archived += len(files)
+        report.archives.append(str(archive.relative_to(data)))
+
+    # outcome evidence: {"file", "outcome"} lines
+    outcomes = data / "outcomes"
+    by_day = {}
+    for path, mtime in _old(outcomes.glob("tick-*.json"), cutoff):
+        by_day.setdefault(_day(mtime), []).append((path, mtime))
+    for day, files in sorted(by_day.items()):
+        archive = outcomes / ARCHIVE_DIR / f"{day}.jsonl.gz"
+        lines = []
+        for path, _ in files:
+            report.bytes_before += path.stat().st_size
+            lines.append(json.dumps({"file": path.name, "outcome": json.loads(path.read_text(encoding="utf-8"))},
+                                    separators=(",", ":")))
+        _append_lines(archive, lines)
+        for path, _ in files:
+            path.unlink()
+        report.outcomes_archived += len(files)
+        report.archives.append(str(archive.relative_to(data)))
+
+    # trace days: traces/<day>.jsonl of finished days (workers.telemetry rolls them) older than `days`
+    traces = data / "traces"
+    today = _day(now)
+    for path, _ in _old(traces.glob("*.jsonl"), cutoff):
+        if path.stem >= today:
+            continue  # still being written
+        archive = path.with_suffix(".jsonl.gz")
+        report.bytes_before += path.stat().st_size
+        _append_lines(archive, path.read_text(encoding="utf-8").splitlines())
+        path.unlink()
+        report.trace_days_archived += 1
+        report.archives.append(str(archive.relative_to(data)))
+    report.bytes_after = sum((data / a).stat().st_size for a in set(report.archives))
+    return report
+
+
+def read_archived(archive: Path, name: str) -> str | None:
+    """The JSON text of the archived record that was `name` (cycle-NNNNNN[-label].json), or None."""
+    if not archive.exists():
+        return None
+    stem = name.removesuffix(".json")
+    tick_part, _, label = stem.removeprefix("cycle-").partition("-")
+    tick = int(tick_part)
+    with gzip.open(archive, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if rec.get("tick") == tick and (rec.get("run_label") or "") == label:
+                return line
+    return None

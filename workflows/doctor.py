@@ -1,0 +1,25 @@
+"""DoctorWorkflow: `golem doctor` asks the worker itself (issue 12), not the CLI's environment.
+
+One activity on the golem's task queue, so the answer is what the worker that runs the golem sees: its
+deliberator and why, whether its environment has the API key, the config version it loaded, its data dir.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.doctor import DoctorActivities
+
+
+@workflow.defn
+class DoctorWorkflow:
+    @workflow.run
+    async def run(self, golem_id: str) -> str:
+        return await workflow.execute_activity_method(
+            DoctorActivities.doctor, golem_id, start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=2),
+        )
