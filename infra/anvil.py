@@ -14,7 +14,9 @@ import json
 import os
 import signal
 import socket
+import shutil
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -78,6 +80,9 @@ def _rpc_chain_id(url: str, timeout: float) -> int | None:
             return int(json.loads(resp.read())["result"], 16)
     except (OSError, urllib.error.URLError, ValueError, KeyError):
         return None
+
+
+MAX_PERSISTED_STATES = 16  # historical states kept on disk (older ones are dropped; we query near the head)
 
 
 class AnvilProcess:
@@ -169,12 +174,23 @@ class AnvilProcess:
             cmd += ["--state", str(self.state_path)]
         if self.block_time is not None:
             cmd += ["--block-time", f"{self.block_time:g}"]
+        # Historical states Anvil moves out of memory go to disk: bounded here, and in a folder of our own that
+        # stop() removes. Unbounded in ~/.foundry/anvil/tmp, a long run (and every killed Anvil, whose folder is
+        # never cleaned) filled the disk: 65 GB after a day of tests and soak runs.
+        cmd += ["--max-persisted-states", str(MAX_PERSISTED_STATES), "--cache-path", str(self.cache_path)]
         return cmd + self.extra_args
+
+    @property
+    def cache_path(self) -> Path:
+        """Where this Anvil keeps states it moved out of memory: beside the state file, or in the system temp."""
+        base = self.state_path.parent if self.state_path is not None else Path(tempfile.gettempdir())
+        return base / f"anvil-cache-{self.port}"
 
     def start(self, timeout: float = 15.0) -> "AnvilProcess":
         if self.running:
             raise AnvilError(f"anvil already running on port {self.port} (pid {self.pid})")
         cmd = self.command()
+        shutil.rmtree(self.cache_path, ignore_errors=True)  # left by a killed Anvil on this port
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log_file = open(self.log_path, "ab")
@@ -219,6 +235,7 @@ class AnvilProcess:
         finally:
             self._proc = None
             self._close_log()
+            shutil.rmtree(self.cache_path, ignore_errors=True)
 
     def _close_log(self) -> None:
         if self._log_file is not None:
