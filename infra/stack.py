@@ -163,11 +163,13 @@ class TickLines:
             rec = None
         action = "hold"
         if rec is not None and rec.actions:
-            action = ", ".join(f"{a.action_type} {a.status.value}" for a in rec.actions)
+            action = ", ".join(f"{a.action_type} {a.status.value}"
+                               + (f" ({a.block_reason[:40]})" if a.block_reason and a.status.value == "blocked" else "")
+                               for a in rec.actions)
         elif rec is not None and rec.deliberation is not None and not rec.deliberation.recommends_action:
             action = "decided: hold"
         return (f"tick {row['tick']:>6}  {row['tier']:3} {row['regime']:12} pe {row['prediction_error']:5.3f}  "
-                f"{action[:60]:60} ${row['total_cost']:.4f}")
+                f"{action[:80]:80} ${row['total_cost']:.4f}")
 
 
 def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None,
