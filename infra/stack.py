@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from infra.anvil import ANVIL_KEYS, AnvilProcess
+from infra.anvil import ANVIL_KEYS, AnvilError, AnvilProcess
 from infra.supervisor import (
     CRASH_LIMIT,
     CRASH_WINDOW_SECONDS,
@@ -198,7 +198,13 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         print("starting Temporal dev server ...", flush=True)
         temporal.start()
         print("starting Anvil ...", flush=True)
-        anvil_child.start()
+        try:
+            anvil_child.start()
+        except AnvilError as err:
+            print(f"golem run: {err}; last log lines:" + "".join(f"\n    | {ln}" for ln in log_tail(anvil.log_path))
+                  + f"\n(a damaged {anvil.state_path.name} with no checkpoint beside it: move it aside to start a "
+                  "fresh chain; the golem itself is kept in temporal.sqlite)", flush=True)
+            return 1
         dep, fresh = ensure_world(config.chain.rpc_url, data_dir)
         print(f"protocols {'deployed' if fresh else 'found'}: Uniswap V2 router {dep.addresses['UNI_ROUTER']}, "
               f"Aave V3 pool {dep.addresses['AAVE_POOL']} (address book in {data_dir / 'deployment.json'})", flush=True)

@@ -104,8 +104,13 @@ class AnvilChild:
 
     def start(self) -> None:
         self.anvil.stop()  # clears the dead process (and its log handle); a no-op when none
-        if self._started and self.anvil.restore_checkpoint():
+        # Also on the first start: after the whole stack died (kill -9, a full disk) the state file may be older
+        # than the last checkpoint, or cut short; the checkpoint is then the newest good chain.
+        if self.anvil.restore_checkpoint():
             self.restored_from_checkpoint += 1
+            if not self._started:
+                print(f"anvil: starting from the checkpoint {self.anvil.checkpoint_path.name} (newer than the state "
+                      "file, or the state file was cut short)", flush=True)
         self.anvil.start()
         self._started = True
         self._last_checkpoint = time.monotonic()
