@@ -150,9 +150,8 @@ def mutants_of(module: str, source: str) -> list[Mutant]:
             for c in getattr(stmt, "cases", []) or []:
                 visit_body(c.body)
 
-    for node in tree.body:  # module level: only inside functions and classes (definitions run at import)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            visit_body(node.body)
+    # module level: only inside functions and classes' methods (definitions run at import)
+    visit_body([n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))])
     return out
 
 
