@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 U = "tests/unit/"
 I = "tests/integration/"
+GOLEM_LOOP = I + "test_golem_loop.py::"
 # module → the tests that cover it, fastest first. The decision paths of golem/: gating (threshold, prediction
 # error), decide (offline deliberator, decision parsing), the safety cage (policy, cage, service, limits, risk)
 # and the chain write path (permits, journal, executor).
@@ -61,18 +62,22 @@ TESTS: dict[str, list[str]] = {
                                I + "test_acting_crash.py"],
     "golem/chain/journal.py": [U + "test_permits_journal.py", I + "test_write_path.py", I + "test_acting_crash.py"],
     "golem/chain/executor.py": [I + "test_write_path.py", I + "test_acting_liquidity.py", I + "test_acting_safety.py"],
+    # Integration-covered modules: the replay of the committed histories first (a mutant that changes the
+    # workflow's commands fails it in seconds), then the wiring tests, then one or two whole-golem runs.
     "activities/tick.py": [U + "test_activity_helpers.py", I + "test_wiring.py", I + "test_retrieve_activity.py",
                            I + "test_decision_cache_decide.py", I + "test_gas_partition_tick.py",
-                           I + "test_topology_tick.py", I + "test_failures.py", I + "test_golem_loop.py"],
+                           GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
     "activities/consolidation.py": [I + "test_wiring.py", I + "test_consolidation_llm.py"],
-    "workers/services.py": [I + "test_wiring.py", I + "test_address_book.py", I + "test_topology_tick.py",
-                            I + "test_config_versions.py", I + "test_consolidation_llm.py"],
+    "workers/services.py": [I + "test_wiring.py", I + "test_topology_tick.py", I + "test_config_versions.py",
+                            GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
     "workers/config_versions.py": [I + "test_config_versions.py"],
-    "workflows/tick.py": [I + "test_golem_loop.py", I + "test_failures.py", I + "test_wiring.py",
-                          I + "test_replay_histories.py"],
-    "workflows/golem.py": [I + "test_golem_loop.py", I + "test_wiring.py", I + "test_failures.py",
-                           I + "test_tick_runs.py", I + "test_rejection_expiry.py", I + "test_config_versions.py",
-                           I + "test_replay_histories.py"],
+    "workflows/tick.py": [I + "test_replay_histories.py", I + "test_wiring.py",
+                          GOLEM_LOOP + "test_steer_forces_t2_and_malformed_steer_is_recorded",
+                          GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
+    "workflows/golem.py": [I + "test_replay_histories.py", I + "test_wiring.py",
+                           GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
+                           GOLEM_LOOP + "test_steer_forces_t2_and_malformed_steer_is_recorded",
+                           I + "test_rejection_expiry.py"],
     "workflows/consolidation.py": [I + "test_consolidation_llm.py", I + "test_wiring.py"],
 }
 
