@@ -8,8 +8,8 @@
 Mutants (AST-based, one at a time):
   delete   a simple statement inside a function body (call, assignment, return, raise, ...) becomes `pass`;
   negate   the condition of an `if`/`elif`/`while`, or a ternary's, becomes `not (...)`.
-Not mutated: docstrings, `pass`, imports, logging calls (workflow.logger / log / logger / print), and lines
-marked `# no-mutate` (say why on that line).
+Not mutated: docstrings, `pass`, imports, logging calls (workflow.logger / log / logger / print), class field
+declarations, a function's final `return None` (equivalent), and lines marked `# no-mutate` (say why there).
 
 Each mutant runs in a scratch copy of the tree (git ls-files; .venv and node_modules linked), so the working
 tree is never touched, with PYTHONPATH pointing at the copy so subprocesses (workers, the execute process) load
@@ -38,17 +38,18 @@ ROOT = Path(__file__).resolve().parent.parent
 U = "tests/unit/"
 I = "tests/integration/"
 GOLEM_LOOP = I + "test_golem_loop.py::"
+SURVIVORS = U + "test_mutation_survivors.py"  # tests written for mutants that survived
 # module → the tests that cover it, fastest first. The decision paths of golem/: gating (threshold, prediction
 # error), decide (offline deliberator, decision parsing), the safety cage (policy, cage, service, limits, risk)
 # and the chain write path (permits, journal, executor).
 TESTS: dict[str, list[str]] = {
     "golem/cognition/threshold.py": [U + "test_prediction_error_gate.py", U + "test_regime_and_feedback_fixes.py",
-                                     U + "test_fold.py"],
+                                     U + "test_fold.py", SURVIVORS],
     "golem/cognition/prediction_error.py": [U + "test_prediction_error_gate.py", U + "test_topology_curiosity.py"],
-    "golem/inference/offline.py": [U + "test_offline_deliberator.py", U + "test_inference_deliberator.py"],
+    "golem/inference/offline.py": [U + "test_offline_deliberator.py", U + "test_inference_deliberator.py", SURVIVORS],
     "golem/inference/decision.py": [U + "test_inference_tool_offer.py", U + "test_inference_session_eval.py",
                                     U + "test_safety_liquidity.py", U + "test_topology_curiosity.py",
-                                    U + "test_inference_deliberator.py"],
+                                    U + "test_inference_deliberator.py", SURVIVORS],
     "golem/safety/policy.py": [U + "test_policy.py", U + "test_safety_cage.py", U + "test_safety_liquidity.py",
                                U + "test_gas_partition.py"],
     "golem/safety/cage.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py",
@@ -58,7 +59,7 @@ TESTS: dict[str, list[str]] = {
     "golem/safety/risk.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py"],
     "golem/safety/service.py": [U + "test_gas_partition.py", U + "test_safety_cage.py", I + "test_write_path.py",
                                 I + "test_acting_safety.py", I + "test_wiring.py"],
-    "golem/chain/permits.py": [U + "test_permits_journal.py", U + "test_safety_cage.py", I + "test_write_path.py",
+    "golem/chain/permits.py": [U + "test_permits_journal.py", U + "test_safety_cage.py", SURVIVORS, I + "test_write_path.py",
                                I + "test_acting_crash.py"],
     "golem/chain/journal.py": [U + "test_permits_journal.py", I + "test_write_path.py", I + "test_acting_crash.py"],
     "golem/chain/executor.py": [I + "test_write_path.py", I + "test_acting_liquidity.py", I + "test_acting_safety.py"],
@@ -129,9 +130,16 @@ def mutants_of(module: str, source: str) -> list[Mutant]:
         out.append(Mutant(module, node.lineno, kind, lines[node.lineno - 1].strip()[:100],
                           (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)))
 
+    # A function's last statement `return` / `return None` does what falling off its end does: deleting it is
+    # an equivalent mutant, never killable, so it is not made.
+    tail_returns = {id(f.body[-1]) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and isinstance(f.body[-1], ast.Return)
+                    and (f.body[-1].value is None or (isinstance(f.body[-1].value, ast.Constant)
+                                                      and f.body[-1].value.value is None))}
+
     def visit_body(body: list[ast.stmt]) -> None:
         for stmt in body:
-            if marked(stmt):
+            if marked(stmt) or id(stmt) in tail_returns:
                 continue
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 visit_body(stmt.body)
@@ -179,7 +187,7 @@ def apply(source: str, m: Mutant) -> str:
 
 def make_scratch() -> Path:
     scratch = Path(tempfile.mkdtemp(prefix="golem-mutation-"))
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
     for f in files:
         if not f:
             continue
@@ -217,11 +225,14 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=0, help="a random sample of N mutants across the modules")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=0, help="per mutant, seconds (default 3x baseline, >= 120)")
+    ap.add_argument("--ids", default="", help="only these mutants, comma-separated module:line:kind (as printed)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--json", default="", help="write every mutant's result to this file")
     args = ap.parse_args()
 
-    modules = [m.strip() for m in args.modules.split(",") if m.strip()] or list(TESTS)
+    only = {i.strip() for i in args.ids.split(",") if i.strip()}
+    modules = ([m.strip() for m in args.modules.split(",") if m.strip()] or sorted({i.rsplit(":", 2)[0] for i in only})
+               or list(TESTS))
     unknown = [m for m in modules if m not in TESTS]
     if unknown:
         print(f"unknown module(s) {unknown}: add them to TESTS in bench/mutation.py with the tests that cover them")
@@ -230,6 +241,8 @@ def main() -> int:
     per_module = {}
     for mod in modules:
         ms = mutants_of(mod, (ROOT / mod).read_text())
+        if only:
+            ms = [m for m in ms if m.id in only]
         if args.max_mutants and len(ms) > args.max_mutants:
             ms = sorted(rng.sample(ms, args.max_mutants), key=lambda m: m.line)
         per_module[mod] = ms
