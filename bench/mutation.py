@@ -187,7 +187,8 @@ def apply(source: str, m: Mutant) -> str:
 
 def make_scratch() -> Path:
     scratch = Path(tempfile.mkdtemp(prefix="golem-mutation-"))
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    listing = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]  # uncommitted work too
+    files = subprocess.run(listing, cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
     for f in files:
         if not f:
             continue

@@ -45,3 +45,11 @@ def test_a_permit_without_a_lifetime_is_refused(tmp_path, ttl):
     store = PermitStore(tmp_path / "permits.sqlite")
     with pytest.raises(ValueError, match="ttl_s must be > 0"):
         store.issue("g", 1, 0, "swap", 100.0, "h" * 64, ttl_s=ttl)
+
+
+def test_a_refused_action_is_kept_as_a_blocked_permit_with_its_reason(tmp_path):
+    store = PermitStore(tmp_path / "permits.sqlite")
+    blocked = store.record_blocked("g", 2, 1, "borrow", "h" * 64, "asset DAI is not approved")
+    assert store.get(blocked.id) == blocked and blocked.status.value == "blocked"
+    assert [p.id for p in store.for_action("g", 2, 1)] == [blocked.id]
+    assert [e.detail for e in store.audit(blocked.id)] == ["asset DAI is not approved"]
