@@ -59,7 +59,8 @@ TESTS: dict[str, list[str]] = {
     "golem/safety/risk.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py"],
     "golem/safety/service.py": [U + "test_gas_partition.py", U + "test_safety_cage.py", I + "test_write_path.py",
                                 I + "test_acting_safety.py", I + "test_wiring.py"],
-    "golem/chain/permits.py": [U + "test_permits_journal.py", U + "test_safety_cage.py", SURVIVORS, I + "test_write_path.py",
+    "golem/chain/permits.py": [U + "test_permits_journal.py", U + "test_safety_cage.py", SURVIVORS,
+                               I + "test_write_path.py",
                                I + "test_acting_crash.py"],
     "golem/chain/journal.py": [U + "test_permits_journal.py", I + "test_write_path.py", I + "test_acting_crash.py"],
     "golem/chain/executor.py": [I + "test_write_path.py", I + "test_acting_liquidity.py", I + "test_acting_safety.py"],
@@ -145,7 +146,8 @@ def mutants_of(module: str, source: str) -> list[Mutant]:
                 visit_body(stmt.body)
                 continue
             if isinstance(stmt, ast.ClassDef):  # its methods; field declarations are definitions, not behaviour
-                visit_body([s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))])
+                visit_body([s for s in stmt.body
+                            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))])
                 continue
             if isinstance(stmt, (ast.If, ast.While)):
                 add("negate", stmt.test)

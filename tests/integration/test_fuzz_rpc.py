@@ -79,10 +79,10 @@ def proxy(anvil) -> Iterator[RpcProxy]:
 
 # ---- what a broken answer can look like -----------------------------------------------------------
 _scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
-json_values = st.recursive(_scalars, lambda s: st.lists(s, max_size=4) | st.dictionaries(st.text(max_size=6), s, max_size=4),
-                           max_leaves=12)
-junk_results = (json_values | st.sampled_from(["0x", "0xzz", "0x-1", "0x" + "f" * 64, "0x" + "0" * 192, "0x" + "f" * 192,
-                                              "0x" + "f" * 20_000, "1234", "", "0X10", "0x" + "1" * 63])
+json_values = st.recursive(_scalars, lambda s: st.lists(s, max_size=4)
+                           | st.dictionaries(st.text(max_size=6), s, max_size=4), max_leaves=12)
+junk_results = (json_values | st.sampled_from(["0x", "0xzz", "0x-1", "0x" + "f" * 64, "0x" + "0" * 192,
+                                              "0x" + "f" * 192, "0x" + "f" * 20_000, "1234", "", "0X10", "0x" + "1" * 63])
                 | st.builds(lambda n: "0x" + "a" * n, st.integers(0, 400)))
 whole_bodies = (st.binary(max_size=64) | st.sampled_from([b"", b"null", b"[]", b"{}", b"[null]", b'{"error": 5}',
                                                           b'{"jsonrpc":"2.0","id":1,"result":"0x1"}', b"[" * 5000])

@@ -34,7 +34,7 @@ from golem.safety.policy import PolicyCage
 from tests.unit.test_policy import observation
 
 CASES: Counter[str] = Counter()
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -112,7 +112,8 @@ _strategy_lines = st.sampled_from([
     "# Strategy", "## Rules", "## Constraints", "## Settings", "### Notes", "<!-- a", "comment -->", "",
     "- WHEN health_factor < 1.6 THEN repay 25% debt", "- WHEN price_drop_1h > 5% THEN swap 10% WETH to USDC",
     "- MUST keep health_factor above 1.3", "- MUST NOT borrow", "- collateral: WETH", "- debt: USDC", "- debt: WETH",
-    "WHEN x THEN y", "- WHEN", "- WHEN health_factor < THEN repay", "- WHEN health_factor < 1e999 THEN repay 1e999% debt",
+    "WHEN x THEN y", "- WHEN", "- WHEN health_factor < THEN repay",
+    "- WHEN health_factor < 1e999 THEN repay 1e999% debt",
     "* MUST never swap DAI", "+ settings: x", "- WHEN regime is crash THEN swap 50% WETH to DAI",
 ]) | st.text(max_size=80) | st.builds(lambda s: "- " + s, st.text(max_size=80))
 
@@ -146,10 +147,11 @@ def toml_texts(draw) -> str:
         out.append(f"[{section}]")
         field = st.sampled_from(["id", "home", "rpc_url", "theta_base_seconds", "max_trade_size_usd",
                                  "approved_assets", "provider", "max_slippage_bps", "kill_switch_path", "embedder",
-                                 "step_timeout_seconds", "daily_budget_usd"]) | st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
+                                 "step_timeout_seconds", "daily_budget_usd"])
+        field |= st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
         for key in draw(st.lists(field, max_size=4, unique=True)):
             value = draw(_toml_leaf)
-            out.append(f"{key} = {json.dumps(value) if not isinstance(value, float) else repr(value).replace('inf', 'inf')}")
+            out.append(f"{key} = {repr(value) if isinstance(value, float) else json.dumps(value)}")  # nan, inf: TOML
     return "\n".join(out)
 
 
@@ -231,7 +233,8 @@ def answers(draw) -> list[dict[str, Any]]:
                       "confidence": draw(st.floats(allow_nan=True) | json_values),
                       "recommends_action": draw(st.booleans() | json_values),
                       "facts": draw(json_values)}
-            blocks.append({"type": "tool_use", "name": DECIDE, "input": decide if draw(st.booleans()) else draw(json_values)})
+            blocks.append({"type": "tool_use", "name": DECIDE,
+                           "input": decide if draw(st.booleans()) else draw(json_values)})
         else:
             name = draw(st.sampled_from([*TOOL_SCHEMAS, "transfer", "approve", "", "Swap"]))
             blocks.append({"type": "tool_use", "name": name, "input": draw(tool_inputs(name))})
@@ -309,7 +312,7 @@ def _grimoire_size(episodes, semantic) -> tuple[int, int, int]:
     return (len(episodes.all()), len(semantic.all(include_inactive=True)), len(CausalGraph(semantic.db_path).edges()))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(import_lines(), max_size=3), header=st.booleans())
 def test_grimoire_import_lines_import_or_name_the_line(grimoire_stores, lines, header):
     from golem.grimoire.transfer import import_file
