@@ -54,3 +54,18 @@ def test_a_refused_action_is_kept_as_a_blocked_permit_with_its_reason(tmp_path):
     assert store.get(blocked.id) == blocked and blocked.status.value == "blocked"
     assert [p.id for p in store.for_action("g", 2, 1)] == [blocked.id]
     assert [e.detail for e in store.audit(blocked.id)] == ["asset DAI is not approved"]
+
+
+def test_a_refused_permit_use_is_audited(tmp_path):
+    """The refusal's audit row used to be rolled back with the PermitError raised inside the transaction."""
+    from golem.chain.permits import PermitError
+
+    store = PermitStore(tmp_path / "permits.sqlite")
+    permit = store.issue("g", 1, 0, "swap", 100.0, "h" * 64)
+    with pytest.raises(PermitError, match="allows"):
+        store.consume(permit.id, "swap", 1000.0)
+    with pytest.raises(PermitError, match="is for tool"):
+        store.consume(permit.id, "supply", 1.0)
+    assert [e.detail for e in store.audit(permit.id)][1:] == ["refused: value $1,000.00", "refused: tool supply"]
+    assert store.get(permit.id).status.value == "created"  # a refused use does not spend the permit
+    assert store.consume(permit.id, "swap", 50.0).status.value == "committed"
