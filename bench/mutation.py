@@ -26,6 +26,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -266,6 +267,7 @@ def main() -> int:
     scratch = make_scratch()
     results: list[Mutant] = []
     t_start = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         for mod, ms in per_module.items():
             if not ms:
@@ -298,6 +300,8 @@ def main() -> int:
                 m.status = {"failed": "killed", "passed": "survived"}.get(st, st)
                 results.append(m)
                 print(f"  {m.status:8} {m.seconds:5.0f}s  {m.id:50} {m.text[:70]}", flush=True)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: the score of what ran so far (the running pytest got the signal too)
+        print("\ninterrupted: the score below counts the mutants that finished")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
