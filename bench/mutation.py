@@ -208,18 +208,36 @@ def make_scratch() -> Path:
 
 
 def run_tests(scratch: Path, tests: list[str], timeout: float) -> tuple[str, float, str]:
+    """pytest in its own process group: a timeout or Ctrl-C ends it with everything it started (dev server, Anvil)."""
     env = {**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
     t0 = time.monotonic()
+    proc = subprocess.Popen([str(ROOT / ".venv/bin/python"), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                             *tests], cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
-        r = subprocess.run([str(ROOT / ".venv/bin/python"), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                            "-p", "no:randomly", *tests], cwd=scratch, env=env, capture_output=True, text=True,
-                           timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        _end_group(proc)
         return "timeout", time.monotonic() - t0, f"timed out after {timeout:.0f}s"
+    except BaseException:
+        _end_group(proc)
+        raise
     dt = time.monotonic() - t0
-    tail = (r.stdout.strip().splitlines() or [r.stderr.strip()[-200:]])[-1]
-    failed = next((ln for ln in r.stdout.splitlines() if ln.startswith("FAILED") or ln.startswith("ERROR")), "")
-    return ("passed" if r.returncode == 0 else "failed"), dt, (failed or tail)[:200]
+    tail = (out.strip().splitlines() or [err.strip()[-200:]])[-1]
+    failed = next((ln for ln in out.splitlines() if ln.startswith("FAILED") or ln.startswith("ERROR")), "")
+    return ("passed" if proc.returncode == 0 else "failed"), dt, (failed or tail)[:200]
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def main() -> int:
