@@ -80,7 +80,7 @@ TESTS: dict[str, list[str]] = {
     "workflows/golem.py": [I + "test_replay_histories.py", I + "test_wiring.py",
                            GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
                            GOLEM_LOOP + "test_steer_forces_t2_and_malformed_steer_is_recorded",
-                           I + "test_rejection_expiry.py"],
+                           I + "test_rejection_expiry.py", I + "test_backtest.py"],  # the replay clock (advance_world)
     "workflows/consolidation.py": [I + "test_consolidation_llm.py", I + "test_wiring.py"],
 }
 
