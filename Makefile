@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup setup-run run test test-unit bench eval-memory histories contracts clean-data
+.PHONY: setup setup-run run test test-unit bench eval-memory histories contracts clean-data mutation
 
 setup: $(VENV)/.installed-test node_modules/.installed
 setup-run: $(VENV)/.installed-run node_modules/.installed
@@ -50,6 +50,12 @@ bench: setup
 ## EMBEDDER=all-minilm-l6-v2 scores that embedder instead of the default WordLlama.
 eval-memory: setup
 	$(PY) bench/eval_memory.py $(if $(EMBEDDER),--embedder $(EMBEDDER),)
+
+## Mutation testing (nightly-style, not in `make test`): delete/negate one statement at a time in workflows/,
+## activities/, workers/ and golem/'s decision paths, run the tests mapped to the module, print score + survivors.
+## MUTATION_ARGS="--sample 60 --seed 1" (or --modules a.py,b.py --max-mutants N) for a shorter run.
+mutation: setup
+	$(PY) bench/mutation.py $(MUTATION_ARGS)
 
 ## Re-record the histories under tests/histories/ (after an intended workflow change + workflow.patched()).
 histories: setup

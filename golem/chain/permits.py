@@ -231,22 +231,22 @@ class PermitStore:
             now = self._clock()
             if now >= permit.expires_at:
                 self._transition(db, permit, PermitStatus.EXPIRED, f"expired at {permit.expires_at:.0f}, used at {now:.0f}")
-                expired_error = PermitError(
+                error = PermitError(
                     f"permit {permit_id} expired {now - permit.expires_at:.1f}s ago; validate the action again"
                 )
+            elif tool != permit.tool:
+                self._audit(db, permit_id, permit.status.value, permit.status.value, f"refused: tool {tool}", now)
+                error = PermitError(f"permit {permit_id} is for tool {permit.tool!r}, not {tool!r}")
+            elif value_usd > permit.value_limit_usd + _VALUE_EPSILON * max(1.0, permit.value_limit_usd):
+                self._audit(db, permit_id, permit.status.value, permit.status.value, f"refused: value ${value_usd:,.2f}", now)
+                error = PermitError(
+                    f"permit {permit_id} allows ${permit.value_limit_usd:,.2f}, the action is worth ${value_usd:,.2f}"
+                )
             else:
-                expired_error = None
-                if tool != permit.tool:
-                    self._audit(db, permit_id, permit.status.value, permit.status.value, f"refused: tool {tool}", now)
-                    raise PermitError(f"permit {permit_id} is for tool {permit.tool!r}, not {tool!r}")
-                if value_usd > permit.value_limit_usd + _VALUE_EPSILON * max(1.0, permit.value_limit_usd):
-                    self._audit(db, permit_id, permit.status.value, permit.status.value, f"refused: value ${value_usd:,.2f}", now)
-                    raise PermitError(
-                        f"permit {permit_id} allows ${permit.value_limit_usd:,.2f}, the action is worth ${value_usd:,.2f}"
-                    )
                 return self._transition(db, permit, PermitStatus.COMMITTED, f"committed {tool} worth ${value_usd:,.2f}")
-        # Raised after COMMIT so the expired transition is kept.
-        raise expired_error
+        # Raised after COMMIT so the expired transition and the refusal's audit row are kept (mutation testing found
+        # the refusals' audit rows rolled back with the raise inside the transaction, issue 14).
+        raise error
 
     def cancel(self, permit_id: str, reason: str) -> ActionPermit:
         """Cancel a permit that was not used (e.g. a high-severity steer). Committed permits stay committed."""

@@ -35,6 +35,13 @@ BALANCE_TOKENS: tuple[str, ...] = ("WETH", "USDC", "DAI")
 class ChainReadError(ValueError):
     """An RPC answer was missing, an error, or not what the contract ABI promises."""
 
+    MAX_CHARS = 400  # the message quotes the bad answer; a node can answer megabytes (found by fuzzing, issue 14)
+
+    def __init__(self, message: str) -> None:
+        if len(message) > self.MAX_CHARS:
+            message = f"{message[: self.MAX_CHARS - 60]}… ({len(message):,} chars, cut)"
+        super().__init__(message)
+
 
 @dataclass(frozen=True)
 class _Read:

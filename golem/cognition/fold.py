@@ -54,6 +54,8 @@ def _excerpt(raw: Any) -> str:
         text = json.dumps(raw, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         text = repr(raw)
+    except RecursionError:  # a payload nested too deeply to print (found by fuzzing, issue 14): say so instead
+        text = f"<a {type(raw).__name__} nested too deeply to show>"
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
 

@@ -815,6 +815,7 @@ def episode_from_record(
         timestamp_ms=_timestamp_ms(created_at),
         importance=importance_of(record),
         action_tools=tools,
-        emotional_tag=pad_label(pad.pleasure, pad.arousal, pad.dominance),
+        # the affect the tick left the golem in; no tag while nothing appraises it (pad_after absent, issue 17)
+        emotional_tag=pad_label(pad.pleasure, pad.arousal, pad.dominance) if pad is not None else None,
         gain=gain,
     )

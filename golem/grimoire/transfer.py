@@ -55,6 +55,24 @@ def export_lines(episodes: EpisodeStore, semantic: SemanticStore, *, golem_id: s
         yield json.dumps({"kind": "causal_edge", **edge})
 
 
+def _edge_fields(obj: dict) -> dict:
+    """A causal_edge line's fields, checked before anything is written (fuzzing found a string weight, a null
+    source and a list tick passing validation and failing half-way through the writes, issue 14)."""
+    edge = {k: obj[k] for k in ("source_id", "target_id", "weight", "updated_at")}
+    for k in ("source_id", "target_id"):
+        if not isinstance(edge[k], str) or not edge[k].strip():
+            raise ValueError(f"causal_edge {k} must be a non-empty string, got {edge[k]!r}")
+    if edge["source_id"] == edge["target_id"]:
+        raise ValueError("a causal edge needs two different entries (source_id == target_id)")
+    w = edge["weight"]
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 < w <= 1.0:
+        raise ValueError(f"causal_edge weight must be a number in (0, 1], got {w!r}")
+    t = edge["updated_at"]
+    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+        raise ValueError(f"causal_edge updated_at must be a tick (a whole number >= 0), got {t!r}")
+    return edge
+
+
 def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, as_is: bool = False) -> dict[str, int]:
     """Validate every line first (a bad line names its number and nothing is written), then write."""
     eps: list[Episode] = []
@@ -67,6 +85,8 @@ def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, 
                 continue
             try:
                 obj = json.loads(line)
+                if not isinstance(obj, dict):  # found by fuzzing (issue 14): `null`, `[]`, `5` are lines too
+                    raise ValueError(f"expected a JSON object with a kind, got {type(obj).__name__}")
                 kind = obj.pop("kind")
                 if n == 1 and kind != "header":
                     raise ValueError("the first line must be the header")
@@ -79,7 +99,7 @@ def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, 
                 elif kind == "entry":
                     entries.append(GrimoireEntry.model_validate(obj))
                 elif kind == "causal_edge":
-                    edge = {k: obj[k] for k in ("source_id", "target_id", "weight", "updated_at")}
+                    edge = _edge_fields(obj)
                     expected = edge_id(edge["source_id"], edge["target_id"])
                     if obj.get("edge_id", expected) != expected:
                         raise ValueError(f"edge_id {obj['edge_id']!r} does not match its source_id/target_id")

@@ -118,7 +118,7 @@ def index_row(record: DecisionCycleRecord) -> dict[str, Any]:
         "prediction_error": record.prediction_error,
         "total_cost": record.total_cost,
         "pnl_impact": outcome.pnl_impact if outcome is not None else None,
-        "primary_emotion": record.primary_emotion.value,
+        "primary_emotion": record.primary_emotion.value if record.primary_emotion is not None else None,
         "timestamp": record.timestamp,
         "workflow_id": record.workflow_id or None,
         "gating_reason": record.gating_reason,

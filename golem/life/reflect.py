@@ -44,7 +44,6 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
         probe_results=obs.probes,
         anomalies=obs.anomalies,
         pad_before=state.pad,
-        pad_after=state.pad,
         prediction_error=inp.analysis.prediction_error,
         prediction_error_sources=inp.analysis.sources,
         deliberation_threshold=inp.gate.threshold,

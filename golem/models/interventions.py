@@ -74,6 +74,22 @@ def explain_validation_error(kind: str, err: ValidationError) -> str:
     )
 
 
+MAX_PAYLOAD_DEPTH = 16  # a steer is a flat object; anything nested deeper is refused before validation
+
+
+def _too_deep(raw: Any, limit: int = MAX_PAYLOAD_DEPTH) -> bool:
+    """Is `raw` nested more than `limit` lists/objects deep? Iterative: a payload 3,000 deep made pydantic's
+    error (and json.dumps) raise RecursionError inside the signal handler (found by fuzzing, issue 14)."""
+    stack = [(raw, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list | tuple):
+            if depth >= limit:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
 def parse_intervention(kind: str, raw: Any) -> Steer | FollowUp:
     """Validate a raw signal payload; raises ValueError with a helpful message."""
     model = Steer if kind == "steer" else FollowUp
@@ -83,6 +99,11 @@ def parse_intervention(kind: str, raw: Any) -> Steer | FollowUp:
         raise ValueError(
             f"malformed {kind}: expected a JSON object, got {type(raw).__name__}. "
             'Example: {"id": "s-1", "message": "reduce exposure", "severity": "high"}'
+        )
+    if _too_deep(raw):
+        raise ValueError(
+            f"malformed {kind}: nested more than {MAX_PAYLOAD_DEPTH} levels deep. "
+            'Send a flat JSON object, e.g. {"id": "s-1", "message": "reduce exposure", "severity": "high"}'
         )
     try:
         return model.model_validate(raw)

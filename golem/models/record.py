@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime, PlutchikLabel, Tier
 from golem.models.interventions import InterventionSummary, RejectedIntervention
@@ -119,10 +119,12 @@ class DecisionCycleRecord(BaseModel):
     probe_results: list[ProbeResult] = Field(default_factory=list)
     anomalies: list[Anomaly] = Field(default_factory=list)
     # Appraisal
-    pad_before: PADVector = Field(default_factory=PADVector)
-    pad_after: PADVector = Field(default_factory=PADVector)
+    pad_before: PADVector = Field(default_factory=PADVector)  # the golem's affect going into the tick
+    # Absent (None, omitted from the JSON) until the daimon appraises the tick's outcome (issue 17): a copy of
+    # pad_before or a fixed Plutchik label would pose as a measurement. Older records carry both; they load.
+    pad_after: PADVector | None = None
     somatic_markers_fired: list[str] = Field(default_factory=list)
-    primary_emotion: PlutchikLabel = PlutchikLabel.ANTICIPATION
+    primary_emotion: PlutchikLabel | None = None
     # Gating
     prediction_error: float
     prediction_error_sources: dict[str, float] = Field(default_factory=dict)
@@ -146,7 +148,7 @@ class DecisionCycleRecord(BaseModel):
     # Mortality
     vitality: VitalityState = Field(default_factory=VitalityState)
     phase: BehavioralPhase = BehavioralPhase.THRIVING
-    credit_consumed: float = 0.0
+    credit_consumed: float | None = None  # absent until the lifespan's credit ledger exists (issue 17)
     # Cost
     inference_cost: float = 0.0
     gas_cost: float = 0.0
@@ -160,3 +162,17 @@ class DecisionCycleRecord(BaseModel):
     # of the tick read that one version (issue 12). config_change: set on the first tick of a new version.
     config_version: str = ""
     config_change: str = ""
+
+    @model_serializer(mode="wrap")
+    def _omit_unmeasured(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        """A field whose system does not exist yet is left out of the record, not written as null."""
+        data = handler(self)
+        for name in UNMEASURED_FIELDS:
+            if data.get(name, 0) is None:
+                del data[name]
+        return data
+
+
+# Record fields filled only once their system exists (the daimon's appraisal, the lifespan's credit ledger);
+# until then they are absent from the JSON record and NULL in the cycle index.
+UNMEASURED_FIELDS = ("pad_after", "primary_emotion", "credit_consumed")

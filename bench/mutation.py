@@ -1,0 +1,343 @@
+"""Mutation testing (issue 14): delete or negate one statement at a time and see whether a test notices.
+
+    make mutation                                   # every target module, every mutant (hours: nightly)
+    python bench/mutation.py --sample 60 --seed 1   # a reproducible random sample across the targets
+    python bench/mutation.py --modules golem/safety/policy.py,activities/tick.py --max-mutants 20
+    python bench/mutation.py --list                 # the mutants, without running anything
+
+Mutants (AST-based, one at a time):
+  delete   a simple statement inside a function body (call, assignment, return, raise, ...) becomes `pass`;
+  negate   the condition of an `if`/`elif`/`while`, or a ternary's, becomes `not (...)`.
+Not mutated: docstrings, `pass`, imports, logging calls (workflow.logger / log / logger / print), class field
+declarations, a function's final `return None` (equivalent), and lines marked `# no-mutate` (say why there).
+
+Each mutant runs in a scratch copy of the tree (git ls-files; .venv and node_modules linked), so the working
+tree is never touched, with PYTHONPATH pointing at the copy so subprocesses (workers, the execute process) load
+the mutant too. It runs only the tests mapped to its module below (fast unit tests first, `-x`, a timeout);
+a mutant is killed when that run fails or times out, survives when it passes. Every module's tests must pass
+unmutated first (the baseline); a module whose baseline fails is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+U = "tests/unit/"
+I = "tests/integration/"
+GOLEM_LOOP = I + "test_golem_loop.py::"
+SURVIVORS = U + "test_mutation_survivors.py"  # tests written for mutants that survived
+# module → the tests that cover it, fastest first. The decision paths of golem/: gating (threshold, prediction
+# error), decide (offline deliberator, decision parsing), the safety cage (policy, cage, service, limits, risk)
+# and the chain write path (permits, journal, executor).
+TESTS: dict[str, list[str]] = {
+    "golem/cognition/threshold.py": [U + "test_prediction_error_gate.py", U + "test_regime_and_feedback_fixes.py",
+                                     U + "test_fold.py", SURVIVORS],
+    "golem/cognition/prediction_error.py": [U + "test_prediction_error_gate.py", U + "test_topology_curiosity.py"],
+    "golem/inference/offline.py": [U + "test_offline_deliberator.py", U + "test_inference_deliberator.py", SURVIVORS],
+    "golem/inference/decision.py": [U + "test_inference_tool_offer.py", U + "test_inference_session_eval.py",
+                                    U + "test_safety_liquidity.py", U + "test_topology_curiosity.py",
+                                    U + "test_inference_deliberator.py", SURVIVORS],
+    "golem/safety/policy.py": [U + "test_policy.py", U + "test_safety_cage.py", U + "test_safety_liquidity.py",
+                               U + "test_gas_partition.py"],
+    "golem/safety/cage.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py",
+                             U + "test_safety_write_tools.py", U + "test_policy.py"],
+    "golem/safety/limits.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py",
+                               U + "test_safety_speculation_and_strategy.py", I + "test_acting_safety.py"],
+    "golem/safety/risk.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py"],
+    "golem/safety/service.py": [U + "test_gas_partition.py", U + "test_safety_cage.py", I + "test_write_path.py",
+                                I + "test_acting_safety.py", I + "test_wiring.py"],
+    "golem/chain/permits.py": [U + "test_permits_journal.py", U + "test_safety_cage.py", SURVIVORS,
+                               I + "test_write_path.py",
+                               I + "test_acting_crash.py"],
+    "golem/chain/journal.py": [U + "test_permits_journal.py", I + "test_write_path.py", I + "test_acting_crash.py"],
+    "golem/chain/executor.py": [I + "test_write_path.py", I + "test_acting_liquidity.py", I + "test_acting_safety.py"],
+    # Integration-covered modules: the replay of the committed histories first (a mutant that changes the
+    # workflow's commands fails it in seconds), then the wiring tests, then one or two whole-golem runs.
+    "activities/tick.py": [U + "test_activity_helpers.py", I + "test_wiring.py", I + "test_retrieve_activity.py",
+                           I + "test_decision_cache_decide.py", I + "test_gas_partition_tick.py",
+                           GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
+    "activities/consolidation.py": [I + "test_wiring.py", I + "test_consolidation_llm.py"],
+    "workers/services.py": [I + "test_wiring.py", I + "test_topology_tick.py", I + "test_config_versions.py",
+                            GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
+    "workers/config_versions.py": [I + "test_config_versions.py"],
+    "workflows/tick.py": [I + "test_replay_histories.py", I + "test_wiring.py",
+                          GOLEM_LOOP + "test_steer_forces_t2_and_malformed_steer_is_recorded",
+                          GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
+    "workflows/golem.py": [I + "test_replay_histories.py", I + "test_wiring.py",
+                           GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
+                           GOLEM_LOOP + "test_steer_forces_t2_and_malformed_steer_is_recorded",
+                           I + "test_rejection_expiry.py", I + "test_backtest.py"],  # the replay clock (advance_world)
+    "workflows/consolidation.py": [I + "test_consolidation_llm.py", I + "test_wiring.py"],
+}
+
+_LOG_ROOTS = {"log", "logger", "logging", "print"}
+
+
+@dataclass
+class Mutant:
+    module: str
+    line: int
+    kind: str  # delete | negate
+    text: str  # the original source (first line), for the report
+    start: tuple[int, int]  # (line, col) 1-based line, 0-based col
+    end: tuple[int, int]
+    status: str = ""  # killed | survived | timeout | skipped
+    seconds: float = 0.0
+    detail: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.module}:{self.line}:{self.kind}"
+
+
+def _is_logging(stmt: ast.stmt) -> bool:
+    if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
+        return False
+    f = stmt.value.func
+    while isinstance(f, ast.Attribute):
+        if isinstance(f.value, ast.Name) and f.value.id in ("workflow",) and f.attr == "logger":
+            return True
+        f = f.value
+    return isinstance(f, ast.Name) and f.id in _LOG_ROOTS
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def mutants_of(module: str, source: str) -> list[Mutant]:
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    out: list[Mutant] = []
+
+    def marked(node: ast.AST) -> bool:
+        return any("no-mutate" in lines[n - 1] for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+                   if n - 1 < len(lines) and "# " in lines[n - 1])
+
+    def add(kind: str, node: ast.AST) -> None:
+        out.append(Mutant(module, node.lineno, kind, lines[node.lineno - 1].strip()[:100],
+                          (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)))
+
+    # A function's last statement `return` / `return None` does what falling off its end does: deleting it is
+    # an equivalent mutant, never killable, so it is not made.
+    tail_returns = {id(f.body[-1]) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and isinstance(f.body[-1], ast.Return)
+                    and (f.body[-1].value is None or (isinstance(f.body[-1].value, ast.Constant)
+                                                      and f.body[-1].value.value is None))}
+
+    def visit_body(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if marked(stmt) or id(stmt) in tail_returns:
+                continue
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit_body(stmt.body)
+                continue
+            if isinstance(stmt, ast.ClassDef):  # its methods; field declarations are definitions, not behaviour
+                visit_body([s for s in stmt.body
+                            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))])
+                continue
+            if isinstance(stmt, (ast.If, ast.While)):
+                add("negate", stmt.test)
+            simple = not hasattr(stmt, "body")
+            if (simple and not _is_docstring(stmt) and not _is_logging(stmt)
+                    and not isinstance(stmt, (ast.Pass, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal))):
+                add("delete", stmt)
+            for node in ast.walk(stmt) if simple else ():
+                if isinstance(node, ast.IfExp):
+                    add("negate", node.test)
+            for field in ("body", "orelse", "finalbody"):
+                visit_body(getattr(stmt, field, []) or [])
+            for h in getattr(stmt, "handlers", []) or []:
+                visit_body(h.body)
+            for c in getattr(stmt, "cases", []) or []:
+                visit_body(c.body)
+
+    # module level: only inside functions and classes' methods (definitions run at import)
+    visit_body([n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))])
+    return out
+
+
+def _offset(lines: list[str], pos: tuple[int, int]) -> int:
+    # ast columns are UTF-8 byte offsets
+    line, col = pos
+    return sum(len(x.encode()) for x in lines[: line - 1]) + col
+
+
+def apply(source: str, m: Mutant) -> str:
+    lines = source.splitlines(keepends=True)
+    raw = source.encode()
+    a, b = _offset(lines, m.start), _offset(lines, m.end)
+    if m.kind == "delete":
+        new = raw[:a] + b"pass" + raw[b:]
+    else:
+        new = raw[:a] + b"(not (" + raw[a:b] + b"))" + raw[b:]
+    return new.decode()
+
+
+def make_scratch() -> Path:
+    scratch = Path(tempfile.mkdtemp(prefix="golem-mutation-"))
+    listing = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]  # uncommitted work too
+    files = subprocess.run(listing, cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    for f in files:
+        if not f:
+            continue
+        src = ROOT / f.decode()
+        if not src.is_file():
+            continue
+        dst = scratch / f.decode()
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+    for link in (".venv", "node_modules"):
+        if (ROOT / link).exists():
+            (scratch / link).symlink_to(ROOT / link)
+    return scratch
+
+
+def run_tests(scratch: Path, tests: list[str], timeout: float) -> tuple[str, float, str]:
+    """pytest in its own process group: a timeout or Ctrl-C ends it with everything it started (dev server, Anvil)."""
+    env = {**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(ROOT / ".venv/bin/python"), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                             *tests], cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _end_group(proc)
+        return "timeout", time.monotonic() - t0, f"timed out after {timeout:.0f}s"
+    except BaseException:
+        _end_group(proc)
+        raise
+    dt = time.monotonic() - t0
+    tail = (out.strip().splitlines() or [err.strip()[-200:]])[-1]
+    failed = next((ln for ln in out.splitlines() if ln.startswith("FAILED") or ln.startswith("ERROR")), "")
+    return ("passed" if proc.returncode == 0 else "failed"), dt, (failed or tail)[:200]
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--modules", default="", help="comma-separated module paths (default: all of TESTS)")
+    ap.add_argument("--max-mutants", type=int, default=0, help="at most this many mutants per module (0 = all)")
+    ap.add_argument("--sample", type=int, default=0, help="a random sample of N mutants across the modules")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=0, help="per mutant, seconds (default 3x baseline, >= 120)")
+    ap.add_argument("--ids", default="", help="only these mutants, comma-separated module:line:kind (as printed)")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--json", default="", help="write every mutant's result to this file")
+    args = ap.parse_args()
+
+    only = {i.strip() for i in args.ids.split(",") if i.strip()}
+    modules = ([m.strip() for m in args.modules.split(",") if m.strip()] or sorted({i.rsplit(":", 2)[0] for i in only})
+               or list(TESTS))
+    unknown = [m for m in modules if m not in TESTS]
+    if unknown:
+        print(f"unknown module(s) {unknown}: add them to TESTS in bench/mutation.py with the tests that cover them")
+        return 2
+    rng = random.Random(args.seed)
+    per_module = {}
+    for mod in modules:
+        ms = mutants_of(mod, (ROOT / mod).read_text())
+        if only:
+            ms = [m for m in ms if m.id in only]
+        if args.max_mutants and len(ms) > args.max_mutants:
+            ms = sorted(rng.sample(ms, args.max_mutants), key=lambda m: m.line)
+        per_module[mod] = ms
+    chosen = [m for ms in per_module.values() for m in ms]
+    if args.sample and args.sample < len(chosen):
+        chosen = rng.sample(chosen, args.sample)
+        keep = {id(m) for m in chosen}
+        per_module = {mod: [m for m in ms if id(m) in keep] for mod, ms in per_module.items()}
+    total = sum(len(v) for v in per_module.values())
+    print(f"{total} mutants over {sum(1 for v in per_module.values() if v)} modules "
+          f"({', '.join(f'{k}: {len(v)}' for k, v in per_module.items() if v)})", flush=True)
+    if args.list:
+        for ms in per_module.values():
+            for m in ms:
+                print(f"  {m.id:55} {m.text}")
+        return 0
+
+    scratch = make_scratch()
+    results: list[Mutant] = []
+    t_start = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        for mod, ms in per_module.items():
+            if not ms:
+                continue
+            tests = TESTS[mod]
+            status, base_s, detail = run_tests(scratch, tests, timeout=1800)
+            if status != "passed":
+                print(f"[baseline] {mod}: its tests fail unmutated ({detail}); skipped {len(ms)} mutants", flush=True)
+                for m in ms:
+                    m.status, m.detail = "skipped", "baseline failed"
+                results += ms
+                continue
+            timeout = args.timeout or max(120.0, 3 * base_s)
+            print(f"[baseline] {mod}: {len(tests)} test files pass in {base_s:.0f}s; {len(ms)} mutants", flush=True)
+            path = scratch / mod
+            original = path.read_text()
+            for m in ms:
+                try:
+                    mutated = apply(original, m)
+                    ast.parse(mutated)
+                except SyntaxError:
+                    m.status, m.detail = "skipped", "mutant does not parse"
+                    results.append(m)
+                    continue
+                path.write_text(mutated)
+                try:
+                    st, m.seconds, m.detail = run_tests(scratch, tests, timeout)
+                finally:
+                    path.write_text(original)
+                m.status = {"failed": "killed", "passed": "survived"}.get(st, st)
+                results.append(m)
+                print(f"  {m.status:8} {m.seconds:5.0f}s  {m.id:50} {m.text[:70]}", flush=True)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: the score of what ran so far (the running pytest got the signal too)
+        print("\ninterrupted: the score below counts the mutants that finished")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    ran = [m for m in results if m.status in ("killed", "survived", "timeout")]
+    killed = [m for m in ran if m.status in ("killed", "timeout")]
+    survivors = [m for m in ran if m.status == "survived"]
+    score = 100.0 * len(killed) / len(ran) if ran else 0.0
+    print(f"\nmutation score: {len(killed)}/{len(ran)} killed = {score:.1f}% "
+          f"({sum(m.status == 'timeout' for m in ran)} by timeout; "
+          f"{sum(m.status == 'skipped' for m in results)} skipped) in {time.monotonic() - t_start:.0f}s")
+    if survivors:
+        print("survivors:")
+        for m in survivors:
+            print(f"  {m.id:55} {m.text}")
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(m) for m in results], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
