@@ -74,7 +74,7 @@ class ChaosPlan:
     temporal_outage_seconds: float = 2.0
     anvil_checkpoint_seconds: float = 1.0
     steer_after_seconds: float = 5.0  # an armed fault no trade reached in this long: steer the golem to trade
-    execute_wait_seconds: float = 120.0  # an armed fault that no trade reaches in this long is disarmed
+    execute_wait_seconds: float = 90.0  # an armed fault that no trade reaches in this long is disarmed
     timeout_seconds: float = 3600.0
 
     def check(self) -> None:
@@ -275,7 +275,7 @@ class ChaosRun:
     def schedule(self) -> list[tuple[int, str]]:
         """(tick to fire at, fault) sorted by tick: spread over 5 %..90 % of the run."""
         n, p = self.plan.ticks, self.plan
-        lo, hi = max(2, n // 20), max(3, n * 9 // 10)
+        lo, hi = max(2, n // 20), max(3, n * 17 // 20)
         events: list[tuple[int, str]] = []
         for i in range(p.temporal_restarts):
             events.append((lo + (hi - lo) * (i + 1) // (p.temporal_restarts + 1) + self.rng.randint(0, 3), "temporal"))
@@ -304,7 +304,8 @@ class ChaosRun:
         os.kill(pid, signal.SIGKILL)
         self.worker.proc.wait()
         self.report.worker_kills += 1
-        self._pending_recovery.append(("worker kill", time.monotonic(), self.progress()))
+        self._last_fault_at = self.progress()  # the next fault waits for a tick by the restarted worker
+        self._pending_recovery.append(("worker kill", time.monotonic(), self._last_fault_at))
         _say(f"SIGKILL worker pid {pid} ({why})")
 
     def _kill_temporal(self) -> None:
@@ -358,7 +359,7 @@ class ChaosRun:
         events = self.schedule()
         _say(f"golem {wid} started for {self.plan.ticks} ticks; {len(events)} faults planned at ticks "
              f"{[t for t, _ in events]}")
-        armed: tuple[str, float, bool] | None = None  # (event, armed at, steered)
+        armed: tuple[str, float, int] | None = None  # (event, armed at, steers sent for it)
         last_progress, last_change = -1, time.monotonic()
         while True:
             self.supervisor.check()
@@ -382,11 +383,13 @@ class ChaosRun:
                 raise RuntimeError(f"no tick for 300 s (at {done}); see {self.logs}")
             if armed is not None:
                 event, at, steered = armed
-                if not steered and now - at > self.plan.steer_after_seconds:
-                    # No trade came along on its own: ask for one, as an owner would (a STRATEGY.md rule
-                    # swaps on "reduce exposure"). Medium severity: a high one would cancel the write.
-                    await self._steer(handle, "reduce exposure")
-                    armed = (event, at, True)
+                if now - at > self.plan.steer_after_seconds * (steered + 1) and steered < 3:
+                    # No trade came along on its own: ask for one, as an owner would. The example STRATEGY.md
+                    # repays 25 % of the debt on "repay" (approve + repay: two signed transactions); a repay is
+                    # protective, so the gas gate that defers routine swaps in a volatile market never holds
+                    # it back. Medium severity: a high one would cancel the write. Again if it did not come.
+                    await self._steer(handle, "repay")
+                    armed = (event, at, steered + 1)
                 info = faults.paused(self.fault_dir, event)
                 if info is not None:
                     if info["pid"] == self.worker.pid:
@@ -411,7 +414,7 @@ class ChaosRun:
                     self._kill_worker(f"random, at tick ~{self.progress()}")
                 elif kind in faults.EVENTS:
                     faults.arm(self.fault_dir, kind)
-                    armed = (kind, now, False)
+                    armed = (kind, now, 0)
                     _say(f"armed the execute fault point '{kind}' at tick ~{done}")
                 elif kind == "temporal":
                     self._kill_temporal()
