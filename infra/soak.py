@@ -229,7 +229,7 @@ async def soak(opts: SoakOptions, out: Path) -> SoakReport:
         report.ticks = run.progress()
         report.wall_seconds = time.monotonic() - t0
         report.worker_restarts = run.supervisor.restarts("worker")
-        for _ in range(300):  # the golem completes after its last tick
+        for _ in range(300 if report.ticks >= opts.ticks else 0):  # the golem completes after its last tick
             desc = await client.get_workflow_handle(wid).describe()
             if desc.status is not None and desc.status.name != "RUNNING":
                 break
