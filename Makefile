@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup setup-run run test test-unit bench eval-memory histories contracts clean-data mutation
+.PHONY: setup setup-run run test test-unit bench eval-memory histories contracts clean-data mutation chaos soak
 
 setup: $(VENV)/.installed-test node_modules/.installed
 setup-run: $(VENV)/.installed-run node_modules/.installed
@@ -61,6 +61,15 @@ mutation: setup
 histories: setup
 	$(PY) -m tests.histories.record
 	$(PY) -m tests.histories.record_outage
+
+## Reliability (README "Reliability"): a 300-tick live golem whose worker, Temporal dev server and Anvil are killed
+## (TICKS=, WORKER_KILLS=, OUT= to keep its data); `make test` runs a 30-tick version (pytest -m chaos).
+chaos: setup
+	$(PY) -m infra.chaos $(if $(TICKS),--ticks $(TICKS),) $(if $(WORKER_KILLS),--worker-kills $(WORKER_KILLS),) $(if $(OUT),--out $(OUT),)
+
+## 2,000 ticks without waiting: worker RSS, data-dir growth, history sizes (not in `make test`; TICKS= to change).
+soak: setup
+	$(PY) -m infra.soak $(if $(TICKS),--ticks $(TICKS),) $(if $(OUT),--out $(OUT),)
 
 contracts: setup
 	$(PY) -m golem.world.compile

@@ -17,6 +17,7 @@ from temporalio import activity
 
 from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
+from golem.chain.faults import fault_point
 from golem.chain.journal import TxJournal
 from golem.chain.permits import PermitStore
 from golem.chain.addressbook import AddressBook, resolve_book
@@ -113,7 +114,8 @@ class GolemServices:
         )
         log.info("deliberator: %s", self.deliberator_reason)
         self._executor = (
-            Executor(self.w3, self.deployment, self._signer, self.journal, self.permits) if self._signer else None
+            Executor(self.w3, self.deployment, self._signer, self.journal, self.permits, on_event=fault_point)
+            if self._signer else None
         )
         log.info("golem %s services ready: account %s, live=%s", config.golem.id, self.account, self.live)
 

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from golem.grimoire.lance import lance_session
 from golem.grimoire.decay import (
     PRUNE_FLOOR,
     DecayClass,
@@ -332,7 +333,8 @@ class EpisodeStore:
         self.path.mkdir(parents=True, exist_ok=True)
         # read_consistency_interval=0: every read checks for newer versions, so a reader sees
         # rows another process (the worker) committed after this store was opened.
-        self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+        self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0),
+                                   session=lance_session())
         self._schema = episode_arrow_schema(self.identity)
         try:
             self._table = self._db.open_table(TABLE)

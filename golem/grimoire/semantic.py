@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
+from golem.grimoire.lance import lance_session
 from golem.grimoire.decay import (
     DREAM_STRENGTH_INCREMENT,
     LIVE_STRENGTH_INCREMENT,
@@ -418,7 +419,8 @@ class SemanticStore:
         self.guard = guard if guard is not None else WriteGuard(self.lance_path.parent)
         migrate(self.db_path)
         self.lance_path.mkdir(parents=True, exist_ok=True)
-        self._db = lancedb.connect(str(self.lance_path), read_consistency_interval=timedelta(0))
+        self._db = lancedb.connect(str(self.lance_path), read_consistency_interval=timedelta(0),
+                                   session=lance_session())
         self._schema = mirror_schema(self.identity)
         try:
             self.table = self._db.open_table(SEMANTIC_TABLE)

@@ -22,14 +22,15 @@ import asyncio
 import inspect
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
-
-import anthropic
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from golem.cognition.budget import apply_budget, budget_fraction, sonnet_ceiling
 from golem.inference.config import InferenceConfig, ModelPrice
 from golem.models.config import HeartbeatSection
 from golem.models.enums import Tier
+
+if TYPE_CHECKING:  # the SDK is imported where it is used: a worker on the offline deliberator never loads it,
+    import anthropic  # and a restarted worker serves again seconds sooner (the chaos run's recovery time)
 
 Heartbeat = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
@@ -147,6 +148,8 @@ def _retry_after(err: anthropic.APIStatusError) -> float | None:
 
 def classify(err: Exception) -> Exception:
     """Map an SDK exception onto InferenceRetryable / InferenceRejected."""
+    import anthropic
+
     if isinstance(err, anthropic.APITimeoutError):
         return InferenceRetryable("provider request timed out")
     if isinstance(err, anthropic.APIConnectionError):
@@ -193,6 +196,8 @@ class ProviderRouter:
     ) -> Completion:
         """Send the request; heartbeats every `heartbeat_seconds` while waiting. Cancelling the caller's
         task cancels the HTTP request (asyncio cancellation propagates into the SDK call)."""
+        import anthropic
+
         kwargs: dict[str, Any] = {"model": plan.model, "max_tokens": plan.max_tokens, "system": system,
                                   "messages": messages, "timeout": self.config.timeout_seconds}
         if tools:
@@ -231,6 +236,8 @@ class ProviderRouter:
 
 def make_client(api_key: str, *, http_client: Any = None, timeout_s: float = 45.0) -> anthropic.AsyncAnthropic:
     """The async client as the router wants it: no SDK-internal retries (Temporal retries instead)."""
+    import anthropic
+
     kwargs: dict[str, Any] = {"api_key": api_key, "max_retries": 0, "timeout": timeout_s}
     if http_client is not None:
         kwargs["http_client"] = http_client

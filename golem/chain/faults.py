@@ -1,0 +1,64 @@
+"""Fault points in the write path, for the chaos run (`make chaos`, infra/chaos.py). Off unless armed.
+
+The executor reports two moments of its exactly-once protocol (golem/chain/executor.py): "signed" (the
+intent is journaled, the node has not seen it) and "broadcast" (the node accepted it, its receipt is not
+recorded yet). A worker started with `GOLEM_FAULT_DIR=DIR` looks for `DIR/arm-<event>` at each of them; if
+the file is there it removes it (one arm, one pause), writes `DIR/paused-<event>.json` (pid, tick, action,
+tx hash, nonce) and sleeps, so the chaos run can SIGKILL the worker exactly inside that window. If nobody
+kills it within `PAUSE_SECONDS` it goes on as if nothing happened. Without the variable this is a no-op
+(one environment lookup per signed or broadcast transaction); the key never passes through here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+ENV = "GOLEM_FAULT_DIR"
+EVENTS = ("signed", "broadcast")
+PAUSE_SECONDS = 60.0
+
+
+def arm(fault_dir: Path, event: str) -> Path:
+    """Arm one pause at `event` (the chaos run's side)."""
+    if event not in EVENTS:
+        raise ValueError(f"unknown fault event {event!r}; choose one of {', '.join(EVENTS)}")
+    fault_dir.mkdir(parents=True, exist_ok=True)
+    path = fault_dir / f"arm-{event}"
+    path.write_text(event)
+    return path
+
+
+def paused(fault_dir: Path, event: str) -> dict | None:
+    """The worker's report that it is paused at `event` (None until it is); removed when read."""
+    path = fault_dir / f"paused-{event}.json"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        info = json.loads(text)
+    except ValueError:  # caught mid-write: read it on the next poll
+        return None
+    path.unlink(missing_ok=True)
+    return info
+
+
+def fault_point(event: str, intent) -> None:
+    """The executor's on_event observer in a worker: pause here when the chaos run armed `event`."""
+    where = os.environ.get(ENV)
+    if not where:
+        return
+    fault_dir = Path(where)
+    try:
+        (fault_dir / f"arm-{event}").unlink()  # atomic: of two threads racing, one pauses
+    except FileNotFoundError:
+        return
+    info = {"event": event, "pid": os.getpid(), "tick": intent.tick, "action_index": intent.action_index,
+            "call_index": intent.call_index, "tx_hash": intent.tx_hash, "nonce": intent.nonce, "at": time.time()}
+    tmp = fault_dir / f".paused-{event}.tmp"
+    tmp.write_text(json.dumps(info))
+    os.replace(tmp, fault_dir / f"paused-{event}.json")
+    time.sleep(PAUSE_SECONDS)  # the chaos run SIGKILLs the worker in here

@@ -1,0 +1,319 @@
+"""The soak run (`make soak`): a live golem ticking as fast as its clock allows for thousands of ticks.
+
+The stack is the chaos run's (infra/chaos.py: Temporal dev server on SQLite, Anvil with its state file, the
+market simulator and a worker subprocess) with no faults and the fastest theta the config accepts. Every
+`sample_every` ticks it samples the worker's resident memory (VmRSS of its process) and the data dir's size
+(temporal.sqlite, the Grimoire, the cycle records, the rest). At the end it reads, through the Temporal
+client, the history of every GolemWorkflow run (continue-as-new keeps each one short) and of the last
+`inspect_ticks` tick workflows, and measures every activity's input (the payload bytes of each
+ActivityTaskScheduled event) and every child workflow's input.
+
+Checks (each bound is an option; 0 disables it):
+  * worker RSS growth per 1,000 ticks, after warm-up (the first sample past `warmup_ticks`), <= --max-rss-growth-mb;
+  * data-dir growth per 1,000 ticks <= --max-data-growth-mb;
+  * every GolemWorkflow run's history < --max-history-events events;
+  * every activity input inspected < --max-input-kb KB.
+
+    python -m infra.soak [--ticks 2000] [--theta 0.1] [--out DIR] [--max-input-kb 64] ...
+
+Prints the samples and the figures; exits 1 when a bound is exceeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.chaos import ChaosPlan, ChaosRun, _say
+
+
+@dataclass
+class SoakOptions:
+    ticks: int = 2000
+    theta: float = 0.1  # theta_min is half of it: 0.05 s, the least the config accepts
+    scenario: str = "volatile"
+    continue_as_new_ticks: int = 100  # the example golem's
+    sample_every: int = 100
+    warmup_ticks: int = 200  # RSS growth is measured from here (imports, caches and the embedder settle first)
+    inspect_ticks: int = 50  # the last N tick workflows whose histories are measured
+    max_rss_growth_mb: float = 100.0  # per 1,000 ticks
+    max_data_growth_mb: float = 50.0  # per 1,000 ticks, the golem's own files (not temporal.sqlite, not the chain)
+    max_history_events: int = 10_000
+    max_input_kb: float = 64.0
+    seed: int = 21
+    timeout_seconds: float = 6 * 3600.0
+
+
+@dataclass
+class Sample:
+    tick: int
+    seconds: float
+    rss_mb: float
+    data_mb: dict[str, float]
+
+    @property
+    def data_total_mb(self) -> float:
+        return sum(self.data_mb.values())
+
+    @property
+    def golem_data_mb(self) -> float:
+        """What the golem itself writes: everything but the dev server's SQLite and the chain's dumps."""
+        return sum(v for k, v in self.data_mb.items() if k not in ("temporal", "chain"))
+
+
+@dataclass
+class SoakReport:
+    ticks: int = 0
+    wall_seconds: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+    tiers: dict[str, int] = field(default_factory=dict)
+    failed_ticks: int = 0
+    worker_restarts: int = 0
+    rss_growth_mb_per_1k: float | None = None
+    data_growth_mb_per_1k: float | None = None  # the golem's own files
+    data_total_growth_mb_per_1k: float | None = None
+    data_growth_by_part_per_1k: dict[str, float] = field(default_factory=dict)
+    golem_runs: int = 0
+    history_events_max: int = 0
+    history_events_by_run: list[int] = field(default_factory=list)
+    tick_history_events_max: int = 0
+    activity_inputs_inspected: int = 0
+    activity_input_max_bytes: dict[str, int] = field(default_factory=dict)  # activity type -> largest input
+    child_input_max_bytes: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        rate = self.ticks / self.wall_seconds if self.wall_seconds else 0.0
+        lines = [f"soak: {self.ticks} ticks in {self.wall_seconds:.0f} s ({rate:.2f} ticks/s; tiers {self.tiers}; "
+                 f"{self.failed_ticks} failed; worker restarts {self.worker_restarts})",
+                 "  tick   wall s   worker RSS MB   data dir MB (" + ", ".join(self.samples[0].data_mb) + ")"
+                 if self.samples else "  no samples"]
+        for s in self.samples:
+            parts = " ".join(f"{v:.1f}" for v in s.data_mb.values())
+            lines.append(f"  {s.tick:>5} {s.seconds:>8.0f} {s.rss_mb:>15.1f}   {s.data_total_mb:.1f} ({parts})")
+        fmt = lambda v: "n/a" if v is None else f"{v:.1f}"  # noqa: E731
+        lines.append(f"  per 1,000 ticks after warm-up: worker RSS {fmt(self.rss_growth_mb_per_1k)} MB, the golem's "
+                     f"data {fmt(self.data_growth_mb_per_1k)} MB, whole data dir {fmt(self.data_total_growth_mb_per_1k)} MB ("
+                     + ", ".join(f"{k} {v:.1f}" for k, v in self.data_growth_by_part_per_1k.items()) + ")")
+        lines.append(f"  GolemWorkflow: {self.golem_runs} runs (continue-as-new), largest history "
+                     f"{self.history_events_max} events; tick workflows: largest history {self.tick_history_events_max}")
+        biggest = sorted(self.activity_input_max_bytes.items(), key=lambda kv: -kv[1])
+        lines.append(f"  activity inputs: {self.activity_inputs_inspected} inspected; largest per activity: "
+                     + ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in biggest)
+                     + f"; largest child-workflow input {self.child_input_max_bytes / 1024:.1f} KB")
+        lines.append("PASS" if not self.problems else "FAIL:\n" + "\n".join(f"  - {p}" for p in self.problems))
+        return "\n".join(lines)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for p in path.rglob("*"):
+        try:
+            if p.is_file():
+                total += p.stat().st_size
+        except FileNotFoundError:  # a temp file renamed meanwhile
+            pass
+    return total
+
+
+def data_sizes(data: Path) -> dict[str, float]:
+    """MB per part of the data dir; the dev server's SQLite (with its WAL) apart from the golem's own files."""
+    parts = {"temporal": 0, "chain": 0, "grimoire": 0, "cycles": 0, "logs": 0, "other": 0}
+    for p in data.iterdir():
+        if p.name.startswith("temporal.sqlite"):
+            key = "temporal"  # the dev server's (a cluster's, in production)
+        elif p.name.startswith("anvil-state"):
+            key = "chain"  # the dev chain's state dumps (every block since genesis)
+        elif p.name in ("grimoire", "cycles", "logs"):
+            key = p.name
+        elif p.name == "traces.jsonl":
+            key = "logs"
+        else:
+            key = "other"  # tx journal, permits, audit, liquidation log, config versions ...
+        parts[key] += _size(p)
+    return {k: v / 1e6 for k, v in parts.items()}
+
+
+def _payload_bytes(payloads) -> int:
+    return sum(len(p.data) + sum(len(v) for v in p.metadata.values()) for p in payloads.payloads) if payloads else 0
+
+
+async def inspect_histories(client, golem_id: str, last_tick: int, opts: SoakOptions, report: SoakReport) -> None:
+    wid = f"golem-{golem_id}"
+    async for wf in client.list_workflows(f"WorkflowId = '{wid}'"):
+        hist = await client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()
+        report.history_events_by_run.append(len(hist.events))
+        _scan(hist, report)
+    report.golem_runs = len(report.history_events_by_run)
+    report.history_events_max = max(report.history_events_by_run, default=0)
+    for n in range(max(0, last_tick - opts.inspect_ticks + 1), last_tick + 1):
+        try:
+            hist = await client.get_workflow_handle(f"{wid}-tick-{n}").fetch_history()
+        except Exception:  # noqa: BLE001 — a tick that never started a workflow (none expected)
+            report.problems.append(f"tick {n}: no workflow history")
+            continue
+        report.tick_history_events_max = max(report.tick_history_events_max, len(hist.events))
+        _scan(hist, report)
+
+
+def _scan(hist, report: SoakReport) -> None:
+    for ev in hist.events:
+        if ev.HasField("activity_task_scheduled_event_attributes"):
+            a = ev.activity_task_scheduled_event_attributes
+            size = _payload_bytes(a.input)
+            name = a.activity_type.name
+            report.activity_inputs_inspected += 1
+            report.activity_input_max_bytes[name] = max(report.activity_input_max_bytes.get(name, 0), size)
+        elif ev.HasField("start_child_workflow_execution_initiated_event_attributes"):
+            size = _payload_bytes(ev.start_child_workflow_execution_initiated_event_attributes.input)
+            report.child_input_max_bytes = max(report.child_input_max_bytes, size)
+
+
+def _per_1k(a: Sample, b: Sample, value) -> float | None:
+    if b.tick <= a.tick:
+        return None
+    return (value(b) - value(a)) * 1000.0 / (b.tick - a.tick)
+
+
+async def soak(opts: SoakOptions, out: Path) -> SoakReport:
+    from workers.client import connect
+    from golem.models.config import load_config
+    from golem.models.golem import GolemWorkflowInput
+    from workflows.golem import GolemWorkflow
+
+    plan = ChaosPlan(ticks=opts.ticks, worker_kills=0, execute_kills=0, temporal_restarts=0, anvil_restarts=0,
+                     theta=opts.theta, step_timeout=30.0, continue_as_new_ticks=opts.continue_as_new_ticks,
+                     scenario=opts.scenario, seed=opts.seed)
+    run = ChaosRun(plan, out, golem_id=f"soak{opts.seed}")
+    report = SoakReport()
+    t0 = time.monotonic()
+    try:
+        run.start()
+        config = load_config(run.config_path)
+        client = await connect(run.temporal.address)
+        wid = f"golem-{run.golem_id}"
+        await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=config, max_ticks=opts.ticks),
+                                    id=wid, task_queue=f"golem-{run.golem_id}")
+        _say(f"soak: golem {wid} started for {opts.ticks} ticks at theta {opts.theta:g} s")
+        next_sample = 0
+        while True:
+            run.supervisor.check()
+            done = run.progress()
+            if done >= max(next_sample, 1) and run.worker.pid is not None:
+                s = Sample(done, time.monotonic() - t0, rss_mb(run.worker.pid), data_sizes(run.data))
+                report.samples.append(s)
+                _say(f"tick {done}: worker RSS {s.rss_mb:.1f} MB, data dir {s.data_total_mb:.1f} MB")
+                next_sample = (done // opts.sample_every + 1) * opts.sample_every
+            if done >= opts.ticks:
+                break
+            if time.monotonic() - t0 > opts.timeout_seconds:
+                report.problems.append(f"stopped at tick {done}: the soak's {opts.timeout_seconds:g} s ran out")
+                break
+            await asyncio.sleep(0.5)
+        report.ticks = run.progress()
+        report.wall_seconds = time.monotonic() - t0
+        report.worker_restarts = run.supervisor.restarts("worker")
+        for _ in range(300 if report.ticks >= opts.ticks else 0):  # the golem completes after its last tick
+            desc = await client.get_workflow_handle(wid).describe()
+            if desc.status is not None and desc.status.name != "RUNNING":
+                break
+            await asyncio.sleep(0.2)
+        import sqlite3
+        from contextlib import closing
+
+        with closing(sqlite3.connect(run.data / "cycles" / "index.sqlite")) as db:
+            report.tiers = dict(db.execute("SELECT tier, COUNT(*) FROM cycle_index WHERE run = '' GROUP BY tier"))
+            report.failed_ticks = db.execute("SELECT COUNT(*) FROM cycle_failures").fetchone()[0]
+        await inspect_histories(client, run.golem_id, report.ticks - 1, opts, report)
+    finally:
+        run.stop()
+    judge(report, opts)
+    return report
+
+
+def judge(report: SoakReport, opts: SoakOptions) -> None:
+    after = [s for s in report.samples if s.tick >= opts.warmup_ticks]
+    if len(after) >= 2:
+        report.rss_growth_mb_per_1k = _per_1k(after[0], after[-1], lambda s: s.rss_mb)
+    if len(after) >= 2:
+        first, last = after[0], after[-1]
+        report.data_growth_mb_per_1k = _per_1k(first, last, lambda s: s.golem_data_mb)
+        report.data_total_growth_mb_per_1k = _per_1k(first, last, lambda s: s.data_total_mb)
+        for part in first.data_mb:
+            report.data_growth_by_part_per_1k[part] = _per_1k(first, last, lambda s: s.data_mb[part]) or 0.0
+    if opts.max_rss_growth_mb and report.rss_growth_mb_per_1k is not None \
+            and report.rss_growth_mb_per_1k > opts.max_rss_growth_mb:
+        report.problems.append(f"worker RSS grew {report.rss_growth_mb_per_1k:.1f} MB per 1,000 ticks "
+                               f"(bound {opts.max_rss_growth_mb:g})")
+    if opts.max_data_growth_mb and report.data_growth_mb_per_1k is not None \
+            and report.data_growth_mb_per_1k > opts.max_data_growth_mb:
+        report.problems.append(f"the golem's data grew {report.data_growth_mb_per_1k:.1f} MB per 1,000 ticks "
+                               f"(bound {opts.max_data_growth_mb:g})")
+    if opts.max_history_events and report.history_events_max >= opts.max_history_events:
+        report.problems.append(f"a GolemWorkflow run has {report.history_events_max} history events "
+                               f"(bound {opts.max_history_events})")
+    if opts.max_input_kb:
+        limit = opts.max_input_kb * 1024
+        big = {k: v for k, v in report.activity_input_max_bytes.items() if v >= limit}
+        if big:
+            report.problems.append("activity inputs of " + ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in big.items())
+                                   + f" (bound {opts.max_input_kb:g} KB)")
+    if report.ticks < opts.ticks:
+        report.problems.append(f"only {report.ticks} of {opts.ticks} ticks ran")
+
+
+def main(argv: list[str] | None = None) -> int:
+    d = SoakOptions()
+    p = argparse.ArgumentParser(prog="python -m infra.soak", description=__doc__.split("\n\n")[0])
+    p.add_argument("--ticks", type=int, default=d.ticks)
+    p.add_argument("--theta", type=float, default=d.theta)
+    p.add_argument("--scenario", default=d.scenario)
+    p.add_argument("--sample-every", type=int, default=d.sample_every)
+    p.add_argument("--warmup-ticks", type=int, default=d.warmup_ticks)
+    p.add_argument("--inspect-ticks", type=int, default=d.inspect_ticks)
+    p.add_argument("--max-rss-growth-mb", type=float, default=d.max_rss_growth_mb, help="per 1,000 ticks; 0: no bound")
+    p.add_argument("--max-data-growth-mb", type=float, default=d.max_data_growth_mb, help="per 1,000 ticks; 0: no bound")
+    p.add_argument("--max-history-events", type=int, default=d.max_history_events, help="0: no bound")
+    p.add_argument("--max-input-kb", type=float, default=d.max_input_kb, help="0: no bound")
+    p.add_argument("--timeout", type=float, default=d.timeout_seconds, help="seconds; stop and report then")
+    p.add_argument("--out", type=Path, help="keep everything here (default: a temporary directory, removed at the end)")
+    p.add_argument("--json", type=Path, help="also write the report as JSON here")
+    args = p.parse_args(argv)
+    if args.ticks < 10 or args.sample_every < 1:
+        print("soak: --ticks must be >= 10 and --sample-every >= 1", file=sys.stderr)
+        return 2
+    opts = SoakOptions(ticks=args.ticks, theta=args.theta, scenario=args.scenario, sample_every=args.sample_every,
+                       warmup_ticks=args.warmup_ticks, inspect_ticks=args.inspect_ticks,
+                       max_rss_growth_mb=args.max_rss_growth_mb, max_data_growth_mb=args.max_data_growth_mb,
+                       max_history_events=args.max_history_events, max_input_kb=args.max_input_kb,
+                       timeout_seconds=args.timeout)
+    out = args.out or Path(tempfile.mkdtemp(prefix="golem-soak-"))
+    out.mkdir(parents=True, exist_ok=True)
+    report = asyncio.run(soak(opts, out))
+    print(report.summary(), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({**report.__dict__, "samples": [s.__dict__ for s in report.samples]},
+                                        indent=2, default=str))
+    if args.out is None:
+        shutil.rmtree(out, ignore_errors=True)
+    return 1 if report.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The Grimoire's LanceDB stores share one session with bounded caches (golem/grimoire/lance.py): without it
+every per-tick write cached another table version's metadata and the soak's worker grew ~35 MB per 100 ticks."""
+
+from __future__ import annotations
+
+import lancedb
+
+from golem.grimoire import lance
+from golem.grimoire.embeddings import default_embedder
+from golem.grimoire.episodes import Episode, EpisodeStore
+from golem.grimoire.semantic import SemanticStore
+
+
+def test_stores_cache_in_the_shared_bounded_session(tmp_path, monkeypatch):
+    cap = 4 << 20
+    small = lancedb.Session(index_cache_size_bytes=cap, metadata_cache_size_bytes=cap)
+    monkeypatch.setattr(lance, "_session", small)
+    emb = default_embedder()
+    store = EpisodeStore(tmp_path / "episodes.lance", emb)
+    SemanticStore(tmp_path / "semantic.sqlite", tmp_path / "semantic.lance", emb)
+    items = small.approx_num_items
+    for i in range(80):
+        store.upsert(Episode(id=f"g:tick:{i}", golem_id="g", tick=i, created_at="2026-03-01T00:00:01Z",
+                             regime="volatile", tier="T0", summary=f"tick {i}: price moved {i % 17} bps, held"))
+        store.search(f"price moved {i % 13}", k=3)
+    # the episode store's writes and reads cache here, not in a default session of its own ...
+    assert small.approx_num_items > items + 100, (items, small.approx_num_items)
+    # ... and the cache stays at its cap (unbounded, 80 versions cache ~10 MB)
+    assert small.size_bytes <= cap * 1.1, small.size_bytes
