@@ -137,6 +137,8 @@ class EntryIndex:
     df: dict[str, int] = field(default_factory=dict)
     tags: list[frozenset[str]] = field(default_factory=list)
     parents: list[frozenset[str]] = field(default_factory=list)  # parent_episode_ids
+    categories: list[str] = field(default_factory=list)  # entry type
+    regimes: list[str | None] = field(default_factory=list)  # market_regime scope (None: unscoped)
     built_at: float = 0.0  # time.monotonic() of the build
 
     @property
@@ -187,6 +189,11 @@ class EntryIndex:
             return 0.0
         return sum(v for t, v in idf.items() if t in text_terms) / total
 
+    def known(self, word: str) -> bool:
+        """Whether any entry's lexical terms include all of `word`'s."""
+        ts = terms(word)
+        return bool(ts) and all(t in self.df for t in ts)
+
     def in_force(self, at: int, *, include_later_records: bool = False) -> np.ndarray:
         """Bi-temporal mask: valid at tick `at` (valid_from ≤ at < valid_until) and, unless asked for what is known
         now, recorded by then (created ≤ at) — an as-of question sees what the golem could have known then."""
@@ -209,7 +216,7 @@ def _fingerprint(semantic) -> tuple:
 def build_index(semantic) -> EntryIndex:
     with closing(semantic._conn()) as db:
         rows = db.execute("SELECT id, content, tags, category, valid_from, valid_until, created_tick, "
-                          "parent_episode_ids FROM grimoire_entries ORDER BY rowid").fetchall()
+                          "parent_episode_ids, market_regime FROM grimoire_entries ORDER BY rowid").fetchall()
     ids = [r[0] for r in rows]
     pos = {i: n for n, i in enumerate(ids)}
     dim = int(semantic.embedder.dim)
@@ -245,6 +252,7 @@ def build_index(semantic) -> EntryIndex:
         created=np.array([r[6] or 0 for r in rows], dtype=np.int64),
         postings=postings, lengths=lengths, df={t: len(p) for t, p in lists.items()},
         tags=[frozenset(t) for t in tags], parents=[frozenset(json.loads(r[7] or "[]")) for r in rows],
+        categories=[r[3] for r in rows], regimes=[r[8] for r in rows],
         built_at=time.monotonic())
 
 
