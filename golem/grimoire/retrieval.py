@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 
 from golem.grimoire.decay import EntryKind, effective_confidence, retention_at_tick
 from golem.grimoire.entry_index import entry_index, named_entities, summary_terms, terms
+from golem.grimoire.episode_index import episode_index
 from golem.grimoire.episodes import DEFAULT_TICK_SECONDS, EpisodeStore, tag_pad
 from golem.grimoire.regimes import normalise_regime
 from golem.grimoire.semantic import SemanticStore
@@ -186,6 +187,13 @@ def hybrid_query(table, column: str, text: str, vector: np.ndarray, k: int = TOP
     return rows
 
 
+def matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """m @ v without BLAS. OpenBLAS spreads a 10k × 256 product over its thread pool, and beside LanceDB's threads on
+    a busy 2-core machine that took 20 ms instead of 0.25 ms (measured, issue 15); einsum's single-threaded loop
+    takes ~0.4 ms at 10k rows whatever the load."""
+    return np.einsum("ij,j->i", m, v)
+
+
 def _pad_cosine(a, b) -> float:
     na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
     if na == 0 or nb == 0:
@@ -201,7 +209,7 @@ def mmr(candidates: list[tuple[float, np.ndarray]], n: int, lam: float = MMR_LAM
         return []
     rel = np.array([c[0] for c in candidates], dtype=np.float64)
     vecs = np.vstack([np.asarray(c[1], dtype=np.float32) for c in candidates])
-    sim = (vecs @ vecs.T).astype(np.float64)  # one product instead of a dot per pair per step
+    sim = np.einsum("ik,jk->ij", vecs, vecs).astype(np.float64)  # one product instead of a dot per pair per step
     picked: list[int] = []
     red = np.full(len(candidates), -np.inf)  # max similarity to what is picked so far (none yet: 0 below)
     left = np.ones(len(candidates), dtype=bool)
@@ -287,7 +295,7 @@ TIE_WEIGHTS = {"effective_confidence": 0.25, "quality": 0.20, "recency": 0.15, "
 REGIME_WEIGHT = 0.06
 # ... and variants of the same advice (mostly the same tags, or entry vectors ≥ VARIANT_COSINE alike) are ordered by scope
 # outright when their relevance is within REGIME_BAND: wording differs between a regime's advice and the default's.
-REGIME_BAND = 0.3
+REGIME_BAND = 0.45
 VARIANT_COSINE = 0.55
 VARIANT_TAG_OVERLAP = 0.5  # Jaccard of the tag sets: one shared broad tag ("aave") does not make a variant
 # Variants are of one type (a heuristic is not a variant of an observation that shares its tags). When a returned
@@ -304,7 +312,7 @@ SAFETY_MIN_SHARE = 0.5
 # ... or, for a hard constraint (tag `must`, MUST / never / do not in the text), holding SAFETY_MIN_LEXICAL of the
 # question's idf mass: a rule on the health factor applies to any action asked about at a given health factor,
 # however differently the rest is worded ("HF is 1.25; rebalance the LP range first?").
-SAFETY_MIN_LEXICAL = 0.15
+SAFETY_MIN_LEXICAL = 0.14
 # Episodes compete only as extra evidence: EPISODE_PENALTY below an entry of the same relevance, at most
 # EPISODE_SHARE of the slots while entries can fill the rest, never one a returned entry already cites
 # (parent_episode_ids).
@@ -321,6 +329,27 @@ ENTITY_ABSTAIN_RELEVANCE = 0.40
 ITEM_MIN_SHARE = 0.5
 ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
+
+
+def _episode_candidates(eidx, qv: np.ndarray, q_terms: list[str], idx, at: int) -> list[tuple]:
+    """Hybrid over the in-memory episode index (Rev. 9 steps 1–2): the top TOP_PER_SOURCE recorded by `at` by
+    cosine and by lexical share (the entries' idf, as for entries), fused. (row, cosine, lexical, rrf, relevance)."""
+    if not eidx.n:
+        return []
+    live = eidx.ticks <= at
+    cos = np.where(live, matvec(eidx.vectors, qv.astype(np.float32)), -np.inf)
+    lex = (eidx.coverage({t: idx.idf(t) for t in set(q_terms)}) if idx is not None and idx.n
+           else np.zeros(eidx.n))
+    lex = np.where(live, lex, 0.0)
+    k = min(TOP_PER_SOURCE, eidx.n)
+    dense = [int(i) for i in sorted(np.argpartition(-cos, k - 1)[:k], key=lambda i: (-cos[i], i)) if live[i]]
+    lexical = [int(i) for i in sorted(np.argpartition(-lex, k - 1)[:k], key=lambda i: (-lex[i], i)) if lex[i] > 0]
+    rrf: dict[int, float] = {}
+    for ranked in (dense, lexical):
+        for r, i in enumerate(ranked, 1):
+            rrf[i] = rrf.get(i, 0.0) + 1.0 / (RRF_K + r)
+    return [(i, float(cos[i]), float(lex[i]), rrf[i], DENSE_WEIGHT * float(cos[i]) + (1.0 - DENSE_WEIGHT) * float(lex[i]))
+            for i in rrf]
 
 
 def _regime_match(entry_regime: str | None, regime: str) -> float:
@@ -386,15 +415,18 @@ def retrieve_for_tick(
 
     ep_cols = ["id", "tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
                "tick", "dream_validated", "pnl_impact", "emotional_tag"]
-    # The episode query runs in the pool while the entries are scored (LanceDB works in Rust without the GIL).
-    # No prefilter: at the present tick nothing is later, and for a past tick a post-filter costs nothing (episodes
-    # are extra evidence; a few fewer candidates then is fine).
-    ep_future = _pool().submit(hybrid_query, episodes.table, "summary", query, qv, EPISODE_CANDIDATES, ep_cols)
+    # Episodes: from the in-memory index (episode_index.py) — both legs exact, the scalar fields read for the few
+    # relevant enough to score. Above its size limit, LanceDB's hybrid query runs in the pool while the entries are
+    # scored (LanceDB works in Rust without the GIL); no prefilter there: at the present tick nothing is later, and
+    # for a past tick a post-filter costs nothing (episodes are extra evidence).
+    eidx = episode_index(episodes)
+    ep_future = None if eidx is not None else _pool().submit(
+        hybrid_query, episodes.table, "summary", query, qv, EPISODE_CANDIDATES, ep_cols)
     q_terms = terms(query)
     cands: list[dict[str, Any]] = []
     idx = entry_index(semantic) if semantic is not None else None
     if idx is not None and idx.n:
-        cos = idx.vectors @ qv.astype(np.float32)
+        cos = matvec(idx.vectors, qv.astype(np.float32))
         cov = idx.coverage(q_terms)
         rel = DENSE_WEIGHT * np.where(idx.has_vector, cos, 0.0) + (1.0 - DENSE_WEIGHT) * cov
         rel = np.where(idx.in_force(at, include_later_records=as_known_now), rel, -np.inf)
@@ -424,9 +456,19 @@ def retrieve_for_tick(
                               safety=is_safety_entry(e["category"], e["content"], idx.tags[i]),
                               hard="must" in idx.tags[i] or bool(_CONSTRAINT.search(e["content"])),
                               parents=idx.parents[i], tags=idx.tags[i], variant_of=variant_of.get(i)))
-    for r in ep_future.result():
-        if r["tick"] > at:
-            continue  # recorded after the asked-about tick
+    n_candidates = len(cands)
+    if eidx is not None:
+        light = _episode_candidates(eidx, qv, q_terms, idx, at)
+        n_candidates += len(light)
+        best_rel = max([c["relevance"] for c in cands] + [c[4] for c in light], default=None)
+        keep = [] if best_rel is None else [c for c in light if c[4] >= min(abstain_line, ITEM_MIN_SHARE * best_rel)]
+        ep_rows = [eidx.row(row) | {"_cosine": c, "_lexical": lx, "_relevance_score": rrf,
+                                    "summary": eidx.summaries[row], "vector": eidx.vectors[row]}
+                   for row, c, lx, rrf, _ in keep]
+    else:
+        ep_rows = [r for r in ep_future.result() if r["tick"] <= at]  # not recorded after the asked-about tick
+        n_candidates += len(ep_rows)
+    for r in ep_rows:
         ret = retention_at_tick(tick, r["last_accessed_tick"], kind=EntryKind.EPISODE, decay_class=r["decay_class"],
                                 strength=r["strength"], quality=r["quality"], tick_seconds=tick_seconds,
                                 dream_validated=bool(r["dream_validated"]))
@@ -435,7 +477,9 @@ def retrieve_for_tick(
         if entry_pad is None and r.get("emotional_tag") != "neutral":
             pnl = r.get("pnl_impact")
             entry_pad = (0.0 if pnl is None else (1.0 if pnl > 0 else -1.0 if pnl < 0 else 0.0), 0.0, 0.0)
-        lexical = idx.text_coverage(q_terms, summary_terms(r["summary"])) if idx is not None and idx.n else 0.0
+        lexical = r.get("_lexical")
+        if lexical is None:
+            lexical = idx.text_coverage(q_terms, summary_terms(r["summary"])) if idx is not None and idx.n else 0.0
         cands.append(dict(id=r["id"], source="episode", kind=r["tier"], text=r["summary"],
                           relevance=DENSE_WEIGHT * r["_cosine"] + (1.0 - DENSE_WEIGHT) * lexical,
                           cosine=r["_cosine"], lexical=lexical, rrf=r["_relevance_score"],
@@ -444,7 +488,7 @@ def retrieve_for_tick(
                           entry_pad=entry_pad, bloodstain=False, safety=False, hard=False, parents=set(),
                           tags=set(), variant_of=None))
 
-    result = RetrievalResult(retrieved=True, reason=reason, candidates=len(cands), as_of=at, action=acting)
+    result = RetrievalResult(retrieved=True, reason=reason, candidates=n_candidates, as_of=at, action=acting)
     best = max(cands, key=lambda c: c["relevance"], default=None)
     # Calibrated abstention on the best candidate's fused relevance.
     answerable = best is not None and best["relevance"] >= abstain_line
