@@ -62,6 +62,7 @@ class EpisodeIndex:
 
 _CACHE: dict[str, EpisodeIndex] = {}
 _LOCK = threading.Lock()
+builds = 0  # full builds so far in this process (tests check writes are applied in place)
 
 
 def _postings(summaries: list[str], start: int = 0) -> dict[str, list[int]]:
@@ -78,6 +79,8 @@ def _vectors(col, dim: int) -> np.ndarray:
 
 
 def build(table) -> EpisodeIndex:
+    global builds
+    builds += 1
     version = table.version
     n = table.count_rows()
     dim = table.schema.field("vector").type.list_size
