@@ -70,18 +70,31 @@ _ALIASES = {
 def terms(text: str) -> list[str]:
     """Lexical terms of a text: lower-cased words (and decimals like 1.6), stop words dropped, stemmed."""
     low = text.lower()
-    for pat, rep in _PHRASES:
-        low = pat.sub(rep, low)
-    out = []
+    if "pa" in low or "fee" in low or "block" in low:  # what the phrases start with: skip three regexes otherwise
+        for pat, rep in _PHRASES:
+            low = pat.sub(rep, low)
+    out: list[str] = []
+    cache = _WORD_TERMS
     for w in _WORD.findall(low):
-        if w in STOPWORDS and not w.isdigit() or len(w) < 2 and not w.isdigit():
+        if w[0].isdigit():
+            out.append(w)  # numbers are kept as they are (and not cached: mostly unique)
             continue
-        alias = _ALIASES.get(w)
-        if alias is None:
-            out.append(stem(w))
-        else:
-            out += [stem(a) for a in alias.split()]
+        got = cache.get(w)
+        if got is None:
+            if len(cache) >= _WORD_TERMS_MAX:
+                cache.clear()
+            if w in STOPWORDS or len(w) < 2:
+                got = ()
+            else:
+                alias = _ALIASES.get(w)
+                got = (stem(w),) if alias is None else tuple(stem(a) for a in alias.split())
+            cache[w] = got
+        out += got
     return out
+
+
+_WORD_TERMS: dict[str, tuple[str, ...]] = {}  # word → its terms (stop word: none; alias; stem)
+_WORD_TERMS_MAX = 200_000
 
 
 # Words spelled with a capital that name no entity: calendar words, the pronoun.

@@ -16,6 +16,7 @@ version change (another process, compaction, an overwrite) rebuilds it whole on 
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +37,7 @@ class EpisodeIndex:
     ticks: np.ndarray  # (n,) int64
     vectors: np.ndarray  # (n, dim) float32, L2-normalised
     summaries: list[str]
-    postings: dict[str, np.ndarray] = field(default_factory=dict)  # term → rows holding it
+    postings: dict[str, list[int]] = field(default_factory=dict)  # term → rows holding it
     scalars: dict[str, list] = field(default_factory=dict)  # SCALARS column → values by row
 
     def row(self, k: int) -> dict:
@@ -66,11 +67,11 @@ builds = 0  # full builds so far in this process (tests check writes are applied
 
 
 def _postings(summaries: list[str], start: int = 0) -> dict[str, list[int]]:
-    lists: dict[str, list[int]] = {}
+    lists: defaultdict[str, list[int]] = defaultdict(list)
     for n, s in enumerate(summaries, start):
         for t in summary_terms(s):
-            lists.setdefault(t, []).append(n)
-    return lists
+            lists[t].append(n)
+    return dict(lists)
 
 
 def _vectors(col, dim: int) -> np.ndarray:
@@ -89,7 +90,7 @@ def build(table) -> EpisodeIndex:
     summaries = data.column("summary").to_pylist() if n else []
     ticks = np.asarray(data.column("tick").to_numpy(zero_copy_only=False), dtype=np.int64) if n else np.zeros(0, np.int64)
     vectors = _vectors(data.column("vector"), dim) if n else np.zeros((0, dim), np.float32)
-    postings = {t: np.asarray(r, dtype=np.int64) for t, r in _postings(summaries).items()}
+    postings = _postings(summaries)
     scalars = {c: data.column(c).to_pylist() if n else [] for c in SCALARS}
     return EpisodeIndex(version=version, ids=ids, pos={i: k for k, i in enumerate(ids)}, ticks=ticks, vectors=vectors,
                         summaries=summaries, postings=postings, scalars=scalars)
@@ -161,7 +162,7 @@ def note_merge(store, data, before: int, after: int) -> None:
         postings = dict(idx.postings)
         for t, rows in _postings([summaries[k] for k in new], start).items():
             old = postings.get(t)
-            postings[t] = np.asarray(rows, dtype=np.int64) if old is None else np.concatenate([old, rows])
+            postings[t] = rows if old is None else old + rows
         scalars = {}
         for c, old_vals in idx.scalars.items():
             vals = data.column(c).to_pylist()
