@@ -9,15 +9,20 @@ nothing from disk.
 
 Kept current cheaply: the store reports its own writes (`note_merge` with the rows it wrote, `note_update` with the
 scalar changes it made) and the index applies them in place when nothing else moved the table in between; any other
-version change (another process, compaction, an overwrite) rebuilds it whole on the next query (about 0.1 s per
-10k rows, most of it reading the table). Above MAX_ROWS episodes retrieval goes back to LanceDB (ANN).
+version change (another process, compaction, an overwrite) rebuilds it whole on the next query (well under a second
+per 10k rows). Above MAX_ROWS episodes retrieval goes back to LanceDB (ANN).
+
+Snapshots: each version is an EpisodeIndex of its own `n` rows over shared, append-only storage (buffers with spare
+capacity, lists, posting lists in row order), so a write costs what it adds, and a query keeps reading the snapshot
+it started with while a write appends rows past its `n`.
 """
 
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -32,21 +37,26 @@ MAX_ROWS = 250_000  # ours: 250k × 256 float32 = 256 MB; beyond it the ANN inde
 @dataclass
 class EpisodeIndex:
     version: int
+    n: int  # rows in this snapshot; the shared storage below may hold more (appended for a newer one)
     ids: list[str]
     pos: dict[str, int]
-    ticks: np.ndarray  # (n,) int64
-    vectors: np.ndarray  # (n, dim) float32, L2-normalised
+    tick_buf: np.ndarray  # (capacity,) int64
+    vec_buf: np.ndarray  # (capacity, dim) float32, L2-normalised
     summaries: list[str]
-    postings: dict[str, list[int]] = field(default_factory=dict)  # term → rows holding it
+    postings: dict[str, list[int]] = field(default_factory=dict)  # term → rows holding it, ascending
     scalars: dict[str, list] = field(default_factory=dict)  # SCALARS column → values by row
+
+    @property
+    def ticks(self) -> np.ndarray:
+        return self.tick_buf[:self.n]
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self.vec_buf[:self.n]
 
     def row(self, k: int) -> dict:
         """Episode `k`'s scalar fields, id and tick (what retrieval scores with)."""
-        return {c: v[k] for c, v in self.scalars.items()} | {"id": self.ids[k], "tick": int(self.ticks[k])}
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
+        return {c: v[k] for c, v in self.scalars.items()} | {"id": self.ids[k], "tick": int(self.tick_buf[k])}
 
     def coverage(self, idf: dict[str, float]) -> np.ndarray:
         """Per episode, the share of the question's idf mass (`idf`: term → weight) its summary holds."""
@@ -56,7 +66,9 @@ class EpisodeIndex:
             return out
         for t, w in idf.items():
             rows = self.postings.get(t)
-            if rows is not None:
+            if rows:
+                if rows[-1] >= self.n:  # rows appended for a newer snapshot
+                    rows = rows[:bisect_left(rows, self.n)]
                 out[rows] += w
         return out / total
 
@@ -66,17 +78,24 @@ _LOCK = threading.Lock()
 builds = 0  # full builds so far in this process (tests check writes are applied in place)
 
 
-def _postings(summaries: list[str], start: int = 0) -> dict[str, list[int]]:
-    lists: defaultdict[str, list[int]] = defaultdict(list)
+def _postings(summaries: list[str], start: int = 0, into: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+    lists = into if into is not None else defaultdict(list)
     for n, s in enumerate(summaries, start):
         for t in summary_terms(s):
-            lists[t].append(n)
-    return dict(lists)
+            if into is None:
+                lists[t].append(n)
+            else:
+                lists.setdefault(t, []).append(n)
+    return dict(lists) if into is None else lists
 
 
 def _vectors(col, dim: int) -> np.ndarray:
     flat = col.combine_chunks().flatten().to_numpy(zero_copy_only=False)
     return np.ascontiguousarray(np.asarray(flat, dtype=np.float32).reshape(-1, dim))
+
+
+def _capacity(n: int) -> int:
+    return n + max(1024, n // 4)
 
 
 def build(table) -> EpisodeIndex:
@@ -86,14 +105,17 @@ def build(table) -> EpisodeIndex:
     n = table.count_rows()
     dim = table.schema.field("vector").type.list_size
     data = table.search().select(["id", "tick", "summary", "vector", *SCALARS]).limit(max(1, n)).to_arrow() if n else None
+    n = data.num_rows if n else 0
     ids = data.column("id").to_pylist() if n else []
     summaries = data.column("summary").to_pylist() if n else []
-    ticks = np.asarray(data.column("tick").to_numpy(zero_copy_only=False), dtype=np.int64) if n else np.zeros(0, np.int64)
-    vectors = _vectors(data.column("vector"), dim) if n else np.zeros((0, dim), np.float32)
-    postings = _postings(summaries)
+    tick_buf = np.zeros(_capacity(n), dtype=np.int64)
+    vec_buf = np.zeros((_capacity(n), dim), dtype=np.float32)
+    if n:
+        tick_buf[:n] = np.asarray(data.column("tick").to_numpy(zero_copy_only=False), dtype=np.int64)
+        vec_buf[:n] = _vectors(data.column("vector"), dim)
     scalars = {c: data.column(c).to_pylist() if n else [] for c in SCALARS}
-    return EpisodeIndex(version=version, ids=ids, pos={i: k for k, i in enumerate(ids)}, ticks=ticks, vectors=vectors,
-                        summaries=summaries, postings=postings, scalars=scalars)
+    return EpisodeIndex(version=version, n=n, ids=ids, pos={i: k for k, i in enumerate(ids)}, tick_buf=tick_buf,
+                        vec_buf=vec_buf, summaries=summaries, postings=_postings(summaries), scalars=scalars)
 
 
 def episode_index(store) -> EpisodeIndex | None:
@@ -122,56 +144,53 @@ def note_update(store, ids: list[str], changes: dict, before: int, after: int) -
         if idx is None or idx.version != before:
             _CACHE.pop(key, None)
             return
-        cols = {c: idx.scalars[c][:] for c in changes if c in idx.scalars}
         for i in ids:
             k = idx.pos.get(i)
             if k is None:
                 continue
             for c, f in changes.items():
-                if c in cols:
-                    cols[c][k] = f(cols[c][k])
-        _CACHE[key] = EpisodeIndex(version=after, ids=idx.ids, pos=idx.pos, ticks=idx.ticks, vectors=idx.vectors,
-                                   summaries=idx.summaries, postings=idx.postings, scalars=idx.scalars | cols)
+                col = idx.scalars.get(c)
+                if col is not None:
+                    col[k] = f(col[k])
+        _CACHE[key] = replace(idx, version=after)
 
 
 def note_merge(store, data, before: int, after: int) -> None:
-    """The store merged `data` (rows with id, tick, summary, vector) into its table, from version `before` to
-    `after`: apply it in place (a new snapshot of the arrays; readers keep the one they hold)."""
+    """The store merged `data` (rows with id, tick, summary, vector and SCALARS) into its table, from version
+    `before` to `after`: appended to the shared storage (new rows) or written over (rewritten rows, same summary)."""
     key = str(store.path)
     with _LOCK:
         idx = _CACHE.get(key)
-        if idx is None or idx.version != before:
+        if idx is None or idx.version != before or idx.n != len(idx.ids):
             _CACHE.pop(key, None)  # something else moved the table: rebuild on the next query
             return
         ids = data.column("id").to_pylist()
         summaries = data.column("summary").to_pylist()
         ticks = np.asarray(data.column("tick").to_numpy(zero_copy_only=False), dtype=np.int64)
-        vecs = _vectors(data.column("vector"), idx.vectors.shape[1])
-        replaced = [k for k, i in enumerate(ids) if i in idx.pos]
-        if any(idx.summaries[idx.pos[ids[k]]] != summaries[k] for k in replaced):
+        vecs = _vectors(data.column("vector"), idx.vec_buf.shape[1])
+        values = {c: data.column(c).to_pylist() for c in SCALARS}
+        if any(i in idx.pos and idx.summaries[idx.pos[i]] != summaries[k] for k, i in enumerate(ids)):
             _CACHE.pop(key, None)  # an episode rewritten with another summary: its postings move; rebuild
             return
         new = [k for k, i in enumerate(ids) if i not in idx.pos]
-        vectors, tick_arr = idx.vectors.copy() if replaced else idx.vectors, idx.ticks.copy() if replaced else idx.ticks
-        for k in replaced:
-            vectors[idx.pos[ids[k]]] = vecs[k]
-            tick_arr[idx.pos[ids[k]]] = ticks[k]
-        start = idx.n
-        new_ids = idx.ids + [ids[k] for k in new]
-        new_summaries = idx.summaries + [summaries[k] for k in new]
-        postings = dict(idx.postings)
-        for t, rows in _postings([summaries[k] for k in new], start).items():
-            old = postings.get(t)
-            postings[t] = rows if old is None else old + rows
-        scalars = {}
-        for c, old_vals in idx.scalars.items():
-            vals = data.column(c).to_pylist()
-            col = old_vals[:] if replaced else old_vals
-            for k in replaced:
-                col[idx.pos[ids[k]]] = vals[k]
-            scalars[c] = col + [vals[k] for k in new]
-        _CACHE[key] = EpisodeIndex(
-            version=after, ids=new_ids, pos={**idx.pos, **{ids[k]: start + j for j, k in enumerate(new)}},
-            ticks=np.concatenate([tick_arr, ticks[new]]) if new else tick_arr,
-            vectors=np.concatenate([vectors, vecs[new]]) if new else vectors,
-            summaries=new_summaries, postings=postings, scalars=scalars)
+        tick_buf, vec_buf, n = idx.tick_buf, idx.vec_buf, idx.n
+        if n + len(new) > len(tick_buf):  # grow: a fresh copy (readers keep the old buffers)
+            tick_buf = np.zeros(_capacity(n + len(new)), dtype=np.int64)
+            vec_buf = np.zeros((len(tick_buf), idx.vec_buf.shape[1]), dtype=np.float32)
+            tick_buf[:n], vec_buf[:n] = idx.tick_buf[:n], idx.vec_buf[:n]
+        for k, i in enumerate(ids):
+            if i in idx.pos:  # rewritten, same text: new tick/vector/fields in place
+                r = idx.pos[i]
+                tick_buf[r], vec_buf[r] = ticks[k], vecs[k]
+                for c in SCALARS:
+                    idx.scalars[c][r] = values[c][k]
+        for j, k in enumerate(new):
+            r = n + j
+            tick_buf[r], vec_buf[r] = ticks[k], vecs[k]
+            idx.pos[ids[k]] = r
+            idx.ids.append(ids[k])
+            idx.summaries.append(summaries[k])
+            for c in SCALARS:
+                idx.scalars[c].append(values[c][k])
+        _postings([summaries[k] for k in new], n, into=idx.postings)
+        _CACHE[key] = replace(idx, version=after, n=n + len(new), tick_buf=tick_buf, vec_buf=vec_buf)
