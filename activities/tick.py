@@ -28,7 +28,7 @@ from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.playbook import read_revision
-from golem.grimoire.retrieval import retrieve_for_tick
+from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.life.reflect import build_record, retrieval_query, tick_result
@@ -55,6 +55,7 @@ from golem.models.tick import (
     GateInput,
     GateResult,
     ObserveInput,
+    PastQuestion,
     ProposedAction,
     ReflectInput,
     RetrievedKnowledge,
@@ -72,6 +73,7 @@ from workers.services import GolemServices
 from workers.step_results import StepResults
 
 RETRIEVAL_K = 5
+MAX_PAST_QUESTIONS = 3  # owner notes looked at for a past tick per retrieval (ours: bounds the extra queries)
 
 
 def _now_iso() -> str:
@@ -258,20 +260,45 @@ class TickActivities:
             steered=bool(ctx.state.pending_steers), tick_seconds=ctx.config.clock.theta_base_seconds,
             floor=ctx.config.grimoire.semantic_floor,
         )
-        episode_ids = [i.id for i in result.items if i.source == "episode"]
-        entry_ids = [i.id for i in result.items if i.source != "episode"]
+        # An owner's steer or next-decide follow-up that asks about an earlier tick ("why did you repay at tick
+        # 8,000?") is asked as of that tick (issue 15): what was in force then, superseded since or not.
+        past, past_items, tokens = [], [], result.tokens
+        owner = [*ctx.state.pending_steers,
+                 *(f for f in ctx.state.pending_followups if f.window.value == "next-decide")]
+        for note in owner[:MAX_PAST_QUESTIONS]:
+            at = past_tick_of(note.message, ctx.tick)
+            if at is None:
+                continue
+            then = retrieve_for_tick(
+                self.s.episodes, self.s.semantic, note.message, regime=inp.observation.regime.value, tick=ctx.tick,
+                as_of=at, k=RETRIEVAL_K, steered=True, tick_seconds=ctx.config.clock.theta_base_seconds,
+                floor=ctx.config.grimoire.semantic_floor, log=False,
+            )
+            past.append(PastQuestion(id=note.id, as_of=at, abstained=then.abstained, reason=then.reason,
+                                     entry_ids=then.ids))
+            past_items += [(i, at) for i in then.items]
+            tokens += then.tokens
+        # the owner's question first: its answer is what the decide step must address
+        items, seen = [], set()
+        for i, at in [*past_items, *((i, None) for i in result.items)]:
+            if i.id not in seen:
+                seen.add(i.id)
+                items.append((i, at))
+        episode_ids = [i.id for i, _ in items if i.source == "episode"]
+        entry_ids = [i.id for i, _ in items if i.source != "episode"]
         if episode_ids:
             self.s.episodes.mark_accessed(episode_ids, ctx.tick)
         if entry_ids:
             self.s.semantic.mark_accessed(entry_ids, ctx.tick)
         entries = [
             RetrievedEntrySummary(id=i.id, kind=i.kind, source=i.source, summary=i.summary, score=round(i.final, 4),
-                                  scores={k: round(v, 4) for k, v in i.scores.items()})
-            for i in result.items
+                                  scores={k: round(v, 4) for k, v in i.scores.items()}, as_of=at)
+            for i, at in items
         ]
         return RetrievedKnowledge(
-            query=query, reason=result.reason, abstained=result.abstained, entries=entries,
-            summary=ContextBundleSummary(categories={"retrieved": result.tokens}, total_tokens=result.tokens),
+            query=query, reason=result.reason, abstained=result.abstained and not past_items, entries=entries,
+            summary=ContextBundleSummary(categories={"retrieved": tokens}, total_tokens=tokens),
+            past_questions=past,
         )
 
     @activity.defn(name="decide")

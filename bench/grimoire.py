@@ -81,6 +81,10 @@ def main() -> None:
 
     queries = [f"{rng.choice(WORDS)} during a {rng.choice(REGIMES)} market with {rng.choice(WORDS)}" for _ in range(a.queries)]
     qv = emb.embed(queries)
+    # the first query builds retrieval's in-memory episode index (episode_index.py); reported apart
+    t0 = time.perf_counter()
+    retrieve_for_tick(eps, sem, queries[0], regime="volatile", tick=a.episodes, tier="T2", log=False)
+    first = time.perf_counter() - t0
     raw, hyb = [], []
     for q, v in zip(queries, qv):
         t0 = time.perf_counter()
@@ -93,7 +97,19 @@ def main() -> None:
     print(f"{a.episodes} episodes + {a.entries} entries, {a.queries} queries:")
     print(f"  raw exact vector query (floor): p50 {ms(pct(raw, 50)):.1f} ms  p99 {ms(pct(raw, 99)):.1f} ms")
     print(f"  hybrid retrieve_for_tick:       p50 {ms(pct(hyb, 50)):.1f} ms  p99 {ms(pct(hyb, 99)):.1f} ms  "
-          f"(x{statistics.median(hyb) / statistics.median(raw):.1f} the floor; target p50 <= 30 ms at 10k)")
+          f"(x{statistics.median(hyb) / statistics.median(raw):.2f} the floor; target p50 <= 30 ms at 10k)")
+    # as in a live tick: the previous tick's episode is written and the used ones marked, then retrieval runs
+    live = []
+    for n, q in enumerate(queries):
+        t = a.episodes + n
+        eps.upsert(Episode(id=episode_id("b", t), golem_id="b", tick=t, created_at="2026-01-01T00:00:00+00:00",
+                           regime=rng.choice(REGIMES), tier="T1", summary=summary(t)))
+        t0 = time.perf_counter()
+        res = retrieve_for_tick(eps, sem, q, regime="volatile", tick=t + 1, tier="T2", log=False)
+        live.append(time.perf_counter() - t0)
+        eps.mark_accessed([i.id for i in res.items if i.source == "episode"], t + 1)
+    print(f"  retrieve after each tick's writes: p50 {ms(pct(live, 50)):.1f} ms  p99 {ms(pct(live, 99)):.1f} ms; "
+          f"first query (builds the in-memory episode index) {ms(first):.0f} ms")
     # rev. 8: switching the embedding model re-embeds the whole table and writes it in one commit
     t0 = time.perf_counter()
     switched = EpisodeStore(d / "e.lance", WordLlamaEmbedder(trunc_dim=64))

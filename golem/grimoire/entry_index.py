@@ -27,24 +27,95 @@ STOPWORDS = frozenset(
     "a an the and or but if of to in on at by for with from into over under about as is are was were be been being "
     "do does did doing have has had i me my we our you your it its this that these those there here what which who "
     "whom whose when where why how should would could can will shall may might must not no so than then too very "
-    "just any all each some more most such only own same other get got right now still back time point ago".split())
+    "just any all each some more most such only own same other get got right now still back time point ago "
+    "many much really".split())
 # `must`/`not` are stop words for matching; a MUST constraint is recognised from the raw text (retrieval.is_safety_entry).
 
 
 def stem(w: str) -> str:
-    """A light suffix stripper (repaying → repay, prices → price, liquidations → liquidation); enough to join a
-    question's inflection to an entry's, and identical on both sides. Short words are left alone (gas, bus)."""
-    if len(w) <= 4 or w[0].isdigit():
+    """A light suffix stripper (repaying → repay, prices → pric, liquidations → liquidation, hedged → hedg); enough to
+    join a question's inflection to an entry's, and identical on both sides. A final e goes too, so price / prices /
+    priced and hedge / hedged meet. Short words keep all but a plural s (fees → fee; gas, bus stay)."""
+    if w[0].isdigit():
         return w
-    for suf in ("ings", "ing", "ies", "ied", "ed", "es", "ly", "s"):
+    if len(w) <= 4:
+        return w[:-1] if len(w) == 4 and w.endswith("s") and not w.endswith(("ss", "us", "is")) else w
+    for suf in ("ings", "ing", "ies", "ied", "ed", "es", "s"):
         if w.endswith(suf) and len(w) - len(suf) >= 3 and not w.endswith(("ss", "us", "is")):
-            return w[: -len(suf)] + ("y" if suf in ("ies", "ied") else "")
-    return w
+            w = w[: -len(suf)] + ("y" if suf in ("ies", "ied") else "")
+            break
+    return w[:-1] if len(w) > 4 and w.endswith("e") else w
+
+
+# The golem's domain vocabulary (ours, issue 15): a few DeFi synonyms folded to one term on both sides, so a
+# paraphrase that shares no word with an entry still shares a term ("pay down what I owe" ~ "repay the debt").
+# Written from the world's vocabulary (README "The world"), kept small and generic.
+_PHRASES = [(re.compile(p), r) for p, r in (
+    (r"\bpa(?:y|ys|ying|id) (?:down|back|off)\b", "repay"),
+    (r"\b(?:base|priority|transaction|network|tx) fees?\b", "gas"),
+    (r"\bblock ?space\b", "gas"),
+)]
+_ALIASES = {
+    "eth": "weth", "ether": "weth",
+    "owe": "debt", "owed": "debt", "owes": "debt", "owing": "debt", "loan": "debt", "loans": "debt",
+    "post": "supply", "posting": "supply", "deposit": "supply", "deposits": "supply", "deposited": "supply",
+    "liquidate": "liquidation", "liquidated": "liquidation", "liquidator": "liquidation",
+    "liquidators": "liquidation", "liquidating": "liquidation",
+    "feed": "oracle", "feeds": "oracle",
+    "hf": "health factor",
+    "tx": "transaction", "txs": "transaction",
+}
 
 
 def terms(text: str) -> list[str]:
     """Lexical terms of a text: lower-cased words (and decimals like 1.6), stop words dropped, stemmed."""
-    return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1 or w.isdigit()]
+    low = text.lower()
+    if "pa" in low or "fee" in low or "block" in low:  # what the phrases start with: skip three regexes otherwise
+        for pat, rep in _PHRASES:
+            low = pat.sub(rep, low)
+    out: list[str] = []
+    cache = _WORD_TERMS
+    for w in _WORD.findall(low):
+        if w[0].isdigit():
+            out.append(w)  # numbers are kept as they are (and not cached: mostly unique)
+            continue
+        got = cache.get(w)
+        if got is None:
+            if len(cache) >= _WORD_TERMS_MAX:
+                cache.clear()
+            if w in STOPWORDS or len(w) < 2:
+                got = ()
+            else:
+                alias = _ALIASES.get(w)
+                got = (stem(w),) if alias is None else tuple(stem(a) for a in alias.split())
+            cache[w] = got
+        out += got
+    return out
+
+
+_WORD_TERMS: dict[str, tuple[str, ...]] = {}  # word → its terms (stop word: none; alias; stem)
+_WORD_TERMS_MAX = 200_000
+
+
+# Words spelled with a capital that name no entity: calendar words, the pronoun.
+_NOT_ENTITIES = frozenset(
+    "i monday tuesday wednesday thursday friday saturday sunday january february march april may june july august "
+    "september october november december".split())
+_CAPWORD = re.compile(r"(?<![\w/.-])([A-Za-z][A-Za-z0-9]*)")
+
+
+def named_entities(text: str) -> list[str]:
+    """Proper names a question mentions: capitalised or mixed-case words other than the first (Solana, Arbitrum,
+    stETH, dYdX). All-capitals acronyms (USD, TVL, WETH) and calendar words are not counted — the golem's own
+    queries are full of the former."""
+    out = []
+    for sentence in re.split(r"[.?!;:]\s+", text or ""):
+        for n, m in enumerate(_CAPWORD.finditer(sentence)):
+            w = m.group(1)
+            if n == 0 or len(w) < 3 or w.isupper() or w.islower() or w.lower() in _NOT_ENTITIES:
+                continue
+            out.append(w)
+    return out
 
 
 _SUMMARY_TERMS: dict[str, frozenset[str]] = {}
@@ -79,6 +150,8 @@ class EntryIndex:
     df: dict[str, int] = field(default_factory=dict)
     tags: list[frozenset[str]] = field(default_factory=list)
     parents: list[frozenset[str]] = field(default_factory=list)  # parent_episode_ids
+    categories: list[str] = field(default_factory=list)  # entry type
+    regimes: list[str | None] = field(default_factory=list)  # market_regime scope (None: unscoped)
     built_at: float = 0.0  # time.monotonic() of the build
 
     @property
@@ -129,6 +202,11 @@ class EntryIndex:
             return 0.0
         return sum(v for t, v in idf.items() if t in text_terms) / total
 
+    def known(self, word: str) -> bool:
+        """Whether any entry's lexical terms include all of `word`'s."""
+        ts = terms(word)
+        return bool(ts) and all(t in self.df for t in ts)
+
     def in_force(self, at: int, *, include_later_records: bool = False) -> np.ndarray:
         """Bi-temporal mask: valid at tick `at` (valid_from ≤ at < valid_until) and, unless asked for what is known
         now, recorded by then (created ≤ at) — an as-of question sees what the golem could have known then."""
@@ -151,7 +229,7 @@ def _fingerprint(semantic) -> tuple:
 def build_index(semantic) -> EntryIndex:
     with closing(semantic._conn()) as db:
         rows = db.execute("SELECT id, content, tags, category, valid_from, valid_until, created_tick, "
-                          "parent_episode_ids FROM grimoire_entries ORDER BY rowid").fetchall()
+                          "parent_episode_ids, market_regime FROM grimoire_entries ORDER BY rowid").fetchall()
     ids = [r[0] for r in rows]
     pos = {i: n for n, i in enumerate(ids)}
     dim = int(semantic.embedder.dim)
@@ -187,6 +265,7 @@ def build_index(semantic) -> EntryIndex:
         created=np.array([r[6] or 0 for r in rows], dtype=np.int64),
         postings=postings, lengths=lengths, df={t: len(p) for t, p in lists.items()},
         tags=[frozenset(t) for t in tags], parents=[frozenset(json.loads(r[7] or "[]")) for r in rows],
+        categories=[r[3] for r in rows], regimes=[r[8] for r in rows],
         built_at=time.monotonic())
 
 

@@ -50,6 +50,7 @@ from golem.grimoire.embeddings import (
     table_identity,
     vector_fields,
 )
+from golem.grimoire import episode_index
 from golem.grimoire.guard import WriteGuard
 from golem.grimoire.regimes import normalise_regime
 from golem.models.enums import ActionStatus, MarketRegime, ProbeSeverity, Tier
@@ -461,7 +462,9 @@ class EpisodeStore:
     # ---- writes -------------------------------------------------------------------------
     def _merge(self, data: pa.Table) -> None:
         if data.num_rows:
+            before = self._table.version
             self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+            episode_index.note_merge(self, data, before, self._table.version)  # retrieval's in-memory index
 
     def _stored(self, ids: list[str]) -> dict[str, tuple[str, np.ndarray]]:
         """id → (summary, vector) of rows already in the table."""
@@ -527,12 +530,17 @@ class EpisodeStore:
             self.guard.ack([r["seq"] for r in chunk])
         return len(rows)
 
-    def _update(self, ids: list[str], values_sql: dict[str, str], extra_where: str = "") -> int:
-        n = 0
+    def _update(self, ids: list[str], values_sql: dict[str, str], extra_where: str = "", *, py: dict) -> int:
+        """`values_sql` on rows `ids`; `py` says the same in Python (column → old value → new value) for the columns
+        retrieval's in-memory index keeps (episode_index.SCALARS)."""
+        if {"id", "tick", "summary", "vector"} & set(values_sql):
+            raise ValueError("_update changes scalar fields only; write id, tick, summary or vector with upsert")
+        before, n = self._table.version, 0
         for i in range(0, len(ids), 500):
             where = f"id IN ({', '.join(_sql_str(x) for x in ids[i:i + 500])})" + extra_where
             res = self._table.update(where=where, values_sql=values_sql)
             n += int(getattr(res, "rows_updated", 0))
+        episode_index.note_update(self, ids, py, before, self._table.version)
         return n
 
     def mark_accessed(self, ids: list[str], tick: int) -> int:
@@ -544,14 +552,14 @@ class EpisodeStore:
         if not ids:
             return 0
         return self._update(ids, {"last_accessed_tick": str(int(tick)), "access_count": "access_count + 1",
-                                  "retention": "1.0"})
+                                  "retention": "1.0"}, py={"last_accessed_tick": lambda _: int(tick)})
 
     def mark_consolidated(self, ids: list[str]) -> int:
         """The delta cycle's distillation (ExpeL) has processed these episodes (grimoire "Episode Struct":
         consolidated). Idempotent; returns how many rows changed from false to true."""
         if not ids:
             return 0
-        return self._update(list(dict.fromkeys(ids)), {"consolidated": "true"}, " AND consolidated = false")
+        return self._update(list(dict.fromkeys(ids)), {"consolidated": "true"}, " AND consolidated = false", py={})
 
     def reinforce(self, ids: list[str], tick: int, increment: float) -> list[Episode]:
         """Retrieved AND positive outcome: strength += increment and the decay clock restarts.
@@ -561,7 +569,8 @@ class EpisodeStore:
         if not ids:
             return []
         self._update(ids, {"strength": f"strength + {float(increment)!r}", "last_accessed_tick": str(int(tick)),
-                           "retention": "1.0"})
+                           "retention": "1.0"},
+                     py={"strength": lambda v: (v or 0.0) + float(increment), "last_accessed_tick": lambda _: int(tick)})
         return self.get_many(ids)
 
     # ---- reads --------------------------------------------------------------------------

@@ -32,7 +32,8 @@ from lancedb.rerankers import RRFReranker
 from pydantic import BaseModel, Field
 
 from golem.grimoire.decay import EntryKind, effective_confidence, retention_at_tick
-from golem.grimoire.entry_index import entry_index, summary_terms, terms
+from golem.grimoire.entry_index import entry_index, named_entities, summary_terms, terms
+from golem.grimoire.episode_index import episode_index
 from golem.grimoire.episodes import DEFAULT_TICK_SECONDS, EpisodeStore, tag_pad
 from golem.grimoire.regimes import normalise_regime
 from golem.grimoire.semantic import SemanticStore
@@ -186,6 +187,13 @@ def hybrid_query(table, column: str, text: str, vector: np.ndarray, k: int = TOP
     return rows
 
 
+def matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """m @ v without BLAS. OpenBLAS spreads a 10k × 256 product over its thread pool, and beside LanceDB's threads on
+    a busy 2-core machine that took 20 ms instead of 0.25 ms (measured, issue 15); einsum's single-threaded loop
+    takes ~0.4 ms at 10k rows whatever the load."""
+    return np.einsum("ij,j->i", m, v)
+
+
 def _pad_cosine(a, b) -> float:
     na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
     if na == 0 or nb == 0:
@@ -201,7 +209,7 @@ def mmr(candidates: list[tuple[float, np.ndarray]], n: int, lam: float = MMR_LAM
         return []
     rel = np.array([c[0] for c in candidates], dtype=np.float64)
     vecs = np.vstack([np.asarray(c[1], dtype=np.float32) for c in candidates])
-    sim = (vecs @ vecs.T).astype(np.float64)  # one product instead of a dot per pair per step
+    sim = np.einsum("ik,jk->ij", vecs, vecs).astype(np.float64)  # one product instead of a dot per pair per step
     picked: list[int] = []
     red = np.full(len(candidates), -np.inf)  # max similarity to what is picked so far (none yet: 0 below)
     left = np.ones(len(candidates), dtype=bool)
@@ -249,6 +257,24 @@ def is_action_question(query: str) -> bool:
     return bool(_PROPOSAL.search(q) or _ASKS_TO_ACT.search(q)) and bool(_ACTION_VERBS.search(q))
 
 
+_AT_TICK = re.compile(r"\btick\s*#?\s*(\d[\d,_]*)", re.IGNORECASE)
+_TICKS_AGO = re.compile(r"\b(\d[\d,_]*)\s+ticks?\s+(?:ago|back|earlier)\b", re.IGNORECASE)
+
+
+def past_tick_of(text: str, now: int) -> int | None:
+    """The earlier tick a question is about, when it names one: "what did you know at tick 8,000?", "why did you
+    repay in tick 412", "the swap 30 ticks ago". None when it names none, or only the present or the future."""
+    for m in _TICKS_AGO.finditer(text or ""):
+        n = int(re.sub(r"[,_]", "", m.group(1)))
+        if 0 < n <= now:
+            return now - n
+    for m in _AT_TICK.finditer(text or ""):
+        t = int(re.sub(r"[,_]", "", m.group(1)))
+        if t < now:
+            return t
+    return None
+
+
 def is_safety_entry(category: str, content: str, tags: Collection[str]) -> bool:
     """A warning (grimoire "GrimoireEntry Types": what to avoid) or a constraint in any type: MUST / MUST NOT,
     never, do not."""
@@ -269,9 +295,13 @@ TIE_WEIGHTS = {"effective_confidence": 0.25, "quality": 0.20, "recency": 0.15, "
 REGIME_WEIGHT = 0.06
 # ... and variants of the same advice (mostly the same tags, or entry vectors ≥ VARIANT_COSINE alike) are ordered by scope
 # outright when their relevance is within REGIME_BAND: wording differs between a regime's advice and the default's.
-REGIME_BAND = 0.3
+REGIME_BAND = 0.45
 VARIANT_COSINE = 0.55
 VARIANT_TAG_OVERLAP = 0.5  # Jaccard of the tag sets: one shared broad tag ("aave") does not make a variant
+# Variants are of one type (a heuristic is not a variant of an observation that shares its tags). When a returned
+# entry is unscoped or another regime's and the memory holds its variant for the current regime, that variant is
+# brought in even from below the shortlist (up to REGIME_EXPAND of the top entries are looked at), within REGIME_BAND.
+REGIME_EXPAND = 5
 # Warnings keep their undecayed confidence in the tie-break: "the cost of missing a risk exceeds the cost of a false
 # alarm" (grimoire "GrimoireEntry Types"); decay must not bury a valid warning.
 # Action questions: up to SAFETY_SLOTS applicable warnings / MUST constraints lead the list (after a first-ranked rule
@@ -279,6 +309,10 @@ VARIANT_TAG_OVERLAP = 0.5  # Jaccard of the tag sets: one shared broad tag ("aav
 # applicable = relevance at least SAFETY_MIN_SHARE of the best candidate's, not scoped to another regime.
 SAFETY_SLOTS = 2
 SAFETY_MIN_SHARE = 0.5
+# ... or, for a hard constraint (tag `must`, MUST / never / do not in the text), holding SAFETY_MIN_LEXICAL of the
+# question's idf mass: a rule on the health factor applies to any action asked about at a given health factor,
+# however differently the rest is worded ("HF is 1.25; rebalance the LP range first?").
+SAFETY_MIN_LEXICAL = 0.14
 # Episodes compete only as extra evidence: EPISODE_PENALTY below an entry of the same relevance, at most
 # EPISODE_SHARE of the slots while entries can fill the rest, never one a returned entry already cites
 # (parent_episode_ids).
@@ -288,9 +322,34 @@ EPISODE_SHARE = 0.3
 # sides fused) must reach ABSTAIN_RELEVANCE: 6 of 8 unanswerable questions fall below it, 1 of 48 answerable ones
 # (one cosine floor alone could not separate them). Other embedders scale it by their floor / 0.30.
 ABSTAIN_RELEVANCE = 0.24
+# ... and a question naming something the memory has never mentioned (a proper name no entry contains: "Solana",
+# "Arbitrum") is about something else unless a candidate is clearly relevant: its line is ENTITY_ABSTAIN_RELEVANCE
+# (tune part: the two unanswerable questions that cleared 0.24 both named an unknown chain).
+ENTITY_ABSTAIN_RELEVANCE = 0.40
 ITEM_MIN_SHARE = 0.5
 ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
+
+
+def _episode_candidates(eidx, qv: np.ndarray, q_terms: list[str], idx, at: int) -> list[tuple]:
+    """Hybrid over the in-memory episode index (Rev. 9 steps 1–2): the top TOP_PER_SOURCE recorded by `at` by
+    cosine and by lexical share (the entries' idf, as for entries), fused. (row, cosine, lexical, rrf, relevance)."""
+    if not eidx.n:
+        return []
+    live = eidx.ticks <= at
+    cos = np.where(live, matvec(eidx.vectors, qv.astype(np.float32)), -np.inf)
+    lex = (eidx.coverage({t: idx.idf(t) for t in set(q_terms)}) if idx is not None and idx.n
+           else np.zeros(eidx.n))
+    lex = np.where(live, lex, 0.0)
+    k = min(TOP_PER_SOURCE, eidx.n)
+    dense = [int(i) for i in sorted(np.argpartition(-cos, k - 1)[:k], key=lambda i: (-cos[i], i)) if live[i]]
+    lexical = [int(i) for i in sorted(np.argpartition(-lex, k - 1)[:k], key=lambda i: (-lex[i], i)) if lex[i] > 0]
+    rrf: dict[int, float] = {}
+    for ranked in (dense, lexical):
+        for r, i in enumerate(ranked, 1):
+            rrf[i] = rrf.get(i, 0.0) + 1.0 / (RRF_K + r)
+    return [(i, float(cos[i]), float(lex[i]), rrf[i], DENSE_WEIGHT * float(cos[i]) + (1.0 - DENSE_WEIGHT) * float(lex[i]))
+            for i in rrf]
 
 
 def _regime_match(entry_regime: str | None, regime: str) -> float:
@@ -356,20 +415,25 @@ def retrieve_for_tick(
 
     ep_cols = ["id", "tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
                "tick", "dream_validated", "pnl_impact", "emotional_tag"]
-    # The episode query runs in the pool while the entries are scored (LanceDB works in Rust without the GIL).
-    # No prefilter: at the present tick nothing is later, and for a past tick a post-filter costs nothing (episodes
-    # are extra evidence; a few fewer candidates then is fine).
-    ep_future = _pool().submit(hybrid_query, episodes.table, "summary", query, qv, EPISODE_CANDIDATES, ep_cols)
+    # Episodes: from the in-memory index (episode_index.py) — both legs exact, the scalar fields read for the few
+    # relevant enough to score. Above its size limit, LanceDB's hybrid query runs in the pool while the entries are
+    # scored (LanceDB works in Rust without the GIL); no prefilter there: at the present tick nothing is later, and
+    # for a past tick a post-filter costs nothing (episodes are extra evidence).
+    eidx = episode_index(episodes)
+    ep_future = None if eidx is not None else _pool().submit(
+        hybrid_query, episodes.table, "summary", query, qv, EPISODE_CANDIDATES, ep_cols)
     q_terms = terms(query)
     cands: list[dict[str, Any]] = []
     idx = entry_index(semantic) if semantic is not None else None
     if idx is not None and idx.n:
-        cos = idx.vectors @ qv.astype(np.float32)
+        cos = matvec(idx.vectors, qv.astype(np.float32))
         cov = idx.coverage(q_terms)
         rel = DENSE_WEIGHT * np.where(idx.has_vector, cos, 0.0) + (1.0 - DENSE_WEIGHT) * cov
         rel = np.where(idx.in_force(at, include_later_records=as_known_now), rel, -np.inf)
         order = np.argsort(-rel, kind="stable")[:ENTRY_SHORTLIST]
         order = [int(i) for i in order if np.isfinite(rel[i])]
+        variant_of = _congruent_variants(idx, order[:REGIME_EXPAND], rel, regime)
+        order += [i for i in variant_of if i not in set(order)]
         # RRF of the dense and lexical ranks (Rev. 9 step 2), reported beside the relevance that ranks
         dense_rank = {int(i): r for r, i in enumerate(np.argsort(-cos, kind="stable")[:TOP_PER_SOURCE], 1)}
         lex_rank = {int(i): r for r, i in enumerate(np.argsort(-cov, kind="stable")[:TOP_PER_SOURCE], 1) if cov[i] > 0}
@@ -390,10 +454,21 @@ def retrieve_for_tick(
                               entry_pad=tuple(pad_tag) if pad_tag else None,
                               bloodstain=e["provenance"] == "death_reflection",
                               safety=is_safety_entry(e["category"], e["content"], idx.tags[i]),
-                              parents=idx.parents[i], tags=idx.tags[i]))
-    for r in ep_future.result():
-        if r["tick"] > at:
-            continue  # recorded after the asked-about tick
+                              hard="must" in idx.tags[i] or bool(_CONSTRAINT.search(e["content"])),
+                              parents=idx.parents[i], tags=idx.tags[i], variant_of=variant_of.get(i)))
+    n_candidates = len(cands)
+    if eidx is not None:
+        light = _episode_candidates(eidx, qv, q_terms, idx, at)
+        n_candidates += len(light)
+        best_rel = max([c["relevance"] for c in cands] + [c[4] for c in light], default=None)
+        keep = [] if best_rel is None else [c for c in light if c[4] >= min(abstain_line, ITEM_MIN_SHARE * best_rel)]
+        ep_rows = [eidx.row(row) | {"_cosine": c, "_lexical": lx, "_relevance_score": rrf,
+                                    "summary": eidx.summaries[row], "vector": eidx.vectors[row]}
+                   for row, c, lx, rrf, _ in keep]
+    else:
+        ep_rows = [r for r in ep_future.result() if r["tick"] <= at]  # not recorded after the asked-about tick
+        n_candidates += len(ep_rows)
+    for r in ep_rows:
         ret = retention_at_tick(tick, r["last_accessed_tick"], kind=EntryKind.EPISODE, decay_class=r["decay_class"],
                                 strength=r["strength"], quality=r["quality"], tick_seconds=tick_seconds,
                                 dream_validated=bool(r["dream_validated"]))
@@ -402,18 +477,30 @@ def retrieve_for_tick(
         if entry_pad is None and r.get("emotional_tag") != "neutral":
             pnl = r.get("pnl_impact")
             entry_pad = (0.0 if pnl is None else (1.0 if pnl > 0 else -1.0 if pnl < 0 else 0.0), 0.0, 0.0)
-        lexical = idx.text_coverage(q_terms, summary_terms(r["summary"])) if idx is not None and idx.n else 0.0
+        lexical = r.get("_lexical")
+        if lexical is None:
+            lexical = idx.text_coverage(q_terms, summary_terms(r["summary"])) if idx is not None and idx.n else 0.0
         cands.append(dict(id=r["id"], source="episode", kind=r["tier"], text=r["summary"],
                           relevance=DENSE_WEIGHT * r["_cosine"] + (1.0 - DENSE_WEIGHT) * lexical,
                           cosine=r["_cosine"], lexical=lexical, rrf=r["_relevance_score"],
                           vector=np.asarray(r["vector"], np.float32), eff=effective_confidence(r["confidence"], ret),
                           quality=r["quality"], reliability=1.0, age=max(0, tick - r["tick"]), regime=r["regime"],
-                          entry_pad=entry_pad, bloodstain=False, safety=False, parents=set(), tags=set()))
+                          entry_pad=entry_pad, bloodstain=False, safety=False, hard=False, parents=set(),
+                          tags=set(), variant_of=None))
 
-    result = RetrievalResult(retrieved=True, reason=reason, candidates=len(cands), as_of=at, action=acting)
+    result = RetrievalResult(retrieved=True, reason=reason, candidates=n_candidates, as_of=at, action=acting)
     best = max(cands, key=lambda c: c["relevance"], default=None)
     # Calibrated abstention on the best candidate's fused relevance.
     answerable = best is not None and best["relevance"] >= abstain_line
+    unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
+    entity_line = ENTITY_ABSTAIN_RELEVANCE * floor / SEMANTIC_FLOOR
+    if answerable and unknown and best["relevance"] < entity_line:
+        result.abstained = True
+        result.reason = (f"abstained: the question names {', '.join(unknown)}, which no entry mentions, and nothing "
+                         f"is clearly relevant (best relevance {best['relevance']:.3f} < {entity_line:.3f})")
+        if log and semantic is not None:
+            semantic.log_retrieval(tick, True, 0, True)
+        return result
     if not answerable:
         result.abstained = True
         result.reason = (f"abstained: nothing relevant enough (best relevance "
@@ -425,7 +512,10 @@ def retrieve_for_tick(
     # What is returned besides the best: candidates that clear the abstention line on their own, or come within
     # ITEM_MIN_SHARE of the best's relevance (the rest is noise).
     item_line = min(abstain_line, ITEM_MIN_SHARE * best["relevance"])
-    relevant = [c for c in cands if c["relevance"] >= item_line]
+    # A current-regime variant of a top entry stays in however it is worded (within REGIME_BAND of that entry).
+    # So does, for an action question, a hard constraint on what the question names (see _safety_first).
+    relevant = [c for c in cands if c["relevance"] >= item_line or c["variant_of"] is not None
+                or acting and c["hard"] and c["lexical"] >= SAFETY_MIN_LEXICAL]
     scored = []
     for c in relevant:
         f = {"relevance": c["relevance"], "semantic": c["cosine"], "lexical": c["lexical"], "rrf": c["rrf"],
@@ -463,7 +553,11 @@ def retrieve_for_tick(
             n_eps += 1
         picked.append(t)
     picked += spare[:max(0, k - len(picked))]
-    picked = _regime_first(picked)
+    # a variant brought in from below the line competes for a slot with the entry it varies
+    shown = {t[2]["id"] for t in picked[:k]}
+    promoted = [t for t in scored if t[2]["variant_of"] in shown and t[2]["id"] not in shown]
+    moved = {t[2]["id"] for t in promoted}
+    picked = _regime_first(picked[:k] + promoted + [t for t in picked[k:] if t[2]["id"] not in moved])
     if acting:
         picked = _safety_first(picked, scored, best["relevance"] if best else 0.0, abstain_line)
 
@@ -485,32 +579,57 @@ def retrieve_for_tick(
 
 
 def _variants(a: dict, b: dict) -> bool:
-    """Two entries giving advice on the same thing: mostly the same tags, or vectors at least VARIANT_COSINE alike."""
-    if a["source"] != "entry" or b["source"] != "entry":
+    """Two entries giving advice on the same thing: one type, and mostly the same tags or vectors at least
+    VARIANT_COSINE alike."""
+    if a["source"] != "entry" or b["source"] != "entry" or a["kind"] != b["kind"]:
         return False
     shared = len(a["tags"] & b["tags"]) / max(1, len(a["tags"] | b["tags"]))
     return shared >= VARIANT_TAG_OVERLAP or float(np.dot(a["vector"], b["vector"])) >= VARIANT_COSINE
 
 
+def _congruent_variants(idx, top: list[int], rel: np.ndarray, regime: str) -> dict[int, str]:
+    """Index rows scoped to `regime` that are variants (one type, tag Jaccard ≥ VARIANT_TAG_OVERLAP or vectors
+    ≥ VARIANT_COSINE alike) of an unscoped or other-regime entry among `top`, within REGIME_BAND of its relevance:
+    row → the id it varies."""
+    out: dict[int, str] = {}
+    for i in top:
+        if idx.regimes[i] == regime:
+            continue
+        floor = rel[i] - REGIME_BAND
+        cand = np.flatnonzero((rel >= floor) & np.isfinite(rel))
+        for j in cand.tolist():
+            if j == i or j in out or idx.regimes[j] != regime or idx.categories[j] != idx.categories[i]:
+                continue
+            ti, tj = idx.tags[i], idx.tags[j]
+            shared = len(ti & tj) / max(1, len(ti | tj))
+            if shared >= VARIANT_TAG_OVERLAP or float(idx.vectors[i] @ idx.vectors[j]) >= VARIANT_COSINE:
+                out[j] = idx.ids[i]
+    return out
+
+
 def _regime_first(picked: list) -> list:
     """Regime congruence (issue 15): among variants of the same advice within REGIME_BAND of relevance, the entry
-    scoped to the tick's regime comes first, unscoped next, another regime's last — whatever their wording."""
-    out: list = []
-    for t in picked:
+    scoped to the tick's regime comes first, unscoped next, another regime's last — whatever their wording.
+    An entry moves just ahead of the first less congruent variant it has; entries moved to the same place keep
+    scope order, then score order."""
+    anchor: list[tuple] = []
+    for n, t in enumerate(picked):
         m, rel = t[1]["regime_match"], t[2]["relevance"]
-        at = next((p for p, u in enumerate(out) if u[1]["regime_match"] < m and _variants(u[2], t[2])
+        at = next((p for p, u in enumerate(picked[:n]) if u[1]["regime_match"] < m and _variants(u[2], t[2])
                    and rel >= u[2]["relevance"] - REGIME_BAND), None)
-        out.insert(len(out) if at is None else at, t)
-    return out
+        anchor.append((n, 1, 0.0, 0.0) if at is None else (at, 0, -m, -t[0]))
+    return [picked[n] for n in sorted(range(len(picked)), key=lambda n: anchor[n])]
 
 
 def _safety_first(picked: list, scored: list, best_relevance: float, abstain_line: float) -> list:
     """Action question: the most relevant applicable warnings / MUST constraints (up to SAFETY_SLOTS) lead the list,
     so they hold slots in the top 3 — safety never loses to topical similarity or freshness."""
     need = max(SAFETY_MIN_SHARE * best_relevance, abstain_line * SAFETY_MIN_SHARE)
-    # applicable: relevant enough, and not scoped to another regime (a volatile-market rule is no rule when calm)
-    safety = [t for t in scored if t[2]["safety"] and t[2]["relevance"] >= need
-              and t[1]["regime_match"] > 0][:SAFETY_SLOTS]
+    # applicable: relevant enough (or a hard constraint on what the question names), and not scoped to another
+    # regime (a volatile-market rule is no rule when calm)
+    safety = [t for t in scored if t[2]["safety"] and t[1]["regime_match"] > 0
+              and (t[2]["relevance"] >= need or t[2]["hard"] and t[2]["lexical"] >= SAFETY_MIN_LEXICAL)]
+    safety = safety[:SAFETY_SLOTS]
     if not safety:
         return picked
     ids = {t[2]["id"] for t in safety}

@@ -169,7 +169,8 @@ def _entries(inp: DecideInput, kinds: set[str] | None, exclude: set[str], budget
     entries = [e for e in inp.retrieved.entries
                if (kinds is None or e.kind in kinds) and e.kind not in exclude][: top_k or None]
     for e in entries:
-        line = f"- [{e.kind} {e.id} score {e.score:.2f}] {e.summary}"
+        when = "" if getattr(e, "as_of", None) is None else f" as of tick {e.as_of}"  # an owner's past-tick question
+        line = f"- [{e.kind} {e.id} score {e.score:.2f}{when}] {e.summary}"
         if used + approx_tokens(line) > budget:
             cut = True
             break

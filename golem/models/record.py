@@ -74,6 +74,8 @@ class RetrievedEntrySummary(BaseModel):
     score: float
     source: str = "episode"  # episode | entry (semantic store)
     scores: dict[str, float] = Field(default_factory=dict)  # per rerank factor (rev. 9)
+    # set when retrieved for an owner's question about an earlier tick: what was in force at that tick (issue 15)
+    as_of: int | None = None
 
 
 class ContextBundleSummary(BaseModel):

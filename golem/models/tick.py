@@ -172,11 +172,23 @@ class RetrieveInput(StepInput):
     tier: Tier
 
 
+class PastQuestion(BaseModel):
+    """An owner's steer or follow-up about an earlier tick, and what retrieval found in force then."""
+
+    id: str  # the steer's / follow-up's id
+    as_of: int
+    abstained: bool = False
+    reason: str = ""
+    entry_ids: list[str] = Field(default_factory=list)
+
+
 class RetrievedKnowledge(BaseModel):
     query: str = ""
     reason: str = ""  # why retrieval ran (or did not: Self-RAG decision)
     abstained: bool = False  # nothing cleared the semantic floor
     entries: list[RetrievedEntrySummary] = Field(default_factory=list)
+    # owner steers / follow-ups that asked about an earlier tick, each answered from what was in force then
+    past_questions: list[PastQuestion] = Field(default_factory=list)
     summary: ContextBundleSummary = Field(default_factory=ContextBundleSummary)
 
 

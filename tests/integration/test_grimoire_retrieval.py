@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 
 from golem.grimoire.commands import search
@@ -193,3 +194,109 @@ def test_episodes_are_evidence_beyond_the_entries_they_produced(tmp_path):
     # the two episodes the entry was distilled from add nothing; the others are extra evidence, capped
     assert episode_id("g15", 100) not in got and episode_id("g15", 200) not in got
     assert 1 <= sum(i.source == "episode" for i in res.items) <= 2
+
+
+# ---- issue 15, second pass: the misses --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def misses(tmp_path_factory):
+    d = tmp_path_factory.mktemp("g15b")
+    emb = default_embedder()
+    eps = EpisodeStore(d / "e.lance", emb)
+    sem = SemanticStore(d / "s.sqlite", d / "s.lance", emb)
+    eps.upsert_many([Episode(id=episode_id("g15b", t), golem_id="g15b", tick=t, created_at="2026-01-01T00:00:00+00:00",
+                             regime="volatile", tier="T1", summary=f"Tick {t}: volatile regime, gas {t % 41} gwei")
+                     for t in range(100, NOW, 500)])
+    sem.put_many([
+        entry("watch-default", "Check the health factor every tick or two.", EntryType.HEURISTIC, tags=["monitoring"],
+              created_tick=9_000),
+        # the volatile market's rule, worded so differently that it is far less relevant than the default's
+        entry("watch-volatile", "Watch the health factor each tick: two ticks can take 0.2 off it.", EntryType.HEURISTIC,
+              tags=["monitoring"], market_regime="volatile", created_tick=9_000),
+        entry("hf-floor", "MUST keep the health factor at or above 1.3: below it, repay USDC before any other action.",
+              EntryType.WARNING, tags=["aave", "health-factor", "must"], created_tick=500),
+        entry("lp-cadence", "Rebalance the LP range only when the price leaves the range.", EntryType.HEURISTIC,
+              tags=["lp"], created_tick=30_000),
+        entry("lp-width", "Set the LP range to plus or minus 15% so the position stays in range through the swings.",
+              EntryType.HEURISTIC, tags=["lp", "range"], market_regime="volatile", created_tick=20_000),
+        entry("gas-cause", "Gas spikes follow liquidation waves: liquidators bid up priority fees to win the bonus.",
+              EntryType.CAUSAL_LINK, tags=["gas", "liquidation"], created_tick=7_000),
+        # the everyday observations a Grimoire is mostly made of (they set the terms' rarity)
+        *(entry(f"obs-{n}", f"The WETH/USDC pool held {300 + 17 * n} WETH of reserves; a swap of {n % 3 + 1} WETH "
+                f"filled with {0.1 * n:.1f}% slippage.", tags=["liquidity"], created_tick=1_000 + n) for n in range(12)),
+    ])
+    return eps, sem
+
+
+def test_current_regime_variant_leads_even_when_worded_far_apart(misses, monkeypatch):
+    eps, sem = misses
+    q = "How often should I check the health factor?"
+    res = retrieve_for_tick(eps, sem, q, regime="volatile", tick=NOW, steered=True, log=False, k=10)
+    got = {i.id: i for i in res.items}
+    assert ids(res)[0] == "watch-volatile", ids(res)
+    assert got["watch-default"].scores["relevance"] - got["watch-volatile"].scores["relevance"] > 0.3
+    # with the first pass's band (0.3) the default's closer wording won
+    import golem.grimoire.retrieval as R
+    monkeypatch.setattr(R, "REGIME_BAND", 0.3)
+    plain = retrieve_for_tick(eps, sem, q, regime="volatile", tick=NOW, steered=True, log=False, k=10)
+    assert ids(plain)[0] != "watch-volatile"
+
+
+def test_a_hard_constraint_on_what_an_action_question_names_is_in_the_top_3(misses):
+    eps, sem = misses
+    q = "Health factor is 1.25; should I rebalance the LP range first?"
+    res = retrieve_for_tick(eps, sem, q, regime="volatile", tick=NOW, steered=True, log=False, k=10)
+    assert res.action and "hf-floor" in ids(res)[:3], ids(res)
+    topical = retrieve_for_tick(eps, sem, q, regime="volatile", tick=NOW, steered=True, log=False, k=10, action=False)
+    assert "hf-floor" not in ids(topical)[:3], "the topical ranking alone would not surface it"
+
+
+def test_a_question_naming_something_memory_never_mentions_abstains(misses):
+    eps, sem = misses
+    miss = retrieve_for_tick(eps, sem, "How do Solana priority fees work?", regime="volatile", tick=NOW,
+                             steered=True, log=False, k=10)
+    assert miss.abstained and miss.items == [] and "Solana" in miss.reason, miss.reason
+    hit = retrieve_for_tick(eps, sem, "Why do priority fees jump after a liquidation wave?", regime="volatile",
+                            tick=NOW, steered=True, log=False, k=10)
+    assert not hit.abstained and ids(hit)[0] == "gas-cause"
+
+
+def test_the_in_memory_episode_index_follows_every_write(tmp_path):
+    """Retrieval scores episodes from memory (episode_index.py): after upserts, overwrites, scalar updates and a
+    write by another store object on the same table, it holds exactly what LanceDB holds."""
+    from golem.grimoire import episode_index as ei
+    from golem.grimoire.episode_index import SCALARS, episode_index
+
+    emb = default_embedder()
+    eps = EpisodeStore(tmp_path / "e.lance", emb)
+
+    def ep(t, summary, **kw):
+        return Episode(id=episode_id("g15c", t), golem_id="g15c", tick=t, created_at="2026-01-01T00:00:00+00:00",
+                       regime="range_bound", tier="T1", summary=summary, **kw)
+
+    eps.upsert_many([ep(t, f"Tick {t}: range bound, gas {t} gwei, no action") for t in range(1, 40)])
+    first = episode_index(eps)
+    builds = ei.builds
+    eps.upsert(ep(40, "Tick 40: repaid 900 USDC after the oracle lagged the pool in a crash"))  # new row
+    eps.upsert(ep(3, "Tick 3: range bound, gas 3 gwei, no action", importance="critical"))  # overwrite, same text
+    eps.mark_accessed([episode_id("g15c", 5)], 77)
+    eps.reinforce([episode_id("g15c", 6)], 78, 0.5)
+    idx = episode_index(eps)
+    assert idx is not first and idx.version == eps.table.version and idx.n == 40
+    assert ei.builds == builds, "the store's own writes are applied in place, not by a rebuild"
+    other = EpisodeStore(tmp_path / "e.lance", emb)  # another process's writer: the store does not hear of it
+    other.table.add(other.table.search().limit(1).to_arrow().drop_columns(["id"]).append_column(
+        "id", pa.array([episode_id("g15c", 41)])).select(other.table.schema.names))
+    fresh = episode_index(eps)
+    assert ei.builds == builds + 1 and fresh.n == 41 and episode_id("g15c", 41) in fresh.pos
+    rows = {r["id"]: r for r in eps.table.search().select(["id", "tick", "summary", "vector", *SCALARS])
+            .limit(100).to_list()}
+    for i, k in fresh.pos.items():
+        r = rows[i]
+        assert fresh.summaries[k] == r["summary"] and int(fresh.ticks[k]) == r["tick"]
+        assert fresh.row(k) == {c: r[c] for c in SCALARS} | {"id": i, "tick": r["tick"]}
+        assert list(fresh.vectors[k]) == pytest.approx(list(r["vector"]), abs=1e-6)
+    got = retrieve_for_tick(eps, None, "repaid USDC after the oracle lagged in a crash", regime="range_bound",
+                            tick=100, steered=True, log=False, k=3)
+    assert got.items and got.items[0].id == episode_id("g15c", 40)

@@ -6,7 +6,9 @@ import pytest
 
 from activities.tick import TickActivities
 from golem.grimoire.episodes import Episode
+from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.models.enums import MarketRegime, Tier
+from golem.models.interventions import FollowUp, Steer
 from golem.models.state import GolemState
 from golem.models.tick import ObserveInput, RetrieveInput, TickContext
 from tests.integration.golem_rig import make_rig
@@ -42,3 +44,36 @@ async def test_retrieve_finds_the_relevant_episode_with_scores_and_abstains_at_t
     assert "rrf" in got.entries[0].scores and got.summary.total_tokens > 0
     t0 = acts.retrieve(RetrieveInput(ctx=ctx, observation=obs, tier=Tier.T0))
     assert t0.entries == [] and t0.reason  # Self-RAG: a T0 tick does not retrieve
+
+
+async def test_an_owner_question_about_an_earlier_tick_is_asked_as_of_that_tick(rig):
+    """Issue 15: "the retrieve activity when a question concerns the past" passes as_of — a steer asking about tick
+    8,000 gets the repay line in force then (superseded since) and not the one written later."""
+    services = rig.services()
+    acts = TickActivities(services)
+    src = EntrySource(golem_id="mem-golem")
+    services.semantic.put_many([
+        GrimoireEntry(id="repay-1.5", category=EntryType.HEURISTIC, source=src, valid_from=1_000, valid_until=12_000,
+                      created_tick=1_000, content="Repay 20% of the USDC debt when the health factor falls below 1.5."),
+        GrimoireEntry(id="repay-1.6", category=EntryType.HEURISTIC, source=src, valid_from=12_000, created_tick=12_000,
+                      content="Repay 20% of the USDC debt when the health factor falls below 1.6."),
+    ])
+    steer = Steer(id="s-past", message="At tick 8,000 what health factor line made the strategy repay USDC debt?")
+    note = FollowUp(id="f-now", message="check the DAI balance")
+    state = GolemState(golem_id="mem-golem", pending_steers=[steer], pending_followups=[note])
+    ctx = TickContext(golem_id="mem-golem", tick=40_000, config=rig.config, state=state,
+                      started_at="2026-11-22T00:02:00+00:00")
+    obs = acts.observe(ObserveInput(ctx=ctx)).model_copy(update={"regime": MarketRegime.RANGE_BOUND})
+    got = acts.retrieve(RetrieveInput(ctx=ctx, observation=obs, tier=Tier.T2))
+    assert [(p.id, p.as_of) for p in got.past_questions] == [("s-past", 8_000)], got.past_questions
+    then = {e.id: e for e in got.entries if e.as_of == 8_000}
+    assert "repay-1.5" in then and "repay-1.6" not in then, got.entries
+    assert got.past_questions[0].entry_ids[0] == "repay-1.5"
+    assert got.entries[0].id == "repay-1.5", "the owner's question leads"
+
+    # the same tick without a question about the past: the superseded line never comes back
+    plain = ctx.model_copy(update={"state": GolemState(golem_id="mem-golem", pending_steers=[
+        Steer(id="s-now", message="What health factor line makes the strategy repay USDC debt?")])})
+    now = acts.retrieve(RetrieveInput(ctx=plain, observation=obs, tier=Tier.T2))
+    assert now.past_questions == [] and all(e.as_of is None for e in now.entries)
+    assert "repay-1.5" not in [e.id for e in now.entries]
