@@ -26,6 +26,7 @@ from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
+from golem.events import bridge as events
 from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import retrieve_for_tick
@@ -141,7 +142,7 @@ class TickActivities:
         # the golem's topology into the knowledge graph at this block.
         anomalies = self.topology().observe(ctx.golem_id, snapshot, ctx.tick, anomalies_from(probes))
         liquidations = self.s.liquidations(ctx.tick, snapshot.block_number)
-        return Observation(
+        observation = Observation(
             liquidations=liquidations,
             snapshot=snapshot,
             probes=probes,
@@ -154,6 +155,8 @@ class TickActivities:
             reorged_ticks=reorged,
             force_t2_reason=force_t2_reason(report.force_t2, reorged, report.reorg_detected_at, liquidations),
         )
+        self.s.events.emit(events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, ctx.state.pending_steers))
+        return observation
 
     @activity.defn(name="gamma")
     def gamma(self, golem_id: str) -> ChainSnapshot:
@@ -369,6 +372,7 @@ class TickActivities:
                 record.inference_cost += evaluation.cost
                 record.total_cost += evaluation.cost
         result = await asyncio.to_thread(self._persist, record)
+        await asyncio.to_thread(self.s.events.emit, events.record_events(record, _now_iso(), **events.tick_context(inp.ctx, record)))
         result.gating = inp.gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache = inp.deliberation.decision_cache if inp.deliberation else None
         return result
@@ -383,3 +387,4 @@ class TickActivities:
     @activity.defn(name="record_failure")
     def record_failure(self, inp: TickFailure) -> None:
         self.s.cycles.record_failure(inp)
+        self.s.events.emit([events.failure_event(inp.golem_id, inp.tick, inp.failed_at, inp.error, inp.workflow_id, inp.run_label)])

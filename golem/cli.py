@@ -14,7 +14,7 @@ from pathlib import Path
 from golem.errors import UserError
 
 
-ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world", "backtest", "config")
+ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world", "backtest", "config", "events")
 
 
 def _default_home() -> Path:

@@ -15,10 +15,11 @@ def temporal_address() -> str:
     return os.environ.get("GOLEM_TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
 
 
-async def connect(address: str | None = None, *, interceptors=()) -> Client:
+async def connect(address: str | None = None, *, interceptors=(), runtime=None) -> Client:
     return await Client.connect(
         address or temporal_address(),
         namespace=NAMESPACE,
         data_converter=pydantic_data_converter,
         interceptors=list(interceptors),
+        runtime=runtime,  # None: the SDK's default Runtime; the worker's serves the SDK's metrics
     )
