@@ -318,6 +318,7 @@ class TickActivities:
             ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, inp.simulation, inp.observation, strategy=strategy,
             steers=[*ctx.state.pending_steers, *inp.steers], now=ctx.started_ts,
             run_id=_run_id(), config=ctx.config,  # the tick's config version's limits, not the worker's file
+            entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries (issue 19)
         )
         return result
 

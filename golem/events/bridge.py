@@ -182,3 +182,13 @@ def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
 def dream_events(golem: str, time: str, result) -> list[GolemEvent]:
     return [make_event(golem, result.tick, time, "dreams.cycle_finished", "dream", replayed=len(result.replayed),
                        heuristics_touched=result.heuristics_touched, report=result.report_path)]
+
+
+CONTROL_KINDS = {"pause": "control.paused", "resume": "control.resumed", "stop_entries": "control.entries_stopped",
+                 "allow_entries": "control.entries_allowed"}
+
+
+def control_event(golem: str, what: str, answer, time: str) -> GolemEvent:
+    """A stop button the golem accepted (its update's answer), stored by whoever pressed it (CLI, dashboard)."""
+    return make_event(golem, None, time, CONTROL_KINDS[what], _short(answer.note), paused=answer.paused,
+                      entries_stopped=answer.entries_stopped, next_tick=answer.tick, note=answer.note)

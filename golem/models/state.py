@@ -267,3 +267,8 @@ class GolemState(BaseModel):
     decision_cache: DecisionCacheState = Field(default_factory=DecisionCacheState)
     tick_queue: TickQueue = Field(default_factory=TickQueue)
     chain: ChainHealth = Field(default_factory=ChainHealth)
+    # The owner's stop buttons (issue 19; Freqtrade's /stopentry, /stop): paused = no new ticks, state kept;
+    # entries_stopped = no new positions (validate blocks what opens exposure), risk-reducing actions and steers run.
+    paused: bool = False
+    entries_stopped: bool = False
+    control_note: str = ""  # the last stop-button change: what, when, why
