@@ -21,7 +21,7 @@
   function chart(id, series, data) {
     const el = $(id);
     const opts = { width: Math.max(el.clientWidth, 380), height: 160, legend: { show: true },
-                   scales: { x: { time: false } }, axes: [{ label: "tick" }, {}],
+                   scales: { x: { time: false } }, axes: [{ label: "tick" }, { size: 70 }],
                    series: [{ label: "tick" }].concat(series) };
     charts[id] = new uPlot(opts, data, el);
   }
