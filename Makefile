@@ -3,9 +3,15 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup run test test-unit bench eval-memory histories contracts clean-data
+.PHONY: setup chromium run test test-unit bench eval-memory histories contracts clean-data
 
-setup: $(VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed node_modules/.installed chromium
+
+# The dashboard's browser test drives Debian's chromium (Playwright never downloads a browser here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null)) || \
+	  echo "chromium could not be installed (apt-get install chromium as root): the dashboard browser tests will be skipped"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
