@@ -91,6 +91,40 @@ def cmd_dashboard(args) -> int:
     return 0
 
 
+def cmd_codec_server(args) -> int:
+    import asyncio
+    import signal
+
+    from workers.codec import CodecConfigError, codec_from_env
+    from workers.codec_server import DEFAULT_ORIGINS, serve_codec
+
+    try:
+        codec = codec_from_env()
+    except CodecConfigError as err:
+        raise UserError(str(err)) from None
+    if codec is None:
+        raise UserError("GOLEM_PAYLOAD_KEYS is not set: give the codec server the keys the worker seals with "
+                        "(key-id:base64-key, comma separated)")
+
+    async def serve() -> None:
+        runner = await serve_codec(codec, args.port, tuple(args.cors_origin or DEFAULT_ORIGINS))
+        print(f"codec server: http://127.0.0.1:{args.port} (POST /decode, /encode; key id {codec.key_id}; "
+              f"CORS for {', '.join(args.cors_origin or DEFAULT_ORIGINS)})", flush=True)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        _arun(serve())
+    except OSError as err:
+        raise UserError(f"cannot serve on 127.0.0.1:{args.port} ({err.strerror or err}): pick another --port") from None
+    return 0
+
+
 def cmd_sim(args) -> int:
     if args.rest[:1] == ["export"]:  # `golem sim export ...`: a scenario as a market-path CSV, no chain needed
         from golem.backtest.export import export_main
@@ -107,6 +141,8 @@ async def _client(args):
     try:
         return await connect(args.address)
     except Exception as err:  # connection refused etc.
+        if type(err).__name__ == "CodecConfigError":  # a bad GOLEM_PAYLOAD_KEYS: its own fix, not Temporal's
+            sys.exit(f"golem: {err}")
         why = "connection refused" if "Connection refused" in str(err) else _one_line(err)[:200]
         sys.exit(f"golem: cannot reach Temporal at {_address(args)} ({why}): is `golem run` up, "
                  "and --address (GOLEM_TEMPORAL_ADDRESS) right?")
@@ -462,6 +498,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--temporal-ui", default=os.environ.get("GOLEM_TEMPORAL_UI", "http://127.0.0.1:8233"),
                    help="the Temporal Web UI the tick links point at")
     s.set_defaults(fn=cmd_dashboard)
+    s = command("codec-server", "decode encrypted payloads for the Temporal Web UI (Temporal codec-server protocol)")
+    s.add_argument("--port", type=int, default=8234)
+    s.add_argument("--cors-origin", action="append", help="a UI origin allowed to call it (default the dev server UI)")
+    s.set_defaults(fn=cmd_codec_server)
     s = command("sim", "run the market simulator (arguments pass through)")
     s.add_argument("rest", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_sim)

@@ -15,11 +15,18 @@ def temporal_address() -> str:
     return os.environ.get("GOLEM_TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
 
 
-async def connect(address: str | None = None, *, interceptors=(), runtime=None) -> Client:
+def data_converter(codec=None):
+    """Pydantic JSON, sealed with AES-GCM when GOLEM_PAYLOAD_KEYS is set (workers/codec.py; off by default)."""
+    from workers.codec import codec_from_env, with_codec
+
+    return with_codec(pydantic_data_converter, codec if codec is not None else codec_from_env())
+
+
+async def connect(address: str | None = None, *, interceptors=(), runtime=None, codec=None) -> Client:
     return await Client.connect(
         address or temporal_address(),
         namespace=NAMESPACE,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(codec),
         interceptors=list(interceptors),
         runtime=runtime,  # None: the SDK's default Runtime; the worker's serves the SDK's metrics
     )
