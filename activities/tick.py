@@ -128,6 +128,7 @@ class TickActivities:
             kill_switch_triggered=os.path.exists(ctx.config.probes.kill_switch_path),
             daily_spend=daily_spend_on(ctx.state, ctx.started_at), heartbeat=ctx.config.heartbeat,
         )
+        probes = [*probes, *events.alert_probes(self.s.events.store)]  # the heartbeat-monitor's alerts (issue 19)
         if ctx.carried_probes:  # ticks dropped by backpressure: highest severity wins (§S12)
             probes = merge_into_observation(probes, ctx.carried_probes)
         regime, _ = detect_regime(

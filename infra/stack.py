@@ -82,6 +82,26 @@ def inherited_state(config, data_dir: Path):
     return state.model_copy(update={"learned_gating": import_package(json.loads(path.read_text()))})
 
 
+async def ensure_monitor_running(address: str, config) -> str:
+    """The heartbeat-monitor beside the golem (golem-<id>-monitor): started once, left running across restarts."""
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    from golem.life.vitals import MonitorInput
+    from workers.client import connect
+    from workflows.monitor import HeartbeatMonitorWorkflow, monitor_workflow_id
+
+    client = await connect(address)
+    wid = monitor_workflow_id(config.golem.id)
+    try:
+        await client.start_workflow(
+            HeartbeatMonitorWorkflow.run, MonitorInput(golem_id=config.golem.id,
+                                                       theta_seconds=config.clock.theta_base_seconds),
+            id=wid, task_queue=f"golem-{config.golem.id}")
+    except WorkflowAlreadyStartedError:
+        return f"heartbeat-monitor {wid} running"
+    return f"heartbeat-monitor {wid} started"
+
+
 async def ensure_golem_running(address: str, config, data_dir: Path | None = None) -> str:
     """Start GolemWorkflow, or resume the running one; a closed one restarts from its last state.
     The config version on disk (golem.toml + STRATEGY.md) is what the golem runs on afterwards: a running
@@ -188,6 +208,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         # Stopped in reverse: the dashboard, the worker, then the simulator, then Anvil (which dumps its state).
         supervisor = Supervisor([anvil_child, sim, worker, dashboard])
         how = asyncio.run(ensure_golem_running(temporal.address, config, data_dir))
+        how += "; " + asyncio.run(ensure_monitor_running(temporal.address, config))
         print(
             f"\ngolem '{config.golem.id}' {how}: workflow golem-{config.golem.id}\n"
             f"  Temporal Web UI: {temporal.ui_url}/namespaces/default/workflows\n"

@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.consolidation import ConsolidationActivities
+from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
 from golem.models.config import GolemConfig
 from workers.services import GolemServices
@@ -34,6 +35,7 @@ def build_worker(
 ) -> Worker:
     ticks = TickActivities(services, client)
     consolidation = ConsolidationActivities(services)
+    monitor = MonitorActivities(services)
     return Worker(
         client,
         task_queue=task_queue(services.config.golem.id),
@@ -42,6 +44,7 @@ def build_worker(
             ticks.observe, ticks.gamma, ticks.analyze, ticks.gate, ticks.retrieve, ticks.decide, ticks.simulate,
             ticks.validate, ticks.execute, ticks.verify, ticks.reflect, ticks.record_failure,
             consolidation.consolidate, consolidation.dream,
+            monitor.check_vitals, monitor.deliver_alerts,
         ],
         # Sync activities (web3, LanceDB, SQLite) run on threads; the workflow loop stays free.
         activity_executor=ThreadPoolExecutor(max_workers=8),

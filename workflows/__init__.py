@@ -2,6 +2,7 @@
 
 from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
 from workflows.golem import GolemWorkflow
+from workflows.monitor import HeartbeatMonitorWorkflow
 from workflows.tick import ThetaTickWorkflow
 
-ALL_WORKFLOWS = [GolemWorkflow, ThetaTickWorkflow, DeltaConsolidationWorkflow, DreamCycleWorkflow]
+ALL_WORKFLOWS = [GolemWorkflow, ThetaTickWorkflow, DeltaConsolidationWorkflow, DreamCycleWorkflow, HeartbeatMonitorWorkflow]

@@ -38,6 +38,7 @@ def vitals(observation: Observation) -> dict[str, Any]:
         "oracle_price": round(snap.oracle_price, 6),
         "health_factor": round(min(hfs), 6) if hfs else None,
         "equity_usd": round(net_value_usd(snap), 4),
+        "usdc": snap.balances.get("USDC"),
     }
 
 
@@ -192,3 +193,19 @@ def control_event(golem: str, what: str, answer, time: str) -> GolemEvent:
     """A stop button the golem accepted (its update's answer), stored by whoever pressed it (CLI, dashboard)."""
     return make_event(golem, None, time, CONTROL_KINDS[what], _short(answer.note), paused=answer.paused,
                       entries_stopped=answer.entries_stopped, next_tick=answer.tick, note=answer.note)
+
+
+def alert_probes(store) -> list:
+    """The heartbeat-monitor's alerts stored since the previous tick started, as probe results for this tick's
+    observe (golem-archetypes: "The golem-instance reads these during its next probe phase")."""
+    from golem.models.enums import ProbeSeverity
+    from golem.models.observation import ProbeResult
+
+    previous = store.read(kinds=["heartbeat.tick_started"], limit=1, newest=True)
+    after = previous[0].seq if previous else 0
+    out = []
+    for e in store.read(kinds=["alerts.probe"], after=after, limit=50):
+        p = e.payload
+        out.append(ProbeResult(probe=f"monitor_{p['vital']}", severity=ProbeSeverity(p.get("severity", "low")),
+                               value=float(p["value"]), threshold=float(p["threshold"]), detail=p.get("detail", "")))
+    return out

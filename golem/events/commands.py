@@ -82,6 +82,12 @@ def _events(args) -> int:
     return 0
 
 
+def _alerts(args) -> int:
+    """`golem alerts`: the heartbeat-monitor's ProbeAlerts and the golem's own alerts (the alerts subsystem)."""
+    args.kind, args.kinds = ["alerts"], False
+    return _events(args)
+
+
 def register(command) -> None:
     s = command("events", "the Event Fabric: what the golem did, as typed events (--follow streams)")
     s.add_argument("--follow", "-f", action="store_true", help="keep printing new events as they are stored")
@@ -91,3 +97,9 @@ def register(command) -> None:
     s.add_argument("--json", action="store_true", help="one GolemEvent JSON object per line")
     s.add_argument("--kinds", action="store_true", help="list the event kinds and exit")
     s.set_defaults(fn=_events)
+    s = command("alerts", "alerts: the heartbeat-monitor's batched ProbeAlerts and the golem's own (--follow streams)")
+    s.add_argument("--follow", "-f", action="store_true")
+    s.add_argument("--since", help="from this time (ISO-8601) or this long ago (30s, 10m, 2h, 1d)")
+    s.add_argument("-n", type=int, default=50)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=_alerts)

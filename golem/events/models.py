@@ -52,6 +52,7 @@ KINDS: dict[str, str] = {
     "mortality.phase_changed": "the behavioural phase changed",
     "safety.incident": "an invariant was violated after execution",
     "alerts.raised": "something needs the owner's attention",
+    "alerts.probe": "the heartbeat-monitor's ProbeAlert (a vital past its threshold), batched per window",
     "control.paused": "the owner paused the golem",
     "control.resumed": "the owner resumed the golem",
     "control.entries_stopped": "the owner stopped new entries",
