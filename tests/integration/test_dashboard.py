@@ -134,6 +134,15 @@ async def test_live_page_shows_new_ticks_and_its_steer_reaches_the_workflow(temp
                 "[...document.querySelectorAll('#actions li')].some(li => li.dataset.kind === 'interventions.steer_applied')",
                 timeout=30_000)
             await page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+            # the stop buttons: an update the workflow validates, shown as a flag on the page
+            await page.click("#btn-stop-entries")
+            await page.wait_for_selector("#flag-entries", timeout=20_000)
+            assert (await handle.query("status", result_type=dict))["entries_stopped"] is True
+            await page.click("#btn-stop-entries")  # again: refused by the validator, said on the page
+            await page.wait_for_function("document.getElementById('control-msg').textContent.includes('already stopped')")
+            await page.click("#btn-allow-entries")
+            await page.wait_for_selector("#flag-entries", state="detached", timeout=20_000)
             await handle.terminate("test done")
     finally:
         await browser.close()
