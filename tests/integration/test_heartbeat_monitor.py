@@ -69,6 +69,8 @@ async def test_stalled_ticks_raise_a_batched_alert_at_the_webhook(temporal_env, 
             stalls = [a for a in first["alerts"] if a["vital"] == "tick_stalled"]
             assert stalls, first
             stall = stalls[0]
+            print(f"first batch: {len(first['alerts'])} alert(s) over {first['checks']} checks; tick_stalled "
+                  f"{stall['value']}s against {stall['threshold']}s: {stall['detail']}")
             assert stall["value"] > stall["threshold"] > 0 and "no tick for" in stall["detail"]
             # the owner's pause (a control event the CLI stored) is named, and lowers the severity
             assert stall["severity"] == "low" and "paused" in stall["detail"] and stall["tick"] >= stalled_at - 1
