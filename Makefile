@@ -3,10 +3,16 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup setup-run run test test-unit bench eval-memory histories contracts clean-data mutation chaos soak
+.PHONY: setup setup-run chromium run test test-unit bench eval-memory histories contracts clean-data mutation chaos soak
 
-setup: $(VENV)/.installed-test node_modules/.installed
+setup: $(VENV)/.installed-test node_modules/.installed chromium
 setup-run: $(VENV)/.installed-run node_modules/.installed
+
+# The dashboard's browser test drives Debian's chromium (Playwright never downloads a browser here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null)) || \
+	  echo "chromium could not be installed (apt-get install chromium as root): the dashboard browser tests will be skipped"
 
 $(VENV)/bin/python:
 	@echo "[setup] creating the virtualenv $(VENV)"

@@ -17,6 +17,7 @@ from typing import Any
 
 from temporalio import activity
 
+from golem.events import bridge as events
 from golem.grimoire.admission import (
     AdmissionAction,
     QuarantineAssessment,
@@ -44,6 +45,12 @@ from golem.models.golem import (
 )
 from golem.safety.limits import check_playbook_delta
 from workers.services import GolemServices
+
+
+def _now_iso() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat()
 
 HEARTBEAT_EVERY_S = 10.0  # while a blocking step runs on its thread (the workflow's heartbeat timeout is 60 s)
 
@@ -107,7 +114,7 @@ class ConsolidationActivities:
         if not drift.ok or pause["paused"]:
             activity.logger.warning("embedding drift %s: %s; writes paused: %s", drift.status, drift.as_dict(),
                                     pause["paused"])
-        return ConsolidationResult(
+        result = ConsolidationResult(
             tick=inp.tick,
             episodes_scanned=report.scanned,
             episodes_decayed=report.decayed,
@@ -123,6 +130,8 @@ class ConsolidationActivities:
             inference_cost_usd=round(batch.cost_usd, 8),
             retention=kept.as_dict(),
         )
+        self.s.events.emit(events.consolidation_events(inp.golem_id, _now_iso(), result))
+        return result
 
     # ---- steps (blocking; run on threads) ----------------------------------------------------
     def _distill(self, inp: ConsolidationInput) -> Distilled:
@@ -180,9 +189,11 @@ class ConsolidationActivities:
             self.s.episodes, self.s.heuristics, inp.replay_count, inp.tick,
             tick_seconds=inp.config.clock.theta_base_seconds,
         )
-        return DreamResult(
+        result = DreamResult(
             tick=inp.tick,
             replayed=list(report.replayed),
             heuristics_touched=len(report.heuristics_touched),
             followups_delivered=self.s.deliver_followups(inp.followups, "next-dream", inp.tick),
         )
+        self.s.events.emit(events.dream_events(inp.golem_id, _now_iso(), result))
+        return result

@@ -26,6 +26,7 @@ from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
+from golem.events import bridge as events
 from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
@@ -181,6 +182,7 @@ class TickActivities:
             kill_switch_triggered=os.path.exists(ctx.config.probes.kill_switch_path),
             daily_spend=daily_spend_on(ctx.state, ctx.started_at), heartbeat=ctx.config.heartbeat,
         )
+        probes = [*probes, *events.alert_probes(self.s.events.store)]  # the heartbeat-monitor's alerts (issue 19)
         if ctx.carried_probes:  # ticks dropped by backpressure: highest severity wins (§S12)
             probes = merge_into_observation(probes, ctx.carried_probes)
         regime, _ = detect_regime(
@@ -195,7 +197,7 @@ class TickActivities:
         # the golem's topology into the knowledge graph at this block.
         anomalies = self.topology().observe(ctx.golem_id, snapshot, ctx.tick, anomalies_from(probes))
         liquidations = self.s.liquidations(ctx.tick, snapshot.block_number)
-        return Observation(
+        observation = Observation(
             liquidations=liquidations,
             snapshot=snapshot,
             probes=probes,
@@ -208,6 +210,8 @@ class TickActivities:
             reorged_ticks=reorged,
             force_t2_reason=force_t2_reason(report.force_t2, reorged, report.reorg_detected_at, liquidations),
         )
+        self.s.events.emit(events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, ctx.state.pending_steers))
+        return observation
 
     @activity.defn(name="gamma")
     def gamma(self, golem_id: str) -> ChainSnapshot:
@@ -399,6 +403,7 @@ class TickActivities:
             ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, inp.simulation, inp.observation, strategy=strategy,
             steers=[*ctx.state.pending_steers, *inp.steers], now=ctx.started_ts,
             run_id=_run_id(), config=ctx.config,  # the tick's config version's limits, not the worker's file
+            entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries (issue 19)
         )
         return result
 
@@ -456,6 +461,7 @@ class TickActivities:
                 record.inference_cost += evaluation.cost
                 record.total_cost += evaluation.cost
         result = await asyncio.to_thread(self._persist, record)
+        await asyncio.to_thread(self.s.events.emit, events.record_events(record, _now_iso(), **events.tick_context(inp.ctx, record)))
         result.gating = inp.gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache = inp.deliberation.decision_cache if inp.deliberation else None
         return result
@@ -470,3 +476,4 @@ class TickActivities:
     @activity.defn(name="record_failure")
     def record_failure(self, inp: TickFailure) -> None:
         self.s.cycles.record_failure(inp)
+        self.s.events.emit([events.failure_event(inp.golem_id, inp.tick, inp.failed_at, inp.error, inp.workflow_id, inp.run_label)])

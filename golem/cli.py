@@ -14,7 +14,7 @@ from pathlib import Path
 from golem.errors import UserError
 
 
-ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world", "backtest", "config")
+ROOMS_WITH_COMMANDS = ("cognition", "grimoire", "chain", "inference", "safety", "life", "world", "backtest", "config", "events")
 
 
 def _default_home() -> Path:
@@ -73,6 +73,58 @@ def cmd_worker(args) -> int:
     return 0
 
 
+def cmd_dashboard(args) -> int:
+    import logging
+
+    from workers.dashboard.server import run_dashboard
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} is not a TCP port (0-65535; 0 picks a free one)")
+    cfg = _config(args)
+    try:
+        _arun(run_dashboard(cfg.golem.id, _data_dir(args), args.address, port=args.port, temporal_ui=args.temporal_ui))
+    except OSError as err:
+        raise UserError(f"cannot serve on 127.0.0.1:{args.port} ({err.strerror or err}): pick another --port") from None
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_codec_server(args) -> int:
+    import asyncio
+    import signal
+
+    from workers.codec import CodecConfigError, codec_from_env
+    from workers.codec_server import DEFAULT_ORIGINS, serve_codec
+
+    try:
+        codec = codec_from_env()
+    except CodecConfigError as err:
+        raise UserError(str(err)) from None
+    if codec is None:
+        raise UserError("GOLEM_PAYLOAD_KEYS is not set: give the codec server the keys the worker seals with "
+                        "(key-id:base64-key, comma separated)")
+
+    async def serve() -> None:
+        runner = await serve_codec(codec, args.port, tuple(args.cors_origin or DEFAULT_ORIGINS))
+        print(f"codec server: http://127.0.0.1:{args.port} (POST /decode, /encode; key id {codec.key_id}; "
+              f"CORS for {', '.join(args.cors_origin or DEFAULT_ORIGINS)})", flush=True)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        _arun(serve())
+    except OSError as err:
+        raise UserError(f"cannot serve on 127.0.0.1:{args.port} ({err.strerror or err}): pick another --port") from None
+    return 0
+
+
 def cmd_sim(args) -> int:
     if args.rest[:1] == ["export"]:  # `golem sim export ...`: a scenario as a market-path CSV, no chain needed
         from golem.backtest.export import export_main
@@ -89,6 +141,8 @@ async def _client(args):
     try:
         return await connect(args.address)
     except Exception as err:  # connection refused etc.
+        if type(err).__name__ == "CodecConfigError":  # a bad GOLEM_PAYLOAD_KEYS: its own fix, not Temporal's
+            sys.exit(f"golem: {err}")
         why = "connection refused" if "Connection refused" in str(err) else _one_line(err)[:200]
         sys.exit(f"golem: cannot reach Temporal at {_address(args)} ({why}): is `golem run` up, "
                  "and --address (GOLEM_TEMPORAL_ADDRESS) right?")
@@ -141,6 +195,9 @@ async def _status(args) -> int:
     print(f"  FSM:        {st.fsm.state.value}" + (f" [{st.fsm.substate}]" if st.fsm.substate != "Normal" else "")
           + (f" for {_since(st.fsm.entered_at)}" if st.current_tick_workflow_id and st.fsm.entered_at else ""))
     print(chain_line(st.chain))
+    if st.paused or st.entries_stopped:
+        print(f"  STOPPED:    {'paused (no new ticks)' if st.paused else ''}{'; ' if st.paused and st.entries_stopped else ''}"
+              f"{'entries stopped (no new positions)' if st.entries_stopped else ''} — {st.control_note}")
     if st.chain.alert:
         print(f"  ALERT:      {st.chain.alert}")
     if last:
@@ -375,6 +432,45 @@ def cmd_rerun(args) -> int:
     return _arun(_rerun(args))
 
 
+async def _control(args) -> int:
+    """A stop button: GolemWorkflow's pause / resume / stop_entries / allow_entries update (by name)."""
+    from golem.models.golem import ControlRequest, ControlState
+
+    update = args.cmd.replace("-", "_")
+    req = ControlRequest(reason=args.reason or "", source="cli")
+    cfg = _config(args)
+    client = await _client(args)
+    handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
+    try:
+        st = await handle.execute_update(update, req, result_type=ControlState)
+    except Exception as err:
+        if _rpc_status(err) == "NOT_FOUND":
+            raise UserError(f"no golem '{cfg.golem.id}' on Temporal at {_address(args)}: start it with `golem run`") from None
+        if type(err).__name__ != "WorkflowUpdateFailedError":
+            raise
+        raise UserError(_root_cause(err)) from None  # the validator's reason, e.g. "already paused: ..."
+    _store_control_event(args, cfg.golem.id, update, st)
+    print(f"golem {cfg.golem.id}: {st.note}; paused={st.paused} entries_stopped={st.entries_stopped} "
+          f"(next tick {st.tick})")
+    return 0
+
+
+def _store_control_event(args, golem_id: str, update: str, answer) -> None:
+    """The accepted stop button goes on the Event Fabric too, when this machine holds the golem's data dir."""
+    if not Path(args.data).is_dir():
+        return
+    from golem.events.bridge import control_event
+    from golem.events.store import EventStore
+
+    EventStore(Path(args.data)).append([control_event(golem_id, update, answer, _now())])
+
+
+def cmd_control(args) -> int:
+    if args.reason is not None and len(args.reason) > 500:
+        raise UserError(f"--reason is {len(args.reason)} characters; keep it under 500")
+    return _arun(_control(args))
+
+
 # ---- parser ---------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="golem", description=__doc__)
@@ -398,6 +494,15 @@ def build_parser() -> argparse.ArgumentParser:
     s = command("worker", "serve this golem's task queue")
     s.add_argument("--live", action="store_true", help="execute transactions even against an external RPC")
     s.set_defaults(fn=cmd_worker)
+    s = command("dashboard", "serve the live web dashboard on 127.0.0.1 (golem run starts it too)")
+    s.add_argument("--port", type=int, default=int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300)))
+    s.add_argument("--temporal-ui", default=os.environ.get("GOLEM_TEMPORAL_UI", "http://127.0.0.1:8233"),
+                   help="the Temporal Web UI the tick links point at")
+    s.set_defaults(fn=cmd_dashboard)
+    s = command("codec-server", "decode encrypted payloads for the Temporal Web UI (Temporal codec-server protocol)")
+    s.add_argument("--port", type=int, default=8234)
+    s.add_argument("--cors-origin", action="append", help="a UI origin allowed to call it (default the dev server UI)")
+    s.set_defaults(fn=cmd_codec_server)
     s = command("sim", "run the market simulator (arguments pass through)")
     s.add_argument("rest", nargs=argparse.REMAINDER)
     s.set_defaults(fn=cmd_sim)
@@ -434,6 +539,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("tick", type=int)
     s.add_argument("--force", action="store_true", help="re-run even a tick that completed")
     s.set_defaults(fn=cmd_rerun)
+    for name, what in (("pause", "no new ticks (the running one finishes; state kept) until `golem resume`"),
+                       ("resume", "resume ticking after `golem pause`"),
+                       ("stop-entries", "no new positions; risk-reducing actions and steers still run"),
+                       ("allow-entries", "allow new positions again after `golem stop-entries`")):
+        s = command(name, what)
+        s.add_argument("--reason", help="why (kept in status and the golem's log)")
+        s.set_defaults(fn=cmd_control)
     # Each room may add its own commands: golem/<room>/commands.py defines register(command).
     for room in ROOMS_WITH_COMMANDS:
         try:
@@ -449,7 +561,8 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that open a Temporal client: the SDK's runtime threads can still be calling into Python
 # while the interpreter finalizes ("PyGILState_Release ... finalizing", seen in CI), so these leave
 # with os._exit once their output is flushed.
-_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating", "backtest", "config"}
+_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating", "backtest", "config",
+                    "pause", "resume", "stop-entries", "allow-entries"}
 
 
 def _user_error_message(args, err: BaseException) -> str | None:

@@ -36,6 +36,10 @@ log = logging.getLogger("golem.stack")
 
 from infra.world_cache import GOLEM_KEY_INDEX
 
+# The owner's window (issue 19); GOLEM_DASHBOARD_PORT / GOLEM_METRICS_PORT move them.
+DASHBOARD_PORT = int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300))
+METRICS_PORT = int(os.environ.get("GOLEM_METRICS_PORT", 9464))
+
 
 def _rpc_port(rpc_url: str) -> int:
     return urlparse(rpc_url).port or 8545
@@ -76,6 +80,26 @@ def inherited_state(config, data_dir: Path):
         return None
     state = new_golem_state(config)
     return state.model_copy(update={"learned_gating": import_package(json.loads(path.read_text()))})
+
+
+async def ensure_monitor_running(address: str, config) -> str:
+    """The heartbeat-monitor beside the golem (golem-<id>-monitor): started once, left running across restarts."""
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    from golem.life.vitals import MonitorInput
+    from workers.client import connect
+    from workflows.monitor import HeartbeatMonitorWorkflow, monitor_workflow_id
+
+    client = await connect(address)
+    wid = monitor_workflow_id(config.golem.id)
+    try:
+        await client.start_workflow(
+            HeartbeatMonitorWorkflow.run, MonitorInput(golem_id=config.golem.id,
+                                                       theta_seconds=config.clock.theta_base_seconds),
+            id=wid, task_queue=f"golem-{config.golem.id}")
+    except WorkflowAlreadyStartedError:
+        return f"heartbeat-monitor {wid} running"
+    return f"heartbeat-monitor {wid} started"
 
 
 async def ensure_golem_running(address: str, config, data_dir: Path | None = None) -> str:
@@ -222,14 +246,24 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         worker_cmd = [sys.executable, "-m", "golem.cli", "worker", "--home", str(home), "--data", str(data_dir)]
         worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
                               stop_timeout=15)
+        # The owner's window (issue 19): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.
+        dash_cmd = [sys.executable, "-m", "golem.cli", "dashboard", "--home", str(home), "--data", str(data_dir),
+                    "--port", str(DASHBOARD_PORT), "--temporal-ui", temporal.ui_url]
+        dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address)  # no key: it only signals and queries
+        dashboard = ProcessChild("dashboard", lambda: _spawn(dash_cmd, logs / "dashboard.log", env=dash_env),
+                                 logs / "dashboard.log")
         sim.start()
         worker.start()
-        # Stopped in reverse: the worker, then the simulator, then Anvil (which dumps its state).
-        supervisor = Supervisor([anvil_child, sim, worker])
+        dashboard.start()
+        # Stopped in reverse: the dashboard, the worker, then the simulator, then Anvil (which dumps its state).
+        supervisor = Supervisor([anvil_child, sim, worker, dashboard])
         how = asyncio.run(ensure_golem_running(temporal.address, config, data_dir))
+        how += "; " + asyncio.run(ensure_monitor_running(temporal.address, config))
         print(
             f"\ngolem '{config.golem.id}' {how}: workflow golem-{config.golem.id}\n"
             f"  Temporal Web UI: {temporal.ui_url}/namespaces/default/workflows\n"
+            f"  dashboard:       http://127.0.0.1:{DASHBOARD_PORT}/   (events: golem events -f; metrics: "
+            f"http://127.0.0.1:{METRICS_PORT}/metrics)\n"
             f"  Anvil RPC:       {config.chain.rpc_url}\n"
             f"  data dir:        {data_dir}   (logs in {logs})\n"
             f"  retention:       records and traces {config.retention.days:g} days as files, then daily archives; "

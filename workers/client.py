@@ -1,11 +1,12 @@
-"""Temporal client construction: the one place that connects (pydantic data converter everywhere)."""
+"""Temporal client construction: the one place that connects (the project's data converter everywhere)."""
 
 from __future__ import annotations
 
 import os
 
 from temporalio.client import Client
-from workers.converter import data_converter
+
+from workers.converter import data_converter as lean_converter
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 NAMESPACE = "default"
@@ -15,10 +16,19 @@ def temporal_address() -> str:
     return os.environ.get("GOLEM_TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
 
 
-async def connect(address: str | None = None, *, interceptors=()) -> Client:
+def data_converter(codec=None):
+    """Pydantic JSON without default-valued fields (workers/converter.py), sealed with AES-GCM when
+    GOLEM_PAYLOAD_KEYS is set (workers/codec.py; off by default)."""
+    from workers.codec import codec_from_env, with_codec
+
+    return with_codec(lean_converter, codec if codec is not None else codec_from_env())
+
+
+async def connect(address: str | None = None, *, interceptors=(), runtime=None, codec=None) -> Client:
     return await Client.connect(
         address or temporal_address(),
         namespace=NAMESPACE,
-        data_converter=data_converter,
+        data_converter=data_converter(codec),
         interceptors=list(interceptors),
+        runtime=runtime,  # None: the SDK's default Runtime; the worker's serves the SDK's metrics
     )

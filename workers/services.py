@@ -25,6 +25,7 @@ from golem.chain.liquidations import LiquidationLog
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
 from golem.chain.web3client import make_web3
+from golem.events.store import EventSink, EventStore
 from golem.grimoire.embeddings import make_embedder
 from golem.grimoire.episodes import (
     Episode,
@@ -101,6 +102,8 @@ class GolemServices:
         self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")
         self.liquidation_log = LiquidationLog(self.data_dir / "liquidations.sqlite")
         self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
+        # The Event Fabric (issue 19): activities emit here; the worker adds its metrics as a listener.
+        self.events = EventSink(EventStore(self.data_dir))
         self._strategy_checks: dict[str, StrategyValidation] = {}
         self._configs: dict[str, GolemConfig] = {}  # config version → its golem.toml, for lean tick contexts
         # The version this worker was started with (golem.toml + STRATEGY.md), kept on disk so ticks that

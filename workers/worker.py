@@ -14,6 +14,7 @@ from temporalio.worker import Worker
 
 from activities.consolidation import ConsolidationActivities
 from activities.doctor import DoctorActivities
+from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
 from golem.models.config import GolemConfig
 from workers.services import GolemServices
@@ -36,6 +37,7 @@ def build_worker(
     ticks = TickActivities(services, client)
     consolidation = ConsolidationActivities(services)
     doctor = DoctorActivities(services)
+    monitor = MonitorActivities(services)
     return Worker(
         client,
         task_queue=task_queue(services.config.golem.id),
@@ -44,6 +46,7 @@ def build_worker(
             ticks.observe, ticks.gamma, ticks.analyze, ticks.gate, ticks.retrieve, ticks.decide, ticks.simulate,
             ticks.validate, ticks.execute, ticks.verify, ticks.reflect, ticks.record_failure,
             consolidation.consolidate, consolidation.dream, doctor.doctor,
+            monitor.check_vitals, monitor.deliver_alerts,
         ],
         # Sync activities (web3, LanceDB, SQLite) run on threads; the workflow loop stays free.
         activity_executor=ThreadPoolExecutor(max_workers=8),
@@ -55,11 +58,19 @@ def build_worker(
 
 async def run_worker(config: GolemConfig, data_dir: Path, address: str | None = None, live: bool | None = None) -> None:
     from workers.client import connect
+    from workers.metrics import free_port, install_metrics, metrics_port, temporal_runtime
     from workers.telemetry import shutdown_tracing, tracing_interceptor
 
     services = GolemServices(config, data_dir, live=live)
-    client = await connect(address)
-    worker = build_worker(client, services, interceptors=[tracing_interceptor(data_dir, config.golem.id)])
+    interceptors = [tracing_interceptor(data_dir, config.golem.id)]
+    port, runtime, server = metrics_port(), None, None
+    if port:  # issue 19: Prometheus /metrics with the Temporal SDK's own metrics (its core serves them inside)
+        core_port = free_port()
+        runtime = temporal_runtime(core_port)
+        _, server, timed = install_metrics(services, port, core_port)
+        interceptors.append(timed)
+    client = await connect(address, runtime=runtime)
+    worker = build_worker(client, services, interceptors=interceptors)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -71,3 +82,5 @@ async def run_worker(config: GolemConfig, data_dir: Path, address: str | None = 
         log.info("worker stopped")
     finally:
         shutdown_tracing()
+        if server is not None:
+            server.stop()

@@ -3,6 +3,8 @@
 from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
 from workflows.doctor import DoctorWorkflow
 from workflows.golem import GolemWorkflow
+from workflows.monitor import HeartbeatMonitorWorkflow
 from workflows.tick import ThetaTickWorkflow
 
-ALL_WORKFLOWS = [GolemWorkflow, ThetaTickWorkflow, DeltaConsolidationWorkflow, DreamCycleWorkflow, DoctorWorkflow]
+ALL_WORKFLOWS = [GolemWorkflow, ThetaTickWorkflow, DeltaConsolidationWorkflow, DreamCycleWorkflow, DoctorWorkflow,
+                 HeartbeatMonitorWorkflow]

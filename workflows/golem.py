@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.cognition.budget import budget_fraction, daily_spend_on
     from golem.cognition.chain_health import fold_chain_failure, fold_chain_read, is_chain_read_failure
     from golem.cognition.clock import budget_throttle, gamma_pulse
+    from golem.cognition.control import apply_control, check_control
     from golem.cognition.decision_cache import hit_rate_report, on_playbook_revision
     from golem.cognition.fold import (
         accept_intervention,
@@ -36,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
     from golem.cognition.learned_gating import learn_at_delta
     from golem.models.golem import (
         ConsolidationInput,
+        ControlRequest,
+        ControlState,
         DreamInput,
         GolemStatus,
         GolemWorkflowInput,
@@ -143,6 +146,46 @@ class GolemWorkflow:
         if self._world_now is not None and at < self._world_now:
             raise ValueError(f"row {t.row}: time {t.at} is before the path time already reached ({self._world_now.isoformat()})")
 
+    # ---- the owner's stop buttons (issue 19): updates, validated before they enter history ---------
+    @workflow.update
+    def pause(self, req: ControlRequest) -> ControlState:
+        """No new ticks until resume (the running tick finishes); state and pending steers are kept."""
+        return self._control("pause", req)
+
+    @pause.validator
+    def _check_pause(self, req: ControlRequest) -> None:
+        check_control(self._state, "pause", req)
+
+    @workflow.update
+    def resume(self, req: ControlRequest) -> ControlState:
+        return self._control("resume", req)
+
+    @resume.validator
+    def _check_resume(self, req: ControlRequest) -> None:
+        check_control(self._state, "resume", req)
+
+    @workflow.update
+    def stop_entries(self, req: ControlRequest) -> ControlState:
+        """No new positions from the next tick on; risk-reducing actions and steers still run."""
+        return self._control("stop_entries", req)
+
+    @stop_entries.validator
+    def _check_stop_entries(self, req: ControlRequest) -> None:
+        check_control(self._state, "stop_entries", req)
+
+    @workflow.update
+    def allow_entries(self, req: ControlRequest) -> ControlState:
+        return self._control("allow_entries", req)
+
+    @allow_entries.validator
+    def _check_allow_entries(self, req: ControlRequest) -> None:
+        check_control(self._state, "allow_entries", req)
+
+    def _control(self, what: str, req: ControlRequest) -> ControlState:
+        self._state, answer = apply_control(self._state, what, req, self._now().isoformat())
+        workflow.logger.info("golem %s: %s", self._state.golem_id, answer.note)
+        return answer
+
     # ---- config versions: a new golem.toml + STRATEGY.md, validated, applied whole ----------
     @workflow.update
     async def apply_config(self, change: ConfigChange) -> ConfigApplied:
@@ -215,6 +258,9 @@ class GolemWorkflow:
             learned_gating_active=self._cfg is not None and s.tick >= self._cfg.gating.cold_start_ticks,
             config_version=self._config_info.version,
             chain=s.chain,
+            paused=s.paused,
+            entries_stopped=s.entries_stopped,
+            control_note=s.control_note,
         )
 
     @workflow.query
@@ -239,6 +285,10 @@ class GolemWorkflow:
                 row = await self._await_row(cfg)
                 if row is None:
                     break
+            if self._state.paused and workflow.patched("stop-buttons"):
+                # `golem pause`: no new tick until `golem resume` (signals, queries and updates still answer).
+                self._activity = "paused"
+                await workflow.wait_condition(lambda: not self._state.paused)
             cfg = self._cfg  # an applied config version takes effect here, between ticks, whole
             if should_dream(self._state, cfg.clock):
                 await self._dream(cfg)

@@ -204,6 +204,20 @@ class RetentionSection(BaseModel):
     temporal_days: int = Field(default=3, ge=1)  # the namespace's retention of closed workflows (the server's minimum is 1 day)
 
 
+class AlertsSection(BaseModel):
+    """[alerts]: where the heartbeat-monitor's batched ProbeAlerts go besides the Event Fabric (issue 19)."""
+
+    model_config = {"extra": "forbid"}
+    webhook_url: str = ""  # POSTed one JSON batch per window; "" = events only
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError(f"webhook_url {v!r} must be an http:// or https:// URL (or \"\" for none)")
+        return v
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -218,6 +232,9 @@ class GolemConfig(BaseModel):
     decision_cache: DecisionCacheSection = Field(default_factory=DecisionCacheSection)
     grimoire: GrimoireSection = Field(default_factory=GrimoireSection)
     retention: RetentionSection = Field(default_factory=RetentionSection)
+    # Read by the worker from golem.toml; kept out of the config version and of workflow payloads (exclude), so
+    # adding the section changed no version hash and no recorded history. A new URL needs a worker restart.
+    alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)
 
 
 def read_config_table(path: str | Path) -> dict:

@@ -71,6 +71,9 @@ class GolemStatus(BaseModel):
     learned_gating_active: bool = False  # past the cold start: Hedge + Thompson choose the tier
     config_version: str = ""  # the config version the golem runs on ("" = started before versions existed)
     chain: ChainHealth = Field(default_factory=ChainHealth)  # RPC health: last good read, errors in a row, alert
+    paused: bool = False  # `golem pause`: no new ticks until `golem resume`
+    entries_stopped: bool = False  # `golem stop-entries`: no new positions; risk-reducing actions and steers run
+    control_note: str = ""
 
 
 class ConsolidationInput(BaseModel):
@@ -169,3 +172,19 @@ class TickFailure(BaseModel):
     # A later run of the tick (a reset, a rerun) that failed records itself: the parent has moved on.
     run_label: str = ""
     run_kind: str = "original"
+
+
+class ControlRequest(BaseModel):
+    """A stop button pressed (GolemWorkflow's pause / resume / stop_entries / allow_entries updates)."""
+
+    reason: str = Field(default="", max_length=500)
+    source: str = Field(default="cli", max_length=40)  # cli | dashboard | ...
+
+
+class ControlState(BaseModel):
+    """What the golem answers a stop button with."""
+
+    paused: bool
+    entries_stopped: bool
+    tick: int  # the next tick number
+    note: str

@@ -267,6 +267,11 @@ class GolemState(BaseModel):
     decision_cache: DecisionCacheState = Field(default_factory=DecisionCacheState)
     tick_queue: TickQueue = Field(default_factory=TickQueue)
     chain: ChainHealth = Field(default_factory=ChainHealth)
+    # The owner's stop buttons (issue 19; Freqtrade's /stopentry, /stop): paused = no new ticks, state kept;
+    # entries_stopped = no new positions (validate blocks what opens exposure), risk-reducing actions and steers run.
+    paused: bool = False
+    entries_stopped: bool = False
+    control_note: str = ""  # the last stop-button change: what, when, why
 
     @property
     def last_price(self) -> float | None:
@@ -296,7 +301,7 @@ STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
     "decide": frozenset({"decision_cache", LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence",
                          "vitality", "regime", *_SPEND}),
     "simulate": frozenset(),
-    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", *_SPEND}),
+    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", *_SPEND}),
     "execute": frozenset(),
     "verify": frozenset({"regime"}),
     "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", *_SPEND}),

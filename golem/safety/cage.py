@@ -65,6 +65,7 @@ class ValidationContext(BaseModel):
     risk: RiskSnapshot = Field(default_factory=RiskSnapshot)
     strategy: Strategy | None = None
     steers: list[Steer] = Field(default_factory=list)  # the owner's steers this tick deliberated on
+    entries_stopped: bool = False  # the owner's `golem stop-entries`: nothing that opens exposure (issue 19)
 
 
 class SafetyCage:
@@ -86,6 +87,9 @@ class SafetyCage:
         if not verdict.ok:
             return f"policy: {verdict.reason}"
         exposure = opens_exposure(action)
+        if exposure and ctx.entries_stopped:
+            return (f"stop-entries: the owner stopped new positions ({action.tool} opens exposure); risk-reducing "
+                    "actions still run (`golem allow-entries` lifts it)")
         dd, cap = ctx.risk.drawdown_pct, self.limits.risk.max_drawdown_pct
         if exposure and dd > cap:
             return (f"max drawdown: net value ${ctx.risk.nav_usd:,.2f} is {dd:.1f}% below the high-water mark "

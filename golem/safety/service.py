@@ -81,7 +81,7 @@ class SafetyService:
         self, golem_id: str, tick: int, phase: BehavioralPhase, actions: list[ProposedAction],
         simulation: SimulationResult, observation: Observation, strategy: Strategy | None = None,
         steers: list[Steer] | None = None, now: float | None = None, run_id: str | None = None,
-        config: GolemConfig | None = None,
+        config: GolemConfig | None = None, entries_stopped: bool = False,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
         """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
         `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None;
@@ -111,7 +111,7 @@ class SafetyService:
         self.risk.mark_nav(golem_id, tick, nav, now=now)
         ctx = ValidationContext(golem_id=golem_id, tick=tick, phase=phase, observation=observation,
                                 risk=self.risk.snapshot(golem_id, nav, now=now), strategy=strategy,
-                                steers=list(steers or []))
+                                steers=list(steers or []), entries_stopped=entries_stopped)
         for sim in simulation.actions:
             if not sim.ok:
                 self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,

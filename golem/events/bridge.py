@@ -1,0 +1,211 @@
+"""The ui-bridge (runtime-extensions §24): what happened, as GolemEvents, translated from what the tick produced.
+
+heartbeat "DecisionCycleRecord": "Every field in the record maps to a typed GolemEvent. The ui-bridge
+extension translates record fields to events with no additional logic." So a tick's events come from
+its observation (at observe) and its record (at reflect); pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from golem.events.models import GolemEvent, make_event
+from golem.models.observation import Observation
+from golem.models.record import DecisionCycleRecord
+from golem.safety.risk import net_value_usd
+
+_ACTION_KIND = {
+    "executed": "actions.executed",
+    "blocked": "actions.blocked",
+    "deferred": "actions.deferred",
+    "failed": "actions.failed",
+    "cancelled": "actions.failed",
+}
+
+
+def _short(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def vitals(observation: Observation) -> dict[str, Any]:
+    """Prices, health factor and equity of one observation (the dashboard's and the metrics' numbers)."""
+    snap = observation.snapshot
+    hfs = [p.health_factor for p in snap.positions if p.health_factor is not None]
+    return {
+        "block": snap.block_number,
+        "pool_price": round(snap.pool.price, 6),
+        "oracle_price": round(snap.oracle_price, 6),
+        "health_factor": round(min(hfs), 6) if hfs else None,
+        "equity_usd": round(net_value_usd(snap), 4),
+        "usdc": snap.balances.get("USDC"),
+    }
+
+
+def tick_started(golem: str, tick: int, time: str, observation: Observation, pending_steers=(),
+                 run_label: str = "") -> list[GolemEvent]:
+    """The observe step's events: the tick started, the steers the tick carries, reorgs it found."""
+    # The steers were accepted before this tick took them: one "accepted" per steer, whichever tick first carries it.
+    out = [make_event(golem, None, time, "interventions.steer_accepted", steer.id, steer_id=steer.id,
+                      message=steer.message, severity=steer.severity.value, first_tick=tick) for steer in pending_steers]
+    out.append(make_event(golem, tick, time, "heartbeat.tick_started", run_label, regime=observation.regime.value,
+                          run=run_label, **vitals(observation)))
+    for reorged in observation.reorged_ticks:
+        out.append(make_event(golem, tick, time, "actions.reorged", str(reorged), reorged_tick=reorged))
+    for liq in observation.liquidations:
+        out.append(make_event(golem, tick, time, "alerts.raised", f"liquidation:{_short(str(liq))}",
+                              alert="liquidation", detail=liq.model_dump(mode="json")))
+    if observation.force_t2_reason:
+        out.append(make_event(golem, tick, time, "alerts.raised", "force-t2", alert="forced_t2",
+                              detail=observation.force_t2_reason))
+    return out
+
+
+def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str | None = None,
+                  budgets: dict[str, float] | None = None, spend_today: dict[str, float] | None = None,
+                  ) -> list[GolemEvent]:
+    """The reflect step's events, in the order things happened in the tick."""
+    g, t, run = record.golem_id, record.tick, record.run_label
+
+    def ev(kind: str, key: str = "", tick: int | None = t, **payload: Any) -> GolemEvent:
+        return make_event(g, tick, time, kind, f"{run}:{key}" if run else key, **payload)
+
+    out = [ev("heartbeat.gated", tier=record.tier.value, prediction_error=round(record.prediction_error, 6),
+              threshold=round(record.deliberation_threshold, 6), reason=record.gating_reason)]
+    considered = set(record.deliberation.steers_considered) if record.deliberation else set()
+    for iv in record.active_interventions:
+        if iv.kind == "steer" and (iv.id in considered or record.deliberation is not None):
+            out.append(ev("interventions.steer_applied", iv.id, steer_id=iv.id, message=iv.message,
+                          severity=iv.severity, tier=record.tier.value))
+        elif iv.kind == "follow_up":
+            out.append(ev("interventions.followup_delivered", iv.id, followup_id=iv.id, window=iv.window,
+                          message=iv.message))
+    for rej in record.rejected_interventions:
+        out.append(ev("interventions.steer_rejected", _short(rej.received_at + rej.payload_excerpt), tick=None,
+                      what=rej.kind, reason=rej.reason, excerpt=rej.payload_excerpt, received_at=rej.received_at))
+    if record.deliberation is not None:
+        for i, call in enumerate(record.deliberation.tool_calls):
+            out.append(ev("actions.proposed", str(i), index=i, tool=call.tool_name, arguments=call.arguments,
+                          model=record.deliberation.model))
+    for a in record.actions:
+        kind = _ACTION_KIND.get(a.status.value)
+        if kind is None:  # already sent by another run of this tick: that run's events tell it
+            continue
+        out.append(ev(kind, str(a.action_index), index=a.action_index, tool=a.tool_name, status=a.status.value,
+                      reason=a.block_reason, tx_hash=a.tx_hash, block=a.block_number, gas_usd=a.gas_cost,
+                      protective=a.protective))
+    if record.outcome is not None:
+        o = record.outcome
+        out.append(ev("actions.verified", verified=o.verified, violations=o.invariant_violations,
+                      deviations_bps=o.deviations_bps, pnl_impact=o.pnl_impact))
+        if o.invariant_violations:
+            out.append(ev("safety.incident", violations=o.invariant_violations))
+    if record.total_cost > 0:
+        out.append(ev("budget.spend", inference_usd=record.inference_cost, gas_usd=record.gas_cost,
+                      total_usd=record.total_cost, **(spend_today or {}), **(budgets or {})))
+    if previous_phase and previous_phase != record.phase.value:
+        out.append(ev("mortality.phase_changed", previous=previous_phase, phase=record.phase.value,
+                      vitality=record.vitality.composite))
+    for err in record.errors:
+        out.append(ev("alerts.raised", _short(err), alert="step_error", detail=err))
+    out.append(ev("heartbeat.tick_finished", **tick_summary(record, budgets, spend_today)))
+    return out
+
+
+def tick_summary(record: DecisionCycleRecord, budgets: dict[str, float] | None = None,
+                 spend_today: dict[str, float] | None = None) -> dict[str, Any]:
+    """The tick in one payload: what a timeline row, a chart point and the metrics need."""
+    return {
+        "tier": record.tier.value,
+        "regime": record.regime.value,
+        "phase": record.phase.value,
+        "vitality": round(record.vitality.composite, 6),
+        "prediction_error": round(record.prediction_error, 6),
+        "threshold": round(record.deliberation_threshold, 6),
+        **vitals(record.observation),
+        "actions": len(record.actions),
+        "retrieved": len(record.retrieved_entries),
+        "executed": sum(1 for a in record.actions if a.status.value == "executed"),
+        "inference_usd": record.inference_cost,
+        "gas_usd": record.gas_cost,
+        "input_tokens": record.deliberation.input_tokens if record.deliberation else 0,
+        "output_tokens": record.deliberation.output_tokens if record.deliberation else 0,
+        "model": record.deliberation.model if record.deliberation else None,
+        "fsm": record.fsm_trace,
+        "step_ms": {s.step: s.ms for s in record.step_timings},
+        "workflow_id": record.workflow_id,
+        "run_id": record.run_id,
+        "run": record.run_label,
+        "errors": record.errors,
+        "decision": record.deliberation.decision if record.deliberation else "",
+        **(spend_today or {}),
+        **(budgets or {}),
+    }
+
+
+def failure_event(golem: str, tick: int, time: str, error: str, workflow_id: str, run_label: str = "") -> GolemEvent:
+    return make_event(golem, tick, time, "heartbeat.tick_failed", run_label, error=error, workflow_id=workflow_id,
+                      run=run_label)
+
+
+def tick_context(ctx, record: DecisionCycleRecord) -> dict[str, Any]:
+    """From the tick's context: the phase before the tick, today's spend after it, and the budgets."""
+    from golem.safety.gas import spend_status
+
+    status = spend_status(ctx.state, ctx.config)
+    budgets = {k: status[k] for k in ("max_daily_cost_usd", "gas_budget_usd_per_day") if k in status}
+    spend = {
+        "inference_today_usd": round(float(status.get("daily_spend_usd", 0.0)) + record.inference_cost, 6),
+        "gas_today_usd": round(float(status.get("daily_gas_usd", 0.0)) + record.gas_cost, 6),
+    }
+    return {"previous_phase": ctx.state.phase.value, "budgets": budgets, "spend_today": spend}
+
+
+def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
+    """A delta consolidation's grimoire events (ConsolidationResult)."""
+    t, a, q = result.tick, result.admission, result.quarantine_review
+    out = []
+    if a.admitted or a.admitted_low:
+        out.append(make_event(golem, t, time, "grimoire.admitted", "delta", admitted=a.admitted,
+                              admitted_low=a.admitted_low, candidates=a.candidates, utility_source=a.utility_source))
+    if a.quarantined or q.kept:
+        out.append(make_event(golem, t, time, "grimoire.quarantined", "delta", quarantined=a.quarantined,
+                              still_quarantined=q.kept, released=q.released))
+    if a.merged:
+        out.append(make_event(golem, t, time, "grimoire.superseded", "delta", merged=a.merged))
+    if result.playbook_revision is not None:
+        out.append(make_event(golem, t, time, "grimoire.playbook_revised", str(result.playbook_revision),
+                              revision=result.playbook_revision, path=result.playbook_path,
+                              heuristics_derived=result.heuristics_derived))
+    return out
+
+
+def dream_events(golem: str, time: str, result) -> list[GolemEvent]:
+    return [make_event(golem, result.tick, time, "dreams.cycle_finished", "dream", replayed=len(result.replayed),
+                       heuristics_touched=result.heuristics_touched, report=result.report_path)]
+
+
+CONTROL_KINDS = {"pause": "control.paused", "resume": "control.resumed", "stop_entries": "control.entries_stopped",
+                 "allow_entries": "control.entries_allowed"}
+
+
+def control_event(golem: str, what: str, answer, time: str) -> GolemEvent:
+    """A stop button the golem accepted (its update's answer), stored by whoever pressed it (CLI, dashboard)."""
+    return make_event(golem, None, time, CONTROL_KINDS[what], _short(answer.note), paused=answer.paused,
+                      entries_stopped=answer.entries_stopped, next_tick=answer.tick, note=answer.note)
+
+
+def alert_probes(store) -> list:
+    """The heartbeat-monitor's alerts stored since the previous tick started, as probe results for this tick's
+    observe (golem-archetypes: "The golem-instance reads these during its next probe phase")."""
+    from golem.models.enums import ProbeSeverity
+    from golem.models.observation import ProbeResult
+
+    previous = store.read(kinds=["heartbeat.tick_started"], limit=1, newest=True)
+    after = previous[0].seq if previous else 0
+    out = []
+    for e in store.read(kinds=["alerts.probe"], after=after, limit=50):
+        p = e.payload
+        out.append(ProbeResult(probe=f"monitor_{p['vital']}", severity=ProbeSeverity(p.get("severity", "low")),
+                               value=float(p["value"]), threshold=float(p["threshold"]), detail=p.get("detail", "")))
+    return out

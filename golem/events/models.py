@@ -1,0 +1,80 @@
+"""GolemEvent: the one envelope of the Event Fabric (heartbeat "The Event Fabric"; runtime-extensions §24 ui-bridge).
+
+Every event has the same envelope (id, golem, tick, time, subsystem, kind, payload); `kind` is
+"<subsystem>.<what>", e.g. "actions.blocked". The id is derived from what the event is about, so an
+activity retried by Temporal emits the same id again and the store keeps one event.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Subsystem(str, Enum):
+    HEARTBEAT = "heartbeat"  # tick started/finished, tier, FSM
+    INTERVENTIONS = "interventions"  # steer accepted / rejected / applied, follow-ups
+    ACTIONS = "actions"  # proposed, blocked (and why), executed, verified, reorged
+    GRIMOIRE = "grimoire"  # admitted, quarantined, superseded, playbook revised
+    BUDGET = "budget"  # spend against the caps
+    DREAMS = "dreams"
+    MORTALITY = "mortality"  # vitality and phase
+    SAFETY = "safety"  # incidents, invariant violations
+    ALERTS = "alerts"  # chain RPC, probe alerts
+    CONTROL = "control"  # pause / resume / stop-entries (the owner's stop buttons)
+
+
+# Every kind the fabric emits, with the subsystem it belongs to. `golem events --kind` is checked against it.
+KINDS: dict[str, str] = {
+    "heartbeat.tick_started": "a tick's observe step read the chain",
+    "heartbeat.gated": "the gate chose the tier (T0/T1/T2) and why",
+    "heartbeat.tick_finished": "a tick was recorded: tier, regime, PE vs threshold, prices, HF, equity, costs, FSM trace",
+    "heartbeat.tick_failed": "a tick failed; its root cause",
+    "interventions.steer_accepted": "a steer the golem took (it is in the tick's state)",
+    "interventions.steer_applied": "a steer the tick deliberated on",
+    "interventions.steer_rejected": "a steer or follow-up refused, with the reason",
+    "interventions.followup_delivered": "a follow-up handed to its window",
+    "actions.proposed": "the decision proposed a tool call",
+    "actions.blocked": "the write path blocked an action, and why",
+    "actions.executed": "an action's transaction was mined",
+    "actions.failed": "an action failed or was cancelled",
+    "actions.deferred": "an action was not sent (dry run)",
+    "actions.verified": "the outcome of the tick's actions was verified against the chain",
+    "actions.reorged": "a reorg removed an earlier tick's transactions",
+    "grimoire.admitted": "delta consolidation admitted knowledge entries",
+    "grimoire.quarantined": "delta consolidation quarantined entries",
+    "grimoire.superseded": "entries merged into or superseded by others",
+    "grimoire.playbook_revised": "PLAYBOOK.md got a new revision",
+    "budget.spend": "what the tick spent (inference, gas) against today's budgets",
+    "dreams.cycle_finished": "a dream cycle ended",
+    "mortality.phase_changed": "the behavioural phase changed",
+    "safety.incident": "an invariant was violated after execution",
+    "alerts.raised": "something needs the owner's attention",
+    "alerts.probe": "the heartbeat-monitor's ProbeAlert (a vital past its threshold), batched per window",
+    "control.paused": "the owner paused the golem",
+    "control.resumed": "the owner resumed the golem",
+    "control.entries_stopped": "the owner stopped new entries",
+    "control.entries_allowed": "the owner allowed new entries again",
+}
+
+
+class GolemEvent(BaseModel):
+    id: str
+    golem: str
+    tick: int | None = None
+    time: str  # ISO-8601 UTC, when it happened
+    subsystem: Subsystem
+    kind: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    seq: int | None = None  # the store's order (set when read back)
+
+
+def make_event(golem: str, tick: int | None, time: str, kind: str, key: str = "", **payload: Any) -> GolemEvent:
+    """An event whose id is its golem, tick, kind and key: the same fact emitted twice is one event."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    subsystem = Subsystem(kind.split(".", 1)[0])
+    ident = f"{golem}:{'-' if tick is None else tick}:{kind}" + (f":{key}" if key else "")
+    return GolemEvent(id=ident, golem=golem, tick=tick, time=time, subsystem=subsystem, kind=kind, payload=payload)

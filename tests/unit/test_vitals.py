@@ -1,0 +1,59 @@
+"""The heartbeat-monitor's vitals against the archetype's thresholds (golem-archetypes "heartbeat-monitor")."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from golem.life.vitals import TickFact, evaluate_vitals
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _ticks(n: int, every: float = 30.0, **kw) -> list[TickFact]:
+    return [TickFact(tick=i, time=(T0 + timedelta(seconds=every * i)).isoformat(), **kw) for i in range(n)]
+
+
+def _at(seconds: float) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat()
+
+
+def _vitals(alerts) -> dict:
+    return {a.vital: a for a in alerts}
+
+
+def test_regular_clean_ticks_raise_nothing():
+    assert evaluate_vitals(_ticks(20), _at(19 * 30 + 31), 30.0, last_playbook_tick=10) == []
+
+
+def test_a_stall_past_twice_the_expected_interval():
+    ticks = _ticks(20)
+    assert "tick_stalled" not in _vitals(evaluate_vitals(ticks, _at(19 * 30 + 59), 30.0, 10))
+    a = _vitals(evaluate_vitals(ticks, _at(19 * 30 + 61), 30.0, 10))["tick_stalled"]
+    assert a.severity == "high" and a.value == 61 and a.threshold == 60
+    paused = _vitals(evaluate_vitals(ticks, _at(19 * 30 + 61), 30.0, 10, paused="pause by cli"))["tick_stalled"]
+    assert paused.severity == "low" and "paused" in paused.detail
+
+
+def test_success_rate_errors_runway_playbook_and_gas():
+    ticks = _ticks(20)
+    for t in ticks[:13]:
+        t.errors = 1  # 7 of 20 clean = 35 % < 40 %
+    v = _vitals(evaluate_vitals(ticks, _at(19 * 30 + 1), 30.0, 10))
+    assert v["success_rate"].value == 0.35 and "errors" not in v  # 3 errors in the last 10: within 5
+    for t in ticks[-6:]:
+        t.errors = 1
+    assert _vitals(evaluate_vitals(ticks, _at(19 * 30 + 1), 30.0, 10))["errors"].value == 9  # ticks 10-12 and 14-19
+
+    burn = _ticks(11, every=8640.0, usdc=100.0, inference_usd=1.0)  # $10 over a day: 10 days of USDC
+    assert _vitals(evaluate_vitals(burn, _at(86400 + 1), 8640.0, 0))["usdc_runway"].value == 10.0
+    rich = _ticks(11, every=8640.0, usdc=1000.0, inference_usd=1.0)  # 100 days
+    assert "usdc_runway" not in _vitals(evaluate_vitals(rich, _at(86400 + 1), 8640.0, 0))
+
+    long = _ticks(101)
+    assert _vitals(evaluate_vitals(long, _at(100 * 30 + 1), 30.0, None))["playbook_stale"].value == 100
+    assert "playbook_stale" not in _vitals(evaluate_vitals(long, _at(100 * 30 + 1), 30.0, 50))
+
+    gas = _ticks(3, gas_usd=2.0)
+    for i, t in enumerate(gas):
+        t.equity_usd = 1000.0 + 10.0 * i  # $20 income, $4 gas = 20 % > 15 %
+    assert _vitals(evaluate_vitals(gas, _at(61), 30.0, 0))["gas_vs_income"].value == 0.2

@@ -1,0 +1,277 @@
+"""The owner's live dashboard (issue 19): one page on 127.0.0.1, fed by the Event Fabric and pushed by SSE.
+
+GET  /                    the page (HTML, our CSS/JS, uPlot from node_modules — pinned in package-lock.json, no CDN)
+GET  /api/ticks           every tick of history (up to 10,000) as columns: the timeline and the charts
+GET  /api/events          recent events (actions, alerts, interventions, control)
+GET  /api/stream          server-sent events: each new GolemEvent as it is stored (no polling of the page)
+GET  /api/status          the golem's status (GolemWorkflow query), or why it cannot be read
+GET  /api/record/{tick}   the tick's DecisionCycleRecord
+POST /api/steer           {message, severity} validated like `golem steer`, then the steer signal
+POST /api/followup        {message, window} validated like `golem followup`, then the follow_up signal
+POST /api/control/{what}  pause | resume | stop-entries | allow-entries (GolemWorkflow updates)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from aiohttp import web
+
+from golem.events.store import EventStore
+
+log = logging.getLogger("golem.dashboard")
+
+STATIC = Path(__file__).parent / "static"
+REPO = Path(__file__).resolve().parents[2]
+UPLOT = REPO / "node_modules" / "uplot" / "dist"
+DEFAULT_PORT = 8300
+DEFAULT_TEMPORAL_UI = "http://127.0.0.1:8233"
+HISTORY_TICKS = 10_000  # the page shows this much history (issue 19: renders < 300 ms with 10,000 ticks)
+STREAM_POLL_S = 0.25  # how often the SSE stream looks for new events in the store
+# Columns of /api/ticks, from each heartbeat.tick_finished payload (golem.events.bridge.tick_summary).
+# The tick's workflow id is golem-<id>-tick-<n> (the page builds it); `run` names a rerun/reset's record.
+TICK_COLUMNS = ("tier", "regime", "phase", "prediction_error", "threshold", "pool_price", "oracle_price",
+                "health_factor", "equity_usd", "vitality", "inference_today_usd", "gas_today_usd", "executed", "run")
+CONTROL_UPDATES = {"pause": "pause", "resume": "resume", "stop-entries": "stop_entries",
+                   "allow-entries": "allow_entries"}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class Dashboard:
+    def __init__(self, data_dir: Path, golem_id: str, *, client=None, temporal_ui: str = DEFAULT_TEMPORAL_UI,
+                 namespace: str = "default") -> None:
+        self.data_dir = Path(data_dir)
+        self.golem_id = golem_id
+        self.store = EventStore(self.data_dir)
+        self.client = client  # a Temporal client; None: status and steering answer that Temporal is unreachable
+        self.temporal_ui = temporal_ui.rstrip("/")
+        self.namespace = namespace
+        self._lock = threading.Lock()
+        self._cols: dict[str, list] = {c: [] for c in ("tick", "time", *TICK_COLUMNS)}
+        self._tick_seq = 0
+        self._tick_body: bytes | None = None
+        self._budgets: dict = {}
+        if not (UPLOT / "uPlot.iife.min.js").exists():
+            raise FileNotFoundError(f"{UPLOT}/uPlot.iife.min.js missing: run `npm ci` (uplot is pinned in package.json)")
+
+    # ---- the app ------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/", self.index)
+        app.router.add_static("/static/", STATIC)
+        app.router.add_get("/assets/uPlot.iife.min.js", self._file(UPLOT / "uPlot.iife.min.js"))
+        app.router.add_get("/assets/uPlot.min.css", self._file(UPLOT / "uPlot.min.css"))
+        app.router.add_get("/api/ticks", self.ticks)
+        app.router.add_get("/api/events", self.events)
+        app.router.add_get("/api/stream", self.stream)
+        app.router.add_get("/api/status", self.status)
+        app.router.add_get("/api/record/{tick}", self.record)
+        app.router.add_post("/api/steer", self.steer)
+        app.router.add_post("/api/followup", self.followup)
+        app.router.add_post("/api/control/{what}", self.control)
+        return app
+
+    def _file(self, path: Path):
+        async def handler(request: web.Request) -> web.FileResponse:
+            return web.FileResponse(path, headers={"Cache-Control": "max-age=86400"})
+
+        return handler
+
+    async def index(self, request: web.Request) -> web.Response:
+        html = (STATIC / "index.html").read_text()
+        config = json.dumps({"golem": self.golem_id, "temporalUi": self.temporal_ui, "namespace": self.namespace})
+        return web.Response(text=html.replace("/*CONFIG*/", f"window.GOLEM = {config};"), content_type="text/html")
+
+    # ---- reads -------------------------------------------------------------------------------
+    def tick_body(self) -> bytes:
+        """/api/ticks: the newest HISTORY_TICKS ticks as columns, kept in memory and extended with each new
+        tick (only events after the last one read are fetched), serialized once per change."""
+        with self._lock:
+            rows = self.store.payloads("heartbeat.tick_finished", after=self._tick_seq, limit=HISTORY_TICKS)
+            if rows or self._tick_body is None:
+                cols = self._cols
+                for seq, tick, time, p in rows:
+                    cols["tick"].append(tick)
+                    cols["time"].append(int(datetime.fromisoformat(time).timestamp()))
+                    for c in TICK_COLUMNS:
+                        cols[c].append(p.get(c))
+                    self._tick_seq = seq
+                    self._budgets = {k: p.get(k) for k in ("max_daily_cost_usd", "gas_budget_usd_per_day")}
+                extra = len(cols["tick"]) - HISTORY_TICKS
+                if extra > 0:
+                    for c in cols.values():
+                        del c[:extra]
+                self._tick_body = json.dumps({"columns": cols, "budgets": self._budgets, "tick_seq": self._tick_seq},
+                                             separators=(",", ":")).encode()
+            return self._tick_body
+
+    async def ticks(self, request: web.Request) -> web.Response:
+        body = await asyncio.to_thread(self.tick_body)
+        # the page's SSE stream starts after the newest stored event, not just the newest tick
+        seq = await asyncio.to_thread(self.store.last_seq)
+        return web.Response(body=body[:-1] + f',"last_seq":{seq}}}'.encode(), content_type="application/json")
+
+    async def events(self, request: web.Request) -> web.Response:
+        kinds = request.query.get("kinds", "actions,alerts,interventions,control,safety").split(",")
+        n = min(int(request.query.get("n", 50)), 1000)
+        events = await asyncio.to_thread(self.store.read, kinds=kinds, limit=n, newest=True)
+        return web.json_response([e.model_dump(mode="json") for e in events])
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        """SSE: every event stored after `after` (the page's last seq, or Last-Event-ID on reconnect)."""
+        after = int(request.headers.get("Last-Event-ID") or request.query.get("after") or self.store.last_seq())
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        await resp.write(b": connected\n\n")
+        idle = 0.0
+        try:
+            while True:
+                events = await asyncio.to_thread(self.store.read, after=after, limit=500)
+                for e in events:
+                    after = e.seq
+                    await resp.write(f"id: {e.seq}\nevent: golem\ndata: {e.model_dump_json()}\n\n".encode())
+                idle = 0.0 if events else idle + STREAM_POLL_S
+                if idle >= 15:  # a comment now and then keeps proxies and the browser from timing out
+                    await resp.write(b": keep-alive\n\n")
+                    idle = 0.0
+                await asyncio.sleep(STREAM_POLL_S)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return resp
+
+    async def status(self, request: web.Request) -> web.Response:
+        from golem.models.golem import GolemStatus
+
+        if self.client is None:
+            return web.json_response({"error": "Temporal not reachable from the dashboard"}, status=503)
+        try:
+            st = await self.client.get_workflow_handle(f"golem-{self.golem_id}").query("status", result_type=GolemStatus)
+        except Exception as err:
+            return web.json_response({"error": f"status query failed: {_one_line(err)}"}, status=503)
+        return web.Response(text=st.model_dump_json(), content_type="application/json")
+
+    async def record(self, request: web.Request) -> web.Response:
+        from golem.life.cycle_store import CycleStore
+
+        try:
+            tick = int(request.match_info["tick"])
+            rec = await asyncio.to_thread(CycleStore(self.data_dir).load, tick, request.query.get("run"))
+        except (ValueError, LookupError) as err:
+            return web.json_response({"error": _one_line(err)}, status=404)
+        return web.Response(text=rec.model_dump_json(indent=2), content_type="application/json")
+
+    # ---- writes: validated like the CLI, then the signal / update -------------------------------
+    async def _signal(self, request: web.Request, kind: str, field: str, default: str) -> web.Response:
+        from golem.models.interventions import parse_intervention
+
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return web.json_response({"error": "send a JSON object: {\"message\": ..., ...}"}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"error": "send a JSON object: {\"message\": ..., ...}"}, status=400)
+        prefix = "steer" if kind == "steer" else "followup"
+        payload = {"id": body.get("id") or f"{prefix}-{uuid.uuid4().hex[:12]}", "message": body.get("message", ""),
+                   field: body.get(field) or default, "created_at": _now()}
+        try:
+            parse_intervention(kind, payload)  # the same validation `golem steer` and the workflow apply
+        except ValueError as err:
+            return web.json_response({"error": _one_line(err)}, status=400)
+        if self.client is None:
+            return web.json_response({"error": "Temporal not reachable from the dashboard"}, status=503)
+        try:
+            await self.client.get_workflow_handle(f"golem-{self.golem_id}").signal(kind, payload)
+        except Exception as err:
+            return web.json_response({"error": f"not delivered: {_one_line(err)}"}, status=502)
+        return web.json_response({"delivered": payload["id"], "kind": kind})
+
+    async def steer(self, request: web.Request) -> web.Response:
+        return await self._signal(request, "steer", "severity", "medium")
+
+    async def followup(self, request: web.Request) -> web.Response:
+        return await self._signal(request, "follow_up", "window", "next-decide")
+
+    async def control(self, request: web.Request) -> web.Response:
+        what = request.match_info["what"]
+        update = CONTROL_UPDATES.get(what)
+        if update is None:
+            return web.json_response({"error": f"unknown control {what!r}: use {', '.join(CONTROL_UPDATES)}"},
+                                     status=404)
+        if self.client is None:
+            return web.json_response({"error": "Temporal not reachable from the dashboard"}, status=503)
+        try:
+            body = await request.json() if request.can_read_body else {}
+        except json.JSONDecodeError:
+            body = {}
+        reason = (body or {}).get("reason", "") if isinstance(body, dict) else ""
+        try:
+            from golem.models.golem import ControlRequest, ControlState
+
+            result = await self.client.get_workflow_handle(f"golem-{self.golem_id}").execute_update(
+                update, ControlRequest(reason=reason or "from the dashboard", source="dashboard"),
+                result_type=ControlState)
+        except Exception as err:
+            return web.json_response({"error": _one_line(_root(err))}, status=409)
+        from golem.events.bridge import control_event
+
+        await asyncio.to_thread(self.store.append, [control_event(self.golem_id, update, result, _now())])
+        return web.Response(text=result.model_dump_json(), content_type="application/json")
+
+
+def _root(err: BaseException) -> BaseException:
+    while getattr(err, "cause", None) is not None:
+        err = err.cause
+    return err
+
+
+def _one_line(err) -> str:
+    text = getattr(err, "message", None) or str(err)
+    return "; ".join(p.strip() for p in str(text).splitlines() if p.strip())[:300]
+
+
+async def start_dashboard(dashboard: Dashboard, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> web.AppRunner:
+    """Serve the dashboard on host:port (127.0.0.1 only by default); returns the runner (cleanup() stops it)."""
+    await asyncio.to_thread(dashboard.tick_body)  # the history is read before the first page asks for it
+    runner = web.AppRunner(dashboard.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    return runner
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    return runner.addresses[0][1]
+
+
+async def run_dashboard(golem_id: str, data_dir: Path, address: str | None = None, *, port: int = DEFAULT_PORT,
+                        temporal_ui: str = DEFAULT_TEMPORAL_UI) -> None:
+    """`golem dashboard`: serve until interrupted. Without Temporal the page still shows history and events."""
+    import signal
+
+    from workers.client import connect, temporal_address
+
+    client = None
+    try:
+        client = await connect(address)
+    except Exception as err:  # the page still renders history; status and steering say Temporal is unreachable
+        log.warning("Temporal at %s not reachable (%s): status and steering are off", address or temporal_address(),
+                    _one_line(err))
+    runner = await start_dashboard(Dashboard(data_dir, golem_id, client=client, temporal_ui=temporal_ui), port)
+    print(f"dashboard: http://127.0.0.1:{bound_port(runner)}/  (golem {golem_id}, data {data_dir})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,233 @@
+"""The worker's metrics (issue 19): OpenTelemetry instruments read by a Prometheus endpoint, with the Temporal
+SDK's own metrics (its Runtime's telemetry) served on the same /metrics.
+
+Where the numbers come from:
+- step latency per activity: an activity interceptor times every activity the worker runs;
+- everything else: the Event Fabric. The metrics are a listener on the worker's EventSink, so a tick's
+  tier, prediction error, threshold, tokens, costs, equity, health factor and vitality are counted from the
+  very events `golem events` shows (a retried activity's duplicate events are not stored, so not counted twice);
+- rev. 12 cognitive quality (revisions "Revision 12"): admission rate, Grimoire size, retrieval hit rate,
+  DecisionCache hit rate and prediction accuracy (verified actions within 50 bps of the simulation).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CollectorRegistry, generate_latest
+from temporalio import activity
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+
+from golem.events.models import GolemEvent
+
+log = logging.getLogger("golem.metrics")
+
+DEFAULT_PORT = 9464  # OpenTelemetry's registered Prometheus exporter port
+PREDICTION_ACCURACY_BPS = 50.0  # revisions "Revision 12": within 50 bps of actual
+_STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+def metrics_port() -> int | None:
+    """GOLEM_METRICS_PORT (default 9464); 0 turns the endpoint off."""
+    port = int(os.environ.get("GOLEM_METRICS_PORT", DEFAULT_PORT))
+    return port or None
+
+
+class GolemMetrics:
+    """The instruments and their Prometheus registry (one per worker; tests may build several in one process)."""
+
+    def __init__(self, golem_id: str, *, grimoire_size=None) -> None:
+        self.registry = CollectorRegistry()
+        reader = PrometheusMetricReader(registry=self.registry)
+        self.provider = MeterProvider(
+            metric_readers=[reader], resource=Resource.create({"service.name": "golem", "golem.id": golem_id}),
+            views=[View(instrument_name="golem_step_latency",
+                        aggregation=ExplicitBucketHistogramAggregation(_STEP_BUCKETS))],
+        )
+        m = self.provider.get_meter("golem")
+        self.attrs = {"golem": golem_id}
+        self._grimoire_size = grimoire_size  # () -> int, read on each tick
+        self.step_latency = m.create_histogram("golem_step_latency", unit="s", description="activity duration by step")
+        self.step_failures = m.create_counter("golem_step_failures", description="activity attempts that raised")
+        self.ticks = m.create_counter("golem_ticks", description="recorded ticks by tier")
+        self.ticks_failed = m.create_counter("golem_ticks_failed", description="ticks that failed")
+        self.pe = m.create_gauge("golem_prediction_error", description="the last tick's prediction error")
+        self.threshold = m.create_gauge("golem_deliberation_threshold", description="the last tick's adaptive threshold")
+        self.tokens = m.create_counter("golem_inference_tokens", description="LLM tokens by direction")
+        self.inference_usd = m.create_counter("golem_inference_usd", description="inference spend")
+        self.gas_usd = m.create_counter("golem_gas_usd", description="gas spend")
+        self.equity = m.create_gauge("golem_equity_usd", description="net value: wallet + collateral - debt + LP")
+        self.hf = m.create_gauge("golem_health_factor", description="lowest Aave health factor of the golem's positions")
+        self.vitality = m.create_gauge("golem_vitality", description="composite vitality (mortality)")
+        self.price = m.create_gauge("golem_price", description="pool and oracle price of WETH")
+        self.actions = m.create_counter("golem_actions", description="actions by outcome")
+        self.events = m.create_counter("golem_events", description="Event Fabric events by kind")
+        self.grimoire = m.create_gauge("golem_grimoire_size", description="active Grimoire entries (rev. 12)")
+        self.quality = m.create_gauge("golem_cognitive_quality", description="rev. 12 cognitive quality metrics (0..1)")
+        # running counts behind the rev. 12 rates
+        self._n = {"candidates": 0, "admitted": 0, "escalated": 0, "retrieved": 0, "cached": 0,
+                   "verified": 0, "accurate": 0}
+
+    # ---- the event listener ---------------------------------------------------------------
+    def on_event(self, e: GolemEvent) -> None:
+        a, p = self.attrs, e.payload
+        self.events.add(1, {**a, "kind": e.kind})
+        if e.kind == "heartbeat.tick_finished":
+            self._tick(p)
+        elif e.kind == "heartbeat.tick_failed":
+            self.ticks_failed.add(1, a)
+        elif e.kind.startswith("actions.") and "status" in p:
+            self.actions.add(1, {**a, "status": p["status"]})
+        elif e.kind == "actions.verified":
+            self._n["verified"] += 1
+            devs = [abs(v) for v in (p.get("deviations_bps") or {}).values()]
+            self._n["accurate"] += int(p.get("verified", False) and all(d <= PREDICTION_ACCURACY_BPS for d in devs))
+            self._rate("prediction_accuracy", "accurate", "verified")
+        elif e.kind == "grimoire.admitted":
+            self._n["candidates"] += int(p.get("candidates", 0))
+            self._n["admitted"] += int(p.get("admitted", 0)) + int(p.get("admitted_low", 0))
+            self._rate("admission_rate", "admitted", "candidates")
+
+    def _tick(self, p: dict) -> None:
+        a = self.attrs
+        self.ticks.add(1, {**a, "tier": p["tier"], "regime": p["regime"]})
+        self.pe.set(p["prediction_error"], a)
+        self.threshold.set(p["threshold"], a)
+        self.tokens.add(p.get("input_tokens", 0), {**a, "direction": "input"})
+        self.tokens.add(p.get("output_tokens", 0), {**a, "direction": "output"})
+        self.inference_usd.add(p.get("inference_usd", 0.0), a)
+        self.gas_usd.add(p.get("gas_usd", 0.0), a)
+        self.equity.set(p["equity_usd"], a)
+        if p.get("health_factor") is not None:
+            self.hf.set(p["health_factor"], a)
+        self.vitality.set(p["vitality"], a)
+        self.price.set(p["pool_price"], {**a, "source": "pool"})
+        self.price.set(p["oracle_price"], {**a, "source": "oracle"})
+        if p["tier"] != "T0":
+            self._n["escalated"] += 1
+            self._n["retrieved"] += int(p.get("retrieved", 0) > 0)
+            self._n["cached"] += int(p.get("model") == "decision-cache")
+            self._rate("retrieval_hit_rate", "retrieved", "escalated")
+            self._rate("decision_cache_hit_rate", "cached", "escalated")
+        if self._grimoire_size is not None:
+            try:
+                self.grimoire.set(self._grimoire_size(), a)
+            except Exception as err:  # a busy store: the next tick reads it again
+                log.debug("grimoire size not read: %s", err)
+
+    def _rate(self, name: str, num: str, den: str) -> None:
+        if self._n[den]:
+            self.quality.set(self._n[num] / self._n[den], {**self.attrs, "metric": name})
+
+    # ---- exposition --------------------------------------------------------------------------
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
+class StepLatencyInterceptor(Interceptor):
+    """Times every activity the worker runs (the step latency per activity)."""
+
+    def __init__(self, metrics: GolemMetrics) -> None:
+        self.metrics = metrics
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _Timed(next, self.metrics)
+
+
+class _Timed(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, metrics: GolemMetrics) -> None:
+        super().__init__(next)
+        self.metrics = metrics
+
+    async def execute_activity(self, input: ExecuteActivityInput):
+        step = activity.info().activity_type
+        t0 = time.perf_counter()
+        try:
+            return await self.next.execute_activity(input)
+        except BaseException:
+            self.metrics.step_failures.add(1, {**self.metrics.attrs, "step": step})
+            raise
+        finally:
+            self.metrics.step_latency.record(time.perf_counter() - t0, {**self.metrics.attrs, "step": step})
+
+
+def temporal_runtime(port: int):
+    """A Temporal Runtime whose core serves the SDK's own metrics (Prometheus text) on 127.0.0.1:port."""
+    from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(
+        bind_address=f"127.0.0.1:{port}", counters_total_suffix=True, durations_as_seconds=True)))
+
+
+class MetricsServer:
+    """GET /metrics on 127.0.0.1:port: the golem's instruments, then the Temporal SDK's (read from its core)."""
+
+    def __init__(self, metrics: GolemMetrics, port: int, temporal_port: int | None = None) -> None:
+        self.metrics, self.temporal_port = metrics, temporal_port
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                if self.path.split("?")[0] != "/metrics":
+                    self.send_error(404, "only /metrics here")
+                    return
+                body = outer.metrics.exposition() + outer._temporal()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:  # scrapes are not worth a log line
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics", daemon=True)
+
+    def _temporal(self) -> bytes:
+        if not self.temporal_port:
+            return b""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.temporal_port}/metrics", timeout=2) as r:
+                return r.read()
+        except OSError as err:
+            return f"# temporal SDK metrics unavailable: {err}\n".encode()
+
+    def start(self) -> "MetricsServer":
+        self._thread.start()
+        log.info("metrics on http://127.0.0.1:%s/metrics", self.port)
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def install_metrics(services, port: int, temporal_port: int | None = None):
+    """The worker's metrics: instruments fed by its EventSink, the step-latency interceptor, the /metrics server.
+    Returns (metrics, server, interceptor)."""
+    metrics = GolemMetrics(services.config.golem.id, grimoire_size=services.semantic.count)
+    services.events.listeners.append(metrics.on_event)
+    server = MetricsServer(metrics, port, temporal_port).start()
+    return metrics, server, StepLatencyInterceptor(metrics)

@@ -1,0 +1,70 @@
+"""HeartbeatMonitorWorkflow: the heartbeat-monitor archetype (golem-archetypes "heartbeat-monitor"), one per golem
+(id golem-<id>-monitor). Read-only: it never signals the golem nor writes its state. Every check_seconds it
+reads the golem's vitals (an activity over the recorded ticks); alerts are batched in windows (5 minutes by
+default) and each window's batch is delivered once (Event Fabric + optional webhook).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.monitor import MonitorActivities
+    from golem.life.vitals import AlertBatch, MonitorInput, ProbeAlert, VitalsInput
+
+
+def monitor_workflow_id(golem_id: str) -> str:
+    return f"golem-{golem_id}-monitor"
+
+
+@workflow.defn
+class HeartbeatMonitorWorkflow:
+    def __init__(self) -> None:
+        self._pending: dict[str, ProbeAlert] = {}
+        self._delivered: list[AlertBatch] = []
+
+    @workflow.query
+    def pending(self) -> list[ProbeAlert]:
+        return list(self._pending.values())
+
+    @workflow.run
+    async def run(self, inp: MonitorInput) -> int:
+        queue = f"golem-{inp.golem_id}"
+        window_start = workflow.now()
+        checks = batches = 0
+        while inp.max_checks is None or checks < inp.max_checks:
+            try:
+                report = await workflow.execute_activity_method(
+                    MonitorActivities.check_vitals,
+                    VitalsInput(golem_id=inp.golem_id, now=workflow.now().isoformat(), theta_seconds=inp.theta_seconds),
+                    task_queue=queue, start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RetryPolicy(maximum_attempts=3),
+                )
+                for alert in report:  # the latest reading of each vital in the window
+                    self._pending[alert.vital] = alert
+            except ActivityError as err:  # a missed reading; the next check reads again
+                workflow.logger.warning("vitals check failed: %s", err.cause or err)
+            checks += 1
+            if workflow.now() - window_start >= timedelta(seconds=inp.window_seconds):
+                if self._pending:
+                    batch = AlertBatch(golem_id=inp.golem_id, batch_id=f"{workflow.info().run_id[:8]}-{batches}",
+                                       window_start=window_start.isoformat(), window_end=workflow.now().isoformat(),
+                                       alerts=list(self._pending.values()), checks=checks)
+                    try:
+                        await workflow.execute_activity_method(
+                            MonitorActivities.deliver_alerts, batch, task_queue=queue,
+                            start_to_close_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=3),
+                        )
+                    except ActivityError as err:
+                        workflow.logger.error("alert batch %s not delivered: %s", batch.batch_id, err.cause or err)
+                    batches += 1
+                self._pending = {}
+                window_start = workflow.now()
+            if checks % inp.continue_every == 0:
+                workflow.continue_as_new(inp)
+            await workflow.sleep(timedelta(seconds=inp.check_seconds))
+        return batches
