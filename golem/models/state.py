@@ -293,18 +293,18 @@ _SPEND = {"spend_day", "daily_spend_usd"}
 LAST_PRICE = "price_history[-1:]"
 STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
     "observe": frozenset({"price_history", "gas_history", "last_oracle_price", "last_tvl", "range_bound_run",
-                          "regime", *_SPEND}),
+                          "regime", "pending_steers", *_SPEND}),
     "analyze": frozenset({"pending_steers", "pending_followups", "position_health", LAST_PRICE, "regime"}),
     "gate": frozenset({"pad", "pending_steers", "pending_followups", "strategy_confidence", "vitality",
                        "learned_gating", "regime", "phase", LAST_PRICE, "position_health", *_SPEND}),
-    "retrieve": frozenset({"pad", "pending_steers"}),
+    "retrieve": frozenset({"pad", "pending_steers", "pending_followups"}),
     "decide": frozenset({"decision_cache", LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence",
                          "vitality", "regime", *_SPEND}),
     "simulate": frozenset(),
     "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", *_SPEND}),
     "execute": frozenset(),
     "verify": frozenset({"regime"}),
-    "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", *_SPEND}),
+    "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", "daily_gas_usd", *_SPEND}),
 }
 # What ThetaTickWorkflow itself reads (steers, follow-ups, the phase search attribute), plus every step's.
 TICK_STATE_FIELDS: frozenset[str] = frozenset(
