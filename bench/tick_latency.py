@@ -11,14 +11,14 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from temporalio import activity, workflow  # noqa: E402
 from workers.converter import data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
+
+from bench.floor import FloorWorkflow, noop  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 from golem.life.cycle_store import CycleStore  # noqa: E402
@@ -31,16 +31,6 @@ T0_TICKS = 30
 STEERS = 6
 
 
-@activity.defn
-async def noop(x: int) -> int:
-    return x
-
-
-@workflow.defn(sandboxed=False)  # defined in __main__, which the sandbox cannot re-import
-class FloorWorkflow:
-    @workflow.run
-    async def run(self, x: int) -> int:
-        return await workflow.execute_activity(noop, x, start_to_close_timeout=timedelta(seconds=10))
 
 
 def pct(xs: list[float], q: float) -> float:

@@ -63,6 +63,29 @@ def _append_lines(archive: Path, lines: list[str]) -> None:
         os.fsync(raw.fileno())
 
 
+def _archive_days(data: Path, folder: Path, pattern: str, cutoff: float, report: RetentionReport, line_of,
+                  on_archived=None) -> int:
+    """Files in `folder` matching `pattern` older than `cutoff` → one JSON line each (line_of(path, document))
+    in their day's `folder/archive/<day>.jsonl.gz`, synced before the loose files go. Returns how many."""
+    by_day: dict[str, list[Path]] = {}
+    for path, mtime in _old(folder.glob(pattern), cutoff):
+        by_day.setdefault(_day(mtime), []).append(path)
+    for day, files in sorted(by_day.items()):
+        archive = folder / ARCHIVE_DIR / f"{day}.jsonl.gz"
+        lines = []
+        for path in files:
+            report.bytes_before += path.stat().st_size
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            lines.append(json.dumps(line_of(path, doc), separators=(",", ":")))
+        _append_lines(archive, lines)  # written and synced before any loose file is removed
+        if on_archived is not None:
+            on_archived([p.name for p in files], f"{ARCHIVE_DIR}/{day}.jsonl.gz")
+        for path in files:
+            path.unlink()
+        report.archives.append(str(archive.relative_to(data)))
+    return sum(len(f) for f in by_day.values())
+
+
 def compact(data_dir: str | Path, days: float, now: float, *, index=None) -> RetentionReport:
     """Archive what is older than `days` (see the module doc). `index` (a CycleStore) learns where each
     archived record went, so it can still be read."""
@@ -70,42 +93,13 @@ def compact(data_dir: str | Path, days: float, now: float, *, index=None) -> Ret
     cutoff = now - days * 86400.0
     report = RetentionReport()
 
-    # decision records: one JSON line per record in its day's archive, then the loose file goes
-    cycles = data / "cycles"
-    by_day: dict[str, list[tuple[Path, float]]] = {}
-    for path, mtime in _old(cycles.glob("cycle-*.json"), cutoff):
-        by_day.setdefault(_day(mtime), []).append((path, mtime))
-    for day, files in sorted(by_day.items()):
-        archive = cycles / ARCHIVE_DIR / f"{day}.jsonl.gz"
-        lines = []
-        for path, _ in files:
-            report.bytes_before += path.stat().st_size
-            lines.append(json.dumps(json.loads(path.read_text(encoding="utf-8")), separators=(",", ":")))
-        _append_lines(archive, lines)  # written and synced before any loose file is removed
-        if index is not None:
-            index.mark_archived([p.name for p, _ in files], f"{ARCHIVE_DIR}/{day}.jsonl.gz")
-        for path, _ in files:
-            path.unlink()
-        report.records_archived += len(files)
-        report.archives.append(str(archive.relative_to(data)))
-
-    # outcome evidence: {"file", "outcome"} lines
-    outcomes = data / "outcomes"
-    by_day = {}
-    for path, mtime in _old(outcomes.glob("tick-*.json"), cutoff):
-        by_day.setdefault(_day(mtime), []).append((path, mtime))
-    for day, files in sorted(by_day.items()):
-        archive = outcomes / ARCHIVE_DIR / f"{day}.jsonl.gz"
-        lines = []
-        for path, _ in files:
-            report.bytes_before += path.stat().st_size
-            lines.append(json.dumps({"file": path.name, "outcome": json.loads(path.read_text(encoding="utf-8"))},
-                                    separators=(",", ":")))
-        _append_lines(archive, lines)
-        for path, _ in files:
-            path.unlink()
-        report.outcomes_archived += len(files)
-        report.archives.append(str(archive.relative_to(data)))
+    # decision records: one JSON line per record; outcome evidence: {"file", "outcome"} lines
+    report.records_archived = _archive_days(
+        data, data / "cycles", "cycle-*.json", cutoff, report,
+        lambda path, doc: doc,
+        on_archived=(lambda names, archive: index.mark_archived(names, archive)) if index is not None else None)
+    report.outcomes_archived = _archive_days(data, data / "outcomes", "tick-*.json", cutoff, report,
+                                             lambda path, doc: {"file": path.name, "outcome": doc})
 
     # trace days: traces/<day>.jsonl of finished days (workers.telemetry rolls them) older than `days`
     traces = data / "traces"
