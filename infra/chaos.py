@@ -281,8 +281,11 @@ class ChaosRun:
             events.append((lo + (hi - lo) * (i + 1) // (p.temporal_restarts + 1) + self.rng.randint(0, 3), "temporal"))
         for i in range(p.anvil_restarts):
             events.append((lo + (hi - lo) * (2 * i + 1) // (2 * p.anvil_restarts) + self.rng.randint(0, 3), "anvil"))
+        # Kills inside execute wait for a trade (or a steer) to reach the armed point: they go in the first half,
+        # so a fast run cannot end before one arrives.
+        mid = lo + (hi - lo) // 2
         for i in range(p.execute_kills):
-            events.append((self.rng.randint(lo, hi), "signed" if i % 2 == 0 else "broadcast"))
+            events.append((self.rng.randint(lo, mid), "signed" if i % 2 == 0 else "broadcast"))
         for _ in range(p.worker_kills - p.execute_kills):
             events.append((self.rng.randint(lo, hi), "worker"))
         return sorted(events)
