@@ -15,6 +15,7 @@ from golem.cognition.chain_health import CHAIN_ALERT_TICKS
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import HeartbeatState, Tier
 from tests.integration.golem_rig import REPO, in_process_worker, make_rig, wait_for, wait_for_record
+from workers.config_versions import apply_version, local_version
 from workers.replay import RerunRefused, rerun_tick
 from workflows.golem import GolemWorkflow
 from workflows.tick import ThetaTickWorkflow
@@ -59,6 +60,8 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
         strategy = rig.home / "STRATEGY.md"
         good = strategy.read_text()
         strategy.write_text("## Rules\n- WHEN health_factr < 1.5 THEN repay 10% debt\n")
+        # An edited STRATEGY.md reaches the golem as a new config version (issue 12), never behind its back.
+        await apply_version(temporal_client, rig.golem_id, local_version(rig.home / "golem.toml"), rig.data_dir, "test")
         await handle.signal(GolemWorkflow.steer, {"id": "st-1", "message": "reduce exposure", "severity": "high"})
 
         rec = await wait_for_record(store, lambda rec: bool(rec.errors), "a tick that recorded the STRATEGY.md error")
@@ -68,6 +71,7 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
 
         # A parseable but unviable strategy (rev. 10): trading stops with the reasons recorded.
         strategy.write_text("## Rules\n- WHEN regime == volatile THEN borrow 10 debt\n## Constraints\n- MUST NOT borrow\n")
+        await apply_version(temporal_client, rig.golem_id, local_version(rig.home / "golem.toml"), rig.data_dir, "test")
         await handle.signal(GolemWorkflow.steer, {"id": "st-2", "message": "reduce exposure", "severity": "high"})
 
         rec = await wait_for_record(
@@ -75,6 +79,7 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
         )
         assert "no rule can ever act" in rec.errors[0] and rec.actions == []
         strategy.write_text(good)
+        await apply_version(temporal_client, rig.golem_id, local_version(rig.home / "golem.toml"), rig.data_dir, "test")
 
         # An RPC outage: observe fails after its retries, the tick is recorded as failed, the loop goes on.
         n = store.count()
