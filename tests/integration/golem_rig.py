@@ -86,16 +86,19 @@ class GolemRig:
             self._sim_thread.join(timeout=10)
         self.anvil.stop()
 
-    def workflow_input(self, max_ticks: int | None) -> GolemWorkflowInput:
+    def workflow_input(self, max_ticks: int | None, versioned: bool = True) -> GolemWorkflowInput:
         # As `golem run` starts a golem: on a config version (golem.toml + STRATEGY.md) kept on the data dir.
+        # versioned=False: as a golem started before versions existed (its ticks read STRATEGY.md from the home).
+        if not versioned:
+            return GolemWorkflowInput(config=self.config, max_ticks=max_ticks)
         local = version_of(self.config)
         save_version(self.data_dir, local)
         return GolemWorkflowInput(config=self.config, max_ticks=max_ticks,
                                   config_info=start_info(local, 0, "test rig", None))
 
-    async def start_golem(self, client: Client, max_ticks: int | None):
+    async def start_golem(self, client: Client, max_ticks: int | None, versioned: bool = True):
         return await client.start_workflow(
-            GolemWorkflow.run, self.workflow_input(max_ticks), id=f"golem-{self.golem_id}",
+            GolemWorkflow.run, self.workflow_input(max_ticks, versioned), id=f"golem-{self.golem_id}",
             task_queue=f"golem-{self.golem_id}",
         )
 

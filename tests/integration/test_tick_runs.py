@@ -117,7 +117,9 @@ async def test_resets_of_an_acted_tick_keep_every_record_and_send_nothing_twice(
     store = CycleStore(rig.data_dir)
     client = temporal_client
     async with in_process_worker(client, rig):
-        handle = await rig.start_golem(client, max_ticks=None)
+        # Unversioned (a golem from before config versions): its ticks read STRATEGY.md from the home, so step 3's
+        # edited rule reaches the reset run. A versioned tick keeps its own version's STRATEGY.md in a reset too.
+        handle = await rig.start_golem(client, max_ticks=None, versioned=False)
         await wait_for(lambda: store.count() >= 2, 90, "two ticks")
         await handle.signal(GolemWorkflow.steer, {"id": "st-reset", "message": "reduce exposure", "severity": "high"})
         acted = await wait_for_record(
