@@ -69,7 +69,7 @@ histories: setup
 	$(PY) -m tests.histories.record_outage
 
 ## Reliability (README "Reliability"): a 300-tick live golem whose worker, Temporal dev server and Anvil are killed
-## (TICKS=, WORKER_KILLS=, OUT= to keep its data); `make test` runs a 30-tick version (pytest -m chaos).
+## (TICKS=, WORKER_KILLS=, OUT= to keep its data); `make test` runs a 40-tick version (pytest -m chaos).
 chaos: setup
 	$(PY) -m infra.chaos $(if $(TICKS),--ticks $(TICKS),) $(if $(WORKER_KILLS),--worker-kills $(WORKER_KILLS),) $(if $(OUT),--out $(OUT),)
 
