@@ -111,15 +111,10 @@ class GolemRig:
         )
 
 
-def make_rig(
-    tmp: Path, golem_id: str, scenario: str = "calm", *, theta: float = 0.3, anvil_state: bool = False,
-    **config_overrides,
-) -> GolemRig:
-    anvil = AnvilProcess(port=free_port(), log_path=tmp / "anvil.log",
-                         state_path=tmp / "anvil-state.json" if anvil_state else None)
-    anvil.start()
-    w3 = make_web3(anvil.rpc_url)
-    dep, _ = deploy_or_load(w3, anvil.rpc_url)
+def write_golem_home(tmp: Path, golem_id: str, rpc_url: str, dep: Deployment, *, theta: float = 0.3,
+                     **config_overrides) -> tuple[Path, Path]:
+    """tmp/home (golem.toml at a fast theta + the example STRATEGY.md, HEARTBEAT.md) and tmp/data (the address
+    book) for a golem on this chain."""
     home = tmp / "home"
     data = tmp / "data"
     home.mkdir()
@@ -129,7 +124,7 @@ def make_rig(
         shutil.copy(EXAMPLE_HOME / name, home / name)
     raw = {
         "golem": {"id": golem_id, "home": "."},
-        "chain": {"rpc_url": anvil.rpc_url},
+        "chain": {"rpc_url": rpc_url},
         "clock": {"theta_base_seconds": theta, "theta_min_seconds": theta / 2, "theta_max_seconds": theta * 3,
                   "delta_theta_ticks": 10, "continue_as_new_ticks": 12, "dream_every_ticks": 15},
         "heartbeat": {"step_timeout_seconds": 10.0},
@@ -138,6 +133,19 @@ def make_rig(
     for section, values in config_overrides.items():
         raw.setdefault(section, {}).update(values)
     (home / "golem.toml").write_text(tomli_w.dumps(raw))
+    return home, data
+
+
+def make_rig(
+    tmp: Path, golem_id: str, scenario: str = "calm", *, theta: float = 0.3, anvil_state: bool = False,
+    **config_overrides,
+) -> GolemRig:
+    anvil = AnvilProcess(port=free_port(), log_path=tmp / "anvil.log",
+                         state_path=tmp / "anvil-state.json" if anvil_state else None)
+    anvil.start()
+    w3 = make_web3(anvil.rpc_url)
+    dep, _ = deploy_or_load(w3, anvil.rpc_url)
+    home, data = write_golem_home(tmp, golem_id, anvil.rpc_url, dep, theta=theta, **config_overrides)
     return GolemRig(golem_id, anvil, dep, home, data, load_config(home / "golem.toml"), scenario)
 
 

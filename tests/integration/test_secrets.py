@@ -13,7 +13,6 @@ import base64
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -21,7 +20,6 @@ from pathlib import Path
 
 import lancedb
 import pytest
-import tomli_w
 from eth_account import Account
 from temporalio.client import Client
 
@@ -31,7 +29,7 @@ from golem.models.config import load_config
 from golem.models.enums import ActionStatus
 from golem.world.deploy import deploy_world
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
-from tests.integration.golem_rig import EXAMPLE_HOME, REPO, GolemRig
+from tests.integration.golem_rig import REPO, GolemRig, write_golem_home
 
 pytestmark = pytest.mark.integration
 
@@ -143,22 +141,7 @@ def sentinel_rig(tmp_path, request):
     dep = deploy_world(w3, ANVIL_KEYS[0], account.address, ANVIL_ADDRESSES[1], golem_key=SENTINEL_KEY,
                        rpc_url=anvil.rpc_url)
     assert dep.golem_account == account.address
-    home, data = tmp_path / "home", tmp_path / "data"
-    home.mkdir()
-    data.mkdir()
-    dep.save(data / "deployment.json")
-    for name in ("STRATEGY.md", "HEARTBEAT.md"):
-        shutil.copy(EXAMPLE_HOME / name, home / name)
-    theta = 0.25
-    raw = {
-        "golem": {"id": golem_id, "home": "."},
-        "chain": {"rpc_url": anvil.rpc_url},
-        "clock": {"theta_base_seconds": theta, "theta_min_seconds": theta / 2, "theta_max_seconds": theta * 3,
-                  "delta_theta_ticks": 10, "continue_as_new_ticks": 12, "dream_every_ticks": 15},
-        "heartbeat": {"step_timeout_seconds": 10.0},
-        "probes": {"kill_switch_path": str(tmp_path / "killswitch")},
-    }
-    (home / "golem.toml").write_text(tomli_w.dumps(raw))
+    home, data = write_golem_home(tmp_path, golem_id, anvil.rpc_url, dep, theta=0.25)
     rig = GolemRig(golem_id, anvil, dep, home, data, load_config(home / "golem.toml"), "crash")
     yield rig
     rig.stop()
