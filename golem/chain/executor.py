@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_RECEIPT_TIMEOUT_S = 30.0
 GAS_LIMIT_MARGIN = 1.2  # estimate × 1.2: room for state drift between estimate and inclusion
+# ...plus a fixed headroom: a Uniswap V2 burn once ran a 1.2× limit out of gas in CI (its storage writes
+# depend on the block it lands in). Unused gas is not charged, so headroom costs nothing but reserve.
+GAS_LIMIT_HEADROOM = 60_000
 
 
 class ExecutionError(RuntimeError):
@@ -218,7 +221,7 @@ class Executor:
             "to": call.to,
             "data": call.data,
             "value": call.value,
-            "gas": int(gas * GAS_LIMIT_MARGIN),
+            "gas": int(gas * GAS_LIMIT_MARGIN) + GAS_LIMIT_HEADROOM,
             "nonce": self.w3.eth.get_transaction_count(self.account, "pending"),
             **self._fees(),
         }
@@ -314,7 +317,14 @@ class Executor:
             return False
 
     def _revert_reason(self, call: PlannedCall, receipt) -> str:
-        """Replay the call on the parent block to recover the revert reason (best effort)."""
+        """Out of gas when the receipt used the whole limit; otherwise replay the call on the parent block to
+        recover the revert reason (best effort)."""
+        try:
+            limit = self.w3.eth.get_transaction(receipt["transactionHash"])["gas"]
+        except Exception:  # diagnostics only
+            limit = None
+        if limit is not None and receipt["gasUsed"] >= limit:
+            return f"ran out of gas (used all {limit:,} of its limit)"
         params = {"from": self.account, "to": call.to, "data": call.data, "value": call.value}
         try:
             self.w3.eth.call(params, max(receipt["blockNumber"] - 1, 0))

@@ -185,3 +185,19 @@ def test_router_taking_less_than_planned_leaves_no_allowance(
     assert allowances(w3, world) == [0, 0, 0]
     assert ov.outcome.verified, (ov.outcome.actual, ov.invariant_violations)
     assert 5 < ov.deviations.balance_change_bps["delta:USDC"] < 50  # less USDC went in than simulated
+
+
+def test_a_transaction_that_runs_out_of_gas_says_so(w3: Web3, world_snapshot: Deployment, svc, monkeypatch) -> None:
+    """A limit below what the call needs: the record names out-of-gas and the limit, not a vague revert."""
+    import golem.chain.executor as executor_mod
+
+    monkeypatch.setattr(executor_mod, "GAS_LIMIT_MARGIN", 0.6)
+    monkeypatch.setattr(executor_mod, "GAS_LIMIT_HEADROOM", 0)
+    world = world_snapshot
+    price = observe(w3, world).snapshot.pool.price
+    add = ProposedAction(action_index=0, tool="add_liquidity",
+                         arguments={"amount_weth": 1, "amount_usdc": round(price, 2), "max_slippage_bps": 20})
+    *_, rec = act(svc, w3, world, add, tick=1)
+    assert rec is not None and rec.status is ActionStatus.FAILED
+    assert rec.block_reason is not None and "ran out of gas (used all" in rec.block_reason, rec.block_reason
+    assert shares(w3, world) == 0
