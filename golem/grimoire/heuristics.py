@@ -26,6 +26,10 @@ from golem.storage import connect, init_db
 INITIAL_CONFIDENCE = 0.5  # grimoire "GrimoireEntry Types": Heuristic 0.5 initial
 UPVOTE = 0.1  # grimoire "Three-Store Split": +0.1 per confirmation
 DOWNVOTE = 0.15  # ... and -0.15 per contradiction
+PROMOTE_AT = 0.7  # grimoire "Curator Cycle" step 2: heuristics >= 0.7 are promoted to PLAYBOOK.md
+DEMOTE_BELOW = 0.4  # grimoire "Curator Cycle" step 3: active entries below 0.4 leave PLAYBOOK.md (row kept)
+CONFIDENCE_FLOOR = 0.05  # grimoire "ExpeL Distillation": downvotes never push below the 0.05 floor
+INITIAL_IMPORTANCE = 2  # ExpeL (Zhao et al. 2023): an ADDed insight starts with importance 2; at 0 it is retired
 MIN_PATTERN_SUPPORT = 3  # a pattern must recur >= 3 times before it becomes a rule (revisions Rev. 7: "clusters with 3+ episodes")
 GLOBAL_SCOPE = "global"
 
@@ -44,6 +48,24 @@ CREATE TABLE IF NOT EXISTS heuristics (
 );
 CREATE INDEX IF NOT EXISTS idx_heuristics_confidence ON heuristics(confidence DESC);
 """
+# issue 16: PLAYBOOK membership with hysteresis (in at 0.7, out below 0.4), ExpeL importance, retirement
+_COLUMNS_ADDED = (
+    ("status", "TEXT NOT NULL DEFAULT 'candidate'"),  # candidate | active (in PLAYBOOK.md) | retired
+    ("importance", f"INTEGER NOT NULL DEFAULT {INITIAL_IMPORTANCE}"),
+    ("retired_tick", "INTEGER"),
+)
+
+
+def status_after(confidence: float, importance: int, status: str) -> str:
+    """PLAYBOOK membership after a change (grimoire "Curator Cycle" steps 2-3, ExpeL importance)."""
+    if status == "retired" or importance <= 0:
+        return "retired"
+    if confidence >= PROMOTE_AT - 1e-9:
+        return "active"
+    if status == "active" and confidence >= DEMOTE_BELOW - 1e-9:
+        return "active"
+    return "candidate"
+
 
 # Standalone numbers only: "T2" or "v3" keep their digits, "+4.10" and "12%" become "#".
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_])[-+]?\d+(?:[.,]\d+)*%?")
@@ -73,6 +95,9 @@ class Heuristic(BaseModel):
     source_episode_ids: list[str] = Field(default_factory=list)
     created_at: str
     updated_at: str
+    status: str = "candidate"  # candidate | active (compiled into PLAYBOOK.md) | retired (row kept for the audit)
+    importance: int = INITIAL_IMPORTANCE
+    retired_tick: int | None = None
 
 
 def _now() -> str:
@@ -95,6 +120,13 @@ class HeuristicStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         init_db(self.path, _SCHEMA)
+        with closing(self._connect()) as conn, conn:
+            have = {r[1] for r in conn.execute("PRAGMA table_info(heuristics)")}
+            missing = [(n, d) for n, d in _COLUMNS_ADDED if n not in have]
+            for name, decl in missing:
+                conn.execute(f"ALTER TABLE heuristics ADD COLUMN {name} {decl}")
+            if missing:  # rows from before issue 16: what was compiled (>= 0.7) is in PLAYBOOK.md
+                conn.execute("UPDATE heuristics SET status = 'active' WHERE confidence >= ?", (PROMOTE_AT - 1e-9,))
 
     def _connect(self) -> sqlite3.Connection:
         return connect(self.path, rows=True)
@@ -110,6 +142,9 @@ class HeuristicStore:
             source_episode_ids=json.loads(row["source_episode_ids"]),
             created_at=row["created_at"],
             updated_at=row["updated_at"],
+            status=row["status"],
+            importance=row["importance"],
+            retired_tick=row["retired_tick"],
         )
 
     def add_or_reinforce(self, text: str, scope: str, episode_id: str) -> Heuristic:
@@ -131,22 +166,26 @@ class HeuristicStore:
             row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (hid,)).fetchone()
             if row is None:
                 conn.execute(
-                    "INSERT INTO heuristics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (hid, scope, norm, text.strip(), INITIAL_CONFIDENCE, 1, json.dumps([episode_id]), now, now),
+                    "INSERT INTO heuristics (id, scope, norm_text, text, confidence, evidence_count, source_episode_ids,"
+                    " created_at, updated_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (hid, scope, norm, text.strip(), INITIAL_CONFIDENCE, 1, json.dumps([episode_id]), now, now,
+                     status_after(INITIAL_CONFIDENCE, INITIAL_IMPORTANCE, "candidate")),
                 )
             else:
                 sources = json.loads(row["source_episode_ids"])
-                if episode_id not in sources:
+                if episode_id not in sources and row["status"] != "retired":  # a retired row stays as it was
                     sources.append(episode_id)
+                    conf = round(min(1.0, row["confidence"] + UPVOTE), 6)
                     conn.execute(
                         "UPDATE heuristics SET text = ?, confidence = ?, evidence_count = ?, "
-                        "source_episode_ids = ?, updated_at = ? WHERE id = ?",
+                        "source_episode_ids = ?, updated_at = ?, status = ? WHERE id = ?",
                         (
                             text.strip(),  # keep the freshest statistics in the wording
-                            round(min(1.0, row["confidence"] + UPVOTE), 6),
+                            conf,
                             row["evidence_count"] + 1,
                             json.dumps(sources),
                             now,
+                            status_after(conf, row["importance"], row["status"]),
                             hid,
                         ),
                     )
@@ -162,6 +201,28 @@ class HeuristicStore:
             conn.execute(
                 "UPDATE heuristics SET confidence = ?, updated_at = ? WHERE id = ?",
                 (round(max(0.0, row["confidence"] - DOWNVOTE), 6), _now(), heuristic_id_),
+            )
+            return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
+
+    def vote(self, heuristic_id_: str, net: int, tick: int, text: str | None = None) -> Heuristic:
+        """The Curator's batched UPVOTE/DOWNVOTE (grimoire "Curator Cycle" step 1: 3 up and 1 down net to +2):
+        confidence +0.1 per net upvote, -0.15 per net downvote, floor 0.05; importance moves by `net` (ExpeL);
+        PLAYBOOK membership follows (in at 0.7, out below 0.4); importance 0 retires the row, which is kept.
+        `text` replaces the wording (EDIT), keeping the id."""
+        with closing(self._connect()) as conn, conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone()
+            if row is None:
+                raise KeyError(f"no heuristic {heuristic_id_!r} in {self.path}")
+            step = UPVOTE * net if net > 0 else -DOWNVOTE * -net
+            conf = round(min(1.0, max(CONFIDENCE_FLOOR, row["confidence"] + step)), 6)
+            importance = row["importance"] + net
+            status = status_after(conf, importance, row["status"])
+            retired = row["retired_tick"] if row["retired_tick"] is not None else (tick if status == "retired" else None)
+            conn.execute(
+                "UPDATE heuristics SET confidence = ?, importance = ?, status = ?, retired_tick = ?, text = ?, "
+                "updated_at = ? WHERE id = ?",
+                (conf, importance, status, retired, (text or row["text"]).strip(), _now(), heuristic_id_),
             )
             return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
 

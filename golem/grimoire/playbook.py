@@ -66,9 +66,14 @@ def _line(h: Heuristic) -> str:
     return f"- {text} _(confidence {h.confidence:.2f}, {h.evidence_count} episodes, {h.id})_"
 
 
+def in_playbook(h: Heuristic, min_confidence: float = PROMOTION_THRESHOLD) -> bool:
+    """An active heuristic stays until it falls below 0.4 (heuristics.status_after); retired rows never appear."""
+    return h.status == "active" or (h.status == "candidate" and h.confidence >= min_confidence - 1e-9)
+
+
 def compile_body(heuristics: list[Heuristic], min_confidence: float = PROMOTION_THRESHOLD) -> str:
     """Everything below the header line. Pure: same heuristics → same text."""
-    chosen = [h for h in heuristics if h.confidence >= min_confidence - 1e-9]
+    chosen = [h for h in heuristics if in_playbook(h, min_confidence)]
     by_scope: dict[str, list[Heuristic]] = {}
     for h in chosen:
         by_scope.setdefault(h.scope, []).append(h)
@@ -273,7 +278,7 @@ def rewrite_playbook(
         history = PlaybookHistory.for_store(store)
     elif history is False:
         history = None
-    heuristics = store.list(min_confidence)
+    heuristics = [h for h in store.list() if in_playbook(h, min_confidence)]
     body = compile_body(heuristics, min_confidence)
     current = read_revision(path)
     if history is not None:

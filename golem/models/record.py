@@ -18,6 +18,26 @@ class ToolCallRecord(BaseModel):
     rationale: str = ""
 
 
+class ExpectedOutcome(BaseModel):
+    """What a decision that acts says it expects (issue 16 predict-then-compare), projected from the
+    pre-tick state by golem/learning/expectation.py for either deliberator."""
+
+    health_factor_before: float | None = None
+    health_factor_after: float | None = None  # None: no loan to project
+    value_change_usd: float = 0.0  # net account value change the actions should cause (swap fee and slippage)
+    slippage_bps: float = 0.0  # expected on the swapped notional
+    basis: str = ""  # how it was projected, in words
+
+
+class RuleApplied(BaseModel):
+    """Which rule produced an action (owner = STRATEGY.md, learned = a PLAYBOOK.md heuristic)."""
+
+    action_index: int
+    rule: str  # "STRATEGY.md:12", "PLAYBOOK.md:9"
+    origin: str  # owner | learned
+    entry_id: str | None = None  # the heuristic's id for a learned rule
+
+
 class DeliberationRecord(BaseModel):
     model: str  # "offline-deliberator" when no LLM was used
     tier: Tier
@@ -36,6 +56,8 @@ class DeliberationRecord(BaseModel):
     rejections: list[str] = Field(default_factory=list)  # model output refused (unknown tool, bad args, ...)
     interrupted_by: list[str] = Field(default_factory=list)  # steers that interrupted deliberation (§S7)
     kg_facts: list[str] = Field(default_factory=list)  # "subject predicate object" the model added to the graph
+    expected: ExpectedOutcome | None = None  # set when the decision acts (issue 16)
+    rules_applied: list[RuleApplied] = Field(default_factory=list)  # offline deliberator: rule behind each action
 
 
 class ActionRecord(BaseModel):
@@ -65,6 +87,41 @@ class OutcomeRecord(BaseModel):
     cause_variable: str | None = None
     effect_variable: str | None = None
     deviations_bps: dict[str, float] = Field(default_factory=dict)
+    # min health factor re-read before and after execution (None: no loan); what Reflexion compares with
+    health_factor_before: float | None = None
+    health_factor_after: float | None = None
+
+
+class Counterfactual(BaseModel):
+    label: str  # "not acting" | "half size"
+    health_factor_after: float | None = None
+    value_change_usd: float = 0.0
+    source: str = ""  # how it was obtained
+
+
+class Reflexion(BaseModel):
+    """Predict-then-compare after an acted tick (revisions rev. 1 steps 3-5)."""
+
+    verdict: str  # positive | negative | neutral  (rev. 4: positive = PnL > 0 or risk metric improved)
+    expected: ExpectedOutcome
+    verified_health_factor: float | None = None
+    verified_value_change_usd: float | None = None
+    health_factor_error: float | None = None  # verified - expected
+    value_error_usd: float | None = None  # verified - expected
+    counterfactuals: list[Counterfactual] = Field(default_factory=list)
+    insight: str = ""  # the candidate offered to the admission gate at confidence 0.5
+    insight_admission: str | None = None  # the gate's action (admitted, merged, quarantined, rejected, ...)
+    insight_entry_id: str | None = None
+    model: str = "offline"  # who wrote the text (offline: deterministic)
+
+
+class CreditGiven(BaseModel):
+    """One entry credited by a verified outcome (rev. 4 strengthening, issue 16 credit assignment)."""
+
+    entry_id: str
+    kind: str  # entry (semantic store) | heuristic
+    delta: int  # +1 strengthened / upvote, -1 weakened / downvote
+    reason: str
 
 
 class RetrievedEntrySummary(BaseModel):
@@ -144,6 +201,9 @@ class DecisionCycleRecord(BaseModel):
     outcome: OutcomeRecord | None = None
     # rev. 2 generator/evaluator separation: a fresh-context judgement of the outcome, metrics win.
     evaluation: dict[str, Any] | None = None
+    # issue 16: predict-then-compare and the credit the verified outcome gave (absent on ticks that did not act)
+    reflexion: Reflexion | None = None
+    credit: list[CreditGiven] = Field(default_factory=list)
     # Learning
     episodes_written: list[str] = Field(default_factory=list)
     grimoire_mutations: list[str] = Field(default_factory=list)

@@ -1,0 +1,97 @@
+"""Reflexion after an acted tick (revisions rev. 1 steps 3-5) and the credit it gives (rev. 4).
+
+Compare the decision's stated expectation with the verified outcome, ask the counterfactuals (not acting;
+half size), and word one insight candidate that carries the numbers; the reflect activity offers it to the
+admission gate at confidence 0.5 (rev. 1 step 5). Offline the text is deterministic.
+"""
+
+from __future__ import annotations
+
+from golem.models.record import (
+    Counterfactual,
+    CreditGiven,
+    DecisionCycleRecord,
+    ExpectedOutcome,
+    OutcomeRecord,
+    Reflexion,
+    RuleApplied,
+)
+
+INSIGHT_CONFIDENCE = 0.5  # rev. 1 step 5: "extract as a candidate Insight at confidence 0.5"
+HF_IMPROVED = 1e-4  # a health factor change below this is reading noise, not a risk metric that improved
+
+
+def verdict_of(outcome: OutcomeRecord) -> str:
+    """rev. 4: a positive outcome is "PnL > 0 or risk metric improved"; a failed verification or a loss
+    without a safer position is negative; the rest (nothing measurable moved) is neutral."""
+    if not outcome.verified:
+        return "negative"
+    before, after = outcome.health_factor_before, outcome.health_factor_after
+    improved = before is not None and (after is None or after > before + HF_IMPROVED)  # None after: debt repaid
+    if (outcome.pnl_impact or 0.0) > 0 or improved:
+        return "positive"
+    if outcome.pnl_impact is not None and outcome.pnl_impact < 0:
+        return "negative"
+    return "neutral"
+
+
+def _hf(v: float | None) -> str:
+    return "none (no debt)" if v is None else f"{v:.3f}"
+
+
+def reflect_on(record: DecisionCycleRecord, expected: ExpectedOutcome, half: ExpectedOutcome) -> Reflexion | None:
+    """None when the tick did not act (nothing was sent) or nothing was verified."""
+    outcome = record.outcome
+    sent = [a for a in record.actions if a.status.value in ("executed", "failed")]
+    if outcome is None or not sent:
+        return None
+    verdict = verdict_of(outcome)
+    v_hf, v_val = outcome.health_factor_after, outcome.pnl_impact
+    hf_err = (round(v_hf - expected.health_factor_after, 6)
+              if v_hf is not None and expected.health_factor_after is not None else None)
+    val_err = round(v_val - expected.value_change_usd, 6) if v_val is not None else None
+    # Half size: the projection from the pre-tick state, scaled by how far the verified outcome was from the
+    # full-size projection (the chain's own correction), value change linear in size.
+    ratio = (v_hf / expected.health_factor_after
+             if v_hf is not None and expected.health_factor_after else 1.0)
+    half_hf = round(half.health_factor_after * ratio, 6) if half.health_factor_after is not None else None
+    counterfactuals = [
+        Counterfactual(label="not acting", health_factor_after=outcome.health_factor_before, value_change_usd=0.0,
+                       source="pre-tick state re-read by verify"),
+        Counterfactual(label="half size", health_factor_after=half_hf,
+                       value_change_usd=round((v_val if v_val is not None else half.value_change_usd * 2) / 2, 6),
+                       source="projection from the pre-tick state, calibrated by the verified outcome"),
+    ]
+    tools = ", ".join(a.tool_name for a in sent)
+    text = (
+        f"In a {record.regime.value.replace('_', ' ')} regime, acting ({tools}) at health factor "
+        f"{_hf(outcome.health_factor_before)} was {verdict}: expected health factor {_hf(expected.health_factor_after)}, "
+        f"verified {_hf(v_hf)}"
+        + (f" (error {hf_err:+.3f})" if hf_err is not None else "")
+        + f"; expected value change ${expected.value_change_usd:+.2f}, verified "
+        + (f"${v_val:+.2f}" if v_val is not None else "unmeasured")
+        + f". Not acting would have left health factor {_hf(outcome.health_factor_before)}; half size about "
+        f"{_hf(half_hf)} and ${counterfactuals[1].value_change_usd:+.2f}."
+    )
+    return Reflexion(verdict=verdict, expected=expected, verified_health_factor=v_hf, verified_value_change_usd=v_val,
+                     health_factor_error=hf_err, value_error_usd=val_err, counterfactuals=counterfactuals,
+                     insight=text)
+
+
+def credit_for(record: DecisionCycleRecord, verdict: str) -> list[CreditGiven]:
+    """The entries in this decision's workspace, credited by its verified outcome (rev. 4): semantic entries the
+    retrieve step put there, and the learned PLAYBOOK rules that produced an action. Neutral: no credit."""
+    delta = {"positive": 1, "negative": -1}.get(verdict)
+    if delta is None:
+        return []
+    word = "strengthened" if delta > 0 else "weakened"
+    out = [CreditGiven(entry_id=e.id, kind="entry", delta=delta, reason=f"in the workspace; outcome {verdict}, {word}")
+           for e in record.retrieved_entries if e.source != "episode"]
+    rules: list[RuleApplied] = record.deliberation.rules_applied if record.deliberation else []
+    seen = {c.entry_id for c in out}
+    for r in rules:
+        if r.origin == "learned" and r.entry_id and r.entry_id not in seen:
+            seen.add(r.entry_id)
+            out.append(CreditGiven(entry_id=r.entry_id, kind="heuristic", delta=delta,
+                                   reason=f"learned rule {r.rule} produced action {r.action_index}; outcome {verdict}"))
+    return out
