@@ -34,6 +34,7 @@ from golem.grimoire.playbook import rewrite_playbook
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
+from golem.learning import curator
 from golem.life.retention import compact
 from golem.models.golem import (
     AdmissionStats,
@@ -101,6 +102,7 @@ class ConsolidationActivities:
         await self._step("mark consolidated", self.s.episodes.mark_consolidated, distilled.processed)
         await self._step("curator decay", self.s.semantic.curator_decay, inp.tick, tick_seconds)
         await self._step("upkeep", maintain, self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, versions
+        curator = await self._step("curator", self._curate, inp)  # ExpeL operations by credited outcomes (issue 16)
         revision = await self._step("playbook", self._playbook, inp)
         delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
         # [retention]: records, outcome files and trace days older than `days` go into daily archives
@@ -129,6 +131,7 @@ class ConsolidationActivities:
             quarantine_review=review,
             inference_cost_usd=round(batch.cost_usd, 8),
             retention=kept.as_dict(),
+            curator=curator,
         )
         self.s.events.emit(events.consolidation_events(inp.golem_id, _now_iso(), result))
         return result
@@ -173,6 +176,26 @@ class ConsolidationActivities:
             candidates=len(distilled.candidates), distinct=len({c.content for c in distilled.candidates}),
             **{a.value: actions[a.value] for a in AdmissionAction},
         )
+
+    def _curate(self, inp: ConsolidationInput) -> dict:
+        """ADD / UPVOTE / DOWNVOTE / EDIT over the learning ledger; a next-curator follow-up focuses it. Once per
+        cycle tick: a retried activity returns the report it wrote."""
+        if not inp.config.grimoire.memory:
+            return {"skipped": "memory off ([grimoire] memory = false)"}
+        done = self.s.learning.cycle(inp.tick)
+        if done is not None:
+            return curator.CuratorReport(**done).model_dump(mode="json", exclude={"operations": {"__all__": {"support"}}})
+        try:
+            strategy = self.s.load_strategy(None)
+        except ValueError as err:  # a broken STRATEGY.md: no rule can be learned from it this cycle
+            return {"skipped": f"STRATEGY.md: {err}"}
+        report = curator.plan(inp.tick, self.s.learning.outcomes(), self.s.heuristics.list(),
+                              self.s.learning.uncurated(inp.tick), strategy,
+                              [(f.id, f.message) for f in inp.followups])
+        report = curator.apply(report, self.s.heuristics)
+        # the ledger keeps the supporting episode ids; the workflow history gets the operations without them
+        self.s.learning.close_cycle(inp.tick, report.model_dump(mode="json"))
+        return report.model_dump(mode="json", exclude={"operations": {"__all__": {"support"}}})
 
     def _playbook(self, inp: ConsolidationInput):
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file

@@ -32,6 +32,8 @@ from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.router import InferenceRejected, InferenceRetryable
+from golem.learning.expectation import expect
+from golem.learning.loop import learn_from_outcome
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import TickFailure
@@ -102,6 +104,14 @@ def apply_must_gate(deliberation: Deliberation, must) -> Deliberation:
         record.reasoning_summary += " | MUST breached: " + "; ".join(must.breached)
     record.recommends_action = record.recommends_action and bool(kept)
     return deliberation.model_copy(update={"record": record, "actions": kept})
+
+
+def _expecting(deliberation: Deliberation, inp: DecideInput) -> Deliberation:
+    """Predict, then compare (issue 16): a decision that acts states what it expects, whichever deliberator."""
+    if not deliberation.actions or deliberation.record.expected is not None:
+        return deliberation
+    record = deliberation.record.model_copy(update={"expected": expect(deliberation.actions, inp.observation)})
+    return deliberation.model_copy(update={"record": record})
 
 
 def canonical_actions(actions: list[ProposedAction]) -> str:
@@ -325,7 +335,8 @@ class TickActivities:
         if not inp.steers and not inp.followups:
             cache, hit = self._cache_lookup(inp, cache_key)
         if hit is not None:
-            return self._numbered(inp, apply_must_gate(hit.model_copy(update={"decision_cache": cache}), must))
+            return self._numbered(inp, _expecting(apply_must_gate(hit.model_copy(update={"decision_cache": cache}), must),
+                                                  inp))
         try:
             deliberation = await self.s.deliberator.decide(inp, strategy, self.s.playbook_text())
         except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
@@ -340,7 +351,8 @@ class TickActivities:
             mental_models=[], now=cache_key[2], tick=ctx.tick, regime=inp.observation.regime.value,
             playbook_revision=cache_key[3], context_policy_revision=0, cfg=ctx.config.decision_cache,
         )
-        return self._numbered(inp, apply_must_gate(deliberation.model_copy(update={"decision_cache": cache}), must))
+        return self._numbered(inp, _expecting(apply_must_gate(deliberation.model_copy(update={"decision_cache": cache}),
+                                                              must), inp))
 
     def _numbered(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
         """Another run of this tick (a reset, a rerun) already used action slots: this run's actions are
@@ -460,16 +472,19 @@ class TickActivities:
                 record.evaluation = evaluation.model_dump(mode="json")
                 record.inference_cost += evaluation.cost
                 record.total_cost += evaluation.cost
-        result = await asyncio.to_thread(self._persist, record)
+        proposed = inp.deliberation.actions if inp.deliberation else []
+        result = await asyncio.to_thread(self._persist, record, proposed, inp.ctx.config.grimoire.memory)
         await asyncio.to_thread(self.s.events.emit, events.record_events(record, _now_iso(), **events.tick_context(inp.ctx, record)))
         result.gating = inp.gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache = inp.deliberation.decision_cache if inp.deliberation else None
         return result
 
-    def _persist(self, record) -> TickResult:
+    def _persist(self, record, proposed: list[ProposedAction] = (), memory: bool = True) -> TickResult:
         episode = self.s.write_episode(record)
         record.episodes_written = [episode]
         record.grimoire_mutations = [f"upsert episode {episode}"]
+        # Reflexion and credit assignment on an acted, verified tick (issue 16)
+        record = learn_from_outcome(record, list(proposed), self.s.semantic, self.s.learning, memory=memory)
         path = self.s.cycles.persist(record)
         return tick_result(record, str(path), episode)
 

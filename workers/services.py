@@ -36,6 +36,7 @@ from golem.grimoire.episodes import (
     episode_from_record,
 )
 from golem.grimoire.heuristics import HeuristicStore
+from golem.learning.ledger import LearningLedger
 from golem.grimoire.semantic import SemanticStore
 from golem.inference.evaluator import evaluate_outcome
 from golem.inference.llm import select_deliberator
@@ -97,6 +98,7 @@ class GolemServices:
             self.data_dir / "grimoire" / "semantic.sqlite", self.data_dir / "grimoire" / "semantic.lance", embedder
         )
         self.heuristics = HeuristicStore(self.data_dir / "grimoire" / "heuristics.sqlite")
+        self.learning = LearningLedger(self.data_dir / "grimoire" / "learning.sqlite")  # issue 16
         self.cycles = CycleStore(self.data_dir)
         self.permits = PermitStore(self.data_dir / "permits.sqlite")
         self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")

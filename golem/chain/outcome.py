@@ -330,6 +330,9 @@ def verify_outcome(
         },
         post_state={**_state(post), "tracked": after, "receipts": [
             {"action_index": a.action_index, "status": a.receipt_status, "gas_used": a.gas_used} for a in verifs]},
-        deviations=devs, actions=verifs, outcome=outcome.model_copy(update={"verified": outcome.verified and not violations}),
+        deviations=devs, actions=verifs, outcome=outcome.model_copy(update={
+            "verified": outcome.verified and not violations,
+            # what Reflexion compares with the expectation (issue 16): the re-read min health factors
+            "health_factor_before": pre.min_health_factor(), "health_factor_after": min(hf) if hf else None}),
         invariant_violations=violations, safety_incident=incident,
     )  # fmt: skip

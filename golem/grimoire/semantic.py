@@ -739,6 +739,17 @@ class SemanticStore:
                 [LIVE_STRENGTH_INCREMENT, int(tick), *ids])
             return cur.rowcount
 
+    def weaken(self, ids: list[str], tick: int) -> int:
+        """Retrieved AND negative outcome → contradicted, confidence -0.15 (grimoire "Three-Store Split":
+        asymmetric -0.15 downvote), never below the 0.05 floor ("ExpeL Distillation")."""
+        if not ids:
+            return 0
+        with immediate_tx(self.db_path) as db:
+            cur = db.execute(
+                f"UPDATE grimoire_entries SET confidence = MAX(0.05, confidence - 0.15), "
+                f"contradicted_count = contradicted_count + 1 WHERE id IN ({','.join('?' * len(ids))})", list(ids))
+            return cur.rowcount
+
     def dream_validate(self, ids: list[str], tick: int) -> int:
         """NREM replay found a validated pattern in these entries → strength +0.5 (Rev. 4)."""
         if not ids:

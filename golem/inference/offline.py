@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from golem.inference.strategy import Action, Condition, Constraint, Rule, Strategy, rules_in
 from golem.models.enums import ProbeSeverity
-from golem.models.record import DeliberationRecord, ToolCallRecord
+from golem.models.record import DeliberationRecord, RuleApplied, ToolCallRecord
 from golem.models.tick import DecideInput, Deliberation, ProposedAction
 
 MODEL_NAME = "offline-deliberator"
@@ -295,10 +295,21 @@ class _Decision:
 
         kill = any(p.probe == "kill_switch" and p.severity == ProbeSeverity.HIGH for p in inp.observation.probes)
         actions: list[ProposedAction] = []
+        applied: list[RuleApplied] = []
         if not kill:
+            # owner rules first, learned ones after (self.rules order): the owner's fire on the untouched book,
+            # and every action is cut by the MUST constraints, so a learned rule can never widen a limit
             for rule, _ in fired:
+                owner = next((a for a in applied if a.origin == "owner" and actions[a.action_index].tool == rule.action.tool),
+                             None) if rule.source != "STRATEGY.md" else None
+                if owner is not None:  # the owner's rule already decided this tool this tick: it wins
+                    self.notes.append(f"{rule.label}: learned {rule.action.tool} skipped, owner rule {owner.rule} wins")
+                    continue
                 proposed = self._propose(rule, len(actions))
                 if proposed is not None:
+                    applied.append(RuleApplied(action_index=len(actions), rule=rule.label,
+                                               origin="owner" if rule.source == "STRATEGY.md" else "learned",
+                                               entry_id=rule.entry_id, text=rule.text))
                     actions.append(proposed)
 
         hf, dp = m["health_factor"], m["price_change_bps"]
@@ -320,7 +331,8 @@ class _Decision:
             f"regime {m['regime']}, debt {_fmt(m['debt'])}, collateral {_fmt(m['collateral'])}.",
         ]
         if fired:
-            parts.append("Fired: " + "; ".join(f"{r.label} `{r.text}` ({' and '.join(ev)})" for r, ev in fired) + ".")
+            parts.append("Fired: " + "; ".join(f"{r.label}{f' (learned {r.entry_id})' if r.entry_id else ''} `{r.text}` "
+                                               f"({' and '.join(ev)})" for r, ev in fired) + ".")
         else:
             parts.append(f"No rule fired ({len(self.rules)} evaluated).")
         if inp.steers:
@@ -345,6 +357,7 @@ class _Decision:
             cost=0.0,
             recommends_action=bool(actions),
             steers_considered=[s.id for s in inp.steers],
+            rules_applied=applied,
         )
         return Deliberation(record=record, actions=actions)
 

@@ -106,6 +106,7 @@ class Rule(BaseModel):
     conditions: list[Condition]
     action: Action
     source: str = "STRATEGY.md"
+    entry_id: str | None = None  # a learned rule (PLAYBOOK.md): the heuristic it came from
 
     @property
     def label(self) -> str:
@@ -359,11 +360,19 @@ def rules_in(text: str, source: str, strategy: Strategy) -> list[Rule]:
         body = _bullet(line)
         if body is None or not re.match(r"^WHEN\b", body, re.I):
             continue
+        # the Curator's provenance note: "… THEN repay 25% debt _(confidence 0.90, 5 episodes, h-…)_"
+        note = _PROVENANCE.search(body)
+        if note:
+            body = body[:note.start()].rstrip()
         try:
-            rules.append(_rule(body, line_no, line, strategy, source))
+            rule = _rule(body, line_no, line, strategy, source)
         except StrategyError:
             continue
+        rules.append(rule.model_copy(update={"entry_id": note["id"]}) if note and note["id"] else rule)
     return rules
+
+
+_PROVENANCE = re.compile(r"\s*_\((?:[^)]*?,\s*)?(?P<id>h-[0-9a-f]{16})?\)_\s*$")
 
 
 def load_strategy(path: str | Path) -> Strategy:

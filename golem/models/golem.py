@@ -144,6 +144,8 @@ class ConsolidationResult(BaseModel):
     quarantine_review: QuarantineReviewStats = Field(default_factory=QuarantineReviewStats)
     inference_cost_usd: float = 0.0  # future-utility calls; GolemWorkflow adds it to the daily spend
     retention: dict = Field(default_factory=dict)  # [retention]: what was compacted into daily archives
+    # issue 16: the ExpeL Curator's operations (ADD/UPVOTE/DOWNVOTE/EDIT/REFUSED), focus, demoted and retired ids
+    curator: dict = Field(default_factory=dict)
 
 
 class DreamInput(BaseModel):

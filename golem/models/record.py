@@ -36,6 +36,7 @@ class RuleApplied(BaseModel):
     rule: str  # "STRATEGY.md:12", "PLAYBOOK.md:9"
     origin: str  # owner | learned
     entry_id: str | None = None  # the heuristic's id for a learned rule
+    text: str = ""  # the rule as written
 
 
 class DeliberationRecord(BaseModel):

@@ -1,0 +1,182 @@
+"""The ExpeL Curator (grimoire "ExpeL Distillation", "Curator Cycle"; archetypes memory-consolidator).
+
+At every delta cycle, over the learning ledger's compared outcomes and the credit they gave:
+  ADD       a rule in the STRATEGY.md grammar from an owner rule that kept paying in one regime: the same
+            action, fired one step earlier in that regime (its first threshold moved by 10 %, the archetype's
+            "no insight can shift any parameter by more than 10% per consolidation cycle"), supported by
+            >= 5 positive outcomes (archetype: "REFUSE to consolidate insights from fewer than 5 supporting
+            episodes");
+  UPVOTE    a learned heuristic whose rule's outcomes net positive since the last cycle;
+  DOWNVOTE  one whose outcomes net negative (batched: 3 up and 1 down net to +2, "Curator Cycle" step 1);
+  EDIT      a downvoted rule: its threshold moves 10 % back (reconsolidation, "ExpeL Distillation" EDIT).
+A learned rule may only reduce risk and never ask for more than a MUST cap allows: such a candidate is
+refused and the report says why. A `next-curator` follow-up naming a regime or a tool focuses ADD on it.
+Pure: `plan` decides, `apply` writes through the HeuristicStore.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+from golem.grimoire.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
+from golem.inference.strategy import Condition, Rule, Strategy, rules_in
+from golem.learning.ledger import OutcomeRow
+from golem.models.enums import MarketRegime
+
+MIN_SUPPORT = 5  # archetypes memory-consolidator: "fewer than 5 supporting episodes" are refused
+MAX_PARAMETER_SHIFT = 0.10  # archetypes memory-consolidator: a parameter moves <= 10 % per consolidation cycle
+RISK_REDUCING = ("repay", "supply", "swap")  # tools a learned rule may use; borrow/withdraw can only add risk
+
+
+class CuratorOp(BaseModel):
+    op: str  # ADD | UPVOTE | DOWNVOTE | EDIT | REFUSED
+    entry_id: str | None = None
+    text: str = ""
+    net: int = 0
+    reason: str = ""
+    support: list[str] = Field(default_factory=list)  # episode ids (ADD)
+
+
+class CuratorReport(BaseModel):
+    tick: int
+    operations: list[CuratorOp] = Field(default_factory=list)
+    focus: str | None = None  # what a next-curator follow-up narrowed ADD to, and which follow-ups
+    outcomes_seen: int = 0
+    demoted: list[str] = Field(default_factory=list)  # left PLAYBOOK.md this cycle (confidence < 0.4)
+    retired: list[str] = Field(default_factory=list)  # importance reached 0 (row kept)
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def earlier(cond: Condition, shift: float = MAX_PARAMETER_SHIFT) -> Condition:
+    """The condition moved so it fires sooner: `<` thresholds up, `>` thresholds down, by `shift` of |value|."""
+    v = float(cond.value)  # type: ignore[arg-type]
+    moved = v + abs(v) * shift if cond.op in ("<", "<=") else v - abs(v) * shift
+    return cond.model_copy(update={"value": round(moved, 4)})
+
+
+def rule_text(conditions: list[Condition], rule: Rule) -> str:
+    parts = [f"{c.metric} {c.op} {_fmt(c.value) if isinstance(c.value, float) else c.value}" for c in conditions]
+    return f"WHEN {' AND '.join(parts)} THEN {rule.action}"
+
+
+def refusal(rule: Rule, strategy: Strategy) -> str | None:
+    """Why a learned rule may not run, or None. It may only reduce risk, never ask for more than a MUST cap
+    allows, and never use a forbidden tool: a learned rule can never widen a limit."""
+    a = rule.action
+    if a.tool not in RISK_REDUCING:
+        return f"a learned rule may only reduce risk; `{a.tool}` can lower a kept health factor"
+    if a.tool == "swap" and (a.token_out or "").upper() == strategy.collateral_token.upper():
+        return "a learned rule may only reduce risk; buying the collateral token adds exposure"
+    for c in strategy.constraints:
+        if c.kind == "forbid" and c.tool == a.tool:
+            return f"MUST (line {c.line}: {c.text}) forbids {a.tool}"
+        if c.kind == "cap" and c.tool == a.tool and c.amount is not None and c.amount.percent == a.amount.percent:
+            token = a.token_in if a.tool == "swap" else None
+            if (not c.token or not token or c.token == token.upper()) and a.amount.value > c.amount.value:
+                return f"asks {a.amount} where MUST (line {c.line}: {c.text}) caps it: that would widen a limit"
+    if any(c.kind == "steer" for c in rule.conditions):
+        return "a learned rule cannot depend on the owner's steers"
+    return None
+
+
+def focus_of(messages: list[tuple[str, str]]) -> tuple[set[str], set[str], str | None]:
+    """Regimes and tools named in next-curator follow-ups (id, message) → (regimes, tools, description)."""
+    regimes, tools = set(), set()
+    for _, msg in messages:
+        low = msg.lower().replace("-", "_")
+        regimes |= {r.value for r in MarketRegime if re.search(rf"\b{r.value}\b", low) or
+                    re.search(rf"\b{r.value.replace('_', ' ')}\b", msg.lower())}
+        tools |= {t for t in RISK_REDUCING if re.search(rf"\b{t}\b", low)}
+    if not regimes and not tools:
+        return regimes, tools, None
+    what = ", ".join(sorted(regimes | tools))
+    return regimes, tools, f"distillation focused on {what} (follow-up {', '.join(i for i, _ in messages)})"
+
+
+def _learned_from(owner_text: str, regime: str, strategy: Strategy) -> Rule | None:
+    parsed = rules_in(f"- {owner_text}", "STRATEGY.md", strategy)
+    if not parsed:
+        return None
+    rule = parsed[0]
+    conds = [c for c in rule.conditions if not (c.kind == "metric" and c.metric == "regime")]
+    numeric = [i for i, c in enumerate(conds) if c.kind == "metric" and isinstance(c.value, float)]
+    if not numeric:
+        return None
+    conds[numeric[0]] = earlier(conds[numeric[0]])
+    conds.append(Condition(kind="metric", metric="regime", op="==", value=regime))
+    text = rule_text(conds, rule)
+    return rule.model_copy(update={"conditions": conds, "text": text, "source": "PLAYBOOK.md"})
+
+
+def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net_credit: dict[str, int],
+         strategy: Strategy, followups: list[tuple[str, str]] = ()) -> CuratorReport:
+    report = CuratorReport(tick=tick, outcomes_seen=len(outcomes))
+    regimes, tools, report.focus = focus_of(list(followups))
+    # ADD: owner rules that paid in one regime, >= 5 positive outcomes
+    support: dict[tuple[str, str], list[str]] = {}
+    for o in outcomes:
+        if o.verdict != "positive" or (regimes and o.regime not in regimes):
+            continue
+        for r in o.rules:
+            if r.get("origin") == "owner" and r.get("text") and (not tools or r.get("tool") in tools):
+                support.setdefault((o.regime, r["text"]), []).append(o.episode_id or f"tick-{o.tick}{o.run_label}")
+    for (regime, owner_text), eps in sorted(support.items()):
+        if len(eps) < MIN_SUPPORT:
+            continue
+        learned = _learned_from(owner_text, regime, strategy)
+        if learned is None:
+            continue
+        why = refusal(learned, strategy)
+        if why:
+            report.operations.append(CuratorOp(op="REFUSED", text=learned.text, reason=why, support=eps))
+            continue
+        report.operations.append(CuratorOp(
+            op="ADD", text=learned.text, support=eps,
+            reason=f"owner rule `{owner_text}` paid {len(eps)} times in {regime}; fire it "
+                   f"{MAX_PARAMETER_SHIFT:.0%} earlier there"))
+    # UPVOTE / DOWNVOTE / EDIT by the credit since the last cycle
+    by_id = {h.id: h for h in heuristics}
+    for hid, net in sorted(net_credit.items()):
+        h = by_id.get(hid)
+        if h is None or net == 0 or h.status == "retired":
+            continue
+        if net > 0:
+            report.operations.append(CuratorOp(op="UPVOTE", entry_id=hid, net=net, text=h.text,
+                                               reason=f"its rule's outcomes net +{net} since the last cycle"))
+            continue
+        report.operations.append(CuratorOp(op="DOWNVOTE", entry_id=hid, net=net, text=h.text,
+                                           reason=f"its rule's outcomes net {net} since the last cycle"))
+        rule = next(iter(rules_in(f"- {h.text}", "PLAYBOOK.md", strategy)), None)
+        numeric = [c for c in rule.conditions if c.kind == "metric" and isinstance(c.value, float)] if rule else []
+        if rule is not None and numeric:
+            first = numeric[0]
+            back = earlier(first, -MAX_PARAMETER_SHIFT)  # the opposite direction: fire later
+            conds = [back if c is first else c for c in rule.conditions]
+            report.operations.append(CuratorOp(op="EDIT", entry_id=hid, text=rule_text(conds, rule),
+                                               reason=f"{first.metric} threshold {_fmt(float(first.value))} → "
+                                                      f"{_fmt(float(back.value))} after bad outcomes"))
+    return report
+
+
+def apply(report: CuratorReport, store: HeuristicStore, scope: str = GLOBAL_SCOPE) -> CuratorReport:
+    """Write the plan: ADD through add_or_reinforce (one call per supporting episode, counted once each), votes
+    and edits through `vote`. Fills which entries the votes demoted from PLAYBOOK.md or retired."""
+    edits = {op.entry_id: op.text for op in report.operations if op.op == "EDIT"}
+    for op in report.operations:
+        if op.op == "ADD":
+            for ep in op.support:
+                h = store.add_or_reinforce(op.text, scope, ep)
+            op.entry_id = h.id
+        elif op.op in ("UPVOTE", "DOWNVOTE"):
+            before = store.get(op.entry_id)
+            after = store.vote(op.entry_id, op.net, report.tick, text=edits.get(op.entry_id))
+            if before is not None and before.status == "active" and after.status != "active":
+                (report.retired if after.status == "retired" else report.demoted).append(after.id)
+            elif after.status == "retired" and before is not None and before.status != "retired":
+                report.retired.append(after.id)
+    return report

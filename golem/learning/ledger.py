@@ -1,0 +1,93 @@
+"""The learning ledger: each acted tick's compared outcome and the credit it gave, in SQLite beside the
+Grimoire (grimoire/learning.sqlite). Keyed by tick and run, so a retried reflect overwrites its own rows and
+credits an entry once; the Curator nets the uncurated credits per entry at its cycle and marks them."""
+
+from __future__ import annotations
+
+import json
+from contextlib import closing
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from golem.models.record import CreditGiven, DecisionCycleRecord, Reflexion
+from golem.storage import connect, immediate_tx, init_db
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outcomes (
+    tick INTEGER NOT NULL, run_label TEXT NOT NULL, regime TEXT NOT NULL, episode_id TEXT,
+    rules TEXT NOT NULL,          -- JSON: [{rule, origin, entry_id, tool, text}]
+    hf_before REAL, hf_after REAL, pnl REAL, verdict TEXT NOT NULL,
+    PRIMARY KEY (tick, run_label)
+);
+CREATE TABLE IF NOT EXISTS credit (
+    tick INTEGER NOT NULL, run_label TEXT NOT NULL, entry_id TEXT NOT NULL, kind TEXT NOT NULL,
+    delta INTEGER NOT NULL, reason TEXT NOT NULL, curated_tick INTEGER,
+    PRIMARY KEY (tick, run_label, entry_id)
+);
+CREATE TABLE IF NOT EXISTS curator_cycles (tick INTEGER PRIMARY KEY, report TEXT NOT NULL);
+"""
+
+
+class OutcomeRow(BaseModel):
+    tick: int
+    run_label: str = ""
+    regime: str
+    episode_id: str | None = None
+    rules: list[dict] = Field(default_factory=list)
+    hf_before: float | None = None
+    hf_after: float | None = None
+    pnl: float | None = None
+    verdict: str
+
+
+class LearningLedger:
+    def __init__(self, path: Path) -> None:
+        self.path = init_db(Path(path), _SCHEMA)
+
+    def record(self, record: DecisionCycleRecord, reflexion: Reflexion, credit: list[CreditGiven]) -> list[CreditGiven]:
+        """Store the tick's compared outcome and its credit; returns the credit not given before (a retried
+        reflect gives none again)."""
+        delib = record.deliberation
+        rules = [{"rule": r.rule, "origin": r.origin, "entry_id": r.entry_id,
+                  "tool": record.actions[r.action_index].tool_name if r.action_index < len(record.actions) else None,
+                  "text": r.text} for r in (delib.rules_applied if delib else [])]
+        o = record.outcome
+        fresh: list[CreditGiven] = []
+        with immediate_tx(self.path) as db:
+            db.execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (record.tick, record.run_label, record.regime.value,
+                        record.episodes_written[0] if record.episodes_written else None, json.dumps(rules),
+                        o.health_factor_before if o else None, o.health_factor_after if o else None,
+                        o.pnl_impact if o else None, reflexion.verdict))
+            for c in credit:
+                cur = db.execute("INSERT OR IGNORE INTO credit VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                                 (record.tick, record.run_label, c.entry_id, c.kind, c.delta, c.reason))
+                if cur.rowcount:
+                    fresh.append(c)
+        return fresh
+
+    def outcomes(self, regime: str | None = None) -> list[OutcomeRow]:
+        with closing(connect(self.path, rows=True)) as db:
+            rows = db.execute("SELECT * FROM outcomes" + (" WHERE regime = ?" if regime else "") + " ORDER BY tick, run_label",
+                              (regime,) if regime else ()).fetchall()
+        return [OutcomeRow(**{**dict(r), "rules": json.loads(r["rules"])}) for r in rows]
+
+    def uncurated(self, up_to_tick: int) -> dict[str, int]:
+        """Net credit per heuristic not yet consumed by a Curator cycle."""
+        with closing(connect(self.path)) as db:
+            rows = db.execute("SELECT entry_id, SUM(delta) FROM credit WHERE kind = 'heuristic' AND curated_tick IS NULL "
+                              "AND tick <= ? GROUP BY entry_id ORDER BY entry_id", (up_to_tick,)).fetchall()
+        return {eid: int(net) for eid, net in rows}
+
+    def cycle(self, tick: int) -> dict | None:
+        """The report of the Curator cycle at `tick`, when it already ran (a retried delta activity)."""
+        with closing(connect(self.path)) as db:
+            row = db.execute("SELECT report FROM curator_cycles WHERE tick = ?", (tick,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def close_cycle(self, tick: int, report: dict) -> None:
+        with immediate_tx(self.path) as db:
+            db.execute("UPDATE credit SET curated_tick = ? WHERE kind = 'heuristic' AND curated_tick IS NULL AND tick <= ?",
+                       (tick, tick))
+            db.execute("INSERT OR REPLACE INTO curator_cycles VALUES (?, ?)", (tick, json.dumps(report)))

@@ -1,0 +1,39 @@
+"""The reflect step's learning, over the stores it is handed: Reflexion on an acted tick, its insight offered
+to the admission gate, and the verified outcome's credit to the entries that were in the decision's workspace."""
+
+from __future__ import annotations
+
+from golem.grimoire.admission import admit
+from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.learning.expectation import expect
+from golem.learning.ledger import LearningLedger
+from golem.learning.reflexion import INSIGHT_CONFIDENCE, credit_for, reflect_on
+from golem.models.record import DecisionCycleRecord
+from golem.models.tick import ProposedAction
+
+
+def learn_from_outcome(record: DecisionCycleRecord, proposed: list[ProposedAction], semantic: SemanticStore,
+                       ledger: LearningLedger, *, memory: bool = True) -> DecisionCycleRecord:
+    """Fills record.reflexion and record.credit (and writes what they imply) when the tick acted and was verified."""
+    delib = record.deliberation
+    if delib is None or record.outcome is None or not proposed:
+        return record
+    expected = delib.expected or expect(proposed, record.observation)
+    reflexion = reflect_on(record, expected, expect(proposed, record.observation, scale=0.5))
+    if reflexion is None:
+        return record
+    if memory:  # memory off: nothing is admitted ([grimoire] memory = false)
+        decision = admit(semantic, GrimoireEntry(
+            category=EntryType.INSIGHT, content=reflexion.insight, confidence=INSIGHT_CONFIDENCE,
+            parent_episode_ids=list(record.episodes_written), created_tick=record.tick, valid_from=record.tick,
+            market_regime=record.regime.value, tags=["reflexion", reflexion.verdict],
+            source=EntrySource(golem_id=record.golem_id),
+        ), tick=record.tick)
+        reflexion.insight_admission, reflexion.insight_entry_id = decision.action.value, decision.entry_id
+    credit = credit_for(record, reflexion.verdict)
+    fresh = ledger.record(record, reflexion, credit)  # a retried reflect credits nothing twice
+    entries = [c for c in fresh if c.kind == "entry"]
+    semantic.reinforce([c.entry_id for c in entries if c.delta > 0], record.tick, positive_outcome=True)
+    semantic.weaken([c.entry_id for c in entries if c.delta < 0], record.tick)
+    record.reflexion, record.credit = reflexion, credit
+    return record
