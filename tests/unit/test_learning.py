@@ -1,0 +1,163 @@
+"""Issue 16: predict-then-compare, Reflexion, credit, the ExpeL Curator and learned PLAYBOOK rules."""
+
+from __future__ import annotations
+
+from golem.grimoire.heuristics import HeuristicStore
+from golem.grimoire.playbook import rewrite_playbook
+from golem.inference.strategy import parse_strategy, rules_in
+from golem.learning import curator
+from golem.learning.expectation import expect
+from golem.learning.ledger import LearningLedger, OutcomeRow
+from golem.learning.reflexion import credit_for, reflect_on, verdict_of
+from golem.models.enums import ActionStatus, MarketRegime, Tier
+from golem.models.record import (
+    ActionRecord,
+    DecisionCycleRecord,
+    DeliberationRecord,
+    OutcomeRecord,
+    RetrievedEntrySummary,
+    RuleApplied,
+)
+from golem.models.tick import ProposedAction
+from tests.unit.test_offline_deliberator import EXAMPLE, decide, decide_input
+
+OWNER = "WHEN health_factor < 1.6 THEN repay 25% debt"
+
+
+def _record(outcome: OutcomeRecord, rules=(), retrieved=(), tick=5) -> DecisionCycleRecord:
+    inp = decide_input(hf=1.5, collateral=10.0, debt=8000.0, regime=MarketRegime.VOLATILE)
+    return DecisionCycleRecord(
+        tick=tick, timestamp="2026-01-01T00:00:00+00:00", golem_id="t", observation=inp.observation,
+        regime=MarketRegime.VOLATILE, tier=Tier.T2, prediction_error=0.5, deliberation_threshold=0.3, gating_reason="test",
+        deliberation=DeliberationRecord(model="offline-deliberator", tier=Tier.T2, rules_applied=list(rules)),
+        actions=[ActionRecord(action_index=0, action_type="repay", tool_name="repay", status=ActionStatus.EXECUTED)],
+        outcome=outcome, retrieved_entries=list(retrieved), episodes_written=[f"ep-{tick}"],
+    )
+
+
+REPAY = [ProposedAction(action_index=0, tool="repay", arguments={"amount": 2000.0})]
+
+
+def test_expectation_projects_health_factor_from_the_pre_tick_state():
+    obs = decide_input(hf=1.5, collateral=10.0, debt=8000.0).observation
+    e = expect(REPAY, obs)
+    assert e.health_factor_before == 1.5 and round(e.health_factor_after, 6) == 2.0  # HF ∝ 1/debt: 8000 → 6000
+    assert round(expect(REPAY, obs, scale=0.5).health_factor_after, 4) == round(1.5 * 8000 / 7000, 4)
+    swap = expect([ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC",
+                                                                           "amount_in": 1.0})], obs)
+    assert swap.value_change_usd < 0 and swap.slippage_bps > 0 and swap.health_factor_after == 1.5
+
+
+async def test_offline_decision_states_rule_and_origin():
+    d = await decide(decide_input(hf=1.5))
+    assert [(r.rule, r.origin, r.entry_id) for r in d.record.rules_applied] == [("STRATEGY.md:21", "owner", None)]
+
+
+def test_verdict_follows_rev4():
+    assert verdict_of(OutcomeRecord(verified=True, pnl_impact=-1.0, health_factor_before=1.5,
+                                    health_factor_after=1.9)) == "positive"  # risk metric improved
+    assert verdict_of(OutcomeRecord(verified=True, pnl_impact=-1.0, health_factor_before=1.5,
+                                    health_factor_after=1.5)) == "negative"
+    assert verdict_of(OutcomeRecord(verified=False, pnl_impact=5.0)) == "negative"
+    assert verdict_of(OutcomeRecord(verified=True)) == "neutral"
+
+
+def test_reflexion_carries_the_numbers_and_counterfactuals():
+    rec = _record(OutcomeRecord(verified=True, pnl_impact=-0.4, health_factor_before=1.5, health_factor_after=1.95))
+    obs = rec.observation
+    r = reflect_on(rec, expect(REPAY, obs), expect(REPAY, obs, scale=0.5))
+    assert r.verdict == "positive" and round(r.health_factor_error, 3) == -0.05 and r.value_error_usd == -0.4
+    assert [c.label for c in r.counterfactuals] == ["not acting", "half size"]
+    assert r.counterfactuals[0].health_factor_after == 1.5 and r.counterfactuals[1].value_change_usd == -0.2
+    assert "expected health factor 2.000, verified 1.950" in r.insight and "half size about 1.671" in r.insight
+    held = rec.model_copy(update={"actions": []})
+    assert reflect_on(held, expect(REPAY, obs), expect(REPAY, obs, scale=0.5)) is None
+
+
+def test_credit_reaches_workspace_entries_and_learned_rules():
+    rules = [RuleApplied(action_index=0, rule="PLAYBOOK.md:7", origin="learned", entry_id="h-0123456789abcdef"),
+             RuleApplied(action_index=1, rule="STRATEGY.md:22", origin="owner")]
+    retrieved = [RetrievedEntrySummary(id="e1", source="entry", summary="s", score=1.0),
+                 RetrievedEntrySummary(id="ep1", source="episode", summary="s", score=1.0)]
+    rec = _record(OutcomeRecord(verified=True), rules, retrieved)
+    credit = credit_for(rec, "negative")
+    assert [(c.entry_id, c.kind, c.delta) for c in credit] == [("e1", "entry", -1), ("h-0123456789abcdef", "heuristic", -1)]
+    assert credit_for(rec, "neutral") == []
+
+
+def test_ledger_credits_once_per_tick_and_run(tmp_path):
+    ledger = LearningLedger(tmp_path / "learning.sqlite")
+    rec = _record(OutcomeRecord(verified=True, health_factor_before=1.5, health_factor_after=1.9),
+                  [RuleApplied(action_index=0, rule="PLAYBOOK.md:7", origin="learned", entry_id="h-1", text=OWNER)])
+    r = reflect_on(rec, expect(REPAY, rec.observation), expect(REPAY, rec.observation, scale=0.5))
+    credit = credit_for(rec, r.verdict)
+    assert ledger.record(rec, r, credit) == credit and ledger.record(rec, r, credit) == []  # a retried reflect
+    assert ledger.uncurated(10) == {"h-1": 1}
+    ledger.close_cycle(10, {"tick": 10})
+    assert ledger.uncurated(10) == {} and ledger.cycle(10) == {"tick": 10}
+
+
+def _outcomes(n, verdict="positive", regime="volatile", text=OWNER):
+    return [OutcomeRow(tick=i, regime=regime, episode_id=f"ep-{regime}-{i}", verdict=verdict,
+                       rules=[{"rule": "STRATEGY.md:22", "origin": "owner", "tool": "repay", "text": text}])
+            for i in range(n)]
+
+
+def test_curator_adds_a_rule_only_from_five_supporting_outcomes():
+    assert [op.op for op in curator.plan(50, _outcomes(4), [], {}, EXAMPLE).operations] == []
+    report = curator.plan(50, _outcomes(5), [], {}, EXAMPLE)
+    (op,) = report.operations
+    # the owner's threshold moved 10 % (archetype bound), scoped to the regime it paid in
+    assert op.op == "ADD" and op.text == "WHEN health_factor < 1.76 AND regime == volatile THEN repay 25% debt"
+    assert len(op.support) == 5
+
+
+def test_learned_rule_that_would_widen_a_must_limit_is_refused():
+    greedy = "WHEN health_factor < 1.6 THEN swap 40% WETH to USDC"  # MUST NOT swap more than 30% WETH
+    (op,) = curator.plan(50, _outcomes(6, text=greedy), [], {}, EXAMPLE).operations
+    assert op.op == "REFUSED" and "widen a limit" in op.reason and "30% WETH" in op.reason
+    risky = "WHEN health_factor < 1.6 THEN withdraw 5% collateral"
+    (op,) = curator.plan(50, _outcomes(6, text=risky), [], {}, EXAMPLE).operations
+    assert op.op == "REFUSED" and "only reduce risk" in op.reason
+
+
+def test_next_curator_followup_focuses_distillation():
+    outcomes = _outcomes(5, regime="volatile") + _outcomes(5, regime="trending_down")
+    plain = curator.plan(50, outcomes, [], {}, EXAMPLE)
+    assert sorted(op.text.split("regime == ")[1].split()[0] for op in plain.operations) == ["trending_down", "volatile"]
+    focused = curator.plan(50, outcomes, [], {}, EXAMPLE, [("f-1", "next time focus on the trending down regime")])
+    assert [op.op for op in focused.operations] == ["ADD"] and "trending_down" in focused.operations[0].text
+    assert focused.focus == "distillation focused on trending_down (follow-up f-1)"
+
+
+def test_downvoted_rule_leaves_playbook_and_is_retired_at_zero_importance(tmp_path):
+    store = HeuristicStore(tmp_path / "heuristics.sqlite")
+    report = curator.apply(curator.plan(50, _outcomes(5), [], {}, EXAMPLE), store)
+    hid = report.operations[0].entry_id
+    assert store.get(hid).status == "active" and round(store.get(hid).confidence, 2) == 0.9
+    path = tmp_path / "PLAYBOOK.md"
+    rewrite_playbook(store, path, tick=50)
+    (learned,) = rules_in(path.read_text(), "PLAYBOOK.md", EXAMPLE)
+    assert learned.entry_id == hid and learned.text.startswith("WHEN health_factor < 1.76")
+    # bad outcomes: net -2 → DOWNVOTE (0.9 - 0.3 = 0.6, still in: hysteresis) and EDIT 10 % back
+    r2 = curator.apply(curator.plan(100, [], store.list(), {hid: -2}, EXAMPLE), store)
+    assert [op.op for op in r2.operations] == ["DOWNVOTE", "EDIT"]
+    h = store.get(hid)
+    # 0.9 - 2 × 0.15 = 0.6 would keep it in PLAYBOOK.md (hysteresis), but importance 2 - 2 = 0 retires it:
+    # the row is kept for the audit and leaves PLAYBOOK.md
+    assert round(h.confidence, 2) == 0.6 and h.importance == 0
+    assert h.status == "retired" and h.retired_tick == 100 and r2.retired == [hid]
+    assert h.text.startswith("WHEN health_factor < 1.584")  # EDIT: 1.76 moved 10 % back
+    rewrite_playbook(store, path, tick=100)
+    assert rules_in(path.read_text(), "PLAYBOOK.md", EXAMPLE) == [] and store.get(hid) is not None
+
+
+def test_confidence_below_0_4_demotes_from_playbook(tmp_path):
+    store = HeuristicStore(tmp_path / "heuristics.sqlite")
+    h = curator.apply(curator.plan(50, _outcomes(5), [], {}, EXAMPLE), store).operations[0]
+    store.vote(h.entry_id, +5, 60)  # importance 7, confidence 1.0
+    after = store.vote(h.entry_id, -4, 70)  # 1.0 - 0.6 = 0.4: still in (not below 0.4)
+    assert after.status == "active" and round(after.confidence, 2) == 0.4 and after.importance == 3
+    after = store.vote(h.entry_id, -1, 80)  # 0.25 < 0.4: out of PLAYBOOK.md, still a candidate row
+    assert after.status == "candidate" and round(after.confidence, 2) == 0.25 and after.importance == 2
+    assert rewrite_playbook(store, tmp_path / "PLAYBOOK.md", tick=80).heuristics == 0
