@@ -108,7 +108,8 @@ def _learned_from(owner_text: str, regime: str, strategy: Strategy) -> Rule | No
     if not numeric:
         return None
     conds[numeric[0]] = earlier(conds[numeric[0]])
-    conds.append(Condition(kind="metric", metric="regime", op="==", value=regime))
+    if regime != MarketRegime.UNKNOWN.value:  # "unknown" (warm-up) is no regime to scope a rule to
+        conds.append(Condition(kind="metric", metric="regime", op="==", value=regime))
     text = rule_text(conds, rule)
     return rule.model_copy(update={"conditions": conds, "text": text, "source": "PLAYBOOK.md"})
 

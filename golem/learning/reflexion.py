@@ -21,10 +21,11 @@ INSIGHT_CONFIDENCE = 0.5  # rev. 1 step 5: "extract as a candidate Insight at co
 HF_IMPROVED = 1e-4  # a health factor change below this is reading noise, not a risk metric that improved
 
 
-def verdict_of(outcome: OutcomeRecord) -> str:
-    """rev. 4: a positive outcome is "PnL > 0 or risk metric improved"; a failed verification or a loss
-    without a safer position is negative; the rest (nothing measurable moved) is neutral."""
-    if not outcome.verified:
+def verdict_of(outcome: OutcomeRecord, failed: bool = False) -> str:
+    """rev. 4: a positive outcome is "PnL > 0 or risk metric improved"; a failed action, an invariant violation or
+    a loss without a safer position is negative; the rest (nothing measurable moved) is neutral. A tick still
+    waiting for confirmations (verified False, nothing failed) is judged on the state verify re-read."""
+    if failed or outcome.invariant_violations:
         return "negative"
     before, after = outcome.health_factor_before, outcome.health_factor_after
     improved = before is not None and (after is None or after > before + HF_IMPROVED)  # None after: debt repaid
@@ -45,7 +46,7 @@ def reflect_on(record: DecisionCycleRecord, expected: ExpectedOutcome, half: Exp
     sent = [a for a in record.actions if a.status.value in ("executed", "failed")]
     if outcome is None or not sent:
         return None
-    verdict = verdict_of(outcome)
+    verdict = verdict_of(outcome, failed=any(a.status.value == "failed" for a in sent))
     v_hf, v_val = outcome.health_factor_after, outcome.pnl_impact
     hf_err = (round(v_hf - expected.health_factor_after, 6)
               if v_hf is not None and expected.health_factor_after is not None else None)

@@ -58,7 +58,10 @@ def test_verdict_follows_rev4():
                                     health_factor_after=1.9)) == "positive"  # risk metric improved
     assert verdict_of(OutcomeRecord(verified=True, pnl_impact=-1.0, health_factor_before=1.5,
                                     health_factor_after=1.5)) == "negative"
-    assert verdict_of(OutcomeRecord(verified=False, pnl_impact=5.0)) == "negative"
+    assert verdict_of(OutcomeRecord(verified=False, pnl_impact=5.0), failed=True) == "negative"
+    assert verdict_of(OutcomeRecord(verified=False, pnl_impact=5.0, invariant_violations=["x"])) == "negative"
+    # waiting for confirmations is not a failure: judged on the re-read state
+    assert verdict_of(OutcomeRecord(verified=False, health_factor_before=1.5, health_factor_after=1.6)) == "positive"
     assert verdict_of(OutcomeRecord(verified=True)) == "neutral"
 
 
