@@ -15,10 +15,11 @@ import asyncio
 import json
 import logging
 import shutil
+import sqlite3
 import sys
 import time
 import tomllib
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -110,6 +111,13 @@ def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
     counts = import_file(scratch, services.episodes, services.semantic)
     if (source / "PLAYBOOK.md").exists():
         shutil.copy(source / "PLAYBOOK.md", services.playbook_path)
+    # PLAYBOOK.md is compiled from heuristics.sqlite at every delta cycle: without its rows (the learned rules,
+    # their confidence and importance) the first cycle of this run would compile the copied file away (issue 16)
+    if (grim / "heuristics.sqlite").exists():
+        with closing(sqlite3.connect(grim / "heuristics.sqlite")) as src, \
+                closing(sqlite3.connect(services.heuristics.path)) as dst:
+            src.backup(dst)
+        counts["heuristics"] = services.heuristics.count()
     return counts
 
 
