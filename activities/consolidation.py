@@ -34,7 +34,8 @@ from golem.grimoire.playbook import rewrite_playbook
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
-from golem.learning import curator
+from golem.grimoire.graph import CausalGraph
+from golem.learning import causal, curator
 from golem.life.retention import compact
 from golem.models.golem import (
     AdmissionStats,
@@ -103,6 +104,7 @@ class ConsolidationActivities:
         await self._step("curator decay", self.s.semantic.curator_decay, inp.tick, tick_seconds)
         await self._step("upkeep", maintain, self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, versions
         curator = await self._step("curator", self._curate, inp)  # ExpeL operations by credited outcomes (issue 16)
+        curator["causal_edges"] = await self._step("causal graph", self._causal, inp)
         revision = await self._step("playbook", self._playbook, inp)
         delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
         # [retention]: records, outcome files and trace days older than `days` go into daily archives
@@ -196,6 +198,22 @@ class ConsolidationActivities:
         # the ledger keeps the supporting episode ids; the workflow history gets the operations without them
         self.s.learning.close_cycle(inp.tick, report.model_dump(mode="json"))
         return report.model_dump(mode="json", exclude={"operations": {"__all__": {"support"}}})
+
+    def _causal(self, inp: ConsolidationInput) -> int:
+        """Edges from this window's records (plus k ticks of overlap) into the causal graph, once per cycle tick."""
+        if not inp.config.grimoire.memory:
+            return 0
+        done = self.s.learning.causal_cycle_done(inp.tick)
+        if done is not None:
+            return done
+        window = inp.config.clock.delta_theta_ticks + causal.CAUSAL_WINDOW_TICKS
+        records = [self.s.cycles.load(r["tick"]) for r in self.s.cycles.recent(window) if r["tick"] < inp.tick]
+        edges = causal.causal_edges(causal.events_of(records))
+        graph = CausalGraph(self.s.semantic.db_path)
+        for e in edges:
+            graph.add_edge(e.source, e.target, weight=e.weight, tick=inp.tick)
+        self.s.learning.record_edges(inp.tick, edges)
+        return len(edges)
 
     def _playbook(self, inp: ConsolidationInput):
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file

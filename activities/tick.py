@@ -32,6 +32,8 @@ from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.router import InferenceRejected, InferenceRetryable
+from golem.grimoire.graph import CausalGraph
+from golem.learning.causal import causal_entries
 from golem.learning.expectation import expect
 from golem.learning.loop import learn_from_outcome
 from golem.life.reflect import build_record, retrieval_query, tick_result
@@ -309,11 +311,24 @@ class TickActivities:
                                   scores={k: round(v, 4) for k, v in i.scores.items()}, as_of=at)
             for i, at in items
         ]
+        causal = self._causal_search(inp) if inp.tier == Tier.T2 else []
+        entries += causal
         return RetrievedKnowledge(
-            query=query, reason=result.reason, abstained=result.abstained and not past_items, entries=entries,
+            query=query, reason=result.reason, abstained=result.abstained and not past_items and not causal,
+            entries=entries,
             summary=ContextBundleSummary(categories={"retrieved": tokens}, total_tokens=tokens),
             past_questions=past,
         )
+
+    def _causal_search(self, inp: RetrieveInput) -> list[RetrievedEntrySummary]:
+        """T2 (issue 16): from the current anomalies, the causal graph's expected effects and upstream causes."""
+        start = sorted({f"anomaly:{a.probe}" for a in inp.observation.anomalies})
+        if not start:
+            return []
+        graph = CausalGraph(self.s.semantic.db_path)
+        tick = inp.ctx.tick
+        return causal_entries(graph.bfs(start, now_tick=tick), graph.bfs(start, now_tick=tick, direction="backward"),
+                              start, self.s.learning.causal_evidence())
 
     @activity.defn(name="decide")
     async def decide(self, inp: DecideInput) -> Deliberation:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from golem.learning.causal import CausalEdge
 from golem.models.record import CreditGiven, DecisionCycleRecord, Reflexion
 from golem.storage import connect, immediate_tx, init_db
 
@@ -26,6 +27,11 @@ CREATE TABLE IF NOT EXISTS credit (
     PRIMARY KEY (tick, run_label, entry_id)
 );
 CREATE TABLE IF NOT EXISTS curator_cycles (tick INTEGER PRIMARY KEY, report TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS causal_evidence (   -- lag and evidence of the causal graph's learned edges
+    source TEXT NOT NULL, target TEXT NOT NULL, lag REAL NOT NULL, weight REAL NOT NULL,
+    evidence TEXT NOT NULL, updated_tick INTEGER NOT NULL, PRIMARY KEY (source, target)
+);
+CREATE TABLE IF NOT EXISTS causal_cycles (tick INTEGER PRIMARY KEY, edges INTEGER NOT NULL);
 """
 
 
@@ -91,3 +97,26 @@ class LearningLedger:
             db.execute("UPDATE credit SET curated_tick = ? WHERE kind = 'heuristic' AND curated_tick IS NULL AND tick <= ?",
                        (tick, tick))
             db.execute("INSERT OR REPLACE INTO curator_cycles VALUES (?, ?)", (tick, json.dumps(report)))
+
+    # ---- causal graph evidence ------------------------------------------------------------------
+    def causal_cycle_done(self, tick: int) -> int | None:
+        with closing(connect(self.path)) as db:
+            row = db.execute("SELECT edges FROM causal_cycles WHERE tick = ?", (tick,)).fetchone()
+        return row[0] if row else None
+
+    def record_edges(self, tick: int, edges: list[CausalEdge]) -> None:
+        """Lag, weight and the union of evidence ticks per edge; the cycle is marked done (a retried delta skips)."""
+        with immediate_tx(self.path) as db:
+            for e in edges:
+                row = db.execute("SELECT evidence FROM causal_evidence WHERE source = ? AND target = ?",
+                                 (e.source, e.target)).fetchone()
+                ev = sorted(set(json.loads(row[0]) if row else []) | set(e.evidence))
+                db.execute("INSERT OR REPLACE INTO causal_evidence VALUES (?, ?, ?, ?, ?, ?)",
+                           (e.source, e.target, e.lag, e.weight, json.dumps(ev), tick))
+            db.execute("INSERT OR REPLACE INTO causal_cycles VALUES (?, ?)", (tick, len(edges)))
+
+    def causal_evidence(self) -> dict[tuple[str, str], dict]:
+        with closing(connect(self.path, rows=True)) as db:
+            rows = db.execute("SELECT * FROM causal_evidence").fetchall()
+        return {(r["source"], r["target"]): {"lag": r["lag"], "weight": r["weight"], "evidence": json.loads(r["evidence"])}
+                for r in rows}

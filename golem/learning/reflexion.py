@@ -87,7 +87,7 @@ def credit_for(record: DecisionCycleRecord, verdict: str) -> list[CreditGiven]:
         return []
     word = "strengthened" if delta > 0 else "weakened"
     out = [CreditGiven(entry_id=e.id, kind="entry", delta=delta, reason=f"in the workspace; outcome {verdict}, {word}")
-           for e in record.retrieved_entries if e.source != "episode"]
+           for e in record.retrieved_entries if e.source == "entry"]
     rules: list[RuleApplied] = record.deliberation.rules_applied if record.deliberation else []
     seen = {c.entry_id for c in out}
     for r in rules:

@@ -164,3 +164,29 @@ def test_confidence_below_0_4_demotes_from_playbook(tmp_path):
     after = store.vote(h.entry_id, -1, 80)  # 0.25 < 0.4: out of PLAYBOOK.md, still a candidate row
     assert after.status == "candidate" and round(after.confidence, 2) == 0.25 and after.importance == 2
     assert rewrite_playbook(store, tmp_path / "PLAYBOOK.md", tick=80).heuristics == 0
+
+
+def _series(n=20, every=4, lag=2):
+    """Records: an oracle anomaly every `every` ticks, the health factor falling `lag` ticks after each."""
+    from golem.models.enums import ProbeSeverity
+    from golem.models.observation import Anomaly
+    base = _record(OutcomeRecord(verified=True))
+    out, hf = [], 2.0
+    for t in range(1, n + 1):
+        anomalies = [Anomaly(probe="oracle_deviation", severity=ProbeSeverity.HIGH, description="gap")] if t % every == 1 else []
+        if t % every == 1 + lag:
+            hf *= 0.95
+        snap = base.observation.snapshot.model_copy(update={"positions": [
+            p.model_copy(update={"health_factor": hf}) for p in base.observation.snapshot.positions]})
+        obs = base.observation.model_copy(update={"snapshot": snap, "anomalies": anomalies})
+        out.append(base.model_copy(update={"tick": t, "observation": obs, "anomalies": anomalies, "reflexion": None}))
+    return out
+
+
+def test_causal_edges_from_anomalies_followed_by_effects():
+    from golem.learning.causal import causal_edges, events_of
+    edges = {(e.source, e.target): e for e in causal_edges(events_of(_series()))}
+    e = edges[("anomaly:oracle_deviation", "effect:health_factor_fell")]
+    assert e.lag == 2 and e.weight == 1.0 and e.evidence == [1, 5, 9, 13, 17]
+    # fewer than 3 occurrences (rev. 7 grouping) make no edge
+    assert causal_edges(events_of(_series(n=8))) == []
