@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from web3.exceptions import Web3Exception
 
 from golem.cognition.backpressure import merge_into_observation
 from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
@@ -34,7 +35,9 @@ from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.grimoire.graph import CausalGraph
 from golem.learning.causal import causal_entries
-from golem.learning.expectation import expect
+from golem.chain.simulate import SimulationError
+from golem.chain.tools import ToolArgumentError
+from golem.learning.expectation import expect, scaled
 from golem.learning.loop import learn_from_outcome
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
@@ -499,9 +502,23 @@ class TickActivities:
         record.episodes_written = [episode]
         record.grimoire_mutations = [f"upsert episode {episode}"]
         # Reflexion and credit assignment on an acted, verified tick (issue 16)
-        record = learn_from_outcome(record, list(proposed), self.s.semantic, self.s.learning, memory=memory)
+        record = learn_from_outcome(record, list(proposed), self.s.semantic, self.s.learning, memory=memory,
+                                    half_simulated=self._half_size(record, list(proposed)))
         path = self.s.cycles.persist(record)
         return tick_result(record, str(path), episode)
+
+    def _half_size(self, record, proposed: list[ProposedAction]) -> tuple[float | None, str] | None:
+        """The half-size counterfactual simulated with eth_simulateV1 on the pre-tick block (issue 16); None when
+        the tick sent nothing or the simulation cannot answer (the record then says the projection stood in)."""
+        if not proposed or not any(a.status.value in ("executed", "failed") for a in record.actions):
+            return None
+        block = record.observation.snapshot.block_number
+        try:
+            hf = self.s.simulate_health_factor(scaled(proposed, 0.5), record.observation, block)
+        except (SimulationError, ToolArgumentError, ValueError, Web3Exception, OSError) as err:
+            activity.logger.info("half-size counterfactual not simulated at block %s: %s", block, err)
+            return None
+        return hf, f"eth_simulateV1 at the pre-tick block {block}"
 
     @activity.defn(name="record_failure")
     def record_failure(self, inp: TickFailure) -> None:

@@ -23,7 +23,7 @@ from golem.chain.permits import PermitStore
 from golem.chain.addressbook import AddressBook, resolve_book
 from golem.chain.liquidations import LiquidationLog
 from golem.chain.reader import read_snapshot
-from golem.chain.simulate import simulate_actions
+from golem.chain.simulate import simulate_actions, simulate_health_factor
 from golem.chain.web3client import make_web3
 from golem.events.store import EventSink, EventStore
 from golem.grimoire.embeddings import make_embedder
@@ -199,6 +199,10 @@ class GolemServices:
 
     def simulate(self, actions: list[ProposedAction], observation) -> SimulationResult:
         return simulate_actions(self.w3, self.deployment, self.account, actions, observation)
+
+    def simulate_health_factor(self, actions: list[ProposedAction], observation, block: int) -> float | None:
+        """Counterfactual (issue 16): the health factor `actions` would have left, simulated at `block`."""
+        return simulate_health_factor(self.w3, self.deployment, self.account, actions, observation, block)
 
     def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation,
                 run_id: str | None = None) -> ActionRecord:

@@ -11,11 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
 from pydantic import BaseModel
 from web3 import Web3
 from web3.exceptions import ContractLogicError
 
-from golem.chain.contracts import Deployment
+from golem.chain.contracts import HEALTH_FACTOR_DECIMALS, Deployment
+from golem.chain.reader import MAX_UINT256
 from golem.chain.tools import (
     COLLATERAL_TOKEN,
     DEBT_TOKEN,
@@ -281,3 +283,21 @@ def simulate_actions(
         )
 
     return SimulationResult(actions=[results[a.action_index] for a in actions], block_number=block)
+
+
+def simulate_health_factor(w3: Web3, deployment: Deployment, account: str, actions: list[ProposedAction],
+                           observation: Observation, block: int) -> float | None:
+    """The Aave health factor after `actions`, simulated with eth_simulateV1 at `block` (a counterfactual on the
+    pre-tick block, issue 16): the actions' calls, then getUserAccountData in the same simulated block.
+    None when the account has no debt afterwards; SimulationError when a call reverts."""
+    account = Web3.to_checksum_address(account)
+    calls = [c for a in actions for c in build_calls(w3, deployment, account, a, observation)]
+    data = Web3.keccak(text="getUserAccountData(address)")[:4] + abi_encode(["address"], [account])
+    read = PlannedCall(to=deployment.addresses["AAVE_POOL"], data="0x" + data.hex(), label="getUserAccountData")
+    outcomes = simulate_planned(w3, account, [*calls, read], block)
+    failed = next((o for o in outcomes if not o.ok), None)
+    if failed is not None:
+        raise SimulationError(f"counterfactual reverted: {failed.revert_reason}")
+    words = abi_decode(["uint256"] * 6, bytes.fromhex(_hex(outcomes[-1].return_data)))
+    debt_base, hf_raw = words[1], words[5]
+    return None if debt_base == 0 or hf_raw == MAX_UINT256 else hf_raw / 10**HEALTH_FACTOR_DECIMALS

@@ -61,3 +61,15 @@ def expect(actions: list[ProposedAction], obs: Observation, *, scale: float = 1.
         basis=("HF = k·collateral/debt with k from the pre-tick HF" if k is not None else "no loan to project")
         + (f"; swaps of ${notional:,.2f} at {SWAP_COST_FRACTION:.0%} fee and slippage" if notional else ""),
     )
+
+
+def scaled(actions: list[ProposedAction], scale: float) -> list[ProposedAction]:
+    """The same actions at `scale` × their amounts (the half-size counterfactual)."""
+    out = []
+    for a in actions:
+        args = dict(a.arguments)
+        for key in ("amount", "amount_in"):
+            if isinstance(args.get(key), (int, float)):
+                args[key] = round(float(args[key]) * scale, 6)
+        out.append(a.model_copy(update={"arguments": args}))
+    return out

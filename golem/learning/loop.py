@@ -13,13 +13,15 @@ from golem.models.tick import ProposedAction
 
 
 def learn_from_outcome(record: DecisionCycleRecord, proposed: list[ProposedAction], semantic: SemanticStore,
-                       ledger: LearningLedger, *, memory: bool = True) -> DecisionCycleRecord:
-    """Fills record.reflexion and record.credit (and writes what they imply) when the tick acted and was verified."""
+                       ledger: LearningLedger, *, memory: bool = True,
+                       half_simulated: tuple[float | None, str] | None = None) -> DecisionCycleRecord:
+    """Fills record.reflexion and record.credit (and writes what they imply) when the tick acted and was verified.
+    `half_simulated`: the half-size counterfactual's health factor from a simulation on the pre-tick block."""
     delib = record.deliberation
     if delib is None or record.outcome is None or not proposed:
         return record
     expected = delib.expected or expect(proposed, record.observation)
-    reflexion = reflect_on(record, expected, expect(proposed, record.observation, scale=0.5))
+    reflexion = reflect_on(record, expected, expect(proposed, record.observation, scale=0.5), half_simulated)
     if reflexion is None:
         return record
     if memory:  # memory off: nothing is admitted ([grimoire] memory = false)

@@ -40,8 +40,10 @@ def _hf(v: float | None) -> str:
     return "none (no debt)" if v is None else f"{v:.3f}"
 
 
-def reflect_on(record: DecisionCycleRecord, expected: ExpectedOutcome, half: ExpectedOutcome) -> Reflexion | None:
-    """None when the tick did not act (nothing was sent) or nothing was verified."""
+def reflect_on(record: DecisionCycleRecord, expected: ExpectedOutcome, half: ExpectedOutcome,
+               half_simulated: tuple[float | None, str] | None = None) -> Reflexion | None:
+    """None when the tick did not act (nothing was sent) or nothing was verified. `half_simulated`: the half-size
+    health factor simulated on the pre-tick block, and how (else the projection stands in, and says so)."""
     outcome = record.outcome
     sent = [a for a in record.actions if a.status.value in ("executed", "failed")]
     if outcome is None or not sent:
@@ -56,12 +58,15 @@ def reflect_on(record: DecisionCycleRecord, expected: ExpectedOutcome, half: Exp
     ratio = (v_hf / expected.health_factor_after
              if v_hf is not None and expected.health_factor_after else 1.0)
     half_hf = round(half.health_factor_after * ratio, 6) if half.health_factor_after is not None else None
+    half_source = "projection from the pre-tick state, calibrated by the verified outcome"
+    if half_simulated is not None:
+        half_hf, half_source = (round(half_simulated[0], 6) if half_simulated[0] is not None else None), half_simulated[1]
     counterfactuals = [
         Counterfactual(label="not acting", health_factor_after=outcome.health_factor_before, value_change_usd=0.0,
                        source="pre-tick state re-read by verify"),
         Counterfactual(label="half size", health_factor_after=half_hf,
                        value_change_usd=round((v_val if v_val is not None else half.value_change_usd * 2) / 2, 6),
-                       source="projection from the pre-tick state, calibrated by the verified outcome"),
+                       source=half_source),
     ]
     tools = ", ".join(a.tool_name for a in sent)
     text = (

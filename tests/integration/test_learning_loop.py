@@ -50,7 +50,11 @@ async def test_outcome_derived_rule_changes_a_later_offline_decision_on_chain(te
         rx = first.reflexion
         assert rx.verdict == "positive" and rx.verified_health_factor == first.outcome.health_factor_after
         assert f"verified {rx.verified_health_factor:.3f}" in rx.insight and rx.insight_admission is not None
-        assert [c.label for c in rx.counterfactuals] == ["not acting", "half size"]
+        not_acting, half = rx.counterfactuals
+        assert (not_acting.label, half.label) == ("not acting", "half size")
+        # half size, simulated with eth_simulateV1 on the pre-tick block: between not acting and the full repay
+        assert half.source == f"eth_simulateV1 at the pre-tick block {first.observation.snapshot.block_number}"
+        assert not_acting.health_factor_after < half.health_factor_after < rx.verified_health_factor
 
         # the delta cycle at tick 10 learned the rule from >= 5 positive outcomes
         learned = [h for h in HeuristicStore(rig.data_dir / "grimoire" / "heuristics.sqlite").list()
