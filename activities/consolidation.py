@@ -35,7 +35,8 @@ from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
 from golem.grimoire.graph import CausalGraph
-from golem.learning import causal, curator
+from golem.learning import causal, curator, cybernetics
+from golem.learning.loop import allocation_defaults
 from golem.life.retention import compact
 from golem.models.golem import (
     AdmissionStats,
@@ -105,6 +106,7 @@ class ConsolidationActivities:
         await self._step("upkeep", maintain, self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, versions
         curator = await self._step("curator", self._curate, inp)  # ExpeL operations by credited outcomes (issue 16)
         curator["causal_edges"] = await self._step("causal graph", self._causal, inp)
+        curator["context_policy"] = await self._step("context policy", self._retune, inp)  # cybernetics loop 2
         revision = await self._step("playbook", self._playbook, inp)
         delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
         # [retention]: records, outcome files and trace days older than `days` go into daily archives
@@ -214,6 +216,16 @@ class ConsolidationActivities:
             graph.add_edge(e.source, e.target, weight=e.weight, tick=inp.tick)
         self.s.learning.record_edges(inp.tick, edges)
         return len(edges)
+
+    def _retune(self, inp: ConsolidationInput) -> dict:
+        """Cybernetics loop 2: a bounded shift of token allocations by what went with good outcomes (a new
+        ContextPolicy revision), or the revision in force when nothing moves."""
+        policy = self.s.learning.context_policy(allocation_defaults(inp.config))
+        fresh = cybernetics.retune(policy, self.s.learning.context_samples(), inp.tick)
+        if fresh is not None:
+            self.s.learning.save_policy(fresh)
+            policy = fresh
+        return {"revision": policy.revision, "changed": fresh is not None, "reason": policy.reason}
 
     def _playbook(self, inp: ConsolidationInput):
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file

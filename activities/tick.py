@@ -38,7 +38,7 @@ from golem.learning.causal import causal_entries
 from golem.chain.simulate import SimulationError
 from golem.chain.tools import ToolArgumentError
 from golem.learning.expectation import expect, scaled
-from golem.learning.loop import learn_from_outcome
+from golem.learning.loop import allocation_defaults, learn_from_outcome, tune_context
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import TickFailure
@@ -367,7 +367,7 @@ class TickActivities:
         cache = record_decision(
             cache, cache_key[0], canonical_actions(deliberation.actions), cache_key[1],
             mental_models=[], now=cache_key[2], tick=ctx.tick, regime=inp.observation.regime.value,
-            playbook_revision=cache_key[3], context_policy_revision=0, cfg=ctx.config.decision_cache,
+            playbook_revision=cache_key[3], context_policy_revision=cache_key[4], cfg=ctx.config.decision_cache,
         )
         return self._numbered(inp, _expecting(apply_must_gate(deliberation.model_copy(update={"decision_cache": cache}),
                                                               must), inp))
@@ -391,16 +391,17 @@ class TickActivities:
                                         "rejections": [*rec.rejections, *(f"decide.{r}" for r in outcome.refused)]})
         return deliberation.model_copy(update={"record": record})
 
-    def _cache_key(self, inp: DecideInput) -> tuple[str, dict[str, float], float, int]:
+    def _cache_key(self, inp: DecideInput) -> tuple[str, dict[str, float], float, int, int]:
         now = datetime.fromisoformat(inp.ctx.started_at).timestamp() if inp.ctx.started_at else time.time()
         return (pattern_hash(inp.observation, inp.ctx.state.last_price), cache_conditions(inp.observation), now,
-                read_revision(self.s.playbook_path))
+                read_revision(self.s.playbook_path),
+                self.s.learning.context_policy(allocation_defaults(inp.ctx.config)).revision)  # §S11 invalidation
 
     def _cache_lookup(self, inp: DecideInput, key) -> tuple[DecisionCacheState, Deliberation | None]:
         ctx = inp.ctx
         cache, found = lookup(
             ctx.state.decision_cache, key[0], key[1], now=key[2], regime=inp.observation.regime.value,
-            playbook_revision=key[3], context_policy_revision=0, cfg=ctx.config.decision_cache,
+            playbook_revision=key[3], context_policy_revision=key[4], cfg=ctx.config.decision_cache,
         )
         if not found.hit:
             return cache, None
@@ -491,19 +492,24 @@ class TickActivities:
                 record.inference_cost += evaluation.cost
                 record.total_cost += evaluation.cost
         proposed = inp.deliberation.actions if inp.deliberation else []
-        result = await asyncio.to_thread(self._persist, record, proposed, inp.ctx.config.grimoire.memory)
+        result = await asyncio.to_thread(self._persist, record, proposed, inp.ctx.config.grimoire.memory,
+                                         inp.ctx.state.regime != record.regime, inp.ctx.config)
         await asyncio.to_thread(self.s.events.emit, events.record_events(record, _now_iso(), **events.tick_context(inp.ctx, record)))
         result.gating = inp.gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache = inp.deliberation.decision_cache if inp.deliberation else None
         return result
 
-    def _persist(self, record, proposed: list[ProposedAction] = (), memory: bool = True) -> TickResult:
+    def _persist(self, record, proposed: list[ProposedAction] = (), memory: bool = True, regime_changed: bool = False,
+                 config=None) -> TickResult:
         episode = self.s.write_episode(record)
         record.episodes_written = [episode]
         record.grimoire_mutations = [f"upsert episode {episode}"]
         # Reflexion and credit assignment on an acted, verified tick (issue 16)
         record = learn_from_outcome(record, list(proposed), self.s.semantic, self.s.learning, memory=memory,
                                     half_simulated=self._half_size(record, list(proposed)))
+        if config is not None:  # cybernetics loops 1 and 3 (runtime-extensions #22)
+            record.context_policy_revision = tune_context(record, self.s.learning, allocation_defaults(config),
+                                                          regime_changed=regime_changed)
         path = self.s.cycles.persist(record)
         return tick_result(record, str(path), episode)
 

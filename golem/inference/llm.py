@@ -27,6 +27,7 @@ from golem.inference.offline import OfflineDeliberator
 from golem.inference.router import BudgetRefusal, Heartbeat, ProviderRouter, make_client
 from golem.inference.strategy import Strategy
 from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace, request_tokens
+from golem.learning.ledger import LearningLedger
 from golem.models.config import GolemConfig
 from golem.models.enums import Tier
 from golem.models.record import DeliberationRecord, ToolCallRecord
@@ -60,6 +61,14 @@ class HomeContext:
             return topology_brief(KnowledgeGraph(path), block)
         except sqlite3.Error:  # no kg_facts table yet, or locked: the workspace goes without it
             return ""
+
+    def allocations(self, tier: Tier) -> dict[str, int] | None:
+        """The cybernetics loops' learned token allocations (ContextPolicy revision > 0), else None: configured."""
+        path = self.data_dir / "grimoire" / "learning.sqlite" if self.data_dir else None
+        if path is None or not path.exists():
+            return None
+        policy = LearningLedger(path).context_policy({})
+        return policy.allocations.get(tier.value) if policy.revision > 0 else None
 
     def conversation_tail(self, n: int) -> list[tuple[str, str]]:
         if not self.data_dir or n <= 0:
@@ -96,7 +105,7 @@ class LLMDeliberator:
             conversation_tail=self.context.conversation_tail(self.config.conversation_tail),
             topology=self.context.topology(inp.observation.snapshot.block_number),
         )
-        return assemble_workspace(inp, sources, self.config.allocations(inp.tier))
+        return assemble_workspace(inp, sources, self.context.allocations(inp.tier) or self.config.allocations(inp.tier))
 
     async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str,
                      heartbeat: Heartbeat | None = None) -> Deliberation:

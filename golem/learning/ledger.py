@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from golem.learning.causal import CausalEdge
+from golem.learning.cybernetics import ContextPolicy, ContextSample
 from golem.models.record import CreditGiven, DecisionCycleRecord, Reflexion
 from golem.storage import connect, immediate_tx, init_db
 
@@ -32,6 +33,13 @@ CREATE TABLE IF NOT EXISTS causal_evidence (   -- lag and evidence of the causal
     evidence TEXT NOT NULL, updated_tick INTEGER NOT NULL, PRIMARY KEY (source, target)
 );
 CREATE TABLE IF NOT EXISTS causal_cycles (tick INTEGER PRIMARY KEY, edges INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS context_samples (   -- cybernetics loop 1
+    tick INTEGER NOT NULL, run_label TEXT NOT NULL, tier TEXT NOT NULL, categories TEXT NOT NULL,
+    quality REAL NOT NULL, weight REAL NOT NULL, PRIMARY KEY (tick, run_label)
+);
+CREATE TABLE IF NOT EXISTS context_policy (    -- cybernetics loops 2 and 3: every revision kept
+    revision INTEGER PRIMARY KEY, tick INTEGER NOT NULL, allocations TEXT NOT NULL, reason TEXT NOT NULL
+);
 """
 
 
@@ -120,3 +128,32 @@ class LearningLedger:
             rows = db.execute("SELECT * FROM causal_evidence").fetchall()
         return {(r["source"], r["target"]): {"lag": r["lag"], "weight": r["weight"], "evidence": json.loads(r["evidence"])}
                 for r in rows}
+
+    # ---- cybernetics ----------------------------------------------------------------------------
+    def add_context_sample(self, tick: int, run_label: str, sample: ContextSample) -> None:
+        with immediate_tx(self.path) as db:
+            db.execute("INSERT OR REPLACE INTO context_samples VALUES (?, ?, ?, ?, ?, ?)",
+                       (tick, run_label, sample.tier, json.dumps(sample.categories), sample.quality, sample.weight))
+
+    def context_samples(self) -> list[ContextSample]:
+        with closing(connect(self.path, rows=True)) as db:
+            rows = db.execute("SELECT * FROM context_samples ORDER BY tick, run_label").fetchall()
+        return [ContextSample(tick=r["tick"], tier=r["tier"], categories=json.loads(r["categories"]),
+                              quality=r["quality"], weight=r["weight"]) for r in rows]
+
+    def context_policy(self, defaults: dict[str, dict[str, int]]) -> ContextPolicy:
+        """The newest revision, or revision 0 (the configured allocations)."""
+        with closing(connect(self.path, rows=True)) as db:
+            r = db.execute("SELECT * FROM context_policy ORDER BY revision DESC LIMIT 1").fetchone()
+        if r is None:
+            return ContextPolicy(allocations={t: dict(a) for t, a in defaults.items()})
+        return ContextPolicy(revision=r["revision"], tick=r["tick"], allocations=json.loads(r["allocations"]),
+                             reason=r["reason"])
+
+    def save_policy(self, policy: ContextPolicy, *, keep_samples: float | None = None) -> None:
+        """A new revision (loop 3 also scales what loop 1 has learned by `keep_samples`)."""
+        with immediate_tx(self.path) as db:
+            db.execute("INSERT OR IGNORE INTO context_policy VALUES (?, ?, ?, ?)",
+                       (policy.revision, policy.tick, json.dumps(policy.allocations), policy.reason))
+            if keep_samples is not None:
+                db.execute("UPDATE context_samples SET weight = weight * ? WHERE tick < ?", (keep_samples, policy.tick))

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from golem.grimoire.admission import admit
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.inference.config import InferenceConfig
+from golem.learning import cybernetics
+from golem.models.config import GolemConfig
+from golem.models.enums import Tier
 from golem.learning.expectation import expect
 from golem.learning.ledger import LearningLedger
 from golem.learning.reflexion import INSIGHT_CONFIDENCE, credit_for, reflect_on
@@ -39,3 +43,24 @@ def learn_from_outcome(record: DecisionCycleRecord, proposed: list[ProposedActio
     semantic.weaken([c.entry_id for c in entries if c.delta < 0], record.tick)
     record.reflexion, record.credit = reflexion, credit
     return record
+
+
+def tune_context(record: DecisionCycleRecord, ledger: LearningLedger, defaults: dict[str, dict[str, int]], *,
+                 regime_changed: bool) -> int:
+    """Cybernetics loops 1 and 3 after a tick; returns the ContextPolicy revision in force (on the record)."""
+    policy = ledger.context_policy(defaults)
+    if regime_changed and policy.revision > 0:  # loop 3: nothing to reset before loop 2 ever tuned
+        policy = cybernetics.partial_reset(policy, defaults, record.tick, record.regime.value)
+        ledger.save_policy(policy, keep_samples=cybernetics.RESET_KEEP)
+    categories = record.context_bundle_summary.categories
+    if record.reflexion is not None and categories:  # loop 1: what the workspace held vs the outcome's quality
+        ledger.add_context_sample(record.tick, record.run_label, cybernetics.ContextSample(
+            tick=record.tick, tier=record.tier.value, categories=dict(categories),
+            quality=cybernetics.QUALITY[record.reflexion.verdict]))
+    return policy.revision
+
+
+def allocation_defaults(config: GolemConfig) -> dict[str, dict[str, int]]:
+    """The configured token allocations per tier (ContextPolicy revision 0)."""
+    cfg = InferenceConfig.from_config(config)
+    return {t.value: dict(cfg.allocations(t)) for t in (Tier.T1, Tier.T2)}

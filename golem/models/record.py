@@ -205,6 +205,7 @@ class DecisionCycleRecord(BaseModel):
     # issue 16: predict-then-compare and the credit the verified outcome gave (absent on ticks that did not act)
     reflexion: Reflexion | None = None
     credit: list[CreditGiven] = Field(default_factory=list)
+    context_policy_revision: int | None = None  # cybernetics: the ContextPolicy revision in force after this tick
     # Learning
     episodes_written: list[str] = Field(default_factory=list)
     grimoire_mutations: list[str] = Field(default_factory=list)

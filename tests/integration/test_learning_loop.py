@@ -56,6 +56,9 @@ async def test_outcome_derived_rule_changes_a_later_offline_decision_on_chain(te
         assert half.source == f"eth_simulateV1 at the pre-tick block {first.observation.snapshot.block_number}"
         assert not_acting.health_factor_after < half.health_factor_after < rx.verified_health_factor
 
+        # cybernetics: every tick records the ContextPolicy revision in force (offline, nothing to retune: 0)
+        assert {r.context_policy_revision for r in records} == {0}
+
         # the delta cycle at tick 10 learned the rule from >= 5 positive outcomes
         learned = [h for h in HeuristicStore(rig.data_dir / "grimoire" / "heuristics.sqlite").list()
                    if h.text.startswith("WHEN health_factor < 2.42")]

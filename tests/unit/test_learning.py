@@ -190,3 +190,33 @@ def test_causal_edges_from_anomalies_followed_by_effects():
     assert e.lag == 2 and e.weight == 1.0 and e.evidence == [1, 5, 9, 13, 17]
     # fewer than 3 occurrences (rev. 7 grouping) make no edge
     assert causal_edges(events_of(_series(n=8))) == []
+
+
+def test_cybernetics_loop2_shifts_tokens_bounded_and_loop3_resets_halfway(tmp_path):
+    from golem.inference.llm import HomeContext
+    from golem.learning import cybernetics
+    from golem.learning.loop import tune_context
+
+    defaults = {"T1": {"invariants": 400, "strategy": 600, "retrieved": 600, "observation": 500}}
+    ledger = LearningLedger(tmp_path / "grimoire" / "learning.sqlite")
+    policy = ledger.context_policy(defaults)
+    assert policy.revision == 0 and policy.allocations == defaults
+    # retrieved memory in the workspace went with good outcomes; ticks without it went badly
+    samples = [cybernetics.ContextSample(tick=i, tier="T1", quality=1.0 if i % 2 else 0.0,
+                                         categories={"invariants": 50, "observation": 80, "retrieved": 120 if i % 2 else 0})
+               for i in range(10)]
+    assert cybernetics.retune(policy, samples[:4], 50) is None  # fewer than 5 samples: nothing moves
+    new = cybernetics.retune(policy, samples, 50)
+    # 10 % of the loser's allocation (observation 500 → 450) goes to the winner (retrieved 600 → 650)
+    assert new.revision == 1 and new.allocations["T1"]["observation"] == 450 and new.allocations["T1"]["retrieved"] == 650
+    assert new.allocations["T1"]["invariants"] == 400 and "retrieved" in new.reason
+    ledger.save_policy(new)
+    assert HomeContext(None, tmp_path).allocations(Tier.T1) == new.allocations["T1"]  # the LLM workspace reads it
+    # loop 3: a regime change moves the allocations halfway back and halves what loop 1 learned
+    for s in samples:
+        ledger.add_context_sample(s.tick, "", s)
+    rec = _record(OutcomeRecord(verified=True), tick=60).model_copy(update={"regime": MarketRegime.TRENDING_DOWN})
+    assert tune_context(rec, ledger, defaults, regime_changed=True) == 2
+    after = ledger.context_policy(defaults)
+    assert after.allocations["T1"]["observation"] == 475 and after.allocations["T1"]["retrieved"] == 625
+    assert {s.weight for s in ledger.context_samples()} == {0.5}
