@@ -1,5 +1,6 @@
 """Issue 16: the delta cycle puts edges from the records into the causal graph (real SQLite, real records), and a
-T2 tick's retrieve puts the causal chain from its current anomaly into the workspace's "Causal edges" section."""
+T2 tick's retrieve puts the causal chain from its current anomaly into the workspace's "Causal edges" section;
+a next-curator follow-up changes what that cycle's Curator distils."""
 
 from __future__ import annotations
 
@@ -14,17 +15,27 @@ from golem.inference.workspace import WorkspaceSources, assemble_workspace
 from golem.models.enums import MarketRegime, ProbeSeverity, Tier
 from golem.models.golem import ConsolidationInput
 from golem.models.observation import Anomaly
-from golem.models.record import DecisionCycleRecord
+from golem.learning.reflexion import verdict_of
+from golem.models.interventions import FollowUp
+from golem.models.record import (
+    DecisionCycleRecord,
+    DeliberationRecord,
+    ExpectedOutcome,
+    OutcomeRecord,
+    Reflexion,
+    RuleApplied,
+)
 from golem.models.state import GolemState
 from golem.models.tick import DecideInput, ObserveInput, RetrieveInput, TickContext
 from tests.integration.golem_rig import EXAMPLE_HOME, make_rig
 
 pytestmark = pytest.mark.integration
 
+OWNER = "WHEN health_factor < 1.6 THEN repay 25% debt"  # the example STRATEGY.md's line 21
 ORACLE = Anomaly(probe="oracle_deviation", severity=ProbeSeverity.HIGH, description="pool 3 % off the oracle")
 
 
-async def test_delta_learns_causal_edges_and_a_t2_workspace_shows_the_chain(tmp_path):
+async def test_delta_learns_causal_edges_a_t2_workspace_shows_the_chain_and_a_followup_focuses_the_curator(tmp_path):
     rig = make_rig(tmp_path, "causal-golem", "calm")
     try:
         services = rig.services()
@@ -67,5 +78,25 @@ async def test_delta_learns_causal_edges_and_a_t2_workspace_shows_the_chain(tmp_
             dict(DEFAULT_ALLOCATIONS[Tier.T2]))
         text = "".join(m["content"] if isinstance(m["content"], str) else str(m["content"]) for m in ws.messages)
         assert "Causal edges" in text and "anomaly:oracle_deviation → effect:health_factor_fell" in text
+
+        # a next-curator follow-up reaches the Curator at the delta cycle and changes what it distils
+        for t, regime in [(t, r) for r in (MarketRegime.VOLATILE, MarketRegime.TRENDING_DOWN) for t in range(5)]:
+            tick_no = 100 + t + (10 if regime == MarketRegime.TRENDING_DOWN else 0)
+            rec = DecisionCycleRecord(
+                tick=tick_no, timestamp="2026-11-22T00:00:00+00:00", golem_id="causal-golem", observation=obs,
+                regime=regime, tier=Tier.T1, prediction_error=0.5, deliberation_threshold=0.3, gating_reason="test",
+                deliberation=DeliberationRecord(model="offline-deliberator", tier=Tier.T1, rules_applied=[
+                    RuleApplied(action_index=0, rule="STRATEGY.md:21", origin="owner", text=OWNER)]),
+                outcome=OutcomeRecord(verified=True, health_factor_before=1.5, health_factor_after=1.9),
+                episodes_written=[f"causal-golem:tick:{tick_no}"])
+            services.learning.record(rec, Reflexion(verdict=verdict_of(rec.outcome), expected=ExpectedOutcome()), [])
+        note = FollowUp(id="f-focus", message="Curator: focus on what the trending down regime taught",
+                        window="next-curator")
+        focused = cons._curate(ConsolidationInput(golem_id="causal-golem", tick=120, config=rig.config, followups=[note]))
+        assert focused["focus"] == "distillation focused on trending_down (follow-up f-focus)"
+        assert [(op["op"], op["text"]) for op in focused["operations"]] == [
+            ("ADD", "WHEN health_factor < 1.76 AND regime == trending_down THEN repay 25% debt")]
+        plain = cons._curate(ConsolidationInput(golem_id="causal-golem", tick=130, config=rig.config))
+        assert plain["focus"] is None and any("regime == volatile" in op["text"] for op in plain["operations"])
     finally:
         rig.stop()
