@@ -32,13 +32,14 @@ from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
+from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.grimoire.graph import CausalGraph
 from golem.learning.causal import causal_entries
 from golem.chain.simulate import SimulationError
 from golem.chain.tools import ToolArgumentError
 from golem.learning.expectation import expect, scaled
-from golem.learning.loop import allocation_defaults, learn_from_outcome, tune_context
+from golem.learning.loop import allocation_defaults, learn_from_outcome, reflexion_of, tune_context
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import TickFailure
@@ -48,6 +49,7 @@ from golem.models.record import (
     ContextBundleSummary,
     DeliberationRecord,
     OutcomeRecord,
+    Reflexion,
     RetrievedEntrySummary,
     ToolCallRecord,
 )
@@ -492,26 +494,39 @@ class TickActivities:
                 record.inference_cost += evaluation.cost
                 record.total_cost += evaluation.cost
         proposed = inp.deliberation.actions if inp.deliberation else []
+        regime_changed = inp.ctx.state.regime != record.regime
+        # Reflexion's numbers (the half-size counterfactual simulated on the pre-tick block), worded by Claude
+        # when one is configured (T1 routine, T2 anomalous; issue 16)
+        reflexion = await asyncio.to_thread(self._reflexion, record, proposed)
+        if reflexion is not None:
+            reflexion, cost = await worded(reflexion, record, router=getattr(self.s.deliberator, "router", None),
+                                           regime_changed=regime_changed, heartbeat=activity.heartbeat,
+                                           daily_spend=daily_spend_on(inp.ctx.state, inp.ctx.started_at))
+            record.inference_cost += cost
+            record.total_cost += cost
         result = await asyncio.to_thread(self._persist, record, proposed, inp.ctx.config.grimoire.memory,
-                                         inp.ctx.state.regime != record.regime, inp.ctx.config)
+                                         regime_changed, inp.ctx.config, reflexion)
         await asyncio.to_thread(self.s.events.emit, events.record_events(record, _now_iso(), **events.tick_context(inp.ctx, record)))
         result.gating = inp.gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache = inp.deliberation.decision_cache if inp.deliberation else None
         return result
 
     def _persist(self, record, proposed: list[ProposedAction] = (), memory: bool = True, regime_changed: bool = False,
-                 config=None) -> TickResult:
+                 config=None, reflexion: Reflexion | None = None) -> TickResult:
         episode = self.s.write_episode(record)
         record.episodes_written = [episode]
         record.grimoire_mutations = [f"upsert episode {episode}"]
         # Reflexion and credit assignment on an acted, verified tick (issue 16)
         record = learn_from_outcome(record, list(proposed), self.s.semantic, self.s.learning, memory=memory,
-                                    half_simulated=self._half_size(record, list(proposed)))
+                                    reflexion=reflexion)
         if config is not None:  # cybernetics loops 1 and 3 (runtime-extensions #22)
             record.context_policy_revision = tune_context(record, self.s.learning, allocation_defaults(config),
                                                           regime_changed=regime_changed)
         path = self.s.cycles.persist(record)
         return tick_result(record, str(path), episode)
+
+    def _reflexion(self, record, proposed: list[ProposedAction]) -> Reflexion | None:
+        return reflexion_of(record, proposed, self._half_size(record, proposed))
 
     def _half_size(self, record, proposed: list[ProposedAction]) -> tuple[float | None, str] | None:
         """The half-size counterfactual simulated with eth_simulateV1 on the pre-tick block (issue 16); None when

@@ -12,20 +12,29 @@ from golem.models.enums import Tier
 from golem.learning.expectation import expect
 from golem.learning.ledger import LearningLedger
 from golem.learning.reflexion import INSIGHT_CONFIDENCE, credit_for, reflect_on
-from golem.models.record import DecisionCycleRecord
+from golem.models.record import DecisionCycleRecord, Reflexion
 from golem.models.tick import ProposedAction
+
+
+def reflexion_of(record: DecisionCycleRecord, proposed: list[ProposedAction],
+                 half_simulated: tuple[float | None, str] | None = None) -> Reflexion | None:
+    """The deterministic Reflexion of an acted tick (None when it did not act or has no outcome)."""
+    if record.deliberation is None or record.outcome is None or not proposed:
+        return None
+    expected = record.deliberation.expected or expect(proposed, record.observation)
+    return reflect_on(record, expected, expect(proposed, record.observation, scale=0.5), half_simulated)
 
 
 def learn_from_outcome(record: DecisionCycleRecord, proposed: list[ProposedAction], semantic: SemanticStore,
                        ledger: LearningLedger, *, memory: bool = True,
-                       half_simulated: tuple[float | None, str] | None = None) -> DecisionCycleRecord:
+                       reflexion: Reflexion | None = None) -> DecisionCycleRecord:
     """Fills record.reflexion and record.credit (and writes what they imply) when the tick acted and was verified.
-    `half_simulated`: the half-size counterfactual's health factor from a simulation on the pre-tick block."""
+    `reflexion`: the tick's Reflexion when the caller already has it (with its simulated counterfactual, or the
+    model's wording); else the deterministic one with the projected counterfactual."""
     delib = record.deliberation
     if delib is None or record.outcome is None or not proposed:
         return record
-    expected = delib.expected or expect(proposed, record.observation)
-    reflexion = reflect_on(record, expected, expect(proposed, record.observation, scale=0.5), half_simulated)
+    reflexion = reflexion or reflexion_of(record, proposed)
     if reflexion is None:
         return record
     if memory:  # memory off: nothing is admitted ([grimoire] memory = false)

@@ -35,6 +35,9 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
         if "evaluate" in tools:  # rev. 2 evaluator, fresh context
             return message([tool_use("evaluate", {"verdict": "good", "score": 0.7, "rationale": "hedged as asked"})],
                            model=body["model"], input_tokens=400, output_tokens=60)
+        if "reflect" in tools:  # issue 16: Reflexion worded by Claude over the chain's numbers
+            return message([tool_use("reflect", {"insight": "Hedging on the owner's word cost only the swap fee."})],
+                           model=body["model"], input_tokens=300, output_tokens=40)
         assert "decide" in tools and "swap" in tools, tools
         # The workspace lists the knowledge graph's entities; the model names two of them in a relation
         # (grimoire "Graph Maintenance" 1) and makes one up, which must be refused.
@@ -49,7 +52,7 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
             model=body["model"], input_tokens=2900, output_tokens=220, cache_read=2400,
         )
 
-    api = FakeMessagesAPI(*([reply] * 6))
+    api = FakeMessagesAPI(*([reply] * 9))
     services = rig.services()
     services.deliberator, why = select_deliberator(
         rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
@@ -75,6 +78,9 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
     assert [a.tool_name for a in rec.actions] == ["swap"] and rec.actions[0].status == ActionStatus.EXECUTED
     assert rec.context_bundle_summary.total_tokens > 0, "the workspace's categories reach the record"
     assert rec.evaluation and rec.evaluation["evaluator_model"] and rec.evaluation["evaluator_model"] != d.model
+    rx = rec.reflexion  # predict-then-compare, worded by Claude, the numbers kept after the model's sentence
+    assert rx.model.startswith("claude-") and rx.insight.startswith("Hedging on the owner's word cost only the swap fee.")
+    assert "Numbers: In a " in rx.insight and f"{rx.expected.value_change_usd:+.2f}" in rx.insight
     first = api.requests[0]
     assert first["model"] == "claude-sonnet-4-6"
     assert any("cache_control" in block for block in first["system"]), "prompt-cache breakpoints are sent"

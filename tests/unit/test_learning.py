@@ -220,3 +220,26 @@ def test_cybernetics_loop2_shifts_tokens_bounded_and_loop3_resets_halfway(tmp_pa
     after = ledger.context_policy(defaults)
     assert after.allocations["T1"]["observation"] == 475 and after.allocations["T1"]["retrieved"] == 625
     assert {s.weight for s in ledger.context_samples()} == {0.5}
+
+
+async def test_claude_words_the_insight_t1_routine_t2_anomalous_numbers_kept():
+    from golem.inference.reflexion_llm import worded
+    from tests.unit.inference_fakes import FakeMessagesAPI, message, router, tool_use
+
+    rec = _record(OutcomeRecord(verified=True, pnl_impact=-0.4, health_factor_before=1.5, health_factor_after=1.95))
+    r = reflect_on(rec, expect(REPAY, rec.observation), expect(REPAY, rec.observation, scale=0.5))
+    api = FakeMessagesAPI(
+        message([tool_use("reflect", {"insight": "Repaying early in volatile markets  bought  safety cheaply."})],
+                model="claude-haiku-4-5"),
+        message([tool_use("reflect", {"deviation_explained": "no insight field"})]),
+    )
+    rt = router(api)
+    worded_r, cost = await worded(r, rec, router=rt, regime_changed=False, daily_spend=0.0)
+    assert api.requests[0]["model"] == rt.config.t1_model and cost > 0  # routine outcome → T1
+    assert worded_r.model == rt.config.t1_model
+    assert worded_r.insight == f"Repaying early in volatile markets bought safety cheaply. Numbers: {r.insight}"
+    # a regime transition goes to T2; an answer without an insight leaves the deterministic text
+    again, _ = await worded(r, rec, router=rt, regime_changed=True, daily_spend=0.0)
+    assert api.requests[1]["model"] == rt.config.t2_model
+    assert again.insight == r.insight and again.model.startswith("offline (")
+    assert (await worded(r, rec, router=None, regime_changed=False, daily_spend=0.0)) == (r, 0.0)
