@@ -221,6 +221,8 @@ class ConsolidationActivities:
         """Cybernetics loop 2: a bounded shift of token allocations by what went with good outcomes (a new
         ContextPolicy revision), or the revision in force when nothing moves."""
         policy = self.s.learning.context_policy(allocation_defaults(inp.config))
+        if policy.tick == inp.tick and policy.reason.startswith("loop 2"):  # a retried delta: already retuned
+            return {"revision": policy.revision, "changed": True, "reason": policy.reason}
         fresh = cybernetics.retune(policy, self.s.learning.context_samples(), inp.tick)
         if fresh is not None:
             self.s.learning.save_policy(fresh)
