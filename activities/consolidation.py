@@ -28,13 +28,13 @@ from golem.grimoire.admission import (
 )
 from golem.grimoire.dream import run_dream_replay
 from golem.grimoire.embeddings import scheduled_drift_check
+from golem.grimoire.graph import CausalGraph
 from golem.grimoire.heuristics import derive_heuristics_from_episodes
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path
 from golem.grimoire.playbook import rewrite_playbook
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
-from golem.grimoire.graph import CausalGraph
 from golem.learning import causal, curator, cybernetics
 from golem.learning.loop import allocation_defaults
 from golem.life.retention import compact

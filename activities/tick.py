@@ -27,17 +27,16 @@ from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
+from golem.chain.simulate import SimulationError
+from golem.chain.tools import ToolArgumentError
 from golem.events import bridge as events
-from golem.grimoire.graph import KnowledgeGraph
+from golem.grimoire.graph import CausalGraph, KnowledgeGraph
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
-from golem.grimoire.graph import CausalGraph
 from golem.learning.causal import causal_entries
-from golem.chain.simulate import SimulationError
-from golem.chain.tools import ToolArgumentError
 from golem.learning.expectation import expect, scaled
 from golem.learning.loop import allocation_defaults, learn_from_outcome, reflexion_of, tune_context
 from golem.life.reflect import build_record, retrieval_query, tick_result
