@@ -59,6 +59,7 @@ class DreamActivities:
         cfg = self._config(inp)
         report = run_dream_replay(self.s.episodes, self.s.heuristics, inp.replay_count, inp.tick,
                                   tick_seconds=cfg.clock.theta_base_seconds)
+        activity.heartbeat("nrem: journal")
         chosen = [e for e in self.s.episodes.all() if e.id in set(report.replayed)]
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
         journal.started_at = journal.started_at or _now().isoformat()

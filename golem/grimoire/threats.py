@@ -26,9 +26,10 @@ UNISWAP_V2_FEE = 0.003  # the pair's 0.3% swap fee (Uniswap V2 core)
 # broken (the next tick of the same crash liquidates it). Our choice: the STRATEGY's MUST floor is 1.3, and
 # "survives the crisis" is the weaker test a rehearsal can honestly pass or fail.
 SURVIVAL_HEALTH_FACTOR = 1.0
-# REM depth: a near-liquidation episode is replayed with its price move doubled (issue 18 "a deeper crash").
-REM_DEPTH_MULTIPLE = 2.0
-MIN_REM_SHOCK = 0.15  # an episode that barely moved still gets a 15% shock: our choice, a plausible crash day
+# REM depth (issue 18 "a deeper crash"; the numbers are ours): the episode's position is hit by a crash 1.25× the
+# one that would just liquidate it (HF ∝ price: that crash is 1 − 1/HF), at least a 15% day.
+REM_DEPTH_BEYOND_LIQUIDATION = 1.25
+MIN_REM_SHOCK = 0.15
 
 
 class ThreatKind(str, Enum):
@@ -115,14 +116,16 @@ def tier1_threats(pos: PositionView, rehearsals_per_threat: int = 1) -> list[Sce
 
 
 def rem_scenarios(episodes: list[Episode], health: dict[str, float], limit: int) -> list[Scenario]:
-    """Counterfactual variations of real episodes (REM): the worst-health episodes first; each gets its price
-    move deepened (REM_DEPTH_MULTIPLE) and, for the two worst, its liquidity thinned and its oracle lagging.
+    """Counterfactual variations of real episodes (REM): the worst-health episodes first; each gets a crash deeper
+    than its margin (REM_DEPTH_BEYOND_LIQUIDATION) and, for the two worst, its liquidity thinned and its oracle
+    lagging.
     `health` maps episode id → the health factor its record saw (episodes without a loan are skipped)."""
     ranked = sorted((e for e in episodes if e.id in health), key=lambda e: (health[e.id], -e.tick))
     out: list[Scenario] = []
     for rank, ep in enumerate(ranked[:limit]):
         hf = health[ep.id]
-        shock = -min(0.9, max(MIN_REM_SHOCK, (1.0 - 1.0 / hf) * REM_DEPTH_MULTIPLE / 2 if hf > 1 else MIN_REM_SHOCK))
+        margin = 1.0 - 1.0 / hf if hf > 1 else 0.0
+        shock = -min(0.9, max(MIN_REM_SHOCK, REM_DEPTH_BEYOND_LIQUIDATION * margin))
         out.append(Scenario(name=f"deeper crash after tick {ep.tick}", source_episode=ep.id,
                             crisis=Crisis(price_shock=shock)))
         if rank < 2:

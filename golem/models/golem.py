@@ -74,6 +74,11 @@ class GolemStatus(BaseModel):
     paused: bool = False  # `golem pause`: no new ticks until `golem resume`
     entries_stopped: bool = False  # `golem stop-entries`: no new positions; risk-reducing actions and steers run
     control_note: str = ""
+    # issue 18 / rev. 12: the dream cycle's quality figures, and how close the next dream is
+    dream_yield: float | None = None  # share of staged dream outputs validated (healthy 10–30%)
+    threat_coverage: float | None = None  # Tier 1 threats rehearsed in the last 7 cycles (target 100%)
+    last_dream: str = ""
+    dream_urgency: float | None = None
 
 
 class ConsolidationInput(BaseModel):
@@ -152,6 +157,11 @@ class DreamInput(BaseModel):
     config: GolemConfig
     replay_count: int = 10
     followups: list[FollowUp] = Field(default_factory=list)  # window next-dream
+    # issue 18: why the scheduler dreamed now, and rev. 6's doubling of Tier 1 rehearsal (defaults: older inputs)
+    config_version: str = ""
+    urgency: float | None = None
+    reasons: list[str] = Field(default_factory=list)
+    threat_rehearsals: int = Field(default=1, ge=1, le=2)
 
 
 class DreamResult(BaseModel):
