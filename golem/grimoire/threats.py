@@ -164,6 +164,7 @@ class ResponseCheck(BaseModel):
     max_slippage_bps: float | None = None
     health_before: float | None = None
     health_after: float | None = None
+    price: float | None = None  # the pair's price when checked (before the response)
 
 
 class ThreatRehearsalResult(BaseModel):
@@ -210,7 +211,13 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
                                    live=live, fork=fork, ok=not problems, problems=problems)
     if problems:
         what = scenario.threat.value if scenario.threat else f"counterfactual of episode {scenario.source_episode}"
-        result.warning = f"Dream rehearsal ({what}; {scenario.crisis.describe()}): " + "; ".join(problems) + "."
+        # The warning opens with the situation it applies to, in the words a tick's retrieval query uses
+        # (golem.life.reflect.retrieval_query), so a later tick in that situation finds it.
+        base = live if live is not None and live.health_before is not None else fork
+        situation = (f"At health factor {base.health_before:.2f} and price {base.price:.2f}, " if base is not None
+                     and base.health_before is not None and base.price is not None else "")
+        result.warning = (f"{situation}dream rehearsal of {what} ({scenario.crisis.describe()}): "
+                          + "; ".join(problems) + ".")
         result.guard = guard_for(scenario, fork or live)
     return result
 

@@ -19,12 +19,15 @@ from temporalio.client import Client
 from golem.chain.contracts import contract
 from golem.cli import main as golem_main
 from golem.grimoire.semantic import Provenance
+from golem.models.enums import MarketRegime
 from golem.grimoire.staging import StageKind, StagingBuffer, journals
 from golem.models.golem import DreamInput, DreamResult, GolemStatus
 from golem.models.interventions import Steer
 from infra.anvil import ANVIL_ADDRESSES
 from infra.forks import ForkRegistry
-from tests.integration.golem_rig import GolemRig, in_process_worker, make_rig, wait_for
+from golem.grimoire.retrieval import retrieve_for_tick
+from golem.life.reflect import retrieval_query
+from tests.integration.golem_rig import GolemRig, golem_observation, in_process_worker, make_rig, wait_for
 from workflows.consolidation import DreamCycleWorkflow
 from workflows.golem import GolemWorkflow
 
@@ -59,7 +62,8 @@ def chain_fingerprint(rig: GolemRig) -> dict:
     }
 
 
-async def test_dream_rehearses_on_forks_stages_warning_and_leaves_chain_untouched(tmp_path, temporal_client: Client):
+async def test_dream_rehearses_on_forks_stages_warning_and_leaves_chain_untouched(tmp_path, temporal_client: Client,
+                                                                                   capsys):
     gid = "dream-rehearse"
     rig = make_rig(tmp_path, gid, dream={"forks": True, "rem_scenarios": 0})
     try:
@@ -106,6 +110,18 @@ async def test_dream_rehearses_on_forks_stages_warning_and_leaves_chain_untouche
         entry = services.semantic.get(next(i.entry_id for i in warnings if i.scenario == "liquidation cascade"))
         assert entry.confidence == 0.3 and entry.provenance == Provenance.DREAM and entry.dream_validated
         assert entry.category.value == "warning" and "health factor" in entry.content
+
+        # A later, similar situation (the loan near liquidation again, as the retrieve step asks): it surfaces.
+        obs = golem_observation(rig.w3, rig.deployment).model_copy(update={"regime": MarketRegime.TRENDING_DOWN})
+        found = retrieve_for_tick(services.episodes, services.semantic, retrieval_query(obs), regime="trending_down",
+                                  tick=9, action=True, tier="T2")
+        assert entry.id in found.ids, [(i.id, i.summary[:60]) for i in found.items]
+
+        # `golem dreams` lists the cycle with its journal.
+        capsys.readouterr()
+        assert golem_main(["dreams", "--data", str(rig.data_dir)]) == 0
+        out = capsys.readouterr().out
+        assert "dream at tick 7" in out and "BROKEN pool drained" in out and "threat coverage 100%" in out
     finally:
         rig.stop()
 
