@@ -183,7 +183,7 @@ class ConsolidationActivities:
         if not staging.open_items():
             return []
         return promote_with_waking_evidence(staging, self.s.semantic, inp.golem_id, inp.tick,
-                                            waking_facts(self.s.cycles))
+                                            waking_facts(self.s.cycles), self.s.heuristics)
 
     def _playbook(self, inp: ConsolidationInput):
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file

@@ -160,9 +160,9 @@ class DreamActivities:
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
         journal.stopped_at, journal.stop_reason = inp.stopped_at, inp.stop_reason
         staged = integrate_results(self.staging, self.s.semantic, inp.golem_id, inp.tick,
-                                   journal.imagined + journal.rehearsed)
+                                   journal.imagined + journal.rehearsed, self.s.heuristics)
         promoted = promote_with_waking_evidence(self.staging, self.s.semantic, inp.golem_id, inp.tick,
-                                                waking_facts(self.s.cycles))
+                                                waking_facts(self.s.cycles), self.s.heuristics)
         journal.staged = staged.staged
         journal.promoted = staged.promoted + promoted
         _done(journal, "integrate")

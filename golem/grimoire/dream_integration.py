@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from golem.grimoire.admission import AdmissionAction, admit
 from golem.grimoire.episodes import Episode
+from golem.grimoire.heuristics import GLOBAL_SCOPE, HeuristicStore
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
 from golem.grimoire.staging import (
     DREAM_ENTRY_CONFIDENCE,
@@ -102,8 +103,19 @@ def _admit(semantic: SemanticStore, item: StagedItem, golem_id: str, tick: int, 
     return decision.entry_id
 
 
+def _guard_evidence(heuristics: HeuristicStore | None, item: StagedItem, golem_id: str, ticks: list[int]) -> None:
+    """A guard joins the heuristic store on the rehearsal's evidence (confidence 0.5) and gains +0.1 per waking
+    tick that corroborates it; at 0.7 — two corroborations, the staging buffer's "validated" — the Curator's
+    PLAYBOOK.md rewrite includes it, where the deliberator reads it as a rule."""
+    if heuristics is None or item.kind != StageKind.GUARD or not item.rule:
+        return
+    heuristics.add_or_reinforce(item.rule, GLOBAL_SCOPE, f"dream-{item.cycle_tick}:{item.scenario}")
+    for t in ticks:
+        heuristics.add_or_reinforce(item.rule, GLOBAL_SCOPE, f"{golem_id}:tick:{t}")
+
+
 def integrate_results(staging: StagingBuffer, semantic: SemanticStore, golem_id: str, tick: int,
-                      results: list[dict]) -> Integrated:
+                      results: list[dict], heuristics: HeuristicStore | None = None) -> Integrated:
     """Stage every dream output. A broken response's warning and guard are grounded (the chain produced their
     figures): partially validated at once and admitted at 0.3. What a counterfactual showed stays a hypothesis
     until waking evidence corroborates it."""
@@ -128,28 +140,32 @@ def integrate_results(staging: StagingBuffer, semantic: SemanticStore, golem_id:
             sid = staged_id(tick, kind, content)
             old = staging.get(sid)
             item = old or StagedItem(id=sid, cycle_tick=tick, kind=kind, content=content, scenario=scenario,
-                                     source_episode=source, trigger=_trigger(r))
+                                     source_episode=source, trigger=_trigger(r),
+                                     rule=r["guard"].lstrip("- ") if kind == StageKind.GUARD else None)
             if kind != StageKind.HYPOTHESIS and item.entry_id is None:
                 item.status = StageStatus.PARTIALLY_VALIDATED
                 item.entry_id = _admit(semantic, item, golem_id, tick,
                                        EntryType.WARNING if kind == StageKind.THREAT_WARNING else EntryType.HEURISTIC)
                 if item.entry_id:
                     out.promoted.append(sid)
+                _guard_evidence(heuristics, item, golem_id, [])
             staging.put(item)
             out.staged.append(sid)
     return out
 
 
 def promote_with_waking_evidence(staging: StagingBuffer, semantic: SemanticStore, golem_id: str, tick: int,
-                                 facts: list[tuple[int, float | None, float | None]]) -> list[str]:
+                                 facts: list[tuple[int, float | None, float | None]],
+                                 heuristics: HeuristicStore | None = None) -> list[str]:
     """Waking evidence moves staged items on: a corroborated hypothesis is admitted at 0.3; a validated item's
     entry is raised to 0.7. Run by every dream's integration and by the curator (delta) cycle, which so
     accelerates promotion when waking ticks corroborate. Returns the ids that moved."""
     moved = []
     for item in staging.open_items():
         new = corroborate(item, facts)
-        if new.status == item.status:
+        if new.status == item.status and new.corroborations == item.corroborations:
             continue
+        _guard_evidence(heuristics, new, golem_id, [t for t in new.corroborations if t not in item.corroborations])
         if new.entry_id is None:
             category = EntryType.WARNING if new.kind == StageKind.THREAT_WARNING else EntryType.INSIGHT
             new.entry_id = _admit(semantic, new, golem_id, tick, category)

@@ -66,6 +66,7 @@ class StagedItem(BaseModel):
     corroborations: list[int] = Field(default_factory=list)  # waking ticks that confirmed it
     trigger: Trigger = Field(default_factory=Trigger)
     entry_id: str | None = None  # the semantic entry once admitted
+    rule: str | None = None  # a guard's PLAYBOOK rule line ("WHEN … THEN …"), for the heuristic store
 
 
 def staged_id(cycle_tick: int, kind: StageKind, content: str) -> str:

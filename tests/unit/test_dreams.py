@@ -3,6 +3,8 @@ scenarios named by their source episode, the rehearsal verdict, the staging buff
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -150,3 +152,25 @@ def test_threat_coverage_over_the_last_seven_cycles():
     assert threat_coverage([j(1, ["a", "b"], ["a"]), j(2, ["b"], ["b"])]) == 1.0
     old = [j(i, ["a", "b"], ["b"]) for i in range(8)]
     assert threat_coverage([j(0, ["a"], ["a"]), *old]) == 0.5, "a cycle eight back no longer counts"
+
+
+def test_a_guard_reaches_the_playbook_as_a_rule_only_after_two_waking_corroborations(tmp_path):
+    from golem.grimoire.dream_integration import _guard_evidence
+    from golem.grimoire.heuristics import HeuristicStore
+    from golem.grimoire.playbook import rewrite_playbook
+    from golem.inference.strategy import load_strategy, rules_in
+
+    strategy = load_strategy(Path(__file__).resolve().parents[2] / "examples" / "golem-home" / "STRATEGY.md")
+    hs, playbook = HeuristicStore(tmp_path / "h.sqlite"), tmp_path / "PLAYBOOK.md"
+    item = StagedItem(id="g1", cycle_tick=10, kind=StageKind.GUARD, content="guard", scenario="liquidation cascade",
+                      status=StageStatus.PARTIALLY_VALIDATED, trigger=Trigger(health_below=2.0),
+                      rule="WHEN health_factor < 2 THEN repay 25% debt")
+    _guard_evidence(hs, item, "g", [])  # staged: in the store at 0.5, below the PLAYBOOK's 0.7
+    rewrite_playbook(hs, playbook, history=False)
+    assert rules_in(playbook.read_text(), "PLAYBOOK.md", strategy) == []
+    validated = corroborate(item, [(11, 1.8, None), (12, 1.7, None)])
+    assert validated.status == StageStatus.VALIDATED
+    _guard_evidence(hs, validated, "g", validated.corroborations)
+    rewrite_playbook(hs, playbook, history=False)
+    rules = rules_in(playbook.read_text(), "PLAYBOOK.md", strategy)
+    assert [r.text for r in rules] == ["WHEN health_factor < 2 THEN repay 25% debt"], playbook.read_text()
