@@ -15,6 +15,7 @@ from golem.grimoire.episodes import Episode
 from golem.grimoire.heuristics import GLOBAL_SCOPE, HeuristicStore
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
 from golem.grimoire.staging import (
+    CORROBORATIONS_TO_VALIDATE,
     DREAM_ENTRY_CONFIDENCE,
     StageKind,
     StagedItem,
@@ -165,7 +166,10 @@ def promote_with_waking_evidence(staging: StagingBuffer, semantic: SemanticStore
         new = corroborate(item, facts)
         if new.status == item.status and new.corroborations == item.corroborations:
             continue
-        _guard_evidence(heuristics, new, golem_id, [t for t in new.corroborations if t not in item.corroborations])
+        # Only the corroborations that validate it count as the guard's evidence (0.5 + 2 × 0.1 = 0.7): a situation
+        # that recurs forty times is one finding, not forty.
+        counted = new.corroborations[:CORROBORATIONS_TO_VALIDATE]
+        _guard_evidence(heuristics, new, golem_id, [t for t in counted if t not in item.corroborations])
         if new.entry_id is None:
             category = EntryType.WARNING if new.kind == StageKind.THREAT_WARNING else EntryType.INSIGHT
             new.entry_id = _admit(semantic, new, golem_id, tick, category)

@@ -15,6 +15,7 @@ Everything here is pure: the activity (activities/dream.py) does the chain I/O a
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 
 from pydantic import BaseModel, Field
@@ -218,7 +219,7 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
                      and base.health_before is not None and base.price is not None else "")
         result.warning = (f"{situation}dream rehearsal of {what} ({scenario.crisis.describe()}): "
                           + "; ".join(problems) + ".")
-        result.guard = guard_for(scenario, fork or live)
+        result.guard = guard_for(scenario, live or fork)
     return result
 
 
@@ -228,10 +229,14 @@ def guard_for(scenario: Scenario, chk: ResponseCheck | None) -> str:
     if crisis.liquidity_removed > 0 or scenario.threat in (ThreatKind.POOL_DRAINED, ThreatKind.REVERTING_EXIT):
         # A thin pool cannot take the exit at once: leave in smaller slices, earlier.
         return "- WHEN price_change_bps <= -150 THEN swap 5% WETH to USDC"
-    before = chk.health_before if chk is not None and chk.health_before else None
-    # Repay while there is room: at the health factor the position had before the shock, scaled to leave
-    # the margin the shock took (HF ∝ price), rounded up to one decimal.
+    # Repay while there is room: at the health factor that keeps the STRATEGY's 1.3 floor through the rehearsed
+    # shock (HF ∝ price), one decimal. Capped at 90% of the health factor the position has now (ours): a guard
+    # that already holds today would be "deleverage now", not a guard, and would fire on every tick.
     trigger = 1.8
-    if before is not None and crisis.price_shock < 0:
-        trigger = max(1.4, min(3.0, round(1.3 / (1.0 + crisis.price_shock) + 0.05, 1)))
+    if crisis.price_shock < 0:
+        trigger = round(1.3 / (1.0 + crisis.price_shock) + 0.05, 1)
+    now = chk.health_before if chk is not None and chk.where == "live" else None
+    if now:
+        trigger = min(trigger, math.floor(now * 0.9 * 10) / 10)
+    trigger = max(1.4, min(3.0, trigger))
     return f"- WHEN health_factor < {trigger:g} THEN repay 25% debt"

@@ -113,7 +113,11 @@ def test_a_response_that_cannot_save_the_loan_is_broken_with_a_concrete_warning_
     assert not r.ok and r.problems == ["after the response the health factor is 0.780 on the crisis fork "
                                        "(liquidatable below 1)"]
     assert r.warning.startswith("At health factor 1.19 and price 1150.00, dream rehearsal of liquidation_cascade")
-    assert r.guard == "- WHEN health_factor < 2 THEN repay 25% debt"  # 1.3 / 0.65, +0.05, one decimal
+    # 1.3 / 0.65 + 0.05 ≈ 2.0 keeps the floor through the shock, capped at 90% of today's 1.19 — raised to the
+    # 1.4 minimum: a position this close to liquidation is told to deleverage now
+    assert r.guard == "- WHEN health_factor < 1.4 THEN repay 25% debt"
+    healthy_now = judge(sc, live.model_copy(update={"health_before": 2.06}), fork)
+    assert healthy_now.guard == "- WHEN health_factor < 1.8 THEN repay 25% debt", "never a guard true today"
     healthy = judge(sc, live, fork.model_copy(update={"health_after": 1.4}))
     assert healthy.ok and healthy.warning is None and healthy.guard is None
 
