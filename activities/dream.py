@@ -77,6 +77,8 @@ class DreamActivities:
     # ---- phase 2: REM imagination, and rev. 11 threat rehearsal -------------------------------------------
     @activity.defn(name="dream_rem")
     def rem(self, inp: DreamPhaseInput) -> DreamPhaseResult:
+        if not inp.forks:  # imagination perturbs a fork; without one there is nothing to imagine on
+            return self._rehearse(inp, "rem", [], "imagined")
         episodes = self.s.episodes.all()
         health = {}
         for e in episodes:
