@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from golem.cognition.backpressure import merge_into_observation
 from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
-from golem.cognition.decision_cache import cache_conditions, lookup, pattern_hash, record_decision
+from golem.cognition.decision_cache import cache_conditions, hit_rate_report, lookup, pattern_hash, record_decision
 from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
@@ -155,8 +155,8 @@ class TickActivities:
                 update["config"] = self.s.config_for(ctx.config_version)
             except ValueError as err:
                 raise bad_input(str(err), "ConfigVersionMissing") from None
-        if ctx.state_fields:
-            update["state"] = as_slice(ctx.state, frozenset(ctx.state_fields),
+        if ctx.slice_field_names:
+            update["state"] = as_slice(ctx.state, frozenset(ctx.slice_field_names),
                                        f"golem.models.state.STEP_STATE_FIELDS[{step!r}]")
         fields = getattr(inp, "observation_fields", None)
         out = inp.model_copy(update={"ctx": ctx.model_copy(update=update)}) if update else inp
@@ -321,11 +321,13 @@ class TickActivities:
         # §S11: the same pattern decided consistently before is answered by System 1, never when the owner
         # is speaking (steers, follow-ups) — those always get fresh thought.
         cache_key = self._cache_key(inp)
-        cache, hit = ctx.state.decision_cache, None
+        # §S11 cache, on the worker's disk (issue 12: no longer in the tick's input)
+        cache, hit = await asyncio.to_thread(self.s.decision_cache.load), None
         if not inp.steers and not inp.followups:
-            cache, hit = self._cache_lookup(inp, cache_key)
+            cache, hit = self._cache_lookup(inp, cache_key, cache)
         if hit is not None:
-            return self._numbered(inp, apply_must_gate(hit.model_copy(update={"decision_cache": cache}), must))
+            await asyncio.to_thread(self.s.decision_cache.save, cache)
+            return self._numbered(inp, apply_must_gate(self._with_stats(hit, cache), must))
         try:
             deliberation = await self.s.deliberator.decide(inp, strategy, self.s.playbook_text())
         except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
@@ -340,7 +342,13 @@ class TickActivities:
             mental_models=[], now=cache_key[2], tick=ctx.tick, regime=inp.observation.regime.value,
             playbook_revision=cache_key[3], context_policy_revision=0, cfg=ctx.config.decision_cache,
         )
-        return self._numbered(inp, apply_must_gate(deliberation.model_copy(update={"decision_cache": cache}), must))
+        await asyncio.to_thread(self.s.decision_cache.save, cache)
+        return self._numbered(inp, apply_must_gate(self._with_stats(deliberation, cache), must))
+
+    @staticmethod
+    def _with_stats(deliberation: Deliberation, cache: DecisionCacheState) -> Deliberation:
+        """The deliberation with the cache's counters (for `golem status`), not the cache itself."""
+        return deliberation.model_copy(update={"decision_cache": None, "decision_cache_stats": hit_rate_report(cache)})
 
     def _numbered(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
         """Another run of this tick (a reset, a rerun) already used action slots: this run's actions are
@@ -366,10 +374,10 @@ class TickActivities:
         return (pattern_hash(inp.observation, inp.ctx.state.last_price), cache_conditions(inp.observation), now,
                 read_revision(self.s.playbook_path))
 
-    def _cache_lookup(self, inp: DecideInput, key) -> tuple[DecisionCacheState, Deliberation | None]:
+    def _cache_lookup(self, inp: DecideInput, key, cache: DecisionCacheState) -> tuple[DecisionCacheState, Deliberation | None]:
         ctx = inp.ctx
         cache, found = lookup(
-            ctx.state.decision_cache, key[0], key[1], now=key[2], regime=inp.observation.regime.value,
+            cache, key[0], key[1], now=key[2], regime=inp.observation.regime.value,
             playbook_revision=key[3], context_policy_revision=0, cfg=ctx.config.decision_cache,
         )
         if not found.hit:
@@ -450,6 +458,9 @@ class TickActivities:
     @activity.defn(name="reflect")
     async def reflect(self, inp: ReflectInput) -> TickResult:
         inp = await self._aresolved(inp, "reflect")
+        if inp.analysis is None or inp.gate is None:
+            raise bad_input("reflect needs the tick's analysis and gate results (inline or named in refs)",
+                            "ReflectInputIncomplete")
         if inp.run is not None and inp.run.kind == "reset" and inp.run.reset_reason is None and self.temporal:
             inp = inp.model_copy(update={"run": await reset_origin(self.temporal, inp.workflow_id, inp.run)})
         record = build_record(inp, inp.ctx.started_at or _now_iso())  # the tick's clock (path time in a backtest)
@@ -463,7 +474,7 @@ class TickActivities:
         result = await asyncio.to_thread(self._persist, record)
         await asyncio.to_thread(self.s.events.emit, events.record_events(record, _now_iso(), **events.tick_context(inp.ctx, record)))
         result.gating = inp.gate.gating  # folded into the learned-gating log for delta feedback
-        result.decision_cache = inp.deliberation.decision_cache if inp.deliberation else None
+        result.decision_cache_stats = inp.deliberation.decision_cache_stats if inp.deliberation else None
         return result
 
     def _persist(self, record) -> TickResult:

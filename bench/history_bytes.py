@@ -48,10 +48,26 @@ def dir_bytes(path: Path) -> int:
 
 
 def sqlite_bytes(db: Path) -> int:
+    """The files on disk: the database, its write-ahead log and shared memory."""
     return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
 
 
-async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
+def sqlite_used(db: Path) -> int:
+    """Bytes the database holds (pages in use, WAL frames included, free pages not): what a long run grows by.
+    The file alone also counts the write-ahead log, which grows to SQLite's checkpoint size (~4 MB) and is then
+    reused, and free pages, which are reused — a short run's file growth overstates the per-tick cost."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        pages = con.execute("pragma page_count").fetchone()[0] - con.execute("pragma freelist_count").fetchone()[0]
+        return pages * con.execute("pragma page_size").fetchone()[0]
+    finally:
+        con.close()
+
+
+async def main(ticks: int, steer_every: int, out_json: str | None, dump: str | None = None,
+               scenario: str = "volatile") -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="golem-bench-hist-"))
     db = tmp / "temporal.sqlite"
     env = await WorkflowEnvironment.start_local(
@@ -62,13 +78,14 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
     client = env.client
     async with Worker(client, task_queue="floor", workflows=[FloorWorkflow], activities=[noop]):
         await client.execute_workflow(FloorWorkflow.run, 1, id="floor-1", task_queue="floor")
-        before = sqlite_bytes(db)
+        before, used_before = sqlite_bytes(db), sqlite_used(db)
         for i in range(2, FLOOR_RUNS + 2):  # the store's own cost of one small workflow (rows, visibility, tasks)
             await client.execute_workflow(FloorWorkflow.run, i, id=f"floor-{i}", task_queue="floor")
         floor_db = (sqlite_bytes(db) - before) / FLOOR_RUNS
+        floor_used = (sqlite_used(db) - used_before) / FLOOR_RUNS
     floor = (await history_sizes(client, "floor-1")).total
 
-    rig = make_rig(tmp, "benchhist", "volatile", theta=0.2, clock={"continue_as_new_ticks": 50})
+    rig = make_rig(tmp, "benchhist", scenario, theta=0.2, clock={"continue_as_new_ticks": 50})
     figures: dict = {}
     try:
         rig.start_market(interval=0.2)
@@ -78,6 +95,7 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
             while store.count() < 5:  # cold start: embedder, LanceDB, first files
                 await asyncio.sleep(0.2)
             db0, dir0, n0, t0 = sqlite_bytes(db), dir_bytes(rig.data_dir), store.count(), time.monotonic()
+            used0 = sqlite_used(db)
             steered = 0
             while store.count() < n0 + ticks:
                 n = store.count()
@@ -88,7 +106,12 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
                 await asyncio.sleep(0.2)
             n1 = store.count()
             db1, dir1, elapsed = sqlite_bytes(db), dir_bytes(rig.data_dir), time.monotonic() - t0
+            used1 = sqlite_used(db)
             parent = await history_sizes(client, f"golem-{rig.golem_id}")
+            if dump:
+                Path(dump).mkdir(parents=True, exist_ok=True)
+                history = await client.get_workflow_handle(f"golem-{rig.golem_id}").fetch_history()
+                (Path(dump) / "parent.json").write_text(history.to_json())
             await handle.terminate("bench done")
         per_tier: dict[str, list[int]] = {"T0": [], "escalated": [], "acted": []}
         breakdown: dict[str, dict[str, int]] = {}  # tier → by event of its last tick
@@ -106,6 +129,10 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
             key = "T0" if rec.tier == Tier.T0 else "escalated"
             per_tier[key].append(sizes.total)
             breakdown[key] = sizes.by_event
+            if dump:  # the last tick of each kind, as the UI downloads it (for `python -m infra.history_size`)
+                history = await client.get_workflow_handle(rec.workflow_id, run_id=rec.run_id).fetch_history()
+                Path(dump).mkdir(parents=True, exist_ok=True)
+                (Path(dump) / f"{key}.json").write_text(history.to_json())
             if any(a.tx_hash for a in rec.actions):
                 per_tier["acted"].append(sizes.total)
             for name, size in sizes.inputs.items():
@@ -123,6 +150,8 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
             "counts": {k: len(v) for k, v in per_tier.items()},
             "sqlite_bytes_per_tick": int((db1 - db0) / max(1, done)),
             "sqlite_bytes_per_floor_workflow": int(floor_db),
+            "sqlite_used_bytes_per_tick": int((used1 - used0) / max(1, done)),
+            "sqlite_used_bytes_per_floor_workflow": int(floor_used),
             "data_dir_bytes_per_100_ticks": int((dir1 - dir0) / max(1, done) * 100),
             "parent_history_bytes": parent.total,
             "parent_events": parent.events,
@@ -139,8 +168,9 @@ async def main(ticks: int, steer_every: int, out_json: str | None) -> dict:
         med = figures["history_bytes"][k]
         ratio = f"= {med / floor:5.1f}x floor" if med else ""
         print(f"tick history {k:9} n={figures['counts'][k]:3}  median {kb(med)}  max {kb(figures['history_bytes_max'][k])}  {ratio}")
-    print(f"temporal.sqlite growth per tick: {kb(figures['sqlite_bytes_per_tick'])}  "
-          f"(floor: {kb(floor_db)} per no-op workflow = {figures['sqlite_bytes_per_tick'] / max(1.0, floor_db):.1f}x)")
+    print(f"temporal.sqlite growth per tick: {kb(figures['sqlite_used_bytes_per_tick'])} stored (pages in use)  "
+          f"(floor: {kb(floor_used)} per no-op workflow = {figures['sqlite_used_bytes_per_tick'] / max(1.0, floor_used):.1f}x); "
+          f"files incl. WAL: {kb(figures['sqlite_bytes_per_tick'])} (floor {kb(floor_db)})")
     print(f"data dir growth per 100 ticks:   {kb(figures['data_dir_bytes_per_100_ticks'])}")
     print(f"parent history now: {kb(parent.total)} in {parent.events} events ({done} ticks at {figures['ticks_per_s']} ticks/s)")
     print("largest input per activity:", ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in sorted(biggest.items(), key=lambda kv: -kv[1])))
@@ -161,5 +191,9 @@ if __name__ == "__main__":
     ap.add_argument("--ticks", type=int, default=100)
     ap.add_argument("--steer-every", type=int, default=15, help="a high steer every N ticks (0: none)")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--scenario", default="volatile", choices=["calm", "trending", "volatile", "crash"],
+                    help="the market (volatile + steers: a stress mix, ~60%% escalated; calm, --steer-every 0: "
+                         "`golem run`'s demo)")
+    ap.add_argument("--dump", help="write the last T0 and escalated tick's and the parent's history JSON into this folder")
     args = ap.parse_args()
-    asyncio.run(main(args.ticks, args.steer_every, args.json))
+    asyncio.run(main(args.ticks, args.steer_every, args.json, args.dump, args.scenario))

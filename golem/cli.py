@@ -83,7 +83,8 @@ def cmd_dashboard(args) -> int:
         raise UserError(f"--port {args.port} is not a TCP port (0-65535; 0 picks a free one)")
     cfg = _config(args)
     try:
-        _arun(run_dashboard(cfg.golem.id, _data_dir(args), args.address, port=args.port, temporal_ui=args.temporal_ui))
+        _arun(run_dashboard(cfg.golem.id, _data_dir(args), args.address, port=args.port, temporal_ui=args.temporal_ui,
+                            home=Path(args.home), backtests=Path(args.backtests).resolve()))
     except OSError as err:
         raise UserError(f"cannot serve on 127.0.0.1:{args.port} ({err.strerror or err}): pick another --port") from None
     except KeyboardInterrupt:
@@ -507,6 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300)))
     s.add_argument("--temporal-ui", default=os.environ.get("GOLEM_TEMPORAL_UI", "http://127.0.0.1:8233"),
                    help="the Temporal Web UI the tick links point at")
+    s.add_argument("--backtests", default=os.environ.get("GOLEM_BACKTESTS", "backtests"),
+                   help="the folder whose backtest reports the page lists (`golem backtest`'s default --out parent)")
     s.set_defaults(fn=cmd_dashboard)
     s = command("codec-server", "decode encrypted payloads for the Temporal Web UI (Temporal codec-server protocol)")
     s.add_argument("--port", type=int, default=8234)

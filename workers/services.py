@@ -25,6 +25,7 @@ from golem.chain.liquidations import LiquidationLog
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
 from golem.chain.web3client import make_web3
+from golem.cognition.decision_cache import DecisionCacheStore
 from golem.events.store import EventSink, EventStore
 from golem.grimoire.embeddings import make_embedder
 from golem.grimoire.episodes import (
@@ -92,6 +93,7 @@ class GolemServices:
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
         # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full (rev. 8)
         embedder = make_embedder(config)
+        self.decision_cache = DecisionCacheStore(self.data_dir / "decision-cache.json")  # §S11, issue 12
         self.episodes = EpisodeStore(self.data_dir / "grimoire" / "episodes.lance", embedder)
         self.semantic = SemanticStore(
             self.data_dir / "grimoire" / "semantic.sqlite", self.data_dir / "grimoire" / "semantic.lance", embedder

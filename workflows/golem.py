@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.cognition.chain_health import fold_chain_failure, fold_chain_read, is_chain_read_failure
     from golem.cognition.clock import budget_throttle, gamma_pulse
     from golem.cognition.control import apply_control, check_control
-    from golem.cognition.decision_cache import hit_rate_report, on_playbook_revision
+    from golem.cognition.decision_cache import hit_rate_report
     from golem.cognition.fold import (
         accept_intervention,
         expire_rejections,
@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from golem.models.enums import SteerSeverity
     from golem.models.interventions import summarize
-    from golem.models.state import TICK_STATE_FIELDS, FsmState, GolemState, PendingTick
+    from golem.models.state import TICK_SLICE, DecisionCacheState, FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
     from golem.safety.gas import spend_status
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
@@ -265,7 +265,7 @@ class GolemWorkflow:
             rejected_interventions=s.rejected_interventions[-5:],
             failed_ticks=s.failed_ticks[-10:],
             run_ticks=self._run_ticks,
-            decision_cache=hit_rate_report(s.decision_cache),
+            decision_cache=s.decision_cache_stats or hit_rate_report(s.decision_cache),
             learned_gating_active=self._cfg is not None and s.tick >= self._cfg.gating.cold_start_ticks,
             config_version=self._config_info.version,
             chain=s.chain,
@@ -442,7 +442,7 @@ class GolemWorkflow:
             # Lean (issue 12): the config by its version hash (the worker loads it from its disk) and only the
             # state fields the tick reads, so neither this history nor the tick's carries them whole.
             ctx = ctx.model_copy(update={"config": None, "step_timeout_seconds": cfg.heartbeat.step_timeout_seconds,
-                                         "state_fields": sorted(TICK_STATE_FIELDS)})
+                                         "state_slice": TICK_SLICE})
         self._tick_snapshot_taken = True
         self._activity = "ticking"
         self._child_id = wid
@@ -462,7 +462,12 @@ class GolemWorkflow:
                 self._state, result, self._now().isoformat(), cfg.clock, cfg.heartbeat, result.gating, cfg.gating
             )
             self._state = steers_to_followups(self._state, result.steers_to_followups)
-            if result.decision_cache is not None:
+            if result.decision_cache_stats is not None:
+                # The cache lives on the worker (issue 12); the state keeps its counters, and drops a cache
+                # carried from before.
+                self._state = self._state.model_copy(update={"decision_cache_stats": result.decision_cache_stats,
+                                                             "decision_cache": DecisionCacheState()})
+            elif result.decision_cache is not None:  # a tick result from before the move
                 self._state = self._state.model_copy(update={"decision_cache": result.decision_cache})
             self._queue_missed_triggers(started, s.theta_seconds)
             if workflow.patched("chain-health"):
@@ -526,10 +531,8 @@ class GolemWorkflow:
         if result is not None and result.inference_cost_usd > 0 and workflow.patched("delta-inference-spend"):
             # The delta cycle's future-utility calls (Rev. 3) count against the §S12 daily budget.
             self._state = fold_upkeep_cost(self._state, result.inference_cost_usd, self._now().isoformat())
-        if result is not None and result.playbook_revision is not None:
-            # §S11: a PLAYBOOK revision invalidates cached decisions
-            cache = on_playbook_revision(self._state.decision_cache, result.playbook_revision, None)
-            self._state = self._state.model_copy(update={"decision_cache": cache})
+        # §S11: a PLAYBOOK revision invalidates cached decisions: the worker's cache does it at its next lookup
+        # (an entry stamped with another revision is dropped; golem.cognition.decision_cache.lookup).
         self._state = self._state.model_copy(update={"last_delta_tick": s.tick})
 
     async def _upkeep_child(self, run, kind: str, window: str, make_input):

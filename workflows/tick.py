@@ -218,7 +218,8 @@ class ThetaTickWorkflow:
         self._enter(HeartbeatState.REFLECTING)
         consumed_steers = [s.id for s in steers] + [s.id for s in self._interrupt_steers]
         reflect_input = ReflectInput(
-            ctx=self._for(ctx, "reflect"), **self._seen("reflect", retrieved=retrieved, deliberation=deliberation),
+            ctx=self._for(ctx, "reflect"), **self._seen("reflect", analysis=analysis, gate=gate, retrieved=retrieved,
+                                                                deliberation=deliberation),
             observation=observation,
             analysis=analysis,
             gate=gate,

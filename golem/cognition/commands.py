@@ -70,6 +70,8 @@ def _import(args) -> int:
 
 
 def _show(args) -> int:
+    from golem.cognition.decision_cache import hit_rate_report
+
     state = _learned_state(args)
     lg = state.learned_gating
     print(f"golem {state.golem_id} at tick {state.tick}: {lg.feedback_rounds} feedback rounds, "
@@ -82,8 +84,8 @@ def _show(args) -> int:
         print(f"  judged {s.judged}: correct {s.correct / s.judged:.0%}, unnecessary {s.unnecessary}, "
               f"insufficient {s.insufficient}; learned {s.learned_correct / s.judged:.0%} vs "
               f"epsilon-greedy shadow {s.shadow_correct / s.judged:.0%}")
-    c = state.decision_cache
-    print(f"  decision cache: {len(c.entries)} entries, hit rate {c.hit_rate:.0%} of {c.lookups} lookups")
+    c = state.decision_cache_stats or hit_rate_report(state.decision_cache)
+    print(f"  decision cache: {c['entries']} entries, hit rate {c['hit_rate']:.0%} of {c['lookups']} lookups")
     return 0
 
 

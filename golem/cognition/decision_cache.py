@@ -8,19 +8,31 @@ Invalidation (§S11): TTL (1–3 heartbeat intervals, 15–45 min; default 30 mi
 invalidates everything; a ContextPolicy revision invalidates everything; a PLAYBOOK.md revision
 invalidates entries whose mental models include a modified heuristic (all of them when the changed
 heuristics are unknown); before reuse every condition is re-validated and a drift > 20 % invalidates.
+
+Where it lives (issue 12 "Lean histories"): the worker keeps the cache in `<data>/decision-cache.json`
+(DecisionCacheStore), read and written by the decide activity. It used to be GolemState: its up to 32 entries
+(~0.45 KB each) then rode in every tick's input — twice per tick in the histories, T0 ticks included, which never
+read it — and came back in each deliberation's result. The golem's state keeps only the counters (hit rate,
+entries, invalidations) that `golem status` shows. It is a cache: a missing or unreadable file is an empty one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
+import os
+import threading
+from pathlib import Path
 
 from pydantic import BaseModel
 
 from golem.models.config import DecisionCacheSection
 from golem.models.observation import Observation
 from golem.models.state import CachedDecision, DecisionCacheState
+
+log = logging.getLogger(__name__)
 
 # Pattern buckets: a move of ±50 bps (the price probe's Low) is one step; health in 0.1 steps.
 PRICE_BUCKET_BPS = 50.0
@@ -186,3 +198,29 @@ def record_decision(
 def hit_rate_report(cache: DecisionCacheState) -> dict[str, float | int | dict[str, int]]:
     return {"lookups": cache.lookups, "hits": cache.hits, "hit_rate": round(cache.hit_rate, 4),
             "entries": len(cache.entries), "invalidations": dict(cache.invalidations)}
+
+
+class DecisionCacheStore:
+    """The golem's decision cache on the worker's disk: one JSON file, replaced atomically on save."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def load(self) -> DecisionCacheState:
+        with self._lock:
+            try:
+                return DecisionCacheState.model_validate_json(self.path.read_bytes())
+            except FileNotFoundError:
+                return DecisionCacheState()
+            except ValueError as err:  # a torn or hand-edited file: the cache starts empty, nothing else is lost
+                log.warning("decision cache %s is unreadable (%s); starting with an empty cache",
+                            self.path, str(err).splitlines()[0])
+                return DecisionCacheState()
+
+    def save(self, cache: DecisionCacheState) -> None:
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".json.tmp")
+            tmp.write_text(cache.model_dump_json())
+            os.replace(tmp, self.path)

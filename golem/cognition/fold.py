@@ -19,7 +19,16 @@ from golem.life.dream_scheduler import DreamUrgency, dream_urgency
 from golem.models.config import ClockSection, GatingSection, HeartbeatSection
 from golem.models.enums import DeliveryWindow, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
-from golem.models.state import GAS_HISTORY_LEN, PRICE_HISTORY_LEN, GatingDecision, GolemState, TickSummary
+from golem.models.state import (
+    GAS_HISTORY_LEN,
+    PRICE_HISTORY_LEN,
+    BetaBoundary,
+    GatingDecision,
+    GatingStats,
+    GolemState,
+    HedgeState,
+    TickSummary,
+)
 from golem.models.tick import TickResult
 
 MAX_REJECTED = 20
@@ -48,6 +57,18 @@ ECONOMIC_BUDGET_WEIGHT = 0.5
 
 def _bounded(items: list, limit: int) -> list:
     return items[-limit:] if len(items) > limit else items
+
+
+# Significant digits kept in the price and gas histories (issue 12 "Lean histories"): both ride in every tick's
+# input (64 prices, 120 gas prices) and a float's full repr is ~18 characters. Six digits keep a $2,000 price to
+# a cent (3 ppm, far below the 50 bps price-probe step of §S9); four keep gas to 0.1 % of the 2× gas-spike probe.
+PRICE_DIGITS = 6
+GAS_DIGITS = 4
+GATING_DIGITS = 6  # the learned-gating parameters a tick's gate step gets (state_for_tick)
+
+
+def _sig(x: float, digits: int) -> float:
+    return float(f"{x:.{digits}g}")
 
 
 def _excerpt(raw: Any) -> str:
@@ -128,9 +149,9 @@ def fold_tick_result(
     if result.price > 0:
         _, new.range_bound_run = detect_regime([*state.price_history, result.price], state.range_bound_run,
                                                state.regime)
-        new.price_history = _bounded([*state.price_history, result.price], PRICE_HISTORY_LEN)
+        new.price_history = _bounded([*state.price_history, _sig(result.price, PRICE_DIGITS)], PRICE_HISTORY_LEN)
     if result.gas_price_gwei > 0:
-        new.gas_history = _bounded([*state.gas_history, result.gas_price_gwei], GAS_HISTORY_LEN)
+        new.gas_history = _bounded([*state.gas_history, _sig(result.gas_price_gwei, GAS_DIGITS)], GAS_HISTORY_LEN)
     new.last_tvl = result.tvl
     new.last_oracle_price = result.oracle_price
     new.position_health = dict(result.position_health)
@@ -286,9 +307,22 @@ def state_for_tick(state: GolemState) -> GolemState:
     """The snapshot a tick workflow and its activities get: the golem's state without the learned-gating
     outcome log, which only the golem workflow reads (fold appends to it, delta feedback consumes it) and
     which is most of the state's size (about 18 of 26 KB after 400 ticks). Every activity input carries
-    the TickContext, so this is what keeps each tick's history small in the Temporal UI."""
-    lg = state.learned_gating
-    if not lg.log:
-        return state
-    return state.model_copy(update={"learned_gating": lg.model_copy(update={"log": []})})
+    the TickContext, so this is what keeps each tick's history small in the Temporal UI.
 
+    Of the rest of the learned-gating state the tick gets what the gate step reads (golem.cognition.
+    learned_gating.gate_tick: Hedge weights, Thompson beliefs, the shadow baseline) at GATING_DIGITS
+    significant digits — not the judging stats or the Hedge losses, which only the golem workflow's delta
+    feedback uses (issue 12: ~0.5 KB less in the tick's input, which the parent's history carries too)."""
+    lg = state.learned_gating
+    hedge = lg.hedge.model_copy(update={"weights": [_sig(w, GATING_DIGITS) for w in lg.hedge.weights],
+                                        "cumulative_loss": HedgeState().cumulative_loss, "rounds": 0})
+    thompson = {
+        bucket: tb.model_copy(update={"boundaries": [
+            BetaBoundary(alpha=_sig(b.alpha, GATING_DIGITS), beta=_sig(b.beta, GATING_DIGITS)) for b in tb.boundaries]})
+        for bucket, tb in lg.thompson.items()
+    }
+    baseline = lg.baseline.model_copy(update={"epsilon": _sig(lg.baseline.epsilon, GATING_DIGITS),
+                                              "arm_means": [_sig(m, GATING_DIGITS) for m in lg.baseline.arm_means]})
+    slim = lg.model_copy(update={"log": [], "stats": GatingStats(), "hedge": hedge, "thompson": thompson,
+                                 "baseline": baseline})
+    return state.model_copy(update={"learned_gating": slim})

@@ -264,7 +264,10 @@ class GolemState(BaseModel):
     # System 1 (golem/cognition): learned gating, gamma fast state, decision cache, tick backpressure
     learned_gating: LearnedGatingState = Field(default_factory=LearnedGatingState)
     gamma: GammaState = Field(default_factory=GammaState)
+    # The cache itself lives on the worker (golem.cognition.decision_cache.DecisionCacheStore, issue 12); this
+    # field only holds what a state from before that carried, cleared at the first tick that reports stats.
     decision_cache: DecisionCacheState = Field(default_factory=DecisionCacheState)
+    decision_cache_stats: dict = Field(default_factory=dict)  # hit_rate_report after the last decide
     tick_queue: TickQueue = Field(default_factory=TickQueue)
     chain: ChainHealth = Field(default_factory=ChainHealth)
     # The owner's stop buttons (issue 19; Freqtrade's /stopentry, /stop): paused = no new ticks, state kept;
@@ -302,7 +305,7 @@ STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
     "gate": frozenset({"pad", "pending_steers", "pending_followups", "strategy_confidence", "vitality",
                        "learned_gating", "regime", "phase", LAST_PRICE, "position_health", *_SPEND}),
     "retrieve": frozenset({"pad", "pending_steers", "pending_followups"}),
-    "decide": frozenset({"decision_cache", LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence",
+    "decide": frozenset({LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence",
                          "vitality", "regime", *_SPEND}),
     "simulate": frozenset(),
     "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", *_SPEND}),
@@ -316,5 +319,11 @@ TICK_STATE_FIELDS: frozenset[str] = frozenset(
 ) - {LAST_PRICE}  # observe reads price_history whole
 
 
+TICK_SLICE = "tick"  # the name of TICK_STATE_FIELDS on the wire
+
+
 def slice_fields(step: str) -> frozenset[str]:
+    """The state fields of a named slice: a step's, or TICK_SLICE's (the tick's whole input)."""
+    if step == TICK_SLICE:
+        return TICK_STATE_FIELDS
     return STEP_STATE_FIELDS[step] | ALWAYS_IN_SLICE

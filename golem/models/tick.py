@@ -37,8 +37,12 @@ class TickContext(BaseModel):
     # (<data>/config-versions/<version>.json), so no activity input carries the whole config.
     config: GolemConfig | None = None
     state: GolemState
-    # Non-empty: only these GolemState fields are on the wire (the tick's or one step's slice, issue 12);
-    # the activity rebuilds them as a slice that refuses to read any other (golem.models.slices). Empty: all.
+    # Non-empty: only the GolemState fields of this named slice are on the wire (a step's, or "tick" for the
+    # tick's input; golem.models.state.slice_fields), issue 12; the activity rebuilds them as a slice that
+    # refuses to read any other (golem.models.slices). The name, not the list, goes on the wire: the list cost
+    # ~0.3 KB in every activity input. Empty (and no state_fields): the whole state.
+    state_slice: str = ""
+    # The same as an explicit field list: what inputs written before state_slice carry (still read).
     state_fields: list[str] = Field(default_factory=list)
     step_timeout_seconds: float | None = None  # [heartbeat] step_timeout_seconds of a lean context
     started_at: str = ""  # workflow.now() at tick start, ISO
@@ -50,11 +54,19 @@ class TickContext(BaseModel):
     # Set on the first tick of a newly applied version only: what changed (for the record).
     config_change: str = ""
 
+    @property
+    def slice_field_names(self) -> list[str]:
+        """The state fields on the wire ([] = all): state_fields, else the named slice's."""
+        if self.state_fields:
+            return self.state_fields
+        return sorted(slice_fields(self.state_slice)) if self.state_slice else []
+
     @field_serializer("state", mode="wrap")
     def _only_the_slice(self, state, handler):
         data = handler(state)
-        if self.state_fields and isinstance(data, dict):
-            return slice_dump(data, self.state_fields)
+        fields = self.slice_field_names
+        if fields and isinstance(data, dict):
+            return slice_dump(data, fields)
         return data
 
     @property
@@ -71,7 +83,7 @@ class TickContext(BaseModel):
 
     def for_step(self, step: str) -> TickContext:
         """This context as one step's activity input: the step's state slice only (issue 12)."""
-        return self.model_copy(update={"state_fields": sorted(slice_fields(step))})
+        return self.model_copy(update={"state_slice": step, "state_fields": []})
 
     @property
     def started_ts(self) -> float | None:
@@ -106,7 +118,8 @@ STEP_REFS: dict[str, dict[str, str]] = {
     "validate": {"observation": "observe", "simulation": "simulate"},
     "execute": {"observation": "observe", "validation": "validate"},
     "verify": {"observation": "observe", "simulation": "simulate"},
-    "reflect": {"observation": "observe", "retrieved": "retrieve", "deliberation": "decide"},
+    "reflect": {"observation": "observe", "analysis": "analyze", "gate": "gate", "retrieved": "retrieve",
+                "deliberation": "decide"},
 }
 
 
@@ -216,7 +229,10 @@ class Deliberation(BaseModel):
     record: DeliberationRecord
     actions: list[ProposedAction] = Field(default_factory=list)
     context: ContextBundleSummary | None = None  # the workspace's category → tokens
-    decision_cache: DecisionCacheState | None = None  # the cache after this tick's lookup / record (§S11)
+    # Deliberations recorded before the cache moved to the worker (issue 12) carried the whole cache here; now
+    # only its counters (decision_cache.hit_rate_report) come back, for `golem status`.
+    decision_cache: DecisionCacheState | None = None
+    decision_cache_stats: dict[str, Any] | None = None
     # relations the model proposed for the knowledge graph (grimoire "Graph Maintenance" 1), before checking
     kg_facts: list[tuple[str, str, str]] = Field(default_factory=list)
 
@@ -291,8 +307,8 @@ class VerifyInput(StepInput):
 class ReflectInput(StepInput):
     ctx: TickContext
     observation: Observation | None = None  # None on the wire when refs names it
-    analysis: AnalyzeResult
-    gate: GateResult
+    analysis: AnalyzeResult | None = None  # None on the wire when refs names it (set on the worker)
+    gate: GateResult | None = None  # None on the wire when refs names it (set on the worker)
     retrieved: RetrievedKnowledge | None = None
     deliberation: Deliberation | None = None
     records: list[ActionRecord] = Field(default_factory=list)
@@ -332,4 +348,5 @@ class TickResult(BaseModel):
     phase: str = ""
     gating: GatingDecision | None = None
     run_label: str = ""  # the run whose reflect wrote record_path ("" = the tick's first run)
-    decision_cache: DecisionCacheState | None = None
+    decision_cache: DecisionCacheState | None = None  # results from before the cache moved to the worker
+    decision_cache_stats: dict[str, Any] | None = None  # hit_rate_report of the worker's cache after this tick

@@ -1,5 +1,6 @@
 """§S11 through the real decide activity: a pattern decided the same way three times is answered from
-the cache the fourth time; a steer always gets fresh thought."""
+the cache the fourth time; a steer always gets fresh thought. The cache lives on the worker's disk, not in the
+tick's input (issue 12): the context carries no entries, and a new worker over the same data dir keeps them."""
 
 from __future__ import annotations
 
@@ -29,14 +30,22 @@ async def test_consistent_decisions_are_cached_and_steers_bypass_the_cache(rig):
                       started_at="2026-11-22T00:00:00+00:00")
     obs = acts.observe(ObserveInput(ctx=ctx))
     models = []
-    for tick in range(1, 6):
+    for tick in range(1, 5):
         ctx = ctx.model_copy(update={"tick": tick, "state": state})
         d = await acts.decide(DecideInput(ctx=ctx, observation=obs, tier=Tier.T1, prediction_error=0.4))
         models.append(d.record.model)
-        state = state.model_copy(update={"decision_cache": d.decision_cache})
+        assert d.decision_cache is None, "the cache itself stays on the worker"
+    # a restarted worker (new services over the same data dir) still has the three consistent decisions
+    acts = TickActivities(rig.services())
+    ctx = ctx.model_copy(update={"tick": 5})
+    d = await acts.decide(DecideInput(ctx=ctx, observation=obs, tier=Tier.T1, prediction_error=0.4))
+    models.append(d.record.model)
     assert models[:3] == ["offline-deliberator"] * 3
     assert models[3:] == ["decision-cache"] * 2, models
-    assert state.decision_cache.hits == 2 and state.decision_cache.lookups == 5
+    assert d.decision_cache_stats is not None
+    assert d.decision_cache_stats["hits"] == 2 and d.decision_cache_stats["lookups"] == 5
+    assert d.decision_cache_stats["entries"] == 1
+    assert "decision_cache" not in ctx.for_step("decide").model_dump(mode="json")["state"]
 
     steer = Steer(id="s", message="reduce exposure", severity="high")
     ctx = ctx.model_copy(update={"tick": 6, "state": state})

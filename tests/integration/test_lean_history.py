@@ -22,12 +22,13 @@ from workflows.golem import GolemWorkflow
 pytestmark = pytest.mark.integration
 
 # Bytes of serialized History (protobuf) per tick, measured with bench/history_bytes.py (README "Lean
-# histories"): before this change a T0 tick took ~68 KB and an acted T2 tick ~182 KB.
-T0_MAX_BYTES = 30_000
-T2_MAX_BYTES = 80_000
+# histories"): before this change a T0 tick took ~68 KB and an acted T2 tick ~182 KB. The targets (issue 12):
+T0_MAX_BYTES = 15 * 1024
+T2_MAX_BYTES = 40 * 1024
 # Never a key in any activity input: the config's and those of GolemState parts no step reads.
 CONFIG_MARKERS = ('"max_trade_size_usd":', '"theta_base_seconds":', '"approved_assets":')
-STATE_MARKERS = ('"recent_ticks":', '"seen_intervention_ids":', '"tick_queue":', '"failed_ticks":')
+STATE_MARKERS = ('"recent_ticks":', '"seen_intervention_ids":', '"tick_queue":', '"failed_ticks":',
+                 '"decision_cache":', '"cumulative_loss":')
 
 
 async def _inputs(client, workflow_id: str, run_id: str) -> dict[str, list[dict]]:
@@ -65,6 +66,9 @@ async def test_tick_histories_are_lean(tmp_path, temporal_client, request):
             inputs = await _inputs(temporal_client, rec.workflow_id, rec.run_id)
             start = inputs.pop("(start)")[0]
             assert "config" not in start and start["config_version"], "the tick input names its config version"
+            assert start["state_slice"] == "tick" and "state_fields" not in start, "the slice goes by name"
+            for marker in STATE_MARKERS:
+                assert marker not in json.dumps(start), f"the tick input carries {marker}"
             for step, payloads in inputs.items():
                 if step == "record_failure":
                     continue

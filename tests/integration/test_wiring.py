@@ -250,11 +250,8 @@ async def test_a_cached_decision_is_gated_by_a_must_added_since(chain, tmp_path)
     env = ActivityEnvironment()
 
     async def decide_at(tick: int):
-        nonlocal state
         c = ctx.model_copy(update={"tick": tick, "state": state})
-        d = await env.run(acts.decide, DecideInput(ctx=c, observation=obs, tier=Tier.T1, prediction_error=0.4))
-        state = state.model_copy(update={"decision_cache": d.decision_cache})
-        return d
+        return await env.run(acts.decide, DecideInput(ctx=c, observation=obs, tier=Tier.T1, prediction_error=0.4))
 
     for tick in range(1, 4):  # the same borrow decided three times: consistent
         assert [a.tool for a in (await decide_at(tick)).actions] == ["borrow"]
