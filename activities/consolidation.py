@@ -27,6 +27,8 @@ from golem.grimoire.admission import (
     assess_quarantine,
 )
 from golem.grimoire.dream import run_dream_replay
+from golem.grimoire.dream_integration import promote_with_waking_evidence, waking_facts
+from golem.grimoire.staging import StagingBuffer
 from golem.grimoire.embeddings import scheduled_drift_check
 from golem.grimoire.heuristics import derive_heuristics_from_episodes
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path
@@ -101,6 +103,8 @@ class ConsolidationActivities:
         await self._step("mark consolidated", self.s.episodes.mark_consolidated, distilled.processed)
         await self._step("curator decay", self.s.semantic.curator_decay, inp.tick, tick_seconds)
         await self._step("upkeep", maintain, self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, versions
+        # issue 18: the curator accelerates dream promotion when waking ticks corroborate staged dream outputs
+        await self._step("dream promotion", self._dream_promotion, inp)
         revision = await self._step("playbook", self._playbook, inp)
         delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
         # [retention]: records, outcome files and trace days older than `days` go into daily archives
@@ -173,6 +177,13 @@ class ConsolidationActivities:
             candidates=len(distilled.candidates), distinct=len({c.content for c in distilled.candidates}),
             **{a.value: actions[a.value] for a in AdmissionAction},
         )
+
+    def _dream_promotion(self, inp: ConsolidationInput) -> list[str]:
+        staging = StagingBuffer(self.s.data_dir / "grimoire" / "dream-staging.sqlite")
+        if not staging.open_items():
+            return []
+        return promote_with_waking_evidence(staging, self.s.semantic, inp.golem_id, inp.tick,
+                                            waking_facts(self.s.cycles), self.s.heuristics)
 
     def _playbook(self, inp: ConsolidationInput):
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file

@@ -351,6 +351,9 @@ def parse_strategy(text: str) -> Strategy:
     return strategy
 
 
+_CURATOR_NOTE = re.compile(r"\s*_\(confidence [^)]*\)_\s*$")
+
+
 def rules_in(text: str, source: str, strategy: Strategy) -> list[Rule]:
     """Rules in free text (e.g. PLAYBOOK.md heuristics): every bullet starting with WHEN that parses.
     Lines that do not parse are skipped — the playbook is prose first."""
@@ -359,6 +362,7 @@ def rules_in(text: str, source: str, strategy: Strategy) -> list[Rule]:
         body = _bullet(line)
         if body is None or not re.match(r"^WHEN\b", body, re.I):
             continue
+        body = _CURATOR_NOTE.sub("", body)  # the Curator's "_(confidence 0.70, 3 episodes, id)_" after a rule
         try:
             rules.append(_rule(body, line_no, line, strategy, source))
         except StrategyError:
