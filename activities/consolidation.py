@@ -27,6 +27,8 @@ from golem.grimoire.admission import (
     assess_quarantine,
 )
 from golem.grimoire.dream import run_dream_replay
+from golem.grimoire.dream_integration import promote_with_waking_evidence, waking_facts
+from golem.grimoire.staging import StagingBuffer
 from golem.grimoire.embeddings import scheduled_drift_check
 from golem.grimoire.graph import CausalGraph
 from golem.grimoire.heuristics import derive_heuristics_from_episodes
@@ -104,6 +106,8 @@ class ConsolidationActivities:
         await self._step("mark consolidated", self.s.episodes.mark_consolidated, distilled.processed)
         await self._step("curator decay", self.s.semantic.curator_decay, inp.tick, tick_seconds)
         await self._step("upkeep", maintain, self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, versions
+        # issue 18: the curator accelerates dream promotion when waking ticks corroborate staged dream outputs
+        await self._step("dream promotion", self._dream_promotion, inp)
         curator = await self._step("curator", self._curate, inp)  # ExpeL operations by credited outcomes (issue 16)
         curator["causal_edges"] = await self._step("causal graph", self._causal, inp)
         curator["context_policy"] = await self._step("context policy", self._retune, inp)  # cybernetics loop 2
@@ -228,6 +232,13 @@ class ConsolidationActivities:
             self.s.learning.save_policy(fresh)
             policy = fresh
         return {"revision": policy.revision, "changed": fresh is not None, "reason": policy.reason}
+
+    def _dream_promotion(self, inp: ConsolidationInput) -> list[str]:
+        staging = StagingBuffer(self.s.data_dir / "grimoire" / "dream-staging.sqlite")
+        if not staging.open_items():
+            return []
+        return promote_with_waking_evidence(staging, self.s.semantic, inp.golem_id, inp.tick,
+                                            waking_facts(self.s.cycles), self.s.heuristics)
 
     def _playbook(self, inp: ConsolidationInput):
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file

@@ -83,7 +83,8 @@ def cmd_dashboard(args) -> int:
         raise UserError(f"--port {args.port} is not a TCP port (0-65535; 0 picks a free one)")
     cfg = _config(args)
     try:
-        _arun(run_dashboard(cfg.golem.id, _data_dir(args), args.address, port=args.port, temporal_ui=args.temporal_ui))
+        _arun(run_dashboard(cfg.golem.id, _data_dir(args), args.address, port=args.port, temporal_ui=args.temporal_ui,
+                            home=Path(args.home), backtests=Path(args.backtests).resolve()))
     except OSError as err:
         raise UserError(f"cannot serve on 127.0.0.1:{args.port} ({err.strerror or err}): pick another --port") from None
     except KeyboardInterrupt:
@@ -213,6 +214,7 @@ async def _status(args) -> int:
     dc = st.decision_cache
     print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
           f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
+    print(dream_line(st))
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -241,6 +243,14 @@ def rejection_line(r) -> str:
     when = r.received_at[:19].replace("T", " ") + " UTC" if r.received_at else "time unknown"
     tick = f"before tick {r.tick}" if r.tick is not None else "tick unknown"
     return f"rejected {r.kind} at {when}, {tick}: {r.reason}"
+
+
+def dream_line(st) -> str:
+    """rev. 12 dream yield (healthy 10–30%) and threat coverage (target 100%), the last cycle, the next one's urgency."""
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+    urgency = f"   urgency {st.dream_urgency:.2f} (dreams at 1.00)" if st.dream_urgency is not None else ""
+    return (f"  dreams:     yield {pct(st.dream_yield)} (healthy 10-30%)   threat coverage {pct(st.threat_coverage)} "
+            f"(target 100%){urgency}" + (f"\n    last: {st.last_dream}" if st.last_dream else ""))
 
 
 def spend_line(st) -> str:
@@ -498,6 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300)))
     s.add_argument("--temporal-ui", default=os.environ.get("GOLEM_TEMPORAL_UI", "http://127.0.0.1:8233"),
                    help="the Temporal Web UI the tick links point at")
+    s.add_argument("--backtests", default=os.environ.get("GOLEM_BACKTESTS", "backtests"),
+                   help="the folder whose backtest reports the page lists (`golem backtest`'s default --out parent)")
     s.set_defaults(fn=cmd_dashboard)
     s = command("codec-server", "decode encrypted payloads for the Temporal Web UI (Temporal codec-server protocol)")
     s.add_argument("--port", type=int, default=8234)

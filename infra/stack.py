@@ -102,6 +102,37 @@ async def ensure_monitor_running(address: str, config) -> str:
     return f"heartbeat-monitor {wid} started"
 
 
+def supervised_wait(fn, supervisor: Supervisor, stopped, worker_log: Path, say_after_s: float = 15.0):
+    """fn() (starting or resuming the golem: it talks to the workflow, which needs a worker) on a thread, while the
+    supervisor keeps watching: a worker that dies at start is reported and restarted instead of the start hanging
+    on a workflow nobody serves, and Ctrl-C still stops. None when stopped before fn finished."""
+    import threading
+
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # handed to the caller's thread
+            box["error"] = err
+
+    thread = threading.Thread(target=run, name="golem-start", daemon=True)
+    thread.start()
+    waited, said = 0.0, False
+    while thread.is_alive():
+        if stopped():
+            return None
+        supervisor.check()
+        thread.join(0.5)
+        waited += 0.5
+        if waited >= say_after_s and not said:
+            print(f"waiting for the golem to answer (its worker serves it; see {worker_log}) ...", flush=True)
+            said = True
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 async def ensure_golem_running(address: str, config, data_dir: Path | None = None) -> str:
     """Start GolemWorkflow, or resume the running one; a closed one restarts from its last state.
     The config version on disk (golem.toml + STRATEGY.md) is what the golem runs on afterwards: a running
@@ -257,8 +288,17 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         dashboard.start()
         # Stopped in reverse: the dashboard, the worker, then the simulator, then Anvil (which dumps its state).
         supervisor = Supervisor([anvil_child, sim, worker, dashboard])
-        how = asyncio.run(ensure_golem_running(temporal.address, config, data_dir))
-        how += "; " + asyncio.run(ensure_monitor_running(temporal.address, config))
+        def start_golem() -> str:
+            return (asyncio.run(ensure_golem_running(temporal.address, config, data_dir)) + "; "
+                    + asyncio.run(ensure_monitor_running(temporal.address, config)))
+
+        try:
+            how = supervised_wait(start_golem, supervisor, lambda: stopping, logs / "worker.log")
+        except SupervisionGaveUp as err:
+            print(str(err), flush=True)
+            return 1
+        if how is None:  # Ctrl-C while the golem was starting
+            return 0
         print(
             f"\ngolem '{config.golem.id}' {how}: workflow golem-{config.golem.id}\n"
             f"  Temporal Web UI: {temporal.ui_url}/namespaces/default/workflows\n"

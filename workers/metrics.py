@@ -229,5 +229,10 @@ def install_metrics(services, port: int, temporal_port: int | None = None):
     Returns (metrics, server, interceptor)."""
     metrics = GolemMetrics(services.config.golem.id, grimoire_size=services.semantic.count)
     services.events.listeners.append(metrics.on_event)
-    server = MetricsServer(metrics, port, temporal_port).start()
+    try:
+        server = MetricsServer(metrics, port, temporal_port).start()
+    except OSError as err:  # telemetry never stops the golem: it ticks on without the endpoint, and says why
+        log.warning("metrics endpoint off: cannot serve on 127.0.0.1:%s (%s); set GOLEM_METRICS_PORT to a free port "
+                    "(0 turns it off) and restart the worker", port, err.strerror or err)
+        server = None
     return metrics, server, StepLatencyInterceptor(metrics)

@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.consolidation import ConsolidationActivities
+from activities.dream import DreamActivities
 from activities.doctor import DoctorActivities
 from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
@@ -36,6 +37,11 @@ def build_worker(
 ) -> Worker:
     ticks = TickActivities(services, client)
     consolidation = ConsolidationActivities(services)
+    dream = DreamActivities(services)
+    # Forks a killed worker left behind (issue 18): stopped before this worker takes the golem's queue.
+    swept = dream.forks.sweep()
+    if swept:
+        log.warning("stopped %d dream fork(s) a previous worker left running: pids %s", len(swept), swept)
     doctor = DoctorActivities(services)
     monitor = MonitorActivities(services)
     return Worker(
@@ -46,6 +52,7 @@ def build_worker(
             ticks.observe, ticks.gamma, ticks.analyze, ticks.gate, ticks.retrieve, ticks.decide, ticks.simulate,
             ticks.validate, ticks.execute, ticks.verify, ticks.reflect, ticks.record_failure,
             consolidation.consolidate, consolidation.dream, doctor.doctor,
+            dream.nrem, dream.rem, dream.threats, dream.integrate,
             monitor.check_vitals, monitor.deliver_alerts,
         ],
         # Sync activities (web3, LanceDB, SQLite) run on threads; the workflow loop stays free.

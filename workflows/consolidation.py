@@ -1,22 +1,38 @@
 """Delta consolidation and dream cycles: child workflows started by GolemWorkflow.
 
 DELTA (~every 50 theta ticks, heartbeat "The Adaptive Clock"): curator pass — decay, heuristic
-distillation, PLAYBOOK.md rewrite. DREAM: offline replay of the highest-utility episodes while the
-heartbeat is suspended (§S7 SLEEPING.DREAMING).
+distillation, PLAYBOOK.md rewrite. DREAM (issue 18): NREM replay, REM imagination and Tier 1 threat rehearsal
+on Anvil forks, integration into the staging buffer — one activity per phase, so the Web UI shows each —
+while the heartbeat is suspended (§S7 SLEEPING.DREAMING). The cycle has a time budget and a `wake` signal (a
+critical steer): either stops it between phases (the running phase is cancelled), integration still records
+where it stopped, and ticking resumes.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.consolidation import ConsolidationActivities
-    from golem.models.golem import ConsolidationInput, ConsolidationResult, DreamInput, DreamResult
+    from activities.dream import DreamActivities
+    from golem.models.golem import (
+        ConsolidationInput,
+        ConsolidationResult,
+        DreamInput,
+        DreamPhaseInput,
+        DreamResult,
+    )
 
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# A phase with forks: a few seconds per scenario on a local chain; the budget (not this timeout) bounds a cycle.
+_PHASE_HEARTBEAT = timedelta(seconds=15)
+_PHASES = (("nrem", DreamActivities.nrem, 2), ("rem", DreamActivities.rem, 10), ("threats", DreamActivities.threats, 10))
 
 
 @workflow.defn
@@ -34,12 +50,65 @@ class DeltaConsolidationWorkflow:
 
 @workflow.defn
 class DreamCycleWorkflow:
+    def __init__(self) -> None:
+        self._wake: str | None = None
+
+    @workflow.signal
+    def wake(self, reason: str) -> None:
+        """A critical steer (or the owner) wakes the golem: the cycle stops at once, ticking resumes."""
+        if self._wake is None:
+            self._wake = reason or "woken"
+
     @workflow.run
     async def run(self, inp: DreamInput) -> DreamResult:
+        if not workflow.patched("dream-phases"):
+            return await workflow.execute_activity_method(
+                ConsolidationActivities.dream,
+                inp,
+                start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=timedelta(seconds=60),
+                retry_policy=_RETRY,
+            )
+        d = inp.config.dream
+        deadline = workflow.now() + timedelta(seconds=d.budget_seconds)
+        phase_inp = DreamPhaseInput(
+            golem_id=inp.golem_id, tick=inp.tick, config_version=inp.config_version, replay_count=d.replay_count,
+            rem_scenarios=d.rem_scenarios, rehearse_threats=d.rehearse_threats, forks=d.forks,
+            threat_rehearsals=inp.threat_rehearsals, deadline=deadline.isoformat(), urgency=inp.urgency,
+            reasons=inp.reasons,
+        )
+        stopped_at = stop_reason = None
+        for name, method, minutes in _PHASES:
+            if self._wake is not None or workflow.now() >= deadline:
+                stopped_at, stop_reason = name, self._wake or f"time budget of {d.budget_seconds:g} s spent"
+                break
+            # Waits for a cancelled phase to end, so it cannot write its journal part after integration; phases
+            # heartbeat per scenario, and a short heartbeat timeout keeps the SDK's heartbeat throttle (0.8×) short,
+            # so the cancel reaches them within seconds.
+            handle = workflow.start_activity_method(
+                method, phase_inp, start_to_close_timeout=timedelta(minutes=minutes),
+                heartbeat_timeout=_PHASE_HEARTBEAT, retry_policy=_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+            await workflow.wait_condition(lambda: handle.done() or self._wake is not None)
+            if not handle.done():  # woken mid-phase: cancel it (its forks stop in its finally, or at the next sweep)
+                handle.cancel()
+                try:
+                    await handle
+                except (ActivityError, asyncio.CancelledError):
+                    stopped_at, stop_reason = name, self._wake
+                    break
+                continue  # it finished before the cancel reached it: the next phase is where the cycle stops
+            try:
+                result = handle.result()
+                if getattr(result, "stopped_early", False):
+                    stopped_at, stop_reason = name, f"time budget of {d.budget_seconds:g} s spent"
+                    break
+            except ActivityError as err:  # a failed phase is journalled by its absence; the cycle goes on
+                workflow.logger.error("dream phase %s failed: %s", name, err.cause or err)
         return await workflow.execute_activity_method(
-            ConsolidationActivities.dream,
-            inp,
-            start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=timedelta(seconds=60),
-            retry_policy=_RETRY,
+            DreamActivities.integrate,
+            phase_inp.model_copy(update={"followups": inp.followups, "stopped_at": stopped_at,
+                                         "stop_reason": stop_reason}),
+            start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=timedelta(seconds=60), retry_policy=_RETRY,
         )

@@ -28,7 +28,9 @@ with workflow.unsafe.imports_passed_through():
         expire_rejections,
         fold_tick_failure,
         fold_tick_result,
+        fold_dream_result,
         fold_upkeep_cost,
+        schedule_dream,
         state_for_tick,
         should_dream,
         should_run_delta,
@@ -56,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         short,
         validate_change,
     )
+    from golem.models.enums import SteerSeverity
     from golem.models.interventions import summarize
     from golem.models.state import TICK_SLICE, DecisionCacheState, FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
@@ -87,6 +90,7 @@ class GolemWorkflow:
         self._activity = "starting"
         self._child = None
         self._child_id: str | None = None
+        self._dream_child = None  # the running DreamCycleWorkflow (issue 18): a critical steer wakes it
         self._run_ticks = 0
         self._tick_snapshot_taken = False  # the running tick already holds its state snapshot
         # The replay clock (a backtest): rows arrive by the advance_world update and are answered when done.
@@ -120,6 +124,13 @@ class GolemWorkflow:
         if reason:
             workflow.logger.warning("rejected %s: %s", kind, reason)
             return
+        steer = self._state.pending_steers[-1] if kind == "steer" and len(self._state.pending_steers) > before else None
+        if steer is not None and self._dream_child is not None and steer.severity == SteerSeverity.CRITICAL:
+            # §S7: dreaming suspends the heartbeat; a critical steer ends the dream so the next tick takes it.
+            try:
+                await self._dream_child.signal(DreamCycleWorkflow.wake, f"critical steer {steer.id}")
+            except Exception as err:  # the dream may have just ended; the steer waits for the next tick anyway
+                workflow.logger.info("dream not woken: %s", err)
         if kind == "steer" and len(self._state.pending_steers) > before and self._child is not None:
             # Forward to the running tick; it takes it only if its FSM accepts steers (§S7).
             try:
@@ -261,6 +272,10 @@ class GolemWorkflow:
             paused=s.paused,
             entries_stopped=s.entries_stopped,
             control_note=s.control_note,
+            dream_yield=s.dream_yield,
+            threat_coverage=s.threat_coverage,
+            last_dream=s.last_dream,
+            dream_urgency=schedule_dream(s, self._cfg).urgency if self._cfg is not None else None,
         )
 
     @workflow.query
@@ -290,7 +305,11 @@ class GolemWorkflow:
                 self._activity = "paused"
                 await workflow.wait_condition(lambda: not self._state.paused)
             cfg = self._cfg  # an applied config version takes effect here, between ticks, whole
-            if should_dream(self._state, cfg.clock):
+            if workflow.patched("dream-scheduler"):
+                urgency = schedule_dream(self._state, cfg)
+                if urgency.due:
+                    await self._dream(cfg, urgency)
+            elif should_dream(self._state, cfg.clock):
                 await self._dream(cfg)
             if should_run_delta(self._state, cfg.clock):
                 await self._consolidate(cfg)
@@ -536,10 +555,17 @@ class GolemWorkflow:
         kept = [f for f in self._state.pending_followups if f.id not in set(delivered)]
         self._state = self._state.model_copy(update={"pending_followups": kept})
 
-    async def _dream(self, cfg) -> None:
+    async def _dream(self, cfg, urgency=None) -> None:
         s = self._state
         self._activity = "dreaming"
         self._state = s.model_copy(update={"dreaming": True})
+        if urgency is not None:  # issue 18: the phased cycle, wakeable by a critical steer
+            try:
+                await self._dream_cycle(cfg, urgency)
+            finally:
+                self._dream_child = None
+                self._state = self._state.model_copy(update={"dreaming": False, "last_dream_tick": s.tick})
+            return
         try:
             await self._upkeep_child(
                 DreamCycleWorkflow.run, "dream", "next-dream",
@@ -547,3 +573,21 @@ class GolemWorkflow:
             )
         finally:
             self._state = self._state.model_copy(update={"dreaming": False, "last_dream_tick": s.tick})
+
+    async def _dream_cycle(self, cfg, urgency) -> None:
+        s = self._state
+        notes = [f for f in s.pending_followups if f.window.value == "next-dream"]
+        inp = DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes,
+                         config_version=self._config_info.version, urgency=urgency.urgency,
+                         reasons=urgency.reasons, threat_rehearsals=urgency.threat_rehearsals)
+        try:
+            self._dream_child = await workflow.start_child_workflow(
+                DreamCycleWorkflow.run, inp, id=f"golem-{s.golem_id}-dream-{s.tick}",
+                task_queue=f"golem-{s.golem_id}", execution_timeout=timedelta(minutes=30),
+            )
+            result = await self._dream_child
+        except ChildWorkflowError as err:
+            workflow.logger.error("dream cycle at tick %s failed: %s", s.tick, err.cause or err)
+            return
+        self._drop_followups(result.followups_delivered)
+        self._state = fold_dream_result(self._state, result)

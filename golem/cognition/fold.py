@@ -15,6 +15,7 @@ from golem.cognition.clock import theta_interval_seconds
 from golem.cognition.learned_gating import note_gating_outcome
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
+from golem.life.dream_scheduler import DreamUrgency, dream_urgency
 from golem.models.config import ClockSection, GatingSection, HeartbeatSection
 from golem.models.enums import DeliveryWindow, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
@@ -227,6 +228,28 @@ def should_dream(state: GolemState, clock: ClockSection) -> bool:
         and state.tick - state.last_dream_tick >= clock.dream_every_ticks
         and not should_run_delta(state, clock)
     )
+
+
+def schedule_dream(state: GolemState, config) -> DreamUrgency:
+    """The DreamScheduler's verdict (golem.life.dream_scheduler); never on a tick that runs delta, and never
+    later than the fixed `dream_every_ticks` (the gap floor is capped by it)."""
+    u = dream_urgency(state, config.clock.dream_every_ticks,
+                      min(config.dream.min_gap_ticks, config.clock.dream_every_ticks))
+    if u.due and should_run_delta(state, config.clock):
+        u = u.model_copy(update={"due": False})
+    return u
+
+
+def fold_dream_result(state: GolemState, result) -> GolemState:
+    """A finished (or interrupted) dream cycle's figures into the state `golem status` shows."""
+    if result is None:
+        return state
+    where = f"stopped before {result.stopped_at} ({result.stop_reason})" if result.stopped_at else "complete"
+    note = (f"tick {result.tick}: {where}; replayed {len(result.replayed)}, imagined {result.imagined}, "
+            f"rehearsed {result.rehearsed} ({result.broken} broken), {result.forks} forks, staged {result.staged}, "
+            f"promoted {result.promoted}")
+    return state.model_copy(update={"dream_yield": result.dream_yield, "threat_coverage": result.threat_coverage,
+                                    "last_dream": note})
 
 
 def note_delta_run(state: GolemState) -> GolemState:

@@ -82,7 +82,8 @@ def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: st
         sys.exit(f"golem grimoire: {err}")
 
 
-def _latest_tick(episodes) -> int:
+def latest_tick(episodes) -> int:
+    """The newest episode's tick: "now" for a search that names no tick."""
     return max((e.tick for e in episodes.all()), default=0)
 
 
@@ -91,7 +92,7 @@ def _stats(args) -> int:
     from golem.grimoire.upkeep import cognitive_metrics, table_stats
 
     episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore", reading=True)
-    tick = args.tick if args.tick is not None else _latest_tick(episodes)
+    tick = args.tick if args.tick is not None else latest_tick(episodes)
     out = {"tick": tick,
            "episodes": table_stats(episodes.table, "summary"),
            "semantic": table_stats(semantic.table, "content"),
@@ -119,7 +120,7 @@ def _search(args) -> int:
     if args.k < 1:
         sys.exit("golem grimoire search: --k must be >= 1")
     episodes, semantic = open_stores(args.data, args.home, reading=True)
-    tick = args.tick if args.tick is not None else _latest_tick(episodes)
+    tick = args.tick if args.tick is not None else latest_tick(episodes)
     if args.as_of is not None and args.as_of > tick:
         tick = args.as_of  # asking about a tick after the latest episode: that tick is "now"
     try:
@@ -147,7 +148,7 @@ def _export(args) -> int:
     # vectors are not exported
     episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore", reading=True)
     golem_id = _config(args).golem.id
-    lines = export_lines(episodes, semantic, golem_id=golem_id, tick=_latest_tick(episodes))
+    lines = export_lines(episodes, semantic, golem_id=golem_id, tick=latest_tick(episodes))
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     try:
         n = 0
@@ -263,7 +264,7 @@ def _quarantine(args) -> int:
                   f"evidence {len(e.parent_episode_ids)}  conflicts {','.join(q['conflicts_with']) or '-'}\n"
                   f"   {e.content}\n   {q['resolution'] or q['reason']}")
         return 0
-    tick = args.tick if args.tick is not None else _latest_tick(episodes)
+    tick = args.tick if args.tick is not None else latest_tick(episodes)
     try:
         if args.quarantine_cmd == "release":
             d = owner_release(semantic, args.id, tick)

@@ -352,6 +352,10 @@ def parse_strategy(text: str) -> Strategy:
     return strategy
 
 
+_CURATOR_NOTE = re.compile(r"\s*_\(confidence [^)]*\)_\s*$")
+_ENTRY_ID = re.compile(r"\bh-[0-9a-f]{16}\b")  # a heuristic's id (golem/grimoire/heuristics.py heuristic_id)
+
+
 def rules_in(text: str, source: str, strategy: Strategy) -> list[Rule]:
     """Rules in free text (e.g. PLAYBOOK.md heuristics): every bullet starting with WHEN that parses.
     Lines that do not parse are skipped — the playbook is prose first."""
@@ -360,19 +364,17 @@ def rules_in(text: str, source: str, strategy: Strategy) -> list[Rule]:
         body = _bullet(line)
         if body is None or not re.match(r"^WHEN\b", body, re.I):
             continue
-        # the Curator's provenance note: "… THEN repay 25% debt _(confidence 0.90, 5 episodes, h-…)_"
-        note = _PROVENANCE.search(body)
+        # the Curator's note after a rule: "… THEN repay 25% debt _(confidence 0.90, 5 episodes, h-…)_"
+        note = _CURATOR_NOTE.search(body)
+        entry = _ENTRY_ID.search(note.group(0)) if note else None
         if note:
             body = body[:note.start()].rstrip()
         try:
             rule = _rule(body, line_no, line, strategy, source)
         except StrategyError:
             continue
-        rules.append(rule.model_copy(update={"entry_id": note["id"]}) if note and note["id"] else rule)
+        rules.append(rule.model_copy(update={"entry_id": entry.group(0)}) if entry else rule)
     return rules
-
-
-_PROVENANCE = re.compile(r"\s*_\((?:[^)]*?,\s*)?(?P<id>h-[0-9a-f]{16})?\)_\s*$")
 
 
 def load_strategy(path: str | Path) -> Strategy:

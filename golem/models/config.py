@@ -218,6 +218,19 @@ class AlertsSection(BaseModel):
         return v
 
 
+class DreamSection(BaseModel):
+    """[dream] (issue 18): the DreamScheduler and the dream cycle's phases. `[clock] dream_every_ticks` stays the
+    interval at which a calm golem dreams; urgency (golem.life.dream_scheduler) brings a troubled one's forward."""
+
+    model_config = {"extra": "forbid"}
+    min_gap_ticks: int = Field(default=20, ge=1)  # never dream again sooner than this
+    budget_seconds: float = Field(default=300.0, gt=0.0)  # the cycle stops between phases past this (ticking resumes)
+    replay_count: int = Field(default=10, ge=0)  # NREM: episodes replayed
+    rem_scenarios: int = Field(default=2, ge=0)  # REM: source episodes imagined on forks (up to 3 scenarios each)
+    rehearse_threats: bool = True  # rev. 11 Tier 1 threat rehearsal (live-chain checks + a fork per threat)
+    forks: bool = True  # false: no Anvil forks (live-chain checks only, e.g. a node that cannot be forked)
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -232,6 +245,7 @@ class GolemConfig(BaseModel):
     decision_cache: DecisionCacheSection = Field(default_factory=DecisionCacheSection)
     grimoire: GrimoireSection = Field(default_factory=GrimoireSection)
     retention: RetentionSection = Field(default_factory=RetentionSection)
+    dream: DreamSection = Field(default_factory=DreamSection)
     # Read by the worker from golem.toml; kept out of the config version and of workflow payloads (exclude), so
     # adding the section changed no version hash and no recorded history. A new URL needs a worker restart.
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)

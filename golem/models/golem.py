@@ -74,6 +74,11 @@ class GolemStatus(BaseModel):
     paused: bool = False  # `golem pause`: no new ticks until `golem resume`
     entries_stopped: bool = False  # `golem stop-entries`: no new positions; risk-reducing actions and steers run
     control_note: str = ""
+    # issue 18 / rev. 12: the dream cycle's quality figures, and how close the next dream is
+    dream_yield: float | None = None  # share of staged dream outputs validated (healthy 10–30%)
+    threat_coverage: float | None = None  # Tier 1 threats rehearsed in the last 7 cycles (target 100%)
+    last_dream: str = ""
+    dream_urgency: float | None = None
 
 
 class ConsolidationInput(BaseModel):
@@ -154,14 +159,58 @@ class DreamInput(BaseModel):
     config: GolemConfig
     replay_count: int = 10
     followups: list[FollowUp] = Field(default_factory=list)  # window next-dream
+    # issue 18: why the scheduler dreamed now, and rev. 6's doubling of Tier 1 rehearsal (defaults: older inputs)
+    config_version: str = ""
+    urgency: float | None = None
+    reasons: list[str] = Field(default_factory=list)
+    threat_rehearsals: int = Field(default=1, ge=1, le=2)
 
 
 class DreamResult(BaseModel):
     tick: int
     replayed: list[str] = Field(default_factory=list)
     heuristics_touched: int = 0
-    report_path: str = ""
+    report_path: str = ""  # the cycle's DreamJournal (<data>/dreams/cycle-<tick>.json)
     followups_delivered: list[str] = Field(default_factory=list)
+    # issue 18 (defaults keep older results parsing)
+    phases_done: list[str] = Field(default_factory=list)
+    stopped_at: str | None = None  # the phase a critical steer or the time budget stopped the cycle before
+    stop_reason: str | None = None
+    imagined: int = 0
+    rehearsed: int = 0
+    broken: int = 0  # rehearsals whose response failed a check (each left a warning)
+    forks: int = 0
+    staged: int = 0
+    promoted: int = 0
+    dream_yield: float | None = None  # rev. 12: share of staged items validated (healthy 10–30%)
+    threat_coverage: float | None = None  # rev. 12: Tier 1 threats rehearsed in the last 7 cycles (target 100%)
+
+
+class DreamPhaseInput(BaseModel):
+    """Input of one dream phase activity (issue 18): what the phase needs, the rest stays on the worker's disk."""
+
+    golem_id: str
+    tick: int  # the cycle's tick: journal, staging ids and replay idempotence are keyed by it
+    config_version: str = ""  # the worker loads the config by it (lean, like a tick's)
+    replay_count: int = 10
+    rem_scenarios: int = 2
+    rehearse_threats: bool = True
+    forks: bool = True
+    threat_rehearsals: int = Field(default=1, ge=1, le=2)  # 2 = rev. 6 doubling
+    deadline: str = ""  # ISO time past which the phase stops between scenarios (the cycle's budget)
+    urgency: float | None = None
+    reasons: list[str] = Field(default_factory=list)
+    followups: list[FollowUp] = Field(default_factory=list)  # integrate delivers the next-dream notes
+    stopped_at: str | None = None  # integrate: where the cycle stopped, for the journal
+    stop_reason: str | None = None
+
+
+class DreamPhaseResult(BaseModel):
+    phase: str
+    items: int = 0  # replayed / imagined / rehearsed
+    broken: int = 0
+    forks: int = 0
+    stopped_early: bool = False  # the deadline passed between scenarios
 
 
 class TickFailure(BaseModel):

@@ -275,6 +275,10 @@ class GolemState(BaseModel):
     paused: bool = False
     entries_stopped: bool = False
     control_note: str = ""  # the last stop-button change: what, when, why
+    # The last dream cycle's rev. 12 figures and what it did (issue 18); `golem dreams` reads the journals.
+    dream_yield: float | None = None
+    threat_coverage: float | None = None
+    last_dream: str = ""
 
     @property
     def last_price(self) -> float | None:

@@ -149,3 +149,78 @@ async def test_live_page_shows_new_ticks_and_its_steer_reaches_the_workflow(temp
         await pw.stop()
         await runner.cleanup()
         rig.stop()
+
+
+@needs_chromium
+async def test_grimoire_search_playbook_revisions_and_backtest_reports(tmp_path):
+    """The read-only panels: a question answered from the golem's own Grimoire (warning first), PLAYBOOK's
+    revisions with a diff between two of them, and a backtest report with its figures and chart."""
+    from golem.backtest.models import RunInfo, TickMark
+    from golem.backtest.report import build_report, write_report
+    from golem.grimoire.embeddings import default_embedder
+    from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
+    from golem.grimoire.playbook import PlaybookHistory
+    from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+
+    data, backtests = tmp_path / "data", tmp_path / "backtests"
+    root = data / "grimoire"
+    emb = default_embedder()
+    EpisodeStore(root / "episodes.lance", emb).upsert_many([
+        Episode(id=episode_id("g19", t), golem_id="g19", tick=t, created_at="2026-11-24T00:00:00+00:00",
+                regime="calm", tier="T0", summary=f"Tick {t}: calm regime, no action") for t in range(1, 40, 3)])
+    src = EntrySource(golem_id="g19")
+    SemanticStore(root / "semantic.sqlite", root / "semantic.lance", emb).put_many([
+        GrimoireEntry(id="borrow-warning", category=EntryType.WARNING, source=src, created_tick=5,
+                      content="Do not borrow more USDC while WETH is falling; a further drop can trigger liquidation."),
+        GrimoireEntry(id="gas-night", category=EntryType.INSIGHT, source=src, created_tick=7,
+                      content="Base fee is lowest between 02:00 and 04:00 UTC; routine swaps are cheapest then."),
+    ])
+    history = PlaybookHistory(root / "heuristics.sqlite")
+    v1 = "<!-- revision 1 -->\n## Global\n- repay 20% of debt when HF < 1.5\n"
+    v2 = "<!-- revision 2 -->\n## Global\n- repay 20% of debt when HF < 1.6\n"
+    history.record(1, v1, tick=200, reason="curator", heuristics=1)
+    history.record(2, v2, tick=400, reason="curator", heuristics=1)
+    (data / "PLAYBOOK.md").write_text(v2)
+    marks = [TickMark(row=i, timestamp=1_795_000_000 + 30 * i, pool_price=2000 - 10 * i, oracle_price=2000 - 10 * i,
+                      gas_gwei=1.0, equity_usd=60_000 - 100 * i, health_factor=2.0 - 0.05 * i, tick=i,
+                      tier="T0" if i % 3 else "T2") for i in range(12)]
+    write_report(build_report(RunInfo(name="golem", path="examples/scenarios/crash_recovery.csv", rows=12), marks),
+                 marks, backtests / "crash_recovery-1")
+
+    runner = await start_dashboard(Dashboard(data, "g19", backtests=backtests), port=0)
+    pw, browser = await _browser()
+    try:
+        base = f"http://127.0.0.1:{bound_port(runner)}"
+        page = await browser.new_page(viewport={"width": 1400, "height": 1400})
+        bad = await page.request.get(f"{base}/api/grimoire/search?q=%20")
+        assert bad.status == 400 and "q is empty" in (await bad.json())["error"]
+        bad = await page.request.get(f"{base}/api/grimoire/search?q=hello&k=many")
+        assert bad.status == 400 and "k must be" in (await bad.json())["error"]
+        await page.goto(base + "/")
+        await page.wait_for_function("window.__rendered !== undefined", timeout=20_000)
+
+        await page.fill("#grimoire-q", "should I borrow more USDC now that WETH is falling?")
+        await page.click("#grimoire-send")
+        await page.wait_for_selector("#grimoire-results li", timeout=60_000)  # the first search loads the embedder
+        first = page.locator("#grimoire-results li").first
+        assert await first.get_attribute("data-id") == "borrow-warning"
+        assert "liquidation" in await first.inner_text()
+
+        await page.wait_for_function("document.querySelectorAll('#playbook-revisions li').length === 2")
+        assert "revision 2 · 2 recorded" in await page.inner_text("#playbook-rev")
+        await page.click("#playbook-revisions a[data-a='1'][data-b='2']")
+        await page.wait_for_function("document.getElementById('playbook-diff').textContent.includes('HF < 1.6')")
+        diff = await page.inner_text("#playbook-diff")
+        assert "-- repay 20% of debt when HF < 1.5" in diff and "+- repay 20% of debt when HF < 1.6" in diff
+
+        report = page.locator(".report[data-name='crash_recovery-1']")
+        await report.wait_for(timeout=10_000)
+        text = await report.inner_text()
+        assert "crash_recovery.csv" in text and "max drawdown" in text
+        await page.wait_for_function(
+            "document.querySelector(\".report[data-name='crash_recovery-1'] img\")?.naturalWidth > 0", timeout=10_000)
+        await page.screenshot(path=str(ARTIFACTS / "dashboard-panels.png"), full_page=True)
+    finally:
+        await browser.close()
+        await pw.stop()
+        await runner.cleanup()

@@ -106,3 +106,40 @@ async def test_killed_worker_and_anvil_are_restarted_and_no_tick_is_lost(tempora
     assert len(done) == len(set(done)), f"a tick recorded twice: {sorted(done)}"
     assert set(done) | set(failed) == set(range(max(done) + 1)), (sorted(done), failed)
     assert all(r["runs"] == 1 for r in store.recent(1000))
+
+
+def test_the_golem_start_waits_under_supervision(tmp_path):
+    """`golem run` starts the golem (an update or query the worker must answer) while the supervisor keeps
+    watching: a worker that dies at start is reported and restarted during the wait, and Ctrl-C ends the wait."""
+    import threading
+    import time
+
+    from infra.stack import supervised_wait
+
+    log = tmp_path / "worker.log"
+
+    def spawn():
+        out = log.open("ab")
+        return subprocess.Popen([sys.executable, "-c", "print('OSError: [Errno 98] Address already in use'); "
+                                 "raise SystemExit(1)"], stdout=out, stderr=subprocess.STDOUT)
+
+    said: list[str] = []
+    child = ProcessChild("worker", spawn, log)
+    child.start()
+    sup = Supervisor([child], crash_limit=50, window_seconds=60, backoff_initial=0.05, say=said.append)
+    answered = threading.Event()
+
+    def start_golem() -> str:  # answers once the worker has been restarted twice (or gives up after 20 s)
+        deadline = time.monotonic() + 20
+        while sup.restarts("worker") < 2:
+            if time.monotonic() > deadline:
+                return "nobody restarted the worker"
+            answered.wait(0.05)
+        return "resumed"
+
+    assert supervised_wait(start_golem, sup, lambda: False, log) == "resumed"
+    assert said and said[0].startswith("worker died: exit code 1") and "Address already in use" in said[0], said
+    # Ctrl-C (the stack's stopping flag) while the golem has not answered: the wait ends with None
+    assert supervised_wait(lambda: answered.wait(30) and "late", sup, lambda: True, log) is None
+    answered.set()
+    sup.stop()

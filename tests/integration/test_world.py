@@ -348,3 +348,26 @@ def test_trader_is_topped_up_by_minting_and_wrapping(w3: Web3, world_snapshot: D
     assert down.trade_side == "sell" and down.pool_price == pytest.approx(1800.0, rel=1e-6)
     assert down.pair_prices["PAIR_WETH_DAI"] == pytest.approx(1800.0, rel=1e-6)
     assert w3.eth.get_balance(TRADER) > 10**18  # the dev chain topped its ETH up to wrap
+
+
+def test_anvil_keeps_recent_states_readable_and_writes_none_to_disk(tmp_path):
+    """Historical states stay in memory for the newest `history_states` blocks (a past-block read works) and
+    never go to disk: left to Anvil they filled the disk (2.3 GB per 100 soak ticks)."""
+    from golem.chain.web3client import make_web3
+    from infra.anvil import AnvilProcess, free_port
+
+    anvil = AnvilProcess(port=free_port(), log_path=tmp_path / "anvil.log", history_states=32)
+    anvil.start()
+    try:
+        w3 = make_web3(anvil.rpc_url)
+        a, b = w3.eth.accounts[5], w3.eth.accounts[6]
+        for _ in range(300):
+            w3.eth.send_transaction({"from": a, "to": b, "value": 1})
+        head = w3.eth.block_number
+        assert w3.eth.get_balance(b, head - 20) == w3.eth.get_balance(b) - 20
+        with pytest.raises(Exception, match="BlockOutOfRange"):
+            w3.eth.get_balance(b, head - 200)
+        cached = [p for p in anvil.cache_path.rglob("*") if p.is_file()] if anvil.cache_path.exists() else []
+        assert cached == [], f"Anvil wrote states to disk: {cached[:3]}"
+    finally:
+        anvil.stop()

@@ -9,6 +9,11 @@ GET  /api/record/{tick}   the tick's DecisionCycleRecord
 POST /api/steer           {message, severity} validated like `golem steer`, then the steer signal
 POST /api/followup        {message, window} validated like `golem followup`, then the follow_up signal
 POST /api/control/{what}  pause | resume | stop-entries | allow-entries (GolemWorkflow updates)
+GET  /api/grimoire/search?q=…&k=5   what `golem grimoire search --json` answers (nothing logged or marked accessed)
+GET  /api/playbook        PLAYBOOK.md as it is now and its revisions (newest first)
+GET  /api/playbook/diff?a=N&b=M     the unified diff between two revisions
+GET  /api/backtests       the backtest reports under the backtests folder (`golem backtest --out`), newest first
+GET  /api/backtests/{name}/report.png   a report's chart
 """
 
 from __future__ import annotations
@@ -48,9 +53,13 @@ def _now() -> str:
 
 class Dashboard:
     def __init__(self, data_dir: Path, golem_id: str, *, client=None, temporal_ui: str = DEFAULT_TEMPORAL_UI,
-                 namespace: str = "default") -> None:
+                 namespace: str = "default", home: Path | None = None, backtests: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.golem_id = golem_id
+        self.home = Path(home) if home is not None else None  # the golem home: the embedder the Grimoire uses
+        self.backtests = Path(backtests) if backtests is not None else None  # where `golem backtest` wrote reports
+        self._stores = None  # the Grimoire's stores, opened at the first search (the embedder loads once)
+        self._stores_lock = threading.Lock()
         self.store = EventStore(self.data_dir)
         self.client = client  # a Temporal client; None: status and steering answer that Temporal is unreachable
         self.temporal_ui = temporal_ui.rstrip("/")
@@ -78,6 +87,11 @@ class Dashboard:
         app.router.add_post("/api/steer", self.steer)
         app.router.add_post("/api/followup", self.followup)
         app.router.add_post("/api/control/{what}", self.control)
+        app.router.add_get("/api/grimoire/search", self.grimoire_search)
+        app.router.add_get("/api/playbook", self.playbook)
+        app.router.add_get("/api/playbook/diff", self.playbook_diff)
+        app.router.add_get("/api/backtests", self.backtest_list)
+        app.router.add_get("/api/backtests/{name}/report.png", self.backtest_png)
         return app
 
     def _file(self, path: Path):
@@ -169,6 +183,89 @@ class Dashboard:
             return web.json_response({"error": _one_line(err)}, status=404)
         return web.Response(text=rec.model_dump_json(indent=2), content_type="application/json")
 
+    # ---- the Grimoire, PLAYBOOK and backtest reports (read-only) ---------------------------------
+    def _search(self, query: str, k: int) -> dict:
+        from golem.grimoire.commands import latest_tick, open_stores, search
+
+        with self._stores_lock:
+            if self._stores is None:
+                self._stores = open_stores(self.data_dir, self.home, on_model_switch="ignore", reading=True)
+        episodes, semantic = self._stores
+        res = search(episodes, semantic, query, regime="unknown", tick=latest_tick(episodes), k=k)
+        return res.model_dump(mode="json")
+
+    async def grimoire_search(self, request: web.Request) -> web.Response:
+        query = request.query.get("q", "").strip()
+        if not query:
+            return web.json_response({"error": "type a question for the Grimoire (q is empty)"}, status=400)
+        try:
+            k = int(request.query.get("k", 5))
+            if not 1 <= k <= 50:
+                raise ValueError
+        except ValueError:
+            return web.json_response({"error": f"k must be a whole number from 1 to 50, not {request.query.get('k')!r}"},
+                                     status=400)
+        try:
+            return web.json_response(await asyncio.to_thread(self._search, query, k))
+        except (SystemExit, Exception) as err:  # no Grimoire yet, another embedder: said, not a 500 page
+            return web.json_response({"error": f"the Grimoire cannot be searched: {_one_line(err)}"}, status=503)
+
+    def _playbook_history(self):
+        from golem.grimoire.playbook import PlaybookHistory
+
+        db = self.data_dir / "grimoire" / "heuristics.sqlite"
+        return PlaybookHistory(db) if db.exists() else None
+
+    async def playbook(self, request: web.Request) -> web.Response:
+        def read() -> dict:
+            path = self.data_dir / "PLAYBOOK.md"
+            history = self._playbook_history()
+            rows = history.log() if history is not None else []
+            return {"text": path.read_text() if path.exists() else None,
+                    "revisions": [r.model_dump(mode="json", exclude={"text"}) for r in reversed(rows)]}
+
+        return web.json_response(await asyncio.to_thread(read))
+
+    async def playbook_diff(self, request: web.Request) -> web.Response:
+        history = await asyncio.to_thread(self._playbook_history)
+        if history is None:
+            return web.json_response({"error": "no PLAYBOOK revisions recorded yet"}, status=404)
+        try:
+            a, b = int(request.query["a"]), int(request.query["b"])
+            text = await asyncio.to_thread(history.diff, a, b)
+        except (KeyError, ValueError, LookupError) as err:
+            return web.json_response({"error": f"diff needs two revision numbers a and b that exist ({_one_line(err)})"},
+                                     status=400)
+        return web.Response(text=text, content_type="text/plain")
+
+    def _reports(self) -> list[dict]:
+        if self.backtests is None or not self.backtests.is_dir():
+            return []
+        out = []
+        for f in self.backtests.glob("*/report.json"):  # one run per folder (`--compare` writes one per variant)
+            try:
+                report = json.loads(f.read_text()).get("report") or {}
+            except (OSError, ValueError) as err:
+                out.append({"name": f.parent.name, "error": f"unreadable report.json: {_one_line(err)}",
+                            "mtime": f.stat().st_mtime})
+                continue
+            out.append({"name": f.parent.name, "mtime": f.stat().st_mtime, "info": report.get("info"),
+                        "figures": report.get("figures"), "png": (f.parent / "report.png").exists()})
+        return sorted(out, key=lambda r: -r["mtime"])
+
+    async def backtest_list(self, request: web.Request) -> web.Response:
+        return web.json_response({"folder": str(self.backtests) if self.backtests else None,
+                                  "reports": await asyncio.to_thread(self._reports)})
+
+    async def backtest_png(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if self.backtests is None or "/" in name or name.startswith("."):
+            raise web.HTTPNotFound()
+        path = self.backtests / name / "report.png"
+        if not path.is_file():
+            raise web.HTTPNotFound()
+        return web.FileResponse(path)
+
     # ---- writes: validated like the CLI, then the signal / update -------------------------------
     async def _signal(self, request: web.Request, kind: str, field: str, default: str) -> web.Response:
         from golem.models.interventions import parse_intervention
@@ -253,7 +350,8 @@ def bound_port(runner: web.AppRunner) -> int:
 
 
 async def run_dashboard(golem_id: str, data_dir: Path, address: str | None = None, *, port: int = DEFAULT_PORT,
-                        temporal_ui: str = DEFAULT_TEMPORAL_UI) -> None:
+                        temporal_ui: str = DEFAULT_TEMPORAL_UI, home: Path | None = None,
+                        backtests: Path | None = None) -> None:
     """`golem dashboard`: serve until interrupted. Without Temporal the page still shows history and events."""
     import signal
 
@@ -265,7 +363,8 @@ async def run_dashboard(golem_id: str, data_dir: Path, address: str | None = Non
     except Exception as err:  # the page still renders history; status and steering say Temporal is unreachable
         log.warning("Temporal at %s not reachable (%s): status and steering are off", address or temporal_address(),
                     _one_line(err))
-    runner = await start_dashboard(Dashboard(data_dir, golem_id, client=client, temporal_ui=temporal_ui), port)
+    runner = await start_dashboard(Dashboard(data_dir, golem_id, client=client, temporal_ui=temporal_ui,
+                                                 home=home, backtests=backtests), port)
     print(f"dashboard: http://127.0.0.1:{bound_port(runner)}/  (golem {golem_id}, data {data_dir})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -142,6 +142,69 @@
     return r.ok;
   }
 
+  // ---- the Grimoire, PLAYBOOK and backtest reports (read-only panels) ----
+  function esc(t) { const d = document.createElement("div"); d.textContent = t ?? ""; return d.innerHTML; }
+  async function askGrimoire(q) {
+    $("grimoire-msg").className = "msg"; $("grimoire-msg").textContent = "searching…";
+    const r = await fetch(`/api/grimoire/search?k=5&q=${encodeURIComponent(q)}`);
+    const out = await r.json();
+    const ol = $("grimoire-results");
+    ol.innerHTML = "";
+    if (!r.ok) { $("grimoire-msg").className = "msg error"; $("grimoire-msg").textContent = out.error; return; }
+    $("grimoire-msg").className = "msg ok";
+    $("grimoire-msg").textContent = out.items.length ? `${out.items.length} of ${out.candidates} candidates · ${out.reason}`
+      : `nothing relevant (${out.abstained ? "abstained: " : ""}${out.reason})`;
+    for (const it of out.items) {
+      const li = document.createElement("li");
+      li.dataset.id = it.id;
+      if (it.safety) li.className = "safety";
+      li.innerHTML = `<span class="score">${fmt(it.final, 3)} ${esc(it.source)}/${esc(it.kind)}</span> ${esc(it.summary)}`;
+      ol.appendChild(li);
+    }
+  }
+  async function loadPlaybook() {
+    const pb = await (await fetch("/api/playbook")).json();
+    $("playbook-text").textContent = pb.text ?? "(no PLAYBOOK.md yet: the delta cycle compiles it)";
+    const revs = pb.revisions;
+    $("playbook-rev").textContent = revs.length ? `revision ${revs[0].revision} · ${revs.length} recorded` : "(no revisions yet)";
+    const ul = $("playbook-revisions");
+    ul.innerHTML = "";
+    revs.forEach((r, i) => {
+      const li = document.createElement("li");
+      li.dataset.revision = r.revision;
+      const prev = revs[i + 1];
+      li.innerHTML = `r${r.revision} · tick ${r.tick ?? "–"} · ${esc(r.reason)}` + (r.heuristics != null ? ` · ${r.heuristics} heuristics` : "") +
+        (prev ? ` · <a data-a="${prev.revision}" data-b="${r.revision}">diff from r${prev.revision}</a>` : "");
+      ul.appendChild(li);
+    });
+    ul.querySelectorAll("a[data-a]").forEach((a) => a.addEventListener("click", async () => {
+      const r = await fetch(`/api/playbook/diff?a=${a.dataset.a}&b=${a.dataset.b}`);
+      $("playbook-diff").textContent = r.ok ? ((await r.text()) || "(identical)") : (await r.json()).error;
+    }));
+  }
+  function pct(x) { return x === null || x === undefined ? "–" : (100 * x).toFixed(2) + " %"; }
+  async function loadBacktests() {
+    const bt = await (await fetch("/api/backtests")).json();
+    $("backtests-folder").textContent = bt.folder ? `(${bt.folder})` : "";
+    const div = $("backtests");
+    if (!bt.reports.length) { div.textContent = "no reports yet: `golem backtest examples/scenarios/crash_recovery.csv` writes one"; return; }
+    div.innerHTML = "";
+    for (const rep of bt.reports) {
+      const el = document.createElement("div");
+      el.className = "report"; el.dataset.name = rep.name;
+      if (rep.error) { el.textContent = `${rep.name}: ${rep.error}`; div.appendChild(el); continue; }
+      const f = rep.figures || {}, info = rep.info || {};
+      const mix = f.tier_mix ? Object.entries(f.tier_mix).map(([k, v]) => `${k} ${pct(v)}`).join(" / ") : "–";
+      const rows = [["path", esc(info.path)], ["run", `${esc(info.name)}${info.memory === false ? " (memory off)" : ""}`],
+        ["return", pct(f.total_return)], ["max drawdown", pct(f.max_drawdown)], ["min health factor", fmt(f.min_health_factor, 3)],
+        ["liquidations", f.liquidations ?? "–"], ["tier mix", mix], ["transactions", f.transactions ?? "–"],
+        ["gas / inference $", `${fmt(f.gas_usd, 2)} / ${fmt(f.inference_usd, 2)}`], ["blocked (protective)", `${Object.entries(f.blocked || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "none"} (${f.protective_blocked ?? 0})`]];
+      el.innerHTML = `<table><caption>${esc(rep.name)}</caption>${rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("")}</table>` +
+        (rep.png ? `<img alt="${esc(rep.name)} chart" src="/api/backtests/${encodeURIComponent(rep.name)}/report.png">` : "");
+      div.appendChild(el);
+    }
+  }
+
   // ---- live: each stored event, pushed ----
   function onEvent(e) {
     if (e.kind === "heartbeat.tick_finished") {
@@ -159,6 +222,8 @@
     } else if (/^(actions|alerts|interventions|control|safety)\./.test(e.kind)) {
       addEvent(e, true);
       if (e.kind.startsWith("control.")) refreshStatus();
+    } else if (e.kind.startsWith("grimoire.playbook")) {
+      loadPlaybook();
     }
   }
 
@@ -184,6 +249,8 @@
       ev.preventDefault();
       if (await send("followup", { message: $("followup-message").value, window: $("followup-window").value })) $("followup-message").value = "";
     });
+    $("grimoire-form").addEventListener("submit", (ev) => { ev.preventDefault(); askGrimoire($("grimoire-q").value); });
+    loadPlaybook(); loadBacktests();
     setInterval(refreshStatus, 10000);
   }
   start();

@@ -1,0 +1,197 @@
+"""The dream cycle's phases (issue 18): NREM replay, REM imagination on forks, Tier 1 threat rehearsal, integration.
+
+Each phase writes its part of the cycle's DreamJournal (`<data>/dreams/cycle-<tick>.json`, keyed by the cycle's
+tick, so a retried phase rewrites its own part) and returns a small summary. Forks are Anvil processes of the
+golem's own chain (infra/forks.py): each phase sweeps what a killed worker or an earlier attempt left, and every
+scenario's fork is stopped when the scenario ends. The real chain is only read (eth_call / eth_simulateV1).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from temporalio import activity
+
+from golem.chain import rehearsal
+from golem.chain.web3client import make_web3
+from golem.events import bridge as events
+from golem.grimoire.dream import run_dream_replay
+from golem.grimoire.staging import StagingBuffer, journals, load_journal, save_journal, threat_coverage
+from golem.grimoire.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
+from golem.grimoire.dream_integration import (
+    deviation_context,
+    integrate_results,
+    merge_groups,
+    promote_with_waking_evidence,
+    waking_facts,
+)
+from golem.inference.offline import OfflineDeliberator
+from golem.models.enums import SteerSeverity, Tier
+from golem.models.golem import DreamPhaseInput, DreamPhaseResult, DreamResult
+from golem.models.interventions import Steer
+from golem.models.state import GolemState
+from golem.models.tick import DecideInput, TickContext
+from golem.safety.limits import SafetyLimits
+from infra.forks import ForkRegistry
+from workers.services import GolemServices
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class DreamActivities:
+    def __init__(self, services: GolemServices) -> None:
+        self.s = services
+        self.forks = ForkRegistry(services.data_dir)
+        self.staging = StagingBuffer(services.data_dir / "grimoire" / "dream-staging.sqlite")
+
+    def _config(self, inp: DreamPhaseInput):
+        return self.s.config_for(inp.config_version) if inp.config_version else self.s.config
+
+    def _past(self, inp: DreamPhaseInput) -> bool:
+        return bool(inp.deadline) and _now() >= datetime.fromisoformat(inp.deadline)
+
+    # ---- phase 1: NREM ---------------------------------------------------------------------------------
+    @activity.defn(name="dream_nrem")
+    def nrem(self, inp: DreamPhaseInput) -> DreamPhaseResult:
+        activity.heartbeat("nrem")
+        cfg = self._config(inp)
+        report = run_dream_replay(self.s.episodes, self.s.heuristics, inp.replay_count, inp.tick,
+                                  tick_seconds=cfg.clock.theta_base_seconds)
+        activity.heartbeat("nrem: journal")
+        chosen = [e for e in self.s.episodes.all() if e.id in set(report.replayed)]
+        journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
+        journal.started_at = journal.started_at or _now().isoformat()
+        journal.urgency, journal.reasons = inp.urgency, list(inp.reasons)
+        strengthened = set(report.strengthened)
+        # rev. 1 "Deviation-anchored replay": each replayed episode with the deviations its verification measured.
+        journal.replayed = [{"episode": e.id, "tick": e.tick, "utility": round(e.utility, 4),
+                             "strengthened": e.id in strengthened, **deviation_context(self.s.cycles, e.tick)}
+                            for e in sorted(chosen, key=lambda e: report.replayed.index(e.id))]
+        journal.merged = merge_groups(chosen)
+        _done(journal, "nrem")
+        save_journal(self.s.data_dir, journal)
+        return DreamPhaseResult(phase="nrem", items=len(report.replayed))
+
+    # ---- phase 2: REM imagination, and rev. 11 threat rehearsal -------------------------------------------
+    @activity.defn(name="dream_rem")
+    def rem(self, inp: DreamPhaseInput) -> DreamPhaseResult:
+        if not inp.forks:  # imagination perturbs a fork; without one there is nothing to imagine on
+            return self._rehearse(inp, "rem", [], "imagined")
+        episodes = self.s.episodes.all()
+        health = {}
+        for e in episodes:
+            hf = _record_health(self.s.cycles, e.tick)
+            if hf is not None:
+                health[e.id] = hf
+        scenarios = rem_scenarios(episodes, health, inp.rem_scenarios)
+        return self._rehearse(inp, "rem", scenarios, "imagined")
+
+    @activity.defn(name="dream_threats")
+    def threats(self, inp: DreamPhaseInput) -> DreamPhaseResult:
+        obs = rehearsal.observe(self.s.w3, self.s.deployment, self.s.account)
+        snap = obs.snapshot
+        lending = [p for p in snap.positions if p.kind == "lending"]
+        lp = [p for p in snap.positions if p.kind != "lending"]
+        pos = PositionView(health_factor=obs.min_health_factor(), debt=sum(p.debt for p in lending),
+                           collateral=sum(p.collateral for p in lending),
+                           weth=float(snap.balances.get("WETH", 0.0)), lp_shares=sum(p.collateral for p in lp))
+        scenarios = tier1_threats(pos, inp.threat_rehearsals) if inp.rehearse_threats else []
+        journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
+        journal.threats_due = sorted({s.threat.value for s in scenarios if s.threat})
+        save_journal(self.s.data_dir, journal)
+        return self._rehearse(inp, "threats", scenarios, "rehearsed")
+
+    def _rehearse(self, inp: DreamPhaseInput, phase: str, scenarios: list[Scenario], field: str) -> DreamPhaseResult:
+        self.forks.sweep()  # what a killed worker or an earlier attempt of this phase left running
+        cfg = self._config(inp)
+        risk = SafetyLimits.from_config(cfg).risk
+        allowance = risk.gas_budget_usd_per_day * risk.gas_emergency_fraction  # §S10 emergency slice
+        max_slip = cfg.policy.max_slippage_bps
+        live_obs = rehearsal.observe(self.s.w3, self.s.deployment, self.s.account)
+        decide = self._decider(inp, cfg)
+        results, forks, stopped = [], 0, False
+        for i, sc in enumerate(scenarios):
+            if self._past(inp):
+                stopped = True
+                break
+            activity.heartbeat(f"{phase} {i + 1}/{len(scenarios)}: {sc.name}")
+            fork_chk, actions = None, []
+            if inp.forks:
+                with self.forks.fork(cfg.chain.rpc_url, live_obs.snapshot.block_number, label=sc.name) as anvil:
+                    forks += 1
+                    fork_chk, actions = rehearsal.run_on_fork(
+                        make_web3(anvil.rpc_url), self.s.deployment, self.s.account, sc.crisis, decide, sc.steer,
+                        gas_allowance_usd=allowance, max_slippage_bps=max_slip)
+            else:  # no fork: the response the golem would give to today's chain under the steer
+                actions = decide(live_obs, live_obs.snapshot.pool.price, sc.steer)
+            # rev. 11: the same response against the live chain today (simulated only: nothing is sent)
+            live_chk = rehearsal.check(self.s.w3, self.s.deployment, self.s.account, actions, live_obs,
+                                       where="live", gas_allowance_usd=allowance, max_slippage_bps=max_slip)
+            results.append(judge(sc, live_chk, fork_chk))
+        journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
+        setattr(journal, field, [r.model_dump(mode="json") for r in results])
+        if phase == "threats":
+            journal.threats_rehearsed = sorted({r.threat.value for r in results if r.threat})
+        journal.forks = (journal.forks or 0) + forks
+        _done(journal, phase)
+        save_journal(self.s.data_dir, journal)
+        return DreamPhaseResult(phase=phase, items=len(results), broken=sum(not r.ok for r in results), forks=forks,
+                                stopped_early=stopped)
+
+    def _decider(self, inp: DreamPhaseInput, cfg):
+        """The golem's own decision on a crisis observation: the offline deliberator over STRATEGY.md and
+        PLAYBOOK.md (deterministic and free; a dream spends no inference budget)."""
+        strategy, playbook = self.s.load_strategy(None), self.s.playbook_text()
+        deliberator = OfflineDeliberator()
+
+        def decide(obs, prev_price: float, steer: str | None):
+            ctx = TickContext(golem_id=inp.golem_id, tick=inp.tick, config=cfg,
+                              state=GolemState(golem_id=inp.golem_id, price_history=[prev_price]))
+            steers = [Steer(id=f"dream-{inp.tick}", message=steer, severity=SteerSeverity.HIGH)] if steer else []
+            di = DecideInput(ctx=ctx, observation=obs, tier=Tier.T2, prediction_error=1.0, steers=steers)
+            return deliberator.decide_now(di, strategy, playbook).actions
+
+        return decide
+
+    # ---- phase 3: integration ----------------------------------------------------------------------------
+    @activity.defn(name="dream_integrate")
+    def integrate(self, inp: DreamPhaseInput) -> DreamResult:
+        activity.heartbeat("integrate")
+        journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
+        journal.stopped_at, journal.stop_reason = inp.stopped_at, inp.stop_reason
+        staged = integrate_results(self.staging, self.s.semantic, inp.golem_id, inp.tick,
+                                   journal.imagined + journal.rehearsed, self.s.heuristics)
+        promoted = promote_with_waking_evidence(self.staging, self.s.semantic, inp.golem_id, inp.tick,
+                                                waking_facts(self.s.cycles), self.s.heuristics)
+        journal.staged = staged.staged
+        journal.promoted = staged.promoted + promoted
+        _done(journal, "integrate")
+        journal.dream_yield = self.staging.dream_yield()
+        journal.threat_coverage = threat_coverage([*[j for j in journals(self.s.data_dir) if j.tick != inp.tick],
+                                                   journal])
+        path = save_journal(self.s.data_dir, journal)
+        rehearsals = journal.imagined + journal.rehearsed
+        result = DreamResult(
+            tick=inp.tick, replayed=[r["episode"] for r in journal.replayed],
+            report_path=str(path), followups_delivered=self.s.deliver_followups(inp.followups, "next-dream", inp.tick),
+            phases_done=journal.phases_done, stopped_at=inp.stopped_at, stop_reason=inp.stop_reason,
+            imagined=len(journal.imagined), rehearsed=len(journal.rehearsed),
+            broken=sum(not r["ok"] for r in rehearsals), forks=journal.forks, staged=len(journal.staged),
+            promoted=len(journal.promoted), dream_yield=journal.dream_yield, threat_coverage=journal.threat_coverage,
+        )
+        self.s.events.emit(events.dream_events(inp.golem_id, _now().isoformat(), result))
+        return result
+
+
+def _done(journal, phase: str) -> None:
+    if phase not in journal.phases_done:
+        journal.phases_done.append(phase)
+
+
+def _record_health(cycles, tick: int) -> float | None:
+    try:
+        return cycles.load(tick).observation.min_health_factor()
+    except Exception:  # an episode without a record (imported, archived past retention): not a REM source
+        return None

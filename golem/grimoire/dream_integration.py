@@ -1,0 +1,182 @@
+"""Dream phase 3, integration (issue 18): rehearsal results → the staging buffer → the admission gate.
+
+Also the two NREM helpers that read the tick records: rev. 1's deviation data of a replayed episode, and the
+grouping of near-duplicate episodes (compression: a group is replayed and journalled as one pattern).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from golem.grimoire.admission import AdmissionAction, admit
+from golem.grimoire.episodes import Episode
+from golem.grimoire.heuristics import GLOBAL_SCOPE, HeuristicStore
+from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
+from golem.grimoire.staging import (
+    CORROBORATIONS_TO_VALIDATE,
+    DREAM_ENTRY_CONFIDENCE,
+    StageKind,
+    StagedItem,
+    StageStatus,
+    StagingBuffer,
+    Trigger,
+    corroborate,
+    staged_id,
+)
+
+# rev. 1: "what would have happened at 50bps, 100bps, 200bps deviation?" — the perturbations named beside each
+# replayed episode's measured deviation.
+DEVIATION_PERTURBATIONS_BPS = (50, 100, 200)
+WAKING_RECORDS = 200  # how many recent tick records waking evidence is read from (ours)
+_GUARD_HF = re.compile(r"health_factor < ([0-9.]+)")
+
+
+def deviation_context(cycles, tick: int) -> dict:
+    """rev. 1 "Deviation-anchored replay": the verified deviations of the episode's tick (bps per quantity)."""
+    try:
+        outcome = cycles.load(tick).outcome
+    except Exception:  # no record (imported episode, archived): replayed without deviation data
+        return {"deviations_bps": {}, "verified": None}
+    if outcome is None:
+        return {"deviations_bps": {}, "verified": None}
+    devs = {k: round(v, 2) for k, v in outcome.deviations_bps.items()}
+    worst = max((abs(v) for v in devs.values()), default=0.0)
+    return {"deviations_bps": devs, "verified": outcome.verified,
+            "perturb_bps": [p for p in DEVIATION_PERTURBATIONS_BPS if p > worst]}
+
+
+def merge_groups(episodes: list[Episode]) -> list[list[str]]:
+    """Near-duplicates among the replayed: same regime, tier and tools, prediction error within 0.05."""
+    groups: dict[tuple, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        groups[(e.regime.value, e.tier.value, tuple(sorted(e.action_tools)), round(e.prediction_error * 20))].append(e)
+    return [sorted(x.id for x in g) for g in groups.values() if len(g) > 1]
+
+
+def waking_facts(cycles, n: int = WAKING_RECORDS) -> list[tuple[int, float | None, float | None]]:
+    """(tick, health factor, price move bps since the previous record) of recent waking ticks, oldest first."""
+    rows = sorted(cycles.recent(n), key=lambda r: r["tick"])
+    out, prev = [], None
+    for r in rows:
+        try:
+            snap = cycles.load(r["tick"]).observation
+        except Exception:
+            continue
+        price = snap.snapshot.pool.price
+        move = (price - prev) / prev * 10_000.0 if prev else None
+        out.append((r["tick"], snap.min_health_factor(), move))
+        prev = price
+    return out
+
+
+@dataclass
+class Integrated:
+    staged: list[str] = field(default_factory=list)
+    promoted: list[str] = field(default_factory=list)
+
+
+def _trigger(result: dict) -> Trigger:
+    """The waking situation that corroborates what a rehearsal found: the guard's health threshold, or half the
+    crisis's price move."""
+    guard = result.get("guard") or ""
+    m = _GUARD_HF.search(guard)
+    fork = result.get("fork") or {}
+    hf = float(m.group(1)) if m else (fork.get("health_before") or None)
+    shock = re.search(r"feed ([+-][0-9]+)%", result.get("crisis", ""))
+    move = float(shock.group(1)) * 100 / 2 if shock and float(shock.group(1)) < 0 else None
+    return Trigger(health_below=hf, price_move_bps=move)
+
+
+def _admit(semantic: SemanticStore, item: StagedItem, golem_id: str, tick: int, category: EntryType) -> str | None:
+    """Through the admission gate with the dream calibration (rev. 5): entries start at 0.3, provenance Dream,
+    decaying at the dream-validated (class D) rate."""
+    entry = GrimoireEntry(
+        id=item.id, category=category, content=item.content, confidence=DREAM_ENTRY_CONFIDENCE,
+        provenance=Provenance.DREAM, source=EntrySource(golem_id=golem_id), created_tick=tick, valid_from=tick,
+        parent_episode_ids=[item.source_episode] if item.source_episode else [], dream_validated=True,
+        tags=["dream", item.kind.value] + ([item.scenario] if item.scenario else []),
+    )
+    decision = admit(semantic, entry, tick=tick)
+    if decision.action in (AdmissionAction.REJECTED, AdmissionAction.QUARANTINED):
+        return None
+    return decision.entry_id
+
+
+def _guard_evidence(heuristics: HeuristicStore | None, item: StagedItem, golem_id: str, ticks: list[int]) -> None:
+    """A guard joins the heuristic store on the rehearsal's evidence (confidence 0.5) and gains +0.1 per waking
+    tick that corroborates it; at 0.7 — two corroborations, the staging buffer's "validated" — the Curator's
+    PLAYBOOK.md rewrite includes it, where the deliberator reads it as a rule."""
+    if heuristics is None or item.kind != StageKind.GUARD or not item.rule:
+        return
+    heuristics.add_or_reinforce(item.rule, GLOBAL_SCOPE, f"dream-{item.cycle_tick}:{item.scenario}")
+    for t in ticks:
+        heuristics.add_or_reinforce(item.rule, GLOBAL_SCOPE, f"{golem_id}:tick:{t}")
+
+
+def integrate_results(staging: StagingBuffer, semantic: SemanticStore, golem_id: str, tick: int,
+                      results: list[dict], heuristics: HeuristicStore | None = None) -> Integrated:
+    """Stage every dream output. A broken response's warning and guard are grounded (the chain produced their
+    figures): partially validated at once and admitted at 0.3. What a counterfactual showed stays a hypothesis
+    until waking evidence corroborates it."""
+    out = Integrated()
+    for r in results:
+        scenario, source = r.get("scenario", ""), r.get("source_episode")
+        outputs: list[tuple[StageKind, str]] = []
+        if r.get("warning"):
+            outputs.append((StageKind.THREAT_WARNING, r["warning"]))
+            if r.get("guard"):
+                outputs.append((StageKind.GUARD, f"PLAYBOOK guard candidate from a dream rehearsal "
+                                                 f"({scenario}): {r['guard'].lstrip('- ')}"))
+        elif source:
+            fork = r.get("fork") or {}
+            acts = "; ".join(fork.get("actions") or []) or "no action"
+            hb, ha = fork.get("health_before"), fork.get("health_after")
+            outputs.append((StageKind.HYPOTHESIS, (
+                f"If the market repeats tick {scenario.rsplit(' ', 1)[-1]} deeper ({r.get('crisis')}), the golem's "
+                f"response ({acts}) holds: health factor {hb if hb is None else round(hb, 3)} → "
+                f"{ha if ha is None else round(ha, 3)} on a fork at block {fork.get('block')}.")))
+        for kind, content in outputs:
+            sid = staged_id(tick, kind, content)
+            old = staging.get(sid)
+            item = old or StagedItem(id=sid, cycle_tick=tick, kind=kind, content=content, scenario=scenario,
+                                     source_episode=source, trigger=_trigger(r),
+                                     rule=r["guard"].lstrip("- ") if kind == StageKind.GUARD else None)
+            if kind != StageKind.HYPOTHESIS and item.entry_id is None:
+                item.status = StageStatus.PARTIALLY_VALIDATED
+                item.entry_id = _admit(semantic, item, golem_id, tick,
+                                       EntryType.WARNING if kind == StageKind.THREAT_WARNING else EntryType.HEURISTIC)
+                if item.entry_id:
+                    out.promoted.append(sid)
+                _guard_evidence(heuristics, item, golem_id, [])
+            staging.put(item)
+            out.staged.append(sid)
+    return out
+
+
+def promote_with_waking_evidence(staging: StagingBuffer, semantic: SemanticStore, golem_id: str, tick: int,
+                                 facts: list[tuple[int, float | None, float | None]],
+                                 heuristics: HeuristicStore | None = None) -> list[str]:
+    """Waking evidence moves staged items on: a corroborated hypothesis is admitted at 0.3; a validated item's
+    entry is raised to 0.7. Run by every dream's integration and by the curator (delta) cycle, which so
+    accelerates promotion when waking ticks corroborate. Returns the ids that moved."""
+    moved = []
+    for item in staging.open_items():
+        new = corroborate(item, facts)
+        if new.status == item.status and new.corroborations == item.corroborations:
+            continue
+        # Only the corroborations that validate it count as the guard's evidence (0.5 + 2 × 0.1 = 0.7): a situation
+        # that recurs forty times is one finding, not forty.
+        counted = new.corroborations[:CORROBORATIONS_TO_VALIDATE]
+        _guard_evidence(heuristics, new, golem_id, [t for t in counted if t not in item.corroborations])
+        if new.entry_id is None:
+            category = EntryType.WARNING if new.kind == StageKind.THREAT_WARNING else EntryType.INSIGHT
+            new.entry_id = _admit(semantic, new, golem_id, tick, category)
+        if new.status == StageStatus.VALIDATED and new.entry_id:
+            entry = semantic.get(new.entry_id)
+            if entry is not None and entry.confidence < new.confidence:
+                semantic.update(entry.model_copy(update={"confidence": new.confidence}))
+        staging.put(new)
+        moved.append(new.id)
+    return moved

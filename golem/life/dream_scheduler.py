@@ -1,0 +1,59 @@
+"""The DreamScheduler (runtime-extensions §21 "dream": time since the last dream, emotional load, novelty;
+issue 18 adds risk and the curator's `dream_priority: high` tags) and rev. 6's regime-aware threat doubling.
+
+    urgency = time + emotion + novelty + risk + tags
+
+`time` = ticks since the last dream / dream_every_ticks reaches 1.0 on the old fixed schedule, so a calm golem
+dreams exactly as before; the other terms (each in [0, weight]) bring a troubled golem's dream forward, never
+sooner than `dream_min_gap_ticks` after the last one. The spec names the inputs but gives no weights: the
+weights below are ours and sum to 1.0, so a golem at the worst of all four dreams at half the fixed interval.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from golem.models.enums import MarketRegime
+from golem.models.state import GolemState
+
+URGENCY_TO_DREAM = 1.0
+WEIGHTS = {"emotion": 0.3, "novelty": 0.2, "risk": 0.3, "tags": 0.2}  # ours (module docstring)
+RISK_HEALTH_CALM, RISK_HEALTH_DIRE = 2.0, 1.2  # HF 2.0 → no risk; 1.2 (§S9 health_factor_high) → full
+TAGS_FOR_FULL = 5  # five curator-flagged episodes saturate the term (ours)
+# rev. 6: "volatilityQuintile >= 4 or liquidityCondition === 'thin' → double Tier 1 threat rehearsal".
+# We read the volatile and crash-like regimes as quintile ≥ 4.
+DOUBLING_REGIMES = frozenset({MarketRegime.VOLATILE, MarketRegime.TRENDING_DOWN})
+
+
+class DreamUrgency(BaseModel):
+    urgency: float
+    terms: dict[str, float] = Field(default_factory=dict)
+    due: bool = False
+    reasons: list[str] = Field(default_factory=list)
+    threat_rehearsals: int = 1  # per Tier 1 threat in the next cycle (2 = rev. 6 doubling)
+
+
+def _clip(x: float) -> float:
+    return max(0.0, min(1.0, x))
+
+
+def dream_urgency(state: GolemState, every_ticks: int, min_gap_ticks: int, curator_tags: int = 0) -> DreamUrgency:
+    since = state.tick - state.last_dream_tick
+    recent = state.recent_ticks[-20:]
+    pes = [t.prediction_error for t in recent if t.prediction_error is not None]
+    # Emotional load: the daimon's arousal and negative valence; prediction error where the PAD is still neutral.
+    affect = _clip(max(state.pad.arousal, 0.0) * 0.5 + max(-state.pad.pleasure, 0.0) * 0.5)
+    emotion = affect if affect > 0 else _clip(sum(pes) / len(pes) if pes else 0.0)
+    regimes = [t.regime for t in recent if t.regime is not None]
+    novelty = _clip(sum(a != b for a, b in zip(regimes, regimes[1:])) / 3.0)  # three regime changes saturate
+    hfs = [h for h in state.position_health.values() if h is not None]
+    risk = _clip((RISK_HEALTH_CALM - min(hfs)) / (RISK_HEALTH_CALM - RISK_HEALTH_DIRE)) if hfs else 0.0
+    tags = _clip(curator_tags / TAGS_FOR_FULL)
+    terms = {"time": since / max(every_ticks, 1), "emotion": WEIGHTS["emotion"] * emotion,
+             "novelty": WEIGHTS["novelty"] * novelty, "risk": WEIGHTS["risk"] * risk, "tags": WEIGHTS["tags"] * tags}
+    urgency = sum(terms.values())
+    due = not state.dreaming and since >= min_gap_ticks and urgency >= URGENCY_TO_DREAM
+    reasons = [f"{k} {v:.2f}" for k, v in sorted(terms.items(), key=lambda kv: -kv[1]) if v > 0.005]
+    doubled = state.regime in DOUBLING_REGIMES  # liquidityCondition is not tracked yet: regimes only
+    return DreamUrgency(urgency=round(urgency, 4), terms={k: round(v, 4) for k, v in terms.items()}, due=due,
+                        reasons=reasons, threat_rehearsals=2 if doubled else 1)
