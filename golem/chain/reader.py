@@ -130,9 +130,12 @@ def _quantity(read: _Read, value: Any) -> int:
     if not isinstance(value, str) or not value.startswith("0x"):
         raise ChainReadError(f"{read.name}: expected a hex quantity, got {value!r}")
     try:
-        return int(value, 16)
+        n = int(value, 16)
     except ValueError:
         raise ChainReadError(f"{read.name}: expected a hex quantity, got {value!r}") from None
+    if n >= 1 << 256:  # no JSON-RPC quantity is wider than a uint256 (and a float could not hold it)
+        raise ChainReadError(f"{read.name}: quantity {value[:24]}… is wider than 256 bits")
+    return n
 
 
 def _words(read: _Read, value: Any, n: int) -> list[int]:
