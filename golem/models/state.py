@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from golem.models.enums import BehavioralPhase, HeartbeatState, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer
+from golem.models.life import LifeState
 from golem.models.observation import ProbeResult
 
 PRICE_HISTORY_LEN = 64  # enough for the 20-period SMA of §S9 plus slack
@@ -30,6 +31,16 @@ class VitalityState(BaseModel):
     @property
     def composite(self) -> float:
         return self.economic * self.epistemic * self.stochastic
+
+
+class LifeUpdate(BaseModel):
+    """What one tick's after_turn chain hands back to GolemWorkflow (TickResult.life, issue 17)."""
+
+    life: LifeState
+    vitality: VitalityState
+    phase: BehavioralPhase
+    pad: PADVector
+    transition: str | None = None  # "stable→conservation" when the phase changed this tick
 
 
 class FsmState(BaseModel):
@@ -279,6 +290,8 @@ class GolemState(BaseModel):
     dream_yield: float | None = None
     threat_coverage: float | None = None
     last_dream: str = ""
+    # The lifespan's clocks and the daimon's markers (issue 17, golem.life); `certificate` once dead.
+    life: LifeState = Field(default_factory=LifeState)
 
     @property
     def last_price(self) -> float | None:

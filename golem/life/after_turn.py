@@ -1,0 +1,129 @@
+"""The after_turn chain inside reflect (runtime-extensions §4 "Why Sequential, Not Parallel"): the registry's
+after_turn order — heartbeat → lifespan → daimon → memory → risk → dream → cybernetics → clade → telemetry —
+each a fold over the tick's AfterTurn context that writes its own part of the record. The pure members live
+here (heartbeat's facts, lifespan, daimon); the ones with side effects (memory's episode, cybernetics, the
+telemetry that persists the record) are given by the reflect activity. A member of the order with no handler
+here runs elsewhere in this build (dream: GolemWorkflow between ticks) or is not in this build (risk's after_turn,
+clade); `record.after_turn` lists what ran, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from golem.cognition.budget import budget_fraction
+from golem.life.daimon import AppraisalInput, appraise, plutchik, update_pad
+from golem.life.extensions.registry import ExtensionRegistry
+from golem.life.lifespan import LifeFacts, tick_clocks
+from golem.life.somatic import age_markers, firing, lay_marker, situation_of
+from golem.models.config import GolemConfig
+from golem.models.enums import ActionStatus
+from golem.models.life import LifeState, SomaticMarker
+from golem.models.record import DecisionCycleRecord
+from golem.models.state import GolemState, LifeUpdate, PADVector
+
+
+@dataclass
+class AfterTurn:
+    """What the chain folds: the record being written and the golem's life going into the tick."""
+
+    record: DecisionCycleRecord
+    state: GolemState  # the reflect step's slice of the pre-tick state
+    config: GolemConfig
+    life: LifeState = None  # type: ignore[assignment]
+    facts: LifeFacts | None = None
+    update: LifeUpdate | None = None
+    laid: SomaticMarker | None = None
+    fired: list[str] = field(default_factory=list)  # extensions that ran, in order
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.life is None:
+            self.life = self.state.life
+
+
+Handler = Callable[[AfterTurn], Awaitable[None] | None]
+
+
+def heartbeat_after_turn(ctx: AfterTurn) -> None:
+    """The heartbeat's part: the tick's facts the later members read (its cost is the credit it consumed)."""
+    rec, s = ctx.record, ctx.state
+    gamma = s.__dict__.get("gamma")
+    ctx.facts = LifeFacts(
+        tick=rec.tick, credit_consumed_usd=round(max(rec.total_cost, 0.0), 9),
+        budget_fraction=budget_fraction(s.daily_spend_usd + max(rec.inference_cost, 0.0), ctx.config.heartbeat),
+        prediction_error=rec.prediction_error, threshold=rec.deliberation_threshold,
+        gamma_resolved=gamma.resolved if gamma is not None else 0,
+        gamma_violations=gamma.violations if gamma is not None else 0,
+        hf_error=rec.reflexion.health_factor_error if rec.reflexion is not None else None,
+    )
+    rec.credit_consumed = ctx.facts.credit_consumed_usd
+
+
+def lifespan_after_turn(ctx: AfterTurn) -> None:
+    s = ctx.state
+    out = tick_clocks(ctx.life, s.vitality, s.phase, ctx.facts, ctx.config.lifespan, s.golem_id)
+    ctx.life = out.life
+    ctx.update = LifeUpdate(life=out.life, vitality=out.vitality, phase=out.phase, pad=s.pad, transition=out.transition)
+    rec = ctx.record
+    rec.vitality, rec.phase, rec.phase_transition = out.vitality, out.phase, out.transition
+    rec.credit_remaining = out.life.credit_remaining_usd
+    rec.estimated_ttl_ticks = out.life.estimated_ttl_ticks
+    rec.death_cause = out.life.death_cause
+
+
+def daimon_after_turn(ctx: AfterTurn) -> None:
+    """Appraise, move the affect, name the emotion; fire the markers the situation matches; lay one after a loss."""
+    rec, s = ctx.record, ctx.state
+    obs = rec.observation
+    acted = [a for a in rec.actions if a.status in (ActionStatus.EXECUTED, ActionStatus.FAILED)]
+    tool = acted[0].tool_name if acted else ""
+    situation = situation_of(obs, s.last_price, tool)
+    fired = firing(ctx.life.markers, situation)
+    hf_before = min(s.position_health.values()) if s.__dict__.get("position_health") else None
+    pnl = rec.outcome.pnl_impact if rec.outcome is not None else None
+    appraisal = appraise(AppraisalInput(
+        prediction_error=rec.prediction_error, regime_changed=s.regime != rec.regime, pnl_usd=pnl,
+        hf_before=hf_before, hf_now=obs.min_health_factor(), liquidated=bool(obs.liquidations),
+        vitality=ctx.update.vitality.composite if ctx.update else s.vitality.composite,
+        budget_fraction=ctx.facts.budget_fraction if ctx.facts else 0.0,
+        proposed=len(rec.actions), blocked=sum(1 for a in rec.actions if a.status == ActionStatus.BLOCKED),
+        failed=sum(1 for a in rec.actions if a.status == ActionStatus.FAILED),
+        somatic_strength=sum(m.strength for m in fired),
+    ))
+    pad = update_pad(s.pad, appraisal)
+    emotion = plutchik(pad)
+    markers = age_markers(ctx.life.markers, [m.id for m in fired])
+    markers, laid = lay_marker(markers, rec.tick, situation, pnl, bool(obs.liquidations), pad.pleasure,
+                               f"tick {rec.tick}: " + "; ".join(appraisal.reasons or ["loss"]))
+    ctx.laid = laid
+    ctx.life = ctx.life.model_copy(update={"markers": markers, "emotion": emotion})
+    rec.pad_after, rec.primary_emotion = pad, emotion
+    rec.somatic_markers_fired = [m.id for m in fired]
+    rec.appraisal = appraisal.model_dump(mode="json")
+    if laid is not None:
+        rec.somatic_marker_laid = laid.id
+    if ctx.update is not None:
+        ctx.update = ctx.update.model_copy(update={"pad": pad, "life": ctx.life})
+
+
+PURE: dict[str, Handler] = {"heartbeat": heartbeat_after_turn, "lifespan": lifespan_after_turn,
+                            "daimon": daimon_after_turn}
+
+
+async def run_after_turn(registry: ExtensionRegistry, ctx: AfterTurn, handlers: dict[str, Handler]) -> AfterTurn:
+    """Fire after_turn in the registry's order. `handlers`: the activity's members (memory, cybernetics,
+    telemetry); they run with the record the members before them wrote."""
+    both = {**PURE, **handlers}
+    for name in registry.order("after_turn"):
+        handler = both.get(name)
+        if handler is None:
+            continue
+        ctx.fired.append(name)
+        ctx.record.after_turn = list(ctx.fired)
+        out = handler(ctx)
+        if out is not None and hasattr(out, "__await__"):
+            await out
+    return ctx

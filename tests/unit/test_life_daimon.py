@@ -1,0 +1,86 @@
+"""The daimon: appraisal → PAD decaying to a baseline → Plutchik emotion; somatic markers (issue 17)."""
+
+import itertools
+
+from golem.life.daimon import BASELINE, PLUTCHIK_BY_OCTANT, AppraisalInput, appraise, octant, plutchik, update_pad
+from golem.life.somatic import FIRE_STRENGTH, firing, lay_marker, size_factor, situation_of
+from golem.models.enums import MarketRegime
+from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState
+from golem.models.state import PADVector
+
+
+def test_every_octant_has_its_own_plutchik_emotion():
+    assert len(set(PLUTCHIK_BY_OCTANT.values())) == 8
+    for signs in itertools.product((1, -1), repeat=3):
+        pad = PADVector(pleasure=0.5 * signs[0], arousal=0.5 * signs[1], dominance=0.5 * signs[2])
+        assert plutchik(pad) == PLUTCHIK_BY_OCTANT[signs]
+
+
+def test_crash_and_recovery_appraisals_reach_all_eight_octants():
+    """A crash-and-recover path of appraisal inputs, the affect carried from tick to tick: health factor falling
+    then rising, surprise then calm."""
+    def leg(n, pe, hf0, hf1):  # n ticks moving the health factor from hf0 to hf1
+        step = (hf1 - hf0) / n
+        return [AppraisalInput(prediction_error=pe, hf_before=hf0 + i * step, hf_now=hf0 + (i + 1) * step)
+                for i in range(n)]
+
+    path = (leg(3, 0.05, 2.5, 2.52)  # calm, safe, gaining: relaxed
+            + leg(4, 0.05, 2.52, 2.4)  # calm slide, safe: disdainful
+            + leg(2, 0.8, 2.4, 2.0)  # the first drop, still safe: hostile
+            + leg(3, 0.9, 2.0, 1.2)  # the crash to the floor: anxious
+            + leg(5, 0.05, 1.2, 1.18)  # calm at the bottom: bored
+            + leg(2, 0.8, 1.18, 1.45)  # a sharp rebound, thin margin: dependent
+            + leg(4, 0.05, 1.45, 1.55)  # a slow recovery, thin margin: docile
+            + leg(3, 0.8, 1.55, 2.4))  # the surge back, safe again: exuberant
+    pad, seen = BASELINE, []
+    for x in path:
+        pad = update_pad(pad, appraise(x))
+        seen.append(octant(pad))
+    assert {"hostile", "anxious", "bored", "dependent", "docile", "exuberant", "relaxed", "disdainful"} <= set(seen), seen
+
+
+def test_a_shock_fades_to_the_same_resting_affect_when_nothing_happens():
+    quiet = appraise(AppraisalInput(prediction_error=0.0))
+    shocked, calm = PADVector(pleasure=-0.9, arousal=0.9, dominance=-0.9), BASELINE
+    for _ in range(30):
+        shocked, calm = update_pad(shocked, quiet), update_pad(calm, quiet)
+    for f in ("pleasure", "arousal", "dominance"):
+        assert abs(getattr(shocked, f) - getattr(calm, f)) < 0.01, (shocked, calm)
+    assert octant(shocked) == "relaxed"  # a quiet world and full coping potential: content and in control
+
+
+def test_norm_violations_and_losses_are_unpleasant_and_relevant():
+    a = appraise(AppraisalInput(pnl_usd=-80, proposed=2, blocked=1))
+    assert a.congruence < -0.8 and a.norms == 0.5 and a.relevance > 0.8
+    pad = update_pad(PADVector(), a)
+    assert pad.pleasure < -0.5
+
+
+def _obs(price, hf, regime=MarketRegime.TRENDING_DOWN):
+    snap = ChainSnapshot(chain_id=1, block_number=1, block_timestamp=1, gas_price_gwei=1.0,
+                         pool=PoolState(address="0x0", token0="WETH", token1="USDC", price=price, reserve0=1, reserve1=1, tvl=1), oracle_price=price,
+                         positions=[PositionState(id="aave", collateral=10, debt=8000, health_factor=hf)])
+    return Observation(snapshot=snap, regime=regime)
+
+
+def test_a_loss_lays_a_marker_that_fires_in_a_similar_later_situation_and_halves_the_size():
+    sit = situation_of(_obs(1900, 1.8), 2000.0, "swap")
+    assert sit == {"regime": "trending_down", "health": "watch", "move": "down", "tool": "swap"}
+    markers, laid = lay_marker([], 10, sit, pnl_usd=-40.0, liquidated=False, valence=-0.6, what="lost")
+    assert laid is not None and laid.strength == 0.8 and laid.valence == -0.6
+    later = situation_of(_obs(1750, 1.6), 1850.0, "swap")
+    assert [m.id for m in firing(markers, later)] == [laid.id]
+    assert size_factor(markers, later) == (0.5, [laid.id])
+    # a hold tick in the same situation feels it too; another regime or health band does not
+    assert firing(markers, {**later, "tool": ""})
+    assert not firing(markers, situation_of(_obs(1750, 2.5), 1850.0, "swap"))
+    assert not firing(markers, situation_of(_obs(1750, 1.6, MarketRegime.VOLATILE), 1850.0, "swap"))
+
+
+def test_small_losses_lay_no_marker_and_weak_markers_do_not_fire():
+    sit = situation_of(_obs(1900, 1.8), 2000.0, "swap")
+    assert lay_marker([], 1, sit, -0.5, False, -0.2, "dust")[1] is None
+    markers, laid = lay_marker([], 1, sit, -5.0, False, -0.2, "small")
+    assert laid.strength < FIRE_STRENGTH and not firing(markers, sit)
+    markers, again = lay_marker(markers, 2, sit, -20.0, False, -0.3, "again")  # confirmed: strengthened
+    assert len(markers) == 1 and again.strength >= FIRE_STRENGTH and firing(markers, sit)
