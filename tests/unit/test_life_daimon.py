@@ -84,3 +84,10 @@ def test_small_losses_lay_no_marker_and_weak_markers_do_not_fire():
     assert laid.strength < FIRE_STRENGTH and not firing(markers, sit)
     markers, again = lay_marker(markers, 2, sit, -20.0, False, -0.3, "again")  # confirmed: strengthened
     assert len(markers) == 1 and again.strength >= FIRE_STRENGTH and firing(markers, sit)
+
+
+def test_dominance_moves_the_threshold_low_dominance_escalates_more():
+    from golem.cognition.threshold import threshold_from
+
+    lo, mid, hi = (threshold_from(0.3, 0.5, 1.0, 0.0, d) for d in (-1.0, 0.0, 1.0))
+    assert lo < mid < hi and abs(mid - 0.375) < 1e-9 and abs(lo - 0.3) < 1e-9
