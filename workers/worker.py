@@ -15,8 +15,10 @@ from temporalio.worker import Worker
 from activities.consolidation import ConsolidationActivities
 from activities.dream import DreamActivities
 from activities.doctor import DoctorActivities
+from activities.life import LifeActivities
 from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
+from golem.life.extensions import registry_for
 from golem.models.config import GolemConfig
 from workers.services import GolemServices
 from workflows import ALL_WORKFLOWS
@@ -44,6 +46,10 @@ def build_worker(
         log.warning("stopped %d dream fork(s) a previous worker left running: pids %s", len(swept), swept)
     doctor = DoctorActivities(services)
     monitor = MonitorActivities(services)
+    life = LifeActivities(services)
+    # The extension registry's start-up check (runtime-extensions §5): a layer violation, a missing dependency or
+    # a non-optional extension switched off in golem.toml stops the worker here, naming both sides.
+    registry_for(services.config.extensions.disabled)
     return Worker(
         client,
         task_queue=task_queue(services.config.golem.id),
@@ -53,7 +59,7 @@ def build_worker(
             ticks.validate, ticks.execute, ticks.verify, ticks.reflect, ticks.record_failure,
             consolidation.consolidate, consolidation.dream, doctor.doctor,
             dream.nrem, dream.rem, dream.threats, dream.integrate,
-            monitor.check_vitals, monitor.deliver_alerts,
+            monitor.check_vitals, monitor.deliver_alerts, life.thanatopsis,
         ],
         # Sync activities (web3, LanceDB, SQLite) run on threads; the workflow loop stays free.
         activity_executor=ThreadPoolExecutor(max_workers=8),

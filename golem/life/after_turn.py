@@ -15,7 +15,7 @@ from typing import Any
 
 from golem.cognition.budget import budget_fraction
 from golem.life.daimon import AppraisalInput, appraise, plutchik, update_pad
-from golem.life.extensions.registry import ExtensionRegistry
+from golem.life.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
 from golem.life.somatic import age_markers, firing, lay_marker, situation_of
 from golem.models.config import GolemConfig
@@ -51,13 +51,14 @@ def heartbeat_after_turn(ctx: AfterTurn) -> None:
     """The heartbeat's part: the tick's facts the later members read (its cost is the credit it consumed)."""
     rec, s = ctx.record, ctx.state
     gamma = s.__dict__.get("gamma")
+    reflexion = ctx.extra.get("reflexion") or rec.reflexion
     ctx.facts = LifeFacts(
         tick=rec.tick, credit_consumed_usd=round(max(rec.total_cost, 0.0), 9),
         budget_fraction=budget_fraction(s.daily_spend_usd + max(rec.inference_cost, 0.0), ctx.config.heartbeat),
         prediction_error=rec.prediction_error, threshold=rec.deliberation_threshold,
         gamma_resolved=gamma.resolved if gamma is not None else 0,
         gamma_violations=gamma.violations if gamma is not None else 0,
-        hf_error=rec.reflexion.health_factor_error if rec.reflexion is not None else None,
+        hf_error=reflexion.health_factor_error if reflexion is not None else None,
     )
     rec.credit_consumed = ctx.facts.credit_consumed_usd
 
@@ -127,3 +128,42 @@ async def run_after_turn(registry: ExtensionRegistry, ctx: AfterTurn, handlers: 
         if out is not None and hasattr(out, "__await__"):
             await out
     return ctx
+
+
+async def after_turn_in_reflect(services, record: DecisionCycleRecord, state: GolemState, config: GolemConfig, *,
+                                proposed: list, reflexion, regime_changed: bool,
+                                emit: Callable[[DecisionCycleRecord], None]) -> tuple[AfterTurn, str, str]:
+    """Step 9's after_turn with the worker's stores: memory writes the tick's episode (tagged with the daimon's
+    PAD octant) and learns from the outcome, cybernetics tunes the context policy, telemetry persists the record
+    and emits its events. Returns (the folded context, the record's path, the episode id)."""
+    import asyncio
+
+    from golem.learning.loop import allocation_defaults, learn_from_outcome, tune_context
+
+    chain = AfterTurn(record=record, state=state, config=config, extra={"reflexion": reflexion})
+    out: dict[str, str] = {}
+
+    def memory(c: AfterTurn) -> None:
+        episode = services.write_episode(c.record)
+        out["episode"] = episode
+        c.record.episodes_written = [episode]
+        c.record.grimoire_mutations = [f"upsert episode {episode}"]
+        # Reflexion and credit assignment on an acted, verified tick (issue 16)
+        c.record = learn_from_outcome(c.record, list(proposed), services.semantic, services.learning,
+                                      memory=config.grimoire.memory, reflexion=reflexion)
+
+    def cybernetics(c: AfterTurn) -> None:  # loops 1 and 3 (runtime-extensions #22)
+        c.record.context_policy_revision = tune_context(c.record, services.learning, allocation_defaults(config),
+                                                        regime_changed=regime_changed)
+
+    def telemetry(c: AfterTurn) -> None:
+        out["path"] = str(services.cycles.persist(c.record))
+        emit(c.record)
+
+    def threaded(fn):
+        return lambda c: asyncio.to_thread(fn, c)
+
+    await run_after_turn(registry_for(config.extensions.disabled), chain,
+                         {"memory": threaded(memory), "cybernetics": threaded(cybernetics),
+                          "telemetry": threaded(telemetry)})
+    return chain, out["path"], out["episode"]

@@ -177,3 +177,22 @@ def death_reflection(golem_id: str, records: list[DecisionCycleRecord], edges: l
                            warnings=warnings, summary=summary,
                            stats={"tiers": dict(tiers), "emotions": dict(emotions), "pnl_usd": round(pnl_total, 6),
                                   "blocked": sum(blocked.values())})
+
+
+def settlement_deliberation(obs: Observation, config) -> "Deliberation":
+    """A settlement tick's decision: the next unwind step, as a DeliberationRecord the record shows."""
+    from golem.models.enums import Tier
+    from golem.models.record import DeliberationRecord, ToolCallRecord
+    from golem.models.tick import Deliberation
+
+    acts, left = settlement_actions(obs, config.policy.approved_assets, config.policy.max_trade_size_usd)
+    decision = ("settlement: " + ", ".join(f"{a.tool} {a.arguments}" for a in acts) if acts
+                else "settlement: nothing left to unwind")
+    if left:
+        decision += "; open before this step: " + "; ".join(left)
+    record = DeliberationRecord(model="thanatopsis-settlement", tier=Tier.T2, decision=decision, confidence=1.0,
+                                recommends_action=bool(acts), reasoning_summary="Thanatopsis phase 2: unwind through "
+                                "the normal write path (simulate, PolicyCage, execute, verify)",
+                                tool_calls=[ToolCallRecord(tool_name=a.tool, arguments=a.arguments, rationale=a.rationale)
+                                            for a in acts])
+    return Deliberation(record=record, actions=acts)

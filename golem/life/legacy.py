@@ -5,8 +5,8 @@
   death-reflection.json  the DeathReflection
   grimoire.jsonl         golem.grimoire.transfer format: the golem's episodes, entries and causal edges, plus one
                          warning entry per warning of the death reflection, provenance death_reflection (a bloodstain)
-  gating.json            the learned-gating state (Hedge weights, Thompson boundaries; heartbeat "~3.7KB
-                         inheritance budget")
+  gating.json            the learned-gating inheritance package (golem.cognition.learned_gating.export_package, the
+                         format `golem gating import` reads; heartbeat "~3.7KB inheritance budget")
 
 A successor imports grimoire.jsonl through golem.grimoire.transfer.import_file (entries and episodes at
 confidence min(c, 0.3), edges capped at 0.3; bloodstains keep their provenance, so retrieval boosts them ×1.2 and
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from golem.cognition.learned_gating import export_package, import_package
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance
 from golem.life.death import DeathReflection
 from golem.models.life import DeathCertificate
@@ -50,7 +51,8 @@ def write_legacy(out: Path, certificate: DeathCertificate, reflection: DeathRefl
     tmp.mkdir(parents=True, exist_ok=True)
     lines = [*grimoire_lines, *bloodstain_lines(reflection, certificate.generation, certificate.died_at_tick)]
     (tmp / "grimoire.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (tmp / "gating.json").write_text(gating.model_dump_json(indent=1), encoding="utf-8")
+    package = export_package(gating, certificate.golem_id, certificate.died_at_tick)
+    (tmp / "gating.json").write_text(json.dumps(package, indent=1), encoding="utf-8")
     (tmp / "death-reflection.json").write_text(reflection.model_dump_json(indent=1), encoding="utf-8")
     cert = certificate.model_copy(update={"legacy_dir": str(out)})
     (tmp / "certificate.json").write_text(cert.model_dump_json(indent=1), encoding="utf-8")
@@ -73,10 +75,11 @@ class Legacy:
                              "leaves one when it dies (golem kill, or a clock running out)")
         self.certificate = DeathCertificate.model_validate_json((self.folder / "certificate.json").read_text())
         self.reflection = DeathReflection.model_validate_json((self.folder / "death-reflection.json").read_text())
-        self.gating = LearnedGatingState.model_validate_json((self.folder / "gating.json").read_text())
+        self.gating = import_package(json.loads((self.folder / "gating.json").read_text()))
         self.grimoire = self.folder / "grimoire.jsonl"
 
 
 def inherited_gating(legacy: Legacy) -> LearnedGatingState:
-    """The predecessor's gating beliefs without its decision log (the successor judges its own ticks)."""
-    return legacy.gating.model_copy(update={"log": [], "inherited_from": legacy.certificate.golem_id})
+    """The predecessor's gating beliefs (import_package leaves the decision log empty: the successor judges its own
+    ticks)."""
+    return legacy.gating.model_copy(update={"inherited_from": legacy.certificate.golem_id})

@@ -321,10 +321,11 @@ STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
     "decide": frozenset({LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence",
                          "vitality", "regime", *_SPEND}),
     "simulate": frozenset(),
-    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", *_SPEND}),
+    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", "life", LAST_PRICE, *_SPEND}),
     "execute": frozenset(),
     "verify": frozenset({"regime"}),
-    "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", "daily_gas_usd", *_SPEND}),
+    "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", "daily_gas_usd", "life",
+                          "gamma", "position_health", LAST_PRICE, *_SPEND}),
 }
 # What ThetaTickWorkflow itself reads (steers, follow-ups, the phase search attribute), plus every step's.
 TICK_STATE_FIELDS: frozenset[str] = frozenset(

@@ -8,4 +8,5 @@ from golem.life.extensions.registry import (  # noqa: F401
     RegistryError,
     build_registry,
     builtin_extensions,
+    registry_for,
 )

@@ -258,3 +258,15 @@ def build_registry(disabled: Iterable[str] = (), extra: Iterable[Extension] = ()
     for ext in [*builtin_extensions(), *extra]:
         reg.register(ext)
     return reg.build(disabled)
+
+
+_BUILT: dict[tuple[str, ...], ExtensionRegistry] = {}
+
+
+def registry_for(disabled: Iterable[str] = ()) -> ExtensionRegistry:
+    """This build's registry with `[extensions] disabled` switched off, built once per set (the worker builds it
+    at start, so a violation stops the start; reflect then reads the same one)."""
+    key = tuple(sorted(set(disabled)))
+    if key not in _BUILT:
+        _BUILT[key] = build_registry(key)
+    return _BUILT[key]
