@@ -38,7 +38,7 @@ from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.learning.causal import causal_entries
 from golem.learning.expectation import expect, scaled
-from golem.learning.loop import reflexion_of
+from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
 from golem.life.death import settlement_deliberation
 from golem.life.reflect import build_record, retrieval_query, tick_result
@@ -251,7 +251,7 @@ class TickActivities:
         threshold = compute_adaptive_threshold(ctx.state, ctx.config.heartbeat.base_deliberation_threshold)
         if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full (issue 17)
             return GateResult(tier=Tier.T2, threshold=threshold, forced=True,
-                              reason=f"forced T2: Thanatopsis settlement ({ctx.state.life.death_cause})")
+                              reason="forced T2: Thanatopsis settlement (the golem is dying: unwind)")
         spend = daily_spend_on(ctx.state, ctx.started_at)
         if inp.observation.force_t2_reason:  # a reorg re-marked earlier episodes: full attention (§S10)
             tier, why = apply_budget(Tier.T2, spend, ctx.config.heartbeat)
@@ -344,7 +344,11 @@ class TickActivities:
         inp = await self._aresolved(inp, "decide")
         ctx = inp.ctx
         if ctx.settlement:  # Thanatopsis: the unwind plan, no model, no cache (golem.life.death)
-            return self._numbered(inp, settlement_deliberation(inp.observation, ctx.config))
+            try:
+                strategy = self.s.load_strategy(ctx)
+            except ValueError:
+                strategy = None
+            return self._numbered(inp, settlement_deliberation(inp.observation, ctx.config, strategy))
         try:
             strategy = self.s.load_strategy(ctx)
             viability = await asyncio.to_thread(self.s.strategy_viability, inp.observation, ctx.state.phase, ctx)

@@ -567,6 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(command)
+    importlib.import_module("golem.life.life_commands").register(command)  # extensions, kill, spawn (issue 17)
     return p
 
 
@@ -574,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
 # while the interpreter finalizes ("PyGILState_Release ... finalizing", seen in CI), so these leave
 # with os._exit once their output is flushed.
 _CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating", "backtest", "config",
-                    "pause", "resume", "stop-entries", "allow-entries"}
+                    "pause", "resume", "stop-entries", "allow-entries", "kill", "spawn"}
 
 
 def _user_error_message(args, err: BaseException) -> str | None:

@@ -559,9 +559,10 @@ class GolemWorkflow:
             n = self._state.tick
             result = await self._tick(cfg, settlement=True)
             settled.append(n)
-            if result is None or not result.actions_proposed:
-                break
-            txs += result.tx_hashes
+            if result is not None:
+                txs += result.tx_hashes
+            if result is None or not result.actions_proposed or not result.actions_executed:
+                break  # nothing left, or nothing the write path lets through: what is open goes on the certificate
         v = self._state.vitality
         cert = DeathCertificate(
             golem_id=s.golem_id, generation=life.generation, predecessor=life.predecessor, cause=life.death_cause,

@@ -27,8 +27,8 @@ DEATH_CAUSES = ("hayflick", "economic", "terminal", "stochastic", "owner")
 DUST = {"WETH": 1e-4, "DAI": 0.01, "USDC": 0.01}
 REPAY_MARGIN = 1.001  # interest accrues until inclusion; Aave takes min(amount, debt)
 WITHDRAW_ALL = 1.0001  # "an amount at (or a hair above) the supplied balance withdraws all of it"
-MAX_SWAPS_PER_TICK = 4
-CHUNK_OF_CAP = 0.95  # each sell stays under the PolicyCage's max trade size
+MAX_SWAPS_PER_TICK = 4  # actions per settlement tick
+CHUNK_OF_CAP = 0.95  # each action stays under the PolicyCage's max trade size (it caps repays and withdrawals too)
 
 
 class KillRequest(BaseModel):
@@ -71,17 +71,28 @@ def settlement_actions(obs: Observation, approved_assets: list[str], max_trade_u
     def act(tool, args, why):
         acts.append(ProposedAction(action_index=len(acts), tool=tool, arguments=args, rationale=f"settlement: {why}"))
 
+    def chunks(total: float, unit_usd: float):
+        """`total` in pieces the PolicyCage's max trade size lets through (it caps repays and withdrawals too)."""
+        size = CHUNK_OF_CAP * max_trade_usd / unit_usd if unit_usd > 0 else total
+        left = total
+        while left > 1e-12 and len(acts) < MAX_SWAPS_PER_TICK:
+            piece = min(left, size)
+            yield piece
+            left -= piece
+
     if debt > DUST["USDC"]:
         usdc = bal.get("USDC", 0.0)
         if usdc >= debt * REPAY_MARGIN:
-            act("repay", {"amount": round(debt * REPAY_MARGIN, 6)}, f"repay the {debt:,.2f} USDC debt")
+            for piece in chunks(debt * REPAY_MARGIN, 1.0):
+                act("repay", {"amount": round(piece, 6)}, f"repay {piece:,.2f} of the {debt:,.2f} USDC debt")
         else:  # sell WETH for the shortfall first; the repay follows next tick
             need = (debt * REPAY_MARGIN - usdc) * 1.02 / price if price > 0 else 0.0
             act("swap", {"token_in": "WETH", "token_out": "USDC", "amount_in": round(min(need, bal.get("WETH", 0.0)), 6)},
                 f"raise USDC to repay {debt:,.2f}")
     elif collateral > DUST["WETH"] or lp:
         if collateral > DUST["WETH"]:
-            act("withdraw", {"amount": round(collateral * WITHDRAW_ALL, 8)}, f"withdraw {collateral:.6f} WETH collateral")
+            for piece in chunks(collateral * WITHDRAW_ALL, price):
+                act("withdraw", {"amount": round(piece, 8)}, f"withdraw {piece:.6f} of {collateral:.6f} WETH collateral")
         if lp:
             act("remove_liquidity", {"fraction": 1.0}, "remove all liquidity")
     else:
@@ -89,13 +100,9 @@ def settlement_actions(obs: Observation, approved_assets: list[str], max_trade_u
             amount = bal.get(token, 0.0)
             if amount <= DUST[token] or token.upper() not in {a.upper() for a in approved_assets}:
                 continue
-            unit = price if token == "WETH" else 1.0
-            chunk = CHUNK_OF_CAP * max_trade_usd / unit if unit > 0 else amount
-            while amount > DUST[token] and len(acts) < MAX_SWAPS_PER_TICK:
-                size = min(amount, chunk)
+            for size in chunks(amount, price if token == "WETH" else 1.0):
                 act("swap", {"token_in": token, "token_out": "USDC", "amount_in": round(size * (1 - 1e-9), 8)},
                     f"sell {size:.6f} {token} into USDC")
-                amount -= size
     return acts, open_positions(obs, approved_assets)
 
 
@@ -179,13 +186,39 @@ def death_reflection(golem_id: str, records: list[DecisionCycleRecord], edges: l
                                   "blocked": sum(blocked.values())})
 
 
-def settlement_deliberation(obs: Observation, config) -> "Deliberation":
+def within_caps(actions: list[ProposedAction], strategy, obs: Observation) -> list[ProposedAction]:
+    """The owner's STRATEGY.md MUST caps bind a dying golem too (the PolicyCage would refuse more): each amount is cut
+    to what the caps leave this tick, so the unwind goes step by step instead of being refused whole."""
+    if strategy is None:
+        return actions
+    from golem.safety.constraints import _AMOUNT_ARG, Book, _basis, _token_of
+
+    book = Book.of(obs.snapshot)
+    used: dict[str, float] = {}
+    out = []
+    for a in actions:
+        key = _AMOUNT_ARG.get(a.tool, "amount")
+        amount = float(a.arguments.get(key, 0.0))
+        token = _token_of(a)
+        for c in strategy.constraints:
+            if c.kind == "cap" and c.tool == a.tool and (c.token is None or c.token == token) and c.amount:
+                cap = c.amount.value / 100.0 * _basis(a.tool, token, book) if c.amount.percent else c.amount.value
+                amount = min(amount, max(cap * (1 - 1e-6) - used.get(f"{a.tool}:{token}", 0.0), 0.0))
+        if amount <= 0:
+            continue
+        used[f"{a.tool}:{token}"] = used.get(f"{a.tool}:{token}", 0.0) + amount
+        out.append(a.model_copy(update={"action_index": len(out), "arguments": {**a.arguments, key: round(amount, 8)}}))
+    return out
+
+
+def settlement_deliberation(obs: Observation, config, strategy=None) -> "Deliberation":
     """A settlement tick's decision: the next unwind step, as a DeliberationRecord the record shows."""
     from golem.models.enums import Tier
     from golem.models.record import DeliberationRecord, ToolCallRecord
     from golem.models.tick import Deliberation
 
     acts, left = settlement_actions(obs, config.policy.approved_assets, config.policy.max_trade_size_usd)
+    acts = within_caps(acts, strategy, obs)
     decision = ("settlement: " + ", ".join(f"{a.tool} {a.arguments}" for a in acts) if acts
                 else "settlement: nothing left to unwind")
     if left:

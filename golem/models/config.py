@@ -245,7 +245,7 @@ class LifespanSection(BaseModel):
     terminal_ticks: int = Field(default=5, ge=1)  # Terminal this many ticks in a row: death
     epistemic_ema: float = Field(default=0.1, gt=0.0, le=1.0)  # weight of one tick's prediction accuracy
     mortal: bool = True  # false: the clocks run and phases take effect, but nothing triggers death
-    settlement_ticks: int = Field(default=3, ge=0, le=10)  # unwind ticks at most during Settlement
+    settlement_ticks: int = Field(default=5, ge=0, le=20)  # unwind ticks at most during Settlement
     reflection: str = Field(default="offline", pattern=r"^(offline|claude)$")  # the death reflection's author
 
 

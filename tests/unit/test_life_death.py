@@ -30,10 +30,11 @@ def test_kill_needs_the_golem_id_as_confirmation():
 def test_settlement_unwinds_in_order_repay_withdraw_sell():
     approved, cap = ["WETH", "USDC"], 5000.0
     acts, open_ = settlement_actions(_obs({"USDC": 20000, "WETH": 20}, debt=8000, collateral=10), approved, cap)
-    assert [a.tool for a in acts] == ["repay"] and acts[0].arguments["amount"] == pytest.approx(8008.0)
+    assert [a.tool for a in acts] == ["repay", "repay"]  # in pieces under the PolicyCage's max trade size
+    assert sum(a.arguments["amount"] for a in acts) == pytest.approx(8008.0) and acts[0].arguments["amount"] <= cap
     assert "aave-v3: debt 8,000.0000 USDC" in open_
     acts, _ = settlement_actions(_obs({"USDC": 12000, "WETH": 20}, collateral=10), approved, cap)
-    assert [a.tool for a in acts] == ["withdraw"] and acts[0].arguments["amount"] > 10
+    assert [a.tool for a in acts] == ["withdraw"] * 4 and all(a.arguments["amount"] * 2000 <= cap for a in acts)
     acts, open_ = settlement_actions(_obs({"USDC": 12000, "WETH": 30, "DAI": 1000}), approved, cap)
     assert [a.tool for a in acts] == ["swap"] * 4
     assert all(a.arguments["amount_in"] * 2000 <= cap for a in acts)
@@ -65,3 +66,17 @@ def test_death_reflection_and_the_legacy_package_round_trip(tmp_path):
     assert inherited_gating(legacy).inherited_from == "g1"
     with pytest.raises(ValueError, match="not a complete legacy package"):
         Legacy(tmp_path)
+
+
+def test_settlement_keeps_within_the_owners_must_caps():
+    from golem.inference.strategy import parse_strategy
+    from golem.life.death import within_caps
+
+    strategy = parse_strategy("## Rules\n\n## Constraints\n- MUST NOT withdraw more than 10% WETH\n- MUST NOT swap more than 30% WETH\n")
+    o = _obs({"USDC": 12000, "WETH": 20}, collateral=10)
+    acts, _ = settlement_actions(o, ["WETH", "USDC"], 5000)
+    capped = within_caps(acts, strategy, o)
+    assert [a.tool for a in capped] == ["withdraw"] and capped[0].arguments["amount"] == pytest.approx(1.0, rel=1e-5)
+    o = _obs({"USDC": 12000, "WETH": 30})
+    capped = within_caps(settlement_actions(o, ["WETH", "USDC"], 5000)[0], strategy, o)
+    assert sum(a.arguments["amount_in"] for a in capped) == pytest.approx(9.0, rel=1e-5)  # 30% of 30 WETH
