@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from golem.life.cycle_store import CycleStore
 from golem.life.death import KillRequest
@@ -135,7 +136,7 @@ async def test_hayflick_death_settles_on_chain_leaves_a_legacy_and_a_successor_s
 async def test_small_credit_walks_the_phases_conservation_refuses_a_new_position_a_repay_passes_then_economic_death(
         temporal_env, temporal_client, tmp_path, request):
     gid = _name(request, "eco")
-    rig = make_rig(tmp_path, gid, "calm", theta=0.3, lifespan={"credits_usd": 1.5, "settlement_ticks": 1})
+    rig = make_rig(tmp_path, gid, "calm", theta=0.3, lifespan={"credits_usd": 3.0, "settlement_ticks": 1})
     strategy = rig.home / "STRATEGY.md"
     strategy.write_text(strategy.read_text().replace(
         '- WHEN steer contains "repay" THEN repay 25% debt\n',
@@ -164,10 +165,14 @@ async def test_small_credit_walks_the_phases_conservation_refuses_a_new_position
             by = {a.tool_name: a for a in rec.actions}
             assert by["swap"].status == ActionStatus.BLOCKED and "phase blocks new positions" in by["swap"].block_reason
             assert by["repay"].status == ActionStatus.EXECUTED
+            latest = temporal_client.get_workflow_handle(f"golem-{gid}")  # across continue-as-new
             for i in range(12):  # spend the rest: economic death
-                if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+                if (await latest.describe()).status != WorkflowExecutionStatus.RUNNING:
                     break
-                await handle.signal(GolemWorkflow.steer, {"id": f"e{i}", "severity": "high", "message": "repay"})
+                try:
+                    await latest.signal(GolemWorkflow.steer, {"id": f"e{i}", "severity": "high", "message": "repay"})
+                except RPCError:  # it died meanwhile
+                    break
                 await asyncio.sleep(2.0)
             state: GolemState = await asyncio.wait_for(handle.result(), 120)
     finally:
