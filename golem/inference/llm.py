@@ -32,6 +32,7 @@ from golem.models.config import GolemConfig
 from golem.models.enums import Tier
 from golem.models.record import DeliberationRecord, ToolCallRecord
 from golem.models.tick import DecideInput, Deliberation
+from golem.layout import DataLayout
 
 
 def _optional(model_cls: type, values: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +52,7 @@ class HomeContext:
 
     def topology(self, block: int) -> str:
         """The knowledge graph's facts at `block`, so the model can name entities by id (empty without one)."""
-        path = self.data_dir / "grimoire" / "semantic.sqlite" if self.data_dir else None
+        path = DataLayout(self.data_dir).semantic_db if self.data_dir else None
         if path is None or not path.exists():
             return ""
         from golem.grimoire.graph import KnowledgeGraph
@@ -64,7 +65,7 @@ class HomeContext:
 
     def allocations(self, tier: Tier) -> dict[str, int] | None:
         """The cybernetics loops' learned token allocations (ContextPolicy revision > 0), else None: configured."""
-        path = self.data_dir / "grimoire" / "learning.sqlite" if self.data_dir else None
+        path = DataLayout(self.data_dir).learning if self.data_dir else None
         if path is None or not path.exists():
             return None
         policy = LearningLedger(path).context_policy({})

@@ -54,10 +54,11 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
 
     api = FakeMessagesAPI(*([reply] * 9))
     services = rig.services()
-    services.deliberator, why = select_deliberator(
+    deliberator, why = select_deliberator(
         rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
     )
+    services.use_deliberator(deliberator, why)
     assert why.startswith("anthropic")
     store = CycleStore(rig.data_dir)
     rig.start_market(interval=0.25)
@@ -106,10 +107,11 @@ async def test_steer_while_deciding_cancels_the_request_and_re_prompts(temporal_
 
         api = FakeMessagesAPI(slow, answer, answer, answer)
         services = rig.services()
-        services.deliberator, _ = select_deliberator(
+        deliberator, _ = select_deliberator(
             rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
             http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
         )
+        services.use_deliberator(deliberator, _)
         store = CycleStore(rig.data_dir)
         async with in_process_worker(temporal_client, rig, services=services):
             handle = await rig.start_golem(temporal_client, max_ticks=None)
