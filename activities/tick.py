@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 from web3.exceptions import Web3Exception
 
 from activities import ActivitySet
+from activities.heartbeat import auto_heartbeat
 from golem.cognition.backpressure import merge_into_observation
 from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decide import decide_with_cache
@@ -306,6 +307,7 @@ class TickActivities(ActivitySet):
                               start, self.s.learning.causal_evidence())
 
     @activity.defn(name="decide")
+    @auto_heartbeat  # a steer's cancel reaches a decide waiting on the model through these beats
     async def decide(self, inp: DecideInput) -> Deliberation:
         inp = await self._aresolved(inp, "decide")
         ctx = inp.ctx
@@ -416,6 +418,7 @@ class TickActivities(ActivitySet):
         return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, inp.observation, inp.run_label)
 
     @activity.defn(name="reflect")
+    @auto_heartbeat
     async def reflect(self, inp: ReflectInput) -> TickResult:
         inp = await self._aresolved(inp, "reflect")
         if inp.analysis is None or inp.gate is None:
@@ -438,7 +441,7 @@ class TickActivities(ActivitySet):
         reflexion = await asyncio.to_thread(self._reflexion, record, proposed)
         if reflexion is not None:
             reflexion, cost = await worded(reflexion, record, router=self.s.router,
-                                           regime_changed=regime_changed, heartbeat=activity.heartbeat,
+                                           regime_changed=regime_changed,
                                            daily_spend=daily_spend_on(inp.ctx.state, inp.ctx.started_at))
             record.inference_cost += cost
             record.total_cost += cost

@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 from eth_account import Account
-from temporalio import activity
 
 from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
@@ -110,9 +109,9 @@ class GolemServices:
         self.config_version = save_version(self.data_dir, version_of(config))
         log.info("config version %s (golem.toml + STRATEGY.md)", short(self.config_version))
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
-        # the offline deliberator otherwise. activity.heartbeat keeps a waiting decide activity alive.
+        # the offline deliberator otherwise.
         self.use_deliberator(*select_deliberator(
-            config, os.environ, home=self.home, data_dir=self.data_dir, heartbeat=activity.heartbeat
+            config, os.environ, home=self.home, data_dir=self.data_dir
         ))
         self._executor = (
             Executor(self.w3, self.deployment, self._signer, self.journal, self.permits, on_event=fault_point)
@@ -234,5 +233,5 @@ class GolemServices:
             return None
         return await evaluate_outcome(
             record.outcome, actions, record.deliberation,
-            router=self.router, daily_spend=daily_spend, heartbeat=activity.heartbeat,
+            router=self.router, daily_spend=daily_spend,
         )

@@ -9,7 +9,6 @@ import re
 
 import httpx2
 import pytest
-from temporalio import activity
 
 from golem.grimoire.graph import KnowledgeGraph
 from golem.inference.llm import select_deliberator
@@ -56,7 +55,7 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
     services = rig.services()
     deliberator, why = select_deliberator(
         rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)),
     )
     services.use_deliberator(deliberator, why)
     assert why.startswith("anthropic")
@@ -96,7 +95,7 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
 
 async def test_steer_while_deciding_cancels_the_request_and_re_prompts(temporal_client, tmp_path):
     rig = make_rig(tmp_path, "llm-steer", "calm", theta=0.25,
-                   inference={"provider": "anthropic", "heartbeat_seconds": 0.3})
+                   inference={"provider": "anthropic"})
     try:
         async def slow(body):  # the model thinks for a long time: the steer must cancel this request
             await asyncio.sleep(60)
@@ -109,7 +108,7 @@ async def test_steer_while_deciding_cancels_the_request_and_re_prompts(temporal_
         services = rig.services()
         deliberator, _ = select_deliberator(
             rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
-            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)),
         )
         services.use_deliberator(deliberator, _)
         store = CycleStore(rig.data_dir)
