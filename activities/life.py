@@ -8,6 +8,7 @@ import asyncio
 from pydantic import BaseModel, Field
 from temporalio import activity
 
+from activities import ActivitySet
 from golem.grimoire.graph import CausalGraph
 from golem.grimoire.transfer import export_lines
 from golem.life.death import DeathReflection, death_reflection, open_positions
@@ -16,6 +17,7 @@ from golem.models.life import DeathCertificate, SomaticMarker
 from golem.models.observation import Observation
 from golem.models.record import DecisionCycleRecord
 from golem.models.state import LearnedGatingState
+from golem.services import Services
 
 MAX_RECORDS = 2000  # the newest records the reflection reads
 
@@ -66,8 +68,8 @@ async def worded_testament(reflection: DeathReflection, router) -> tuple[DeathRe
                                          "model": plan.model}), completion.cost
 
 
-class LifeActivities:
-    def __init__(self, services) -> None:
+class LifeActivities(ActivitySet):
+    def __init__(self, services: Services) -> None:
         self.s = services
 
     def _records(self) -> list[DecisionCycleRecord]:
@@ -100,7 +102,7 @@ class LifeActivities:
         reflection, lines, unsettled = await asyncio.to_thread(self._reflect_and_export, inp)
         cost = 0.0
         if inp.reflection == "claude":
-            reflection, cost = await worded_testament(reflection, getattr(self.s.deliberator, "router", None))
+            reflection, cost = await worded_testament(reflection, self.s.router)
         cert = inp.certificate.model_copy(update={
             "reflection_model": reflection.model, "unsettled": unsettled, "settled": not unsettled,
             "phases": [*inp.certificate.phases, "reflection", "legacy"]})

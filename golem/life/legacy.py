@@ -20,6 +20,7 @@ from pathlib import Path
 
 from golem.cognition.learned_gating import export_package, import_package
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance
+from golem.layout import DataLayout
 from golem.life.death import DeathReflection
 from golem.models.life import DeathCertificate
 from golem.models.state import LearnedGatingState
@@ -28,7 +29,7 @@ FILES = ("certificate.json", "death-reflection.json", "grimoire.jsonl", "gating.
 
 
 def legacy_dir(data_dir: Path, golem_id: str) -> Path:
-    return Path(data_dir) / "legacy" / golem_id
+    return DataLayout(data_dir).legacy(golem_id)
 
 
 def bloodstain_lines(reflection: DeathReflection, generation: int, tick: int) -> list[str]:

@@ -61,6 +61,7 @@ def _extensions(args) -> int:
 
 
 async def _kill_async(args) -> int:
+    from golem.ids import golem_workflow_id
     from golem.life.death import KillAnswer, KillRequest
     from workers.client import connect
 
@@ -77,7 +78,7 @@ async def _kill_async(args) -> int:
     if typed != gid:
         raise UserError(f"not confirmed (typed {typed!r}, the golem's id is {gid!r}); nothing was sent")
     client = await connect(args.address)
-    handle = client.get_workflow_handle(f"golem-{gid}")
+    handle = client.get_workflow_handle(golem_workflow_id(gid))
     try:
         answer = await handle.execute_update("kill", KillRequest(reason=args.reason, confirm=typed, by="cli"),
                                              result_type=KillAnswer)

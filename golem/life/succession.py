@@ -17,13 +17,13 @@ import tomllib
 from pathlib import Path
 
 from golem.errors import UserError
+from golem.layout import DataLayout
 from golem.life.legacy import Legacy, legacy_dir
 from golem.life.lifespan import born
 from golem.models.config import GolemConfig
 from golem.models.life import LifeState
 
-SUCCESSION_FILE = "succession.json"
-GATING_FILE = "gating-inheritance.json"  # golem.cognition.commands.INHERITANCE_FILE
+GATING_FILE = "gating-inheritance.json"  # golem.cognition.learned_gating.INHERITANCE_FILE
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")  # [golem] id
 
 
@@ -62,14 +62,14 @@ def stage_succession(legacy: Legacy, into: Path) -> dict:
     cert = legacy.certificate
     papers = {"predecessor": cert.golem_id, "generation": cert.generation + 1, "cause_of_death": cert.cause,
               "legacy": str(legacy.folder)}
-    (into / SUCCESSION_FILE).write_text(json.dumps(papers, indent=1))
+    DataLayout(into).succession.write_text(json.dumps(papers, indent=1))
     (into / GATING_FILE).write_text((legacy.folder / "gating.json").read_text())
     return papers
 
 
 def born_as_successor(config: GolemConfig, data_dir: Path, tick: int = 0) -> LifeState | None:
     """A newborn's LifeState from <data>/succession.json (None when it is a first-generation golem)."""
-    path = Path(data_dir) / SUCCESSION_FILE
+    path = DataLayout(data_dir).succession
     if not path.exists():
         return None
     papers = json.loads(path.read_text())
