@@ -205,6 +205,7 @@ async def _status(args) -> int:
         print(f"  last tick:  {last.tick} tier {last.tier.value if last.tier else '-'}"
               + (" FAILED: " + (last.error or "") if last.failed else ""))
     print(f"  regime:     {st.regime}   phase: {st.phase}   vitality: {st.vitality:.2f}")
+    print(importlib.import_module("golem.life.life_commands").life_line(st))  # clocks, affect, death (issue 17)
     print(f"  theta:      {st.theta_seconds:.1f}s")
     print(spend_line(st))
     print(f"  steers:     {len(st.pending_steers)} pending" + "".join(

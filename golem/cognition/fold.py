@@ -191,6 +191,10 @@ def fold_tick_result(
         new.vitality = result.life.vitality.model_copy()
         new.phase = result.life.phase
         new.life = result.life.life.model_copy(deep=True)
+        if state.life.death_cause and new.life.death_cause is None:
+            # the owner's kill landed while this tick ran (its reflect started from the living state): it stands
+            new.life = new.life.model_copy(update={"death_cause": state.life.death_cause,
+                                                   "death_detail": state.life.death_detail})
     else:
         new.vitality.economic = _clamp01(1.0 - ECONOMIC_BUDGET_WEIGHT * min(fraction, 1.0))
         new.phase = phase_for_vitality(new.vitality.composite)

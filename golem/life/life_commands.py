@@ -134,6 +134,27 @@ def _open_stores(data_dir: Path, home: Path):
     return open_stores(data_dir, home)
 
 
+def life_line(st) -> str:
+    """`golem status`'s lines on the golem's life: the three clocks, the credit, the affect, death."""
+    c = st.clocks or {}
+    clocks = (f"economic {c.get('economic', 1):.2f} × epistemic {c.get('epistemic', 1):.2f} × stochastic "
+              f"{c.get('stochastic', 1):.2f}")
+    credit = (f"   credit ${st.credit_remaining_usd:,.4f}" + (f" (~{st.estimated_ttl_ticks:g} ticks)"
+                                                                if st.estimated_ttl_ticks is not None else "")
+              if st.credit_remaining_usd is not None else "")
+    gen = f"   generation {st.generation} (of {st.predecessor})" if st.predecessor else ""
+    p = st.pad or {}
+    affect = (f"  affect:     {st.emotion or '-'} (P {p.get('pleasure', 0):+.2f} A {p.get('arousal', 0):+.2f} "
+              f"D {p.get('dominance', 0):+.2f})   somatic markers: {st.somatic_markers}")
+    out = f"  life:       {st.ticks_lived} ticks lived; {clocks}{credit}{gen}\n{affect}"
+    if st.certificate:
+        out += f"\n  DEAD:       {st.certificate.get('cause')} ({st.certificate.get('detail')}); legacy in " \
+               f"{st.certificate.get('legacy_dir')}"
+    elif st.dying:
+        out += f"\n  DYING:      {st.dying}: Thanatopsis under way"
+    return out
+
+
 def register(command) -> None:
     p = command("extensions", "the hook × extension matrix of this build (runtime-extensions §3-5)")
     p.add_argument("--json", action="store_true")

@@ -105,7 +105,7 @@ STEP_OBSERVATION_FIELDS: dict[str, frozenset[str]] = {
     "gate": frozenset({"snapshot", "probes", "regime", "force_t2_reason"}),
     "retrieve": frozenset({"snapshot", "anomalies", "regime"}),
     "simulate": frozenset({"snapshot"}),
-    "validate": frozenset({"snapshot"}),
+    "validate": frozenset({"snapshot", "regime"}),  # regime: the somatic markers' situation (issue 17)
     "execute": frozenset({"snapshot"}),
     "verify": frozenset({"snapshot"}),
 }

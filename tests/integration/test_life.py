@@ -210,3 +210,35 @@ async def test_owner_kill_needs_confirmation_then_the_golem_dies_with_a_certific
         rig.stop()
     cert = state.life.certificate
     assert cert.cause == "owner" and cert.detail == "enough" and (legacy_dir(rig.data_dir, gid) / "certificate.json").exists()
+
+
+async def test_a_loss_lays_a_somatic_marker_that_fires_in_the_same_situation_and_shrinks_the_size(
+        temporal_env, temporal_client, tmp_path, request):
+    gid = _name(request, "soma")
+    rig = make_rig(tmp_path, gid, "calm", theta=0.3)
+    strategy = rig.home / "STRATEGY.md"
+    strategy.write_text(strategy.read_text().replace(
+        '- WHEN steer contains "repay" THEN repay 25% debt\n',
+        '- WHEN steer contains "repay" THEN repay 25% debt\n- WHEN steer contains "buy weth" THEN swap 20% USDC to WETH\n'))
+    rig.start_market(interval=0.3)
+    store = CycleStore(rig.data_dir)
+    try:
+        async with in_process_worker(temporal_client, rig):
+            handle = await rig.start_golem(temporal_client, max_ticks=None)
+            await wait_for(lambda: store.count() >= 3, 90, "three ticks")
+            await handle.signal(GolemWorkflow.steer, {"id": "buy1", "severity": "high", "message": "buy weth"})
+            first = await wait_for_record(store, lambda r: any(x.id == "buy1" for x in r.active_interventions),
+                                          "the first buy", n=40, timeout=90)
+            await handle.signal(GolemWorkflow.steer, {"id": "buy2", "severity": "high", "message": "buy weth"})
+            second = await wait_for_record(store, lambda r: any(x.id == "buy2" for x in r.active_interventions),
+                                           "the second buy", n=40, timeout=90)
+    finally:
+        rig.stop()
+    swap1 = next(a for a in first.actions if a.tool_name == "swap")
+    assert swap1.status == ActionStatus.EXECUTED and first.outcome.pnl_impact < -1.0, first.outcome
+    assert first.somatic_marker_laid, first.appraisal  # the loss laid a marker on its situation
+    assert first.pad_after.pleasure < first.pad_before.pleasure
+    assert first.somatic_marker_laid in second.somatic_markers_fired, (first.appraisal, second.appraisal)
+    swap2 = next(a for a in second.actions if a.tool_name == "swap")
+    assert swap2.status == ActionStatus.BLOCKED and "somatic marker" in swap2.block_reason, swap2.block_reason
+    assert "size cap shrinks to 0.5×" in swap2.block_reason
