@@ -212,6 +212,24 @@ async def test_owner_kill_needs_confirmation_then_the_golem_dies_with_a_certific
     assert cert.cause == "owner" and cert.detail == "enough" and (legacy_dir(rig.data_dir, gid) / "certificate.json").exists()
 
 
+async def test_the_worker_refuses_to_start_on_a_registry_violation(temporal_client, tmp_path, request):
+    """The registry's start-up check runs in build_worker: a non-optional extension switched off in golem.toml
+    (or, in code, a dependency on a higher layer) stops the worker, naming both sides."""
+    from golem.life.extensions import RegistryError
+    from golem.models.config import ExtensionsSection
+    from workers.worker import build_worker
+
+    rig = make_rig(tmp_path, _name(request, "reg"), "calm", theta=0.3)
+    try:
+        cfg = rig.config.model_copy(update={"extensions": ExtensionsSection(disabled=["daimon"])})
+        with pytest.raises(RegistryError, match="'daimon' \\(layer 2\\) is not optional"):
+            build_worker(temporal_client, GolemServices(cfg, rig.data_dir, private_key=GOLEM_KEY))
+        cfg = rig.config.model_copy(update={"extensions": ExtensionsSection(disabled=["cybernetics"])})
+        assert build_worker(temporal_client, GolemServices(cfg, rig.data_dir, private_key=GOLEM_KEY))  # optional
+    finally:
+        rig.stop()
+
+
 async def test_a_loss_lays_a_somatic_marker_that_fires_in_the_same_situation_and_shrinks_the_size(
         temporal_env, temporal_client, tmp_path, request):
     gid = _name(request, "soma")
