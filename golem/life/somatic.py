@@ -12,7 +12,7 @@ from __future__ import annotations
 from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
 
-MAX_MARKERS = 16  # kept in GolemState.life; the weakest goes first
+MAX_MARKERS = 8  # kept in GolemState.life (every tick input carries them); the weakest goes first
 LOSS_FLOOR_USD = 1.0  # a verified loss smaller than this lays no marker (gas dust, rounding)
 LOSS_SCALE_USD = 50.0  # a loss of this size lays a marker of strength 1
 FIRE_STRENGTH = 0.3  # only markers at least this strong fire
