@@ -39,3 +39,18 @@ async def test_a_switched_off_extension_does_not_run():
                                AfterTurn(record=rec, state=GolemState(golem_id="g1"), config=GolemConfig()),
                                {"cybernetics": lambda c: ran.append("cybernetics")})
     assert ran == [] and "cybernetics" not in ctx.record.after_turn
+
+
+def test_status_shows_the_clocks_the_credit_the_affect_and_death():
+    from golem.life.life_commands import life_line
+    from golem.models.golem import GolemStatus
+
+    st = GolemStatus(golem_id="g", tick=9, activity="waiting", regime="volatile", phase="conservation", vitality=0.4,
+                     theta_seconds=1.0, daily_spend_usd=0.0, clocks={"economic": 0.5, "epistemic": 0.8, "stochastic": 1.0},
+                     credit_remaining_usd=1.5, estimated_ttl_ticks=12.0, ticks_lived=9, generation=1, predecessor="old",
+                     pad={"pleasure": -0.4, "arousal": 0.6, "dominance": -0.2}, emotion="fear", somatic_markers=2)
+    line = life_line(st)
+    assert "economic 0.50 × epistemic 0.80 × stochastic 1.00" in line and "credit $1.5000 (~12 ticks)" in line
+    assert "generation 1 (of old)" in line and "fear (P -0.40 A +0.60 D -0.20)" in line and "DEAD" not in line
+    dead = life_line(st.model_copy(update={"certificate": {"cause": "hayflick", "detail": "30 ticks", "legacy_dir": "x"}}))
+    assert "DEAD:       hayflick (30 ticks); legacy in x" in dead
