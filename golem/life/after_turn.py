@@ -18,6 +18,7 @@ from golem.life.daimon import AppraisalInput, appraise, plutchik, update_pad
 from golem.life.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
 from golem.life.somatic import age_markers, firing, lay_marker, situation_of
+from golem.safety.risk import net_value_usd
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus
 from golem.models.life import LifeState, SomaticMarker
@@ -87,6 +88,7 @@ def daimon_after_turn(ctx: AfterTurn) -> None:
     pnl = rec.outcome.pnl_impact if rec.outcome is not None else None
     appraisal = appraise(AppraisalInput(
         prediction_error=rec.prediction_error, regime_changed=s.regime != rec.regime, pnl_usd=pnl,
+        equity_change=marked_to_market(obs, s.last_price),
         hf_before=hf_before, hf_now=obs.min_health_factor(), liquidated=bool(obs.liquidations),
         vitality=ctx.update.vitality.composite if ctx.update else s.vitality.composite,
         budget_fraction=ctx.facts.budget_fraction if ctx.facts else 0.0,
@@ -108,6 +110,18 @@ def daimon_after_turn(ctx: AfterTurn) -> None:
         rec.somatic_marker_laid = laid.id
     if ctx.update is not None:
         ctx.update = ctx.update.model_copy(update={"pad": pad, "life": ctx.life})
+
+
+def marked_to_market(obs, last_price: float | None) -> float | None:
+    """The holdings' gain or loss from the price move since the last tick, as a share of net value: the WETH the
+    golem holds (wallet, collateral, its side of the pool) × Δprice / net value. None without a last price."""
+    snap = obs.snapshot
+    if not last_price or last_price <= 0 or snap.pool.price <= 0:
+        return None
+    weth = snap.balances.get("WETH", 0.0) + sum(p.collateral for p in snap.positions if p.kind == "lending") \
+        + sum(p.collateral for p in snap.positions if p.kind == "lp")
+    equity = net_value_usd(snap)
+    return round(weth * (snap.pool.price - last_price) / equity, 9) if equity > 0 else None
 
 
 PURE: dict[str, Handler] = {"heartbeat": heartbeat_after_turn, "lifespan": lifespan_after_turn,

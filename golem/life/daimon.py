@@ -3,10 +3,12 @@ decays to a baseline → a Plutchik primary emotion. Pure.
 
 Appraisal checks (Scherer's stimulus evaluation checks, OCC's desirability), each from what the tick measured:
   relevance           how much the tick matters: max(prediction error, |congruence|, a safety incident, a loss)
-  congruence          goal congruence in [-1, 1]: the verified P&L (tanh of P&L / $PNL_SCALE) and the change of
-                      the lending health factor since the last tick (tanh of ΔHF / HF_SCALE); a liquidation is −1
+  congruence          goal congruence in [-1, 1]: the verified P&L of the tick's actions (tanh of P&L / $PNL_SCALE),
+                      the holdings marked to market since the last tick (tanh of Δequity / EQUITY_SCALE) and the
+                      change of the lending health factor (tanh of ΔHF / HF_SCALE); a liquidation is −1
   novelty             the prediction error, raised to 1 by a regime change
-  coping potential    [0, 1]: vitality × budget headroom × the health factor's margin above 1
+  coping potential    [0, 1]: power × control — vitality × budget headroom × the health factor's margin above 1,
+                      × (1 − CONTROL_WEIGHT × novelty): a world the golem did not predict is one it controls less
   norm compatibility  [0, 1]: 1 − the share of proposed actions the PolicyCage refused, 0 after a failed write
 → target PAD: pleasure = congruence − (1 − norms) × 0.5; arousal = 2 × novelty − 1; dominance = 2 × coping − 1,
   lowered by a fired somatic marker (SOMATIC_DOMINANCE each, strength-weighted).
@@ -36,6 +38,8 @@ IMPULSE = 0.7  # how far one fully relevant appraisal moves the affect toward it
 RELEVANCE_FLOOR = 0.3  # ours: the standing situation (coping, calm) is always appraised a little
 PNL_SCALE_USD = 50.0  # a $50 gain or loss is a strongly (tanh 1 = 0.76) congruent/incongruent outcome
 HF_SCALE = 0.15  # a health factor change of 0.15 in one tick is a strongly felt one
+EQUITY_SCALE = 0.01  # the holdings gaining or losing 1 % of net value in one tick is strongly felt
+CONTROL_WEIGHT = 0.5  # a full surprise halves the coping potential
 NORM_WEIGHT = 0.5
 SOMATIC_DOMINANCE = 0.4  # a fired marker of strength 1 lowers dominance by this much
 
@@ -65,6 +69,7 @@ class AppraisalInput(BaseModel):
     prediction_error: float = 0.0
     regime_changed: bool = False
     pnl_usd: float | None = None  # verified P&L of the tick's actions
+    equity_change: float | None = None  # the holdings marked to market since the last tick, share of net value
     hf_before: float | None = None  # the lending health factor at the last tick (None: no debt)
     hf_now: float | None = None
     liquidated: bool = False
@@ -86,6 +91,10 @@ def appraise(x: AppraisalInput) -> Appraisal:
     if x.pnl_usd is not None:
         congruence += math.tanh(x.pnl_usd / PNL_SCALE_USD)
         reasons.append(f"P&L {x.pnl_usd:+.2f}")
+    if x.equity_change is not None:
+        congruence += math.tanh(x.equity_change / EQUITY_SCALE)
+        if abs(x.equity_change) >= 0.001:
+            reasons.append(f"holdings {100 * x.equity_change:+.2f}% of net value")
     if x.hf_before is not None and x.hf_now is not None:
         d = x.hf_now - x.hf_before
         congruence += math.tanh(d / HF_SCALE)
@@ -99,7 +108,8 @@ def appraise(x: AppraisalInput) -> Appraisal:
     if x.regime_changed:
         reasons.append("regime changed")
     margin = 1.0 if x.hf_now is None else _clamp((x.hf_now - 1.0) / 1.0, 0.0, 1.0)  # HF 2 and above: full margin
-    coping = _clamp(x.vitality, 0.0, 1.0) * (1.0 - 0.5 * _clamp(x.budget_fraction, 0.0, 1.0)) * margin
+    coping = (_clamp(x.vitality, 0.0, 1.0) * (1.0 - 0.5 * _clamp(x.budget_fraction, 0.0, 1.0)) * margin
+              * (1.0 - CONTROL_WEIGHT * novelty))
     norms = 1.0
     if x.proposed:
         norms -= x.blocked / x.proposed
