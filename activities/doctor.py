@@ -7,7 +7,7 @@ import socket
 
 from temporalio import activity
 
-from golem.inference.commands import doctor_report
+from golem.inference.doctor import doctor_report
 from golem.models.config_version import short
 from workers.services import GolemServices
 

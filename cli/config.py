@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from cli.common import client
+
 
 def _local(args):
     from golem.models.config import ConfigError
@@ -27,19 +29,18 @@ def _local(args):
 
 
 async def _running(args, golem_id: str):
-    from golem.cli import _client
     from temporalio.service import RPCError
 
     from workers.config_versions import running_config
 
-    client = await _client(args)
+    temporal = await client(args)
     try:
-        running = await running_config(client, golem_id)
+        running = await running_config(temporal, golem_id)
     except RPCError as err:
         sys.exit(f"golem config: golem-{golem_id} is not reachable ({err}). Is `golem run` up?")
     if running is None:
         sys.exit(f"golem config: golem-{golem_id} has not started yet; try again in a moment")
-    return client, running
+    return temporal, running
 
 
 def _golem_id(args, local) -> str:
@@ -98,10 +99,7 @@ def _apply(args) -> int:
     golem_id = _golem_id(args, local)
 
     async def go():
-        from golem.cli import _client
-
-        client = await _client(args)
-        return await apply_version(client, golem_id, local, Path(args.data), "golem config apply")
+        return await apply_version(await client(args), golem_id, local, Path(args.data), "golem config apply")
 
     from temporalio.service import RPCError
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cli.common import config
+
 
 def cmd_audit(args) -> int:
     from golem.safety.audit import AuditLog
@@ -29,11 +31,10 @@ def cmd_audit(args) -> int:
 
 
 def cmd_strategy_check(args) -> int:
-    from golem.cli import _config
     from golem.safety.limits import SafetyLimits
     from golem.safety.strategy_check import validate_strategy
 
-    cfg = _config(args)
+    cfg = config(args)
     path = Path(cfg.golem.home) / "STRATEGY.md"
     if not path.exists():
         print(f"golem strategy-check: {path} not found; copy examples/golem-home/STRATEGY.md")
