@@ -10,12 +10,11 @@ apply  send the files on disk to the running golem (GolemWorkflow's apply_config
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 
-from cli.common import client
+from cli.common import arun, client
 
 
 def _local(args):
@@ -57,7 +56,7 @@ def _show(args) -> int:
     from golem.models.config_version import short
 
     local = _local(args)
-    _, running = asyncio.run(_running(args, _golem_id(args, local)))
+    _, running = arun(_running(args, _golem_id(args, local)))
     info = running.info
     if args.json:
         print(running.model_dump_json(indent=2))
@@ -76,7 +75,7 @@ def _diff(args) -> int:
     from golem.models.config_version import config_diff, short
 
     local = _local(args)
-    _, running = asyncio.run(_running(args, _golem_id(args, local)))
+    _, running = arun(_running(args, _golem_id(args, local)))
     if local.config is None:
         print(f"golem.toml on disk does not validate (apply would be refused):\n{local.error}")
         return 1
@@ -104,7 +103,7 @@ def _apply(args) -> int:
     from temporalio.service import RPCError
 
     try:
-        applied = asyncio.run(go())
+        applied = arun(go())
     except RPCError as err:
         sys.exit(f"golem config apply: golem-{golem_id} is not running ({err}); `golem run` starts it on the files")
     except ConfigRefused as err:

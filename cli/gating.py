@@ -13,14 +13,12 @@ import json
 import sys
 from pathlib import Path
 
-from cli.common import client, config, query_golem
+from cli.common import arun, client, config, query_golem
 
 
 
 def _learned_state(args):
-    import asyncio
-
-    return asyncio.run(_learned_state_async(args))
+    return arun(_learned_state_async(args))
 
 
 async def _learned_state_async(args):

@@ -7,7 +7,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from cli.common import address, config
+from cli.common import address, arun, config
 
 WORKER_WAIT_SECONDS = 8.0
 
@@ -35,11 +35,9 @@ async def _ask_worker(args, golem_id: str) -> str | None:
 
 
 def cmd_doctor(args) -> int:
-    import asyncio
-
     cfg = config(args)
     if not getattr(args, "local", False):
-        report = asyncio.run(_ask_worker(args, cfg.golem.id))
+        report = arun(_ask_worker(args, cfg.golem.id))
         if report is not None:
             print(report)
             return 0
@@ -93,9 +91,7 @@ def cmd_chat(args) -> int:
     delib, _ = select_deliberator(cfg, os.environ, data_dir=data)
     if isinstance(delib, LLMDeliberator):
         try:
-            import asyncio
-
-            text, meta = asyncio.run(llm_reply(delib, tree.tail(delib.config.conversation_tail or 8), digest))
+            text, meta = arun(llm_reply(delib, tree.tail(delib.config.conversation_tail or 8), digest))
         except Exception as err:  # provider down: still answer, honestly
             text, meta = offline_reply(args.message, digest) + f" (model unavailable: {err})", {}
     else:
