@@ -44,10 +44,6 @@ def data_dir(args) -> Path:
     return data
 
 
-def tick_id(golem_id: str, n: int) -> str:
-    return f"golem-{golem_id}-tick-{n}"
-
-
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from cli.common import address, arun, client, config, now_iso, root_cause, rpc_status
 from golem.errors import UserError
+from golem.ids import golem_workflow_id
 
 
 async def _control(args) -> int:
@@ -16,7 +17,7 @@ async def _control(args) -> int:
     req = ControlRequest(reason=args.reason or "", source="cli")
     cfg = config(args)
     temporal = await client(args)
-    handle = temporal.get_workflow_handle(f"golem-{cfg.golem.id}")
+    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
     try:
         st = await handle.execute_update(update, req, result_type=ControlState)
     except Exception as err:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from cli.common import arun, client, config, query_golem
+from golem.ids import golem_workflow_id
 
 
 
@@ -27,7 +28,7 @@ async def _learned_state_async(args):
     cfg = config(args)
     temporal = await client(args)
     # The query by name: importing GolemWorkflow would load every activity's clients (web3, LanceDB, anthropic).
-    handle = temporal.get_workflow_handle(f"golem-{cfg.golem.id}")
+    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
     state = await query_golem(args, cfg, handle, "state", GolemState | None)
     if state is None:
         sys.exit("golem gating: the golem has no state yet (has it started ticking?)")

@@ -38,6 +38,7 @@ from cli.common import config
 def _stats(args) -> int:
     from golem.grimoire.access import latest_tick, open_stores
     from golem.grimoire.integrity import integrity_status
+    from golem.layout import DataLayout
     from golem.grimoire.upkeep import cognitive_metrics, table_stats
 
     episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore", reading=True)
@@ -47,7 +48,7 @@ def _stats(args) -> int:
            "semantic": table_stats(semantic.table, "content"),
            "metrics": cognitive_metrics(semantic, tick),
            # rev. 8: {model, version, dim} of each store and of the configured embedder; the write pause
-           "embeddings": integrity_status(episodes, semantic, Path(args.data) / "grimoire")}
+           "embeddings": integrity_status(episodes, semantic, DataLayout(args.data).grimoire)}
     print(json.dumps(out, indent=2, default=str))
     return 0
 
@@ -119,8 +120,9 @@ def _reembed(args) -> int:
     from golem.grimoire.access import open_stores
     from golem.grimoire.guard import WriteGuard
     from golem.grimoire.integrity import reembed_stores
+    from golem.layout import DataLayout
 
-    root = Path(args.data) / "grimoire"
+    root = DataLayout(args.data).grimoire
     name = f"golem grimoire {args.grimoire_cmd}"
     if args.grimoire_cmd == "resume" and not WriteGuard(root).paused:
         print(json.dumps({"paused": False}) if args.json else f"{name}: writes are not paused; nothing to do")
@@ -142,9 +144,11 @@ def _reembed(args) -> int:
 
 
 def _playbook_paths(args) -> tuple[Path, Path]:
-    """The worker's layout: <data>/PLAYBOOK.md and <data>/grimoire/heuristics.sqlite (workers/services.py)."""
-    data = Path(args.data)
-    return data / "PLAYBOOK.md", data / "grimoire" / "heuristics.sqlite"
+    """The worker's layout: <data>/PLAYBOOK.md and <data>/grimoire/heuristics.sqlite (golem.layout)."""
+    from golem.layout import DataLayout
+
+    layout = DataLayout(args.data)
+    return layout.playbook, layout.heuristics
 
 
 def _playbook(args) -> int:

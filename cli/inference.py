@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from cli.common import address, arun, config
+from golem.ids import doctor_workflow_id, task_queue
 
 WORKER_WAIT_SECONDS = 8.0
 
@@ -24,8 +25,8 @@ async def _ask_worker(args, golem_id: str) -> str | None:
         client = await connect(address(args))
     except Exception:  # no Temporal: there is no worker to ask either
         return None
-    wid = f"golem-{golem_id}-doctor-{uuid.uuid4().hex[:8]}"
-    handle = await client.start_workflow(DoctorWorkflow.run, golem_id, id=wid, task_queue=f"golem-{golem_id}",
+    wid = doctor_workflow_id(golem_id, uuid.uuid4().hex[:8])
+    handle = await client.start_workflow(DoctorWorkflow.run, golem_id, id=wid, task_queue=task_queue(golem_id),
                                          execution_timeout=timedelta(seconds=60))
     try:
         return await asyncio.wait_for(handle.result(), WORKER_WAIT_SECONDS)
@@ -41,7 +42,7 @@ def cmd_doctor(args) -> int:
         if report is not None:
             print(report)
             return 0
-        print(f"no worker answered on task queue golem-{cfg.golem.id} within {WORKER_WAIT_SECONDS:g}s (is `golem "
+        print(f"no worker answered on task queue {task_queue(cfg.golem.id)} within {WORKER_WAIT_SECONDS:g}s (is `golem "
               "run` up? is Temporal reachable?); below is this shell's view, which may differ from the worker's (its environment, "
               "its config version)\n")
     from golem.inference.doctor import doctor_report

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from cli.common import address, arun, client, config, root_cause, rpc_status, tick_id
+from cli.common import address, arun, client, config, root_cause, rpc_status
 from golem.errors import UserError
+from golem.ids import tick_workflow_id
 
 
 async def _replay(args) -> int:
@@ -11,7 +12,7 @@ async def _replay(args) -> int:
 
     cfg = config(args)
     temporal = await client(args)
-    wid = args.workflow_id or tick_id(cfg.golem.id, args.tick)
+    wid = args.workflow_id or tick_workflow_id(cfg.golem.id, args.tick)
     # Without --run-id Temporal answers with the workflow's latest run (after a reset: the reset run).
     try:
         history = await temporal.get_workflow_handle(wid, run_id=args.run_id).fetch_history()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cli.common import arun, client, config, query_golem
+from golem.ids import golem_workflow_id
 
 
 async def _status(args) -> int:
@@ -11,7 +12,7 @@ async def _status(args) -> int:
 
     cfg = config(args)
     temporal = await client(args)
-    handle = temporal.get_workflow_handle(f"golem-{cfg.golem.id}")
+    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
     st = await query_golem(args, cfg, handle, "status", GolemStatus)  # GolemWorkflow.status
     if st.current_tick_workflow_id:
         try:  # ThetaTickWorkflow.fsm

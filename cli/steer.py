@@ -6,6 +6,7 @@ import sys
 import uuid
 
 from cli.common import arun, client, config, now_iso
+from golem.ids import golem_workflow_id
 
 
 async def _signal(args, kind: str, payload: dict) -> int:
@@ -17,10 +18,10 @@ async def _signal(args, kind: str, payload: dict) -> int:
         sys.exit(f"golem: {err}")
     cfg = config(args)
     temporal = await client(args)
-    handle = temporal.get_workflow_handle(f"golem-{cfg.golem.id}")
+    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
     # By name (GolemWorkflow.steer / .follow_up): the workflow module would load every activity's clients.
     await handle.signal(kind, payload)
-    print(f"{kind} {payload['id']} delivered to golem-{cfg.golem.id}")
+    print(f"{kind} {payload['id']} delivered to {handle.id}")
     return 0
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from cli.common import config
 
@@ -21,10 +20,11 @@ def _named(entity: str, label: str) -> str:
 
 def _topology(args) -> int:
     from golem.grimoire.topology import address_labels, topology_report
+    from golem.layout import DataLayout
 
     golem_id = config(args).golem.id
     try:
-        report = topology_report(Path(args.data) / "grimoire" / "semantic.sqlite", golem_id, args.block,
+        report = topology_report(DataLayout(args.data).semantic_db, golem_id, args.block,
                                  address_labels(args.data))
     except ValueError as err:
         sys.exit(f"golem grimoire topology: {err}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from golem.errors import UserError
+from golem.layout import DataLayout
 
 
 def configured_embedder(home: Path | None):
@@ -42,14 +43,14 @@ def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: st
     from golem.grimoire.episodes import EpisodeStore
     from golem.grimoire.semantic import SemanticStore
 
-    root = Path(data_dir) / "grimoire"
+    layout = DataLayout(data_dir)
     emb = configured_embedder(home)
     if reading and not Path(data_dir).is_dir():
         raise UserError(f"no data directory at {data_dir}: point --data (or GOLEM_DATA) at the golem's data dir; "
                         "`golem run` creates it")
     try:
-        return (EpisodeStore(root / "episodes.lance", emb, on_model_switch=on_model_switch),
-                SemanticStore(root / "semantic.sqlite", root / "semantic.lance", emb, on_model_switch=on_model_switch))
+        return (EpisodeStore(layout.episodes, emb, on_model_switch=on_model_switch),
+                SemanticStore(layout.semantic_db, layout.semantic_vectors, emb, on_model_switch=on_model_switch))
     except ValueError as err:
         raise UserError(str(err)) from None
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from golem.grimoire.graph import TOPOLOGY_MAX_HOPS, KnowledgeGraph, modifier_for_hops
+from golem.layout import DataLayout
 from golem.models.observation import Anomaly, ChainSnapshot
 
 log = logging.getLogger("golem.topology")
@@ -337,7 +338,7 @@ def address_labels(data_dir: Path) -> dict[str, str]:
     """address (lower case) → address-book key, e.g. AAVE_POOL, WETH, from <data>/deployment.json; {} without one."""
     from golem.chain.contracts import Deployment, DeploymentError  # web3: only when a report is asked for
 
-    path = Path(data_dir) / "deployment.json"
+    path = DataLayout(data_dir).deployment
     if not path.is_file():
         return {}
     try:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from golem.layout import DataLayout
+
 
 def state_digest(data_dir: Path) -> str:
     """What the golem can say about itself without a model: its latest records."""
-    index = data_dir / "cycles" / "index.sqlite"
-    if not index.exists():
+    if not DataLayout(data_dir).cycle_index.exists():
         return "I have no decision records yet (no ticks in this data dir)."
     from golem.life.cycle_store import CycleStore
 

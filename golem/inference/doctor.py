@@ -8,14 +8,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from golem.layout import DataLayout
+
 if TYPE_CHECKING:  # pydantic models load when the report is built
     from golem.models.config import GolemConfig
 
 
 def today_spend(data_dir: Path, day: str) -> tuple[float, int, dict[str, int]]:
     """(inference USD spent today per the cycle records, ticks today, tier counts today); zeros without data."""
-    index = data_dir / "cycles" / "index.sqlite"
-    if not index.exists():
+    if not DataLayout(data_dir).cycle_index.exists():
         return 0.0, 0, {}
     from golem.life.cycle_store import CycleStore
 
@@ -85,8 +86,8 @@ def gas_line(config: GolemConfig, data_dir: Path, now: float) -> str:
 
     risk = SafetyLimits.from_config(config).risk
     spent, n = 0.0, 0
-    if (data_dir / "risk.sqlite").exists():
-        _, spent, n = RiskStore(data_dir / "risk.sqlite").gas_spent_on_day(config.golem.id, now)
+    if DataLayout(data_dir).risk.exists():
+        _, spent, n = RiskStore(DataLayout(data_dir).risk).gas_spent_on_day(config.golem.id, now)
     p = GasPartition(budget_usd=risk.gas_budget_usd_per_day, emergency_fraction=risk.gas_emergency_fraction,
                      spent_usd=spent)
     routine = "open" if p.routine_left_usd > 0 else "spent: routine actions are deferred"
@@ -110,7 +111,7 @@ def grimoire_lines(config: GolemConfig, data_dir: Path, *, llm: bool) -> list[st
                  f"retrieval abstains below cosine {floor:g}"]
     except EmbedderUnavailable as err:
         lines = [f"embedder: [grimoire] embedder = {g.embedder} is NOT available — {err}"]
-    status = WriteGuard(Path(data_dir) / "grimoire").status()
+    status = WriteGuard(DataLayout(data_dir).grimoire).status()
     if status["paused"]:
         pending = ", ".join(f"{k} {v}" for k, v in status["pending"].items())
         lines.append(f"grimoire vector writes: PAUSED ({', '.join(status['reasons'])}; queued: {pending}) — "

@@ -121,7 +121,6 @@ class InferenceSection(BaseModel):
     max_output_tokens_t1: int | None = None
     max_output_tokens_t2: int | None = None
     timeout_seconds: float | None = None
-    heartbeat_seconds: float | None = None
     allocations_t1: dict[str, int] | None = None
     allocations_t2: dict[str, int] | None = None
     conversation_tail: int | None = None
