@@ -99,7 +99,8 @@ def register(command) -> None:
     e.add_argument("--out", help="file to write (default: stdout)")
     e.set_defaults(fn=_export)
     # the file name is learned_gating.INHERITANCE_FILE, spelled out so `golem --help` does not load pydantic
-    i = sub.add_parser("import", parents=[common], help="validate a package and stage it as <data>/gating-inheritance.json")
+    i = sub.add_parser("import", parents=[common],
+                       help="validate a package and stage it as <data>/gating-inheritance.json")
     i.add_argument("file")
     i.set_defaults(fn=_import)
     s = sub.add_parser("show", parents=[common], help="the running golem's learned gating state")

@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from cli import backtest, config, control, dreams, events, gating, grimoire, inference, records, replay, safety, stack, status, steer
+from cli import (backtest, config, control, dreams, events, gating, grimoire, inference, records, replay, safety, stack,
+                 status, steer)
 from cli.common import address, default_data, default_home, one_line, rpc_status
 from golem.errors import UserError
 
