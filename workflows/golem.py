@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         fold_tick_result,
         fold_dream_result,
         fold_upkeep_cost,
+        new_golem_state,
         schedule_dream,
         state_for_tick,
         should_dream,
@@ -73,12 +74,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
     from workflows.errors import root_cause
     from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
-
-
-def new_golem_state(cfg: GolemConfig) -> GolemState:
-    """A newborn golem: base theta, gamma at its slowest until the first pulse says otherwise."""
-    state = GolemState(golem_id=cfg.golem.id, theta_seconds=cfg.clock.theta_base_seconds)
-    return state.model_copy(update={"gamma": state.gamma.model_copy(update={"interval_seconds": cfg.clock.gamma_max_seconds})})
 
 
 def tick_workflow_id(golem_id: str, tick: int) -> str:

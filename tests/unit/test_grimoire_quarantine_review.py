@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from golem.cli import main
+from cli.main import main
 from golem.grimoire.admission import (
     QUARANTINE_MAX_REVIEWS,
     AdmissionAction,

@@ -258,7 +258,7 @@ def test_simulated_golem_calm_unchanged_and_volatile_escalates_sooner():
 def _cli(home, data, *argv):
     import argparse
 
-    from golem.grimoire.topology_commands import register
+    from cli.topology import register
 
     p = argparse.ArgumentParser()
     p.set_defaults(home=str(home), data=str(data))  # the `golem` command's common --home / --data
