@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.retrieval import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
+from golem.grimoire.lance_index import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
 from golem.grimoire.semantic import EntryType, SemanticStore
 from golem.storage import connect
 

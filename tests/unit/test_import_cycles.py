@@ -164,7 +164,11 @@ def strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 def describe(comp: list[str], graph: dict[str, dict[str, int]], modules: dict[str, Path]) -> str:
     inside = set(comp)
-    edges = [f"    {a} -> {b}  ({modules[a]}:{line})" for a in comp for b, line in sorted(graph[a].items()) if b in inside]
+    def where(path: Path) -> Path:
+        return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+    edges = [f"    {a} -> {b}  ({where(modules[a])}:{line})" for a in comp for b, line in sorted(graph[a].items())
+             if b in inside]
     return f"  cycle of {len(comp)} modules: {', '.join(comp)}\n" + "\n".join(edges)
 
 
