@@ -20,6 +20,7 @@ rewritten in one commit. Its vectors' version is unknown, so it is then re-embed
 
 from __future__ import annotations
 
+import logging
 import math
 from datetime import timedelta
 from pathlib import Path
@@ -65,8 +66,10 @@ from golem.grimoire.episode_model import (  # noqa: F401 (re-exported: callers i
     pad_label,
 )
 from golem.grimoire.guard import WriteGuard
-from golem.grimoire.lance import lance_session
+from golem.grimoire.lance import DEFAULT_RETENTION, VersionRetention, lance_session, optimize
 from golem.grimoire.lance_index import ANN_MIN_TRAIN_ROWS, build_ann_index, ensure_fts, has_fts, vector_index
+
+log = logging.getLogger("golem.grimoire")
 
 TABLE = "episodes"
 REEMBED_BATCH = 2048  # rows embedded per batch during a full re-embed
@@ -152,17 +155,20 @@ class EpisodeStore:
     grimoire directory shared with the semantic store). `on_model_switch`: what to do when the table was
     embedded with another {model, version, dim} than `embedder` — "reembed" (the worker: a full re-embed,
     Rev. 8), "error" (a clear error naming both), or "ignore" (read-only inspection such as stats; searches
-    and writes still refuse to mix).
+    and writes still refuse to mix). `retention`: which table versions cleanup keeps, and after how many of this
+    store's writes it runs its upkeep (lance.py).
     """
 
     def __init__(self, path: Path, embedder: Embedder, *, guard: WriteGuard | None = None,
-                 on_model_switch: str = "reembed") -> None:
+                 on_model_switch: str = "reembed", retention: VersionRetention = DEFAULT_RETENTION) -> None:
         if on_model_switch not in ON_MODEL_SWITCH:
             raise ValueError(f"on_model_switch must be one of {', '.join(ON_MODEL_SWITCH)}, got {on_model_switch!r}")
         self.path = Path(path)
         self.embedder = embedder
         self.identity = identity_of(embedder)
         self.guard = guard if guard is not None else WriteGuard(self.path.parent)
+        self.retention = retention
+        self._writes = 0  # this store's writes since its last upkeep
         self.path.mkdir(parents=True, exist_ok=True)
         # read_consistency_interval=0: every read checks for newer versions, so a reader sees
         # rows another process (the worker) committed after this store was opened.
@@ -292,6 +298,7 @@ class EpisodeStore:
             before = self._table.version
             self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
             episode_index.note_merge(self, data, before, self._table.version)  # retrieval's in-memory index
+            self._wrote()
 
     def _stored(self, ids: list[str]) -> dict[str, tuple[str, np.ndarray]]:
         """id → (summary, vector) of rows already in the table."""
@@ -368,6 +375,7 @@ class EpisodeStore:
             res = self._table.update(where=where, values_sql=values_sql)
             n += int(getattr(res, "rows_updated", 0))
         episode_index.note_update(self, ids, py, before, self._table.version)
+        self._wrote()
         return n
 
     def mark_accessed(self, ids: list[str], tick: int) -> int:
@@ -532,8 +540,22 @@ class EpisodeStore:
         return report
 
     # ---- housekeeping ---------------------------------------------------------------------
-    def compact(self) -> None:
-        """Merge the small Lance fragments each upsert leaves behind (run during DELTA)."""
-        self._table.optimize()
+    def upkeep(self) -> None:
+        """Compact the small fragments each write leaves, fold new rows into the indexes and drop the table versions
+        `retention` does not keep (also run by the delta cycle's upkeep.maintain)."""
+        self._writes = 0
+        optimize(self._table, self.retention)
+        episode_index.refresh(self)  # a new version of the same rows: retrieval's index is rebuilt here, not in a query
+
+    def _wrote(self) -> None:
+        """Count a write; every `retention.every_writes` of them, run the upkeep. The write has happened whatever the
+        upkeep does: a failed upkeep is logged and left to the next one (or the delta cycle's)."""
+        self._writes += 1
+        if self.retention.every_writes and self._writes >= self.retention.every_writes:
+            try:
+                self.upkeep()
+            except Exception as e:  # noqa: BLE001 — housekeeping must not fail the write it follows
+                log.warning("episodes table at %s: upkeep after %d writes failed (%s); the next one retries",
+                            self.path, self.retention.every_writes, e)
 
 

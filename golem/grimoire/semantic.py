@@ -16,6 +16,7 @@ Times are tick numbers (the golem's clock); `valid_from` / `valid_until` are tic
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sqlite3
 import uuid
@@ -30,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
-from golem.grimoire.lance import lance_session
+from golem.grimoire.lance import DEFAULT_RETENTION, VersionRetention, lance_session, optimize
 from golem.grimoire.decay import (
     DREAM_STRENGTH_INCREMENT,
     LIVE_STRENGTH_INCREMENT,
@@ -57,6 +58,8 @@ from golem.grimoire.lance_index import ensure_fts, has_fts
 from golem.grimoire.regimes import normalise_regime
 from golem.grimoire.semantic_migrations import migrate
 from golem.storage import connect, immediate_tx
+
+log = logging.getLogger("golem.grimoire")
 
 SEMANTIC_TABLE = "semantic"
 PRUNE_CONSECUTIVE_CYCLES = 3  # revisions Rev. 4: below 0.1 for 3+ consecutive Curator cycles → cold storage
@@ -228,10 +231,11 @@ class SemanticStore:
 
     `guard` and `on_model_switch` as for EpisodeStore (episodes.py): the write pause of the grimoire folder
     holding `lance_path`, and "reembed" | "error" | "ignore" when the mirror was embedded with another model.
+    `retention`: which mirror versions cleanup keeps, and after how many mirror writes it runs (lance.py).
     """
 
     def __init__(self, db_path: Path, lance_path: Path, embedder: Embedder, *, guard: WriteGuard | None = None,
-                 on_model_switch: str = "reembed") -> None:
+                 on_model_switch: str = "reembed", retention: VersionRetention = DEFAULT_RETENTION) -> None:
         if on_model_switch not in ("reembed", "error", "ignore"):
             raise ValueError(f"on_model_switch must be reembed, error or ignore, got {on_model_switch!r}")
         self.db_path = Path(db_path)
@@ -239,6 +243,8 @@ class SemanticStore:
         self.embedder = embedder
         self.identity = identity_of(embedder)
         self.guard = guard if guard is not None else WriteGuard(self.lance_path.parent)
+        self.retention = retention
+        self._writes = 0  # mirror writes since the last upkeep
         migrate(self.db_path)
         self.lance_path.mkdir(parents=True, exist_ok=True)
         self._db = lancedb.connect(str(self.lance_path), read_consistency_interval=timedelta(0),
@@ -323,6 +329,29 @@ class SemanticStore:
             vectors = self.embedder.embed([e.content for e in entries])
         self.table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
             self._mirror_table(entries, vectors))
+        self._wrote()
+
+    def _delete_mirror(self, ids: list[str]) -> None:
+        if ids:
+            self.table.delete("id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in ids) + ")")
+            self._wrote()
+
+    def upkeep(self) -> None:
+        """Compact the mirror, fold new rows into its FTS index, drop the versions `retention` does not keep (also run
+        by the delta cycle's upkeep.maintain)."""
+        self._writes = 0
+        optimize(self.table, self.retention)
+
+    def _wrote(self) -> None:
+        """Count a mirror write; every `retention.every_writes` of them run the upkeep (a failure is logged, not raised:
+        the write has happened, and the next upkeep or the delta cycle's retries)."""
+        self._writes += 1
+        if self.retention.every_writes and self._writes >= self.retention.every_writes:
+            try:
+                self.upkeep()
+            except Exception as e:  # noqa: BLE001 — housekeeping must not fail the write it follows
+                log.warning("semantic mirror at %s: upkeep after %d writes failed (%s); the next one retries",
+                            self.lance_path, self.retention.every_writes, e)
 
     # ---- writes --------------------------------------------------------------------------------
     def put_many(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
@@ -610,8 +639,7 @@ class SemanticStore:
             for e in archived:
                 db.execute("INSERT OR REPLACE INTO cold_entries VALUES (?, ?, ?)", (e.id, e.model_dump_json(), now_tick))
                 db.execute("DELETE FROM grimoire_entries WHERE id = ?", (e.id,))
-        if archived:
-            self.table.delete("id IN (" + ", ".join("'" + e.id.replace("'", "''") + "'" for e in archived) + ")")
+        self._delete_mirror([e.id for e in archived])
         return {"scanned": len(entries), "archived": len(archived),
                 "low": sum(1 for e in updated if e.consecutive_low_confidence)}
 
@@ -638,9 +666,7 @@ class SemanticStore:
             built = {e.id: e.content for e in entries}
             now = self.all(include_inactive=True)
             self._write_mirror([e for e in now if built.get(e.id) != e.content])
-            gone = set(built) - {e.id for e in now}
-            if gone:
-                self.table.delete("id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in gone) + ")")
+            self._delete_mirror(sorted(set(built) - {e.id for e in now}))
             if had_fts and self.table.count_rows():
                 ensure_fts(self.table, "content")  # an overwrite drops the table's indexes
         return len(entries)
@@ -655,9 +681,7 @@ class SemanticStore:
             chunk = rows[i:i + MIRROR_BATCH]
             entries = self.get_many([r["id"] for r in chunk])
             self._write_mirror(list(entries.values()))
-            gone = [r["id"] for r in chunk if r["id"] not in entries]
-            if gone:
-                self.table.delete("id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in gone) + ")")
+            self._delete_mirror([r["id"] for r in chunk if r["id"] not in entries])
             self.guard.ack([r["seq"] for r in chunk])
         return len(rows)
 
