@@ -41,13 +41,16 @@ KEEP_VERSIONS = 20  # ours: the newest versions survive however old (a slow gole
 UPKEEP_EVERY_WRITES = 50  # ours: a store's own writes between two upkeeps; LanceDB's guide says optimize after ~20
 #                           modifications, and 50 is the default delta cadence (delta_theta_ticks), so in a golem
 #                           ticking one write per tick the stores clean up about twice per delta cycle
-_AGE_MARGIN = timedelta(seconds=1)  # LanceDB measures age from its own clock, a moment after ours
+# LanceDB measures age when it prunes, after the optimize's compaction: versions up to this much older than the
+# oldest one kept by count also stay. A compaction slower than this can drop one or two more of the versions kept by
+# count (never one younger than min_age: the window is at least min_age whenever LanceDB measures it).
+_AGE_MARGIN = timedelta(milliseconds=200)
 
 
 @dataclass(frozen=True)
 class VersionRetention:
-    """Which versions of a LanceDB table cleanup keeps: the newest `keep_versions`, and every version younger than
-    `min_age`; the latest is never removed (LanceDB). `every_writes`: a store runs its upkeep (compaction, new rows
+    """Which versions of a LanceDB table cleanup keeps: the newest `keep_versions` (as of the upkeep's start, see
+    _AGE_MARGIN), and every version younger than `min_age`; the latest is never removed (LanceDB). `every_writes`: a store runs its upkeep (compaction, new rows
     into the indexes, this cleanup) after that many of its own writes; 0 = only when asked (the delta cycle)."""
 
     keep_versions: int = KEEP_VERSIONS
