@@ -20,7 +20,6 @@ rewritten in one commit. Its vectors' version is unknown, so it is then re-embed
 
 from __future__ import annotations
 
-import logging
 import math
 from datetime import timedelta
 from pathlib import Path
@@ -66,10 +65,8 @@ from golem.grimoire.episode_model import (  # noqa: F401 (re-exported: callers i
     pad_label,
 )
 from golem.grimoire.guard import WriteGuard
-from golem.grimoire.lance import DEFAULT_RETENTION, VersionRetention, lance_session, optimize
+from golem.grimoire.lance import DEFAULT_RETENTION, UpkeepCadence, VersionRetention, lance_session, optimize
 from golem.grimoire.lance_index import ANN_MIN_TRAIN_ROWS, build_ann_index, ensure_fts, has_fts, vector_index
-
-log = logging.getLogger("golem.grimoire")
 
 TABLE = "episodes"
 REEMBED_BATCH = 2048  # rows embedded per batch during a full re-embed
@@ -148,7 +145,7 @@ def _vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
     return np.asarray(arr.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
 
 
-class EpisodeStore:
+class EpisodeStore(UpkeepCadence):
     """The `episodes` table of a LanceDB database at `path`.
 
     `guard`: the write pause + pending queue (default: the one of the folder holding `path`, i.e. the
@@ -168,7 +165,6 @@ class EpisodeStore:
         self.identity = identity_of(embedder)
         self.guard = guard if guard is not None else WriteGuard(self.path.parent)
         self.retention = retention
-        self._writes = 0  # this store's writes since its last upkeep
         self.path.mkdir(parents=True, exist_ok=True)
         # read_consistency_interval=0: every read checks for newer versions, so a reader sees
         # rows another process (the worker) committed after this store was opened.
@@ -408,6 +404,9 @@ class EpisodeStore:
                      py={"strength": lambda v: (v or 0.0) + float(increment), "last_accessed_tick": lambda _: int(tick)})
         return self.get_many(ids)
 
+    def __repr__(self) -> str:
+        return f"episodes table at {self.path}"
+
     # ---- reads --------------------------------------------------------------------------
     @staticmethod
     def _to_episode(row: dict[str, Any]) -> Episode:
@@ -546,16 +545,3 @@ class EpisodeStore:
         self._writes = 0
         optimize(self._table, self.retention)
         episode_index.refresh(self)  # a new version of the same rows: retrieval's index is rebuilt here, not in a query
-
-    def _wrote(self) -> None:
-        """Count a write; every `retention.every_writes` of them, run the upkeep. The write has happened whatever the
-        upkeep does: a failed upkeep is logged and left to the next one (or the delta cycle's)."""
-        self._writes += 1
-        if self.retention.every_writes and self._writes >= self.retention.every_writes:
-            try:
-                self.upkeep()
-            except Exception as e:  # noqa: BLE001 — housekeeping must not fail the write it follows
-                log.warning("episodes table at %s: upkeep after %d writes failed (%s); the next one retries",
-                            self.path, self.retention.every_writes, e)
-
-

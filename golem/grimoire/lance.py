@@ -11,10 +11,13 @@ stores share this one session.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import lancedb
+
+log = logging.getLogger("golem.grimoire")
 
 INDEX_CACHE_BYTES = 128 << 20  # ANN / FTS index pages
 METADATA_CACHE_BYTES = 64 << 20  # manifests, fragment and file metadata
@@ -84,3 +87,25 @@ def optimize(table, retention: VersionRetention = DEFAULT_RETENTION) -> None:
     """LanceDB's optimize: compact small fragments, fold new rows into the indexes, clean up versions by `retention`.
     Only files no kept version references are removed, so a reader on a kept version keeps working."""
     table.optimize(cleanup_older_than=retention.older_than(table))
+
+
+class UpkeepCadence:
+    """Mixed into a store of a LanceDB table: counts the store's writes and runs its `upkeep()` every
+    `retention.every_writes` of them. The write has happened whatever the upkeep does: a failed upkeep is logged and
+    left to the next one (or the delta cycle's)."""
+
+    retention: VersionRetention = DEFAULT_RETENTION
+    _writes = 0  # writes since the last upkeep
+
+    def upkeep(self) -> None:
+        raise NotImplementedError
+
+    def _wrote(self) -> None:
+        self._writes += 1
+        if self.retention.every_writes and self._writes >= self.retention.every_writes:
+            self._writes = 0
+            try:
+                self.upkeep()
+            except Exception as e:  # noqa: BLE001 — housekeeping must not fail the write it follows
+                log.warning("%s: upkeep after %d writes failed (%s); the next one retries", self,
+                            self.retention.every_writes, e)

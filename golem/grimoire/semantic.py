@@ -16,7 +16,6 @@ Times are tick numbers (the golem's clock); `valid_from` / `valid_until` are tic
 from __future__ import annotations
 
 import json
-import logging
 import math
 import sqlite3
 import uuid
@@ -31,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
-from golem.grimoire.lance import DEFAULT_RETENTION, VersionRetention, lance_session, optimize
+from golem.grimoire.lance import DEFAULT_RETENTION, UpkeepCadence, VersionRetention, lance_session, optimize
 from golem.grimoire.decay import (
     DREAM_STRENGTH_INCREMENT,
     LIVE_STRENGTH_INCREMENT,
@@ -58,8 +57,6 @@ from golem.grimoire.lance_index import ensure_fts, has_fts
 from golem.grimoire.regimes import normalise_regime
 from golem.grimoire.semantic_migrations import migrate
 from golem.storage import connect, immediate_tx
-
-log = logging.getLogger("golem.grimoire")
 
 SEMANTIC_TABLE = "semantic"
 PRUNE_CONSECUTIVE_CYCLES = 3  # revisions Rev. 4: below 0.1 for 3+ consecutive Curator cycles → cold storage
@@ -226,7 +223,7 @@ def mirror_schema(ident: EmbeddingIdentity) -> pa.Schema:
     )
 
 
-class SemanticStore:
+class SemanticStore(UpkeepCadence):
     """GrimoireEntry store: SQLite at `db_path`, LanceDB mirror at `lance_path`.
 
     `guard` and `on_model_switch` as for EpisodeStore (episodes.py): the write pause of the grimoire folder
@@ -244,7 +241,6 @@ class SemanticStore:
         self.identity = identity_of(embedder)
         self.guard = guard if guard is not None else WriteGuard(self.lance_path.parent)
         self.retention = retention
-        self._writes = 0  # mirror writes since the last upkeep
         migrate(self.db_path)
         self.lance_path.mkdir(parents=True, exist_ok=True)
         self._db = lancedb.connect(str(self.lance_path), read_consistency_interval=timedelta(0),
@@ -336,22 +332,14 @@ class SemanticStore:
             self.table.delete("id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in ids) + ")")
             self._wrote()
 
+    def __repr__(self) -> str:
+        return f"semantic mirror at {self.lance_path}"
+
     def upkeep(self) -> None:
         """Compact the mirror, fold new rows into its FTS index, drop the versions `retention` does not keep (also run
         by the delta cycle's upkeep.maintain)."""
         self._writes = 0
         optimize(self.table, self.retention)
-
-    def _wrote(self) -> None:
-        """Count a mirror write; every `retention.every_writes` of them run the upkeep (a failure is logged, not raised:
-        the write has happened, and the next upkeep or the delta cycle's retries)."""
-        self._writes += 1
-        if self.retention.every_writes and self._writes >= self.retention.every_writes:
-            try:
-                self.upkeep()
-            except Exception as e:  # noqa: BLE001 — housekeeping must not fail the write it follows
-                log.warning("semantic mirror at %s: upkeep after %d writes failed (%s); the next one retries",
-                            self.lance_path, self.retention.every_writes, e)
 
     # ---- writes --------------------------------------------------------------------------------
     def put_many(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
