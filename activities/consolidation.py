@@ -1,22 +1,21 @@
-"""Delta-consolidation and dream activities (the curator pass and episode replay).
+"""Delta-consolidation activities (the curator pass: one activity per step) and the one-shot dream replay.
 
-The delta activity is async: the future-utility calls (golem/grimoire/utility_llm.py) go through the async
-router, while the blocking LanceDB / SQLite steps run on threads (`asyncio.to_thread`) and the activity
-heartbeats from the event loop (heartbeating from a worker thread is not allowed in an async activity).
-Each step is one `await self._step(name, fn, ...)`, so adding a step is adding a line.
+DeltaConsolidationWorkflow runs the steps in order (DELTA_STEPS), so the Web UI shows each and a retry redoes
+one. The steps are async: the future-utility calls (golem/grimoire/utility_llm.py) go through the async router,
+the blocking LanceDB / SQLite work runs on threads (`blocking`), and `auto_heartbeat` beats from the event loop
+meanwhile (heartbeating from a worker thread is not allowed in an async activity).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from temporalio import activity
 
+from activities import ActivitySet
+from activities.heartbeat import auto_heartbeat, blocking, step
 from golem.events import bridge as events
 from golem.grimoire.admission import (
     AdmissionAction,
@@ -39,26 +38,26 @@ from golem.grimoire.upkeep import maintain
 from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
 from golem.learning import causal, curator, cybernetics
 from golem.learning.loop import allocation_defaults
+from golem.life.owner_notes import deliver_followups
 from golem.life.retention import compact
 from golem.models.golem import (
     AdmissionStats,
     ConsolidationInput,
     ConsolidationResult,
+    DeltaReport,
+    DeltaStep,
     DreamInput,
     DreamResult,
     QuarantineReviewStats,
 )
 from golem.safety.limits import check_playbook_delta
-from workers.services import GolemServices
+from golem.services import Services
 
 
 def _now_iso() -> str:
     from datetime import datetime, timezone
 
     return datetime.now(timezone.utc).isoformat()
-
-HEARTBEAT_EVERY_S = 10.0  # while a blocking step runs on its thread (the workflow's heartbeat timeout is 60 s)
-
 
 @dataclass
 class Distilled:
@@ -72,76 +71,116 @@ class Distilled:
     processed: list[str] = field(default_factory=list)  # episodes seen for the first time (→ consolidated)
 
 
-class ConsolidationActivities:
-    def __init__(self, services: GolemServices) -> None:
+class ConsolidationActivities(ActivitySet):
+    def __init__(self, services: Services) -> None:
         self.s = services
 
-    @property
-    def utility_router(self):
-        """The LLM deliberator's router when Claude is configured (workers/services.py); None offline."""
-        return getattr(self.s.deliberator, "router", None)
+    # ---- delta consolidation: one activity per step, ordered by DeltaConsolidationWorkflow ----------------
+    # Each returns the fields of the cycle's ConsolidationResult it fills; a retry redoes one step, and every
+    # step is idempotent by cycle tick (decay by date, the curator, causal graph and context policy by their
+    # ledger rows, follow-ups by id).
+    @activity.defn(name="delta_decay")
+    @auto_heartbeat
+    async def decay(self, inp: ConsolidationInput) -> DeltaStep:
+        report = await blocking("decay", self.s.episodes.apply_decay, now_tick=inp.tick,
+                                tick_seconds=inp.config.clock.theta_base_seconds)
+        return DeltaStep(fields={"episodes_scanned": report.scanned, "episodes_decayed": report.decayed,
+                                 "below_prune_floor": report.below_prune_floor})
 
-    async def _step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a blocking step on a thread, heartbeating from the event loop until it is done."""
-        activity.heartbeat(name)
-        task = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
-            if done:
-                return task.result()
-            activity.heartbeat(f"{name} (still running)")
-
-    @activity.defn(name="delta_consolidate")
-    async def consolidate(self, inp: ConsolidationInput) -> ConsolidationResult:
-        tick_seconds = inp.config.clock.theta_base_seconds
-        report = await self._step("decay", self.s.episodes.apply_decay, now_tick=inp.tick, tick_seconds=tick_seconds)
-        distilled = await self._step("distill", self._distill, inp)
-        # Rev. 3 future utility: every candidate that needs one is rated before any is admitted.
-        activity.heartbeat("score")
-        batch = await FutureUtilityScorer(self.utility_router, heartbeat=activity.heartbeat).score_many(
-            distilled.to_score, inp.daily_spend_usd)
-        review = await self._step("quarantine review", self._review, inp, distilled, batch)
-        admission = await self._step("admit", self._admit, inp, distilled, batch)
+    @activity.defn(name="delta_distill")
+    @auto_heartbeat
+    async def distill(self, inp: ConsolidationInput) -> DeltaStep:
+        """ExpeL distillation → rev. 3 future utility (every candidate that needs one rated before any is
+        admitted) → quarantine review → the admission gate; the episodes seen are marked consolidated."""
+        distilled = await blocking("distill", self._distill, inp)
+        step("score")
+        batch = await FutureUtilityScorer(self.s.router).score_many(distilled.to_score, inp.daily_spend_usd)
+        review = await blocking("quarantine review", self._review, inp, distilled, batch)
+        admission = await blocking("admit", self._admit, inp, distilled, batch)
         # grimoire Episode.consolidated: "true after ExpeL has processed this episode"
-        await self._step("mark consolidated", self.s.episodes.mark_consolidated, distilled.processed)
-        await self._step("curator decay", self.s.semantic.curator_decay, inp.tick, tick_seconds)
-        await self._step("upkeep", maintain, self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, versions
-        # issue 18: the curator accelerates dream promotion when waking ticks corroborate staged dream outputs
-        await self._step("dream promotion", self._dream_promotion, inp)
-        curator = await self._step("curator", self._curate, inp)  # ExpeL operations by credited outcomes (issue 16)
-        curator["causal_edges"] = await self._step("causal graph", self._causal, inp)
-        curator["context_policy"] = await self._step("context policy", self._retune, inp)  # cybernetics loop 2
-        revision = await self._step("playbook", self._playbook, inp)
-        delivered = self.s.deliver_followups(inp.followups, "next-curator", inp.tick)
-        # [retention]: records, outcome files and trace days older than `days` go into daily archives
-        kept = await self._step("retention", compact, self.s.data_dir, inp.config.retention.days, time.time(),
-                                index=self.s.cycles)
-        grimoire = self.s.data_dir / "grimoire"
-        drift = await self._step("drift check", scheduled_drift_check, self.s.episodes.embedder,
-                                 drift_reference_path(grimoire))
+        await blocking("mark consolidated", self.s.episodes.mark_consolidated, distilled.processed)
+        return DeltaStep(fields={"heuristics_derived": distilled.heuristics_derived,
+                                 "admission": batch.fill(admission).model_dump(mode="json"),
+                                 "quarantine_review": review.model_dump(mode="json"),
+                                 "inference_cost_usd": round(batch.cost_usd, 8)})
+
+    @activity.defn(name="delta_upkeep")
+    @auto_heartbeat
+    async def upkeep(self, inp: ConsolidationInput) -> DeltaStep:
+        await blocking("curator decay", self.s.semantic.curator_decay, inp.tick, inp.config.clock.theta_base_seconds)
+        await blocking("upkeep", maintain, self.s.episodes, self.s.semantic)  # FTS fold-in, compaction, versions
+        return DeltaStep()
+
+    @activity.defn(name="delta_dream_promotion")
+    @auto_heartbeat
+    async def dream_promotion(self, inp: ConsolidationInput) -> DeltaStep:
+        """issue 18: the curator accelerates dream promotion when waking ticks corroborate staged dream outputs."""
+        await blocking("dream promotion", self._dream_promotion, inp)
+        return DeltaStep()
+
+    @activity.defn(name="delta_learn")
+    @auto_heartbeat
+    async def learn(self, inp: ConsolidationInput) -> DeltaStep:
+        """ExpeL operations by credited outcomes (issue 16), the causal graph, cybernetics loop 2."""
+        curator = await blocking("curator", self._curate, inp)
+        curator["causal_edges"] = await blocking("causal graph", self._causal, inp)
+        curator["context_policy"] = await blocking("context policy", self._retune, inp)
+        return DeltaStep(fields={"curator": curator})
+
+    @activity.defn(name="delta_playbook")
+    @auto_heartbeat
+    async def playbook(self, inp: ConsolidationInput) -> DeltaStep:
+        revision = await blocking("playbook", self._playbook, inp)
+        return DeltaStep(fields={"playbook_revision": revision.revision, "playbook_path": str(revision.path)})
+
+    @activity.defn(name="delta_followups")
+    @auto_heartbeat
+    async def followups(self, inp: ConsolidationInput) -> DeltaStep:
+        delivered = await blocking("follow-ups", deliver_followups, self.s.layout, inp.followups, "next-curator",
+                                   inp.tick)
+        return DeltaStep(fields={"followups_delivered": delivered})
+
+    @activity.defn(name="delta_retention")
+    @auto_heartbeat
+    async def retention(self, inp: ConsolidationInput) -> DeltaStep:
+        """[retention]: records, outcome files and trace days older than `days` go into daily archives."""
+        kept = await blocking("retention", compact, self.s.data_dir, inp.config.retention.days, time.time(),
+                              index=self.s.cycles)
+        return DeltaStep(fields={"retention": kept.as_dict()})
+
+    @activity.defn(name="delta_drift")
+    @auto_heartbeat
+    async def drift(self, inp: ConsolidationInput) -> DeltaStep:
+        grimoire = self.s.layout.grimoire
+        drift = await blocking("drift check", scheduled_drift_check, self.s.episodes.embedder,
+                               drift_reference_path(grimoire))
         # rev. 8 "Critical threshold → pause writes": vectors queue until `golem grimoire reembed`
-        pause = await self._step("drift pause", apply_drift_report, drift, grimoire)
+        pause = await blocking("drift pause", apply_drift_report, drift, grimoire)
         if not drift.ok or pause["paused"]:
             activity.logger.warning("embedding drift %s: %s; writes paused: %s", drift.status, drift.as_dict(),
                                     pause["paused"])
-        result = ConsolidationResult(
-            tick=inp.tick,
-            episodes_scanned=report.scanned,
-            episodes_decayed=report.decayed,
-            below_prune_floor=report.below_prune_floor,
-            heuristics_derived=distilled.heuristics_derived,
-            playbook_revision=revision.revision,
-            playbook_path=str(revision.path),
-            followups_delivered=delivered,
-            embedding_drift={**drift.as_dict(), "write_pause": {
-                "paused": pause["paused"], "reasons": sorted(pause["reasons"]), "pending": pause["pending"]}},
-            admission=batch.fill(admission),
-            quarantine_review=review,
-            inference_cost_usd=round(batch.cost_usd, 8),
-            retention=kept.as_dict(),
-            curator=curator,
-        )
-        self.s.events.emit(events.consolidation_events(inp.golem_id, _now_iso(), result))
+        return DeltaStep(fields={"embedding_drift": {**drift.as_dict(), "write_pause": {
+            "paused": pause["paused"], "reasons": sorted(pause["reasons"]), "pending": pause["pending"]}}})
+
+    @activity.defn(name="delta_report")
+    def report(self, inp: DeltaReport) -> None:
+        """The finished cycle on the Event Fabric (issue 19)."""
+        self.s.events.emit(events.consolidation_events(inp.golem_id, _now_iso(), inp.result))
+
+    # The steps in the order DeltaConsolidationWorkflow runs them.
+    DELTA_STEPS = ("decay", "distill", "upkeep", "dream_promotion", "learn", "playbook", "followups", "retention",
+                   "drift")
+
+    @activity.defn(name="delta_consolidate")
+    @auto_heartbeat
+    async def consolidate(self, inp: ConsolidationInput) -> ConsolidationResult:
+        """The whole cycle in one activity: what DeltaConsolidationWorkflow ran before its steps were activities
+        (kept for cycles started by that code; see workflow.patched("delta-steps"))."""
+        fields: dict = {"tick": inp.tick}
+        for name in self.DELTA_STEPS:
+            fields.update((await getattr(self, name)(inp)).fields)
+        result = ConsolidationResult.model_validate(fields)
+        self.report(DeltaReport(golem_id=inp.golem_id, result=result))
         return result
 
     # ---- steps (blocking; run on threads) ----------------------------------------------------
@@ -234,7 +273,7 @@ class ConsolidationActivities:
         return {"revision": policy.revision, "changed": fresh is not None, "reason": policy.reason}
 
     def _dream_promotion(self, inp: ConsolidationInput) -> list[str]:
-        staging = StagingBuffer(self.s.data_dir / "grimoire" / "dream-staging.sqlite")
+        staging = StagingBuffer(self.s.layout.dream_staging)
         if not staging.open_items():
             return []
         return promote_with_waking_evidence(staging, self.s.semantic, inp.golem_id, inp.tick,
@@ -259,7 +298,7 @@ class ConsolidationActivities:
             tick=inp.tick,
             replayed=list(report.replayed),
             heuristics_touched=len(report.heuristics_touched),
-            followups_delivered=self.s.deliver_followups(inp.followups, "next-dream", inp.tick),
+            followups_delivered=deliver_followups(self.s.layout, inp.followups, "next-dream", inp.tick),
         )
         self.s.events.emit(events.dream_events(inp.golem_id, _now_iso(), result))
         return result

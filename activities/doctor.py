@@ -7,13 +7,14 @@ import socket
 
 from temporalio import activity
 
+from activities import ActivitySet
 from golem.inference.commands import doctor_report
 from golem.models.config_version import short
-from workers.services import GolemServices
+from golem.services import Services
 
 
-class DoctorActivities:
-    def __init__(self, services: GolemServices) -> None:
+class DoctorActivities(ActivitySet):
+    def __init__(self, services: Services) -> None:
         self.s = services
 
     @activity.defn(name="doctor")

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from temporalio import activity
 
+from activities import ActivitySet
 from golem.chain import rehearsal
 from golem.chain.web3client import make_web3
 from golem.events import bridge as events
@@ -26,25 +27,26 @@ from golem.grimoire.dream_integration import (
     waking_facts,
 )
 from golem.inference.offline import OfflineDeliberator
+from golem.life.owner_notes import deliver_followups
 from golem.models.enums import SteerSeverity, Tier
 from golem.models.golem import DreamPhaseInput, DreamPhaseResult, DreamResult
 from golem.models.interventions import Steer
 from golem.models.state import GolemState
 from golem.models.tick import DecideInput, TickContext
 from golem.safety.limits import SafetyLimits
+from golem.services import Services
 from infra.forks import ForkRegistry
-from workers.services import GolemServices
 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class DreamActivities:
-    def __init__(self, services: GolemServices) -> None:
+class DreamActivities(ActivitySet):
+    def __init__(self, services: Services) -> None:
         self.s = services
         self.forks = ForkRegistry(services.data_dir)
-        self.staging = StagingBuffer(services.data_dir / "grimoire" / "dream-staging.sqlite")
+        self.staging = StagingBuffer(services.layout.dream_staging)
 
     def _config(self, inp: DreamPhaseInput):
         return self.s.config_for(inp.config_version) if inp.config_version else self.s.config
@@ -175,7 +177,8 @@ class DreamActivities:
         rehearsals = journal.imagined + journal.rehearsed
         result = DreamResult(
             tick=inp.tick, replayed=[r["episode"] for r in journal.replayed],
-            report_path=str(path), followups_delivered=self.s.deliver_followups(inp.followups, "next-dream", inp.tick),
+            report_path=str(path),
+            followups_delivered=deliver_followups(self.s.layout, inp.followups, "next-dream", inp.tick),
             phases_done=journal.phases_done, stopped_at=inp.stopped_at, stop_reason=inp.stop_reason,
             imagined=len(journal.imagined), rehearsed=len(journal.rehearsed),
             broken=sum(not r["ok"] for r in rehearsals), forks=journal.forks, staged=len(journal.staged),

@@ -8,9 +8,10 @@ from datetime import datetime, timezone
 import httpx
 from temporalio import activity
 
+from activities import ActivitySet
 from golem.events.models import make_event
 from golem.life.vitals import AlertBatch, ProbeAlert, TickFact, VitalsInput, evaluate_vitals
-from workers.services import GolemServices
+from golem.services import Services
 
 log = logging.getLogger("golem.monitor")
 HISTORY = 100  # recorded ticks the vitals look back over (the longest window is the 100-tick PLAYBOOK staleness)
@@ -29,8 +30,8 @@ def tick_facts(store, n: int = HISTORY) -> list[TickFact]:
     return facts
 
 
-class MonitorActivities:
-    def __init__(self, services: GolemServices) -> None:
+class MonitorActivities(ActivitySet):
+    def __init__(self, services: Services) -> None:
         self.s = services
 
     @activity.defn(name="check_vitals")

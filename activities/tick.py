@@ -8,7 +8,6 @@ Bad input raises a non-retryable ApplicationError whose message says what to fix
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from datetime import datetime, timedelta, timezone
@@ -18,9 +17,11 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from web3.exceptions import Web3Exception
 
+from activities import ActivitySet
+from activities.heartbeat import auto_heartbeat
 from golem.cognition.backpressure import merge_into_observation
 from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
-from golem.cognition.decision_cache import cache_conditions, hit_rate_report, lookup, pattern_hash, record_decision
+from golem.cognition.decide import decide_with_cache
 from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
@@ -31,13 +32,14 @@ from golem.chain.simulate import SimulationError
 from golem.chain.tools import ToolArgumentError
 from golem.events import bridge as events
 from golem.grimoire.graph import CausalGraph, KnowledgeGraph
+from golem.grimoire.memory_writes import mark_reorged, write_episode
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.learning.causal import causal_entries
-from golem.learning.expectation import expect, scaled
+from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, learn_from_outcome, reflexion_of, tune_context
 from golem.life.reflect import build_record, retrieval_query, tick_result
 from golem.models.enums import ActionStatus, Tier
@@ -46,14 +48,11 @@ from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import (
     ActionRecord,
     ContextBundleSummary,
-    DeliberationRecord,
     OutcomeRecord,
     Reflexion,
     RetrievedEntrySummary,
-    ToolCallRecord,
 )
 from golem.models.slices import as_slice
-from golem.models.state import DecisionCacheState
 from golem.models.tick import (
     AnalyzeInput,
     AnalyzeResult,
@@ -77,9 +76,9 @@ from golem.models.tick import (
     VerifyInput,
 )
 from golem.safety.run_actions import renumbered
-from workers.runs import reset_origin
-from workers.services import GolemServices
-from workers.step_results import StepResults
+from activities.runs import reset_origin
+from activities.step_results import StepResults
+from golem.services import Services
 
 RETRIEVAL_K = 5
 MAX_PAST_QUESTIONS = 3  # owner notes looked at for a past tick per retrieval (ours: bounds the extra queries)
@@ -98,35 +97,8 @@ def bad_input(message: str, kind: str = "BadInput") -> ApplicationError:
     return ApplicationError(message, type=kind, non_retryable=True)
 
 
-def apply_must_gate(deliberation: Deliberation, must) -> Deliberation:
-    """Drop proposed calls of tools STRATEGY.md forbids, and say so; note breached MUST lines."""
-    kept = [a for a in deliberation.actions if a.tool not in must.forbidden_tools]
-    dropped = [a for a in deliberation.actions if a.tool in must.forbidden_tools]
-    if not dropped and not must.breached:
-        return deliberation
-    record = deliberation.record.model_copy(deep=True)
-    record.rejections += [f"{a.tool}: STRATEGY.md says MUST NOT {a.tool}" for a in dropped]
-    if must.breached:
-        record.reasoning_summary += " | MUST breached: " + "; ".join(must.breached)
-    record.recommends_action = record.recommends_action and bool(kept)
-    return deliberation.model_copy(update={"record": record, "actions": kept})
-
-
-def _expecting(deliberation: Deliberation, inp: DecideInput) -> Deliberation:
-    """Predict, then compare (issue 16): a decision that acts states what it expects, whichever deliberator."""
-    if not deliberation.actions or deliberation.record.expected is not None:
-        return deliberation
-    record = deliberation.record.model_copy(update={"expected": expect(deliberation.actions, inp.observation)})
-    return deliberation.model_copy(update={"record": record})
-
-
-def canonical_actions(actions: list[ProposedAction]) -> str:
-    """The cache's action string: the decision as JSON, so a hit can be executed as decided."""
-    return json.dumps([{"tool": a.tool, "arguments": a.arguments} for a in actions], sort_keys=True)
-
-
-class TickActivities:
-    def __init__(self, services: GolemServices, temporal: Client | None = None) -> None:
+class TickActivities(ActivitySet):
+    def __init__(self, services: Services, temporal: Client | None = None) -> None:
         self.s = services
         # The worker's Temporal client: reflect reads a reset run's reason from its history, and lean step inputs
         # get the earlier steps' results they name from the tick run's history (issue 12).
@@ -162,7 +134,7 @@ class TickActivities:
 
     def _completed(self, inp, step: str):
         """A lean input (issue 12) made whole: earlier steps' results it names are read back from the tick run's
-        history (workers.step_results), its config comes from the version it names, and its state and observation
+        history (activities.step_results), its config comes from the version it names, and its state and observation
         slices are rebuilt so that reading a field a slice lacks raises."""
         ctx = inp.ctx
         update = {}
@@ -208,7 +180,7 @@ class TickActivities:
         report = self.s.safety.confirm(self.s.w3, ctx.golem_id)
         reorged = sorted({a.tick for a in report.reorged})
         for tick in reorged:
-            self.s.mark_reorged(tick)
+            mark_reorged(self.s.episodes, ctx.golem_id, tick)
         # Each anomaly's topology curiosity modifier (grimoire "Feeding the Curiosity Scorer"), after syncing
         # the golem's topology into the knowledge graph at this block.
         anomalies = self.topology().observe(ctx.golem_id, snapshot, ctx.tick, anomalies_from(probes))
@@ -335,6 +307,7 @@ class TickActivities:
                               start, self.s.learning.causal_evidence())
 
     @activity.defn(name="decide")
+    @auto_heartbeat  # a steer's cancel reaches a decide waiting on the model through these beats
     async def decide(self, inp: DecideInput) -> Deliberation:
         inp = await self._aresolved(inp, "decide")
         ctx = inp.ctx
@@ -347,37 +320,19 @@ class TickActivities:
             raise bad_input(f"STRATEGY_UNVIABLE: {viability.explanation()}", "StrategyUnviable")
         # Before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run).
         must = self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, inp.observation)
-        # §S11: the same pattern decided consistently before is answered by System 1, never when the owner
-        # is speaking (steers, follow-ups) — those always get fresh thought.
-        cache_key = self._cache_key(inp)
-        # §S11 cache, on the worker's disk (issue 12: no longer in the tick's input)
-        cache, hit = await asyncio.to_thread(self.s.decision_cache.load), None
-        if not inp.steers and not inp.followups:
-            cache, hit = self._cache_lookup(inp, cache_key, cache)
-        if hit is not None:
-            await asyncio.to_thread(self.s.decision_cache.save, cache)
-            return self._numbered(inp, _expecting(apply_must_gate(self._with_stats(hit, cache), must), inp))
+        policy = self.s.learning.context_policy(allocation_defaults(ctx.config))
         try:
-            deliberation = await self.s.deliberator.decide(inp, strategy, self.s.playbook_text())
+            deliberation = await decide_with_cache(
+                inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
+                playbook_text=self.s.playbook_text(), playbook_revision=read_revision(self.s.playbook_path),
+                context_policy_revision=policy.revision, remember_facts=lambda d: self._remember_facts(inp, d),
+            )
         except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
             delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
             raise ApplicationError(err.reason, type="InferenceRetryable", next_retry_delay=delay) from None
         except InferenceRejected as err:  # a bad request will not get better by retrying
             raise bad_input(err.reason, "InferenceRejected") from None
-        if deliberation.kg_facts:
-            deliberation = await asyncio.to_thread(self._remember_facts, inp, deliberation)
-        cache = record_decision(
-            cache, cache_key[0], canonical_actions(deliberation.actions), cache_key[1],
-            mental_models=[], now=cache_key[2], tick=ctx.tick, regime=inp.observation.regime.value,
-            playbook_revision=cache_key[3], context_policy_revision=cache_key[4], cfg=ctx.config.decision_cache,
-        )
-        await asyncio.to_thread(self.s.decision_cache.save, cache)
-        return self._numbered(inp, _expecting(apply_must_gate(self._with_stats(deliberation, cache), must), inp))
-
-    @staticmethod
-    def _with_stats(deliberation: Deliberation, cache: DecisionCacheState) -> Deliberation:
-        """The deliberation with the cache's counters (for `golem status`), not the cache itself."""
-        return deliberation.model_copy(update={"decision_cache": None, "decision_cache_stats": hit_rate_report(cache)})
+        return self._numbered(inp, deliberation)
 
     def _numbered(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
         """Another run of this tick (a reset, a rerun) already used action slots: this run's actions are
@@ -397,29 +352,6 @@ class TickActivities:
         record = rec.model_copy(update={"kg_facts": outcome.asserted,
                                         "rejections": [*rec.rejections, *(f"decide.{r}" for r in outcome.refused)]})
         return deliberation.model_copy(update={"record": record})
-
-    def _cache_key(self, inp: DecideInput) -> tuple[str, dict[str, float], float, int, int]:
-        now = datetime.fromisoformat(inp.ctx.started_at).timestamp() if inp.ctx.started_at else time.time()
-        return (pattern_hash(inp.observation, inp.ctx.state.last_price), cache_conditions(inp.observation), now,
-                read_revision(self.s.playbook_path),
-                self.s.learning.context_policy(allocation_defaults(inp.ctx.config)).revision)  # §S11 invalidation
-
-    def _cache_lookup(self, inp: DecideInput, key, cache: DecisionCacheState) -> tuple[DecisionCacheState, Deliberation | None]:
-        ctx = inp.ctx
-        cache, found = lookup(
-            cache, key[0], key[1], now=key[2], regime=inp.observation.regime.value,
-            playbook_revision=key[3], context_policy_revision=key[4], cfg=ctx.config.decision_cache,
-        )
-        if not found.hit:
-            return cache, None
-        actions = [ProposedAction(action_index=i, **a) for i, a in enumerate(json.loads(found.decision.consistent_action))]
-        record = DeliberationRecord(
-            model="decision-cache", tier=inp.tier, recommends_action=bool(actions), confidence=1.0,
-            decision="; ".join(f"{a.tool} {a.arguments}" for a in actions) or "hold",
-            reasoning_summary=f"System 1 reuse of a consistent System 2 decision (pattern {key[0]}): {found.reason}",
-            tool_calls=[ToolCallRecord(tool_name=a.tool, arguments=a.arguments) for a in actions],
-        )
-        return cache, Deliberation(record=record, actions=actions)
 
     @activity.defn(name="simulate")
     def simulate(self, inp: SimulateInput) -> SimulationResult:
@@ -486,6 +418,7 @@ class TickActivities:
         return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, inp.observation, inp.run_label)
 
     @activity.defn(name="reflect")
+    @auto_heartbeat
     async def reflect(self, inp: ReflectInput) -> TickResult:
         inp = await self._aresolved(inp, "reflect")
         if inp.analysis is None or inp.gate is None:
@@ -507,8 +440,8 @@ class TickActivities:
         # when one is configured (T1 routine, T2 anomalous; issue 16)
         reflexion = await asyncio.to_thread(self._reflexion, record, proposed)
         if reflexion is not None:
-            reflexion, cost = await worded(reflexion, record, router=getattr(self.s.deliberator, "router", None),
-                                           regime_changed=regime_changed, heartbeat=activity.heartbeat,
+            reflexion, cost = await worded(reflexion, record, router=self.s.router,
+                                           regime_changed=regime_changed,
                                            daily_spend=daily_spend_on(inp.ctx.state, inp.ctx.started_at))
             record.inference_cost += cost
             record.total_cost += cost
@@ -521,7 +454,7 @@ class TickActivities:
 
     def _persist(self, record, proposed: list[ProposedAction] = (), memory: bool = True, regime_changed: bool = False,
                  config=None, reflexion: Reflexion | None = None) -> TickResult:
-        episode = self.s.write_episode(record)
+        episode = write_episode(self.s.episodes, record)
         record.episodes_written = [episode]
         record.grimoire_mutations = [f"upsert episode {episode}"]
         # Reflexion and credit assignment on an acted, verified tick (issue 16)

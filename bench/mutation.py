@@ -51,6 +51,9 @@ TESTS: dict[str, list[str]] = {
     "golem/inference/decision.py": [U + "test_inference_tool_offer.py", U + "test_inference_session_eval.py",
                                     U + "test_safety_liquidity.py", U + "test_topology_curiosity.py",
                                     U + "test_inference_deliberator.py", SURVIVORS],
+    # decide's policy (issue 13: one domain call): the MUST gate, the §S11 cache key/lookup, the expectation
+    "golem/cognition/decide.py": [U + "test_activity_helpers.py", I + "test_decision_cache_decide.py",
+                                  I + "test_wiring.py", I + "test_learning_loop.py"],
     "golem/safety/policy.py": [U + "test_policy.py", U + "test_safety_cage.py", U + "test_safety_liquidity.py",
                                U + "test_gas_partition.py"],
     "golem/safety/cage.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py",
@@ -70,7 +73,10 @@ TESTS: dict[str, list[str]] = {
     "activities/tick.py": [U + "test_activity_helpers.py", I + "test_wiring.py", I + "test_retrieve_activity.py",
                            I + "test_decision_cache_decide.py", I + "test_gas_partition_tick.py",
                            GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
-    "activities/consolidation.py": [I + "test_wiring.py", I + "test_consolidation_llm.py"],
+    "activities/consolidation.py": [I + "test_wiring.py", I + "test_consolidation_llm.py",
+                                    GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0"],
+    "activities/heartbeat.py": [U + "test_activity_heartbeat.py", I + "test_llm_tick.py"],
+    "golem/grimoire/memory_writes.py": [I + "test_wiring.py", I + "test_golem_loop.py"],
     "workers/services.py": [I + "test_wiring.py", I + "test_topology_tick.py", I + "test_config_versions.py",
                             GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
     "workers/config_versions.py": [I + "test_config_versions.py"],
@@ -81,7 +87,8 @@ TESTS: dict[str, list[str]] = {
                            GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
                            GOLEM_LOOP + "test_steer_forces_t2_and_malformed_steer_is_recorded",
                            I + "test_rejection_expiry.py", I + "test_backtest.py"],  # the replay clock (advance_world)
-    "workflows/consolidation.py": [I + "test_consolidation_llm.py", I + "test_wiring.py"],
+    "workflows/consolidation.py": [I + "test_replay_histories.py", I + "test_consolidation_llm.py",
+                                   GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0", I + "test_wiring.py"],
 }
 
 _LOG_ROOTS = {"log", "logger", "logging", "print"}

@@ -29,6 +29,8 @@ import tomli_w
 from golem.backtest.marks import mark_row
 from golem.backtest.models import PathRow, RunInfo, TickMark
 from golem.models.config import load_config
+from golem.ids import golem_workflow_id, task_queue
+from golem.layout import DataLayout
 
 GOLEM_KEY_INDEX = 2  # the dev world's golem account (infra/stack.py)
 GENESIS_LEAD_S = 3600  # ours: the chain starts an hour before the path so the deployment's blocks precede row 0
@@ -144,7 +146,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
                                       golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX], rpc_url=anvil.rpc_url)
         data = run_dir / "data"
         data.mkdir(exist_ok=True)
-        dep.save(data / "deployment.json")
+        dep.save(DataLayout(data).deployment)
         driver = ReplayDriver(w3, dep, ANVIL_KEYS[1], ANVIL_KEYS[0])
         info = RunInfo(name=name, path=str(opts.path), rows=len(rows), started_at=datetime.now(timezone.utc).isoformat())
         run = VariantRun(name=name, info=info, out_dir=run_dir)
@@ -204,17 +206,17 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
     if prices:
         info.prices = {m: p.model_dump() if hasattr(p, "model_dump") else dict(p) for m, p in prices.items()}
     if opts.grimoire is not None:
-        counts = await asyncio.to_thread(_inherit_grimoire, services, opts.grimoire, data / "inherited.jsonl")
+        counts = await asyncio.to_thread(_inherit_grimoire, services, opts.grimoire, DataLayout(data).inherited)
         info.grimoire_from = str(opts.grimoire)
         _log(opts, f"  inherited from {opts.grimoire}: {counts}")
     store = CycleStore(data)
-    wid = f"golem-{cfg.golem.id}"
+    wid = golem_workflow_id(cfg.golem.id)
     worker = build_worker(client, services)
     marks: list[TickMark] = []
     gas_paid = 0.0
     async with worker:
         await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=cfg, clock="replay"), id=wid,
-                                    task_queue=f"golem-{cfg.golem.id}")
+                                    task_queue=task_queue(cfg.golem.id))
         handle = client.get_workflow_handle(wid)  # no run id: the update follows continue-as-new
         with BlockProducer(driver.w3):
             for i, row in enumerate(rows):

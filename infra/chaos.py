@@ -50,6 +50,8 @@ from pathlib import Path
 import tomli_w
 
 from golem.chain import faults
+from golem.ids import golem_workflow_id, task_queue
+from golem.layout import DataLayout
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 from infra.supervisor import AnvilChild, ProcessChild, Supervisor
 from infra.temporal import TemporalDevServer
@@ -188,7 +190,7 @@ class ChaosRun:
         self.plan = plan
         self.out = out
         self.data = out / "data"
-        self.logs = self.data / "logs"
+        self.logs = DataLayout(self.data).logs
         self.fault_dir = out / "faults"
         self.golem_id = golem_id or f"chaos{plan.seed}"
         self.rng = random.Random(plan.seed)
@@ -197,7 +199,7 @@ class ChaosRun:
         self.anvil_child: AnvilChild | None = None
         self.worker: ProcessChild | None = None
         self.supervisor: Supervisor | None = None
-        self._index = self.data / "cycles" / "index.sqlite"
+        self._index = DataLayout(self.data).cycle_index
 
     # ── progress ────────────────────────────────────────────────────────────────────────────
     def planned_vs_done(self) -> None:
@@ -231,10 +233,10 @@ class ChaosRun:
 
         self.logs.mkdir(parents=True, exist_ok=True)
         self.fault_dir.mkdir(parents=True, exist_ok=True)
-        self.temporal = TemporalDevServer(self.data / "temporal.sqlite", port=free_port(), ui_port=free_port(),
+        self.temporal = TemporalDevServer(DataLayout(self.data).temporal_db, port=free_port(), ui_port=free_port(),
                                           log_path=self.logs / "temporal.log", headless=True)
         self.temporal.start()
-        anvil = AnvilProcess(port=free_port(), state_path=self.data / "anvil-state.json",
+        anvil = AnvilProcess(port=free_port(), state_path=DataLayout(self.data).anvil_state,
                              log_path=self.logs / "anvil.log")
         self.anvil_child = AnvilChild(anvil, checkpoint_seconds=self.plan.anvil_checkpoint_seconds)
         self.anvil_child.start()
@@ -246,7 +248,7 @@ class ChaosRun:
         self.w3 = make_web3(anvil.rpc_url)
         self.report.nonce_start = self.w3.eth.get_transaction_count(ANVIL_ADDRESSES[GOLEM_KEY_INDEX])
         sim_cmd = [sys.executable, "-m", "golem.world.simulator", "--rpc", anvil.rpc_url,
-                   "--deployment", str(self.data / "deployment.json"), "--scenario", self.plan.scenario,
+                   "--deployment", str(DataLayout(self.data).deployment), "--scenario", self.plan.scenario,
                    "--interval", str(max(self.plan.theta / 2, 0.1)), "--seed", str(self.plan.seed)]
         sim = ProcessChild("simulator", lambda: _spawn(sim_cmd, self.logs / "simulator.log"),
                            self.logs / "simulator.log")
@@ -358,9 +360,9 @@ class ChaosRun:
         self.start()
         config = load_config(self.config_path)
         client = await connect(self.temporal.address)
-        wid = f"golem-{self.golem_id}"
+        wid = golem_workflow_id(self.golem_id)
         handle = await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=config, max_ticks=self.plan.ticks),
-                                             id=wid, task_queue=f"golem-{self.golem_id}")
+                                             id=wid, task_queue=task_queue(self.golem_id))
         events = self.schedule()
         _say(f"golem {wid} started for {self.plan.ticks} ticks; {len(events)} faults planned at ticks "
              f"{[t for t, _ in events]}")
@@ -487,7 +489,7 @@ class ChaosRun:
             r.problems.append(f"GolemWorkflow ended {r.workflow_status}, not COMPLETED")
 
         records: list = []
-        for path in sorted((self.data / "cycles").glob("cycle-*.json")):
+        for path in sorted(DataLayout(self.data).cycles.glob("cycle-*.json")):
             try:
                 records.append(DecisionCycleRecord.model_validate_json(path.read_text()))
                 r.records_valid += 1
@@ -498,7 +500,7 @@ class ChaosRun:
         if r.records_valid != len(rows):
             r.problems.append(f"{len(rows)} index rows but {r.records_valid} valid record files")
 
-        journal = TxJournal(self.data / "tx_journal.sqlite")
+        journal = TxJournal(DataLayout(self.data).tx_journal)
         intents = _all_intents(journal.path)
         r.intents_journaled = len(intents)
         nonces = [i["nonce"] for i in intents]
@@ -533,7 +535,7 @@ class ChaosRun:
         if r.executed_without_intent:
             r.problems.append(f"actions with a transaction the journal does not hold: {r.executed_without_intent[:5]}")
 
-        audit = AuditLog(self.data / "audit.sqlite").verify()
+        audit = AuditLog(DataLayout(self.data).audit).verify()
         r.audit_ok = audit.ok
         r.audit_entries = audit.entries
         r.audit_problems = list(audit.problems)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from golem.layout import DataLayout
 from infra.anvil import AnvilProcess, free_port
 
 REGISTRY_NAME = "dream-forks.json"
@@ -47,7 +48,7 @@ class ForkRegistry:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / REGISTRY_NAME
-        self.work_dir = self.data_dir / "dream-forks"
+        self.work_dir = DataLayout(self.data_dir).dream_forks
 
     def entries(self) -> list[dict]:
         try:

@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from golem.ids import golem_workflow_id, task_queue, tick_workflow_id
+from golem.layout import DataLayout
 from infra.chaos import ChaosPlan, ChaosRun, _say
 
 
@@ -155,7 +157,7 @@ def _payload_bytes(payloads) -> int:
 
 
 async def inspect_histories(client, golem_id: str, last_tick: int, opts: SoakOptions, report: SoakReport) -> None:
-    wid = f"golem-{golem_id}"
+    wid = golem_workflow_id(golem_id)
     async for wf in client.list_workflows(f"WorkflowId = '{wid}'"):
         hist = await client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()
         report.history_events_by_run.append(len(hist.events))
@@ -164,7 +166,7 @@ async def inspect_histories(client, golem_id: str, last_tick: int, opts: SoakOpt
     report.history_events_max = max(report.history_events_by_run, default=0)
     for n in range(max(0, last_tick - opts.inspect_ticks + 1), last_tick + 1):
         try:
-            hist = await client.get_workflow_handle(f"{wid}-tick-{n}").fetch_history()
+            hist = await client.get_workflow_handle(tick_workflow_id(golem_id, n)).fetch_history()
         except Exception:  # noqa: BLE001 — a tick that never started a workflow (none expected)
             report.problems.append(f"tick {n}: no workflow history")
             continue
@@ -207,9 +209,9 @@ async def soak(opts: SoakOptions, out: Path) -> SoakReport:
         run.start()
         config = load_config(run.config_path)
         client = await connect(run.temporal.address)
-        wid = f"golem-{run.golem_id}"
+        wid = golem_workflow_id(run.golem_id)
         await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=config, max_ticks=opts.ticks),
-                                    id=wid, task_queue=f"golem-{run.golem_id}")
+                                    id=wid, task_queue=task_queue(run.golem_id))
         _say(f"soak: golem {wid} started for {opts.ticks} ticks at theta {opts.theta:g} s")
         next_sample = 0
         while True:
@@ -237,7 +239,7 @@ async def soak(opts: SoakOptions, out: Path) -> SoakReport:
         import sqlite3
         from contextlib import closing
 
-        with closing(sqlite3.connect(run.data / "cycles" / "index.sqlite")) as db:
+        with closing(sqlite3.connect(DataLayout(run.data).cycle_index)) as db:
             report.tiers = dict(db.execute("SELECT tier, COUNT(*) FROM cycle_index WHERE run = '' GROUP BY tier"))
             report.failed_ticks = db.execute("SELECT COUNT(*) FROM cycle_failures").fetchone()[0]
         await inspect_histories(client, run.golem_id, report.ticks - 1, opts, report)

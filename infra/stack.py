@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+from golem.ids import golem_workflow_id, task_queue
+from golem.layout import DataLayout
 from infra.anvil import ANVIL_KEYS, AnvilError, AnvilProcess
 from infra.supervisor import (
     CRASH_LIMIT,
@@ -53,7 +55,7 @@ def ensure_world(rpc_url: str, data_dir: Path):
     from infra.world_cache import deploy_or_load
 
     w3 = make_web3(rpc_url)
-    path = data_dir / "deployment.json"
+    path = DataLayout(data_dir).deployment
     if path.exists():
         try:
             dep = Deployment.load(path)
@@ -96,7 +98,7 @@ async def ensure_monitor_running(address: str, config) -> str:
         await client.start_workflow(
             HeartbeatMonitorWorkflow.run, MonitorInput(golem_id=config.golem.id,
                                                        theta_seconds=config.clock.theta_base_seconds),
-            id=wid, task_queue=f"golem-{config.golem.id}")
+            id=wid, task_queue=task_queue(config.golem.id))
     except WorkflowAlreadyStartedError:
         return f"heartbeat-monitor {wid} running"
     return f"heartbeat-monitor {wid} started"
@@ -151,7 +153,7 @@ async def ensure_golem_running(address: str, config, data_dir: Path | None = Non
     from infra.temporal import set_retention
 
     await set_retention(client, config.retention.temporal_days)  # [retention] temporal_days
-    wid = f"golem-{config.golem.id}"
+    wid = golem_workflow_id(config.golem.id)
     handle = client.get_workflow_handle(wid)
     local = version_of(config)
     if data_dir is not None:
@@ -177,7 +179,7 @@ async def ensure_golem_running(address: str, config, data_dir: Path | None = Non
         GolemWorkflow.run,
         GolemWorkflowInput(config=config, state=state, config_info=info),
         id=wid,
-        task_queue=f"golem-{config.golem.id}",
+        task_queue=task_queue(config.golem.id),
     )
     return ("restarted" if state and state.tick else "started") + f" (config {short(local.version)})"
 
@@ -233,10 +235,10 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
 
     config = load_config(home / "golem.toml")
     data_dir.mkdir(parents=True, exist_ok=True)
-    logs = data_dir / "logs"
+    logs = DataLayout(data_dir).logs
     logs.mkdir(exist_ok=True)
-    temporal = TemporalDevServer(data_dir / "temporal.sqlite", log_path=logs / "temporal.log")
-    anvil = AnvilProcess(port=_rpc_port(config.chain.rpc_url), state_path=data_dir / "anvil-state.json",
+    temporal = TemporalDevServer(DataLayout(data_dir).temporal_db, log_path=logs / "temporal.log")
+    anvil = AnvilProcess(port=_rpc_port(config.chain.rpc_url), state_path=DataLayout(data_dir).anvil_state,
                          log_path=logs / "anvil.log")
     supervisor: Supervisor | None = None
     stopping = False
@@ -266,7 +268,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         interval = sim_interval or max(config.clock.theta_base_seconds / 2, 0.5)
         sim_cmd = [
             sys.executable, "-m", "golem.world.simulator", "--rpc", config.chain.rpc_url,
-            "--deployment", str(data_dir / "deployment.json"), "--scenario", scenario, "--interval", str(interval),
+            "--deployment", str(DataLayout(data_dir).deployment), "--scenario", scenario, "--interval", str(interval),
             # the crash comes after ~20 ticks, once the golem knows what calm looks like
             "--crash-after", str(int(20 * config.clock.theta_base_seconds / interval)),
         ]

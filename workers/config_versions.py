@@ -16,6 +16,8 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 from golem.models.config import ConfigError, GolemConfig, parse_config_table, read_config_table
+from golem.ids import golem_workflow_id
+from golem.layout import DataLayout
 from golem.models.config_version import (
     ConfigApplied,
     ConfigChange,
@@ -24,8 +26,6 @@ from golem.models.config_version import (
     config_version,
     strategy_sha256,
 )
-
-VERSIONS_DIR = "config-versions"
 
 
 class ConfigRefused(Exception):
@@ -81,7 +81,7 @@ def save_version(data_dir: str | Path, local: LocalVersion) -> str:
     """Keep this version on the golem's disk (idempotent: the file is named by its hash)."""
     if local.config is None:
         return ""
-    folder = Path(data_dir) / VERSIONS_DIR
+    folder = DataLayout(data_dir).config_versions
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{local.version}.json"
     if not path.exists():
@@ -96,7 +96,7 @@ def save_version(data_dir: str | Path, local: LocalVersion) -> str:
 
 def stored_strategy(data_dir: str | Path, version: str) -> str | None:
     """STRATEGY.md of a stored version, or None when this disk does not hold that version."""
-    path = Path(data_dir) / VERSIONS_DIR / f"{version}.json"
+    path = DataLayout(data_dir).config_versions / f"{version}.json"
     if not version or not path.exists():
         return None
     return json.loads(path.read_text())["strategy"]
@@ -104,7 +104,7 @@ def stored_strategy(data_dir: str | Path, version: str) -> str | None:
 
 def stored_config(data_dir: str | Path, version: str) -> GolemConfig | None:
     """The validated golem.toml of a stored version, or None when this disk does not hold that version."""
-    path = Path(data_dir) / VERSIONS_DIR / f"{version}.json"
+    path = DataLayout(data_dir).config_versions / f"{version}.json"
     if not version or not path.exists():
         return None
     return GolemConfig.model_validate(json.loads(path.read_text())["config"])
@@ -119,7 +119,7 @@ def start_info(local: LocalVersion, at_tick: int, source: str, previous: Running
 async def running_config(client: Client, golem_id: str) -> RunningConfig | None:
     from workflows.golem import GolemWorkflow
 
-    return await client.get_workflow_handle(f"golem-{golem_id}").query(GolemWorkflow.config_version)
+    return await client.get_workflow_handle(golem_workflow_id(golem_id)).query(GolemWorkflow.config_version)
 
 
 async def apply_version(client: Client, golem_id: str, local: LocalVersion, data_dir: str | Path | None,
@@ -130,7 +130,7 @@ async def apply_version(client: Client, golem_id: str, local: LocalVersion, data
 
     if data_dir is not None:
         save_version(data_dir, local)
-    handle = client.get_workflow_handle(f"golem-{golem_id}")
+    handle = client.get_workflow_handle(golem_workflow_id(golem_id))
     try:
         return await handle.execute_update(GolemWorkflow.apply_config, local.change(source))
     except WorkflowUpdateFailedError as err:

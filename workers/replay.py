@@ -8,6 +8,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from workers.converter import data_converter
 from temporalio.worker import Replayer
 
+from golem.ids import tick_workflow_id
 from golem.models.tick import TickContext, TickResult
 from workflows import ALL_WORKFLOWS
 from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
@@ -43,7 +44,7 @@ async def rerun_tick(client: Client, golem_id: str, tick: int, *, force: bool = 
 
     Only failed (or timed-out / terminated) ticks are re-run unless forced: a re-run of a completed tick
     observes and decides again and may act again (an action the first run already sent is not sent twice)."""
-    original = f"golem-{golem_id}-tick-{tick}"
+    original = tick_workflow_id(golem_id, tick)
     desc = await client.get_workflow_handle(original).describe()
     if desc.status == WorkflowExecutionStatus.RUNNING:
         raise RerunRefused(f"tick {tick} is still running; wait for it to finish")

@@ -7,13 +7,11 @@ a record or a log line (history is visible in the Temporal UI).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from pathlib import Path
 
 from eth_account import Account
-from temporalio import activity
 
 from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
@@ -28,22 +26,17 @@ from golem.chain.web3client import make_web3
 from golem.cognition.decision_cache import DecisionCacheStore
 from golem.events.store import EventSink, EventStore
 from golem.grimoire.embeddings import make_embedder
-from golem.grimoire.episodes import (
-    Episode,
-    EpisodeOutcome,
-    EpisodeStore,
-    EpisodeType,
-    Importance,
-    episode_from_record,
-)
+from golem.grimoire.episodes import EpisodeStore
+from golem.grimoire.memory_writes import write_safety_incident
 from golem.grimoire.heuristics import HeuristicStore
 from golem.learning.ledger import LearningLedger
 from golem.grimoire.semantic import SemanticStore
 from golem.inference.evaluator import evaluate_outcome
 from golem.inference.llm import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
+from golem.layout import DataLayout
 from golem.life.cycle_store import CycleStore
-from golem.life.runs import labelled
+from golem.life.owner_notes import write_outcome_file
 from golem.models.config import GolemConfig
 from golem.models.config_version import config_version, short, strategy_sha256
 from golem.models.enums import BehavioralPhase
@@ -61,7 +54,7 @@ LOCAL_CHAIN_ID = 31337  # the embedded Anvil sandbox: the demo runs live on it
 def load_deployment(config: GolemConfig, w3, data_dir: Path, account: str | None) -> Deployment:
     """The resolved address book: the embedded world's `<data>/deployment.json`, or the book golem.toml names
     resolved against the chain now (and written to that file, where the CLI and the execute process read it)."""
-    path = Path(data_dir) / "deployment.json"
+    path = DataLayout(data_dir).deployment
     if config.chain.address_book == "embedded":
         return Deployment.load(path)
     book = AddressBook.load(config.chain.address_book)
@@ -72,6 +65,8 @@ def load_deployment(config: GolemConfig, w3, data_dir: Path, account: str | None
 
 
 class GolemServices:
+    """The worker's implementation of golem.services.Services."""
+
     def __init__(
         self,
         config: GolemConfig,
@@ -84,6 +79,7 @@ class GolemServices:
         self.home = Path(config.golem.home)
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.layout = layout = DataLayout(self.data_dir)
         self.w3 = make_web3(config.chain.rpc_url)
         key = private_key or os.environ.get(config.chain.key_env)
         self._signer = Account.from_key(key) if key else None
@@ -94,17 +90,15 @@ class GolemServices:
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
         # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full (rev. 8)
         embedder = make_embedder(config)
-        self.decision_cache = DecisionCacheStore(self.data_dir / "decision-cache.json")  # §S11, issue 12
-        self.episodes = EpisodeStore(self.data_dir / "grimoire" / "episodes.lance", embedder)
-        self.semantic = SemanticStore(
-            self.data_dir / "grimoire" / "semantic.sqlite", self.data_dir / "grimoire" / "semantic.lance", embedder
-        )
-        self.heuristics = HeuristicStore(self.data_dir / "grimoire" / "heuristics.sqlite")
-        self.learning = LearningLedger(self.data_dir / "grimoire" / "learning.sqlite")  # issue 16
+        self.decision_cache = DecisionCacheStore(layout.decision_cache)  # §S11, issue 12
+        self.episodes = EpisodeStore(layout.episodes, embedder)
+        self.semantic = SemanticStore(layout.semantic_db, layout.semantic_vectors, embedder)
+        self.heuristics = HeuristicStore(layout.heuristics)
+        self.learning = LearningLedger(layout.learning)  # issue 16
         self.cycles = CycleStore(self.data_dir)
-        self.permits = PermitStore(self.data_dir / "permits.sqlite")
-        self.journal = TxJournal(self.data_dir / "tx_journal.sqlite")
-        self.liquidation_log = LiquidationLog(self.data_dir / "liquidations.sqlite")
+        self.permits = PermitStore(layout.permits)
+        self.journal = TxJournal(layout.tx_journal)
+        self.liquidation_log = LiquidationLog(layout.liquidations)
         self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
         # The Event Fabric (issue 19): activities emit here; the worker adds its metrics as a listener.
         self.events = EventSink(EventStore(self.data_dir))
@@ -115,16 +109,22 @@ class GolemServices:
         self.config_version = save_version(self.data_dir, version_of(config))
         log.info("config version %s (golem.toml + STRATEGY.md)", short(self.config_version))
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
-        # the offline deliberator otherwise. activity.heartbeat keeps a waiting decide activity alive.
-        self.deliberator, self.deliberator_reason = select_deliberator(
-            config, os.environ, home=self.home, data_dir=self.data_dir, heartbeat=activity.heartbeat
-        )
-        log.info("deliberator: %s", self.deliberator_reason)
+        # the offline deliberator otherwise.
+        self.use_deliberator(*select_deliberator(
+            config, os.environ, home=self.home, data_dir=self.data_dir
+        ))
         self._executor = (
             Executor(self.w3, self.deployment, self._signer, self.journal, self.permits, on_event=fault_point)
             if self._signer else None
         )
         log.info("golem %s services ready: account %s, live=%s", config.golem.id, self.account, self.live)
+
+    def use_deliberator(self, deliberator, reason: str) -> None:
+        """The deliberator and its LLM router (when Claude is configured; the evaluator, Reflexion's wording and
+        future-utility scoring use the router too), None with the offline deliberator."""
+        self.deliberator, self.deliberator_reason = deliberator, reason
+        self.router = getattr(deliberator, "router", None)
+        log.info("deliberator: %s", reason)
 
     # ---- paths ----------------------------------------------------------------------------
     @property
@@ -133,7 +133,7 @@ class GolemServices:
 
     @property
     def playbook_path(self) -> Path:
-        return self.data_dir / "PLAYBOOK.md"
+        return self.layout.playbook
 
     def strategy_text(self) -> str:
         try:
@@ -220,26 +220,12 @@ class GolemServices:
             timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3), now=ctx.started_ts, config=ctx.config,
         )
         # One file per run of the tick (a reset or rerun writes beside the first run's evidence).
-        path = self.data_dir / "outcomes" / f"{labelled(f'tick-{ctx.tick:06d}', run_label)}.json"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(ov.model_dump_json(indent=2))
+        path = write_outcome_file(self.layout, ctx.tick, run_label, ov.model_dump_json(indent=2))
         if ov.safety_incident:
-            self.write_safety_incident(ctx, ov.safety_incident)
+            write_safety_incident(self.episodes, ctx, ov.safety_incident, self.chain_id)
         return ov.outcome.model_copy(update={
             "invariant_violations": [str(v) for v in ov.invariant_violations], "verification_path": str(path),
         })
-
-    def deliver_followups(self, followups, window: str, tick: int) -> list[str]:
-        """Owner notes for the curator or the dream cycle, appended to owner-notes.jsonl (idempotent by id)."""
-        path = self.data_dir / "owner-notes.jsonl"
-        seen = set()
-        if path.exists():
-            seen = {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
-        with path.open("a") as out:
-            for f in followups:
-                if f.id not in seen:
-                    out.write(json.dumps({"id": f.id, "window": window, "tick": tick, "message": f.message}) + "\n")
-        return [f.id for f in followups]
 
     async def evaluate(self, record: DecisionCycleRecord, actions: list[ProposedAction], daily_spend: float):
         """rev. 2: judge an acted tick's outcome in a fresh context (a different model where budget allows)."""
@@ -247,36 +233,5 @@ class GolemServices:
             return None
         return await evaluate_outcome(
             record.outcome, actions, record.deliberation,
-            router=getattr(self.deliberator, "router", None), daily_spend=daily_spend, heartbeat=activity.heartbeat,
+            router=self.router, daily_spend=daily_spend,
         )
-
-    # ---- memory ---------------------------------------------------------------------------
-    def write_safety_incident(self, ctx: TickContext, incident: dict) -> str:
-        """An invariant violated after execution is remembered at confidence 1.0 (issue 4)."""
-        ep_id = f"{ctx.golem_id}:incident:tick:{ctx.tick}"
-        self.episodes.upsert(Episode(
-            id=ep_id, golem_id=ctx.golem_id, tick=ctx.tick, created_at=ctx.started_at, regime=ctx.state.regime,
-            tier="T2", summary=f"SAFETY INCIDENT at tick {ctx.tick}: {json.dumps(incident, default=str)}",
-            prediction_error=1.0, utility=1.0, confidence=1.0, quality=1.0,
-            episode_type=EpisodeType.ACTION, tool="verify_outcome", outcome=EpisodeOutcome.NEGATIVE,
-            importance=Importance.EMERGENCY, chain=str(self.chain_id),
-        ))
-        return ep_id
-
-    def mark_reorged(self, tick: int) -> None:
-        """A reorg removed this tick's transactions: its episode no longer counts as verified."""
-        ep = self.episodes.get(f"{self.config.golem.id}:tick:{tick}")
-        if ep is not None and "REORGED" not in ep.summary:
-            self.episodes.upsert(ep.model_copy(update={
-                "outcome_verified": False, "outcome": EpisodeOutcome.NEGATIVE, "importance": Importance.CRITICAL,
-                "summary": ep.summary + " REORGED: its transactions left the chain.",
-            }))
-
-    def write_episode(self, record: DecisionCycleRecord) -> str:
-        """Keyed by golem, tick and run, so a retried reflect overwrites instead of duplicating, and another
-        run of the tick (a reset, a rerun) is remembered beside the first run's episode."""
-        episode = episode_from_record(record)
-        if record.run_label:
-            episode = episode.model_copy(update={"id": f"{episode.id}:{record.run_label}"})
-        self.episodes.upsert(episode)
-        return episode.id

@@ -4,6 +4,7 @@ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, otherwise as JSON lines in $GOLEM_DA
 
 from __future__ import annotations
 
+from golem.layout import DataLayout
 import os
 import threading
 from collections.abc import Mapping
@@ -49,8 +50,8 @@ class DailyTraceFile:
     [retention] later compacts (golem.life.retention)."""
 
     def __init__(self, data_dir: Path) -> None:
-        self.path = Path(data_dir) / "traces.jsonl"
-        self.days = Path(data_dir) / "traces"
+        self.path = DataLayout(data_dir).traces
+        self.days = DataLayout(data_dir).trace_days
         self._lock = threading.Lock()
         self._day = _utc_day(self.path.stat().st_mtime) if self.path.exists() else _utc_day()
         self._fh = None

@@ -17,15 +17,12 @@ from activities.dream import DreamActivities
 from activities.doctor import DoctorActivities
 from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
+from golem.ids import task_queue
 from golem.models.config import GolemConfig
 from workers.services import GolemServices
 from workflows import ALL_WORKFLOWS
 
 log = logging.getLogger("golem.worker")
-
-
-def task_queue(golem_id: str) -> str:
-    return f"golem-{golem_id}"
 
 
 def build_worker(
@@ -48,13 +45,8 @@ def build_worker(
         client,
         task_queue=task_queue(services.config.golem.id),
         workflows=ALL_WORKFLOWS,
-        activities=[
-            ticks.observe, ticks.gamma, ticks.analyze, ticks.gate, ticks.retrieve, ticks.decide, ticks.simulate,
-            ticks.validate, ticks.execute, ticks.verify, ticks.reflect, ticks.record_failure,
-            consolidation.consolidate, consolidation.dream, doctor.doctor,
-            dream.nrem, dream.rem, dream.threats, dream.integrate,
-            monitor.check_vitals, monitor.deliver_alerts,
-        ],
+        activities=[*ticks.activities(), *consolidation.activities(), *dream.activities(), *doctor.activities(),
+                    *monitor.activities()],
         # Sync activities (web3, LanceDB, SQLite) run on threads; the workflow loop stays free.
         activity_executor=ThreadPoolExecutor(max_workers=8),
         max_cached_workflows=max_cached_workflows,

@@ -1,7 +1,8 @@
 """Delta consolidation and dream cycles: child workflows started by GolemWorkflow.
 
 DELTA (~every 50 theta ticks, heartbeat "The Adaptive Clock"): curator pass — decay, heuristic
-distillation, PLAYBOOK.md rewrite. DREAM (issue 18): NREM replay, REM imagination and Tier 1 threat rehearsal
+distillation, upkeep, dream promotion, the curator's learning, PLAYBOOK.md rewrite, follow-ups, retention, the
+drift check — one activity per step in that order (issue 13), so the Web UI shows each and a retry redoes one. DREAM (issue 18): NREM replay, REM imagination and Tier 1 threat rehearsal
 on Anvil forks, integration into the staging buffer — one activity per phase, so the Web UI shows each —
 while the heartbeat is suspended (§S7 SLEEPING.DREAMING). The cycle has a time budget and a `wake` signal (a
 critical steer): either stops it between phases (the running phase is cancelled), integration still records
@@ -14,9 +15,10 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.workflow import ActivityCancellationType
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityCancellationType
+
+from workflows import options
 
 with workflow.unsafe.imports_passed_through():
     from activities.consolidation import ConsolidationActivities
@@ -24,14 +26,14 @@ with workflow.unsafe.imports_passed_through():
     from golem.models.golem import (
         ConsolidationInput,
         ConsolidationResult,
+        DeltaReport,
+        DeltaStep,
         DreamInput,
         DreamPhaseInput,
         DreamResult,
     )
 
-_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # A phase with forks: a few seconds per scenario on a local chain; the budget (not this timeout) bounds a cycle.
-_PHASE_HEARTBEAT = timedelta(seconds=15)
 _PHASES = (("nrem", DreamActivities.nrem, 2), ("rem", DreamActivities.rem, 10), ("threats", DreamActivities.threats, 10))
 
 
@@ -39,13 +41,19 @@ _PHASES = (("nrem", DreamActivities.nrem, 2), ("rem", DreamActivities.rem, 10), 
 class DeltaConsolidationWorkflow:
     @workflow.run
     async def run(self, inp: ConsolidationInput) -> ConsolidationResult:
-        return await workflow.execute_activity_method(
-            ConsolidationActivities.consolidate,
-            inp,
-            start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=timedelta(seconds=60),
-            retry_policy=_RETRY,
-        )
+        if not workflow.patched("delta-steps"):  # cycles started before the steps were activities
+            return await workflow.execute_activity_method(ConsolidationActivities.consolidate, inp,
+                                                          **options.cycle_step())
+        fields: dict = {"tick": inp.tick}
+        for name in ConsolidationActivities.DELTA_STEPS:
+            step: DeltaStep = await workflow.execute_activity_method(
+                getattr(ConsolidationActivities, name), inp, **options.cycle_step())
+            fields.update(step.fields)
+        result = ConsolidationResult.model_validate(fields)
+        await workflow.execute_activity_method(
+            ConsolidationActivities.report, DeltaReport(golem_id=inp.golem_id, result=result),
+            **options.cycle_step(minutes=1))
+        return result
 
 
 @workflow.defn
@@ -62,13 +70,7 @@ class DreamCycleWorkflow:
     @workflow.run
     async def run(self, inp: DreamInput) -> DreamResult:
         if not workflow.patched("dream-phases"):
-            return await workflow.execute_activity_method(
-                ConsolidationActivities.dream,
-                inp,
-                start_to_close_timeout=timedelta(minutes=5),
-                heartbeat_timeout=timedelta(seconds=60),
-                retry_policy=_RETRY,
-            )
+            return await workflow.execute_activity_method(ConsolidationActivities.dream, inp, **options.cycle_step())
         d = inp.config.dream
         deadline = workflow.now() + timedelta(seconds=d.budget_seconds)
         phase_inp = DreamPhaseInput(
@@ -86,8 +88,7 @@ class DreamCycleWorkflow:
             # heartbeat per scenario, and a short heartbeat timeout keeps the SDK's heartbeat throttle (0.8×) short,
             # so the cancel reaches them within seconds.
             handle = workflow.start_activity_method(
-                method, phase_inp, start_to_close_timeout=timedelta(minutes=minutes),
-                heartbeat_timeout=_PHASE_HEARTBEAT, retry_policy=_RETRY,
+                method, phase_inp, **options.dream_phase(minutes),
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
             await workflow.wait_condition(lambda: handle.done() or self._wake is not None)
@@ -110,5 +111,5 @@ class DreamCycleWorkflow:
             DreamActivities.integrate,
             phase_inp.model_copy(update={"followups": inp.followups, "stopped_at": stopped_at,
                                          "stop_reason": stop_reason}),
-            start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=timedelta(seconds=60), retry_policy=_RETRY,
+            **options.cycle_step(minutes=2),
         )

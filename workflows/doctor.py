@@ -6,10 +6,9 @@ deliberator and why, whether its environment has the API key, the config version
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+
+from workflows import options
 
 with workflow.unsafe.imports_passed_through():
     from activities.doctor import DoctorActivities
@@ -20,6 +19,5 @@ class DoctorWorkflow:
     @workflow.run
     async def run(self, golem_id: str) -> str:
         return await workflow.execute_activity_method(
-            DoctorActivities.doctor, golem_id, start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=2),
+            DoctorActivities.doctor, golem_id, **options.doctor(),
         )

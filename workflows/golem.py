@@ -11,11 +11,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
+from workflows import options
+
 with workflow.unsafe.imports_passed_through():
+    from golem import ids
     from activities.tick import TickActivities
     from golem.cognition.backpressure import dequeue, enqueue
     from golem.cognition.budget import budget_fraction, daily_spend_on
@@ -75,7 +78,7 @@ def new_golem_state(cfg) -> GolemState:
 
 
 def tick_workflow_id(golem_id: str, tick: int) -> str:
-    return f"golem-{golem_id}-tick-{tick}"
+    return ids.tick_workflow_id(golem_id, tick)
 
 
 @workflow.defn
@@ -400,9 +403,8 @@ class GolemWorkflow:
         """One gamma pulse: a chain read, then pure state updates (heartbeat "Three Concurrent Scales")."""
         try:
             snapshot = await workflow.execute_activity_method(
-                TickActivities.gamma, self._state.golem_id, task_queue=f"golem-{self._state.golem_id}",
-                start_to_close_timeout=timedelta(seconds=cfg.heartbeat.step_timeout_seconds),
-                retry_policy=RetryPolicy(maximum_attempts=2),
+                TickActivities.gamma, self._state.golem_id, task_queue=ids.task_queue(self._state.golem_id),
+                **options.gamma(cfg.heartbeat.step_timeout_seconds),
             )
         except ActivityError as err:  # perception is best effort; the next theta tick reads again
             workflow.logger.warning("gamma read failed: %s", err.cause or err)
@@ -483,8 +485,7 @@ class GolemWorkflow:
                                failed_at=self._now().isoformat())
             try:
                 await workflow.execute_activity_method(
-                    TickActivities.record_failure, info, task_queue=ctx.task_queue,
-                    start_to_close_timeout=timedelta(seconds=30),
+                    TickActivities.record_failure, info, task_queue=ctx.task_queue, **options.record_failure(),
                 )
             except Exception as rec_err:  # recording is best effort; the failure is also in state
                 workflow.logger.error("could not record failure of tick %s: %s", n, rec_err)
@@ -542,7 +543,7 @@ class GolemWorkflow:
         notes = [f for f in s.pending_followups if f.window.value == window]
         try:
             result = await workflow.execute_child_workflow(
-                run, make_input(notes), id=f"golem-{s.golem_id}-{kind}-{s.tick}", task_queue=f"golem-{s.golem_id}",
+                run, make_input(notes), id=ids.cycle_workflow_id(s.golem_id, kind, s.tick), task_queue=ids.task_queue(s.golem_id),
                 execution_timeout=timedelta(minutes=10),
             )
         except ChildWorkflowError as err:
@@ -582,8 +583,8 @@ class GolemWorkflow:
                          reasons=urgency.reasons, threat_rehearsals=urgency.threat_rehearsals)
         try:
             self._dream_child = await workflow.start_child_workflow(
-                DreamCycleWorkflow.run, inp, id=f"golem-{s.golem_id}-dream-{s.tick}",
-                task_queue=f"golem-{s.golem_id}", execution_timeout=timedelta(minutes=30),
+                DreamCycleWorkflow.run, inp, id=ids.cycle_workflow_id(s.golem_id, "dream", s.tick),
+                task_queue=ids.task_queue(s.golem_id), execution_timeout=timedelta(minutes=30),
             )
             result = await self._dream_child
         except ChildWorkflowError as err:

@@ -9,16 +9,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from workflows import options
+
 with workflow.unsafe.imports_passed_through():
+    from golem import ids
     from activities.monitor import MonitorActivities
     from golem.life.vitals import AlertBatch, MonitorInput, ProbeAlert, VitalsInput
 
 
 def monitor_workflow_id(golem_id: str) -> str:
-    return f"golem-{golem_id}-monitor"
+    return ids.monitor_workflow_id(golem_id)
 
 
 @workflow.defn
@@ -33,7 +35,7 @@ class HeartbeatMonitorWorkflow:
 
     @workflow.run
     async def run(self, inp: MonitorInput) -> int:
-        queue = f"golem-{inp.golem_id}"
+        queue = ids.task_queue(inp.golem_id)
         window_start = workflow.now()
         checks = batches = 0
         while inp.max_checks is None or checks < inp.max_checks:
@@ -41,8 +43,7 @@ class HeartbeatMonitorWorkflow:
                 report = await workflow.execute_activity_method(
                     MonitorActivities.check_vitals,
                     VitalsInput(golem_id=inp.golem_id, now=workflow.now().isoformat(), theta_seconds=inp.theta_seconds),
-                    task_queue=queue, start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=RetryPolicy(maximum_attempts=3),
+                    task_queue=queue, **options.monitor(),
                 )
                 for alert in report:  # the latest reading of each vital in the window
                     self._pending[alert.vital] = alert
@@ -57,7 +58,7 @@ class HeartbeatMonitorWorkflow:
                     try:
                         await workflow.execute_activity_method(
                             MonitorActivities.deliver_alerts, batch, task_queue=queue,
-                            start_to_close_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=3),
+                            **options.monitor(),
                         )
                     except ActivityError as err:
                         workflow.logger.error("alert batch %s not delivered: %s", batch.batch_id, err.cause or err)

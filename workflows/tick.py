@@ -7,13 +7,13 @@ Ordering and durability live here; every formula lives in golem/, every side eff
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError
 
+from workflows import options
 from workflows.errors import root_cause
 
 with workflow.unsafe.imports_passed_through():
@@ -50,13 +50,6 @@ SA_TIER = SearchAttributeKey.for_keyword("Tier")
 SA_REGIME = SearchAttributeKey.for_keyword("Regime")
 SA_PHASE = SearchAttributeKey.for_keyword("Phase")
 
-# Transient I/O (RPC hiccup, file lock) retries with backoff; bad input is raised non-retryable.
-IO_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=5),
-    maximum_attempts=5,
-)
 
 
 @workflow.defn
@@ -135,9 +128,7 @@ class ThetaTickWorkflow:
             result = await workflow.execute_activity_method(
                 method,
                 arg,
-                start_to_close_timeout=timedelta(seconds=ctx.step_timeout),
-                retry_policy=IO_RETRY,
-                **kw,
+                **options.tick_step(ctx.step_timeout, **kw),
             )
         except ActivityError:
             self._timed(method.__name__, started)
@@ -175,8 +166,7 @@ class ThetaTickWorkflow:
                               run_kind=run.kind)
         try:
             await workflow.execute_activity_method(
-                TickActivities.record_failure, failure, start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=IO_RETRY,
+                TickActivities.record_failure, failure, **options.record_failure(),
             )
         except ActivityError as rec_err:  # best effort: the failure is in the run's history too
             workflow.logger.error("could not record the failure of run %s: %s", run.label, rec_err)
@@ -289,7 +279,7 @@ class ThetaTickWorkflow:
                 ctx=self._for(ctx, "execute"), **self._seen("execute", validation=validation), observation=observation, actions=[action], validation=validation,
                 cancelled_reason=self._cancel_reason,
             )
-            result = await self._step(TickActivities.execute, execute_input, ctx, heartbeat_timeout=timedelta(seconds=15))
+            result = await self._step(TickActivities.execute, execute_input, ctx, heartbeat=options.EXECUTE_HEARTBEAT)
             self._records.extend(result.records)
         if not any(r.tx_hash for r in self._records):
             return
@@ -321,10 +311,8 @@ class ThetaTickWorkflow:
                     followups=decide_followups,
                     interrupted_by=[s.id for s in self._interrupt_steers],
                 ),
-                start_to_close_timeout=timedelta(seconds=ctx.step_timeout),
                 # A cancel reaches an activity only through a heartbeat; the router beats every 5 s.
-                heartbeat_timeout=timedelta(seconds=10),
-                retry_policy=IO_RETRY,
+                **options.tick_step(ctx.step_timeout, heartbeat=options.DECIDE_HEARTBEAT),
             )
             started = workflow.now()
             await workflow.wait_condition(lambda: handle.done() or len(self._interrupt_steers) > seen)

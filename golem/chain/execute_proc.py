@@ -28,6 +28,7 @@ from golem.chain.reader import read_snapshot
 from golem.chain.web3client import make_web3
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction
+from golem.layout import DataLayout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"execute_proc: --action is not a ProposedAction: {e}", file=sys.stderr)
         return 2
     w3 = make_web3(args.rpc)
-    deployment = Deployment.load(args.data / "deployment.json")
+    deployment = Deployment.load(DataLayout(args.data).deployment)
     signer = Account.from_key(key)
     del key
 
@@ -62,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             while True:  # wait for the SIGKILL
                 time.sleep(60)
 
-    executor = Executor(w3, deployment, signer, TxJournal(args.data / "tx_journal.sqlite"),
-                        PermitStore(args.data / "permits.sqlite"), on_event=on_event)
+    executor = Executor(w3, deployment, signer, TxJournal(DataLayout(args.data).tx_journal),
+                        PermitStore(DataLayout(args.data).permits), on_event=on_event)
     obs = Observation(snapshot=read_snapshot(w3, deployment, executor.account))
     record = executor.execute(args.golem_id, args.tick, action, args.permit, obs)
     print(record.model_dump_json(), flush=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from golem.events.models import GolemEvent
 from golem.storage import connect, init_db
+from golem.layout import DataLayout
 
 log = logging.getLogger("golem.events")
 
@@ -53,7 +54,7 @@ def _row_event(row: tuple) -> GolemEvent:
 class EventStore:
     def __init__(self, data_dir: Path, *, retention_days: float = RETENTION_DAYS,
                  max_events: int = RETENTION_MAX_EVENTS) -> None:
-        self.path = Path(data_dir) / "events.sqlite"
+        self.path = DataLayout(data_dir).events
         self.retention_days = retention_days
         self.max_events = max_events
         self._appends = 0

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from golem.layout import DataLayout
+
 DREAM_ENTRY_CONFIDENCE = 0.3  # grimoire "Dream-sourced entries enter the Grimoire at confidence 0.3"
 DREAM_VALIDATED_CONFIDENCE = 0.7  # issue 18 / grimoire: validated "at confidence ≥ 0.7"
 CORROBORATIONS_TO_VALIDATE = 2  # ours: one waking confirmation = partial, two = validated
@@ -152,7 +154,7 @@ class DreamJournal(BaseModel):
 
 
 def journal_dir(data_dir: Path) -> Path:
-    return Path(data_dir) / "dreams"
+    return DataLayout(data_dir).dreams
 
 
 def journal_path(data_dir: Path, tick: int) -> Path:

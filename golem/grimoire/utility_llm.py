@@ -36,7 +36,6 @@ from golem.grimoire.admission import estimate_future_utility
 from golem.grimoire.semantic import GrimoireEntry
 from golem.inference.router import (
     BudgetRefusal,
-    Heartbeat,
     InferenceRejected,
     InferenceRetryable,
     ProviderRouter,
@@ -163,14 +162,14 @@ class UtilityBatch:
 class FutureUtilityScorer:
     """Rates candidates through the router (see the module docstring); `router=None` is the offline path."""
 
-    def __init__(self, router: ProviderRouter | None, *, heartbeat: Heartbeat | None = None,
+    def __init__(self, router: ProviderRouter | None, *,
                  concurrency: int = SCORING_CONCURRENCY, deadline_s: float = SCORING_DEADLINE_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if not deadline_s > 0:
             raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
-        self.router, self.heartbeat = router, heartbeat
+        self.router = router
         self.concurrency, self.deadline_s, self.clock = concurrency, deadline_s, clock
 
     async def score_many(self, candidates: Iterable[GrimoireEntry], daily_spend: float) -> UtilityBatch:
@@ -226,7 +225,7 @@ class _Run:
             try:
                 completion = await asyncio.wait_for(router.complete(
                     plan, system=system, messages=messages, tools=[RATING_TOOL_SPEC],
-                    tool_choice={"type": "tool", "name": RATING_TOOL}, heartbeat=self.s.heartbeat), remaining)
+                    tool_choice={"type": "tool", "name": RATING_TOOL}), remaining)
             except (InferenceRetryable, InferenceRejected) as err:
                 kind = "unavailable" if isinstance(err, InferenceRetryable) else "refused the request"
                 self.stopped = self.stopped or f"{plan.model} {kind} earlier in this cycle ({err.reason})"

@@ -78,7 +78,7 @@ DEFAULT_ALLOCATIONS: dict[Tier, dict[str, int]] = {
 # Keys the lead should add to InferenceSection / golem.toml [inference] (all optional, defaults here).
 SECTION_KEYS = (
     "t2_ceiling_model", "evaluator_model", "prices", "max_output_tokens_t1", "max_output_tokens_t2",
-    "timeout_seconds", "heartbeat_seconds", "allocations_t1", "allocations_t2", "conversation_tail",
+    "timeout_seconds", "allocations_t1", "allocations_t2", "conversation_tail",
 )
 
 
@@ -97,7 +97,6 @@ class InferenceConfig(BaseModel):
     max_output_tokens_t1: int = Field(default=600, ge=64, le=32_000)
     max_output_tokens_t2: int = Field(default=1500, ge=64, le=32_000)
     timeout_seconds: float = Field(default=45.0, gt=0.0)
-    heartbeat_seconds: float = Field(default=5.0, gt=0.0)
     allocations_t1: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_ALLOCATIONS[Tier.T1]))
     allocations_t2: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_ALLOCATIONS[Tier.T2]))
     conversation_tail: int = Field(default=8, ge=0, le=200)

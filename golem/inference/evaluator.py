@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from golem.inference.router import BudgetRefusal, Heartbeat, ProviderRouter, RoutePlan
+from golem.inference.router import BudgetRefusal, ProviderRouter, RoutePlan
 from golem.inference.workspace import approx_tokens
 from golem.models.enums import Tier
 from golem.models.record import DeliberationRecord, OutcomeRecord
@@ -117,7 +117,6 @@ async def evaluate_outcome(
     *,
     router: ProviderRouter | None = None,
     daily_spend: float = 0.0,
-    heartbeat: Heartbeat | None = None,
 ) -> Evaluation:
     ext, facts = external_assessment(outcome)
     ev = Evaluation(generator_model=deliberation.model, external_verdict=ext, external_facts=facts,
@@ -142,7 +141,7 @@ async def evaluate_outcome(
     if plan.model == deliberation.model:
         ev.notes.append("same model as the generator (budget): fresh context only (rev. 2)")
     completion = await router.complete(plan, system=system, messages=messages, tools=[EVALUATE_TOOL],
-                                       tool_choice={"type": "tool", "name": "evaluate"}, heartbeat=heartbeat)
+                                       tool_choice={"type": "tool", "name": "evaluate"})
     ev.evaluator_model = plan.model
     ev.cost, ev.input_tokens, ev.output_tokens = completion.cost, completion.input_tokens, completion.output_tokens
     ev.cache_read_tokens = completion.cache_read_tokens

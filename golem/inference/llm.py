@@ -24,7 +24,7 @@ from golem.inference.config import InferenceConfig
 from golem.inference.decision import decision_tools, parse_decision
 from golem.inference.deliberator import Deliberator
 from golem.inference.offline import OfflineDeliberator
-from golem.inference.router import BudgetRefusal, Heartbeat, ProviderRouter, make_client
+from golem.inference.router import BudgetRefusal, ProviderRouter, make_client
 from golem.inference.strategy import Strategy
 from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace, request_tokens
 from golem.learning.ledger import LearningLedger
@@ -32,6 +32,7 @@ from golem.models.config import GolemConfig
 from golem.models.enums import Tier
 from golem.models.record import DeliberationRecord, ToolCallRecord
 from golem.models.tick import DecideInput, Deliberation
+from golem.layout import DataLayout
 
 
 def _optional(model_cls: type, values: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +52,7 @@ class HomeContext:
 
     def topology(self, block: int) -> str:
         """The knowledge graph's facts at `block`, so the model can name entities by id (empty without one)."""
-        path = self.data_dir / "grimoire" / "semantic.sqlite" if self.data_dir else None
+        path = DataLayout(self.data_dir).semantic_db if self.data_dir else None
         if path is None or not path.exists():
             return ""
         from golem.grimoire.graph import KnowledgeGraph
@@ -64,7 +65,7 @@ class HomeContext:
 
     def allocations(self, tier: Tier) -> dict[str, int] | None:
         """The cybernetics loops' learned token allocations (ContextPolicy revision > 0), else None: configured."""
-        path = self.data_dir / "grimoire" / "learning.sqlite" if self.data_dir else None
+        path = DataLayout(self.data_dir).learning if self.data_dir else None
         if path is None or not path.exists():
             return None
         policy = LearningLedger(path).context_policy({})
@@ -83,11 +84,10 @@ class LLMDeliberator:
     """Deliberator over ProviderRouter (see module docstring)."""
 
     def __init__(self, router: ProviderRouter, *, context: HomeContext | None = None,
-                 fallback: Deliberator | None = None, heartbeat: Heartbeat | None = None) -> None:
+                 fallback: Deliberator | None = None) -> None:
         self.router = router
         self.context = context or HomeContext(None, None)
         self.fallback = fallback or OfflineDeliberator()
-        self.heartbeat = heartbeat
 
     @property
     def config(self) -> InferenceConfig:
@@ -107,8 +107,7 @@ class LLMDeliberator:
         )
         return assemble_workspace(inp, sources, self.context.allocations(inp.tier) or self.config.allocations(inp.tier))
 
-    async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str,
-                     heartbeat: Heartbeat | None = None) -> Deliberation:
+    async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str) -> Deliberation:
         now = inp.ctx.started_at or datetime.now(timezone.utc).isoformat()
         spend = daily_spend_on(inp.ctx.state, now)
         ws = self.workspace(inp, strategy, playbook_text)
@@ -120,7 +119,6 @@ class LLMDeliberator:
 
         completion = await self.router.complete(
             plan, system=ws.system, messages=ws.messages, tools=tools, tool_choice={"type": "any"},
-            heartbeat=heartbeat or self.heartbeat,
         )
         parsed = parse_decision(list(completion.message.content), inp.ctx.config.policy.approved_assets)
         if completion.message.stop_reason == "max_tokens":
@@ -180,7 +178,6 @@ def select_deliberator(
     home: Path | None = None,
     data_dir: Path | None = None,
     http_client: Any = None,
-    heartbeat: Heartbeat | None = None,
     inference: InferenceConfig | None = None,
 ) -> tuple[Deliberator, str]:
     """(deliberator, why): the LLM deliberator when the provider is anthropic and the key is set,
@@ -196,7 +193,7 @@ def select_deliberator(
     router = ProviderRouter(make_client(key.strip(), http_client=http_client, timeout_s=cfg.timeout_seconds),
                             cfg, config.heartbeat)
     home = home if home is not None else Path(config.golem.home)
-    return (LLMDeliberator(router, context=HomeContext(home, data_dir), heartbeat=heartbeat),
+    return (LLMDeliberator(router, context=HomeContext(home, data_dir)),
             f"anthropic: T1 → {cfg.t1_model}, T2 → {cfg.t2_model} (key from ${cfg.api_key_env}); "
             "offline deliberator when the budget forbids LLM calls")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from golem.inference.router import BudgetRefusal, Heartbeat, ProviderRouter
+from golem.inference.router import BudgetRefusal, ProviderRouter
 from golem.inference.workspace import approx_tokens
 from golem.models.enums import ProbeSeverity, Tier
 from golem.models.record import DecisionCycleRecord, Reflexion
@@ -41,7 +41,7 @@ def reflexion_tier(record: DecisionCycleRecord, regime_changed: bool, reflexion:
 
 
 async def worded(reflexion: Reflexion, record: DecisionCycleRecord, *, router: ProviderRouter | None,
-                 regime_changed: bool, daily_spend: float, heartbeat: Heartbeat | None = None) -> tuple[Reflexion, float]:
+                 regime_changed: bool, daily_spend: float) -> tuple[Reflexion, float]:
     """(the Reflexion with the model's wording where it answered, the call's cost)."""
     if router is None:
         return reflexion, 0.0
@@ -56,7 +56,7 @@ async def worded(reflexion: Reflexion, record: DecisionCycleRecord, *, router: P
     completion = await router.complete(
         plan, system=[{"type": "text", "text": REFLEXION_SYSTEM}],
         messages=[{"role": "user", "content": [{"type": "text", "text": context}]}],
-        tools=[REFLECT_TOOL], tool_choice={"type": "tool", "name": "reflect"}, heartbeat=heartbeat)
+        tools=[REFLECT_TOOL], tool_choice={"type": "tool", "name": "reflect"})
     call = next((b for b in completion.message.content if b.type == "tool_use" and b.name == "reflect"), None)
     text = call.input.get("insight") if call is not None and isinstance(call.input, dict) else None
     if not isinstance(text, str) or not text.strip():

@@ -19,10 +19,9 @@ The SDK client should be built with max_retries=0 so every retry is a visible Te
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from golem.cognition.budget import apply_budget, budget_fraction, sonnet_ceiling
 from golem.inference.config import InferenceConfig, ModelPrice
@@ -31,9 +30,6 @@ from golem.models.enums import Tier
 
 if TYPE_CHECKING:  # the SDK is imported where it is used: a worker on the offline deliberator never loads it,
     import anthropic  # and a restarted worker serves again seconds sooner (the chaos run's recovery time)
-
-Heartbeat = Callable[..., Any] | Callable[..., Awaitable[Any]]
-
 
 class InferenceRetryable(Exception):
     """A transient provider failure; retrying later can succeed. Never carries the key."""
@@ -192,10 +188,10 @@ class ProviderRouter:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         tool_choice: dict[str, Any] | None = None,
-        heartbeat: Heartbeat | None = None,
     ) -> Completion:
-        """Send the request; heartbeats every `heartbeat_seconds` while waiting. Cancelling the caller's
-        task cancels the HTTP request (asyncio cancellation propagates into the SDK call)."""
+        """Send the request. Cancelling the caller's task cancels the HTTP request (asyncio cancellation
+        propagates into the SDK call); the activity that waits heartbeats at its boundary (activities/heartbeat.py),
+        which is how a Temporal cancel reaches it."""
         import anthropic
 
         kwargs: dict[str, Any] = {"model": plan.model, "max_tokens": plan.max_tokens, "system": system,
@@ -205,7 +201,6 @@ class ProviderRouter:
         if tool_choice:
             kwargs["tool_choice"] = tool_choice
         started = time.perf_counter()
-        beat = asyncio.create_task(self._beat(heartbeat, plan, started)) if heartbeat else None
         try:
             # The SDK enforces `timeout` per attempt; the outer bound also covers a stuck transport.
             async with asyncio.timeout(self.config.timeout_seconds + min(5.0, self.config.timeout_seconds)):
@@ -214,9 +209,6 @@ class ProviderRouter:
             raise InferenceRetryable(f"no reply from {plan.model} within {self.config.timeout_seconds:g}s") from None
         except anthropic.AnthropicError as err:
             raise classify(err) from None
-        finally:
-            if beat is not None:
-                beat.cancel()
         latency = (time.perf_counter() - started) * 1000.0
         u = message.usage
         cache_read = u.cache_read_input_tokens or 0
@@ -225,13 +217,6 @@ class ProviderRouter:
         return Completion(plan=plan, message=message, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                           cache_read_tokens=cache_read, cache_creation_tokens=cache_creation, cost=cost,
                           latency_ms=round(latency, 3))
-
-    async def _beat(self, heartbeat: Heartbeat, plan: RoutePlan, started: float) -> None:
-        while True:
-            result = heartbeat(f"waiting on {plan.model} ({time.perf_counter() - started:.0f}s)")
-            if inspect.isawaitable(result):
-                await result
-            await asyncio.sleep(self.config.heartbeat_seconds)
 
 
 def make_client(api_key: str, *, http_client: Any = None, timeout_s: float = 45.0) -> anthropic.AsyncAnthropic:

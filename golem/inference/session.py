@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from golem.layout import DataLayout
+
 BRANCH_KINDS = ("sim", "pre_steer", "dream")
 GENESIS = "0" * 64
 
@@ -57,7 +59,7 @@ class SessionTree:
     # ---- storage ----------------------------------------------------------------------------
     @staticmethod
     def default_path(data_dir: Path) -> Path:
-        return Path(data_dir) / "conversations" / "session.jsonl"
+        return DataLayout(data_dir).conversation
 
     @classmethod
     def load(cls, path: Path) -> "SessionTree":

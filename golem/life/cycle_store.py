@@ -28,6 +28,7 @@ from golem.life.retention import read_archived
 from golem.life.runs import check_label, labelled
 from golem.models.record import DecisionCycleRecord
 from golem.storage import connect, init_db
+from golem.layout import DataLayout
 
 # heartbeat §S6 "Storage and Indexing", plus workflow_id and gating_reason for the CLI, and one row per
 # run of a tick: `run` is the run label ('' for the tick's first run), linked to the original by
@@ -136,7 +137,7 @@ class CycleStore:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
-        self.dir = self.data_dir / "cycles"
+        self.dir = DataLayout(self.data_dir).cycles
         self.dir.mkdir(parents=True, exist_ok=True)
         self.index_path = self.dir / "index.sqlite"
         _migrate_v1(self.index_path)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from golem.layout import DataLayout
+
 ARCHIVE_DIR = "archive"
 
 
@@ -95,14 +97,14 @@ def compact(data_dir: str | Path, days: float, now: float, *, index=None) -> Ret
 
     # decision records: one JSON line per record; outcome evidence: {"file", "outcome"} lines
     report.records_archived = _archive_days(
-        data, data / "cycles", "cycle-*.json", cutoff, report,
+        data, DataLayout(data).cycles, "cycle-*.json", cutoff, report,
         lambda path, doc: doc,
         on_archived=(lambda names, archive: index.mark_archived(names, archive)) if index is not None else None)
-    report.outcomes_archived = _archive_days(data, data / "outcomes", "tick-*.json", cutoff, report,
+    report.outcomes_archived = _archive_days(data, DataLayout(data).outcomes, "tick-*.json", cutoff, report,
                                              lambda path, doc: {"file": path.name, "outcome": doc})
 
     # trace days: traces/<day>.jsonl of finished days (workers.telemetry rolls them) older than `days`
-    traces = data / "traces"
+    traces = DataLayout(data).trace_days
     today = _day(now)
     for path, _ in _old(traces.glob("*.jsonl"), cutoff):
         if path.stem >= today:

@@ -109,6 +109,16 @@ class PolicySection(BaseModel):
 
 class InferenceSection(BaseModel):
     model_config = {"extra": "forbid"}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired_keys(cls, data):
+        """`heartbeat_seconds` is no longer read (issue 13: activities heartbeat at their boundary); configs,
+        workflow inputs and histories written before still decode, the key is dropped."""
+        if isinstance(data, dict) and "heartbeat_seconds" in data:
+            data = {k: v for k, v in data.items() if k != "heartbeat_seconds"}
+        return data
+
     provider: str = Field(default="offline", pattern=r"^(offline|anthropic)$")
     api_key_env: str = "ANTHROPIC_API_KEY"
     t1_model: str = "claude-haiku-4-5"
@@ -121,7 +131,6 @@ class InferenceSection(BaseModel):
     max_output_tokens_t1: int | None = None
     max_output_tokens_t2: int | None = None
     timeout_seconds: float | None = None
-    heartbeat_seconds: float | None = None
     allocations_t1: dict[str, int] | None = None
     allocations_t2: dict[str, int] | None = None
     conversation_tail: int | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -151,6 +151,19 @@ class ConsolidationResult(BaseModel):
     retention: dict = Field(default_factory=dict)  # [retention]: what was compacted into daily archives
     # issue 16: the ExpeL Curator's operations (ADD/UPVOTE/DOWNVOTE/EDIT/REFUSED), focus, demoted and retired ids
     curator: dict = Field(default_factory=dict)
+
+
+class DeltaStep(BaseModel):
+    """One delta step's share of the cycle's ConsolidationResult: the fields it fills (issue 13)."""
+
+    fields: dict[str, Any] = Field(default_factory=dict)
+
+
+class DeltaReport(BaseModel):
+    """The finished cycle, for the Event Fabric."""
+
+    golem_id: str
+    result: ConsolidationResult
 
 
 class DreamInput(BaseModel):

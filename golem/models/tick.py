@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_serializer, model_serializer
 
+from golem.ids import task_queue
 from golem.models.config import GolemConfig
 from golem.models.enums import Tier
 from golem.models.interventions import FollowUp, Steer
@@ -71,7 +72,7 @@ class TickContext(BaseModel):
 
     @property
     def task_queue(self) -> str:
-        return f"golem-{self.golem_id}"
+        return task_queue(self.golem_id)
 
     @property
     def step_timeout(self) -> float:

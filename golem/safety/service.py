@@ -33,24 +33,25 @@ from golem.safety.limits import SafetyLimits
 from golem.safety.policy import opens_exposure
 from golem.safety.risk import RiskStore, net_value_usd
 from golem.safety.run_actions import RunAction, RunActionLedger, SlotTaken, same_action
+from golem.layout import DataLayout
 
 
 class SafetyService:
     def __init__(self, config: GolemConfig, data_dir: str | Path, *, permits: PermitStore | None = None,
                  journal: TxJournal | None = None) -> None:
-        data_dir = Path(data_dir)
+        layout = DataLayout(data_dir)
         # The worker's config from golem.toml at start: only the default for callers outside a tick. A tick's
         # checks use the config version the tick carries (config=ctx.config), never this one (issue 12).
         self.config = config
         self.limits = SafetyLimits.from_config(config)
         self.cage = SafetyCage(self.limits)
         self._cages: dict[str, SafetyCage] = {self.limits.policy_hash(): self.cage}
-        self.audit = AuditLog(data_dir / "audit.sqlite")
-        self.risk = RiskStore(data_dir / "risk.sqlite")
-        self.permits = permits or PermitStore(data_dir / "permits.sqlite")
-        self.journal = journal or TxJournal(data_dir / "tx_journal.sqlite")
+        self.audit = AuditLog(layout.audit)
+        self.risk = RiskStore(layout.risk)
+        self.permits = permits or PermitStore(layout.permits)
+        self.journal = journal or TxJournal(layout.tx_journal)
         self.confirmations = ConfirmationTracker(self.journal.path)
-        self.run_actions = RunActionLedger(data_dir / "run_actions.sqlite")
+        self.run_actions = RunActionLedger(layout.run_actions)
 
     def limits_for(self, config: GolemConfig | None) -> SafetyLimits:
         """The hard limits of a config version (the worker's own when None)."""

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import httpx2
 import pytest
-from temporalio import activity
 from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
@@ -35,10 +34,11 @@ def haiku_cost(input_tokens: int, output_tokens: int) -> float:
 
 
 def with_fake_claude(services: GolemServices, rig, api: FakeMessagesAPI) -> GolemServices:
-    services.deliberator, why = select_deliberator(
+    deliberator, why = select_deliberator(
         rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=services.data_dir,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)),
     )
+    services.use_deliberator(deliberator, why)
     assert why.startswith("anthropic")
     return services
 

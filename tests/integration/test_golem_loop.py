@@ -8,6 +8,7 @@ import signal
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
+from activities.consolidation import ConsolidationActivities
 from golem.grimoire.embeddings import embedder_by_name
 from golem.grimoire.episodes import EpisodeStore
 from golem.life.cycle_store import CycleStore
@@ -74,6 +75,11 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     assert dream.tick == 15 and dream.replayed, "the dream replayed the highest-utility episodes"
     delta = await temporal_client.get_workflow_handle("golem-calm-golem-delta-10", result_type=ConsolidationResult).result()
     assert delta.episodes_scanned >= 10 and delta.playbook_revision is not None
+    # issue 13: the cycle's steps are activities of its workflow, in order (a retry redoes one step)
+    history = await temporal_client.get_workflow_handle("golem-calm-golem-delta-10").fetch_history()
+    steps = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+             if e.HasField("activity_task_scheduled_event_attributes")]
+    assert steps == [f"delta_{name}" for name in ConsolidationActivities.DELTA_STEPS] + ["delta_report"], steps
     assert delta.followups_delivered == ["cur-1"] and not final.pending_followups, "the curator got its follow-up"
     assert delta.embedding_drift["status"] == "healthy", "the rev. 8 drift check ran at delta"
     assert delta.embedding_drift["write_pause"]["paused"] is False

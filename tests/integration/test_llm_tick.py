@@ -9,7 +9,6 @@ import re
 
 import httpx2
 import pytest
-from temporalio import activity
 
 from golem.grimoire.graph import KnowledgeGraph
 from golem.inference.llm import select_deliberator
@@ -54,10 +53,11 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
 
     api = FakeMessagesAPI(*([reply] * 9))
     services = rig.services()
-    services.deliberator, why = select_deliberator(
+    deliberator, why = select_deliberator(
         rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)),
     )
+    services.use_deliberator(deliberator, why)
     assert why.startswith("anthropic")
     store = CycleStore(rig.data_dir)
     rig.start_market(interval=0.25)
@@ -95,7 +95,7 @@ async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
 
 async def test_steer_while_deciding_cancels_the_request_and_re_prompts(temporal_client, tmp_path):
     rig = make_rig(tmp_path, "llm-steer", "calm", theta=0.25,
-                   inference={"provider": "anthropic", "heartbeat_seconds": 0.3})
+                   inference={"provider": "anthropic"})
     try:
         async def slow(body):  # the model thinks for a long time: the steer must cancel this request
             await asyncio.sleep(60)
@@ -106,10 +106,11 @@ async def test_steer_while_deciding_cancels_the_request_and_re_prompts(temporal_
 
         api = FakeMessagesAPI(slow, answer, answer, answer)
         services = rig.services()
-        services.deliberator, _ = select_deliberator(
+        deliberator, _ = select_deliberator(
             rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
-            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)),
         )
+        services.use_deliberator(deliberator, _)
         store = CycleStore(rig.data_dir)
         async with in_process_worker(temporal_client, rig, services=services):
             handle = await rig.start_golem(temporal_client, max_ticks=None)

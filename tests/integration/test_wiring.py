@@ -19,7 +19,6 @@ from pathlib import Path
 import httpx2
 import pytest
 import tomli_w
-from temporalio import activity
 from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
@@ -208,10 +207,11 @@ def test_retrieval_restarts_the_decay_clock_of_what_it_used(chain, tmp_path):
 
 # ---- 6. the pre-LLM MUST gate in decide (`apply_must_gate(...)`) ---------------------------------------
 def _with_fake_claude(services: GolemServices, api: FakeMessagesAPI) -> GolemServices:
-    services.deliberator, why = select_deliberator(
+    deliberator, why = select_deliberator(
         services.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=services.home, data_dir=services.data_dir,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)), heartbeat=activity.heartbeat,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)),
     )
+    services.use_deliberator(deliberator, why)
     assert why.startswith("anthropic"), why
     return services
 

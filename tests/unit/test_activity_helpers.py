@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from activities.tick import apply_must_gate
+from golem.cognition.decide import apply_must_gate
 from golem.grimoire.heuristics import HeuristicStore
 from golem.grimoire.playbook import PlaybookRefused, rewrite_playbook
 from golem.models.enums import Tier

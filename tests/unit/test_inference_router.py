@@ -112,7 +112,7 @@ def test_cost_is_linear_and_zero_for_no_tokens():
     assert cost_usd(p, 2_000_000, 0) == pytest.approx(2 * cost_usd(p, 1_000_000, 0))
 
 
-async def test_heartbeats_while_waiting_and_cancel_reaches_the_http_call():
+async def test_cancel_reaches_the_http_call():
     gate = asyncio.Event()
 
     async def hang(body):
@@ -120,23 +120,13 @@ async def test_heartbeats_while_waiting_and_cancel_reaches_the_http_call():
         return message([decide()])
 
     api = FakeMessagesAPI(hang)
-    r = router(api, heartbeat_seconds=0.01)
-    beats: list[str] = []
-
-    async def beat(detail: str) -> None:
-        beats.append(detail)
-
-    task = asyncio.create_task(r.complete(r.plan(Tier.T2, 0.0, 100), system=SYSTEM, messages=MSGS, heartbeat=beat))
+    r = router(api)
+    task = asyncio.create_task(r.complete(r.plan(Tier.T2, 0.0, 100), system=SYSTEM, messages=MSGS))
     await asyncio.wait_for(api.started.wait(), 5)
-    await asyncio.sleep(0.05)
-    assert len(beats) >= 2 and "claude-sonnet-4-6" in beats[0]
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.wait_for(api.cancelled.wait(), 1)  # the in-flight request itself was cancelled
-    n = len(beats)
-    await asyncio.sleep(0.05)
-    assert len(beats) == n  # the heartbeat task stopped with it
 
 
 async def test_timeout_is_retryable():

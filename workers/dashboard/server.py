@@ -29,6 +29,8 @@ from pathlib import Path
 from aiohttp import web
 
 from golem.events.store import EventStore
+from golem.ids import golem_workflow_id
+from golem.layout import DataLayout
 
 log = logging.getLogger("golem.dashboard")
 
@@ -168,7 +170,7 @@ class Dashboard:
         if self.client is None:
             return web.json_response({"error": "Temporal not reachable from the dashboard"}, status=503)
         try:
-            st = await self.client.get_workflow_handle(f"golem-{self.golem_id}").query("status", result_type=GolemStatus)
+            st = await self.client.get_workflow_handle(golem_workflow_id(self.golem_id)).query("status", result_type=GolemStatus)
         except Exception as err:
             return web.json_response({"error": f"status query failed: {_one_line(err)}"}, status=503)
         return web.Response(text=st.model_dump_json(), content_type="application/json")
@@ -213,7 +215,7 @@ class Dashboard:
     def _playbook_history(self):
         from golem.grimoire.playbook import PlaybookHistory
 
-        db = self.data_dir / "grimoire" / "heuristics.sqlite"
+        db = DataLayout(self.data_dir).heuristics
         return PlaybookHistory(db) if db.exists() else None
 
     async def playbook(self, request: web.Request) -> web.Response:
@@ -286,7 +288,7 @@ class Dashboard:
         if self.client is None:
             return web.json_response({"error": "Temporal not reachable from the dashboard"}, status=503)
         try:
-            await self.client.get_workflow_handle(f"golem-{self.golem_id}").signal(kind, payload)
+            await self.client.get_workflow_handle(golem_workflow_id(self.golem_id)).signal(kind, payload)
         except Exception as err:
             return web.json_response({"error": f"not delivered: {_one_line(err)}"}, status=502)
         return web.json_response({"delivered": payload["id"], "kind": kind})
@@ -313,7 +315,7 @@ class Dashboard:
         try:
             from golem.models.golem import ControlRequest, ControlState
 
-            result = await self.client.get_workflow_handle(f"golem-{self.golem_id}").execute_update(
+            result = await self.client.get_workflow_handle(golem_workflow_id(self.golem_id)).execute_update(
                 update, ControlRequest(reason=reason or "from the dashboard", source="dashboard"),
                 result_type=ControlState)
         except Exception as err:

@@ -1,0 +1,141 @@
+"""The DECIDE step's policy in one call (issue 13): the §S11 decision cache, the deliberator, the STRATEGY.md
+MUST gate and the expectation every acting decision states.
+
+`decide_with_cache` is what the decide activity calls once it has read STRATEGY.md and run the pre-LLM MUST
+gate: System 1 answers a pattern decided consistently before (never when the owner is speaking: steers and
+follow-ups always get fresh thought), System 2 (the deliberator) answers the rest and its decision is
+recorded for next time. Errors of the deliberator (InferenceRetryable, InferenceRejected) propagate: the
+activity turns them into Temporal's retry or a non-retryable failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from golem.cognition.decision_cache import (
+    DecisionCacheStore,
+    cache_conditions,
+    hit_rate_report,
+    lookup,
+    pattern_hash,
+    record_decision,
+)
+from golem.inference.deliberator import Deliberator
+from golem.inference.strategy import Strategy
+from golem.learning.expectation import expect
+from golem.models.record import DeliberationRecord, ToolCallRecord
+from golem.models.state import DecisionCacheState
+from golem.models.tick import DecideInput, Deliberation, ProposedAction
+from golem.safety.constraints import MustGate
+
+
+def apply_must_gate(deliberation: Deliberation, must: MustGate) -> Deliberation:
+    """Drop proposed calls of tools STRATEGY.md forbids, and say so; note breached MUST lines."""
+    kept = [a for a in deliberation.actions if a.tool not in must.forbidden_tools]
+    dropped = [a for a in deliberation.actions if a.tool in must.forbidden_tools]
+    if not dropped and not must.breached:
+        return deliberation
+    record = deliberation.record.model_copy(deep=True)
+    record.rejections += [f"{a.tool}: STRATEGY.md says MUST NOT {a.tool}" for a in dropped]
+    if must.breached:
+        record.reasoning_summary += " | MUST breached: " + "; ".join(must.breached)
+    record.recommends_action = record.recommends_action and bool(kept)
+    return deliberation.model_copy(update={"record": record, "actions": kept})
+
+
+def with_expectation(deliberation: Deliberation, inp: DecideInput) -> Deliberation:
+    """Predict, then compare (issue 16): a decision that acts states what it expects, whichever deliberator."""
+    if not deliberation.actions or deliberation.record.expected is not None:
+        return deliberation
+    record = deliberation.record.model_copy(update={"expected": expect(deliberation.actions, inp.observation)})
+    return deliberation.model_copy(update={"record": record})
+
+
+def canonical_actions(actions: list[ProposedAction]) -> str:
+    """The cache's action string: the decision as JSON, so a hit can be executed as decided."""
+    return json.dumps([{"tool": a.tool, "arguments": a.arguments} for a in actions], sort_keys=True)
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """What a cached decision is looked up by, and invalidated on (§S11)."""
+
+    pattern: str
+    conditions: dict[str, float]
+    now: float
+    playbook_revision: int
+    context_policy_revision: int
+
+
+def cache_key(inp: DecideInput, playbook_revision: int, context_policy_revision: int) -> CacheKey:
+    """The tick's clock (path time in a backtest), not the wall clock, dates the lookup."""
+    now = datetime.fromisoformat(inp.ctx.started_at).timestamp() if inp.ctx.started_at else time.time()
+    return CacheKey(pattern_hash(inp.observation, inp.ctx.state.last_price), cache_conditions(inp.observation), now,
+                    playbook_revision, context_policy_revision)
+
+
+def cache_lookup(inp: DecideInput, key: CacheKey, cache: DecisionCacheState) -> tuple[DecisionCacheState,
+                                                                                      Deliberation | None]:
+    """A hit is the cached decision as a Deliberation System 1 made (model "decision-cache")."""
+    cache, found = lookup(
+        cache, key.pattern, key.conditions, now=key.now, regime=inp.observation.regime.value,
+        playbook_revision=key.playbook_revision, context_policy_revision=key.context_policy_revision,
+        cfg=inp.ctx.config.decision_cache,
+    )
+    if not found.hit or found.decision is None:
+        return cache, None
+    actions = [ProposedAction(action_index=i, **a) for i, a in enumerate(json.loads(found.decision.consistent_action))]
+    record = DeliberationRecord(
+        model="decision-cache", tier=inp.tier, recommends_action=bool(actions), confidence=1.0,
+        decision="; ".join(f"{a.tool} {a.arguments}" for a in actions) or "hold",
+        reasoning_summary=f"System 1 reuse of a consistent System 2 decision (pattern {key.pattern}): {found.reason}",
+        tool_calls=[ToolCallRecord(tool_name=a.tool, arguments=a.arguments) for a in actions],
+    )
+    return cache, Deliberation(record=record, actions=actions)
+
+
+def _finished(deliberation: Deliberation, cache: DecisionCacheState, must: MustGate, inp: DecideInput) -> Deliberation:
+    """MUST-gated, with its expectation and the cache's counters (for `golem status`), not the cache itself."""
+    out = deliberation.model_copy(update={"decision_cache": None, "decision_cache_stats": hit_rate_report(cache)})
+    return with_expectation(apply_must_gate(out, must), inp)
+
+
+async def decide_with_cache(
+    inp: DecideInput,
+    *,
+    deliberator: Deliberator,
+    cache_store: DecisionCacheStore,
+    strategy: Strategy,
+    must: MustGate,
+    playbook_text: str,
+    playbook_revision: int,
+    context_policy_revision: int,
+    remember_facts: Callable[[Deliberation], Deliberation] | None = None,
+) -> Deliberation:
+    """One tick's decision: System 1 from the cache when it may answer, else System 2, then recorded.
+
+    `remember_facts` (blocking; run on a thread) puts the model's knowledge-graph facts in memory before the
+    decision is cached. The cache lives on the worker's disk (issue 12), loaded and saved here."""
+    key = cache_key(inp, playbook_revision, context_policy_revision)
+    cache = await asyncio.to_thread(cache_store.load)
+    if not inp.steers and not inp.followups:
+        cache, hit = cache_lookup(inp, key, cache)
+        if hit is not None:
+            await asyncio.to_thread(cache_store.save, cache)
+            return _finished(hit, cache, must, inp)
+    deliberation = await deliberator.decide(inp, strategy, playbook_text)
+    if deliberation.kg_facts and remember_facts is not None:
+        deliberation = await asyncio.to_thread(remember_facts, deliberation)
+    cache = record_decision(
+        cache, key.pattern, canonical_actions(deliberation.actions), key.conditions,
+        mental_models=[], now=key.now, tick=inp.ctx.tick, regime=inp.observation.regime.value,
+        playbook_revision=key.playbook_revision, context_policy_revision=key.context_policy_revision,
+        cfg=inp.ctx.config.decision_cache,
+    )
+    await asyncio.to_thread(cache_store.save, cache)
+    return _finished(deliberation, cache, must, inp)

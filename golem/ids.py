@@ -1,0 +1,39 @@
+"""Temporal ids and task-queue names of one golem, in one place (issue 13).
+
+Every workflow id is readable in the Temporal UI's list and searchable by prefix (`WorkflowId STARTS_WITH
+"golem-<id>-tick-"`): the golem's own workflow is `golem-<id>`, its ticks `golem-<id>-tick-<n>`, its child
+cycles `golem-<id>-<kind>-<tick>`. Plain strings: no Temporal import, so the CLI, the worker and the
+workflows (sandboxed) all use it.
+"""
+
+from __future__ import annotations
+
+
+def task_queue(golem_id: str) -> str:
+    """The one task queue a golem's worker serves (its workflows and activities)."""
+    return f"golem-{golem_id}"
+
+
+def golem_workflow_id(golem_id: str) -> str:
+    """GolemWorkflow: one per golem, continued-as-new under the same id."""
+    return f"golem-{golem_id}"
+
+
+def tick_workflow_id(golem_id: str, tick: int) -> str:
+    """ThetaTickWorkflow of tick `tick` (a rerun gets a suffix of its own, see workers/replay.py)."""
+    return f"golem-{golem_id}-tick-{tick}"
+
+
+def cycle_workflow_id(golem_id: str, kind: str, tick: int) -> str:
+    """A child cycle started at `tick`: kind "delta" (consolidation) or "dream"."""
+    return f"golem-{golem_id}-{kind}-{tick}"
+
+
+def monitor_workflow_id(golem_id: str) -> str:
+    """The heartbeat-monitor archetype beside the golem."""
+    return f"golem-{golem_id}-monitor"
+
+
+def doctor_workflow_id(golem_id: str, suffix: str) -> str:
+    """A `golem doctor` run (suffix: a random hex string, so runs never collide)."""
+    return f"golem-{golem_id}-doctor-{suffix}"
