@@ -34,13 +34,6 @@ ALLOWED_CYCLES: list[frozenset[str]] = [
         "golem.grimoire.topology_commands", "golem.inference.commands", "infra.stack", "workers.dashboard.server",
         "workers.replay", "workers.worker", "workflows", "workflows.doctor",
     }),
-    # issue 13 part 3 ("Decision policy in activities, domain logic in the worker layer"): every activity module
-    # imports workers.services, which imports workers.config_versions, whose client helpers import workflows.golem
-    # inside functions, which imports the activities. Activities depending on a Services Protocol in golem/ remove it.
-    frozenset({
-        "activities.consolidation", "activities.dream", "activities.tick", "workers.config_versions",
-        "workers.services", "workflows.consolidation", "workflows.golem", "workflows.tick",
-    }),
 ]
 
 
