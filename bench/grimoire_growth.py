@@ -144,6 +144,12 @@ def main() -> None:
     kept = default.min_age if default else OLD_WINDOW
     print(f"time scale: one second of a golem ticking {a.soak_rate}/s = {min(scales) * 1000:.1f}–{max(scales) * 1000:.1f} ms "
           f"here, so the {kept.total_seconds():.0f} s window stood for ~{kept.total_seconds() * a.soak_rate:.0f} ticks")
+    if default:  # what the rows themselves take: every version but the latest dropped (nobody else reads this table)
+        time.sleep(0.01)
+        eps.retention = RETENTION(keep_versions=1, min_age=timedelta(milliseconds=1), every_writes=0)
+        eps.upkeep()
+        print(f"the episode table with only its latest version: {size(root / 'episodes.lance') / 1e6:.2f} MB "
+              f"({size(root / 'episodes.lance') / eps.count():.0f} bytes per episode)")
     if a.keep:
         print(f"kept: {root}")
     else:
