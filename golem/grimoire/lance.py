@@ -34,10 +34,10 @@ def lance_session() -> lancedb.Session:
 
 # ---- table versions ------------------------------------------------------------------------------------------------
 # Every LanceDB write is a table version, and a version keeps every file it references until it is cleaned up. The
-# delta cycle rewrites the episodes table whole (decay's retention column, `consolidated`, compaction), so each
-# version kept by age alone holds up to a copy of the table: at the soak's theta (0.1 s) ten minutes of versions were
-# hundreds of them and the Grimoire grew 28 MB per 1,000 ticks against ~1.3 MB of episodes (issue 14). So versions
-# are kept by count as well as by age, and the stores clean up on a cadence of their own writes, not only in DELTA.
+# delta cycle rewrites the episodes table whole (decay rewrites nearly every row's retention, compaction merges every
+# fragment), so the versions around each delta cycle hold a copy of the table each: at the soak's theta (0.1 s) ten
+# minutes of versions were hundreds of them and the Grimoire grew 28 MB per 1,000 ticks (issue 14). So versions are
+# kept by count as well as by age, and the stores clean up on a cadence of their own writes, not only in DELTA.
 MIN_VERSION_AGE = timedelta(minutes=1)  # ours: a reader in another process (`golem grimoire search`, an export) that
 #                                         opened a version this recent keeps its files; reads take well under it
 KEEP_VERSIONS = 20  # ours: the newest versions survive however old (a slow golem's last minutes of history)
@@ -53,8 +53,9 @@ _AGE_MARGIN = timedelta(milliseconds=200)
 @dataclass(frozen=True)
 class VersionRetention:
     """Which versions of a LanceDB table cleanup keeps: the newest `keep_versions` (as of the upkeep's start, see
-    _AGE_MARGIN), and every version younger than `min_age`; the latest is never removed (LanceDB). `every_writes`: a store runs its upkeep (compaction, new rows
-    into the indexes, this cleanup) after that many of its own writes; 0 = only when asked (the delta cycle)."""
+    _AGE_MARGIN), and every version younger than `min_age`; the latest is never removed (LanceDB).
+    `every_writes`: a store runs its upkeep (compaction, new rows into the indexes, this cleanup) after that many of
+    its own writes; 0 = only when asked (the delta cycle)."""
 
     keep_versions: int = KEEP_VERSIONS
     min_age: timedelta = MIN_VERSION_AGE
