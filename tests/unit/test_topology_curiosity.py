@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from golem.cognition.prediction_error import MAX_ANOMALIES, W_PER_ANOMALY, compute_prediction_error
 from golem.cognition.system1 import SYNTHETIC_TOPOLOGY, simulate
 from golem.grimoire.graph import KnowledgeGraph, modifier_for_hops, topology_curiosity_modifier
-from golem.grimoire.semantic import migrate
+from golem.grimoire.semantic_migrations import migrate
 from golem.grimoire.topology import (
     HAS_POSITION,
     HOLDS_TOKEN,
