@@ -495,6 +495,12 @@ class SemanticStore(UpkeepCadence):
         with closing(self._conn()) as db:
             return int(db.execute(sql).fetchone()[0])
 
+    def mean_quality(self) -> float | None:
+        """Mean quality score of the entries in force (rev. 12 "Average quality score"; None when there are none)."""
+        with closing(self._conn()) as db:
+            row = db.execute("SELECT AVG(quality_score) FROM grimoire_entries WHERE valid_until IS NULL").fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
     def change_count(self) -> int:
         """Bumped by every insert, delete, or change of what the retrieval index holds (content, tags, category,
         valid and record times); not by access bookkeeping."""
