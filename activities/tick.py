@@ -28,33 +28,30 @@ from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
+from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
 from golem.chain.tools import ToolArgumentError
 from golem.events import bridge as events
-from golem.grimoire.graph import CausalGraph, KnowledgeGraph
+from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.memory_writes import mark_reorged, write_episode
 from golem.grimoire.playbook import read_revision
-from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
-from golem.learning.causal import causal_entries
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, learn_from_outcome, reflexion_of, tune_context
-from golem.life.reflect import build_record, retrieval_query, tick_result
+from golem.life.reflect import build_record, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.config import GolemConfig
 from golem.models.golem import TickFailure
 from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import (
     ActionRecord,
-    ContextBundleSummary,
     DecisionCycleRecord,
     OutcomeRecord,
     Reflexion,
-    RetrievedEntrySummary,
 )
 from golem.models.slices import as_slice
 from golem.models.tick import (
@@ -68,7 +65,6 @@ from golem.models.tick import (
     GateInput,
     GateResult,
     ObserveInput,
-    PastQuestion,
     ProposedAction,
     ReflectInput,
     RetrievedKnowledge,
@@ -89,8 +85,6 @@ from golem.services import Services
 StepInput = TypeVar("StepInput", ObserveInput, AnalyzeInput, GateInput, RetrieveInput, DecideInput, SimulateInput,
                     ValidateInput, ExecuteInput, VerifyInput, ReflectInput)
 
-RETRIEVAL_K = 5
-MAX_PAST_QUESTIONS = 3  # owner notes looked at for a past tick per retrieval (ours: bounds the extra queries)
 
 
 def _now_iso() -> str:
@@ -256,74 +250,9 @@ class TickActivities(ActivitySet):
 
     @activity.defn(name="retrieve")
     def retrieve(self, inp: RetrieveInput) -> RetrievedKnowledge:
-        """Hybrid retrieval (rev. 9) over episodes and semantic entries; abstains when nothing is relevant."""
+        """What the decide step gets from memory (golem.cognition.retrieve): abstains when nothing is relevant."""
         inp = self._resolved(inp, "retrieve")
-        obs = whole(inp.observation, "observation")
-        ctx = inp.ctx
-        query = retrieval_query(obs)
-        if not ctx.cfg.grimoire.memory:
-            return RetrievedKnowledge(query=query, reason="memory off ([grimoire] memory = false)", abstained=True)
-        pad = ctx.state.pad
-        result = retrieve_for_tick(
-            self.s.episodes, self.s.semantic, query, regime=obs.regime.value, tick=ctx.tick,
-            pad=(pad.pleasure, pad.arousal, pad.dominance), k=RETRIEVAL_K, tier=inp.tier.value,
-            action=True,  # this query feeds the decide step: warnings and MUST constraints get top-3 slots
-            steered=bool(ctx.state.pending_steers), tick_seconds=ctx.cfg.clock.theta_base_seconds,
-            floor=ctx.cfg.grimoire.semantic_floor,
-        )
-        # An owner's steer or next-decide follow-up that asks about an earlier tick ("why did you repay at tick
-        # 8,000?") is asked as of that tick (issue 15): what was in force then, superseded since or not.
-        past, past_items, tokens = [], [], result.tokens
-        owner = [*ctx.state.pending_steers,
-                 *(f for f in ctx.state.pending_followups if f.window.value == "next-decide")]
-        for note in owner[:MAX_PAST_QUESTIONS]:
-            at = past_tick_of(note.message, ctx.tick)
-            if at is None:
-                continue
-            then = retrieve_for_tick(
-                self.s.episodes, self.s.semantic, note.message, regime=obs.regime.value, tick=ctx.tick,
-                as_of=at, k=RETRIEVAL_K, steered=True, tick_seconds=ctx.cfg.clock.theta_base_seconds,
-                floor=ctx.cfg.grimoire.semantic_floor, log=False,
-            )
-            past.append(PastQuestion(id=note.id, as_of=at, abstained=then.abstained, reason=then.reason,
-                                     entry_ids=then.ids))
-            past_items += [(i, at) for i in then.items]
-            tokens += then.tokens
-        # the owner's question first: its answer is what the decide step must address
-        items, seen = [], set()
-        for i, at in [*past_items, *((i, None) for i in result.items)]:
-            if i.id not in seen:
-                seen.add(i.id)
-                items.append((i, at))
-        episode_ids = [i.id for i, _ in items if i.source == "episode"]
-        entry_ids = [i.id for i, _ in items if i.source != "episode"]
-        if episode_ids:
-            self.s.episodes.mark_accessed(episode_ids, ctx.tick)
-        if entry_ids:
-            self.s.semantic.mark_accessed(entry_ids, ctx.tick)
-        entries = [
-            RetrievedEntrySummary(id=i.id, kind=i.kind, source=i.source, summary=i.summary, score=round(i.final, 4),
-                                  scores={k: round(v, 4) for k, v in i.scores.items()}, as_of=at)
-            for i, at in items
-        ]
-        causal = self._causal_search(inp) if inp.tier == Tier.T2 else []
-        entries += causal
-        return RetrievedKnowledge(
-            query=query, reason=result.reason, abstained=result.abstained and not past_items and not causal,
-            entries=entries,
-            summary=ContextBundleSummary(categories={"retrieved": tokens}, total_tokens=tokens),
-            past_questions=past,
-        )
-
-    def _causal_search(self, inp: RetrieveInput) -> list[RetrievedEntrySummary]:
-        """T2 (issue 16): from the current anomalies, the causal graph's expected effects and upstream causes."""
-        start = sorted({f"anomaly:{a.probe}" for a in whole(inp.observation, "observation").anomalies})
-        if not start:
-            return []
-        graph = CausalGraph(self.s.semantic.db_path)
-        tick = inp.ctx.tick
-        return causal_entries(graph.bfs(start, now_tick=tick), graph.bfs(start, now_tick=tick, direction="backward"),
-                              start, self.s.learning.causal_evidence())
+        return retrieve_for_decide(inp, self.s.episodes, self.s.semantic, self.s.learning)
 
     @activity.defn(name="decide")
     @auto_heartbeat  # a steer's cancel reaches a decide waiting on the model through these beats
