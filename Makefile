@@ -44,6 +44,7 @@ run: setup-run
 
 ## The whole test suite: unit, property, integration (real Temporal dev server + real Anvil), replay.
 test: setup
+	$(PY) -m mypy
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-unit: setup

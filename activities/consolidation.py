@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from temporalio import activity
 
@@ -32,7 +33,7 @@ from golem.grimoire.embeddings import scheduled_drift_check
 from golem.grimoire.graph import CausalGraph
 from golem.grimoire.heuristics import derive_heuristics_from_episodes
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path
-from golem.grimoire.playbook import rewrite_playbook
+from golem.grimoire.playbook import PlaybookRevision, rewrite_playbook
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
@@ -176,7 +177,7 @@ class ConsolidationActivities(ActivitySet):
     async def consolidate(self, inp: ConsolidationInput) -> ConsolidationResult:
         """The whole cycle in one activity: what DeltaConsolidationWorkflow ran before its steps were activities
         (kept for cycles started by that code; see workflow.patched("delta-steps"))."""
-        fields: dict = {"tick": inp.tick}
+        fields: dict[str, Any] = {"tick": inp.tick}
         for name in self.DELTA_STEPS:
             fields.update((await getattr(self, name)(inp)).fields)
         result = ConsolidationResult.model_validate(fields)
@@ -219,12 +220,12 @@ class ConsolidationActivities(ActivitySet):
         actions: Counter[str] = Counter()
         for c in distilled.candidates:
             actions[admit(self.s.semantic, c, tick=inp.tick, utility_fn=batch.utility_fn()).action.value] += 1
-        return AdmissionStats(
-            candidates=len(distilled.candidates), distinct=len({c.content for c in distilled.candidates}),
+        return AdmissionStats.model_validate({
+            "candidates": len(distilled.candidates), "distinct": len({c.content for c in distilled.candidates}),
             **{a.value: actions[a.value] for a in AdmissionAction},
-        )
+        })
 
-    def _curate(self, inp: ConsolidationInput) -> dict:
+    def _curate(self, inp: ConsolidationInput) -> dict[str, Any]:
         """ADD / UPVOTE / DOWNVOTE / EDIT over the learning ledger; a next-curator follow-up focuses it. Once per
         cycle tick: a retried activity returns the report it wrote."""
         if not inp.config.grimoire.memory:
@@ -260,7 +261,7 @@ class ConsolidationActivities(ActivitySet):
         self.s.learning.record_edges(inp.tick, edges)
         return len(edges)
 
-    def _retune(self, inp: ConsolidationInput) -> dict:
+    def _retune(self, inp: ConsolidationInput) -> dict[str, Any]:
         """Cybernetics loop 2: a bounded shift of token allocations by what went with good outcomes (a new
         ContextPolicy revision), or the revision in force when nothing moves."""
         policy = self.s.learning.context_policy(allocation_defaults(inp.config))
@@ -279,7 +280,7 @@ class ConsolidationActivities(ActivitySet):
         return promote_with_waking_evidence(staging, self.s.semantic, inp.golem_id, inp.tick,
                                             waking_facts(self.s.cycles), self.s.heuristics)
 
-    def _playbook(self, inp: ConsolidationInput):
+    def _playbook(self, inp: ConsolidationInput) -> PlaybookRevision:
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file
         return rewrite_playbook(
             self.s.heuristics, self.s.playbook_path,

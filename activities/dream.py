@@ -8,6 +8,7 @@ scenario's fork is stopped when the scenario ends. The real chain is only read (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from temporalio import activity
@@ -17,7 +18,7 @@ from golem.chain import rehearsal
 from golem.chain.web3client import make_web3
 from golem.events import bridge as events
 from golem.grimoire.dream import run_dream_replay
-from golem.grimoire.staging import StagingBuffer, journals, load_journal, save_journal, threat_coverage
+from golem.grimoire.staging import DreamJournal, StagingBuffer, journals, load_journal, save_journal, threat_coverage
 from golem.grimoire.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
 from golem.grimoire.dream_integration import (
     deviation_context,
@@ -27,12 +28,15 @@ from golem.grimoire.dream_integration import (
     waking_facts,
 )
 from golem.inference.offline import OfflineDeliberator
+from golem.life.cycle_store import CycleStore
 from golem.life.owner_notes import deliver_followups
 from golem.models.enums import SteerSeverity, Tier
 from golem.models.golem import DreamPhaseInput, DreamPhaseResult, DreamResult
 from golem.models.interventions import Steer
 from golem.models.state import GolemState
-from golem.models.tick import DecideInput, TickContext
+from golem.models.config import GolemConfig
+from golem.models.observation import Observation
+from golem.models.tick import DecideInput, ProposedAction, TickContext
 from golem.safety.limits import SafetyLimits
 from golem.services import Services
 from infra.forks import ForkRegistry
@@ -48,7 +52,7 @@ class DreamActivities(ActivitySet):
         self.forks = ForkRegistry(services.data_dir)
         self.staging = StagingBuffer(services.layout.dream_staging)
 
-    def _config(self, inp: DreamPhaseInput):
+    def _config(self, inp: DreamPhaseInput) -> GolemConfig:
         return self.s.config_for(inp.config_version) if inp.config_version else self.s.config
 
     def _past(self, inp: DreamPhaseInput) -> bool:
@@ -119,7 +123,7 @@ class DreamActivities(ActivitySet):
                 stopped = True
                 break
             activity.heartbeat(f"{phase} {i + 1}/{len(scenarios)}: {sc.name}")
-            fork_chk, actions = None, []
+            fork_chk, actions = None, list[ProposedAction]()
             if inp.forks:
                 with self.forks.fork(cfg.chain.rpc_url, live_obs.snapshot.block_number, label=sc.name) as anvil:
                     forks += 1
@@ -142,13 +146,14 @@ class DreamActivities(ActivitySet):
         return DreamPhaseResult(phase=phase, items=len(results), broken=sum(not r.ok for r in results), forks=forks,
                                 stopped_early=stopped)
 
-    def _decider(self, inp: DreamPhaseInput, cfg):
+    def _decider(self, inp: DreamPhaseInput,
+                 cfg: GolemConfig) -> Callable[[Observation, float, str | None], list[ProposedAction]]:
         """The golem's own decision on a crisis observation: the offline deliberator over STRATEGY.md and
         PLAYBOOK.md (deterministic and free; a dream spends no inference budget)."""
         strategy, playbook = self.s.load_strategy(None), self.s.playbook_text()
         deliberator = OfflineDeliberator()
 
-        def decide(obs, prev_price: float, steer: str | None):
+        def decide(obs: Observation, prev_price: float, steer: str | None) -> list[ProposedAction]:
             ctx = TickContext(golem_id=inp.golem_id, tick=inp.tick, config=cfg,
                               state=GolemState(golem_id=inp.golem_id, price_history=[prev_price]))
             steers = [Steer(id=f"dream-{inp.tick}", message=steer, severity=SteerSeverity.HIGH)] if steer else []
@@ -188,13 +193,14 @@ class DreamActivities(ActivitySet):
         return result
 
 
-def _done(journal, phase: str) -> None:
+def _done(journal: DreamJournal, phase: str) -> None:
     if phase not in journal.phases_done:
         journal.phases_done.append(phase)
 
 
-def _record_health(cycles, tick: int) -> float | None:
+def _record_health(cycles: CycleStore, tick: int) -> float | None:
     try:
-        return cycles.load(tick).observation.min_health_factor()
+        hf: float | None = cycles.load(tick).observation.min_health_factor()
+        return hf
     except Exception:  # an episode without a record (imported, archived past retention): not a REM source
         return None

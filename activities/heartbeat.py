@@ -30,7 +30,8 @@ def step(name: str) -> None:
     now = _step.get()
     if now is not None:
         now.update(name=name, since=time.perf_counter())
-    activity.heartbeat(name)
+    if activity.in_activity():
+        activity.heartbeat(name)
 
 
 def _details(now: dict[str, Any]) -> str:
@@ -48,6 +49,8 @@ def auto_heartbeat(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        if not activity.in_activity():  # called as a plain method (a test, a composite step): nothing to beat
+            return await fn(*args, **kwargs)
         timeout = activity.info().heartbeat_timeout
         every = timeout.total_seconds() / 2 if timeout else DEFAULT_EVERY_S
         now = {"name": "running", "since": time.perf_counter()}

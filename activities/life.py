@@ -10,6 +10,7 @@ from temporalio import activity
 
 from activities import ActivitySet
 from golem.grimoire.graph import CausalGraph
+from golem.inference.router import ProviderRouter
 from golem.grimoire.transfer import export_lines
 from golem.life.death import DeathReflection, death_reflection, open_positions
 from golem.life.legacy import legacy_dir, write_legacy
@@ -43,7 +44,8 @@ TESTAMENT_TOOL = {
 }
 
 
-async def worded_testament(reflection: DeathReflection, router) -> tuple[DeathReflection, float]:
+async def worded_testament(reflection: DeathReflection,
+                           router: ProviderRouter | None) -> tuple[DeathReflection, float]:
     """Claude's T2 model words the summary; the deterministic lists stay as they are. No router or no answer:
     the offline summary stands (the reflection says which)."""
     from golem.inference.router import BudgetRefusal

@@ -10,6 +10,7 @@ from temporalio import activity
 
 from activities import ActivitySet
 from golem.events.models import make_event
+from golem.events.store import EventStore
 from golem.life.vitals import AlertBatch, ProbeAlert, TickFact, VitalsInput, evaluate_vitals
 from golem.services import Services
 
@@ -17,10 +18,12 @@ log = logging.getLogger("golem.monitor")
 HISTORY = 100  # recorded ticks the vitals look back over (the longest window is the 100-tick PLAYBOOK staleness)
 
 
-def tick_facts(store, n: int = HISTORY) -> list[TickFact]:
+def tick_facts(store: EventStore, n: int = HISTORY) -> list[TickFact]:
     facts = []
     for e in store.read(kinds=["heartbeat.tick_finished", "heartbeat.tick_failed"], limit=n, newest=True):
         p = e.payload
+        if e.tick is None:  # tick events always name their tick; anything else is not a tick's vitals
+            continue
         if e.kind == "heartbeat.tick_failed":
             facts.append(TickFact(tick=e.tick, time=e.time, failed=True, errors=1))
         else:

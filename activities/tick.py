@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.client import Client
@@ -26,36 +28,36 @@ from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
+from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
 from golem.chain.tools import ToolArgumentError
 from golem.events import bridge as events
-from golem.grimoire.graph import CausalGraph, KnowledgeGraph
+from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.memory_writes import mark_reorged
 from golem.grimoire.playbook import read_revision
-from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
-from golem.learning.causal import causal_entries
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
 from golem.life.death import settlement_deliberation
-from golem.life.reflect import build_record, retrieval_query, tick_result
+from golem.life.reflect import build_record, tick_result
 from golem.models.enums import ActionStatus, Tier
+from golem.models.config import GolemConfig
 from golem.models.golem import TickFailure
 from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import (
     ActionRecord,
-    ContextBundleSummary,
+    DecisionCycleRecord,
     OutcomeRecord,
     Reflexion,
-    RetrievedEntrySummary,
 )
 from golem.models.slices import as_slice
 from golem.models.tick import (
+    whole,
     AnalyzeInput,
     AnalyzeResult,
     DecideInput,
@@ -65,7 +67,6 @@ from golem.models.tick import (
     GateInput,
     GateResult,
     ObserveInput,
-    PastQuestion,
     ProposedAction,
     ReflectInput,
     RetrievedKnowledge,
@@ -82,8 +83,10 @@ from activities.runs import reset_origin
 from activities.step_results import StepResults
 from golem.services import Services
 
-RETRIEVAL_K = 5
-MAX_PAST_QUESTIONS = 3  # owner notes looked at for a past tick per retrieval (ours: bounds the extra queries)
+# Every step's input: a lean one names earlier results (refs) and its config by version until made whole.
+StepInput = TypeVar("StepInput", ObserveInput, AnalyzeInput, GateInput, RetrieveInput, DecideInput, SimulateInput,
+                    ValidateInput, ExecuteInput, VerifyInput, ReflectInput)
+
 
 
 def _now_iso() -> str:
@@ -112,34 +115,40 @@ class TickActivities(ActivitySet):
         self.results = StepResults(temporal, loop) if temporal is not None else None
         self._topology: TopologyTracker | None = None
 
-    def _wanted(self, inp) -> dict:
+    def _results(self) -> StepResults:
         if self.results is None:
             raise bad_input("this worker has no Temporal client to read earlier steps' results with", "NoClient")
-        fields = type(inp).model_fields
-        return {name: (step, fields[name].annotation) for name, step in inp.refs.items()}
+        return self.results
 
-    def _resolved(self, inp, step: str):
+    @staticmethod
+    def _wanted(inp: StepInput) -> dict[str, tuple[str, Any]]:
+        fields = type(inp).model_fields
+        refs: dict[str, str] = getattr(inp, "refs", {})
+        return {name: (step, fields[name].annotation) for name, step in refs.items()}
+
+    @staticmethod
+    def _run() -> tuple[str, str]:
+        info = activity.info()
+        return info.workflow_id or "", info.workflow_run_id or ""
+
+    def _resolved(self, inp: StepInput, step: str) -> StepInput:
         """The step's whole input (sync activities): see _completed."""
         if getattr(inp, "refs", None):
-            info = activity.info()
-            inp = inp.model_copy(update=self.results.fetch_sync(info.workflow_id, info.workflow_run_id,
-                                                                self._wanted(inp)))
+            inp = inp.model_copy(update=self._results().fetch_sync(*self._run(), self._wanted(inp)))
         return self._completed(inp, step)
 
-    async def _aresolved(self, inp, step: str):
+    async def _aresolved(self, inp: StepInput, step: str) -> StepInput:
         """The step's whole input (async activities): see _completed."""
         if getattr(inp, "refs", None):
-            info = activity.info()
-            inp = inp.model_copy(update=await self.results.fetch(info.workflow_id, info.workflow_run_id,
-                                                                 self._wanted(inp)))
+            inp = inp.model_copy(update=await self._results().fetch(*self._run(), self._wanted(inp)))
         return self._completed(inp, step)
 
-    def _completed(self, inp, step: str):
+    def _completed(self, inp: StepInput, step: str) -> StepInput:
         """A lean input (issue 12) made whole: earlier steps' results it names are read back from the tick run's
         history (activities.step_results), its config comes from the version it names, and its state and observation
         slices are rebuilt so that reading a field a slice lacks raises."""
         ctx = inp.ctx
-        update = {}
+        update: dict[str, Any] = {}
         if ctx.config is None:
             try:
                 update["config"] = self.s.config_for(ctx.config_version)
@@ -150,8 +159,9 @@ class TickActivities(ActivitySet):
                                        f"golem.models.state.STEP_STATE_FIELDS[{step!r}]")
         fields = getattr(inp, "observation_fields", None)
         out = inp.model_copy(update={"ctx": ctx.model_copy(update=update)}) if update else inp
-        if fields:
-            out = out.model_copy(update={"observation": as_slice(inp.observation, frozenset(fields),
+        observation = getattr(inp, "observation", None)
+        if fields and observation is not None:
+            out = out.model_copy(update={"observation": as_slice(observation, frozenset(fields),
                                                                  f"golem.models.tick.STEP_OBSERVATION_FIELDS[{step!r}]")})
         return out
 
@@ -168,9 +178,9 @@ class TickActivities(ActivitySet):
         ctx = inp.ctx
         snapshot = self.s.read_snapshot()
         probes = run_probes(
-            snapshot, ctx.state, ctx.config.probes,
-            kill_switch_triggered=os.path.exists(ctx.config.probes.kill_switch_path),
-            daily_spend=daily_spend_on(ctx.state, ctx.started_at), heartbeat=ctx.config.heartbeat,
+            snapshot, ctx.state, ctx.cfg.probes,
+            kill_switch_triggered=os.path.exists(ctx.cfg.probes.kill_switch_path),
+            daily_spend=daily_spend_on(ctx.state, ctx.started_at), heartbeat=ctx.cfg.heartbeat,
         )
         probes = [*probes, *events.alert_probes(self.s.events.store)]  # the heartbeat-monitor's alerts (issue 19)
         if ctx.carried_probes:  # ticks dropped by backpressure: highest severity wins (§S12)
@@ -211,127 +221,66 @@ class TickActivities(ActivitySet):
     @activity.defn(name="analyze")
     def analyze(self, inp: AnalyzeInput) -> AnalyzeResult:
         inp = self._resolved(inp, "analyze")
-        cfg = inp.ctx.config
-        pe, sources = compute_prediction_error(inp.ctx.state, inp.observation, cfg.oracle.enabled,
+        obs = whole(inp.observation, "observation")
+        cfg = inp.ctx.cfg
+        pe, sources = compute_prediction_error(inp.ctx.state, obs, cfg.oracle.enabled,
                                                cfg.gating.topology_weight)
         return AnalyzeResult(prediction_error=pe, sources=sources)
 
     @activity.defn(name="gate")
     def gate(self, inp: GateInput) -> GateResult:
         inp = self._resolved(inp, "gate")
+        obs = whole(inp.observation, "observation")
         ctx = inp.ctx
-        threshold = compute_adaptive_threshold(ctx.state, ctx.config.heartbeat.base_deliberation_threshold)
+        threshold = compute_adaptive_threshold(ctx.state, ctx.cfg.heartbeat.base_deliberation_threshold)
         if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full (issue 17)
             return GateResult(tier=Tier.T2, threshold=threshold, forced=True,
                               reason="forced T2: Thanatopsis settlement (the golem is dying: unwind)")
         spend = daily_spend_on(ctx.state, ctx.started_at)
-        if inp.observation.force_t2_reason:  # a reorg re-marked earlier episodes: full attention (§S10)
-            tier, why = apply_budget(Tier.T2, spend, ctx.config.heartbeat)
-            reason = f"forced T2: {inp.observation.force_t2_reason}" + (f"; {why}" if why else "")
+        if obs.force_t2_reason:  # a reorg re-marked earlier episodes: full attention (§S10)
+            tier, why = apply_budget(Tier.T2, spend, ctx.cfg.heartbeat)
+            reason = f"forced T2: {obs.force_t2_reason}" + (f"; {why}" if why else "")
             return GateResult(tier=tier, threshold=threshold, reason=reason, forced=True)
         # Forced T2, then fixed thresholds (cold start) or learned gating, then the §S12 budget cap.
         out = gate_tick(
-            inp.prediction_error, threshold, ctx.state, inp.steers, inp.observation,
-            probe_thresholds=ctx.config.probes, heartbeat=ctx.config.heartbeat, gating=ctx.config.gating,
+            inp.prediction_error, threshold, ctx.state, inp.steers, obs,
+            probe_thresholds=ctx.cfg.probes, heartbeat=ctx.cfg.heartbeat, gating=ctx.cfg.gating,
             daily_spend=spend, seed=tick_seed(ctx.golem_id, ctx.tick),
         )
         tier, reason = out.tier, out.reason
-        if ctx.config.gating.mode == "always":
-            tier, note = escalate_every_tick(tier, spend, ctx.config.heartbeat)
+        if ctx.cfg.gating.mode == "always":
+            tier, note = escalate_every_tick(tier, spend, ctx.cfg.heartbeat)
             reason = f"{reason}; {note}" if note else reason
         return GateResult(tier=tier, threshold=out.threshold, reason=reason, forced=out.forced, gating=out.decision)
 
     @activity.defn(name="retrieve")
     def retrieve(self, inp: RetrieveInput) -> RetrievedKnowledge:
-        """Hybrid retrieval (rev. 9) over episodes and semantic entries; abstains when nothing is relevant."""
+        """What the decide step gets from memory (golem.cognition.retrieve): abstains when nothing is relevant."""
         inp = self._resolved(inp, "retrieve")
-        ctx = inp.ctx
-        query = retrieval_query(inp.observation)
-        if not ctx.config.grimoire.memory:
-            return RetrievedKnowledge(query=query, reason="memory off ([grimoire] memory = false)", abstained=True)
-        pad = ctx.state.pad
-        result = retrieve_for_tick(
-            self.s.episodes, self.s.semantic, query, regime=inp.observation.regime.value, tick=ctx.tick,
-            pad=(pad.pleasure, pad.arousal, pad.dominance), k=RETRIEVAL_K, tier=inp.tier.value,
-            action=True,  # this query feeds the decide step: warnings and MUST constraints get top-3 slots
-            steered=bool(ctx.state.pending_steers), tick_seconds=ctx.config.clock.theta_base_seconds,
-            floor=ctx.config.grimoire.semantic_floor,
-        )
-        # An owner's steer or next-decide follow-up that asks about an earlier tick ("why did you repay at tick
-        # 8,000?") is asked as of that tick (issue 15): what was in force then, superseded since or not.
-        past, past_items, tokens = [], [], result.tokens
-        owner = [*ctx.state.pending_steers,
-                 *(f for f in ctx.state.pending_followups if f.window.value == "next-decide")]
-        for note in owner[:MAX_PAST_QUESTIONS]:
-            at = past_tick_of(note.message, ctx.tick)
-            if at is None:
-                continue
-            then = retrieve_for_tick(
-                self.s.episodes, self.s.semantic, note.message, regime=inp.observation.regime.value, tick=ctx.tick,
-                as_of=at, k=RETRIEVAL_K, steered=True, tick_seconds=ctx.config.clock.theta_base_seconds,
-                floor=ctx.config.grimoire.semantic_floor, log=False,
-            )
-            past.append(PastQuestion(id=note.id, as_of=at, abstained=then.abstained, reason=then.reason,
-                                     entry_ids=then.ids))
-            past_items += [(i, at) for i in then.items]
-            tokens += then.tokens
-        # the owner's question first: its answer is what the decide step must address
-        items, seen = [], set()
-        for i, at in [*past_items, *((i, None) for i in result.items)]:
-            if i.id not in seen:
-                seen.add(i.id)
-                items.append((i, at))
-        episode_ids = [i.id for i, _ in items if i.source == "episode"]
-        entry_ids = [i.id for i, _ in items if i.source != "episode"]
-        if episode_ids:
-            self.s.episodes.mark_accessed(episode_ids, ctx.tick)
-        if entry_ids:
-            self.s.semantic.mark_accessed(entry_ids, ctx.tick)
-        entries = [
-            RetrievedEntrySummary(id=i.id, kind=i.kind, source=i.source, summary=i.summary, score=round(i.final, 4),
-                                  scores={k: round(v, 4) for k, v in i.scores.items()}, as_of=at)
-            for i, at in items
-        ]
-        causal = self._causal_search(inp) if inp.tier == Tier.T2 else []
-        entries += causal
-        return RetrievedKnowledge(
-            query=query, reason=result.reason, abstained=result.abstained and not past_items and not causal,
-            entries=entries,
-            summary=ContextBundleSummary(categories={"retrieved": tokens}, total_tokens=tokens),
-            past_questions=past,
-        )
-
-    def _causal_search(self, inp: RetrieveInput) -> list[RetrievedEntrySummary]:
-        """T2 (issue 16): from the current anomalies, the causal graph's expected effects and upstream causes."""
-        start = sorted({f"anomaly:{a.probe}" for a in inp.observation.anomalies})
-        if not start:
-            return []
-        graph = CausalGraph(self.s.semantic.db_path)
-        tick = inp.ctx.tick
-        return causal_entries(graph.bfs(start, now_tick=tick), graph.bfs(start, now_tick=tick, direction="backward"),
-                              start, self.s.learning.causal_evidence())
+        return retrieve_for_decide(inp, self.s.episodes, self.s.semantic, self.s.learning)
 
     @activity.defn(name="decide")
     @auto_heartbeat  # a steer's cancel reaches a decide waiting on the model through these beats
     async def decide(self, inp: DecideInput) -> Deliberation:
         inp = await self._aresolved(inp, "decide")
+        obs = whole(inp.observation, "observation")
         ctx = inp.ctx
         if ctx.settlement:  # Thanatopsis: the unwind plan, no model, no cache (golem.life.death)
             try:
                 strategy = self.s.load_strategy(ctx)
             except ValueError:
                 strategy = None
-            return self._numbered(inp, settlement_deliberation(inp.observation, ctx.config, strategy))
+            return self._numbered(inp, settlement_deliberation(obs, ctx.cfg, strategy))
         try:
             strategy = self.s.load_strategy(ctx)
-            viability = await asyncio.to_thread(self.s.strategy_viability, inp.observation, ctx.state.phase, ctx)
+            viability = await asyncio.to_thread(self.s.strategy_viability, obs, ctx.state.phase, ctx)
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
         if not viability.viable:  # rev. 10: stop trading until the owner fixes STRATEGY.md (and steers)
             raise bad_input(f"STRATEGY_UNVIABLE: {viability.explanation()}", "StrategyUnviable")
         # Before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run).
-        must = self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, inp.observation)
-        policy = self.s.learning.context_policy(allocation_defaults(ctx.config))
+        must = self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, obs)
+        policy = self.s.learning.context_policy(allocation_defaults(ctx.cfg))
         try:
             deliberation = await decide_with_cache(
                 inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
@@ -358,7 +307,8 @@ class TickActivities(ActivitySet):
         """The model's relations (grimoire "Graph Maintenance" 1) go into the knowledge graph once checked against
         it; what was asserted and what was refused (and why) is on the record. Memory only — never a write."""
         outcome = assert_llm_facts(self.topology().kg, deliberation.kg_facts,
-                                   block=inp.observation.snapshot.block_number, tick=inp.ctx.tick)
+                                   block=whole(inp.observation, "observation").snapshot.block_number,
+                                   tick=inp.ctx.tick)
         rec = deliberation.record
         record = rec.model_copy(update={"kg_facts": outcome.asserted,
                                         "rejections": [*rec.rejections, *(f"decide.{r}" for r in outcome.refused)]})
@@ -367,11 +317,14 @@ class TickActivities(ActivitySet):
     @activity.defn(name="simulate")
     def simulate(self, inp: SimulateInput) -> SimulationResult:
         inp = self._resolved(inp, "simulate")
-        return self.s.simulate(inp.actions, inp.observation)
+        obs = whole(inp.observation, "observation")
+        return self.s.simulate(inp.actions, obs)
 
     @activity.defn(name="validate")
     def validate(self, inp: ValidateInput) -> ValidationResult:
         inp = self._resolved(inp, "validate")
+        simulation = whole(inp.simulation, "simulation")
+        obs = whole(inp.observation, "observation")
         # safety → risk → permits, most restrictive wins; STRATEGY.md MUST lines are checked too.
         ctx = inp.ctx
         try:
@@ -381,9 +334,9 @@ class TickActivities(ActivitySet):
         # The gas partition's day is the tick's clock (path time in a backtest), and the owner's high/critical
         # steers of this tick make its actions protective (golem.safety.gas).
         result, _ = self.s.safety.validate(
-            ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, inp.simulation, inp.observation, strategy=strategy,
+            ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, simulation, obs, strategy=strategy,
             steers=[*ctx.state.pending_steers, *inp.steers], now=ctx.started_ts,
-            run_id=_run_id(), config=ctx.config,  # the tick's config version's limits, not the worker's file
+            run_id=_run_id(), config=ctx.cfg,  # the tick's config version's limits, not the worker's file
             entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries (issue 19)
             markers=ctx.state.life.markers, last_price=ctx.state.last_price,  # somatic markers (issue 17)
         )
@@ -392,17 +345,20 @@ class TickActivities(ActivitySet):
     @activity.defn(name="execute")
     def execute(self, inp: ExecuteInput) -> ExecuteResult:
         inp = self._resolved(inp, "execute")
+        validation = whole(inp.validation, "validation")
+        obs = whole(inp.observation, "observation")
         activity.heartbeat("executing")
         ctx = inp.ctx
         if inp.cancelled_reason:  # a high-severity steer: cancel what is not sent yet (never what is)
             return ExecuteResult(records=self.s.safety.cancel_unsent(
-                ctx.golem_id, ctx.tick, inp.actions, inp.validation, inp.cancelled_reason
+                ctx.golem_id, ctx.tick, inp.actions, validation, inp.cancelled_reason
             ))
         records: list[ActionRecord] = []
-        verdicts = {v.action_index: v for v in inp.validation.actions}
+        verdicts = {v.action_index: v for v in validation.actions}
         for action in inp.actions:
             verdict = verdicts.get(action.action_index)
-            base = dict(action_index=action.action_index, action_type=action.tool, tool_name=action.tool)
+            base: dict[str, Any] = dict(action_index=action.action_index, action_type=action.tool,
+                                        tool_name=action.tool)
             if verdict is not None and verdict.sent_by_run:  # another run of this tick sent this very action
                 records.append(ActionRecord(**base, status=ActionStatus.ALREADY_SENT, block_reason=verdict.reason,
                                             sent_by_run=verdict.sent_by_run))
@@ -418,7 +374,7 @@ class TickActivities(ActivitySet):
                                  protective=verdict.protective)
                 )
                 continue
-            record = self.s.execute(inp.ctx, action, verdict.permit_id, inp.observation,
+            record = self.s.execute(inp.ctx, action, verdict.permit_id, obs,
                                     run_id=_run_id())
             records.append(record.model_copy(update={"protective": verdict.protective}))
             activity.heartbeat(f"action {action.action_index} done")
@@ -427,7 +383,8 @@ class TickActivities(ActivitySet):
     @activity.defn(name="verify")
     def verify(self, inp: VerifyInput) -> OutcomeRecord:
         inp = self._resolved(inp, "verify")
-        return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, inp.observation, inp.run_label)
+        obs = whole(inp.observation, "observation")
+        return self.s.verify(inp.ctx, inp.actions, inp.simulation, inp.records, obs, inp.run_label)
 
     @activity.defn(name="reflect")
     @auto_heartbeat
@@ -436,6 +393,7 @@ class TickActivities(ActivitySet):
         if inp.analysis is None or inp.gate is None:
             raise bad_input("reflect needs the tick's analysis and gate results (inline or named in refs)",
                             "ReflectInputIncomplete")
+        gate = inp.gate
         if inp.run is not None and inp.run.kind == "reset" and inp.run.reset_reason is None and self.temporal:
             inp = inp.model_copy(update={"run": await reset_origin(self.temporal, inp.workflow_id, inp.run)})
         record = build_record(inp, inp.ctx.started_at or _now_iso())  # the tick's clock (path time in a backtest)
@@ -459,20 +417,21 @@ class TickActivities(ActivitySet):
             record.total_cost += cost
         # after_turn in the registry's order: heartbeat → lifespan → daimon → memory → … → telemetry (issue 17)
         chain, path, episode = await after_turn_in_reflect(
-            self.s, record, inp.ctx.state, inp.ctx.config, proposed=proposed, reflexion=reflexion,
+            self.s, record, inp.ctx.state, inp.ctx.cfg, proposed=proposed, reflexion=reflexion,
             regime_changed=regime_changed,
             emit=lambda r: self.s.events.emit(events.record_events(r, _now_iso(), **events.tick_context(inp.ctx, r))))
         result = tick_result(chain.record, path, episode)
         result.life = chain.update
         result.actions_proposed = len(proposed)
-        result.gating = inp.gate.gating  # folded into the learned-gating log for delta feedback
+        result.gating = gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache_stats = inp.deliberation.decision_cache_stats if inp.deliberation else None
         return result
 
-    def _reflexion(self, record, proposed: list[ProposedAction]) -> Reflexion | None:
+    def _reflexion(self, record: DecisionCycleRecord, proposed: list[ProposedAction]) -> Reflexion | None:
         return reflexion_of(record, proposed, self._half_size(record, proposed))
 
-    def _half_size(self, record, proposed: list[ProposedAction]) -> tuple[float | None, str] | None:
+    def _half_size(self, record: DecisionCycleRecord,
+                   proposed: list[ProposedAction]) -> tuple[float | None, str] | None:
         """The half-size counterfactual simulated with eth_simulateV1 on the pre-tick block (issue 16); None when
         the tick sent nothing or the simulation cannot answer (the record then says the projection stood in)."""
         if not proposed or not any(a.status.value in ("executed", "failed") for a in record.actions):

@@ -77,7 +77,7 @@ def main() -> None:
     try:
         env = dict(os.environ, GOLEM_HOME=str(REPO / "examples" / "golem-home"), GOLEM_DATA=str(tmp / "data"),
                    GOLEM_TEMPORAL_ADDRESS=address)
-        golem = [sys.executable, "-m", "golem.cli"]
+        golem = [sys.executable, "-m", "cli"]
         floor = timed([sys.executable, "-c", "pass"], env, args.repeat)
         cases = {
             "golem --help": [*golem, "--help"],

@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from golem.grimoire.embeddings import WordLlamaEmbedder, default_embedder  # noqa: E402
 from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
-from golem.grimoire.retrieval import ann_query, build_ann_index, retrieve_for_tick  # noqa: E402
+from golem.grimoire.lance_index import ann_query, build_ann_index  # noqa: E402
+from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
 from golem.grimoire.upkeep import maintain, table_stats  # noqa: E402
 

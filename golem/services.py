@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # types only: importing this module stays cheap and free of I/O libraries
     from golem.chain.contracts import Deployment
+    from golem.models.observation import LiquidationEvent
     from golem.models.observation import ChainSnapshot
     from golem.cognition.decision_cache import DecisionCacheStore
     from golem.events.store import EventSink
@@ -77,7 +78,7 @@ class Services(Protocol):
     # the chain
     def read_snapshot(self) -> ChainSnapshot: ...
 
-    def liquidations(self, tick: int, block: int) -> list: ...
+    def liquidations(self, tick: int, block: int) -> list[LiquidationEvent]: ...
 
     def simulate(self, actions: list[ProposedAction], observation: Observation) -> SimulationResult: ...
 

@@ -257,7 +257,7 @@ class ChaosRun:
         env["GOLEM_PRIVATE_KEY"] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the worker's env only
         # its own metrics port: the default (9464) belongs to the owner's `golem run` on this machine
         env.setdefault("GOLEM_METRICS_PORT", str(free_port()))
-        worker_cmd = [sys.executable, "-m", "golem.cli", "worker", "--home", str(self.out / "home"),
+        worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(self.out / "home"),
                       "--data", str(self.data)]
         self.worker = ProcessChild("worker", lambda: _spawn(worker_cmd, self.logs / "worker.log", env=env),
                                    self.logs / "worker.log", stop_timeout=15)

@@ -66,7 +66,8 @@ class Sample:
 
     @property
     def golem_data_mb(self) -> float:
-        """What the golem itself writes: everything but the dev server's SQLite and the chain's dumps."""
+        """What the golem itself writes: everything but the dev server's and the dev chain's files (the SQLite, the
+        state dumps, their logs and the market simulator's)."""
         return sum(v for k, v in self.data_mb.items() if k not in ("temporal", "chain"))
 
 
@@ -134,6 +135,11 @@ def _size(path: Path) -> int:
     return total
 
 
+# Logs the dev stack writes beside the golem's: Anvil's RPC log (~8.5 MB per 1,000 soak ticks, measured) and the
+# market simulator's are the dev chain's, the dev server's is Temporal's; none exists beside a production golem.
+DEV_STACK_LOGS = {"anvil.log": "chain", "simulator.log": "chain", "temporal.log": "temporal"}
+
+
 def data_sizes(data: Path) -> dict[str, float]:
     """MB per part of the data dir; the dev server's SQLite (with its WAL) apart from the golem's own files."""
     parts = {"temporal": 0, "chain": 0, "grimoire": 0, "cycles": 0, "logs": 0, "other": 0}
@@ -142,8 +148,12 @@ def data_sizes(data: Path) -> dict[str, float]:
             key = "temporal"  # the dev server's (a cluster's, in production)
         elif p.name.startswith("anvil-state"):
             key = "chain"  # the dev chain's state dumps (every block since genesis)
-        elif p.name in ("grimoire", "cycles", "logs"):
+        elif p.name in ("grimoire", "cycles"):
             key = p.name
+        elif p.name == "logs":
+            for log in p.iterdir():  # the dev stack's logs belong to its parts, not to the golem
+                parts[DEV_STACK_LOGS.get(log.name, "logs")] += _size(log)
+            continue
         elif p.name == "traces.jsonl":
             key = "logs"
         else:

@@ -74,10 +74,9 @@ def inherited_state(config, data_dir: Path):
     nothing is staged."""
     import json
 
-    from golem.cognition.commands import INHERITANCE_FILE
-    from golem.cognition.learned_gating import import_package
+    from golem.cognition.fold import new_golem_state
+    from golem.cognition.learned_gating import INHERITANCE_FILE, import_package
     from golem.life.succession import born_as_successor
-    from workflows.golem import new_golem_state
 
     path = data_dir / INHERITANCE_FILE
     life = born_as_successor(config, data_dir)
@@ -283,11 +282,11 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address, GOLEM_DATA=str(data_dir),
                    GOLEM_HOME=str(home))
         env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
-        worker_cmd = [sys.executable, "-m", "golem.cli", "worker", "--home", str(home), "--data", str(data_dir)]
+        worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(home), "--data", str(data_dir)]
         worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
                               stop_timeout=15)
         # The owner's window (issue 19): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.
-        dash_cmd = [sys.executable, "-m", "golem.cli", "dashboard", "--home", str(home), "--data", str(data_dir),
+        dash_cmd = [sys.executable, "-m", "cli", "dashboard", "--home", str(home), "--data", str(data_dir),
                     "--port", str(DASHBOARD_PORT), "--temporal-ui", temporal.ui_url]
         dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address)  # no key: it only signals and queries
         dashboard = ProcessChild("dashboard", lambda: _spawn(dash_cmd, logs / "dashboard.log", env=dash_env),

@@ -6,8 +6,10 @@ Where the numbers come from:
 - everything else: the Event Fabric. The metrics are a listener on the worker's EventSink, so a tick's
   tier, prediction error, threshold, tokens, costs, equity, health factor and vitality are counted from the
   very events `golem events` shows (a retried activity's duplicate events are not stored, so not counted twice);
-- rev. 12 cognitive quality (revisions "Revision 12"): admission rate, Grimoire size, retrieval hit rate,
-  DecisionCache hit rate and prediction accuracy (verified actions within 50 bps of the simulation).
+- rev. 12 cognitive quality (revisions "Revision 12"): admission rate, Grimoire size, average quality score of the
+  entries in force, retrieval hit rate, DecisionCache hit rate, prediction accuracy (verified actions within 50 bps
+  of the simulation), dream yield and threat coverage (from each finished dream cycle). Not yet: heuristic survival
+  after 100 ticks (heuristics keep no promotion tick), the 30-day external trend and reflection consistency.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def metrics_port() -> int | None:
 class GolemMetrics:
     """The instruments and their Prometheus registry (one per worker; tests may build several in one process)."""
 
-    def __init__(self, golem_id: str, *, grimoire_size=None) -> None:
+    def __init__(self, golem_id: str, *, grimoire_size=None, grimoire_quality=None) -> None:
         self.registry = CollectorRegistry()
         reader = PrometheusMetricReader(registry=self.registry)
         self.provider = MeterProvider(
@@ -56,6 +58,7 @@ class GolemMetrics:
         m = self.provider.get_meter("golem")
         self.attrs = {"golem": golem_id}
         self._grimoire_size = grimoire_size  # () -> int, read on each tick
+        self._grimoire_quality = grimoire_quality  # () -> float | None, read on each tick
         self.step_latency = m.create_histogram("golem_step_latency", unit="s", description="activity duration by step")
         self.step_failures = m.create_counter("golem_step_failures", description="activity attempts that raised")
         self.ticks = m.create_counter("golem_ticks", description="recorded ticks by tier")
@@ -92,6 +95,10 @@ class GolemMetrics:
             devs = [abs(v) for v in (p.get("deviations_bps") or {}).values()]
             self._n["accurate"] += int(p.get("verified", False) and all(d <= PREDICTION_ACCURACY_BPS for d in devs))
             self._rate("prediction_accuracy", "accurate", "verified")
+        elif e.kind == "dreams.cycle_finished":
+            for name in ("dream_yield", "threat_coverage"):
+                if p.get(name) is not None:
+                    self.quality.set(float(p[name]), {**a, "metric": name})
         elif e.kind == "grimoire.admitted":
             self._n["candidates"] += int(p.get("candidates", 0))
             self._n["admitted"] += int(p.get("admitted", 0)) + int(p.get("admitted_low", 0))
@@ -118,11 +125,18 @@ class GolemMetrics:
             self._n["cached"] += int(p.get("model") == "decision-cache")
             self._rate("retrieval_hit_rate", "retrieved", "escalated")
             self._rate("decision_cache_hit_rate", "cached", "escalated")
-        if self._grimoire_size is not None:
-            try:
+        self._read_grimoire()
+
+    def _read_grimoire(self) -> None:
+        a = self.attrs
+        try:
+            if self._grimoire_size is not None:
                 self.grimoire.set(self._grimoire_size(), a)
-            except Exception as err:  # a busy store: the next tick reads it again
-                log.debug("grimoire size not read: %s", err)
+            quality = self._grimoire_quality() if self._grimoire_quality is not None else None
+            if quality is not None:
+                self.quality.set(quality, {**a, "metric": "average_quality"})
+        except Exception as err:  # a busy store: the next tick reads it again
+            log.debug("grimoire size/quality not read: %s", err)
 
     def _rate(self, name: str, num: str, den: str) -> None:
         if self._n[den]:
@@ -227,7 +241,8 @@ def free_port() -> int:
 def install_metrics(services, port: int, temporal_port: int | None = None):
     """The worker's metrics: instruments fed by its EventSink, the step-latency interceptor, the /metrics server.
     Returns (metrics, server, interceptor)."""
-    metrics = GolemMetrics(services.config.golem.id, grimoire_size=services.semantic.count)
+    metrics = GolemMetrics(services.config.golem.id, grimoire_size=services.semantic.count,
+                           grimoire_quality=services.semantic.mean_quality)
     services.events.listeners.append(metrics.on_event)
     try:
         server = MetricsServer(metrics, port, temporal_port).start()

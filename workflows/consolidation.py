@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -44,7 +45,7 @@ class DeltaConsolidationWorkflow:
         if not workflow.patched("delta-steps"):  # cycles started before the steps were activities
             return await workflow.execute_activity_method(ConsolidationActivities.consolidate, inp,
                                                           **options.cycle_step())
-        fields: dict = {"tick": inp.tick}
+        fields: dict[str, Any] = {"tick": inp.tick}
         for name in ConsolidationActivities.DELTA_STEPS:
             step: DeltaStep = await workflow.execute_activity_method(
                 getattr(ConsolidationActivities, name), inp, **options.cycle_step())

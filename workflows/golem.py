@@ -8,7 +8,8 @@ ticking until it ends (§S7 SLEEPING.DREAMING); continues-as-new every N ticks c
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         fold_tick_result,
         fold_dream_result,
         fold_upkeep_cost,
+        new_golem_state,
         schedule_dream,
         state_for_tick,
         should_dream,
@@ -46,12 +48,14 @@ with workflow.unsafe.imports_passed_through():
         ControlRequest,
         ControlState,
         DreamInput,
+        DreamResult,
         GolemStatus,
         GolemWorkflowInput,
         TickFailure,
         WorldAdvanced,
         WorldTime,
     )
+    from golem.models.config import GolemConfig
     from golem.models.config_version import (
         ConfigApplied,
         ConfigChange,
@@ -63,21 +67,16 @@ with workflow.unsafe.imports_passed_through():
         validate_change,
     )
     from golem.life.death import KillAnswer, KillRequest, check_kill
-    from golem.models.enums import SteerSeverity
+    from golem.models.enums import HeartbeatState, SteerSeverity
     from golem.models.life import DeathCertificate
-    from golem.models.interventions import summarize
+    from golem.life.dream_scheduler import DreamUrgency
+    from golem.models.interventions import FollowUp, summarize
     from golem.models.state import TICK_SLICE, DecisionCacheState, FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
     from golem.safety.gas import spend_status
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
     from workflows.errors import root_cause
     from workflows.tick import SA_GOLEM_ID, SA_PHASE, SA_TICK, ThetaTickWorkflow
-
-
-def new_golem_state(cfg) -> GolemState:
-    """A newborn golem: base theta, gamma at its slowest until the first pulse says otherwise."""
-    state = GolemState(golem_id=cfg.golem.id, theta_seconds=cfg.clock.theta_base_seconds)
-    return state.model_copy(update={"gamma": state.gamma.model_copy(update={"interval_seconds": cfg.clock.gamma_max_seconds})})
 
 
 def tick_workflow_id(golem_id: str, tick: int) -> str:
@@ -88,15 +87,15 @@ def tick_workflow_id(golem_id: str, tick: int) -> str:
 class GolemWorkflow:
     def __init__(self) -> None:
         self._state: GolemState | None = None
-        self._cfg = None
+        self._cfg: GolemConfig | None = None
         # The one config version the golem runs on (issue 12): swapped whole by the apply_config update,
         # read by the loop between ticks; every tick carries the version it was started with.
         self._config_info = ConfigVersionInfo()
         self._config_change = ""  # what the last apply changed, for the next tick's record
         self._activity = "starting"
-        self._child = None
+        self._child: workflow.ChildWorkflowHandle[Any, TickResult] | None = None
         self._child_id: str | None = None
-        self._dream_child = None  # the running DreamCycleWorkflow (issue 18): a critical steer wakes it
+        self._dream_child: workflow.ChildWorkflowHandle[Any, DreamResult] | None = None  # the running DreamCycleWorkflow (issue 18): a critical steer wakes it
         self._run_ticks = 0
         self._tick_snapshot_taken = False  # the running tick already holds its state snapshot
         # The replay clock (a backtest): rows arrive by the advance_world update and are answered when done.
@@ -107,6 +106,20 @@ class GolemWorkflow:
         self._world_rows: list[WorldTime] = []
         self._world_done: dict[int, WorldAdvanced] = {}
         self._world_last = False
+
+    @property
+    def _s(self) -> GolemState:
+        """The golem's state once run() holds it (a signal that can come first waits for it)."""
+        if self._state is None:
+            raise ApplicationError("the golem's state is not loaded yet", non_retryable=True)
+        return self._state
+
+    @property
+    def _config(self) -> GolemConfig:
+        """The config version the golem runs on, once run() holds it."""
+        if self._cfg is None:
+            raise ApplicationError("the golem's config is not loaded yet", non_retryable=True)
+        return self._cfg
 
     def _now(self) -> datetime:
         """The one clock the golem reads: the path's time in a backtest, workflow.now() live."""
@@ -121,26 +134,26 @@ class GolemWorkflow:
     async def follow_up(self, raw: Any) -> None:
         await self._accept("follow_up", raw)
 
-    async def _accept(self, kind: str, raw: Any) -> None:
+    async def _accept(self, kind: Literal["steer", "follow_up"], raw: Any) -> None:
         if self._state is None:  # a signal that arrives before run() starts: wait for the state
             await workflow.wait_condition(lambda: self._state is not None)
-        before = len(self._state.pending_steers)
-        self._state, reason = accept_intervention(self._state, kind, raw, self._now().isoformat(),
+        before = len(self._s.pending_steers)
+        self._state, reason = accept_intervention(self._s, kind, raw, self._now().isoformat(),
                                                   tick_running=self._tick_snapshot_taken)
         if reason:
             workflow.logger.warning("rejected %s: %s", kind, reason)
             return
-        steer = self._state.pending_steers[-1] if kind == "steer" and len(self._state.pending_steers) > before else None
+        steer = self._s.pending_steers[-1] if kind == "steer" and len(self._s.pending_steers) > before else None
         if steer is not None and self._dream_child is not None and steer.severity == SteerSeverity.CRITICAL:
             # §S7: dreaming suspends the heartbeat; a critical steer ends the dream so the next tick takes it.
             try:
                 await self._dream_child.signal(DreamCycleWorkflow.wake, f"critical steer {steer.id}")
             except Exception as err:  # the dream may have just ended; the steer waits for the next tick anyway
                 workflow.logger.info("dream not woken: %s", err)
-        if kind == "steer" and len(self._state.pending_steers) > before and self._child is not None:
+        if kind == "steer" and len(self._s.pending_steers) > before and self._child is not None:
             # Forward to the running tick; it takes it only if its FSM accepts steers (§S7).
             try:
-                await self._child.signal(ThetaTickWorkflow.steer, self._state.pending_steers[-1])
+                await self._child.signal(ThetaTickWorkflow.steer, self._s.pending_steers[-1])
             except Exception as err:  # the tick may have just finished; the steer stays pending
                 workflow.logger.info("steer not forwarded: %s", err)
 
@@ -171,7 +184,7 @@ class GolemWorkflow:
 
     @pause.validator
     def _check_pause(self, req: ControlRequest) -> None:
-        check_control(self._state, "pause", req)
+        check_control(self._s, "pause", req)
 
     @workflow.update
     def resume(self, req: ControlRequest) -> ControlState:
@@ -179,7 +192,7 @@ class GolemWorkflow:
 
     @resume.validator
     def _check_resume(self, req: ControlRequest) -> None:
-        check_control(self._state, "resume", req)
+        check_control(self._s, "resume", req)
 
     @workflow.update
     def stop_entries(self, req: ControlRequest) -> ControlState:
@@ -188,7 +201,7 @@ class GolemWorkflow:
 
     @stop_entries.validator
     def _check_stop_entries(self, req: ControlRequest) -> None:
-        check_control(self._state, "stop_entries", req)
+        check_control(self._s, "stop_entries", req)
 
     @workflow.update
     def allow_entries(self, req: ControlRequest) -> ControlState:
@@ -196,11 +209,11 @@ class GolemWorkflow:
 
     @allow_entries.validator
     def _check_allow_entries(self, req: ControlRequest) -> None:
-        check_control(self._state, "allow_entries", req)
+        check_control(self._s, "allow_entries", req)
 
     def _control(self, what: str, req: ControlRequest) -> ControlState:
-        self._state, answer = apply_control(self._state, what, req, self._now().isoformat())
-        workflow.logger.info("golem %s: %s", self._state.golem_id, answer.note)
+        self._state, answer = apply_control(self._s, what, req, self._now().isoformat())
+        workflow.logger.info("golem %s: %s", self._s.golem_id, answer.note)
         return answer
 
     # ---- death by the owner (issue 17): an update refused unless confirmed with the golem's id ---------
@@ -208,11 +221,11 @@ class GolemWorkflow:
     def kill(self, req: KillRequest) -> KillAnswer:
         """`golem kill --reason R`: the running tick finishes, then Thanatopsis (acceptance, settlement through
         the normal write path, reflection, legacy) and the workflow completes with its death certificate."""
-        life = self._state.life.model_copy(update={"death_cause": "owner", "death_detail": req.reason.strip()})
-        self._state = self._state.model_copy(update={"life": life})
-        workflow.logger.warning("golem %s: killed by %s: %s", self._state.golem_id, req.by, req.reason)
-        return KillAnswer(accepted=True, golem_id=self._state.golem_id,
-                          note=f"golem {self._state.golem_id} dies after its running tick: settlement, reflection, "
+        life = self._s.life.model_copy(update={"death_cause": "owner", "death_detail": req.reason.strip()})
+        self._state = self._s.model_copy(update={"life": life})
+        workflow.logger.warning("golem %s: killed by %s: %s", self._s.golem_id, req.by, req.reason)
+        return KillAnswer(accepted=True, golem_id=self._s.golem_id,
+                          note=f"golem {self._s.golem_id} dies after its running tick: settlement, reflection, "
                                "legacy; the workflow's result is its death certificate")
 
     @kill.validator
@@ -232,10 +245,10 @@ class GolemWorkflow:
             raise ApplicationError(str(err), type="ConfigRefused", non_retryable=True) from None
         version = config_version(new, change.strategy_sha256)
         previous = self._config_info.version
-        next_tick = self._state.tick + (1 if self._child is not None else 0)
+        next_tick = self._s.tick + (1 if self._child is not None else 0)
         if version == previous:
             return ConfigApplied(version=version, previous=previous, effective_from_tick=self._config_info.applied_at_tick)
-        changed = config_diff(self._cfg, new)
+        changed = config_diff(self._config, new)
         if change.strategy_sha256 != self._config_info.strategy_sha256:
             changed.append(f"[STRATEGY.md] sha256 {self._config_info.strategy_sha256[:12] or '?'} -> "
                            f"{change.strategy_sha256[:12]}")
@@ -268,7 +281,7 @@ class GolemWorkflow:
 
     @workflow.query
     def status(self) -> GolemStatus:
-        s = self._state
+        s = self._s
         if s is None:
             return GolemStatus(golem_id="?", tick=0, activity=self._activity, regime="unknown", phase="thriving",
                                vitality=1.0, theta_seconds=0.0, daily_spend_usd=0.0)
@@ -277,13 +290,13 @@ class GolemWorkflow:
             tick=s.tick,
             activity=self._activity,
             current_tick_workflow_id=self._child_id if self._child is not None else None,
-            fsm=FsmState(state="Dreaming") if s.dreaming else FsmState(),
+            fsm=FsmState(state=HeartbeatState.DREAMING) if s.dreaming else FsmState(),
             last_tick=s.recent_ticks[-1] if s.recent_ticks else None,
             regime=s.regime.value,
             phase=s.phase.value,
             vitality=s.vitality.composite,
             theta_seconds=s.theta_seconds,
-            **spend_status(s, self._cfg),
+            **spend_status(s, self._cfg),  # type: ignore[arg-type]  # the keys are GolemStatus fields
             pending_steers=[summarize(x) for x in s.pending_steers],
             pending_followups=[summarize(x) for x in s.pending_followups],
             rejected_interventions=s.rejected_interventions[-5:],
@@ -312,7 +325,7 @@ class GolemWorkflow:
 
     @workflow.query
     def state(self) -> GolemState | None:
-        return self._state
+        return self._s
 
     # ---- the loop ---------------------------------------------------------------------------
     @workflow.run
@@ -327,35 +340,35 @@ class GolemWorkflow:
             self._world_now = datetime.fromisoformat(inp.world_time) if inp.world_time else None
             self._last_tick_at = datetime.fromisoformat(inp.last_tick_at) if inp.last_tick_at else None
 
-        while inp.max_ticks is None or self._state.tick < inp.max_ticks:
+        while inp.max_ticks is None or self._s.tick < inp.max_ticks:
             if self._replay:
                 row = await self._await_row(cfg)
                 if row is None:
                     break
-            if self._state.life.death_cause and workflow.patched("thanatopsis"):
+            if self._s.life.death_cause and workflow.patched("thanatopsis"):
                 return await self._die(row if self._replay else None)
-            if self._state.paused and workflow.patched("stop-buttons"):
+            if self._s.paused and workflow.patched("stop-buttons"):
                 # `golem pause`: no new tick until `golem resume` (signals, queries and updates still answer).
                 self._activity = "paused"
-                await workflow.wait_condition(lambda: not self._state.paused or bool(self._state.life.death_cause))
-                if self._state.life.death_cause and workflow.patched("thanatopsis"):
+                await workflow.wait_condition(lambda: not self._s.paused or bool(self._s.life.death_cause))
+                if self._s.life.death_cause and workflow.patched("thanatopsis"):
                     return await self._die(row if self._replay else None)
-            cfg = self._cfg  # an applied config version takes effect here, between ticks, whole
+            cfg = self._config  # an applied config version takes effect here, between ticks, whole
             if workflow.patched("dream-scheduler"):
-                urgency = schedule_dream(self._state, cfg)
+                urgency = schedule_dream(self._s, cfg)
                 if urgency.due:
                     await self._dream(cfg, urgency)
-            elif should_dream(self._state, cfg.clock):
+            elif should_dream(self._s, cfg.clock):
                 await self._dream(cfg)
-            if should_run_delta(self._state, cfg.clock):
+            if should_run_delta(self._s, cfg.clock):
                 await self._consolidate(cfg)
 
             await self._tick(cfg)
             self._run_ticks += 1
-            if self._state.life.death_cause and workflow.patched("thanatopsis"):
+            if self._s.life.death_cause and workflow.patched("thanatopsis"):
                 # A clock ran out this tick (golem.life.lifespan), or the owner's kill landed during it.
                 return await self._die(row if self._replay else None, ticked=True)
-            if self._replay:
+            if self._replay and row is not None:
                 self._row_done(row, ticked=True)
                 if self._world_last:
                     break
@@ -364,19 +377,19 @@ class GolemWorkflow:
                 self._activity = "continuing-as-new"
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(GolemWorkflowInput(
-                    config=self._cfg, state=self._state, max_ticks=inp.max_ticks, clock=inp.clock,
+                    config=self._cfg, state=self._s, max_ticks=inp.max_ticks, clock=inp.clock,
                     config_info=self._config_info if self._config_info.version else None,
                     world_time=self._world_now.isoformat() if self._replay and self._world_now else None,
                     last_tick_at=self._last_tick_at.isoformat() if self._replay and self._last_tick_at else None,
                 ))
 
-            if inp.max_ticks is not None and self._state.tick >= inp.max_ticks:
+            if inp.max_ticks is not None and self._s.tick >= inp.max_ticks:
                 break
             if self._replay:
                 continue  # the next row brings the next tick; nothing waits on the wall clock
             # Theta triggers that fell due while the tick ran are queued (§S12 backpressure): the next
             # tick starts at once instead of waiting again.
-            if self._state.tick_queue.pending and workflow.patched("backpressure"):
+            if self._s.tick_queue.pending and workflow.patched("backpressure"):
                 continue
             # Theta clock: sleep the adaptive interval, but wake at once when a steer arrives. Inside a
             # long theta wait the gamma pulse (5–15 s) resolves predictions and updates fast state.
@@ -384,9 +397,9 @@ class GolemWorkflow:
             await self._wait_theta(cfg)
         self._activity = "stopped"
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._state
+        return self._s
 
-    async def _await_row(self, cfg) -> WorldTime | None:
+    async def _await_row(self, cfg: GolemConfig) -> WorldTime | None:
         """Replay clock: take rows until one makes a tick due (theta elapsed in path time, or a steer is
         pending); rows in between get a gamma pulse when one is due, as the live clock would give them.
         Returns the tick's row, or None once the path's last row was only watched."""
@@ -396,37 +409,37 @@ class GolemWorkflow:
             row = self._world_rows.pop(0)
             self._world_now = datetime.fromisoformat(row.at)
             self._world_last = row.last
-            theta = timedelta(seconds=self._state.theta_seconds)
-            if self._last_tick_at is None or self._world_now >= self._last_tick_at + theta or self._state.pending_steers:
+            theta = timedelta(seconds=self._s.theta_seconds)
+            if self._last_tick_at is None or self._world_now >= self._last_tick_at + theta or self._s.pending_steers:
                 return row
             pulsed = False
             if self._next_gamma_at is None or self._world_now >= self._next_gamma_at:
                 await self._gamma(cfg)
-                self._next_gamma_at = self._world_now + timedelta(seconds=self._state.gamma.interval_seconds)
+                self._next_gamma_at = self._world_now + timedelta(seconds=self._s.gamma.interval_seconds)
                 pulsed = True
             self._world_done[row.row] = WorldAdvanced(row=row.row, gamma=pulsed)
         return None
 
     def _row_done(self, row: WorldTime, ticked: bool) -> None:
-        last = self._state.recent_ticks[-1] if self._state.recent_ticks else None
+        last = self._s.recent_ticks[-1] if self._s.recent_ticks else None
         self._world_done[row.row] = WorldAdvanced(
             row=row.row, tick=last.tick if (ticked and last) else None,
             tier=last.tier.value if (ticked and last and last.tier) else None,
             failed=bool(ticked and last and last.failed),
         )
-        self._next_gamma_at = self._world_now + timedelta(seconds=self._state.gamma.interval_seconds)
+        self._next_gamma_at = self._now() + timedelta(seconds=self._s.gamma.interval_seconds)
 
-    async def _wait_theta(self, cfg) -> None:
-        deadline = workflow.now() + timedelta(seconds=self._state.theta_seconds)
-        while not self._state.pending_steers:
+    async def _wait_theta(self, cfg: GolemConfig) -> None:
+        deadline = workflow.now() + timedelta(seconds=self._s.theta_seconds)
+        while not self._s.pending_steers:
             remaining = (deadline - workflow.now()).total_seconds()
             if remaining <= 0:
                 return
-            gamma_due = self._state.gamma.interval_seconds
+            gamma_due = self._s.gamma.interval_seconds
             use_gamma = gamma_due < remaining and workflow.patched("gamma-clock")
             try:
                 await workflow.wait_condition(
-                    lambda: bool(self._state.pending_steers) or bool(self._state.life.death_cause),
+                    lambda: bool(self._s.pending_steers) or bool(self._s.life.death_cause),
                     timeout=timedelta(seconds=gamma_due if use_gamma else remaining),
                 )
                 return  # a steer arrived (or the owner's kill)
@@ -435,30 +448,30 @@ class GolemWorkflow:
                     return
             await self._gamma(cfg)
 
-    async def _gamma(self, cfg) -> None:
+    async def _gamma(self, cfg: GolemConfig) -> None:
         """One gamma pulse: a chain read, then pure state updates (heartbeat "Three Concurrent Scales")."""
         try:
             snapshot = await workflow.execute_activity_method(
-                TickActivities.gamma, self._state.golem_id, task_queue=ids.task_queue(self._state.golem_id),
+                TickActivities.gamma, self._s.golem_id, task_queue=ids.task_queue(self._s.golem_id),
                 **options.gamma(cfg.heartbeat.step_timeout_seconds),
             )
         except ActivityError as err:  # perception is best effort; the next theta tick reads again
             workflow.logger.warning("gamma read failed: %s", err.cause or err)
             return
-        fraction = budget_fraction(self._state.daily_spend_usd, cfg.heartbeat)
+        fraction = budget_fraction(self._s.daily_spend_usd, cfg.heartbeat)
         factor = budget_throttle(fraction, cfg.heartbeat.cost_warning_threshold, cfg.heartbeat.cost_soft_cap_threshold)
         self._state, report = gamma_pulse(
-            self._state, snapshot, self._now().timestamp(), cfg.probes, budget_factor=factor,
+            self._s, snapshot, self._now().timestamp(), cfg.probes, budget_factor=factor,
             gamma_min=cfg.clock.gamma_min_seconds, gamma_max=cfg.clock.gamma_max_seconds,
         )
         if report.violations:
             workflow.logger.info("gamma: %s prediction violations", report.violations)
 
-    async def _tick(self, cfg, settlement: bool = False) -> TickResult | None:
+    async def _tick(self, cfg: GolemConfig, settlement: bool = False) -> TickResult | None:
         # The version current when the tick starts (an update may have landed during dream or delta): the
         # tick's config and its config_version always name the same version.
-        cfg = self._cfg
-        s = self._state
+        cfg = self._config
+        s = self._s
         n = s.tick
         wid = tick_workflow_id(s.golem_id, n)
         queue, trigger = dequeue(s.tick_queue)
@@ -499,22 +512,22 @@ class GolemWorkflow:
             result = await self._child
             self._child = None
             self._state = fold_tick_result(
-                self._state, result, self._now().isoformat(), cfg.clock, cfg.heartbeat, result.gating, cfg.gating
+                self._s, result, self._now().isoformat(), cfg.clock, cfg.heartbeat, result.gating, cfg.gating
             )
-            self._state = steers_to_followups(self._state, result.steers_to_followups)
+            self._state = steers_to_followups(self._s, result.steers_to_followups)
             if result.decision_cache_stats is not None:
                 # The cache lives on the worker (issue 12); the state keeps its counters, and drops a cache
                 # carried from before.
-                self._state = self._state.model_copy(update={"decision_cache_stats": result.decision_cache_stats,
+                self._state = self._s.model_copy(update={"decision_cache_stats": result.decision_cache_stats,
                                                              "decision_cache": DecisionCacheState()})
             elif result.decision_cache is not None:  # a tick result from before the move
-                self._state = self._state.model_copy(update={"decision_cache": result.decision_cache})
+                self._state = self._s.model_copy(update={"decision_cache": result.decision_cache})
             self._queue_missed_triggers(started, s.theta_seconds)
             if workflow.patched("chain-health"):
-                self._state = fold_chain_read(self._state, n, self._now().isoformat())
-            if self._state.phase != phase_before and workflow.patched("phase-search-attribute"):
+                self._state = fold_chain_read(self._s, n, self._now().isoformat())
+            if self._s.phase != phase_before and workflow.patched("phase-search-attribute"):
                 # The golem's behavioural phase on its own workflow too (the Web UI filters golems by it).
-                workflow.upsert_search_attributes([SA_PHASE.value_set(self._state.phase.value)])
+                workflow.upsert_search_attributes([SA_PHASE.value_set(self._s.phase.value)])
         except ChildWorkflowError as err:
             # A failed tick is recorded and the loop goes on; pending steers stay pending.
             self._child = None
@@ -530,58 +543,58 @@ class GolemWorkflow:
                 )
             except Exception as rec_err:  # recording is best effort; the failure is also in state
                 workflow.logger.error("could not record failure of tick %s: %s", n, rec_err)
-            self._state = fold_tick_failure(self._state, n, reason, wid, "", self._now().isoformat())
+            self._state = fold_tick_failure(self._s, n, reason, wid, "", self._now().isoformat())
             if chain_health and is_chain_read_failure(step):
-                self._state, alert = fold_chain_failure(self._state, reason, cfg.clock.theta_max_seconds)
+                self._state, alert = fold_chain_failure(self._s, reason, cfg.clock.theta_max_seconds)
                 if alert:
                     workflow.logger.error("golem %s: %s", s.golem_id, alert)
         finally:
             self._tick_snapshot_taken = False
         if workflow.patched("rejection-expiry"):
             # Rejections leave `status` some ticks after the tick that reported them (issue 12).
-            self._state = expire_rejections(self._state)
+            self._state = expire_rejections(self._s)
         return result
 
     async def _die(self, row: WorldTime | None = None, ticked: bool = False) -> GolemState:
         """Thanatopsis (golem.life.death): Acceptance → Settlement (ticks whose decision is the unwind, through the
         normal write path) → Reflection and Legacy (the thanatopsis activity). Completes the workflow with the
         state, whose life.certificate is the death certificate."""
-        cfg = self._cfg
-        s = self._state
+        cfg = self._config
+        s = self._s
         life = s.life
-        self._activity = f"dying: acceptance ({life.death_cause})"
-        workflow.logger.warning("golem %s dies: %s (%s)", s.golem_id, life.death_cause, life.death_detail)
-        born, died_at = life.born_tick, s.tick
+        cause = life.death_cause or "owner"
+        self._activity = f"dying: acceptance ({cause})"
+        workflow.logger.warning("golem %s dies: %s (%s)", s.golem_id, cause, life.death_detail)
         if self._replay and row is not None:  # a backtest's row that started this tick is done
             self._row_done(row, ticked=ticked)
         settled: list[int] = []
         txs: list[str] = []
         for _ in range(cfg.lifespan.settlement_ticks):
-            n = self._state.tick
+            n = self._s.tick
             result = await self._tick(cfg, settlement=True)
             settled.append(n)
             if result is not None:
                 txs += result.tx_hashes
             if result is None or not result.actions_proposed or not result.actions_executed:
                 break  # nothing left, or nothing the write path lets through: what is open goes on the certificate
-        v = self._state.vitality
+        v = self._s.vitality
         cert = DeathCertificate(
-            golem_id=s.golem_id, generation=life.generation, predecessor=life.predecessor, cause=life.death_cause,
-            detail=life.death_detail, born_tick=born, died_at_tick=died_at, died_at=self._now().isoformat(),
+            golem_id=s.golem_id, generation=life.generation, predecessor=life.predecessor, cause=cause,
+            detail=life.death_detail, born_tick=life.born_tick, died_at_tick=s.tick, died_at=self._now().isoformat(),
             vitality={"economic": v.economic, "epistemic": v.epistemic, "stochastic": v.stochastic,
                       "composite": v.composite},
-            phase=self._state.phase, settlement_ticks=settled, settlement_txs=txs,
+            phase=self._s.phase, settlement_ticks=settled, settlement_txs=txs,
             reflection_model=cfg.lifespan.reflection, phases=["acceptance", "settlement"],
         )
         self._activity = "dying: reflection and legacy"
-        gating = self._state.learned_gating.model_copy(update={"log": []})
+        gating = self._s.learned_gating.model_copy(update={"log": []})
         cert = await workflow.execute_activity_method(
             LifeActivities.thanatopsis,
-            ThanatopsisInput(certificate=cert, gating=gating, markers=self._state.life.markers,
+            ThanatopsisInput(certificate=cert, gating=gating, markers=self._s.life.markers,
                              reflection=cfg.lifespan.reflection),
             task_queue=ids.task_queue(s.golem_id), **options.thanatopsis(),
         )
-        self._state = self._state.model_copy(update={"life": self._state.life.model_copy(update={"certificate": cert})})
+        self._state = self._s.model_copy(update={"life": self._s.life.model_copy(update={"certificate": cert})})
         workflow.upsert_search_attributes([SA_PHASE.value_set("dead")])
         self._activity = f"dead ({cert.cause})"
         if self._replay:  # a backtest's driver keeps handing rows: each is answered, nothing ticks
@@ -592,15 +605,15 @@ class GolemWorkflow:
                 self._world_last = r.last
                 self._world_done[r.row] = WorldAdvanced(row=r.row)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._state
+        return self._s
 
-    def _queue_missed_triggers(self, started, theta: float) -> None:
+    def _queue_missed_triggers(self, started: datetime, theta: float) -> None:
         """A tick that overran theta missed triggers: queue them (max 3, oldest dropped, §S12)."""
         missed = int((self._now() - started).total_seconds() // max(theta, 1e-3))
         if not missed or not workflow.patched("backpressure"):
             return
-        queue = self._state.tick_queue
-        seen: dict[str, list] = {}
+        queue = self._s.tick_queue
+        seen: dict[str, list[Any]] = {}
         for _ in range(missed):
             queue, events = enqueue(queue, PendingTick(trigger="theta", enqueued_at=self._now().timestamp()))
             for event in events:
@@ -610,13 +623,13 @@ class GolemWorkflow:
         for kind, events in seen.items():
             more = f" (x{len(events)} this tick)" if len(events) > 1 else ""
             workflow.logger.warning("%s: %s%s", kind, events[-1].detail, more)
-        self._state = self._state.model_copy(update={"tick_queue": queue})
+        self._state = self._s.model_copy(update={"tick_queue": queue})
 
-    async def _consolidate(self, cfg) -> None:
-        s = self._state
+    async def _consolidate(self, cfg: GolemConfig) -> None:
+        s = self._s
         self._activity = "consolidating"
         # Learned gating closes its feedback loop at delta frequency (§S5 "Outcome feedback").
-        self._state, feedback = learn_at_delta(self._state, cfg.gating)
+        self._state, feedback = learn_at_delta(self._s, cfg.gating)
         workflow.logger.info("gating feedback at tick %s: %s", s.tick, feedback)
         result = await self._upkeep_child(
             DeltaConsolidationWorkflow.run, "delta", "next-curator",
@@ -625,15 +638,16 @@ class GolemWorkflow:
         )
         if result is not None and result.inference_cost_usd > 0 and workflow.patched("delta-inference-spend"):
             # The delta cycle's future-utility calls (Rev. 3) count against the §S12 daily budget.
-            self._state = fold_upkeep_cost(self._state, result.inference_cost_usd, self._now().isoformat())
+            self._state = fold_upkeep_cost(self._s, result.inference_cost_usd, self._now().isoformat())
         # §S11: a PLAYBOOK revision invalidates cached decisions: the worker's cache does it at its next lookup
         # (an entry stamped with another revision is dropped; golem.cognition.decision_cache.lookup).
-        self._state = self._state.model_copy(update={"last_delta_tick": s.tick})
+        self._state = self._s.model_copy(update={"last_delta_tick": s.tick})
 
-    async def _upkeep_child(self, run, kind: str, window: str, make_input):
+    async def _upkeep_child(self, run: Any, kind: str, window: str,
+                            make_input: Callable[[list[FollowUp]], Any]) -> Any:
         """Run a delta or dream child with the follow-ups of its window; upkeep failing never stops the
         heartbeat (the failure is logged and None returned)."""
-        s = self._state
+        s = self._s
         notes = [f for f in s.pending_followups if f.window.value == window]
         try:
             result = await workflow.execute_child_workflow(
@@ -647,11 +661,11 @@ class GolemWorkflow:
         return result
 
     def _drop_followups(self, delivered: list[str]) -> None:
-        kept = [f for f in self._state.pending_followups if f.id not in set(delivered)]
-        self._state = self._state.model_copy(update={"pending_followups": kept})
+        kept = [f for f in self._s.pending_followups if f.id not in set(delivered)]
+        self._state = self._s.model_copy(update={"pending_followups": kept})
 
-    async def _dream(self, cfg, urgency=None) -> None:
-        s = self._state
+    async def _dream(self, cfg: GolemConfig, urgency: DreamUrgency | None = None) -> None:
+        s = self._s
         self._activity = "dreaming"
         self._state = s.model_copy(update={"dreaming": True})
         if urgency is not None:  # issue 18: the phased cycle, wakeable by a critical steer
@@ -659,7 +673,7 @@ class GolemWorkflow:
                 await self._dream_cycle(cfg, urgency)
             finally:
                 self._dream_child = None
-                self._state = self._state.model_copy(update={"dreaming": False, "last_dream_tick": s.tick})
+                self._state = self._s.model_copy(update={"dreaming": False, "last_dream_tick": s.tick})
             return
         try:
             await self._upkeep_child(
@@ -667,10 +681,10 @@ class GolemWorkflow:
                 lambda notes: DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes),
             )
         finally:
-            self._state = self._state.model_copy(update={"dreaming": False, "last_dream_tick": s.tick})
+            self._state = self._s.model_copy(update={"dreaming": False, "last_dream_tick": s.tick})
 
-    async def _dream_cycle(self, cfg, urgency) -> None:
-        s = self._state
+    async def _dream_cycle(self, cfg: GolemConfig, urgency: DreamUrgency) -> None:
+        s = self._s
         notes = [f for f in s.pending_followups if f.window.value == "next-dream"]
         inp = DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes,
                          config_version=self._config_info.version, urgency=urgency.urgency,
@@ -685,4 +699,4 @@ class GolemWorkflow:
             workflow.logger.error("dream cycle at tick %s failed: %s", s.tick, err.cause or err)
             return
         self._drop_followups(result.followups_delivered)
-        self._state = fold_dream_result(self._state, result)
+        self._state = fold_dream_result(self._s, result)

@@ -7,6 +7,7 @@ Ordering and durability live here; every formula lives in golem/, every side eff
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -21,8 +22,9 @@ with workflow.unsafe.imports_passed_through():
     from golem.life.runs import tick_run
     from golem.models.enums import HeartbeatState, SteerSeverity, Tier
     from golem.models.golem import TickFailure
-    from golem.models.interventions import Steer, parse_intervention
-    from golem.models.record import ActionRecord, StepTiming
+    from golem.models.interventions import FollowUp, Steer, parse_intervention
+    from golem.models.observation import Observation
+    from golem.models.record import ActionRecord, StepTiming, TickRun
     from golem.models.state import FsmState
     from golem.models.tick import (
         AnalyzeInput,
@@ -110,13 +112,13 @@ class ThetaTickWorkflow:
         """The context one step's activity gets: only the state fields that step reads (issue 12)."""
         return ctx.for_step(step) if self._lean else ctx
 
-    def _seen(self, step: str, **results: Any) -> dict:
+    def _seen(self, step: str, **results: Any) -> dict[str, Any]:
         """Lean (issue 12): the Observation fields one step's activity may read, and the earlier steps' results
         its input names instead of carrying (the worker reads them from this run's history). `results`: the
         input's values of the other referable fields; one that is None (no such step ran) is not named."""
         if not self._lean:
             return {}
-        lean: dict = {"observation_fields": observation_fields(step)}
+        lean: dict[str, Any] = {"observation_fields": observation_fields(step)}
         if self._refs:
             lean["refs"] = {name: activity for name, activity in STEP_REFS[step].items()
                             if name == "observation" or results.get(name) is not None}
@@ -137,7 +139,7 @@ class ThetaTickWorkflow:
         self._timed(method.__name__, started)
         return result
 
-    def _timed(self, step: str, started) -> None:
+    def _timed(self, step: str, started: datetime) -> None:
         ms = (workflow.now() - started).total_seconds() * 1000.0
         self._timings.append(StepTiming(step=step, ms=round(ms, 3)))
 
@@ -160,7 +162,7 @@ class ThetaTickWorkflow:
                 await self._record_run_failure(ctx, info, run, _describe(err))
             raise
 
-    async def _record_run_failure(self, ctx: TickContext, info, run, error: str) -> None:
+    async def _record_run_failure(self, ctx: TickContext, info: workflow.Info, run: TickRun, error: str) -> None:
         failure = TickFailure(golem_id=ctx.golem_id, tick=ctx.tick, workflow_id=info.workflow_id, run_id=run.run_id,
                               error=error, failed_at=workflow.now().isoformat(), run_label=run.label,
                               run_kind=run.kind)
@@ -171,7 +173,7 @@ class ThetaTickWorkflow:
         except ActivityError as rec_err:  # best effort: the failure is in the run's history too
             workflow.logger.error("could not record the failure of run %s: %s", run.label, rec_err)
 
-    async def _tick(self, ctx: TickContext, info, run) -> TickResult:
+    async def _tick(self, ctx: TickContext, info: workflow.Info, run: TickRun) -> TickResult:
         steers = list(ctx.state.pending_steers)
         followups = list(ctx.state.pending_followups)
         errors: list[str] = []
@@ -243,7 +245,8 @@ class ThetaTickWorkflow:
         self._enter(HeartbeatState.IDLE)
         return result
 
-    async def _escalated(self, ctx, observation, prediction_error, tier, steers, followups) -> None:
+    async def _escalated(self, ctx: TickContext, observation: Observation, prediction_error: float, tier: Tier,
+                         steers: list[Steer], followups: list[FollowUp]) -> None:
         # Step 2: RETRIEVE
         self._enter(HeartbeatState.RETRIEVING)
         self._retrieved = await self._step(
@@ -294,7 +297,8 @@ class ThetaTickWorkflow:
             ctx,
         )
 
-    async def _decide(self, ctx, observation, prediction_error, tier, retrieved, steers, followups) -> Deliberation:
+    async def _decide(self, ctx: TickContext, observation: Observation, prediction_error: float, tier: Tier,
+                      retrieved: RetrievedKnowledge, steers: list[Steer], followups: list[FollowUp]) -> Deliberation:
         decide_followups = [f for f in followups if f.window.value == "next-decide"]
         while True:
             self._enter(HeartbeatState.DECIDING)

@@ -30,7 +30,7 @@ from golem.inference.strategy import Strategy
 from golem.learning.expectation import expect
 from golem.models.record import DeliberationRecord, ToolCallRecord
 from golem.models.state import DecisionCacheState
-from golem.models.tick import DecideInput, Deliberation, ProposedAction
+from golem.models.tick import DecideInput, Deliberation, ProposedAction, whole
 from golem.safety.constraints import MustGate
 
 
@@ -52,7 +52,8 @@ def with_expectation(deliberation: Deliberation, inp: DecideInput) -> Deliberati
     """Predict, then compare (issue 16): a decision that acts states what it expects, whichever deliberator."""
     if not deliberation.actions or deliberation.record.expected is not None:
         return deliberation
-    record = deliberation.record.model_copy(update={"expected": expect(deliberation.actions, inp.observation)})
+    obs = whole(inp.observation, "observation")
+    record = deliberation.record.model_copy(update={"expected": expect(deliberation.actions, obs)})
     return deliberation.model_copy(update={"record": record})
 
 
@@ -75,17 +76,19 @@ class CacheKey:
 def cache_key(inp: DecideInput, playbook_revision: int, context_policy_revision: int) -> CacheKey:
     """The tick's clock (path time in a backtest), not the wall clock, dates the lookup."""
     now = datetime.fromisoformat(inp.ctx.started_at).timestamp() if inp.ctx.started_at else time.time()
-    return CacheKey(pattern_hash(inp.observation, inp.ctx.state.last_price), cache_conditions(inp.observation), now,
-                    playbook_revision, context_policy_revision)
+    obs = whole(inp.observation, "observation")
+    return CacheKey(pattern_hash(obs, inp.ctx.state.last_price), cache_conditions(obs), now, playbook_revision,
+                    context_policy_revision)
 
 
 def cache_lookup(inp: DecideInput, key: CacheKey, cache: DecisionCacheState) -> tuple[DecisionCacheState,
                                                                                       Deliberation | None]:
     """A hit is the cached decision as a Deliberation System 1 made (model "decision-cache")."""
+    obs = whole(inp.observation, "observation")
     cache, found = lookup(
-        cache, key.pattern, key.conditions, now=key.now, regime=inp.observation.regime.value,
+        cache, key.pattern, key.conditions, now=key.now, regime=obs.regime.value,
         playbook_revision=key.playbook_revision, context_policy_revision=key.context_policy_revision,
-        cfg=inp.ctx.config.decision_cache,
+        cfg=inp.ctx.cfg.decision_cache,
     )
     if not found.hit or found.decision is None:
         return cache, None
@@ -122,6 +125,7 @@ async def decide_with_cache(
     `remember_facts` (blocking; run on a thread) puts the model's knowledge-graph facts in memory before the
     decision is cached. The cache lives on the worker's disk (issue 12), loaded and saved here."""
     key = cache_key(inp, playbook_revision, context_policy_revision)
+    obs = whole(inp.observation, "observation")
     cache = await asyncio.to_thread(cache_store.load)
     if not inp.steers and not inp.followups:
         cache, hit = cache_lookup(inp, key, cache)
@@ -133,9 +137,9 @@ async def decide_with_cache(
         deliberation = await asyncio.to_thread(remember_facts, deliberation)
     cache = record_decision(
         cache, key.pattern, canonical_actions(deliberation.actions), key.conditions,
-        mental_models=[], now=key.now, tick=inp.ctx.tick, regime=inp.observation.regime.value,
+        mental_models=[], now=key.now, tick=inp.ctx.tick, regime=obs.regime.value,
         playbook_revision=key.playbook_revision, context_policy_revision=key.context_policy_revision,
-        cfg=inp.ctx.config.decision_cache,
+        cfg=inp.ctx.cfg.decision_cache,
     )
     await asyncio.to_thread(cache_store.save, cache)
     return _finished(deliberation, cache, must, inp)

@@ -16,7 +16,7 @@ from golem.cognition.learned_gating import note_gating_outcome
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
 from golem.life.dream_scheduler import DreamUrgency, dream_urgency
-from golem.models.config import ClockSection, GatingSection, HeartbeatSection
+from golem.models.config import ClockSection, GatingSection, GolemConfig, HeartbeatSection
 from golem.models.enums import DeliveryWindow, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
 from golem.models.state import (
@@ -53,6 +53,12 @@ QUIET_PE = 0.1  # "quiet": PE below this
 # Economic vitality from the daily budget only (lifespan owns real mortality): spending the whole
 # day's budget halves it, so budget pressure alone can reach Stable but never kill the golem.
 ECONOMIC_BUDGET_WEIGHT = 0.5
+
+
+def new_golem_state(cfg: GolemConfig) -> GolemState:
+    """A newborn golem: base theta, gamma at its slowest until the first pulse says otherwise."""
+    state = GolemState(golem_id=cfg.golem.id, theta_seconds=cfg.clock.theta_base_seconds)
+    return state.model_copy(update={"gamma": state.gamma.model_copy(update={"interval_seconds": cfg.clock.gamma_max_seconds})})
 
 
 def _bounded(items: list, limit: int) -> list:

@@ -415,6 +415,10 @@ def learn_at_delta(state: GolemState, cfg: GatingSection) -> tuple[GolemState, F
 
 
 # ---- inheritance package ---------------------------------------------------------------------
+# Where `golem gating import` stages a package in the data dir; a newborn golem loads it at first start.
+INHERITANCE_FILE = "gating-inheritance.json"
+
+
 def export_package(learned: LearnedGatingState, golem_id: str, tick: int) -> dict[str, Any]:
     """The learned parameters as the few-KB generational inheritance package (JSON-ready)."""
     return {

@@ -181,8 +181,10 @@ def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
 
 
 def dream_events(golem: str, time: str, result) -> list[GolemEvent]:
+    """A finished dream cycle, with rev. 12's dream yield and threat coverage when the phased cycle measured them."""
+    measured = {k: v for k in ("dream_yield", "threat_coverage") if (v := getattr(result, k, None)) is not None}
     return [make_event(golem, result.tick, time, "dreams.cycle_finished", "dream", replayed=len(result.replayed),
-                       heuristics_touched=result.heuristics_touched, report=result.report_path)]
+                       heuristics_touched=result.heuristics_touched, report=result.report_path, **measured)]
 
 
 CONTROL_KINDS = {"pause": "control.paused", "resume": "control.resumed", "stop_entries": "control.entries_stopped",

@@ -28,6 +28,10 @@ DREAM_VALIDATED_SLOWDOWN = 2.0  # grimoire "Demurrage Decay Classes" class D: 0.
 BLOODSTAIN_SLOWDOWN = 3.0  # grimoire "Ebbinghaus decay rates by entry type": bloodstains 3× slower
 DREAM_STRENGTH_INCREMENT = 0.5  # grimoire "Decay Formula": dream-retrieval strengthening +0.5
 LIVE_STRENGTH_INCREMENT = 1.0  # grimoire "Decay Formula": retrieved AND positive outcome → +1
+DEFAULT_TICK_SECONDS = 60.0  # config clock.theta_base_seconds default: the nominal tick for ticks_to_seconds
+# |P&L| that maps to replay gain 0.5. Our choice (not the spec's): saturating |x| / (|x| + s) keeps gain in
+# [0, 1) per episode without needing the whole population, so the value can be stored at write time.
+PNL_HALF_SATURATION_USD = 10.0
 
 
 class DecayClass(str, Enum):
@@ -140,3 +144,16 @@ def retention_at_tick(
     """Retention of an entry last accessed at `last_accessed_tick`, seen from `now_tick`."""
     half_life = effective_half_life_seconds(kind, decay_class, quality, dream_validated, bloodstain)
     return retention(ticks_to_seconds(now_tick - last_accessed_tick, tick_seconds), half_life, strength)
+
+
+def replay_gain(
+    pnl_impact: float | None, prediction_error: float, pnl_scale: float = PNL_HALF_SATURATION_USD
+) -> float:
+    """The gain term of Mattar–Daw replay utility (dream.py), stored on every episode when it is written:
+    gain ∈ [0, 1] = 1 − (1 − g_pnl)(1 − g_surprise) — either a big P&L or a big surprise is enough."""
+    if pnl_scale <= 0:
+        raise ValueError(f"pnl_scale must be > 0, got {pnl_scale}")
+    pnl = abs(pnl_impact) if pnl_impact is not None else 0.0
+    g_pnl = pnl / (pnl + pnl_scale)
+    g_surprise = min(1.0, max(0.0, prediction_error))
+    return 1.0 - (1.0 - g_pnl) * (1.0 - g_surprise)

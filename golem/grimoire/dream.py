@@ -6,7 +6,8 @@ heartbeat §S6: "NREM replay selects episodes by utility = gain * need"):
     U(e) = gain(e) × need(e)
 
 - gain: |P&L| normalised to [0, 1] (the spec's term), combined with the tick's prediction error,
-  since a surprising tick teaches something even when it moved no money.
+  since a surprising tick teaches something even when it moved no money (`decay.replay_gain`: every
+  episode stores it when written, so it lives below the episode model).
 - need: how likely the situation is to come back. The spec writes 1 / time_since_replayed but also
   says fresh high-impact episodes should win and old ones "gradually yield"; we use the episode's
   current retention (decay.py), which is exactly that recency-weighted, strength-aware quantity.
@@ -22,25 +23,16 @@ from collections import defaultdict
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.decay import DREAM_STRENGTH_INCREMENT, EntryKind, retention_at_tick
-from golem.grimoire.episodes import DEFAULT_TICK_SECONDS, Episode, EpisodeStore
+from golem.grimoire.decay import (
+    DEFAULT_TICK_SECONDS,
+    DREAM_STRENGTH_INCREMENT,
+    EntryKind,
+    replay_gain,
+    retention_at_tick,
+)
+from golem.grimoire.episode_model import Episode
+from golem.grimoire.episodes import EpisodeStore
 from golem.grimoire.heuristics import MIN_PATTERN_SUPPORT, HeuristicStore, derive_heuristics_from_episodes
-
-# |P&L| that maps to gain 0.5. Our choice (not the spec's): saturating |x| / (|x| + s) keeps gain in
-# [0, 1) per episode without needing the whole population, so the value can be stored at write time.
-PNL_HALF_SATURATION_USD = 10.0
-
-
-def replay_gain(
-    pnl_impact: float | None, prediction_error: float, pnl_scale: float = PNL_HALF_SATURATION_USD
-) -> float:
-    """gain ∈ [0, 1]: 1 − (1 − g_pnl)(1 − g_surprise) — either a big P&L or a big surprise is enough."""
-    if pnl_scale <= 0:
-        raise ValueError(f"pnl_scale must be > 0, got {pnl_scale}")
-    pnl = abs(pnl_impact) if pnl_impact is not None else 0.0
-    g_pnl = pnl / (pnl + pnl_scale)
-    g_surprise = min(1.0, max(0.0, prediction_error))
-    return 1.0 - (1.0 - g_pnl) * (1.0 - g_surprise)
 
 
 def replay_need(ep: Episode, now_tick: int | None = None, tick_seconds: float = DEFAULT_TICK_SECONDS) -> float:

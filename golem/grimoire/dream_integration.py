@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from golem.grimoire.admission import AdmissionAction, admit
-from golem.grimoire.episodes import Episode
+from golem.grimoire.episode_model import Episode
 from golem.grimoire.heuristics import GLOBAL_SCOPE, HeuristicStore
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
 from golem.grimoire.staging import (

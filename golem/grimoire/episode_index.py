@@ -31,7 +31,7 @@ from golem.grimoire.entry_index import summary_terms
 # what retrieval scores an episode with, besides id, tick, summary and vector
 SCALARS = ("tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
            "dream_validated", "pnl_impact", "emotional_tag")
-MAX_ROWS = 250_000  # ours: 250k × 256 float32 = 256 MB; beyond it the ANN index (retrieval.ANN_MIN_ROWS) serves
+MAX_ROWS = 250_000  # ours: 250k × 256 float32 = 256 MB; beyond it the ANN index (lance_index.ANN_MIN_ROWS) serves
 
 
 @dataclass
@@ -194,3 +194,20 @@ def note_merge(store, data, before: int, after: int) -> None:
                 idx.scalars[c].append(values[c][k])
         _postings([summaries[k] for k in new], n, into=idx.postings)
         _CACHE[key] = replace(idx, version=after, n=n + len(new), tick_buf=tick_buf, vec_buf=vec_buf)
+
+
+def refresh(store) -> None:
+    """The store's upkeep (compaction, index fold-in, cleanup) made new versions of the same rows: when this process
+    keeps an index for it, rebuild it now, in the writer's thread, so the next query does not pay for the build."""
+    key = str(store.path)
+    with _LOCK:
+        cached = key in _CACHE
+    if not cached:
+        return
+    if store.table.count_rows() > MAX_ROWS:
+        with _LOCK:
+            _CACHE.pop(key, None)
+        return
+    idx = build(store.table)
+    with _LOCK:
+        _CACHE[key] = idx

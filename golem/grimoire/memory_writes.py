@@ -9,14 +9,8 @@ from __future__ import annotations
 
 import json
 
-from golem.grimoire.episodes import (
-    Episode,
-    EpisodeOutcome,
-    EpisodeStore,
-    EpisodeType,
-    Importance,
-    episode_from_record,
-)
+from golem.grimoire.episode_model import Episode, EpisodeOutcome, EpisodeType, Importance, episode_from_record
+from golem.grimoire.episodes import EpisodeStore
 from golem.models.record import DecisionCycleRecord
 from golem.models.tick import TickContext
 

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
-from golem.grimoire.lance import lance_session
+from golem.grimoire.lance import DEFAULT_RETENTION, UpkeepCadence, VersionRetention, lance_session, optimize
 from golem.grimoire.decay import (
     DREAM_STRENGTH_INCREMENT,
     LIVE_STRENGTH_INCREMENT,
@@ -53,7 +53,9 @@ from golem.grimoire.embeddings import (
     vector_fields,
 )
 from golem.grimoire.guard import WriteGuard
+from golem.grimoire.lance_index import ensure_fts, has_fts
 from golem.grimoire.regimes import normalise_regime
+from golem.grimoire.semantic_migrations import migrate
 from golem.storage import connect, immediate_tx
 
 SEMANTIC_TABLE = "semantic"
@@ -180,186 +182,6 @@ class GrimoireEntry(BaseModel):
         return effective_confidence(self.confidence, self.retention)
 
 
-# ---- schema and migrations ----------------------------------------------------------------------
-# Each migration moves the file from version i to i+1; opening an older file runs the missing ones
-# in order, in one transaction each, so existing rows survive (issue 6: "migrations that keep data").
-_MIGRATIONS: list[str] = [
-    # v1: the original table (spec "GrimoireEntry Schema") before the Rev. 4 lifecycle columns.
-    """
-    CREATE TABLE grimoire_entries (
-        id TEXT PRIMARY KEY,
-        category TEXT NOT NULL,
-        content TEXT NOT NULL,
-        confidence REAL NOT NULL,
-        quality_score REAL NOT NULL,
-        validated_count INTEGER NOT NULL DEFAULT 0,
-        contradicted_count INTEGER NOT NULL DEFAULT 0,
-        decay_class TEXT NOT NULL,
-        market_regime TEXT,
-        valid_from INTEGER NOT NULL DEFAULT 0,
-        valid_until INTEGER,
-        parent_episode_ids TEXT NOT NULL DEFAULT '[]',
-        tags TEXT NOT NULL DEFAULT '[]',
-        provenance TEXT NOT NULL,
-        source TEXT NOT NULL,
-        emotional_tag TEXT,
-        created_tick INTEGER NOT NULL DEFAULT 0
-    );
-    """,
-    # v2: revisions Rev. 4 ALTER TABLEs (strength, last_accessed, consecutive_low_confidence) + ours.
-    """
-    ALTER TABLE grimoire_entries ADD COLUMN strength REAL NOT NULL DEFAULT 1;
-    ALTER TABLE grimoire_entries ADD COLUMN last_accessed_at INTEGER;
-    ALTER TABLE grimoire_entries ADD COLUMN consecutive_low_confidence INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE grimoire_entries ADD COLUMN dream_validated INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE grimoire_entries ADD COLUMN retention REAL NOT NULL DEFAULT 1.0;
-    ALTER TABLE grimoire_entries ADD COLUMN access_count INTEGER NOT NULL DEFAULT 0;
-    UPDATE grimoire_entries SET last_accessed_at = created_tick WHERE last_accessed_at IS NULL;
-    """,
-    # v3: FTS5 over content, quarantine, cold storage, logs for the Rev. 12 metrics.
-    """
-    CREATE VIRTUAL TABLE grimoire_fts USING fts5(content, content='grimoire_entries', content_rowid='rowid');
-    INSERT INTO grimoire_fts(rowid, content) SELECT rowid, content FROM grimoire_entries;
-    CREATE TRIGGER grimoire_ai AFTER INSERT ON grimoire_entries BEGIN
-        INSERT INTO grimoire_fts(rowid, content) VALUES (new.rowid, new.content);
-    END;
-    CREATE TRIGGER grimoire_ad AFTER DELETE ON grimoire_entries BEGIN
-        INSERT INTO grimoire_fts(grimoire_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
-    END;
-    CREATE TRIGGER grimoire_au AFTER UPDATE OF content ON grimoire_entries BEGIN
-        INSERT INTO grimoire_fts(grimoire_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
-        INSERT INTO grimoire_fts(rowid, content) VALUES (new.rowid, new.content);
-    END;
-    CREATE TABLE quarantined_entries (
-        id TEXT PRIMARY KEY,
-        entry TEXT NOT NULL,            -- the candidate GrimoireEntry as JSON
-        reason TEXT NOT NULL,
-        conflicts_with TEXT NOT NULL,   -- JSON list of entry ids
-        quarantined_tick INTEGER NOT NULL,
-        reviewed INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE TABLE cold_entries (
-        id TEXT PRIMARY KEY,
-        entry TEXT NOT NULL,
-        archived_tick INTEGER NOT NULL
-    );
-    CREATE TABLE admission_log (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        tick INTEGER NOT NULL,
-        category TEXT NOT NULL,
-        action TEXT NOT NULL,           -- admitted | admitted_low | merged | rejected | quarantined | skipped
-        score REAL NOT NULL,
-        entry_id TEXT
-    );
-    CREATE TABLE retrieval_log (
-        tick INTEGER PRIMARY KEY,
-        retrieved INTEGER NOT NULL,
-        hits INTEGER NOT NULL,
-        abstained INTEGER NOT NULL
-    );
-    CREATE INDEX idx_entries_category ON grimoire_entries(category);
-    """,
-    # v4: causal graph (grimoire "SQLite Causal Graph") and the bi-temporal knowledge graph.
-    """
-    CREATE TABLE causal_edges (
-        source_id TEXT NOT NULL,
-        target_id TEXT NOT NULL,
-        weight REAL NOT NULL DEFAULT 1.0,
-        evidence INTEGER NOT NULL DEFAULT 1,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        PRIMARY KEY (source_id, target_id)
-    );
-    CREATE TABLE kg_facts (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        fact_id TEXT NOT NULL,
-        subject TEXT NOT NULL,
-        predicate TEXT NOT NULL,
-        object TEXT NOT NULL,
-        confidence REAL NOT NULL,
-        valid_from INTEGER NOT NULL,     -- block the fact became true
-        valid_until INTEGER,             -- block it stopped being true (NULL = still true)
-        tx_from INTEGER NOT NULL,        -- tick this version was recorded
-        tx_until INTEGER                 -- tick this version was replaced (NULL = current knowledge)
-    );
-    CREATE INDEX idx_kg_subject ON kg_facts(subject);
-    CREATE INDEX idx_kg_object ON kg_facts(object);
-    """,
-    # v5: ledger of imported causal edges, keyed by the stable edge id, so re-importing a file is a no-op.
-    """
-    CREATE TABLE imported_edges (
-        edge_id TEXT NOT NULL,
-        origin TEXT NOT NULL,            -- golem id of the export it came from
-        imported_tick INTEGER NOT NULL,
-        PRIMARY KEY (edge_id, origin)
-    );
-    """,
-    # v6: quarantine review (ours, issue 6): a quarantined candidate is re-examined at every Curator cycle and
-    # released or dropped; its row stays either way (the audit), and `reviewed` = 1 once it is resolved.
-    """
-    ALTER TABLE quarantined_entries ADD COLUMN status TEXT NOT NULL DEFAULT 'pending';  -- pending|released|dropped
-    ALTER TABLE quarantined_entries ADD COLUMN review_cycles INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE quarantined_entries ADD COLUMN last_reviewed_tick INTEGER;
-    ALTER TABLE quarantined_entries ADD COLUMN resolved_tick INTEGER;
-    ALTER TABLE quarantined_entries ADD COLUMN resolution TEXT;         -- why it was released or dropped
-    ALTER TABLE quarantined_entries ADD COLUMN admission_action TEXT;   -- what admit() did on release
-    ALTER TABLE quarantined_entries ADD COLUMN entry_id TEXT;           -- the entry it became or merged into
-    CREATE INDEX idx_quarantine_status ON quarantined_entries(status);
-    """,
-    # v7: a change counter over what retrieval's in-memory entry index holds (ours, issue 15: entry_index.py), so
-    # a query checks one row instead of scanning the table; access bookkeeping (mark_accessed) does not count.
-    """
-    CREATE TABLE entry_changes (n INTEGER NOT NULL);
-    INSERT INTO entry_changes VALUES (0);
-    CREATE TRIGGER entry_changes_ai AFTER INSERT ON grimoire_entries BEGIN
-        UPDATE entry_changes SET n = n + 1;
-    END;
-    CREATE TRIGGER entry_changes_ad AFTER DELETE ON grimoire_entries BEGIN
-        UPDATE entry_changes SET n = n + 1;
-    END;
-    CREATE TRIGGER entry_changes_au AFTER UPDATE OF content, tags, category, valid_from, valid_until, created_tick
-        ON grimoire_entries BEGIN
-        UPDATE entry_changes SET n = n + 1;
-    END;
-    """,
-]
-SCHEMA_VERSION = len(_MIGRATIONS)
-
-
-def migrate(path: Path) -> int:
-    """Bring the SQLite file at `path` to SCHEMA_VERSION; returns the version it started at."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with immediate_tx(path) as db:
-        db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        start = int(row[0] or 0)
-        if start > SCHEMA_VERSION:
-            raise ValueError(
-                f"{path} has schema version {start}, newer than this code's {SCHEMA_VERSION}; upgrade golem"
-            )
-        for version in range(start, SCHEMA_VERSION):
-            for stmt in _split_sql(_MIGRATIONS[version]):
-                db.execute(stmt)
-            db.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
-    return start
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a migration into statements, keeping trigger bodies (BEGIN … END;) whole."""
-    out: list[str] = []
-    buf = ""
-    for line in script.splitlines(keepends=True):
-        buf += line
-        if sqlite3.complete_statement(buf):
-            if buf.strip():
-                out.append(buf.strip())
-            buf = ""
-    if buf.strip():
-        raise ValueError(f"incomplete SQL statement in migration: {buf.strip()[:80]}")
-    return out
-
-
 _JSON_COLS = ("parent_episode_ids", "tags", "source", "emotional_tag")
 _COLUMNS = [name for name in GrimoireEntry.model_fields]
 
@@ -401,15 +223,16 @@ def mirror_schema(ident: EmbeddingIdentity) -> pa.Schema:
     )
 
 
-class SemanticStore:
+class SemanticStore(UpkeepCadence):
     """GrimoireEntry store: SQLite at `db_path`, LanceDB mirror at `lance_path`.
 
     `guard` and `on_model_switch` as for EpisodeStore (episodes.py): the write pause of the grimoire folder
     holding `lance_path`, and "reembed" | "error" | "ignore" when the mirror was embedded with another model.
+    `retention`: which mirror versions cleanup keeps, and after how many mirror writes it runs (lance.py).
     """
 
     def __init__(self, db_path: Path, lance_path: Path, embedder: Embedder, *, guard: WriteGuard | None = None,
-                 on_model_switch: str = "reembed") -> None:
+                 on_model_switch: str = "reembed", retention: VersionRetention = DEFAULT_RETENTION) -> None:
         if on_model_switch not in ("reembed", "error", "ignore"):
             raise ValueError(f"on_model_switch must be reembed, error or ignore, got {on_model_switch!r}")
         self.db_path = Path(db_path)
@@ -417,6 +240,7 @@ class SemanticStore:
         self.embedder = embedder
         self.identity = identity_of(embedder)
         self.guard = guard if guard is not None else WriteGuard(self.lance_path.parent)
+        self.retention = retention
         migrate(self.db_path)
         self.lance_path.mkdir(parents=True, exist_ok=True)
         self._db = lancedb.connect(str(self.lance_path), read_consistency_interval=timedelta(0),
@@ -501,6 +325,21 @@ class SemanticStore:
             vectors = self.embedder.embed([e.content for e in entries])
         self.table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
             self._mirror_table(entries, vectors))
+        self._wrote()
+
+    def _delete_mirror(self, ids: list[str]) -> None:
+        if ids:
+            self.table.delete("id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in ids) + ")")
+            self._wrote()
+
+    def __repr__(self) -> str:
+        return f"semantic mirror at {self.lance_path}"
+
+    def upkeep(self) -> None:
+        """Compact the mirror, fold new rows into its FTS index, drop the versions `retention` does not keep (also run
+        by the delta cycle's upkeep.maintain)."""
+        self._writes = 0
+        optimize(self.table, self.retention)
 
     # ---- writes --------------------------------------------------------------------------------
     def put_many(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
@@ -656,6 +495,12 @@ class SemanticStore:
         with closing(self._conn()) as db:
             return int(db.execute(sql).fetchone()[0])
 
+    def mean_quality(self) -> float | None:
+        """Mean quality score of the entries in force (rev. 12 "Average quality score"; None when there are none)."""
+        with closing(self._conn()) as db:
+            row = db.execute("SELECT AVG(quality_score) FROM grimoire_entries WHERE valid_until IS NULL").fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
     def change_count(self) -> int:
         """Bumped by every insert, delete, or change of what the retrieval index holds (content, tags, category,
         valid and record times); not by access bookkeeping."""
@@ -788,8 +633,7 @@ class SemanticStore:
             for e in archived:
                 db.execute("INSERT OR REPLACE INTO cold_entries VALUES (?, ?, ?)", (e.id, e.model_dump_json(), now_tick))
                 db.execute("DELETE FROM grimoire_entries WHERE id = ?", (e.id,))
-        if archived:
-            self.table.delete("id IN (" + ", ".join("'" + e.id.replace("'", "''") + "'" for e in archived) + ")")
+        self._delete_mirror([e.id for e in archived])
         return {"scanned": len(entries), "archived": len(archived),
                 "low": sum(1 for e in updated if e.consecutive_low_confidence)}
 
@@ -807,7 +651,7 @@ class SemanticStore:
         reconciled, the queue is flushed, then the pause is lifted. Returns the number of entries embedded."""
         with self.guard.holding("reembed-semantic", {"model": self.identity.as_dict()}, self.flush_pending,
                                 enabled=hold):
-            had_fts = any("content" in i.columns and i.index_type == "FTS" for i in self.table.list_indices())
+            had_fts = has_fts(self.table, "content")
             entries = self.all(include_inactive=True)
             vectors = embed_batched(self.embedder, [e.content for e in entries], MIRROR_BATCH)
             self.table = self._db.create_table(SEMANTIC_TABLE, data=self._mirror_table(entries, vectors),
@@ -816,12 +660,8 @@ class SemanticStore:
             built = {e.id: e.content for e in entries}
             now = self.all(include_inactive=True)
             self._write_mirror([e for e in now if built.get(e.id) != e.content])
-            gone = set(built) - {e.id for e in now}
-            if gone:
-                self.table.delete("id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in gone) + ")")
+            self._delete_mirror(sorted(set(built) - {e.id for e in now}))
             if had_fts and self.table.count_rows():
-                from golem.grimoire.retrieval import ensure_fts  # retrieval imports this module
-
                 ensure_fts(self.table, "content")  # an overwrite drops the table's indexes
         return len(entries)
 
@@ -835,9 +675,7 @@ class SemanticStore:
             chunk = rows[i:i + MIRROR_BATCH]
             entries = self.get_many([r["id"] for r in chunk])
             self._write_mirror(list(entries.values()))
-            gone = [r["id"] for r in chunk if r["id"] not in entries]
-            if gone:
-                self.table.delete("id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in gone) + ")")
+            self._delete_mirror([r["id"] for r in chunk if r["id"] not in entries])
             self.guard.ack([r["seq"] for r in chunk])
         return len(rows)
 

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from contextlib import closing
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from golem.grimoire.graph import TOPOLOGY_MAX_HOPS, KnowledgeGraph, modifier_for_hops
+from golem.layout import DataLayout
 from golem.models.observation import Anomaly, ChainSnapshot
 
 log = logging.getLogger("golem.topology")
@@ -328,3 +331,56 @@ def assert_llm_facts(kg: KnowledgeGraph, proposals: list[tuple[str, str, str]], 
     out.refused += [f"fact {i}: more than {MAX_LLM_FACTS} facts in one tick; ignored"
                     for i in range(MAX_LLM_FACTS, len(proposals))]
     return out
+
+
+# ---- the owner's report (`golem grimoire topology`, read-only) ----------------------------------
+def address_labels(data_dir: Path) -> dict[str, str]:
+    """address (lower case) → address-book key, e.g. AAVE_POOL, WETH, from <data>/deployment.json; {} without one."""
+    from golem.chain.contracts import Deployment, DeploymentError  # web3: only when a report is asked for
+
+    path = DataLayout(data_dir).deployment
+    if not path.is_file():
+        return {}
+    try:
+        dep = Deployment.load(path)
+    except DeploymentError:
+        return {}
+    return {addr.lower(): key for key, addr in dep.addresses.items()}
+
+
+def _label(entity: str, labels: dict[str, str]) -> str:
+    return labels.get(entity.partition(":")[2].lower(), "")
+
+
+def topology_report(db_path: Path, golem_id: str, block: int | None, labels: dict[str, str]) -> dict:
+    """The facts true at `block` (default: the newest block the graph has seen), the golem's positions and every
+    entity within TOPOLOGY_MAX_HOPS of them with its hop distance and curiosity modifier, as a dict (what
+    `golem grimoire topology --json` prints). Reads the SQLite file only. Raises ValueError with the fix when
+    there is nothing to read."""
+    db_path = Path(db_path)
+    if not db_path.is_file():
+        raise ValueError(f"{db_path} does not exist: no knowledge graph yet (start the golem, or pass --data)")
+    try:
+        with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
+            seen = [b for b in db.execute("SELECT MAX(valid_from), MAX(valid_until) FROM kg_facts").fetchone()
+                    if b is not None]
+    except sqlite3.OperationalError as err:
+        raise ValueError(f"{db_path} has no knowledge graph table ({err}): let the golem run a tick first") from None
+    if block is None:
+        if not seen:
+            raise ValueError(f"the knowledge graph in {db_path} is empty: let the golem observe a tick first")
+        block = int(max(seen))
+    if block < 0:
+        raise ValueError(f"--block must be >= 0, got {block}")
+    kg = KnowledgeGraph(db_path)
+    positions = golem_positions(kg, golem_id, block)
+    hops = kg.distances_from(positions, TOPOLOGY_MAX_HOPS, block) if positions else {}
+    return {
+        "golem_id": golem_id,
+        "block": block,
+        "positions": [{"entity": p, "label": _label(p, labels)} for p in positions],
+        "facts": [f.model_dump() | {"subject_label": _label(f.subject, labels),
+                                    "object_label": _label(f.object, labels)} for f in kg.facts_at_block(block)],
+        "reachable": [{"entity": e, "label": _label(e, labels), "hops": h, "modifier": modifier_for_hops(h)}
+                      for e, h in sorted(hops.items(), key=lambda kv: (kv[1], kv[0]))],
+    }

@@ -4,7 +4,7 @@ Format (one JSON object per line, UTF-8):
 
     {"kind": "header", "format": "golem-grimoire", "version": 1, "golem_id": "demo", "tick": 420,
      "embedder": {"model": "wordllama-l2_supercat-256", "version": "0.4.0.post1+64b47a2dc493", "dim": 256}}
-    {"kind": "episode", ...every Episode field (golem/grimoire/episodes.py): id, golem_id, tick, created_at, regime,
+    {"kind": "episode", ...every Episode field (golem/grimoire/episode_model.py): id, golem_id, tick, created_at, regime,
      tier, summary (the spec's text), prediction_error, actions, pnl_impact, outcome_verified, utility, confidence,
      strength, decay_class, quality, last_accessed_tick, retention, access_count, strategy, dream_validated,
      last_replayed_tick, episode_type, tool, outcome, chain, token_pair, timestamp_ms, importance, consolidated,
@@ -35,7 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from golem.grimoire.embeddings import identity_of
-from golem.grimoire.episodes import Episode, EpisodeStore
+from golem.grimoire.episode_model import Episode
+from golem.grimoire.episodes import EpisodeStore
 from golem.grimoire.graph import CausalGraph, edge_id
 from golem.grimoire.semantic import GrimoireEntry, Provenance, SemanticStore
 

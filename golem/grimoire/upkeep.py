@@ -2,17 +2,20 @@
 
 LanceDB leaves new rows outside the FTS index until `optimize()` folds them in, and every write makes a
 table version; `maintain` (the delta cycle's step) runs optimize = compaction + index update + version
-cleanup on both tables, so neither the unindexed tail nor the version list grows without bound.
+cleanup on both tables, so neither the unindexed tail nor the version list grows without bound. The stores also
+run that upkeep themselves every `retention.every_writes` of their writes, and keep versions by count as well as by
+age (lance.VersionRetention).
 """
 
 from __future__ import annotations
 
 from contextlib import closing
-from datetime import timedelta
 from typing import Any
 
+from golem.grimoire import episode_index
 from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.retrieval import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
+from golem.grimoire.lance import optimize
+from golem.grimoire.lance_index import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
 from golem.grimoire.semantic import EntryType, SemanticStore
 from golem.storage import connect
 
@@ -37,23 +40,23 @@ def table_stats(table, text_column: str) -> dict[str, Any]:
     }
 
 
-def maintain(episodes: EpisodeStore, semantic: SemanticStore | None,
-             keep_versions_newer_than: timedelta = timedelta(minutes=10)) -> dict[str, Any]:
-    """Delta-cycle upkeep: ensure FTS indexes, fold new rows in, compact, drop old versions.
-
-    Versions younger than `keep_versions_newer_than` survive so a concurrent reader is never cut off.
+def maintain(episodes: EpisodeStore, semantic: SemanticStore | None) -> dict[str, Any]:
+    """Delta-cycle upkeep: ensure FTS indexes, fold new rows in, compact, drop the versions each store's retention
+    does not keep (the newest few and the last minute's survive, so a reader on one is never cut off).
     Returns before/after stats per table.
     """
     out: dict[str, Any] = {}
-    for name, table, col in [("episodes", episodes.table, "summary"),
-                             *([("semantic", semantic.table, "content")] if semantic is not None else [])]:
+    for name, store, col in [("episodes", episodes, "summary"),
+                             *([("semantic", semantic, "content")] if semantic is not None else [])]:
+        table = store.table
         before = table_stats(table, col)
         ensure_fts(table, col)
         if table.count_rows():
-            table.optimize(cleanup_older_than=keep_versions_newer_than)  # also folds new rows into the ANN index
+            optimize(table, store.retention)  # also folds new rows into the ANN index
             if table.count_rows() >= ANN_MIN_ROWS and vector_index(table) is None:
                 build_ann_index(table)  # exact scans get slow past ~50k rows (bench/grimoire.py --big)
         out[name] = {"before": before, "after": table_stats(table, col)}
+    episode_index.refresh(episodes)  # new versions of the same rows: rebuilt here, not in the next tick's query
     return out
 
 

@@ -146,7 +146,7 @@ async def run_after_turn(registry: ExtensionRegistry, ctx: AfterTurn, handlers: 
 
 async def after_turn_in_reflect(services, record: DecisionCycleRecord, state: GolemState, config: GolemConfig, *,
                                 proposed: list, reflexion, regime_changed: bool,
-                                emit: Callable[[DecisionCycleRecord], None]) -> tuple[AfterTurn, str, str]:
+                                emit: Callable[[DecisionCycleRecord], object]) -> tuple[AfterTurn, str, str]:
     """Step 9's after_turn with the worker's stores: memory writes the tick's episode (tagged with the daimon's
     PAD octant) and learns from the outcome, cybernetics tunes the context policy, telemetry persists the record
     and emits its events. Returns (the folded context, the record's path, the episode id)."""

@@ -16,6 +16,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from golem.cognition.learned_gating import INHERITANCE_FILE as GATING_FILE  # what `golem gating import` stages
 from golem.errors import UserError
 from golem.layout import DataLayout
 from golem.life.legacy import Legacy, legacy_dir
@@ -23,7 +24,6 @@ from golem.life.lifespan import born
 from golem.models.config import GolemConfig
 from golem.models.life import LifeState
 
-GATING_FILE = "gating-inheritance.json"  # golem.cognition.learned_gating.INHERITANCE_FILE
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")  # [golem] id
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -112,7 +113,7 @@ class InferenceSection(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _drop_retired_keys(cls, data):
+    def _drop_retired_keys(cls, data: Any) -> Any:
         """`heartbeat_seconds` is no longer read (issue 13: activities heartbeat at their boundary); configs,
         workflow inputs and histories written before still decode, the key is dropped."""
         if isinstance(data, dict) and "heartbeat_seconds" in data:
@@ -287,7 +288,7 @@ class GolemConfig(BaseModel):
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)
 
 
-def read_config_table(path: str | Path) -> dict:
+def read_config_table(path: str | Path) -> dict[str, Any]:
     """golem.toml as a TOML table, its relative paths (golem.home, chain.address_book) resolved against the
     file's folder, not yet validated: what `golem config apply` sends and the workflow's validator checks."""
     p = Path(path)
@@ -304,12 +305,12 @@ def read_config_table(path: str | Path) -> dict:
             golem["home"] = str((p.parent / home).resolve())
     chain = raw.get("chain")
     book = chain.get("address_book") if isinstance(chain, dict) else None
-    if isinstance(book, str) and book != "embedded" and not Path(book).is_absolute():
+    if isinstance(chain, dict) and isinstance(book, str) and book != "embedded" and not Path(book).is_absolute():
         chain["address_book"] = str((p.parent / book).resolve())
     return raw
 
 
-def parse_config_table(raw: dict, source: str = "golem.toml") -> GolemConfig:
+def parse_config_table(raw: dict[str, Any], source: str = "golem.toml") -> GolemConfig:
     """Validate a golem.toml table; the error names every bad key ([section.key]) and the fix."""
     try:
         return GolemConfig.model_validate(raw)

@@ -67,7 +67,7 @@ class GolemStatus(BaseModel):
     rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)
     failed_ticks: list[int] = Field(default_factory=list)
     run_ticks: int = 0  # ticks in this run (before continue-as-new)
-    decision_cache: dict = Field(default_factory=dict)  # §S11 lookups, hits, hit_rate, entries, invalidations
+    decision_cache: dict[str, Any] = Field(default_factory=dict)  # §S11 lookups, hits, hit_rate, entries, invalidations
     learned_gating_active: bool = False  # past the cold start: Hedge + Thompson choose the tier
     config_version: str = ""  # the config version the golem runs on ("" = started before versions existed)
     chain: ChainHealth = Field(default_factory=ChainHealth)  # RPC health: last good read, errors in a row, alert
@@ -90,7 +90,7 @@ class GolemStatus(BaseModel):
     emotion: str | None = None
     somatic_markers: int = 0
     dying: str | None = None  # the death cause once death is triggered
-    certificate: dict | None = None  # the DeathCertificate once dead
+    certificate: dict[str, Any] | None = None  # the DeathCertificate once dead
 
 
 class ConsolidationInput(BaseModel):
@@ -156,13 +156,13 @@ class ConsolidationResult(BaseModel):
     playbook_revision: int | None = None
     playbook_path: str = ""
     followups_delivered: list[str] = Field(default_factory=list)
-    embedding_drift: dict = Field(default_factory=dict)  # rev. 8 drift check: status, max distance, nn stability
+    embedding_drift: dict[str, Any] = Field(default_factory=dict)  # rev. 8 drift check: status, max distance, nn stability
     admission: AdmissionStats = Field(default_factory=AdmissionStats)
     quarantine_review: QuarantineReviewStats = Field(default_factory=QuarantineReviewStats)
     inference_cost_usd: float = 0.0  # future-utility calls; GolemWorkflow adds it to the daily spend
-    retention: dict = Field(default_factory=dict)  # [retention]: what was compacted into daily archives
+    retention: dict[str, Any] = Field(default_factory=dict)  # [retention]: what was compacted into daily archives
     # issue 16: the ExpeL Curator's operations (ADD/UPVOTE/DOWNVOTE/EDIT/REFUSED), focus, demoted and retired ids
-    curator: dict = Field(default_factory=dict)
+    curator: dict[str, Any] = Field(default_factory=dict)
 
 
 class DeltaStep(BaseModel):

@@ -237,7 +237,7 @@ class DecisionCycleRecord(BaseModel):
     @model_serializer(mode="wrap")
     def _omit_unmeasured(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         """A field whose system does not exist yet is left out of the record, not written as null."""
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         for name in UNMEASURED_FIELDS:
             if data.get(name, 0) is None:
                 del data[name]

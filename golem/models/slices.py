@@ -7,7 +7,8 @@ up as a failing test naming the list to extend, never as a silently defaulted va
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -27,7 +28,7 @@ def slice_class(model: type[M]) -> type[M]:
         return _CLASSES[model]
     names = frozenset(model.model_fields)
 
-    def __getattribute__(self, name: str):
+    def __getattribute__(self: BaseModel, name: str) -> Any:
         if name in names:
             private = object.__getattribute__(self, "__pydantic_private__") or {}
             fields = private.get("_slice_fields")
@@ -45,14 +46,14 @@ def slice_class(model: type[M]) -> type[M]:
 TAIL = "[-1:]"  # "<list field>[-1:]" in a slice: only the newest element, and the field itself unreadable
 
 
-def tail_fields(fields) -> dict[str, bool]:
+def tail_fields(fields: Iterable[str]) -> dict[str, bool]:
     """{field name: whether only its last element is in the slice}."""
     return {f.removesuffix(TAIL): f.endswith(TAIL) for f in fields}
 
 
-def slice_dump(data: dict, fields) -> dict:
+def slice_dump(data: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
     """The slice of a model's dumped dict: only `fields`, a tail field cut to its newest element."""
-    out = {}
+    out: dict[str, Any] = {}
     for name, tail in tail_fields(fields).items():
         if name in data:
             out[name] = data[name][-1:] if tail and isinstance(data[name], list) else data[name]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from golem.models.enums import BehavioralPhase, HeartbeatState, MarketRegime, Tier
@@ -278,7 +280,7 @@ class GolemState(BaseModel):
     # The cache itself lives on the worker (golem.cognition.decision_cache.DecisionCacheStore, issue 12); this
     # field only holds what a state from before that carried, cleared at the first tick that reports stats.
     decision_cache: DecisionCacheState = Field(default_factory=DecisionCacheState)
-    decision_cache_stats: dict = Field(default_factory=dict)  # hit_rate_report after the last decide
+    decision_cache_stats: dict[str, Any] = Field(default_factory=dict)  # hit_rate_report after the last decide
     tick_queue: TickQueue = Field(default_factory=TickQueue)
     chain: ChainHealth = Field(default_factory=ChainHealth)
     # The owner's stop buttons (issue 19; Freqtrade's /stopentry, /stop): paused = no new ticks, state kept;

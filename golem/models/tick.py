@@ -7,9 +7,9 @@ without breaking running workflows. Nothing here may carry a key.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, field_serializer, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_serializer, model_serializer
 
 from golem.ids import task_queue
 from golem.models.config import GolemConfig
@@ -27,6 +27,22 @@ from golem.models.record import (
 )
 from golem.models.slices import slice_dump
 from golem.models.state import DecisionCacheState, GatingDecision, GolemState, LifeUpdate, slice_fields
+
+
+T = TypeVar("T")
+
+
+class IncompleteInput(ValueError):
+    """A lean input used before the worker made it whole (a field it names by reference still unread)."""
+
+
+def whole(value: T | None, what: str) -> T:
+    """A lean input's field (issue 12) once the worker has made the input whole: the config by version, results
+    by reference. None here means the worker skipped that, which is a bug: it says which field."""
+    if value is None:
+        raise IncompleteInput(f"{what} is not on this input and was not read back (a lean input used before "
+                              f"the worker made it whole)")
+    return value
 
 
 class TickContext(BaseModel):
@@ -66,7 +82,7 @@ class TickContext(BaseModel):
         return sorted(slice_fields(self.state_slice)) if self.state_slice else []
 
     @field_serializer("state", mode="wrap")
-    def _only_the_slice(self, state, handler):
+    def _only_the_slice(self, state: GolemState, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(state)
         fields = self.slice_field_names
         if fields and isinstance(data, dict):
@@ -76,6 +92,11 @@ class TickContext(BaseModel):
     @property
     def task_queue(self) -> str:
         return task_queue(self.golem_id)
+
+    @property
+    def cfg(self) -> GolemConfig:
+        """The config of a whole context (a lean one gets it from its version on the worker)."""
+        return whole(self.config, "ctx.config")
 
     @property
     def step_timeout(self) -> float:
@@ -135,7 +156,7 @@ class StepInput(BaseModel):
     refs: dict[str, str] = Field(default_factory=dict)  # field → activity type whose result it is (issue 12)
 
     @model_serializer(mode="wrap")
-    def _without_refs(self, handler):
+    def _without_refs(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
         if self.refs and isinstance(data, dict):
             for name in self.refs:
@@ -143,7 +164,7 @@ class StepInput(BaseModel):
         return data
 
     @field_serializer("observation", mode="wrap", check_fields=False)
-    def _only_the_slice(self, observation, handler):
+    def _only_the_slice(self, observation: Observation | None, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(observation)
         if self.observation_fields and isinstance(data, dict):
             return {k: v for k, v in data.items() if k in self.observation_fields}

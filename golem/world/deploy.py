@@ -26,6 +26,7 @@ from web3 import Web3
 from golem.chain.contracts import FEED_DECIMALS, PAIRS, TOKEN_DECIMALS, TOKEN_SYMBOLS, Deployment
 from golem.world import protocols
 from golem.world.compile import ARTIFACTS_DIR
+from golem.world.devchain import ANVIL_ADDRESSES, ANVIL_CHAIN_ID, ANVIL_KEYS
 
 ORACLE_START_PRICE = 2000  # USD per WETH at genesis (the feed's first round)
 POOL_SEED_WETH = 500  # each Uniswap V2 pair starts with 500 WETH against 1,000,000 of the stable
@@ -381,7 +382,6 @@ def deploy_world(
 def main(argv: list[str] | None = None) -> int:
     """`python -m golem.world.deploy --rpc URL --out deployment.json` (dev keys only on chain 31337)."""
     from golem.chain.web3client import make_web3
-    from infra.anvil import ANVIL_ADDRESSES, ANVIL_CHAIN_ID, ANVIL_KEYS
 
     parser = argparse.ArgumentParser(description="Deploy and seed the Golem dev world.")
     parser.add_argument("--rpc", required=True, help="JSON-RPC URL, e.g. http://127.0.0.1:8545")

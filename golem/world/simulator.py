@@ -59,6 +59,7 @@ from golem.chain.reader import (
     pair_token0,
 )
 from golem.world.deploy import GAS_CALL, TxFailed, TxSender, wait_all
+from golem.world.devchain import ANVIL_CHAIN_ID, ANVIL_KEYS
 
 SCENARIOS: tuple[str, ...] = ("calm", "trending", "volatile", "crash")
 
@@ -684,8 +685,6 @@ def _keys_for(chain_id: int) -> tuple[str, str]:
     oracle_key = os.environ.get("GOLEM_SIM_ORACLE_KEY")
     if trader_key and oracle_key:
         return trader_key, oracle_key
-    from infra.anvil import ANVIL_CHAIN_ID, ANVIL_KEYS
-
     if chain_id != ANVIL_CHAIN_ID:
         raise SimulatorError(
             f"chain id {chain_id} is not the local dev chain ({ANVIL_CHAIN_ID}); set GOLEM_SIM_TRADER_KEY "

@@ -106,7 +106,7 @@ class GolemRig:
         env = dict(os.environ, GOLEM_PRIVATE_KEY=GOLEM_KEY, GOLEM_TEMPORAL_ADDRESS=temporal_address)
         log = (self.data_dir / "worker.log").open("ab")
         return subprocess.Popen(
-            [sys.executable, "-m", "golem.cli", "--home", str(self.home), "--data", str(self.data_dir), "worker"],
+            [sys.executable, "-m", "cli", "--home", str(self.home), "--data", str(self.data_dir), "worker"],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
         )
 

@@ -20,7 +20,7 @@ from golem.chain.tools import ToolArgumentError
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus, BehavioralPhase
 from golem.models.tick import ProposedAction
-from golem.safety.commands import cmd_audit
+from cli.safety import cmd_audit
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
 from tests.integration.golem_rig import golem_observation as observe
 

@@ -121,7 +121,7 @@ def _path_csv(path: Path, rows: int = 40) -> Path:
 
 def _backtest(csv: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "golem.cli", "backtest", str(csv), "--out", str(out), "--json", *extra],
+        [sys.executable, "-m", "cli", "backtest", str(csv), "--out", str(out), "--json", *extra],
         capture_output=True, text=True, cwd=REPO, timeout=600,
     )
 

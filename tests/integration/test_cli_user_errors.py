@@ -25,7 +25,7 @@ async def golem_async(temporal_env, home, data, *args: str) -> subprocess.Comple
     # On a thread: an in-process worker shares this event loop and must keep serving.
     return await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "golem.cli", "--home", str(home), "--data", str(data), *args],
+        [sys.executable, "-m", "cli", "--home", str(home), "--data", str(data), *args],
         capture_output=True, text=True, cwd=REPO, timeout=120,
         env=dict(os.environ, GOLEM_TEMPORAL_ADDRESS=_address(temporal_env)),
     )

@@ -46,7 +46,7 @@ def set_policy(rig, **policy) -> None:
 
 def cli(rig, address: str, *argv: str) -> tuple[int, str]:
     """`golem config ...` in-process (argv given: no os._exit); returns (exit code, stderr-style message)."""
-    from golem.cli import main
+    from cli.main import main
 
     try:
         return main(["--home", str(rig.home), "--data", str(rig.data_dir), "--address", address, "config", *argv]), ""

@@ -180,7 +180,7 @@ def test_a_failed_tick_recovered_by_a_later_run(tmp_path):
     cs.record_failure(TickFailure(golem_id="g1", tick=9, workflow_id="golem-g1-tick-9", error="observe: RPC down",
                                   failed_at="2026-03-01T12:00:00+00:00"))
     assert [f["tick"] for f in cs.failures()] == [9] and cs.row(9) is None
-    show = subprocess.run([sys.executable, "-m", "golem.cli", "--data", str(tmp_path), "show", "9"],
+    show = subprocess.run([sys.executable, "-m", "cli", "--data", str(tmp_path), "show", "9"],
                           capture_output=True, text=True, cwd=REPO)
     assert show.returncode == 1 and show.stderr.count("\n") == 1, show.stderr  # one line: what, why, the fix
     assert "its run failed (observe: RPC down)" in show.stderr and "golem rerun 9" in show.stderr

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 def _doctor(temporal_env, rig, **env):
     return subprocess.run(
-        [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), "doctor"],
+        [sys.executable, "-m", "cli", "--home", str(rig.home), "--data", str(rig.data_dir), "doctor"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
         env=dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host, **env),
     )

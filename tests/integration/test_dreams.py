@@ -17,7 +17,7 @@ import pytest
 from temporalio.client import Client
 
 from golem.chain.contracts import contract
-from golem.cli import main as golem_main
+from cli.main import main as golem_main
 from golem.grimoire.semantic import Provenance
 from golem.models.enums import MarketRegime
 from golem.grimoire.staging import StageKind, StagingBuffer, journals

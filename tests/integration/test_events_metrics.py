@@ -83,7 +83,7 @@ async def test_steered_acted_tick_emits_events_in_order_and_metrics_are_served(t
 
     # `golem events` reads the same store
     env = dict(os.environ)
-    out = subprocess.run([sys.executable, "-m", "golem.cli", "--data", str(rig.data_dir), "events", "--kind", "actions",
+    out = subprocess.run([sys.executable, "-m", "cli", "--data", str(rig.data_dir), "events", "--kind", "actions",
                           "--json", "-n", "1000"], capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]

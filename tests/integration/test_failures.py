@@ -28,7 +28,7 @@ async def _cli(rig, *args: str, address: str | None = None) -> str:
     env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=address) if address else None
     proc = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
+        [sys.executable, "-m", "cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
         capture_output=True, text=True, cwd=REPO, env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -141,7 +141,7 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
 
     # The CLI reads the same store.
     out = subprocess.run(
-        [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), "show", str(tick)],
+        [sys.executable, "-m", "cli", "--home", str(rig.home), "--data", str(rig.data_dir), "show", str(tick)],
         capture_output=True, text=True, cwd=REPO, check=True,
     ).stdout
     assert f'"rerun_of": "golem-{rig.golem_id}-tick-{tick}"' in out

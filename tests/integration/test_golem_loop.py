@@ -177,7 +177,7 @@ def _cli(temporal_env, rig):
         # On a thread: the in-process worker shares this event loop and must keep answering queries.
         return await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
+            [sys.executable, "-m", "cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
             capture_output=True, text=True, env=env, cwd=REPO, timeout=60,
         )
 

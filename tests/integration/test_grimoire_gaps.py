@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from golem.cli import main
+from cli.main import main
 from golem.grimoire.embeddings import default_embedder, drift_check
 from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
 from golem.grimoire.graph import CausalGraph, edge_id

@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from golem.grimoire.commands import search
+from golem.grimoire.access import search
 from golem.grimoire.embeddings import default_embedder
 from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
 from golem.grimoire.regimes import normalise_regime

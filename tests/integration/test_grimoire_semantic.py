@@ -12,16 +12,8 @@ from golem.grimoire.embeddings import default_embedder, embedder_by_name
 from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
 from golem.grimoire.graph import CausalGraph, KnowledgeGraph
 from golem.grimoire.retrieval import retrieve_for_tick
-from golem.grimoire.semantic import (
-    _MIGRATIONS,
-    SCHEMA_VERSION,
-    EntrySource,
-    EntryType,
-    GrimoireEntry,
-    Provenance,
-    SemanticStore,
-    _split_sql,
-)
+from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
+from golem.grimoire.semantic_migrations import _MIGRATIONS, SCHEMA_VERSION, _split_sql
 from golem.grimoire.transfer import export_lines, import_file
 from golem.grimoire.upkeep import cognitive_metrics, maintain, table_stats
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 async def _cli(temporal_env, rig, *args: str):
     env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host)
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
+        subprocess.run, [sys.executable, "-m", "cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
 
 

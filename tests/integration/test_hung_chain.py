@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 def _cli(temporal_env, rig, *args):
     return subprocess.run(
-        [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
+        [sys.executable, "-m", "cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
         capture_output=True, text=True, cwd=REPO, timeout=120,
         env=dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host),
     )

@@ -42,7 +42,7 @@ def _cli(temporal_env, home, data):
 
     async def run(*args: str, stdin: str | None = None):
         return await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "golem.cli", "--home", str(home), "--data", str(data), *args],
+            subprocess.run, [sys.executable, "-m", "cli", "--home", str(home), "--data", str(data), *args],
             capture_output=True, text=True, env=env, cwd=REPO, timeout=120, input=stdin)
 
     return run

@@ -57,7 +57,7 @@ def test_old_records_outcomes_and_trace_days_go_to_daily_archives(tmp_path):
     assert line["file"] == "tick-000002.json" and line["outcome"]["verified"] is True
     assert gzip.open(traces / "2020-01-01.jsonl.gz", "rt").read().count("\n") == 2
     # `golem show` reads the archived record through the CLI, as an owner would
-    out = subprocess.run([sys.executable, "-m", "golem.cli", "--data", str(tmp_path), "show", "2"],
+    out = subprocess.run([sys.executable, "-m", "cli", "--data", str(tmp_path), "show", "2"],
                          capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 0, out.stderr
     assert '"tick": 2,' in out.stdout and '"pnl_impact": 1.5' in out.stdout

@@ -158,7 +158,7 @@ async def test_no_sentinel_key_anywhere_after_the_golem_signed_and_sent(temporal
     log_path = rig.data_dir / "worker.log"
     with log_path.open("ab") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), "worker"],
+            [sys.executable, "-m", "cli", "--home", str(rig.home), "--data", str(rig.data_dir), "worker"],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
         )
     try:

@@ -25,7 +25,7 @@ def _cli(temporal_env, rig):
 
     async def run(*args: str):
         return await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir),
+            subprocess.run, [sys.executable, "-m", "cli", "--home", str(rig.home), "--data", str(rig.data_dir),
                              *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
 
     return run

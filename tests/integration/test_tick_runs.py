@@ -42,7 +42,7 @@ STRATEGY = """# Strategy: reset test
 
 
 def cli(rig, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "golem.cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
+    return subprocess.run([sys.executable, "-m", "cli", "--home", str(rig.home), "--data", str(rig.data_dir), *args],
                           capture_output=True, text=True, cwd=REPO)
 
 

@@ -12,7 +12,7 @@ from activities.tick import TickActivities
 from golem.chain.contracts import contract
 from golem.grimoire.graph import KnowledgeGraph, topology_curiosity_modifier
 from golem.grimoire.topology import golem_positions
-from golem.grimoire.topology_commands import _labels, topology_report
+from golem.grimoire.topology import address_labels, topology_report
 from golem.models.config import GolemConfig
 from golem.models.enums import MarketRegime
 from golem.models.state import GolemState
@@ -117,7 +117,7 @@ def test_observe_builds_the_topology_and_an_oracle_anomaly_gets_full_curiosity(a
     assert topology_curiosity_modifier(kg, oracle_n, positions, block0 - 1) == 0.0  # older block
 
     # `golem grimoire topology --json` reports the same, with the deployment's names.
-    report = topology_report(kg.db_path, GOLEM_ID, None, _labels(acts.s.data_dir))
+    report = topology_report(kg.db_path, GOLEM_ID, None, address_labels(acts.s.data_dir))
     assert report["block"] == block0  # the newest block at which the graph changed
     reachable = {r["label"]: (r["hops"], r["modifier"]) for r in report["reachable"]}
     assert reachable["AAVE_ORACLE"] == (1, 1.0) and reachable["PAIR_WETH_USDC"] == (1, 1.0)

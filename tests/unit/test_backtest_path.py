@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from golem.backtest.models import DEFAULT_ROW_SECONDS, PATH_REGIMES, PathRow
 from golem.backtest.path import PATH_EPOCH, PathError, load_path, parse_path, write_path_csv
 from golem.backtest.scenarios import SHIPPED, SHIPPED_SEEDS, export_rows, shipped_rows
-from golem.cli import main as golem_main
+from cli.main import main as golem_main
 from golem.models.config import ProbeThresholds
 from golem.world.deploy import GOLEM_BORROW_USDC, GOLEM_SUPPLY_WETH, ORACLE_START_PRICE
 from golem.world.simulator import CRASH_STEPS, oracle_path

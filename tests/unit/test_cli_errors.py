@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def golem(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "golem.cli", *args], capture_output=True, text=True, cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, cwd=REPO,
                           env=dict(os.environ, **(env or {})), timeout=120)
 
 
@@ -80,7 +80,7 @@ def test_closed_pipe_leaves_quietly(tmp_path):
     for tick in range(3000):
         store.record_failure(TickFailure(golem_id="g", tick=tick, workflow_id=f"golem-g-tick-{tick}",
                                          error="observe: connection refused " + "x" * 60, failed_at="2026-01-01"))
-    proc = subprocess.Popen([sys.executable, "-m", "golem.cli", "--data", str(tmp_path), "ticks", "-n", "3000"],
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "--data", str(tmp_path), "ticks", "-n", "3000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     first = proc.stdout.readline()
     proc.stdout.close()  # what `head -1` does

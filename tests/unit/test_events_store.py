@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from golem.errors import UserError
-from golem.events.commands import check_kinds, parse_since
+from cli.events import check_kinds, parse_since
 from golem.events.models import make_event
 from golem.events.store import EventSink, EventStore
 

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 import pytest
 
 from golem.chain.permits import PermitStore
-from golem.cli import spend_line
+from cli.status import spend_line
 from golem.cognition.fold import fold_tick_result
-from golem.inference.commands import _gas_line
+from golem.inference.doctor import gas_line as _gas_line
 from golem.models.config import ClockSection, GolemConfig, HeartbeatSection, PolicySection
 from golem.models.enums import BehavioralPhase, SteerSeverity, Tier
 from golem.models.golem import GolemStatus

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import wordllama
 
-from golem.cli import main
+from cli.main import main
 from golem.grimoire.embeddings import (
     EMBEDDERS,
     REFERENCE_TEXTS,

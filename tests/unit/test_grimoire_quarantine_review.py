@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from golem.cli import main
+from cli.main import main
 from golem.grimoire.admission import (
     QUARANTINE_MAX_REVIEWS,
     AdmissionAction,
@@ -19,7 +19,8 @@ from golem.grimoire.admission import (
     review_quarantine,
 )
 from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.semantic import _MIGRATIONS, EntrySource, EntryType, GrimoireEntry, SemanticStore, _split_sql
+from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.semantic_migrations import _MIGRATIONS, _split_sql
 from golem.grimoire.upkeep import cognitive_metrics
 
 HOME = Path(__file__).resolve().parents[2] / "examples" / "golem-home"

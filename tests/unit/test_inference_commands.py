@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from golem.cli import main
-from golem.inference.commands import doctor_report
+from cli.main import main
+from golem.inference.doctor import doctor_report
 from golem.inference.session import SessionTree
 from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig, HeartbeatSection, InferenceSection

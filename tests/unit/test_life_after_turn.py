@@ -42,7 +42,7 @@ async def test_a_switched_off_extension_does_not_run():
 
 
 def test_status_shows_the_clocks_the_credit_the_affect_and_death():
-    from golem.life.life_commands import life_line
+    from cli.life import life_line
     from golem.models.golem import GolemStatus
 
     st = GolemStatus(golem_id="g", tick=9, activity="waiting", regime="volatile", phase="conservation", vitality=0.4,

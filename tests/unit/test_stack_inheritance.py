@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from golem.cognition.commands import INHERITANCE_FILE
-from golem.cognition.learned_gating import export_package
+from golem.cognition.learned_gating import INHERITANCE_FILE, export_package
 from golem.models.config import GolemConfig
 from golem.models.state import LearnedGatingState
 from infra.stack import inherited_state

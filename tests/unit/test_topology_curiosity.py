@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from golem.cognition.prediction_error import MAX_ANOMALIES, W_PER_ANOMALY, compute_prediction_error
 from golem.cognition.system1 import SYNTHETIC_TOPOLOGY, simulate
 from golem.grimoire.graph import KnowledgeGraph, modifier_for_hops, topology_curiosity_modifier
-from golem.grimoire.semantic import migrate
+from golem.grimoire.semantic_migrations import migrate
 from golem.grimoire.topology import (
     HAS_POSITION,
     HOLDS_TOKEN,
@@ -258,7 +258,7 @@ def test_simulated_golem_calm_unchanged_and_volatile_escalates_sooner():
 def _cli(home, data, *argv):
     import argparse
 
-    from golem.grimoire.topology_commands import register
+    from cli.topology import register
 
     p = argparse.ArgumentParser()
     p.set_defaults(home=str(home), data=str(data))  # the `golem` command's common --home / --data

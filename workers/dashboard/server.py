@@ -187,7 +187,7 @@ class Dashboard:
 
     # ---- the Grimoire, PLAYBOOK and backtest reports (read-only) ---------------------------------
     def _search(self, query: str, k: int) -> dict:
-        from golem.grimoire.commands import latest_tick, open_stores, search
+        from golem.grimoire.access import latest_tick, open_stores, search
 
         with self._stores_lock:
             if self._stores is None:
@@ -209,7 +209,7 @@ class Dashboard:
                                      status=400)
         try:
             return web.json_response(await asyncio.to_thread(self._search, query, k))
-        except (SystemExit, Exception) as err:  # no Grimoire yet, another embedder: said, not a 500 page
+        except Exception as err:  # no Grimoire yet, another embedder (a UserError): said, not a 500 page
             return web.json_response({"error": f"the Grimoire cannot be searched: {_one_line(err)}"}, status=503)
 
     def _playbook_history(self):

@@ -61,9 +61,9 @@ def _extensions(args) -> int:
 
 
 async def _kill_async(args) -> int:
+    from cli.common import client, root_cause
     from golem.ids import golem_workflow_id
     from golem.life.death import KillAnswer, KillRequest
-    from workers.client import connect
 
     cfg = _load(args.home)
     gid = cfg.golem.id
@@ -77,24 +77,22 @@ async def _kill_async(args) -> int:
         typed = sys.stdin.readline().strip()
     if typed != gid:
         raise UserError(f"not confirmed (typed {typed!r}, the golem's id is {gid!r}); nothing was sent")
-    client = await connect(args.address)
-    handle = client.get_workflow_handle(golem_workflow_id(gid))
+    handle = (await client(args)).get_workflow_handle(golem_workflow_id(gid))
     try:
         answer = await handle.execute_update("kill", KillRequest(reason=args.reason, confirm=typed, by="cli"),
                                              result_type=KillAnswer)
     except Exception as err:
         if type(err).__name__ != "WorkflowUpdateFailedError":
             raise
-        cause = err.__cause__ or err
-        raise UserError(getattr(cause, "message", None) or str(cause)) from None
+        raise UserError(root_cause(err)) from None  # the validator's reason
     print(f"golem {gid}: {answer.note}")
     return 0
 
 
 def _kill(args) -> int:
-    import asyncio
+    from cli.common import arun
 
-    return asyncio.run(_kill_async(args))
+    return arun(_kill_async(args))
 
 
 def _spawn(args) -> int:
@@ -117,11 +115,10 @@ def _spawn(args) -> int:
           f"gating package staged")
     print(f"  its worker: golem worker --home {toml.parent} --data {into}")
     if args.start:
-        import asyncio
-
+        from cli.common import arun
         from infra.stack import ensure_golem_running
 
-        print("  " + asyncio.run(ensure_golem_running(args.address, cfg, into)))
+        print("  " + arun(ensure_golem_running(args.address, cfg, into)))
     else:
         print(f"  start it:   golem run --home {toml.parent} --data {into}   (or `golem spawn ... --start` "
               "beside a running Temporal)")
@@ -129,7 +126,7 @@ def _spawn(args) -> int:
 
 
 def _open_stores(data_dir: Path, home: Path):
-    from golem.grimoire.commands import open_stores
+    from golem.grimoire.access import open_stores
 
     return open_stores(data_dir, home)
 

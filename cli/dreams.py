@@ -15,6 +15,7 @@ def _pct(x: float | None) -> str:
 
 def _dreams(args) -> int:
     from golem.grimoire.staging import DREAM_YIELD_HEALTHY, StagingBuffer, journals
+    from golem.layout import DataLayout
 
     data = Path(args.data)
     if not data.is_dir():
@@ -53,7 +54,7 @@ def _dreams(args) -> int:
         print(f"  staged:     {len(j.staged)}   promoted: {len(j.promoted)}   dream yield {_pct(j.dream_yield)} "
               f"(healthy {_pct(DREAM_YIELD_HEALTHY[0])}–{_pct(DREAM_YIELD_HEALTHY[1])})   threat coverage "
               f"{_pct(j.threat_coverage)} (target 100%)")
-    staged = StagingBuffer(data / "grimoire" / "dream-staging.sqlite").all()
+    staged = StagingBuffer(DataLayout(data).dream_staging).all()
     by = {}
     for i in staged:
         by[i.status.value] = by.get(i.status.value, 0) + 1

@@ -10,10 +10,11 @@ apply  send the files on disk to the running golem (GolemWorkflow's apply_config
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
+
+from cli.common import arun, client
 
 
 def _local(args):
@@ -27,19 +28,18 @@ def _local(args):
 
 
 async def _running(args, golem_id: str):
-    from golem.cli import _client
     from temporalio.service import RPCError
 
     from workers.config_versions import running_config
 
-    client = await _client(args)
+    temporal = await client(args)
     try:
-        running = await running_config(client, golem_id)
+        running = await running_config(temporal, golem_id)
     except RPCError as err:
         sys.exit(f"golem config: golem-{golem_id} is not reachable ({err}). Is `golem run` up?")
     if running is None:
         sys.exit(f"golem config: golem-{golem_id} has not started yet; try again in a moment")
-    return client, running
+    return temporal, running
 
 
 def _golem_id(args, local) -> str:
@@ -56,7 +56,7 @@ def _show(args) -> int:
     from golem.models.config_version import short
 
     local = _local(args)
-    _, running = asyncio.run(_running(args, _golem_id(args, local)))
+    _, running = arun(_running(args, _golem_id(args, local)))
     info = running.info
     if args.json:
         print(running.model_dump_json(indent=2))
@@ -75,7 +75,7 @@ def _diff(args) -> int:
     from golem.models.config_version import config_diff, short
 
     local = _local(args)
-    _, running = asyncio.run(_running(args, _golem_id(args, local)))
+    _, running = arun(_running(args, _golem_id(args, local)))
     if local.config is None:
         print(f"golem.toml on disk does not validate (apply would be refused):\n{local.error}")
         return 1
@@ -98,15 +98,12 @@ def _apply(args) -> int:
     golem_id = _golem_id(args, local)
 
     async def go():
-        from golem.cli import _client
-
-        client = await _client(args)
-        return await apply_version(client, golem_id, local, Path(args.data), "golem config apply")
+        return await apply_version(await client(args), golem_id, local, Path(args.data), "golem config apply")
 
     from temporalio.service import RPCError
 
     try:
-        applied = asyncio.run(go())
+        applied = arun(go())
     except RPCError as err:
         sys.exit(f"golem config apply: golem-{golem_id} is not running ({err}); `golem run` starts it on the files")
     except ConfigRefused as err:

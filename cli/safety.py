@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cli.common import config
+
 
 def cmd_audit(args) -> int:
+    from golem.layout import DataLayout
     from golem.safety.audit import AuditLog
 
-    path = Path(args.data) / "audit.sqlite"
+    path = DataLayout(args.data).audit
     if not path.exists():
         print(f"golem audit: no audit trail at {path} (nothing has been validated yet, or --data is wrong)")
         return 1
@@ -29,11 +32,10 @@ def cmd_audit(args) -> int:
 
 
 def cmd_strategy_check(args) -> int:
-    from golem.cli import _config
     from golem.safety.limits import SafetyLimits
     from golem.safety.strategy_check import validate_strategy
 
-    cfg = _config(args)
+    cfg = config(args)
     path = Path(cfg.golem.home) / "STRATEGY.md"
     if not path.exists():
         print(f"golem strategy-check: {path} not found; copy examples/golem-home/STRATEGY.md")
@@ -46,6 +48,7 @@ def cmd_strategy_check(args) -> int:
         from golem.chain.simulate import simulate_actions
         from golem.chain.web3client import make_web3
         from golem.errors import UserError
+        from golem.layout import DataLayout
         from golem.models.observation import Observation
 
         w3 = make_web3(cfg.chain.rpc_url)
@@ -54,7 +57,7 @@ def cmd_strategy_check(args) -> int:
                             "the dry run: is the node (`golem run`'s Anvil) up? Without --chain the other four "
                             "stages run offline")
         try:
-            dep = Deployment.load(Path(args.data) / "deployment.json")
+            dep = Deployment.load(DataLayout(args.data).deployment)
         except DeploymentError as err:
             raise UserError(f"{err} (or point --data at the golem's data dir)") from None
         account = args.account or dep.golem_account

@@ -31,64 +31,14 @@ import json
 import sys
 from pathlib import Path
 
-from golem.grimoire.topology_commands import register as register_topology
-
-
-def configured_embedder(home: Path | None):
-    """The embedder golem.toml in `home` names ([grimoire] embedder); the offline default without a golem.toml."""
-    from golem.grimoire.embeddings import EmbedderUnavailable, default_embedder, make_embedder
-    from golem.models.config import ConfigError, load_config
-
-    if home is None or not (Path(home) / "golem.toml").exists():
-        return default_embedder()
-    try:
-        return make_embedder(load_config(Path(home) / "golem.toml"))
-    except (ConfigError, EmbedderUnavailable) as err:
-        sys.exit(f"golem grimoire: {err}")
-
-
-def _configured_floor(home: Path | None) -> float | None:
-    """[grimoire] semantic_floor from golem.toml in `home`; None → the embedder's calibrated floor."""
-    from golem.models.config import ConfigError, load_config
-
-    if home is None or not (Path(home) / "golem.toml").exists():
-        return None
-    try:
-        return load_config(Path(home) / "golem.toml").grimoire.semantic_floor
-    except ConfigError as err:
-        sys.exit(f"golem grimoire: {err}")
-
-
-def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: str = "error", reading: bool = False):
-    """The worker's layout: <data>/grimoire/{episodes.lance, semantic.sqlite, semantic.lance}, opened with the
-    embedder configured in `home` (see configured_embedder). A command never re-embeds as a side effect:
-    with on_model_switch="error" a store embedded with another model is a clear error naming
-    `golem grimoire reembed`; "ignore" opens it anyway for inspection. `reading`: the data dir must exist
-    (a command that only reads never creates one: a typo in --data would read as an empty memory)."""
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.semantic import SemanticStore
-
-    root = Path(data_dir) / "grimoire"
-    emb = configured_embedder(home)
-    if reading and not Path(data_dir).is_dir():
-        from golem.errors import UserError
-
-        raise UserError(f"no data directory at {data_dir}: point --data (or GOLEM_DATA) at the golem's data dir; "
-                        "`golem run` creates it")
-    try:
-        return (EpisodeStore(root / "episodes.lance", emb, on_model_switch=on_model_switch),
-                SemanticStore(root / "semantic.sqlite", root / "semantic.lance", emb, on_model_switch=on_model_switch))
-    except ValueError as err:
-        sys.exit(f"golem grimoire: {err}")
-
-
-def latest_tick(episodes) -> int:
-    """The newest episode's tick: "now" for a search that names no tick."""
-    return max((e.tick for e in episodes.all()), default=0)
+from cli import topology
+from cli.common import config
 
 
 def _stats(args) -> int:
+    from golem.grimoire.access import latest_tick, open_stores
     from golem.grimoire.integrity import integrity_status
+    from golem.layout import DataLayout
     from golem.grimoire.upkeep import cognitive_metrics, table_stats
 
     episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore", reading=True)
@@ -98,25 +48,14 @@ def _stats(args) -> int:
            "semantic": table_stats(semantic.table, "content"),
            "metrics": cognitive_metrics(semantic, tick),
            # rev. 8: {model, version, dim} of each store and of the configured embedder; the write pause
-           "embeddings": integrity_status(episodes, semantic, Path(args.data) / "grimoire")}
+           "embeddings": integrity_status(episodes, semantic, DataLayout(args.data).grimoire)}
     print(json.dumps(out, indent=2, default=str))
     return 0
 
 
-def search(episodes, semantic, query: str, *, regime: str, tick: int, k: int = 5, budget: int = 500,
-           floor: float | None = None, as_of: int | None = None, as_known_now: bool = False,
-           action: bool | None = None):
-    """What `golem grimoire search` runs (and bench/eval_memory.py scores): retrieval as an owner's steer would
-    ask it (no Self-RAG skip), nothing logged, nothing marked accessed. `tick` is now; `as_of` (default: tick) the
-    valid time asked about; `action` None reads it from the question's text."""
-    from golem.grimoire.retrieval import retrieve_for_tick
-
-    return retrieve_for_tick(episodes, semantic, query, regime=regime, tick=tick, k=k, token_budget=budget,
-                             steered=True, log=False, floor=floor, as_of=as_of, as_known_now=as_known_now,
-                             action=action)
-
-
 def _search(args) -> int:
+    from golem.grimoire.access import configured_floor, latest_tick, open_stores, search
+
     if args.k < 1:
         sys.exit("golem grimoire search: --k must be >= 1")
     episodes, semantic = open_stores(args.data, args.home, reading=True)
@@ -125,7 +64,7 @@ def _search(args) -> int:
         tick = args.as_of  # asking about a tick after the latest episode: that tick is "now"
     try:
         res = search(episodes, semantic, args.query, regime=args.regime, tick=tick, k=args.k, budget=args.budget,
-                     floor=_configured_floor(args.home), as_of=args.as_of, as_known_now=args.as_known_now,
+                     floor=configured_floor(args.home), as_of=args.as_of, as_known_now=args.as_known_now,
                      action=args.action)
     except ValueError as err:
         sys.exit(f"golem grimoire search: {err}")
@@ -142,12 +81,12 @@ def _search(args) -> int:
 
 
 def _export(args) -> int:
-    from golem.cli import _config
+    from golem.grimoire.access import latest_tick, open_stores
     from golem.grimoire.transfer import export_lines
 
     # vectors are not exported
     episodes, semantic = open_stores(args.data, args.home, on_model_switch="ignore", reading=True)
-    golem_id = _config(args).golem.id
+    golem_id = config(args).golem.id
     lines = export_lines(episodes, semantic, golem_id=golem_id, tick=latest_tick(episodes))
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     try:
@@ -164,6 +103,7 @@ def _export(args) -> int:
 
 
 def _import(args) -> int:
+    from golem.grimoire.access import open_stores
     from golem.grimoire.transfer import import_file
 
     episodes, semantic = open_stores(args.data, args.home)
@@ -177,10 +117,12 @@ def _import(args) -> int:
 
 def _reembed(args) -> int:
     """`golem grimoire reembed | resume`: full re-embed, re-pin, flush the queue, lift the pause (rev. 8)."""
+    from golem.grimoire.access import open_stores
     from golem.grimoire.guard import WriteGuard
     from golem.grimoire.integrity import reembed_stores
+    from golem.layout import DataLayout
 
-    root = Path(args.data) / "grimoire"
+    root = DataLayout(args.data).grimoire
     name = f"golem grimoire {args.grimoire_cmd}"
     if args.grimoire_cmd == "resume" and not WriteGuard(root).paused:
         print(json.dumps({"paused": False}) if args.json else f"{name}: writes are not paused; nothing to do")
@@ -202,9 +144,11 @@ def _reembed(args) -> int:
 
 
 def _playbook_paths(args) -> tuple[Path, Path]:
-    """The worker's layout: <data>/PLAYBOOK.md and <data>/grimoire/heuristics.sqlite (workers/services.py)."""
-    data = Path(args.data)
-    return data / "PLAYBOOK.md", data / "grimoire" / "heuristics.sqlite"
+    """The worker's layout: <data>/PLAYBOOK.md and <data>/grimoire/heuristics.sqlite (golem.layout)."""
+    from golem.layout import DataLayout
+
+    layout = DataLayout(args.data)
+    return layout.playbook, layout.heuristics
 
 
 def _playbook(args) -> int:
@@ -229,10 +173,9 @@ def _playbook(args) -> int:
         elif args.playbook_cmd == "diff":
             print(history.diff(args.rev_a, args.rev_b), end="")
         else:
-            from golem.cli import _config
             from golem.safety.limits import SafetyLimits, check_playbook_delta
 
-            limits = SafetyLimits.from_config(_config(args))
+            limits = SafetyLimits.from_config(config(args))
             rev = rollback(path, args.revision, history=history,
                            guard=lambda old, new: check_playbook_delta(old, new, limits).refused)
             print(f"{path}: revision {rev.revision} = revision {args.revision} (sha256 {rev.sha256[:12]})")
@@ -247,6 +190,7 @@ def _playbook(args) -> int:
 
 def _quarantine(args) -> int:
     """`golem grimoire quarantine list | release ID | drop ID`: the hallucination firewall's hold (Rev. 3)."""
+    from golem.grimoire.access import latest_tick, open_stores
     from golem.grimoire.admission import owner_drop, owner_release
 
     episodes, semantic = open_stores(args.data, args.home)
@@ -295,7 +239,7 @@ def register(command) -> None:
     p = command("grimoire", "the golem's memory: stats | search | export | import | reembed | resume | playbook | "
                             "quarantine | topology")
     sub = p.add_subparsers(dest="grimoire_cmd", required=True)
-    register_topology(sub)  # golem grimoire topology
+    topology.register(sub)  # golem grimoire topology
     for name, help_, fn in [("stats", "store upkeep figures and cognitive quality metrics", _stats),
                             ("search", "what the golem would retrieve, and why", _search),
                             ("export", "episodes, entries and causal edges as JSONL", _export),

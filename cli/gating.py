@@ -13,24 +13,23 @@ import json
 import sys
 from pathlib import Path
 
-INHERITANCE_FILE = "gating-inheritance.json"
+from cli.common import arun, client, config, query_golem
+from golem.ids import golem_workflow_id
+
 
 
 def _learned_state(args):
-    import asyncio
-
-    return asyncio.run(_learned_state_async(args))
+    return arun(_learned_state_async(args))
 
 
 async def _learned_state_async(args):
-    from golem.cli import _client, _config, _query_golem
     from golem.models.state import GolemState
 
-    cfg = _config(args)
-    client = await _client(args)
+    cfg = config(args)
+    temporal = await client(args)
     # The query by name: importing GolemWorkflow would load every activity's clients (web3, LanceDB, anthropic).
-    handle = client.get_workflow_handle(f"golem-{cfg.golem.id}")
-    state = await _query_golem(args, cfg, handle, "state", GolemState | None)
+    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
+    state = await query_golem(args, cfg, handle, "state", GolemState | None)
     if state is None:
         sys.exit("golem gating: the golem has no state yet (has it started ticking?)")
     return state
@@ -50,7 +49,7 @@ def _export(args) -> int:
 
 
 def _import(args) -> int:
-    from golem.cognition.learned_gating import PackageError, import_package
+    from golem.cognition.learned_gating import INHERITANCE_FILE, PackageError, import_package
 
     try:
         package = json.loads(Path(args.file).read_text())
@@ -99,7 +98,9 @@ def register(command) -> None:
     e = sub.add_parser("export", parents=[common], help="write the running golem's learned gating package (JSON)")
     e.add_argument("--out", help="file to write (default: stdout)")
     e.set_defaults(fn=_export)
-    i = sub.add_parser("import", parents=[common], help=f"validate a package and stage it as <data>/{INHERITANCE_FILE}")
+    # the file name is learned_gating.INHERITANCE_FILE, spelled out so `golem --help` does not load pydantic
+    i = sub.add_parser("import", parents=[common],
+                       help="validate a package and stage it as <data>/gating-inheritance.json")
     i.add_argument("file")
     i.set_defaults(fn=_import)
     s = sub.add_parser("show", parents=[common], help="the running golem's learned gating state")

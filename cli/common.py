@@ -1,0 +1,102 @@
+"""What every `golem` command shares: the golem home's config, the data dir, the Temporal client and address,
+one-line errors. Only the standard library and golem.errors load with this module (`golem --help` imports it);
+pydantic, temporalio and the rest load inside the helper that needs them."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from golem.errors import UserError
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("GOLEM_HOME", "examples/golem-home")).resolve()
+
+
+def default_data() -> Path:
+    return Path(os.environ.get("GOLEM_DATA", ".golem-data")).resolve()
+
+
+def one_line(text) -> str:
+    return "; ".join(part.strip() for part in str(text).splitlines() if part.strip()).replace(":; ", ": ")
+
+
+def config(args):
+    """The GolemConfig of --home's golem.toml; a bad file exits with one line naming the key."""
+    from golem.models.config import ConfigError, load_config
+
+    try:
+        return load_config(Path(args.home) / "golem.toml")
+    except ConfigError as err:
+        sys.exit(f"golem: {one_line(err)}")
+
+
+def data_dir(args) -> Path:
+    """The golem's data directory, which must exist: reading commands never create one (a typo in
+    --data used to print an empty table from a fresh, empty store)."""
+    data = Path(args.data)
+    if not data.is_dir():
+        raise UserError(f"no data directory at {data}: point --data (or GOLEM_DATA) at the golem's data dir; "
+                        "`golem run` creates it")
+    return data
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def arun(coro):
+    import asyncio  # ~75 ms: only for the commands that talk to Temporal
+
+    return asyncio.run(coro)
+
+
+def address(args) -> str:
+    """The Temporal address the command talks to: --address, else GOLEM_TEMPORAL_ADDRESS, else the default."""
+    from workers.client import temporal_address
+
+    return args.address or temporal_address()
+
+
+async def client(args):
+    """A Temporal client (the worker's converter and codec); an unreachable server exits with one line and the fix."""
+    from workers.client import connect
+
+    try:
+        return await connect(args.address)
+    except Exception as err:  # connection refused etc.
+        if type(err).__name__ == "CodecConfigError":  # a bad GOLEM_PAYLOAD_KEYS: its own fix, not Temporal's
+            sys.exit(f"golem: {err}")
+        why = "connection refused" if "Connection refused" in str(err) else one_line(err)[:200]
+        sys.exit(f"golem: cannot reach Temporal at {address(args)} ({why}): is `golem run` up, "
+                 "and --address (GOLEM_TEMPORAL_ADDRESS) right?")
+
+
+def rpc_status(err: BaseException):
+    """The Temporal RPC status of err, or None when err is not a Temporal RPC error (checked without
+    importing temporalio, which commands that never reach Temporal do not load)."""
+    if type(err).__name__ != "RPCError" or not type(err).__module__.startswith("temporalio"):
+        return None
+    return err.status.name
+
+
+async def query_golem(args, cfg, handle, query: str, result_type):
+    """A query on the golem's workflow by name (importing GolemWorkflow would load every activity's
+    clients: web3, LanceDB, anthropic; seconds for a one-line answer), with `golem not started` said as such."""
+    try:
+        return await handle.query(query, result_type=result_type)
+    except Exception as err:
+        if rpc_status(err) != "NOT_FOUND":
+            raise
+        raise UserError(f"no golem '{cfg.golem.id}' on Temporal at {address(args)} (workflow {handle.id} "
+                        f"not found): start it with `golem run`, or check --home's golem id") from None
+
+
+def root_cause(err: BaseException) -> str:
+    """The innermost cause of a Temporal failure chain (the activity's own error, not "Activity task failed")."""
+    while getattr(err, "cause", None) is not None:
+        err = err.cause
+    return one_line(getattr(err, "message", None) or err)[:300]

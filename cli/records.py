@@ -1,0 +1,97 @@
+"""`golem ticks | show N`: the golem's decision records from the cycle index on the data dir (no Temporal)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from cli.common import data_dir
+from golem.errors import UserError
+
+
+def cmd_ticks(args) -> int:
+    from golem.life.cycle_store import CycleStore
+
+    if args.n < 0:
+        raise UserError(f"-n must be >= 0, got {args.n} (-n 5 lists the 5 newest ticks)")
+    store = CycleStore(data_dir(args))
+    rows = store.recent(args.n)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    # One row per tick (the run an owner cares about); `runs` > 1: `golem show N` lists the others.
+    print(f"{'tick':>6} {'tier':4} {'regime':13} {'phase':12} {'PE':>6} {'act':>3} {'cost':>9} {'runs':>4}  time")
+    for r in rows:
+        note = f"  recovered by {r['run']} (first run failed)" if r["recovered"] else ""
+        print(f"{r['tick']:>6} {r['tier']:4} {r['regime']:13} {r['phase']:12} {r['prediction_error']:6.3f} "
+              f"{int(bool(r['has_action'])):>3} {r['total_cost']:9.5f} {r['runs']:>4}  {r['timestamp']}{note}")
+    for f in store.failures(args.n):
+        print(f"{f['tick']:>6} FAILED {f['error'][:100]}  ({f['failed_at']})")
+    return 0
+
+
+def run_lines(store, tick: int, shown: str | None) -> list[str]:
+    """How each run of tick N started and why, the shown one marked (for `golem show`)."""
+    lines = []
+    failure = store.failure(tick)
+    if failure is not None and not any(r["run"] == "" for r in store.runs(tick)):
+        lines.append(f"  {'(first run)':24} FAILED: {failure['error'][:100]}  ({failure['failed_at']})")
+    for r in store.runs(tick):
+        label = r["run"] or "(first run)"
+        why = {
+            "original": "started by the golem",
+            "rerun": f"`golem rerun` of {r['rerun_of']}",
+            "reset": f"Temporal reset from run {r['original_run_id']}: {r['reset_reason'] or '(reason not read)'}",
+            "retry": f"workflow retry of run {r['original_run_id']}",
+        }.get(r["run_kind"], r["run_kind"])
+        acted = "acted" if r["has_action"] else "no action"
+        mark = "  <- shown" if r["run"] == shown else ""
+        lines.append(f"  {label:24} {r['run_kind']:8} run {r['run_id'] or '?'}  {r['tier']} {acted}; {why}{mark}")
+    for f in store.run_failures(tick):
+        lines.append(f"  {f['run']:24} {f['run_kind']:8} run {f['run_id'] or '?'}  FAILED: {f['error'][:100]}  "
+                     f"({f['failed_at']})")
+    return lines
+
+
+def cmd_show(args) -> int:
+    from golem.life.cycle_store import CycleStore
+
+    if args.tick < 0:
+        raise UserError(f"tick must be >= 0, got {args.tick} (`golem ticks` lists the recorded ones)")
+    store = CycleStore(data_dir(args))
+    try:
+        rec = store.load(args.tick, args.run)
+    except (LookupError, ValueError) as err:
+        failure = store.failure(args.tick) if args.run is None else None
+        if failure is None:
+            sys.exit(f"golem show: {err}")
+        if args.runs:  # a failed tick's runs are still worth listing
+            print(f"runs of tick {args.tick}:\n" + "\n".join(run_lines(store, args.tick, None)))
+            return 0
+        later = len(store.run_failures(args.tick))
+        sys.exit(f"golem show: tick {args.tick} has no record: its run failed ({failure['error'][:160]})"
+                 + (f" and {later} later run(s) failed too (golem show {args.tick} --runs)" if later else "")
+                 + f"; `golem rerun {args.tick}` or a Temporal reset runs it again")
+    lines = run_lines(store, args.tick, rec.run_label)
+    if args.runs:
+        print(f"runs of tick {args.tick}:\n" + "\n".join(lines))
+        return 0
+    print(rec.model_dump_json(indent=2))
+    if len(lines) > 1:  # the runs go to stderr, so `golem show N | jq` still reads one record
+        print(f"tick {args.tick} ran {len(lines)} times (`golem show {args.tick} --run LABEL` shows another):",
+              file=sys.stderr)
+        print("\n".join(lines), file=sys.stderr)
+    return 0
+
+
+def register(command) -> None:
+    s = command("ticks", "recent ticks from the cycle index")
+    s.add_argument("-n", type=int, default=20)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_ticks)
+    s = command("show", "print tick N's DecisionCycleRecord (and list its other runs)")
+    s.add_argument("tick", type=int)
+    s.add_argument("--run", help="the run's label, e.g. rerun-1 or reset-1a2b3c4d (default: the first run, "
+                                 "or the latest run that recorded when the first failed)")
+    s.add_argument("--runs", action="store_true", help="only list the tick's runs: how each started and why")
+    s.set_defaults(fn=cmd_show)

@@ -1,0 +1,118 @@
+"""`golem run | worker | dashboard | codec-server | sim`: the processes — the embedded stack, a worker, the web
+dashboard, the Web UI's codec server and the market simulator."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from cli.common import arun, config, data_dir
+from golem.errors import UserError
+
+
+def cmd_run(args) -> int:
+    from infra.stack import run_stack
+
+    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario, quiet=args.quiet)
+
+
+def cmd_worker(args) -> int:
+    import logging
+
+    from workers.worker import run_worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = config(args)
+    try:
+        arun(run_worker(cfg, Path(args.data), args.address, live=True if args.live else None))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_dashboard(args) -> int:
+    import logging
+
+    from workers.dashboard.server import run_dashboard
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} is not a TCP port (0-65535; 0 picks a free one)")
+    cfg = config(args)
+    try:
+        arun(run_dashboard(cfg.golem.id, data_dir(args), args.address, port=args.port, temporal_ui=args.temporal_ui,
+                           home=Path(args.home), backtests=Path(args.backtests).resolve()))
+    except OSError as err:
+        raise UserError(f"cannot serve on 127.0.0.1:{args.port} ({err.strerror or err}): pick another --port") from None
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_codec_server(args) -> int:
+    import asyncio
+    import signal
+
+    from workers.codec import CodecConfigError, codec_from_env
+    from workers.codec_server import DEFAULT_ORIGINS, serve_codec
+
+    try:
+        codec = codec_from_env()
+    except CodecConfigError as err:
+        raise UserError(str(err)) from None
+    if codec is None:
+        raise UserError("GOLEM_PAYLOAD_KEYS is not set: give the codec server the keys the worker seals with "
+                        "(key-id:base64-key, comma separated)")
+
+    async def serve() -> None:
+        runner = await serve_codec(codec, args.port, tuple(args.cors_origin or DEFAULT_ORIGINS))
+        print(f"codec server: http://127.0.0.1:{args.port} (POST /decode, /encode; key id {codec.key_id}; "
+              f"CORS for {', '.join(args.cors_origin or DEFAULT_ORIGINS)})", flush=True)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        arun(serve())
+    except OSError as err:
+        raise UserError(f"cannot serve on 127.0.0.1:{args.port} ({err.strerror or err}): pick another --port") from None
+    return 0
+
+
+def cmd_sim(args) -> int:
+    if args.rest[:1] == ["export"]:  # `golem sim export ...`: a scenario as a market-path CSV, no chain needed
+        from golem.backtest.export import export_main
+
+        return export_main(args.rest[1:])
+    from golem.world import simulator
+
+    return simulator.main(args.rest) or 0
+
+
+def register(command) -> None:
+    s = command("run", "start the embedded stack and a live golem (Ctrl-C stops it)")
+    s.add_argument("--scenario", default="calm", choices=["calm", "trending", "volatile", "crash"])
+    s.add_argument("--quiet", action="store_true", help="no line per tick on the console after start-up")
+    s.set_defaults(fn=cmd_run)
+    s = command("worker", "serve this golem's task queue")
+    s.add_argument("--live", action="store_true", help="execute transactions even against an external RPC")
+    s.set_defaults(fn=cmd_worker)
+    s = command("dashboard", "serve the live web dashboard on 127.0.0.1 (golem run starts it too)")
+    s.add_argument("--port", type=int, default=int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300)))
+    s.add_argument("--temporal-ui", default=os.environ.get("GOLEM_TEMPORAL_UI", "http://127.0.0.1:8233"),
+                   help="the Temporal Web UI the tick links point at")
+    s.add_argument("--backtests", default=os.environ.get("GOLEM_BACKTESTS", "backtests"),
+                   help="the folder whose backtest reports the page lists (`golem backtest`'s default --out parent)")
+    s.set_defaults(fn=cmd_dashboard)
+    s = command("codec-server", "decode encrypted payloads for the Temporal Web UI (Temporal codec-server protocol)")
+    s.add_argument("--port", type=int, default=8234)
+    s.add_argument("--cors-origin", action="append", help="a UI origin allowed to call it (default the dev server UI)")
+    s.set_defaults(fn=cmd_codec_server)
+    s = command("sim", "run the market simulator (arguments pass through)")
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=cmd_sim)

@@ -1,0 +1,104 @@
+"""`golem status [--json]`: the running golem, from a query on its workflow (and the running tick's FSM)."""
+
+from __future__ import annotations
+
+from cli.common import arun, client, config, query_golem
+from cli.life import life_line
+from golem.ids import golem_workflow_id
+
+
+async def _status(args) -> int:
+    from golem.models.golem import GolemStatus
+    from golem.models.state import FsmState
+
+    cfg = config(args)
+    temporal = await client(args)
+    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
+    st = await query_golem(args, cfg, handle, "status", GolemStatus)  # GolemWorkflow.status
+    if st.current_tick_workflow_id:
+        try:  # ThetaTickWorkflow.fsm
+            st.fsm = await temporal.get_workflow_handle(st.current_tick_workflow_id).query("fsm", result_type=FsmState)
+        except Exception:
+            pass  # the tick finished between the two queries
+    if args.json:
+        print(st.model_dump_json(indent=2))
+        return 0
+    last = st.last_tick
+    print(f"golem {st.golem_id}: {st.activity}, next tick {st.tick}")
+    print(f"  FSM:        {st.fsm.state.value}" + (f" [{st.fsm.substate}]" if st.fsm.substate != "Normal" else "")
+          + (f" for {_since(st.fsm.entered_at)}" if st.current_tick_workflow_id and st.fsm.entered_at else ""))
+    print(chain_line(st.chain))
+    if st.paused or st.entries_stopped:
+        print(f"  STOPPED:    {'paused (no new ticks)' if st.paused else ''}{'; ' if st.paused and st.entries_stopped else ''}"
+              f"{'entries stopped (no new positions)' if st.entries_stopped else ''} — {st.control_note}")
+    if st.chain.alert:
+        print(f"  ALERT:      {st.chain.alert}")
+    if last:
+        print(f"  last tick:  {last.tick} tier {last.tier.value if last.tier else '-'}"
+              + (" FAILED: " + (last.error or "") if last.failed else ""))
+    print(f"  regime:     {st.regime}   phase: {st.phase}   vitality: {st.vitality:.2f}")
+    print(life_line(st))  # the clocks, the credit, the affect, death (issue 17)
+    print(f"  theta:      {st.theta_seconds:.1f}s")
+    print(spend_line(st))
+    print(f"  steers:     {len(st.pending_steers)} pending" + "".join(
+        f"\n    - [{s.severity}] {s.message} ({s.id})" for s in st.pending_steers))
+    print(f"  follow-ups: {len(st.pending_followups)} pending" + "".join(
+        f"\n    - [{f.window}] {f.message} ({f.id})" for f in st.pending_followups))
+    dc = st.decision_cache
+    print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
+          f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
+    print(dream_line(st))
+    for r in st.rejected_interventions:
+        print(f"  {rejection_line(r)}")
+    if st.failed_ticks:
+        print(f"  failed ticks: {st.failed_ticks}  (golem rerun N)")
+    return 0
+
+
+def _since(iso: str) -> str:
+    from datetime import datetime, timezone
+
+    secs = (datetime.now(timezone.utc) - datetime.fromisoformat(iso)).total_seconds()
+    return f"{secs:.0f}s" if secs < 120 else f"{secs / 60:.1f} min"
+
+
+def chain_line(chain) -> str:
+    """Chain RPC health from the golem's own reads (each tick's observe step)."""
+    good = f"last good read {_since(chain.last_good_read_at)} ago (tick {chain.last_good_tick})" \
+        if chain.last_good_read_at else "no good read yet"
+    if not chain.errors_in_row:
+        return f"  chain RPC:  ok, {good}"
+    return f"  chain RPC:  {chain.errors_in_row} failed reads in a row, {good}; last error: {chain.last_error}"
+
+
+def rejection_line(r) -> str:
+    """One rejected steer or follow-up, dated by time and by the tick whose record reports it."""
+    when = r.received_at[:19].replace("T", " ") + " UTC" if r.received_at else "time unknown"
+    tick = f"before tick {r.tick}" if r.tick is not None else "tick unknown"
+    return f"rejected {r.kind} at {when}, {tick}: {r.reason}"
+
+
+def dream_line(st) -> str:
+    """rev. 12 dream yield (healthy 10–30%) and threat coverage (target 100%), the last cycle, the next one's urgency."""
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+    urgency = f"   urgency {st.dream_urgency:.2f} (dreams at 1.00)" if st.dream_urgency is not None else ""
+    return (f"  dreams:     yield {pct(st.dream_yield)} (healthy 10-30%)   threat coverage {pct(st.threat_coverage)} "
+            f"(target 100%){urgency}" + (f"\n    last: {st.last_dream}" if st.last_dream else ""))
+
+
+def spend_line(st) -> str:
+    """Today's inference and gas spend, each beside its budget (the gas partition's emergency slice too)."""
+    day = f" ({st.spend_day} UTC)" if st.spend_day else ""
+    return (f"  today{day}: inference ${st.daily_spend_usd:.4f} of ${st.max_daily_cost_usd:.2f}   "
+            f"gas ${st.daily_gas_usd:.4f} of ${st.gas_budget_usd_per_day:.2f} "
+            f"(${st.gas_emergency_usd:.2f} of it ring-fenced for protective actions)")
+
+
+def cmd_status(args) -> int:
+    return arun(_status(args))
+
+
+def register(command) -> None:
+    s = command("status", "the running golem, from a workflow query")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_status)

@@ -1,0 +1,51 @@
+"""`golem steer | followup`: signals to the running golem (validated here first, as the workflow will)."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+from cli.common import arun, client, config, now_iso
+from golem.ids import golem_workflow_id
+
+
+async def _signal(args, kind: str, payload: dict) -> int:
+    from golem.models.interventions import parse_intervention
+
+    try:
+        parse_intervention(kind, payload)  # same validation the workflow applies; fail fast here
+    except ValueError as err:
+        sys.exit(f"golem: {err}")
+    cfg = config(args)
+    temporal = await client(args)
+    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
+    # By name (GolemWorkflow.steer / .follow_up): the workflow module would load every activity's clients.
+    await handle.signal(kind, payload)
+    print(f"{kind} {payload['id']} delivered to {handle.id}")
+    return 0
+
+
+def cmd_steer(args) -> int:
+    payload = {"id": args.id or f"steer-{uuid.uuid4().hex[:12]}", "message": args.message,
+               "severity": args.severity, "created_at": now_iso()}
+    return arun(_signal(args, "steer", payload))
+
+
+def cmd_followup(args) -> int:
+    payload = {"id": args.id or f"followup-{uuid.uuid4().hex[:12]}", "message": args.message,
+               "window": args.window, "created_at": now_iso()}
+    return arun(_signal(args, "follow_up", payload))
+
+
+def register(command) -> None:
+    s = command("steer", "interrupt the golem: forces T2 on the next (or running) tick")
+    s.add_argument("message")
+    s.add_argument("--severity", default="medium", choices=["low", "medium", "high", "critical"])
+    s.add_argument("--id", help="idempotency id (default: random)")
+    s.set_defaults(fn=cmd_steer)
+    s = command("followup", "queue a follow-up for a delivery window")
+    s.add_argument("message")
+    s.add_argument("--window", default="next-decide",
+                   choices=["next-decide", "next-reflect", "next-curator", "next-dream"])
+    s.add_argument("--id")
+    s.set_defaults(fn=cmd_followup)
