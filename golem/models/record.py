@@ -244,7 +244,7 @@ class DecisionCycleRecord(BaseModel):
         return data
 
 
-# Record fields filled only once their system exists (the daimon's appraisal, the lifespan's credit ledger);
-# until then they are absent from the JSON record and NULL in the cycle index.
+# Record fields only set when their system measured something on the tick (the daimon's appraisal, the lifespan's
+# credit ledger, a phase transition, a death); None is left out of the JSON record and NULL in the cycle index.
 UNMEASURED_FIELDS = ("pad_after", "primary_emotion", "credit_consumed", "appraisal", "somatic_marker_laid",
                      "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause")
