@@ -91,3 +91,27 @@ def test_dominance_moves_the_threshold_low_dominance_escalates_more():
 
     lo, mid, hi = (threshold_from(0.3, 0.5, 1.0, 0.0, d) for d in (-1.0, 0.0, 1.0))
     assert lo < mid < hi and abs(mid - 0.375) < 1e-9 and abs(lo - 0.3) < 1e-9
+
+
+def test_the_appraisal_names_what_moved_it():
+    """Each check the appraisal uses shows up in its reasons (they go into the record and the marker's text)."""
+    a = appraise(AppraisalInput(prediction_error=0.2, regime_changed=True, equity_change=-0.02, hf_before=2.0,
+                                hf_now=1.9, proposed=1, failed=1, somatic_strength=0.5))
+    assert a.reasons == ["holdings -2.00% of net value", "health factor 2.000→1.900", "regime changed",
+                         "1 writes failed", "somatic markers fired (strength 0.50)"]
+    assert a.novelty == 1.0 and a.norms == 0.0 and a.congruence < -0.95
+    quiet = appraise(AppraisalInput(prediction_error=0.2, equity_change=0.0002, hf_before=2.0, hf_now=2.001))
+    assert quiet.reasons == [] and quiet.novelty == 0.2  # small moves count but are not named
+    up = appraise(AppraisalInput(equity_change=0.01))
+    assert abs(up.congruence - 0.761594) < 1e-6  # tanh(1): a 1 % gain of net value is strongly felt
+
+
+def test_surprise_lowers_the_coping_potential_and_health_bands_name_no_debt():
+    from golem.life.somatic import health_band, price_move
+
+    calm = appraise(AppraisalInput(prediction_error=0.0, hf_now=2.5))
+    shocked = appraise(AppraisalInput(prediction_error=1.0, hf_now=2.5))
+    assert calm.coping == 1.0 and shocked.coping == 0.5
+    assert [health_band(x) for x in (None, 1.1, 1.3, 1.7, 2.2)] == ["no_debt", "critical", "at_risk", "watch", "safe"]
+    assert [price_move(2000, p) for p in (2011, 2009, 1991, 1989)] == ["up", "flat", "flat", "down"]
+    assert price_move(None, 2000) == "flat"

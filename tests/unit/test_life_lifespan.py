@@ -72,3 +72,29 @@ def test_epistemic_clock_follows_prediction_accuracy():
 def test_immortal_golem_runs_its_clocks_without_dying():
     seen = run(LifespanSection(credits_usd=0.1, mortal=False), 3, spend=0.1)
     assert seen[-1].vitality.economic == 0.0 and seen[-1].life.death_cause is None
+
+
+def test_accuracy_reads_only_new_gamma_resolutions_and_the_verified_health_factor():
+    from golem.life.lifespan import accuracy_sample
+    from golem.models.life import LifeState
+
+    seen = LifeState(gamma_resolved_seen=10, gamma_violations_seen=4)
+    # 4 newly resolved, 0 new violations → 1.0; the tick was not a surprise → 1.0
+    assert accuracy_sample(seen, LifeFacts(tick=1, credit_consumed_usd=0, gamma_resolved=14, gamma_violations=4)) \
+        == (1.0, 14, 4)
+    # counters restarted below what was seen (a new gamma state): taken as new — 2 resolved, both violated
+    assert accuracy_sample(seen, LifeFacts(tick=1, credit_consumed_usd=0, gamma_resolved=2, gamma_violations=2)) \
+        == (0.5, 2, 2)
+    # an acted tick whose verified health factor missed the expected one by more than 0.1
+    assert accuracy_sample(LifeState(), LifeFacts(tick=1, credit_consumed_usd=0, hf_error=0.3))[0] == 0.5
+    assert accuracy_sample(LifeState(), LifeFacts(tick=1, credit_consumed_usd=0, hf_error=-0.05))[0] == 1.0
+
+
+def test_the_struck_hazard_zeroes_the_stochastic_clock_and_credits_dropped_clear_the_runway():
+    cfg = LifespanSection(hazard_per_tick=1.0, mortal=False)
+    out = run(cfg, 1)[0]
+    assert out.vitality.stochastic == 0.0 and out.phase == BehavioralPhase.TERMINAL and out.life.death_cause is None
+    from golem.models.life import LifeState
+
+    had = LifeState(estimated_ttl_ticks=5.0)  # a runway from an earlier credit, now no credit configured
+    assert run(LifespanSection(), 1, life=had)[0].life.estimated_ttl_ticks is None
