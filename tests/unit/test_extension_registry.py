@@ -51,3 +51,22 @@ def test_a_code_path_running_hooks_out_of_order_is_named():
     reg.check_order("tool_call", ["safety", "risk", "permits"])
     with pytest.raises(RegistryError, match="'permits' runs before 'risk'"):
         reg.check_order("tool_call", ["safety", "permits", "risk"])
+
+
+def test_registering_twice_or_firing_before_build_is_refused():
+    from golem.life.extensions import ExtensionRegistry
+
+    reg = ExtensionRegistry()
+    ext = Extension(name="x", layer=0, hooks=frozenset())
+    reg.register(ext)
+    with pytest.raises(RegistryError, match="'x' is registered twice"):
+        reg.register(ext)
+    reg.build()
+    assert reg.order("after_turn") == []
+    reg.register(Extension(name="y", layer=0, hooks=frozenset()))  # a new extension: the orders are stale
+    with pytest.raises(RegistryError, match="not built"):
+        reg.order("after_turn")
+    with pytest.raises(RegistryError, match="unknown hook"):
+        Extension(name="z", layer=0, hooks=frozenset({"on_lunch"}))
+    with pytest.raises(RegistryError, match="layer 9 is not in 0..7"):
+        Extension(name="z", layer=9, hooks=frozenset())
