@@ -115,3 +115,13 @@ def test_surprise_lowers_the_coping_potential_and_health_bands_name_no_debt():
     assert [health_band(x) for x in (None, 1.1, 1.3, 1.7, 2.2)] == ["no_debt", "critical", "at_risk", "watch", "safe"]
     assert [price_move(2000, p) for p in (2011, 2009, 1991, 1989)] == ["up", "flat", "flat", "down"]
     assert price_move(None, 2000) == "flat"
+
+
+def test_markers_fade_and_count_their_firings():
+    from golem.life.somatic import DECAY_PER_TICK, age_markers
+
+    sit = {"regime": "volatile", "health": "watch", "move": "down", "tool": "swap"}
+    markers, laid = lay_marker([], 1, sit, -50.0, False, -0.5, "lost")
+    other, _ = lay_marker([], 1, {**sit, "regime": "trending_down"}, -50.0, False, -0.5, "lost")
+    aged = age_markers([*markers, *other], [laid.id])
+    assert [m.fired for m in aged] == [1, 0] and aged[0].strength == round(DECAY_PER_TICK, 6)
