@@ -9,6 +9,9 @@ lending health-factor band, the direction of the price move since the last tick,
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
 
@@ -84,7 +87,8 @@ def lay_marker(markers: list[SomaticMarker], tick: int, situation: dict[str, str
                                           "valence": round(min(m.valence, valence), 6), "tick": tick,
                                           "pnl_usd": pnl_usd, "what": what})
             return out, out[i]
-    new = SomaticMarker(id=f"sm-{tick}-{situation.get('tool') or 'hold'}", tick=tick, situation=dict(situation),
+    key = hashlib.sha1(json.dumps(situation, sort_keys=True).encode()).hexdigest()[:6]  # one id per situation
+    new = SomaticMarker(id=f"sm-{tick}-{situation.get('tool') or 'hold'}-{key}", tick=tick, situation=dict(situation),
                         valence=round(valence, 6), strength=round(strength, 6), pnl_usd=pnl_usd, what=what)
     out.append(new)
     if len(out) > MAX_MARKERS:

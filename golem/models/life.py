@@ -15,7 +15,7 @@ class SomaticMarker(BaseModel):
     """Outcome-tagged affect attached to a situation (Damasio's somatic marker; runtime-extensions #9 daimon):
     a loss in a situation leaves a negative marker; the same situation later makes it fire."""
 
-    id: str  # "sm-<tick>-<tool>"
+    id: str  # "sm-<tick>-<tool>-<situation hash>"
     tick: int  # when it was laid down
     situation: dict[str, str]  # golem.life.somatic.situation_of: regime, health band, price move, tool
     valence: float  # pleasure of the outcome, in [-1, 1] (< 0: a warning)
