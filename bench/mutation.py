@@ -75,7 +75,8 @@ TESTS: dict[str, list[str]] = {
                            I + "test_decision_cache_decide.py", I + "test_gas_partition_tick.py",
                            GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
     "activities/consolidation.py": [I + "test_wiring.py", I + "test_consolidation_llm.py",
-                                    GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0"],
+                                    GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
+                                    I + "test_learning_loop.py"],  # the Curator's rule reaches a later decision
     "activities/heartbeat.py": [U + "test_activity_heartbeat.py", I + "test_llm_tick.py"],
     "golem/grimoire/memory_writes.py": [I + "test_wiring.py", I + "test_golem_loop.py"],
     "workers/services.py": [I + "test_wiring.py", I + "test_topology_tick.py", I + "test_config_versions.py",
@@ -89,7 +90,8 @@ TESTS: dict[str, list[str]] = {
                            GOLEM_LOOP + "test_steer_forces_t2_and_malformed_steer_is_recorded",
                            I + "test_rejection_expiry.py", I + "test_backtest.py"],  # the replay clock (advance_world)
     "workflows/consolidation.py": [I + "test_replay_histories.py", I + "test_consolidation_llm.py",
-                                   GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0", I + "test_wiring.py"],
+                                   GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0", I + "test_wiring.py",
+                                   I + "test_dreams.py"],  # a critical steer wakes a dreaming golem
 }
 
 _LOG_ROOTS = {"log", "logger", "logging", "print"}
