@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
 from workers.converter import data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
@@ -66,8 +67,17 @@ def sqlite_used(db: Path) -> int:
         con.close()
 
 
+def demo_clock() -> dict:
+    """The cadence of `golem run`'s demo (examples/golem-home/golem.toml [clock]): delta, dream and continue-as-new
+    every N ticks. The test rig's cadence (delta 10, dream 15) runs a cycle every few ticks."""
+    from golem.models.config import read_config_table
+
+    clock = read_config_table(REPO / "examples" / "golem-home" / "golem.toml")["clock"]
+    return {k: clock[k] for k in ("delta_theta_ticks", "continue_as_new_ticks", "dream_every_ticks")}
+
+
 async def main(ticks: int, steer_every: int, out_json: str | None, dump: str | None = None,
-               scenario: str = "volatile") -> dict:
+               scenario: str = "volatile", clock: dict | None = None) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="golem-bench-hist-"))
     db = tmp / "temporal.sqlite"
     env = await WorkflowEnvironment.start_local(
@@ -85,7 +95,7 @@ async def main(ticks: int, steer_every: int, out_json: str | None, dump: str | N
         floor_used = (sqlite_used(db) - used_before) / FLOOR_RUNS
     floor = (await history_sizes(client, "floor-1")).total
 
-    rig = make_rig(tmp, "benchhist", scenario, theta=0.2, clock={"continue_as_new_ticks": 50})
+    rig = make_rig(tmp, "benchhist", scenario, theta=0.2, clock=clock or {"continue_as_new_ticks": 50})
     figures: dict = {}
     try:
         rig.start_market(interval=0.2)
@@ -195,5 +205,14 @@ if __name__ == "__main__":
                     help="the market (volatile + steers: a stress mix, ~60%% escalated; calm, --steer-every 0: "
                          "`golem run`'s demo)")
     ap.add_argument("--dump", help="write the last T0 and escalated tick's and the parent's history JSON into this folder")
+    ap.add_argument("--demo", action="store_true",
+                    help="`golem run`'s demo: calm, no steers, the example golem.toml's cadence (delta every 50 ticks, "
+                         "continue-as-new 100, dream 200) at a fast theta; without it the test rig's cadence (delta "
+                         "every 10 ticks, dream 15, continue-as-new 50) puts a cycle's cost in a short run")
     args = ap.parse_args()
-    asyncio.run(main(args.ticks, args.steer_every, args.json, args.dump, args.scenario))
+    clock = None
+    if args.demo:
+        args.scenario, args.steer_every, clock = "calm", 0, demo_clock()
+    print(f"scenario {args.scenario}, a steer every {args.steer_every or 'never'}, clock {clock or 'the test rig'}, "
+          f"{args.ticks} ticks")
+    asyncio.run(main(args.ticks, args.steer_every, args.json, args.dump, args.scenario, clock))

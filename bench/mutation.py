@@ -82,7 +82,8 @@ TESTS: dict[str, list[str]] = {
                            I + "test_decision_cache_decide.py", I + "test_gas_partition_tick.py",
                            GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
     "activities/consolidation.py": [I + "test_wiring.py", I + "test_consolidation_llm.py",
-                                    GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0"],
+                                    GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
+                                    I + "test_learning_loop.py"],  # the Curator's rule reaches a later decision
     "activities/heartbeat.py": [U + "test_activity_heartbeat.py", I + "test_llm_tick.py"],
     "golem/grimoire/memory_writes.py": [I + "test_wiring.py", I + "test_golem_loop.py"],
     "workers/services.py": [I + "test_wiring.py", I + "test_topology_tick.py", I + "test_config_versions.py",
@@ -97,7 +98,8 @@ TESTS: dict[str, list[str]] = {
                            I + "test_rejection_expiry.py", I + "test_backtest.py",  # the replay clock (advance_world)
                            I + "test_life.py"],  # death, the kill update, the Phase search attribute (issue 17)
     "workflows/consolidation.py": [I + "test_replay_histories.py", I + "test_consolidation_llm.py",
-                                   GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0", I + "test_wiring.py"],
+                                   GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0", I + "test_wiring.py",
+                                   I + "test_dreams.py"],  # a critical steer wakes a dreaming golem
 }
 
 _LOG_ROOTS = {"log", "logger", "logging", "print"}
