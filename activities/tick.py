@@ -35,13 +35,15 @@ from golem.chain.simulate import SimulationError
 from golem.chain.tools import ToolArgumentError
 from golem.events import bridge as events
 from golem.grimoire.graph import KnowledgeGraph
-from golem.grimoire.memory_writes import mark_reorged, write_episode
+from golem.grimoire.memory_writes import mark_reorged
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.learning.expectation import scaled
-from golem.learning.loop import allocation_defaults, learn_from_outcome, reflexion_of, tune_context
+from golem.learning.loop import allocation_defaults, reflexion_of
+from golem.life.after_turn import after_turn_in_reflect
+from golem.life.death import settlement_deliberation
 from golem.life.reflect import build_record, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.config import GolemConfig
@@ -231,6 +233,9 @@ class TickActivities(ActivitySet):
         obs = whole(inp.observation, "observation")
         ctx = inp.ctx
         threshold = compute_adaptive_threshold(ctx.state, ctx.cfg.heartbeat.base_deliberation_threshold)
+        if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full (issue 17)
+            return GateResult(tier=Tier.T2, threshold=threshold, forced=True,
+                              reason="forced T2: Thanatopsis settlement (the golem is dying: unwind)")
         spend = daily_spend_on(ctx.state, ctx.started_at)
         if obs.force_t2_reason:  # a reorg re-marked earlier episodes: full attention (§S10)
             tier, why = apply_budget(Tier.T2, spend, ctx.cfg.heartbeat)
@@ -260,6 +265,12 @@ class TickActivities(ActivitySet):
         inp = await self._aresolved(inp, "decide")
         obs = whole(inp.observation, "observation")
         ctx = inp.ctx
+        if ctx.settlement:  # Thanatopsis: the unwind plan, no model, no cache (golem.life.death)
+            try:
+                strategy = self.s.load_strategy(ctx)
+            except ValueError:
+                strategy = None
+            return self._numbered(inp, settlement_deliberation(obs, ctx.cfg, strategy))
         try:
             strategy = self.s.load_strategy(ctx)
             viability = await asyncio.to_thread(self.s.strategy_viability, obs, ctx.state.phase, ctx)
@@ -327,6 +338,7 @@ class TickActivities(ActivitySet):
             steers=[*ctx.state.pending_steers, *inp.steers], now=ctx.started_ts,
             run_id=_run_id(), config=ctx.cfg,  # the tick's config version's limits, not the worker's file
             entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries (issue 19)
+            markers=ctx.state.life.markers, last_price=ctx.state.last_price,  # somatic markers (issue 17)
         )
         return result
 
@@ -403,27 +415,17 @@ class TickActivities(ActivitySet):
                                            daily_spend=daily_spend_on(inp.ctx.state, inp.ctx.started_at))
             record.inference_cost += cost
             record.total_cost += cost
-        result = await asyncio.to_thread(self._persist, record, proposed, inp.ctx.cfg.grimoire.memory,
-                                         regime_changed, inp.ctx.cfg, reflexion)
-        await asyncio.to_thread(self.s.events.emit, events.record_events(record, _now_iso(), **events.tick_context(inp.ctx, record)))
+        # after_turn in the registry's order: heartbeat → lifespan → daimon → memory → … → telemetry (issue 17)
+        chain, path, episode = await after_turn_in_reflect(
+            self.s, record, inp.ctx.state, inp.ctx.cfg, proposed=proposed, reflexion=reflexion,
+            regime_changed=regime_changed,
+            emit=lambda r: self.s.events.emit(events.record_events(r, _now_iso(), **events.tick_context(inp.ctx, r))))
+        result = tick_result(chain.record, path, episode)
+        result.life = chain.update
+        result.actions_proposed = len(proposed)
         result.gating = gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache_stats = inp.deliberation.decision_cache_stats if inp.deliberation else None
         return result
-
-    def _persist(self, record: DecisionCycleRecord, proposed: Sequence[ProposedAction] = (), memory: bool = True,
-                 regime_changed: bool = False, config: GolemConfig | None = None,
-                 reflexion: Reflexion | None = None) -> TickResult:
-        episode = write_episode(self.s.episodes, record)
-        record.episodes_written = [episode]
-        record.grimoire_mutations = [f"upsert episode {episode}"]
-        # Reflexion and credit assignment on an acted, verified tick (issue 16)
-        record = learn_from_outcome(record, list(proposed), self.s.semantic, self.s.learning, memory=memory,
-                                    reflexion=reflexion)
-        if config is not None:  # cybernetics loops 1 and 3 (runtime-extensions #22)
-            record.context_policy_revision = tune_context(record, self.s.learning, allocation_defaults(config),
-                                                          regime_changed=regime_changed)
-        path = self.s.cycles.persist(record)
-        return tick_result(record, str(path), episode)
 
     def _reflexion(self, record: DecisionCycleRecord, proposed: list[ProposedAction]) -> Reflexion | None:
         return reflexion_of(record, proposed, self._half_size(record, proposed))

@@ -64,6 +64,13 @@ TESTS: dict[str, list[str]] = {
     "golem/safety/risk.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py"],
     "golem/safety/service.py": [U + "test_gas_partition.py", U + "test_safety_cage.py", I + "test_write_path.py",
                                 I + "test_acting_safety.py", I + "test_wiring.py"],
+    # issue 17: the life — the clocks, the daimon, somatic markers, the registry, death and the after_turn chain
+    "golem/life/lifespan.py": [U + "test_life_lifespan.py", U + "test_life_after_turn.py"],
+    "golem/life/daimon.py": [U + "test_life_daimon.py", U + "test_life_after_turn.py"],
+    "golem/life/somatic.py": [U + "test_life_daimon.py", U + "test_safety_cage.py"],
+    "golem/life/extensions/registry.py": [U + "test_extension_registry.py", U + "test_life_after_turn.py"],
+    "golem/life/death.py": [U + "test_life_death.py"],
+    "golem/life/after_turn.py": [U + "test_life_after_turn.py", I + "test_life.py"],
     "golem/chain/permits.py": [U + "test_permits_journal.py", U + "test_safety_cage.py", SURVIVORS,
                                I + "test_write_path.py",
                                I + "test_acting_crash.py"],
@@ -88,7 +95,8 @@ TESTS: dict[str, list[str]] = {
     "workflows/golem.py": [I + "test_replay_histories.py", I + "test_wiring.py",
                            GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
                            GOLEM_LOOP + "test_steer_forces_t2_and_malformed_steer_is_recorded",
-                           I + "test_rejection_expiry.py", I + "test_backtest.py"],  # the replay clock (advance_world)
+                           I + "test_rejection_expiry.py", I + "test_backtest.py",  # the replay clock (advance_world)
+                           I + "test_life.py"],  # death, the kill update, the Phase search attribute (issue 17)
     "workflows/consolidation.py": [I + "test_replay_histories.py", I + "test_consolidation_llm.py",
                                    GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0", I + "test_wiring.py",
                                    I + "test_dreams.py"],  # a critical steer wakes a dreaming golem

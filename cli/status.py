@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cli.common import arun, client, config, query_golem
+from cli.life import life_line
 from golem.ids import golem_workflow_id
 
 
@@ -36,6 +37,7 @@ async def _status(args) -> int:
         print(f"  last tick:  {last.tick} tier {last.tier.value if last.tier else '-'}"
               + (" FAILED: " + (last.error or "") if last.failed else ""))
     print(f"  regime:     {st.regime}   phase: {st.phase}   vitality: {st.vitality:.2f}")
+    print(life_line(st))  # the clocks, the credit, the affect, death (issue 17)
     print(f"  theta:      {st.theta_seconds:.1f}s")
     print(spend_line(st))
     print(f"  steers:     {len(st.pending_steers)} pending" + "".join(

@@ -96,6 +96,16 @@ class DataLayout:
     def dreams(self) -> Path:
         return self.root / "dreams"
 
+    # ---- death and succession (issue 17) ------------------------------------------------------------
+    def legacy(self, golem_id: str) -> Path:
+        """A dead golem's legacy package (golem.life.legacy): certificate, reflection, grimoire.jsonl, gating."""
+        return self.root / "legacy" / golem_id
+
+    @property
+    def succession(self) -> Path:
+        """A successor's birth papers (golem spawn): its generation and predecessor."""
+        return self.root / "succession.json"
+
     # ---- the write path ----------------------------------------------------------------------------
     @property
     def tx_journal(self) -> Path:

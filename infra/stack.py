@@ -70,17 +70,24 @@ def ensure_world(rpc_url: str, data_dir: Path):
 
 def inherited_state(config, data_dir: Path):
     """A newborn golem's state, seeded with a staged gating inheritance package if there is one
-    (`golem gating import FILE`); None when nothing is staged."""
+    (`golem gating import FILE`) and, for a successor (`golem spawn`), its generation and predecessor; None when
+    nothing is staged."""
     import json
 
     from golem.cognition.fold import new_golem_state
     from golem.cognition.learned_gating import INHERITANCE_FILE, import_package
+    from golem.life.succession import born_as_successor
 
     path = data_dir / INHERITANCE_FILE
-    if not path.exists():
+    life = born_as_successor(config, data_dir)
+    if not path.exists() and life is None:
         return None
     state = new_golem_state(config)
-    return state.model_copy(update={"learned_gating": import_package(json.loads(path.read_text()))})
+    if path.exists():
+        state = state.model_copy(update={"learned_gating": import_package(json.loads(path.read_text()))})
+    if life is not None:
+        state = state.model_copy(update={"life": life})
+    return state
 
 
 async def ensure_monitor_running(address: str, config) -> str:

@@ -15,9 +15,11 @@ from temporalio.worker import Worker
 from activities.consolidation import ConsolidationActivities
 from activities.dream import DreamActivities
 from activities.doctor import DoctorActivities
+from activities.life import LifeActivities
 from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
 from golem.ids import task_queue
+from golem.life.extensions import registry_for
 from golem.models.config import GolemConfig
 from workers.services import GolemServices
 from workflows import ALL_WORKFLOWS
@@ -41,12 +43,16 @@ def build_worker(
         log.warning("stopped %d dream fork(s) a previous worker left running: pids %s", len(swept), swept)
     doctor = DoctorActivities(services)
     monitor = MonitorActivities(services)
+    life = LifeActivities(services)
+    # The extension registry's start-up check (runtime-extensions §5): a layer violation, a missing dependency or
+    # a non-optional extension switched off in golem.toml stops the worker here, naming both sides.
+    registry_for(services.config.extensions.disabled)
     return Worker(
         client,
         task_queue=task_queue(services.config.golem.id),
         workflows=ALL_WORKFLOWS,
         activities=[*ticks.activities(), *consolidation.activities(), *dream.activities(), *doctor.activities(),
-                    *monitor.activities()],
+                    *monitor.activities(), *life.activities()],
         # Sync activities (web3, LanceDB, SQLite) run on threads; the workflow loop stays free.
         activity_executor=ThreadPoolExecutor(max_workers=8),
         max_cached_workflows=max_cached_workflows,

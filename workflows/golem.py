@@ -19,6 +19,7 @@ from temporalio.workflow import ParentClosePolicy
 from workflows import options
 
 with workflow.unsafe.imports_passed_through():
+    from activities.life import LifeActivities, ThanatopsisInput
     from golem import ids
     from activities.tick import TickActivities
     from golem.cognition.backpressure import dequeue, enqueue
@@ -65,7 +66,9 @@ with workflow.unsafe.imports_passed_through():
         short,
         validate_change,
     )
+    from golem.life.death import KillAnswer, KillRequest, check_kill
     from golem.models.enums import HeartbeatState, SteerSeverity
+    from golem.models.life import DeathCertificate
     from golem.life.dream_scheduler import DreamUrgency
     from golem.models.interventions import FollowUp, summarize
     from golem.models.state import TICK_SLICE, DecisionCacheState, FsmState, GolemState, PendingTick
@@ -73,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.safety.gas import spend_status
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
     from workflows.errors import root_cause
-    from workflows.tick import SA_GOLEM_ID, SA_TICK, ThetaTickWorkflow
+    from workflows.tick import SA_GOLEM_ID, SA_PHASE, SA_TICK, ThetaTickWorkflow
 
 
 def tick_workflow_id(golem_id: str, tick: int) -> str:
@@ -213,6 +216,24 @@ class GolemWorkflow:
         workflow.logger.info("golem %s: %s", self._s.golem_id, answer.note)
         return answer
 
+    # ---- death by the owner (issue 17): an update refused unless confirmed with the golem's id ---------
+    @workflow.update
+    def kill(self, req: KillRequest) -> KillAnswer:
+        """`golem kill --reason R`: the running tick finishes, then Thanatopsis (acceptance, settlement through
+        the normal write path, reflection, legacy) and the workflow completes with its death certificate."""
+        life = self._s.life.model_copy(update={"death_cause": "owner", "death_detail": req.reason.strip()})
+        self._state = self._s.model_copy(update={"life": life})
+        workflow.logger.warning("golem %s: killed by %s: %s", self._s.golem_id, req.by, req.reason)
+        return KillAnswer(accepted=True, golem_id=self._s.golem_id,
+                          note=f"golem {self._s.golem_id} dies after its running tick: settlement, reflection, "
+                               "legacy; the workflow's result is its death certificate")
+
+    @kill.validator
+    def _check_kill(self, req: KillRequest) -> None:
+        if self._state is None:
+            raise ValueError("the golem has not started yet; retry in a moment")
+        check_kill(self._state.golem_id, req, self._state.life.death_cause)
+
     # ---- config versions: a new golem.toml + STRATEGY.md, validated, applied whole ----------
     @workflow.update
     async def apply_config(self, change: ConfigChange) -> ConfigApplied:
@@ -292,6 +313,14 @@ class GolemWorkflow:
             threat_coverage=s.threat_coverage,
             last_dream=s.last_dream,
             dream_urgency=schedule_dream(s, self._cfg).urgency if self._cfg is not None else None,
+            clocks={"economic": s.vitality.economic, "epistemic": s.vitality.epistemic,
+                    "stochastic": s.vitality.stochastic},
+            credit_remaining_usd=s.life.credit_remaining_usd, estimated_ttl_ticks=s.life.estimated_ttl_ticks,
+            ticks_lived=s.life.ticks_lived, generation=s.life.generation, predecessor=s.life.predecessor,
+            pad={"pleasure": s.pad.pleasure, "arousal": s.pad.arousal, "dominance": s.pad.dominance},
+            emotion=s.life.emotion.value if s.life.emotion else None, somatic_markers=len(s.life.markers),
+            dying=s.life.death_cause,
+            certificate=s.life.certificate.model_dump(mode="json") if s.life.certificate else None,
         )
 
     @workflow.query
@@ -316,10 +345,14 @@ class GolemWorkflow:
                 row = await self._await_row(cfg)
                 if row is None:
                     break
+            if self._s.life.death_cause and workflow.patched("thanatopsis"):
+                return await self._die(row if self._replay else None)
             if self._s.paused and workflow.patched("stop-buttons"):
                 # `golem pause`: no new tick until `golem resume` (signals, queries and updates still answer).
                 self._activity = "paused"
-                await workflow.wait_condition(lambda: not self._s.paused)
+                await workflow.wait_condition(lambda: not self._s.paused or bool(self._s.life.death_cause))
+                if self._s.life.death_cause and workflow.patched("thanatopsis"):
+                    return await self._die(row if self._replay else None)
             cfg = self._config  # an applied config version takes effect here, between ticks, whole
             if workflow.patched("dream-scheduler"):
                 urgency = schedule_dream(self._s, cfg)
@@ -332,6 +365,9 @@ class GolemWorkflow:
 
             await self._tick(cfg)
             self._run_ticks += 1
+            if self._s.life.death_cause and workflow.patched("thanatopsis"):
+                # A clock ran out this tick (golem.life.lifespan), or the owner's kill landed during it.
+                return await self._die(row if self._replay else None, ticked=True)
             if self._replay and row is not None:
                 self._row_done(row, ticked=True)
                 if self._world_last:
@@ -403,10 +439,10 @@ class GolemWorkflow:
             use_gamma = gamma_due < remaining and workflow.patched("gamma-clock")
             try:
                 await workflow.wait_condition(
-                    lambda: bool(self._s.pending_steers),
+                    lambda: bool(self._s.pending_steers) or bool(self._s.life.death_cause),
                     timeout=timedelta(seconds=gamma_due if use_gamma else remaining),
                 )
-                return  # a steer arrived
+                return  # a steer arrived (or the owner's kill)
             except TimeoutError:
                 if not use_gamma:
                     return
@@ -431,7 +467,7 @@ class GolemWorkflow:
         if report.violations:
             workflow.logger.info("gamma: %s prediction violations", report.violations)
 
-    async def _tick(self, cfg: GolemConfig) -> None:
+    async def _tick(self, cfg: GolemConfig, settlement: bool = False) -> TickResult | None:
         # The version current when the tick starts (an update may have landed during dream or delta): the
         # tick's config and its config_version always name the same version.
         cfg = self._config
@@ -447,7 +483,7 @@ class GolemWorkflow:
         # payload in every activity input of the tick.
         tick_state = state_for_tick(s) if workflow.patched("slim-tick-context") else s
         ctx = TickContext(golem_id=s.golem_id, tick=n, config=cfg, state=tick_state, started_at=started.isoformat(),
-                          carried_probes=carried)
+                          carried_probes=carried, settlement=settlement)
         if (self._config_info.version or self._config_change) and workflow.patched("config-version"):
             # The tick runs on this version: its activities resolve STRATEGY.md by it, its record names it.
             ctx = ctx.model_copy(update={"config_version": self._config_info.version,
@@ -459,7 +495,9 @@ class GolemWorkflow:
             ctx = ctx.model_copy(update={"config": None, "step_timeout_seconds": cfg.heartbeat.step_timeout_seconds,
                                          "state_slice": TICK_SLICE})
         self._tick_snapshot_taken = True
-        self._activity = "ticking"
+        self._activity = "ticking" if not settlement else f"dying: settlement tick {n}"
+        result: TickResult | None = None
+        phase_before = s.phase
         self._child_id = wid
         try:
             self._child = await workflow.start_child_workflow(
@@ -471,7 +509,7 @@ class GolemWorkflow:
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 execution_timeout=timedelta(minutes=30),
             )
-            result: TickResult = await self._child
+            result = await self._child
             self._child = None
             self._state = fold_tick_result(
                 self._s, result, self._now().isoformat(), cfg.clock, cfg.heartbeat, result.gating, cfg.gating
@@ -487,6 +525,9 @@ class GolemWorkflow:
             self._queue_missed_triggers(started, s.theta_seconds)
             if workflow.patched("chain-health"):
                 self._state = fold_chain_read(self._s, n, self._now().isoformat())
+            if self._s.phase != phase_before and workflow.patched("phase-search-attribute"):
+                # The golem's behavioural phase on its own workflow too (the Web UI filters golems by it).
+                workflow.upsert_search_attributes([SA_PHASE.value_set(self._s.phase.value)])
         except ChildWorkflowError as err:
             # A failed tick is recorded and the loop goes on; pending steers stay pending.
             self._child = None
@@ -512,6 +553,59 @@ class GolemWorkflow:
         if workflow.patched("rejection-expiry"):
             # Rejections leave `status` some ticks after the tick that reported them (issue 12).
             self._state = expire_rejections(self._s)
+        return result
+
+    async def _die(self, row: WorldTime | None = None, ticked: bool = False) -> GolemState:
+        """Thanatopsis (golem.life.death): Acceptance → Settlement (ticks whose decision is the unwind, through the
+        normal write path) → Reflection and Legacy (the thanatopsis activity). Completes the workflow with the
+        state, whose life.certificate is the death certificate."""
+        cfg = self._config
+        s = self._s
+        life = s.life
+        cause = life.death_cause or "owner"
+        self._activity = f"dying: acceptance ({cause})"
+        workflow.logger.warning("golem %s dies: %s (%s)", s.golem_id, cause, life.death_detail)
+        if self._replay and row is not None:  # a backtest's row that started this tick is done
+            self._row_done(row, ticked=ticked)
+        settled: list[int] = []
+        txs: list[str] = []
+        for _ in range(cfg.lifespan.settlement_ticks):
+            n = self._s.tick
+            result = await self._tick(cfg, settlement=True)
+            settled.append(n)
+            if result is not None:
+                txs += result.tx_hashes
+            if result is None or not result.actions_proposed or not result.actions_executed:
+                break  # nothing left, or nothing the write path lets through: what is open goes on the certificate
+        v = self._s.vitality
+        cert = DeathCertificate(
+            golem_id=s.golem_id, generation=life.generation, predecessor=life.predecessor, cause=cause,
+            detail=life.death_detail, born_tick=life.born_tick, died_at_tick=s.tick, died_at=self._now().isoformat(),
+            vitality={"economic": v.economic, "epistemic": v.epistemic, "stochastic": v.stochastic,
+                      "composite": v.composite},
+            phase=self._s.phase, settlement_ticks=settled, settlement_txs=txs,
+            reflection_model=cfg.lifespan.reflection, phases=["acceptance", "settlement"],
+        )
+        self._activity = "dying: reflection and legacy"
+        gating = self._s.learned_gating.model_copy(update={"log": []})
+        cert = await workflow.execute_activity_method(
+            LifeActivities.thanatopsis,
+            ThanatopsisInput(certificate=cert, gating=gating, markers=self._s.life.markers,
+                             reflection=cfg.lifespan.reflection),
+            task_queue=ids.task_queue(s.golem_id), **options.thanatopsis(),
+        )
+        self._state = self._s.model_copy(update={"life": self._s.life.model_copy(update={"certificate": cert})})
+        workflow.upsert_search_attributes([SA_PHASE.value_set("dead")])
+        self._activity = f"dead ({cert.cause})"
+        if self._replay:  # a backtest's driver keeps handing rows: each is answered, nothing ticks
+            while not self._world_last:
+                await workflow.wait_condition(lambda: bool(self._world_rows))
+                r = self._world_rows.pop(0)
+                self._world_now = datetime.fromisoformat(r.at)
+                self._world_last = r.last
+                self._world_done[r.row] = WorldAdvanced(row=r.row)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._s
 
     def _queue_missed_triggers(self, started: datetime, theta: float) -> None:
         """A tick that overran theta missed triggers: queue them (max 3, oldest dropped, §S12)."""

@@ -74,3 +74,8 @@ def doctor() -> Options:
 def monitor() -> Options:
     """The heartbeat-monitor's reads and alert deliveries."""
     return {"start_to_close_timeout": RECORD_TIMEOUT, "retry_policy": MONITOR_RETRY}
+
+
+def thanatopsis() -> Options:
+    """Death's reflection and legacy export (issue 17): reads the records and exports the Grimoire once."""
+    return {"start_to_close_timeout": timedelta(minutes=5), "retry_policy": CYCLE_RETRY}

@@ -184,15 +184,26 @@ def fold_tick_result(
     new.consecutive_failures = 0
 
     pe = _clamp01(result.prediction_error)
-    new.pad.arousal = max(-1.0, min(1.0, new.pad.arousal + AROUSAL_EMA * (pe - new.pad.arousal)))
+    if result.life is None:  # a reflect from before the daimon (issue 17): arousal followed surprise alone
+        new.pad.arousal = max(-1.0, min(1.0, new.pad.arousal + AROUSAL_EMA * (pe - new.pad.arousal)))
     if result.tier == Tier.T2:
         new.strategy_confidence = _clamp01(new.strategy_confidence - CONFIDENCE_DOWN_ON_T2)
     elif result.tier == Tier.T0 and pe < QUIET_PE:
         new.strategy_confidence = _clamp01(new.strategy_confidence + CONFIDENCE_UP_ON_QUIET_T0)
 
     fraction = budget_fraction(new.daily_spend_usd, heartbeat)
-    new.vitality.economic = _clamp01(1.0 - ECONOMIC_BUDGET_WEIGHT * min(fraction, 1.0))
-    new.phase = phase_for_vitality(new.vitality.composite)
+    if result.life is not None:  # the after_turn chain's lifespan and daimon (golem.life.after_turn)
+        new.pad = result.life.pad.model_copy()
+        new.vitality = result.life.vitality.model_copy()
+        new.phase = result.life.phase
+        new.life = result.life.life.model_copy(deep=True)
+        if state.life.death_cause and new.life.death_cause is None:
+            # the owner's kill landed while this tick ran (its reflect started from the living state): it stands
+            new.life = new.life.model_copy(update={"death_cause": state.life.death_cause,
+                                                   "death_detail": state.life.death_detail})
+    else:
+        new.vitality.economic = _clamp01(1.0 - ECONOMIC_BUDGET_WEIGHT * min(fraction, 1.0))
+        new.phase = phase_for_vitality(new.vitality.composite)
     new.theta_seconds = theta_interval_seconds(new, clock, fraction, heartbeat.cost_soft_cap_threshold,
                                                heartbeat.cost_warning_threshold)
     if gating_decision is not None:

@@ -15,6 +15,10 @@ THRESHOLD_MAX = 0.8
 CONFIDENCE_GAIN = 0.5  # confidence_factor = 1 + confidence × 0.5
 MORTALITY_GAIN = 0.3  # mortality_factor = 1 − (1 − vitality) × 0.3
 AROUSAL_GAIN = 0.2  # arousal_factor = 1 − |arousal| × 0.2
+# heartbeat "Daimon PAD modulation": high dominance raises the threshold (the golem trusts its models), low
+# dominance (a fired somatic marker, a thin health-factor margin) lowers it. daimon_factor = 1 + dominance × 0.2
+# (ours: the same size as the arousal factor; learned gating shifts its boundaries by [gating] dominance_bias).
+DOMINANCE_GAIN = 0.2
 
 # Lower bound of each phase (runtime-extensions lifespan: Thriving > 0.7, Stable 0.5–0.7,
 # Conservation 0.3–0.5, Declining 0.1–0.3, Terminal < 0.1).
@@ -57,20 +61,25 @@ def phase_transition_imminent(vitality: float) -> tuple[bool, str]:
     return False, ""
 
 
-def threshold_from(base: float, confidence: float, vitality: float, arousal: float) -> float:
-    """The §S5 formula on plain numbers (inputs clamped to [0, 1]; arousal taken as |arousal|)."""
+def threshold_from(base: float, confidence: float, vitality: float, arousal: float, dominance: float = 0.0) -> float:
+    """The §S5 formula on plain numbers (inputs clamped to [0, 1]; arousal taken as |arousal|), times the daimon's
+    dominance factor (dominance in [-1, 1])."""
     confidence = _clamp(confidence, 0.0, 1.0)
     vitality = _clamp(vitality, 0.0, 1.0)
     arousal = _clamp(abs(arousal), 0.0, 1.0)
     confidence_factor = 1.0 + confidence * CONFIDENCE_GAIN
     mortality_factor = 1.0 - (1.0 - vitality) * MORTALITY_GAIN
     arousal_factor = 1.0 - arousal * AROUSAL_GAIN
-    return _clamp(base * confidence_factor * mortality_factor * arousal_factor, THRESHOLD_MIN, THRESHOLD_MAX)
+    daimon_factor = 1.0 + _clamp(dominance, -1.0, 1.0) * DOMINANCE_GAIN
+    return _clamp(base * confidence_factor * mortality_factor * arousal_factor * daimon_factor, THRESHOLD_MIN,
+                  THRESHOLD_MAX)
 
 
 def compute_adaptive_threshold(state: GolemState, base: float) -> float:
-    """§S5: base × confidence_factor × mortality_factor × arousal_factor, clamped to [0.05, 0.8]."""
-    return threshold_from(base, state.strategy_confidence, state.vitality.composite, state.pad.arousal)
+    """§S5: base × confidence_factor × mortality_factor × arousal_factor (× the daimon's dominance factor),
+    clamped to [0.05, 0.8]."""
+    return threshold_from(base, state.strategy_confidence, state.vitality.composite, state.pad.arousal,
+                          state.pad.dominance)
 
 
 def tier_for(prediction_error: float, threshold: float) -> Tier:

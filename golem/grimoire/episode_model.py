@@ -266,6 +266,12 @@ def episode_from_record(
         parts.append(f"Outcome {verdict}{pnl_text}.")
     if record.active_interventions:
         parts.append("Owner said: " + "; ".join(i.message for i in record.active_interventions) + ".")
+    if record.phase_transition:  # issue 17: each behavioural phase transition is an episode
+        v = record.vitality
+        parts.append(f"Phase transition {record.phase_transition}: vitality {v.composite:.3f} (economic "
+                     f"{v.economic:.3f}, epistemic {v.epistemic:.3f}, stochastic {v.stochastic:.3f}).")
+    if record.somatic_markers_fired:
+        parts.append("Somatic markers fired: " + ", ".join(record.somatic_markers_fired) + ".")
     if record.errors:
         parts.append("Errors: " + "; ".join(record.errors) + ".")
     if high:

@@ -11,6 +11,7 @@ from golem.inference.router import BudgetRefusal, ProviderRouter
 from golem.inference.workspace import approx_tokens
 from golem.models.enums import ProbeSeverity, Tier
 from golem.models.record import DecisionCycleRecord, Reflexion
+from golem.safety.policy import RESTRICTED_PHASES
 
 MAX_INSIGHT_CHARS = 600  # ours: one insight is a sentence or two
 
@@ -34,7 +35,10 @@ REFLECT_TOOL = {
 
 
 def reflexion_tier(record: DecisionCycleRecord, regime_changed: bool, reflexion: Reflexion) -> Tier:
-    """T2 for anomalous outcomes and regime transitions, T1 for routine ones (grimoire)."""
+    """T2 for anomalous outcomes and regime transitions, T1 for routine ones (grimoire); from Conservation down,
+    T1 only (grimoire: "a golem in the Conservation phase (vitality 0.3–0.5) uses Haiku-only for all Reflexion")."""
+    if record.phase in RESTRICTED_PHASES:
+        return Tier.T1
     anomalous = (regime_changed or reflexion.verdict == "negative"
                  or any(a.severity == ProbeSeverity.HIGH for a in record.anomalies))
     return Tier.T2 if anomalous else Tier.T1

@@ -87,6 +87,7 @@ def tick_result(rec: DecisionCycleRecord, record_path: str, episode_id: str | No
         oracle_price=snap.oracle_price,
         position_health={p.id: p.health_factor for p in snap.positions if p.health_factor is not None},
         actions_executed=sum(1 for a in rec.actions if a.status.value == "executed"),
+        tx_hashes=[a.tx_hash for a in rec.actions if a.tx_hash],
         inference_cost=rec.inference_cost,
         gas_cost=rec.gas_cost,
         episode_id=episode_id,

@@ -241,6 +241,31 @@ class DreamSection(BaseModel):
     forks: bool = True  # false: no Anvil forks (live-chain checks only, e.g. a node that cannot be forked)
 
 
+class LifespanSection(BaseModel):
+    """[lifespan] (issue 17; runtime-extensions #11): the three mortality clocks and death."""
+
+    model_config = {"extra": "forbid"}
+    # Economic clock: the golem's credit (USD) for inference and gas over its life; economic vitality is the
+    # fraction left, runway = credit / burn. None: no credit clock (then the daily budget alone weighs on it).
+    credits_usd: float | None = Field(default=None, gt=0.0)
+    # Stochastic clock: the Hayflick limit (ticks lived) and a per-tick hazard, seeded (replayable).
+    hayflick_ticks: int | None = Field(default=None, ge=1)
+    hazard_per_tick: float = Field(default=0.0, ge=0.0, le=1.0)
+    hazard_seed: int = 0
+    terminal_ticks: int = Field(default=5, ge=1)  # Terminal this many ticks in a row: death
+    epistemic_ema: float = Field(default=0.1, gt=0.0, le=1.0)  # weight of one tick's prediction accuracy
+    mortal: bool = True  # false: the clocks run and phases take effect, but nothing triggers death
+    settlement_ticks: int = Field(default=5, ge=0, le=20)  # unwind ticks at most during Settlement
+    reflection: str = Field(default="offline", pattern=r"^(offline|claude)$")  # the death reflection's author
+
+
+class ExtensionsSection(BaseModel):
+    """[extensions] (runtime-extensions §3): optional extensions this golem switches off."""
+
+    model_config = {"extra": "forbid"}
+    disabled: list[str] = Field(default_factory=list)
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -256,6 +281,8 @@ class GolemConfig(BaseModel):
     grimoire: GrimoireSection = Field(default_factory=GrimoireSection)
     retention: RetentionSection = Field(default_factory=RetentionSection)
     dream: DreamSection = Field(default_factory=DreamSection)
+    lifespan: LifespanSection = Field(default_factory=LifespanSection)
+    extensions: ExtensionsSection = Field(default_factory=ExtensionsSection)
     # Read by the worker from golem.toml; kept out of the config version and of workflow payloads (exclude), so
     # adding the section changed no version hash and no recorded history. A new URL needs a worker restart.
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)

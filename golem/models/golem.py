@@ -79,6 +79,18 @@ class GolemStatus(BaseModel):
     threat_coverage: float | None = None  # Tier 1 threats rehearsed in the last 7 cycles (target 100%)
     last_dream: str = ""
     dream_urgency: float | None = None
+    # issue 17: the three clocks, the credit, the affect, and death
+    clocks: dict[str, float] = Field(default_factory=dict)  # economic, epistemic, stochastic
+    credit_remaining_usd: float | None = None
+    estimated_ttl_ticks: float | None = None
+    ticks_lived: int = 0
+    generation: int = 0
+    predecessor: str | None = None
+    pad: dict[str, float] = Field(default_factory=dict)
+    emotion: str | None = None
+    somatic_markers: int = 0
+    dying: str | None = None  # the death cause once death is triggered
+    certificate: dict[str, Any] | None = None  # the DeathCertificate once dead
 
 
 class ConsolidationInput(BaseModel):

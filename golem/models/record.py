@@ -185,6 +185,8 @@ class DecisionCycleRecord(BaseModel):
     pad_after: PADVector | None = None
     somatic_markers_fired: list[str] = Field(default_factory=list)
     primary_emotion: PlutchikLabel | None = None
+    appraisal: dict[str, Any] | None = None  # the daimon's appraisal checks (golem.life.daimon.Appraisal)
+    somatic_marker_laid: str | None = None  # the marker a loss laid this tick
     # Gating
     prediction_error: float
     prediction_error_sources: dict[str, float] = Field(default_factory=dict)
@@ -212,7 +214,12 @@ class DecisionCycleRecord(BaseModel):
     # Mortality
     vitality: VitalityState = Field(default_factory=VitalityState)
     phase: BehavioralPhase = BehavioralPhase.THRIVING
-    credit_consumed: float | None = None  # absent until the lifespan's credit ledger exists (issue 17)
+    credit_consumed: float | None = None  # the tick's inference + gas (USD), the lifespan's burn (issue 17)
+    credit_remaining: float | None = None  # [lifespan] credits_usd left after the tick; absent without credits
+    estimated_ttl_ticks: float | None = None  # credit left / burn per tick
+    phase_transition: str | None = None  # "stable→conservation" on the tick the phase changed
+    death_cause: str | None = None  # set on the tick a clock ran out (the golem then dies, golem.life.death)
+    after_turn: list[str] = Field(default_factory=list)  # the after_turn chain as it ran, in order (issue 17)
     # Cost
     inference_cost: float = 0.0
     gas_cost: float = 0.0
@@ -237,6 +244,7 @@ class DecisionCycleRecord(BaseModel):
         return data
 
 
-# Record fields filled only once their system exists (the daimon's appraisal, the lifespan's credit ledger);
-# until then they are absent from the JSON record and NULL in the cycle index.
-UNMEASURED_FIELDS = ("pad_after", "primary_emotion", "credit_consumed")
+# Record fields only set when their system measured something on the tick (the daimon's appraisal, the lifespan's
+# credit ledger, a phase transition, a death); None is left out of the JSON record and NULL in the cycle index.
+UNMEASURED_FIELDS = ("pad_after", "primary_emotion", "credit_consumed", "appraisal", "somatic_marker_laid",
+                     "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause")

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from golem.models.enums import BehavioralPhase, HeartbeatState, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer
+from golem.models.life import LifeState
 from golem.models.observation import ProbeResult
 
 PRICE_HISTORY_LEN = 64  # enough for the 20-period SMA of §S9 plus slack
@@ -32,6 +33,16 @@ class VitalityState(BaseModel):
     @property
     def composite(self) -> float:
         return self.economic * self.epistemic * self.stochastic
+
+
+class LifeUpdate(BaseModel):
+    """What one tick's after_turn chain hands back to GolemWorkflow (TickResult.life, issue 17)."""
+
+    life: LifeState
+    vitality: VitalityState
+    phase: BehavioralPhase
+    pad: PADVector
+    transition: str | None = None  # "stable→conservation" when the phase changed this tick
 
 
 class FsmState(BaseModel):
@@ -281,6 +292,8 @@ class GolemState(BaseModel):
     dream_yield: float | None = None
     threat_coverage: float | None = None
     last_dream: str = ""
+    # The lifespan's clocks and the daimon's markers (issue 17, golem.life); `certificate` once dead.
+    life: LifeState = Field(default_factory=LifeState)
 
     @property
     def last_price(self) -> float | None:
@@ -310,10 +323,11 @@ STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
     "decide": frozenset({LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence",
                          "vitality", "regime", *_SPEND}),
     "simulate": frozenset(),
-    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", *_SPEND}),
+    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", "life", LAST_PRICE, *_SPEND}),
     "execute": frozenset(),
     "verify": frozenset({"regime"}),
-    "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", "daily_gas_usd", *_SPEND}),
+    "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", "daily_gas_usd", "life",
+                          "gamma", "position_health", LAST_PRICE, *_SPEND}),
 }
 # What ThetaTickWorkflow itself reads (steers, follow-ups, the phase search attribute), plus every step's.
 TICK_STATE_FIELDS: frozenset[str] = frozenset(

@@ -26,7 +26,7 @@ from golem.models.record import (
     TickRun,
 )
 from golem.models.slices import slice_dump
-from golem.models.state import DecisionCacheState, GatingDecision, GolemState, slice_fields
+from golem.models.state import DecisionCacheState, GatingDecision, GolemState, LifeUpdate, slice_fields
 
 
 T = TypeVar("T")
@@ -70,6 +70,9 @@ class TickContext(BaseModel):
     config_version: str = ""
     # Set on the first tick of a newly applied version only: what changed (for the record).
     config_change: str = ""
+    # A Thanatopsis settlement tick (issue 17): gate forces T2, decide returns the unwind plan
+    # (golem.life.death.settlement_actions), the write path is the normal one.
+    settlement: bool = False
 
     @property
     def slice_field_names(self) -> list[str]:
@@ -123,7 +126,7 @@ STEP_OBSERVATION_FIELDS: dict[str, frozenset[str]] = {
     "gate": frozenset({"snapshot", "probes", "regime", "force_t2_reason"}),
     "retrieve": frozenset({"snapshot", "anomalies", "regime"}),
     "simulate": frozenset({"snapshot"}),
-    "validate": frozenset({"snapshot"}),
+    "validate": frozenset({"snapshot", "regime"}),  # regime: the somatic markers' situation (issue 17)
     "execute": frozenset({"snapshot"}),
     "verify": frozenset({"snapshot"}),
 }
@@ -372,3 +375,8 @@ class TickResult(BaseModel):
     run_label: str = ""  # the run whose reflect wrote record_path ("" = the tick's first run)
     decision_cache: DecisionCacheState | None = None  # results from before the cache moved to the worker
     decision_cache_stats: dict[str, Any] | None = None  # hit_rate_report of the worker's cache after this tick
+    # The after_turn chain's lifespan and daimon (issue 17): the golem's next clocks, phase, affect and markers.
+    # None from a reflect before it existed (the fold then keeps its older arousal / budget formulas).
+    life: LifeUpdate | None = None
+    actions_proposed: int = 0  # what decide proposed (a settlement tick with none left ends Settlement)
+    tx_hashes: list[str] = Field(default_factory=list)  # of the actions sent (the death certificate lists them)

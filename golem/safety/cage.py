@@ -25,8 +25,10 @@ from pydantic import BaseModel, Field
 from golem.chain.permits import PermitStore
 from golem.chain.tools import WRITE_TOOLS, ToolArgumentError, action_value_usd, parse_arguments, price_usd
 from golem.inference.strategy import Strategy
+from golem.life.somatic import situation_of, size_factor
 from golem.models.enums import BehavioralPhase
 from golem.models.interventions import Steer
+from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, ValidatedAction, ValidationResult
 from golem.safety.audit import AuditLog
@@ -66,6 +68,10 @@ class ValidationContext(BaseModel):
     strategy: Strategy | None = None
     steers: list[Steer] = Field(default_factory=list)  # the owner's steers this tick deliberated on
     entries_stopped: bool = False  # the owner's `golem stop-entries`: nothing that opens exposure (issue 19)
+    # The daimon's somatic markers and the last tick's price (issue 17): a strong negative marker matching the
+    # action's situation shrinks the size allowed for new exposure (golem.life.somatic.size_factor).
+    markers: list[SomaticMarker] = Field(default_factory=list)
+    last_price: float | None = None
 
 
 class SafetyCage:
@@ -126,6 +132,12 @@ class SafetyCage:
             if why:
                 return why, True, None
         exposure = opens_exposure(action)
+        shrink, fired = (size_factor(ctx.markers, situation_of(ctx.observation, ctx.last_price, action.tool))
+                         if exposure and ctx.markers else (1.0, []))
+        if fired and value > self.limits.policy.max_trade_size_usd * shrink:
+            cap = self.limits.policy.max_trade_size_usd * shrink
+            return (f"somatic marker {', '.join(fired)} fired (a loss in this situation before): the size cap shrinks "
+                    f"to {shrink:g}× = ${cap:,.2f}; the action is ${value:,.2f}"), False, None
         stats = ctx.risk.tools.get(action.tool)
         if exposure and stats and stats.n >= r.guardrail_min_outcomes and stats.failure_rate >= r.guardrail_failure_rate:
             return (f"adaptive guardrail: {action.tool} failed verification in {stats.failures} of its last {stats.n} "
@@ -141,10 +153,11 @@ class SafetyCage:
             if f <= 0:
                 return (f"Kelly sizing: no edge over the last {ctx.risk.bets} bets (win rate {ctx.risk.win_rate:.0%}, "
                         f"payoff {ctx.risk.payoff_ratio or 0:.2f}); no new exposure"), False, None
-            kelly_cap = min(f, 1.0) * r.kelly_fraction * max(ctx.risk.nav_usd, 0.0)
+            kelly_cap = min(f, 1.0) * r.kelly_fraction * max(ctx.risk.nav_usd, 0.0) * shrink
             if value > kelly_cap:
                 return (f"Kelly sizing: ${value:,.2f} exceeds {r.kelly_fraction:g}×Kelly ({f:.3f}) of net value "
-                        f"${ctx.risk.nav_usd:,.2f} = ${kelly_cap:,.2f}"), False, None
+                        f"${ctx.risk.nav_usd:,.2f}" + (f" × {shrink:g} (somatic {', '.join(fired)})" if fired else "")
+                        + f" = ${kelly_cap:,.2f}"), False, None
         return None, False, note
 
     @staticmethod

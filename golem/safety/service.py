@@ -82,7 +82,8 @@ class SafetyService:
         self, golem_id: str, tick: int, phase: BehavioralPhase, actions: list[ProposedAction],
         simulation: SimulationResult, observation: Observation, strategy: Strategy | None = None,
         steers: list[Steer] | None = None, now: float | None = None, run_id: str | None = None,
-        config: GolemConfig | None = None, entries_stopped: bool = False,
+        config: GolemConfig | None = None, entries_stopped: bool = False, markers: list | None = None,
+        last_price: float | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
         """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
         `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None;
@@ -93,7 +94,8 @@ class SafetyService:
         if sent:
             fresh = [a for a in actions if a.action_index not in sent]
             result, decisions = self.validate(golem_id, tick, phase, fresh, simulation, observation, strategy=strategy,
-                                              steers=steers, now=now, config=config)
+                                              steers=steers, now=now, config=config, entries_stopped=entries_stopped,
+                                              markers=markers, last_price=last_price)
             verdicts = {v.action_index: v for v in result.actions}
             for index, claim in sent.items():
                 intents = self.journal.intents_for(golem_id, tick, claim.action_index)
@@ -112,7 +114,8 @@ class SafetyService:
         self.risk.mark_nav(golem_id, tick, nav, now=now)
         ctx = ValidationContext(golem_id=golem_id, tick=tick, phase=phase, observation=observation,
                                 risk=self.risk.snapshot(golem_id, nav, now=now), strategy=strategy,
-                                steers=list(steers or []), entries_stopped=entries_stopped)
+                                steers=list(steers or []), entries_stopped=entries_stopped,
+                                markers=list(markers or []), last_price=last_price)
         for sim in simulation.actions:
             if not sim.ok:
                 self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,

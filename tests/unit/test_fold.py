@@ -220,3 +220,18 @@ def test_rejections_leave_status_after_visible_ticks_and_undated_ones_go_at_once
         assert [r.tick for r in s.rejected_interventions] == [3], s.tick
     s = expire_rejections(fold_tick_failure(s, s.tick, "x", "w", "", NOW))
     assert s.tick == 3 + REJECTION_VISIBLE_TICKS and s.rejected_interventions == []
+
+
+def test_a_kill_that_lands_during_a_tick_survives_the_ticks_fold():
+    """issue 17: the owner's kill sets death_cause while a tick runs; that tick's result carries the life its
+    reflect computed from the living state, and must not erase the kill."""
+    from golem.models.life import LifeState
+    from golem.models.state import LifeUpdate, PADVector, VitalityState
+
+    state = GolemState(golem_id="g").model_copy(update={"life": LifeState(death_cause="owner", death_detail="done")})
+    result = TickResult(tick=0, tier=Tier.T0, regime="unknown", prediction_error=0.0, threshold=0.3, price=1.0,
+                        gas_price_gwei=1.0, tvl=1.0, oracle_price=1.0,
+                        life=LifeUpdate(life=LifeState(ticks_lived=1), vitality=VitalityState(), phase="thriving",
+                                        pad=PADVector()))
+    new = fold_tick_result(state, result, "2026-01-01T00:00:00+00:00", ClockSection(), HeartbeatSection())
+    assert new.life.death_cause == "owner" and new.life.death_detail == "done" and new.life.ticks_lived == 1

@@ -243,3 +243,21 @@ async def test_claude_words_the_insight_t1_routine_t2_anomalous_numbers_kept():
     assert api.requests[1]["model"] == rt.config.t2_model
     assert again.insight == r.insight and again.model.startswith("offline (")
     assert (await worded(r, rec, router=None, regime_changed=False, daily_spend=0.0)) == (r, 0.0)
+
+
+async def test_conservation_phase_words_reflexion_on_the_t1_model_only():
+    """issue 17 (grimoire: Conservation uses Haiku-only for all Reflexion): an anomalous outcome that would go to T2
+    goes to T1 once the golem is in Conservation or below."""
+    from golem.inference.reflexion_llm import worded
+    from golem.models.enums import BehavioralPhase
+    from tests.unit.inference_fakes import FakeMessagesAPI, message, router, tool_use
+
+    rec = _record(OutcomeRecord(verified=True, pnl_impact=-0.4, health_factor_before=1.5, health_factor_after=1.95))
+    r = reflect_on(rec, expect(REPAY, rec.observation), expect(REPAY, rec.observation, scale=0.5))
+    api = FakeMessagesAPI(*[message([tool_use("reflect", {"insight": "ok"})])] * 2)
+    rt = router(api)
+    await worded(r, rec, router=rt, regime_changed=True, daily_spend=0.0)
+    assert api.requests[0]["model"] == rt.config.t2_model  # Thriving: a regime change is T2
+    conserving = rec.model_copy(update={"phase": BehavioralPhase.CONSERVATION})
+    await worded(r, conserving, router=rt, regime_changed=True, daily_spend=0.0)
+    assert api.requests[1]["model"] == rt.config.t1_model

@@ -362,3 +362,18 @@ def test_validate_layered_issues_permits_and_audits(tmp_path):
     assert kinds == ["tool_call.allowed", "permit.created", "tool_call.blocked", "permit.blocked",
                      "tool_call.blocked", "permit.blocked"]
     assert audit.verify().ok
+
+
+def test_a_fired_somatic_marker_shrinks_the_size_of_new_exposure_only():
+    """issue 17: a loss in this situation before (a strong negative marker) halves the size cap of new exposure."""
+    from golem.life.somatic import lay_marker, situation_of
+
+    o = obs()
+    sit = situation_of(o, 2000.0, "supply")  # the same regime, health band, flat price, the same tool
+    markers, laid = lay_marker([], 3, sit, pnl_usd=-60.0, liquidated=False, valence=-0.7, what="lost")
+    c = ctx(o).model_copy(update={"markers": markers, "last_price": 2000.0})
+    assert decide(act("supply", 1.5)).allowed  # $3,000: within the $5,000 cap without the marker
+    d = decide(act("supply", 1.5), c)
+    assert not d.allowed and d.blocked_by == "risk" and laid.id in d.reason and "$2,500.00" in d.reason
+    assert decide(act("supply", 1.0), c).allowed  # $2,000 fits the shrunk cap
+    assert decide(act("repay", 3000), c).allowed  # risk-reducing: never shrunk

@@ -1,7 +1,7 @@
 """Issue 14: a record field is computed from what happened, or it is absent. pad_after, primary_emotion and
-credit_consumed have no system computing them yet (the daimon and the lifespan, issue 17), so the record leaves
-them out, the cycle index stores NULL, the episode has no emotional tag — and records written before, which
-carry the old constants, still load."""
+credit_consumed are computed by the after_turn chain's daimon and lifespan (issue 17, tests/unit/
+test_life_after_turn.py); the record step 9 builds before that chain leaves them out, the cycle index stores NULL,
+the episode has no emotional tag — and records written before, which carry the old constants, still load."""
 
 from __future__ import annotations
 

@@ -1,0 +1,184 @@
+"""The after_turn chain inside reflect (runtime-extensions §4 "Why Sequential, Not Parallel"): the registry's
+after_turn order — heartbeat → lifespan → daimon → memory → risk → dream → cybernetics → clade → telemetry —
+each a fold over the tick's AfterTurn context that writes its own part of the record. The pure members live
+here (heartbeat's facts, lifespan, daimon); the ones with side effects (memory's episode, cybernetics, the
+telemetry that persists the record) are given by the reflect activity. A member of the order with no handler
+here runs elsewhere in this build (dream: GolemWorkflow between ticks) or is not in this build (risk's after_turn,
+clade); `record.after_turn` lists what ran, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from golem.cognition.budget import budget_fraction
+from golem.life.daimon import AppraisalInput, appraise, plutchik, update_pad
+from golem.life.extensions.registry import ExtensionRegistry, registry_for
+from golem.life.lifespan import LifeFacts, tick_clocks
+from golem.life.somatic import age_markers, firing, lay_marker, situation_of
+from golem.safety.risk import net_value_usd
+from golem.models.config import GolemConfig
+from golem.models.enums import ActionStatus
+from golem.models.life import LifeState, SomaticMarker
+from golem.models.record import DecisionCycleRecord
+from golem.models.state import GolemState, LifeUpdate, PADVector
+
+
+@dataclass
+class AfterTurn:
+    """What the chain folds: the record being written and the golem's life going into the tick."""
+
+    record: DecisionCycleRecord
+    state: GolemState  # the reflect step's slice of the pre-tick state
+    config: GolemConfig
+    life: LifeState = None  # type: ignore[assignment]
+    facts: LifeFacts | None = None
+    update: LifeUpdate | None = None
+    laid: SomaticMarker | None = None
+    fired: list[str] = field(default_factory=list)  # extensions that ran, in order
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.life is None:
+            self.life = self.state.life
+
+
+Handler = Callable[[AfterTurn], Awaitable[None] | None]
+
+
+def heartbeat_after_turn(ctx: AfterTurn) -> None:
+    """The heartbeat's part: the tick's facts the later members read (its cost is the credit it consumed)."""
+    rec, s = ctx.record, ctx.state
+    gamma = s.__dict__.get("gamma")
+    reflexion = ctx.extra.get("reflexion") or rec.reflexion
+    ctx.facts = LifeFacts(
+        tick=rec.tick, credit_consumed_usd=round(max(rec.total_cost, 0.0), 9),
+        budget_fraction=budget_fraction(s.daily_spend_usd + max(rec.inference_cost, 0.0), ctx.config.heartbeat),
+        prediction_error=rec.prediction_error, threshold=rec.deliberation_threshold,
+        gamma_resolved=gamma.resolved if gamma is not None else 0,
+        gamma_violations=gamma.violations if gamma is not None else 0,
+        hf_error=reflexion.health_factor_error if reflexion is not None else None,
+    )
+    rec.credit_consumed = ctx.facts.credit_consumed_usd
+
+
+def lifespan_after_turn(ctx: AfterTurn) -> None:
+    s = ctx.state
+    out = tick_clocks(ctx.life, s.vitality, s.phase, ctx.facts, ctx.config.lifespan, s.golem_id)
+    ctx.life = out.life
+    ctx.update = LifeUpdate(life=out.life, vitality=out.vitality, phase=out.phase, pad=s.pad, transition=out.transition)
+    rec = ctx.record
+    rec.vitality, rec.phase, rec.phase_transition = out.vitality, out.phase, out.transition
+    rec.credit_remaining = out.life.credit_remaining_usd
+    rec.estimated_ttl_ticks = out.life.estimated_ttl_ticks
+    rec.death_cause = out.life.death_cause
+
+
+def daimon_after_turn(ctx: AfterTurn) -> None:
+    """Appraise, move the affect, name the emotion; fire the markers the situation matches; lay one after a loss."""
+    rec, s = ctx.record, ctx.state
+    obs = rec.observation
+    acted = [a for a in rec.actions if a.status in (ActionStatus.EXECUTED, ActionStatus.FAILED)]
+    tool = acted[0].tool_name if acted else ""
+    situation = situation_of(obs, s.last_price, tool)
+    fired = firing(ctx.life.markers, situation)
+    hf_before = min(s.position_health.values()) if s.__dict__.get("position_health") else None
+    pnl = rec.outcome.pnl_impact if rec.outcome is not None else None
+    appraisal = appraise(AppraisalInput(
+        prediction_error=rec.prediction_error, regime_changed=s.regime != rec.regime, pnl_usd=pnl,
+        equity_change=marked_to_market(obs, s.last_price),
+        hf_before=hf_before, hf_now=obs.min_health_factor(), liquidated=bool(obs.liquidations),
+        vitality=ctx.update.vitality.composite if ctx.update else s.vitality.composite,
+        budget_fraction=ctx.facts.budget_fraction if ctx.facts else 0.0,
+        proposed=len(rec.actions), blocked=sum(1 for a in rec.actions if a.status == ActionStatus.BLOCKED),
+        failed=sum(1 for a in rec.actions if a.status == ActionStatus.FAILED),
+        somatic_strength=sum(m.strength for m in fired),
+    ))
+    pad = update_pad(s.pad, appraisal)
+    emotion = plutchik(pad)
+    markers = age_markers(ctx.life.markers, [m.id for m in fired])
+    markers, laid = lay_marker(markers, rec.tick, situation, pnl, bool(obs.liquidations), pad.pleasure,
+                               f"tick {rec.tick}: " + "; ".join(appraisal.reasons or ["loss"]))
+    ctx.laid = laid
+    ctx.life = ctx.life.model_copy(update={"markers": markers, "emotion": emotion})
+    rec.pad_after, rec.primary_emotion = pad, emotion
+    rec.somatic_markers_fired = [m.id for m in fired]
+    rec.appraisal = appraisal.model_dump(mode="json")
+    if laid is not None:
+        rec.somatic_marker_laid = laid.id
+    if ctx.update is not None:
+        ctx.update = ctx.update.model_copy(update={"pad": pad, "life": ctx.life})
+
+
+def marked_to_market(obs, last_price: float | None) -> float | None:
+    """The holdings' gain or loss from the price move since the last tick, as a share of net value: the WETH the
+    golem holds (wallet, collateral, its side of the pool) × Δprice / net value. None without a last price."""
+    snap = obs.snapshot
+    if not last_price or last_price <= 0 or snap.pool.price <= 0:
+        return None
+    weth = snap.balances.get("WETH", 0.0) + sum(p.collateral for p in snap.positions if p.kind == "lending") \
+        + sum(p.collateral for p in snap.positions if p.kind == "lp")
+    equity = net_value_usd(snap)
+    return round(weth * (snap.pool.price - last_price) / equity, 9) if equity > 0 else None
+
+
+PURE: dict[str, Handler] = {"heartbeat": heartbeat_after_turn, "lifespan": lifespan_after_turn,
+                            "daimon": daimon_after_turn}
+
+
+async def run_after_turn(registry: ExtensionRegistry, ctx: AfterTurn, handlers: dict[str, Handler]) -> AfterTurn:
+    """Fire after_turn in the registry's order. `handlers`: the activity's members (memory, cybernetics,
+    telemetry); they run with the record the members before them wrote."""
+    both = {**PURE, **handlers}
+    for name in registry.order("after_turn"):
+        handler = both.get(name)
+        if handler is None:
+            continue
+        ctx.fired.append(name)
+        ctx.record.after_turn = list(ctx.fired)
+        out = handler(ctx)
+        if out is not None and hasattr(out, "__await__"):
+            await out
+    return ctx
+
+
+async def after_turn_in_reflect(services, record: DecisionCycleRecord, state: GolemState, config: GolemConfig, *,
+                                proposed: list, reflexion, regime_changed: bool,
+                                emit: Callable[[DecisionCycleRecord], object]) -> tuple[AfterTurn, str, str]:
+    """Step 9's after_turn with the worker's stores: memory writes the tick's episode (tagged with the daimon's
+    PAD octant) and learns from the outcome, cybernetics tunes the context policy, telemetry persists the record
+    and emits its events. Returns (the folded context, the record's path, the episode id)."""
+    import asyncio
+
+    from golem.grimoire.memory_writes import write_episode
+    from golem.learning.loop import allocation_defaults, learn_from_outcome, tune_context
+
+    chain = AfterTurn(record=record, state=state, config=config, extra={"reflexion": reflexion})
+    out: dict[str, str] = {}
+
+    def memory(c: AfterTurn) -> None:
+        episode = write_episode(services.episodes, c.record)
+        out["episode"] = episode
+        c.record.episodes_written = [episode]
+        c.record.grimoire_mutations = [f"upsert episode {episode}"]
+        # Reflexion and credit assignment on an acted, verified tick (issue 16)
+        c.record = learn_from_outcome(c.record, list(proposed), services.semantic, services.learning,
+                                      memory=config.grimoire.memory, reflexion=reflexion)
+
+    def cybernetics(c: AfterTurn) -> None:  # loops 1 and 3 (runtime-extensions #22)
+        c.record.context_policy_revision = tune_context(c.record, services.learning, allocation_defaults(config),
+                                                        regime_changed=regime_changed)
+
+    def telemetry(c: AfterTurn) -> None:
+        out["path"] = str(services.cycles.persist(c.record))
+        emit(c.record)
+
+    def threaded(fn):
+        return lambda c: asyncio.to_thread(fn, c)
+
+    await run_after_turn(registry_for(config.extensions.disabled), chain,
+                         {"memory": threaded(memory), "cybernetics": threaded(cybernetics),
+                          "telemetry": threaded(telemetry)})
+    return chain, out["path"], out["episode"]

@@ -1,0 +1,148 @@
+"""The lifespan extension's after_turn (runtime-extensions #11): the three mortality clocks, vitality, the
+behavioural phase and the death triggers. Pure: every input comes in, nothing is read from a clock or a file.
+
+- economic:   credit left / credit at birth ([lifespan] credits_usd), spent by the tick's inference and gas
+              (credit_consumed); runway = credit left / the burn EMA. Without credits, the daily budget alone
+              weighs on it as before (1 − 0.5 × budget fraction; it can reach Stable, never kill).
+- epistemic:  an EMA of the golem's own prediction accuracy: the gamma clock's resolved predictions (1 − violations
+              / resolved), the theta prediction (the tick's prediction error under 2θ, i.e. not a T2-size
+              surprise) and, on an acted tick, expected-vs-verified (reflexion's health-factor error ≤ 0.1).
+- stochastic: 1 − ticks lived / Hayflick limit (golem-archetypes "Hayflick limit: tracks total heartbeats against
+              configured maximum"), and 0 from the tick a seeded per-tick hazard strikes.
+
+vitality = economic × epistemic × stochastic; phases Thriving > 0.7, Stable 0.5–0.7, Conservation 0.3–0.5,
+Declining 0.1–0.3, Terminal < 0.1 (golem.cognition.threshold.phase_for_vitality).
+Death: the credit spent, the hazard, the Hayflick limit reached, or Terminal `terminal_ticks` ticks in a row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+from pydantic import BaseModel
+
+from golem.cognition.threshold import phase_for_vitality
+from golem.models.config import LifespanSection
+from golem.models.enums import BehavioralPhase
+from golem.models.life import LifeState
+from golem.models.state import VitalityState
+
+ECONOMIC_BUDGET_WEIGHT = 0.5  # without credits: spending the whole day's budget halves economic vitality
+BURN_EMA = 0.2  # weight of one tick's spend in the burn rate
+HF_ACCURATE = 0.1  # reflexion: a verified health factor within 0.1 of the expected one counts as predicted
+
+
+class LifeFacts(BaseModel):
+    """What the lifespan reads of one finished tick (the heartbeat's part of the record)."""
+
+    tick: int
+    credit_consumed_usd: float  # inference + gas of the tick
+    budget_fraction: float = 0.0  # today's inference spend / the daily cap (§S12)
+    prediction_error: float = 0.0
+    threshold: float = 0.3
+    gamma_resolved: int = 0  # the gamma clock's counters, cumulative
+    gamma_violations: int = 0
+    hf_error: float | None = None  # reflexion: verified − expected health factor, on an acted tick
+
+
+class LifespanResult(BaseModel):
+    life: LifeState
+    vitality: VitalityState
+    phase: BehavioralPhase
+    transition: str | None = None
+    accuracy: float | None = None  # this tick's prediction accuracy sample (None: nothing was predicted)
+
+
+def _clamp01(x: float) -> float:
+    return max(0.0, min(1.0, x))
+
+
+def hazard_draw(seed: int, golem_id: str, tick: int) -> float:
+    """A uniform [0, 1) draw fixed by (seed, golem, tick): a replayed or rerun tick draws the same number."""
+    digest = hashlib.sha256(f"{seed}:{golem_id}:{tick}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big")).random()
+
+
+def born(cfg: LifespanSection, tick: int = 0, generation: int = 0, predecessor: str | None = None) -> LifeState:
+    """A newborn's life state: full credit, nothing lived."""
+    return LifeState(generation=generation, predecessor=predecessor, born_tick=tick,
+                     credits_initial_usd=cfg.credits_usd, credit_remaining_usd=cfg.credits_usd)
+
+
+def accuracy_sample(life: LifeState, facts: LifeFacts) -> tuple[float | None, int, int]:
+    """(this tick's accuracy or None, gamma resolved seen, gamma violations seen)."""
+    parts: list[float] = []
+    resolved = max(facts.gamma_resolved - life.gamma_resolved_seen, 0)
+    violated = max(facts.gamma_violations - life.gamma_violations_seen, 0)
+    if facts.gamma_resolved < life.gamma_resolved_seen:  # counters restarted (a new gamma state): take them as new
+        resolved, violated = facts.gamma_resolved, facts.gamma_violations
+    if resolved > 0:
+        parts.append(1.0 - min(violated, resolved) / resolved)
+    parts.append(1.0 if facts.prediction_error < 2.0 * facts.threshold else 0.0)
+    if facts.hf_error is not None:
+        parts.append(1.0 if abs(facts.hf_error) <= HF_ACCURATE else 0.0)
+    return sum(parts) / len(parts), facts.gamma_resolved, facts.gamma_violations
+
+
+def tick_clocks(life: LifeState, vitality: VitalityState, phase: BehavioralPhase, facts: LifeFacts,
+                cfg: LifespanSection, golem_id: str) -> LifespanResult:
+    """One tick of the three clocks. `life`, `vitality`, `phase`: the state going into the tick."""
+    new = life.model_copy(deep=True)
+    new.ticks_lived = life.ticks_lived + 1
+    spent = max(facts.credit_consumed_usd, 0.0)
+
+    # economic
+    if new.credits_initial_usd is None and cfg.credits_usd is not None:  # credits configured after birth
+        new.credits_initial_usd = new.credit_remaining_usd = cfg.credits_usd
+    new.burn_ema_usd = spent if life.ticks_lived == 0 else (1 - BURN_EMA) * life.burn_ema_usd + BURN_EMA * spent
+    if new.credits_initial_usd:
+        new.credit_remaining_usd = max((new.credit_remaining_usd or 0.0) - spent, 0.0)
+        economic = _clamp01(new.credit_remaining_usd / new.credits_initial_usd)
+        new.estimated_ttl_ticks = (round(new.credit_remaining_usd / new.burn_ema_usd, 1)
+                                   if new.burn_ema_usd > 0 else None)
+    else:
+        economic = _clamp01(1.0 - ECONOMIC_BUDGET_WEIGHT * min(max(facts.budget_fraction, 0.0), 1.0))
+        new.estimated_ttl_ticks = None
+
+    # epistemic
+    sample, new.gamma_resolved_seen, new.gamma_violations_seen = accuracy_sample(life, facts)
+    epistemic = vitality.epistemic
+    if sample is not None:
+        epistemic = _clamp01((1 - cfg.epistemic_ema) * epistemic + cfg.epistemic_ema * sample)
+
+    # stochastic
+    stochastic = 1.0
+    if cfg.hayflick_ticks:
+        stochastic = _clamp01(1.0 - new.ticks_lived / cfg.hayflick_ticks)
+    if new.stochastic_struck_at is None and cfg.hazard_per_tick > 0 and \
+            hazard_draw(cfg.hazard_seed, golem_id, facts.tick) < cfg.hazard_per_tick:
+        new.stochastic_struck_at = facts.tick
+    if new.stochastic_struck_at is not None:
+        stochastic = 0.0
+
+    v = VitalityState(economic=round(economic, 6), epistemic=round(epistemic, 6), stochastic=round(stochastic, 6))
+    new_phase = phase_for_vitality(v.composite)
+    new.terminal_ticks = life.terminal_ticks + 1 if new_phase == BehavioralPhase.TERMINAL else 0
+    transition = f"{phase.value}→{new_phase.value}" if new_phase != phase else None
+
+    if new.death_cause is None and cfg.mortal:
+        cause, detail = death_trigger(new, v, cfg)
+        if cause:
+            new.death_cause, new.death_detail = cause, detail
+    return LifespanResult(life=new, vitality=v, phase=new_phase, transition=transition, accuracy=sample)
+
+
+def death_trigger(life: LifeState, v: VitalityState, cfg: LifespanSection) -> tuple[str | None, str]:
+    """Which clock ran out, first match wins: economic, stochastic, hayflick, terminal."""
+    if life.credits_initial_usd and (life.credit_remaining_usd or 0.0) <= 0.0:
+        return "economic", f"the credit of ${life.credits_initial_usd:g} is spent (burn ${life.burn_ema_usd:.4f}/tick)"
+    if life.stochastic_struck_at is not None:
+        return "stochastic", (f"the per-tick hazard ({cfg.hazard_per_tick:g}, seed {cfg.hazard_seed}) struck at "
+                              f"tick {life.stochastic_struck_at}")
+    if cfg.hayflick_ticks and life.ticks_lived >= cfg.hayflick_ticks:
+        return "hayflick", f"{life.ticks_lived} ticks lived: the Hayflick limit is {cfg.hayflick_ticks}"
+    if life.terminal_ticks >= cfg.terminal_ticks:
+        return "terminal", (f"vitality {v.composite:.3f} has been Terminal (< 0.1) for {life.terminal_ticks} ticks "
+                            f"(economic {v.economic:.3f} × epistemic {v.epistemic:.3f} × stochastic {v.stochastic:.3f})")
+    return None, ""

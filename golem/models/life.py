@@ -1,0 +1,71 @@
+"""The golem's life as data (issue 17): the lifespan's clocks, the daimon's somatic markers, death and succession.
+
+Held in GolemState (`life`) by GolemWorkflow; the after_turn chain (golem.life.after_turn) computes the next
+LifeState inside reflect and hands it back in TickResult.life. The formulas live in golem/life/.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from golem.models.enums import BehavioralPhase, PlutchikLabel
+
+
+class SomaticMarker(BaseModel):
+    """Outcome-tagged affect attached to a situation (Damasio's somatic marker; runtime-extensions #9 daimon):
+    a loss in a situation leaves a negative marker; the same situation later makes it fire."""
+
+    id: str  # "sm-<tick>-<tool>-<situation hash>"
+    tick: int  # when it was laid down
+    situation: dict[str, str]  # golem.life.somatic.situation_of: regime, health band, price move, tool
+    valence: float  # pleasure of the outcome, in [-1, 1] (< 0: a warning)
+    strength: float  # [0, 1]: how strongly it fires; grows when confirmed, decays slowly
+    pnl_usd: float | None = None  # what the outcome cost or earned
+    what: str = ""  # the outcome in words
+    fired: int = 0  # times it fired since
+
+
+class DeathCertificate(BaseModel):
+    """What GolemWorkflow completes with (Thanatopsis, four phases); also in the legacy package."""
+
+    golem_id: str
+    generation: int = 0
+    predecessor: str | None = None
+    cause: str  # hayflick | economic | terminal | stochastic | owner
+    detail: str
+    born_tick: int = 0
+    died_at_tick: int
+    died_at: str  # ISO, the workflow's clock
+    vitality: dict[str, float] = Field(default_factory=dict)  # economic, epistemic, stochastic, composite
+    phase: BehavioralPhase = BehavioralPhase.TERMINAL
+    settlement_ticks: list[int] = Field(default_factory=list)
+    settlement_txs: list[str] = Field(default_factory=list)
+    settled: bool = False  # nothing left to unwind after settlement
+    unsettled: list[str] = Field(default_factory=list)  # what was still open, in words
+    reflection_model: str = "offline"
+    legacy_dir: str = ""
+    phases: list[str] = Field(default_factory=list)  # acceptance, settlement, reflection, legacy as they ran
+
+
+class LifeState(BaseModel):
+    """The lifespan's and the daimon's durable state (GolemState.life)."""
+
+    generation: int = 0
+    predecessor: str | None = None  # the dead golem this one inherited from
+    born_tick: int = 0
+    ticks_lived: int = 0  # ticks folded since birth (the Hayflick counter)
+    credits_initial_usd: float | None = None  # [lifespan] credits_usd at birth; None = no credit clock
+    credit_remaining_usd: float | None = None
+    burn_ema_usd: float = 0.0  # credit consumed per tick, EMA
+    estimated_ttl_ticks: float | None = None  # credit_remaining / burn_ema
+    # epistemic clock: the gamma clock's prediction counters already counted
+    gamma_resolved_seen: int = 0
+    gamma_violations_seen: int = 0
+    stochastic_struck_at: int | None = None  # the tick the per-tick hazard struck
+    terminal_ticks: int = 0  # consecutive ticks in Terminal
+    death_cause: str | None = None  # set by the lifespan's after_turn when a clock runs out, or by the owner
+    death_detail: str = ""
+    # the daimon
+    emotion: PlutchikLabel | None = None
+    markers: list[SomaticMarker] = Field(default_factory=list)  # bounded (golem.life.somatic.MAX_MARKERS)
+    certificate: DeathCertificate | None = None  # set once the golem is dead

@@ -1,0 +1,56 @@
+"""The after_turn chain inside reflect (issue 17): the registry's order, each member writing its part of the
+record, and what comes back for GolemWorkflow to fold."""
+
+from __future__ import annotations
+
+import json
+
+from golem.life.after_turn import AfterTurn, run_after_turn
+from golem.life.extensions import registry_for
+from golem.models.config import GolemConfig, LifespanSection
+from golem.models.state import GolemState, PADVector
+from tests.unit.test_unmeasured_fields import _reflected
+
+
+async def test_the_chain_fires_in_the_spec_order_and_fills_the_fields_it_measures():
+    rec = _reflected()
+    rec.total_cost = 0.25
+    state = GolemState(golem_id="g1", pad=PADVector(arousal=0.4), regime=rec.regime)
+    cfg = GolemConfig(lifespan=LifespanSection(credits_usd=1.0))
+    ran = []
+    handlers = {name: (lambda n: (lambda c: ran.append((n, list(c.record.after_turn)))))(name)
+                for name in ("memory", "cybernetics", "telemetry")}
+    ctx = await run_after_turn(registry_for(), AfterTurn(record=rec, state=state, config=cfg), handlers)
+    assert ctx.record.after_turn == ["heartbeat", "lifespan", "daimon", "memory", "cybernetics", "telemetry"]
+    assert [n for n, _ in ran] == ["memory", "cybernetics", "telemetry"]
+    assert ran[0][1] == ["heartbeat", "lifespan", "daimon", "memory"]  # memory sees the daimon's PAD already
+    r = ctx.record
+    assert r.credit_consumed == 0.25 and r.credit_remaining == 0.75 and r.vitality.economic == 0.75
+    assert r.pad_after is not None and r.primary_emotion is not None and r.appraisal["novelty"] == 0.4
+    assert ctx.update.life.ticks_lived == 1 and ctx.update.pad == r.pad_after and ctx.update.phase == r.phase
+    data = json.loads(r.model_dump_json())
+    assert data["credit_consumed"] == 0.25 and "death_cause" not in data  # absent until a clock runs out
+
+
+async def test_a_switched_off_extension_does_not_run():
+    rec = _reflected()
+    ran = []
+    ctx = await run_after_turn(registry_for(["cybernetics"]),
+                               AfterTurn(record=rec, state=GolemState(golem_id="g1"), config=GolemConfig()),
+                               {"cybernetics": lambda c: ran.append("cybernetics")})
+    assert ran == [] and "cybernetics" not in ctx.record.after_turn
+
+
+def test_status_shows_the_clocks_the_credit_the_affect_and_death():
+    from cli.life import life_line
+    from golem.models.golem import GolemStatus
+
+    st = GolemStatus(golem_id="g", tick=9, activity="waiting", regime="volatile", phase="conservation", vitality=0.4,
+                     theta_seconds=1.0, daily_spend_usd=0.0, clocks={"economic": 0.5, "epistemic": 0.8, "stochastic": 1.0},
+                     credit_remaining_usd=1.5, estimated_ttl_ticks=12.0, ticks_lived=9, generation=1, predecessor="old",
+                     pad={"pleasure": -0.4, "arousal": 0.6, "dominance": -0.2}, emotion="fear", somatic_markers=2)
+    line = life_line(st)
+    assert "economic 0.50 × epistemic 0.80 × stochastic 1.00" in line and "credit $1.5000 (~12 ticks)" in line
+    assert "generation 1 (of old)" in line and "fear (P -0.40 A +0.60 D -0.20)" in line and "DEAD" not in line
+    dead = life_line(st.model_copy(update={"certificate": {"cause": "hayflick", "detail": "30 ticks", "legacy_dir": "x"}}))
+    assert "DEAD:       hayflick (30 ticks); legacy in x" in dead

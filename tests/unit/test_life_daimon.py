@@ -1,0 +1,127 @@
+"""The daimon: appraisal → PAD decaying to a baseline → Plutchik emotion; somatic markers (issue 17)."""
+
+import itertools
+
+from golem.life.daimon import BASELINE, PLUTCHIK_BY_OCTANT, AppraisalInput, appraise, octant, plutchik, update_pad
+from golem.life.somatic import FIRE_STRENGTH, firing, lay_marker, size_factor, situation_of
+from golem.models.enums import MarketRegime
+from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState
+from golem.models.state import PADVector
+
+
+def test_every_octant_has_its_own_plutchik_emotion():
+    assert len(set(PLUTCHIK_BY_OCTANT.values())) == 8
+    for signs in itertools.product((1, -1), repeat=3):
+        pad = PADVector(pleasure=0.5 * signs[0], arousal=0.5 * signs[1], dominance=0.5 * signs[2])
+        assert plutchik(pad) == PLUTCHIK_BY_OCTANT[signs]
+
+
+def test_crash_and_recovery_appraisals_reach_all_eight_octants():
+    """A crash-and-recover path of appraisal inputs, the affect carried from tick to tick: health factor falling
+    then rising, surprise then calm."""
+    def leg(n, pe, hf0, hf1):  # n ticks moving the health factor from hf0 to hf1
+        step = (hf1 - hf0) / n
+        return [AppraisalInput(prediction_error=pe, hf_before=hf0 + i * step, hf_now=hf0 + (i + 1) * step)
+                for i in range(n)]
+
+    path = (leg(3, 0.05, 2.5, 2.52)  # calm, safe, gaining: relaxed
+            + leg(4, 0.05, 2.52, 2.4)  # calm slide, safe: disdainful
+            + leg(2, 0.8, 2.4, 2.0)  # the first drop, still safe: hostile
+            + leg(3, 0.9, 2.0, 1.2)  # the crash to the floor: anxious
+            + leg(5, 0.05, 1.2, 1.18)  # calm at the bottom: bored
+            + leg(2, 0.8, 1.18, 1.45)  # a sharp rebound, thin margin: dependent
+            + leg(4, 0.05, 1.45, 1.55)  # a slow recovery, thin margin: docile
+            + leg(3, 0.8, 1.55, 2.4))  # the surge back, safe again: exuberant
+    pad, seen = BASELINE, []
+    for x in path:
+        pad = update_pad(pad, appraise(x))
+        seen.append(octant(pad))
+    assert {"hostile", "anxious", "bored", "dependent", "docile", "exuberant", "relaxed", "disdainful"} <= set(seen), seen
+
+
+def test_a_shock_fades_to_the_same_resting_affect_when_nothing_happens():
+    quiet = appraise(AppraisalInput(prediction_error=0.0))
+    shocked, calm = PADVector(pleasure=-0.9, arousal=0.9, dominance=-0.9), BASELINE
+    for _ in range(30):
+        shocked, calm = update_pad(shocked, quiet), update_pad(calm, quiet)
+    for f in ("pleasure", "arousal", "dominance"):
+        assert abs(getattr(shocked, f) - getattr(calm, f)) < 0.01, (shocked, calm)
+    assert octant(shocked) == "relaxed"  # a quiet world and full coping potential: content and in control
+
+
+def test_norm_violations_and_losses_are_unpleasant_and_relevant():
+    a = appraise(AppraisalInput(pnl_usd=-80, proposed=2, blocked=1))
+    assert a.congruence < -0.8 and a.norms == 0.5 and a.relevance > 0.8
+    pad = update_pad(PADVector(), a)
+    assert pad.pleasure < -0.5
+
+
+def _obs(price, hf, regime=MarketRegime.TRENDING_DOWN):
+    snap = ChainSnapshot(chain_id=1, block_number=1, block_timestamp=1, gas_price_gwei=1.0,
+                         pool=PoolState(address="0x0", token0="WETH", token1="USDC", price=price, reserve0=1, reserve1=1, tvl=1), oracle_price=price,
+                         positions=[PositionState(id="aave", collateral=10, debt=8000, health_factor=hf)])
+    return Observation(snapshot=snap, regime=regime)
+
+
+def test_a_loss_lays_a_marker_that_fires_in_a_similar_later_situation_and_halves_the_size():
+    sit = situation_of(_obs(1900, 1.8), 2000.0, "swap")
+    assert sit == {"regime": "trending_down", "health": "watch", "move": "down", "tool": "swap"}
+    markers, laid = lay_marker([], 10, sit, pnl_usd=-40.0, liquidated=False, valence=-0.6, what="lost")
+    assert laid is not None and laid.strength == 0.8 and laid.valence == -0.6
+    later = situation_of(_obs(1750, 1.6), 1850.0, "swap")
+    assert [m.id for m in firing(markers, later)] == [laid.id]
+    assert size_factor(markers, later) == (0.5, [laid.id])
+    # a hold tick in the same situation feels it too; another regime or health band does not
+    assert firing(markers, {**later, "tool": ""})
+    assert not firing(markers, situation_of(_obs(1750, 2.5), 1850.0, "swap"))
+    assert not firing(markers, situation_of(_obs(1750, 1.6, MarketRegime.VOLATILE), 1850.0, "swap"))
+
+
+def test_small_losses_lay_no_marker_and_weak_markers_do_not_fire():
+    sit = situation_of(_obs(1900, 1.8), 2000.0, "swap")
+    assert lay_marker([], 1, sit, -0.5, False, -0.2, "dust")[1] is None
+    markers, laid = lay_marker([], 1, sit, -5.0, False, -0.2, "small")
+    assert laid.strength < FIRE_STRENGTH and not firing(markers, sit)
+    markers, again = lay_marker(markers, 2, sit, -20.0, False, -0.3, "again")  # confirmed: strengthened
+    assert len(markers) == 1 and again.strength >= FIRE_STRENGTH and firing(markers, sit)
+
+
+def test_dominance_moves_the_threshold_low_dominance_escalates_more():
+    from golem.cognition.threshold import threshold_from
+
+    lo, mid, hi = (threshold_from(0.3, 0.5, 1.0, 0.0, d) for d in (-1.0, 0.0, 1.0))
+    assert lo < mid < hi and abs(mid - 0.375) < 1e-9 and abs(lo - 0.3) < 1e-9
+
+
+def test_the_appraisal_names_what_moved_it():
+    """Each check the appraisal uses shows up in its reasons (they go into the record and the marker's text)."""
+    a = appraise(AppraisalInput(prediction_error=0.2, regime_changed=True, equity_change=-0.02, hf_before=2.0,
+                                hf_now=1.9, proposed=1, failed=1, somatic_strength=0.5))
+    assert a.reasons == ["holdings -2.00% of net value", "health factor 2.000→1.900", "regime changed",
+                         "1 writes failed", "somatic markers fired (strength 0.50)"]
+    assert a.novelty == 1.0 and a.norms == 0.0 and a.congruence < -0.95
+    quiet = appraise(AppraisalInput(prediction_error=0.2, equity_change=0.0002, hf_before=2.0, hf_now=2.001))
+    assert quiet.reasons == [] and quiet.novelty == 0.2  # small moves count but are not named
+    up = appraise(AppraisalInput(equity_change=0.01))
+    assert abs(up.congruence - 0.761594) < 1e-6  # tanh(1): a 1 % gain of net value is strongly felt
+
+
+def test_surprise_lowers_the_coping_potential_and_health_bands_name_no_debt():
+    from golem.life.somatic import health_band, price_move
+
+    calm = appraise(AppraisalInput(prediction_error=0.0, hf_now=2.5))
+    shocked = appraise(AppraisalInput(prediction_error=1.0, hf_now=2.5))
+    assert calm.coping == 1.0 and shocked.coping == 0.5
+    assert [health_band(x) for x in (None, 1.1, 1.3, 1.7, 2.2)] == ["no_debt", "critical", "at_risk", "watch", "safe"]
+    assert [price_move(2000, p) for p in (2011, 2009, 1991, 1989)] == ["up", "flat", "flat", "down"]
+    assert price_move(None, 2000) == "flat"
+
+
+def test_markers_fade_and_count_their_firings():
+    from golem.life.somatic import DECAY_PER_TICK, age_markers
+
+    sit = {"regime": "volatile", "health": "watch", "move": "down", "tool": "swap"}
+    markers, laid = lay_marker([], 1, sit, -50.0, False, -0.5, "lost")
+    other, _ = lay_marker([], 1, {**sit, "regime": "trending_down"}, -50.0, False, -0.5, "lost")
+    aged = age_markers([*markers, *other], [laid.id])
+    assert [m.fired for m in aged] == [1, 0] and aged[0].strength == round(DECAY_PER_TICK, 6)
