@@ -53,7 +53,7 @@ TESTS: dict[str, list[str]] = {
                                     U + "test_inference_deliberator.py", SURVIVORS],
     # decide's policy (issue 13: one domain call): the MUST gate, the §S11 cache key/lookup, the expectation
     "golem/cognition/retrieve.py": [I + "test_retrieve_activity.py", I + "test_wiring.py"],
-    "golem/cognition/decide.py": [U + "test_activity_helpers.py", I + "test_decision_cache_decide.py",
+    "golem/cognition/decide.py": [U + "test_activity_helpers.py", I + "test_decision_cache_decide.py", I + "test_llm_tick.py",
                                   I + "test_wiring.py", I + "test_learning_loop.py"],
     "golem/safety/policy.py": [U + "test_policy.py", U + "test_safety_cage.py", U + "test_safety_liquidity.py",
                                U + "test_gas_partition.py"],
