@@ -80,3 +80,20 @@ def test_settlement_keeps_within_the_owners_must_caps():
     o = _obs({"USDC": 12000, "WETH": 30})
     capped = within_caps(settlement_actions(o, ["WETH", "USDC"], 5000)[0], strategy, o)
     assert sum(a.arguments["amount_in"] for a in capped) == pytest.approx(9.0, rel=1e-5)  # 30% of 30 WETH
+
+
+def test_a_settlement_ticks_decision_names_the_unwind_and_what_is_open():
+    from golem.life.death import settlement_deliberation, within_caps
+    from golem.models.config import GolemConfig
+
+    o = _obs({"USDC": 20000, "WETH": 20}, debt=8000, collateral=10)
+    acts, _ = settlement_actions(o, ["WETH", "USDC"], 5000)
+    assert within_caps(acts, None, o) == acts  # no STRATEGY.md: only the PolicyCage's sizes bind
+    d = settlement_deliberation(o, GolemConfig(), None)
+    assert [a.tool for a in d.actions] == ["repay", "repay"] and d.record.recommends_action
+    assert d.record.model == "thanatopsis-settlement" and d.record.decision.startswith("settlement: repay")
+    assert "open before this step: aave-v3: debt 8,000.0000 USDC" in d.record.decision
+    assert [c.tool_name for c in d.record.tool_calls] == ["repay", "repay"]
+    done = settlement_deliberation(_obs({"USDC": 70000}), GolemConfig(), None)
+    assert done.actions == [] and done.record.decision == "settlement: nothing left to unwind"
+    assert not done.record.recommends_action
