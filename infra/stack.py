@@ -43,6 +43,11 @@ DASHBOARD_PORT = int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300))
 METRICS_PORT = int(os.environ.get("GOLEM_METRICS_PORT", 9464))
 
 
+def metrics_line(port: int = METRICS_PORT) -> str:
+    """Where the worker's Prometheus endpoint is, for the start-up banner (0: switched off)."""
+    return f"metrics: http://127.0.0.1:{port}/metrics" if port else "metrics off (GOLEM_METRICS_PORT=0)"
+
+
 def _rpc_port(rpc_url: str) -> int:
     return urlparse(rpc_url).port or 8545
 
@@ -308,10 +313,9 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         if how is None:  # Ctrl-C while the golem was starting
             return 0
         print(
-            f"\ngolem '{config.golem.id}' {how}: workflow golem-{config.golem.id}\n"
+            f"\ngolem '{config.golem.id}' {how}: workflow {golem_workflow_id(config.golem.id)}\n"
             f"  Temporal Web UI: {temporal.ui_url}/namespaces/default/workflows\n"
-            f"  dashboard:       http://127.0.0.1:{DASHBOARD_PORT}/   (events: golem events -f; metrics: "
-            f"http://127.0.0.1:{METRICS_PORT}/metrics)\n"
+            f"  dashboard:       http://127.0.0.1:{DASHBOARD_PORT}/   (events: golem events -f; {metrics_line()})\n"
             f"  Anvil RPC:       {config.chain.rpc_url}\n"
             f"  data dir:        {data_dir}   (logs in {logs})\n"
             f"  retention:       records and traces {config.retention.days:g} days as files, then daily archives; "
