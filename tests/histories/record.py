@@ -13,12 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from workers.converter import data_converter
-from temporalio.testing import WorkflowEnvironment
-
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
-from infra.temporal import search_attribute_keys, temporal_cli
+from tests.histories import recording_server
 from tests.integration.golem_rig import in_process_worker, make_rig
 from workflows.golem import GolemWorkflow
 
@@ -26,10 +23,7 @@ HERE = Path(__file__).parent
 
 
 async def record(prefix: str = "") -> list[Path]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
-        data_converter=data_converter,
-    )
+    env = await recording_server()
     tmp = Path(tempfile.mkdtemp(prefix="golem-histories-"))
     rig = make_rig(tmp, "hist", "crash", theta=0.25)
     written: list[Path] = []

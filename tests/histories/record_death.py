@@ -12,20 +12,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from temporalio.testing import WorkflowEnvironment
-
-from infra.temporal import search_attribute_keys, temporal_cli
+from tests.histories import recording_server
 from tests.integration.golem_rig import in_process_worker, make_rig
-from workers.converter import data_converter
 
 HERE = Path(__file__).parent
 
 
 async def record() -> Path:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
-        data_converter=data_converter,
-    )
+    env = await recording_server()
     tmp = Path(tempfile.mkdtemp(prefix="golem-death-"))
     rig = make_rig(tmp, "death", "calm", theta=0.25, lifespan={"hayflick_ticks": 6, "settlement_ticks": 2})
     try:

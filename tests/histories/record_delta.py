@@ -7,14 +7,11 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from temporalio.testing import WorkflowEnvironment
-
 from golem.ids import cycle_workflow_id, task_queue
 from golem.life.cycle_store import CycleStore
 from golem.models.golem import ConsolidationInput, ConsolidationResult
-from infra.temporal import search_attribute_keys, temporal_cli
+from tests.histories import recording_server
 from tests.integration.golem_rig import in_process_worker, make_rig, wait_for
-from workers.converter import data_converter
 from workflows.consolidation import DeltaConsolidationWorkflow
 
 HERE = Path(__file__).parent
@@ -22,10 +19,7 @@ GOLEM = "hist-delta"
 
 
 async def record() -> Path:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
-        data_converter=data_converter,
-    )
+    env = await recording_server()
     try:
         rig = make_rig(Path(tempfile.mkdtemp(prefix="golem-delta-hist-")), GOLEM, "calm", theta=0.25)
         try:

@@ -7,14 +7,11 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from temporalio.testing import WorkflowEnvironment
-
 from golem.models.golem import DreamInput, DreamResult, GolemStatus
 from golem.models.interventions import Steer
-from infra.temporal import search_attribute_keys, temporal_cli
+from tests.histories import recording_server
 from tests.integration.golem_rig import in_process_worker, make_rig, wait_for
 from tests.integration.test_dreams import near_liquidation
-from workers.converter import data_converter
 from workflows.consolidation import DreamCycleWorkflow
 from workflows.golem import GolemWorkflow
 
@@ -22,10 +19,7 @@ HERE = Path(__file__).parent
 
 
 async def record() -> list[Path]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
-        data_converter=data_converter,
-    )
+    env = await recording_server()
     written = []
     try:
         rig = make_rig(Path(tempfile.mkdtemp(prefix="golem-dream-hist-")), "hist-dream",

@@ -11,22 +11,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from workers.converter import data_converter
-from temporalio.testing import WorkflowEnvironment
-
 from golem.cognition.chain_health import CHAIN_ALERT_TICKS
 from golem.life.cycle_store import CycleStore
-from infra.temporal import search_attribute_keys, temporal_cli
+from tests.histories import recording_server
 from tests.integration.golem_rig import in_process_worker, make_rig
 
 HERE = Path(__file__).parent
 
 
 async def record() -> Path:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
-        data_converter=data_converter,
-    )
+    env = await recording_server()
     tmp = Path(tempfile.mkdtemp(prefix="golem-outage-"))
     rig = make_rig(tmp, "outage", "calm", theta=0.25, anvil_state=True, heartbeat={"step_timeout_seconds": 1.0})
     try:
