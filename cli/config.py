@@ -30,15 +30,16 @@ def _local(args):
 async def _running(args, golem_id: str):
     from temporalio.service import RPCError
 
+    from golem.ids import golem_workflow_id
     from workers.config_versions import running_config
 
     temporal = await client(args)
     try:
         running = await running_config(temporal, golem_id)
     except RPCError as err:
-        sys.exit(f"golem config: golem-{golem_id} is not reachable ({err}). Is `golem run` up?")
+        sys.exit(f"golem config: {golem_workflow_id(golem_id)} is not reachable ({err}). Is `golem run` up?")
     if running is None:
-        sys.exit(f"golem config: golem-{golem_id} has not started yet; try again in a moment")
+        sys.exit(f"golem config: {golem_workflow_id(golem_id)} has not started yet; try again in a moment")
     return temporal, running
 
 
@@ -102,16 +103,19 @@ def _apply(args) -> int:
 
     from temporalio.service import RPCError
 
+    from golem.ids import golem_workflow_id
+
+    wid = golem_workflow_id(golem_id)
     try:
         applied = arun(go())
     except RPCError as err:
-        sys.exit(f"golem config apply: golem-{golem_id} is not running ({err}); `golem run` starts it on the files")
+        sys.exit(f"golem config apply: {wid} is not running ({err}); `golem run` starts it on the files")
     except ConfigRefused as err:
-        sys.exit(f"golem config apply: refused by golem-{golem_id}:\n{err}")
+        sys.exit(f"golem config apply: refused by {wid}:\n{err}")
     if applied.version == applied.previous:
-        print(f"golem-{golem_id} already runs on {short(applied.version)}; nothing to apply")
+        print(f"{wid} already runs on {short(applied.version)}; nothing to apply")
         return 0
-    print(f"golem-{golem_id}: config {short(applied.version)} applied (was {short(applied.previous)}), "
+    print(f"{wid}: config {short(applied.version)} applied (was {short(applied.previous)}), "
           f"from tick {applied.effective_from_tick}")
     print("\n".join(f"  {line}" for line in applied.changed))
     print("Keys the worker reads at start (chain.rpc_url, chain.key_env, chain.address_book, grimoire.embedder, "
