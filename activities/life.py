@@ -10,7 +10,7 @@ from temporalio import activity
 
 from activities import ActivitySet
 from golem.grimoire.graph import CausalGraph
-from golem.inference.router import ProviderRouter
+from golem.inference.router import ProviderRouter, tool_text
 from golem.grimoire.transfer import export_lines
 from golem.life.death import DeathReflection, death_reflection, open_positions
 from golem.life.legacy import legacy_dir, write_legacy
@@ -59,15 +59,11 @@ async def worded_testament(reflection: DeathReflection,
         plan = router.plan(Tier.T2, 0.0, len(context) // 4 + 400)
     except BudgetRefusal as refusal:
         return reflection.model_copy(update={"model": f"offline ({refusal.reason})"}), 0.0
-    completion = await router.complete(plan, system=[{"type": "text", "text": REFLECTION_SYSTEM}],
-                                       messages=[{"role": "user", "content": [{"type": "text", "text": context}]}],
-                                       tools=[TESTAMENT_TOOL], tool_choice={"type": "tool", "name": "testament"})
-    call = next((b for b in completion.message.content if b.type == "tool_use" and b.name == "testament"), None)
-    text = call.input.get("summary") if call is not None and isinstance(call.input, dict) else None
-    if not isinstance(text, str) or not text.strip():
-        return reflection.model_copy(update={"model": f"offline ({plan.model} answered no summary)"}), completion.cost
+    text, cost = await tool_text(router, plan, REFLECTION_SYSTEM, context, TESTAMENT_TOOL, "summary")
+    if text is None:
+        return reflection.model_copy(update={"model": f"offline ({plan.model} answered no summary)"}), cost
     return reflection.model_copy(update={"summary": " ".join(text.split())[:2000] + " | " + reflection.summary,
-                                         "model": plan.model}), completion.cost
+                                         "model": plan.model}), cost
 
 
 class LifeActivities(ActivitySet):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from golem.inference.router import BudgetRefusal, ProviderRouter
+from golem.inference.router import BudgetRefusal, ProviderRouter, tool_text
 from golem.inference.workspace import approx_tokens
 from golem.models.enums import ProbeSeverity, Tier
 from golem.models.record import DecisionCycleRecord, Reflexion
@@ -57,13 +57,8 @@ async def worded(reflexion: Reflexion, record: DecisionCycleRecord, *, router: P
         plan = router.plan(tier, daily_spend, approx_tokens(REFLEXION_SYSTEM + context + json.dumps(REFLECT_TOOL)))
     except BudgetRefusal as refusal:
         return reflexion.model_copy(update={"model": f"offline ({refusal.reason})"}), 0.0
-    completion = await router.complete(
-        plan, system=[{"type": "text", "text": REFLEXION_SYSTEM}],
-        messages=[{"role": "user", "content": [{"type": "text", "text": context}]}],
-        tools=[REFLECT_TOOL], tool_choice={"type": "tool", "name": "reflect"})
-    call = next((b for b in completion.message.content if b.type == "tool_use" and b.name == "reflect"), None)
-    text = call.input.get("insight") if call is not None and isinstance(call.input, dict) else None
-    if not isinstance(text, str) or not text.strip():
-        return reflexion.model_copy(update={"model": f"offline ({plan.model} answered no insight)"}), completion.cost
+    text, cost = await tool_text(router, plan, REFLEXION_SYSTEM, context, REFLECT_TOOL, "insight")
+    if text is None:
+        return reflexion.model_copy(update={"model": f"offline ({plan.model} answered no insight)"}), cost
     insight = f"{' '.join(text.split())[:MAX_INSIGHT_CHARS]} Numbers: {reflexion.insight}"
-    return reflexion.model_copy(update={"insight": insight, "model": plan.model}), completion.cost
+    return reflexion.model_copy(update={"insight": insight, "model": plan.model}), cost

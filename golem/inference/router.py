@@ -219,6 +219,19 @@ class ProviderRouter:
                           latency_ms=round(latency, 3))
 
 
+async def tool_text(router: ProviderRouter, plan: RoutePlan, system: str, context: str, tool: dict[str, Any],
+                    field: str) -> tuple[str | None, float]:
+    """One forced call of `tool` with `context` as the user's turn: the string the model put in its `field`
+    (None when it left it out or empty) and what the call cost. Reflexion's wording and the death reflection."""
+    completion = await router.complete(
+        plan, system=[{"type": "text", "text": system}],
+        messages=[{"role": "user", "content": [{"type": "text", "text": context}]}],
+        tools=[tool], tool_choice={"type": "tool", "name": tool["name"]})
+    call = next((b for b in completion.message.content if b.type == "tool_use" and b.name == tool["name"]), None)
+    text = call.input.get(field) if call is not None and isinstance(call.input, dict) else None
+    return (text if isinstance(text, str) and text.strip() else None), completion.cost
+
+
 def make_client(api_key: str, *, http_client: Any = None, timeout_s: float = 45.0) -> anthropic.AsyncAnthropic:
     """The async client as the router wants it: no SDK-internal retries (Temporal retries instead)."""
     import anthropic
