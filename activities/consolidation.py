@@ -8,8 +8,10 @@ meanwhile (heartbeating from a worker thread is not allowed in an async activity
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections import Counter
+from datetime import datetime, timedelta
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,7 @@ from temporalio import activity
 from activities import ActivitySet
 from activities.heartbeat import auto_heartbeat, blocking, step
 from golem.events import bridge as events
+from golem.events.quality import WINDOW_DAYS, ExternalTrend, external_trend
 from golem.grimoire.admission import (
     AdmissionAction,
     QuarantineAssessment,
@@ -165,8 +168,21 @@ class ConsolidationActivities(ActivitySet):
 
     @activity.defn(name="delta_report")
     def report(self, inp: DeltaReport) -> None:
-        """The finished cycle on the Event Fabric (issue 19)."""
-        self.s.events.emit(events.consolidation_events(inp.golem_id, _now_iso(), inp.result))
+        """The finished cycle on the Event Fabric (issue 19), with rev. 12's external trend measured over the ticks'
+        equity in the last 30 days."""
+        now = _now_iso()
+        self.s.events.emit(events.consolidation_events(inp.golem_id, now, inp.result))
+        self.s.events.emit(events.trend_events(inp.golem_id, inp.result.tick, now, self._external_trend(now)))
+
+    def _external_trend(self, now: str) -> ExternalTrend | None:
+        since = (datetime.fromisoformat(now) - timedelta(days=WINDOW_DAYS)).isoformat()
+        try:
+            ticks = self.s.events.store.read(kinds=["heartbeat.tick_finished"], since=since, limit=1_000_000)
+        except sqlite3.Error as err:  # best effort: the next cycle measures it again
+            activity.logger.warning("external trend not measured: %s", err)
+            return None
+        return external_trend([(e.time, float(e.payload["equity_usd"])) for e in ticks
+                               if e.payload.get("equity_usd") is not None], now)
 
     # The steps in the order DeltaConsolidationWorkflow runs them.
     DELTA_STEPS = ("decay", "distill", "upkeep", "dream_promotion", "learn", "playbook", "followups", "retention",

@@ -187,6 +187,19 @@ def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
     return out
 
 
+def trend_events(golem: str, tick: int, time: str, trend) -> list[GolemEvent]:
+    """rev. 12's external metric trend at a delta cycle (golem.events.quality.ExternalTrend); an alert when the
+    30-day PnL has declined DECLINING_ALARM_DAYS days in a row."""
+    if trend is None:
+        return []
+    out = [make_event(golem, tick, time, "quality.external_trend", "delta", **trend.model_dump())]
+    if trend.alarm:
+        out.append(make_event(golem, tick, time, "alerts.raised", "external_trend", alert="external_trend_declining",
+                              detail=f"the 30-day PnL has declined {trend.declining_days} days in a row "
+                                     f"(PnL ${trend.pnl_usd:,.2f}, max drawdown {trend.max_drawdown:.1%})"))
+    return out
+
+
 def dream_events(golem: str, time: str, result) -> list[GolemEvent]:
     """A finished dream cycle, with rev. 12's dream yield and threat coverage when the phased cycle measured them."""
     measured = {k: v for k in ("dream_yield", "threat_coverage") if (v := getattr(result, k, None)) is not None}
