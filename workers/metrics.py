@@ -10,7 +10,8 @@ Where the numbers come from:
   entries in force, retrieval hit rate, DecisionCache hit rate, prediction accuracy (verified actions within 50 bps
   of the simulation), dream yield and threat coverage (from each finished dream cycle), and the 30-day external
   trend (golem_external_trend: PnL, drawdown, Sharpe, days declining; measured at each delta cycle,
-  golem.events.quality). Not yet: heuristic survival after 100 ticks and reflection consistency.
+  golem.events.quality), reflection consistency (weekly, from LLM-worded Reflexions worded again). Not yet:
+  heuristic survival after 100 ticks.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ class GolemMetrics:
             for name in ("dream_yield", "threat_coverage"):
                 if p.get(name) is not None:
                     self.quality.set(float(p[name]), {**a, "metric": name})
+        elif e.kind == "quality.reflection_consistency":
+            if p.get("mean") is not None:
+                self.quality.set(float(p["mean"]), {**a, "metric": "reflection_consistency"})
         elif e.kind == "quality.external_trend":
             for name in ("pnl_usd", "max_drawdown", "sharpe", "declining_days"):
                 if p.get(name) is not None:

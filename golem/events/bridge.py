@@ -180,6 +180,13 @@ def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
                               still_quarantined=q.kept, released=q.released))
     if a.merged:
         out.append(make_event(golem, t, time, "grimoire.superseded", "delta", merged=a.merged))
+    rc = getattr(result, "reflection_consistency", None)
+    if rc is not None:
+        out.append(make_event(golem, t, time, "quality.reflection_consistency", "delta", **rc))
+        if rc.get("alarm"):
+            out.append(make_event(golem, t, time, "alerts.raised", "reflection_consistency",
+                                  alert="reflection_consistency_low",
+                                  detail=f"regenerated reflections agree at cosine {rc['mean']:.2f} (alarm below 0.5)"))
     if result.playbook_revision is not None:
         out.append(make_event(golem, t, time, "grimoire.playbook_revised", str(result.playbook_revision),
                               revision=result.playbook_revision, path=result.playbook_path,

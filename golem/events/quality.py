@@ -68,3 +68,67 @@ def external_trend(points: list[tuple[str, float]], now: str) -> ExternalTrend |
                          pnl_usd=round(pnl, 6), pnl_pct=None if pct is None else round(pct, 6),
                          max_drawdown=round(dd, 6), sharpe=None if sh is None else round(sh, 6),
                          declining_days=declining, alarm=declining >= DECLINING_ALARM_DAYS)
+
+
+# ---- reflection consistency ------------------------------------------------------------------------------
+CONSISTENCY_EVERY_DAYS = 7.0  # rev. 12 "Cosine across regenerated reflections (weekly)"
+CONSISTENCY_HEALTHY, CONSISTENCY_ALARM = 0.7, 0.5  # rev. 12: healthy > 0.7, alarm < 0.5
+CONSISTENCY_SAMPLE = 5  # reflections regenerated per measurement (ours: five T1 calls a week)
+NUMBERS = " Numbers: "  # golem.inference.reflexion_llm.worded: the model's text, then the chain's numbers
+
+
+class ReflectionConsistency(BaseModel):
+    measured_at: str
+    sampled: list[int]  # the ticks whose Reflexion was worded again
+    cosines: list[float]
+    mean: float | None
+    alarm: bool
+    cost_usd: float = 0.0
+    reason: str = ""  # why nothing was measured
+
+
+def _worded_part(insight: str) -> str:
+    """The model's own words: the shared numbers are cut, so they cannot make two wordings look alike."""
+    return insight.split(NUMBERS, 1)[0].strip()
+
+
+def consistency_due(last_measured_at: str | None, now: str) -> bool:
+    return last_measured_at is None or (_ts(now) - _ts(last_measured_at)).total_seconds() >= CONSISTENCY_EVERY_DAYS * 86400
+
+
+async def reflection_consistency(records: list, now: str, *, router, embed, daily_spend: float
+                                 ) -> ReflectionConsistency:
+    """Word again the Reflexions an LLM wrote in the last week (newest first, up to CONSISTENCY_SAMPLE) from the same
+    numbers, and compare the two wordings by the cosine of their embeddings. Offline wording is deterministic:
+    nothing to regenerate, so nothing is measured (reason says so). records: DecisionCycleRecords; embed: texts →
+    unit-normalised vectors."""
+    from golem.inference.reflexion_llm import worded
+
+    start = _ts(now) - timedelta(days=CONSISTENCY_EVERY_DAYS)
+    worded_by_llm = [r for r in records if r.reflexion is not None and r.reflexion.model != "offline"
+                     and not r.reflexion.model.startswith("offline") and NUMBERS in r.reflexion.insight
+                     and _ts(r.timestamp) >= start]
+    worded_by_llm = sorted(worded_by_llm, key=lambda r: r.tick, reverse=True)[:CONSISTENCY_SAMPLE]
+    if router is None or not worded_by_llm:
+        return ReflectionConsistency(measured_at=now, sampled=[], cosines=[], mean=None, alarm=False,
+                                     reason="no deliberator to word them again" if router is None else
+                                     "no reflection worded by an LLM in the last 7 days")
+    cost, pairs, ticks = 0.0, [], []
+    for rec in worded_by_llm:
+        original = rec.reflexion
+        numbers = original.insight.split(NUMBERS, 1)[1]
+        base = original.model_copy(update={"insight": numbers, "model": "offline"})
+        again, c = await worded(base, rec, router=router, regime_changed=False, daily_spend=daily_spend + cost)
+        cost += c
+        if again.model.startswith("offline"):  # refused by the budget or no answer: not a wording to compare
+            continue
+        pairs.append((_worded_part(original.insight), _worded_part(again.insight)))
+        ticks.append(rec.tick)
+    if not pairs:
+        return ReflectionConsistency(measured_at=now, sampled=[], cosines=[], mean=None, alarm=False, cost_usd=cost,
+                                     reason="the model did not word any of them again (budget or no answer)")
+    vecs = embed([t for pair in pairs for t in pair])
+    cosines = [round(float(sum(a * b for a, b in zip(vecs[2 * i], vecs[2 * i + 1]))), 6) for i in range(len(pairs))]
+    mean = round(sum(cosines) / len(cosines), 6)
+    return ReflectionConsistency(measured_at=now, sampled=ticks, cosines=cosines, mean=mean,
+                                 alarm=mean < CONSISTENCY_ALARM, cost_usd=round(cost, 8))

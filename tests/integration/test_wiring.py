@@ -315,3 +315,6 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
 
     trend = EventStore(rig.data_dir).read(kinds=["quality.external_trend"])
     assert [e.tick for e in trend] == [10] and trend[0].payload["points"] >= 9, trend
+    # ... and the weekly reflection consistency (offline: nothing to word again, and the event says so)
+    rc = EventStore(rig.data_dir).read(kinds=["quality.reflection_consistency"])
+    assert [e.tick for e in rc] == [10] and rc[0].payload["mean"] is None and rc[0].payload["reason"], rc

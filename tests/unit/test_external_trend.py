@@ -61,3 +61,49 @@ def test_the_trend_reaches_the_metrics_endpoint():
               for line in text.splitlines() if line.startswith("golem_external_trend{")}
     assert values["pnl_usd"] == t.pnl_usd and values["max_drawdown"] == t.max_drawdown
     assert values["declining_days"] == t.declining_days and values["sharpe"] == t.sharpe
+
+
+async def test_reflection_consistency_rewords_the_llm_reflections_of_the_week_through_the_sdk():
+    """rev. 12 weekly: each LLM-worded Reflexion of the last 7 days is worded again by the model (the real anthropic
+    SDK at its HTTP boundary) from the same numbers; the two wordings are compared by cosine, the shared numbers cut."""
+    from golem.events.quality import CONSISTENCY_ALARM, consistency_due, reflection_consistency
+    from golem.grimoire.embeddings import default_embedder
+    from golem.inference.reflexion_llm import worded
+    from golem.learning.expectation import expect
+    from golem.learning.reflexion import reflect_on
+    from golem.models.record import OutcomeRecord
+    from tests.unit.inference_fakes import FakeMessagesAPI, message, router, tool_use
+    from tests.unit.test_learning import REPAY, _record
+
+    first = "Repaying early in a volatile market bought safety cheaply."
+    recs = []
+    api = FakeMessagesAPI(*[message([tool_use("reflect", {"insight": first})], model="claude-haiku-4-5")
+                            for _ in range(2)])
+    rt = router(api)
+    for tick in (5, 6):
+        rec = _record(OutcomeRecord(verified=True, pnl_impact=-0.4, health_factor_before=1.5, health_factor_after=1.95),
+                      tick=tick)
+        r = reflect_on(rec, expect(REPAY, rec.observation), expect(REPAY, rec.observation, scale=0.5))
+        r, _ = await worded(r, rec, router=rt, regime_changed=False, daily_spend=0.0)
+        recs.append(rec.model_copy(update={"reflexion": r}))
+    offline = recs[0].model_copy(update={"tick": 4, "reflexion": recs[0].reflexion.model_copy(
+        update={"model": "offline", "insight": "numbers only"})})
+    now = "2026-01-03T00:00:00+00:00"  # the records are from 2026-01-01
+    emb = default_embedder()
+    # the model words tick 6 the same way again, and tick 5 about something else entirely
+    api2 = FakeMessagesAPI(message([tool_use("reflect", {"insight": first})], model="claude-haiku-4-5"),
+                           message([tool_use("reflect", {"insight": "Gas prices on Tuesdays are pleasant."})],
+                                   model="claude-haiku-4-5"))
+    rc = await reflection_consistency([offline, *recs], now, router=router(api2), embed=emb.embed, daily_spend=0.0)
+    assert rc.sampled == [6, 5] and len(api2.requests) == 2  # newest first; the offline one is not reworded
+    assert rc.cosines[0] > 0.99 > rc.cosines[1]
+    assert rc.mean == round(sum(rc.cosines) / 2, 6) and rc.cost_usd > 0
+    assert rc.alarm == (rc.mean < CONSISTENCY_ALARM)
+    # offline: nothing to word again, nothing measured, and it says why
+    none = await reflection_consistency(recs, now, router=None, embed=emb.embed, daily_spend=0.0)
+    assert none.mean is None and none.sampled == [] and "no deliberator" in none.reason
+    old = await reflection_consistency(recs, "2026-02-01T00:00:00+00:00", router=router(api2), embed=emb.embed,
+                                       daily_spend=0.0)
+    assert old.mean is None and "last 7 days" in old.reason
+    assert consistency_due(None, now) and not consistency_due("2026-01-01T00:00:00+00:00", now)
+    assert consistency_due("2026-01-01T00:00:00+00:00", "2026-01-08T00:00:00+00:00")
