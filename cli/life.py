@@ -141,7 +141,8 @@ def life_line(st) -> str:
               if st.credit_remaining_usd is not None else "")
     gen = f"   generation {st.generation} (of {st.predecessor})" if st.predecessor else ""
     p = st.pad or {}
-    affect = (f"  affect:     {st.emotion or '-'} (P {p.get('pleasure', 0):+.2f} A {p.get('arousal', 0):+.2f} "
+    mood = st.emotion or ("neutral" if st.pad else "-")  # no primary emotion: the affect has no valence
+    affect = (f"  affect:     {mood} (P {p.get('pleasure', 0):+.2f} A {p.get('arousal', 0):+.2f} "
               f"D {p.get('dominance', 0):+.2f})   somatic markers: {st.somatic_markers}")
     out = f"  life:       {st.ticks_lived} ticks lived; {clocks}{credit}{gen}\n{affect}"
     if st.certificate:

@@ -65,6 +65,9 @@ class LifeState(BaseModel):
     terminal_ticks: int = 0  # consecutive ticks in Terminal
     death_cause: str | None = None  # set by the lifespan's after_turn when a clock runs out, or by the owner
     death_detail: str = ""
+    # the risk extension's after_turn: the net-value high-water mark the drawdown is measured from (the daimon's
+    # coping reads the drawdown against the risk layer's max drawdown)
+    nav_high_water_usd: float | None = None
     # the daimon
     emotion: PlutchikLabel | None = None
     markers: list[SomaticMarker] = Field(default_factory=list)  # bounded (golem.life.somatic.MAX_MARKERS)
