@@ -6,8 +6,9 @@ violation is a RegistryError naming both sides.
 
 `builtin_extensions()` is this build: the 28 of §3 with what each is here — `present` False for the ones this
 build does not have (x402 payments, clade sync, ...), and `where` naming the code behind each hook, so
-`golem extensions` prints an honest matrix. The after_turn chain itself runs inside reflect
-(golem.life.after_turn), in the registry's order.
+`golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.life.extensions.hooks.fire):
+after_turn inside reflect (golem.life.after_turn), tool_call in validate (golem.safety.cage.SafetyCage.tool_call),
+before_agent_start in decide (activities/tick.py).
 """
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ def builtin_extensions() -> list[Extension]:
         _x("provider-adapter", 0, set(), what="LLM calls through the anthropic SDK (golem.inference.llm)"),
         _x("telemetry", 0, {"after_turn", "tool_call"}, what="record, events, metrics, traces",
            after_turn="reflect: persist the record, emit events (golem.life.after_turn)",
-           tool_call="validate: every verdict on the audit trail"),
+           tool_call="golem.safety.cage.SafetyCage.tool_call: meters the call (value, post-state); "
+                     "validate_layered puts every verdict on the audit trail"),
         _x("audit", 0, set(), what="hash-chained audit trail (golem.safety.audit), written in validate"),
         _x("grimoire", 0, {"session"}, what="LanceDB + SQLite + PLAYBOOK.md", session="worker start (GolemServices)"),
         _x("tools", 0, {"before_agent_start"}, what="the write and read tools offered to the model",
@@ -216,12 +218,13 @@ def builtin_extensions() -> list[Extension]:
         # Layer 3 – Safety
         _x("safety", 3, {"tool_call", "before_agent_start"}, ["tools"],
            what="PolicyCage, phase restrictions, drawdown, MUST constraints",
-           tool_call="golem.safety.cage.safety_layer", before_agent_start="decide: the pre-LLM MUST gate"),
+           tool_call="golem.safety.cage.SafetyCage.safety_layer",
+           before_agent_start="decide: the pre-LLM MUST gate (SafetyService.pre_llm_gate)"),
         _x("permits", 3, {"tool_call"}, ["safety"], what="single-use action permits",
-           tool_call="golem.safety.cage.permit_layer"),
+           tool_call="golem.safety.cage.SafetyCage.permit_layer"),
         _x("risk", 3, {"tool_call", "after_turn"}, ["safety", "grimoire"],
            what="hard shields, gas gate, Kelly sizing (shrunk by fired somatic markers), guardrails",
-           tool_call="golem.safety.cage.risk_layer",
+           tool_call="golem.safety.cage.SafetyCage.risk_layer",
            after_turn="reflect: net value, high-water mark, drawdown vs max into the record (record.risk)"),
         _x("result-filter", 3, {"tool_result"}, ["safety"], optional=True, present=False),
         _x("coordination", 3, {"tool_call"}, ["tools"], optional=True, present=False),
