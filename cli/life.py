@@ -54,6 +54,8 @@ def _extensions(args) -> int:
         print(f"  {e.name:<17}{e.layer:>3}    {status:<10} {', '.join(sorted(e.hooks)) or '-'}{opt}")
         for hook, where in sorted(e.where.items()):
             print(f"{'':<37}{hook}: {where}")
+        if not e.present and e.what:
+            print(f"{'':<37}{e.what}")
     present = sum(e.present for e in exts)
     print(f"\n{present} of {len(exts)} extensions in this build; switched off in golem.toml: "
           f"{', '.join(disabled) or 'none'}")

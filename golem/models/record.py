@@ -59,6 +59,7 @@ class DeliberationRecord(BaseModel):
     kg_facts: list[str] = Field(default_factory=list)  # "subject predicate object" the model added to the graph
     expected: ExpectedOutcome | None = None  # set when the decision acts (issue 16)
     rules_applied: list[RuleApplied] = Field(default_factory=list)  # offline deliberator: rule behind each action
+    before_agent_start: list[str] = Field(default_factory=list)  # the hook's members that ran before decide (issue 17)
 
 
 class ActionRecord(BaseModel):

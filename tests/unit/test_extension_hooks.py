@@ -68,3 +68,26 @@ def test_fire_runs_only_registered_members_in_order_and_stops_on_request():
     ran.clear()
     fired, _ = fire(reg, "before_agent_start", handlers, stop=bool)
     assert fired == ["tools", "context", "compiler"]
+
+
+def test_before_agent_start_runs_context_compiler_safety_in_order_and_a_bad_strategy_stops_it():
+    import pytest
+
+    from golem.life.extensions.agent_start import before_agent_start
+
+    ran = []
+    out = before_agent_start(registry_for(), context=lambda: ran.append("context") or "policy",
+                             compile=lambda: ran.append("compile") or "strategy",
+                             viability=lambda s: ran.append(f"viability:{s}") or "viable",
+                             safety=lambda s: ran.append(f"safety:{s}") or "gate")
+    assert ran == ["context", "compile", "viability:strategy", "safety:strategy"]
+    assert out.fired == ["context", "compiler", "safety"] and (out.context_policy, out.must) == ("policy", "gate")
+
+    def bad():
+        raise ValueError("STRATEGY.md: no rules")
+
+    ran.clear()
+    with pytest.raises(ValueError, match="no rules"):
+        before_agent_start(registry_for(), context=lambda: ran.append("context"), compile=bad,
+                           viability=lambda s: ran.append("viability"), safety=lambda s: ran.append("safety"))
+    assert ran == ["context"]  # the safety member never ran on a strategy that does not compile

@@ -200,7 +200,7 @@ def builtin_extensions() -> list[Extension]:
         _x("audit", 0, set(), what="hash-chained audit trail (golem.safety.audit), written in validate"),
         _x("grimoire", 0, {"session"}, what="LanceDB + SQLite + PLAYBOOK.md", session="worker start (GolemServices)"),
         _x("tools", 0, {"before_agent_start"}, what="the write and read tools offered to the model",
-           before_agent_start="golem.chain.tools"),
+           before_agent_start="System 2: the deliberator offers golem.chain.tools' schemas (no handler in decide)"),
         _x("heartbeat", 0, {"session", "after_turn"}, what="the 9-step tick (ThetaTickWorkflow)",
            session="GolemWorkflow", after_turn="reflect: the DecisionCycleRecord and the tick's facts"),
         # Layer 1 – Input
@@ -208,7 +208,7 @@ def builtin_extensions() -> list[Extension]:
            input="GolemWorkflow signals (golem.cognition.fold.accept_intervention)"),
         # Layer 2 – State
         _x("context", 2, {"before_agent_start"}, ["grimoire"], what="the Cognitive Workspace",
-           before_agent_start="golem.inference.workspace"),
+           before_agent_start="decide: the context policy in force (golem.life.extensions.agent_start)"),
         _x("daimon", 2, {"after_turn"}, ["grimoire"], what="appraisal → PAD, Plutchik emotion, somatic markers",
            after_turn="golem.life.daimon, golem.life.somatic"),
         _x("memory", 2, {"after_turn"}, ["grimoire"], what="episode writer, reflexion and credit",
@@ -219,7 +219,7 @@ def builtin_extensions() -> list[Extension]:
         _x("safety", 3, {"tool_call", "before_agent_start"}, ["tools"],
            what="PolicyCage, phase restrictions, drawdown, MUST constraints",
            tool_call="golem.safety.cage.SafetyCage.safety_layer",
-           before_agent_start="decide: the pre-LLM MUST gate (SafetyService.pre_llm_gate)"),
+           before_agent_start="decide: the pre-LLM MUST gate (SafetyService.pre_llm_gate, agent_start)"),
         _x("permits", 3, {"tool_call"}, ["safety"], what="single-use action permits",
            tool_call="golem.safety.cage.SafetyCage.permit_layer"),
         _x("risk", 3, {"tool_call", "after_turn"}, ["safety", "grimoire"],
@@ -229,10 +229,11 @@ def builtin_extensions() -> list[Extension]:
         _x("result-filter", 3, {"tool_result"}, ["safety"], optional=True, present=False),
         _x("coordination", 3, {"tool_call"}, ["tools"], optional=True, present=False),
         _x("compiler", 3, {"before_agent_start"}, ["tools"], what="STRATEGY.md → typed strategy",
-           before_agent_start="golem.inference.strategy"),
+           before_agent_start="decide: load STRATEGY.md, its viability (golem.life.extensions.agent_start)"),
         _x("model-router", 3, {"before_agent_start"}, ["provider-adapter"],
            what="tier → model; Conservation and below: T1 only for reflexion",
-           before_agent_start="golem.inference.router"),
+           before_agent_start="System 2: golem.inference.router.plan_route once the prompt is built "
+                              "(no handler in decide)"),
         _x("x402-payment", 3, {"before_provider_request"}, ["provider-adapter"], optional=True, present=False),
         # Layer 4 – Cognition
         _x("turn-context", 4, {"context"}, ["context"], optional=True, present=False),
