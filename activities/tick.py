@@ -295,7 +295,7 @@ class TickActivities(ActivitySet):
     def _before_agent_start(self, inp: DecideInput, obs: Observation) -> AgentStart:
         ctx = inp.ctx
 
-        def viable(strategy):
+        def viable(strategy: Any) -> Any:
             viability = self.s.strategy_viability(obs, ctx.state.phase, ctx)
             if not viability.viable:  # rev. 10: stop trading until the owner fixes STRATEGY.md (and steers)
                 raise bad_input(f"STRATEGY_UNVIABLE: {viability.explanation()}", "StrategyUnviable")

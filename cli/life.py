@@ -138,9 +138,10 @@ def life_line(st) -> str:
     c = st.clocks or {}
     clocks = (f"economic {c.get('economic', 1):.2f} × epistemic {c.get('epistemic', 1):.2f} × stochastic "
               f"{c.get('stochastic', 1):.2f}")
-    credit = (f"   credit ${st.credit_remaining_usd:,.4f}" + (f" (~{st.estimated_ttl_ticks:g} ticks)"
-                                                                if st.estimated_ttl_ticks is not None else "")
-              if st.credit_remaining_usd is not None else "")
+    credit = f"   credit ${st.credit_remaining_usd:,.4f}" if st.credit_remaining_usd is not None else ""
+    if st.estimated_ttl_ticks is not None:  # (wallet USDC + credit) / burn
+        credit += f" (runway ~{st.estimated_ttl_ticks:g} ticks)" if credit else \
+            f"   runway ~{st.estimated_ttl_ticks:g} ticks (wallet USDC / burn)"
     gen = f"   generation {st.generation} (of {st.predecessor})" if st.predecessor else ""
     p = st.pad or {}
     mood = st.emotion or ("neutral" if st.pad else "-")  # no primary emotion: the affect has no valence

@@ -61,6 +61,8 @@ def heartbeat_after_turn(ctx: AfterTurn) -> None:
         gamma_resolved=gamma.resolved if gamma is not None else 0,
         gamma_violations=gamma.violations if gamma is not None else 0,
         hf_error=reflexion.health_factor_error if reflexion is not None else None,
+        wallet_usdc=rec.observation.snapshot.balances.get("USDC"),
+        tick_seconds=ctx.config.clock.theta_base_seconds,
     )
     rec.credit_consumed = ctx.facts.credit_consumed_usd
 

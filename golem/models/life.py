@@ -57,7 +57,8 @@ class LifeState(BaseModel):
     credits_initial_usd: float | None = None  # [lifespan] credits_usd at birth; None = no credit clock
     credit_remaining_usd: float | None = None
     burn_ema_usd: float = 0.0  # credit consumed per tick, EMA
-    estimated_ttl_ticks: float | None = None  # credit_remaining / burn_ema
+    estimated_ttl_ticks: float | None = None  # (wallet USDC + credit remaining) / burn_ema: the projected runway
+    runway_days: float | None = None  # the same in days of ticks (× theta)
     # epistemic clock: the gamma clock's prediction counters already counted
     gamma_resolved_seen: int = 0
     gamma_violations_seen: int = 0

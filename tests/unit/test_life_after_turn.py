@@ -52,7 +52,7 @@ def test_status_shows_the_clocks_the_credit_the_affect_and_death():
                      credit_remaining_usd=1.5, estimated_ttl_ticks=12.0, ticks_lived=9, generation=1, predecessor="old",
                      pad={"pleasure": -0.4, "arousal": 0.6, "dominance": -0.2}, emotion="fear", somatic_markers=2)
     line = life_line(st)
-    assert "economic 0.50 × epistemic 0.80 × stochastic 1.00" in line and "credit $1.5000 (~12 ticks)" in line
+    assert "economic 0.50 × epistemic 0.80 × stochastic 1.00" in line and "credit $1.5000 (runway ~12 ticks)" in line
     assert "generation 1 (of old)" in line and "fear (P -0.40 A +0.60 D -0.20)" in line and "DEAD" not in line
     dead = life_line(st.model_copy(update={"certificate": {"cause": "hayflick", "detail": "30 ticks", "legacy_dir": "x"}}))
     assert "DEAD:       hayflick (30 ticks); legacy in x" in dead
@@ -80,3 +80,12 @@ async def test_the_daimon_reads_the_drawdown_the_risk_member_folds():
     assert deep.record.risk["drawdown_used"] == 1.5 and deep.update.life.nav_high_water_usd == round(nav / 0.7, 6)
     assert deep.record.appraisal["coping"] == round(0.5 * top.record.appraisal["coping"], 6)
     assert deep.record.pad_after.dominance < top.record.pad_after.dominance
+
+
+async def test_the_heartbeat_hands_the_lifespan_the_wallets_usdc_for_the_runway():
+    rec = _reflected()
+    rec.observation.snapshot.balances = {"USDC": 7000.0, "WETH": 1.0}
+    rec.total_cost = 0.5
+    ctx = await run_after_turn(registry_for(), AfterTurn(record=rec, state=GolemState(golem_id="g1"),
+                                                         config=GolemConfig()), {})
+    assert ctx.record.estimated_ttl_ticks == 14_000.0 and ctx.update.life.runway_days == round(14_000 * 60 / 86400, 3)
