@@ -84,7 +84,7 @@ ToolCallHandler = Callable[[ProposedAction, ValidationContext, SimulatedAction |
 
 
 class SafetyCage:
-    """The three tool_call layers over one set of limits."""
+    """The tool_call hook over one set of limits: telemetry, safety, risk and permits, fired in the registry's order."""
 
     def __init__(self, limits: SafetyLimits, registry: ExtensionRegistry | None = None,
                  extra_tool_call: dict[str, ToolCallHandler] | None = None) -> None:
