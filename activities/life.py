@@ -48,7 +48,7 @@ async def worded_testament(reflection: DeathReflection,
                            router: ProviderRouter | None) -> tuple[DeathReflection, float]:
     """Claude's T2 model words the summary; the deterministic lists stay as they are. No router or no answer:
     the offline summary stands (the reflection says which)."""
-    from golem.inference.router import BudgetRefusal
+    from golem.inference.router import BudgetRefusal, InferenceRejected
     from golem.models.enums import Tier
 
     if router is None:
@@ -59,7 +59,11 @@ async def worded_testament(reflection: DeathReflection,
         plan = router.plan(Tier.T2, 0.0, len(context) // 4 + 400)
     except BudgetRefusal as refusal:
         return reflection.model_copy(update={"model": f"offline ({refusal.reason})"}), 0.0
-    text, cost = await tool_text(router, plan, REFLECTION_SYSTEM, context, TESTAMENT_TOOL, "summary")
+    try:
+        text, cost = await tool_text(router, plan, REFLECTION_SYSTEM, context, TESTAMENT_TOOL, "summary")
+    except InferenceRejected as err:  # a bad request will not get better: the offline summary stands
+        return reflection.model_copy(update={"model": f"offline ({plan.model} rejected the request: {err.reason})"}), 0.0
+    # InferenceRetryable (rate limit, overload, timeout) propagates: the activity's retries try again
     if text is None:
         return reflection.model_copy(update={"model": f"offline ({plan.model} answered no summary)"}), cost
     return reflection.model_copy(update={"summary": " ".join(text.split())[:2000] + " | " + reflection.summary,

@@ -44,6 +44,8 @@ from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
 from golem.life.death import settlement_deliberation
+from golem.life.extensions.agent_start import AgentStart, before_agent_start
+from golem.life.extensions.registry import registry_for
 from golem.life.reflect import build_record, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.config import GolemConfig
@@ -271,16 +273,11 @@ class TickActivities(ActivitySet):
             except ValueError:
                 strategy = None
             return self._numbered(inp, settlement_deliberation(obs, ctx.cfg, strategy))
-        try:
-            strategy = self.s.load_strategy(ctx)
-            viability = await asyncio.to_thread(self.s.strategy_viability, obs, ctx.state.phase, ctx)
+        try:  # the before_agent_start hook: context → compiler → safety (golem.life.extensions.agent_start)
+            start = await asyncio.to_thread(self._before_agent_start, inp, obs)
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
-        if not viability.viable:  # rev. 10: stop trading until the owner fixes STRATEGY.md (and steers)
-            raise bad_input(f"STRATEGY_UNVIABLE: {viability.explanation()}", "StrategyUnviable")
-        # Before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run).
-        must = self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, obs)
-        policy = self.s.learning.context_policy(allocation_defaults(ctx.cfg))
+        strategy, must, policy = start.strategy, start.must, start.context_policy
         try:
             deliberation = await decide_with_cache(
                 inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
@@ -292,7 +289,24 @@ class TickActivities(ActivitySet):
             raise ApplicationError(err.reason, type="InferenceRetryable", next_retry_delay=delay) from None
         except InferenceRejected as err:  # a bad request will not get better by retrying
             raise bad_input(err.reason, "InferenceRejected") from None
-        return self._numbered(inp, deliberation)
+        record = deliberation.record.model_copy(update={"before_agent_start": start.fired})
+        return self._numbered(inp, deliberation.model_copy(update={"record": record}))
+
+    def _before_agent_start(self, inp: DecideInput, obs: Observation) -> AgentStart:
+        ctx = inp.ctx
+
+        def viable(strategy: Any) -> Any:
+            viability = self.s.strategy_viability(obs, ctx.state.phase, ctx)
+            if not viability.viable:  # rev. 10: stop trading until the owner fixes STRATEGY.md (and steers)
+                raise bad_input(f"STRATEGY_UNVIABLE: {viability.explanation()}", "StrategyUnviable")
+            return viability
+
+        return before_agent_start(
+            registry_for(ctx.cfg.extensions.disabled),
+            context=lambda: self.s.learning.context_policy(allocation_defaults(ctx.cfg)),
+            compile=lambda: self.s.load_strategy(ctx), viability=viable,
+            # before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run)
+            safety=lambda strategy: self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, obs))
 
     def _numbered(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
         """Another run of this tick (a reset, a rerun) already used action slots: this run's actions are

@@ -54,6 +54,8 @@ def _extensions(args) -> int:
         print(f"  {e.name:<17}{e.layer:>3}    {status:<10} {', '.join(sorted(e.hooks)) or '-'}{opt}")
         for hook, where in sorted(e.where.items()):
             print(f"{'':<37}{hook}: {where}")
+        if not e.present and e.what:
+            print(f"{'':<37}{e.what}")
     present = sum(e.present for e in exts)
     print(f"\n{present} of {len(exts)} extensions in this build; switched off in golem.toml: "
           f"{', '.join(disabled) or 'none'}")
@@ -136,12 +138,14 @@ def life_line(st) -> str:
     c = st.clocks or {}
     clocks = (f"economic {c.get('economic', 1):.2f} × epistemic {c.get('epistemic', 1):.2f} × stochastic "
               f"{c.get('stochastic', 1):.2f}")
-    credit = (f"   credit ${st.credit_remaining_usd:,.4f}" + (f" (~{st.estimated_ttl_ticks:g} ticks)"
-                                                                if st.estimated_ttl_ticks is not None else "")
-              if st.credit_remaining_usd is not None else "")
+    credit = f"   credit ${st.credit_remaining_usd:,.4f}" if st.credit_remaining_usd is not None else ""
+    if st.estimated_ttl_ticks is not None:  # (wallet USDC + credit) / burn
+        credit += f" (runway ~{st.estimated_ttl_ticks:g} ticks)" if credit else \
+            f"   runway ~{st.estimated_ttl_ticks:g} ticks (wallet USDC / burn)"
     gen = f"   generation {st.generation} (of {st.predecessor})" if st.predecessor else ""
     p = st.pad or {}
-    affect = (f"  affect:     {st.emotion or '-'} (P {p.get('pleasure', 0):+.2f} A {p.get('arousal', 0):+.2f} "
+    mood = st.emotion or ("neutral" if st.pad else "-")  # no primary emotion: the affect has no valence
+    affect = (f"  affect:     {mood} (P {p.get('pleasure', 0):+.2f} A {p.get('arousal', 0):+.2f} "
               f"D {p.get('dominance', 0):+.2f})   somatic markers: {st.somatic_markers}")
     limit = getattr(st, "hayflick_ticks", None)
     lived = (f"{st.ticks_lived} of {limit} ticks lived (Hayflick distance {max(limit - st.ticks_lived, 0)})"

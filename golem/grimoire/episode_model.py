@@ -67,6 +67,9 @@ PAD_OCTANTS = {
     (1, -1, -1): "docile", (-1, 1, 1): "hostile",
 }
 PAD_NEUTRAL_RADIUS = 0.1  # ours: an affect vector shorter than this (in the [-1, 1]^3 cube) is "neutral"
+# ours (the spec gives no width): a pleasure within ±this has no valence, so the octant is "neutral" — without it
+# a calm golem near its baseline flips between relaxed and disdainful on noise. The radius's width, on one axis.
+PAD_NEUTRAL_PLEASURE = 0.05
 EMOTIONAL_TAGS = frozenset([*PAD_OCTANTS.values(), "neutral"])
 _OCTANT_SIGNS = {label: signs for signs, label in PAD_OCTANTS.items()}
 
@@ -79,11 +82,12 @@ def tag_pad(tag: str | None) -> tuple[float, float, float] | None:
 
 
 def pad_label(pleasure: float, arousal: float, dominance: float) -> str:
-    """The Mehrabian octant of a PAD vector, or "neutral" near the origin."""
+    """The Mehrabian octant of a PAD vector, or "neutral" near the origin or with no valence (|pleasure| below
+    PAD_NEUTRAL_PLEASURE)."""
     p, a, d = (float(x) for x in (pleasure, arousal, dominance))
     if not all(math.isfinite(x) for x in (p, a, d)):
         raise ValueError(f"PAD components must be finite, got {(p, a, d)}")
-    if math.sqrt(p * p + a * a + d * d) < PAD_NEUTRAL_RADIUS:
+    if math.sqrt(p * p + a * a + d * d) < PAD_NEUTRAL_RADIUS or abs(p) < PAD_NEUTRAL_PLEASURE:
         return "neutral"
     return PAD_OCTANTS[(1 if p >= 0 else -1, 1 if a >= 0 else -1, 1 if d >= 0 else -1)]
 

@@ -53,6 +53,7 @@ from golem.grimoire.embeddings import (
 )
 from golem.grimoire.episode_model import (  # noqa: F401 (re-exported: callers import the model with the store)
     EMOTIONAL_TAGS,
+    PAD_NEUTRAL_PLEASURE,
     PAD_NEUTRAL_RADIUS,
     Episode,
     EpisodeOutcome,

@@ -1,10 +1,10 @@
 """The after_turn chain inside reflect (runtime-extensions §4 "Why Sequential, Not Parallel"): the registry's
 after_turn order — heartbeat → lifespan → daimon → memory → risk → dream → cybernetics → clade → telemetry —
 each a fold over the tick's AfterTurn context that writes its own part of the record. The pure members live
-here (heartbeat's facts, lifespan, daimon); the ones with side effects (memory's episode, cybernetics, the
-telemetry that persists the record) are given by the reflect activity. A member of the order with no handler
-here runs elsewhere in this build (dream: GolemWorkflow between ticks) or is not in this build (risk's after_turn,
-clade); `record.after_turn` lists what ran, in order.
+here (heartbeat's facts, lifespan, daimon, risk's figures); the ones with side effects (memory's episode,
+cybernetics, the telemetry that persists the record) are given by the reflect activity. A member of the order with
+no handler here runs elsewhere in this build (dream: GolemWorkflow between ticks) or is not in this build (clade,
+switched off: there is no clade yet); `record.after_turn` lists what ran, in order.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from golem.life.daimon import AppraisalInput, appraise, plutchik, update_pad
 from golem.life.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
 from golem.life.somatic import age_markers, firing, lay_marker, situation_of
+from golem.safety.limits import SafetyLimits
 from golem.safety.risk import net_value_usd
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus
@@ -60,6 +61,8 @@ def heartbeat_after_turn(ctx: AfterTurn) -> None:
         gamma_resolved=gamma.resolved if gamma is not None else 0,
         gamma_violations=gamma.violations if gamma is not None else 0,
         hf_error=reflexion.health_factor_error if reflexion is not None else None,
+        wallet_usdc=rec.observation.snapshot.balances.get("USDC"),
+        tick_seconds=ctx.config.clock.theta_base_seconds,
     )
     rec.credit_consumed = ctx.facts.credit_consumed_usd
 
@@ -86,12 +89,14 @@ def daimon_after_turn(ctx: AfterTurn) -> None:
     fired = firing(ctx.life.markers, situation)
     hf_before = min(s.position_health.values()) if s.__dict__.get("position_health") else None
     pnl = rec.outcome.pnl_impact if rec.outcome is not None else None
+    nav = net_value_usd(obs.snapshot)
     appraisal = appraise(AppraisalInput(
         prediction_error=rec.prediction_error, regime_changed=s.regime != rec.regime, pnl_usd=pnl,
         equity_change=marked_to_market(obs, s.last_price),
         hf_before=hf_before, hf_now=obs.min_health_factor(), liquidated=bool(obs.liquidations),
         vitality=ctx.update.vitality.composite if ctx.update else s.vitality.composite,
         budget_fraction=ctx.facts.budget_fraction if ctx.facts else 0.0,
+        drawdown_used=drawdown_pct(nav, ctx.life.nav_high_water_usd) / max_drawdown_pct(ctx.config),
         proposed=len(rec.actions), blocked=sum(1 for a in rec.actions if a.status == ActionStatus.BLOCKED),
         failed=sum(1 for a in rec.actions if a.status == ActionStatus.FAILED),
         somatic_strength=sum(m.strength for m in fired),
@@ -124,8 +129,32 @@ def marked_to_market(obs, last_price: float | None) -> float | None:
     return round(weth * (snap.pool.price - last_price) / equity, 9) if equity > 0 else None
 
 
+def drawdown_pct(nav: float, high_water: float | None) -> float:
+    """How far (%) the net value is below its high-water mark (the mark including this value)."""
+    top = max(high_water or 0.0, nav)
+    return max(0.0, (top - nav) / top * 100.0) if top > 0 else 0.0
+
+
+def max_drawdown_pct(config: GolemConfig) -> float:
+    return SafetyLimits.from_config(config).risk.max_drawdown_pct
+
+
+def risk_after_turn(ctx: AfterTurn) -> None:
+    """The risk extension's after_turn: fold the tick's net value into the high-water mark (LifeState) and write
+    the risk figures to the record — net value, high-water mark, drawdown against the risk layer's max drawdown."""
+    nav = net_value_usd(ctx.record.observation.snapshot)
+    top = max(ctx.life.nav_high_water_usd or 0.0, nav)
+    cap = max_drawdown_pct(ctx.config)
+    dd = drawdown_pct(nav, top)
+    ctx.record.risk = {"nav_usd": round(nav, 6), "high_water_usd": round(top, 6), "drawdown_pct": round(dd, 4),
+                       "max_drawdown_pct": cap, "drawdown_used": round(dd / cap, 4)}
+    ctx.life = ctx.life.model_copy(update={"nav_high_water_usd": round(top, 6)})
+    if ctx.update is not None:
+        ctx.update = ctx.update.model_copy(update={"life": ctx.life})
+
+
 PURE: dict[str, Handler] = {"heartbeat": heartbeat_after_turn, "lifespan": lifespan_after_turn,
-                            "daimon": daimon_after_turn}
+                            "daimon": daimon_after_turn, "risk": risk_after_turn}
 
 
 async def run_after_turn(registry: ExtensionRegistry, ctx: AfterTurn, handlers: dict[str, Handler]) -> AfterTurn:

@@ -7,7 +7,10 @@ Appraisal checks (Scherer's stimulus evaluation checks, OCC's desirability), eac
                       the holdings marked to market since the last tick (tanh of Δequity / EQUITY_SCALE) and the
                       change of the lending health factor (tanh of ΔHF / HF_SCALE); a liquidation is −1
   novelty             the prediction error, raised to 1 by a regime change
-  coping potential    [0, 1]: power × control — vitality × budget headroom × the health factor's margin above 1,
+  coping potential    [0, 1]: power × control — vitality × budget headroom × the health factor's margin above 1
+                      × drawdown headroom (1 − DRAWDOWN_WEIGHT × the share of the risk layer's max drawdown used:
+                      a golem deep under its high-water mark has fewer resources to meet what comes, so a recovery
+                      it did not cause, while that budget is still tight, is pleasant but not mastered — docile),
                       × (1 − CONTROL_WEIGHT × novelty): a world the golem did not predict is one it controls less
   norm compatibility  [0, 1]: 1 − the share of proposed actions the PolicyCage refused, 0 after a failed write
 → target PAD: pleasure = congruence − (1 − norms) × 0.5; arousal = 2 × novelty − 1; dominance = 2 × coping − 1,
@@ -15,7 +18,9 @@ Appraisal checks (Scherer's stimulus evaluation checks, OCC's desirability), eac
 The affect moves toward the target by IMPULSE × max(relevance, RELEVANCE_FLOOR) and decays toward the baseline by DECAY per tick, so a
 quiet stretch brings it back to the golem's temperament (BASELINE).
 
-The PAD octant (Mehrabian 1996, golem.grimoire.episodes.PAD_OCTANTS) names the mood; the Plutchik primary
+The PAD octant (Mehrabian 1996, golem.grimoire.episodes.PAD_OCTANTS) names the mood, "neutral" near the origin
+or when pleasure is within the valence band (PAD_NEUTRAL_PLEASURE, ours: a pleasure that small has no sign, and a
+calm golem at its baseline is neutral, not disgusted) — then there is no primary emotion either; the Plutchik primary
 emotion is the one nearest the octant's corner in Russell & Mehrabian's (1977) emotion ratings: joy +++ (they
 rate it P+.76 A+.48 D+.35), surprise ++− (+.40 +.67 −.13), trust +−+ (ours: content, relaxed), anticipation
 +−− (ours), anger −++ (−.51 +.59 +.25), fear −+− (−.64 +.60 −.43), disgust −−+ (−.60 +.35 +.11: the
@@ -40,6 +45,7 @@ PNL_SCALE_USD = 50.0  # a $50 gain or loss is a strongly (tanh 1 = 0.76) congrue
 HF_SCALE = 0.15  # a health factor change of 0.15 in one tick is a strongly felt one
 EQUITY_SCALE = 0.01  # the holdings gaining or losing 1 % of net value in one tick is strongly felt
 CONTROL_WEIGHT = 0.5  # a full surprise halves the coping potential
+DRAWDOWN_WEIGHT = 0.5  # ours, the budget headroom's form: the whole max drawdown used halves the coping potential
 NORM_WEIGHT = 0.5
 SOMATIC_DOMINANCE = 0.4  # a fired marker of strength 1 lowers dominance by this much
 
@@ -75,6 +81,7 @@ class AppraisalInput(BaseModel):
     liquidated: bool = False
     vitality: float = 1.0
     budget_fraction: float = 0.0
+    drawdown_used: float = 0.0  # drawdown below the net-value high-water mark / the risk layer's max drawdown
     proposed: int = 0  # actions proposed
     blocked: int = 0  # of them refused by the PolicyCage
     failed: int = 0  # writes that failed on chain
@@ -109,7 +116,9 @@ def appraise(x: AppraisalInput) -> Appraisal:
         reasons.append("regime changed")
     margin = 1.0 if x.hf_now is None else _clamp((x.hf_now - 1.0) / 1.0, 0.0, 1.0)  # HF 2 and above: full margin
     coping = (_clamp(x.vitality, 0.0, 1.0) * (1.0 - 0.5 * _clamp(x.budget_fraction, 0.0, 1.0)) * margin
-              * (1.0 - CONTROL_WEIGHT * novelty))
+              * (1.0 - DRAWDOWN_WEIGHT * _clamp(x.drawdown_used, 0.0, 1.0)) * (1.0 - CONTROL_WEIGHT * novelty))
+    if x.drawdown_used >= 0.25:
+        reasons.append(f"{100 * min(x.drawdown_used, 9.99):.0f}% of the max drawdown used")
     norms = 1.0
     if x.proposed:
         norms -= x.blocked / x.proposed
@@ -151,7 +160,10 @@ def octant(pad: PADVector) -> str:
     return pad_label(pad.pleasure, pad.arousal, pad.dominance)
 
 
-def plutchik(pad: PADVector) -> PlutchikLabel:
-    """The primary emotion of the PAD octant (a zero component counts as +, as in the octant tags)."""
+def plutchik(pad: PADVector) -> PlutchikLabel | None:
+    """The primary emotion of the PAD octant (a zero component counts as +, as in the octant tags); None when the
+    affect is neutral (no octant: near the origin, or pleasure within the valence band)."""
+    if octant(pad) == "neutral":
+        return None
     key = tuple(1 if v >= 0 else -1 for v in (pad.pleasure, pad.arousal, pad.dominance))
     return PLUTCHIK_BY_OCTANT[key]  # type: ignore[index]

@@ -2,8 +2,14 @@
 behavioural phase and the death triggers. Pure: every input comes in, nothing is read from a clock or a file.
 
 - economic:   credit left / credit at birth ([lifespan] credits_usd), spent by the tick's inference and gas
-              (credit_consumed); runway = credit left / the burn EMA. Without credits, the daily budget alone
-              weighs on it as before (1 − 0.5 × budget fraction; it can reach Stable, never kill).
+              (credit_consumed). Without credits, the daily budget alone weighs on it as before (1 − 0.5 × budget
+              fraction; it can reach Stable, never kill). The projected runway counts what the golem can pay the
+              burn with — the wallet's USDC and the credit left — against the burn rate (an EMA of gas + inference
+              per tick): estimated_ttl_ticks = (USDC + credit) / burn, runway_days = that × the tick length
+              (golem-archetypes heartbeat-monitor: "USDC depletion: projects runway based on burn rate"). With
+              [lifespan] runway_days set, a runway shorter than it weighs on the clock too (× runway / runway_days;
+              the archetype's alert line is 30 days); off by default, because a test's or a fast golem's tick is
+              not a wall-clock minute and would read a short runway.
 - epistemic:  an EMA of the golem's own prediction accuracy: the gamma clock's resolved predictions (1 − violations
               / resolved), the theta prediction (the tick's prediction error under 2θ, i.e. not a T2-size
               surprise) and, on an acted tick, expected-vs-verified (reflexion's health-factor error ≤ 0.1).
@@ -44,6 +50,8 @@ class LifeFacts(BaseModel):
     gamma_resolved: int = 0  # the gamma clock's counters, cumulative
     gamma_violations: int = 0
     hf_error: float | None = None  # reflexion: verified − expected health factor, on an acted tick
+    wallet_usdc: float | None = None  # the wallet's USDC after the tick (None: not observed)
+    tick_seconds: float | None = None  # the tick length (theta), for the runway in days
 
 
 class LifespanResult(BaseModel):
@@ -104,11 +112,11 @@ def tick_clocks(life: LifeState, vitality: VitalityState, phase: BehavioralPhase
     if new.credits_initial_usd:
         new.credit_remaining_usd = max((new.credit_remaining_usd or 0.0) - spent, 0.0)
         economic = _clamp01(new.credit_remaining_usd / new.credits_initial_usd)
-        new.estimated_ttl_ticks = (round(new.credit_remaining_usd / new.burn_ema_usd, 1)
-                                   if new.burn_ema_usd > 0 else None)
     else:
         economic = _clamp01(1.0 - ECONOMIC_BUDGET_WEIGHT * min(max(facts.budget_fraction, 0.0), 1.0))
-        new.estimated_ttl_ticks = None
+    new.estimated_ttl_ticks, new.runway_days = runway(new, facts)
+    if cfg.runway_days and new.runway_days is not None:
+        economic *= _clamp01(new.runway_days / cfg.runway_days)
 
     # epistemic
     sample, new.gamma_resolved_seen, new.gamma_violations_seen = accuracy_sample(life, facts)
@@ -136,6 +144,17 @@ def tick_clocks(life: LifeState, vitality: VitalityState, phase: BehavioralPhase
         if cause:
             new.death_cause, new.death_detail = cause, detail
     return LifespanResult(life=new, vitality=v, phase=new_phase, transition=transition, accuracy=sample)
+
+
+def runway(life: LifeState, facts: LifeFacts) -> tuple[float | None, float | None]:
+    """(ticks, days) the wallet's USDC and the credit left pay the burn for; (None, None) with no burn yet or
+    nothing to pay with (no credit configured and no USDC observed)."""
+    funds = max(facts.wallet_usdc or 0.0, 0.0) + (life.credit_remaining_usd or 0.0 if life.credits_initial_usd else 0.0)
+    if life.burn_ema_usd <= 0 or (facts.wallet_usdc is None and not life.credits_initial_usd):
+        return None, None
+    ticks = funds / life.burn_ema_usd
+    days = ticks * facts.tick_seconds / 86_400 if facts.tick_seconds else None
+    return round(ticks, 1), (round(days, 3) if days is not None else None)
 
 
 def death_trigger(life: LifeState, v: VitalityState, cfg: LifespanSection) -> tuple[str | None, str]:

@@ -248,6 +248,9 @@ class LifespanSection(BaseModel):
     # Economic clock: the golem's credit (USD) for inference and gas over its life; economic vitality is the
     # fraction left, runway = credit / burn. None: no credit clock (then the daily budget alone weighs on it).
     credits_usd: float | None = Field(default=None, gt=0.0)
+    # The projected runway ((wallet USDC + credit) / burn) in days below which the economic clock falls (× runway /
+    # runway_days). golem-archetypes' heartbeat-monitor alerts "below 30-day runway projection". None: off.
+    runway_days: float | None = Field(default=None, gt=0.0)
     # Stochastic clock: the Hayflick limit (ticks lived) and a per-tick hazard, seeded (replayable).
     hayflick_ticks: int | None = Field(default=None, ge=1)
     hazard_per_tick: float = Field(default=0.0, ge=0.0, le=1.0)

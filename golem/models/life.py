@@ -57,7 +57,8 @@ class LifeState(BaseModel):
     credits_initial_usd: float | None = None  # [lifespan] credits_usd at birth; None = no credit clock
     credit_remaining_usd: float | None = None
     burn_ema_usd: float = 0.0  # credit consumed per tick, EMA
-    estimated_ttl_ticks: float | None = None  # credit_remaining / burn_ema
+    estimated_ttl_ticks: float | None = None  # (wallet USDC + credit remaining) / burn_ema: the projected runway
+    runway_days: float | None = None  # the same in days of ticks (× theta)
     # epistemic clock: the gamma clock's prediction counters already counted
     gamma_resolved_seen: int = 0
     gamma_violations_seen: int = 0
@@ -65,6 +66,9 @@ class LifeState(BaseModel):
     terminal_ticks: int = 0  # consecutive ticks in Terminal
     death_cause: str | None = None  # set by the lifespan's after_turn when a clock runs out, or by the owner
     death_detail: str = ""
+    # the risk extension's after_turn: the net-value high-water mark the drawdown is measured from (the daimon's
+    # coping reads the drawdown against the risk layer's max drawdown)
+    nav_high_water_usd: float | None = None
     # the daimon
     emotion: PlutchikLabel | None = None
     markers: list[SomaticMarker] = Field(default_factory=list)  # bounded (golem.life.somatic.MAX_MARKERS)

@@ -59,6 +59,7 @@ class DeliberationRecord(BaseModel):
     kg_facts: list[str] = Field(default_factory=list)  # "subject predicate object" the model added to the graph
     expected: ExpectedOutcome | None = None  # set when the decision acts (issue 16)
     rules_applied: list[RuleApplied] = Field(default_factory=list)  # offline deliberator: rule behind each action
+    before_agent_start: list[str] = Field(default_factory=list)  # the hook's members that ran before decide (issue 17)
 
 
 class ActionRecord(BaseModel):
@@ -220,6 +221,8 @@ class DecisionCycleRecord(BaseModel):
     phase_transition: str | None = None  # "stable→conservation" on the tick the phase changed
     death_cause: str | None = None  # set on the tick a clock ran out (the golem then dies, golem.life.death)
     after_turn: list[str] = Field(default_factory=list)  # the after_turn chain as it ran, in order (issue 17)
+    # the risk extension's after_turn: net value, its high-water mark, drawdown vs the max (golem.life.after_turn)
+    risk: dict[str, Any] | None = None
     # Cost
     inference_cost: float = 0.0
     gas_cost: float = 0.0
@@ -247,4 +250,4 @@ class DecisionCycleRecord(BaseModel):
 # Record fields only set when their system measured something on the tick (the daimon's appraisal, the lifespan's
 # credit ledger, a phase transition, a death); None is left out of the JSON record and NULL in the cycle index.
 UNMEASURED_FIELDS = ("pad_after", "primary_emotion", "credit_consumed", "appraisal", "somatic_marker_laid",
-                     "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause")
+                     "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause", "risk")

@@ -1,6 +1,8 @@
-"""Step 6 VALIDATE as the `tool_call` hook: safety → risk → permits, the most restrictive wins
-(runtime-extensions §5 "Fire the tool_call hook ... any Block beats all Allows"; §3 `safety`, `risk`,
-`permits`).
+"""Step 6 VALIDATE as the `tool_call` hook: the registry's members in the spec's order — telemetry → safety →
+risk → permits (→ coordination, not in this build) — the first block wins (runtime-extensions §5 "Fire the
+tool_call hook ... any Block beats all Allows"; §3 `telemetry`, `safety`, `risk`, `permits`).
+
+  telemetry meters the call (its value, the book it would leave); every verdict goes on the audit trail;
 
   safety   PolicyCage (approved assets, max trade size, max slippage, phase restrictions), max
            drawdown, the kill switch, STRATEGY.md MUST constraints on the simulated post-state;
@@ -18,6 +20,7 @@ limit: limits come from golem.toml and only tighten (`golem.safety.limits`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -25,6 +28,8 @@ from pydantic import BaseModel, Field
 from golem.chain.permits import PermitStore
 from golem.chain.tools import WRITE_TOOLS, ToolArgumentError, action_value_usd, parse_arguments, price_usd
 from golem.inference.strategy import Strategy
+from golem.life.extensions.hooks import fire
+from golem.life.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.somatic import situation_of, size_factor
 from golem.models.enums import BehavioralPhase
 from golem.models.interventions import Steer
@@ -38,7 +43,7 @@ from golem.safety.limits import SafetyLimits
 from golem.safety.policy import PolicyCage, opens_exposure, protective_reason
 from golem.safety.risk import RiskSnapshot, kelly_fraction
 
-Layer = Literal["safety", "risk", "permits"]
+Layer = Literal["telemetry", "safety", "risk", "permits", "coordination"]  # the tool_call hook's members
 
 
 class LayerVerdict(BaseModel):
@@ -57,6 +62,7 @@ class ToolCallDecision(BaseModel):
     value_usd: float = 0.0
     verdicts: list[LayerVerdict] = Field(default_factory=list)
     protective: str | None = None  # the gas gate's note when it treated the action as protective
+    hooks: list[str] = Field(default_factory=list)  # the tool_call members that ran, in order (first block stops)
 
 
 class ValidationContext(BaseModel):
@@ -74,12 +80,21 @@ class ValidationContext(BaseModel):
     last_price: float | None = None
 
 
-class SafetyCage:
-    """The three tool_call layers over one set of limits."""
+ToolCallHandler = Callable[[ProposedAction, ValidationContext, SimulatedAction | None], str | None]
 
-    def __init__(self, limits: SafetyLimits) -> None:
+
+class SafetyCage:
+    """The tool_call hook over one set of limits: telemetry, safety, risk and permits, fired in the registry's order."""
+
+    def __init__(self, limits: SafetyLimits, registry: ExtensionRegistry | None = None,
+                 extra_tool_call: dict[str, ToolCallHandler] | None = None) -> None:
         self.limits = limits
         self.policy_cage = PolicyCage(limits.policy)
+        # the tool_call hook's firing order (runtime-extensions §3): the worker's registry, built at start
+        self.registry = registry if registry is not None else registry_for()
+        # handlers of tool_call members this module does not serve (e.g. a coordination extension): name → fn
+        # (action, ctx, sim) → refusal or None; they fire only where the registry puts them
+        self.extra_tool_call = dict(extra_tool_call or {})
 
     def policy_hash(self) -> str:
         return self.limits.policy_hash()
@@ -174,37 +189,63 @@ class SafetyCage:
         self, action: ProposedAction, ctx: ValidationContext, sim: SimulatedAction | None, before: Book,
         gas_spent_so_far: float = 0.0,
     ) -> tuple[ToolCallDecision, Book]:
-        """One action through safety → risk → permits; the first block wins. Returns the decision and
-        the book after the action (unchanged when refused)."""
-        if action.tool not in WRITE_TOOLS:
-            reason = f"unknown tool {action.tool!r}: only {', '.join(sorted(WRITE_TOOLS))} may write"
-            return self._blocked(action, "safety", reason, [], 0.0), before
-        try:
-            parse_arguments(action.tool, action.arguments)
-        except ToolArgumentError as e:
-            return self._blocked(action, "safety", f"invalid arguments: {e}", [], 0.0), before
-        value = action_value_usd(action, ctx.observation)
-        after = before.after(sim.expected if sim is not None and sim.ok else {})
+        """One action through the tool_call hook: the registry's members in the spec's order (telemetry →
+        safety → risk → permits → coordination), the first block wins and the members after it do not run.
+        Returns the decision and the book after the action (unchanged when refused)."""
+        call: dict = {"value": 0.0, "after": before, "note": None, "deferred": False}
         verdicts: list[LayerVerdict] = []
 
-        why = self.safety_layer(action, ctx, before, after)
-        verdicts.append(LayerVerdict(layer="safety", allow=why is None, reason=why or "within policy and constraints"))
-        if why:
-            return self._blocked(action, "safety", why, verdicts, value), before
-        why, deferred, note = self.risk_layer(action, ctx, sim, after, value, gas_spent_so_far)
-        verdicts.append(LayerVerdict(layer="risk", allow=why is None, reason=why or note or "within risk limits"))
-        if why:
-            return self._blocked(action, "risk", why, verdicts, value, deferred=deferred), before
-        why = self.permit_layer(sim)
-        verdicts.append(LayerVerdict(layer="permits", allow=why is None, reason=why or "simulation ok"))
-        if why:
-            return self._blocked(action, "permits", why, verdicts, value), before
-        mark_used(after, action)
+        def telemetry() -> str | None:  # meters the call: its value, the book it would leave
+            try:
+                parse_arguments(action.tool, action.arguments)
+            except ToolArgumentError:
+                return None  # safety refuses it with the reason
+            if action.tool in WRITE_TOOLS:
+                call["value"] = action_value_usd(action, ctx.observation)
+                call["after"] = before.after(sim.expected if sim is not None and sim.ok else {})
+            return None
+
+        def safety() -> str | None:
+            if action.tool not in WRITE_TOOLS:
+                return f"unknown tool {action.tool!r}: only {', '.join(sorted(WRITE_TOOLS))} may write"
+            try:
+                parse_arguments(action.tool, action.arguments)
+            except ToolArgumentError as e:
+                return f"invalid arguments: {e}"
+            why = self.safety_layer(action, ctx, before, call["after"])
+            verdicts.append(LayerVerdict(layer="safety", allow=why is None,
+                                         reason=why or "within policy and constraints"))
+            return why
+
+        def risk() -> str | None:
+            why, call["deferred"], call["note"] = self.risk_layer(action, ctx, sim, call["after"], call["value"],
+                                                                  gas_spent_so_far)
+            verdicts.append(LayerVerdict(layer="risk", allow=why is None,
+                                         reason=why or call["note"] or "within risk limits"))
+            return why
+
+        def permits() -> str | None:
+            why = self.permit_layer(sim)
+            verdicts.append(LayerVerdict(layer="permits", allow=why is None, reason=why or "simulation ok"))
+            return why
+
+        handlers = {"telemetry": telemetry, "safety": safety, "risk": risk, "permits": permits,
+                    **{name: (lambda h=h: h(action, ctx, sim)) for name, h in self.extra_tool_call.items()}}
+        fired, results = fire(self.registry, "tool_call", handlers, stop=lambda why: why is not None)
+        for layer, why in results:
+            if why is not None:
+                if layer not in ("safety", "risk", "permits"):  # those three write their own verdicts
+                    verdicts.append(LayerVerdict(layer=layer, allow=False, reason=why))
+                decision = self._blocked(action, layer, why, verdicts, call["value"],
+                                         deferred=call["deferred"] and layer == "risk")
+                return decision.model_copy(update={"hooks": fired}), before
+        note = call["note"]
+        mark_used(call["after"], action)
         return ToolCallDecision(
-            action_index=action.action_index, tool=action.tool, allowed=True, value_usd=value,
-            reason=f"policy ok (${value:,.2f}), risk ok, simulation ok" + (f"; {note}" if note else ""),
-            verdicts=verdicts, protective=note,
-        ), after  # fmt: skip
+            action_index=action.action_index, tool=action.tool, allowed=True, value_usd=call["value"],
+            reason=f"policy ok (${call['value']:,.2f}), risk ok, simulation ok" + (f"; {note}" if note else ""),
+            verdicts=verdicts, protective=note, hooks=fired,
+        ), call["after"]  # fmt: skip
 
     @staticmethod
     def _blocked(action, layer, reason, verdicts, value, deferred=False) -> ToolCallDecision:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from web3 import Web3
 
+from golem.life.extensions.registry import registry_for
 from golem.chain.confirmations import ConfirmationReport, ConfirmationTracker
 from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
@@ -44,8 +45,9 @@ class SafetyService:
         # checks use the config version the tick carries (config=ctx.config), never this one (issue 12).
         self.config = config
         self.limits = SafetyLimits.from_config(config)
-        self.cage = SafetyCage(self.limits)
-        self._cages: dict[str, SafetyCage] = {self.limits.policy_hash(): self.cage}
+        self.cage = SafetyCage(self.limits, registry_for(config.extensions.disabled))
+        self._cages: dict[tuple[str, tuple[str, ...]], SafetyCage] = {
+            (self.limits.policy_hash(), tuple(sorted(config.extensions.disabled))): self.cage}
         self.audit = AuditLog(layout.audit)
         self.risk = RiskStore(layout.risk)
         self.permits = permits or PermitStore(layout.permits)
@@ -58,13 +60,14 @@ class SafetyService:
         return self.limits if config is None else self.cage_for(config).limits
 
     def cage_for(self, config: GolemConfig | None) -> SafetyCage:
-        """The PolicyCage of a config version, one per distinct set of limits."""
+        """The PolicyCage of a config version, one per distinct set of limits and of switched-off extensions (the
+        tool_call hook fires the registry's members)."""
         if config is None:
             return self.cage
         limits = SafetyLimits.from_config(config)
-        key = limits.policy_hash()
+        key = (limits.policy_hash(), tuple(sorted(config.extensions.disabled)))
         if key not in self._cages:
-            self._cages[key] = SafetyCage(limits)
+            self._cages[key] = SafetyCage(limits, registry_for(config.extensions.disabled))
         return self._cages[key]
 
     # ── before the LLM ──────────────────────────────────────────────────────────────────────

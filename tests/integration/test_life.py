@@ -16,6 +16,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from golem.grimoire.episode_model import pad_label
 from golem.life.cycle_store import CycleStore
 from golem.life.death import KillRequest
 from golem.life.legacy import Legacy, legacy_dir
@@ -30,7 +31,7 @@ from workflows.golem import GolemWorkflow
 
 pytestmark = pytest.mark.integration
 
-AFTER_TURN = ["heartbeat", "lifespan", "daimon", "memory", "cybernetics", "telemetry"]
+AFTER_TURN = ["heartbeat", "lifespan", "daimon", "memory", "risk", "cybernetics", "telemetry"]
 
 
 def _name(request, prefix):
@@ -77,8 +78,9 @@ async def test_hayflick_death_settles_on_chain_leaves_a_legacy_and_a_successor_s
     settling = [r for r in records if r.deliberation is not None and r.deliberation.model == "thanatopsis-settlement"]
     # the after_turn chain ran in the spec's order on every tick and wrote its part of the record
     assert all(r.after_turn == AFTER_TURN for r in records), {r.tick: r.after_turn for r in records}
-    assert all(r.pad_after is not None and r.primary_emotion is not None and r.credit_consumed is not None
-               for r in records)
+    assert all(r.pad_after is not None and r.credit_consumed is not None and r.risk is not None for r in records)
+    # a primary emotion exactly when the affect has a valence (no emotion when neutral)
+    assert all((r.primary_emotion is None) == (pad_label(**r.pad_after.model_dump()) == "neutral") for r in records)
     # the stochastic clock aged the golem through every phase to the Hayflick limit
     assert {r.phase for r in lived} >= set(BehavioralPhase), sorted({r.phase.value for r in lived})
     transitions = [r.phase_transition for r in lived if r.phase_transition]

@@ -233,6 +233,8 @@ async def test_a_tool_strategy_forbids_is_dropped_from_the_llm_decision(chain, t
     assert [a.tool for a in d.actions] == [], f"a forbidden tool reached the write path: {d.actions}"
     assert "borrow: STRATEGY.md says MUST NOT borrow" in d.record.rejections, d.record.rejections
     assert d.record.recommends_action is False
+    # the gate is safety's before_agent_start member, fired in the registry's order (issue 17)
+    assert d.record.before_agent_start == ["context", "compiler", "safety"]
 
 
 async def test_a_cached_decision_is_gated_by_a_must_added_since(chain, tmp_path):

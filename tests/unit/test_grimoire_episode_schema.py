@@ -20,6 +20,7 @@ from golem.grimoire.dream import replay_gain
 from golem.grimoire.embeddings import default_embedder, identity_of
 from golem.grimoire.episodes import (
     EMOTIONAL_TAGS,
+    PAD_NEUTRAL_PLEASURE,
     PAD_NEUTRAL_RADIUS,
     Episode,
     EpisodeOutcome,
@@ -83,6 +84,7 @@ def test_pad_label_octants_and_neutral():
     assert pad_label(0.5, -0.5, 0.5) == "relaxed" and pad_label(-0.5, 0.5, -0.5) == "anxious"
     assert pad_label(0.5, -0.5, -0.5) == "docile" and pad_label(-0.5, 0.5, 0.5) == "hostile"
     assert pad_label(0.05, -0.05, 0.05) == "neutral"  # inside the neutral radius
+    assert pad_label(0.04, -0.5, 0.5) == "neutral" and pad_label(-0.04, -0.5, 0.5) == "neutral"  # no valence
     assert pad_label(PAD_NEUTRAL_RADIUS, 0.0, 0.0) == "exuberant"  # on it: an octant (zero counts as +)
     with pytest.raises(ValueError, match="finite"):
         pad_label(math.nan, 0.0, 0.0)
@@ -92,7 +94,8 @@ def test_pad_label_octants_and_neutral():
 def test_pad_label_opposite_vector_is_opposite_octant(pad):
     label = pad_label(*pad)
     assert label in EMOTIONAL_TAGS
-    if math.sqrt(sum(x * x for x in pad)) >= PAD_NEUTRAL_RADIUS and all(x != 0 for x in pad):
+    if math.sqrt(sum(x * x for x in pad)) >= PAD_NEUTRAL_RADIUS and all(x != 0 for x in pad) \
+            and abs(pad[0]) >= PAD_NEUTRAL_PLEASURE:
         opposite = {"exuberant": "bored", "dependent": "disdainful", "relaxed": "anxious", "docile": "hostile"}
         opposite |= {v: k for k, v in opposite.items()}
         assert pad_label(*(-x for x in pad)) == opposite[label]

@@ -21,15 +21,17 @@ async def test_the_chain_fires_in_the_spec_order_and_fills_the_fields_it_measure
     handlers = {name: (lambda n: (lambda c: ran.append((n, list(c.record.after_turn)))))(name)
                 for name in ("memory", "cybernetics", "telemetry")}
     ctx = await run_after_turn(registry_for(), AfterTurn(record=rec, state=state, config=cfg), handlers)
-    assert ctx.record.after_turn == ["heartbeat", "lifespan", "daimon", "memory", "cybernetics", "telemetry"]
+    assert ctx.record.after_turn == ["heartbeat", "lifespan", "daimon", "memory", "risk", "cybernetics", "telemetry"]
     assert [n for n, _ in ran] == ["memory", "cybernetics", "telemetry"]
     assert ran[0][1] == ["heartbeat", "lifespan", "daimon", "memory"]  # memory sees the daimon's PAD already
+    assert ctx.record.risk["nav_usd"] == ctx.update.life.nav_high_water_usd and ctx.record.risk["drawdown_pct"] == 0
     r = ctx.record
     assert r.credit_consumed == 0.25 and r.credit_remaining == 0.75 and r.vitality.economic == 0.75
-    assert r.pad_after is not None and r.primary_emotion is not None and r.appraisal["novelty"] == 0.4
+    assert r.pad_after is not None and r.appraisal["novelty"] == 0.4
+    assert abs(r.pad_after.pleasure) < 0.05 and r.primary_emotion is None  # no valence: no emotion (absent)
     assert ctx.update.life.ticks_lived == 1 and ctx.update.pad == r.pad_after and ctx.update.phase == r.phase
     data = json.loads(r.model_dump_json())
-    assert data["credit_consumed"] == 0.25 and "death_cause" not in data  # absent until a clock runs out
+    assert data["credit_consumed"] == 0.25 and "death_cause" not in data and "primary_emotion" not in data  # absent until a clock runs out
 
 
 async def test_a_switched_off_extension_does_not_run():
@@ -50,7 +52,40 @@ def test_status_shows_the_clocks_the_credit_the_affect_and_death():
                      credit_remaining_usd=1.5, estimated_ttl_ticks=12.0, ticks_lived=9, generation=1, predecessor="old",
                      pad={"pleasure": -0.4, "arousal": 0.6, "dominance": -0.2}, emotion="fear", somatic_markers=2)
     line = life_line(st)
-    assert "economic 0.50 × epistemic 0.80 × stochastic 1.00" in line and "credit $1.5000 (~12 ticks)" in line
+    assert "economic 0.50 × epistemic 0.80 × stochastic 1.00" in line and "credit $1.5000 (runway ~12 ticks)" in line
     assert "generation 1 (of old)" in line and "fear (P -0.40 A +0.60 D -0.20)" in line and "DEAD" not in line
     dead = life_line(st.model_copy(update={"certificate": {"cause": "hayflick", "detail": "30 ticks", "legacy_dir": "x"}}))
     assert "DEAD:       hayflick (30 ticks); legacy in x" in dead
+
+
+async def test_the_daimon_reads_the_drawdown_the_risk_member_folds():
+    """The risk member keeps the high-water mark; a golem far below it copes less (docile, not relaxed, in a
+    recovery it did not cause)."""
+    from golem.models.life import LifeState
+    from golem.safety.risk import net_value_usd
+
+    def reflected():
+        rec = _reflected()
+        rec.observation.snapshot.balances = {"USDC": 7000.0}
+        return rec
+
+    async def run(high_water):
+        rec = reflected()
+        state = GolemState(golem_id="g1", regime=rec.regime, life=LifeState(nav_high_water_usd=high_water))
+        return await run_after_turn(registry_for(), AfterTurn(record=rec, state=state, config=GolemConfig()), {})
+
+    nav = net_value_usd(reflected().observation.snapshot)
+    top, deep = await run(None), await run(nav / 0.7)  # 30 % under the mark: 1.5× the 20 % max drawdown
+    assert top.record.risk["drawdown_pct"] == 0 and deep.record.risk["drawdown_pct"] == 30.0
+    assert deep.record.risk["drawdown_used"] == 1.5 and deep.update.life.nav_high_water_usd == round(nav / 0.7, 6)
+    assert deep.record.appraisal["coping"] == round(0.5 * top.record.appraisal["coping"], 6)
+    assert deep.record.pad_after.dominance < top.record.pad_after.dominance
+
+
+async def test_the_heartbeat_hands_the_lifespan_the_wallets_usdc_for_the_runway():
+    rec = _reflected()
+    rec.observation.snapshot.balances = {"USDC": 7000.0, "WETH": 1.0}
+    rec.total_cost = 0.5
+    ctx = await run_after_turn(registry_for(), AfterTurn(record=rec, state=GolemState(golem_id="g1"),
+                                                         config=GolemConfig()), {})
+    assert ctx.record.estimated_ttl_ticks == 14_000.0 and ctx.update.life.runway_days == round(14_000 * 60 / 86400, 3)

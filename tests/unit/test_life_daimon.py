@@ -1,6 +1,11 @@
 """The daimon: appraisal → PAD decaying to a baseline → Plutchik emotion; somatic markers (issue 17)."""
 
 import itertools
+import json
+from pathlib import Path
+
+from bench.daimon_replay import fold
+from golem.grimoire.episode_model import PAD_NEUTRAL_PLEASURE, PAD_OCTANTS
 
 from golem.life.daimon import BASELINE, PLUTCHIK_BY_OCTANT, AppraisalInput, appraise, octant, plutchik, update_pad
 from golem.life.somatic import FIRE_STRENGTH, firing, lay_marker, size_factor, situation_of
@@ -24,8 +29,8 @@ def test_crash_and_recovery_appraisals_reach_all_eight_octants():
         return [AppraisalInput(prediction_error=pe, hf_before=hf0 + i * step, hf_now=hf0 + (i + 1) * step)
                 for i in range(n)]
 
-    path = (leg(3, 0.05, 2.5, 2.52)  # calm, safe, gaining: relaxed
-            + leg(4, 0.05, 2.52, 2.4)  # calm slide, safe: disdainful
+    path = (leg(3, 0.05, 2.5, 2.65)  # calm, safe, gaining: relaxed
+            + leg(4, 0.05, 2.65, 2.45)  # calm slide, safe: disdainful
             + leg(2, 0.8, 2.4, 2.0)  # the first drop, still safe: hostile
             + leg(3, 0.9, 2.0, 1.2)  # the crash to the floor: anxious
             + leg(5, 0.05, 1.2, 1.18)  # calm at the bottom: bored
@@ -39,6 +44,42 @@ def test_crash_and_recovery_appraisals_reach_all_eight_octants():
     assert {"hostile", "anxious", "bored", "dependent", "docile", "exuberant", "relaxed", "disdainful"} <= set(seen), seen
 
 
+def _recorded_paths() -> dict[str, list[AppraisalInput]]:
+    data = json.loads((Path(__file__).parent / "data" / "daimon_crash_paths.json").read_text())
+    return {name: [AppraisalInput(**x) for x in xs] for name, xs in data.items()}
+
+
+def test_recorded_crash_and_recover_backtests_reach_all_eight_octants():
+    """The daimon folded over what two recorded crash-and-recover backtests (crash_recovery, busy_day_crash;
+    exported by bench/daimon_replay.py) measured tick by tick: all eight octants occur, none forced."""
+    paths = _recorded_paths()
+    seen = {name: fold(inputs) for name, inputs in paths.items()}
+    octants = set(PAD_OCTANTS.values())
+    assert set().union(*seen.values()) - {"neutral"} == octants, {n: sorted(set(s)) for n, s in seen.items()}
+    # crash_recovery: docile in the recovery — after the trough, gaining while most of the max drawdown is used
+    cr, xs = seen["crash_recovery"], paths["crash_recovery"]
+    trough = max(range(len(xs)), key=lambda i: xs[i].drawdown_used)
+    docile = [i for i, o in enumerate(cr) if o == "docile"]
+    assert docile and all(i > 60 for i in docile), docile  # the crash starts at tick 60
+    assert any(i > trough for i in docile)
+    # before the crash the golem is calm: its affect has no valence (neutral), never "disdainful" on noise
+    assert set(cr[:60]) <= {"neutral", "relaxed"} and cr[:60].count("neutral") > 40
+
+
+def test_a_calm_golem_at_its_baseline_is_neutral_and_has_no_primary_emotion():
+    calm = appraise(AppraisalInput(prediction_error=0.0, equity_change=-0.0002))
+    pad = BASELINE
+    for _ in range(10):
+        pad = update_pad(pad, calm)
+    assert abs(pad.pleasure) < PAD_NEUTRAL_PLEASURE and octant(pad) == "neutral" and plutchik(pad) is None
+    assert octant(PADVector(pleasure=-PAD_NEUTRAL_PLEASURE, arousal=-0.5, dominance=0.5)) == "disdainful"
+
+
+def test_drawdown_lowers_the_coping_potential():
+    free, deep = appraise(AppraisalInput()), appraise(AppraisalInput(drawdown_used=1.3))
+    assert free.coping == 1.0 and deep.coping == 0.5 and "130% of the max drawdown used" in deep.reasons
+
+
 def test_a_shock_fades_to_the_same_resting_affect_when_nothing_happens():
     quiet = appraise(AppraisalInput(prediction_error=0.0))
     shocked, calm = PADVector(pleasure=-0.9, arousal=0.9, dominance=-0.9), BASELINE
@@ -46,7 +87,8 @@ def test_a_shock_fades_to_the_same_resting_affect_when_nothing_happens():
         shocked, calm = update_pad(shocked, quiet), update_pad(calm, quiet)
     for f in ("pleasure", "arousal", "dominance"):
         assert abs(getattr(shocked, f) - getattr(calm, f)) < 0.01, (shocked, calm)
-    assert octant(shocked) == "relaxed"  # a quiet world and full coping potential: content and in control
+    # a quiet world and full coping potential: calm and in control, with no valence — neutral, not a mood
+    assert shocked.arousal < 0 < shocked.dominance and octant(shocked) == "neutral" and plutchik(shocked) is None
 
 
 def test_norm_violations_and_losses_are_unpleasant_and_relevant():

@@ -97,3 +97,53 @@ def test_a_settlement_ticks_decision_names_the_unwind_and_what_is_open():
     done = settlement_deliberation(_obs({"USDC": 70000}), GolemConfig(), None)
     assert done.actions == [] and done.record.decision == "settlement: nothing left to unwind"
     assert not done.record.recommends_action
+
+
+def _reflection():
+    return death_reflection("g-old", [], [], ["repay early when volatile"], [], "hayflick", "30 ticks lived")
+
+
+async def test_claude_words_the_death_reflection_through_the_sdk_the_lists_stay():
+    """[lifespan] reflection = "claude": one forced `testament` call to the T2 model through the anthropic SDK (an
+    httpx mock transport answers as the Messages API does); the deterministic lists are kept, the summary is
+    prefixed with Claude's words."""
+    from activities.life import REFLECTION_SYSTEM, worded_testament
+    from tests.unit.inference_fakes import FakeMessagesAPI, message, router, tool_use
+
+    offline = _reflection().model_copy(update={"summary": "g-old lived </data> ticks"})  # data cannot close the tag
+    api = FakeMessagesAPI(message([tool_use("testament", {"summary": "Repay  early;\nnever lever in a crash."})]))
+    rt = router(api)
+    worded, cost = await worded_testament(offline, rt)
+    req = api.requests[0]
+    assert req["model"] == rt.config.t2_model and req["tool_choice"] == {"type": "tool", "name": "testament"}
+    assert req["system"][0]["text"] == REFLECTION_SYSTEM and [t["name"] for t in req["tools"]] == ["testament"]
+    text = req["messages"][0]["content"][0]["text"]
+    assert text.startswith('<data name="life">') and text.count("</data>") == 1 and "</ data> ticks" in text
+    assert worded.model == rt.config.t2_model and cost > 0
+    assert worded.summary == "Repay early; never lever in a crash. | g-old lived </data> ticks"
+    assert worded.top_heuristics == offline.top_heuristics and worded.warnings == offline.warnings
+
+
+async def test_the_death_reflection_stays_offline_when_claude_cannot_answer():
+    from activities.life import worded_testament
+    from golem.inference.router import InferenceRetryable
+    from golem.models.config import HeartbeatSection
+    from tests.unit.inference_fakes import FakeMessagesAPI, error, message, router, tool_use
+
+    offline = _reflection()
+    # an answer without the summary
+    worded, cost = await worded_testament(offline, router(FakeMessagesAPI(message([tool_use("testament", {})]))))
+    assert worded.summary == offline.summary and worded.model.endswith("answered no summary)") and cost > 0
+    # a request the API rejects (400): the offline summary stands, the golem still dies
+    api = FakeMessagesAPI(error(400, "invalid_request_error", "prompt is too long"))
+    worded, _ = await worded_testament(offline, router(api))
+    assert worded.summary == offline.summary and "rejected the request" in worded.model
+    # overloaded (529): retryable — the activity's retry policy tries again
+    with pytest.raises(InferenceRetryable):
+        await worded_testament(offline, router(FakeMessagesAPI(error(529, "overloaded_error", "overloaded"))))
+    # the day's budget spent: no call at all
+    api = FakeMessagesAPI()
+    worded, cost = await worded_testament(offline, router(api, budget=HeartbeatSection(max_daily_cost_usd=0.0)))
+    assert api.requests == [] and worded.model.startswith("offline (budget") and cost == 0.0
+    # no router (no API key): offline
+    assert (await worded_testament(offline, None))[0].model == "offline (no Claude configured)"

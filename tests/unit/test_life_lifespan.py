@@ -98,3 +98,20 @@ def test_the_struck_hazard_zeroes_the_stochastic_clock_and_credits_dropped_clear
 
     had = LifeState(estimated_ttl_ticks=5.0)  # a runway from an earlier credit, now no credit configured
     assert run(LifespanSection(), 1, life=had)[0].life.estimated_ttl_ticks is None
+
+
+def test_the_runway_counts_the_wallets_usdc_and_the_credit_against_the_burn():
+    # $0.5 of gas + inference a tick, $100 USDC in the wallet, 60 s ticks: 200 ticks = 0.139 days
+    out = run(LifespanSection(), 1, spend=0.5, wallet_usdc=100.0, tick_seconds=60.0)[0]
+    assert out.life.estimated_ttl_ticks == 200.0 and out.life.runway_days == round(200 * 60 / 86400, 3)
+    assert out.vitality.economic == 1.0  # runway_days not configured: reported, not weighed
+    # with credit: the credit left pays too (and still kills alone when spent)
+    both = run(LifespanSection(credits_usd=10.0), 1, spend=0.5, wallet_usdc=100.0, tick_seconds=60.0)[0]
+    assert both.life.estimated_ttl_ticks == round((100.0 + 9.5) / 0.5, 1)
+    # runway_days configured: a runway of 0.139 days against 1 day weighs the economic clock down
+    short = run(LifespanSection(runway_days=1.0), 1, spend=0.5, wallet_usdc=100.0, tick_seconds=60.0)[0]
+    assert short.vitality.economic == round(200 * 60 / 86400, 3) and short.phase == BehavioralPhase.DECLINING
+    rich = run(LifespanSection(runway_days=1.0), 1, spend=0.5, wallet_usdc=1e6, tick_seconds=60.0)[0]
+    assert rich.vitality.economic == 1.0 and rich.life.death_cause is None
+    # no burn yet: no runway
+    assert run(LifespanSection(), 1, spend=0.0, wallet_usdc=100.0)[0].life.estimated_ttl_ticks is None

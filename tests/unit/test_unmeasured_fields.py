@@ -57,4 +57,4 @@ def test_a_record_written_before_still_loads_with_its_values():
     assert rec.primary_emotion == PlutchikLabel.ANTICIPATION and rec.credit_consumed == 0.0
     assert rec.pad_after is not None and rec.pad_after.arousal == 0.2
     assert index_row(rec)["primary_emotion"] == "anticipation"
-    assert episode_from_record(rec).emotional_tag == "exuberant"
+    assert episode_from_record(rec).emotional_tag == "neutral"  # pleasure 0: no valence (PAD_NEUTRAL_PLEASURE)

@@ -6,8 +6,9 @@ violation is a RegistryError naming both sides.
 
 `builtin_extensions()` is this build: the 28 of §3 with what each is here — `present` False for the ones this
 build does not have (x402 payments, clade sync, ...), and `where` naming the code behind each hook, so
-`golem extensions` prints an honest matrix. The after_turn chain itself runs inside reflect
-(golem.life.after_turn), in the registry's order.
+`golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.life.extensions.hooks.fire):
+after_turn inside reflect (golem.life.after_turn), tool_call in validate (golem.safety.cage.SafetyCage.tool_call),
+before_agent_start in decide (activities/tick.py).
 """
 
 from __future__ import annotations
@@ -194,11 +195,12 @@ def builtin_extensions() -> list[Extension]:
         _x("provider-adapter", 0, set(), what="LLM calls through the anthropic SDK (golem.inference.llm)"),
         _x("telemetry", 0, {"after_turn", "tool_call"}, what="record, events, metrics, traces",
            after_turn="reflect: persist the record, emit events (golem.life.after_turn)",
-           tool_call="validate: every verdict on the audit trail"),
+           tool_call="golem.safety.cage.SafetyCage.tool_call: meters the call (value, post-state); "
+                     "validate_layered puts every verdict on the audit trail"),
         _x("audit", 0, set(), what="hash-chained audit trail (golem.safety.audit), written in validate"),
         _x("grimoire", 0, {"session"}, what="LanceDB + SQLite + PLAYBOOK.md", session="worker start (GolemServices)"),
         _x("tools", 0, {"before_agent_start"}, what="the write and read tools offered to the model",
-           before_agent_start="golem.chain.tools"),
+           before_agent_start="System 2: the deliberator offers golem.chain.tools' schemas (no handler in decide)"),
         _x("heartbeat", 0, {"session", "after_turn"}, what="the 9-step tick (ThetaTickWorkflow)",
            session="GolemWorkflow", after_turn="reflect: the DecisionCycleRecord and the tick's facts"),
         # Layer 1 – Input
@@ -206,7 +208,7 @@ def builtin_extensions() -> list[Extension]:
            input="GolemWorkflow signals (golem.cognition.fold.accept_intervention)"),
         # Layer 2 – State
         _x("context", 2, {"before_agent_start"}, ["grimoire"], what="the Cognitive Workspace",
-           before_agent_start="golem.inference.workspace"),
+           before_agent_start="decide: the context policy in force (golem.life.extensions.agent_start)"),
         _x("daimon", 2, {"after_turn"}, ["grimoire"], what="appraisal → PAD, Plutchik emotion, somatic markers",
            after_turn="golem.life.daimon, golem.life.somatic"),
         _x("memory", 2, {"after_turn"}, ["grimoire"], what="episode writer, reflexion and credit",
@@ -216,19 +218,22 @@ def builtin_extensions() -> list[Extension]:
         # Layer 3 – Safety
         _x("safety", 3, {"tool_call", "before_agent_start"}, ["tools"],
            what="PolicyCage, phase restrictions, drawdown, MUST constraints",
-           tool_call="golem.safety.cage.safety_layer", before_agent_start="decide: the pre-LLM MUST gate"),
+           tool_call="golem.safety.cage.SafetyCage.safety_layer",
+           before_agent_start="decide: the pre-LLM MUST gate (SafetyService.pre_llm_gate, agent_start)"),
         _x("permits", 3, {"tool_call"}, ["safety"], what="single-use action permits",
-           tool_call="golem.safety.cage.permit_layer"),
-        _x("risk", 3, {"tool_call"}, ["safety", "grimoire"],
+           tool_call="golem.safety.cage.SafetyCage.permit_layer"),
+        _x("risk", 3, {"tool_call", "after_turn"}, ["safety", "grimoire"],
            what="hard shields, gas gate, Kelly sizing (shrunk by fired somatic markers), guardrails",
-           tool_call="golem.safety.cage.risk_layer"),
+           tool_call="golem.safety.cage.SafetyCage.risk_layer",
+           after_turn="reflect: net value, high-water mark, drawdown vs max into the record (record.risk)"),
         _x("result-filter", 3, {"tool_result"}, ["safety"], optional=True, present=False),
         _x("coordination", 3, {"tool_call"}, ["tools"], optional=True, present=False),
         _x("compiler", 3, {"before_agent_start"}, ["tools"], what="STRATEGY.md → typed strategy",
-           before_agent_start="golem.inference.strategy"),
+           before_agent_start="decide: load STRATEGY.md, its viability (golem.life.extensions.agent_start)"),
         _x("model-router", 3, {"before_agent_start"}, ["provider-adapter"],
            what="tier → model; Conservation and below: T1 only for reflexion",
-           before_agent_start="golem.inference.router"),
+           before_agent_start="System 2: golem.inference.router.plan_route once the prompt is built "
+                              "(no handler in decide)"),
         _x("x402-payment", 3, {"before_provider_request"}, ["provider-adapter"], optional=True, present=False),
         # Layer 4 – Cognition
         _x("turn-context", 4, {"context"}, ["context"], optional=True, present=False),
@@ -236,7 +241,8 @@ def builtin_extensions() -> list[Extension]:
            after_turn="GolemWorkflow between ticks (schedule_dream), DreamCycleWorkflow"),
         _x("cybernetics", 4, {"after_turn"}, ["context", "grimoire"], optional=True,
            what="context policy self-tuning", after_turn="reflect: golem.learning.cybernetics.tune_context"),
-        _x("clade", 4, {"after_turn"}, ["grimoire", "coordination"], optional=True, present=False),
+        _x("clade", 4, {"after_turn"}, ["grimoire", "coordination"], optional=True, present=False,
+           what="clade sync: not in this build (there is no clade yet; its after_turn slot stays empty)"),
         # Layer 5 – UX
         _x("ui-bridge", 5, {"agent_start", "turn_start", "turn_end", "agent_end", "tool_execution_start",
                             "tool_execution_update", "tool_execution_end"}, ["telemetry"], optional=True,
