@@ -114,6 +114,7 @@ class DreamActivities(ActivitySet):
         cfg = self._config(inp)
         risk = SafetyLimits.from_config(cfg).risk
         allowance = risk.gas_budget_usd_per_day * risk.gas_emergency_fraction  # §S10 emergency slice
+        partition = risk.gas_budget_usd_per_day
         max_slip = cfg.policy.max_slippage_bps
         live_obs = rehearsal.observe(self.s.w3, self.s.deployment, self.s.account)
         decide = self._decider(inp, cfg)
@@ -129,12 +130,13 @@ class DreamActivities(ActivitySet):
                     forks += 1
                     fork_chk, actions = rehearsal.run_on_fork(
                         make_web3(anvil.rpc_url), self.s.deployment, self.s.account, sc.crisis, decide, sc.steer,
-                        gas_allowance_usd=allowance, max_slippage_bps=max_slip)
+                        gas_allowance_usd=allowance, max_slippage_bps=max_slip, gas_partition_usd=partition)
             else:  # no fork: the response the golem would give to today's chain under the steer
                 actions = decide(live_obs, live_obs.snapshot.pool.price, sc.steer)
             # rev. 11: the same response against the live chain today (simulated only: nothing is sent)
             live_chk = rehearsal.check(self.s.w3, self.s.deployment, self.s.account, actions, live_obs,
-                                       where="live", gas_allowance_usd=allowance, max_slippage_bps=max_slip)
+                                       where="live", gas_allowance_usd=allowance, max_slippage_bps=max_slip,
+                                       gas_partition_usd=partition)
             results.append(judge(sc, live_chk, fork_chk))
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
         setattr(journal, field, [r.model_dump(mode="json") for r in results])

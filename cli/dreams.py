@@ -48,6 +48,8 @@ def _dreams(args) -> int:
                 print(f"    {mark} {r['scenario']}{src}: {r['crisis']}")
                 for p in r.get("problems", []):
                     print(f"         - {p}")
+                for n in r.get("notes", []):
+                    print(f"         note: {n}")
                 if r.get("guard"):
                     print(f"         guard candidate: {r['guard']}")
         print(f"  threats:    {', '.join(j.threats_rehearsed) or 'none'} of {', '.join(j.threats_due) or 'none due'}")

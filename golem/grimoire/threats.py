@@ -137,6 +137,14 @@ def rem_scenarios(episodes: list[Episode], health: dict[str, float], limit: int)
     return out
 
 
+def swap_out(amount_in: float, reserve_in: float, reserve_out: float, fee: float = UNISWAP_V2_FEE) -> float:
+    """What an exact-in swap fills on a constant-product pair (Uniswap V2 getAmountOut, in floats)."""
+    if amount_in <= 0 or reserve_in <= 0 or reserve_out <= 0:
+        return 0.0
+    a = amount_in * (1.0 - fee)
+    return a * reserve_out / (reserve_in + a)
+
+
 def swap_impact_bps(amount_in: float, reserve_in: float, reserve_out: float, fee: float = UNISWAP_V2_FEE) -> float:
     """How much worse than the pair's spot price an exact-in swap fills (constant product, fee included), bps."""
     if amount_in <= 0:
@@ -144,9 +152,7 @@ def swap_impact_bps(amount_in: float, reserve_in: float, reserve_out: float, fee
     if reserve_in <= 0 or reserve_out <= 0:
         return 10_000.0
     spot_out = amount_in * reserve_out / reserve_in
-    a = amount_in * (1.0 - fee)
-    out = a * reserve_out / (reserve_in + a)
-    return (1.0 - out / spot_out) * 10_000.0
+    return (1.0 - swap_out(amount_in, reserve_in, reserve_out, fee) / spot_out) * 10_000.0
 
 
 class ResponseCheck(BaseModel):
@@ -160,7 +166,8 @@ class ResponseCheck(BaseModel):
     executed: bool | None = None  # fork only: sent and mined without revert
     gas_units: int = 0
     gas_usd: float = 0.0
-    gas_allowance_usd: float = 0.0  # what the §S10 partition has for a protective action
+    gas_allowance_usd: float = 0.0  # the §S10 emergency slice: what the partition keeps for protective actions
+    gas_partition_usd: float = 0.0  # the whole day's gas partition (0: not known)
     exit_impact_bps: float | None = None
     max_slippage_bps: float | None = None
     health_before: float | None = None
@@ -180,6 +187,7 @@ class ThreatRehearsalResult(BaseModel):
     ok: bool = True
     problems: list[str] = Field(default_factory=list)
     warning: str | None = None  # a concrete warning when the response is broken
+    notes: list[str] = Field(default_factory=list)  # findings that do not break the response (gas over the slice)
     guard: str | None = None  # a PLAYBOOK.md guard candidate (a rule line the offline deliberator reads)
 
 
@@ -187,6 +195,7 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
     """The verdict: each failed check becomes a problem; any problem makes the response broken, with a
     warning naming the figures and a guard candidate that would act before the crisis."""
     problems: list[str] = []
+    notes: list[str] = []
     for chk in (c for c in (live, fork) if c is not None):
         at = "on the live chain" if chk.where == "live" else "on the crisis fork"
         if not chk.actions:
@@ -197,9 +206,18 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
             problems.append(f"{'; '.join(chk.actions)} reverts {at}: {chk.revert_reason or 'no reason'}")
         if chk.executed is False and chk.simulates:
             problems.append(f"{'; '.join(chk.actions)} failed when sent {at}: {chk.revert_reason or 'no reason'}")
-        if chk.gas_allowance_usd > 0 and chk.gas_usd > chk.gas_allowance_usd:
-            problems.append(f"gas ${chk.gas_usd:,.2f} {at} exceeds the ${chk.gas_allowance_usd:,.2f} the gas "
-                            "partition keeps for protective actions")
+        # rev. 11 "Gas budget validation": the full sequence against the gas partition. §S10's gate is per action,
+        # and a protective action is never deferred (golem/safety/gas.py): it spends the routine share left, then
+        # the emergency slice, then proceeds over budget. So a sequence over the slice alone still runs (a note:
+        # on a day whose routine share is spent it overdraws the partition); over the whole day's partition it is
+        # more than the golem can afford in a day, and the guard is inadequate (a problem).
+        if chk.gas_partition_usd > 0 and chk.gas_usd > chk.gas_partition_usd:
+            problems.append(f"gas ${chk.gas_usd:,.2f} {at} exceeds the whole day's ${chk.gas_partition_usd:,.2f} "
+                            "gas partition")
+        elif chk.gas_allowance_usd > 0 and chk.gas_usd > chk.gas_allowance_usd:
+            notes.append(f"gas ${chk.gas_usd:,.2f} {at} is over the ${chk.gas_allowance_usd:,.2f} emergency slice: "
+                         "the gate does not defer protective actions, so once the routine share is spent it runs "
+                         f"${chk.gas_usd - chk.gas_allowance_usd:,.2f} over the day's partition")
         if chk.exit_impact_bps is not None and chk.max_slippage_bps is not None \
                 and chk.exit_impact_bps > chk.max_slippage_bps:
             problems.append(f"the exit swap fills {chk.exit_impact_bps:,.0f} bps below spot {at} "
@@ -209,7 +227,7 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
                             f"(liquidatable below {SURVIVAL_HEALTH_FACTOR:g})")
     result = ThreatRehearsalResult(scenario=scenario.name, threat=scenario.threat,
                                    source_episode=scenario.source_episode, crisis=scenario.crisis.describe(),
-                                   live=live, fork=fork, ok=not problems, problems=problems)
+                                   live=live, fork=fork, ok=not problems, problems=problems, notes=notes)
     if problems:
         what = scenario.threat.value if scenario.threat else f"counterfactual of episode {scenario.source_episode}"
         # The warning opens with the situation it applies to, in the words a tick's retrieval query uses

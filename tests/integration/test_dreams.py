@@ -101,6 +101,13 @@ async def test_dream_rehearses_on_forks_stages_warning_and_leaves_chain_untouche
         drained = by_threat["pool_drained"]
         assert not drained["ok"]
         assert any("bps below spot" in p and "policy max 100 bps" in p for p in drained["problems"]), drained["problems"]
+        # The "reduce exposure" exit, two swaps in one decision, simulates on the live chain and is sent on the fork:
+        # each swap is quoted on the reserves the one before leaves (quoted on the pre-trade reserves, the second
+        # reverted with INSUFFICIENT_OUTPUT_AMOUNT, live and on the fork).
+        exit_ = by_threat["reverting_exit"]
+        assert sum(a.startswith("swap") for a in exit_["live"]["actions"]) >= 2, exit_["live"]["actions"]
+        assert exit_["live"]["simulates"] and exit_["fork"]["simulates"] and exit_["fork"]["executed"], exit_
+        assert not any("revert" in p or "failed when sent" in p for p in exit_["problems"]), exit_["problems"]
 
         # Staged, then admitted through the gate at 0.3 with provenance Dream.
         staged = StagingBuffer(rig.data_dir / "grimoire" / "dream-staging.sqlite").all()

@@ -128,9 +128,26 @@ def test_revert_gas_and_thin_pool_are_each_named():
                         gas_usd=5.0, gas_allowance_usd=2.0, exit_impact_bps=442.0, max_slippage_bps=100.0)
     problems = judge(sc, None, chk).problems
     assert any("reverts on the crisis fork: K" in p for p in problems)
-    assert any("gas $5.00" in p and "$2.00" in p for p in problems)
     assert any("442 bps below spot" in p for p in problems)
     assert judge(sc, None, chk).guard.startswith("- WHEN price_change_bps <= -150 THEN swap")
+
+
+def test_gas_over_the_emergency_slice_is_a_note_over_the_whole_partition_a_problem():
+    """§S10's gate never defers a protective action (golem/safety/gas.py): a sequence over the $2 slice still runs
+    and is noted; only a sequence over the whole day's partition is more than the golem can afford."""
+    sc = Scenario(name="liquidation cascade", threat=ThreatKind.LIQUIDATION_CASCADE, crisis=Crisis(price_shock=-0.3))
+    chk = ResponseCheck(where="live", actions=["repay 100", "swap 1 WETH to USDC", "repay 50"], gas_usd=2.45,
+                        gas_allowance_usd=2.0, gas_partition_usd=10.0)
+    over_slice = judge(sc, chk, None)
+    assert over_slice.ok and over_slice.problems == [] and over_slice.guard is None
+    assert over_slice.notes == ["gas $2.45 on the live chain is over the $2.00 emergency slice: the gate does not "
+                                "defer protective actions, so once the routine share is spent it runs $0.45 over "
+                                "the day's partition"]
+    over_day = judge(sc, chk.model_copy(update={"gas_usd": 12.5}), None)
+    assert not over_day.ok and over_day.problems == ["gas $12.50 on the live chain exceeds the whole day's $10.00 "
+                                                     "gas partition"]
+    assert over_day.notes == []
+    assert judge(sc, chk.model_copy(update={"gas_usd": 1.5}), None).notes == []
 
 
 def test_staged_items_promote_only_on_waking_evidence_after_the_dream(tmp_path):
