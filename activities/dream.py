@@ -18,6 +18,7 @@ from golem.chain import rehearsal
 from golem.chain.web3client import make_web3
 from golem.events import bridge as events
 from golem.grimoire.dream import run_dream_replay
+from golem.grimoire.dream_tags import DreamTags
 from golem.grimoire.staging import DreamJournal, StagingBuffer, journals, load_journal, save_journal, threat_coverage
 from golem.grimoire.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
 from golem.grimoire.dream_integration import (
@@ -25,8 +26,10 @@ from golem.grimoire.dream_integration import (
     integrate_results,
     merge_groups,
     promote_with_waking_evidence,
+    recent_tvls,
     waking_facts,
 )
+from golem.life.dream_scheduler import thin_liquidity
 from golem.inference.offline import OfflineDeliberator
 from golem.life.cycle_store import CycleStore
 from golem.life.owner_notes import deliver_followups
@@ -63,8 +66,11 @@ class DreamActivities(ActivitySet):
     def nrem(self, inp: DreamPhaseInput) -> DreamPhaseResult:
         activity.heartbeat("nrem")
         cfg = self._config(inp)
+        tags = DreamTags(self.s.layout.dream_staging)
+        tagged = {t.episode: t.reason for t in tags.open()}
         report = run_dream_replay(self.s.episodes, self.s.heuristics, inp.replay_count, inp.tick,
-                                  tick_seconds=cfg.clock.theta_base_seconds)
+                                  tick_seconds=cfg.clock.theta_base_seconds, first=list(tagged))
+        tags.dreamed([i for i in report.replayed if i in tagged], inp.tick)
         activity.heartbeat("nrem: journal")
         chosen = [e for e in self.s.episodes.all() if e.id in set(report.replayed)]
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
@@ -73,7 +79,8 @@ class DreamActivities(ActivitySet):
         strengthened = set(report.strengthened)
         # rev. 1 "Deviation-anchored replay": each replayed episode with the deviations its verification measured.
         journal.replayed = [{"episode": e.id, "tick": e.tick, "utility": round(e.utility, 4),
-                             "strengthened": e.id in strengthened, **deviation_context(self.s.cycles, e.tick)}
+                             "strengthened": e.id in strengthened, **deviation_context(self.s.cycles, e.tick),
+                             **({"dream_priority": tagged[e.id]} if e.id in tagged else {})}
                             for e in sorted(chosen, key=lambda e: report.replayed.index(e.id))]
         journal.merged = merge_groups(chosen)
         _done(journal, "nrem")
@@ -103,8 +110,13 @@ class DreamActivities(ActivitySet):
         pos = PositionView(health_factor=obs.min_health_factor(), debt=sum(p.debt for p in lending),
                            collateral=sum(p.collateral for p in lending),
                            weth=float(snap.balances.get("WETH", 0.0)), lp_shares=sum(p.collateral for p in lp))
-        scenarios = tier1_threats(pos, inp.threat_rehearsals) if inp.rehearse_threats else []
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
+        rehearsals = inp.threat_rehearsals
+        thin = thin_liquidity(snap.pool.tvl, recent_tvls(self.s.cycles))
+        if thin:  # rev. 6: thin liquidity doubles Tier 1 rehearsal as a volatile regime does
+            rehearsals = 2
+            journal.reasons = [*journal.reasons, thin]
+        scenarios = tier1_threats(pos, rehearsals) if inp.rehearse_threats else []
         journal.threats_due = sorted({s.threat.value for s in scenarios if s.threat})
         save_journal(self.s.data_dir, journal)
         return self._rehearse(inp, "threats", scenarios, "rehearsed")

@@ -55,6 +55,17 @@ def merge_groups(episodes: list[Episode]) -> list[list[str]]:
     return [sorted(x.id for x in g) for g in groups.values() if len(g) > 1]
 
 
+def recent_tvls(cycles, n: int = 50) -> list[float]:
+    """The pair's TVL in the newest n tick records (rev. 6's liquidity condition is read against them)."""
+    out = []
+    for r in cycles.recent(n):
+        try:
+            out.append(cycles.load(r["tick"]).observation.snapshot.pool.tvl)
+        except Exception:  # a record archived past retention, or unreadable: not evidence
+            continue
+    return out
+
+
 def waking_facts(cycles, n: int = WAKING_RECORDS) -> list[tuple[int, float | None, float | None]]:
     """(tick, health factor, price move bps since the previous record) of recent waking ticks, oldest first."""
     rows = sorted(cycles.recent(n), key=lambda r: r["tick"])

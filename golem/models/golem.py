@@ -163,6 +163,7 @@ class ConsolidationResult(BaseModel):
     retention: dict[str, Any] = Field(default_factory=dict)  # [retention]: what was compacted into daily archives
     # issue 16: the ExpeL Curator's operations (ADD/UPVOTE/DOWNVOTE/EDIT/REFUSED), focus, demoted and retired ids
     curator: dict[str, Any] = Field(default_factory=dict)
+    dream_tags: int = 0  # issue 18: episodes tagged dream_priority: high and not dreamed yet (DreamScheduler input)
 
 
 class DeltaStep(BaseModel):

@@ -19,7 +19,10 @@ from temporalio.client import Client
 from golem.chain.contracts import contract
 from cli.main import main as golem_main
 from golem.grimoire.semantic import Provenance
+from golem.life.cycle_store import CycleStore
 from golem.models.enums import MarketRegime
+from golem.cognition.fold import schedule_dream
+from golem.grimoire.dream_tags import DreamTags
 from golem.grimoire.staging import StageKind, StagingBuffer, journals
 from golem.models.golem import DreamInput, DreamResult, GolemStatus
 from golem.models.interventions import Steer
@@ -27,7 +30,7 @@ from infra.anvil import ANVIL_ADDRESSES
 from infra.forks import ForkRegistry
 from golem.grimoire.retrieval import retrieve_for_tick
 from golem.life.reflect import retrieval_query
-from tests.integration.golem_rig import GolemRig, golem_observation, in_process_worker, make_rig, wait_for
+from tests.integration.golem_rig import GolemRig, golem_observation, in_process_worker, make_rig, record_where, wait_for
 from workflows.consolidation import DreamCycleWorkflow
 from workflows.golem import GolemWorkflow
 
@@ -161,6 +164,43 @@ async def test_critical_steer_wakes_a_dreaming_golem(tmp_path, temporal_client: 
         assert ForkRegistry(rig.data_dir).live() == [], "the cancelled phase stopped its fork"
         journal = journals(rig.data_dir)[-1]
         assert journal.stopped_at == dream.stopped_at and journal.stop_reason == dream.stop_reason
+    finally:
+        rig.stop()
+
+
+async def test_curator_tags_reach_the_scheduler_and_the_next_dream_replays_them(tmp_path, temporal_client: Client):
+    """The delta cycle tags the acted episodes on thin evidence `dream_priority: high`; the count reaches
+    GolemWorkflow's state (the DreamScheduler's tag term), and the next dream's NREM replays them first."""
+    gid = "dream-tags"
+    rig = make_rig(tmp_path, gid, clock={"delta_theta_ticks": 3, "dream_every_ticks": 1000})
+    try:
+        near_liquidation(rig)
+        services = rig.services()
+        async with in_process_worker(temporal_client, rig, services):
+            handle = await rig.start_golem(temporal_client, max_ticks=5)
+            # the owner's steer makes the golem act (its "reduce exposure" exit: swaps and a repay)
+            await handle.signal(GolemWorkflow.steer, Steer(id="exit-1", message="reduce exposure", severity="high"))
+            await handle.result()
+            state = await handle.query(GolemWorkflow.state)
+            # the exit ran in the real loop: several actions in one decision, each built on the state the one
+            # before leaves, simulated, validated and executed
+            acted = record_where(CycleStore(rig.data_dir), lambda r: len(r.actions) >= 2)
+            assert acted is not None and "swap" in [a.tool_name for a in acted.actions], acted
+            assert all(a.status.value == "executed" for a in acted.actions), [(a.tool_name, a.status, a.block_reason)
+                                                                              for a in acted.actions]
+            tags = DreamTags(rig.data_dir / "grimoire" / "dream-staging.sqlite").open()
+            assert tags and state.dream_tags == len(tags), (state.dream_tags, tags)
+            assert all(t.reason.startswith(("thin:", "contradictory:")) for t in tags)
+            assert schedule_dream(state, rig.config).terms["tags"] > 0
+            dream = await temporal_client.execute_workflow(
+                DreamCycleWorkflow.run, DreamInput(golem_id=gid, tick=6, config=rig.config, replay_count=2),
+                id=f"golem-{gid}-dream-6", task_queue=f"golem-{gid}", result_type=DreamResult)
+        newest = [t.episode for t in tags][:2]
+        assert dream.replayed[:len(newest)] == newest
+        journal = journals(rig.data_dir)[-1]
+        assert [r["dream_priority"] for r in journal.replayed[:len(newest)]] == [t.reason for t in tags[:2]]
+        left = DreamTags(rig.data_dir / "grimoire" / "dream-staging.sqlite").open()
+        assert {t.episode for t in left} == {t.episode for t in tags} - set(newest)
     finally:
         rig.stop()
 

@@ -195,3 +195,67 @@ def test_a_guard_reaches_the_playbook_as_a_rule_only_after_two_waking_corroborat
     rewrite_playbook(hs, playbook, history=False)
     rules = rules_in(playbook.read_text(), "PLAYBOOK.md", strategy)
     assert [r.text for r in rules] == ["WHEN health_factor < 2 THEN repay 25% debt"], playbook.read_text()
+
+
+def _acted(i: int, tick: int, tool: str = "repay", pnl: float | None = 1.0, verified: bool | None = True,
+           regime: MarketRegime = MarketRegime.TRENDING_DOWN) -> Episode:
+    return Episode(id=f"e{i}", golem_id="g", tick=tick, created_at="2026-01-01T00:00:00+00:00", regime=regime,
+                   tier=Tier.T1, summary=f"{tool} at tick {tick}", actions=1, action_tools=[tool], pnl_impact=pnl,
+                   outcome_verified=verified)
+
+
+def test_curator_tags_contradictory_and_thin_evidence_for_dreaming(tmp_path):
+    from golem.grimoire.dream_tags import DreamTags, dream_priority
+
+    # five repays in one regime: four paid, one lost → the one that contradicts the rest; plenty of support
+    repays = [_acted(i, 100 + i) for i in range(4)] + [_acted(4, 104, pnl=-5.0)]
+    # a swap seen twice: thin; an unverified supply: contradicted by the chain
+    swaps = [_acted(10, 120, "swap"), _acted(11, 121, "swap")]
+    supply = [_acted(20, 130, "supply", verified=False)]
+    quiet = Episode(id="q", golem_id="g", tick=131, created_at="2026-01-01T00:00:00+00:00",
+                    regime=MarketRegime.TRENDING_DOWN, tier=Tier.T0, summary="watched")
+    old = _acted(30, 1, "swap", regime=MarketRegime.VOLATILE)  # outside the window
+    tags = dream_priority(repays + swaps + supply + [quiet, old], now_tick=250)
+    assert set(tags) == {"e4", "e10", "e11", "e20"}
+    assert tags["e4"].startswith("contradictory: repay in trending_down turned out 4 positive and 1 negative")
+    assert tags["e10"].startswith("thin: 2 episode(s) of swap") and "did not verify" in tags["e20"]
+
+    store = DreamTags(tmp_path / "dream-staging.sqlite")
+    assert [t.episode for t in store.tag(repays + swaps + supply, 150)] == ["e20", "e11", "e10", "e4"]
+    store.dreamed(["e20", "e4"], 160)
+    assert {t.episode for t in store.open()} == {"e10", "e11"}
+    store.tag(repays + swaps + supply, 200)  # a dreamed tag is not reopened, an open one not duplicated
+    assert {t.episode for t in store.open()} == {"e10", "e11"} and len(store.all()) == 4
+
+
+def test_tagged_episodes_raise_urgency_and_are_replayed_first(tmp_path):
+    from golem.grimoire.dream import run_dream_replay
+    from golem.grimoire.episodes import EpisodeStore
+    from golem.grimoire.heuristics import HeuristicStore
+
+    s = GolemState(golem_id="g", tick=100, last_dream_tick=0)
+    assert dream_urgency(s, 200, 20).terms["tags"] == 0
+    assert dream_urgency(s, 200, 20, curator_tags=5).terms["tags"] == 0.2
+    # the workflow's state carries the delta cycle's count into the scheduler
+    from golem.cognition.fold import schedule_dream
+    from golem.models.config import GolemConfig
+    assert schedule_dream(s.model_copy(update={"dream_tags": 3}), GolemConfig()).terms["tags"] == 0.12
+
+    from golem.grimoire.embeddings import default_embedder
+
+    store = EpisodeStore(tmp_path / "episodes.lance", default_embedder())
+    eps = [_acted(i, 10 + i, pnl=100.0 * (i + 1)) for i in range(6)] + [_acted(9, 5, pnl=0.02)]
+    store.upsert_many(eps)
+    plain = run_dream_replay(store, HeuristicStore(tmp_path / "h.sqlite"), 3, 50)
+    assert "e9" not in plain.replayed, "a low-utility episode is not replayed by utility"
+    tagged = run_dream_replay(store, HeuristicStore(tmp_path / "h2.sqlite"), 3, 51, first=["e9", "gone"])
+    assert tagged.replayed[0] == "e9" and len(tagged.replayed) == 3
+
+
+def test_rev6_thin_liquidity_doubles_threat_rehearsal():
+    from golem.life.dream_scheduler import thin_liquidity
+
+    assert thin_liquidity(1_000_000, [2_000_000] * 3) is None, "too few records to know what is normal"
+    assert thin_liquidity(1_100_000, [2_000_000] * 10) is None
+    why = thin_liquidity(900_000, [2_000_000] * 10)
+    assert why == "thin liquidity: pool TVL 900,000 is 45% of its recent median 2,000,000"
