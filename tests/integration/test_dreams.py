@@ -240,3 +240,36 @@ def test_forks_left_by_a_killed_worker_are_swept(tmp_path, anvil, world):
     # A pid that is not our fork (here: this test process) is never killed, even if the file names it.
     (data / "dream-forks.json").write_text(json.dumps([{"pid": os.getpid(), "port": 1, "fork_url": anvil.rpc_url}]))
     assert registry.sweep() == []
+
+
+def test_a_fork_is_registered_before_it_answers(tmp_path):
+    """A worker killed while its fork is still starting (anvil waits on the forked node) leaves a registered fork:
+    the entry is written the moment the process exists, and the sweep stops it."""
+    import socket
+    import threading
+
+    silent = socket.socket()  # a "node" that accepts and never answers: the fork hangs in its start-up
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    conns = []
+    threading.Thread(target=lambda: [conns.append(silent.accept()) for _ in range(8)], daemon=True).start()
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    data = tmp_path / "data"
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", FORK_AND_HANG, str(data), url], stdout=subprocess.PIPE,
+                            cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)))
+    registry = ForkRegistry(data)
+    try:
+        deadline = time.monotonic() + 20
+        while not registry.live() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the starter is still inside AnvilProcess.start()"
+        (entry,) = registry.live()
+        proc.send_signal(signal.SIGKILL)  # the worker dies before its fork ever answered
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        silent.close()
+    assert registry.sweep() == [entry["pid"]]
+    assert registry.live() == [] and registry.entries() == []
