@@ -23,6 +23,7 @@ from golem.grimoire.staging import DreamJournal, StagingBuffer, journals, load_j
 from golem.grimoire.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
 from golem.grimoire.dream_integration import (
     deviation_context,
+    compress,
     integrate_results,
     merge_groups,
     promote_with_waking_evidence,
@@ -83,6 +84,8 @@ class DreamActivities(ActivitySet):
                              **({"dream_priority": tagged[e.id]} if e.id in tagged else {})}
                             for e in sorted(chosen, key=lambda e: report.replayed.index(e.id))]
         journal.merged = merge_groups(chosen)
+        # compression: observation groups become one row (audit: merged_episodes beside the staging buffer)
+        journal.compressed = compress(self.s.episodes, journal.merged, inp.tick, self.s.layout.dream_staging)
         _done(journal, "nrem")
         save_journal(self.s.data_dir, journal)
         return DreamPhaseResult(phase="nrem", items=len(report.replayed))

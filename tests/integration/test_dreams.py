@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -193,7 +194,7 @@ async def test_curator_tags_reach_the_scheduler_and_the_next_dream_replays_them(
             assert all(t.reason.startswith(("thin:", "contradictory:")) for t in tags)
             assert schedule_dream(state, rig.config).terms["tags"] > 0
             dream = await temporal_client.execute_workflow(
-                DreamCycleWorkflow.run, DreamInput(golem_id=gid, tick=6, config=rig.config, replay_count=2),
+                DreamCycleWorkflow.run, DreamInput(golem_id=gid, tick=6, config=rig.config, replay_count=5),
                 id=f"golem-{gid}-dream-6", task_queue=f"golem-{gid}", result_type=DreamResult)
         newest = [t.episode for t in tags][:2]
         assert dream.replayed[:len(newest)] == newest
@@ -201,6 +202,14 @@ async def test_curator_tags_reach_the_scheduler_and_the_next_dream_replays_them(
         assert [r["dream_priority"] for r in journal.replayed[:len(newest)]] == [t.reason for t in tags[:2]]
         left = DreamTags(rig.data_dir / "grimoire" / "dream-staging.sqlite").open()
         assert {t.episode for t in left} == {t.episode for t in tags} - set(newest)
+        # NREM compression: the replayed quiet ticks that are near-duplicates became one row; the audit keeps them
+        assert journal.compressed and journal.compressed[0]["merged"], journal.merged
+        stored = {e.id for e in services.episodes.all()}
+        for c in journal.compressed:
+            assert c["kept"] in stored and not set(c["merged"]) & stored
+        with sqlite3.connect(rig.data_dir / "grimoire" / "dream-staging.sqlite") as db:
+            audit = dict(db.execute("SELECT merged_id, kept_id FROM merged_episodes").fetchall())
+        assert audit == {m: c["kept"] for c in journal.compressed for m in c["merged"]}
     finally:
         rig.stop()
 

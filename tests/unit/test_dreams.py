@@ -259,3 +259,32 @@ def test_rev6_thin_liquidity_doubles_threat_rehearsal():
     assert thin_liquidity(1_100_000, [2_000_000] * 10) is None
     why = thin_liquidity(900_000, [2_000_000] * 10)
     assert why == "thin liquidity: pool TVL 900,000 is 45% of its recent median 2,000,000"
+
+
+def test_nrem_compression_folds_observation_duplicates_into_one_row_and_keeps_the_audit(tmp_path):
+    import json
+    import sqlite3
+
+    from golem.grimoire.dream_integration import compress, merge_groups
+    from golem.grimoire.embeddings import default_embedder
+    from golem.grimoire.episodes import EpisodeStore
+
+    store = EpisodeStore(tmp_path / "episodes.lance", default_embedder())
+    seen = [Episode(id=f"o{i}", golem_id="g", tick=10 + i, created_at="2026-01-01T00:00:00+00:00",
+                    regime=MarketRegime.RANGE_BOUND, tier=Tier.T0, summary=f"quiet tick {i}", prediction_error=0.11,
+                    strength=1.0 + i, access_count=1) for i in range(3)]
+    acted = [_acted(20 + i, 30 + i) for i in range(2)]  # near-duplicates too, but outcomes hang on them
+    store.upsert_many(seen + acted)
+    groups = merge_groups(seen + acted)
+    assert sorted(map(sorted, groups)) == [["e20", "e21"], ["o0", "o1", "o2"]]
+    audit = tmp_path / "dream-staging.sqlite"
+    out = compress(store, groups, 40, audit)
+    assert out == [{"kept": "o2", "merged": ["o1", "o0"]}]
+    assert sorted(e.id for e in store.all()) == ["e20", "e21", "o2"]
+    kept = store.get_many(["o2"])[0]
+    assert kept.strength == 3.0 and kept.access_count == 3 and kept.summary == "quiet tick 2"
+    with sqlite3.connect(audit) as db:
+        rows = db.execute("SELECT merged_id, kept_id, tick, body FROM merged_episodes ORDER BY merged_id").fetchall()
+    assert [(r[0], r[1], r[2]) for r in rows] == [("o0", "o2", 40), ("o1", "o2", 40)]
+    assert json.loads(rows[0][3])["summary"] == "quiet tick 0", "the merged episode is kept whole"
+    assert compress(store, groups, 40, audit) == [], "a retried phase merges nothing more"
