@@ -96,12 +96,14 @@ class DreamActivities(ActivitySet):
         if not inp.forks:  # imagination perturbs a fork; without one there is nothing to imagine on
             return self._rehearse(inp, "rem", [], "imagined")
         episodes = self.s.episodes.all()
-        health = {}
+        health, blocks = {}, {}
         for e in episodes:
-            hf = _record_health(self.s.cycles, e.tick)
+            hf, block = _record_health(self.s.cycles, e.tick)
             if hf is not None:
                 health[e.id] = hf
-        scenarios = rem_scenarios(episodes, health, inp.rem_scenarios)
+            if block is not None:
+                blocks[e.id] = block
+        scenarios = rem_scenarios(episodes, health, inp.rem_scenarios, blocks)
         return self._rehearse(inp, "rem", scenarios, "imagined")
 
     @activity.defn(name="dream_threats")
@@ -140,8 +142,10 @@ class DreamActivities(ActivitySet):
                 break
             activity.heartbeat(f"{phase} {i + 1}/{len(scenarios)}: {sc.name}")
             fork_chk, actions = None, list[ProposedAction]()
+            at = live_obs.snapshot.block_number
             if inp.forks:
-                with self.forks.fork(cfg.chain.rpc_url, live_obs.snapshot.block_number, label=sc.name) as anvil:
+                at = self._fork_block(sc, at)
+                with self.forks.fork(cfg.chain.rpc_url, at, label=sc.name) as anvil:
                     forks += 1
                     fork_chk, actions = rehearsal.run_on_fork(
                         make_web3(anvil.rpc_url), self.s.deployment, self.s.account, sc.crisis, decide, sc.steer,
@@ -152,7 +156,7 @@ class DreamActivities(ActivitySet):
             live_chk = rehearsal.check(self.s.w3, self.s.deployment, self.s.account, actions, live_obs,
                                        where="live", gas_allowance_usd=allowance, max_slippage_bps=max_slip,
                                        gas_partition_usd=partition)
-            results.append(judge(sc, live_chk, fork_chk))
+            results.append(judge(sc, live_chk, fork_chk).model_copy(update={"fork_block": at if inp.forks else None}))
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
         setattr(journal, field, [r.model_dump(mode="json") for r in results])
         if phase == "threats":
@@ -162,6 +166,17 @@ class DreamActivities(ActivitySet):
         save_journal(self.s.data_dir, journal)
         return DreamPhaseResult(phase=phase, items=len(results), broken=sum(not r.ok for r in results), forks=forks,
                                 stopped_early=stopped)
+
+    def _fork_block(self, sc: Scenario, head: int) -> int:
+        """Where a scenario's fork starts: a REM scenario at its episode's block (the episode's position and
+        market), when the node still serves that block's state; otherwise, and for threats, today's head."""
+        if sc.block is None or sc.block >= head:
+            return head
+        try:
+            self.s.w3.eth.get_balance(self.s.account, block_identifier=sc.block)
+        except Exception:  # pruned (a non-archive node, or Anvil past --prune-history): today's position instead
+            return head
+        return sc.block
 
     def _decider(self, inp: DreamPhaseInput,
                  cfg: GolemConfig) -> Callable[[Observation, float, str | None], list[ProposedAction]]:
@@ -215,9 +230,10 @@ def _done(journal: DreamJournal, phase: str) -> None:
         journal.phases_done.append(phase)
 
 
-def _record_health(cycles: CycleStore, tick: int) -> float | None:
+def _record_health(cycles: CycleStore, tick: int) -> tuple[float | None, int | None]:
+    """The health factor and the block a tick's record observed."""
     try:
-        hf: float | None = cycles.load(tick).observation.min_health_factor()
-        return hf
+        obs = cycles.load(tick).observation
     except Exception:  # an episode without a record (imported, archived past retention): not a REM source
-        return None
+        return None, None
+    return obs.min_health_factor(), obs.snapshot.block_number

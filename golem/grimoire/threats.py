@@ -73,6 +73,7 @@ class Scenario(BaseModel):
     crisis: Crisis
     threat: ThreatKind | None = None
     source_episode: str | None = None  # REM: the real episode this varies (never free invention)
+    block: int | None = None  # REM: the episode's block, where its fork starts (None: today's head)
     steer: str | None = None  # the owner's words the response is decided under ("reduce exposure": the exit)
 
 
@@ -116,23 +117,26 @@ def tier1_threats(pos: PositionView, rehearsals_per_threat: int = 1) -> list[Sce
     return out
 
 
-def rem_scenarios(episodes: list[Episode], health: dict[str, float], limit: int) -> list[Scenario]:
+def rem_scenarios(episodes: list[Episode], health: dict[str, float], limit: int,
+                  blocks: dict[str, int] | None = None) -> list[Scenario]:
     """Counterfactual variations of real episodes (REM): the worst-health episodes first; each gets a crash deeper
     than its margin (REM_DEPTH_BEYOND_LIQUIDATION) and, for the two worst, its liquidity thinned and its oracle
     lagging.
-    `health` maps episode id → the health factor its record saw (episodes without a loan are skipped)."""
+    `health` maps episode id → the health factor its record saw (episodes without a loan are skipped); `blocks`
+    episode id → the block its record observed, where its forks start (the episode's position and market)."""
     ranked = sorted((e for e in episodes if e.id in health), key=lambda e: (health[e.id], -e.tick))
     out: list[Scenario] = []
     for rank, ep in enumerate(ranked[:limit]):
         hf = health[ep.id]
+        at = (blocks or {}).get(ep.id)
         margin = 1.0 - 1.0 / hf if hf > 1 else 0.0
         shock = -min(0.9, max(MIN_REM_SHOCK, REM_DEPTH_BEYOND_LIQUIDATION * margin))
-        out.append(Scenario(name=f"deeper crash after tick {ep.tick}", source_episode=ep.id,
+        out.append(Scenario(name=f"deeper crash after tick {ep.tick}", source_episode=ep.id, block=at,
                             crisis=Crisis(price_shock=shock)))
         if rank < 2:
-            out.append(Scenario(name=f"thin pool after tick {ep.tick}", source_episode=ep.id,
+            out.append(Scenario(name=f"thin pool after tick {ep.tick}", source_episode=ep.id, block=at,
                                 crisis=Crisis(price_shock=shock / 2, liquidity_removed=0.5)))
-            out.append(Scenario(name=f"oracle lag after tick {ep.tick}", source_episode=ep.id,
+            out.append(Scenario(name=f"oracle lag after tick {ep.tick}", source_episode=ep.id, block=at,
                                 crisis=Crisis(price_shock=shock, move_pool=False, oracle_lag_s=1800)))
     return out
 
@@ -181,6 +185,7 @@ class ThreatRehearsalResult(BaseModel):
     scenario: str
     threat: ThreatKind | None = None
     source_episode: str | None = None
+    fork_block: int | None = None  # the block the fork started at (REM: the episode's, when the node still has it)
     crisis: str
     live: ResponseCheck | None = None
     fork: ResponseCheck | None = None

@@ -173,7 +173,8 @@ async def test_curator_tags_reach_the_scheduler_and_the_next_dream_replays_them(
     """The delta cycle tags the acted episodes on thin evidence `dream_priority: high`; the count reaches
     GolemWorkflow's state (the DreamScheduler's tag term), and the next dream's NREM replays them first."""
     gid = "dream-tags"
-    rig = make_rig(tmp_path, gid, clock={"delta_theta_ticks": 3, "dream_every_ticks": 1000})
+    rig = make_rig(tmp_path, gid, clock={"delta_theta_ticks": 3, "dream_every_ticks": 1000},
+                   dream={"forks": True, "rehearse_threats": False, "rem_scenarios": 1})
     try:
         near_liquidation(rig)
         services = rig.services()
@@ -202,6 +203,13 @@ async def test_curator_tags_reach_the_scheduler_and_the_next_dream_replays_them(
         assert [r["dream_priority"] for r in journal.replayed[:len(newest)]] == [t.reason for t in tags[:2]]
         left = DreamTags(rig.data_dir / "grimoire" / "dream-staging.sqlite").open()
         assert {t.episode for t in left} == {t.episode for t in tags} - set(newest)
+        # REM: each counterfactual's fork starts at its source episode's block (that episode's position and market)
+        assert journal.imagined, "REM imagined the worst-health episode's variations"
+        store = CycleStore(rig.data_dir)
+        for r in journal.imagined:
+            src = next(e for e in services.episodes.all() if e.id == r["source_episode"])
+            block = store.load(src.tick).observation.snapshot.block_number
+            assert r["fork_block"] == block < rig.w3.eth.block_number, (r["fork_block"], block)
         # NREM compression: the replayed quiet ticks that are near-duplicates became one row; the audit keeps them
         assert journal.compressed and journal.compressed[0]["merged"], journal.merged
         stored = {e.id for e in services.episodes.all()}
