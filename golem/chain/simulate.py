@@ -8,6 +8,8 @@ plain `eth_call` (revisions-grounding "Pre-tx simulation"). Revert data is decod
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
 from eth_abi import decode as abi_decode
@@ -188,10 +190,19 @@ class _AfterCalls(BaseProvider):
     block at `block`; everything else goes to the node. build_calls reads through it, so an action's
     quote, allowance, debt and reserves are the ones the earlier actions of the same decision leave."""
 
-    def __init__(self, w3: Web3, account: str, block: int) -> None:
+    def __init__(self, w3: Web3) -> None:
         super().__init__()
-        self._w3, self._account, self._block = w3, account, block
+        # weak: the view lives in _VIEWS keyed by this client and must not keep it alive
+        self._ref, self._account, self._block = weakref.ref(w3), "", 0
         self.prior: list[PlannedCall] = []
+        self.lock = threading.Lock()  # one plan at a time per view: prior/account/block are the plan's
+
+    @property
+    def _w3(self) -> Web3:
+        w3 = self._ref()
+        if w3 is None:
+            raise SimulationError("the node client this view reads through is gone")
+        return w3
 
     def make_request(self, method: Any, params: Any) -> Any:
         if method != "eth_call" or not self.prior:
@@ -215,18 +226,36 @@ def plan_actions(
     as the executor builds them after those actions were mined. A second swap in one decision is quoted on the
     reserves the first left, so its amountOutMin keeps its own max_slippage_bps from the price it will meet
     (quoted on the pre-trade reserves, it reverted with INSUFFICIENT_OUTPUT_AMOUNT: issue 18's rehearsal)."""
-    view = _AfterCalls(w3, account, block)
-    after = Web3(view)
+    view, after = _view_of(w3)
     out: list[tuple[ProposedAction, list[PlannedCall] | ToolArgumentError]] = []
-    for action in actions:
+    with view.lock:
+        view._account, view._block, view.prior = account, block, []
         try:
-            calls = build_calls(after if view.prior else w3, deployment, account, action, observation)
-        except ToolArgumentError as e:
-            out.append((action, e))
-            continue
-        view.prior = view.prior + calls
-        out.append((action, calls))
+            for action in actions:
+                try:
+                    calls = build_calls(after if view.prior else w3, deployment, account, action, observation)
+                except ToolArgumentError as e:
+                    out.append((action, e))
+                    continue
+                view.prior = view.prior + calls
+                out.append((action, calls))
+        finally:
+            view.prior = []
     return out
+
+
+_VIEWS: weakref.WeakKeyDictionary[Web3, tuple[_AfterCalls, Web3]] = weakref.WeakKeyDictionary()
+_VIEWS_LOCK = threading.Lock()
+
+
+def _view_of(w3: Web3) -> tuple[_AfterCalls, Web3]:
+    """One after-calls view per node client, so the contracts build_calls caches per client are built once
+    (golem.chain.tools.cached_contract), not per decision."""
+    with _VIEWS_LOCK:
+        if w3 not in _VIEWS:
+            view = _AfterCalls(w3)
+            _VIEWS[w3] = (view, Web3(view))
+        return _VIEWS[w3]
 
 
 def simulate_actions(
