@@ -150,6 +150,7 @@ def failure_event(golem: str, tick: int, time: str, error: str, workflow_id: str
 
 def tick_context(ctx, record: DecisionCycleRecord) -> dict[str, Any]:
     """From the tick's context: the phase before the tick, today's spend after it, and the budgets."""
+    from golem.life.lifespan import lived_after
     from golem.safety.gas import spend_status
 
     status = spend_status(ctx.state, ctx.config)
@@ -158,6 +159,12 @@ def tick_context(ctx, record: DecisionCycleRecord) -> dict[str, Any]:
         "inference_today_usd": round(float(status.get("daily_spend_usd", 0.0)) + record.inference_cost, 6),
         "gas_today_usd": round(float(status.get("daily_gas_usd", 0.0)) + record.gas_cost, 6),
     }
+    # The Hayflick counter after this tick (golem.life.lifespan folds one tick lived per tick) and its limit, for the
+    # heartbeat-monitor's Hayflick distance.
+    limit = ctx.config.lifespan.hayflick_ticks if ctx.config is not None else None
+    if limit:
+        budgets["ticks_lived"] = lived_after(ctx.state.life)
+        budgets["hayflick_ticks"] = limit
     return {"previous_phase": ctx.state.phase.value, "budgets": budgets, "spend_today": spend}
 
 

@@ -84,6 +84,7 @@ class GolemStatus(BaseModel):
     credit_remaining_usd: float | None = None
     estimated_ttl_ticks: float | None = None
     ticks_lived: int = 0
+    hayflick_ticks: int | None = None  # [lifespan] hayflick_ticks: the Hayflick distance is this − ticks_lived
     generation: int = 0
     predecessor: str | None = None
     pad: dict[str, float] = Field(default_factory=dict)
