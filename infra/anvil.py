@@ -18,9 +18,9 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 

@@ -645,7 +645,7 @@ class GolemWorkflow:
         # §S11: a PLAYBOOK revision invalidates cached decisions: the worker's cache does it at its next lookup
         # (an entry stamped with another revision is dropped; golem.cognition.decision_cache.lookup).
         self._state = self._s.model_copy(update={"last_delta_tick": s.tick})
-        if result is not None:  # issue 18: the curator's dream_priority tags feed the DreamScheduler (0 in older results)
+        if result is not None:  # issue 18: the curator's dream_priority tags feed the DreamScheduler (0: older results)
             self._state = self._s.model_copy(update={"dream_tags": result.dream_tags})
 
     async def _upkeep_child(self, run: Any, kind: str, window: str,

@@ -127,7 +127,8 @@ def check(w3: Web3, dep: Deployment, account: str, actions: list[ProposedAction]
     """Simulate the actions at the head of `w3` (eth_simulateV1: nothing is sent) and size their gas and exit."""
     chk = ResponseCheck(where=where, block=obs.snapshot.block_number, actions=[_describe(a) for a in actions],
                         gas_allowance_usd=gas_allowance_usd, gas_partition_usd=gas_partition_usd,
-                        max_slippage_bps=max_slippage_bps, health_before=obs.min_health_factor(), health_after=health_after,
+                        max_slippage_bps=max_slippage_bps, health_before=obs.min_health_factor(),
+                        health_after=health_after,
                         price=round(obs.snapshot.pool.price, 2))
     if not actions:
         return chk

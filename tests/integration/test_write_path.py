@@ -540,7 +540,8 @@ def test_two_swaps_in_one_decision_are_each_quoted_on_the_reserves_the_first_lea
     assert [s.ok for s in sim.actions] == [True, True], [s.revert_reason for s in sim.actions]
     assert sim.actions[0].expected["amount_out"] == pytest.approx(first / 1e6, rel=1e-12)
     # the second is quoted on the reserves the first leaves (constant product, 0.3% fee: Uniswap V2's getAmountOut)
-    r_weth, r_usdc = int(obs.snapshot.pool.reserve0 * 10**18) + 6 * 10**18, int(obs.snapshot.pool.reserve1 * 10**6) - first
+    r_weth = int(obs.snapshot.pool.reserve0 * 10**18) + 6 * 10**18
+    r_usdc = int(obs.snapshot.pool.reserve1 * 10**6) - first
     second = 6 * 10**18 * 997 * r_usdc // (r_weth * 1000 + 6 * 10**18 * 997)
     assert sim.actions[1].expected["amount_out"] == pytest.approx(second / 1e6, abs=2e-6)
     # each swap's floor is its own quote less 100 bps, the second's quoted after the first
