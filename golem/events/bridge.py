@@ -180,10 +180,30 @@ def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
                               still_quarantined=q.kept, released=q.released))
     if a.merged:
         out.append(make_event(golem, t, time, "grimoire.superseded", "delta", merged=a.merged))
+    rc = getattr(result, "reflection_consistency", None)
+    if rc is not None:
+        out.append(make_event(golem, t, time, "quality.reflection_consistency", "delta", **rc))
+        if rc.get("alarm"):
+            out.append(make_event(golem, t, time, "alerts.raised", "reflection_consistency",
+                                  alert="reflection_consistency_low",
+                                  detail=f"regenerated reflections agree at cosine {rc['mean']:.2f} (alarm below 0.5)"))
     if result.playbook_revision is not None:
         out.append(make_event(golem, t, time, "grimoire.playbook_revised", str(result.playbook_revision),
                               revision=result.playbook_revision, path=result.playbook_path,
                               heuristics_derived=result.heuristics_derived))
+    return out
+
+
+def trend_events(golem: str, tick: int, time: str, trend) -> list[GolemEvent]:
+    """rev. 12's external metric trend at a delta cycle (golem.events.quality.ExternalTrend); an alert when the
+    30-day PnL has declined DECLINING_ALARM_DAYS days in a row."""
+    if trend is None:
+        return []
+    out = [make_event(golem, tick, time, "quality.external_trend", "delta", **trend.model_dump())]
+    if trend.alarm:
+        out.append(make_event(golem, tick, time, "alerts.raised", "external_trend", alert="external_trend_declining",
+                              detail=f"the 30-day PnL has declined {trend.declining_days} days in a row "
+                                     f"(PnL ${trend.pnl_usd:,.2f}, max drawdown {trend.max_drawdown:.1%})"))
     return out
 
 
