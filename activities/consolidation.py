@@ -39,6 +39,7 @@ from golem.grimoire.admission import (
 )
 from golem.grimoire.dream import run_dream_replay
 from golem.grimoire.dream_integration import promote_with_waking_evidence, waking_facts
+from golem.grimoire.dream_tags import DreamTags
 from golem.grimoire.staging import StagingBuffer
 from golem.grimoire.embeddings import scheduled_drift_check
 from golem.grimoire.graph import CausalGraph
@@ -164,7 +165,8 @@ class ConsolidationActivities(ActivitySet):
     async def dream_promotion(self, inp: ConsolidationInput) -> DeltaStep:
         """issue 18: the curator accelerates dream promotion when waking ticks corroborate staged dream outputs."""
         await blocking("dream promotion", self._dream_promotion, inp)
-        return DeltaStep()
+        tags = await blocking("dream tags", DreamTags(self.s.layout.dream_staging).tag, self.s.episodes.all(), inp.tick)
+        return DeltaStep(fields={"dream_tags": len(tags)})
 
     @activity.defn(name="delta_learn")
     @auto_heartbeat

@@ -18,15 +18,19 @@ from golem.chain import rehearsal
 from golem.chain.web3client import make_web3
 from golem.events import bridge as events
 from golem.grimoire.dream import run_dream_replay
+from golem.grimoire.dream_tags import DreamTags
 from golem.grimoire.staging import DreamJournal, StagingBuffer, journals, load_journal, save_journal, threat_coverage
 from golem.grimoire.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
 from golem.grimoire.dream_integration import (
     deviation_context,
+    compress,
     integrate_results,
     merge_groups,
     promote_with_waking_evidence,
+    recent_tvls,
     waking_facts,
 )
+from golem.life.dream_scheduler import thin_liquidity
 from golem.inference.offline import OfflineDeliberator
 from golem.life.cycle_store import CycleStore
 from golem.life.owner_notes import deliver_followups
@@ -63,8 +67,11 @@ class DreamActivities(ActivitySet):
     def nrem(self, inp: DreamPhaseInput) -> DreamPhaseResult:
         activity.heartbeat("nrem")
         cfg = self._config(inp)
+        tags = DreamTags(self.s.layout.dream_staging)
+        tagged = {t.episode: t.reason for t in tags.open()}
         report = run_dream_replay(self.s.episodes, self.s.heuristics, inp.replay_count, inp.tick,
-                                  tick_seconds=cfg.clock.theta_base_seconds)
+                                  tick_seconds=cfg.clock.theta_base_seconds, first=list(tagged))
+        tags.dreamed([i for i in report.replayed if i in tagged], inp.tick)
         activity.heartbeat("nrem: journal")
         chosen = [e for e in self.s.episodes.all() if e.id in set(report.replayed)]
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
@@ -73,9 +80,12 @@ class DreamActivities(ActivitySet):
         strengthened = set(report.strengthened)
         # rev. 1 "Deviation-anchored replay": each replayed episode with the deviations its verification measured.
         journal.replayed = [{"episode": e.id, "tick": e.tick, "utility": round(e.utility, 4),
-                             "strengthened": e.id in strengthened, **deviation_context(self.s.cycles, e.tick)}
+                             "strengthened": e.id in strengthened, **deviation_context(self.s.cycles, e.tick),
+                             **({"dream_priority": tagged[e.id]} if e.id in tagged else {})}
                             for e in sorted(chosen, key=lambda e: report.replayed.index(e.id))]
         journal.merged = merge_groups(chosen)
+        # compression: observation groups become one row (audit: merged_episodes beside the staging buffer)
+        journal.compressed = compress(self.s.episodes, journal.merged, inp.tick, self.s.layout.dream_staging)
         _done(journal, "nrem")
         save_journal(self.s.data_dir, journal)
         return DreamPhaseResult(phase="nrem", items=len(report.replayed))
@@ -86,12 +96,14 @@ class DreamActivities(ActivitySet):
         if not inp.forks:  # imagination perturbs a fork; without one there is nothing to imagine on
             return self._rehearse(inp, "rem", [], "imagined")
         episodes = self.s.episodes.all()
-        health = {}
+        health, blocks = {}, {}
         for e in episodes:
-            hf = _record_health(self.s.cycles, e.tick)
+            hf, block = _record_health(self.s.cycles, e.tick)
             if hf is not None:
                 health[e.id] = hf
-        scenarios = rem_scenarios(episodes, health, inp.rem_scenarios)
+            if block is not None:
+                blocks[e.id] = block
+        scenarios = rem_scenarios(episodes, health, inp.rem_scenarios, blocks)
         return self._rehearse(inp, "rem", scenarios, "imagined")
 
     @activity.defn(name="dream_threats")
@@ -103,8 +115,13 @@ class DreamActivities(ActivitySet):
         pos = PositionView(health_factor=obs.min_health_factor(), debt=sum(p.debt for p in lending),
                            collateral=sum(p.collateral for p in lending),
                            weth=float(snap.balances.get("WETH", 0.0)), lp_shares=sum(p.collateral for p in lp))
-        scenarios = tier1_threats(pos, inp.threat_rehearsals) if inp.rehearse_threats else []
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
+        rehearsals = inp.threat_rehearsals
+        thin = thin_liquidity(snap.pool.tvl, recent_tvls(self.s.cycles))
+        if thin:  # rev. 6: thin liquidity doubles Tier 1 rehearsal as a volatile regime does
+            rehearsals = 2
+            journal.reasons = [*journal.reasons, thin]
+        scenarios = tier1_threats(pos, rehearsals) if inp.rehearse_threats else []
         journal.threats_due = sorted({s.threat.value for s in scenarios if s.threat})
         save_journal(self.s.data_dir, journal)
         return self._rehearse(inp, "threats", scenarios, "rehearsed")
@@ -114,6 +131,7 @@ class DreamActivities(ActivitySet):
         cfg = self._config(inp)
         risk = SafetyLimits.from_config(cfg).risk
         allowance = risk.gas_budget_usd_per_day * risk.gas_emergency_fraction  # §S10 emergency slice
+        partition = risk.gas_budget_usd_per_day
         max_slip = cfg.policy.max_slippage_bps
         live_obs = rehearsal.observe(self.s.w3, self.s.deployment, self.s.account)
         decide = self._decider(inp, cfg)
@@ -124,18 +142,21 @@ class DreamActivities(ActivitySet):
                 break
             activity.heartbeat(f"{phase} {i + 1}/{len(scenarios)}: {sc.name}")
             fork_chk, actions = None, list[ProposedAction]()
+            at = live_obs.snapshot.block_number
             if inp.forks:
-                with self.forks.fork(cfg.chain.rpc_url, live_obs.snapshot.block_number, label=sc.name) as anvil:
+                at = self._fork_block(sc, at)
+                with self.forks.fork(cfg.chain.rpc_url, at, label=sc.name) as anvil:
                     forks += 1
                     fork_chk, actions = rehearsal.run_on_fork(
                         make_web3(anvil.rpc_url), self.s.deployment, self.s.account, sc.crisis, decide, sc.steer,
-                        gas_allowance_usd=allowance, max_slippage_bps=max_slip)
+                        gas_allowance_usd=allowance, max_slippage_bps=max_slip, gas_partition_usd=partition)
             else:  # no fork: the response the golem would give to today's chain under the steer
                 actions = decide(live_obs, live_obs.snapshot.pool.price, sc.steer)
             # rev. 11: the same response against the live chain today (simulated only: nothing is sent)
             live_chk = rehearsal.check(self.s.w3, self.s.deployment, self.s.account, actions, live_obs,
-                                       where="live", gas_allowance_usd=allowance, max_slippage_bps=max_slip)
-            results.append(judge(sc, live_chk, fork_chk))
+                                       where="live", gas_allowance_usd=allowance, max_slippage_bps=max_slip,
+                                       gas_partition_usd=partition)
+            results.append(judge(sc, live_chk, fork_chk).model_copy(update={"fork_block": at if inp.forks else None}))
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
         setattr(journal, field, [r.model_dump(mode="json") for r in results])
         if phase == "threats":
@@ -145,6 +166,17 @@ class DreamActivities(ActivitySet):
         save_journal(self.s.data_dir, journal)
         return DreamPhaseResult(phase=phase, items=len(results), broken=sum(not r.ok for r in results), forks=forks,
                                 stopped_early=stopped)
+
+    def _fork_block(self, sc: Scenario, head: int) -> int:
+        """Where a scenario's fork starts: a REM scenario at its episode's block (the episode's position and
+        market), when the node still serves that block's state; otherwise, and for threats, today's head."""
+        if sc.block is None or sc.block >= head:
+            return head
+        try:
+            self.s.w3.eth.get_balance(self.s.account, block_identifier=sc.block)
+        except Exception:  # pruned (a non-archive node, or Anvil past --prune-history): today's position instead
+            return head
+        return sc.block
 
     def _decider(self, inp: DreamPhaseInput,
                  cfg: GolemConfig) -> Callable[[Observation, float, str | None], list[ProposedAction]]:
@@ -198,9 +230,10 @@ def _done(journal: DreamJournal, phase: str) -> None:
         journal.phases_done.append(phase)
 
 
-def _record_health(cycles: CycleStore, tick: int) -> float | None:
+def _record_health(cycles: CycleStore, tick: int) -> tuple[float | None, int | None]:
+    """The health factor and the block a tick's record observed."""
     try:
-        hf: float | None = cycles.load(tick).observation.min_health_factor()
-        return hf
+        obs = cycles.load(tick).observation
     except Exception:  # an episode without a record (imported, archived past retention): not a REM source
-        return None
+        return None, None
+    return obs.min_health_factor(), obs.snapshot.block_number

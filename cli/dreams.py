@@ -38,7 +38,8 @@ def _dreams(args) -> int:
         print(f"  phases:     {', '.join(j.phases_done)}   forks: {j.forks}")
         strengthened = sum(r.get("strengthened", False) for r in j.replayed)
         print(f"  replayed:   {len(j.replayed)} episodes ({strengthened} strengthened), "
-              f"{len(j.merged)} near-duplicate groups")
+              f"{len(j.merged)} near-duplicate groups, {sum(len(c['merged']) for c in j.compressed)} rows merged "
+              f"into {len(j.compressed)}")
         for kind, rows in (("imagined", j.imagined), ("rehearsed", j.rehearsed)):
             broken = [r for r in rows if not r["ok"]]
             print(f"  {kind}:  {len(rows)} scenarios, {len(broken)} broken")
@@ -48,6 +49,8 @@ def _dreams(args) -> int:
                 print(f"    {mark} {r['scenario']}{src}: {r['crisis']}")
                 for p in r.get("problems", []):
                     print(f"         - {p}")
+                for n in r.get("notes", []):
+                    print(f"         note: {n}")
                 if r.get("guard"):
                     print(f"         guard candidate: {r['guard']}")
         print(f"  threats:    {', '.join(j.threats_rehearsed) or 'none'} of {', '.join(j.threats_due) or 'none due'}")

@@ -20,6 +20,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -179,7 +180,10 @@ class AnvilProcess:
         base = self.state_path.parent if self.state_path is not None else Path(tempfile.gettempdir())
         return base / f"anvil-cache-{self.port}"
 
-    def start(self, timeout: float = 15.0) -> "AnvilProcess":
+    def start(self, timeout: float = 15.0, on_spawn: Callable[[int], None] | None = None) -> "AnvilProcess":
+        """Spawn anvil and wait until it answers eth_chainId. `on_spawn(pid)` runs as soon as the process exists,
+        before it answers (a dream fork is registered there, so a caller killed while waiting leaves no orphan
+        the registry does not know)."""
         if self.running:
             raise AnvilError(f"anvil already running on port {self.port} (pid {self.pid})")
         cmd = self.command()
@@ -191,6 +195,12 @@ class AnvilProcess:
         else:
             out = subprocess.DEVNULL
         self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if on_spawn is not None:
+            try:
+                on_spawn(self._proc.pid)
+            except BaseException:
+                self.stop()
+                raise
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

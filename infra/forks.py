@@ -103,12 +103,21 @@ class ForkRegistry:
             args += ["--fork-block-number", str(block)]
         self.work_dir.mkdir(parents=True, exist_ok=True)
         proc = AnvilProcess(port=port, log_path=self.work_dir / "forks.log", extra_args=args)
-        # Registered as soon as it answers (start() returns): a worker killed inside start() can leave one
-        # unregistered fork, a window of well under a second.
-        proc.start(timeout=30)
-        entry = {"pid": proc.pid, "port": port, "fork_url": fork_url, "block": block, "label": label,
-                 "started_at": time.time(), "cache_path": str(proc.cache_path)}
-        self._add(entry)
+        # Registered the moment the process exists, before it answers: a worker killed while the fork loads its
+        # state (start() waiting) leaves a fork the next sweep knows.
+        spawned: list[int] = []
+
+        def register(pid: int) -> None:
+            spawned.append(pid)
+            self._add({"pid": pid, "port": port, "fork_url": fork_url, "block": block, "label": label,
+                       "started_at": time.time(), "cache_path": str(proc.cache_path)})
+
+        try:
+            proc.start(timeout=30, on_spawn=register)
+        except BaseException:
+            for pid in spawned:  # start() stopped it (or it exited): its entry goes too
+                self._remove(pid)
+            raise
         try:
             yield proc
         finally:

@@ -645,6 +645,8 @@ class GolemWorkflow:
         # §S11: a PLAYBOOK revision invalidates cached decisions: the worker's cache does it at its next lookup
         # (an entry stamped with another revision is dropped; golem.cognition.decision_cache.lookup).
         self._state = self._s.model_copy(update={"last_delta_tick": s.tick})
+        if result is not None:  # issue 18: the curator's dream_priority tags feed the DreamScheduler (0: older results)
+            self._state = self._s.model_copy(update={"dream_tags": result.dream_tags})
 
     async def _upkeep_child(self, run: Any, kind: str, window: str,
                             make_input: Callable[[list[FollowUp]], Any]) -> Any:
@@ -676,7 +678,9 @@ class GolemWorkflow:
                 await self._dream_cycle(cfg, urgency)
             finally:
                 self._dream_child = None
-                self._state = self._s.model_copy(update={"dreaming": False, "last_dream_tick": s.tick})
+                # the dream replayed the tagged episodes (NREM, tagged first); the next delta recounts what is open
+                self._state = self._s.model_copy(update={"dreaming": False, "last_dream_tick": s.tick,
+                                                         "dream_tags": 0})
             return
         try:
             await self._upkeep_child(

@@ -17,7 +17,7 @@ from golem.chain.contracts import MAIN_PAIR, Deployment, contract
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
 from golem.chain.tools import ToolArgumentError, build_calls, parse_arguments
-from golem.grimoire.threats import Crisis, ResponseCheck, swap_impact_bps
+from golem.grimoire.threats import Crisis, ResponseCheck, swap_impact_bps, swap_out
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction
 
@@ -99,8 +99,10 @@ def _describe(a: ProposedAction) -> str:
 
 
 def _exit_impact(actions: list[ProposedAction], obs: Observation) -> float | None:
-    """The worst price impact of the response's swaps against the pair's reserves in `obs`."""
+    """The worst price impact of the response's swaps on the pair, from the reserves in `obs`: each swap on the
+    reserves the earlier swaps of the response leave (as simulate and execute quote it), against its own spot."""
     pool, worst = obs.snapshot.pool, None
+    reserves = {pool.token0.upper(): pool.reserve0, pool.token1.upper(): pool.reserve1}
     for a in actions:
         if a.tool != "swap":
             continue
@@ -108,20 +110,25 @@ def _exit_impact(actions: list[ProposedAction], obs: Observation) -> float | Non
             args = parse_arguments("swap", a.arguments)
         except ToolArgumentError:
             continue
-        r_in, r_out = ((pool.reserve0, pool.reserve1) if args["token_in"] == pool.token0.upper()
-                       else (pool.reserve1, pool.reserve0))
-        impact = swap_impact_bps(float(args["amount_in"]), r_in, r_out)
+        tin, tout = args["token_in"], args["token_out"]
+        if {tin, tout} != set(reserves):
+            continue  # another pair: the check reads the WETH/USDC pair only
+        amount = float(args["amount_in"])
+        impact = swap_impact_bps(amount, reserves[tin], reserves[tout])
         worst = impact if worst is None else max(worst, impact)
+        filled = swap_out(amount, reserves[tin], reserves[tout])
+        reserves[tin], reserves[tout] = reserves[tin] + amount, reserves[tout] - filled
     return worst
 
 
 def check(w3: Web3, dep: Deployment, account: str, actions: list[ProposedAction], obs: Observation, *,
           where: str, gas_allowance_usd: float, max_slippage_bps: float, fee_per_gas: int | None = None,
-          health_after: float | None = None) -> ResponseCheck:
+          health_after: float | None = None, gas_partition_usd: float = 0.0) -> ResponseCheck:
     """Simulate the actions at the head of `w3` (eth_simulateV1: nothing is sent) and size their gas and exit."""
     chk = ResponseCheck(where=where, block=obs.snapshot.block_number, actions=[_describe(a) for a in actions],
-                        gas_allowance_usd=gas_allowance_usd, max_slippage_bps=max_slippage_bps,
-                        health_before=obs.min_health_factor(), health_after=health_after,
+                        gas_allowance_usd=gas_allowance_usd, gas_partition_usd=gas_partition_usd,
+                        max_slippage_bps=max_slippage_bps, health_before=obs.min_health_factor(),
+                        health_after=health_after,
                         price=round(obs.snapshot.pool.price, 2))
     if not actions:
         return chk
@@ -137,7 +144,8 @@ def check(w3: Web3, dep: Deployment, account: str, actions: list[ProposedAction]
 
 
 def run_on_fork(w3: Web3, dep: Deployment, account: str, crisis: Crisis, decide: Decide, steer: str | None, *,
-                gas_allowance_usd: float, max_slippage_bps: float) -> tuple[ResponseCheck, list[ProposedAction]]:
+                gas_allowance_usd: float, max_slippage_bps: float,
+                gas_partition_usd: float = 0.0) -> tuple[ResponseCheck, list[ProposedAction]]:
     """Crisis in, the golem's decision, its simulation and its sends on the fork; the fork's verdict figures."""
     before = observe(w3, dep, account)
     inject(w3, dep, crisis)
@@ -147,7 +155,7 @@ def run_on_fork(w3: Web3, dep: Deployment, account: str, crisis: Crisis, decide:
     if crisis.base_fee_multiple > 1:
         fee = int(fee * crisis.base_fee_multiple)
     chk = check(w3, dep, account, actions, crisis_obs, where="fork", gas_allowance_usd=gas_allowance_usd,
-                max_slippage_bps=max_slippage_bps, fee_per_gas=fee or None)
+                max_slippage_bps=max_slippage_bps, fee_per_gas=fee or None, gas_partition_usd=gas_partition_usd)
     chk.health_before = crisis_obs.min_health_factor()
     if actions and chk.simulates:
         chk.executed = True

@@ -8,6 +8,8 @@ plain `eth_call` (revisions-grounding "Pre-tx simulation"). Revert data is decod
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
 from eth_abi import decode as abi_decode
@@ -15,6 +17,7 @@ from eth_abi import encode as abi_encode
 from pydantic import BaseModel
 from web3 import Web3
 from web3.exceptions import ContractLogicError
+from web3.providers.base import BaseProvider
 
 from golem.chain.contracts import HEALTH_FACTOR_DECIMALS, Deployment
 from golem.chain.reader import MAX_UINT256
@@ -182,6 +185,79 @@ def simulate_planned(w3: Web3, account: str, calls: list[PlannedCall], block: in
     return out
 
 
+class _AfterCalls(BaseProvider):
+    """A read-only view of a node in which every eth_call runs after `prior` calls, in one eth_simulateV1
+    block at `block`; everything else goes to the node. build_calls reads through it, so an action's
+    quote, allowance, debt and reserves are the ones the earlier actions of the same decision leave."""
+
+    def __init__(self, w3: Web3) -> None:
+        super().__init__()
+        # weak: the view lives in _VIEWS keyed by this client and must not keep it alive
+        self._ref, self._account, self._block = weakref.ref(w3), "", 0
+        self.prior: list[PlannedCall] = []
+        self.lock = threading.Lock()  # one plan at a time per view: prior/account/block are the plan's
+
+    @property
+    def _w3(self) -> Web3:
+        w3 = self._ref()
+        if w3 is None:
+            raise SimulationError("the node client this view reads through is gone")
+        return w3
+
+    def make_request(self, method: Any, params: Any) -> Any:
+        if method != "eth_call" or not self.prior:
+            return self._w3.provider.make_request(method, params)
+        tx = params[0]
+        read = PlannedCall(to=tx["to"], data=tx.get("data") or tx.get("input") or "0x", label="read")
+        outcome = simulate_planned(self._w3, self._account, [*self.prior, read], self._block)[-1]
+        if outcome.ok:
+            return {"jsonrpc": "2.0", "id": 0, "result": outcome.return_data}
+        return {"jsonrpc": "2.0", "id": 0, "error": {
+            "code": 3, "message": f"execution reverted: {outcome.revert_reason}", "data": outcome.return_data}}
+
+    def is_connected(self, show_traceback: bool = False) -> bool:
+        return bool(self._w3.provider.is_connected(show_traceback))
+
+
+def plan_actions(
+    w3: Web3, deployment: Deployment, account: str, actions: list[ProposedAction], observation: Observation, block: int
+) -> list[tuple[ProposedAction, list[PlannedCall] | ToolArgumentError]]:
+    """Each action's calls, built on the state the decision's earlier actions leave (their calls simulated first),
+    as the executor builds them after those actions were mined. A second swap in one decision is quoted on the
+    reserves the first left, so its amountOutMin keeps its own max_slippage_bps from the price it will meet
+    (quoted on the pre-trade reserves, it reverted with INSUFFICIENT_OUTPUT_AMOUNT: issue 18's rehearsal)."""
+    view, after = _view_of(w3)
+    out: list[tuple[ProposedAction, list[PlannedCall] | ToolArgumentError]] = []
+    with view.lock:
+        view._account, view._block, view.prior = account, block, []
+        try:
+            for action in actions:
+                try:
+                    calls = build_calls(after if view.prior else w3, deployment, account, action, observation)
+                except ToolArgumentError as e:
+                    out.append((action, e))
+                    continue
+                view.prior = view.prior + calls
+                out.append((action, calls))
+        finally:
+            view.prior = []
+    return out
+
+
+_VIEWS: weakref.WeakKeyDictionary[Web3, tuple[_AfterCalls, Web3]] = weakref.WeakKeyDictionary()
+_VIEWS_LOCK = threading.Lock()
+
+
+def _view_of(w3: Web3) -> tuple[_AfterCalls, Web3]:
+    """One after-calls view per node client, so the contracts build_calls caches per client are built once
+    (golem.chain.tools.cached_contract), not per decision."""
+    with _VIEWS_LOCK:
+        if w3 not in _VIEWS:
+            view = _AfterCalls(w3)
+            _VIEWS[w3] = (view, Web3(view))
+        return _VIEWS[w3]
+
+
 def simulate_actions(
     w3: Web3,
     deployment: Deployment,
@@ -202,12 +278,10 @@ def simulate_actions(
     block = w3.eth.block_number
     planned: list[tuple[ProposedAction, list[PlannedCall]]] = []
     results: dict[int, SimulatedAction] = {}
-    for action in actions:
-        try:
-            calls = build_calls(w3, deployment, account, action, observation)
-        except ToolArgumentError as e:
+    for action, calls in plan_actions(w3, deployment, account, actions, observation, block):
+        if isinstance(calls, ToolArgumentError):
             results[action.action_index] = SimulatedAction(
-                action_index=action.action_index, ok=False, revert_reason=f"invalid arguments: {e}"
+                action_index=action.action_index, ok=False, revert_reason=f"invalid arguments: {calls}"
             )
             continue
         planned.append((action, calls))
@@ -291,7 +365,11 @@ def simulate_health_factor(w3: Web3, deployment: Deployment, account: str, actio
     pre-tick block, issue 16): the actions' calls, then getUserAccountData in the same simulated block.
     None when the account has no debt afterwards; SimulationError when a call reverts."""
     account = Web3.to_checksum_address(account)
-    calls = [c for a in actions for c in build_calls(w3, deployment, account, a, observation)]
+    calls = []
+    for _, planned in plan_actions(w3, deployment, account, actions, observation, block):
+        if isinstance(planned, ToolArgumentError):
+            raise planned
+        calls += planned
     data = Web3.keccak(text="getUserAccountData(address)")[:4] + abi_encode(["address"], [account])
     read = PlannedCall(to=deployment.addresses["AAVE_POOL"], data="0x" + data.hex(), label="getUserAccountData")
     outcomes = simulate_planned(w3, account, [*calls, read], block)

@@ -251,7 +251,7 @@ def schedule_dream(state: GolemState, config) -> DreamUrgency:
     """The DreamScheduler's verdict (golem.life.dream_scheduler); never on a tick that runs delta, and never
     later than the fixed `dream_every_ticks` (the gap floor is capped by it)."""
     u = dream_urgency(state, config.clock.dream_every_ticks,
-                      min(config.dream.min_gap_ticks, config.clock.dream_every_ticks))
+                      min(config.dream.min_gap_ticks, config.clock.dream_every_ticks), curator_tags=state.dream_tags)
     if u.due and should_run_delta(state, config.clock):
         u = u.model_copy(update={"due": False})
     return u

@@ -85,6 +85,7 @@ def run_dream_replay(
     tick: int,
     tick_seconds: float = DEFAULT_TICK_SECONDS,
     min_support: int = MIN_PATTERN_SUPPORT,
+    first: list[str] | None = None,
 ) -> DreamReport:
     """Replay the top-n episodes: strengthen those in a recurring pattern, reinforce that pattern's heuristic.
 
@@ -92,7 +93,12 @@ def run_dream_replay(
     heuristic evidence is counted once per episode, so a retried dream activity changes nothing more.
     """
     episodes = store.all()
-    chosen = select_replay(episodes, n, now_tick=tick, tick_seconds=tick_seconds)
+    # `first`: the curator's dream_priority: high episodes (golem.grimoire.dream_tags), replayed before the
+    # utility ranking fills the rest of the n
+    by_id = {ep.id: ep for ep in episodes}
+    tagged = [by_id[i] for i in (first or []) if i in by_id][:n]
+    chosen = tagged + [ep for ep in select_replay(episodes, n, now_tick=tick, tick_seconds=tick_seconds)
+                       if ep.id not in {t.id for t in tagged}][: n - len(tagged)]
     report = DreamReport(tick=tick, replayed=[ep.id for ep in chosen])
     if not chosen:
         return report

@@ -55,6 +55,47 @@ def merge_groups(episodes: list[Episode]) -> list[list[str]]:
     return [sorted(x.id for x in g) for g in groups.values() if len(g) > 1]
 
 
+def recent_tvls(cycles, n: int = 50) -> list[float]:
+    """The pair's TVL in the newest n tick records (rev. 6's liquidity condition is read against them)."""
+    out = []
+    for r in cycles.recent(n):
+        try:
+            out.append(cycles.load(r["tick"]).observation.snapshot.pool.tvl)
+        except Exception:  # a record archived past retention, or unreadable: not evidence
+            continue
+    return out
+
+
+def compress(store, groups: list[list[str]], tick: int, audit_path) -> list[dict]:
+    """NREM compression: each near-duplicate group of observation episodes (no action taken: no P&L, credit or
+    outcome hangs on them) becomes one row. The newest is kept, with the group's highest strength, summed access
+    count and a note of how many it stands for; the others leave the episodes table and are kept whole in the
+    audit table `merged_episodes` (merged id → kept id, the dream's tick, the episode's JSON), so a merge can be
+    traced and undone. Groups with an acted episode are journalled only. Returns {"kept", "merged"} per group."""
+    import sqlite3
+
+    with sqlite3.connect(audit_path, timeout=30) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS merged_episodes (merged_id TEXT PRIMARY KEY, kept_id TEXT NOT NULL, "
+                   "tick INTEGER NOT NULL, body TEXT NOT NULL)")
+    out = []
+    for ids in groups:
+        eps = store.get_many(ids)
+        if len(eps) < 2 or any(e.acted for e in eps):
+            continue
+        eps.sort(key=lambda e: (-e.tick, e.id))
+        kept, rest = eps[0], eps[1:]
+        with sqlite3.connect(audit_path, timeout=30) as db:
+            db.executemany("INSERT OR IGNORE INTO merged_episodes (merged_id, kept_id, tick, body) VALUES (?, ?, ?, ?)",
+                           [(e.id, kept.id, tick, e.model_dump_json()) for e in rest])
+        folded = kept.model_copy(update={"strength": max(e.strength for e in eps),
+                                         "access_count": sum(e.access_count for e in eps)})
+        # the summary (and so the vector) is unchanged: a scalar update keeps the stored vector semantics
+        store.upsert_many([folded])
+        store.delete_many([e.id for e in rest])
+        out.append({"kept": kept.id, "merged": [e.id for e in rest]})
+    return out
+
+
 def waking_facts(cycles, n: int = WAKING_RECORDS) -> list[tuple[int, float | None, float | None]]:
     """(tick, health factor, price move bps since the previous record) of recent waking ticks, oldest first."""
     rows = sorted(cycles.recent(n), key=lambda r: r["tick"])

@@ -375,6 +375,17 @@ class EpisodeStore(UpkeepCadence):
         self._wrote()
         return n
 
+    def delete_many(self, ids: list[str]) -> int:
+        """Remove rows by id (NREM compression folds near-duplicates into one; the caller keeps the audit).
+        Retrieval's in-memory index rebuilds on the version change. Returns how many rows went."""
+        if not ids:
+            return 0
+        before = self.count()
+        for i in range(0, len(ids), 500):
+            self._table.delete(f"id IN ({', '.join(_sql_str(x) for x in ids[i:i + 500])})")
+        self._wrote()
+        return before - self.count()
+
     def mark_accessed(self, ids: list[str], tick: int) -> int:
         """A DECIDING retrieval used these episodes: reset their decay clock (grimoire "Decay Formula").
 

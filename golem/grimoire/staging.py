@@ -141,7 +141,8 @@ class DreamJournal(BaseModel):
     stopped_at: str | None = None  # the phase a critical steer or the time budget stopped it before
     stop_reason: str | None = None
     replayed: list[dict] = Field(default_factory=list)  # episode id, utility, deviation data, strengthened
-    merged: list[list[str]] = Field(default_factory=list)  # near-duplicate episode groups compressed
+    merged: list[list[str]] = Field(default_factory=list)  # near-duplicate episode groups among the replayed
+    compressed: list[dict] = Field(default_factory=list)  # groups folded into one row: {"kept", "merged"} ids
     imagined: list[dict] = Field(default_factory=list)  # ThreatRehearsalResult dumps of REM scenarios
     rehearsed: list[dict] = Field(default_factory=list)  # ThreatRehearsalResult dumps of Tier 1 threats
     threats_rehearsed: list[str] = Field(default_factory=list)  # ThreatKind values covered this cycle

@@ -73,6 +73,7 @@ class Scenario(BaseModel):
     crisis: Crisis
     threat: ThreatKind | None = None
     source_episode: str | None = None  # REM: the real episode this varies (never free invention)
+    block: int | None = None  # REM: the episode's block, where its fork starts (None: today's head)
     steer: str | None = None  # the owner's words the response is decided under ("reduce exposure": the exit)
 
 
@@ -116,25 +117,36 @@ def tier1_threats(pos: PositionView, rehearsals_per_threat: int = 1) -> list[Sce
     return out
 
 
-def rem_scenarios(episodes: list[Episode], health: dict[str, float], limit: int) -> list[Scenario]:
+def rem_scenarios(episodes: list[Episode], health: dict[str, float], limit: int,
+                  blocks: dict[str, int] | None = None) -> list[Scenario]:
     """Counterfactual variations of real episodes (REM): the worst-health episodes first; each gets a crash deeper
     than its margin (REM_DEPTH_BEYOND_LIQUIDATION) and, for the two worst, its liquidity thinned and its oracle
     lagging.
-    `health` maps episode id → the health factor its record saw (episodes without a loan are skipped)."""
+    `health` maps episode id → the health factor its record saw (episodes without a loan are skipped); `blocks`
+    episode id → the block its record observed, where its forks start (the episode's position and market)."""
     ranked = sorted((e for e in episodes if e.id in health), key=lambda e: (health[e.id], -e.tick))
     out: list[Scenario] = []
     for rank, ep in enumerate(ranked[:limit]):
         hf = health[ep.id]
+        at = (blocks or {}).get(ep.id)
         margin = 1.0 - 1.0 / hf if hf > 1 else 0.0
         shock = -min(0.9, max(MIN_REM_SHOCK, REM_DEPTH_BEYOND_LIQUIDATION * margin))
-        out.append(Scenario(name=f"deeper crash after tick {ep.tick}", source_episode=ep.id,
+        out.append(Scenario(name=f"deeper crash after tick {ep.tick}", source_episode=ep.id, block=at,
                             crisis=Crisis(price_shock=shock)))
         if rank < 2:
-            out.append(Scenario(name=f"thin pool after tick {ep.tick}", source_episode=ep.id,
+            out.append(Scenario(name=f"thin pool after tick {ep.tick}", source_episode=ep.id, block=at,
                                 crisis=Crisis(price_shock=shock / 2, liquidity_removed=0.5)))
-            out.append(Scenario(name=f"oracle lag after tick {ep.tick}", source_episode=ep.id,
+            out.append(Scenario(name=f"oracle lag after tick {ep.tick}", source_episode=ep.id, block=at,
                                 crisis=Crisis(price_shock=shock, move_pool=False, oracle_lag_s=1800)))
     return out
+
+
+def swap_out(amount_in: float, reserve_in: float, reserve_out: float, fee: float = UNISWAP_V2_FEE) -> float:
+    """What an exact-in swap fills on a constant-product pair (Uniswap V2 getAmountOut, in floats)."""
+    if amount_in <= 0 or reserve_in <= 0 or reserve_out <= 0:
+        return 0.0
+    a = amount_in * (1.0 - fee)
+    return a * reserve_out / (reserve_in + a)
 
 
 def swap_impact_bps(amount_in: float, reserve_in: float, reserve_out: float, fee: float = UNISWAP_V2_FEE) -> float:
@@ -144,9 +156,7 @@ def swap_impact_bps(amount_in: float, reserve_in: float, reserve_out: float, fee
     if reserve_in <= 0 or reserve_out <= 0:
         return 10_000.0
     spot_out = amount_in * reserve_out / reserve_in
-    a = amount_in * (1.0 - fee)
-    out = a * reserve_out / (reserve_in + a)
-    return (1.0 - out / spot_out) * 10_000.0
+    return (1.0 - swap_out(amount_in, reserve_in, reserve_out, fee) / spot_out) * 10_000.0
 
 
 class ResponseCheck(BaseModel):
@@ -160,7 +170,8 @@ class ResponseCheck(BaseModel):
     executed: bool | None = None  # fork only: sent and mined without revert
     gas_units: int = 0
     gas_usd: float = 0.0
-    gas_allowance_usd: float = 0.0  # what the §S10 partition has for a protective action
+    gas_allowance_usd: float = 0.0  # the §S10 emergency slice: what the partition keeps for protective actions
+    gas_partition_usd: float = 0.0  # the whole day's gas partition (0: not known)
     exit_impact_bps: float | None = None
     max_slippage_bps: float | None = None
     health_before: float | None = None
@@ -174,12 +185,14 @@ class ThreatRehearsalResult(BaseModel):
     scenario: str
     threat: ThreatKind | None = None
     source_episode: str | None = None
+    fork_block: int | None = None  # the block the fork started at (REM: the episode's, when the node still has it)
     crisis: str
     live: ResponseCheck | None = None
     fork: ResponseCheck | None = None
     ok: bool = True
     problems: list[str] = Field(default_factory=list)
     warning: str | None = None  # a concrete warning when the response is broken
+    notes: list[str] = Field(default_factory=list)  # findings that do not break the response (gas over the slice)
     guard: str | None = None  # a PLAYBOOK.md guard candidate (a rule line the offline deliberator reads)
 
 
@@ -187,6 +200,7 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
     """The verdict: each failed check becomes a problem; any problem makes the response broken, with a
     warning naming the figures and a guard candidate that would act before the crisis."""
     problems: list[str] = []
+    notes: list[str] = []
     for chk in (c for c in (live, fork) if c is not None):
         at = "on the live chain" if chk.where == "live" else "on the crisis fork"
         if not chk.actions:
@@ -197,9 +211,18 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
             problems.append(f"{'; '.join(chk.actions)} reverts {at}: {chk.revert_reason or 'no reason'}")
         if chk.executed is False and chk.simulates:
             problems.append(f"{'; '.join(chk.actions)} failed when sent {at}: {chk.revert_reason or 'no reason'}")
-        if chk.gas_allowance_usd > 0 and chk.gas_usd > chk.gas_allowance_usd:
-            problems.append(f"gas ${chk.gas_usd:,.2f} {at} exceeds the ${chk.gas_allowance_usd:,.2f} the gas "
-                            "partition keeps for protective actions")
+        # rev. 11 "Gas budget validation": the full sequence against the gas partition. §S10's gate is per action,
+        # and a protective action is never deferred (golem/safety/gas.py): it spends the routine share left, then
+        # the emergency slice, then proceeds over budget. So a sequence over the slice alone still runs (a note:
+        # on a day whose routine share is spent it overdraws the partition); over the whole day's partition it is
+        # more than the golem can afford in a day, and the guard is inadequate (a problem).
+        if chk.gas_partition_usd > 0 and chk.gas_usd > chk.gas_partition_usd:
+            problems.append(f"gas ${chk.gas_usd:,.2f} {at} exceeds the whole day's ${chk.gas_partition_usd:,.2f} "
+                            "gas partition")
+        elif chk.gas_allowance_usd > 0 and chk.gas_usd > chk.gas_allowance_usd:
+            notes.append(f"gas ${chk.gas_usd:,.2f} {at} is over the ${chk.gas_allowance_usd:,.2f} emergency slice: "
+                         "the gate does not defer protective actions, so once the routine share is spent it runs "
+                         f"${chk.gas_usd - chk.gas_allowance_usd:,.2f} over the day's partition")
         if chk.exit_impact_bps is not None and chk.max_slippage_bps is not None \
                 and chk.exit_impact_bps > chk.max_slippage_bps:
             problems.append(f"the exit swap fills {chk.exit_impact_bps:,.0f} bps below spot {at} "
@@ -209,7 +232,7 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
                             f"(liquidatable below {SURVIVAL_HEALTH_FACTOR:g})")
     result = ThreatRehearsalResult(scenario=scenario.name, threat=scenario.threat,
                                    source_episode=scenario.source_episode, crisis=scenario.crisis.describe(),
-                                   live=live, fork=fork, ok=not problems, problems=problems)
+                                   live=live, fork=fork, ok=not problems, problems=problems, notes=notes)
     if problems:
         what = scenario.threat.value if scenario.threat else f"counterfactual of episode {scenario.source_episode}"
         # The warning opens with the situation it applies to, in the words a tick's retrieval query uses

@@ -23,6 +23,9 @@ TAGS_FOR_FULL = 5  # five curator-flagged episodes saturate the term (ours)
 # rev. 6: "volatilityQuintile >= 4 or liquidityCondition === 'thin' → double Tier 1 threat rehearsal".
 # We read the volatile and crash-like regimes as quintile ≥ 4.
 DOUBLING_REGIMES = frozenset({MarketRegime.VOLATILE, MarketRegime.TRENDING_DOWN})
+# rev. 6's `liquidityCondition === 'thin'`: the pool's TVL at or below this share of its median over the recent tick
+# records (ours: the spec names the condition, not its threshold). Read by the threat phase when the cycle runs.
+THIN_LIQUIDITY_SHARE = 0.5
 
 
 class DreamUrgency(BaseModel):
@@ -35,6 +38,18 @@ class DreamUrgency(BaseModel):
 
 def _clip(x: float) -> float:
     return max(0.0, min(1.0, x))
+
+
+def thin_liquidity(tvl: float | None, recent_tvls: list[float]) -> str | None:
+    """rev. 6 "liquidityCondition === 'thin'": why the pool is thin now (its TVL at or below THIN_LIQUIDITY_SHARE of
+    its recent median), or None. Too few records (< 5) to have a median: never thin."""
+    known = sorted(t for t in recent_tvls if t > 0)
+    if tvl is None or len(known) < 5:
+        return None
+    median = known[len(known) // 2]
+    if tvl > median * THIN_LIQUIDITY_SHARE:
+        return None
+    return f"thin liquidity: pool TVL {tvl:,.0f} is {tvl / median:.0%} of its recent median {median:,.0f}"
 
 
 def dream_urgency(state: GolemState, every_ticks: int, min_gap_ticks: int, curator_tags: int = 0) -> DreamUrgency:
@@ -54,6 +69,6 @@ def dream_urgency(state: GolemState, every_ticks: int, min_gap_ticks: int, curat
     urgency = sum(terms.values())
     due = not state.dreaming and since >= min_gap_ticks and urgency >= URGENCY_TO_DREAM
     reasons = [f"{k} {v:.2f}" for k, v in sorted(terms.items(), key=lambda kv: -kv[1]) if v > 0.005]
-    doubled = state.regime in DOUBLING_REGIMES  # liquidityCondition is not tracked yet: regimes only
+    doubled = state.regime in DOUBLING_REGIMES  # thin liquidity: read by the threat phase (thin_liquidity)
     return DreamUrgency(urgency=round(urgency, 4), terms={k: round(v, 4) for k, v in terms.items()}, due=due,
                         reasons=reasons, threat_rehearsals=2 if doubled else 1)

@@ -164,6 +164,7 @@ class ConsolidationResult(BaseModel):
     retention: dict[str, Any] = Field(default_factory=dict)  # [retention]: what was compacted into daily archives
     # issue 16: the ExpeL Curator's operations (ADD/UPVOTE/DOWNVOTE/EDIT/REFUSED), focus, demoted and retired ids
     curator: dict[str, Any] = Field(default_factory=dict)
+    dream_tags: int = 0  # issue 18: episodes tagged dream_priority: high and not dreamed yet (DreamScheduler input)
     # rev. 12's reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
     reflection_consistency: dict[str, Any] | None = None
 

@@ -292,6 +292,7 @@ class GolemState(BaseModel):
     dream_yield: float | None = None
     threat_coverage: float | None = None
     last_dream: str = ""
+    dream_tags: int = 0  # episodes the curator tagged dream_priority: high, open at the last delta (issue 18)
     # The lifespan's clocks and the daimon's markers (issue 17, golem.life); `certificate` once dead.
     life: LifeState = Field(default_factory=LifeState)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,7 +20,10 @@ from temporalio.client import Client
 from golem.chain.contracts import contract
 from cli.main import main as golem_main
 from golem.grimoire.semantic import Provenance
+from golem.life.cycle_store import CycleStore
 from golem.models.enums import MarketRegime
+from golem.cognition.fold import schedule_dream
+from golem.grimoire.dream_tags import DreamTags
 from golem.grimoire.staging import StageKind, StagingBuffer, journals
 from golem.models.golem import DreamInput, DreamResult, GolemStatus
 from golem.models.interventions import Steer
@@ -27,7 +31,7 @@ from infra.anvil import ANVIL_ADDRESSES
 from infra.forks import ForkRegistry
 from golem.grimoire.retrieval import retrieve_for_tick
 from golem.life.reflect import retrieval_query
-from tests.integration.golem_rig import GolemRig, golem_observation, in_process_worker, make_rig, wait_for
+from tests.integration.golem_rig import GolemRig, golem_observation, in_process_worker, make_rig, record_where, wait_for
 from workflows.consolidation import DreamCycleWorkflow
 from workflows.golem import GolemWorkflow
 
@@ -101,6 +105,13 @@ async def test_dream_rehearses_on_forks_stages_warning_and_leaves_chain_untouche
         drained = by_threat["pool_drained"]
         assert not drained["ok"]
         assert any("bps below spot" in p and "policy max 100 bps" in p for p in drained["problems"]), drained["problems"]
+        # The "reduce exposure" exit, two swaps in one decision, simulates on the live chain and is sent on the fork:
+        # each swap is quoted on the reserves the one before leaves (quoted on the pre-trade reserves, the second
+        # reverted with INSUFFICIENT_OUTPUT_AMOUNT, live and on the fork).
+        exit_ = by_threat["reverting_exit"]
+        assert sum(a.startswith("swap") for a in exit_["live"]["actions"]) >= 2, exit_["live"]["actions"]
+        assert exit_["live"]["simulates"] and exit_["fork"]["simulates"] and exit_["fork"]["executed"], exit_
+        assert not any("revert" in p or "failed when sent" in p for p in exit_["problems"]), exit_["problems"]
 
         # Staged, then admitted through the gate at 0.3 with provenance Dream.
         staged = StagingBuffer(rig.data_dir / "grimoire" / "dream-staging.sqlite").all()
@@ -158,6 +169,59 @@ async def test_critical_steer_wakes_a_dreaming_golem(tmp_path, temporal_client: 
         rig.stop()
 
 
+async def test_curator_tags_reach_the_scheduler_and_the_next_dream_replays_them(tmp_path, temporal_client: Client):
+    """The delta cycle tags the acted episodes on thin evidence `dream_priority: high`; the count reaches
+    GolemWorkflow's state (the DreamScheduler's tag term), and the next dream's NREM replays them first."""
+    gid = "dream-tags"
+    rig = make_rig(tmp_path, gid, clock={"delta_theta_ticks": 3, "dream_every_ticks": 1000},
+                   dream={"forks": True, "rehearse_threats": False, "rem_scenarios": 1})
+    try:
+        near_liquidation(rig)
+        services = rig.services()
+        async with in_process_worker(temporal_client, rig, services):
+            handle = await rig.start_golem(temporal_client, max_ticks=5)
+            # the owner's steer makes the golem act (its "reduce exposure" exit: swaps and a repay)
+            await handle.signal(GolemWorkflow.steer, Steer(id="exit-1", message="reduce exposure", severity="high"))
+            await handle.result()
+            state = await handle.query(GolemWorkflow.state)
+            # the exit ran in the real loop: several actions in one decision, each built on the state the one
+            # before leaves, simulated, validated and executed
+            acted = record_where(CycleStore(rig.data_dir), lambda r: len(r.actions) >= 2)
+            assert acted is not None and "swap" in [a.tool_name for a in acted.actions], acted
+            assert all(a.status.value == "executed" for a in acted.actions), [(a.tool_name, a.status, a.block_reason)
+                                                                              for a in acted.actions]
+            tags = DreamTags(rig.data_dir / "grimoire" / "dream-staging.sqlite").open()
+            assert tags and state.dream_tags == len(tags), (state.dream_tags, tags)
+            assert all(t.reason.startswith(("thin:", "contradictory:")) for t in tags)
+            assert schedule_dream(state, rig.config).terms["tags"] > 0
+            dream = await temporal_client.execute_workflow(
+                DreamCycleWorkflow.run, DreamInput(golem_id=gid, tick=6, config=rig.config, replay_count=5),
+                id=f"golem-{gid}-dream-6", task_queue=f"golem-{gid}", result_type=DreamResult)
+        newest = [t.episode for t in tags][:2]
+        assert dream.replayed[:len(newest)] == newest
+        journal = journals(rig.data_dir)[-1]
+        assert [r["dream_priority"] for r in journal.replayed[:len(newest)]] == [t.reason for t in tags[:2]]
+        left = DreamTags(rig.data_dir / "grimoire" / "dream-staging.sqlite").open()
+        assert {t.episode for t in left} == {t.episode for t in tags} - set(newest)
+        # REM: each counterfactual's fork starts at its source episode's block (that episode's position and market)
+        assert journal.imagined, "REM imagined the worst-health episode's variations"
+        store = CycleStore(rig.data_dir)
+        for r in journal.imagined:
+            src = next(e for e in services.episodes.all() if e.id == r["source_episode"])
+            block = store.load(src.tick).observation.snapshot.block_number
+            assert r["fork_block"] == block < rig.w3.eth.block_number, (r["fork_block"], block)
+        # NREM compression: the replayed quiet ticks that are near-duplicates became one row; the audit keeps them
+        assert journal.compressed and journal.compressed[0]["merged"], journal.merged
+        stored = {e.id for e in services.episodes.all()}
+        for c in journal.compressed:
+            assert c["kept"] in stored and not set(c["merged"]) & stored
+        with sqlite3.connect(rig.data_dir / "grimoire" / "dream-staging.sqlite") as db:
+            audit = dict(db.execute("SELECT merged_id, kept_id FROM merged_episodes").fetchall())
+        assert audit == {m: c["kept"] for c in journal.compressed for m in c["merged"]}
+    finally:
+        rig.stop()
+
+
 FORK_AND_HANG = """
 import sys, time
 from infra.forks import ForkRegistry
@@ -193,3 +257,36 @@ def test_forks_left_by_a_killed_worker_are_swept(tmp_path, anvil, world):
     # A pid that is not our fork (here: this test process) is never killed, even if the file names it.
     (data / "dream-forks.json").write_text(json.dumps([{"pid": os.getpid(), "port": 1, "fork_url": anvil.rpc_url}]))
     assert registry.sweep() == []
+
+
+def test_a_fork_is_registered_before_it_answers(tmp_path):
+    """A worker killed while its fork is still starting (anvil waits on the forked node) leaves a registered fork:
+    the entry is written the moment the process exists, and the sweep stops it."""
+    import socket
+    import threading
+
+    silent = socket.socket()  # a "node" that accepts and never answers: the fork hangs in its start-up
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    conns = []
+    threading.Thread(target=lambda: [conns.append(silent.accept()) for _ in range(8)], daemon=True).start()
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    data = tmp_path / "data"
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", FORK_AND_HANG, str(data), url], stdout=subprocess.PIPE,
+                            cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)))
+    registry = ForkRegistry(data)
+    try:
+        deadline = time.monotonic() + 20
+        while not registry.live() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the starter is still inside AnvilProcess.start()"
+        (entry,) = registry.live()
+        proc.send_signal(signal.SIGKILL)  # the worker dies before its fork ever answered
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        silent.close()
+    assert registry.sweep() == [entry["pid"]]
+    assert registry.live() == [] and registry.entries() == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
@@ -87,9 +88,13 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     # Episodes carry the spec's fields; those the delta at tick 10 distilled are marked consolidated.
     ep_store = EpisodeStore(rig.data_dir / "grimoire" / "episodes.lance", embedder_by_name("wordllama"))
     episodes = {e.tick: e for e in ep_store.all()}
-    assert all(episodes[t].consolidated for t in range(10)), "the delta cycle marked what it distilled"
+    # the dream at tick 15 folded near-duplicate quiet ticks into one row each (NREM compression, issue 18)
+    with sqlite3.connect(rig.data_dir / "grimoire" / "dream-staging.sqlite") as db:
+        merged = {int(m.rsplit(":", 1)[1]) for (m,) in db.execute("SELECT merged_id FROM merged_episodes")}
+    assert set(range(22)) - set(episodes) == merged, "an episode is only missing when a dream merged it"
+    assert all(episodes[t].consolidated for t in range(10) if t in episodes), "the delta cycle marked what it distilled"
     assert not episodes[21].consolidated, "tick 21 came after the last delta"
-    ep = episodes[3]
+    ep = episodes[min(episodes)]
     assert (ep.chain, ep.token_pair, ep.timestamp_ms > 0) == (str(rig.w3.eth.chain_id), "WETH/USDC", True)
     if ep.actions == 0:
         assert (ep.tool, ep.outcome.value, ep.action_tools) == ("heartbeat", "descriptive", [])

@@ -516,3 +516,43 @@ def test_two_hop_swap_through_weth_verified(w3: Web3, world_snapshot: Deployment
         "DAI.Transfer", "PAIR_WETH_DAI.Sync", "PAIR_WETH_DAI.Swap"])
     post = read_snapshot(w3, world, GOLEM)
     assert post.balances["DAI"] - obs.snapshot.balances["DAI"] == pytest.approx(quote, rel=1e-9)
+
+
+def test_two_swaps_in_one_decision_are_each_quoted_on_the_reserves_the_first_leaves(
+    w3: Web3, world_snapshot: Deployment, wide
+) -> None:
+    """Issue 18's rehearsal found "reduce exposure" broken: two WETH → USDC swaps in one decision, each quoted on
+    the pre-trade reserves, so the second's amountOutMin was above what it could fill (INSUFFICIENT_OUTPUT_AMOUNT)
+    and step 5 blocked the exit. Each swap is now quoted on the state the earlier actions leave; its own
+    max_slippage_bps still bounds it, and the executor (which builds each action after the last was mined) fills
+    what the simulation expected."""
+    world = world_snapshot
+    router = contract(w3, world, "UNI_ROUTER")
+    path = [world.address("WETH"), world.address("USDC")]
+    sell = [ProposedAction(action_index=i, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC",
+                                                                    "amount_in": 6, "max_slippage_bps": 100})
+            for i in range(2)]
+    first = router.functions.getAmountsOut(6 * 10**18, path).call()[-1]
+    both = router.functions.getAmountsOut(12 * 10**18, path).call()[-1]
+    # the second swap fills ~2.4% below the first: beyond the 100 bps it may slip from a pre-trade quote
+    assert (both - first) < first * (10_000 - 100) // 10_000
+    obs, sim, val, records, ov, _ = full_path(w3, world, wide, sell)
+    assert [s.ok for s in sim.actions] == [True, True], [s.revert_reason for s in sim.actions]
+    assert sim.actions[0].expected["amount_out"] == pytest.approx(first / 1e6, rel=1e-12)
+    # the second is quoted on the reserves the first leaves (constant product, 0.3% fee: Uniswap V2's getAmountOut)
+    r_weth = int(obs.snapshot.pool.reserve0 * 10**18) + 6 * 10**18
+    r_usdc = int(obs.snapshot.pool.reserve1 * 10**6) - first
+    second = 6 * 10**18 * 997 * r_usdc // (r_weth * 1000 + 6 * 10**18 * 997)
+    assert sim.actions[1].expected["amount_out"] == pytest.approx(second / 1e6, abs=2e-6)
+    # each swap's floor is its own quote less 100 bps, the second's quoted after the first
+    mins = [router.decode_function_input(w3.eth.get_transaction(r.tx_hash)["input"])[1]["amountOutMin"]
+            for r in records]
+    assert mins[0] == first * 9_900 // 10_000 and abs(mins[1] - second * 9_900 // 10_000) <= 1
+    post = read_snapshot(w3, world, GOLEM)
+    assert post.balances["USDC"] - obs.snapshot.balances["USDC"] == pytest.approx((first + second) / 1e6, abs=1e-5)
+    # a slippage bound tighter than the first swap's own impact on the second still refuses it: the limit holds
+    now = router.functions.getAmountsOut(6 * 10**18, path).call()[-1]
+    tight = [a.model_copy(update={"arguments": {**a.arguments, "min_amount_out": now * 0.999 / 1e6}}) for a in sell]
+    sim2 = simulate_actions(w3, world, GOLEM, tight, observe(w3, world))
+    assert sim2.actions[0].ok and not sim2.actions[1].ok
+    assert sim2.actions[1].revert_reason == "UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT"

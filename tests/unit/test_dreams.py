@@ -128,9 +128,26 @@ def test_revert_gas_and_thin_pool_are_each_named():
                         gas_usd=5.0, gas_allowance_usd=2.0, exit_impact_bps=442.0, max_slippage_bps=100.0)
     problems = judge(sc, None, chk).problems
     assert any("reverts on the crisis fork: K" in p for p in problems)
-    assert any("gas $5.00" in p and "$2.00" in p for p in problems)
     assert any("442 bps below spot" in p for p in problems)
     assert judge(sc, None, chk).guard.startswith("- WHEN price_change_bps <= -150 THEN swap")
+
+
+def test_gas_over_the_emergency_slice_is_a_note_over_the_whole_partition_a_problem():
+    """§S10's gate never defers a protective action (golem/safety/gas.py): a sequence over the $2 slice still runs
+    and is noted; only a sequence over the whole day's partition is more than the golem can afford."""
+    sc = Scenario(name="liquidation cascade", threat=ThreatKind.LIQUIDATION_CASCADE, crisis=Crisis(price_shock=-0.3))
+    chk = ResponseCheck(where="live", actions=["repay 100", "swap 1 WETH to USDC", "repay 50"], gas_usd=2.45,
+                        gas_allowance_usd=2.0, gas_partition_usd=10.0)
+    over_slice = judge(sc, chk, None)
+    assert over_slice.ok and over_slice.problems == [] and over_slice.guard is None
+    assert over_slice.notes == ["gas $2.45 on the live chain is over the $2.00 emergency slice: the gate does not "
+                                "defer protective actions, so once the routine share is spent it runs $0.45 over "
+                                "the day's partition"]
+    over_day = judge(sc, chk.model_copy(update={"gas_usd": 12.5}), None)
+    assert not over_day.ok and over_day.problems == ["gas $12.50 on the live chain exceeds the whole day's $10.00 "
+                                                     "gas partition"]
+    assert over_day.notes == []
+    assert judge(sc, chk.model_copy(update={"gas_usd": 1.5}), None).notes == []
 
 
 def test_staged_items_promote_only_on_waking_evidence_after_the_dream(tmp_path):
@@ -178,3 +195,96 @@ def test_a_guard_reaches_the_playbook_as_a_rule_only_after_two_waking_corroborat
     rewrite_playbook(hs, playbook, history=False)
     rules = rules_in(playbook.read_text(), "PLAYBOOK.md", strategy)
     assert [r.text for r in rules] == ["WHEN health_factor < 2 THEN repay 25% debt"], playbook.read_text()
+
+
+def _acted(i: int, tick: int, tool: str = "repay", pnl: float | None = 1.0, verified: bool | None = True,
+           regime: MarketRegime = MarketRegime.TRENDING_DOWN) -> Episode:
+    return Episode(id=f"e{i}", golem_id="g", tick=tick, created_at="2026-01-01T00:00:00+00:00", regime=regime,
+                   tier=Tier.T1, summary=f"{tool} at tick {tick}", actions=1, action_tools=[tool], pnl_impact=pnl,
+                   outcome_verified=verified)
+
+
+def test_curator_tags_contradictory_and_thin_evidence_for_dreaming(tmp_path):
+    from golem.grimoire.dream_tags import DreamTags, dream_priority
+
+    # five repays in one regime: four paid, one lost → the one that contradicts the rest; plenty of support
+    repays = [_acted(i, 100 + i) for i in range(4)] + [_acted(4, 104, pnl=-5.0)]
+    # a swap seen twice: thin; an unverified supply: contradicted by the chain
+    swaps = [_acted(10, 120, "swap"), _acted(11, 121, "swap")]
+    supply = [_acted(20, 130, "supply", verified=False)]
+    quiet = Episode(id="q", golem_id="g", tick=131, created_at="2026-01-01T00:00:00+00:00",
+                    regime=MarketRegime.TRENDING_DOWN, tier=Tier.T0, summary="watched")
+    old = _acted(30, 1, "swap", regime=MarketRegime.VOLATILE)  # outside the window
+    tags = dream_priority(repays + swaps + supply + [quiet, old], now_tick=250)
+    assert set(tags) == {"e4", "e10", "e11", "e20"}
+    assert tags["e4"].startswith("contradictory: repay in trending_down turned out 4 positive and 1 negative")
+    assert tags["e10"].startswith("thin: 2 episode(s) of swap") and "did not verify" in tags["e20"]
+
+    store = DreamTags(tmp_path / "dream-staging.sqlite")
+    assert [t.episode for t in store.tag(repays + swaps + supply, 150)] == ["e20", "e11", "e10", "e4"]
+    store.dreamed(["e20", "e4"], 160)
+    assert {t.episode for t in store.open()} == {"e10", "e11"}
+    store.tag(repays + swaps + supply, 200)  # a dreamed tag is not reopened, an open one not duplicated
+    assert {t.episode for t in store.open()} == {"e10", "e11"} and len(store.all()) == 4
+
+
+def test_tagged_episodes_raise_urgency_and_are_replayed_first(tmp_path):
+    from golem.grimoire.dream import run_dream_replay
+    from golem.grimoire.episodes import EpisodeStore
+    from golem.grimoire.heuristics import HeuristicStore
+
+    s = GolemState(golem_id="g", tick=100, last_dream_tick=0)
+    assert dream_urgency(s, 200, 20).terms["tags"] == 0
+    assert dream_urgency(s, 200, 20, curator_tags=5).terms["tags"] == 0.2
+    # the workflow's state carries the delta cycle's count into the scheduler
+    from golem.cognition.fold import schedule_dream
+    from golem.models.config import GolemConfig
+    assert schedule_dream(s.model_copy(update={"dream_tags": 3}), GolemConfig()).terms["tags"] == 0.12
+
+    from golem.grimoire.embeddings import default_embedder
+
+    store = EpisodeStore(tmp_path / "episodes.lance", default_embedder())
+    eps = [_acted(i, 10 + i, pnl=100.0 * (i + 1)) for i in range(6)] + [_acted(9, 5, pnl=0.02)]
+    store.upsert_many(eps)
+    plain = run_dream_replay(store, HeuristicStore(tmp_path / "h.sqlite"), 3, 50)
+    assert "e9" not in plain.replayed, "a low-utility episode is not replayed by utility"
+    tagged = run_dream_replay(store, HeuristicStore(tmp_path / "h2.sqlite"), 3, 51, first=["e9", "gone"])
+    assert tagged.replayed[0] == "e9" and len(tagged.replayed) == 3
+
+
+def test_rev6_thin_liquidity_doubles_threat_rehearsal():
+    from golem.life.dream_scheduler import thin_liquidity
+
+    assert thin_liquidity(1_000_000, [2_000_000] * 3) is None, "too few records to know what is normal"
+    assert thin_liquidity(1_100_000, [2_000_000] * 10) is None
+    why = thin_liquidity(900_000, [2_000_000] * 10)
+    assert why == "thin liquidity: pool TVL 900,000 is 45% of its recent median 2,000,000"
+
+
+def test_nrem_compression_folds_observation_duplicates_into_one_row_and_keeps_the_audit(tmp_path):
+    import json
+    import sqlite3
+
+    from golem.grimoire.dream_integration import compress, merge_groups
+    from golem.grimoire.embeddings import default_embedder
+    from golem.grimoire.episodes import EpisodeStore
+
+    store = EpisodeStore(tmp_path / "episodes.lance", default_embedder())
+    seen = [Episode(id=f"o{i}", golem_id="g", tick=10 + i, created_at="2026-01-01T00:00:00+00:00",
+                    regime=MarketRegime.RANGE_BOUND, tier=Tier.T0, summary=f"quiet tick {i}", prediction_error=0.11,
+                    strength=1.0 + i, access_count=1) for i in range(3)]
+    acted = [_acted(20 + i, 30 + i) for i in range(2)]  # near-duplicates too, but outcomes hang on them
+    store.upsert_many(seen + acted)
+    groups = merge_groups(seen + acted)
+    assert sorted(map(sorted, groups)) == [["e20", "e21"], ["o0", "o1", "o2"]]
+    audit = tmp_path / "dream-staging.sqlite"
+    out = compress(store, groups, 40, audit)
+    assert out == [{"kept": "o2", "merged": ["o1", "o0"]}]
+    assert sorted(e.id for e in store.all()) == ["e20", "e21", "o2"]
+    kept = store.get_many(["o2"])[0]
+    assert kept.strength == 3.0 and kept.access_count == 3 and kept.summary == "quiet tick 2"
+    with sqlite3.connect(audit) as db:
+        rows = db.execute("SELECT merged_id, kept_id, tick, body FROM merged_episodes ORDER BY merged_id").fetchall()
+    assert [(r[0], r[1], r[2]) for r in rows] == [("o0", "o2", 40), ("o1", "o2", 40)]
+    assert json.loads(rows[0][3])["summary"] == "quiet tick 0", "the merged episode is kept whole"
+    assert compress(store, groups, 40, audit) == [], "a retried phase merges nothing more"
