@@ -163,6 +163,9 @@ class ConsolidationResult(BaseModel):
     retention: dict[str, Any] = Field(default_factory=dict)  # [retention]: what was compacted into daily archives
     # issue 16: the ExpeL Curator's operations (ADD/UPVOTE/DOWNVOTE/EDIT/REFUSED), focus, demoted and retired ids
     curator: dict[str, Any] = Field(default_factory=dict)
+    # issue 16: PLAYBOOK.md as a view of the admitted semantic store: heuristics offered to the gate, and why
+    # eligible ones stayed out (quarantined, superseded, decayed, rejected)
+    playbook_view: dict[str, Any] = Field(default_factory=dict)
 
 
 class DeltaStep(BaseModel):
