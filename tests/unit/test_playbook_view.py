@@ -114,3 +114,26 @@ def test_a_dream_guard_at_0_7_reaches_the_playbook_through_the_gate(tmp_path, em
     _compile(hs, sem, path, 20)
     assert [r.text for r in rules_in(path.read_text(), "PLAYBOOK.md", EXAMPLE)] == [
         "WHEN health_factor < 2 THEN repay 25% debt"]
+
+
+def test_survival_counts_new_heuristics_still_compiled_a_horizon_later(tmp_path, embedder):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "playbook_survival", Path(__file__).resolve().parents[2] / "bench" / "playbook_survival.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    hs, sem = _stores(tmp_path, embedder)
+    rule = _at(hs, "WHEN health_factor < 1.9 THEN repay 5% debt")
+    gone = _at(hs, "WHEN price_change_bps <= -400 THEN swap 5% WETH to USDC")
+    offer(hs, sem, "g", 10)
+    path = tmp_path / "PLAYBOOK.md"
+    view = AdmittedView()
+    rewrite_playbook(hs, path, tick=10, keep=admitted_filter(hs, sem, 10, TICK_S, view))
+    sem.supersede(gone.id, 50)
+    rewrite_playbook(hs, path, tick=60, keep=admitted_filter(hs, sem, 60, TICK_S, view))
+    revs = mod.revisions(hs.path)
+    assert [(t, ids) for t, ids in revs] == [(10, {rule.id, gone.id}), (60, {rule.id})]
+    assert mod.survival(revs, last_tick=200) == {"new": 2, "judged": 2, "survived": 1, "rate": 0.5}
+    assert mod.survival(revs, last_tick=100)["judged"] == 0  # entered 90 ticks before the end: not judged yet
