@@ -212,7 +212,7 @@ class CachedDecision(BaseModel):
     playbook_revision: int = 0
     context_policy_revision: int = 0
     # issue 16: the rules behind the cached actions (RuleApplied dicts), so a learned rule reused by System 1 is credited
-    rules_applied: list[dict] = Field(default_factory=list)
+    rules_applied: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class DecisionCacheState(BaseModel):
