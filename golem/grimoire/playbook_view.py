@@ -37,8 +37,7 @@ CREATE TABLE IF NOT EXISTS heuristic_admission (
     tick INTEGER NOT NULL
 );
 """
-_HELD = {AdmissionAction.ADMITTED.value, AdmissionAction.ADMITTED_LOW.value, AdmissionAction.MERGED.value,
-         AdmissionAction.SKIPPED.value}
+SUMMARY_LIMIT = 10  # ours: ids per list in ConsolidationResult.playbook_view (histories stay lean, issue 12)
 
 
 class Link(BaseModel):
@@ -55,8 +54,11 @@ class AdmittedView(BaseModel):
     offered: dict[str, str] = {}  # heuristic id → admission action
     excluded: dict[str, str] = {}  # heuristic id → reason (quarantined, superseded, decayed, rejected, …)
 
-    def summary(self) -> dict:
-        return {"offered": dict(sorted(self.offered.items())), "excluded": dict(sorted(self.excluded.items()))}
+    def summary(self, limit: int = SUMMARY_LIMIT) -> dict:
+        """For the cycle's result (workflow history): counts, and at most `limit` ids of each."""
+        return {"offered_count": len(self.offered), "excluded_count": len(self.excluded),
+                "offered": dict(sorted(self.offered.items())[:limit]),
+                "excluded": dict(sorted(self.excluded.items())[:limit])}
 
 
 class PlaybookLinks:
