@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS heuristic_admission (
     heuristic_id TEXT PRIMARY KEY,
     entry_id TEXT,                 -- the semantic entry that holds it (its own id, a merge target, a quarantine row)
     action TEXT NOT NULL,          -- the admission gate's action
-    evidence_count INTEGER NOT NULL,  -- the heuristic's evidence when offered (a rejected one is offered again on more)
+    evidence_count INTEGER NOT NULL,  -- evidence when offered (a rejected or dropped one is offered again on more)
     tick INTEGER NOT NULL
 );
 """
@@ -95,8 +95,8 @@ def candidate_of(h: Heuristic, golem_id: str, tick: int) -> GrimoireEntry:
 
 def offer(heuristics: HeuristicStore, semantic: SemanticStore, golem_id: str, tick: int,
           utility_fn: Callable[[GrimoireEntry], float] | None = None) -> dict[str, str]:
-    """Offer every heuristic eligible for PLAYBOOK.md and not yet offered to the admission gate (or rejected
-    before and now resting on more evidence). Idempotent: a retried step finds the links and offers nothing."""
+    """Offer every heuristic eligible for PLAYBOOK.md and not yet offered to the admission gate (or rejected /
+    dropped from quarantine before and now resting on more evidence). Idempotent: a retried step finds the links and offers nothing."""
     links = PlaybookLinks(heuristics)
     known = links.all()
     offered: dict[str, str] = {}
@@ -104,14 +104,23 @@ def offer(heuristics: HeuristicStore, semantic: SemanticStore, golem_id: str, ti
         if not in_playbook(h):
             continue
         link = known.get(h.id)
-        if link is not None and not (link.action == AdmissionAction.REJECTED.value
-                                     and h.evidence_count > link.evidence_count):
+        if link is not None and not (_refused(link, semantic) and h.evidence_count > link.evidence_count):
             continue
         d = admit(semantic, candidate_of(h, golem_id, tick), tick=tick, utility_fn=utility_fn)
         links.put(Link(heuristic_id=h.id, entry_id=d.entry_id, action=d.action.value,
                        evidence_count=h.evidence_count, tick=tick))
         offered[h.id] = d.action.value
     return offered
+
+
+def _refused(link: Link, semantic: SemanticStore) -> bool:
+    """The gate said no for good: rejected, or quarantined and then dropped by the quarantine review."""
+    if link.action == AdmissionAction.REJECTED.value:
+        return True
+    if link.action == AdmissionAction.QUARANTINED.value and link.entry_id:
+        q = semantic.quarantined_one(link.entry_id)
+        return q is not None and q["status"] == "dropped"
+    return False
 
 
 def holding_entry(link: Link | None, semantic: SemanticStore) -> tuple[GrimoireEntry | None, str | None]:

@@ -74,6 +74,11 @@ def test_playbook_compiles_only_admitted_in_force_undecayed_entries(tmp_path, em
     assert view.excluded[superseded.id] == "superseded at tick 60"
     assert view.excluded[decaying.id].startswith("decayed: effective confidence")
     assert view.excluded[lost.id] == "quarantined (pending)"
+    # the quarantine review drops the row: offered again only once the heuristic rests on more evidence
+    sem.resolve_quarantine(lost.id, "dropped", late, "still contradicted")
+    assert offer(hs, sem, "g", late) == {}
+    hs.add_or_reinforce(LOST, "global", "ep-more")
+    assert offer(hs, sem, "g", late) == {lost.id: "quarantined"}  # the firewall still holds it
     (rule,) = rules_in(path.read_text(), "PLAYBOOK.md", EXAMPLE)
     assert rule.entry_id == rule_id  # provenance the deliberator records
     assert [line for line in path.read_text().splitlines() if line.startswith("- ")] == [
