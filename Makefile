@@ -45,7 +45,7 @@ run: setup-run
 ## The whole test suite: unit, property, integration (real Temporal dev server + real Anvil), replay.
 test: setup
 	$(PY) -m mypy
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 test-unit: setup
 	$(PY) -m pytest -q tests/unit

@@ -8,8 +8,11 @@ meanwhile (heartbeating from a worker thread is not allowed in an async activity
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
 from collections import Counter
+from datetime import datetime, timedelta
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +21,14 @@ from temporalio import activity
 from activities import ActivitySet
 from activities.heartbeat import auto_heartbeat, blocking, step
 from golem.events import bridge as events
+from golem.events.quality import (
+    WINDOW_DAYS,
+    ExternalTrend,
+    ReflectionConsistency,
+    consistency_due,
+    external_trend,
+    reflection_consistency,
+)
 from golem.grimoire.admission import (
     AdmissionAction,
     QuarantineAssessment,
@@ -102,10 +113,46 @@ class ConsolidationActivities(ActivitySet):
         admission = await blocking("admit", self._admit, inp, distilled, batch)
         # grimoire Episode.consolidated: "true after ExpeL has processed this episode"
         await blocking("mark consolidated", self.s.episodes.mark_consolidated, distilled.processed)
-        return DeltaStep(fields={"heuristics_derived": distilled.heuristics_derived,
-                                 "admission": batch.fill(admission).model_dump(mode="json"),
-                                 "quarantine_review": review.model_dump(mode="json"),
-                                 "inference_cost_usd": round(batch.cost_usd, 8)})
+        step("reflection consistency")
+        consistency = await self._reflection_consistency(inp.tick, inp.daily_spend_usd + batch.cost_usd)
+        fields: dict[str, Any] = {"heuristics_derived": distilled.heuristics_derived,
+                                  "admission": batch.fill(admission).model_dump(mode="json"),
+                                  "quarantine_review": review.model_dump(mode="json"),
+                                  "inference_cost_usd": round(batch.cost_usd + (consistency.cost_usd if consistency
+                                                                                else 0.0), 8)}
+        if consistency is not None:
+            fields["reflection_consistency"] = consistency.model_dump(mode="json")
+        return DeltaStep(fields=fields)
+
+    async def _reflection_consistency(self, tick: int, daily_spend: float) -> ReflectionConsistency | None:
+        """rev. 12, weekly: the LLM-worded Reflexions of the last 7 days worded again and compared (cosine). None
+        when the last measurement is less than a week old (<data>/quality/reflection-consistency.json)."""
+        path = self.s.data_dir / "quality" / "reflection-consistency.json"
+        now = _now_iso()
+        stored = json.loads(path.read_text()) if path.exists() else {}
+        if stored.get("tick") == tick:  # a retried step: the measurement this cycle already made
+            return ReflectionConsistency.model_validate(stored)
+        if not consistency_due(stored.get("measured_at"), now):
+            return None
+        records = await blocking("acted records", self._acted_records)
+        embed = self.s.episodes.embedder.embed
+        result = await reflection_consistency(records, now, router=self.s.router, embed=embed, daily_spend=daily_spend)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**result.model_dump(mode="json"), "tick": tick}, indent=1))
+        return result
+
+    def _acted_records(self, scan: int = 2000, keep: int = 50) -> list[Any]:
+        """The newest acted ticks' records (a Reflexion follows only an acted tick)."""
+        out = []
+        for row in self.s.cycles.recent(scan):
+            if row.get("has_action"):
+                try:
+                    out.append(self.s.cycles.load(row["tick"]))
+                except (LookupError, ValueError):
+                    continue
+                if len(out) >= keep:
+                    break
+        return out
 
     @activity.defn(name="delta_upkeep")
     @auto_heartbeat
@@ -168,8 +215,21 @@ class ConsolidationActivities(ActivitySet):
 
     @activity.defn(name="delta_report")
     def report(self, inp: DeltaReport) -> None:
-        """The finished cycle on the Event Fabric (issue 19)."""
-        self.s.events.emit(events.consolidation_events(inp.golem_id, _now_iso(), inp.result))
+        """The finished cycle on the Event Fabric (issue 19), with rev. 12's external trend measured over the ticks'
+        equity in the last 30 days."""
+        now = _now_iso()
+        self.s.events.emit(events.consolidation_events(inp.golem_id, now, inp.result))
+        self.s.events.emit(events.trend_events(inp.golem_id, inp.result.tick, now, self._external_trend(now)))
+
+    def _external_trend(self, now: str) -> ExternalTrend | None:
+        since = (datetime.fromisoformat(now) - timedelta(days=WINDOW_DAYS)).isoformat()
+        try:
+            ticks = self.s.events.store.read(kinds=["heartbeat.tick_finished"], since=since, limit=1_000_000)
+        except sqlite3.Error as err:  # best effort: the next cycle measures it again
+            activity.logger.warning("external trend not measured: %s", err)
+            return None
+        return external_trend([(e.time, float(e.payload["equity_usd"])) for e in ticks
+                               if e.payload.get("equity_usd") is not None], now)
 
     # The steps in the order DeltaConsolidationWorkflow runs them.
     DELTA_STEPS = ("decay", "distill", "upkeep", "dream_promotion", "learn", "playbook", "followups", "retention",

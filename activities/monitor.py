@@ -29,7 +29,8 @@ def tick_facts(store: EventStore, n: int = HISTORY) -> list[TickFact]:
         else:
             facts.append(TickFact(tick=e.tick, time=e.time, errors=len(p.get("errors") or []),
                                   gas_usd=p.get("gas_usd", 0.0), inference_usd=p.get("inference_usd", 0.0),
-                                  equity_usd=p.get("equity_usd"), usdc=p.get("usdc")))
+                                  equity_usd=p.get("equity_usd"), usdc=p.get("usdc"),
+                                  ticks_lived=p.get("ticks_lived"), hayflick_ticks=p.get("hayflick_ticks")))
     return facts
 
 

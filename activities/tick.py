@@ -438,7 +438,7 @@ class TickActivities(ActivitySet):
             self.s, record, inp.ctx.state, inp.ctx.cfg, proposed=proposed, reflexion=reflexion,
             regime_changed=regime_changed,
             emit=lambda r: self.s.events.emit(events.record_events(r, _now_iso(), **events.tick_context(inp.ctx, r))))
-        result = tick_result(chain.record, path, episode)
+        result = tick_result(chain.record, path, episode, wire=inp.ctx.wire)
         result.life = chain.update
         result.actions_proposed = len(proposed)
         result.gating = gate.gating  # folded into the learned-gating log for delta feedback

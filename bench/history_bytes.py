@@ -34,7 +34,7 @@ from temporalio.worker import Worker  # noqa: E402
 from golem.life.cycle_store import CycleStore  # noqa: E402
 from golem.models.enums import Tier  # noqa: E402
 from infra.history_size import history_sizes  # noqa: E402
-from infra.temporal import dev_server_args, search_attribute_keys, temporal_cli  # noqa: E402
+from infra.temporal import dev_server_args, prune_visibility_indexes, search_attribute_keys, temporal_cli  # noqa: E402
 from tests.integration.golem_rig import in_process_worker, make_rig  # noqa: E402
 from workflows.golem import GolemWorkflow  # noqa: E402
 
@@ -77,14 +77,22 @@ def demo_clock() -> dict:
 
 
 async def main(ticks: int, steer_every: int, out_json: str | None, dump: str | None = None,
-               scenario: str = "volatile", clock: dict | None = None) -> dict:
+               scenario: str = "volatile", clock: dict | None = None, prune: bool = True) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="golem-bench-hist-"))
     db = tmp / "temporal.sqlite"
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
-        dev_server_extra_args=dev_server_args(), dev_server_database_filename=str(db),
-        data_converter=data_converter,
-    )
+
+    async def start_server() -> WorkflowEnvironment:
+        return await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(temporal_cli()), search_attributes=search_attribute_keys(),
+            dev_server_extra_args=dev_server_args(), dev_server_database_filename=str(db),
+            data_converter=data_converter,
+        )
+
+    env = await start_server()
+    if prune:  # as `golem run`'s TemporalDevServer does on a new file (infra.temporal.prune_visibility_indexes)
+        await env.shutdown()
+        prune_visibility_indexes(db)
+        env = await start_server()
     client = env.client
     async with Worker(client, task_queue="floor", workflows=[FloorWorkflow], activities=[noop]):
         await client.execute_workflow(FloorWorkflow.run, 1, id="floor-1", task_queue="floor")
@@ -209,10 +217,13 @@ if __name__ == "__main__":
                     help="`golem run`'s demo: calm, no steers, the example golem.toml's cadence (delta every 50 ticks, "
                          "continue-as-new 100, dream 200) at a fast theta; without it the test rig's cadence (delta "
                          "every 10 ticks, dream 15, continue-as-new 50) puts a cycle's cost in a short run")
+    ap.add_argument("--keep-indexes", action="store_true",
+                    help="keep all of the dev server's visibility indexes (before issue 12's pruning)")
     args = ap.parse_args()
     clock = None
     if args.demo:
         args.scenario, args.steer_every, clock = "calm", 0, demo_clock()
     print(f"scenario {args.scenario}, a steer every {args.steer_every or 'never'}, clock {clock or 'the test rig'}, "
-          f"{args.ticks} ticks")
-    asyncio.run(main(args.ticks, args.steer_every, args.json, args.dump, args.scenario, clock))
+          f"{args.ticks} ticks, visibility indexes {'all' if args.keep_indexes else 'pruned'}")
+    asyncio.run(main(args.ticks, args.steer_every, args.json, args.dump, args.scenario, clock,
+                     prune=not args.keep_indexes))

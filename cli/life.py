@@ -143,7 +143,10 @@ def life_line(st) -> str:
     p = st.pad or {}
     affect = (f"  affect:     {st.emotion or '-'} (P {p.get('pleasure', 0):+.2f} A {p.get('arousal', 0):+.2f} "
               f"D {p.get('dominance', 0):+.2f})   somatic markers: {st.somatic_markers}")
-    out = f"  life:       {st.ticks_lived} ticks lived; {clocks}{credit}{gen}\n{affect}"
+    limit = getattr(st, "hayflick_ticks", None)
+    lived = (f"{st.ticks_lived} of {limit} ticks lived (Hayflick distance {max(limit - st.ticks_lived, 0)})"
+             if limit else f"{st.ticks_lived} ticks lived")
+    out = f"  life:       {lived}; {clocks}{credit}{gen}\n{affect}"
     if st.certificate:
         out += f"\n  DEAD:       {st.certificate.get('cause')} ({st.certificate.get('detail')}); legacy in " \
                f"{st.certificate.get('legacy_dir')}"

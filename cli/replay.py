@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli.common import address, arun, client, config, root_cause, rpc_status
+from cli.common import address, arun, client, config, data_dir, root_cause, rpc_status
 from golem.errors import UserError
 from golem.ids import tick_workflow_id
 
@@ -56,7 +56,10 @@ async def _rerun(args) -> int:
         raise UserError(f"the re-run of tick {args.tick} failed: {root_cause(err)}. Its failure is recorded "
                         f"(`golem show {args.tick} --runs`); fix the cause (is the chain RPC up? `golem doctor`) "
                         f"and run `golem rerun {args.tick}` again") from None
-    print(f"re-ran tick {args.tick} as {new_id}: tier {result.tier.value}, record {result.record_path}")
+    from golem.life.cycle_store import CycleStore
+
+    path = result.record_path or CycleStore(data_dir(args)).path_for(args.tick, result.run_label)
+    print(f"re-ran tick {args.tick} as {new_id}: tier {result.tier.value}, record {path}")
     return 0
 
 

@@ -44,6 +44,44 @@ def dev_server_args() -> list[str]:
     return out
 
 
+# The dev server's SQLite visibility table carries 57 indexes, and every workflow gets an entry in each, NULL or
+# not: ~15.7 KB of a no-op workflow's 16.2 KB in temporal.sqlite (measured, bench/history_bytes.py), more than a
+# T0 tick's whole history. These are the ones a Golem query, `temporal workflow list`'s default and the Web UI's
+# list and filters use (namespace + close/start time order, workflow id / type / status / task queue, parent and
+# root workflow, and the custom Keyword/Int columns our search attributes map to — the server picks which of
+# Keyword01-10 / Int01-03, so all of them stay). The others (Bool/Datetime/Double custom columns, the Temporal*
+# system columns of schedules, deployments, pauses and batch jobs, history length/size, duration, state
+# transitions, run-id columns) are dropped: a query on one of them still answers, by a scan (issue 12).
+KEEP_VISIBILITY_INDEXES = frozenset({
+    "default_idx", "by_execution_time", "by_workflow_id", "by_workflow_type", "by_status", "by_task_queue",
+    "by_parent_workflow_id", "by_root_workflow_id",
+    *(f"by_keyword_{i:02d}" for i in range(1, 11)), *(f"by_int_{i:02d}" for i in range(1, 4)),
+})
+
+
+def prune_visibility_indexes(db_path: Path) -> list[str]:
+    """Drop the visibility indexes outside KEEP_VISIBILITY_INDEXES (idempotent). Returns the names dropped.
+    Call it while no server has the file open (TemporalDevServer.start does, before it launches the server, and
+    once more right after it created a new file, before any workflow exists)."""
+    import sqlite3
+
+    db_path = Path(db_path)
+    if not db_path.exists():
+        return []
+    con = sqlite3.connect(db_path, timeout=30)
+    try:
+        names = [n for (n,) in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions_visibility' "
+            "AND sql IS NOT NULL")]  # sql IS NULL: the primary key's own index, which cannot be dropped
+        dropped = [n for n in names if n not in KEEP_VISIBILITY_INDEXES]
+        for name in dropped:
+            con.execute(f'DROP INDEX IF EXISTS "{name}"')
+        con.commit()
+        return dropped
+    finally:
+        con.close()
+
+
 def search_attribute_keys() -> list[SearchAttributeKey]:
     """The same attributes as typed keys, for WorkflowEnvironment.start_local(search_attributes=...)."""
     make = {"Keyword": SearchAttributeKey.for_keyword, "Int": SearchAttributeKey.for_int}
@@ -119,6 +157,19 @@ class TemporalDevServer:
                 f"something already listens on {self.address}; stop it or pick another port (GOLEM_TEMPORAL_PORT)"
             )
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.db_path.exists()
+        if not fresh:
+            prune_visibility_indexes(self.db_path)
+        self._launch(timeout)
+        if fresh:
+            # The server wrote the schema: stop it, drop the unused indexes while nothing has the file open, and
+            # start it again (~2 s, on the first start only).
+            self.stop()
+            prune_visibility_indexes(self.db_path)
+            self._launch(timeout)
+        return self
+
+    def _launch(self, timeout: float) -> None:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -126,7 +177,7 @@ class TemporalDevServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"temporal dev server exited with {self.proc.returncode}; see {self.log_path}")
             if port_open(self.ip, self.port):
-                return self
+                return
             time.sleep(0.2)
         self.stop()
         raise TimeoutError(f"temporal dev server did not listen on {self.address} within {timeout}s; see {self.log_path}")

@@ -8,8 +8,10 @@ Where the numbers come from:
   very events `golem events` shows (a retried activity's duplicate events are not stored, so not counted twice);
 - rev. 12 cognitive quality (revisions "Revision 12"): admission rate, Grimoire size, average quality score of the
   entries in force, retrieval hit rate, DecisionCache hit rate, prediction accuracy (verified actions within 50 bps
-  of the simulation), dream yield and threat coverage (from each finished dream cycle). Not yet: heuristic survival
-  after 100 ticks (heuristics keep no promotion tick), the 30-day external trend and reflection consistency.
+  of the simulation), dream yield and threat coverage (from each finished dream cycle), and the 30-day external
+  trend (golem_external_trend: PnL, drawdown, Sharpe, days declining; measured at each delta cycle,
+  golem.events.quality), reflection consistency (weekly, from LLM-worded Reflexions worded again). Not yet:
+  heuristic survival after 100 ticks.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class GolemMetrics:
         self.events = m.create_counter("golem_events", description="Event Fabric events by kind")
         self.grimoire = m.create_gauge("golem_grimoire_size", description="active Grimoire entries (rev. 12)")
         self.quality = m.create_gauge("golem_cognitive_quality", description="rev. 12 cognitive quality metrics (0..1)")
+        self.trend = m.create_gauge("golem_external_trend", description="rev. 12 external metric trend over 30 days: "
+                                    "pnl_usd, max_drawdown, sharpe (per tick), declining_days")
         # running counts behind the rev. 12 rates
         self._n = {"candidates": 0, "admitted": 0, "escalated": 0, "retrieved": 0, "cached": 0,
                    "verified": 0, "accurate": 0}
@@ -99,6 +103,13 @@ class GolemMetrics:
             for name in ("dream_yield", "threat_coverage"):
                 if p.get(name) is not None:
                     self.quality.set(float(p[name]), {**a, "metric": name})
+        elif e.kind == "quality.reflection_consistency":
+            if p.get("mean") is not None:
+                self.quality.set(float(p["mean"]), {**a, "metric": "reflection_consistency"})
+        elif e.kind == "quality.external_trend":
+            for name in ("pnl_usd", "max_drawdown", "sharpe", "declining_days"):
+                if p.get(name) is not None:
+                    self.trend.set(float(p[name]), {**a, "metric": name})
         elif e.kind == "grimoire.admitted":
             self._n["candidates"] += int(p.get("candidates", 0))
             self._n["admitted"] += int(p.get("admitted", 0)) + int(p.get("admitted_low", 0))

@@ -317,6 +317,7 @@ class GolemWorkflow:
                     "stochastic": s.vitality.stochastic},
             credit_remaining_usd=s.life.credit_remaining_usd, estimated_ttl_ticks=s.life.estimated_ttl_ticks,
             ticks_lived=s.life.ticks_lived, generation=s.life.generation, predecessor=s.life.predecessor,
+            hayflick_ticks=self._cfg.lifespan.hayflick_ticks if self._cfg is not None else None,
             pad={"pleasure": s.pad.pleasure, "arousal": s.pad.arousal, "dominance": s.pad.dominance},
             emotion=s.life.emotion.value if s.life.emotion else None, somatic_markers=len(s.life.markers),
             dying=s.life.death_cause,
@@ -494,6 +495,8 @@ class GolemWorkflow:
             # state fields the tick reads, so neither this history nor the tick's carries them whole.
             ctx = ctx.model_copy(update={"config": None, "step_timeout_seconds": cfg.heartbeat.step_timeout_seconds,
                                          "state_slice": TICK_SLICE})
+            if workflow.patched("tick-wire-2"):  # one marker per run of this workflow, none per tick
+                ctx = ctx.model_copy(update={"wire": 2})
         self._tick_snapshot_taken = True
         self._activity = "ticking" if not settlement else f"dying: settlement tick {n}"
         result: TickResult | None = None

@@ -151,7 +151,8 @@ class ThetaTickWorkflow:
         run = tick_run(info.workflow_id, info.run_id, info.first_execution_run_id, attempt=info.attempt,
                        continued_run_id=info.continued_run_id, rerun_of=ctx.rerun_of)
         self._run_label = run.label
-        self._lean = workflow.patched("lean-step-inputs")
+        # Wire 2 (the parent's "tick-wire-2") is lean by its input; older ticks decided it by their own patch.
+        self._lean = ctx.wire >= 2 or workflow.patched("lean-step-inputs")
         self._refs = self._lean
         try:
             return await self._tick(ctx, info, run)
@@ -181,7 +182,8 @@ class ThetaTickWorkflow:
         # Step 1: OBSERVE — without an observation there is no tick; failure fails the tick.
         self._enter(HeartbeatState.OBSERVING)
         observation = await self._step(TickActivities.observe, ObserveInput(ctx=self._for(ctx, "observe")), ctx)
-        workflow.upsert_search_attributes([SA_REGIME.value_set(observation.regime.value)])
+        if ctx.wire < 2:
+            workflow.upsert_search_attributes([SA_REGIME.value_set(observation.regime.value)])
 
         # Step 3: ANALYZE (retrieval moves after gating: heartbeat "Adaptive Clock", theta phase 4)
         self._enter(HeartbeatState.ANALYZING)
@@ -194,7 +196,10 @@ class ThetaTickWorkflow:
             GateInput(ctx=self._for(ctx, "gate"), **self._seen("gate"), observation=observation, prediction_error=analysis.prediction_error, steers=steers),
             ctx,
         )
-        workflow.upsert_search_attributes([SA_TIER.value_set(gate.tier.value)])
+        # Wire 2: Regime goes up with Tier, one upsert event (and one visibility write) instead of two.
+        workflow.upsert_search_attributes(
+            [SA_REGIME.value_set(observation.regime.value), SA_TIER.value_set(gate.tier.value)] if ctx.wire >= 2
+            else [SA_TIER.value_set(gate.tier.value)])
 
         if gate.tier != Tier.T0:
             try:

@@ -150,6 +150,7 @@ def failure_event(golem: str, tick: int, time: str, error: str, workflow_id: str
 
 def tick_context(ctx, record: DecisionCycleRecord) -> dict[str, Any]:
     """From the tick's context: the phase before the tick, today's spend after it, and the budgets."""
+    from golem.life.lifespan import lived_after
     from golem.safety.gas import spend_status
 
     status = spend_status(ctx.state, ctx.config)
@@ -158,6 +159,12 @@ def tick_context(ctx, record: DecisionCycleRecord) -> dict[str, Any]:
         "inference_today_usd": round(float(status.get("daily_spend_usd", 0.0)) + record.inference_cost, 6),
         "gas_today_usd": round(float(status.get("daily_gas_usd", 0.0)) + record.gas_cost, 6),
     }
+    # The Hayflick counter after this tick (golem.life.lifespan folds one tick lived per tick) and its limit, for the
+    # heartbeat-monitor's Hayflick distance.
+    limit = ctx.config.lifespan.hayflick_ticks if ctx.config is not None else None
+    if limit:
+        budgets["ticks_lived"] = lived_after(ctx.state.life)
+        budgets["hayflick_ticks"] = limit
     return {"previous_phase": ctx.state.phase.value, "budgets": budgets, "spend_today": spend}
 
 
@@ -173,10 +180,30 @@ def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
                               still_quarantined=q.kept, released=q.released))
     if a.merged:
         out.append(make_event(golem, t, time, "grimoire.superseded", "delta", merged=a.merged))
+    rc = getattr(result, "reflection_consistency", None)
+    if rc is not None:
+        out.append(make_event(golem, t, time, "quality.reflection_consistency", "delta", **rc))
+        if rc.get("alarm"):
+            out.append(make_event(golem, t, time, "alerts.raised", "reflection_consistency",
+                                  alert="reflection_consistency_low",
+                                  detail=f"regenerated reflections agree at cosine {rc['mean']:.2f} (alarm below 0.5)"))
     if result.playbook_revision is not None:
         out.append(make_event(golem, t, time, "grimoire.playbook_revised", str(result.playbook_revision),
                               revision=result.playbook_revision, path=result.playbook_path,
                               heuristics_derived=result.heuristics_derived))
+    return out
+
+
+def trend_events(golem: str, tick: int, time: str, trend) -> list[GolemEvent]:
+    """rev. 12's external metric trend at a delta cycle (golem.events.quality.ExternalTrend); an alert when the
+    30-day PnL has declined DECLINING_ALARM_DAYS days in a row."""
+    if trend is None:
+        return []
+    out = [make_event(golem, tick, time, "quality.external_trend", "delta", **trend.model_dump())]
+    if trend.alarm:
+        out.append(make_event(golem, tick, time, "alerts.raised", "external_trend", alert="external_trend_declining",
+                              detail=f"the 30-day PnL has declined {trend.declining_days} days in a row "
+                                     f"(PnL ${trend.pnl_usd:,.2f}, max drawdown {trend.max_drawdown:.1%})"))
     return out
 
 

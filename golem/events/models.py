@@ -24,6 +24,7 @@ class Subsystem(str, Enum):
     SAFETY = "safety"  # incidents, invariant violations
     ALERTS = "alerts"  # chain RPC, probe alerts
     CONTROL = "control"  # pause / resume / stop-entries (the owner's stop buttons)
+    QUALITY = "quality"  # rev. 12 cognitive quality measured at a cycle (external trend)
 
 
 # Every kind the fabric emits, with the subsystem it belongs to. `golem events --kind` is checked against it.
@@ -57,6 +58,8 @@ KINDS: dict[str, str] = {
     "control.resumed": "the owner resumed the golem",
     "control.entries_stopped": "the owner stopped new entries",
     "control.entries_allowed": "the owner allowed new entries again",
+    "quality.reflection_consistency": "rev. 12's weekly cosine between LLM-worded reflections and their rewording",
+    "quality.external_trend": "rev. 12's 30-day Sharpe, drawdown and PnL, and how many days the PnL has declined",
 }
 
 

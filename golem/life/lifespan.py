@@ -54,6 +54,11 @@ class LifespanResult(BaseModel):
     accuracy: float | None = None  # this tick's prediction accuracy sample (None: nothing was predicted)
 
 
+
+def lived_after(life: LifeState) -> int:
+    """The Hayflick counter once this tick is folded: one more tick lived."""
+    return life.ticks_lived + 1
+
 def _clamp01(x: float) -> float:
     return max(0.0, min(1.0, x))
 
@@ -89,7 +94,7 @@ def tick_clocks(life: LifeState, vitality: VitalityState, phase: BehavioralPhase
                 cfg: LifespanSection, golem_id: str) -> LifespanResult:
     """One tick of the three clocks. `life`, `vitality`, `phase`: the state going into the tick."""
     new = life.model_copy(deep=True)
-    new.ticks_lived = life.ticks_lived + 1
+    new.ticks_lived = lived_after(life)
     spent = max(facts.credit_consumed_usd, 0.0)
 
     # economic

@@ -73,7 +73,11 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
     return rec
 
 
-def tick_result(rec: DecisionCycleRecord, record_path: str, episode_id: str | None) -> TickResult:
+def tick_result(rec: DecisionCycleRecord, record_path: str, episode_id: str | None, *, wire: int = 0) -> TickResult:
+    """What the tick hands its parent. Wire 2 leaves out what the parent never reads (the record's path and the
+    episode id: `CycleStore.path_for(tick, run_label)` and the episode store name them), three copies fewer."""
+    if wire >= 2:
+        record_path, episode_id = "", None
     snap = rec.observation.snapshot
     return TickResult(
         tick=rec.tick,

@@ -17,11 +17,15 @@ SUCCESS_WINDOW, SUCCESS_FLOOR = 20, 0.40  # below 40 % success over 20 ticks
 ERROR_WINDOW, ERROR_LIMIT = 10, 5  # > 5 errors per 10 ticks
 GAS_INCOME_CAP = 0.15  # gas > 15 % of gross income
 PLAYBOOK_STALE_TICKS = 100  # no PLAYBOOK update for 100+ ticks
+# "Hayflick limit: tracks total heartbeats against configured maximum": the warning zones are the vitality phases'
+# bands of the stochastic clock (1 − lived / limit; runtime-extensions lifespan phases): Declining below 0.3 (low),
+# Terminal below 0.1 (high).
+HAYFLICK_LOW, HAYFLICK_HIGH = 0.3, 0.1
 BATCH_WINDOW_SECONDS = 300.0  # "BATCH alerts to prevent notification spam (5-minute windows)"
 
 
 class ProbeAlert(BaseModel):
-    vital: str  # usdc_runway | tick_stalled | success_rate | errors | gas_vs_income | playbook_stale
+    vital: str  # usdc_runway | tick_stalled | success_rate | errors | gas_vs_income | playbook_stale | hayflick
     severity: str = "low"  # low | high (the ProbeSeverity the golem's observe reads it as)
     value: float
     threshold: float
@@ -41,6 +45,8 @@ class TickFact(BaseModel):
     inference_usd: float = 0.0
     equity_usd: float | None = None
     usdc: float | None = None
+    ticks_lived: int | None = None  # with a Hayflick limit configured only
+    hayflick_ticks: int | None = None
 
 
 class VitalsInput(BaseModel):
@@ -107,6 +113,16 @@ def evaluate_vitals(ticks: list[TickFact], now: str, theta_seconds: float, last_
             out.append(ProbeAlert(vital="usdc_runway", severity="high" if runway < RUNWAY_DAYS / 3 else "low",
                                   value=round(runway, 3), threshold=RUNWAY_DAYS, tick=last.tick, at=now,
                                   detail=f"USDC {last.usdc:.2f} lasts {runway:.1f} days at ${burn / span_days:.2f}/day"))
+
+    lived = next((t for t in reversed(ticks) if t.hayflick_ticks and t.ticks_lived is not None), None)
+    if lived is not None and lived.hayflick_ticks and lived.ticks_lived is not None:
+        left = max(lived.hayflick_ticks - lived.ticks_lived, 0)
+        clock = left / lived.hayflick_ticks
+        if clock < HAYFLICK_LOW:
+            out.append(ProbeAlert(vital="hayflick", severity="high" if clock < HAYFLICK_HIGH else "low", value=left,
+                                  threshold=round(HAYFLICK_LOW * lived.hayflick_ticks, 3), tick=last.tick, at=now,
+                                  detail=f"{lived.ticks_lived} of {lived.hayflick_ticks} ticks lived: {left} left "
+                                         f"before the Hayflick limit (stochastic clock {clock:.2f})"))
 
     stale = last.tick - (last_playbook_tick if last_playbook_tick is not None else ticks[0].tick)
     if stale >= PLAYBOOK_STALE_TICKS:

@@ -84,6 +84,7 @@ class GolemStatus(BaseModel):
     credit_remaining_usd: float | None = None
     estimated_ttl_ticks: float | None = None
     ticks_lived: int = 0
+    hayflick_ticks: int | None = None  # [lifespan] hayflick_ticks: the Hayflick distance is this − ticks_lived
     generation: int = 0
     predecessor: str | None = None
     pad: dict[str, float] = Field(default_factory=dict)
@@ -166,6 +167,8 @@ class ConsolidationResult(BaseModel):
     # issue 16: PLAYBOOK.md as a view of the admitted semantic store: heuristics offered to the gate, and why
     # eligible ones stayed out (quarantined, superseded, decayed, rejected)
     playbook_view: dict[str, Any] = Field(default_factory=dict)
+    # rev. 12's reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
+    reflection_consistency: dict[str, Any] | None = None
 
 
 class DeltaStep(BaseModel):

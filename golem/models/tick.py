@@ -73,6 +73,12 @@ class TickContext(BaseModel):
     # A Thanatopsis settlement tick (issue 17): gate forces T2, decide returns the unwind plan
     # (golem.life.death.settlement_actions), the write path is the normal one.
     settlement: bool = False
+    # The tick's wire version, chosen by GolemWorkflow under one patch per parent run ("tick-wire-2"), so a tick
+    # pays no patch marker of its own (each `workflow.patched` call costs a tick a marker and a search-attribute
+    # upsert in its history). 2: lean steps without the "lean-step-inputs" marker, Regime and Tier in one upsert
+    # after gate, and a TickResult without the fields the parent never reads (record path, episode id). 0: a tick
+    # started before (its history replays as it ran).
+    wire: int = 0
 
     @property
     def slice_field_names(self) -> list[str]:

@@ -72,4 +72,4 @@ async def test_history_is_sealed_and_the_codec_server_opens_it(temporal_env, tem
         await runner.cleanup()
     decoded = base64.b64decode(out["payloads"][0]["data"])
     result = json.loads(decoded)
-    assert result["tick"] == 1 and "prediction_error" in result and result["record_path"].endswith(".json")
+    assert result["tick"] == 1 and "prediction_error" in result and result["regime"]

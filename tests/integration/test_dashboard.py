@@ -90,7 +90,8 @@ async def test_page_renders_10k_ticks_under_300ms(tmp_path):
 
 @needs_chromium
 async def test_live_page_shows_new_ticks_and_its_steer_reaches_the_workflow(temporal_client, tmp_path, request):
-    rig = make_rig(tmp_path, _gid(request), "calm", theta=0.4)
+    # A Hayflick limit far beyond the test: the status line shows the distance (issue 19's heartbeat-monitor vitals).
+    rig = make_rig(tmp_path, _gid(request), "calm", theta=0.4, lifespan={"hayflick_ticks": 100_000})
     rig.start_market(interval=0.3)
     store = CycleStore(rig.data_dir)
     runner = await start_dashboard(Dashboard(rig.data_dir, rig.golem_id, client=temporal_client), port=0)
@@ -114,6 +115,8 @@ async def test_live_page_shows_new_ticks_and_its_steer_reaches_the_workflow(temp
             assert f"/namespaces/default/workflows/golem-{rig.golem_id}-tick-" in link
             await page.wait_for_function("document.getElementById('status').textContent.includes('next tick')",
                                          timeout=20_000)
+            hayflick = await page.locator("#hayflick").text_content()
+            assert hayflick.startswith("Hayflick ") and hayflick.endswith(" left)") and "/100000 (" in hayflick, hayflick
 
             # the form validates as `golem steer` does: an empty message is refused, nothing is sent
             await page.fill("#steer-message", "   ")

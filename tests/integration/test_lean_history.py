@@ -65,6 +65,16 @@ async def test_tick_histories_are_lean(tmp_path, temporal_client, request):
             assert sizes.total <= bound, f"tick {rec.tick} ({rec.tier.value}) history {sizes.total} B > {bound} B"
             inputs = await _inputs(temporal_client, rec.workflow_id, rec.run_id)
             start = inputs.pop("(start)")[0]
+            # Wire 2: the parent chose the tick's shape, so the tick records no patch marker of its own (each
+            # costs a marker and a search-attribute upsert), and Regime goes up with Tier in one upsert.
+            assert start["wire"] == 2
+            events = (await temporal_client.get_workflow_handle(rec.workflow_id, run_id=rec.run_id)
+                      .fetch_history()).events
+            kinds = [ev.event_type for ev in events]
+            assert EventType.EVENT_TYPE_MARKER_RECORDED not in kinds, f"tick {rec.tick} records a patch marker"
+            upserts = [ev.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+                       for ev in events if ev.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
+            assert [sorted(u) for u in upserts] == [["Regime", "Tier"], ["Phase"]], [sorted(u) for u in upserts]
             assert "config" not in start and start["config_version"], "the tick input names its config version"
             assert start["state_slice"] == "tick" and "state_fields" not in start, "the slice goes by name"
             for marker in STATE_MARKERS:

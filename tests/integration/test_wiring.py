@@ -310,3 +310,11 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
     assert learned.feedback_rounds == 1 and learned.stats.judged >= 9, learned.stats
     assert learned.judged_through_tick >= 8
     assert min(e.tick for e in learned.log) > learned.judged_through_tick, "judged ticks leave the log"
+    # rev. 12's external trend is measured at the delta from the ticks' equity events (delta_report).
+    from golem.events.store import EventStore
+
+    trend = EventStore(rig.data_dir).read(kinds=["quality.external_trend"])
+    assert [e.tick for e in trend] == [10] and trend[0].payload["points"] >= 9, trend
+    # ... and the weekly reflection consistency (offline: nothing to word again, and the event says so)
+    rc = EventStore(rig.data_dir).read(kinds=["quality.reflection_consistency"])
+    assert [e.tick for e in rc] == [10] and rc[0].payload["mean"] is None and rc[0].payload["reason"], rc

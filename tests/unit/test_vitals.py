@@ -57,3 +57,39 @@ def test_success_rate_errors_runway_playbook_and_gas():
     for i, t in enumerate(gas):
         t.equity_usd = 1000.0 + 10.0 * i  # $20 income, $4 gas = 20 % > 15 %
     assert _vitals(evaluate_vitals(gas, _at(61), 30.0, 0))["gas_vs_income"].value == 0.2
+
+
+def test_hayflick_distance_warns_in_the_declining_band_and_is_high_in_the_terminal_one():
+    def at(lived: int):
+        ticks = _ticks(5)
+        for i, t in enumerate(ticks):
+            t.ticks_lived, t.hayflick_ticks = lived - 4 + i, 100
+        return _vitals(evaluate_vitals(ticks, _at(4 * 30 + 1), 30.0, 3))
+
+    assert "hayflick" not in at(70)  # 30 left: the stochastic clock at 0.30, not below
+    low = at(71)["hayflick"]
+    assert low.severity == "low" and low.value == 29 and low.threshold == 30 and "71 of 100 ticks lived" in low.detail
+    high = at(95)["hayflick"]
+    assert high.severity == "high" and high.value == 5
+    assert "hayflick" not in _vitals(evaluate_vitals(_ticks(5), _at(4 * 30 + 1), 30.0, 3))  # no limit configured
+
+
+def test_tick_events_carry_the_hayflick_counter_the_lifespan_folds():
+    """The heartbeat-monitor reads the Hayflick distance from the tick's event: ticks lived after the tick (the
+    lifespan's own fold) and the configured limit; nothing when no limit is configured."""
+    from golem.events.bridge import tick_context
+    from golem.life.lifespan import lived_after
+    from golem.models.config import GolemConfig, LifespanSection
+    from golem.models.life import LifeState
+    from golem.models.record import DecisionCycleRecord
+    from golem.models.state import GolemState
+    from golem.models.tick import TickContext
+
+    state = GolemState(golem_id="g", life=LifeState(ticks_lived=40))
+    record = DecisionCycleRecord.model_construct(inference_cost=0.0, gas_cost=0.0)
+    ctx = TickContext(golem_id="g", tick=41, config=GolemConfig(lifespan=LifespanSection(hayflick_ticks=50)),
+                      state=state)
+    budgets = tick_context(ctx, record)["budgets"]
+    assert budgets["ticks_lived"] == lived_after(state.life) == 41 and budgets["hayflick_ticks"] == 50
+    plain = TickContext(golem_id="g", tick=41, config=GolemConfig(), state=state)
+    assert "ticks_lived" not in tick_context(plain, record)["budgets"]

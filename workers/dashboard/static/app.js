@@ -121,7 +121,9 @@
       if (!r.ok) { $("status").textContent = s.error; return; }
       const flags = (s.paused ? '<span class="flag" id="flag-paused">PAUSED</span>' : "") +
                     (s.entries_stopped ? '<span class="flag" id="flag-entries">ENTRIES STOPPED</span>' : "");
-      $("status").innerHTML = `${s.activity} · next tick ${s.tick} · ${s.regime} · ${s.phase} · vitality ${fmt(s.vitality, 2)} · ` +
+      // The Hayflick distance (heartbeat-monitor's vitals): ticks left before the configured limit.
+      const hayflick = s.hayflick_ticks ? `<span id="hayflick">Hayflick ${s.ticks_lived}/${s.hayflick_ticks} (${Math.max(s.hayflick_ticks - s.ticks_lived, 0)} left)</span> · ` : "";
+      $("status").innerHTML = `${s.activity} · next tick ${s.tick} · ${s.regime} · ${s.phase} · vitality ${fmt(s.vitality, 2)} · ${hayflick}` +
         `θ ${fmt(s.theta_seconds, 1)}s · steers pending ${s.pending_steers.length}${flags}`;
     } catch (err) { $("status").textContent = "status unavailable: " + err; }
   }
