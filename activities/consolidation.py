@@ -45,7 +45,9 @@ from golem.grimoire.embeddings import scheduled_drift_check
 from golem.grimoire.graph import CausalGraph
 from golem.grimoire.heuristics import derive_heuristics_from_episodes
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path
+from golem.grimoire import playbook_view
 from golem.grimoire.playbook import PlaybookRevision, rewrite_playbook
+from golem.grimoire.playbook_view import AdmittedView
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
@@ -180,8 +182,9 @@ class ConsolidationActivities(ActivitySet):
     @activity.defn(name="delta_playbook")
     @auto_heartbeat
     async def playbook(self, inp: ConsolidationInput) -> DeltaStep:
-        revision = await blocking("playbook", self._playbook, inp)
-        return DeltaStep(fields={"playbook_revision": revision.revision, "playbook_path": str(revision.path)})
+        revision, view = await blocking("playbook", self._playbook, inp)
+        return DeltaStep(fields={"playbook_revision": revision.revision, "playbook_path": str(revision.path),
+                                 "playbook_view": view.summary()})
 
     @activity.defn(name="delta_followups")
     @auto_heartbeat
@@ -303,6 +306,8 @@ class ConsolidationActivities(ActivitySet):
                               self.s.learning.uncurated(inp.tick), strategy,
                               [(f.id, f.message) for f in inp.followups])
         report = curator.apply(report, self.s.heuristics)
+        voted = [op.entry_id for op in report.operations if op.op in ("UPVOTE", "DOWNVOTE") and op.entry_id]
+        playbook_view.follow_votes(self.s.heuristics, self.s.semantic, voted, inp.tick)
         # the ledger keeps the supporting episode ids; the workflow history gets the operations without them
         self.s.learning.close_cycle(inp.tick, report.model_dump(mode="json"))
         return report.model_dump(mode="json", exclude={"operations": {"__all__": {"support"}}})
@@ -342,12 +347,20 @@ class ConsolidationActivities(ActivitySet):
         return promote_with_waking_evidence(staging, self.s.semantic, inp.golem_id, inp.tick,
                                             waking_facts(self.s.cycles), self.s.heuristics)
 
-    def _playbook(self, inp: ConsolidationInput) -> PlaybookRevision:
+    def _playbook(self, inp: ConsolidationInput) -> tuple[PlaybookRevision, AdmittedView]:
+        """PLAYBOOK.md as a view of the admitted semantic store (issue 16): eligible heuristics not yet offered go
+        through the admission gate, then only admitted, in-force, undecayed ones are compiled."""
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file
-        return rewrite_playbook(
+        view = AdmittedView()
+        if inp.config.grimoire.memory:
+            view.offered = playbook_view.offer(self.s.heuristics, self.s.semantic, inp.golem_id, inp.tick)
+        keep = playbook_view.admitted_filter(self.s.heuristics, self.s.semantic, inp.tick,
+                                             inp.config.clock.theta_base_seconds, view)
+        revision = rewrite_playbook(
             self.s.heuristics, self.s.playbook_path,
-            guard=lambda old, new: check_playbook_delta(old, new, limits).refused, tick=inp.tick,
+            guard=lambda old, new: check_playbook_delta(old, new, limits).refused, tick=inp.tick, keep=keep,
         )
+        return revision, view
 
     # ---- dream ----------------------------------------------------------------------------------
     @activity.defn(name="dream_replay")

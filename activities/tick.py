@@ -40,6 +40,7 @@ from golem.grimoire.playbook import read_revision
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
+from golem.learning import causal
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
@@ -212,8 +213,25 @@ class TickActivities(ActivitySet):
             reorged_ticks=reorged,
             force_t2_reason=force_t2_reason(report.force_t2, reorged, report.reorg_detected_at, liquidations),
         )
+        observation = self._with_causal_link_probe(ctx.tick, observation)
         self.s.events.emit(events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, ctx.state.pending_steers))
         return observation
+
+    def _with_causal_link_probe(self, tick: int, obs: Observation) -> Observation:
+        """issue 16: the causal-link probe (heartbeat §S9 "Causal graph update") against the learned edges and the
+        last k records; when it fires it is an anomaly, so its surprise feeds prediction error (§S4 source 6).
+        Absent while the graph has learned no edge."""
+        edges = self.s.learning.causal_evidence()
+        if not edges:
+            return obs
+        records = sorted((self.s.cycles.load(r["tick"]) for r in self.s.cycles.recent(causal.CAUSAL_WINDOW_TICKS + 1)
+                          if r["tick"] < tick), key=lambda r: r.tick)
+        prev = records[-1] if records else None
+        now = causal.tick_events(tick, obs, prev.observation if prev else None,
+                                 obs.regime.value if prev is not None and obs.regime != prev.regime else None)
+        probe = causal.probe_causal_link(causal.events_of(records), now, edges)
+        return obs.model_copy(update={"probes": [*obs.probes, probe],
+                                      "anomalies": [*obs.anomalies, *anomalies_from([probe])]})
 
     @activity.defn(name="gamma")
     def gamma(self, golem_id: str) -> ChainSnapshot:

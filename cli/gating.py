@@ -75,7 +75,10 @@ def _show(args) -> int:
     lg = state.learned_gating
     print(f"golem {state.golem_id} at tick {state.tick}: {lg.feedback_rounds} feedback rounds, "
           f"{len(lg.log)} ticks awaiting feedback" + (f", inherited from {lg.inherited_from}" if lg.inherited_from else ""))
-    print("  hedge weights: " + ", ".join(f"{e} {w:.3f}" for e, w in zip(lg.hedge.experts, lg.hedge.weights)))
+    from golem.cognition.learned_gating import explain_experts
+
+    for line in explain_experts(lg, lg.log[-1] if lg.log else None):
+        print("  " + line)
     for bucket, tb in lg.thompson.items():
         print(f"  {bucket:6} arousal boundaries (mean): " + " / ".join(f"{b.mean:.3f}" for b in tb.boundaries))
     s = lg.stats

@@ -28,7 +28,7 @@ from golem.cognition.decision_cache import (
 from golem.inference.deliberator import Deliberator
 from golem.inference.strategy import Strategy
 from golem.learning.expectation import expect
-from golem.models.record import DeliberationRecord, ToolCallRecord
+from golem.models.record import DeliberationRecord, RuleApplied, ToolCallRecord
 from golem.models.state import DecisionCacheState
 from golem.models.tick import DecideInput, Deliberation, ProposedAction, whole
 from golem.safety.constraints import MustGate
@@ -98,6 +98,8 @@ def cache_lookup(inp: DecideInput, key: CacheKey, cache: DecisionCacheState) -> 
         decision="; ".join(f"{a.tool} {a.arguments}" for a in actions) or "hold",
         reasoning_summary=f"System 1 reuse of a consistent System 2 decision (pattern {key.pattern}): {found.reason}",
         tool_calls=[ToolCallRecord(tool_name=a.tool, arguments=a.arguments) for a in actions],
+        # the rules the cached decision came from: a learned rule reused by System 1 still gets its credit
+        rules_applied=[RuleApplied.model_validate(r) for r in found.decision.rules_applied],
     )
     return cache, Deliberation(record=record, actions=actions)
 
@@ -137,9 +139,11 @@ async def decide_with_cache(
         deliberation = await asyncio.to_thread(remember_facts, deliberation)
     cache = record_decision(
         cache, key.pattern, canonical_actions(deliberation.actions), key.conditions,
-        mental_models=[], now=key.now, tick=inp.ctx.tick, regime=obs.regime.value,
+        mental_models=[r.entry_id for r in deliberation.record.rules_applied if r.entry_id],
+        now=key.now, tick=inp.ctx.tick, regime=obs.regime.value,
         playbook_revision=key.playbook_revision, context_policy_revision=key.context_policy_revision,
         cfg=inp.ctx.cfg.decision_cache,
+        rules_applied=[r.model_dump(mode="json") for r in deliberation.record.rules_applied],
     )
     await asyncio.to_thread(cache_store.save, cache)
     return _finished(deliberation, cache, must, inp)

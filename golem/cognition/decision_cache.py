@@ -178,6 +178,7 @@ def record_decision(
     playbook_revision: int,
     context_policy_revision: int,
     cfg: DecisionCacheSection,
+    rules_applied: list[dict] | None = None,
 ) -> DecisionCacheState:
     """After a deliberation: the same action for the same pattern raises its consistency count and
     refreshes TTL and conditions; a different action resets the entry to count 1."""
@@ -188,7 +189,7 @@ def record_decision(
         pattern_hash=pattern, mental_models_applied=sorted(set(mental_models)), consistent_action=action,
         consistency_count=count, last_validated=now, expires_at=now + cfg.ttl_seconds, conditions=dict(conditions),
         cache_tick=tick, cache_regime=regime, playbook_revision=playbook_revision,
-        context_policy_revision=context_policy_revision,
+        context_policy_revision=context_policy_revision, rules_applied=list(rules_applied or []),
     )
     entries.append(entry)
     entries.sort(key=lambda e: e.last_validated)

@@ -414,6 +414,43 @@ def learn_at_delta(state: GolemState, cfg: GatingSection) -> tuple[GolemState, F
     return state.model_copy(update={"learned_gating": learned}), report
 
 
+# ---- explanation (`golem gating show`) ---------------------------------------------------------
+EXPERT_MEANING = {
+    "oracle_residual": "the price moved away from the expected one",
+    "regime_surprise": "the regime changed",
+    "source_inconsistency": "pool and oracle disagree",
+    "risk_severity": "the most severe probe fired",
+    "prediction_error": "the §S4 surprise (with the topology term)",
+}
+
+
+def explain_experts(learned: LearnedGatingState, last: GatingDecision | None = None) -> list[str]:
+    """Why each expert weighs what it does (issue 16): Hedge moves weight toward the experts whose signal tracked
+    the tier the hindsight judge said a tick needed (loss = |signal − needed tier / 2|, §S5), with a fixed share
+    toward uniform. Per expert: weight against uniform, mean loss per judged tick, and — for `last`, the newest
+    logged gate — its signal and its share of the composite."""
+    h = learned.hedge
+    n = len(h.weights) or 1
+    w = _normalised(h.weights)
+    lines = [f"hedge weights per expert (uniform {1 / n:.3f}), mean loss per judged tick over {h.rounds} "
+             "(|signal − needed tier/2|: lower = its signal tracked what the judge said the tick needed)"
+             + (f", and at tick {last.tick} its signal → share of the composite" if last is not None else "")]
+    for i, name in enumerate(h.experts):
+        mean_loss = h.cumulative_loss[i] / h.rounds if h.rounds and i < len(h.cumulative_loss) else None
+        trend = "trusted more" if w[i] > 1 / n * 1.05 else "trusted less" if w[i] < 1 / n * 0.95 else "as uniform"
+        row = f"  {name:<21} {w[i]:.3f} {trend:<13}"
+        row += f" mean loss {mean_loss:.3f}" if mean_loss is not None else " no feedback yet"
+        if last is not None and len(last.signals) == n:
+            row += f" | signal {last.signals[i]:.3f} → {w[i] * last.signals[i]:.3f}"
+        lines.append(row + f"  ({EXPERT_MEANING.get(name, name)})")
+    if last is not None and len(last.boundaries) == 3:
+        b = last.boundaries
+        lines.append(f"  composite {last.composite:.3f} vs sampled boundaries T2 {b[0]:.3f} / T1 {b[1]:.3f} "
+                     f"[{last.arousal_bucket} arousal] → learned {last.learned_tier.value if last.learned_tier else '?'}"
+                     f", ran {last.tier.value} ({last.mode})")
+    return lines
+
+
 # ---- inheritance package ---------------------------------------------------------------------
 # Where `golem gating import` stages a package in the data dir; a newborn golem loads it at first start.
 INHERITANCE_FILE = "gating-inheritance.json"

@@ -47,6 +47,9 @@ CREATE TABLE IF NOT EXISTS heuristics (
     UNIQUE (scope, norm_text)
 );
 CREATE INDEX IF NOT EXISTS idx_heuristics_confidence ON heuristics(confidence DESC);
+-- issue 16: a keyed vote (the Curator's cycle) is applied once, in the transaction that applies it
+CREATE TABLE IF NOT EXISTS votes_applied (key TEXT NOT NULL, heuristic_id TEXT NOT NULL, net INTEGER NOT NULL,
+    PRIMARY KEY (key, heuristic_id));
 """
 # issue 16: PLAYBOOK membership with hysteresis (in at 0.7, out below 0.4), ExpeL importance, retirement
 _COLUMNS_ADDED = (
@@ -204,16 +207,21 @@ class HeuristicStore:
             )
             return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
 
-    def vote(self, heuristic_id_: str, net: int, tick: int, text: str | None = None) -> Heuristic:
+    def vote(self, heuristic_id_: str, net: int, tick: int, text: str | None = None, *,
+             key: str | None = None) -> Heuristic:
         """The Curator's batched UPVOTE/DOWNVOTE (grimoire "Curator Cycle" step 1: 3 up and 1 down net to +2):
         confidence +0.1 per net upvote, -0.15 per net downvote, floor 0.05; importance moves by `net` (ExpeL);
         PLAYBOOK membership follows (in at 0.7, out below 0.4); importance 0 retires the row, which is kept.
-        `text` replaces the wording (EDIT), keeping the id."""
+        `text` replaces the wording (EDIT), keeping the id. A `key` (the Curator's "curator:<cycle tick>") makes the
+        vote idempotent: the same key and heuristic again (a retried activity) changes nothing."""
         with closing(self._connect()) as conn, conn:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone()
             if row is None:
                 raise KeyError(f"no heuristic {heuristic_id_!r} in {self.path}")
+            if key is not None and conn.execute(
+                    "INSERT OR IGNORE INTO votes_applied VALUES (?, ?, ?)", (key, heuristic_id_, net)).rowcount == 0:
+                return self._row(row)  # already applied under this key
             step = UPVOTE * net if net > 0 else -DOWNVOTE * -net
             conf = round(min(1.0, max(CONFIDENCE_FLOOR, row["confidence"] + step)), 6)
             importance = row["importance"] + net

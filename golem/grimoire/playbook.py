@@ -263,8 +263,12 @@ def rewrite_playbook(
     *,
     tick: int | None = None,
     history: PlaybookHistory | None | bool = True,
+    keep: Callable[[Heuristic], bool] | None = None,
 ) -> PlaybookRevision:
     """Compile PLAYBOOK.md from the store; bump the revision only when the content changes.
+
+    `keep` narrows the eligible heuristics further: the golem passes playbook_view.admitted_filter, so PLAYBOOK.md
+    is a view of the admitted semantic store (quarantine, supersession and decay respected).
 
     Idempotent: a retried consolidation that finds the same heuristics keeps the revision.
     guard(old_text, new_text) returns the reasons to refuse (PLAYBOOK evolution may never weaken a
@@ -278,7 +282,7 @@ def rewrite_playbook(
         history = PlaybookHistory.for_store(store)
     elif history is False:
         history = None
-    heuristics = [h for h in store.list() if in_playbook(h, min_confidence)]
+    heuristics = [h for h in store.list() if in_playbook(h, min_confidence) and (keep is None or keep(h))]
     body = compile_body(heuristics, min_confidence)
     current = read_revision(path)
     if history is not None:

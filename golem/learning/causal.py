@@ -14,12 +14,19 @@ import statistics
 from pydantic import BaseModel, Field
 
 from golem.models.enums import ProbeSeverity
+from golem.models.observation import Observation, ProbeResult
 from golem.models.record import DecisionCycleRecord, RetrievedEntrySummary
 
 CAUSAL_WINDOW_TICKS = 5  # ours: "followed within k ticks" (issue 16), k = 5 theta ticks
 MIN_CAUSAL_SUPPORT = 3  # revisions rev. 7: clusters with 3+ episodes
 FALL_FRACTION = 0.01  # ours: a health factor or price 1 % lower than the tick before is an effect worth an edge
 MAX_CAUSAL_ENTRIES = 6  # ours: causal chains shown in a T2 workspace
+CAUSAL_LINK_PROBE = "causal_link"  # heartbeat §S9 probe table: "Causal graph update"
+# ours: the probe fires on an outcome the edge gave <= 20 % probability (surprise >= 0.8): a failed edge of weight
+# >= 0.8 is "invalidated" (High), a weak edge (<= 0.2) that held is Low. Over the crash-and-recover backtest's
+# records with that run's edges, a 0.5 bar fired on 52 % of ticks (edges at weight ~0.58 fail 42 % of the time),
+# 0.8 on 10 %.
+SURPRISE_AT = 0.8
 
 
 class TickEvents(BaseModel):
@@ -36,26 +43,37 @@ class CausalEdge(BaseModel):
     evidence: list[int]  # the cause ticks the effect followed
 
 
+def tick_events(tick: int, observation: Observation, prev: Observation | None, regime_changed_to: str | None = None,
+                acted_badly: bool = False) -> TickEvents:
+    """One tick's causes and effects, against the tick before (None: the first tick seen)."""
+    anomalies = sorted({f"anomaly:{a.probe}" for a in observation.anomalies
+                        if a.severity != ProbeSeverity.NONE and a.probe != CAUSAL_LINK_PROBE})
+    causes = list(anomalies)
+    effects = list(anomalies)  # an anomaly can follow another
+    if prev is not None:
+        if regime_changed_to:
+            causes.append(f"regime:{regime_changed_to}")
+        hf, hf0 = observation.min_health_factor(), prev.min_health_factor()
+        if hf is not None and hf0 and hf < hf0 * (1 - FALL_FRACTION):
+            effects.append("effect:health_factor_fell")
+        p, p0 = observation.primary_price, prev.primary_price
+        if p0 and p < p0 * (1 - FALL_FRACTION):
+            effects.append("effect:price_fell")
+    if acted_badly:
+        effects.append("effect:acted_badly")
+    return TickEvents(tick=tick, causes=causes, effects=effects)
+
+
 def events_of(records: list[DecisionCycleRecord]) -> list[TickEvents]:
     """Causes and effects per tick, from consecutive records (sorted by tick)."""
     out, prev = [], None
     for r in sorted(records, key=lambda r: r.tick):
-        anomalies = sorted({f"anomaly:{a.probe}" for a in r.anomalies if a.severity != ProbeSeverity.NONE})
-        causes = list(anomalies)
-        effects = list(anomalies)  # an anomaly can follow another
-        if prev is not None:
-            if r.regime != prev.regime:
-                causes.append(f"regime:{r.regime.value}")
-            hf, hf0 = r.observation.min_health_factor(), prev.observation.min_health_factor()
-            if hf is not None and hf0 and hf < hf0 * (1 - FALL_FRACTION):
-                effects.append("effect:health_factor_fell")
-            p, p0 = r.observation.primary_price, prev.observation.primary_price
-            if p0 and p < p0 * (1 - FALL_FRACTION):
-                effects.append("effect:price_fell")
-        if r.reflexion is not None and r.reflexion.verdict == "negative":
-            effects.append("effect:acted_badly")
-        out.append(TickEvents(tick=r.tick, causes=causes, effects=effects))
-        prev = r
+        # the record's anomalies are the observation's, kept on the record
+        obs = r.observation.model_copy(update={"anomalies": r.anomalies})
+        out.append(tick_events(r.tick, obs, prev[1] if prev else None,
+                               r.regime.value if prev is not None and r.regime != prev[0].regime else None,
+                               r.reflexion is not None and r.reflexion.verdict == "negative"))
+        prev = (r, obs)
     return out
 
 
@@ -102,3 +120,52 @@ def _entry(start, node, score, hops, evidence, role) -> RetrievedEntrySummary:
     chain = " → ".join(direct) if direct else f"{', '.join(start)} ⇢ {node}"
     return RetrievedEntrySummary(id=f"causal:{node}", kind="causal", source="causal", score=round(score, 4),
                                  summary=f"{role} ({hops} hop{'s' if hops != 1 else ''}): {chain}{how}")
+
+
+def probe_causal_link(history: list[TickEvents], now: TickEvents, edges: dict[tuple[str, str], dict],
+                      k: int = CAUSAL_WINDOW_TICKS) -> ProbeResult:
+    """The causal-link probe (heartbeat §S9 probe table, "Causal graph update": Low = new link candidate, High =
+    causal link invalidated; §S9: probes "feed the prediction error computation (S4)", which counts a fired probe
+    as an anomaly, source 6). Against the learned edges (cause → effect, weight = P(effect within k | cause)):
+
+    - a cause whose k-tick window closes now without its expected effect: surprise = the edge's weight
+      (a confident edge that failed is the surprise); >= SURPRISE_AT → High, "causal link invalidated";
+    - an expected effect arriving now, within its cause's window: surprise = 1 - weight (a weak edge that held is
+      news, a strong one is not); >= SURPRISE_AT → Low;
+    - an effect arriving now after a cause with no learned edge between them: named as a "new link candidate" in
+      the detail only (ours: as a Low it would fire on most volatile ticks and add cost; the delta cycle turns
+      candidates that recur 3+ times into edges).
+    `value` is the largest surprise. Pure."""
+    window = [e for e in history if now.tick - k <= e.tick < now.tick]
+    seen: dict[str, list[int]] = {}
+    for e in [*window, now]:
+        for f in e.effects:
+            seen.setdefault(f, []).append(e.tick)
+    invalidated, held, candidates = [], [], []
+    for (cause, effect), ev in sorted(edges.items()):
+        w = float(ev["weight"])
+        for e in window:
+            if cause not in e.causes:
+                continue
+            after = [t for t in seen.get(effect, []) if e.tick < t <= e.tick + k]
+            if e.tick + k == now.tick and not after:
+                invalidated.append((w, f"{cause} at tick {e.tick} → {effect} did not follow in {k} ticks (weight {w:.2f})"))
+            elif after == [now.tick] and 1 - w > 0:
+                held.append((1 - w, f"{cause} at tick {e.tick} → {effect} followed (weight {w:.2f})"))
+    for e in window:
+        for cause in e.causes:
+            for effect in now.effects:
+                if effect != cause and (cause, effect) not in edges:
+                    candidates.append(f"{cause} at tick {e.tick} → {effect}")
+    surprise = max([w for w, _ in invalidated] + [s for s, _ in held] + [0.0])
+    if any(w >= SURPRISE_AT for w, _ in invalidated):
+        sev = ProbeSeverity.HIGH
+    elif any(s >= SURPRISE_AT for s, _ in held):
+        sev = ProbeSeverity.LOW
+    else:
+        sev = ProbeSeverity.NONE
+    parts = ([f"invalidated: {d}" for w, d in invalidated if w >= SURPRISE_AT]
+             + [f"held: {d}" for s, d in held if s >= SURPRISE_AT]
+             + [f"new link candidate: {c}" for c in sorted(set(candidates))[:3]])
+    return ProbeResult(probe=CAUSAL_LINK_PROBE, severity=sev, value=round(surprise, 4), threshold=SURPRISE_AT,
+                       detail="; ".join(parts) or f"{len(edges)} learned edges, none due this tick")

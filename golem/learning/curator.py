@@ -175,7 +175,9 @@ def apply(report: CuratorReport, store: HeuristicStore, scope: str = GLOBAL_SCOP
             op.entry_id = h.id
         elif op.op in ("UPVOTE", "DOWNVOTE"):
             before = store.get(op.entry_id)
-            after = store.vote(op.entry_id, op.net, report.tick, text=edits.get(op.entry_id))
+            # keyed by the cycle: a retried Curator step (crash before the ledger marked the credit) votes once
+            after = store.vote(op.entry_id, op.net, report.tick, text=edits.get(op.entry_id),
+                               key=f"curator:{report.tick}")
             if before is not None and before.status == "active" and after.status != "active":
                 (report.retired if after.status == "retired" else report.demoted).append(after.id)
             elif after.status == "retired" and before is not None and before.status != "retired":

@@ -91,9 +91,12 @@ def credit_for(record: DecisionCycleRecord, verdict: str) -> list[CreditGiven]:
     if delta is None:
         return []
     word = "strengthened" if delta > 0 else "weakened"
-    out = [CreditGiven(entry_id=e.id, kind="entry", delta=delta, reason=f"in the workspace; outcome {verdict}, {word}")
-           for e in record.retrieved_entries if e.source == "entry"]
     rules: list[RuleApplied] = record.deliberation.rules_applied if record.deliberation else []
+    # a learned rule's admitted entry has the heuristic's id (playbook_view): retrieved too, it is credited once,
+    # as the rule, and the Curator's vote reaches the entry
+    learned = {r.entry_id for r in rules if r.origin == "learned" and r.entry_id}
+    out = [CreditGiven(entry_id=e.id, kind="entry", delta=delta, reason=f"in the workspace; outcome {verdict}, {word}")
+           for e in record.retrieved_entries if e.source == "entry" and e.id not in learned]
     seen = {c.entry_id for c in out}
     for r in rules:
         if r.origin == "learned" and r.entry_id and r.entry_id not in seen:

@@ -165,6 +165,9 @@ class ConsolidationResult(BaseModel):
     # issue 16: the ExpeL Curator's operations (ADD/UPVOTE/DOWNVOTE/EDIT/REFUSED), focus, demoted and retired ids
     curator: dict[str, Any] = Field(default_factory=dict)
     dream_tags: int = 0  # issue 18: episodes tagged dream_priority: high and not dreamed yet (DreamScheduler input)
+    # issue 16: PLAYBOOK.md as a view of the admitted semantic store: heuristics offered to the gate, and why
+    # eligible ones stayed out (quarantined, superseded, decayed, rejected)
+    playbook_view: dict[str, Any] = Field(default_factory=dict)
     # rev. 12's reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
     reflection_consistency: dict[str, Any] | None = None
 

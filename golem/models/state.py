@@ -211,6 +211,8 @@ class CachedDecision(BaseModel):
     cache_regime: str = ""
     playbook_revision: int = 0
     context_policy_revision: int = 0
+    # issue 16: the rules behind the cached actions (RuleApplied dicts), so a learned rule reused by System 1 is credited
+    rules_applied: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class DecisionCacheState(BaseModel):

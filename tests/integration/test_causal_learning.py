@@ -100,3 +100,57 @@ async def test_delta_learns_causal_edges_a_t2_workspace_shows_the_chain_and_a_fo
         assert plain["focus"] is None and any("regime == volatile" in op["text"] for op in plain["operations"])
     finally:
         rig.stop()
+
+
+async def test_the_causal_link_probe_feeds_prediction_error_when_a_learned_effect_fails_to_follow(tmp_path):
+    """heartbeat §S9 "Causal graph update" probe: an edge learned at weight 1.0 (oracle anomaly → health factor
+    falls within 5 ticks) whose cause fires and whose effect does not follow → High, "causal link invalidated",
+    an anomaly that raises the tick's prediction error (§S4 source 6)."""
+    from golem.cognition.prediction_error import compute_prediction_error
+    from golem.learning.causal import CAUSAL_LINK_PROBE
+
+    rig = make_rig(tmp_path, "probe-golem", "calm")
+    try:
+        services = rig.services()
+        acts = TickActivities(services)
+        ctx = TickContext(golem_id="probe-golem", tick=1, config=rig.config, state=GolemState(golem_id="probe-golem"),
+                          started_at="2026-11-22T00:00:00+00:00")
+        obs = acts.observe(ObserveInput(ctx=ctx))
+        assert CAUSAL_LINK_PROBE not in {p.probe for p in obs.probes}, "absent while nothing is learned"
+        hf = obs.min_health_factor()
+
+        def persist(t, anomalies, hf):
+            snap = obs.snapshot.model_copy(update={"positions": [p.model_copy(update={"health_factor": hf})
+                                                                 for p in obs.snapshot.positions]})
+            services.cycles.persist(DecisionCycleRecord(
+                tick=t, timestamp="2026-11-22T00:00:00+00:00", golem_id="probe-golem",
+                observation=obs.model_copy(update={"snapshot": snap, "anomalies": anomalies}), anomalies=anomalies,
+                regime=MarketRegime.VOLATILE, tier=Tier.T0, prediction_error=0.1, deliberation_threshold=0.5,
+                gating_reason="test"))
+
+        level = hf * 0.7  # below the chain's: the real reading at tick 26 is no fall
+        for t in range(1, 21):  # learn: every oracle anomaly is followed by a falling health factor 2 ticks later
+            if t % 4 == 3:
+                level *= 0.95
+            persist(t, [ORACLE] if t % 4 == 1 else [], level)
+        cons = ConsolidationActivities(services)
+        assert cons._causal(ConsolidationInput(golem_id="probe-golem", tick=21, config=rig.config)) >= 1
+        # now the cause fires at tick 21 and the health factor holds for five ticks
+        for t in range(21, 26):
+            persist(t, [ORACLE] if t == 21 else [], level)
+        at = ctx.model_copy(update={"tick": 26})
+        seen = acts.observe(ObserveInput(ctx=at))
+        (probe,) = [p for p in seen.probes if p.probe == CAUSAL_LINK_PROBE]
+        assert probe.severity == ProbeSeverity.HIGH and probe.value == 1.0, probe
+        assert "invalidated: anomaly:oracle_deviation at tick 21 → effect:health_factor_fell did not follow" in probe.detail
+        assert any(a.probe == CAUSAL_LINK_PROBE for a in seen.anomalies)
+        without = seen.model_copy(update={"anomalies": [a for a in seen.anomalies if a.probe != CAUSAL_LINK_PROBE]})
+        pe, sources = compute_prediction_error(at.state, seen)
+        pe0, _ = compute_prediction_error(at.state, without)
+        assert round(pe - pe0, 6) == 0.05, (pe, pe0, sources)
+        # one tick earlier the window was still open: the probe ran, and did not fire
+        early = acts.observe(ObserveInput(ctx=ctx.model_copy(update={"tick": 25})))
+        (quiet,) = [p for p in early.probes if p.probe == CAUSAL_LINK_PROBE]
+        assert quiet.severity == ProbeSeverity.NONE
+    finally:
+        rig.stop()

@@ -51,3 +51,38 @@ async def test_consistent_decisions_are_cached_and_steers_bypass_the_cache(rig):
     ctx = ctx.model_copy(update={"tick": 6, "state": state})
     d = await acts.decide(DecideInput(ctx=ctx, observation=obs, tier=Tier.T2, prediction_error=0.4, steers=[steer]))
     assert d.record.model == "offline-deliberator" and d.actions, "the owner's steer is thought about afresh"
+
+
+NO_RULES = """# Strategy: only learned rules act
+
+## Settings
+- collateral: WETH
+- debt: USDC
+
+## Rules
+
+## Constraints
+- MUST keep health_factor >= 1.3
+- MUST NOT borrow
+"""
+LEARNED = ("<!-- golem PLAYBOOK revision: 1 -->\n# PLAYBOOK\n\n## Global\n\n"
+           "- WHEN health_factor < 50 THEN repay 1% debt _(confidence 0.90, 5 episodes, h-0123456789abcdef)_\n")
+
+
+async def test_a_learned_rule_reused_from_the_cache_still_names_its_entry_id(rig):
+    """issue 16: a System 1 hit carries the rules behind the cached decision, so the learned rule gets credit."""
+    (rig.home / "STRATEGY.md").write_text(NO_RULES)
+    rig.services().playbook_path.write_text(LEARNED)
+    acts = TickActivities(rig.services())
+    state = GolemState(golem_id=rig.golem_id)
+    ctx = TickContext(golem_id=rig.golem_id, tick=1, config=rig.config, state=state,
+                      started_at="2026-11-22T00:00:00+00:00")
+    obs = acts.observe(ObserveInput(ctx=ctx))
+    out = []
+    for tick in range(1, 6):
+        ctx = ctx.model_copy(update={"tick": tick, "state": state})
+        out.append(await acts.decide(DecideInput(ctx=ctx, observation=obs, tier=Tier.T1, prediction_error=0.4)))
+    assert [d.record.model for d in out] == ["offline-deliberator"] * 3 + ["decision-cache"] * 2
+    for d in out:
+        assert [(r.origin, r.entry_id) for r in d.record.rules_applied] == [("learned", "h-0123456789abcdef")], d.record
+        assert d.actions and d.actions[0].tool == "repay"

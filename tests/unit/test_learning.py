@@ -261,3 +261,26 @@ async def test_conservation_phase_words_reflexion_on_the_t1_model_only():
     conserving = rec.model_copy(update={"phase": BehavioralPhase.CONSERVATION})
     await worded(r, conserving, router=rt, regime_changed=True, daily_spend=0.0)
     assert api.requests[1]["model"] == rt.config.t1_model
+
+
+def test_causal_link_probe_surprise_from_learned_edges():
+    from golem.learning.causal import TickEvents, probe_causal_link
+    from golem.models.enums import ProbeSeverity
+
+    edges = {("anomaly:oracle", "effect:price_fell"): {"weight": 0.15, "lag": 1.0, "evidence": [1]},
+             ("anomaly:gas", "effect:health_factor_fell"): {"weight": 0.8, "lag": 2.0, "evidence": [1]}}
+    hist = [TickEvents(tick=5, causes=["anomaly:oracle", "anomaly:gas"]), TickEvents(tick=6)]
+    # a weak edge (0.15) that held: surprise 0.85 → Low; the strong one's window is still open
+    held = probe_causal_link(hist, TickEvents(tick=7, effects=["effect:price_fell"]), edges)
+    assert held.severity == ProbeSeverity.LOW and held.value == 0.85 and "held: anomaly:oracle" in held.detail
+    # an edge of 0.6 failing is no surprise worth a probe (it fails 40 % of the time)
+    edges[("anomaly:gas", "effect:health_factor_fell")]["weight"] = 0.6
+    quiet = probe_causal_link(hist + [TickEvents(tick=t) for t in (7, 8, 9)], TickEvents(tick=10), edges)
+    assert quiet.severity == ProbeSeverity.NONE and quiet.value == 0.6
+    edges[("anomaly:gas", "effect:health_factor_fell")]["weight"] = 0.8
+    # at tick 10 the gas edge's window closes without its effect: invalidated, High, surprise = its weight
+    late = probe_causal_link(hist + [TickEvents(tick=t) for t in (7, 8, 9)], TickEvents(tick=10), edges)
+    assert late.severity == ProbeSeverity.HIGH and late.value == 0.8 and "invalidated: anomaly:gas" in late.detail
+    # an effect after a cause with no edge between them: a new link candidate, named, not fired
+    new = probe_causal_link(hist, TickEvents(tick=7, effects=["effect:acted_badly"]), edges)
+    assert new.severity == ProbeSeverity.NONE and "new link candidate: anomaly:gas at tick 5" in new.detail

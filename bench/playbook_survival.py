@@ -1,0 +1,67 @@
+"""Heuristic survival (issue 16; grimoire spec target: 40–70 % of new PLAYBOOK heuristics surviving 100 ticks).
+
+Reads a golem's PLAYBOOK revision history (`playbook_revisions` in <data>/grimoire/heuristics.sqlite): a heuristic
+is *new* when it first appears in a compiled revision during the run (ids already in the first revision a run
+found on disk are inherited, not new); it *survives* when the revision in force `horizon` ticks after its entry
+still lists it. Heuristics that entered fewer than `horizon` ticks before the last recorded tick are not judged.
+
+Run: python bench/playbook_survival.py DATA_DIR [DATA_DIR ...] [--horizon 100] [--last-tick N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sqlite3
+import sys
+from contextlib import closing
+from pathlib import Path
+
+ID = re.compile(r"\bh-[0-9a-f]{16}\b")
+
+
+def revisions(db: Path) -> list[tuple[int, set[str]]]:
+    """(tick, heuristic ids) per recorded revision with a tick, oldest first."""
+    with closing(sqlite3.connect(db)) as c:
+        rows = c.execute("SELECT tick, text FROM playbook_revisions ORDER BY revision").fetchall()
+    return [(t, set(ID.findall(text))) for t, text in rows if t is not None]
+
+
+def survival(revs: list[tuple[int, set[str]]], last_tick: int, horizon: int = 100,
+             inherited: set[str] = frozenset()) -> dict:
+    """New heuristics, how many were judged (entered >= horizon ticks before last_tick) and how many survived."""
+    entered: dict[str, int] = {}
+    for tick, ids in revs:
+        for h in ids - set(inherited):
+            entered.setdefault(h, tick)
+
+    def in_force(at: int) -> set[str]:
+        now = [ids for t, ids in revs if t <= at]
+        return now[-1] if now else set()
+
+    judged = {h: t for h, t in entered.items() if t + horizon <= last_tick}
+    survived = [h for h, t in judged.items() if h in in_force(t + horizon)]
+    return {"new": len(entered), "judged": len(judged), "survived": len(survived),
+            "rate": round(len(survived) / len(judged), 3) if judged else None}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data", nargs="+")
+    ap.add_argument("--horizon", type=int, default=100)
+    ap.add_argument("--last-tick", type=int, default=None, help="default: the newest cycle record's tick")
+    args = ap.parse_args(argv)
+    for d in args.data:
+        db = Path(d) / "grimoire" / "heuristics.sqlite"
+        if not db.exists():
+            print(f"{d}: no heuristics.sqlite")
+            continue
+        revs = revisions(db)
+        cycles = sorted(int(p.stem.split("-")[1]) for p in (Path(d) / "cycles").glob("cycle-*.json"))
+        last = args.last_tick if args.last_tick is not None else (cycles[-1] if cycles else max((t for t, _ in revs), default=0))
+        print(f"{d}: {survival(revs, last, args.horizon)} over ticks up to {last}, {len(revs)} revisions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
