@@ -47,6 +47,7 @@ from golem.grimoire.heuristics import derive_heuristics_from_episodes
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path
 from golem.grimoire import playbook_view
 from golem.grimoire.playbook import PlaybookRevision, rewrite_playbook
+from golem.grimoire.playbook_survival import revisions, survival
 from golem.grimoire.playbook_view import AdmittedView
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
@@ -222,6 +223,17 @@ class ConsolidationActivities(ActivitySet):
         now = _now_iso()
         self.s.events.emit(events.consolidation_events(inp.golem_id, now, inp.result))
         self.s.events.emit(events.trend_events(inp.golem_id, inp.result.tick, now, self._external_trend(now)))
+        self.s.events.emit(events.survival_events(inp.golem_id, inp.result.tick, now,
+                                                  self._heuristic_survival(inp.result.tick)))
+
+    def _heuristic_survival(self, tick: int) -> dict[str, Any] | None:
+        """rev. 12: the share of PLAYBOOK heuristics still in force 100 ticks after they entered."""
+        db = self.s.layout.grimoire / "heuristics.sqlite"
+        try:
+            return survival(revisions(db), tick) if db.exists() else None
+        except sqlite3.Error as err:  # best effort: the next cycle measures it again
+            activity.logger.warning("heuristic survival not measured: %s", err)
+            return None
 
     def _external_trend(self, now: str) -> ExternalTrend | None:
         since = (datetime.fromisoformat(now) - timedelta(days=WINDOW_DAYS)).isoformat()

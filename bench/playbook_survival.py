@@ -11,38 +11,12 @@ Run: python bench/playbook_survival.py DATA_DIR [DATA_DIR ...] [--horizon 100] [
 from __future__ import annotations
 
 import argparse
-import re
-import sqlite3
 import sys
-from contextlib import closing
 from pathlib import Path
 
-ID = re.compile(r"\bh-[0-9a-f]{16}\b")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def revisions(db: Path) -> list[tuple[int, set[str]]]:
-    """(tick, heuristic ids) per recorded revision with a tick, oldest first."""
-    with closing(sqlite3.connect(db)) as c:
-        rows = c.execute("SELECT tick, text FROM playbook_revisions ORDER BY revision").fetchall()
-    return [(t, set(ID.findall(text))) for t, text in rows if t is not None]
-
-
-def survival(revs: list[tuple[int, set[str]]], last_tick: int, horizon: int = 100,
-             inherited: set[str] = frozenset()) -> dict:
-    """New heuristics, how many were judged (entered >= horizon ticks before last_tick) and how many survived."""
-    entered: dict[str, int] = {}
-    for tick, ids in revs:
-        for h in ids - set(inherited):
-            entered.setdefault(h, tick)
-
-    def in_force(at: int) -> set[str]:
-        now = [ids for t, ids in revs if t <= at]
-        return now[-1] if now else set()
-
-    judged = {h: t for h, t in entered.items() if t + horizon <= last_tick}
-    survived = [h for h, t in judged.items() if h in in_force(t + horizon)]
-    return {"new": len(entered), "judged": len(judged), "survived": len(survived),
-            "rate": round(len(survived) / len(judged), 3) if judged else None}
+from golem.grimoire.playbook_survival import revisions, survival  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -10,8 +10,8 @@ Where the numbers come from:
   entries in force, retrieval hit rate, DecisionCache hit rate, prediction accuracy (verified actions within 50 bps
   of the simulation), dream yield and threat coverage (from each finished dream cycle), and the 30-day external
   trend (golem_external_trend: PnL, drawdown, Sharpe, days declining; measured at each delta cycle,
-  golem.events.quality), reflection consistency (weekly, from LLM-worded Reflexions worded again). Not yet:
-  heuristic survival after 100 ticks.
+  golem.events.quality), reflection consistency (weekly, from LLM-worded Reflexions worded again) and heuristic
+  survival after 100 ticks (from the PLAYBOOK revision history, golem.grimoire.playbook_survival).
 """
 
 from __future__ import annotations
@@ -106,6 +106,9 @@ class GolemMetrics:
         elif e.kind == "quality.reflection_consistency":
             if p.get("mean") is not None:
                 self.quality.set(float(p["mean"]), {**a, "metric": "reflection_consistency"})
+        elif e.kind == "quality.heuristic_survival":
+            if p.get("rate") is not None:
+                self.quality.set(float(p["rate"]), {**a, "metric": "heuristic_survival"})
         elif e.kind == "quality.external_trend":
             for name in ("pnl_usd", "max_drawdown", "sharpe", "declining_days"):
                 if p.get(name) is not None:

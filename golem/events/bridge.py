@@ -207,6 +207,23 @@ def trend_events(golem: str, tick: int, time: str, trend) -> list[GolemEvent]:
     return out
 
 
+def survival_events(golem: str, tick: int, time: str, figures: dict[str, Any] | None) -> list[GolemEvent]:
+    """rev. 12's heuristic survival at a delta cycle (golem.grimoire.playbook_survival.survival), with an alert when
+    enough heuristics were judged and the rate is outside the alarm bounds."""
+    from golem.grimoire.playbook_survival import ALARM_ABOVE, ALARM_BELOW, HORIZON_TICKS, MIN_JUDGED
+
+    if figures is None:
+        return []
+    out = [make_event(golem, tick, time, "quality.heuristic_survival", "delta", horizon_ticks=HORIZON_TICKS, **figures)]
+    rate = figures.get("rate")
+    if rate is not None and figures.get("judged", 0) >= MIN_JUDGED and not ALARM_BELOW <= rate <= ALARM_ABOVE:
+        out.append(make_event(golem, tick, time, "alerts.raised", "heuristic_survival", alert="heuristic_survival",
+                              detail=f"{figures['survived']} of {figures['judged']} PLAYBOOK heuristics still in force "
+                                     f"{HORIZON_TICKS} ticks after they entered ({rate:.0%}; alarm below "
+                                     f"{ALARM_BELOW:.0%} or above {ALARM_ABOVE:.0%})"))
+    return out
+
+
 def dream_events(golem: str, time: str, result) -> list[GolemEvent]:
     """A finished dream cycle, with rev. 12's dream yield and threat coverage when the phased cycle measured them."""
     measured = {k: v for k in ("dream_yield", "threat_coverage") if (v := getattr(result, k, None)) is not None}

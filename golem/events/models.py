@@ -59,6 +59,7 @@ KINDS: dict[str, str] = {
     "control.entries_stopped": "the owner stopped new entries",
     "control.entries_allowed": "the owner allowed new entries again",
     "quality.reflection_consistency": "rev. 12's weekly cosine between LLM-worded reflections and their rewording",
+    "quality.heuristic_survival": "rev. 12's share of PLAYBOOK heuristics still in force 100 ticks after they entered",
     "quality.external_trend": "rev. 12's 30-day Sharpe, drawdown and PnL, and how many days the PnL has declined",
 }
 

@@ -320,3 +320,5 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
     # ... and the weekly reflection consistency (offline: nothing to word again, and the event says so)
     rc = EventStore(rig.data_dir).read(kinds=["quality.reflection_consistency"])
     assert [e.tick for e in rc] == [10] and rc[0].payload["mean"] is None and rc[0].payload["reason"], rc
+    hs = EventStore(rig.data_dir).read(kinds=["quality.heuristic_survival"])  # nothing 100 ticks old yet: none judged
+    assert [e.tick for e in hs] == [10] and hs[0].payload["judged"] == 0 and hs[0].payload["rate"] is None, hs

@@ -107,3 +107,22 @@ async def test_reflection_consistency_rewords_the_llm_reflections_of_the_week_th
     assert old.mean is None and "last 7 days" in old.reason
     assert consistency_due(None, now) and not consistency_due("2026-01-01T00:00:00+00:00", now)
     assert consistency_due("2026-01-01T00:00:00+00:00", "2026-01-08T00:00:00+00:00")
+
+
+def test_heuristic_survival_is_measured_from_the_revisions_and_alerts_outside_the_bounds():
+    from golem.events.bridge import survival_events
+    from golem.grimoire.playbook_survival import survival
+
+    # h1 enters at 10 and stays; h2 enters at 10 and is gone by 60; h3 enters at 150 (not judged at tick 200)
+    revs = [(10, {"h1", "h2"}), (60, {"h1"}), (150, {"h1", "h3"})]
+    fig = survival(revs, 200)
+    assert fig == {"new": 3, "judged": 2, "survived": 1, "rate": 0.5}
+    assert [e.kind for e in survival_events("g", 200, _now(1), fig)] == ["quality.heuristic_survival"]  # 2 judged
+    many = {"new": 6, "judged": 6, "survived": 6, "rate": 1.0}  # all of them survive: rev. 12's > 90 % alarm
+    events = survival_events("g", 200, _now(1), many)
+    assert [e.kind for e in events] == ["quality.heuristic_survival", "alerts.raised"]
+    assert "6 of 6" in events[1].payload["detail"]
+    m = GolemMetrics("q")
+    m.on_event(events[0])
+    line = next(x for x in m.exposition().decode().splitlines() if 'metric="heuristic_survival"' in x)
+    assert line.startswith("golem_cognitive_quality{") and line.endswith(" 1.0")
