@@ -33,6 +33,7 @@ from golem.grimoire.dream_integration import (
 from golem.life.dream_scheduler import thin_liquidity
 from golem.inference.offline import OfflineDeliberator
 from golem.life.cycle_store import CycleStore
+from golem.learning.curator import focus_of
 from golem.life.owner_notes import deliver_followups
 from golem.models.enums import SteerSeverity, Tier
 from golem.models.golem import DreamPhaseInput, DreamPhaseResult, DreamResult
@@ -69,14 +70,21 @@ class DreamActivities(ActivitySet):
         cfg = self._config(inp)
         tags = DreamTags(self.s.layout.dream_staging)
         tagged = {t.episode: t.reason for t in tags.open()}
+        # A next-dream follow-up naming a regime or a tool (issue 16): that situation's episodes replay first, by
+        # utility, after the curator's dream_priority tags.
+        regimes, tools, focus = focus_of([(f.id, f.message) for f in inp.followups], "replay")
+        focused = sorted((e for e in self.s.episodes.all() if e.id not in tagged and
+                          (e.regime.value in regimes or (e.tool is not None and e.tool in tools))),
+                         key=lambda e: -e.utility)[:inp.replay_count] if focus else []
         report = run_dream_replay(self.s.episodes, self.s.heuristics, inp.replay_count, inp.tick,
-                                  tick_seconds=cfg.clock.theta_base_seconds, first=list(tagged))
+                                  tick_seconds=cfg.clock.theta_base_seconds,
+                                  first=[*tagged, *(e.id for e in focused)])
         tags.dreamed([i for i in report.replayed if i in tagged], inp.tick)
         activity.heartbeat("nrem: journal")
         chosen = [e for e in self.s.episodes.all() if e.id in set(report.replayed)]
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
         journal.started_at = journal.started_at or _now().isoformat()
-        journal.urgency, journal.reasons = inp.urgency, list(inp.reasons)
+        journal.urgency, journal.reasons, journal.focus = inp.urgency, list(inp.reasons), focus
         strengthened = set(report.strengthened)
         # rev. 1 "Deviation-anchored replay": each replayed episode with the deviations its verification measured.
         journal.replayed = [{"episode": e.id, "tick": e.tick, "utility": round(e.utility, 4),
@@ -216,6 +224,7 @@ class DreamActivities(ActivitySet):
             tick=inp.tick, replayed=[r["episode"] for r in journal.replayed],
             report_path=str(path),
             followups_delivered=deliver_followups(self.s.layout, inp.followups, "next-dream", inp.tick),
+            focus=journal.focus,
             phases_done=journal.phases_done, stopped_at=inp.stopped_at, stop_reason=inp.stop_reason,
             imagined=len(journal.imagined), rehearsed=len(journal.rehearsed),
             broken=sum(not r["ok"] for r in rehearsals), forks=journal.forks, staged=len(journal.staged),

@@ -36,6 +36,8 @@ def _dreams(args) -> int:
         print(f"dream at tick {j.tick} ({j.started_at[:19].replace('T', ' ')} UTC): {where}; urgency "
               f"{j.urgency if j.urgency is not None else 'n/a'} ({', '.join(j.reasons) or 'fixed schedule'})")
         print(f"  phases:     {', '.join(j.phases_done)}   forks: {j.forks}")
+        if j.focus:
+            print(f"  focus:      {j.focus}")
         strengthened = sum(r.get("strengthened", False) for r in j.replayed)
         print(f"  replayed:   {len(j.replayed)} episodes ({strengthened} strengthened), "
               f"{len(j.merged)} near-duplicate groups, {sum(len(c['merged']) for c in j.compressed)} rows merged "

@@ -78,7 +78,7 @@ class DreamCycleWorkflow:
             golem_id=inp.golem_id, tick=inp.tick, config_version=inp.config_version, replay_count=d.replay_count,
             rem_scenarios=d.rem_scenarios, rehearse_threats=d.rehearse_threats, forks=d.forks,
             threat_rehearsals=inp.threat_rehearsals, deadline=deadline.isoformat(), urgency=inp.urgency,
-            reasons=inp.reasons,
+            reasons=inp.reasons, followups=inp.followups,  # next-dream notes focus NREM (activities/dream.py)
         )
         stopped_at = stop_reason = None
         for name, method, minutes in _PHASES:

@@ -137,6 +137,7 @@ class DreamJournal(BaseModel):
     started_at: str = ""
     urgency: float | None = None
     reasons: list[str] = Field(default_factory=list)  # why the scheduler dreamed now
+    focus: str | None = None  # a next-dream follow-up's focus: episodes of the regimes / tools it names replay first
     phases_done: list[str] = Field(default_factory=list)
     stopped_at: str | None = None  # the phase a critical steer or the time budget stopped it before
     stop_reason: str | None = None

@@ -84,8 +84,9 @@ def refusal(rule: Rule, strategy: Strategy) -> str | None:
     return None
 
 
-def focus_of(messages: list[tuple[str, str]]) -> tuple[set[str], set[str], str | None]:
-    """Regimes and tools named in next-curator follow-ups (id, message) → (regimes, tools, description)."""
+def focus_of(messages: list[tuple[str, str]], what_for: str = "distillation") -> tuple[set[str], set[str], str | None]:
+    """Regimes and tools named in next-curator (or next-dream) follow-ups (id, message) → (regimes, tools,
+    description)."""
     regimes, tools = set(), set()
     for _, msg in messages:
         low = msg.lower().replace("-", "_")
@@ -95,7 +96,7 @@ def focus_of(messages: list[tuple[str, str]]) -> tuple[set[str], set[str], str |
     if not regimes and not tools:
         return regimes, tools, None
     what = ", ".join(sorted(regimes | tools))
-    return regimes, tools, f"distillation focused on {what} (follow-up {', '.join(i for i, _ in messages)})"
+    return regimes, tools, f"{what_for} focused on {what} (follow-up {', '.join(i for i, _ in messages)})"
 
 
 def _learned_from(owner_text: str, regime: str, strategy: Strategy) -> Rule | None:

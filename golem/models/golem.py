@@ -204,6 +204,7 @@ class DreamResult(BaseModel):
     heuristics_touched: int = 0
     report_path: str = ""  # the cycle's DreamJournal (<data>/dreams/cycle-<tick>.json)
     followups_delivered: list[str] = Field(default_factory=list)
+    focus: str | None = None  # what a next-dream follow-up made NREM replay first (issue 16), as the journal says
     # issue 18 (defaults keep older results parsing)
     phases_done: list[str] = Field(default_factory=list)
     stopped_at: str | None = None  # the phase a critical steer or the time budget stopped the cycle before
@@ -232,7 +233,7 @@ class DreamPhaseInput(BaseModel):
     deadline: str = ""  # ISO time past which the phase stops between scenarios (the cycle's budget)
     urgency: float | None = None
     reasons: list[str] = Field(default_factory=list)
-    followups: list[FollowUp] = Field(default_factory=list)  # integrate delivers the next-dream notes
+    followups: list[FollowUp] = Field(default_factory=list)  # next-dream notes: NREM's focus; integrate delivers them
     stopped_at: str | None = None  # integrate: where the cycle stopped, for the journal
     stop_reason: str | None = None
 

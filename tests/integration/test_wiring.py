@@ -322,3 +322,34 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
     assert [e.tick for e in rc] == [10] and rc[0].payload["mean"] is None and rc[0].payload["reason"], rc
     hs = EventStore(rig.data_dir).read(kinds=["quality.heuristic_survival"])  # nothing 100 ticks old yet: none judged
     assert [e.tick for e in hs] == [10] and hs[0].payload["judged"] == 0 and hs[0].payload["rate"] is None, hs
+
+
+# ---- the next-dream follow-up focuses NREM (activities/dream.py `focus_of`) -----------------------------
+def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_path):
+    from activities.dream import DreamActivities
+    from golem.grimoire.staging import load_journal
+    from golem.models.golem import DreamPhaseInput
+    from golem.models.interventions import FollowUp
+
+    services = chain.golem(tmp_path)
+    # two old low-utility volatile episodes and five newer high-utility range-bound ones: the ranking alone replays
+    # range-bound ones
+    for t in range(1, 8):
+        volatile = t <= 2
+        services.episodes.upsert(Episode(
+            id=f"{GID}:tick:{t}", golem_id=GID, tick=t, created_at=STARTED,
+            regime=MarketRegime.VOLATILE if volatile else MarketRegime.RANGE_BOUND, tier=Tier.T0,
+            prediction_error=0.1, utility=0.1 if volatile else 0.9,
+            summary=f"Tick {t}: {'volatile' if volatile else 'range bound'} regime, price 2000, held.",
+        ))
+    dreams = DreamActivities(services)
+    env = ActivityEnvironment()
+    plain = env.run(dreams.nrem, DreamPhaseInput(golem_id=GID, tick=20, replay_count=3, forks=False))
+    assert plain.items == 3 and not load_journal(services.data_dir, GID, 20).focus
+    baseline = [r["tick"] for r in load_journal(services.data_dir, GID, 20).replayed]
+    assert not {1, 2} & set(baseline), baseline  # the utility ranking alone does not replay them
+    note = FollowUp(id="fu-dream", message="dream about the volatile regime", window="next-dream")
+    env.run(dreams.nrem, DreamPhaseInput(golem_id=GID, tick=40, replay_count=3, forks=False, followups=[note]))
+    journal = load_journal(services.data_dir, GID, 40)
+    assert journal.focus == "replay focused on volatile (follow-up fu-dream)", journal.focus
+    assert sorted(r["tick"] for r in journal.replayed[:2]) == [1, 2], journal.replayed
