@@ -74,6 +74,11 @@ def status_after(confidence: float, importance: int, status: str) -> str:
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_])[-+]?\d+(?:[.,]\d+)*%?")
 
 
+def is_rule(text: str) -> bool:
+    """A heuristic that carries a rule in the STRATEGY.md grammar ("WHEN … THEN …"), not prose."""
+    return text.lstrip().upper().startswith("WHEN ")
+
+
 def normalise_text(text: str) -> str:
     """Identity of a rule: lower case, collapsed spaces, numbers masked as '#'.
 
@@ -183,7 +188,10 @@ class HeuristicStore:
                         "UPDATE heuristics SET text = ?, confidence = ?, evidence_count = ?, "
                         "source_episode_ids = ?, updated_at = ?, status = ? WHERE id = ?",
                         (
-                            text.strip(),  # keep the freshest statistics in the wording
+                            # Prose keeps the freshest statistics in its wording. A rule keeps its own: its numbers
+                            # are its triggers, which move only through the Curator's EDIT (≤ 10 % a revision);
+                            # re-wording it here let a later dream's guard lower an earlier guard's trigger.
+                            row["text"] if is_rule(row["text"]) else text.strip(),
                             conf,
                             row["evidence_count"] + 1,
                             json.dumps(sources),

@@ -142,3 +142,18 @@ def test_survival_counts_new_heuristics_still_compiled_a_horizon_later(tmp_path,
     assert [(t, ids) for t, ids in revs] == [(10, {rule.id, gone.id}), (60, {rule.id})]
     assert mod.survival(revs, last_tick=200) == {"new": 2, "judged": 2, "survived": 1, "rate": 0.5}
     assert mod.survival(revs, last_tick=100)["judged"] == 0  # entered 90 ticks before the end: not judged yet
+
+
+def test_reinforcing_a_rule_never_rewrites_its_trigger_while_prose_takes_fresh_numbers(tmp_path):
+    """A later dream's guard for the same situation ("HF < 1.5") reinforces the earlier one ("HF < 1.8") without
+    lowering its trigger: a rule's numbers move only through the Curator's EDIT (issue 18b's finding)."""
+    from golem.grimoire.heuristics import HeuristicStore
+
+    store = HeuristicStore(tmp_path / "heuristics.sqlite")
+    first = store.add_or_reinforce("WHEN health_factor < 1.8 THEN repay 25% debt", "global", "dream-59:cascade")
+    later = store.add_or_reinforce("WHEN health_factor < 1.5 THEN repay 25% debt", "global", "dream-101:cascade")
+    assert later.id == first.id and later.evidence_count == 2
+    assert later.text == "WHEN health_factor < 1.8 THEN repay 25% debt"
+    prose = store.add_or_reinforce("Holding has been the norm in 12 of 14 ticks", "global", "ep-1")
+    again = store.add_or_reinforce("Holding has been the norm in 13 of 15 ticks", "global", "ep-2")
+    assert again.id == prose.id and again.text == "Holding has been the norm in 13 of 15 ticks"
