@@ -106,7 +106,18 @@ async def test_hayflick_death_settles_on_chain_leaves_a_legacy_and_a_successor_s
     assert legacy.certificate.cause == "hayflick" and legacy.certificate.legacy_dir == cert.legacy_dir
     assert legacy.reflection.ticks == len(records) and "died of hayflick" in legacy.reflection.summary
     lines = [json.loads(x) for x in legacy.grimoire.read_text().splitlines()]
-    assert lines[0]["kind"] == "header" and sum(x["kind"] == "episode" for x in lines) >= 30
+    # every lived tick's episode is exported, but for those a dream's NREM compression folded into a near-duplicate
+    # (issue 18; kept whole in the merged_episodes audit)
+    staging = rig.data_dir / "grimoire" / "dream-staging.sqlite"
+    merged = 0
+    if staging.exists():
+        import sqlite3
+
+        with sqlite3.connect(staging) as db:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'merged_episodes'").fetchone():
+                merged = db.execute("SELECT COUNT(*) FROM merged_episodes").fetchone()[0]
+    exported = sum(x["kind"] == "episode" for x in lines)
+    assert lines[0]["kind"] == "header" and exported + merged >= 30 and exported >= 15, (exported, merged)
 
     # A successor from the legacy: `golem spawn`
     into = tmp_path / "heir"
