@@ -74,9 +74,12 @@ def status_after(confidence: float, importance: int, status: str) -> str:
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_])[-+]?\d+(?:[.,]\d+)*%?")
 
 
+_RULE = re.compile(r"^\s*WHEN\s.+\sTHEN\s")  # the STRATEGY.md grammar's keywords are upper case
+
+
 def is_rule(text: str) -> bool:
-    """A heuristic that carries a rule in the STRATEGY.md grammar ("WHEN … THEN …"), not prose."""
-    return text.lstrip().upper().startswith("WHEN ")
+    """A heuristic that carries a rule in the STRATEGY.md grammar ("WHEN … THEN …"), not prose ("When gas …")."""
+    return bool(_RULE.match(text))
 
 
 def normalise_text(text: str) -> str:

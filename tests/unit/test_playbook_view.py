@@ -157,3 +157,10 @@ def test_reinforcing_a_rule_never_rewrites_its_trigger_while_prose_takes_fresh_n
     prose = store.add_or_reinforce("Holding has been the norm in 12 of 14 ticks", "global", "ep-1")
     again = store.add_or_reinforce("Holding has been the norm in 13 of 15 ticks", "global", "ep-2")
     assert again.id == prose.id and again.text == "Holding has been the norm in 13 of 15 ticks"
+
+
+def test_prose_that_starts_with_when_is_not_a_rule():
+    from golem.grimoire.heuristics import is_rule
+
+    assert is_rule("WHEN health_factor < 1.8 THEN repay 25% debt")
+    assert not is_rule("When gas > 50 gwei, defer swaps (seen 3 times).")
