@@ -149,7 +149,10 @@ async def test_hayflick_death_settles_on_chain_leaves_a_legacy_and_a_successor_s
 async def test_small_credit_walks_the_phases_conservation_refuses_a_new_position_a_repay_passes_then_economic_death(
         temporal_env, temporal_client, tmp_path, request):
     gid = _name(request, "eco")
-    rig = make_rig(tmp_path, gid, "calm", theta=0.3, lifespan={"credits_usd": 3.0, "settlement_ticks": 1})
+    # terminal_ticks far out: near an empty credit the golem is Terminal, and with the default 5 a loaded machine (ticks
+    # between the steers that spend the rest) let the terminal count win the race against the credit reaching 0
+    rig = make_rig(tmp_path, gid, "calm", theta=0.3, lifespan={"credits_usd": 3.0, "settlement_ticks": 1,
+                                                               "terminal_ticks": 10_000})
     strategy = rig.home / "STRATEGY.md"
     strategy.write_text(strategy.read_text().replace(
         '- WHEN steer contains "repay" THEN repay 25% debt\n',
