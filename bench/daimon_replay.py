@@ -13,7 +13,7 @@ import glob
 import json
 import sys
 
-from golem.life.after_turn import drawdown_pct, marked_to_market
+from golem.life.after_turn import acted_of, drawdown_pct, marked_to_market
 from golem.life.daimon import BASELINE, AppraisalInput, appraise, octant, update_pad
 from golem.models.record import DecisionCycleRecord
 from golem.safety.limits import RiskLimits
@@ -37,7 +37,7 @@ def inputs_of(data_dir: str, max_dd_pct: float = RiskLimits().max_drawdown_pct) 
             drawdown_used=round(drawdown_pct(nav, top) / max_dd_pct, 6),
             proposed=len(r.actions), blocked=sum(a.status.value == "blocked" for a in r.actions),
             failed=sum(a.status.value == "failed" for a in r.actions),
-            somatic_strength=(r.appraisal or {}).get("somatic", 0.0)))
+            somatic_strength=(r.appraisal or {}).get("somatic", 0.0), **acted_of(r, r.reflexion)))
         top, prev = max(top, nav), r
     return out
 

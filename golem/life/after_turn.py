@@ -23,7 +23,7 @@ from golem.safety.risk import net_value_usd
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus
 from golem.models.life import LifeState, SomaticMarker
-from golem.models.record import DecisionCycleRecord
+from golem.models.record import DecisionCycleRecord, Reflexion
 from golem.models.state import GolemState, LifeUpdate, PADVector
 
 
@@ -90,6 +90,7 @@ def daimon_after_turn(ctx: AfterTurn) -> None:
     hf_before = min(s.position_health.values()) if s.__dict__.get("position_health") else None
     pnl = rec.outcome.pnl_impact if rec.outcome is not None else None
     nav = net_value_usd(obs.snapshot)
+    reflexion = ctx.extra.get("reflexion") or rec.reflexion
     appraisal = appraise(AppraisalInput(
         prediction_error=rec.prediction_error, regime_changed=s.regime != rec.regime, pnl_usd=pnl,
         equity_change=marked_to_market(obs, s.last_price),
@@ -100,6 +101,7 @@ def daimon_after_turn(ctx: AfterTurn) -> None:
         proposed=len(rec.actions), blocked=sum(1 for a in rec.actions if a.status == ActionStatus.BLOCKED),
         failed=sum(1 for a in rec.actions if a.status == ActionStatus.FAILED),
         somatic_strength=sum(m.strength for m in fired),
+        **acted_of(rec, reflexion),
     ))
     pad = update_pad(s.pad, appraisal)
     emotion = plutchik(pad)
@@ -115,6 +117,17 @@ def daimon_after_turn(ctx: AfterTurn) -> None:
         rec.somatic_marker_laid = laid.id
     if ctx.update is not None:
         ctx.update = ctx.update.model_copy(update={"pad": pad, "life": ctx.life})
+
+
+def acted_of(rec: DecisionCycleRecord, reflexion: Reflexion | None) -> dict[str, Any]:
+    """The appraisal's view of the tick's own writes (its agency): verified, the health factor verify re-read
+    before and after them, and Reflexion's verified − predicted health factor. Empty when nothing was sent."""
+    out = rec.outcome
+    if out is None or not any(a.status in (ActionStatus.EXECUTED, ActionStatus.FAILED) for a in rec.actions):
+        return {}
+    return {"acted_verified": out.verified and not any(a.status == ActionStatus.FAILED for a in rec.actions),
+            "acted_hf_before": out.health_factor_before, "acted_hf_after": out.health_factor_after,
+            "acted_hf_error": reflexion.health_factor_error if reflexion is not None else None}
 
 
 def marked_to_market(obs, last_price: float | None) -> float | None:

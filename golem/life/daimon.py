@@ -7,11 +7,26 @@ Appraisal checks (Scherer's stimulus evaluation checks, OCC's desirability), eac
                       the holdings marked to market since the last tick (tanh of Δequity / EQUITY_SCALE) and the
                       change of the lending health factor (tanh of ΔHF / HF_SCALE); a liquidation is −1
   novelty             the prediction error, raised to 1 by a regime change
-  coping potential    [0, 1]: power × control — vitality × budget headroom × the health factor's margin above 1
-                      × drawdown headroom (1 − DRAWDOWN_WEIGHT × the share of the risk layer's max drawdown used:
-                      a golem deep under its high-water mark has fewer resources to meet what comes, so a recovery
-                      it did not cause, while that budget is still tight, is pleasant but not mastered — docile),
-                      × (1 − CONTROL_WEIGHT × novelty): a world the golem did not predict is one it controls less
+  coping potential    [0, 1]: Scherer's coping-potential check — power and control — as
+                      life × max(position × control, agency):
+                      life: vitality × budget headroom (the golem's own resources);
+                      position: the health factor's margin above 1 × drawdown headroom (1 − DRAWDOWN_WEIGHT × the
+                      share of the risk layer's max drawdown used: a golem deep under its high-water mark has fewer
+                      resources to meet what comes, so a recovery it did not cause, while that budget is still
+                      tight, is pleasant but not mastered — docile);
+                      control: 1 − CONTROL_WEIGHT × novelty — a world the golem did not predict is one it controls less;
+                      agency: the golem's own action this tick, verified on chain, raised its lending health factor
+                      and landed where its prediction said (within lifespan.HF_ACCURATE, the epistemic clock's
+                      "predicted"): the margin above 1 of the verified health factor it restored. Scherer's
+                      coping potential asks whether the event can be controlled and whether the agent has the power
+                      to change it, and his causal-attribution check whether the agent itself caused the outcome;
+                      a protective write that did what the golem predicted answers all three — control regained by
+                      its own hand — so its dominance rises even while the drawdown is still deep. A recovery of
+                      the price is not its doing (no agency); a loss it did not cause does not take agency away.
+                      Spec: runtime-extensions §3 #9 (the daimon "runs OCC/Scherer appraisal"); heartbeat-tick-
+                      pipeline, Theta phase 9 (`daimon.update_from_outcome(&execution)`: the affect learns from the
+                      verified execution) and "Daimon PAD modulation" (dominance is the golem's trust in its own
+                      models and judgment). The spec gives no formula: the max() form and the margin are ours.
   norm compatibility  [0, 1]: 1 − the share of proposed actions the PolicyCage refused, 0 after a failed write
 → target PAD: pleasure = congruence − (1 − norms) × 0.5; arousal = 2 × novelty − 1; dominance = 2 × coping − 1,
   lowered by a fired somatic marker (SOMATIC_DOMINANCE each, strength-weighted).
@@ -34,6 +49,7 @@ import math
 from pydantic import BaseModel, Field
 
 from golem.grimoire.episodes import pad_label
+from golem.life.lifespan import HF_ACCURATE
 from golem.models.enums import PlutchikLabel
 from golem.models.state import PADVector
 
@@ -86,6 +102,11 @@ class AppraisalInput(BaseModel):
     blocked: int = 0  # of them refused by the PolicyCage
     failed: int = 0  # writes that failed on chain
     somatic_strength: float = 0.0  # summed strength of the negative markers that fired
+    # the tick's own writes, as verify measured them (OutcomeRecord) and Reflexion compared them with the prediction
+    acted_verified: bool = False  # the golem sent writes this tick and verify found no invariant violated
+    acted_hf_before: float | None = None  # min health factor re-read before execution
+    acted_hf_after: float | None = None  # … and after it (verified)
+    acted_hf_error: float | None = None  # verified − predicted health factor (Reflexion)
 
 
 def _clamp(x: float, lo: float = -1.0, hi: float = 1.0) -> float:
@@ -114,11 +135,16 @@ def appraise(x: AppraisalInput) -> Appraisal:
     novelty = 1.0 if x.regime_changed else _clamp(x.prediction_error, 0.0, 1.0)
     if x.regime_changed:
         reasons.append("regime changed")
-    margin = 1.0 if x.hf_now is None else _clamp((x.hf_now - 1.0) / 1.0, 0.0, 1.0)  # HF 2 and above: full margin
-    coping = (_clamp(x.vitality, 0.0, 1.0) * (1.0 - 0.5 * _clamp(x.budget_fraction, 0.0, 1.0)) * margin
-              * (1.0 - DRAWDOWN_WEIGHT * _clamp(x.drawdown_used, 0.0, 1.0)) * (1.0 - CONTROL_WEIGHT * novelty))
+    life = _clamp(x.vitality, 0.0, 1.0) * (1.0 - 0.5 * _clamp(x.budget_fraction, 0.0, 1.0))
+    position = _margin(x.hf_now) * (1.0 - DRAWDOWN_WEIGHT * _clamp(x.drawdown_used, 0.0, 1.0))
+    control = 1.0 - CONTROL_WEIGHT * novelty
+    own = agency(x)
+    coping = life * max(position * control, own)
     if x.drawdown_used >= 0.25:
         reasons.append(f"{100 * min(x.drawdown_used, 9.99):.0f}% of the max drawdown used")
+    if own > 0:
+        reasons.append(f"own write raised the health factor {x.acted_hf_before:.3f}→{x.acted_hf_after:.3f} "
+                       f"as predicted (error {x.acted_hf_error:+.3f})")
     norms = 1.0
     if x.proposed:
         norms -= x.blocked / x.proposed
@@ -134,6 +160,23 @@ def appraise(x: AppraisalInput) -> Appraisal:
     return Appraisal(relevance=round(relevance, 6), congruence=round(congruence, 6), novelty=round(novelty, 6),
                      coping=round(coping, 6), norms=round(_clamp(norms, 0.0, 1.0), 6), somatic=x.somatic_strength,
                      reasons=reasons)
+
+
+def _margin(hf: float | None) -> float:
+    """The lending health factor's margin above 1 in [0, 1] (HF 2 and above: full margin; no debt: full)."""
+    return 1.0 if hf is None else _clamp((hf - 1.0) / 1.0, 0.0, 1.0)
+
+
+def agency(x: AppraisalInput) -> float:
+    """The control the golem's own write demonstrated this tick (the coping check's agency, see the module doc):
+    the margin of the verified health factor when the write verified, raised the health factor and landed within
+    HF_ACCURATE of the prediction; 0 otherwise (no write, no loan, a write that lowered it or missed)."""
+    before, after, error = x.acted_hf_before, x.acted_hf_after, x.acted_hf_error
+    if not x.acted_verified or before is None or after is None or error is None:
+        return 0.0
+    if after <= before or abs(error) > HF_ACCURATE:
+        return 0.0
+    return _margin(after)
 
 
 def target_of(a: Appraisal) -> PADVector:

@@ -89,3 +89,28 @@ async def test_the_heartbeat_hands_the_lifespan_the_wallets_usdc_for_the_runway(
     ctx = await run_after_turn(registry_for(), AfterTurn(record=rec, state=GolemState(golem_id="g1"),
                                                          config=GolemConfig()), {})
     assert ctx.record.estimated_ttl_ticks == 14_000.0 and ctx.update.life.runway_days == round(14_000 * 60 / 86400, 3)
+
+
+async def test_the_daimon_reads_the_golems_own_verified_write():
+    """The daimon takes the tick's own writes from the record's outcome (verify's health factor before and after)
+    and Reflexion's verified − predicted health factor: a repay that landed where predicted is agency (coping 1,
+    dominance up); the same tick whose Reflexion missed by 0.3 is not."""
+    from golem.models.enums import ActionStatus
+    from golem.models.record import ActionRecord, ExpectedOutcome, OutcomeRecord, Reflexion
+
+    async def run(hf_error):
+        rec = _reflected()
+        rec.actions = [ActionRecord(action_index=0, action_type="repay", tool_name="repay",
+                                    status=ActionStatus.EXECUTED, tx_hash="0x1")]
+        rec.outcome = OutcomeRecord(verified=True, pnl_impact=-0.4, health_factor_before=1.45,
+                                    health_factor_after=2.2)
+        reflexion = Reflexion(verdict="positive", expected=ExpectedOutcome(health_factor_after=2.2 - hf_error),
+                              verified_health_factor=2.2, health_factor_error=hf_error)
+        state = GolemState(golem_id="g1", regime=rec.regime, pad=PADVector(dominance=-0.5))
+        ctx = AfterTurn(record=rec, state=state, config=GolemConfig(), extra={"reflexion": reflexion})
+        return (await run_after_turn(registry_for(), ctx, {})).record
+
+    hit, miss = await run(0.0), await run(0.3)
+    assert hit.appraisal["coping"] == 1.0 and miss.appraisal["coping"] < 1.0
+    assert "own write raised the health factor 1.450→2.200 as predicted (error +0.000)" in hit.appraisal["reasons"]
+    assert hit.pad_after.dominance > miss.pad_after.dominance

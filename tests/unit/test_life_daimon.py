@@ -7,7 +7,8 @@ from pathlib import Path
 from bench.daimon_replay import fold
 from golem.grimoire.episode_model import PAD_NEUTRAL_PLEASURE, PAD_OCTANTS
 
-from golem.life.daimon import BASELINE, PLUTCHIK_BY_OCTANT, AppraisalInput, appraise, octant, plutchik, update_pad
+from golem.life.daimon import (BASELINE, PLUTCHIK_BY_OCTANT, AppraisalInput, agency, appraise, octant, plutchik,
+                               update_pad)
 from golem.life.somatic import FIRE_STRENGTH, firing, lay_marker, size_factor, situation_of
 from golem.models.enums import MarketRegime
 from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState
@@ -78,6 +79,33 @@ def test_a_calm_golem_at_its_baseline_is_neutral_and_has_no_primary_emotion():
 def test_drawdown_lowers_the_coping_potential():
     free, deep = appraise(AppraisalInput()), appraise(AppraisalInput(drawdown_used=1.3))
     assert free.coping == 1.0 and deep.coping == 0.5 and "130% of the max drawdown used" in deep.reasons
+
+
+def test_a_verified_own_protective_write_raises_dominance_while_the_drawdown_is_deep():
+    """Scherer's coping potential (control, power) and causal attribution: the golem's own repay, verified on chain,
+    raised its health factor where it predicted — control regained by its own hand, so dominance rises against
+    the same tick without it, even 85 % into the max drawdown. Pleasure and arousal are untouched."""
+    tick = AppraisalInput(prediction_error=0.42, equity_change=-0.012, hf_before=1.68, hf_now=1.59, drawdown_used=0.85)
+    repaid = tick.model_copy(update={"acted_verified": True, "acted_hf_before": 1.59, "acted_hf_after": 2.12,
+                                     "acted_hf_error": 0.0})
+    without, with_ = appraise(tick), appraise(repaid)
+    assert round(without.coping, 3) == 0.268 and with_.coping == 1.0  # the verified HF 2.12: full margin restored
+    assert with_.reasons[-1] == "own write raised the health factor 1.590→2.120 as predicted (error +0.000)"
+    before = PADVector(pleasure=-0.9, arousal=-0.15, dominance=-0.6)  # deep in the crash, the affect it carries
+    pad0, pad1 = update_pad(before, without), update_pad(before, with_)
+    assert pad1.dominance > 0 > pad0.dominance and (pad1.pleasure, pad1.arousal) == (pad0.pleasure, pad0.arousal)
+    assert (octant(pad0), octant(pad1)) == ("bored", "disdainful")  # a loss, calm, and in control: P− A− D+
+    # no agency: a write that missed its prediction, lowered the health factor, failed verification, had no
+    # prediction to compare with, or was sent with no loan
+    for miss in ({"acted_hf_error": 0.2}, {"acted_hf_after": 1.5, "acted_hf_before": 1.59},
+                 {"acted_verified": False}, {"acted_hf_error": None}, {"acted_hf_before": None, "acted_hf_after": None}):
+        assert appraise(repaid.model_copy(update=miss)).coping == without.coping, miss
+    # the golem's own resources still bound it: a dying golem's repay does not make it masterful
+    assert appraise(repaid.model_copy(update={"vitality": 0.2})).coping == 0.2
+    # a thin margin restored is little control (HF 1.10 → 1.25 as predicted: agency 0.25), and agency never
+    # lowers the coping the standing situation gives (0.268)
+    thin = repaid.model_copy(update={"acted_hf_before": 1.1, "acted_hf_after": 1.25})
+    assert agency(thin) == 0.25 and appraise(thin).coping == without.coping
 
 
 def test_a_shock_fades_to_the_same_resting_affect_when_nothing_happens():
