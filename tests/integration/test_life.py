@@ -163,7 +163,7 @@ async def test_small_credit_walks_the_phases_conservation_refuses_a_new_position
         async with in_process_worker(temporal_client, rig):
             handle = await rig.start_golem(temporal_client, max_ticks=None)
             await wait_for(lambda: store.count() >= 2, 90, "two ticks")
-            seen = []
+            seen, repaid = [], []
             for i in range(12):  # each repay's gas comes off the credit
                 st = await handle.query(GolemWorkflow.status)
                 if st.phase in ("conservation", "declining", "terminal") or st.dying:
@@ -172,9 +172,18 @@ async def test_small_credit_walks_the_phases_conservation_refuses_a_new_position
                 rec = await wait_for_record(store, lambda r, i=i: any(x.id == f"r{i}" for x in r.active_interventions),
                                             f"steer r{i}", n=40, timeout=90)
                 seen.append((rec.tick, rec.phase.value, rec.credit_remaining, rec.credit_consumed))
+                repaid.append(rec)
             assert st.phase in ("conservation", "declining", "terminal"), seen
             assert [s[1] for s in seen][:1] == ["thriving"] and "stable" in {s[1] for s in seen}, seen
             assert all(a[2] > b[2] for a, b in zip(seen, seen[1:])), seen  # the credit only goes down
+            # the daimon's agency: a repay verified on chain that raised the health factor where Reflexion predicted
+            # is control regained by the golem's own hand (golem.life.daimon.agency) — named in the appraisal
+            own = [r for r in repaid if r.outcome is not None and r.outcome.verified and r.reflexion is not None
+                   and r.reflexion.health_factor_error is not None and abs(r.reflexion.health_factor_error) <= 0.1
+                   and (r.outcome.health_factor_after or 0) > (r.outcome.health_factor_before or 0)]
+            assert own, [(r.tick, r.outcome, r.reflexion) for r in repaid]
+            assert all(any(x.startswith("own write raised the health factor") for x in r.appraisal["reasons"])
+                       for r in own), [(r.tick, r.appraisal) for r in own]
             await handle.signal(GolemWorkflow.steer, {"id": "both", "severity": "high", "message": "repay, then buy weth"})
             rec = await wait_for_record(store, lambda r: any(x.id == "both" for x in r.active_interventions),
                                         "the steered tick in conservation", n=40, timeout=90)

@@ -52,11 +52,19 @@ def _recorded_paths() -> dict[str, list[AppraisalInput]]:
 
 def test_recorded_crash_and_recover_backtests_reach_all_eight_octants():
     """The daimon folded over what two recorded crash-and-recover backtests (crash_recovery, busy_day_crash;
-    exported by bench/daimon_replay.py) measured tick by tick: all eight octants occur, none forced."""
+    exported by bench/daimon_replay.py) measured tick by tick: all eight octants occur, none forced.
+    crash_recovery alone reaches seven: exuberant (P+ A+ D+) would need the golem in control while the recovery
+    surprises it, but it makes no write after tick 67 and its drawdown stays deep, so the recovery is the
+    market's doing — docile, dependent at its surprise."""
     paths = _recorded_paths()
     seen = {name: fold(inputs) for name, inputs in paths.items()}
     octants = set(PAD_OCTANTS.values())
     assert set().union(*seen.values()) - {"neutral"} == octants, {n: sorted(set(s)) for n, s in seen.items()}
+    assert set(seen["crash_recovery"]) - {"neutral"} == octants - {"exuberant"}, sorted(set(seen["crash_recovery"]))
+    # disdainful (P− A− D+) on crash_recovery is the tick of its own repay: HF 1.591 → 2.121 as predicted, while
+    # the holdings still lose and 85 % of the max drawdown is used — a loss it is in control of
+    own = [i for i, x in enumerate(paths["crash_recovery"]) if agency(x) > 0]
+    assert own == [64] and seen["crash_recovery"][64] == "disdainful" and seen["crash_recovery"].count("disdainful") == 1
     # crash_recovery: docile in the recovery — after the trough, gaining while most of the max drawdown is used
     cr, xs = seen["crash_recovery"], paths["crash_recovery"]
     trough = max(range(len(xs)), key=lambda i: xs[i].drawdown_used)
