@@ -567,6 +567,19 @@ async def _count_runs(client, wid: str) -> int:
     return n
 
 
+def stop_on_signals() -> None:
+    """SIGTERM and SIGINT stop the run cleanly: both raise KeyboardInterrupt (asyncio.run then cancels the run, whose
+    `finally` stops the stack it started). Explicit, because a shell starts a background job with SIGINT ignored, and
+    `kill PID` must not leave Temporal, Anvil, the simulator and the worker running as orphans."""
+    def _interrupt(signum: int, frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):  # once: a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m infra.chaos", description=__doc__.split("\n\n")[0])
     d = ChaosPlan()
@@ -592,8 +605,12 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="golem-chaos-"))
     out.mkdir(parents=True, exist_ok=True)
     run = ChaosRun(plan, out)
+    stop_on_signals()
     try:
         report = asyncio.run(run.run())
+    except KeyboardInterrupt as stop:
+        print(f"chaos: stopped ({stop or 'interrupted'}); its stack is stopped, its files are in {out}", file=sys.stderr)
+        return 130
     finally:
         run.stop()
     print(report.summary(), flush=True)

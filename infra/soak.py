@@ -33,7 +33,7 @@ from pathlib import Path
 
 from golem.ids import golem_workflow_id, task_queue, tick_workflow_id
 from golem.layout import DataLayout
-from infra.chaos import ChaosPlan, ChaosRun, _say
+from infra.chaos import ChaosPlan, ChaosRun, _say, stop_on_signals
 
 
 @dataclass
@@ -317,7 +317,12 @@ def main(argv: list[str] | None = None) -> int:
                        timeout_seconds=args.timeout)
     out = args.out or Path(tempfile.mkdtemp(prefix="golem-soak-"))
     out.mkdir(parents=True, exist_ok=True)
-    report = asyncio.run(soak(opts, out))
+    stop_on_signals()
+    try:
+        report = asyncio.run(soak(opts, out))
+    except KeyboardInterrupt as stop:
+        print(f"soak: stopped ({stop or 'interrupted'}); its stack is stopped, its files are in {out}", file=sys.stderr)
+        return 130
     print(report.summary(), flush=True)
     if args.json:
         args.json.write_text(json.dumps({**report.__dict__, "samples": [s.__dict__ for s in report.samples]},

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import math
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
-from functools import lru_cache
 from typing import Any
 
 from eth_abi import decode as abi_decode
 from pydantic import BaseModel
 from web3.exceptions import ContractLogicError
 
-from golem.chain.contracts import MAIN_PAIR, PAIRS, TOKEN_DECIMALS, at, key_abi
+from golem.chain.contracts import MAIN_PAIR, PAIRS, TOKEN_DECIMALS, at, contract
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction
 
@@ -426,22 +425,17 @@ def slippage_bps_of(action: ProposedAction) -> float | None:
     return parse_arguments(action.tool, action.arguments)["max_slippage_bps"]
 
 
-# ── contracts (cached: building a web3 Contract parses its ABI, ~10 ms for Aave's Pool) ─────────
-
-
-@lru_cache(maxsize=512)
-def _contract_at(w3, address: str, abi_name: str):
-    return at(w3, address, abi_name)
+# ── contracts (built once per node client, address and ABI: golem.chain.contracts.at) ─────────
 
 
 def cached_contract(w3, deployment, key: str):
-    """The web3 Contract at an address-book key, built once per (node, address, ABI)."""
-    return _contract_at(w3, deployment.address(key), key_abi(key))
+    """The web3 Contract at an address-book key."""
+    return contract(w3, deployment, key)
 
 
 def cached_at(w3, address: str, abi_name: str):
-    """The web3 Contract at `address` with a vendored ABI, built once per (node, address, ABI)."""
-    return _contract_at(w3, w3.to_checksum_address(address), abi_name)
+    """The web3 Contract at `address` with a vendored ABI."""
+    return at(w3, address, abi_name)
 
 
 # ── calls ────────────────────────────────────────────────────────────────────────────────────

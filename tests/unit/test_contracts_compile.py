@@ -19,6 +19,7 @@ from golem.chain.contracts import (
     REQUIRED_KEYS,
     Deployment,
     DeploymentError,
+    at,
     contract,
     decimals_of,
     key_abi,
@@ -252,6 +253,29 @@ def test_deployment_rejects_missing_keys_and_bad_addresses() -> None:
         _deployment(addresses={**good, "AAVE_POOL": "0x1234"})
     with pytest.raises(ValueError, match="not an address"):
         _deployment(trader="0x1234")
+
+
+def test_a_contract_is_built_once_per_client_address_and_abi() -> None:
+    """web3 builds a class per ABI function and event for each Contract: built every tick, that garbage grew the
+    worker's heap (issue 14). The same client, address and ABI give the same Contract; another client its own."""
+    import gc
+
+    d = _deployment()
+    w3, other = Web3(), Web3()
+    usdc = contract(w3, d, "USDC")
+    assert contract(w3, d, "USDC") is usdc
+    assert at(w3, d.addresses["USDC"].lower(), "ERC20") is usdc  # any spelling of the address
+    assert at(w3, d.addresses["USDC"], "WETH9") is not usdc  # another ABI at the same address
+    assert contract(other, d, "USDC") is not usdc and contract(other, d, "USDC").w3 is other
+
+    def classes() -> int:
+        return sum(1 for o in gc.get_objects() if isinstance(o, type))
+
+    contract(w3, d, "AAVE_POOL")
+    before = classes()
+    for _ in range(20):
+        contract(w3, d, "AAVE_POOL")
+    assert classes() - before < 10  # a fresh Pool contract is ~125 classes
 
 
 def test_contract_picks_each_keys_abi() -> None:
