@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from golem.grimoire.embeddings import WordLlamaEmbedder, default_embedder  # noqa: E402
 from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.lance import INDEX_CACHE_ENV, METADATA_CACHE_ENV, cache_sizes, session_bytes  # noqa: E402
 from golem.grimoire.lance_index import ann_query, build_ann_index  # noqa: E402
 from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
@@ -111,6 +112,9 @@ def main() -> None:
         eps.mark_accessed([i.id for i in res.items if i.source == "episode"], t + 1)
     print(f"  retrieve after each tick's writes: p50 {ms(pct(live, 50)):.1f} ms  p99 {ms(pct(live, 99)):.1f} ms; "
           f"first query (builds the in-memory episode index) {ms(first):.0f} ms")
+    print(f"  LanceDB session caches now hold {session_bytes() / 2**20:.1f} MB (caps: index "
+          f"{cache_sizes()[0] / 2**20:.0f} MB, metadata {cache_sizes()[1] / 2**20:.0f} MB; {INDEX_CACHE_ENV} / "
+          f"{METADATA_CACHE_ENV} move them)")
     # rev. 8: switching the embedding model re-embeds the whole table and writes it in one commit
     t0 = time.perf_counter()
     switched = EpisodeStore(d / "e.lance", WordLlamaEmbedder(trunc_dim=64))

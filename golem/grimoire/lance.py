@@ -7,11 +7,19 @@ an episode per tick caches one more manifest per tick: the soak (infra/soak.py) 
 rising ~35 MB per 100 ticks (the episode store alone: its session at 72 MB after 300 writes, growing faster
 with each). Bounded, the session stays at its cap and retrieval keeps its hot pages. The episode and semantic
 stores share this one session.
+
+What fills the metadata cache is mostly stale: the manifests of versions no reader will open again. At a 64 MB cap
+the 2,000-tick soak's worker reached the cap by tick ~450 and the index cache held ~2 MB (issue 14's probe of the
+session's `size_bytes`); retrieval over 3,000 episodes after each tick's write ran p50 11.7 ms at 64 MB and
+12.5 ms at 16 MB (`bench/grimoire.py`, same machine, same run of the day). So 16 MB of metadata; the index cache
+keeps its 128 MB cap: it only holds what retrieval reads (a large golem's ANN pages). Both can be moved with
+GOLEM_LANCE_INDEX_CACHE_MB / GOLEM_LANCE_METADATA_CACHE_MB (the worker's environment).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -20,7 +28,32 @@ import lancedb
 log = logging.getLogger("golem.grimoire")
 
 INDEX_CACHE_BYTES = 128 << 20  # ANN / FTS index pages
-METADATA_CACHE_BYTES = 64 << 20  # manifests, fragment and file metadata
+METADATA_CACHE_BYTES = 16 << 20  # manifests, fragment and file metadata (why 16: the module's docstring)
+INDEX_CACHE_ENV = "GOLEM_LANCE_INDEX_CACHE_MB"
+METADATA_CACHE_ENV = "GOLEM_LANCE_METADATA_CACHE_MB"
+
+
+def _cache_bytes(env: str, default: int) -> int:
+    raw = os.environ.get(env)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise ValueError(f"{env}={raw!r}: give the cache size in MB, a number >= 0") from None
+    if mb < 0:
+        raise ValueError(f"{env}={raw!r}: give the cache size in MB, a number >= 0")
+    return int(mb * (1 << 20))
+
+
+def cache_sizes() -> tuple[int, int]:
+    """(index cache, metadata cache) in bytes for this process's LanceDB session."""
+    return _cache_bytes(INDEX_CACHE_ENV, INDEX_CACHE_BYTES), _cache_bytes(METADATA_CACHE_ENV, METADATA_CACHE_BYTES)
+
+
+def session_bytes() -> int | None:
+    """What this process's LanceDB caches hold now (None before the first store opened them)."""
+    return None if _session is None else int(_session.size_bytes)
 
 _session: lancedb.Session | None = None
 
@@ -28,7 +61,8 @@ _session: lancedb.Session | None = None
 def lance_session() -> lancedb.Session:
     global _session
     if _session is None:
-        _session = lancedb.Session(index_cache_size_bytes=INDEX_CACHE_BYTES, metadata_cache_size_bytes=METADATA_CACHE_BYTES)
+        index, metadata = cache_sizes()
+        _session = lancedb.Session(index_cache_size_bytes=index, metadata_cache_size_bytes=metadata)
     return _session
 
 

@@ -27,3 +27,20 @@ def test_stores_cache_in_the_shared_bounded_session(tmp_path, monkeypatch):
     assert small.approx_num_items > items + 100, (items, small.approx_num_items)
     # ... and the cache stays at its cap (unbounded, 80 versions cache ~10 MB)
     assert small.size_bytes <= cap * 1.1, small.size_bytes
+
+
+def test_the_caps_come_from_the_workers_environment(monkeypatch):
+    import pytest
+
+    monkeypatch.delenv(lance.INDEX_CACHE_ENV, raising=False)
+    monkeypatch.delenv(lance.METADATA_CACHE_ENV, raising=False)
+    assert lance.cache_sizes() == (lance.INDEX_CACHE_BYTES, lance.METADATA_CACHE_BYTES)
+    monkeypatch.setenv(lance.INDEX_CACHE_ENV, "32")
+    monkeypatch.setenv(lance.METADATA_CACHE_ENV, "0.5")
+    assert lance.cache_sizes() == (32 << 20, 512 << 10)
+    monkeypatch.setenv(lance.METADATA_CACHE_ENV, "lots")
+    with pytest.raises(ValueError, match="GOLEM_LANCE_METADATA_CACHE_MB='lots': give the cache size in MB"):
+        lance.cache_sizes()
+    monkeypatch.setenv(lance.METADATA_CACHE_ENV, "-1")
+    with pytest.raises(ValueError, match="a number >= 0"):
+        lance.cache_sizes()
