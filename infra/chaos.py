@@ -198,6 +198,7 @@ class ChaosRun:
         self.temporal: TemporalDevServer | None = None
         self.anvil_child: AnvilChild | None = None
         self.worker: ProcessChild | None = None
+        self.metrics_port: int | None = None
         self.supervisor: Supervisor | None = None
         self._index = DataLayout(self.data).cycle_index
 
@@ -257,6 +258,7 @@ class ChaosRun:
         env["GOLEM_PRIVATE_KEY"] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the worker's env only
         # its own metrics port: the default (9464) belongs to the owner's `golem run` on this machine
         env.setdefault("GOLEM_METRICS_PORT", str(free_port()))
+        self.metrics_port = int(env["GOLEM_METRICS_PORT"]) or None  # the soak reads the worker's memory split there
         worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(self.out / "home"),
                       "--data", str(self.data)]
         self.worker = ProcessChild("worker", lambda: _spawn(worker_cmd, self.logs / "worker.log", env=env),

@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +61,7 @@ class Sample:
     seconds: float
     rss_mb: float
     data_mb: dict[str, float]
+    memory_mb: dict[str, float] = field(default_factory=dict)  # the worker's own split (workers/memory.py), if scraped
 
     @property
     def data_total_mb(self) -> float:
@@ -96,11 +99,12 @@ class SoakReport:
         rate = self.ticks / self.wall_seconds if self.wall_seconds else 0.0
         lines = [f"soak: {self.ticks} ticks in {self.wall_seconds:.0f} s ({rate:.2f} ticks/s; tiers {self.tiers}; "
                  f"{self.failed_ticks} failed; worker restarts {self.worker_restarts})",
-                 "  tick   wall s   worker RSS MB   data dir MB (" + ", ".join(self.samples[0].data_mb) + ")"
-                 if self.samples else "  no samples"]
+                 "  tick   wall s   worker RSS MB (" + ", ".join(MEMORY_PARTS) + ")   data dir MB ("
+                 + ", ".join(self.samples[0].data_mb) + ")" if self.samples else "  no samples"]
         for s in self.samples:
             parts = " ".join(f"{v:.1f}" for v in s.data_mb.values())
-            lines.append(f"  {s.tick:>5} {s.seconds:>8.0f} {s.rss_mb:>15.1f}   {s.data_total_mb:.1f} ({parts})")
+            mem = " ".join("-" if s.memory_mb.get(k) is None else f"{s.memory_mb[k]:.0f}" for k in MEMORY_PARTS)
+            lines.append(f"  {s.tick:>5} {s.seconds:>8.0f} {s.rss_mb:>9.1f} ({mem})   {s.data_total_mb:.1f} ({parts})")
         fmt = lambda v: "n/a" if v is None else f"{v:.1f}"  # noqa: E731
         lines.append(f"  per 1,000 ticks after warm-up: worker RSS {fmt(self.rss_growth_mb_per_1k)} MB, the golem's "
                      f"data {fmt(self.data_growth_mb_per_1k)} MB, whole data dir {fmt(self.data_total_growth_mb_per_1k)} MB ("
@@ -113,6 +117,27 @@ class SoakReport:
                      + f"; largest child-workflow input {self.child_input_max_bytes / 1024:.1f} KB")
         lines.append("PASS" if not self.problems else "FAIL:\n" + "\n".join(f"  - {p}" for p in self.problems))
         return "\n".join(lines)
+
+
+MEMORY_PARTS = ("lance_cache", "malloc_in_use", "malloc_free")  # workers/memory.py's parts besides rss
+
+
+def worker_memory_mb(port: int | None) -> dict[str, float]:
+    """The worker's memory split as its /metrics reports it (golem_worker_memory_bytes), in MB; {} if unreadable."""
+    if not port:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("golem_worker_memory_bytes{"):
+            m = re.search(r'part="([^"]+)"', line)
+            if m:
+                found[m.group(1)] = float(line.rsplit(" ", 1)[1]) / 2**20
+    return found
 
 
 def rss_mb(pid: int) -> float:
@@ -228,7 +253,8 @@ async def soak(opts: SoakOptions, out: Path) -> SoakReport:
             run.supervisor.check()
             done = run.progress()
             if done >= max(next_sample, 1) and run.worker.pid is not None:
-                s = Sample(done, time.monotonic() - t0, rss_mb(run.worker.pid), data_sizes(run.data))
+                s = Sample(done, time.monotonic() - t0, rss_mb(run.worker.pid), data_sizes(run.data),
+                           worker_memory_mb(run.metrics_port))
                 report.samples.append(s)
                 _say(f"tick {done}: worker RSS {s.rss_mb:.1f} MB, data dir {s.data_total_mb:.1f} MB")
                 next_sample = (done // opts.sample_every + 1) * opts.sample_every

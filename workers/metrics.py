@@ -21,9 +21,11 @@ import os
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
@@ -32,6 +34,7 @@ from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from golem.events.models import GolemEvent
+from workers.memory import memory_parts
 
 log = logging.getLogger("golem.metrics")
 
@@ -80,9 +83,16 @@ class GolemMetrics:
         self.quality = m.create_gauge("golem_cognitive_quality", description="rev. 12 cognitive quality metrics (0..1)")
         self.trend = m.create_gauge("golem_external_trend", description="rev. 12 external metric trend over 30 days: "
                                     "pnl_usd, max_drawdown, sharpe (per tick), declining_days")
+        m.create_observable_gauge("golem_worker_memory", callbacks=[self._memory], unit="By",
+                                  description="the worker's memory by part: rss, lance_cache, malloc_in_use, "
+                                  "malloc_free (workers/memory.py)")
         # running counts behind the rev. 12 rates
         self._n = {"candidates": 0, "admitted": 0, "escalated": 0, "retrieved": 0, "cached": 0,
                    "verified": 0, "accurate": 0}
+
+    def _memory(self, options: CallbackOptions) -> Iterable[Observation]:
+        for part, value in memory_parts().items():
+            yield Observation(value, {**self.attrs, "part": part})
 
     # ---- the event listener ---------------------------------------------------------------
     def on_event(self, e: GolemEvent) -> None:
