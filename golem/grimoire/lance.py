@@ -10,8 +10,9 @@ stores share this one session.
 
 What fills the metadata cache is mostly stale: the manifests of versions no reader will open again. At a 64 MB cap
 the 2,000-tick soak's worker reached the cap by tick ~450 and the index cache held ~2 MB (issue 14's probe of the
-session's `size_bytes`); retrieval over 3,000 episodes after each tick's write ran p50 11.7 ms at 64 MB and
-12.5 ms at 16 MB (`bench/grimoire.py`, same machine, same run of the day). So 16 MB of metadata; the index cache
+session's `size_bytes`); retrieval over 3,000 episodes after each tick's write ran p50 11.7 ms with 64 MB of
+metadata cache and 11.1 ms with 16 MB, the session then holding 64.9 and 17.2 MB (`bench/grimoire.py --episodes 3000
+--queries 300 --big 0`, one after the other on the same machine). So 16 MB of metadata; the index cache
 keeps its 128 MB cap: it only holds what retrieval reads (a large golem's ANN pages). Both can be moved with
 GOLEM_LANCE_INDEX_CACHE_MB / GOLEM_LANCE_METADATA_CACHE_MB (the worker's environment).
 """
