@@ -238,12 +238,11 @@ class ConsolidationActivities(ActivitySet):
     def _external_trend(self, now: str) -> ExternalTrend | None:
         since = (datetime.fromisoformat(now) - timedelta(days=WINDOW_DAYS)).isoformat()
         try:
-            ticks = self.s.events.store.read(kinds=["heartbeat.tick_finished"], since=since, limit=1_000_000)
+            points = self.s.events.store.series("heartbeat.tick_finished", "equity_usd", since=since)
         except sqlite3.Error as err:  # best effort: the next cycle measures it again
             activity.logger.warning("external trend not measured: %s", err)
             return None
-        return external_trend([(e.time, float(e.payload["equity_usd"])) for e in ticks
-                               if e.payload.get("equity_usd") is not None], now)
+        return external_trend(points, now)
 
     # The steps in the order DeltaConsolidationWorkflow runs them.
     DELTA_STEPS = ("decay", "distill", "upkeep", "dream_promotion", "learn", "playbook", "followups", "retention",

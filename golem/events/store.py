@@ -134,6 +134,20 @@ class EventStore:
                               "ORDER BY seq DESC LIMIT ?", (kind, after, limit)).fetchall()
         return [(seq, tick, time, json.loads(payload)) for seq, tick, time, payload in reversed(rows)]
 
+    def series(self, kind: str, field: str, *, since: str) -> list[tuple[str, float]]:
+        """(time, payload[field]) of one kind's events since `since`, oldest first, where the field is a number —
+        read by SQLite's JSON functions, so a 30-day window is not parsed payload by payload (the delta cycle's
+        external trend)."""
+        if not field.isidentifier():
+            raise ValueError(f"series field must be a plain payload key, got {field!r}")
+        if not self.path.exists():
+            return []
+        with closing(self._connect()) as db:
+            rows = db.execute(f"SELECT time, json_extract(payload, '$.{field}') AS v FROM events "
+                              "WHERE kind = ? AND time >= ? AND json_type(payload, ?) IN ('integer', 'real') "
+                              "ORDER BY seq", (kind, since, f"$.{field}")).fetchall()
+        return [(t, float(v)) for t, v in rows]
+
     def last_seq(self) -> int:
         if not self.path.exists():
             return 0

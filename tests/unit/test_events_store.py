@@ -59,3 +59,21 @@ def test_unknown_kind_and_bad_since_are_one_line_errors():
     now = datetime(2026, 1, 2, tzinfo=timezone.utc)
     assert parse_since("1d", now) == "2026-01-01T00:00:00+00:00"
     assert parse_since("2026-01-01T12:00:00") == "2026-01-01T12:00:00+00:00"
+
+
+def test_series_reads_one_numeric_field_of_one_kind_since_a_time(tmp_path):
+    store = EventStore(tmp_path)
+    t = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    at = lambda h: (t + timedelta(hours=h)).isoformat()  # noqa: E731
+    store.append([_ev(1, "heartbeat.tick_finished", when=at(0), equity_usd=1000),
+                  _ev(2, "heartbeat.tick_finished", when=at(1), equity_usd=990.5),
+                  _ev(3, "heartbeat.tick_finished", when=at(2), equity_usd=None),  # not measured: left out
+                  _ev(4, "heartbeat.tick_finished", when=at(3), equity_usd="n/a"),  # not a number: left out
+                  _ev(5, "actions.blocked", "0", when=at(4), equity_usd=5),  # another kind
+                  _ev(6, "heartbeat.tick_finished", when=at(5), equity_usd=1001.25)])
+    assert store.series("heartbeat.tick_finished", "equity_usd", since=at(0)) == [
+        (at(0), 1000.0), (at(1), 990.5), (at(5), 1001.25)]
+    assert store.series("heartbeat.tick_finished", "equity_usd", since=at(1)) == [(at(1), 990.5), (at(5), 1001.25)]
+    assert EventStore(tmp_path / "none").series("heartbeat.tick_finished", "equity_usd", since=at(0)) == []
+    with pytest.raises(ValueError, match="plain payload key"):
+        store.series("heartbeat.tick_finished", "x') OR 1=1 --", since=at(0))
