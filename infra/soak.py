@@ -119,7 +119,7 @@ class SoakReport:
         return "\n".join(lines)
 
 
-MEMORY_PARTS = ("lance_cache", "malloc_in_use", "malloc_free")  # workers/memory.py's parts besides rss
+MEMORY_PARTS = ("lance_cache", "malloc_in_use", "malloc_free", "malloc_released")  # workers/memory.py's, besides rss
 
 
 def worker_memory_mb(port: int | None) -> dict[str, float]:

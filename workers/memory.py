@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
+import threading
 
 from golem.grimoire.lance import session_bytes
 
@@ -34,6 +36,81 @@ def _mallinfo2():
 _MALLINFO = _mallinfo2()
 
 
+def _malloc_trim():
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+    return fn
+
+
+_MALLOC_TRIM = _malloc_trim()
+# Ours: how often the worker hands malloc's free pages back to the OS. glibc keeps what the activities' threads
+# (web3, LanceDB's Rust, pyarrow) freed in its arenas; in the soak that free space grew 28 -> 89 MB over 630 s and
+# RSS with it (issue 14). One malloc_trim walks the arenas in a few ms; every 30 s it is noise.
+TRIM_EVERY_S = 30.0
+TRIM_ENV = "GOLEM_MALLOC_TRIM_SECONDS"  # 0 turns it off
+
+
+class MallocTrimmer:
+    """A daemon thread calling glibc's malloc_trim(0) every `every` seconds (the first at once). `released` counts the
+    resident bytes the trims gave back (RSS before minus after each, never negative)."""
+
+    def __init__(self, every: float = TRIM_EVERY_S) -> None:
+        self.every = every
+        self.trims = 0
+        self.released = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="malloc-trim", daemon=True)
+
+    def trim(self) -> int:
+        if _MALLOC_TRIM is None:
+            return 0
+        before = rss_bytes()
+        _MALLOC_TRIM(0)
+        freed = max(0, before - rss_bytes())
+        self.trims += 1
+        self.released += freed
+        return freed
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.trim()
+            except (OSError, RuntimeError) as err:  # never the worker's problem: the next round tries again
+                log.debug("malloc_trim skipped: %s", err)
+            if self._stop.wait(self.every):
+                return
+
+    def start(self) -> "MallocTrimmer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+_trimmer: MallocTrimmer | None = None
+_trimmer_lock = threading.Lock()
+
+
+def start_trimmer() -> MallocTrimmer | None:
+    """The process's trimmer, started once (GOLEM_MALLOC_TRIM_SECONDS: the interval, 0 = off; None without glibc)."""
+    global _trimmer
+    raw = os.environ.get(TRIM_ENV, "").strip()
+    try:
+        every = float(raw) if raw else TRIM_EVERY_S
+    except ValueError:
+        raise ValueError(f"{TRIM_ENV}={raw!r}: give the interval in seconds (0 turns trimming off)") from None
+    if every <= 0 or _MALLOC_TRIM is None:
+        return None
+    with _trimmer_lock:
+        if _trimmer is None:
+            _trimmer = MallocTrimmer(every).start()
+        return _trimmer
+
+
 def rss_bytes(pid: int | str = "self") -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -44,8 +121,9 @@ def rss_bytes(pid: int | str = "self") -> int:
 
 def memory_parts() -> dict[str, int]:
     """rss; lance_cache (absent before a Grimoire store opened the session); malloc_in_use / malloc_free (bytes
-    malloc has handed out, and holds free in its arenas; absent without glibc). Python's small objects live in
-    its own arenas, outside malloc's figures."""
+    malloc has handed out, and holds free in its arenas; absent without glibc); malloc_released (what the worker's
+    trimmer gave back to the OS so far; absent when it is off). Python's small objects live in its own arenas,
+    outside malloc's figures."""
     parts: dict[str, int] = {}
     try:
         parts["rss"] = rss_bytes()
@@ -58,4 +136,6 @@ def memory_parts() -> dict[str, int]:
         mi = _MALLINFO()
         parts["malloc_in_use"] = int(mi.uordblks + mi.hblkhd)
         parts["malloc_free"] = int(mi.fordblks)
+    if _trimmer is not None:
+        parts["malloc_released"] = _trimmer.released  # cumulative: what the trims gave back to the OS
     return parts

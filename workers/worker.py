@@ -21,6 +21,7 @@ from activities.tick import TickActivities
 from golem.ids import task_queue
 from golem.life.extensions import registry_for
 from golem.models.config import GolemConfig
+from workers.memory import start_trimmer
 from workers.services import GolemServices
 from workflows import ALL_WORKFLOWS
 
@@ -47,6 +48,7 @@ def build_worker(
     # The extension registry's start-up check (runtime-extensions §5): a layer violation, a missing dependency or
     # a non-optional extension switched off in golem.toml stops the worker here, naming both sides.
     registry_for(services.config.extensions.disabled)
+    start_trimmer()  # malloc's free pages back to the OS every 30 s (issue 14's soak; GOLEM_MALLOC_TRIM_SECONDS)
     return Worker(
         client,
         task_queue=task_queue(services.config.golem.id),

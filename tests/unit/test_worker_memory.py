@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from golem.grimoire import lance
 from golem.grimoire.embeddings import default_embedder
 from golem.grimoire.episodes import Episode, EpisodeStore
@@ -29,9 +31,60 @@ def test_the_split_is_served_on_metrics_and_the_soak_reads_it(tmp_path, monkeypa
         seen = worker_memory_mb(server.port)
     finally:
         server.stop()
-    assert set(seen) == {"rss", *MEMORY_PARTS}
+    assert set(seen) >= {"rss", "lance_cache", "malloc_in_use", "malloc_free"}
     assert abs(seen["lance_cache"] - parts["lance_cache"] / 2**20) < 4
     assert worker_memory_mb(None) == {} and worker_memory_mb(1) == {}  # no endpoint: no split, the soak goes on
     report = SoakReport(samples=[Sample(100, 5.0, 400.0, {"temporal": 1.0}, seen)])
     line = report.summary().splitlines()[2]
-    assert f"({seen['lance_cache']:.0f} {seen['malloc_in_use']:.0f} {seen['malloc_free']:.0f})" in line, line
+    cols = " ".join("-" if seen.get(k) is None else f"{seen[k]:.0f}" for k in MEMORY_PARTS)
+    assert f"400.0 ({cols})" in line and cols.count(" ") == 3, line
+
+
+def test_the_trimmer_gives_mallocs_free_pages_back():
+    """Freed memory glibc keeps in its arenas (a hole under live blocks: no automatic trim reaches it) goes back to
+    the OS with malloc_trim, and the trimmer counts it."""
+    import ctypes
+
+    from workers.memory import MallocTrimmer, memory_parts
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: free() alone never trims in this test
+    try:
+        blocks = [libc.malloc(4096) for _ in range(40_000)]  # ~160 MB in 4 KB blocks, below the mmap threshold
+        for b in blocks:
+            ctypes.memset(b, 1, 4096)  # resident
+        for b in blocks[:-1]:
+            libc.free(b)  # all but the last: a hole of ~160 MB under it
+        held = memory_parts()["malloc_free"]
+        assert held > 100 << 20, held
+        trimmer = MallocTrimmer(every=3600)
+        released = trimmer.trim()
+        assert released > 100 << 20 and trimmer.released == released and trimmer.trims == 1, released
+        libc.free(blocks[-1])
+    finally:
+        libc.mallopt(-1, 128 * 1024)  # glibc's default M_TRIM_THRESHOLD
+
+
+def test_the_trim_interval_comes_from_the_environment(monkeypatch):
+    import pytest
+
+    from workers import memory
+
+    monkeypatch.setattr(memory, "_trimmer", None)
+    monkeypatch.setenv(memory.TRIM_ENV, "0")
+    assert memory.start_trimmer() is None and "malloc_released" not in memory.memory_parts()
+    monkeypatch.setenv(memory.TRIM_ENV, "often")
+    with pytest.raises(ValueError, match="GOLEM_MALLOC_TRIM_SECONDS='often': give the interval in seconds"):
+        memory.start_trimmer()
+    monkeypatch.setenv(memory.TRIM_ENV, "3600")
+    t = memory.start_trimmer()
+    try:
+        assert t is not None and t.every == 3600 and memory.start_trimmer() is t  # one per process
+        deadline = time.monotonic() + 10
+        while t.trims == 0 and time.monotonic() < deadline:  # the first trim runs at once
+            time.sleep(0.05)
+        assert t.trims == 1 and "malloc_released" in memory.memory_parts()
+    finally:
+        t.stop()
