@@ -215,10 +215,13 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
     marks: list[TickMark] = []
     gas_paid = 0.0
     async with worker:
-        await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=cfg, clock="replay"), id=wid,
-                                    task_queue=task_queue(cfg.golem.id))
+        started = await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=cfg, clock="replay"),
+                                              id=wid, task_queue=task_queue(cfg.golem.id))
         handle = client.get_workflow_handle(wid)  # no run id: the update follows continue-as-new
-        with BlockProducer(driver.w3):
+        # a tick's confirmation blocks are mined when its verify step is scheduled, not after a wall-clock pause
+        # (golem/world/replay.py): the same path gives the same blocks however loaded the machine is
+        async with BlockProducer(driver.w3, client, wid, started.result_run_id,
+                                 blocks=cfg.chain.confirmations - 1) as producer:
             for i, row in enumerate(rows):
                 applied, before = await asyncio.to_thread(_apply, opts, driver, row)
                 t0 = time.perf_counter()
@@ -235,7 +238,8 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
                 marks.append(mark)
                 if opts.progress and (i + 1) % 50 == 0:
                     _log(opts, f"  {info.name}: row {i + 1}/{len(rows)}")
-        await handle.result()
+            await handle.result()
+        info.confirmation_blocks = producer.mined
     return marks
 
 

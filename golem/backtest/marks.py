@@ -83,7 +83,8 @@ def mark_row(
         return mark
     d = record.deliberation
     actions = [
-        ActionMark(tool=a.tool_name, status=a.status.value, gas_usd=a.gas_cost, protective=_protective(a))
+        ActionMark(tool=a.tool_name, status=a.status.value, gas_usd=a.gas_cost, protective=_protective(a),
+                   block=a.block_number)
         for a in record.actions
     ]
     blocked = [
@@ -95,5 +96,6 @@ def mark_row(
         "tick": record.tick, "tier": record.tier.value, "detected_regime": record.regime.value,
         "prediction_error": record.prediction_error, "actions": actions, "blocked": blocked,
         "inference_usd": record.inference_cost,
+        "verified": record.outcome.verified if record.outcome is not None else None,
         "input_tokens": d.input_tokens if d else 0, "output_tokens": d.output_tokens if d else 0,
     })

@@ -35,6 +35,7 @@ class ActionMark(BaseModel):
     status: str  # executed | blocked | deferred | failed | cancelled
     gas_usd: float = 0.0
     protective: bool = False  # repay / deleverage / a high-or-critical steer's action
+    block: int | None = None  # the block its transaction landed in (None: nothing sent)
 
 
 class LiquidationMark(BaseModel):
@@ -80,6 +81,7 @@ class TickMark(BaseModel):
     detected_regime: str | None = None  # the golem's MarketRegime value
     prediction_error: float | None = None
     actions: list[ActionMark] = Field(default_factory=list)
+    verified: bool | None = None  # the tick's verify step: receipts confirmed, deviations in bounds (None: no verify)
     blocked: list[BlockedAction] = Field(default_factory=list)
     gas_usd: float = 0.0  # gas paid on this row
     inference_usd: float = 0.0
@@ -99,5 +101,6 @@ class RunInfo(BaseModel):
     deliberator: str = ""
     started_at: str = ""
     wall_seconds: float = 0.0
+    confirmation_blocks: int | None = None  # empty blocks the world mined for the golem's verify (world/replay.py)
     grimoire_from: str | None = None
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)  # model → USD/MTok, from the router

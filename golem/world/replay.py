@@ -12,17 +12,36 @@ Per row, in this order:
   4. an empty block is mined whose base fee makes the *next* block's base fee `gas_gwei` (EIP-1559: a
      block with no gas used lowers the next base fee by 1/8), so the golem's transaction pays it.
 
-Between rows a `BlockProducer` plays the part of a live chain's block cadence: once a block holding
-transactions has stayed the head for a moment it mines one empty block on top, so a golem waiting for
-its 2-block confirmation (§S10) gets it at once instead of waiting out the verify timeout.
+Confirmation blocks (`BlockProducer`): a live chain keeps mining, so a golem's verify step (§S10: 2-block
+confirmation, golem/chain/verify.py `_confirmed_receipt`) sees its transactions confirmed a block later. Here a block
+is mined at one point of the golem's own progress, never after a wall-clock pause: when the VERIFY activity of a
+ThetaTickWorkflow is scheduled (an ActivityTaskScheduled event named "verify" in that tick's Temporal history), the
+producer mines `confirmations - 1` empty blocks on top of the head. The producer follows the GolemWorkflow's history
+(across continue-as-new) for its tick children, and each tick's history, with long polls (`wait_new_event`): it is
+the runner reading Temporal, as `golem status` does; the golem's code is unchanged and cannot tell (ARCHITECTURE
+"One code path for live and backtest").
+
+Why it is repeatable: the workflow schedules verify only after every execute activity of the tick has completed
+(one activity per action, each returning once its receipt is in), so every transaction of the tick is already
+mined, each in its own block (Anvil automines) at the base fees the row set, and no other block can come between
+them: nothing else mines while a tick runs (the row's blocks are mined before the tick starts). The number of
+blocks, their order, timestamps (the row's time: BLOCK_INTERVAL_S = 0) and base fees depend on what the golem sent,
+not on how long anything took. The blocks land before verify's confirmation deadline (5 s) as long as the runner's
+long poll answers within it; verify polls every 0.2 s, so it waits that long at most for them.
+
+The producer it replaced mined once a head holding transactions had been idle for 1.0 s of wall clock: under load
+the gap between one tick's two transactions exceeded that, an empty block landed between a repay and the swap after
+it (lowering the swap's base fee by 1/8), and how many blocks a run held depended on the machine's load. Wall time:
+a tick that acts now waits for its confirmation no longer than verify's 0.2 s poll (the old one waited the 1.0 s
+idle window), and a tick that sends nothing costs nothing; the price is one long-poll stream per tick.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+import asyncio
 from dataclasses import dataclass, field
 
+from temporalio.api.enums.v1 import EventType
 from web3 import Web3
 
 from golem.backtest.models import PathRow
@@ -33,10 +52,8 @@ from golem.world.simulator import MarketSimulator, SimLiquidation
 
 BLOCK_INTERVAL_S = 0  # chain seconds between blocks inside a row: every block of a row carries the row's time
 EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8
-CONFIRM_AFTER_IDLE_S = 1.0  # ours: longer than the gap between one tick's transactions, so they share no
-# confirmation block by chance (the run stays repeatable: an empty block between a repay and the swap after it
-# lowers the swap's base fee by 1/8), short enough that verify does not wait long. On the real protocols that gap
-# is 0.35–0.5 s on a loaded 2-core box (simulating the next action through Aave and Router02), so 0.3 s was not
+TICK_WORKFLOW = "ThetaTickWorkflow"  # the tick workflow type and its verify activity (workflows/tick.py)
+VERIFY_ACTIVITY = "verify"
 
 
 class ReplayError(RuntimeError):
@@ -63,8 +80,8 @@ class ReplayDriver:
         self.deployment = deployment
         self.sim = MarketSimulator(w3, deployment, trader_key, oracle_key, "calm")
         # Aave accrues interest per second of block time: every block inside a row carries the row's time whatever the
-        # wall clock did and however many blocks the row took (a confirmation block mined a little later under load
-        # included), so the same path accrues the same interest every run
+        # wall clock did and however many blocks the row took (its confirmation blocks included), so the same path
+        # accrues the same interest every run
         self._rpc("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
 
     def _rpc(self, method: str, params: list) -> object:
@@ -93,38 +110,77 @@ class ReplayDriver:
 
 
 class BlockProducer:
-    """Mines one empty block on top of a head that holds transactions once it has been idle for a moment."""
+    """Mines each acting tick's confirmation blocks when that tick's VERIFY step is scheduled (module docstring).
 
-    def __init__(self, w3: Web3, idle_s: float = CONFIRM_AFTER_IDLE_S, poll_s: float = 0.05) -> None:
+    `async with BlockProducer(w3, client, workflow_id, run_id, blocks):` around the rows; `mined` counts the blocks,
+    `confirmed` the tick workflow ids it confirmed. A failure to follow the histories is raised on exit (and every
+    later tick's verify would report "1 of 2 confirmations")."""
+
+    def __init__(self, w3: Web3, client, workflow_id: str, run_id: str | None, blocks: int) -> None:
         self.w3 = w3
-        self.idle_s = idle_s
-        self.poll_s = poll_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.client = client
+        self.workflow_id = workflow_id
+        self.run_id = run_id
+        self.blocks = max(0, blocks)
         self.mined = 0
+        self.confirmed: list[str] = []
+        self._tasks: set[asyncio.Task] = set()
+        self._follower: asyncio.Task | None = None
+        self._error: BaseException | None = None
 
-    def _loop(self) -> None:
-        seen, since = None, time.monotonic()
-        while not self._stop.wait(self.poll_s):
-            try:
-                head = self.w3.eth.get_block("latest")
-                if head["hash"] != seen:
-                    seen, since = head["hash"], time.monotonic()
-                    continue
-                if head["transactions"] and time.monotonic() - since >= self.idle_s:
-                    # keep the head's base fee: an empty confirmation block is not a gas-market event
-                    self.w3.provider.make_request("anvil_setNextBlockBaseFeePerGas", [hex(int(head["baseFeePerGas"]))])
-                    self.w3.provider.make_request("evm_mine", [])
-                    self.mined += 1
-            except Exception:  # the node going away ends the run elsewhere; the producer just idles
-                continue
+    def _mine(self) -> None:
+        head = self.w3.eth.get_block("latest")
+        for _ in range(self.blocks):
+            # keep the head's base fee: an empty confirmation block is not a gas-market event
+            answer = self.w3.provider.make_request("anvil_setNextBlockBaseFeePerGas", [hex(int(head["baseFeePerGas"]))])
+            if "error" not in answer:
+                answer = self.w3.provider.make_request("evm_mine", [])
+            if "error" in answer:
+                raise ReplayError(f"confirmation block: {answer['error'].get('message', answer['error'])}")
+            self.mined += 1
 
-    def __enter__(self) -> "BlockProducer":
-        self._thread = threading.Thread(target=self._loop, name="block-producer", daemon=True)
-        self._thread.start()
+    async def _follow_golem(self) -> None:
+        """The GolemWorkflow's runs in turn (continue-as-new); a watcher per tick child that started."""
+        run_id = self.run_id
+        while run_id is not None:
+            handle = self.client.get_workflow_handle(self.workflow_id, run_id=run_id)
+            run_id = None
+            async for ev in handle.fetch_history_events(wait_new_event=True):
+                if ev.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+                    attrs = ev.child_workflow_execution_started_event_attributes
+                    if attrs.workflow_type.name == TICK_WORKFLOW:
+                        self._spawn(self._watch_tick(attrs.workflow_execution.workflow_id,
+                                                     attrs.workflow_execution.run_id))
+                elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                    run_id = ev.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+
+    async def _watch_tick(self, workflow_id: str, run_id: str) -> None:
+        handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
+        async for ev in handle.fetch_history_events(wait_new_event=True):
+            if (ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                    and ev.activity_task_scheduled_event_attributes.activity_type.name == VERIFY_ACTIVITY):
+                await asyncio.to_thread(self._mine)
+                self.confirmed.append(workflow_id)
+                return  # one verify per tick run; a retried verify attempt schedules no new event
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._error is None:
+            self._error = task.exception()
+
+    async def __aenter__(self) -> "BlockProducer":
+        self._spawn(self._follow_golem())
         return self
 
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    async def __aexit__(self, *exc) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._error is not None and exc[0] is None:
+            raise ReplayError(f"following the golem's tick histories for confirmations failed: {self._error!r}") \
+                from self._error

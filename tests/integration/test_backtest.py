@@ -7,6 +7,8 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -155,8 +157,11 @@ def test_backtest_end_to_end_repeatable(tmp_path):
     assert any(m["tier"] in ("T1", "T2") for m in marks[14:22]), "the crash escalates"
     assert any(a["status"] == "executed" for m in marks for a in m["actions"]), "the golem acted on chain"
     assert all(m["timestamp"] == T0 + 60 * m["row"] for m in marks)
-    # the second pass over the same CSV decides the same, figure for figure
+    # the second pass over the same CSV decides the same, figure for figure, its transactions in the same blocks
     assert _decisions(runs[0]) == _decisions(runs[1])
+    infos = [json.loads((tmp_path / f"run{k}" / "report.json").read_text())["report"]["info"] for k in (1, 2)]
+    assert infos[0]["confirmation_blocks"] == infos[1]["confirmation_blocks"] > 0
+    assert all(m["verified"] for m in marks if any(a["block"] is not None for a in m["actions"]))
     # the run's Temporal data stays under --out: the replay-clock GolemWorkflow history replays with Replayer
     asyncio.run(_replays(tmp_path / "run1" / "temporal.sqlite"))
 
@@ -179,6 +184,91 @@ async def _replays(db: Path) -> None:
         assert len(ticks) == 40
     finally:
         server.stop()
+
+
+SLOW_EXECUTE_S = 1.5  # a loaded machine: longer than the 1.0 s idle window of the producer that was replaced
+
+
+class _IdleBlockProducer:
+    """The replaced design, kept here to show its race: mine an empty block once a head holding transactions has
+    been idle for `idle_s` of wall clock."""
+
+    def __init__(self, w3, idle_s: float = 1.0, poll_s: float = 0.05) -> None:
+        self.w3, self.idle_s, self.poll_s = w3, idle_s, poll_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        seen, since = None, time.monotonic()
+        while not self._stop.wait(self.poll_s):
+            head = self.w3.eth.get_block("latest")
+            if head["hash"] != seen:
+                seen, since = head["hash"], time.monotonic()
+            elif head["transactions"] and time.monotonic() - since >= self.idle_s:
+                self.w3.provider.make_request("evm_mine", [])
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def test_the_idle_window_producer_splits_a_slow_ticks_transactions(world):
+    """The race, made deterministic: two transactions of one account 1.5 s apart (a loaded machine between a repay
+    and the swap after it). The wall-clock producer mines an empty block between them; which block the second lands
+    in depends on the gap, not on what was sent."""
+    w3, _ = world
+    golem = w3.eth.account.from_key(ANVIL_KEYS[2])
+
+    def send(nonce: int) -> int:
+        tx = {"to": ANVIL_ADDRESSES[3], "value": 1, "gas": 21_000, "nonce": nonce, "chainId": w3.eth.chain_id,
+              "maxFeePerGas": 10**11, "maxPriorityFeePerGas": 10**9}
+        h = w3.eth.send_raw_transaction(golem.sign_transaction(tx).raw_transaction)
+        return w3.eth.wait_for_transaction_receipt(h)["blockNumber"]
+
+    nonce = w3.eth.get_transaction_count(golem.address)
+    with _IdleBlockProducer(w3):
+        first = send(nonce)
+        time.sleep(SLOW_EXECUTE_S)
+        second = send(nonce + 1)
+    assert second == first + 2, "an empty block came between the two"
+    assert w3.eth.get_block(first + 1)["transactions"] == []
+
+
+def test_confirmation_blocks_follow_the_ticks_verify_not_the_wall_clock(tmp_path, monkeypatch):
+    """The backtest's BlockProducer on a loaded machine (each execute activity 1.5 s slower than the old idle
+    window): no empty block comes between a tick's actions, one empty confirmation block follows each acting
+    tick, and every acting tick is verified (2 confirmations within verify's 5 s)."""
+    from golem.backtest.path import load_path
+    from infra.backtest import BacktestOptions, _backtest
+    from workers.services import GolemServices
+
+    real_execute = GolemServices.execute
+    heads: dict[tuple[int, int], bool] = {}  # (tick, action index) -> the head held transactions when it was sent
+
+    def slow_execute(self, ctx, action, *args, **kwargs):
+        time.sleep(SLOW_EXECUTE_S)
+        heads[(ctx.tick, action.action_index)] = bool(self.w3.eth.get_block("latest")["transactions"])
+        return real_execute(self, ctx, action, *args, **kwargs)
+
+    monkeypatch.setattr(GolemServices, "execute", slow_execute)
+    csv = _path_csv(tmp_path / "crash40.csv", rows=24)
+    opts = BacktestOptions(path=csv, home=REPO / "examples" / "golem-home", out=tmp_path / "out", progress=False)
+    [run] = asyncio.run(_backtest(opts, load_path(csv)))
+    acting = [m for m in run.marks if any(a.block is not None for a in m.actions)]
+    assert any(len([a for a in m.actions if a.block is not None]) >= 2 for m in acting), "a tick sent two txs"
+    # after the first action of a tick the head is the previous action's last transaction, never an empty block
+    # mined while the golem was slow (the row's own last block is empty: it sets the base fee)
+    later = {key: held for key, held in heads.items() if key[1] > 0}
+    assert later and all(later.values()), later
+    for m in acting:
+        blocks = [a.block for a in m.actions if a.block is not None]
+        assert blocks == sorted(blocks), f"row {m.row}: {blocks}"
+        assert m.verified is True, f"row {m.row}: not verified"
+    assert run.info.confirmation_blocks == len(acting)
 
 
 def test_bad_csv_is_refused_with_its_line_before_anything_starts(tmp_path):
