@@ -230,6 +230,7 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
                     WorldTime(row=i, at=_iso(applied.block_timestamp), last=i == len(rows) - 1),
                 )
                 wall_ms = (time.perf_counter() - t0) * 1000.0 if done.tick is not None else None
+                producer.check()
                 record = await asyncio.to_thread(store.load, done.tick) if done.tick is not None and not done.failed else None
                 snap = await asyncio.to_thread(driver.snapshot, services.account)
                 liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, services.account, applied, before, snap)

@@ -113,8 +113,8 @@ class BlockProducer:
     """Mines each acting tick's confirmation blocks when that tick's VERIFY step is scheduled (module docstring).
 
     `async with BlockProducer(w3, client, workflow_id, run_id, blocks):` around the rows; `mined` counts the blocks,
-    `confirmed` the tick workflow ids it confirmed. A failure to follow the histories is raised on exit (and every
-    later tick's verify would report "1 of 2 confirmations")."""
+    `confirmed` the tick workflow ids it confirmed. A failure to follow the histories is raised by `check()` (after
+    each row) and on exit: otherwise every later tick's verify would report "1 of 2 confirmations"."""
 
     def __init__(self, w3: Web3, client, workflow_id: str, run_id: str | None, blocks: int) -> None:
         self.w3 = w3
@@ -125,7 +125,6 @@ class BlockProducer:
         self.mined = 0
         self.confirmed: list[str] = []
         self._tasks: set[asyncio.Task] = set()
-        self._follower: asyncio.Task | None = None
         self._error: BaseException | None = None
 
     def _mine(self) -> None:
@@ -173,6 +172,13 @@ class BlockProducer:
         if not task.cancelled() and task.exception() is not None and self._error is None:
             self._error = task.exception()
 
+    def check(self) -> None:
+        """Raise now if following the histories failed (the runner calls it after each row: fail fast rather
+        than let every later tick's verify wait out its deadline)."""
+        if self._error is not None:
+            raise ReplayError(f"following the golem's tick histories for confirmations failed: {self._error!r}") \
+                from self._error
+
     async def __aenter__(self) -> "BlockProducer":
         self._spawn(self._follow_golem())
         return self
@@ -181,6 +187,5 @@ class BlockProducer:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._error is not None and exc[0] is None:
-            raise ReplayError(f"following the golem's tick histories for confirmations failed: {self._error!r}") \
-                from self._error
+        if exc[0] is None:
+            self.check()
