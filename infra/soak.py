@@ -36,6 +36,7 @@ from pathlib import Path
 from golem.ids import golem_workflow_id, task_queue, tick_workflow_id
 from golem.layout import DataLayout
 from infra.chaos import ChaosPlan, ChaosRun, _say, stop_on_signals
+from workers.memory import rss_bytes
 
 
 @dataclass
@@ -141,10 +142,7 @@ def worker_memory_mb(port: int | None) -> dict[str, float]:
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    return rss_bytes(pid) / 2**20
 
 
 def _size(path: Path) -> int:
