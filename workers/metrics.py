@@ -85,7 +85,7 @@ class GolemMetrics:
                                     "pnl_usd, max_drawdown, sharpe (per tick), declining_days")
         m.create_observable_gauge("golem_worker_memory", callbacks=[self._memory], unit="By",
                                   description="the worker's memory by part: rss, lance_cache, malloc_in_use, "
-                                  "malloc_free (workers/memory.py)")
+                                  "malloc_free, malloc_released (workers/memory.py)")
         # running counts behind the rev. 12 rates
         self._n = {"candidates": 0, "admitted": 0, "escalated": 0, "retrieved": 0, "cached": 0,
                    "verified": 0, "accurate": 0}
