@@ -193,7 +193,7 @@ async def _replay_hold(opts, rows, driver, account) -> list[TickMark]:
 async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunInfo) -> list[TickMark]:
     from golem.life.cycle_store import CycleStore
     from golem.models.golem import GolemWorkflowInput, WorldTime
-    from golem.world.replay import BlockProducer
+    from infra.block_producer import BlockProducer
     from infra.anvil import ANVIL_KEYS
     from workers.services import GolemServices
     from workers.worker import build_worker

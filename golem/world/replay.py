@@ -12,7 +12,7 @@ Per row, in this order:
   4. an empty block is mined whose base fee makes the *next* block's base fee `gas_gwei` (EIP-1559: a
      block with no gas used lowers the next base fee by 1/8), so the golem's transaction pays it.
 
-Confirmation blocks (`BlockProducer`): a live chain keeps mining, so a golem's verify step (§S10: 2-block
+Confirmation blocks (`infra/block_producer.py BlockProducer`): a live chain keeps mining, so a golem's verify step (§S10: 2-block
 confirmation, golem/chain/verify.py `_confirmed_receipt`) sees its transactions confirmed a block later. Here a block
 is mined at one point of the golem's own progress, never after a wall-clock pause: when the VERIFY activity of a
 ThetaTickWorkflow is scheduled (an ActivityTaskScheduled event named "verify" in that tick's Temporal history), the
@@ -38,10 +38,8 @@ idle window), and a tick that sends nothing costs nothing; the price is one long
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
-from temporalio.api.enums.v1 import EventType
 from web3 import Web3
 
 from golem.backtest.models import PathRow
@@ -52,8 +50,6 @@ from golem.world.simulator import MarketSimulator, SimLiquidation
 
 BLOCK_INTERVAL_S = 0  # chain seconds between blocks inside a row: every block of a row carries the row's time
 EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8
-TICK_WORKFLOW = "ThetaTickWorkflow"  # the tick workflow type and its verify activity (workflows/tick.py)
-VERIFY_ACTIVITY = "verify"
 
 
 class ReplayError(RuntimeError):
@@ -107,85 +103,3 @@ class ReplayDriver:
 
     def snapshot(self, account: str) -> ChainSnapshot:
         return read_snapshot(self.w3, self.deployment, account)
-
-
-class BlockProducer:
-    """Mines each acting tick's confirmation blocks when that tick's VERIFY step is scheduled (module docstring).
-
-    `async with BlockProducer(w3, client, workflow_id, run_id, blocks):` around the rows; `mined` counts the blocks,
-    `confirmed` the tick workflow ids it confirmed. A failure to follow the histories is raised by `check()` (after
-    each row) and on exit: otherwise every later tick's verify would report "1 of 2 confirmations"."""
-
-    def __init__(self, w3: Web3, client, workflow_id: str, run_id: str | None, blocks: int) -> None:
-        self.w3 = w3
-        self.client = client
-        self.workflow_id = workflow_id
-        self.run_id = run_id
-        self.blocks = max(0, blocks)
-        self.mined = 0
-        self.confirmed: list[str] = []
-        self._tasks: set[asyncio.Task] = set()
-        self._error: BaseException | None = None
-
-    def _mine(self) -> None:
-        head = self.w3.eth.get_block("latest")
-        for _ in range(self.blocks):
-            # keep the head's base fee: an empty confirmation block is not a gas-market event
-            answer = self.w3.provider.make_request("anvil_setNextBlockBaseFeePerGas", [hex(int(head["baseFeePerGas"]))])
-            if "error" not in answer:
-                answer = self.w3.provider.make_request("evm_mine", [])
-            if "error" in answer:
-                raise ReplayError(f"confirmation block: {answer['error'].get('message', answer['error'])}")
-            self.mined += 1
-
-    async def _follow_golem(self) -> None:
-        """The GolemWorkflow's runs in turn (continue-as-new); a watcher per tick child that started."""
-        run_id = self.run_id
-        while run_id is not None:
-            handle = self.client.get_workflow_handle(self.workflow_id, run_id=run_id)
-            run_id = None
-            async for ev in handle.fetch_history_events(wait_new_event=True):
-                if ev.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-                    attrs = ev.child_workflow_execution_started_event_attributes
-                    if attrs.workflow_type.name == TICK_WORKFLOW:
-                        self._spawn(self._watch_tick(attrs.workflow_execution.workflow_id,
-                                                     attrs.workflow_execution.run_id))
-                elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-                    run_id = ev.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-
-    async def _watch_tick(self, workflow_id: str, run_id: str) -> None:
-        handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
-        async for ev in handle.fetch_history_events(wait_new_event=True):
-            if (ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-                    and ev.activity_task_scheduled_event_attributes.activity_type.name == VERIFY_ACTIVITY):
-                await asyncio.to_thread(self._mine)
-                self.confirmed.append(workflow_id)
-                return  # one verify per tick run; a retried verify attempt schedules no new event
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and self._error is None:
-            self._error = task.exception()
-
-    def check(self) -> None:
-        """Raise now if following the histories failed (the runner calls it after each row: fail fast rather
-        than let every later tick's verify wait out its deadline)."""
-        if self._error is not None:
-            raise ReplayError(f"following the golem's tick histories for confirmations failed: {self._error!r}") \
-                from self._error
-
-    async def __aenter__(self) -> "BlockProducer":
-        self._spawn(self._follow_golem())
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if exc[0] is None:
-            self.check()
