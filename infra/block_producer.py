@@ -10,8 +10,9 @@ from temporalio.api.enums.v1 import EventType
 from web3 import Web3
 
 from golem.world.replay import ReplayError
+from workflows.tick import ThetaTickWorkflow
 
-TICK_WORKFLOW = "ThetaTickWorkflow"  # the tick workflow type and its verify activity (workflows/tick.py)
+TICK_WORKFLOW = ThetaTickWorkflow.__name__  # @workflow.defn without a name: the type is the class name
 VERIFY_ACTIVITY = "verify"
 
 

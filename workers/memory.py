@@ -22,30 +22,18 @@ class _MallInfo2(ctypes.Structure):
                  "keepcost")]
 
 
-def _mallinfo2():
-    """glibc's mallinfo2 (2.33+), or None where there is none (musl, macOS)."""
+def _libc_fn(name: str, restype, argtypes=()):
+    """A function of the C library (glibc's mallinfo2 is 2.33+), or None where there is none (musl, macOS)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        fn = libc.mallinfo2
+        fn = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):
         return None
-    fn.restype = _MallInfo2
+    fn.restype, fn.argtypes = restype, list(argtypes)
     return fn
 
 
-_MALLINFO = _mallinfo2()
-
-
-def _malloc_trim():
-    try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
-    return fn
-
-
-_MALLOC_TRIM = _malloc_trim()
+_MALLINFO = _libc_fn("mallinfo2", _MallInfo2)
+_MALLOC_TRIM = _libc_fn("malloc_trim", ctypes.c_int, [ctypes.c_size_t])
 # Ours: how often the worker hands malloc's free pages back to the OS. glibc keeps what the activities' threads
 # (web3, LanceDB's Rust, pyarrow) freed in its arenas; in the soak that free space grew 28 -> 89 MB over 630 s and
 # RSS with it (issue 14). One malloc_trim walks the arenas in a few ms; every 30 s it is noise.
