@@ -7,6 +7,7 @@ import signal
 import sqlite3
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.consolidation import ConsolidationActivities
@@ -285,19 +286,53 @@ async def test_killing_worker_mid_tick_loses_no_tick_and_sends_no_tx_twice(tempo
     assert any(store.load(t).actions for t in ticks), "the run acted on chain, so the kill test covered the write path"
 
 
+def _gamma_pulses_in_first_wait(events) -> tuple[int, bool]:
+    """(gamma activities completed after tick 0's child completed, whether a later tick has started) in a
+    GolemWorkflow history: the pulses of the theta wait between tick 0 and tick 1."""
+    ticks_started = ticks_done = 0
+    gamma_ids: set[int] = set()
+    pulses = 0
+    for e in events:
+        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            ticks_started += 1
+        elif e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
+            ticks_done += 1
+        elif (e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+              and e.activity_task_scheduled_event_attributes.activity_type.name == "gamma"):
+            gamma_ids.add(e.event_id)
+        elif (e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED and ticks_started == ticks_done == 1
+              and e.activity_task_completed_event_attributes.scheduled_event_id in gamma_ids):
+            pulses += 1
+    return pulses, ticks_started > 1
+
+
 async def test_gamma_pulse_runs_inside_a_long_theta_wait(temporal_client, tmp_path):
-    rig = make_rig(tmp_path, "gamma-golem", "calm", theta=2.0,
-                   clock={"theta_min_seconds": 2.0, "theta_max_seconds": 2.0, "gamma_min_seconds": 0.3,
+    # Theta is 60 s, so tick 1 can only start when a steer wakes the wait: the test sees three pulses in the one
+    # wait after tick 0, then steers. (It used to count pulses over two 2-s waits, a wall-clock count: under load
+    # tick 0 overran theta, §S12 backpressure rightly skipped the first wait, and only 2 pulses ran. The dev
+    # server also fires a 0.5-s timer after ~1 s, so a 2-s wait held 2 pulses at best.)
+    rig = make_rig(tmp_path, "gamma-golem", "calm", theta=60.0,
+                   clock={"theta_min_seconds": 60.0, "theta_max_seconds": 60.0, "gamma_min_seconds": 0.3,
                           "gamma_max_seconds": 0.5})
     try:
         rig.start_market(interval=0.2)
         async with in_process_worker(temporal_client, rig):
-            handle = await rig.start_golem(temporal_client, max_ticks=3)
+            handle = await rig.start_golem(temporal_client, max_ticks=2)
+
+            async def three_pulses() -> bool:
+                pulses, ticked = _gamma_pulses_in_first_wait((await handle.fetch_history()).events)
+                assert not ticked, f"the theta wait after tick 0 ended after {pulses} gamma pulse(s), before a steer"
+                return pulses >= 3
+
+            await wait_for(three_pulses, 90, "three gamma pulses inside the theta wait after tick 0")
+            await handle.signal(GolemWorkflow.steer, {"id": "gamma-wake", "message": "end the wait", "severity": "low"})
             final = await asyncio.wait_for(handle.result(), timeout=120)
+        assert final.tick == 2
         assert final.gamma.resolved > 0, "gamma pulses resolved their predictions between theta ticks"
         assert 0.3 <= final.gamma.interval_seconds <= 0.5
         history = await handle.fetch_history()
-        assert sum(1 for e in history.events if e.activity_task_scheduled_event_attributes.activity_type.name == "gamma") >= 3
+        pulses, _ = _gamma_pulses_in_first_wait(history.events)
+        assert pulses >= 3
         ok, detail = await replay_history(history)
         assert ok, detail
     finally:

@@ -361,10 +361,16 @@ def test_anvil_keeps_recent_states_readable_and_writes_none_to_disk(tmp_path):
     try:
         w3 = make_web3(anvil.rpc_url)
         a, b = w3.eth.accounts[5], w3.eth.accounts[6]
+        # Automine answers eth_sendTransaction once the tx is in the pool and mines it a moment later (~1 in 30
+        # here, more under load): a head read straight after the last send could be one block short. Each
+        # transfer's receipt is awaited, so every transfer has its own block, and both reads name their block.
+        blocks = []
         for _ in range(300):
-            w3.eth.send_transaction({"from": a, "to": b, "value": 1})
-        head = w3.eth.block_number
-        assert w3.eth.get_balance(b, head - 20) == w3.eth.get_balance(b) - 20
+            tx = w3.eth.send_transaction({"from": a, "to": b, "value": 1})
+            blocks.append(w3.eth.wait_for_transaction_receipt(tx, timeout=30, poll_latency=0.01).blockNumber)
+        head = blocks[-1]
+        assert blocks == list(range(head - 299, head + 1)), "one transfer per block"
+        assert w3.eth.get_balance(b, head - 20) == w3.eth.get_balance(b, head) - 20
         with pytest.raises(Exception, match="BlockOutOfRange"):
             w3.eth.get_balance(b, head - 200)
         cached = [p for p in anvil.cache_path.rglob("*") if p.is_file()] if anvil.cache_path.exists() else []
