@@ -8,7 +8,7 @@ violation is a RegistryError naming both sides.
 build does not have (x402 payments, clade sync, ...), and `where` naming the code behind each hook, so
 `golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.life.extensions.hooks.fire):
 after_turn inside reflect (golem.life.after_turn), tool_call in validate (golem.safety.cage.SafetyCage.tool_call),
-before_agent_start in decide (activities/tick.py).
+before_agent_start in decide (activities/tick.py, golem.life.extensions.agent_start).
 """
 
 from __future__ import annotations
@@ -200,7 +200,8 @@ def builtin_extensions() -> list[Extension]:
         _x("audit", 0, set(), what="hash-chained audit trail (golem.safety.audit), written in validate"),
         _x("grimoire", 0, {"session"}, what="LanceDB + SQLite + PLAYBOOK.md", session="worker start (GolemServices)"),
         _x("tools", 0, {"before_agent_start"}, what="the write and read tools offered to the model",
-           before_agent_start="System 2: the deliberator offers golem.chain.tools' schemas (no handler in decide)"),
+           before_agent_start="decide: the write-tool schemas offered to the model (golem.inference.decision."
+                              "decision_tools); the deliberator sends them"),
         _x("heartbeat", 0, {"session", "after_turn"}, what="the 9-step tick (ThetaTickWorkflow)",
            session="GolemWorkflow", after_turn="reflect: the DecisionCycleRecord and the tick's facts"),
         # Layer 1 – Input
@@ -232,8 +233,8 @@ def builtin_extensions() -> list[Extension]:
            before_agent_start="decide: load STRATEGY.md, its viability (golem.life.extensions.agent_start)"),
         _x("model-router", 3, {"before_agent_start"}, ["provider-adapter"],
            what="tier → model; Conservation and below: T1 only for reflexion",
-           before_agent_start="System 2: golem.inference.router.plan_route once the prompt is built "
-                              "(no handler in decide)"),
+           before_agent_start="decide: tier → model under today's spend (Deliberator.route, router.choose_model); "
+                              "the built prompt's cost is checked in System 2 (router.price_route)"),
         _x("x402-payment", 3, {"before_provider_request"}, ["provider-adapter"], optional=True, present=False),
         # Layer 4 – Cognition
         _x("turn-context", 4, {"context"}, ["context"], optional=True, present=False),
@@ -250,8 +251,10 @@ def builtin_extensions() -> list[Extension]:
         _x("observability", 5, {"debug", "error"}, ["telemetry"], optional=True, what="structured logs",
            debug="golem status / show", error="failed ticks recorded (record_failure)"),
         # Layer 6 – Intervention
-        _x("playbook", 6, {"system_prompt"}, ["grimoire"], optional=True, what="PLAYBOOK.md + survival state in the prompt",
-           system_prompt="golem.inference.workspace"),
+        _x("playbook", 6, {"system_prompt"}, ["grimoire"], optional=True,
+           what="PLAYBOOK.md in the prompt (the survival state is in the workspace's affect and warnings sections)",
+           system_prompt="decide: reads PLAYBOOK.md for the T2 system prompt and the offline deliberator's rules "
+                         "(golem.life.extensions.agent_start.system_prompt, golem.inference.workspace)"),
         _x("intervention", 6, {"send_message", "steer"}, ["heartbeat"], what="steers and follow-ups",
            steer="ThetaTickWorkflow.steer (§S7)", send_message="golem steer / followup"),
         # Layer 7 – Recovery
