@@ -10,18 +10,30 @@ from golem.ids import golem_workflow_id
 
 
 async def _signal(args, kind: str, payload: dict) -> int:
+    """The owner's message on its way to the golem: the send_message hook (runtime-extensions §3), whose
+    intervention member validates it as the workflow will and delivers it."""
+    from golem.life.extensions import RegistryError, registry_for
+    from golem.life.extensions.hooks import fire_async
     from golem.models.interventions import parse_intervention
 
-    try:
-        parse_intervention(kind, payload)  # same validation the workflow applies; fail fast here
-    except ValueError as err:
-        sys.exit(f"golem: {err}")
     cfg = config(args)
-    temporal = await client(args)
-    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
-    # By name (GolemWorkflow.steer / .follow_up): the workflow module would load every activity's clients.
-    await handle.signal(kind, payload)
-    print(f"{kind} {payload['id']} delivered to {handle.id}")
+
+    async def intervention() -> None:
+        try:
+            parse_intervention(kind, payload)  # same validation the workflow applies; fail fast here
+        except ValueError as err:
+            sys.exit(f"golem: {err}")
+        temporal = await client(args)
+        handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
+        # By name (GolemWorkflow.steer / .follow_up): the workflow module would load every activity's clients.
+        await handle.signal(kind, payload)
+        print(f"{kind} {payload['id']} delivered to {handle.id}")
+
+    try:
+        registry = registry_for(cfg.extensions.disabled)
+    except RegistryError as err:
+        sys.exit(f"golem: golem.toml [extensions]: {err}")
+    await fire_async(registry, "send_message", {"intervention": intervention})
     return 0
 
 

@@ -95,3 +95,20 @@ def test_before_agent_start_runs_its_five_members_in_order_and_a_bad_strategy_st
                            compile=bad, viability=lambda s: ran.append("viability"),
                            route=lambda: ran.append("route"), safety=lambda s: ran.append("safety"))
     assert ran == ["tools", "context"]  # neither the router nor safety ran on a strategy that does not compile
+
+
+async def test_fire_async_awaits_each_member_in_order_and_skips_the_unregistered():
+    """on_end (lifespan: Thanatopsis) and send_message (intervention: deliver the signal) await their handlers."""
+    from golem.life.extensions.hooks import fire_async
+
+    ran = []
+
+    async def member(name):
+        ran.append(name)
+        return name
+
+    reg = registry_for()
+    fired, results = await fire_async(reg, "on_end", {"lifespan": lambda: member("lifespan"),
+                                                      "clade": lambda: member("clade")})
+    assert fired == ran == ["lifespan"] and results == [("lifespan", "lifespan")]
+    assert reg.order("steer") == reg.order("send_message") == ["intervention"]

@@ -8,7 +8,8 @@ violation is a RegistryError naming both sides.
 build does not have (x402 payments, clade sync, ...), and `where` naming the code behind each hook, so
 `golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.life.extensions.hooks.fire):
 after_turn inside reflect (golem.life.after_turn), tool_call in validate (golem.safety.cage.SafetyCage.tool_call),
-before_agent_start in decide (activities/tick.py, golem.life.extensions.agent_start).
+before_agent_start and system_prompt in decide (activities/tick.py, golem.life.extensions.agent_start), steer in
+the workflows' steer signals, send_message in `golem steer | followup`, on_end when GolemWorkflow dies.
 """
 
 from __future__ import annotations
@@ -215,7 +216,9 @@ def builtin_extensions() -> list[Extension]:
         _x("memory", 2, {"after_turn"}, ["grimoire"], what="episode writer, reflexion and credit",
            after_turn="reflect: write_episode, learn_from_outcome"),
         _x("lifespan", 2, {"after_turn", "on_end"}, ["heartbeat"], what="three mortality clocks, phases, death",
-           after_turn="golem.life.lifespan", on_end="GolemWorkflow: Thanatopsis (golem.life.death)"),
+           after_turn="golem.life.lifespan",
+           on_end="GolemWorkflow._end fires it when the golem dies: Thanatopsis (GolemWorkflow._die, golem.life.death); "
+                  "state: life.on_end"),
         # Layer 3 – Safety
         _x("safety", 3, {"tool_call", "before_agent_start"}, ["tools"],
            what="PolicyCage, phase restrictions, drawdown, MUST constraints",
@@ -256,7 +259,9 @@ def builtin_extensions() -> list[Extension]:
            system_prompt="decide: reads PLAYBOOK.md for the T2 system prompt and the offline deliberator's rules "
                          "(golem.life.extensions.agent_start.system_prompt, golem.inference.workspace)"),
         _x("intervention", 6, {"send_message", "steer"}, ["heartbeat"], what="steers and follow-ups",
-           steer="ThetaTickWorkflow.steer (§S7)", send_message="golem steer / followup"),
+           steer="GolemWorkflow.steer: validate and queue (golem.cognition.fold.accept_intervention); "
+                 "ThetaTickWorkflow.steer: interrupt or cancel the running tick (§S7)",
+           send_message="golem steer / followup: validate and deliver the signal (cli/steer.py)"),
         # Layer 7 – Recovery
         _x("compaction", 7, {"session"}, ["context"], optional=True, present=False),
     ]
