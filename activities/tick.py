@@ -47,6 +47,7 @@ from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
 from golem.life.death import settlement_deliberation
 from golem.life.extensions.agent_start import AgentStart, before_agent_start, system_prompt
+from golem.life.extensions.hooks import fire
 from golem.life.extensions.registry import registry_for
 from golem.life.reflect import build_record, tick_result
 from golem.models.enums import ActionStatus, Tier
@@ -484,5 +485,15 @@ class TickActivities(ActivitySet):
 
     @activity.defn(name="record_failure")
     def record_failure(self, inp: TickFailure) -> None:
-        self.s.cycles.record_failure(inp)
-        self.s.events.emit([events.failure_event(inp.golem_id, inp.tick, inp.failed_at, inp.error, inp.workflow_id, inp.run_label)])
+        """The error hook (runtime-extensions §3: observability), fired when a tick failed (GolemWorkflow, or a
+        reset's / rerun's own run): observability's member writes the failure record and its event. Switched off
+        in golem.toml, the failure is only in the golem's state (`golem status`) and the tick's history."""
+
+        def observability() -> None:
+            self.s.cycles.record_failure(inp)
+            self.s.events.emit([events.failure_event(inp.golem_id, inp.tick, inp.failed_at, inp.error,
+                                                     inp.workflow_id, inp.run_label)])
+
+        fired, _ = fire(registry_for(self.s.config.extensions.disabled), "error", {"observability": observability})
+        if not fired:
+            activity.logger.info("tick %s failed: no failure record (observability is switched off)", inp.tick)

@@ -145,11 +145,11 @@ class GolemWorkflow:
             return accept_intervention(self._s, kind, raw, self._now().isoformat(),
                                        tick_running=self._tick_snapshot_taken)
 
-        if kind == "steer":  # the steer hook (runtime-extensions §3): intervention validates and queues it
-            _, results = fire(self._registry(), "steer", {"intervention": accept})
-            self._state, reason = dict(results).get("intervention", (self._s, "no steer handler in this build"))
-        else:
-            self._state, reason = accept()
+        # runtime-extensions §3: a steer fires the steer hook (intervention validates and queues it), a follow-up
+        # the input hook (input-router queues it for its delivery window). Pure Python, no command.
+        hook, member = ("steer", "intervention") if kind == "steer" else ("input", "input-router")
+        _, results = fire(self._registry(), hook, {member: accept})
+        self._state, reason = dict(results).get(member, (self._s, f"no {hook} handler in this build"))
         if reason:
             workflow.logger.warning("rejected %s: %s", kind, reason)
             return
@@ -345,7 +345,13 @@ class GolemWorkflow:
         self._cfg = cfg
         if inp.config_info is not None:
             self._config_info = inp.config_info
-        self._state = inp.state or new_golem_state(cfg)
+
+        def start_heartbeat() -> None:  # a new golem's state, or the one a continue-as-new / successor carries
+            self._state = inp.state or new_golem_state(cfg)
+
+        # session(start) (runtime-extensions §3: grimoire → heartbeat): the grimoire member opened the stores at the
+        # worker's start (GolemServices); heartbeat's starts the loop's state here. Pure Python, no command.
+        fire(self._registry(), "session", {"heartbeat": start_heartbeat})
         self._replay = inp.clock == "replay"
         if self._replay:
             self._world_now = datetime.fromisoformat(inp.world_time) if inp.world_time else None

@@ -31,7 +31,7 @@ from golem.inference.decision import decision_tools
 from golem.inference.llm import select_deliberator
 from golem.models.config import load_config
 from golem.models.enums import ActionStatus, MarketRegime, Tier
-from golem.models.golem import ConsolidationInput
+from golem.models.golem import ConsolidationInput, TickFailure
 from golem.models.state import GolemState
 from golem.models.tick import (
     DecideInput,
@@ -265,6 +265,19 @@ async def test_the_playbook_enters_the_prompt_through_system_prompt_unless_switc
     else:
         assert d.record.system_prompt == ["playbook"]
         assert "PLAYBOOK.md (learned heuristics)" in system and "gas_gwei > 400 THEN repay 1% debt" in system
+
+
+@pytest.mark.parametrize("disabled", [[], ["observability"]])
+def test_session_opens_the_grimoire_and_error_records_a_failed_tick_unless_observability_is_off(
+        chain, tmp_path, disabled):
+    """session(start)'s grimoire member opens the stores as the services start; the error hook's observability
+    member writes a failed tick's record (runtime-extensions §3, issue 17) — switched off, nothing is written."""
+    services = chain.golem(tmp_path, extensions={"disabled": disabled})
+    assert services.session == ["grimoire"] and services.episodes is not None
+    failure = TickFailure(golem_id=GID, tick=4, workflow_id="wire-golem-tick-4", error="observe: RPC refused",
+                          failed_at=STARTED)
+    ActivityEnvironment().run(TickActivities(services).record_failure, failure)
+    assert [f["tick"] for f in services.cycles.failures(10)] == ([] if disabled else [4])
 
 
 async def test_a_cached_decision_is_gated_by_a_must_added_since(chain, tmp_path):

@@ -9,7 +9,8 @@ build does not have (x402 payments, clade sync, ...), and `where` naming the cod
 `golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.life.extensions.hooks.fire):
 after_turn inside reflect (golem.life.after_turn), tool_call in validate (golem.safety.cage.SafetyCage.tool_call),
 before_agent_start and system_prompt in decide (activities/tick.py, golem.life.extensions.agent_start), steer in
-the workflows' steer signals, send_message in `golem steer | followup`, on_end when GolemWorkflow dies.
+the workflows' steer signals, input in the follow_up signal, send_message in `golem steer | followup`, on_end when GolemWorkflow dies, session at
+the services' start (grimoire) and GolemWorkflow.run (heartbeat), error in the record_failure activity.
 """
 
 from __future__ import annotations
@@ -199,15 +200,18 @@ def builtin_extensions() -> list[Extension]:
            tool_call="golem.safety.cage.SafetyCage.tool_call: meters the call (value, post-state); "
                      "validate_layered puts every verdict on the audit trail"),
         _x("audit", 0, set(), what="hash-chained audit trail (golem.safety.audit), written in validate"),
-        _x("grimoire", 0, {"session"}, what="LanceDB + SQLite + PLAYBOOK.md", session="worker start (GolemServices)"),
+        _x("grimoire", 0, {"session"}, what="LanceDB + SQLite + PLAYBOOK.md",
+           session="worker start: GolemServices opens or creates the memory stores (services.session)"),
         _x("tools", 0, {"before_agent_start"}, what="the write and read tools offered to the model",
            before_agent_start="decide: the write-tool schemas offered to the model (golem.inference.decision."
                               "decision_tools); the deliberator sends them"),
         _x("heartbeat", 0, {"session", "after_turn"}, what="the 9-step tick (ThetaTickWorkflow)",
-           session="GolemWorkflow", after_turn="reflect: the DecisionCycleRecord and the tick's facts"),
+           session="GolemWorkflow.run: the loop's state (new, or carried by continue-as-new)",
+           after_turn="reflect: the DecisionCycleRecord and the tick's facts"),
         # Layer 1 – Input
         _x("input-router", 1, {"input"}, ["heartbeat"], what="steer / follow_up signals",
-           input="GolemWorkflow signals (golem.cognition.fold.accept_intervention)"),
+           input="GolemWorkflow.follow_up: validate and queue for its window (golem.cognition.fold."
+                 "accept_intervention); a steer goes through steer's intervention member"),
         # Layer 2 – State
         _x("context", 2, {"before_agent_start"}, ["grimoire"], what="the Cognitive Workspace",
            before_agent_start="decide: the context policy in force (golem.life.extensions.agent_start)"),
@@ -252,7 +256,8 @@ def builtin_extensions() -> list[Extension]:
                             "tool_execution_update", "tool_execution_end"}, ["telemetry"], optional=True,
            present=False),
         _x("observability", 5, {"debug", "error"}, ["telemetry"], optional=True, what="structured logs",
-           debug="golem status / show", error="failed ticks recorded (record_failure)"),
+           debug="golem status / show (not a fired hook)",
+           error="the record_failure activity: the failed tick's record and event (switched off: state only)"),
         # Layer 6 – Intervention
         _x("playbook", 6, {"system_prompt"}, ["grimoire"], optional=True,
            what="PLAYBOOK.md in the prompt (the survival state is in the workspace's affect and warnings sections)",
