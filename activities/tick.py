@@ -293,7 +293,7 @@ class TickActivities(ActivitySet):
             except ValueError:
                 strategy = None
             return self._numbered(inp, settlement_deliberation(obs, ctx.cfg, strategy))
-        try:  # before_agent_start: tools → context → compiler → model-router → safety (golem.life.extensions.agent_start)
+        try:  # before_agent_start: tools → context → compiler → model-router → safety (extensions.agent_start)
             start = await asyncio.to_thread(self._before_agent_start, inp, obs)
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None

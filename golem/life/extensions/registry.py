@@ -9,8 +9,9 @@ build does not have (x402 payments, clade sync, ...), and `where` naming the cod
 `golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.life.extensions.hooks.fire):
 after_turn inside reflect (golem.life.after_turn), tool_call in validate (golem.safety.cage.SafetyCage.tool_call),
 before_agent_start and system_prompt in decide (activities/tick.py, golem.life.extensions.agent_start), steer in
-the workflows' steer signals, input in the follow_up signal, send_message in `golem steer | followup`, on_end when GolemWorkflow dies, session at
-the services' start (grimoire) and GolemWorkflow.run (heartbeat), error in the record_failure activity.
+the workflows' steer signals, input in the follow_up signal, send_message in `golem steer | followup`, on_end when
+GolemWorkflow dies, session at the services' start (grimoire) and GolemWorkflow.run (heartbeat), error in the
+record_failure activity.
 """
 
 from __future__ import annotations
@@ -221,8 +222,8 @@ def builtin_extensions() -> list[Extension]:
            after_turn="reflect: write_episode, learn_from_outcome"),
         _x("lifespan", 2, {"after_turn", "on_end"}, ["heartbeat"], what="three mortality clocks, phases, death",
            after_turn="golem.life.lifespan",
-           on_end="GolemWorkflow._end fires it when the golem dies: Thanatopsis (GolemWorkflow._die, golem.life.death); "
-                  "state: life.on_end"),
+           on_end="GolemWorkflow._end fires it when the golem dies: Thanatopsis (GolemWorkflow._die, "
+                  "golem.life.death); state: life.on_end"),
         # Layer 3 – Safety
         _x("safety", 3, {"tool_call", "before_agent_start"}, ["tools"],
            what="PolicyCage, phase restrictions, drawdown, MUST constraints",
