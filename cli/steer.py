@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import uuid
 
-from cli.common import arun, client, config, now_iso
+from cli.common import arun, client, golem_config, now_iso
 from golem.ids import golem_workflow_id
 
 
@@ -16,7 +16,7 @@ async def _signal(args, kind: str, payload: dict) -> int:
         parse_intervention(kind, payload)  # same validation the workflow applies; fail fast here
     except ValueError as err:
         sys.exit(f"golem: {err}")
-    cfg = config(args)
+    cfg = golem_config(args)
     temporal = await client(args)
     handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
     # By name (GolemWorkflow.steer / .follow_up): the workflow module would load every activity's clients.
