@@ -101,3 +101,32 @@ def test_strategy_check_without_chain_blames_no_rpc_and_with_chain_names_a_dead_
     dead = golem("--home", str(home), "--data", str(tmp_path), "strategy-check", "--chain")
     assert_one_line_error(dead, "golem strategy-check: cannot reach the chain RPC at http://127.0.0.1:1",
                           "rpc_url", "Without --chain")
+
+
+def test_a_golem_toml_mid_edit_does_not_lock_the_owner_out_of_status(bad_home, tmp_path):
+    """status, steer, pause, ... need only the golem's id: a golem.toml that does not validate (the owner is
+    editing it; the golem runs on its applied version) gives a warning naming the key, and the command goes on to
+    the running golem (here: no Temporal, so it stops there, one line). Not TOML at all: the id of the last version
+    `golem run` stored in --data; without one, the file's error alone."""
+    import json
+
+    from golem.models.config import GolemConfig
+
+    (bad_home / "golem.toml").write_text('[golem]\nid = "g7"\n[clock]\ntheta_base_seconds = "fast"\n')
+    proc = golem("--home", str(bad_home), "--address", "127.0.0.1:1", "status")
+    warning, error = proc.stderr.strip().splitlines()
+    assert "[clock.theta_base_seconds]" in warning and "golem config apply" in warning and "[golem] section" in warning
+    assert proc.returncode != 0 and "cannot reach Temporal at 127.0.0.1:1" in error and "Traceback" not in proc.stderr
+
+    (bad_home / "golem.toml").write_text("[golem\n")
+    data = tmp_path / "data"
+    (data / "config-versions").mkdir(parents=True)
+    cfg = GolemConfig.model_validate({"golem": {"id": "g7"}}).model_dump(mode="json")
+    (data / "config-versions" / "abc.json").write_text(json.dumps({"version": "abc", "config": cfg}))
+    proc = golem("--home", str(bad_home), "--data", str(data), "--address", "127.0.0.1:1", "steer", "repay now")
+    warning, error = proc.stderr.strip().splitlines()
+    assert "not valid TOML" in warning and f"last version stored in {data}" in warning
+    assert "cannot reach Temporal" in error
+
+    proc = golem("--home", str(bad_home), "--data", str(tmp_path / "empty"), "--address", "127.0.0.1:1", "status")
+    assert_one_line_error(proc, "not valid TOML", "Fix the syntax")
