@@ -38,7 +38,7 @@ def bad_home(tmp_path):
     return home
 
 
-@pytest.mark.parametrize("command", [["status"], ["doctor"], ["strategy-check"], ["run"], ["worker"]])
+@pytest.mark.parametrize("command", [["doctor"], ["strategy-check"], ["run"], ["worker"]])
 def test_invalid_config_is_one_line_naming_each_key(bad_home, tmp_path, command):
     (bad_home / "golem.toml").write_text(
         '[golem]\nid = "x"\n[clock]\ntheta_base_secs = 3\n[chain]\nconfirmations = -1\n')
@@ -50,8 +50,10 @@ def test_invalid_config_is_one_line_naming_each_key(bad_home, tmp_path, command)
 
 def test_unparsable_and_missing_config(bad_home):
     (bad_home / "golem.toml").write_text("[golem\nid = 1\n")
-    assert_one_line_error(golem("--home", str(bad_home), "status"), "not valid TOML", "Fix the syntax")
-    assert_one_line_error(golem("--home", str(bad_home / "nowhere"), "status"), "not found", "Copy examples/")
+    nothing = ("--data", str(bad_home / "no-data"), "--address", "127.0.0.1:1")  # no stored version to fall back on
+    assert_one_line_error(golem("--home", str(bad_home), *nothing, "status"), "not valid TOML", "Fix the syntax")
+    assert_one_line_error(golem("--home", str(bad_home / "nowhere"), *nothing, "status"), "not found", "Copy examples/")
+    assert_one_line_error(golem("--home", str(bad_home), *nothing, "doctor"), "not valid TOML", "Fix the syntax")
 
 
 def test_negative_tick_counts_and_ticks(tmp_path):
