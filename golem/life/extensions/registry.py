@@ -267,7 +267,7 @@ def builtin_extensions() -> list[Extension]:
         _x("intervention", 6, {"send_message", "steer"}, ["heartbeat"], what="steers and follow-ups",
            steer="GolemWorkflow.steer: validate and queue (golem.cognition.fold.accept_intervention); "
                  "ThetaTickWorkflow.steer: interrupt or cancel the running tick (§S7)",
-           send_message="golem steer / followup: validate and deliver the signal (cli/steer.py)"),
+           send_message="golem steer / followup: deliver the signal, validated first (cli/steer.py)"),
         # Layer 7 – Recovery
         _x("compaction", 7, {"session"}, ["context"], optional=True, present=False),
     ]
