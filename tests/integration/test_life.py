@@ -240,8 +240,9 @@ async def test_owner_kill_needs_confirmation_then_the_golem_dies_with_a_certific
 
 
 async def test_the_worker_refuses_to_start_on_a_registry_violation(temporal_client, tmp_path, request):
-    """The registry's start-up check runs in build_worker: a non-optional extension switched off in golem.toml
-    (or, in code, a dependency on a higher layer) stops the worker, naming both sides."""
+    """The registry's start-up check runs as the worker starts (GolemServices' session hook, then build_worker): a
+    non-optional extension switched off in golem.toml (or, in code, a dependency on a higher layer) stops the worker,
+    naming both sides."""
     from golem.life.extensions import RegistryError
     from golem.models.config import ExtensionsSection
     from workers.worker import build_worker
