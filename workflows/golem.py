@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
         validate_change,
     )
     from golem.life.death import KillAnswer, KillRequest, check_kill
-    from golem.life.extensions import ExtensionRegistry, RegistryError, registry_for
+    from golem.life.extensions.registry import ExtensionRegistry, RegistryError, registry_for
     from golem.life.extensions.hooks import fire, fire_async
     from golem.models.enums import HeartbeatState, SteerSeverity
     from golem.models.life import DeathCertificate
