@@ -38,6 +38,7 @@ from golem.grimoire.graph import KnowledgeGraph
 from golem.grimoire.memory_writes import mark_reorged
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
+from golem.inference.decision import decision_tools
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.learning import causal
@@ -45,7 +46,8 @@ from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
 from golem.life.death import settlement_deliberation
-from golem.life.extensions.agent_start import AgentStart, before_agent_start
+from golem.life.extensions.agent_start import AgentStart, before_agent_start, system_prompt
+from golem.life.extensions.hooks import fire
 from golem.life.extensions.registry import registry_for
 from golem.life.reflect import build_record, tick_result
 from golem.models.enums import ActionStatus, Tier
@@ -291,15 +293,18 @@ class TickActivities(ActivitySet):
             except ValueError:
                 strategy = None
             return self._numbered(inp, settlement_deliberation(obs, ctx.cfg, strategy))
-        try:  # the before_agent_start hook: context → compiler → safety (golem.life.extensions.agent_start)
+        try:  # before_agent_start: tools → context → compiler → model-router → safety (extensions.agent_start)
             start = await asyncio.to_thread(self._before_agent_start, inp, obs)
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
         strategy, must, policy = start.strategy, start.must, start.context_policy
+        prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.life.extensions.agent_start)
+            system_prompt, registry_for(ctx.cfg.extensions.disabled), playbook=self.s.playbook_text)
         try:
             deliberation = await decide_with_cache(
                 inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
-                playbook_text=self.s.playbook_text(), playbook_revision=read_revision(self.s.playbook_path),
+                tools=start.tools, route=start.route,
+                playbook_text=prompt.playbook_text, playbook_revision=read_revision(self.s.playbook_path),
                 context_policy_revision=policy.revision, remember_facts=lambda d: self._remember_facts(inp, d),
             )
         except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
@@ -307,7 +312,8 @@ class TickActivities(ActivitySet):
             raise ApplicationError(err.reason, type="InferenceRetryable", next_retry_delay=delay) from None
         except InferenceRejected as err:  # a bad request will not get better by retrying
             raise bad_input(err.reason, "InferenceRejected") from None
-        record = deliberation.record.model_copy(update={"before_agent_start": start.fired})
+        record = deliberation.record.model_copy(update={"before_agent_start": start.fired,
+                                                        "system_prompt": prompt.fired})
         return self._numbered(inp, deliberation.model_copy(update={"record": record}))
 
     def _before_agent_start(self, inp: DecideInput, obs: Observation) -> AgentStart:
@@ -321,8 +327,9 @@ class TickActivities(ActivitySet):
 
         return before_agent_start(
             registry_for(ctx.cfg.extensions.disabled),
+            tools=lambda: decision_tools(ctx.cfg.policy.approved_assets),
             context=lambda: self.s.learning.context_policy(allocation_defaults(ctx.cfg)),
-            compile=lambda: self.s.load_strategy(ctx), viability=viable,
+            compile=lambda: self.s.load_strategy(ctx), viability=viable, route=lambda: self.s.deliberator.route(inp),
             # before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run)
             safety=lambda strategy: self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, obs))
 
@@ -478,5 +485,15 @@ class TickActivities(ActivitySet):
 
     @activity.defn(name="record_failure")
     def record_failure(self, inp: TickFailure) -> None:
-        self.s.cycles.record_failure(inp)
-        self.s.events.emit([events.failure_event(inp.golem_id, inp.tick, inp.failed_at, inp.error, inp.workflow_id, inp.run_label)])
+        """The error hook (runtime-extensions §3: observability), fired when a tick failed (GolemWorkflow, or a
+        reset's / rerun's own run): observability's member writes the failure record and its event. Switched off
+        in golem.toml, the failure is only in the golem's state (`golem status`) and the tick's history."""
+
+        def observability() -> None:
+            self.s.cycles.record_failure(inp)
+            self.s.events.emit([events.failure_event(inp.golem_id, inp.tick, inp.failed_at, inp.error,
+                                                     inp.workflow_id, inp.run_label)])
+
+        fired, _ = fire(registry_for(self.s.config.extensions.disabled), "error", {"observability": observability})
+        if not fired:
+            activity.logger.info("tick %s failed: no failure record (observability is switched off)", inp.tick)

@@ -14,7 +14,7 @@ import json
 import sys
 
 from golem.life.after_turn import acted_of, drawdown_pct, marked_to_market
-from golem.life.daimon import BASELINE, AppraisalInput, appraise, octant, update_pad
+from golem.life.daimon import BASELINE, AppraisalInput, appraise, octant, regime_shift, update_pad
 from golem.models.record import DecisionCycleRecord
 from golem.safety.limits import RiskLimits
 from golem.safety.risk import net_value_usd
@@ -29,7 +29,7 @@ def inputs_of(data_dir: str, max_dd_pct: float = RiskLimits().max_drawdown_pct) 
         obs = r.observation
         nav = net_value_usd(obs.snapshot)
         out.append(AppraisalInput(
-            prediction_error=r.prediction_error, regime_changed=bool(prev and prev.regime != r.regime),
+            prediction_error=r.prediction_error, regime_changed=regime_shift(prev.regime if prev else None, r.regime),
             pnl_usd=r.outcome.pnl_impact if r.outcome else None,
             equity_change=marked_to_market(obs, prev.observation.snapshot.pool.price if prev else None),
             hf_before=prev.observation.min_health_factor() if prev else None, hf_now=obs.min_health_factor(),

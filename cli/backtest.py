@@ -23,6 +23,7 @@ def cmd_backtest(args) -> int:
     from golem.backtest.report import build_report, compare_reports, render_comparison, render_table, write_report
     from golem.models.config import ConfigError
     from infra.backtest import BacktestError, BacktestOptions, run_backtest
+    from infra.supervisor import stop_on_signals
 
     path = Path(args.path)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
@@ -34,10 +35,15 @@ def cmd_backtest(args) -> int:
         grimoire=_grimoire_dir(args.grimoire) if args.grimoire else None, compare=args.compare,
         progress=not args.json,
     )
+    stop_on_signals()  # `kill` of a backtest stops its Temporal dev server and Anvil too (they left orphans)
     try:
         runs = run_backtest(opts)
     except (PathError, ConfigError, BacktestError) as err:
         raise SystemExit(f"golem backtest: {err}") from None
+    except KeyboardInterrupt as stop:
+        print(f"golem backtest: stopped ({stop or 'interrupted'}); its Temporal and Anvil are stopped, its files are "
+              f"in {opts.out}", file=sys.stderr)
+        return 130
     reports = []
     for run in runs:
         report = build_report(run.info, run.marks)

@@ -34,6 +34,41 @@ def config(args):
         sys.exit(f"golem: {one_line(err)}")
 
 
+def golem_config(args):
+    """For the commands that only talk to the running golem (status, steer, pause, replay, ...): they need its id,
+    not the rest of golem.toml. A file mid-edit that does not validate must not lock the owner out of `status` or
+    a steer — the golem runs on its applied version until `golem config apply` — so such a file is read for its
+    [golem] section alone, with a warning naming what is wrong. A file without a valid [golem] section (or not
+    TOML) still exits with one line."""
+    from golem.models.config import ConfigError, GolemConfig, load_config, parse_config_table, read_config_table
+
+    path = Path(args.home) / "golem.toml"
+    try:
+        return load_config(path)
+    except ConfigError as err:
+        cfg: GolemConfig | None
+        try:
+            raw = read_config_table(path)
+            cfg, using = parse_config_table({"golem": raw.get("golem", {})}, str(path)), "its [golem] section only"
+        except ConfigError:
+            cfg, using = _last_stored_config(args), f"the golem id of the last version stored in {args.data}"
+        if cfg is None:
+            sys.exit(f"golem: {one_line(err)}")
+        print(f"golem: warning: {one_line(err).rstrip('.')}. The running golem keeps its applied config; fix the file, then "
+              f"`golem config apply`. Using {using}.", file=sys.stderr)
+        return cfg
+
+
+def _last_stored_config(args):
+    """The newest config version `golem run` / `config apply` stored in --data, or None."""
+    from golem.layout import DataLayout
+    from workers.config_versions import stored_config
+
+    folder = DataLayout(args.data).config_versions
+    versions = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    return stored_config(args.data, versions[-1].stem) if versions else None
+
+
 def data_dir(args) -> Path:
     """The golem's data directory, which must exist: reading commands never create one (a typo in
     --data used to print an empty table from a fresh, empty store)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.common import address, arun, client, config, now_iso, root_cause, rpc_status
+from cli.common import address, arun, client, golem_config, now_iso, root_cause, rpc_status
 from golem.errors import UserError
 from golem.ids import golem_workflow_id
 
@@ -15,7 +15,7 @@ async def _control(args) -> int:
 
     update = args.cmd.replace("-", "_")
     req = ControlRequest(reason=args.reason or "", source="cli")
-    cfg = config(args)
+    cfg = golem_config(args)
     temporal = await client(args)
     handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
     try:

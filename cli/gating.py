@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from cli.common import arun, client, config, query_golem
+from cli.common import arun, client, golem_config, query_golem
 from golem.ids import golem_workflow_id
 
 
@@ -25,7 +25,7 @@ def _learned_state(args):
 async def _learned_state_async(args):
     from golem.models.state import GolemState
 
-    cfg = config(args)
+    cfg = golem_config(args)
     temporal = await client(args)
     # The query by name: importing GolemWorkflow would load every activity's clients (web3, LanceDB, anthropic).
     handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))

@@ -20,11 +20,11 @@ def cmd_ticks(args) -> int:
         print(json.dumps(rows, indent=2, default=str))
         return 0
     # One row per tick (the run an owner cares about); `runs` > 1: `golem show N` lists the others.
-    print(f"{'tick':>6} {'tier':4} {'regime':13} {'phase':12} {'PE':>6} {'act':>3} {'cost':>9} {'runs':>4}  time")
+    print(f"{'tick':>6} {'tier':4} {'regime':13} {'phase':12} {'PE':>6} {'acted':>5} {'cost':>9} {'runs':>4}  time")
     for r in rows:
         note = f"  recovered by {r['run']} (first run failed)" if r["recovered"] else ""
         print(f"{r['tick']:>6} {r['tier']:4} {r['regime']:13} {r['phase']:12} {r['prediction_error']:6.3f} "
-              f"{int(bool(r['has_action'])):>3} {r['total_cost']:9.5f} {r['runs']:>4}  {r['timestamp']}{note}")
+              f"{'yes' if r['has_action'] else '-':>5} {r['total_cost']:9.5f} {r['runs']:>4}  {r['timestamp']}{note}")
     for f in store.failures(args.n):
         print(f"{f['tick']:>6} FAILED {f['error'][:100]}  ({f['failed_at']})")
     return 0

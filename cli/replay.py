@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli.common import address, arun, client, config, data_dir, root_cause, rpc_status
+from cli.common import address, arun, client, golem_config, data_dir, root_cause, rpc_status
 from golem.errors import UserError
 from golem.ids import tick_workflow_id
 
@@ -10,7 +10,7 @@ from golem.ids import tick_workflow_id
 async def _replay(args) -> int:
     from workers.replay import replay_history
 
-    cfg = config(args)
+    cfg = golem_config(args)
     temporal = await client(args)
     wid = args.workflow_id or tick_workflow_id(cfg.golem.id, args.tick)
     # Without --run-id Temporal answers with the workflow's latest run (after a reset: the reset run).
@@ -41,7 +41,7 @@ async def _rerun(args) -> int:
 
     from workers.replay import RerunRefused, rerun_tick
 
-    cfg = config(args)
+    cfg = golem_config(args)
     temporal = await client(args)
     try:
         new_id, result = await rerun_tick(temporal, cfg.golem.id, args.tick, force=args.force)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli.common import arun, client, config, query_golem
+from cli.common import arun, client, golem_config, query_golem
 from cli.life import life_line
 from golem.ids import golem_workflow_id
 
@@ -11,7 +11,7 @@ async def _status(args) -> int:
     from golem.models.golem import GolemStatus
     from golem.models.state import FsmState
 
-    cfg = config(args)
+    cfg = golem_config(args)
     temporal = await client(args)
     handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
     st = await query_golem(args, cfg, handle, "status", GolemStatus)  # GolemWorkflow.status

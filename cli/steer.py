@@ -5,23 +5,36 @@ from __future__ import annotations
 import sys
 import uuid
 
-from cli.common import arun, client, config, now_iso
+from cli.common import arun, client, golem_config, now_iso
 from golem.ids import golem_workflow_id
 
 
 async def _signal(args, kind: str, payload: dict) -> int:
+    """The owner's message on its way to the golem, validated here as the workflow will: the send_message hook
+    (runtime-extensions §3), whose intervention member delivers it."""
+    from golem.life.extensions import RegistryError, registry_for
+    from golem.life.extensions.hooks import fire_async
     from golem.models.interventions import parse_intervention
 
     try:
         parse_intervention(kind, payload)  # same validation the workflow applies; fail fast here
     except ValueError as err:
         sys.exit(f"golem: {err}")
-    cfg = config(args)
-    temporal = await client(args)
-    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
-    # By name (GolemWorkflow.steer / .follow_up): the workflow module would load every activity's clients.
-    await handle.signal(kind, payload)
-    print(f"{kind} {payload['id']} delivered to {handle.id}")
+    cfg = golem_config(args)
+
+    async def intervention() -> None:
+        temporal = await client(args)
+        handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
+        # By name (GolemWorkflow.steer / .follow_up): the workflow module would load every activity's clients.
+        await handle.signal(kind, payload)
+        print(f"{kind} {payload['id']} delivered to {handle.id}")
+
+    try:
+        registry = registry_for(cfg.extensions.disabled)
+    except RegistryError as err:  # a golem.toml mid-edit must not lock the owner out of a steer (golem_config)
+        print(f"golem: warning: [extensions]: {err}; delivering through this build's full registry", file=sys.stderr)
+        registry = registry_for()
+    await fire_async(registry, "send_message", {"intervention": intervention})
     return 0
 
 

@@ -53,7 +53,7 @@ from golem.chain import faults
 from golem.ids import golem_workflow_id, task_queue
 from golem.layout import DataLayout
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
-from infra.supervisor import AnvilChild, ProcessChild, Supervisor
+from infra.supervisor import AnvilChild, ProcessChild, Supervisor, stop_on_signals
 from infra.temporal import TemporalDevServer
 from infra.world_cache import GOLEM_KEY_INDEX
 
@@ -567,19 +567,6 @@ async def _count_runs(client, wid: str) -> int:
         if wf.status is not None and wf.status.name == "CONTINUED_AS_NEW":
             n += 1
     return n
-
-
-def stop_on_signals() -> None:
-    """SIGTERM and SIGINT stop the run cleanly: both raise KeyboardInterrupt (asyncio.run then cancels the run, whose
-    `finally` stops the stack it started). Explicit, because a shell starts a background job with SIGINT ignored, and
-    `kill PID` must not leave Temporal, Anvil, the simulator and the worker running as orphans."""
-    def _interrupt(signum: int, frame: object) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):  # once: a second signal must not cut the clean-up short
-            signal.signal(sig, signal.SIG_IGN)
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,7 +35,8 @@ from pathlib import Path
 
 from golem.ids import golem_workflow_id, task_queue, tick_workflow_id
 from golem.layout import DataLayout
-from infra.chaos import ChaosPlan, ChaosRun, _say, stop_on_signals
+from infra.chaos import ChaosPlan, ChaosRun, _say
+from infra.supervisor import stop_on_signals
 from workers.memory import rss_bytes
 
 

@@ -236,8 +236,10 @@ class TickLines:
                                for a in rec.actions)
         elif rec is not None and rec.deliberation is not None and not rec.deliberation.recommends_action:
             action = "decided: hold"
+        # the cost before the action: a fixed-width column, so the line needs no padding to align (it was padded to
+        # ~130 characters and wrapped in a narrow terminal)
         return (f"tick {row['tick']:>6}  {row['tier']:3} {row['regime']:12} pe {row['prediction_error']:5.3f}  "
-                f"{action[:80]:80} ${row['total_cost']:.4f}")
+                f"${row['total_cost']:.4f}  {action[:100]}")
 
 
 def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None,

@@ -220,3 +220,66 @@ class Supervisor:
         """Stop every child, in reverse order of the list (the worker before the chain it reads)."""
         for w in reversed(list(self._watches.values())):
             w.child.stop()
+
+
+def stop_on_signals(grace_seconds: float = 20.0) -> None:
+    """SIGTERM and SIGINT stop the run cleanly: both raise KeyboardInterrupt (asyncio.run then cancels the run, whose
+    `finally` stops the stack it started). Explicit, because a shell starts a background job with SIGINT ignored, and
+    `kill PID` must not leave Temporal, Anvil, the simulator and the worker running as orphans (chaos, soak,
+    `golem backtest`). A clean-up that hangs (an in-process Temporal worker whose shutdown never returns: seen with
+    `golem backtest`) is cut short after `grace_seconds`: the process's own children are terminated and it exits 130."""
+    import os
+    import threading
+
+    def _force() -> None:
+        children = child_pids(os.getpid())
+        for pid in children:
+            _kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+            time.sleep(0.1)
+        for pid in children:
+            _kill(pid, signal.SIGKILL)
+        print(f"stopped: clean-up took over {grace_seconds:.0f}s; terminated {len(children)} child process(es)",
+              flush=True)
+        os._exit(130)
+
+    def _interrupt(signum: int, frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):  # once: a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        timer = threading.Timer(grace_seconds, _force)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+
+
+def child_pids(parent: int) -> list[int]:
+    """The live children of `parent`, from /proc (Linux)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _kill(pid: int, sig: int) -> None:
+    import os
+
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

@@ -36,6 +36,8 @@ from golem.inference.llm import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.layout import DataLayout
 from golem.life.cycle_store import CycleStore
+from golem.life.extensions import RegistryError, registry_for
+from golem.life.extensions.hooks import fire
 from golem.life.owner_notes import write_outcome_file
 from golem.models.config import GolemConfig
 from golem.models.config_version import config_version, short, strategy_sha256
@@ -88,13 +90,22 @@ class GolemServices:
         chain_id = self.chain_id = self.w3.eth.chain_id
         # Against an external RPC the golem dry-runs unless started live (ARCHITECTURE "The world").
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
-        # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full (rev. 8)
-        embedder = make_embedder(config)
-        self.decision_cache = DecisionCacheStore(layout.decision_cache)  # §S11, issue 12
-        self.episodes = EpisodeStore(layout.episodes, embedder)
-        self.semantic = SemanticStore(layout.semantic_db, layout.semantic_vectors, embedder)
-        self.heuristics = HeuristicStore(layout.heuristics)
-        self.learning = LearningLedger(layout.learning)  # issue 16
+
+        def open_grimoire() -> None:
+            # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full (rev. 8)
+            embedder = make_embedder(config)
+            self.decision_cache = DecisionCacheStore(layout.decision_cache)  # §S11, issue 12
+            self.episodes = EpisodeStore(layout.episodes, embedder)
+            self.semantic = SemanticStore(layout.semantic_db, layout.semantic_vectors, embedder)
+            self.heuristics = HeuristicStore(layout.heuristics)
+            self.learning = LearningLedger(layout.learning)  # issue 16
+
+        # session(start) (runtime-extensions §3: grimoire → heartbeat): the grimoire member opens or creates the
+        # stores here; heartbeat's member starts the heartbeat in GolemWorkflow.run. The registry's start-up check
+        # runs here too (a violation names both sides).
+        self.session, _ = fire(registry_for(config.extensions.disabled), "session", {"grimoire": open_grimoire})
+        if "grimoire" not in self.session:
+            raise RegistryError("session: the grimoire member did not run, so the golem has no memory stores")
         self.cycles = CycleStore(self.data_dir)
         self.permits = PermitStore(layout.permits)
         self.journal = TxJournal(layout.tx_journal)

@@ -67,6 +67,8 @@ with workflow.unsafe.imports_passed_through():
         validate_change,
     )
     from golem.life.death import KillAnswer, KillRequest, check_kill
+    from golem.life.extensions.registry import ExtensionRegistry, RegistryError, registry_for
+    from golem.life.extensions.hooks import fire, fire_async
     from golem.models.enums import HeartbeatState, SteerSeverity
     from golem.models.life import DeathCertificate
     from golem.life.dream_scheduler import DreamUrgency
@@ -138,8 +140,16 @@ class GolemWorkflow:
         if self._state is None:  # a signal that arrives before run() starts: wait for the state
             await workflow.wait_condition(lambda: self._state is not None)
         before = len(self._s.pending_steers)
-        self._state, reason = accept_intervention(self._s, kind, raw, self._now().isoformat(),
-                                                  tick_running=self._tick_snapshot_taken)
+
+        def accept() -> tuple[GolemState, str | None]:
+            return accept_intervention(self._s, kind, raw, self._now().isoformat(),
+                                       tick_running=self._tick_snapshot_taken)
+
+        # runtime-extensions §3: a steer fires the steer hook (intervention validates and queues it), a follow-up
+        # the input hook (input-router queues it for its delivery window). Pure Python, no command.
+        hook, member = ("steer", "intervention") if kind == "steer" else ("input", "input-router")
+        _, results = fire(self._registry(), hook, {member: accept})
+        self._state, reason = dict(results).get(member, (self._s, f"no {hook} handler in this build"))
         if reason:
             workflow.logger.warning("rejected %s: %s", kind, reason)
             return
@@ -335,7 +345,13 @@ class GolemWorkflow:
         self._cfg = cfg
         if inp.config_info is not None:
             self._config_info = inp.config_info
-        self._state = inp.state or new_golem_state(cfg)
+
+        def start_heartbeat() -> None:  # a new golem's state, or the one a continue-as-new / successor carries
+            self._state = inp.state or new_golem_state(cfg)
+
+        # session(start) (runtime-extensions §3: grimoire → heartbeat): the grimoire member opened the stores at the
+        # worker's start (GolemServices); heartbeat's starts the loop's state here. Pure Python, no command.
+        fire(self._registry(), "session", {"heartbeat": start_heartbeat})
         self._replay = inp.clock == "replay"
         if self._replay:
             self._world_now = datetime.fromisoformat(inp.world_time) if inp.world_time else None
@@ -347,13 +363,13 @@ class GolemWorkflow:
                 if row is None:
                     break
             if self._s.life.death_cause and workflow.patched("thanatopsis"):
-                return await self._die(row if self._replay else None)
+                return await self._end(row if self._replay else None)
             if self._s.paused and workflow.patched("stop-buttons"):
                 # `golem pause`: no new tick until `golem resume` (signals, queries and updates still answer).
                 self._activity = "paused"
                 await workflow.wait_condition(lambda: not self._s.paused or bool(self._s.life.death_cause))
                 if self._s.life.death_cause and workflow.patched("thanatopsis"):
-                    return await self._die(row if self._replay else None)
+                    return await self._end(row if self._replay else None)
             cfg = self._config  # an applied config version takes effect here, between ticks, whole
             if workflow.patched("dream-scheduler"):
                 urgency = schedule_dream(self._s, cfg)
@@ -368,7 +384,7 @@ class GolemWorkflow:
             self._run_ticks += 1
             if self._s.life.death_cause and workflow.patched("thanatopsis"):
                 # A clock ran out this tick (golem.life.lifespan), or the owner's kill landed during it.
-                return await self._die(row if self._replay else None, ticked=True)
+                return await self._end(row if self._replay else None, ticked=True)
             if self._replay and row is not None:
                 self._row_done(row, ticked=True)
                 if self._world_last:
@@ -557,6 +573,24 @@ class GolemWorkflow:
             # Rejections leave `status` some ticks after the tick that reported them (issue 12).
             self._state = expire_rejections(self._s)
         return result
+
+    def _registry(self) -> ExtensionRegistry:
+        """The extension registry of the config version the golem runs on (pure: built from the config, the same
+        on replay). A switched-off list the registry refuses (it stopped the worker's start, so only an applied
+        version can bring one) falls back to the full build, logged."""
+        try:
+            return registry_for(self._config.extensions.disabled)
+        except RegistryError as err:
+            workflow.logger.error("[extensions] disabled refused (%s); hooks fire this build's full registry", err)
+            return registry_for()
+
+    async def _end(self, row: WorldTime | None = None, ticked: bool = False) -> GolemState:
+        """on_end (runtime-extensions §3: lifespan): the golem is ending, and lifespan's handler is Thanatopsis
+        (`_die`). Which members ran goes into the state (life.on_end). Firing adds no command: the registry is pure
+        Python; only what the handler awaits (the settlement ticks, the thanatopsis activity) is in history."""
+        fired, _ = await fire_async(self._registry(), "on_end", {"lifespan": lambda: self._die(row, ticked)})
+        self._state = self._s.model_copy(update={"life": self._s.life.model_copy(update={"on_end": fired})})
+        return self._s
 
     async def _die(self, row: WorldTime | None = None, ticked: bool = False) -> GolemState:
         """Thanatopsis (golem.life.death): Acceptance → Settlement (ticks whose decision is the unwind, through the

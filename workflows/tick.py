@@ -19,6 +19,8 @@ from workflows.errors import root_cause
 
 with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
+    from golem.life.extensions.registry import registry_for
+    from golem.life.extensions.hooks import fire
     from golem.life.runs import tick_run
     from golem.models.enums import HeartbeatState, SteerSeverity, Tier
     from golem.models.golem import TickFailure
@@ -79,7 +81,13 @@ class ThetaTickWorkflow:
 
     @workflow.signal
     def steer(self, raw: Any) -> None:
-        """A steer forwarded by GolemWorkflow while this tick runs (§S7 handle_steer)."""
+        """A steer forwarded by GolemWorkflow while this tick runs (§S7 handle_steer): the steer hook's intervention
+        member (runtime-extensions §3) takes it. Pure Python, no command. Only optional extensions can be switched
+        off and intervention is not one, so this build's registry has every golem's steer order (the tick's config
+        may arrive by version only)."""
+        fire(registry_for(), "steer", {"intervention": lambda: self._take_steer(raw)})
+
+    def _take_steer(self, raw: Any) -> None:
         try:
             steer = parse_intervention("steer", raw)
         except ValueError:

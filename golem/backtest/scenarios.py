@@ -1,4 +1,4 @@
-"""Seeded market paths with regime labels: the live simulator's regimes for `golem sim export`, and the seven
+"""Seeded market paths with regime labels: the live simulator's regimes for `golem sim export`, and the nine
 scenarios shipped in examples/scenarios/. Pure: a (name, steps, seed) always gives the same rows.
 
 Sizes come from the dev world (golem/world/deploy.py): WETH starts at 2,000 USDC; the golem supplies 10 WETH to
@@ -56,7 +56,7 @@ class _Gen:
             self.add(label, ret, sigma=sigma, **kw)
 
 
-# ---- the seven shipped scenarios ------------------------------------------------------------------------
+# ---- the nine shipped scenarios ------------------------------------------------------------------------
 def calm(g: _Gen) -> None:
     g.run(240, "calm")
 
@@ -73,6 +73,19 @@ def crash_recovery(g: _Gen) -> None:
     g.run(40, "trending_down", -0.002, sigma=0.002)
     g.run(80, "trending_up", 0.004, sigma=0.002)
     g.run(52, "calm")
+
+
+def v_recovery(g: _Gen) -> None:
+    """A V: the same crash as crash_recovery, then the market takes it all back — a full retracement to the
+    pre-crash level (2,000 → ~1,300 → ~2,030), where crash_recovery's recovery stops at ~1,690. The rally has three
+    +3.5 % rows (short squeezes, every 30 rows): the moves STRATEGY.md's buy-back rule ("swap 5 % USDC to WETH" on
+    >= +300 bps in trending_up) is written for, which no other shipped path makes."""
+    g.run(60, "calm")
+    g.run(8, "crash", -0.05, sigma=0.002)  # as crash_recovery: 2,000 → ~1,330
+    g.run(12, "trending_down", -0.002, sigma=0.002)  # a short bottom: ~1,300
+    for k in range(100):  # +0.35 %/row and the three squeezes: ×1.56 in 100 rows, back to ~2,030
+        g.add("trending_up", 0.035 if k in (30, 60, 90) else 0.0035, sigma=0.002)
+    g.run(60, "calm")
 
 
 def slow_bleed(g: _Gen) -> None:
@@ -134,6 +147,7 @@ def busy_day_crash(g: _Gen) -> None:
 SHIPPED: dict[str, Callable[[_Gen], None]] = {
     "calm": calm, "trend_up": trend_up, "crash_recovery": crash_recovery, "slow_bleed": slow_bleed,
     "oracle_lag": oracle_lag, "gas_spike": gas_spike, "whipsaw": whipsaw, "busy_day_crash": busy_day_crash,
+    "v_recovery": v_recovery,  # last: the seeds above are by position
 }
 SHIPPED_SEEDS = {name: 100 + i for i, name in enumerate(SHIPPED)}  # ours: one fixed seed per shipped file
 

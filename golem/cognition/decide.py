@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from golem.cognition.decision_cache import (
     DecisionCacheStore,
@@ -25,7 +26,7 @@ from golem.cognition.decision_cache import (
     pattern_hash,
     record_decision,
 )
-from golem.inference.deliberator import Deliberator
+from golem.inference.deliberator import Deliberator, Route
 from golem.inference.strategy import Strategy
 from golem.learning.expectation import expect
 from golem.models.record import DeliberationRecord, RuleApplied, ToolCallRecord
@@ -121,11 +122,14 @@ async def decide_with_cache(
     playbook_revision: int,
     context_policy_revision: int,
     remember_facts: Callable[[Deliberation], Deliberation] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    route: Route | None = None,
 ) -> Deliberation:
     """One tick's decision: System 1 from the cache when it may answer, else System 2, then recorded.
 
     `remember_facts` (blocking; run on a thread) puts the model's knowledge-graph facts in memory before the
-    decision is cached. The cache lives on the worker's disk (issue 12), loaded and saved here."""
+    decision is cached. The cache lives on the worker's disk (issue 12), loaded and saved here. `tools` and `route`
+    are what before_agent_start produced for System 2 (the offered schemas, the model)."""
     key = cache_key(inp, playbook_revision, context_policy_revision)
     obs = whole(inp.observation, "observation")
     cache = await asyncio.to_thread(cache_store.load)
@@ -134,7 +138,7 @@ async def decide_with_cache(
         if hit is not None:
             await asyncio.to_thread(cache_store.save, cache)
             return _finished(hit, cache, must, inp)
-    deliberation = await deliberator.decide(inp, strategy, playbook_text)
+    deliberation = await deliberator.decide(inp, strategy, playbook_text, tools=tools, route=route)
     if deliberation.kg_facts and remember_facts is not None:
         deliberation = await asyncio.to_thread(remember_facts, deliberation)
     cache = record_decision(

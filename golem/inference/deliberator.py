@@ -1,19 +1,39 @@
 """The DECIDE step's interface: anything that turns a tick's context into a Deliberation.
 
 The LLM router and the offline deliberator both implement it, so the decide activity does not
-care which one answers (ARCHITECTURE "Inference").
+care which one answers (ARCHITECTURE "Inference"). `route` is the deliberator's model-router member of
+before_agent_start (runtime-extensions §3, issue 17): which model answers this tick, decided before the prompt is
+built; `decide` then uses that route and the hook's tool schemas (`tools`) instead of working them out again.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
+from golem.inference.router import ModelChoice
 from golem.inference.strategy import Strategy
 from golem.models.tick import DecideInput, Deliberation
 
 
+@dataclass(frozen=True)
+class Route:
+    """The model-router's answer for one tick: `choice` is the LLM call it will make (None: no LLM call, `why`
+    says why — the budget forbids it, or the deliberator has no model)."""
+
+    model: str
+    choice: ModelChoice | None = None
+    why: str = ""
+
+
 @runtime_checkable
 class Deliberator(Protocol):
-    async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str) -> Deliberation:
-        """Decide what to do this tick. Proposed actions are in human units and token symbols."""
+    def route(self, inp: DecideInput) -> Route:
+        """The model that answers `inp` (before the prompt is built)."""
+        ...
+
+    async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str, *,
+                     tools: list[dict[str, Any]] | None = None, route: Route | None = None) -> Deliberation:
+        """Decide what to do this tick. Proposed actions are in human units and token symbols. `tools` and
+        `route` are what before_agent_start produced (None: the deliberator works them out itself)."""
         ...

@@ -1,7 +1,8 @@
 """LLMDeliberator: the Deliberator that thinks with Claude, and `select_deliberator` that picks one.
 
-decide(): assemble the Cognitive Workspace for the tier → check the budget (§S12) before building the
-request → one Messages call with the decision tools (tool_choice "any") → parse and check the tool
+route() (the model-router member of before_agent_start): tier → model under today's budget (§S12), before the
+prompt exists. decide(): assemble the Cognitive Workspace for the tier → price the built request against the daily
+cap → one Messages call with the decision tools (tool_choice "any") → parse and check the tool
 calls → Deliberation. When the budget forbids the call the offline deliberator answers instead and the
 record says why. Provider errors propagate as InferenceRetryable / InferenceRejected (router.py).
 
@@ -22,7 +23,8 @@ from typing import Any, Mapping
 from golem.cognition.budget import daily_spend_on
 from golem.inference.config import InferenceConfig
 from golem.inference.decision import decision_tools, parse_decision
-from golem.inference.deliberator import Deliberator
+from golem.inference.deliberator import Deliberator, Route
+from golem.inference.offline import MODEL_NAME as OFFLINE_MODEL
 from golem.inference.offline import OfflineDeliberator
 from golem.inference.router import BudgetRefusal, ProviderRouter, make_client
 from golem.inference.strategy import Strategy
@@ -107,13 +109,25 @@ class LLMDeliberator:
         )
         return assemble_workspace(inp, sources, self.context.allocations(inp.tier) or self.config.allocations(inp.tier))
 
-    async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str) -> Deliberation:
+    def route(self, inp: DecideInput) -> Route:
+        """before_agent_start's model-router member: tier → model under today's spend (router.choose_model);
+        a budget refusal routes to the offline deliberator."""
         now = inp.ctx.started_at or datetime.now(timezone.utc).isoformat()
-        spend = daily_spend_on(inp.ctx.state, now)
-        ws = self.workspace(inp, strategy, playbook_text)
-        tools = decision_tools(inp.ctx.config.policy.approved_assets)
         try:
-            plan = self.router.plan(inp.tier, spend, request_tokens(ws.system, ws.messages, tools))
+            choice = self.router.choose(inp.tier, daily_spend_on(inp.ctx.state, now))
+        except BudgetRefusal as refusal:
+            return Route(model=OFFLINE_MODEL, why=refusal.reason)
+        return Route(model=choice.model, choice=choice)
+
+    async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str, *,
+                     tools: list[dict[str, Any]] | None = None, route: Route | None = None) -> Deliberation:
+        route = route or self.route(inp)
+        tools = decision_tools(inp.ctx.config.policy.approved_assets) if tools is None else tools
+        ws = self.workspace(inp, strategy, playbook_text)
+        if route.choice is None:
+            return await self._fallback(inp, strategy, playbook_text, route.why, ws)
+        try:  # the token-based part of the route: the built request's worst case against the daily cap (§S12)
+            plan = self.router.price(route.choice, request_tokens(ws.system, ws.messages, tools))
         except BudgetRefusal as refusal:
             return await self._fallback(inp, strategy, playbook_text, refusal.reason, ws)
 

@@ -17,7 +17,9 @@ import math
 import operator
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+from golem.inference.deliberator import Route
 from golem.inference.strategy import Action, Condition, Constraint, Rule, Strategy, rules_in
 from golem.models.enums import ProbeSeverity
 from golem.models.record import DeliberationRecord, RuleApplied, ToolCallRecord
@@ -110,7 +112,13 @@ class OfflineDeliberator:
 
     model = MODEL_NAME
 
-    async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str) -> Deliberation:
+    def route(self, inp: DecideInput) -> Route:
+        return Route(model=MODEL_NAME, why="the offline deliberator answers without a model")
+
+    async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str, *,
+                     tools: list[dict[str, Any]] | None = None, route: Route | None = None) -> Deliberation:
+        """`tools` and `route` are ignored: the offline deliberator proposes what STRATEGY.md's and PLAYBOOK.md's
+        rules say (the PolicyCage refuses the rest), with no model."""
         return self.decide_now(inp, strategy, playbook_text)
 
     def decide_now(self, inp: DecideInput, strategy: Strategy, playbook_text: str = "") -> Deliberation:

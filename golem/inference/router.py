@@ -101,8 +101,21 @@ class Completion:
         return self.plan.model
 
 
-def plan_route(tier: Tier, daily_spend: float, prompt_tokens: int, cfg: InferenceConfig,
-               budget: HeartbeatSection, *, model: str | None = None) -> RoutePlan:
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model-router's part that runs before the prompt exists (before_agent_start, issue 17): tier → model under
+    today's spend (§S3 Cost Tier Routing, §S12 soft cap and Sonnet ceiling). The token-based part — the worst-case
+    cost of the built request against the daily cap — is `price_route`, once the prompt is built."""
+
+    tier: Tier
+    model: str
+    max_tokens: int
+    daily_spend: float
+    notes: tuple[str, ...] = ()
+
+
+def choose_model(tier: Tier, daily_spend: float, cfg: InferenceConfig, budget: HeartbeatSection, *,
+                 model: str | None = None) -> ModelChoice:
     """Pick the model for `tier` under today's spend; raises BudgetRefusal when §S12 forbids the call. Pure."""
     if tier == Tier.T0:
         raise BudgetRefusal("T0 ticks make no LLM call (§S3)")
@@ -114,15 +127,29 @@ def plan_route(tier: Tier, daily_spend: float, prompt_tokens: int, cfg: Inferenc
     if tier == Tier.T2 and model is None and is_opus_class(chosen) and sonnet_ceiling(daily_spend, budget):
         notes.append(f"budget: {chosen} suppressed, using {cfg.t2_ceiling_model} (§S12 Sonnet ceiling)")
         chosen = cfg.t2_ceiling_model
-    max_tokens = cfg.max_output_tokens(tier)
-    estimate = worst_case_cost(cfg.price(chosen), prompt_tokens, max_tokens)
+    return ModelChoice(tier=tier, model=chosen, max_tokens=cfg.max_output_tokens(tier), daily_spend=daily_spend,
+                       notes=tuple(notes))
+
+
+def price_route(choice: ModelChoice, prompt_tokens: int, cfg: InferenceConfig, budget: HeartbeatSection) -> RoutePlan:
+    """The chosen model's worst case for a `prompt_tokens` request against the daily cap (§S12); BudgetRefusal
+    when it may not fit. Pure."""
+    estimate = worst_case_cost(cfg.price(choice.model), prompt_tokens, choice.max_tokens)
     cap = budget.max_daily_cost_usd
-    if daily_spend + estimate > cap:
+    if choice.daily_spend + estimate > cap:
         raise BudgetRefusal(
-            f"budget: a {tier.value} call to {chosen} may cost up to ${estimate:.4f}; daily spend "
-            f"${daily_spend:.4f} + that exceeds the ${cap:.2f} cap (§S12)"
+            f"budget: a {choice.tier.value} call to {choice.model} may cost up to ${estimate:.4f}; daily spend "
+            f"${choice.daily_spend:.4f} + that exceeds the ${cap:.2f} cap (§S12)"
         )
-    return RoutePlan(tier=tier, model=chosen, max_tokens=max_tokens, estimate_usd=estimate, notes=notes)
+    return RoutePlan(tier=choice.tier, model=choice.model, max_tokens=choice.max_tokens, estimate_usd=estimate,
+                     notes=list(choice.notes))
+
+
+def plan_route(tier: Tier, daily_spend: float, prompt_tokens: int, cfg: InferenceConfig,
+               budget: HeartbeatSection, *, model: str | None = None) -> RoutePlan:
+    """Pick the model for `tier` under today's spend and price the request; raises BudgetRefusal when §S12 forbids
+    the call. Pure."""
+    return price_route(choose_model(tier, daily_spend, cfg, budget, model=model), prompt_tokens, cfg, budget)
 
 
 def _reason(err: anthropic.APIStatusError) -> str:
@@ -173,6 +200,12 @@ class ProviderRouter:
 
     def plan(self, tier: Tier, daily_spend: float, prompt_tokens: int, *, model: str | None = None) -> RoutePlan:
         return plan_route(tier, daily_spend, prompt_tokens, self.config, self.budget, model=model)
+
+    def choose(self, tier: Tier, daily_spend: float) -> ModelChoice:
+        return choose_model(tier, daily_spend, self.config, self.budget)
+
+    def price(self, choice: ModelChoice, prompt_tokens: int) -> RoutePlan:
+        return price_route(choice, prompt_tokens, self.config, self.budget)
 
     def budget_ok(self, tier: Tier, daily_spend: float) -> bool:
         return tier != Tier.T0 and apply_budget(tier, daily_spend, self.budget)[0] != Tier.T0

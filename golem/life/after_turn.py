@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from golem.cognition.budget import budget_fraction
-from golem.life.daimon import AppraisalInput, appraise, plutchik, update_pad
+from golem.life.daimon import AppraisalInput, appraise, plutchik, regime_shift, update_pad
 from golem.life.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
 from golem.life.somatic import age_markers, firing, lay_marker, situation_of
@@ -92,7 +92,7 @@ def daimon_after_turn(ctx: AfterTurn) -> None:
     nav = net_value_usd(obs.snapshot)
     reflexion = ctx.extra.get("reflexion") or rec.reflexion
     appraisal = appraise(AppraisalInput(
-        prediction_error=rec.prediction_error, regime_changed=s.regime != rec.regime, pnl_usd=pnl,
+        prediction_error=rec.prediction_error, regime_changed=regime_shift(s.regime, rec.regime), pnl_usd=pnl,
         equity_change=marked_to_market(obs, s.last_price),
         hf_before=hf_before, hf_now=obs.min_health_factor(), liquidated=bool(obs.liquidations),
         vitality=ctx.update.vitality.composite if ctx.update else s.vitality.composite,

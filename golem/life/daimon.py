@@ -50,7 +50,7 @@ from pydantic import BaseModel, Field
 
 from golem.grimoire.episodes import pad_label
 from golem.life.lifespan import HF_ACCURATE
-from golem.models.enums import PlutchikLabel
+from golem.models.enums import MarketRegime, PlutchikLabel
 from golem.models.state import PADVector
 
 BASELINE = PADVector(pleasure=0.05, arousal=-0.1, dominance=0.1)  # ours: a calm, mildly confident temperament
@@ -107,6 +107,16 @@ class AppraisalInput(BaseModel):
     acted_hf_before: float | None = None  # min health factor re-read before execution
     acted_hf_after: float | None = None  # … and after it (verified)
     acted_hf_error: float | None = None  # verified − predicted health factor (Reflexion)
+
+
+def regime_shift(before: MarketRegime | str | None, after: MarketRegime | str | None) -> bool:
+    """A regime change the golem can be surprised by (novelty 1): between two regimes it has read. The classifier's
+    first reading after its warm-up (none/unknown → range_bound) is the golem learning to see, not the world
+    changing, and losing a reading (→ unknown) is no news about the market either."""
+    def known(r: MarketRegime | str | None) -> bool:
+        return r is not None and MarketRegime(r) != MarketRegime.UNKNOWN
+
+    return known(before) and known(after) and MarketRegime(before) != MarketRegime(after)  # type: ignore[arg-type]
 
 
 def _clamp(x: float, lo: float = -1.0, hi: float = 1.0) -> float:

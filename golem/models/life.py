@@ -54,6 +54,7 @@ class LifeState(BaseModel):
     predecessor: str | None = None  # the dead golem this one inherited from
     born_tick: int = 0
     ticks_lived: int = 0  # ticks folded since birth (the Hayflick counter)
+    on_end: list[str] = Field(default_factory=list)  # on_end's members that ran when the golem died (issue 17)
     credits_initial_usd: float | None = None  # [lifespan] credits_usd at birth; None = no credit clock
     credit_remaining_usd: float | None = None
     burn_ema_usd: float = 0.0  # credit consumed per tick, EMA

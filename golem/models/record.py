@@ -60,6 +60,7 @@ class DeliberationRecord(BaseModel):
     expected: ExpectedOutcome | None = None  # set when the decision acts (issue 16)
     rules_applied: list[RuleApplied] = Field(default_factory=list)  # offline deliberator: rule behind each action
     before_agent_start: list[str] = Field(default_factory=list)  # the hook's members that ran before decide (issue 17)
+    system_prompt: list[str] = Field(default_factory=list)  # system_prompt's members that ran (playbook; issue 17)
 
 
 class ActionRecord(BaseModel):

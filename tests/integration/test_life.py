@@ -68,6 +68,7 @@ async def test_hayflick_death_settles_on_chain_leaves_a_legacy_and_a_successor_s
     cert = state.life.certificate
     assert cert is not None and cert.cause == "hayflick" and "30 ticks lived" in cert.detail
     assert cert.phases == ["acceptance", "settlement", "reflection", "legacy"]
+    assert state.life.on_end == ["lifespan"]  # on_end fired its member; Thanatopsis is lifespan's handler
     desc = await handle.describe()
     assert desc.status == WorkflowExecutionStatus.COMPLETED
     assert desc.typed_search_attributes  # Phase = dead on the golem's own workflow
@@ -235,11 +236,13 @@ async def test_owner_kill_needs_confirmation_then_the_golem_dies_with_a_certific
         rig.stop()
     cert = state.life.certificate
     assert cert.cause == "owner" and cert.detail == "enough" and (legacy_dir(rig.data_dir, gid) / "certificate.json").exists()
+    assert state.life.on_end == ["lifespan"]
 
 
 async def test_the_worker_refuses_to_start_on_a_registry_violation(temporal_client, tmp_path, request):
-    """The registry's start-up check runs in build_worker: a non-optional extension switched off in golem.toml
-    (or, in code, a dependency on a higher layer) stops the worker, naming both sides."""
+    """The registry's start-up check runs as the worker starts (GolemServices' session hook, then build_worker): a
+    non-optional extension switched off in golem.toml (or, in code, a dependency on a higher layer) stops the worker,
+    naming both sides."""
     from golem.life.extensions import RegistryError
     from golem.models.config import ExtensionsSection
     from workers.worker import build_worker

@@ -27,10 +27,11 @@ from golem.chain.web3client import make_web3
 from golem.grimoire.episodes import Episode, Importance
 from golem.grimoire.playbook import PlaybookRefused
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.inference.decision import decision_tools
 from golem.inference.llm import select_deliberator
 from golem.models.config import load_config
 from golem.models.enums import ActionStatus, MarketRegime, Tier
-from golem.models.golem import ConsolidationInput
+from golem.models.golem import ConsolidationInput, TickFailure
 from golem.models.state import GolemState
 from golem.models.tick import (
     DecideInput,
@@ -234,7 +235,49 @@ async def test_a_tool_strategy_forbids_is_dropped_from_the_llm_decision(chain, t
     assert "borrow: STRATEGY.md says MUST NOT borrow" in d.record.rejections, d.record.rejections
     assert d.record.recommends_action is False
     # the gate is safety's before_agent_start member, fired in the registry's order (issue 17)
-    assert d.record.before_agent_start == ["context", "compiler", "safety"]
+    assert d.record.before_agent_start == ["tools", "context", "compiler", "model-router", "safety"]
+    # the request carries the tools member's schemas and the model-router's model
+    offered = decision_tools(services.config.policy.approved_assets)
+    assert [t["name"] for t in api.requests[0]["tools"]] == [t["name"] for t in offered]
+    assert api.requests[0]["model"] == d.record.model == services.deliberator.route(
+        DecideInput(ctx=ctx, observation=obs, tier=Tier.T2, prediction_error=0.6)).model
+
+
+@pytest.mark.parametrize("disabled", [[], ["playbook"]])
+async def test_the_playbook_enters_the_prompt_through_system_prompt_unless_switched_off(chain, tmp_path, disabled):
+    """system_prompt's playbook member (runtime-extensions §3, issue 17) puts PLAYBOOK.md in the T2 system prompt;
+    with `[extensions] disabled = ["playbook"]` in golem.toml it does not run and the prompt has no playbook part."""
+    api = FakeMessagesAPI(message([decide("hold", 0.6, False)]))
+    services = _with_fake_claude(chain.golem(tmp_path, inference={"provider": "anthropic"},
+                                             extensions={"disabled": disabled}), api)
+    services.playbook_path.parent.mkdir(parents=True, exist_ok=True)
+    services.playbook_path.write_text("<!-- golem PLAYBOOK revision: 1 -->\n"
+                                      "- WHEN gas_gwei > 400 THEN repay 1% debt (learned: tick 7)\n")
+    acts = TickActivities(services)
+    ctx = _ctx(services, tick=3)
+    obs = acts.observe(ObserveInput(ctx=ctx))
+    d = await ActivityEnvironment().run(acts.decide, DecideInput(ctx=ctx, observation=obs, tier=Tier.T2,
+                                                                   prediction_error=0.6))
+    system = "\n".join(block["text"] for block in api.requests[0]["system"])
+    if disabled:
+        assert d.record.system_prompt == []
+        assert "PLAYBOOK" not in system and "gas_gwei > 400" not in system
+    else:
+        assert d.record.system_prompt == ["playbook"]
+        assert "PLAYBOOK.md (learned heuristics)" in system and "gas_gwei > 400 THEN repay 1% debt" in system
+
+
+@pytest.mark.parametrize("disabled", [[], ["observability"]])
+def test_session_opens_the_grimoire_and_error_records_a_failed_tick_unless_observability_is_off(
+        chain, tmp_path, disabled):
+    """session(start)'s grimoire member opens the stores as the services start; the error hook's observability
+    member writes a failed tick's record (runtime-extensions §3, issue 17) — switched off, nothing is written."""
+    services = chain.golem(tmp_path, extensions={"disabled": disabled})
+    assert services.session == ["grimoire"] and services.episodes is not None
+    failure = TickFailure(golem_id=GID, tick=4, workflow_id="wire-golem-tick-4", error="observe: RPC refused",
+                          failed_at=STARTED)
+    ActivityEnvironment().run(TickActivities(services).record_failure, failure)
+    assert [f["tick"] for f in services.cycles.failures(10)] == ([] if disabled else [4])
 
 
 async def test_a_cached_decision_is_gated_by_a_must_added_since(chain, tmp_path):

@@ -223,6 +223,20 @@ def test_crash_recovery_drops_a_third_then_recovers_without_reaching_liquidation
     assert oracle[-1] > 1.2 * min(oracle)
 
 
+def test_v_recovery_crashes_as_crash_recovery_then_takes_it_all_back():
+    rows, oracle, _ = _rows("v_recovery")
+    _, partial, _ = _rows("crash_recovery")
+    crash = [i for i, r in enumerate(rows) if r.regime == "crash"]
+    assert crash == list(range(60, 68))  # the same crash rows as crash_recovery ...
+    assert oracle[crash[-1]] / oracle[crash[0] - 1] < 0.7 and 1.0 < min(_idle_hf(p) for p in oracle) < 1.4
+    pre_crash = max(oracle[:crash[0]])
+    assert max(oracle[crash[-1]:]) > 0.99 * pre_crash  # ... then a full retracement: back to the pre-crash high
+    assert partial[-1] < 0.9 * max(partial[:60])  # where crash_recovery's recovery stops short (~84 %)
+    assert rows[-1].regime == "calm" and oracle[-1] > 0.98 * pre_crash
+    squeezes = [i + 1 for i, m in enumerate(_moves_bps(oracle)) if m >= 300]  # STRATEGY.md's buy-back line
+    assert len(squeezes) == 3 and all(rows[i].regime == "trending_up" for i in squeezes)
+
+
 def test_slow_bleed_is_never_surprising_tick_by_tick_yet_crosses_the_repay_line():
     rows, oracle, pool = _rows("slow_bleed")
     assert max(abs(m) for m in _moves_bps(pool)) < PROBE.price_delta_low_bps  # §S9 Low: > 0.5 % since last tick

@@ -38,7 +38,7 @@ def bad_home(tmp_path):
     return home
 
 
-@pytest.mark.parametrize("command", [["status"], ["doctor"], ["strategy-check"], ["run"], ["worker"]])
+@pytest.mark.parametrize("command", [["doctor"], ["strategy-check"], ["run"], ["worker"]])
 def test_invalid_config_is_one_line_naming_each_key(bad_home, tmp_path, command):
     (bad_home / "golem.toml").write_text(
         '[golem]\nid = "x"\n[clock]\ntheta_base_secs = 3\n[chain]\nconfirmations = -1\n')
@@ -50,8 +50,10 @@ def test_invalid_config_is_one_line_naming_each_key(bad_home, tmp_path, command)
 
 def test_unparsable_and_missing_config(bad_home):
     (bad_home / "golem.toml").write_text("[golem\nid = 1\n")
-    assert_one_line_error(golem("--home", str(bad_home), "status"), "not valid TOML", "Fix the syntax")
-    assert_one_line_error(golem("--home", str(bad_home / "nowhere"), "status"), "not found", "Copy examples/")
+    nothing = ("--data", str(bad_home / "no-data"), "--address", "127.0.0.1:1")  # no stored version to fall back on
+    assert_one_line_error(golem("--home", str(bad_home), *nothing, "status"), "not valid TOML", "Fix the syntax")
+    assert_one_line_error(golem("--home", str(bad_home / "nowhere"), *nothing, "status"), "not found", "Copy examples/")
+    assert_one_line_error(golem("--home", str(bad_home), *nothing, "doctor"), "not valid TOML", "Fix the syntax")
 
 
 def test_negative_tick_counts_and_ticks(tmp_path):
@@ -101,3 +103,32 @@ def test_strategy_check_without_chain_blames_no_rpc_and_with_chain_names_a_dead_
     dead = golem("--home", str(home), "--data", str(tmp_path), "strategy-check", "--chain")
     assert_one_line_error(dead, "golem strategy-check: cannot reach the chain RPC at http://127.0.0.1:1",
                           "rpc_url", "Without --chain")
+
+
+def test_a_golem_toml_mid_edit_does_not_lock_the_owner_out_of_status(bad_home, tmp_path):
+    """status, steer, pause, ... need only the golem's id: a golem.toml that does not validate (the owner is
+    editing it; the golem runs on its applied version) gives a warning naming the key, and the command goes on to
+    the running golem (here: no Temporal, so it stops there, one line). Not TOML at all: the id of the last version
+    `golem run` stored in --data; without one, the file's error alone."""
+    import json
+
+    from golem.models.config import GolemConfig
+
+    (bad_home / "golem.toml").write_text('[golem]\nid = "g7"\n[clock]\ntheta_base_seconds = "fast"\n')
+    proc = golem("--home", str(bad_home), "--address", "127.0.0.1:1", "status")
+    warning, error = proc.stderr.strip().splitlines()
+    assert "[clock.theta_base_seconds]" in warning and "golem config apply" in warning and "[golem] section" in warning
+    assert proc.returncode != 0 and "cannot reach Temporal at 127.0.0.1:1" in error and "Traceback" not in proc.stderr
+
+    (bad_home / "golem.toml").write_text("[golem\n")
+    data = tmp_path / "data"
+    (data / "config-versions").mkdir(parents=True)
+    cfg = GolemConfig.model_validate({"golem": {"id": "g7"}}).model_dump(mode="json")
+    (data / "config-versions" / "abc.json").write_text(json.dumps({"version": "abc", "config": cfg}))
+    proc = golem("--home", str(bad_home), "--data", str(data), "--address", "127.0.0.1:1", "steer", "repay now")
+    warning, error = proc.stderr.strip().splitlines()
+    assert "not valid TOML" in warning and f"last version stored in {data}" in warning
+    assert "cannot reach Temporal" in error
+
+    proc = golem("--home", str(bad_home), "--data", str(tmp_path / "empty"), "--address", "127.0.0.1:1", "status")
+    assert_one_line_error(proc, "not valid TOML", "Fix the syntax")

@@ -70,24 +70,45 @@ def test_fire_runs_only_registered_members_in_order_and_stops_on_request():
     assert fired == ["tools", "context", "compiler"]
 
 
-def test_before_agent_start_runs_context_compiler_safety_in_order_and_a_bad_strategy_stops_it():
+def test_before_agent_start_runs_its_five_members_in_order_and_a_bad_strategy_stops_it():
     import pytest
 
     from golem.life.extensions.agent_start import before_agent_start
 
     ran = []
-    out = before_agent_start(registry_for(), context=lambda: ran.append("context") or "policy",
+    out = before_agent_start(registry_for(), tools=lambda: ran.append("tools") or ["swap"],
+                             context=lambda: ran.append("context") or "policy",
                              compile=lambda: ran.append("compile") or "strategy",
                              viability=lambda s: ran.append(f"viability:{s}") or "viable",
+                             route=lambda: ran.append("route") or "claude-haiku-4-5",
                              safety=lambda s: ran.append(f"safety:{s}") or "gate")
-    assert ran == ["context", "compile", "viability:strategy", "safety:strategy"]
-    assert out.fired == ["context", "compiler", "safety"] and (out.context_policy, out.must) == ("policy", "gate")
+    assert ran == ["tools", "context", "compile", "viability:strategy", "route", "safety:strategy"]
+    assert out.fired == ["tools", "context", "compiler", "model-router", "safety"]
+    assert (out.tools, out.context_policy, out.route, out.must) == (["swap"], "policy", "claude-haiku-4-5", "gate")
 
     def bad():
         raise ValueError("STRATEGY.md: no rules")
 
     ran.clear()
     with pytest.raises(ValueError, match="no rules"):
-        before_agent_start(registry_for(), context=lambda: ran.append("context"), compile=bad,
-                           viability=lambda s: ran.append("viability"), safety=lambda s: ran.append("safety"))
-    assert ran == ["context"]  # the safety member never ran on a strategy that does not compile
+        before_agent_start(registry_for(), tools=lambda: ran.append("tools"), context=lambda: ran.append("context"),
+                           compile=bad, viability=lambda s: ran.append("viability"),
+                           route=lambda: ran.append("route"), safety=lambda s: ran.append("safety"))
+    assert ran == ["tools", "context"]  # neither the router nor safety ran on a strategy that does not compile
+
+
+async def test_fire_async_awaits_each_member_in_order_and_skips_the_unregistered():
+    """on_end (lifespan: Thanatopsis) and send_message (intervention: deliver the signal) await their handlers."""
+    from golem.life.extensions.hooks import fire_async
+
+    ran = []
+
+    async def member(name):
+        ran.append(name)
+        return name
+
+    reg = registry_for()
+    fired, results = await fire_async(reg, "on_end", {"lifespan": lambda: member("lifespan"),
+                                                      "clade": lambda: member("clade")})
+    assert fired == ran == ["lifespan"] and results == [("lifespan", "lifespan")]
+    assert reg.order("steer") == reg.order("send_message") == ["intervention"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from golem.inference.deliberator import Deliberator
+from golem.inference.decision import decision_tools
+from golem.inference.deliberator import Deliberator, Route
 from golem.inference.llm import HomeContext, LLMDeliberator, select_deliberator
 from golem.inference.offline import MODEL_NAME, OfflineDeliberator
 from golem.inference.session import SessionTree
@@ -120,6 +122,24 @@ async def test_budget_refusal_falls_back_to_offline_without_a_request():
     assert delib.record.model == MODEL_NAME and delib.record.cost == 0
     assert delib.record.reasoning_summary.startswith("LLM not called (budget")
     assert [a.tool for a in delib.actions] == ["repay"]  # the offline rules still protect the loan
+
+
+async def test_decide_sends_the_tools_and_model_before_agent_start_produced():
+    """The deliberator does not work out the tools or the model again when the hook gave them (issue 17): the
+    request carries exactly the offered schemas and the routed model; a route with no model answers offline."""
+    api = FakeMessagesAPI(message([tool_use("repay", {"amount": 10}), decide(recommends=True)]))
+    d = deliberator(api)
+    inp = decide_input(tier=Tier.T1)
+    routed = d.route(inp)
+    assert routed.model == "claude-haiku-4-5" and routed.choice is not None  # T1 → the Haiku-class model
+    offered = [t for t in decision_tools(["WETH", "USDC"]) if t["name"] in ("repay", "decide")]
+    other = Route(model="claude-opus-4-6", choice=dataclasses.replace(routed.choice, model="claude-opus-4-6"))
+    delib = await d.decide(inp, EXAMPLE, "", tools=offered, route=other)
+    assert [t["name"] for t in api.requests[0]["tools"]] == ["repay", "decide"]
+    assert api.requests[0]["model"] == delib.record.model == "claude-opus-4-6"
+    refused = await d.decide(inp, EXAMPLE, "", tools=offered, route=Route(model=MODEL_NAME, why="budget: test"))
+    assert len(api.requests) == 1 and refused.record.model == MODEL_NAME
+    assert refused.record.reasoning_summary.startswith("LLM not called (budget: test)")
 
 
 async def test_steer_cancels_in_flight_request_and_reprompts_marked_as_interruption():

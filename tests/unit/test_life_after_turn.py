@@ -114,3 +114,25 @@ async def test_the_daimon_reads_the_golems_own_verified_write():
     assert hit.appraisal["coping"] == 1.0 and miss.appraisal["coping"] < 1.0
     assert "own write raised the health factor 1.450→2.200 as predicted (error +0.000)" in hit.appraisal["reasons"]
     assert hit.pad_after.dominance > miss.pad_after.dominance
+
+
+async def test_the_first_regime_reading_after_the_warm_up_is_not_a_surprise():
+    """The daimon's novelty is 1 on a regime change — between two regimes the golem has read. The classifier's
+    first reading (unknown → range_bound at the end of its warm-up) is not news about the world: novelty stays the
+    prediction error. (It read as a regime change before, and gave the calm warm-up's end a jolt of arousal.)"""
+    from golem.models.enums import MarketRegime
+
+    async def appraisal(before, now):
+        rec = _reflected()
+        rec.regime = now
+        state = GolemState(golem_id="g1", regime=before)
+        return (await run_after_turn(registry_for(), AfterTurn(record=rec, state=state, config=GolemConfig()),
+                                     {})).record.appraisal
+
+    pe = _reflected().prediction_error
+    first = await appraisal(MarketRegime.UNKNOWN, MarketRegime.RANGE_BOUND)
+    assert first["novelty"] == pe and "regime changed" not in first["reasons"]
+    lost = await appraisal(MarketRegime.VOLATILE, MarketRegime.UNKNOWN)
+    assert lost["novelty"] == pe and "regime changed" not in lost["reasons"]
+    shift = await appraisal(MarketRegime.RANGE_BOUND, MarketRegime.VOLATILE)
+    assert shift["novelty"] == 1.0 and "regime changed" in shift["reasons"]

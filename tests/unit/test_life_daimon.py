@@ -51,16 +51,20 @@ def _recorded_paths() -> dict[str, list[AppraisalInput]]:
 
 
 def test_recorded_crash_and_recover_backtests_reach_all_eight_octants():
-    """The daimon folded over what two recorded crash-and-recover backtests (crash_recovery, busy_day_crash;
-    exported by bench/daimon_replay.py) measured tick by tick: all eight octants occur, none forced.
-    crash_recovery alone reaches seven: exuberant (P+ A+ D+) would need the golem in control while the recovery
-    surprises it, but it makes no write after tick 67 and its drawdown stays deep, so the recovery is the
-    market's doing — docile, dependent at its surprise."""
+    """The daimon folded over what the two recorded crash-and-recover backtests (crash_recovery, v_recovery;
+    exported by bench/daimon_replay.py from this build's runs) measured tick by tick: together all eight octants
+    occur, none forced; each alone reaches seven.
+    crash_recovery's recovery stops at 84 % of its start: exuberant (P+ A+ D+) would need the golem in control while
+    the recovery surprises it, but it makes no write after tick 67 and its drawdown stays deep, so the recovery is
+    the market's doing — docile, dependent at its surprise. v_recovery takes it all back: after its last squeeze,
+    with a third of the max drawdown left, the golem is exuberant. Its repay came on a tick the regime reading
+    changed (novelty 1): a loss in control but aroused — hostile, not disdainful."""
     paths = _recorded_paths()
     seen = {name: fold(inputs) for name, inputs in paths.items()}
     octants = set(PAD_OCTANTS.values())
     assert set().union(*seen.values()) - {"neutral"} == octants, {n: sorted(set(s)) for n, s in seen.items()}
     assert set(seen["crash_recovery"]) - {"neutral"} == octants - {"exuberant"}, sorted(set(seen["crash_recovery"]))
+    assert set(seen["v_recovery"]) - {"neutral"} == octants - {"disdainful"}, sorted(set(seen["v_recovery"]))
     # disdainful (P− A− D+) on crash_recovery is the tick of its own repay: HF 1.591 → 2.121 as predicted, while
     # the holdings still lose and 85 % of the max drawdown is used — a loss it is in control of
     own = [i for i, x in enumerate(paths["crash_recovery"]) if agency(x) > 0]
@@ -71,8 +75,16 @@ def test_recorded_crash_and_recover_backtests_reach_all_eight_octants():
     docile = [i for i, o in enumerate(cr) if o == "docile"]
     assert docile and all(i > 60 for i in docile), docile  # the crash starts at tick 60
     assert any(i > trough for i in docile)
-    # before the crash the golem is calm: its affect has no valence (neutral), never "disdainful" on noise
-    assert set(cr[:60]) <= {"neutral", "relaxed"} and cr[:60].count("neutral") > 40
+    # before the crash the golem is calm: its affect has no valence (neutral), never "disdainful" on noise, and the
+    # regime classifier's first reading (tick 10) is no surprise
+    for name in seen:
+        assert set(seen[name][:60]) <= {"neutral", "relaxed"} and seen[name][:60].count("neutral") > 40, name
+    # v_recovery: exuberant only late in the rally, out of most of the drawdown (the squeezes are rows 110, 140, 170)
+    vr, vx = seen["v_recovery"], paths["v_recovery"]
+    joy = [i for i, o in enumerate(vr) if o == "exuberant"]
+    assert joy and all(i > 170 and vx[i].drawdown_used < 0.5 for i in joy), joy
+    own = [i for i, x in enumerate(vx) if agency(x) > 0]
+    assert len(own) == 1 and vx[own[0]].regime_changed and vr[own[0]] == "hostile", (own, vr[own[0]])
 
 
 def test_a_calm_golem_at_its_baseline_is_neutral_and_has_no_primary_emotion():

@@ -8,7 +8,10 @@ violation is a RegistryError naming both sides.
 build does not have (x402 payments, clade sync, ...), and `where` naming the code behind each hook, so
 `golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.life.extensions.hooks.fire):
 after_turn inside reflect (golem.life.after_turn), tool_call in validate (golem.safety.cage.SafetyCage.tool_call),
-before_agent_start in decide (activities/tick.py).
+before_agent_start and system_prompt in decide (activities/tick.py, golem.life.extensions.agent_start), steer in
+the workflows' steer signals, input in the follow_up signal, send_message in `golem steer | followup`, on_end when
+GolemWorkflow dies, session at the services' start (grimoire) and GolemWorkflow.run (heartbeat), error in the
+record_failure activity.
 """
 
 from __future__ import annotations
@@ -198,14 +201,18 @@ def builtin_extensions() -> list[Extension]:
            tool_call="golem.safety.cage.SafetyCage.tool_call: meters the call (value, post-state); "
                      "validate_layered puts every verdict on the audit trail"),
         _x("audit", 0, set(), what="hash-chained audit trail (golem.safety.audit), written in validate"),
-        _x("grimoire", 0, {"session"}, what="LanceDB + SQLite + PLAYBOOK.md", session="worker start (GolemServices)"),
+        _x("grimoire", 0, {"session"}, what="LanceDB + SQLite + PLAYBOOK.md",
+           session="worker start: GolemServices opens or creates the memory stores (services.session)"),
         _x("tools", 0, {"before_agent_start"}, what="the write and read tools offered to the model",
-           before_agent_start="System 2: the deliberator offers golem.chain.tools' schemas (no handler in decide)"),
+           before_agent_start="decide: the write-tool schemas offered to the model (golem.inference.decision."
+                              "decision_tools); the deliberator sends them"),
         _x("heartbeat", 0, {"session", "after_turn"}, what="the 9-step tick (ThetaTickWorkflow)",
-           session="GolemWorkflow", after_turn="reflect: the DecisionCycleRecord and the tick's facts"),
+           session="GolemWorkflow.run: the loop's state (new, or carried by continue-as-new)",
+           after_turn="reflect: the DecisionCycleRecord and the tick's facts"),
         # Layer 1 – Input
         _x("input-router", 1, {"input"}, ["heartbeat"], what="steer / follow_up signals",
-           input="GolemWorkflow signals (golem.cognition.fold.accept_intervention)"),
+           input="GolemWorkflow.follow_up: validate and queue for its window (golem.cognition.fold."
+                 "accept_intervention); a steer goes through steer's intervention member"),
         # Layer 2 – State
         _x("context", 2, {"before_agent_start"}, ["grimoire"], what="the Cognitive Workspace",
            before_agent_start="decide: the context policy in force (golem.life.extensions.agent_start)"),
@@ -214,7 +221,9 @@ def builtin_extensions() -> list[Extension]:
         _x("memory", 2, {"after_turn"}, ["grimoire"], what="episode writer, reflexion and credit",
            after_turn="reflect: write_episode, learn_from_outcome"),
         _x("lifespan", 2, {"after_turn", "on_end"}, ["heartbeat"], what="three mortality clocks, phases, death",
-           after_turn="golem.life.lifespan", on_end="GolemWorkflow: Thanatopsis (golem.life.death)"),
+           after_turn="golem.life.lifespan",
+           on_end="GolemWorkflow._end fires it when the golem dies: Thanatopsis (GolemWorkflow._die, "
+                  "golem.life.death); state: life.on_end"),
         # Layer 3 – Safety
         _x("safety", 3, {"tool_call", "before_agent_start"}, ["tools"],
            what="PolicyCage, phase restrictions, drawdown, MUST constraints",
@@ -232,8 +241,8 @@ def builtin_extensions() -> list[Extension]:
            before_agent_start="decide: load STRATEGY.md, its viability (golem.life.extensions.agent_start)"),
         _x("model-router", 3, {"before_agent_start"}, ["provider-adapter"],
            what="tier → model; Conservation and below: T1 only for reflexion",
-           before_agent_start="System 2: golem.inference.router.plan_route once the prompt is built "
-                              "(no handler in decide)"),
+           before_agent_start="decide: tier → model under today's spend (Deliberator.route, router.choose_model); "
+                              "the built prompt's cost is checked in System 2 (router.price_route)"),
         _x("x402-payment", 3, {"before_provider_request"}, ["provider-adapter"], optional=True, present=False),
         # Layer 4 – Cognition
         _x("turn-context", 4, {"context"}, ["context"], optional=True, present=False),
@@ -248,12 +257,17 @@ def builtin_extensions() -> list[Extension]:
                             "tool_execution_update", "tool_execution_end"}, ["telemetry"], optional=True,
            present=False),
         _x("observability", 5, {"debug", "error"}, ["telemetry"], optional=True, what="structured logs",
-           debug="golem status / show", error="failed ticks recorded (record_failure)"),
+           debug="golem status / show (not a fired hook)",
+           error="the record_failure activity: the failed tick's record and event (switched off: state only)"),
         # Layer 6 – Intervention
-        _x("playbook", 6, {"system_prompt"}, ["grimoire"], optional=True, what="PLAYBOOK.md + survival state in the prompt",
-           system_prompt="golem.inference.workspace"),
+        _x("playbook", 6, {"system_prompt"}, ["grimoire"], optional=True,
+           what="PLAYBOOK.md in the prompt (the survival state is in the workspace's affect and warnings sections)",
+           system_prompt="decide: reads PLAYBOOK.md for the T2 system prompt and the offline deliberator's rules "
+                         "(golem.life.extensions.agent_start.system_prompt, golem.inference.workspace)"),
         _x("intervention", 6, {"send_message", "steer"}, ["heartbeat"], what="steers and follow-ups",
-           steer="ThetaTickWorkflow.steer (§S7)", send_message="golem steer / followup"),
+           steer="GolemWorkflow.steer: validate and queue (golem.cognition.fold.accept_intervention); "
+                 "ThetaTickWorkflow.steer: interrupt or cancel the running tick (§S7)",
+           send_message="golem steer / followup: deliver the signal, validated first (cli/steer.py)"),
         # Layer 7 – Recovery
         _x("compaction", 7, {"session"}, ["context"], optional=True, present=False),
     ]
