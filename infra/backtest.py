@@ -278,8 +278,12 @@ def run_backtest(opts: BacktestOptions) -> list[VariantRun]:
     if opts.grimoire is not None and not opts.memory:
         raise BacktestError("--grimoire with --memory off: an inherited Grimoire would never be read; drop one")
     opts.out.mkdir(parents=True, exist_ok=True)
+    from infra.supervisor import run_stoppable
+
     with _worker_log(opts.out / "logs" / "worker.log"):
-        return asyncio.run(_backtest(opts, rows))
+        # `kill` cancels the run alone, which stops its worker, Anvil and Temporal in order (run_stoppable says why
+        # a KeyboardInterrupt inside the loop would hang the worker's shutdown); KeyboardInterrupt comes out after
+        return run_stoppable(_backtest(opts, rows))
 
 
 @contextmanager

@@ -14,11 +14,14 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from infra.anvil import AnvilProcess
+
+T = TypeVar("T")
 
 CRASH_LIMIT = 5  # crashes of one process ...
 CRASH_WINDOW_SECONDS = 600.0  # ... within this many seconds: give up
@@ -222,14 +225,39 @@ class Supervisor:
             w.child.stop()
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_grace_seconds: float | None = None  # set by stop_on_signals: the net a signalled clean-up runs under
+
+
 def stop_on_signals(grace_seconds: float = 20.0) -> None:
     """SIGTERM and SIGINT stop the run cleanly: both raise KeyboardInterrupt (asyncio.run then cancels the run, whose
     `finally` stops the stack it started). Explicit, because a shell starts a background job with SIGINT ignored, and
     `kill PID` must not leave Temporal, Anvil, the simulator and the worker running as orphans (chaos, soak,
-    `golem backtest`). A clean-up that hangs (an in-process Temporal worker whose shutdown never returns: seen with
-    `golem backtest`) is cut short after `grace_seconds`: the process's own children are terminated and it exits 130."""
+    `golem backtest`). A clean-up that hangs is cut short after `grace_seconds`: the process's own children are
+    terminated and it exits 130. A run with an in-process Temporal worker must not take the KeyboardInterrupt inside
+    its event loop: run it with `run_stoppable` (below)."""
+    global _grace_seconds
+    _grace_seconds = grace_seconds
+
+    def _interrupt(signum: int, frame: object) -> None:
+        begin_stop()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _interrupt)
+
+
+def begin_stop() -> None:
+    """A stop signal arrived: ignore the next one (a second `kill` must not cut the clean-up short) and, when
+    `stop_on_signals` is in force, arm its net: after its grace the children are terminated and the process exits."""
     import os
     import threading
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    grace = _grace_seconds
+    if grace is None:
+        return
 
     def _force() -> None:
         children = child_pids(os.getpid())
@@ -240,20 +268,64 @@ def stop_on_signals(grace_seconds: float = 20.0) -> None:
             time.sleep(0.1)
         for pid in children:
             _kill(pid, signal.SIGKILL)
-        print(f"stopped: clean-up took over {grace_seconds:.0f}s; terminated {len(children)} child process(es)",
-              flush=True)
+        print(f"stopped: clean-up took over {grace:.0f}s; terminated {len(children)} child process(es)", flush=True)
         os._exit(130)
 
-    def _interrupt(signum: int, frame: object) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):  # once: a second signal must not cut the clean-up short
-            signal.signal(sig, signal.SIG_IGN)
-        timer = threading.Timer(grace_seconds, _force)
-        timer.daemon = True
-        timer.start()
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+    timer = threading.Timer(grace, _force)
+    timer.daemon = True
+    timer.start()
 
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
+
+def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` where SIGTERM/SIGINT cancel `main` alone, then raise KeyboardInterrupt("SIGTERM") here.
+
+    Why: a KeyboardInterrupt raised by a Python signal handler lands wherever the main thread happens to be (inside
+    the selector, a callback, some task's step) and stops the loop; asyncio.run then cancels *every* task at once.
+    With an in-process Temporal worker that includes the worker's own activation and poller tasks: a workflow
+    activation whose task was cancelled is never completed to the SDK core, whose `finalize_shutdown` then waits for
+    it forever (`golem backtest` hung there after `kill`, with Temporal left running). Here the signal only cancels
+    `main`, whose `async with worker` shuts the worker down in order (the SDK's graceful shutdown), then its
+    `finally` blocks stop Anvil and Temporal. The handlers are the loop's (`add_signal_handler`): nothing is raised
+    inside the loop. Off the main thread (signals cannot be handled there) this is plain asyncio.run."""
+    import asyncio
+    import threading
+
+    received: list[int] = []
+
+    async def _guarded() -> T:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        saved = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+        def _on_signal(signum: int) -> None:
+            if received:  # once, as stop_on_signals: a second signal must not cut the clean-up short
+                return
+            received.append(signum)
+            begin_stop()
+            task.cancel()
+
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, _on_signal, sig)
+        try:
+            return await main
+        finally:
+            for sig in STOP_SIGNALS:
+                loop.remove_signal_handler(sig)  # (it leaves SIG_DFL behind: restore, or ignore after a stop)
+                signal.signal(sig, signal.SIG_IGN if received else saved[sig])
+
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.run(main)
+    try:
+        result = asyncio.run(_guarded())
+    except (asyncio.CancelledError, Exception) as err:
+        # after a stop, whatever `main` ended with is the cancellation (or a library's wrapping of it: the Temporal
+        # client turns a cancelled `execute_update` into WorkflowUpdateRPCTimeoutOrCancelledError)
+        if not received:
+            raise
+        raise KeyboardInterrupt(signal.Signals(received[0]).name) from err
+    if received:  # `main` finished as the signal came: the owner still asked for a stop
+        raise KeyboardInterrupt(signal.Signals(received[0]).name)
+    return result
 
 
 def child_pids(parent: int) -> list[int]:
