@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -314,3 +316,48 @@ def test_hold_baseline_report_counts_real_liquidations(tmp_path):
     saved = json.loads(paths["json"].read_text())
     assert saved["report"]["figures"]["liquidations"] == 1 and saved["marks"][6]["liquidations"][0]["tx_hash"]
     assert paths["png"].stat().st_size > 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigterm_mid_run_stops_the_worker_temporal_and_anvil_in_order(tmp_path):
+    """`kill` of a backtest a few rows in: the in-process worker is shut down by its owner (not cancelled along with
+    every task by asyncio.run, which left the SDK core's finalize_shutdown waiting forever), then Anvil and Temporal
+    stop, and the backtest exits 130 with its own message within seconds — not via stop_on_signals' 20-s net."""
+    from infra.supervisor import child_pids
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "backtest", str(REPO / "examples" / "scenarios" / "calm.csv"),
+                             "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while len(list((out / "data" / "cycles").glob("cycle-*.json"))) < 3:  # a few ticks recorded: mid-run
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the backtest recorded no 3 ticks in 180 s"
+            time.sleep(0.2)
+        children = child_pids(proc.pid)
+        assert len(children) == 2, children  # its Temporal dev server and Anvil
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=45)  # long enough for the net (20 s + 5 s) to show itself
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    left = [pid for pid in children if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert "clean-up took over" not in stdout, f"the 20-s net stopped it after {took:.1f}s, not its own clean-up"
+    assert proc.returncode == 130, (proc.returncode, stderr[-3000:])
+    assert "golem backtest: stopped (SIGTERM); its Temporal and Anvil are stopped" in stderr, stderr[-3000:]
+    assert not left, f"children still running after the stop: {left}"
+    assert took < 15, f"the stop took {took:.1f}s"
+    # shut down by its owner (Worker.shutdown via `async with`), not cancelled with every task by asyncio.run
+    log = (out / "logs" / "worker.log").read_text()
+    assert "Beginning worker shutdown" in log and "Worker cancelled" not in log, log[-3000:]
