@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from infra.supervisor import child_pids
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,3 +61,41 @@ def test_a_hanging_clean_up_is_cut_short_and_the_children_are_terminated():
 def test_a_clean_up_that_finishes_exits_its_own_way():
     rc, out, child = _run(10.0, "child.terminate(); child.wait(); sys.exit(3)")
     assert rc == 3 and "terminated" not in out and _gone(child)
+
+
+STOPPABLE = """
+import asyncio, sys
+from infra.supervisor import run_stoppable, stop_on_signals
+stop_on_signals(grace_seconds=10.0)
+
+async def main():
+    helper = asyncio.create_task(asyncio.sleep(3600))  # as a Temporal worker's own tasks: main's clean-up needs them
+    print("ready", flush=True)
+    try:
+        await asyncio.sleep(3600)
+    finally:
+        await asyncio.sleep(0.3)  # a clean-up that awaits (a second signal arrives meanwhile)
+        print("clean-up: helper", "cancelled" if helper.done() else "running", flush=True)
+        helper.cancel()
+
+try:
+    run_stoppable(main())
+except KeyboardInterrupt as stop:
+    print(f"stopped: {stop}", flush=True)
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_run_stoppable_cancels_only_the_main_task_and_raises_keyboard_interrupt_after(sig):
+    """The signal cancels `main` alone: its clean-up runs while the loop's other tasks still run (asyncio.run's
+    cancel-everything after a KeyboardInterrupt in the loop is what hung `golem backtest`'s worker shutdown); then
+    KeyboardInterrupt(<signal name>) comes out of run_stoppable. A second signal does not cut the clean-up short."""
+    proc = subprocess.Popen([sys.executable, "-c", STOPPABLE], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    os.kill(proc.pid, sig)
+    time.sleep(0.1)
+    os.kill(proc.pid, sig)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out
+    assert out.splitlines() == ["clean-up: helper running", f"stopped: {sig.name}"], out
