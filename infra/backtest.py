@@ -135,8 +135,8 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
     golem_id = f"bt-{name}"
     anvil = AnvilProcess(port=free_port(), log_path=run_dir / "logs" / "anvil.log",
                          extra_args=["--timestamp", str(rows[0].timestamp - GENESIS_LEAD_S)])
-    await asyncio.to_thread(anvil.start)
     try:
+        await _to_the_end(anvil.start)
         w3 = make_web3(anvil.rpc_url)
         # chain time is path time from the genesis on: a block carries its row's time, not the wall clock's, so the
         # interest Aave accrues from the golem's borrow on is the same every run (golem/world/replay.py)
@@ -160,6 +160,19 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         return run
     finally:
         await asyncio.to_thread(anvil.stop)
+
+
+async def _to_the_end(start) -> None:
+    """`start()` (a process's) in a thread, awaited to its end even when the run is cancelled meanwhile (`kill`
+    during start-up), then the cancel goes on: the caller's `finally` stops the process once it exists. A plain
+    `await asyncio.to_thread(start)` returns at the cancel while the thread still spawns the process, and the
+    `finally` found nothing to stop: the Temporal dev server was left running, orphaned."""
+    started = asyncio.ensure_future(asyncio.to_thread(start))
+    try:
+        await asyncio.shield(started)
+    except asyncio.CancelledError:
+        await asyncio.wait([started])
+        raise
 
 
 def _apply(opts: BacktestOptions, driver, row: PathRow):
@@ -252,8 +265,8 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
     server = TemporalDevServer(opts.out / "temporal.sqlite", port=free_port(), ui_port=free_port(), headless=True,
                                log_path=opts.out / "logs" / "temporal.log")
     (opts.out / "logs").mkdir(parents=True, exist_ok=True)
-    await asyncio.to_thread(server.start)
     try:
+        await _to_the_end(server.start)
         client = await connect(server.address)
         plan: list[tuple[str, dict | None]] = []
         if opts.compare:

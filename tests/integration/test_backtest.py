@@ -325,6 +325,50 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _using(directory: Path) -> list[str]:
+    """Processes whose command line names `directory` or that hold a file under it open (an orphaned Temporal dev
+    server or Anvil of a backtest writing there)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            files = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+        except OSError:
+            continue
+        if _alive(int(proc.name)) and (str(directory) in cmd or any(f.startswith(str(directory)) for f in files)):
+            found.append(f"{proc.name}: {cmd[:160]}")
+    return found
+
+
+def test_sigterm_during_start_up_leaves_no_temporal_behind(tmp_path):
+    """`kill` while the Temporal dev server is still starting (its first launch writes the schema, then it is
+    relaunched): the start is waited out and the server stopped; a cancelled `to_thread(server.start)` used to
+    return at once while the thread went on to relaunch the server, which was left running."""
+    from infra.supervisor import child_pids
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "backtest", str(REPO / "examples" / "scenarios" / "calm.csv"),
+                             "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not child_pids(proc.pid):  # the dev server's first launch
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the backtest started no dev server in 60 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=45)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    time.sleep(0.5)
+    left = _using(out)
+    for line in left:
+        os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    assert not left, f"left running after the stop: {left}"
+    assert proc.returncode == 130 and "golem backtest: stopped (SIGTERM)" in stderr, (proc.returncode, stderr[-3000:])
+
+
 def test_sigterm_mid_run_stops_the_worker_temporal_and_anvil_in_order(tmp_path):
     """`kill` of a backtest a few rows in: the in-process worker is shut down by its owner (not cancelled along with
     every task by asyncio.run, which left the SDK core's finalize_shutdown waiting forever), then Anvil and Temporal
