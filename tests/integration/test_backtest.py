@@ -4,6 +4,7 @@ dev server + Anvil (40 rows), twice, for repeatability."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -340,6 +341,27 @@ def _using(directory: Path) -> list[str]:
     return found
 
 
+@contextlib.contextmanager
+def _running_backtest(out: Path):
+    """`golem backtest` on the 240-row calm path, in the background; killed at the end if it is still running."""
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "backtest", str(REPO / "examples" / "scenarios" / "calm.csv"),
+                             "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _wait_for(proc: subprocess.Popen, ready, what: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"the backtest {what} in {seconds:.0f} s"
+        time.sleep(0.05)
+
+
 def test_sigterm_during_start_up_leaves_no_temporal_behind(tmp_path):
     """`kill` while the Temporal dev server is still starting (its first launch writes the schema, then it is
     relaunched): the start is waited out and the server stopped; a cancelled `to_thread(server.start)` used to
@@ -347,20 +369,10 @@ def test_sigterm_during_start_up_leaves_no_temporal_behind(tmp_path):
     from infra.supervisor import child_pids
 
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "backtest", str(REPO / "examples" / "scenarios" / "calm.csv"),
-                             "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not child_pids(proc.pid):  # the dev server's first launch
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the backtest started no dev server in 60 s"
-            time.sleep(0.05)
+    with _running_backtest(out) as proc:
+        _wait_for(proc, lambda: child_pids(proc.pid), "started no dev server", 60)  # its first launch
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=45)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     time.sleep(0.5)
     left = _using(out)
     for line in left:
@@ -376,24 +388,16 @@ def test_sigterm_mid_run_stops_the_worker_temporal_and_anvil_in_order(tmp_path):
     from infra.supervisor import child_pids
 
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "backtest", str(REPO / "examples" / "scenarios" / "calm.csv"),
-                             "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 180
-        while len(list((out / "data" / "cycles").glob("cycle-*.json"))) < 3:  # a few ticks recorded: mid-run
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the backtest recorded no 3 ticks in 180 s"
-            time.sleep(0.2)
+    with _running_backtest(out) as proc:
+        # a few ticks recorded: mid-run, the worker busy with the golem
+        _wait_for(proc, lambda: len(list((out / "data" / "cycles").glob("cycle-*.json"))) >= 3, "recorded no 3 ticks",
+                  180)
         children = child_pids(proc.pid)
         assert len(children) == 2, children  # its Temporal dev server and Anvil
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=45)  # long enough for the net (20 s + 5 s) to show itself
         took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     left = [pid for pid in children if _alive(pid)]
     for pid in left:
         os.kill(pid, signal.SIGKILL)
