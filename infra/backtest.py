@@ -285,14 +285,13 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
 def run_backtest(opts: BacktestOptions) -> list[VariantRun]:
     """Validate everything first (path, home, --grimoire), then run; returns the runs in print order."""
     from golem.backtest.path import load_path
+    from infra.supervisor import run_stoppable
 
     rows = load_path(opts.path)  # PathError names the line and column
     load_config(opts.home / "golem.toml")  # ConfigError names the key
     if opts.grimoire is not None and not opts.memory:
         raise BacktestError("--grimoire with --memory off: an inherited Grimoire would never be read; drop one")
     opts.out.mkdir(parents=True, exist_ok=True)
-    from infra.supervisor import run_stoppable
-
     with _worker_log(opts.out / "logs" / "worker.log"):
         # `kill` cancels the run alone, which stops its worker, Anvil and Temporal in order (run_stoppable says why
         # a KeyboardInterrupt inside the loop would hang the worker's shutdown); KeyboardInterrupt comes out after

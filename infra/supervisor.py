@@ -294,6 +294,7 @@ def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
 
     async def _guarded() -> T:
         task = asyncio.current_task()
+        assert task is not None  # asyncio.run runs this as its main task
         loop = asyncio.get_running_loop()
         saved = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
