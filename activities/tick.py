@@ -485,15 +485,17 @@ class TickActivities(ActivitySet):
 
     @activity.defn(name="record_failure")
     def record_failure(self, inp: TickFailure) -> None:
-        """The error hook (runtime-extensions §3: observability), fired when a tick failed (GolemWorkflow, or a
-        reset's / rerun's own run): observability's member writes the failure record and its event. Switched off
-        in golem.toml, the failure is only in the golem's state (`golem status`) and the tick's history."""
+        """A tick failed (GolemWorkflow, or a reset's / rerun's own run): the failure is recorded whatever is
+        switched off (`golem ticks`, `golem show`: a failed tick is never lost), then the error hook fires
+        (runtime-extensions §3: observability), whose member emits the `heartbeat.tick_failed` event (the events
+        stream, /metrics, alerts). Switched off in golem.toml: the record, no event."""
+        self.s.cycles.record_failure(inp)
 
         def observability() -> None:
-            self.s.cycles.record_failure(inp)
             self.s.events.emit([events.failure_event(inp.golem_id, inp.tick, inp.failed_at, inp.error,
                                                      inp.workflow_id, inp.run_label)])
 
         fired, _ = fire(registry_for(self.s.config.extensions.disabled), "error", {"observability": observability})
         if not fired:
-            activity.logger.info("tick %s failed: no failure record (observability is switched off)", inp.tick)
+            activity.logger.info("tick %s failed: recorded, no tick_failed event (observability is switched off)",
+                                 inp.tick)

@@ -268,16 +268,19 @@ async def test_the_playbook_enters_the_prompt_through_system_prompt_unless_switc
 
 
 @pytest.mark.parametrize("disabled", [[], ["observability"]])
-def test_session_opens_the_grimoire_and_error_records_a_failed_tick_unless_observability_is_off(
+def test_session_opens_the_grimoire_and_a_failed_tick_is_recorded_its_event_unless_observability_is_off(
         chain, tmp_path, disabled):
-    """session(start)'s grimoire member opens the stores as the services start; the error hook's observability
-    member writes a failed tick's record (runtime-extensions §3, issue 17) — switched off, nothing is written."""
+    """session(start)'s grimoire member opens the stores as the services start; a failed tick is recorded either
+    way, and the error hook's observability member emits its event (runtime-extensions §3, issue 17) — switched
+    off, the record and no event."""
     services = chain.golem(tmp_path, extensions={"disabled": disabled})
     assert services.session == ["grimoire"] and services.episodes is not None
     failure = TickFailure(golem_id=GID, tick=4, workflow_id="wire-golem-tick-4", error="observe: RPC refused",
                           failed_at=STARTED)
     ActivityEnvironment().run(TickActivities(services).record_failure, failure)
-    assert [f["tick"] for f in services.cycles.failures(10)] == ([] if disabled else [4])
+    assert [f["tick"] for f in services.cycles.failures(10)] == [4]  # never lost
+    failed = services.events.store.read(kinds=["heartbeat.tick_failed"])
+    assert [e.tick for e in failed] == ([] if disabled else [4])
 
 
 async def test_a_cached_decision_is_gated_by_a_must_added_since(chain, tmp_path):

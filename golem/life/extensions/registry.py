@@ -258,7 +258,7 @@ def builtin_extensions() -> list[Extension]:
            present=False),
         _x("observability", 5, {"debug", "error"}, ["telemetry"], optional=True, what="structured logs",
            debug="golem status / show (not a fired hook)",
-           error="the record_failure activity: the failed tick's record and event (switched off: state only)"),
+           error="the record_failure activity: the tick_failed event (the failure record is written either way)"),
         # Layer 6 – Intervention
         _x("playbook", 6, {"system_prompt"}, ["grimoire"], optional=True,
            what="PLAYBOOK.md in the prompt (the survival state is in the workspace's affect and warnings sections)",
