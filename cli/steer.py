@@ -12,7 +12,7 @@ from golem.ids import golem_workflow_id
 async def _signal(args, kind: str, payload: dict) -> int:
     """The owner's message on its way to the golem, validated here as the workflow will: the send_message hook
     (runtime-extensions §3), whose intervention member delivers it."""
-    from golem.life.extensions import RegistryError, registry_for
+    from golem.life.extensions.registry import registry_or_full
     from golem.life.extensions.hooks import fire_async
     from golem.models.interventions import parse_intervention
 
@@ -29,11 +29,10 @@ async def _signal(args, kind: str, payload: dict) -> int:
         await handle.signal(kind, payload)
         print(f"{kind} {payload['id']} delivered to {handle.id}")
 
-    try:
-        registry = registry_for(cfg.extensions.disabled)
-    except RegistryError as err:  # a golem.toml mid-edit must not lock the owner out of a steer (golem_config)
-        print(f"golem: warning: [extensions]: {err}; delivering through this build's full registry", file=sys.stderr)
-        registry = registry_for()
+    registry, refused = registry_or_full(cfg.extensions.disabled)
+    if refused:  # a golem.toml mid-edit must not lock the owner out of a steer (golem_config)
+        print(f"golem: warning: [extensions]: {refused}; delivering through this build's full registry",
+              file=sys.stderr)
     await fire_async(registry, "send_message", {"intervention": intervention})
     return 0
 

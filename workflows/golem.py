@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
         validate_change,
     )
     from golem.life.death import KillAnswer, KillRequest, check_kill
-    from golem.life.extensions.registry import ExtensionRegistry, RegistryError, registry_for
+    from golem.life.extensions.registry import ExtensionRegistry, registry_or_full
     from golem.life.extensions.hooks import fire, fire_async
     from golem.models.enums import HeartbeatState, SteerSeverity
     from golem.models.life import DeathCertificate
@@ -578,11 +578,10 @@ class GolemWorkflow:
         """The extension registry of the config version the golem runs on (pure: built from the config, the same
         on replay). A switched-off list the registry refuses (it stopped the worker's start, so only an applied
         version can bring one) falls back to the full build, logged."""
-        try:
-            return registry_for(self._config.extensions.disabled)
-        except RegistryError as err:
-            workflow.logger.error("[extensions] disabled refused (%s); hooks fire this build's full registry", err)
-            return registry_for()
+        registry, refused = registry_or_full(self._config.extensions.disabled)
+        if refused:
+            workflow.logger.error("[extensions] disabled refused (%s); hooks fire this build's full registry", refused)
+        return registry
 
     async def _end(self, row: WorldTime | None = None, ticked: bool = False) -> GolemState:
         """on_end (runtime-extensions §3: lifespan): the golem is ending, and lifespan's handler is Thanatopsis

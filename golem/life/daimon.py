@@ -113,10 +113,10 @@ def regime_shift(before: MarketRegime | str | None, after: MarketRegime | str | 
     """A regime change the golem can be surprised by (novelty 1): between two regimes it has read. The classifier's
     first reading after its warm-up (none/unknown → range_bound) is the golem learning to see, not the world
     changing, and losing a reading (→ unknown) is no news about the market either."""
-    def known(r: MarketRegime | str | None) -> bool:
-        return r is not None and MarketRegime(r) != MarketRegime.UNKNOWN
-
-    return known(before) and known(after) and MarketRegime(before) != MarketRegime(after)  # type: ignore[arg-type]
+    if before is None or after is None:
+        return False
+    b, a = MarketRegime(before), MarketRegime(after)
+    return MarketRegime.UNKNOWN not in (b, a) and b != a
 
 
 def _clamp(x: float, lo: float = -1.0, hi: float = 1.0) -> float:

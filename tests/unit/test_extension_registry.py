@@ -70,3 +70,12 @@ def test_registering_twice_or_firing_before_build_is_refused():
         Extension(name="z", layer=0, hooks=frozenset({"on_lunch"}))
     with pytest.raises(RegistryError, match="layer 9 is not in 0..7"):
         Extension(name="z", layer=9, hooks=frozenset())
+
+
+def test_registry_or_full_falls_back_to_the_full_build_and_says_why():
+    from golem.life.extensions.registry import registry_or_full
+
+    reg, refused = registry_or_full(["dream"])
+    assert refused is None and "dream" not in reg.order("after_turn")
+    reg, refused = registry_or_full(["safety"])  # not optional: refused, and the caller goes on with everything
+    assert isinstance(refused, RegistryError) and "'safety'" in str(refused) and "safety" in reg.order("tool_call")

@@ -290,3 +290,13 @@ def registry_for(disabled: Iterable[str] = ()) -> ExtensionRegistry:
     if key not in _BUILT:
         _BUILT[key] = build_registry(key)
     return _BUILT[key]
+
+
+def registry_or_full(disabled: Iterable[str] = ()) -> tuple[ExtensionRegistry, RegistryError | None]:
+    """`registry_for(disabled)`, or — when the registry refuses that list (a golem.toml mid-edit, an applied version
+    the worker's start-up check never saw) — this build's full registry and the refusal, for the caller to say.
+    For code that must go on (a steer on its way, a running workflow); the worker's start refuses instead."""
+    try:
+        return registry_for(disabled), None
+    except RegistryError as err:
+        return registry_for(), err
