@@ -34,7 +34,7 @@ BACKOFF_MAX_SECONDS = 30.0
 LOG_TAIL_LINES = 5
 LOG_LINE_CHARS = 240
 ANVIL_CHECKPOINT_SECONDS = 5.0  # a crashed Anvil comes back with the chain as of at most this long ago
-STOP_BUDGET_SECONDS = 20.0  # the ordered stop of the whole stack; then what is left is killed
+STOP_BUDGET_SECONDS = 15.0  # the ordered stop of the whole stack; then what is left is killed
 LEFTOVER_GRACE_SECONDS = 3.0  # a child still running this long after its stop is killed (with its process group)
 
 
