@@ -286,8 +286,8 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     stopping = False
     children: list = []
 
-    def _names() -> dict[int, str]:
-        return {c.pid: c.name for c in children if c.pid is not None}
+    def _names() -> dict[int, str]:  # every pid a child ran as, the live ones too
+        return {**supervisor.seen, **{c.pid: c.name for c in children if c.pid is not None}}
 
     def _net() -> None:  # the clean-up hung: kill what is left (named) and go
         sweep_children(_names(), grace=0.0)
@@ -302,10 +302,6 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             timer.start()
         stopping = True
 
-    # Explicit handlers: a shell may start us with SIGINT ignored, and Ctrl-C must still stop cleanly; SIGHUP: the
-    # terminal closed.
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, _interrupt)
     temporal_child = TemporalChild(temporal)
     anvil_child = AnvilChild(anvil)  # checkpointed every few seconds: a crash loses at most that much chain
     interval = sim_interval or max(config.clock.theta_base_seconds / 2, 0.5)
@@ -332,6 +328,10 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     children[:] = [temporal_child, anvil_child, sim, worker, dashboard]
     journal = SupervisionJournal(data_dir, config.golem.id)
     supervisor = Supervisor(children, notify=journal)
+    # Explicit handlers: a shell may start us with SIGINT ignored, and Ctrl-C must still stop cleanly; SIGHUP: the
+    # terminal closed.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _interrupt)
     try:
         say("starting Temporal dev server ...")
         temporal_child.start()
@@ -395,12 +395,11 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         # Nothing here may depend on the console: say() survives a closed pipe, and each step runs whatever the
         # one before it raised.
         say("\nstopping ...")
-        names = _names()
         try:
             for problem in supervisor.stop():
                 say(f"  could not stop {problem}")
         finally:
-            sweep_children(names)
+            sweep_children(_names())
             with contextlib.suppress(OSError):
                 journal.stopped()
             say("stopped.")

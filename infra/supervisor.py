@@ -9,6 +9,7 @@ stop is ordered and bounded; `sweep_children` kills what is left, naming it. See
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -93,7 +94,7 @@ class ProcessChild:
         try:
             proc.wait(timeout=self.stop_timeout if timeout is None else min(timeout, self.stop_timeout))
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _kill(proc.pid, signal.SIGKILL, group=True)  # with what it started (its own session: its group)
             proc.wait(timeout=5)
 
 
@@ -218,6 +219,7 @@ class Supervisor:
         self._say = say
         self._clock = clock
         self._notify = notify  # ("died" | "restarted" | "gave_up", details): the status file and the Event Fabric
+        self.seen: dict[int, str] = {}  # every pid a child ran as (restarts included): what the final sweep names
 
     def restarts(self, name: str) -> int:
         return self._watches[name].restarts
@@ -232,8 +234,14 @@ class Supervisor:
             except Exception as err:  # a full disk must not stop supervision
                 self._say(f"(supervision could not record {kind} of {details.get('name')}: {err})")
 
+    def _note_pids(self) -> None:
+        for w in self._watches.values():
+            if w.child.pid is not None:
+                self.seen.setdefault(w.child.pid, w.child.name)
+
     def check(self) -> None:
         now = self._clock()
+        self._note_pids()
         for w in self._watches.values():
             if w.restart_at is not None:
                 if now >= w.restart_at:
@@ -280,6 +288,7 @@ class Supervisor:
             self._crashed(w, None, now, why=f"restart failed: {err}")
             return
         w.restarts += 1
+        self._note_pids()
         down = self._clock() - w.down_since if w.down_since is not None else 0.0
         w.down_since = None
         self._say(f"{w.child.name} restarted (pid {w.child.pid}, restart {w.restarts}; down {down:.1f}s)")
@@ -291,6 +300,7 @@ class Supervisor:
         the next from stopping; the failures are returned (sweep_children kills what they left)."""
         deadline = time.monotonic() + budget_seconds
         problems = []
+        self._note_pids()
         for w in reversed(list(self._watches.values())):
             w.restart_at = None  # a restart that was due never comes now
             try:
@@ -303,32 +313,42 @@ class Supervisor:
 def sweep_children(names: dict[int, str] | None = None, grace: float = LEFTOVER_GRACE_SECONDS,
                    say: Callable[[str], None] = console_say, parent: int | None = None) -> list[str]:
     """The final check after a stop: every live child of this process (every one it started, restarted ones
-    included: their parent is us) still running after `grace` seconds is killed with its process group (the stack
-    starts each in a session of its own), and named. Returns the names of what was killed."""
+    included: their parent is us) and every live member of the process groups in `names` (pid -> name of each
+    child the supervisor saw; the stack starts each in a session of its own, so what a child started — a worker's
+    dream fork, orphaned when the worker was SIGKILLed — is in its group) still running after `grace` seconds is
+    killed, and named. Returns what was killed."""
     parent = os.getpid() if parent is None else parent
+    names = names or {}
     deadline = time.monotonic() + grace
-    left = child_pids(parent)
+    left = _leftovers(parent, set(names))
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = [p for p in left if _alive(p)]
+        left = _leftovers(parent, set(names))
     killed = []
-    for pid in left:
-        what = (names or {}).get(pid) or _cmdline(pid)
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            continue
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+    for pid, pgid in sorted(left.items()):
+        what = names.get(pid) or (f"started by {names[pgid]}" if pgid in names else None) or _cmdline(pid)
+        _kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)  # ours: reap it (a grandchild is init's to reap)
         killed.append(f"{what} (pid {pid})")
     if killed:
         say(f"still running {grace:g}s after the stop, killed: {', '.join(killed)}")
     return killed
+
+
+def _leftovers(parent: int, groups: set[int]) -> dict[int, int]:
+    """Live processes (pid -> process group) that are children of `parent` or members of one of `groups`."""
+    out = {}
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, state, ppid, pgrp = int(stat.parent.name), fields[0], int(fields[1]), int(fields[2])
+        if state != "Z" and pid != me and (ppid == parent or pgrp in groups):
+            out[pid] = pgrp
+    return out
 
 
 def _cmdline(pid: int) -> str:
