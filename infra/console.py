@@ -3,7 +3,7 @@
 `say()` writes a line to stdout (or stderr) and, when `mirror_to()` named a file, to that file too. A write to a
 pipe whose reader is gone (EPIPE; SIGPIPE is ignored, as Python does by default) marks the stream closed and points
 its descriptor at /dev/null, so neither this write nor any later one, nor the interpreter's flush at exit, raises:
-the clean-up that follows must not depend on stdout. See docs/operations.md.
+the clean-up that follows must not depend on stdout. See docs/design/supervision.md.
 """
 
 from __future__ import annotations

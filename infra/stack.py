@@ -268,7 +268,7 @@ def _port_env(name: str, default: int) -> int:
 
 def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None,
               quiet: bool = False) -> int:
-    """The embedded stack in the foreground until a stop signal (docs/operations.md). Every console line also goes
+    """The embedded stack in the foreground until a stop signal (docs/operations/supervision.md). Every console line also goes
     to logs/golem-run.log, and a console that went away (`| tee` killed by the same Ctrl-C) costs nothing: the
     stop is the same ordered, bounded stop of every child, restarted ones included, then a sweep of what is left."""
     from golem.models.config import load_config

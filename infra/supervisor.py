@@ -4,7 +4,7 @@
 the last lines of its log) and restarted after a backoff that doubles with each recent crash. After
 `crash_limit` crashes within `window_seconds` the supervisor gives up with `SupervisionGaveUp`. Nothing durable
 lives in the processes but the dev server's SQLite and Anvil's `--state` file, both reopened on a restart. The
-stop is ordered and bounded; `sweep_children` kills what is left, naming it. See docs/operations.md.
+stop is ordered and bounded; `sweep_children` kills what is left, naming it. See docs/design/supervision.md.
 """
 
 from __future__ import annotations
@@ -303,10 +303,14 @@ class Supervisor:
         self._note_pids()
         for w in reversed(list(self._watches.values())):
             w.restart_at = None  # a restart that was due never comes now
+            running, t0 = w.child.exit_code() is None and w.child.pid is not None, time.monotonic()
             try:
                 w.child.stop(timeout=max(deadline - time.monotonic(), 0.5))
             except Exception as err:
                 problems.append(f"{w.child.name}: {type(err).__name__}: {err}")
+                continue
+            if running:
+                self._say(f"  {w.child.name} stopped ({time.monotonic() - t0:.1f}s)")
         return problems
 
 
@@ -468,10 +472,11 @@ def begin_stop() -> None:
         return
 
     def _force() -> None:
-        for pid in child_pids(os.getpid()):  # SIGTERM first (Anvil dumps its state), each with its process group
+        children = child_pids(os.getpid())
+        for pid in children:  # SIGTERM first (Anvil dumps its state), each with its process group
             _kill(pid, signal.SIGTERM, group=True)
-        killed = sweep_children(grace=5.0)
-        console_say(f"stopped: clean-up took over {grace:.0f}s; {len(killed)} child process(es) killed", err=True)
+        sweep_children(grace=5.0)  # what ignored it is killed, and named
+        console_say(f"stopped: clean-up took over {grace:.0f}s; terminated {len(children)} child process(es)")
         os._exit(130)
 
     timer = threading.Timer(grace, _force)

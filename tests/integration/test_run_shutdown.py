@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from golem.layout import DataLayout
 from infra.anvil import free_port
 
 pytestmark = pytest.mark.integration
@@ -75,6 +76,21 @@ def _children(pid: int) -> dict[int, str]:
     return out
 
 
+def _recorded_ticks(data: Path) -> list[int]:
+    """Every tick the golem recorded, done or failed, in order (one entry per tick run: a repeat shows twice)."""
+    import sqlite3
+    from contextlib import closing
+
+    try:
+        with closing(sqlite3.connect(f"file:{DataLayout(data).cycle_index}?mode=ro", uri=True, timeout=5)) as db:
+            done = [t for (t,) in db.execute("SELECT tick FROM cycle_index")]
+            failed = [t for (t,) in db.execute("SELECT tick FROM cycle_failures WHERE tick NOT IN "
+                                               "(SELECT tick FROM cycle_index)")]
+    except sqlite3.OperationalError:
+        return []
+    return sorted(done + failed)
+
+
 def _wait(cond, timeout: float, what: str, log: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -91,6 +107,18 @@ def test_ctrl_c_through_a_dead_pipe_after_a_worker_restart_leaves_nothing(tmp_pa
     home = _home(tmp_path, "pipe" + str(os.getpid()), rpc)
     env = dict(os.environ, GOLEM_TEMPORAL_PORT=str(free_port()), GOLEM_TEMPORAL_UI_PORT=str(free_port()),
                GOLEM_DASHBOARD_PORT=str(free_port()), GOLEM_METRICS_PORT=str(free_port()), PYTHONUNBUFFERED="1")
+    # The first worker starts a child of its own (as a dream fork is) and is then SIGKILLed below: that orphan, in
+    # the dead worker's process group, is what only the final sweep of the stop can find.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, subprocess, sys\n"
+        "marker = os.environ.get('ORPHAN_MARKER')\n"
+        "if marker and sys.argv[1:2] == ['worker'] and not os.path.exists(marker):\n"
+        "    p = subprocess.Popen([sys.executable, '-S', '-c', 'import time; time.sleep(600)', os.environ['GOLEM_DATA']])\n"
+        "    open(marker, 'w').write(str(p.pid))\n")
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", str(REPO))])
+    env["ORPHAN_MARKER"] = str(tmp_path / "orphan.pid")
     run_log = data / "logs" / "golem-run.log"
     # The terminal's foreground group: the pipe's reader leads it, `golem run` joins it (as a shell pipeline does).
     reader = subprocess.Popen(["tee", str(tmp_path / "run.log")], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -105,10 +133,32 @@ def test_ctrl_c_through_a_dead_pipe_after_a_worker_restart_leaves_nothing(tmp_pa
         _wait(lambda: "tick " in (tmp_path / "run.log").read_text(), 120, "a tick line through the pipe", run_log)
         workers = [p for p, cmd in _children(golem.pid).items() if " cli worker " in cmd]
         assert len(workers) == 1, _children(golem.pid)
+        orphan = int((tmp_path / "orphan.pid").read_text())
+        assert _alive(orphan)
         os.kill(workers[0], signal.SIGKILL)
         _wait(lambda: "worker restarted" in run_log.read_text(), 60, "supervision to restart the worker", run_log)
+        assert _alive(orphan), "the dead worker's child lives on (as a dream fork would)"
         restarted = [p for p, cmd in _children(golem.pid).items() if " cli worker " in cmd]
         assert restarted and restarted != workers
+        # the dev server under `golem run`: SIGKILLed, restarted by supervision on its SQLite, ticks go on
+        [server] = [p for p, cmd in _children(golem.pid).items() if "server start-dev" in cmd]
+        ticks_before = _recorded_ticks(data)
+        os.killpg(server, signal.SIGKILL)
+        _wait(lambda: "temporal restarted" in run_log.read_text(), 90, "supervision to restart the dev server",
+              run_log)
+        _wait(lambda: len(_recorded_ticks(data)) >= len(ticks_before) + 2, 120, "ticks after the dev server restart",
+              run_log)
+        ticks = _recorded_ticks(data)
+        assert ticks == list(range(len(ticks))), f"a tick lost or doubled across the outage: {ticks}"
+        status = subprocess.run([sys.executable, "-m", "cli", "status", "--home", str(home), "--data", str(data),
+                                 "--address", f"127.0.0.1:{env['GOLEM_TEMPORAL_PORT']}"],
+                                capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+        assert status.returncode == 0, status.stderr
+        assert "temporal restarted 1x (last outage" in status.stdout and "worker restarted 1x" in status.stdout, \
+            status.stdout
+        events = subprocess.run([sys.executable, "-m", "cli", "events", "--data", str(data), "--kind", "alerts"],
+                                capture_output=True, text=True, cwd=REPO, env=env, timeout=60).stdout
+        assert events.count("alerts.process_died") == 2 and events.count("alerts.process_restarted") == 2, events
         before = _of_this_run(data)
         assert len(before) >= 5, before  # temporal, anvil, simulator, worker, dashboard
 
@@ -133,7 +183,10 @@ def test_ctrl_c_through_a_dead_pipe_after_a_worker_restart_leaves_nothing(tmp_pa
     log = run_log.read_text()
     # the stop went to the run's own log although the console was gone, and it reached its end
     assert "stopping ..." in log and "stopped." in log.split("stopping ...")[-1], log[-2000:]
-    print(f"everything of the run gone {took:.1f}s after Ctrl-C; golem run exited {golem.returncode}")
+    # the orphan was found by the final sweep through the dead worker's process group, and named
+    assert f"killed: started by worker (pid {orphan})" in log, log[-2000:]
+    print(f"everything of the run gone {took:.1f}s after Ctrl-C; golem run exited {golem.returncode}; the stop:\n"
+          + log.split("stopping ...")[-1])
 
 
 def test_a_killed_dev_server_is_restarted_on_its_sqlite_and_the_outage_is_recorded(tmp_path):
