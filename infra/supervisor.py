@@ -319,25 +319,29 @@ def sweep_children(names: dict[int, str] | None = None, grace: float = LEFTOVER_
     """The final check after a stop: every live child of this process (every one it started, restarted ones
     included: their parent is us) and every live member of the process groups in `names` (pid -> name of each
     child the supervisor saw; the stack starts each in a session of its own, so what a child started — a worker's
-    dream fork, orphaned when the worker was SIGKILLed — is in its group) still running after `grace` seconds is
-    killed, and named. Returns what was killed."""
+    dream fork, orphaned when the worker was SIGKILLed — is in its group) is terminated, killed if it is still
+    there after `grace` seconds, and named. Returns what was found."""
     parent = os.getpid() if parent is None else parent
     names = names or {}
-    deadline = time.monotonic() + grace
     left = _leftovers(parent, set(names))
+    if not left:
+        return []
+    found = {pid: f"{names.get(pid) or (f'started by {names[pgid]}' if pgid in names else None) or _cmdline(pid)} "
+                  f"(pid {pid})" for pid, pgid in sorted(left.items())}
+    for pid in left:
+        _kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = _leftovers(parent, set(names))
-    killed = []
-    for pid, pgid in sorted(left.items()):
-        what = names.get(pid) or (f"started by {names[pgid]}" if pgid in names else None) or _cmdline(pid)
+        left = {p: g for p, g in left.items() if _alive(p)}
+    for pid in left:
         _kill(pid, signal.SIGKILL)
+    for pid in found:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)  # ours: reap it (a grandchild is init's to reap)
-        killed.append(f"{what} (pid {pid})")
-    if killed:
-        say(f"still running {grace:g}s after the stop, killed: {', '.join(killed)}")
-    return killed
+    killed = f"; still there after {grace:g}s, killed: {', '.join(found[p] for p in left)}" if left else ""
+    say(f"still running after the stop, terminated: {', '.join(found.values())}{killed}")
+    return list(found.values())
 
 
 def _leftovers(parent: int, groups: set[int]) -> dict[int, int]:
