@@ -53,7 +53,7 @@ def _write(stream: TextIO, text: str) -> bool:
         fd = stream.fileno()
     except (OSError, ValueError, AttributeError):  # replaced by a test harness, or closed
         fd = -1
-    if fd in _closed:
+    if fd in _closed or stream is None:  # (None: a process started without a stdout)
         return False
     try:
         stream.write(text)
