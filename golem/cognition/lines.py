@@ -12,11 +12,12 @@ import itertools
 import math
 from golem.inference.strategy import Rule, Strategy, metrics_from, readable_without_steer, rule_fires
 from golem.models.config import ProbeThresholds, WakeSection
+from golem.models.enums import Tier
 from golem.models.observation import Observation
 from golem.models.wake import Forecast, HealthLine, HealthLines, RuleHit, Wakefulness
 
 __all__ = ["Forecast", "HealthLine", "HealthLines", "RuleHit", "Wakefulness", "forecast", "next_health_history",
-           "preview_rules", "strategy_lines", "LIQUIDATION_LINE", "HEALTH_HISTORY_LEN"]
+           "preview_rules", "strategy_lines", "wake_check", "lift", "lifted_note", "wake_summary", "WAKE_NOTE", "LIQUIDATION_LINE", "HEALTH_HISTORY_LEN"]
 
 LIQUIDATION_LINE = 1.0  # Aave liquidates below a health factor of 1: always a line, whatever the strategy says
 HEALTH_HISTORY_LEN = 16  # ticks of min health factor kept in GolemState (≥ [wake] window_ticks)
@@ -126,3 +127,59 @@ def next_health_history(history: list[float], hf: float | None) -> list[float]:
     if hf is None or not math.isfinite(hf):
         return []
     return [*history, round(hf, 6)][-HEALTH_HISTORY_LEN:]
+
+
+def wake_check(strategy: Strategy | None, observation: Observation, health_history: list[float],
+               last_price: float | None, probes: ProbeThresholds, wake: WakeSection) -> Wakefulness:
+    """The tick's wake check: the forecast toward the strategy's nearest line and the rules that would fire, and
+    the floor they put under the tier — T1 when a rule would fire or a line is within the horizon."""
+    lines = strategy_lines(strategy, probes, wake)
+    f = forecast(health_history, observation.min_health_factor(), lines, wake)
+    hits = preview_rules(strategy, observation, last_price) if wake.preview_rules else []
+    why = [f"rule {h.rule} `{h.text}` would fire ({' and '.join(h.evidence)})" for h in hits]
+    if f is not None and f.within_horizon:
+        why.append(f.reason)
+    return Wakefulness(forecast=f, rule_hits=hits, floor=Tier.T1 if why else None, reason="; ".join(why),
+                       probe_low=lines.probe_low, probe_high=lines.probe_high)
+
+
+_RANK = {Tier.T0: 0, Tier.T1: 1, Tier.T2: 2}
+
+
+def lift(tier: Tier, reason: str, wake: Wakefulness) -> tuple[Tier, str, Wakefulness]:
+    """The gate's tier under the wake floor: neither the adaptive threshold, learned gating nor the budget cap keeps
+    a tick below it (over budget the T1 is answered by the free offline deliberator)."""
+    if wake.floor is None or _RANK[tier] >= _RANK[wake.floor]:
+        return tier, reason, wake
+    note = f"{tier.value}→{wake.floor.value}, {wake.reason}"
+    return wake.floor, f"{reason}{WAKE_NOTE}{note}", wake.model_copy(update={"lifted_from": tier})
+
+
+WAKE_NOTE = "; wake: "  # how the gating reason says the floor lifted the tier (`golem ticks` shows what follows)
+
+
+def lifted_note(gating_reason: str) -> str:
+    """What the wake floor said in a gating reason ("" when it did not lift the tick)."""
+    return gating_reason.split(WAKE_NOTE, 1)[1] if WAKE_NOTE in gating_reason else ""
+
+
+def wake_summary(wake: Wakefulness) -> str:
+    """One line for `golem show` / `golem status`: the forecast, the rules previewed, the floor."""
+    parts = []
+    f = wake.forecast
+    if f is None:
+        parts.append("no loan")
+    else:
+        eta = lambda t: "never" if t is None else f"{t:.1f}"  # noqa: E731
+        parts.append(f"HF {f.health_factor:.3f} → line {f.line:g} ({f.line_label}) in {eta(f.ticks_at_slope)} ticks "
+                     f"at slope {f.slope if f.slope is not None else 'n/a'}, {eta(f.ticks_at_worst)} at worst move "
+                     f"{f.worst_move if f.worst_move is not None else 'n/a'} (horizon {f.horizon_ticks:g})")
+        if f.crossed:
+            parts.append(f"under {', '.join(f'{x:g}' for x in f.crossed)}")
+    if wake.rule_hits:
+        parts.append("rules would fire: " + ", ".join(h.rule for h in wake.rule_hits))
+    if wake.probe_low is not None and wake.probe_high is not None:
+        parts.append(f"position probe {wake.probe_low:g}/{wake.probe_high:g}")
+    if wake.lifted_from is not None and wake.floor is not None:
+        parts.append(f"lifted {wake.lifted_from.value}→{wake.floor.value}")
+    return "; ".join(parts)
