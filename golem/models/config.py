@@ -106,7 +106,7 @@ class WakeSection(BaseModel):
     probe_high_margin: float = Field(default=0.1, ge=0.0, le=2.0)
     # The forecast: ticks until the health factor reaches the nearest line, at the recent slope and at the recent
     # worst per-tick move; at or below this many ticks the tick cannot stay at T0.
-    horizon_ticks: float = Field(default=4.0, ge=0.0, le=100.0)
+    horizon_ticks: float = Field(default=3.0, ge=0.0, le=100.0)
     window_ticks: int = Field(default=12, ge=2, le=16)  # recent = this many ticks of health-factor history
     # Preview STRATEGY.md's market-readable rules every tick; a rule that would fire lifts the tick to T1 at least.
     preview_rules: bool = True
