@@ -76,8 +76,10 @@ def test_a_slow_bleed_wakes_the_golem_before_the_repay_line(tmp_path):
     silent = [t for t, r in records.items() if r.tier.value == "T0" and r.wake is not None
               and r.wake.forecast is not None and r.wake.forecast.within_horizon]
     assert silent == [], silent
-    # the position probe ran on the strategy's lines (1.6 + 0.1, 1.3 + 0.1), not the 1.5 / 1.2 defaults
+    # the observe step graded the position probe on the strategy's lines (1.6 + 0.1, 1.3 + 0.1), not 1.5 / 1.2
     assert rec.wake.probe_low == pytest.approx(1.7) and rec.wake.probe_high == pytest.approx(1.4)
+    [probe] = [p for p in rec.probe_results if p.probe == "position_health"]
+    assert probe.threshold == pytest.approx(1.7) and probe.severity.value != "none", probe
 
 
 def test_a_volatile_gap_escalates_under_a_high_threshold(tmp_path):
