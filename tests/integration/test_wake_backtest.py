@@ -56,7 +56,8 @@ def test_a_slow_bleed_wakes_the_golem_before_the_repay_line(tmp_path):
     # calm at 2,000 (HF ≈ 2.06), then −1.2 % a row: unacted, HF crosses 1.6 near row 26 and 1.3 near row 43
     prices = [2000.0] * 5 + [2000.0 * 0.988 ** k for k in range(1, 31)]
     labels = ["calm"] * 5 + ["trending_down"] * 30
-    run = _run(_csv(tmp_path / "bleed.csv", prices, labels), HOME, tmp_path / "out")
+    home = _home(tmp_path, base_deliberation_threshold=0.8)  # a confident golem: θ at its 0.8 ceiling, it coasts
+    run = _run(_csv(tmp_path / "bleed.csv", prices, labels), home, tmp_path / "out")
     marks = run.marks
     records = _records(run)
     repays = [m for m in marks if any(a.tool == "repay" and a.status == "executed" for a in m.actions)]
@@ -76,6 +77,8 @@ def test_a_slow_bleed_wakes_the_golem_before_the_repay_line(tmp_path):
     silent = [t for t, r in records.items() if r.tier.value == "T0" and r.wake is not None
               and r.wake.forecast is not None and r.wake.forecast.within_horizon]
     assert silent == [], silent
+    # the prediction error alone would have slept through it: the floor lifted the ticks that acted on the line
+    assert rec.wake.lifted_from is not None and rec.prediction_error < rec.deliberation_threshold, rec.gating_reason
     # the observe step graded the position probe on the strategy's lines (1.6 + 0.1, 1.3 + 0.1), not 1.5 / 1.2
     assert rec.wake.probe_low == pytest.approx(1.7) and rec.wake.probe_high == pytest.approx(1.4)
     [probe] = [p for p in rec.probe_results if p.probe == "position_health"]
