@@ -141,3 +141,40 @@ def test_preview_fires_the_rules_the_offline_deliberator_would():
     assert [h.rule for h in hits] == [r.label for r in EXAMPLE.rules if "price_change_bps <= -300" in r.text]
     assert preview_rules(EXAMPLE, _observation(2100.0), last_price=2100.0) == []
     assert preview_rules(None, _observation(1000.0), last_price=2000.0) == []
+
+
+def test_wake_check_floors_on_a_rule_hit_far_from_any_line_and_lift_applies_it():
+    from golem.cognition.lines import lift, wake_check
+    from golem.models.enums import Tier
+
+    # HF 2.5 at 2,500, far from every line; a −5 % tick fires the swap rule: T1 at least
+    obs = _observation(2500.0)
+    w = wake_check(EXAMPLE, obs, [2.6, 2.6], 2632.0, PROBES, WAKE)
+    assert w.floor == Tier.T1 and [h.text for h in w.rule_hits] == [
+        "WHEN price_change_bps <= -300 THEN swap 10% WETH to USDC"]
+    assert w.forecast is not None and not w.forecast.within_horizon
+    tier, reason, lifted = lift(Tier.T0, "T0: PE 0.100 < θ 0.800", w)
+    assert tier == Tier.T1 and lifted.lifted_from == Tier.T0
+    assert reason.startswith("T0: PE 0.100 < θ 0.800; wake: T0→T1, rule STRATEGY.md:")
+    assert lift(Tier.T2, "T2", w) == (Tier.T2, "T2", w)  # a floor never lowers
+    # with the preview off, the same tick has no floor
+    off = wake_check(EXAMPLE, obs, [2.6, 2.6], 2632.0, PROBES, WakeSection(preview_rules=False))
+    assert off.floor is None and off.rule_hits == [] and lift(Tier.T0, "T0", off)[0] == Tier.T0
+
+
+def test_system1_keeps_no_tick_at_t0_near_a_line_whatever_the_threshold():
+    """The in-process System 1 over a bleed (synthetic world, HF = price / 1000): a confident golem (base threshold at
+    its ceiling) sleeps through it on gating alone; with STRATEGY.md the floor wakes every tick near a line."""
+    from golem.cognition.system1 import simulate
+    from golem.models.config import GolemConfig, HeartbeatSection
+    from golem.models.enums import Tier
+
+    prices = [2000.0 * 0.985 ** k for k in range(30)]  # HF 2.0 → ~1.3
+    cfg = GolemConfig(heartbeat=HeartbeatSection(base_deliberation_threshold=0.8))
+    asleep = simulate(prices, cfg)
+    awake = simulate(prices, cfg, strategy=EXAMPLE)
+    near = [i for i, p in enumerate(prices) if 1.6 <= p / 1000.0 < 1.6 + 3 * 0.03]
+    assert near and all(asleep.tiers[i] == Tier.T0 for i in near)
+    assert all(awake.tiers[i] != Tier.T0 for i in near)
+    under = [i for i, p in enumerate(prices) if p / 1000.0 < 1.6]
+    assert under and all(awake.tiers[i] != Tier.T0 for i in under)
