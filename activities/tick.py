@@ -80,6 +80,7 @@ from golem.models.tick import (
     RetrieveInput,
     SimulateInput,
     SimulationResult,
+    TickContext,
     TickResult,
     ValidateInput,
     ValidationResult,
@@ -121,6 +122,7 @@ class TickActivities(ActivitySet):
             loop = None
         self.results = StepResults(temporal, loop) if temporal is not None else None
         self._topology: TopologyTracker | None = None
+        self._strategies: dict[str, Strategy] = {}  # config version → its STRATEGY.md, parsed once for System 1
 
     def _results(self) -> StepResults:
         if self.results is None:
@@ -223,14 +225,22 @@ class TickActivities(ActivitySet):
         self.s.events.emit(events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, ctx.state.pending_steers))
         return observation
 
-    def _strategy_or_none(self, ctx: Any) -> Strategy | None:
+    def _strategy_or_none(self, ctx: TickContext) -> Strategy | None:
         """STRATEGY.md of the tick's version for System 1's lines and rule preview; None when it does not parse (the
         decide step reports that error; System 1 then keeps the [probes] defaults)."""
+        version = ctx.config_version
+        if version and version in self._strategies:  # a version's STRATEGY.md never changes
+            return self._strategies[version]
         try:
-            return self.s.load_strategy(ctx)
+            strategy = self.s.load_strategy(ctx)
         except ValueError as err:
             activity.logger.warning("STRATEGY.md unreadable, System 1 uses the [probes] defaults: %s", err)
             return None
+        if version:
+            if len(self._strategies) >= 16:  # a few golems' current versions; an old one is re-read if it returns
+                self._strategies.pop(next(iter(self._strategies)))
+            self._strategies[version] = strategy
+        return strategy
 
     def _with_causal_link_probe(self, tick: int, obs: Observation) -> Observation:
         """issue 16: the causal-link probe (heartbeat §S9 "Causal graph update") against the learned edges and the
