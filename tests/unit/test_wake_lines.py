@@ -178,3 +178,33 @@ def test_system1_keeps_no_tick_at_t0_near_a_line_whatever_the_threshold():
     assert all(awake.tiers[i] != Tier.T0 for i in near)
     under = [i for i, p in enumerate(prices) if p / 1000.0 < 1.6]
     assert under and all(awake.tiers[i] != Tier.T0 for i in under)
+
+
+def test_ticks_show_and_status_say_when_and_why_the_golem_woke(tmp_path, capsys):
+    """A record whose tick the floor lifted, in a real cycle store: `golem ticks` ends its row with the wake note,
+    `golem show` prints the summary on stderr, `golem status`'s wake line reads the newest record."""
+    from argparse import Namespace
+
+    from cli.records import cmd_show, cmd_ticks
+    from cli.status import wake_line
+    from golem.cognition.lines import lift, wake_check
+    from golem.life.cycle_store import CycleStore
+    from golem.models.enums import Tier
+    from golem.models.record import DecisionCycleRecord
+
+    obs = _observation(1590.0)  # HF 1.59: the repay rule fires
+    wake = wake_check(EXAMPLE, obs, [1.65, 1.62], 1620.0, PROBES, WAKE)
+    tier, reason, wake = lift(Tier.T0, "T0: PE 0.100 < θ 0.800", wake)
+    rec = DecisionCycleRecord(tick=7, timestamp="2026-01-01T00:07:00+00:00", golem_id="g", observation=obs,
+                              regime=obs.regime, prediction_error=0.1, deliberation_threshold=0.8, tier=tier,
+                              gating_reason=reason, wake=wake)
+    CycleStore(tmp_path).persist(rec)
+    assert cmd_ticks(Namespace(data=str(tmp_path), n=5, json=False)) == 0
+    row = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("7 ")][0]
+    assert "woke T0→T1, rule STRATEGY.md:" in row
+    assert cmd_show(Namespace(data=str(tmp_path), tick=7, run=None, runs=False)) == 0
+    err = capsys.readouterr().err
+    assert "wake: HF 1.590 → line 1.3" in err and "rules would fire: STRATEGY.md:" in err and "lifted T0→T1" in err
+    line = wake_line(Namespace(data=str(tmp_path)))
+    assert line is not None and line.strip().startswith("wake:       tick 7: HF 1.590")
+    assert wake_line(Namespace(data=str(tmp_path / "none"))) is None
