@@ -100,14 +100,15 @@ class WakeSection(BaseModel):
     """`[wake]`: System 1 never lets a line of STRATEGY.md be crossed in silence (docs/design/wakefulness.md)."""
 
     model_config = {"extra": "forbid"}
-    # The position probe's lines from STRATEGY.md: Low = the highest health-factor line a rule reacts to + this,
-    # High = the MUST health_factor floor + this ([probes] health_factor_low / _high when the strategy names none).
+    # Position probe Low = the highest health-factor line a STRATEGY.md rule reacts to + this ([probes] health_factor_low
+    # when the strategy names none).
     probe_low_margin: float = Field(default=0.1, ge=0.0, le=2.0)
+    # Position probe High = the MUST health_factor floor + this ([probes] health_factor_high when there is none).
     probe_high_margin: float = Field(default=0.1, ge=0.0, le=2.0)
-    # The forecast: ticks until the health factor reaches the nearest line, at the recent slope and at the recent
-    # worst per-tick move; at or below this many ticks the tick cannot stay at T0.
+    # At least T1 when the health factor reaches a line within this many ticks, at its recent slope or worst move.
     horizon_ticks: float = Field(default=3.0, ge=0.0, le=100.0)
-    window_ticks: int = Field(default=12, ge=2, le=16)  # recent = this many ticks of health-factor history
+    # Recent = this many ticks of health-factor history (GolemState keeps 16).
+    window_ticks: int = Field(default=12, ge=2, le=16)
     # Preview STRATEGY.md's market-readable rules every tick; a rule that would fire lifts the tick to T1 at least.
     preview_rules: bool = True
 
