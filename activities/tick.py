@@ -40,9 +40,9 @@ from golem.grimoire.memory_writes import mark_reorged
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import decision_tools
-from golem.inference.strategy import Strategy
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
+from golem.inference.strategy import Strategy
 from golem.learning import causal
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
