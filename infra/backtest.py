@@ -35,6 +35,10 @@ from golem.layout import DataLayout
 GOLEM_KEY_INDEX = 2  # the dev world's golem account (infra/stack.py)
 GENESIS_LEAD_S = 3600  # ours: the chain starts an hour before the path so the deployment's blocks precede row 0
 
+# The throwaway server's SQLite skips fsync: a crash loses the run anyway, and a synced commit per history write
+# made a 4-activity workflow ~4x slower here (docs/backtesting.md). The file is complete once the server stops.
+SERVER_PRAGMAS = ("synchronous=OFF", "journal_mode=WAL")
+
 # The --compare runs, in the order they are printed; "golem" is the golem as configured (the base of the deltas).
 BASELINES: dict[str, dict] = {
     "hold": {},  # no golem: the position as deployed, marked every row
@@ -64,6 +68,8 @@ class VariantRun:
     info: RunInfo
     marks: list[TickMark] = field(default_factory=list)
     out_dir: Path | None = None
+    # where the rows' wall time went, in seconds: chain setup, the golem's update round trip, marking (bench)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def _log(opts: BacktestOptions, msg: str) -> None:
@@ -151,11 +157,11 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         info = RunInfo(name=name, path=str(opts.path), rows=len(rows), started_at=datetime.now(timezone.utc).isoformat())
         run = VariantRun(name=name, info=info, out_dir=run_dir)
         if overrides is None or name == "hold":
-            run.marks = await _replay_hold(opts, rows, driver, golem_account)
+            run.marks = await _replay_hold(opts, rows, driver, golem_account, run.phases)
         else:
             cfg = _write_home(opts.home, run_dir / "home", golem_id, anvil.rpc_url, run_dir, overrides)
             info.golem_id, info.memory = golem_id, cfg.grimoire.memory
-            run.marks = await _replay_golem(opts, rows, driver, cfg, data, client, info)
+            run.marks = await _replay_golem(opts, rows, driver, cfg, data, client, info, run.phases)
         info.wall_seconds = round(time.perf_counter() - started, 3)
         return run
     finally:
@@ -193,17 +199,27 @@ def _row_liquidation_kwargs(driver, account: str, applied, before: int, snap) ->
             "row_health_factor": applied.health_factors.get(account)}
 
 
-async def _replay_hold(opts, rows, driver, account) -> list[TickMark]:
+def _timed(phases: dict[str, float], name: str, since: float) -> float:
+    now = time.perf_counter()
+    phases[name] = phases.get(name, 0.0) + now - since
+    return now
+
+
+async def _replay_hold(opts, rows, driver, account, phases: dict[str, float]) -> list[TickMark]:
     marks = []
     for i, row in enumerate(rows):
+        t = time.perf_counter()
         applied, before = await asyncio.to_thread(_apply, opts, driver, row)
+        t = _timed(phases, "apply", t)
         snap = await asyncio.to_thread(driver.snapshot, account)
         liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, account, applied, before, snap)
         marks.append(mark_row(i, row, snap, None, gas_paid_before=0.0, **liq))
+        _timed(phases, "mark", t)
     return marks
 
 
-async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunInfo) -> list[TickMark]:
+async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunInfo,
+                        phases: dict[str, float]) -> list[TickMark]:
     from golem.life.cycle_store import CycleStore
     from golem.models.golem import GolemWorkflowInput, WorldTime
     from infra.block_producer import BlockProducer
@@ -236,13 +252,15 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
         async with BlockProducer(driver.w3, client, wid, started.result_run_id,
                                  blocks=cfg.chain.confirmations - 1) as producer:
             for i, row in enumerate(rows):
+                t = time.perf_counter()
                 applied, before = await asyncio.to_thread(_apply, opts, driver, row)
-                t0 = time.perf_counter()
+                t0 = _timed(phases, "apply", t)
                 done = await handle.execute_update(
                     GolemWorkflow.advance_world,
                     WorldTime(row=i, at=_iso(applied.block_timestamp), last=i == len(rows) - 1),
                 )
-                wall_ms = (time.perf_counter() - t0) * 1000.0 if done.tick is not None else None
+                t = _timed(phases, "golem", t0)
+                wall_ms = (t - t0) * 1000.0 if done.tick is not None else None
                 producer.check()
                 record = await asyncio.to_thread(store.load, done.tick) if done.tick is not None and not done.failed else None
                 snap = await asyncio.to_thread(driver.snapshot, services.account)
@@ -250,6 +268,7 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
                 mark = mark_row(i, row, snap, record, gas_paid_before=gas_paid, wall_ms=wall_ms, **liq)
                 gas_paid += mark.gas_usd
                 marks.append(mark)
+                _timed(phases, "mark", t)
                 if opts.progress and (i + 1) % 50 == 0:
                     _log(opts, f"  {info.name}: row {i + 1}/{len(rows)}")
             await handle.result()
@@ -263,7 +282,7 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
     from workers.client import connect
 
     server = TemporalDevServer(opts.out / "temporal.sqlite", port=free_port(), ui_port=free_port(), headless=True,
-                               log_path=opts.out / "logs" / "temporal.log")
+                               log_path=opts.out / "logs" / "temporal.log", sqlite_pragmas=SERVER_PRAGMAS)
     (opts.out / "logs").mkdir(parents=True, exist_ok=True)
     try:
         await _to_the_end(server.start)
