@@ -67,6 +67,7 @@ def main() -> None:
     print(f"backtest bench: {Path(args.path).name}, {n} rows, home {args.home}")
     print(f"  floor (hold: the driver's chain setup + marking, no golem): {floor_loop:6.2f} rows/s in the row loop, "
           f"{floor_all:6.2f} rows/s with its Anvil's start")
+    marks: dict[str, list] = {}
     for route in args.routes.split(","):
         cpu0 = _cpu()
         t = time.perf_counter()
@@ -74,6 +75,7 @@ def main() -> None:
                                              steps=route))
         wall = time.perf_counter() - t
         cpu1 = _cpu()
+        marks[route] = [m.model_dump(mode="json", exclude={"wall_ms"}) for m in run.marks]
         loop = sum(run.phases.values())
         per_row = {k: 1000 * v / n for k, v in run.phases.items()}
         t0 = [m.wall_ms for m in run.marks if m.tier == "T0" and m.wall_ms is not None]
@@ -85,6 +87,10 @@ def main() -> None:
         print(f"    CPU s: this process {cpu1[0] - cpu0[0]:6.1f} ({1000 * run.loop_cpu_seconds / n:5.1f} ms per row over "
               f"the rows), its Temporal + Anvil {cpu1[1] - cpu0[1]:6.1f}; all {1000 * (cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1]) / n:6.1f} ms per "
               f"row, start-up included")
+    if len(marks) > 1:
+        first, *others = marks.values()
+        print(f"  same marks on every route (ticks, tiers, actions, figures; wall_ms aside): "
+              f"{'yes' if all(o == first for o in others) else 'NO'}")
     print(f"  outputs: {out}")
 
 
