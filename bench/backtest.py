@@ -1,102 +1,97 @@
-"""Backtest throughput: a 400-row path end to end (start to report) with the offline deliberator.
+"""Backtest throughput on a shipped path: rows/s of `golem backtest` by each route, beside a floor measured in the
+same run — the hold variant, which replays the same rows on its own Anvil (the driver's chain setup and the marking)
+with no golem, so everything above it is the golem's ticks.
 
-Prints the wall time, rows/s and ticks/s, beside two floors measured in the same run on the backtest's own kind of
-server: one workflow running one no-op activity (bench/tick_latency.py's floor), and the T0 tick it implies.
-A figure, never a pass/fail: the issue's target is ≤ 2 min for 400 rows on 2 cores.
+Prints, per route: end-to-end wall (start-up included) and rows/s, the row loop alone (rows/s and where a row's wall
+time went: chain setup / the golem's advance_world round trip / marking), the median T0 tick, CPU seconds (this
+process and its Temporal + Anvil), and the ratio to the floor. A figure, never a pass/fail (docs/backtesting.md).
 
-    python bench/backtest.py [--rows 400] [--scenario volatile] [--seed 1] [--keep DIR]
+    python bench/backtest.py [--path examples/scenarios/crash_recovery.csv] [--rows N] [--routes local,activities]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from temporalio import activity, workflow  # noqa: E402
-from temporalio.worker import Worker  # noqa: E402
-
 REPO = Path(__file__).resolve().parents[1]
 
 
-@activity.defn
-def noop(x: int) -> int:
-    return x
+def _cpu() -> tuple[float, float]:
+    """CPU seconds of this process, and of its waited-for children (the runs' Temporal servers and Anvils)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-@workflow.defn(sandboxed=False)
-class FloorWorkflow:
-    @workflow.run
-    async def run(self, x: int) -> int:
-        return await workflow.execute_activity(noop, x, start_to_close_timeout=timedelta(seconds=10))
+def _floor(path: Path, rows, out: Path) -> tuple[float, float]:
+    """The hold variant: rows/s of the row loop and of the whole variant (its Anvil's start and deployment)."""
+    from infra.backtest import BacktestOptions, _run_variant
 
-
-async def floor_ms(n: int = 20) -> float:
-    """Median of one workflow + one no-op activity on a fresh dev server started the way backtests start it."""
-    from infra.anvil import free_port
-    from infra.temporal import TemporalDevServer
-    from workers.client import connect
-
-    with tempfile.TemporaryDirectory() as tmp:
-        server = TemporalDevServer(Path(tmp) / "t.sqlite", port=free_port(), ui_port=free_port(), headless=True)
-        server.start()
-        try:
-            client = await connect(server.address)
-            xs = []
-            async with Worker(client, task_queue="floor", workflows=[FloorWorkflow], activities=[noop],
-                              activity_executor=ThreadPoolExecutor(2)):
-                for i in range(n):
-                    t = time.perf_counter()
-                    await client.execute_workflow(FloorWorkflow.run, i, id=f"floor-{i}", task_queue="floor")
-                    xs.append((time.perf_counter() - t) * 1000)
-            return statistics.median(xs[3:])
-        finally:
-            server.stop()
+    opts = BacktestOptions(path=path, home=REPO / "examples" / "golem-home", out=out, progress=False)
+    t = time.perf_counter()
+    run = asyncio.run(_run_variant(opts, rows, "hold", None, None, out))
+    return len(rows) / sum(run.phases.values()), len(rows) / (time.perf_counter() - t)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=400)
-    ap.add_argument("--scenario", default="volatile")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--path", default=str(REPO / "examples" / "scenarios" / "crash_recovery.csv"))
+    ap.add_argument("--rows", type=int, help="only the first N rows of the path")
+    ap.add_argument("--routes", default="local,activities", help="comma-separated: local, activities")
     ap.add_argument("--home", default=str(REPO / "examples" / "golem-home"))
-    ap.add_argument("--keep", help="keep the output here (default: a temp dir)")
+    ap.add_argument("--keep", help="keep the outputs here (default: a temp dir)")
     args = ap.parse_args()
 
-    from golem.backtest.report import build_report, write_report
-    from golem.backtest.scenarios import export_rows
-    from golem.backtest.path import write_path_csv
+    from golem.backtest.path import load_path, write_path_csv
     from infra.backtest import BacktestOptions, run_backtest
 
-    floor = asyncio.run(floor_ms())
     out = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="golem-bt-bench-"))
-    csv = out.parent / f"{args.scenario}-{args.rows}.csv"
-    with csv.open("w") as f:
-        write_path_csv(export_rows(args.scenario, args.rows, args.seed), f)
-    t = time.perf_counter()
-    [run] = run_backtest(BacktestOptions(path=csv, home=Path(args.home), out=out, progress=False))
-    report = build_report(run.info, run.marks)
-    write_report(report, run.marks, out)
-    wall = time.perf_counter() - t
-    ticks = [m for m in run.marks if m.tick is not None]
-    tick_ms = [m.wall_ms for m in ticks if m.wall_ms is not None and m.tier == "T0"]
-    t0_med = statistics.median(tick_ms) if tick_ms else float("nan")
-    tiers = {k: sum(1 for m in ticks if m.tier == k) for k in ("T0", "T1", "T2")}
-    print(f"backtest {args.scenario} {args.rows} rows (seed {args.seed}), offline deliberator, {args.home}")
-    print(f"  end to end (start to report): {wall:7.1f} s   target <= 120 s")
-    print(f"  rows/s {args.rows / wall:6.2f}   ticks/s {len(ticks) / wall:6.2f}   ticks {len(ticks)}  tiers {tiers}")
-    print(f"  floor (1 workflow + 1 no-op activity, same server kind): median {floor:6.1f} ms "
-          f"-> {1000 / floor:5.2f} workflows/s")
-    print(f"  T0 row (driver update round trip incl. the tick): median {t0_med:6.1f} ms = {t0_med / floor:4.1f}x floor")
-    print(f"  output: {out}")
+    out.mkdir(parents=True, exist_ok=True)
+    path = Path(args.path)
+    rows = load_path(path)
+    if args.rows:
+        rows = rows[: args.rows]
+        path = out / f"{path.stem}-{len(rows)}.csv"
+        with path.open("w") as f:
+            write_path_csv(rows, f)
+    n = len(rows)
+    floor_loop, floor_all = _floor(path, rows, out / "floor")
+    print(f"backtest bench: {Path(args.path).name}, {n} rows, home {args.home}")
+    print(f"  floor (hold: the driver's chain setup + marking, no golem): {floor_loop:6.2f} rows/s in the row loop, "
+          f"{floor_all:6.2f} rows/s with its Anvil's start")
+    marks: dict[str, list] = {}
+    for route in args.routes.split(","):
+        cpu0 = _cpu()
+        t = time.perf_counter()
+        [run] = run_backtest(BacktestOptions(path=path, home=Path(args.home), out=out / route, progress=False,
+                                             steps=route))
+        wall = time.perf_counter() - t
+        cpu1 = _cpu()
+        marks[route] = [m.model_dump(mode="json", exclude={"wall_ms"}) for m in run.marks]
+        loop = sum(run.phases.values())
+        per_row = {k: 1000 * v / n for k, v in run.phases.items()}
+        t0 = [m.wall_ms for m in run.marks if m.tier == "T0" and m.wall_ms is not None]
+        ticks = sum(1 for m in run.marks if m.tick is not None)
+        print(f"  route {route:10}  end to end {wall:6.1f} s = {n / wall:5.2f} rows/s   row loop {loop:6.1f} s = "
+              f"{n / loop:5.2f} rows/s ({floor_loop / (n / loop):4.1f}x floor's time per row)   ticks {ticks}")
+        print(f"    per row ms: " + "  ".join(f"{k} {v:6.1f}" for k, v in per_row.items())
+              + f"   T0 tick median {statistics.median(t0) if t0 else float('nan'):6.1f} ms")
+        print(f"    CPU s: this process {cpu1[0] - cpu0[0]:6.1f} ({1000 * run.loop_cpu_seconds / n:5.1f} ms per row over "
+              f"the rows), its Temporal + Anvil {cpu1[1] - cpu0[1]:6.1f}; all {1000 * (cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1]) / n:6.1f} ms per "
+              f"row, start-up included")
+    if len(marks) > 1:
+        first, *others = marks.values()
+        print(f"  same marks on every route (ticks, tiers, actions, figures; wall_ms aside): "
+              f"{'yes' if all(o == first for o in others) else 'NO'}")
+    print(f"  outputs: {out}")
 
 
 if __name__ == "__main__":

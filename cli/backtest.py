@@ -33,7 +33,7 @@ def cmd_backtest(args) -> int:
     opts = BacktestOptions(
         path=path, home=Path(args.home).resolve(), out=out.resolve(), memory=args.memory == "on",
         grimoire=_grimoire_dir(args.grimoire) if args.grimoire else None, compare=args.compare,
-        progress=not args.json,
+        progress=not args.json, steps=args.steps,
     )
     stop_on_signals()  # `kill` of a backtest stops its Temporal dev server and Anvil too (they left orphans)
     try:
@@ -79,5 +79,9 @@ def register(command) -> None:
     s.add_argument("--grimoire", metavar="DATA_DIR", help="start from another run's Grimoire (entries as inherited)")
     s.add_argument("--compare", action="store_true",
                    help="also run hold, STRATEGY.md rules every tick, and memory off; print side by side")
+    s.add_argument("--steps", choices=["local", "activities"], default="local",
+                   help="local (default): a tick's observe/analyze/gate/reflect and the gamma read as local "
+                        "activities; activities: every step an activity task, as `golem run` runs them (slower, "
+                        "the same decisions; docs/backtesting.md)")
     s.add_argument("--json", action="store_true", help="print the report(s) as JSON")
     s.set_defaults(fn=cmd_backtest)

@@ -14,14 +14,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import shutil
 import sqlite3
+import tempfile
 import time
 import tomllib
-from contextlib import closing, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 
@@ -33,6 +36,12 @@ from golem.layout import DataLayout
 
 GOLEM_KEY_INDEX = 2  # the dev world's golem account (infra/stack.py)
 GENESIS_LEAD_S = 3600  # ours: the chain starts an hour before the path so the deployment's blocks precede row 0
+
+# The throwaway server's SQLite skips fsync: a crash loses the run anyway, and a synced commit per history write
+# made a 4-activity workflow ~4x slower here (docs/backtesting.md). The file is complete once the server stops.
+SERVER_PRAGMAS = ("synchronous=OFF", "journal_mode=WAL")
+
+STEPS = ("local", "activities")  # BacktestOptions.steps
 
 # The --compare runs, in the order they are printed; "golem" is the golem as configured (the base of the deltas).
 BASELINES: dict[str, dict] = {
@@ -55,6 +64,10 @@ class BacktestOptions:
     grimoire: Path | None = None
     compare: bool = False
     progress: bool = True
+    # "local": the tick's T0 steps and the gamma read as local activities, workflows outside the sandbox (the
+    # default, docs/backtesting.md); "activities": every step an activity task in the sandbox, as `golem run` runs
+    # them. The same decisions and figures either way.
+    steps: str = "local"
 
 
 @dataclass
@@ -63,6 +76,10 @@ class VariantRun:
     info: RunInfo
     marks: list[TickMark] = field(default_factory=list)
     out_dir: Path | None = None
+    # where the rows' wall time went, in seconds: chain setup, the golem's update round trip, marking (bench)
+    phases: dict[str, float] = field(default_factory=dict)
+    final_state: Any = None  # the GolemWorkflow's result (GolemState) once the last row is done; None for hold
+    loop_cpu_seconds: float = 0.0  # this process's CPU (every thread) from the golem's start to the last row (bench)
 
 
 def _log(opts: BacktestOptions, msg: str) -> None:
@@ -136,6 +153,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
     golem_id = f"bt-{name}"
     anvil = AnvilProcess(port=free_port(), log_path=run_dir / "logs" / "anvil.log",
                          extra_args=["--timestamp", str(rows[0].timestamp - GENESIS_LEAD_S)])
+    stack = ExitStack()
     try:
         await _to_the_end(anvil.start)
         w3 = make_web3(anvil.rpc_url)
@@ -146,21 +164,46 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         dep = await asyncio.to_thread(deploy_world, w3, ANVIL_KEYS[0], golem_account, ANVIL_ADDRESSES[1],
                                       golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX], rpc_url=anvil.rpc_url)
         data = run_dir / "data"
-        data.mkdir(exist_ok=True)
+        stack.enter_context(_in_memory(data))
         dep.save(DataLayout(data).deployment)
         driver = ReplayDriver(w3, dep, ANVIL_KEYS[1], ANVIL_KEYS[0])
         info = RunInfo(name=name, path=str(opts.path), rows=len(rows), started_at=datetime.now(timezone.utc).isoformat())
         run = VariantRun(name=name, info=info, out_dir=run_dir)
+        cpu = time.process_time()
         if overrides is None or name == "hold":
-            run.marks = await _replay_hold(opts, rows, driver, golem_account)
+            run.marks = await _replay_hold(opts, rows, driver, golem_account, run.phases)
         else:
             cfg = _write_home(opts.home, run_dir / "home", golem_id, anvil.rpc_url, run_dir, overrides)
-            info.golem_id, info.memory = golem_id, cfg.grimoire.memory
-            run.marks = await _replay_golem(opts, rows, driver, cfg, data, client, info)
+            info.golem_id, info.memory, info.steps = golem_id, cfg.grimoire.memory, opts.steps
+            run.marks, run.final_state = await _replay_golem(opts, rows, driver, cfg, data, client, info, run.phases)
+        run.loop_cpu_seconds = time.process_time() - cpu
         info.wall_seconds = round(time.perf_counter() - started, 3)
         return run
     finally:
         await asyncio.to_thread(anvil.stop)
+        await asyncio.to_thread(stack.close)  # the golem's data moves from memory to --out
+
+
+@contextmanager
+def _in_memory(data: Path):
+    """The run's golem data dir in RAM (/dev/shm) while it runs, reached through a symlink at `data`, then moved to
+    `data` itself (also on a failure or a kill). Its stores commit with fsync (records, events, the tx journal,
+    LanceDB versions): on a busy disk that was a row's largest wait, and a backtest's data is rebuilt by running it
+    again. Without /dev/shm the directory is made in place."""
+    shm = Path("/dev/shm")
+    if data.exists() or not (shm.is_dir() and os.access(shm, os.W_OK)):
+        data.mkdir(parents=True, exist_ok=True)
+        yield data
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="golem-backtest-", dir=shm))
+    scratch.chmod(0o755)  # as a plain mkdir would make it
+    data.symlink_to(scratch, target_is_directory=True)
+    try:
+        yield data
+    finally:
+        data.unlink()
+        shutil.copytree(scratch, data, symlinks=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 async def _to_the_end(start) -> None:
@@ -194,17 +237,27 @@ def _row_liquidation_kwargs(driver, account: str, applied, before: int, snap) ->
             "row_health_factor": applied.health_factors.get(account)}
 
 
-async def _replay_hold(opts, rows, driver, account) -> list[TickMark]:
+def _timed(phases: dict[str, float], name: str, since: float) -> float:
+    now = time.perf_counter()
+    phases[name] = phases.get(name, 0.0) + now - since
+    return now
+
+
+async def _replay_hold(opts, rows, driver, account, phases: dict[str, float]) -> list[TickMark]:
     marks = []
     for i, row in enumerate(rows):
+        t = time.perf_counter()
         applied, before = await asyncio.to_thread(_apply, opts, driver, row)
+        t = _timed(phases, "apply", t)
         snap = await asyncio.to_thread(driver.snapshot, account)
         liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, account, applied, before, snap)
         marks.append(mark_row(i, row, snap, None, gas_paid_before=0.0, **liq))
+        _timed(phases, "mark", t)
     return marks
 
 
-async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunInfo) -> list[TickMark]:
+async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunInfo,
+                        phases: dict[str, float]) -> tuple[list[TickMark], Any]:
     from golem.life.cycle_store import CycleStore
     from golem.models.golem import GolemWorkflowInput, WorldTime
     from infra.block_producer import BlockProducer
@@ -225,37 +278,56 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
         _log(opts, f"  inherited from {opts.grimoire}: {counts}")
     store = CycleStore(data)
     wid = golem_workflow_id(cfg.golem.id)
-    worker = build_worker(client, services)
+    # a tick's confirmation blocks are mined as its verify step starts on this worker, not after a wall-clock pause
+    # (golem/world/replay.py): the same path gives the same blocks however loaded the machine is
+    producer = BlockProducer(driver.w3, blocks=cfg.chain.confirmations - 1)
+    worker = build_worker(client, services, interceptors=[producer], sandboxed=opts.steps == "activities")
     marks: list[TickMark] = []
     gas_paid = 0.0
     async with worker:
-        started = await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=cfg, clock="replay"),
-                                              id=wid, task_queue=task_queue(cfg.golem.id))
-        handle = client.get_workflow_handle(wid)  # no run id: the update follows continue-as-new
-        # a tick's confirmation blocks are mined when its verify step is scheduled, not after a wall-clock pause
-        # (golem/world/replay.py): the same path gives the same blocks however loaded the machine is
-        async with BlockProducer(driver.w3, client, wid, started.result_run_id,
-                                 blocks=cfg.chain.confirmations - 1) as producer:
-            for i, row in enumerate(rows):
-                applied, before = await asyncio.to_thread(_apply, opts, driver, row)
-                t0 = time.perf_counter()
-                done = await handle.execute_update(
-                    GolemWorkflow.advance_world,
-                    WorldTime(row=i, at=_iso(applied.block_timestamp), last=i == len(rows) - 1),
-                )
-                wall_ms = (time.perf_counter() - t0) * 1000.0 if done.tick is not None else None
-                producer.check()
-                record = await asyncio.to_thread(store.load, done.tick) if done.tick is not None and not done.failed else None
-                snap = await asyncio.to_thread(driver.snapshot, services.account)
-                liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, services.account, applied, before, snap)
-                mark = mark_row(i, row, snap, record, gas_paid_before=gas_paid, wall_ms=wall_ms, **liq)
-                gas_paid += mark.gas_usd
-                marks.append(mark)
-                if opts.progress and (i + 1) % 50 == 0:
-                    _log(opts, f"  {info.name}: row {i + 1}/{len(rows)}")
-            await handle.result()
+        await client.start_workflow(GolemWorkflow.run,
+                                    GolemWorkflowInput(config=cfg, clock="replay", local_steps=opts.steps == "local"),
+                                    id=wid, task_queue=task_queue(cfg.golem.id))
+        handle = client.get_workflow_handle_for(GolemWorkflow.run, wid)  # no run id: follows continue-as-new
+        for i, row in enumerate(rows):
+            t = time.perf_counter()
+            applied, before = await asyncio.to_thread(_apply, opts, driver, row)
+            t0 = _timed(phases, "apply", t)
+            done = await handle.execute_update(
+                GolemWorkflow.advance_world,
+                WorldTime(row=i, at=_iso(applied.block_timestamp), last=i == len(rows) - 1),
+            )
+            t = _timed(phases, "golem", t0)
+            wall_ms = (t - t0) * 1000.0 if done.tick is not None else None
+            producer.check()
+            record = await asyncio.to_thread(store.load, done.tick) if done.tick is not None and not done.failed else None
+            snap = await asyncio.to_thread(driver.snapshot, services.account)
+            liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, services.account, applied, before, snap)
+            mark = mark_row(i, row, snap, record, gas_paid_before=gas_paid, wall_ms=wall_ms, **liq)
+            gas_paid += mark.gas_usd
+            marks.append(mark)
+            _timed(phases, "mark", t)
+            if opts.progress and (i + 1) % 50 == 0:
+                _log(opts, f"  {info.name}: row {i + 1}/{len(rows)}")
+        final = await handle.result()
         info.confirmation_blocks = producer.mined
-    return marks
+    return marks, final
+
+
+async def _all_or_none(coros: list) -> list:
+    """Run side by side and return the results in order; the first failure (or a cancel of the caller) cancels the
+    others and waits for their clean-up (each stops its own Anvil and worker) before it is raised."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        return [task.result() for task in tasks]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantRun]:
@@ -264,7 +336,7 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
     from workers.client import connect
 
     server = TemporalDevServer(opts.out / "temporal.sqlite", port=free_port(), ui_port=free_port(), headless=True,
-                               log_path=opts.out / "logs" / "temporal.log")
+                               log_path=opts.out / "logs" / "temporal.log", sqlite_pragmas=SERVER_PRAGMAS)
     (opts.out / "logs").mkdir(parents=True, exist_ok=True)
     try:
         await _to_the_end(server.start)
@@ -273,12 +345,13 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
         if opts.compare:
             plan += list(BASELINES.items())
         plan.append(("golem", {} if opts.memory else {"grimoire": {"memory": False}}))
-        runs = []
-        for name, overrides in plan:
-            _log(opts, f"backtest {opts.path.name}: {name} ...")
-            run_dir = opts.out / name if opts.compare else opts.out
-            runs.append(await _run_variant(opts, rows, name, overrides, client, run_dir))
-        return runs
+        _log(opts, f"backtest {opts.path.name}: {', '.join(name for name, _ in plan)} ...")
+        # --compare's variants share nothing but the Temporal server (each its own Anvil, golem id, task queue and
+        # data dir), so they run side by side: one's Python runs while another waits on its chain or Temporal
+        return await _all_or_none([
+            _run_variant(opts, rows, name, overrides, client, opts.out / name if opts.compare else opts.out)
+            for name, overrides in plan
+        ])
     finally:
         await asyncio.to_thread(server.stop)
 
@@ -288,6 +361,8 @@ def run_backtest(opts: BacktestOptions) -> list[VariantRun]:
     from golem.backtest.path import load_path
     from infra.supervisor import run_stoppable
 
+    if opts.steps not in STEPS:
+        raise BacktestError(f"--steps {opts.steps!r}: say one of {', '.join(STEPS)}")
     rows = load_path(opts.path)  # PathError names the line and column
     load_config(opts.home / "golem.toml")  # ConfigError names the key
     if opts.grimoire is not None and not opts.memory:

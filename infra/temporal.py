@@ -120,6 +120,7 @@ class TemporalDevServer:
         ip: str = "127.0.0.1",
         log_path: Path | None = None,
         headless: bool = False,
+        sqlite_pragmas: tuple[str, ...] = (),
     ) -> None:
         self.db_path = Path(db_path)
         self.port = port
@@ -127,6 +128,7 @@ class TemporalDevServer:
         self.ip = ip
         self.log_path = Path(log_path) if log_path else self.db_path.with_suffix(".log")
         self.headless = headless
+        self.sqlite_pragmas = sqlite_pragmas  # e.g. ("synchronous=OFF",) for a throwaway server (BACKTEST_PRAGMAS)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -146,6 +148,8 @@ class TemporalDevServer:
         ]
         if self.headless:
             cmd.append("--headless")
+        for pragma in self.sqlite_pragmas:
+            cmd += ["--sqlite-pragma", pragma]
         cmd += dev_server_args()
         for name, kind in SEARCH_ATTRIBUTES.items():
             cmd += ["--search-attribute", f"{name}={kind}"]

@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.consolidation import ConsolidationActivities
 from activities.dream import DreamActivities
@@ -34,6 +34,7 @@ def build_worker(
     *,
     max_cached_workflows: int = 1000,
     interceptors=(),
+    sandboxed: bool = True,
 ) -> Worker:
     ticks = TickActivities(services, client)
     consolidation = ConsolidationActivities(services)
@@ -59,6 +60,10 @@ def build_worker(
         activity_executor=ThreadPoolExecutor(max_workers=8),
         max_cached_workflows=max_cached_workflows,
         interceptors=list(interceptors),
+        # sandboxed=False (a backtest's fast route): the same workflow code without the sandbox, which re-imported
+        # every workflows/ module for each new tick workflow; the sandbox's checks still run on `golem run` and in
+        # the replay tests (docs/backtesting.md)
+        **({} if sandboxed else {"workflow_runner": UnsandboxedWorkflowRunner()}),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
 

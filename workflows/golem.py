@@ -108,6 +108,7 @@ class GolemWorkflow:
         self._world_rows: list[WorldTime] = []
         self._world_done: dict[int, WorldAdvanced] = {}
         self._world_last = False
+        self._local_steps = False  # GolemWorkflowInput.local_steps: the tick's T0 steps and gamma as local activities
 
     @property
     def _s(self) -> GolemState:
@@ -353,6 +354,7 @@ class GolemWorkflow:
         # worker's start (GolemServices); heartbeat's starts the loop's state here. Pure Python, no command.
         fire(self._registry(), "session", {"heartbeat": start_heartbeat})
         self._replay = inp.clock == "replay"
+        self._local_steps = inp.local_steps
         if self._replay:
             self._world_now = datetime.fromisoformat(inp.world_time) if inp.world_time else None
             self._last_tick_at = datetime.fromisoformat(inp.last_tick_at) if inp.last_tick_at else None
@@ -398,6 +400,7 @@ class GolemWorkflow:
                     config_info=self._config_info if self._config_info.version else None,
                     world_time=self._world_now.isoformat() if self._replay and self._world_now else None,
                     last_tick_at=self._last_tick_at.isoformat() if self._replay and self._last_tick_at else None,
+                    local_steps=inp.local_steps,
                 ))
 
             if inp.max_ticks is not None and self._s.tick >= inp.max_ticks:
@@ -468,10 +471,14 @@ class GolemWorkflow:
     async def _gamma(self, cfg: GolemConfig) -> None:
         """One gamma pulse: a chain read, then pure state updates (heartbeat "Three Concurrent Scales")."""
         try:
-            snapshot = await workflow.execute_activity_method(
-                TickActivities.gamma, self._s.golem_id, task_queue=ids.task_queue(self._s.golem_id),
-                **options.gamma(cfg.heartbeat.step_timeout_seconds),
-            )
+            if self._local_steps:
+                snapshot = await workflow.execute_local_activity_method(
+                    TickActivities.gamma, self._s.golem_id, **options.gamma(cfg.heartbeat.step_timeout_seconds))
+            else:
+                snapshot = await workflow.execute_activity_method(
+                    TickActivities.gamma, self._s.golem_id, task_queue=ids.task_queue(self._s.golem_id),
+                    **options.gamma(cfg.heartbeat.step_timeout_seconds),
+                )
         except ActivityError as err:  # perception is best effort; the next theta tick reads again
             workflow.logger.warning("gamma read failed: %s", err.cause or err)
             return
@@ -513,6 +520,8 @@ class GolemWorkflow:
                                          "state_slice": TICK_SLICE})
             if workflow.patched("tick-wire-2"):  # one marker per run of this workflow, none per tick
                 ctx = ctx.model_copy(update={"wire": 2})
+        if self._local_steps:  # a new input field only: a golem started without it issues the same commands
+            ctx = ctx.model_copy(update={"local_steps": True})
         self._tick_snapshot_taken = True
         self._activity = "ticking" if not settlement else f"dying: settlement tick {n}"
         result: TickResult | None = None

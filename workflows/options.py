@@ -45,6 +45,12 @@ def tick_step(step_timeout_s: float, heartbeat: timedelta | None = None) -> Opti
     return out
 
 
+def local_step(step_timeout_s: float) -> Options:
+    """A step run as a local activity (TickContext.local_steps): the same timeout and retries, no heartbeat (the
+    worker keeps the workflow task alive while it runs)."""
+    return {"start_to_close_timeout": timedelta(seconds=step_timeout_s), "retry_policy": IO_RETRY}
+
+
 def record_failure() -> Options:
     """Writing a failed tick's record: small, retried like I/O (best effort: the failure is in history too)."""
     return {"start_to_close_timeout": RECORD_TIMEOUT, "retry_policy": IO_RETRY}

@@ -54,6 +54,9 @@ SA_TIER = SearchAttributeKey.for_keyword("Tier")
 SA_REGIME = SearchAttributeKey.for_keyword("Regime")
 SA_PHASE = SearchAttributeKey.for_keyword("Phase")
 
+# The steps a tick with local_steps runs as local activities: a T0 tick's whole path. The write path (simulate,
+# validate, execute, verify) and decide (cancelled by a steer through its heartbeats) stay activities.
+LOCAL_STEPS = frozenset({"observe", "analyze", "gate", "reflect"})
 
 
 @workflow.defn
@@ -135,11 +138,15 @@ class ThetaTickWorkflow:
     async def _step(self, method: Any, arg: Any, ctx: TickContext, **kw: Any) -> Any:
         started = workflow.now()
         try:
-            result = await workflow.execute_activity_method(
-                method,
-                arg,
-                **options.tick_step(ctx.step_timeout, **kw),
-            )
+            if ctx.local_steps and method.__name__ in LOCAL_STEPS:
+                result = await workflow.execute_local_activity_method(method, arg,
+                                                                      **options.local_step(ctx.step_timeout))
+            else:
+                result = await workflow.execute_activity_method(
+                    method,
+                    arg,
+                    **options.tick_step(ctx.step_timeout, **kw),
+                )
         except ActivityError:
             self._timed(method.__name__, started)
             raise
@@ -161,7 +168,8 @@ class ThetaTickWorkflow:
         self._run_label = run.label
         # Wire 2 (the parent's "tick-wire-2") is lean by its input; older ticks decided it by their own patch.
         self._lean = ctx.wire >= 2 or workflow.patched("lean-step-inputs")
-        self._refs = self._lean
+        # a local step's result is not in the run's history until the workflow task ends: nothing can name it
+        self._refs = self._lean and not ctx.local_steps
         try:
             return await self._tick(ctx, info, run)
         except ActivityError as err:

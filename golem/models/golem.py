@@ -24,6 +24,10 @@ class GolemWorkflowInput(BaseModel):
     last_tick_at: str | None = None  # replay: the path time of the last tick (theta counts from it)
     # Which version `config` is (golem.models.config_version); None = started before versions existed.
     config_info: ConfigVersionInfo | None = None
+    # The tick's read-and-record steps (observe, analyze, gate, reflect) and the gamma read as local activities:
+    # the same activity code run by the worker inside the workflow task, no server round trip per step (a
+    # backtest's default, docs/backtesting.md). Carried across continue-as-new.
+    local_steps: bool = False
 
 
 class WorldTime(BaseModel):

@@ -80,6 +80,9 @@ class TickContext(BaseModel):
     # after gate, and a TickResult without the fields the parent never reads (record path, episode id). 0: a tick
     # started before (its history replays as it ran).
     wire: int = 0
+    # GolemWorkflowInput.local_steps: observe, analyze, gate and reflect run as local activities, with their inputs
+    # whole (a local result is not in the run's history until the workflow task ends, so nothing can name it)
+    local_steps: bool = False
 
     @property
     def slice_field_names(self) -> list[str]:

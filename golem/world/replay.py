@@ -15,25 +15,23 @@ Per row, in this order:
 Confirmation blocks (`infra/block_producer.py BlockProducer`): a live chain keeps mining, so a golem's verify step (§S10: 2-block
 confirmation, golem/chain/verify.py `_confirmed_receipt`) sees its transactions confirmed a block later. Here a block
 is mined at one point of the golem's own progress, never after a wall-clock pause: when the VERIFY activity of a
-ThetaTickWorkflow is scheduled (an ActivityTaskScheduled event named "verify" in that tick's Temporal history), the
-producer mines `confirmations - 1` empty blocks on top of the head. The producer follows the GolemWorkflow's history
-(across continue-as-new) for its tick children, and each tick's history, with long polls (`wait_new_event`): it is
-the runner reading Temporal, as `golem status` does; the golem's code is unchanged and cannot tell (ARCHITECTURE
-"One code path for live and backtest").
+ThetaTickWorkflow starts on the backtest's worker (its first attempt; an activity interceptor the runner gives the
+worker it builds), the producer mines `confirmations - 1` empty blocks on top of the head, then verify runs. The
+golem's code is unchanged and cannot tell (ARCHITECTURE "One code path for live and backtest"). (It used to follow
+every tick's Temporal history with long polls for the scheduled verify: the same point, at a stream per tick.)
 
 Why it is repeatable: the workflow schedules verify only after every execute activity of the tick has completed
 (one activity per action, each returning once its receipt is in), so every transaction of the tick is already
 mined, each in its own block (Anvil automines) at the base fees the row set, and no other block can come between
 them: nothing else mines while a tick runs (the row's blocks are mined before the tick starts). The number of
 blocks, their order, timestamps (the row's time: BLOCK_INTERVAL_S = 0) and base fees depend on what the golem sent,
-not on how long anything took. The blocks land before verify's confirmation deadline (5 s) as long as the runner's
-long poll answers within it; verify polls every 0.2 s, so it waits that long at most for them.
+not on how long anything took. The blocks are on chain before verify's first read.
 
 The producer it replaced mined once a head holding transactions had been idle for 1.0 s of wall clock: under load
 the gap between one tick's two transactions exceeded that, an empty block landed between a repay and the swap after
 it (lowering the swap's base fee by 1/8), and how many blocks a run held depended on the machine's load. Wall time:
-a tick that acts now waits for its confirmation no longer than verify's 0.2 s poll (the old one waited the 1.0 s
-idle window), and a tick that sends nothing costs nothing; the price is one long-poll stream per tick.
+a tick that acts finds its confirmation at verify's first read (the old one waited the 1.0 s idle window), and a
+tick that sends nothing costs nothing.
 """
 
 from __future__ import annotations

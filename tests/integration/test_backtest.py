@@ -108,8 +108,8 @@ def test_replay_moves_the_world_through_feed_rounds_and_router_and_liquidates(wo
     assert driver.snapshot(golem).positions[0].health_factor > 1.0
 
 
-def _path_csv(path: Path, rows: int = 40) -> Path:
-    """Calm, then a crash with the oracle lagging the pool, a gas spike, and recovery; labelled."""
+def _path_csv(path: Path, rows: int = 40, step_s: int = 60) -> Path:
+    """Calm, then a crash with the oracle lagging the pool, a gas spike, and recovery; labelled; rows `step_s` apart."""
     lines = ["tick,timestamp,pool_price,oracle_price,gas_gwei,volume_usd,regime"]
     pool = oracle = 2000.0
     for i in range(rows):
@@ -119,7 +119,7 @@ def _path_csv(path: Path, rows: int = 40) -> Path:
             label = "crash"
         oracle = pool if not (14 <= i < 17) else oracle  # the oracle lags the first three crash rows
         gas = 12.0 if 28 <= i < 31 else 1.2
-        lines.append(f"{i},{T0 + 60 * i},{pool:.4f},{oracle:.4f},{gas},{5000 + 100 * i},{label}")
+        lines.append(f"{i},{T0 + step_s * i},{pool:.4f},{oracle:.4f},{gas},{5000 + 100 * i},{label}")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -272,6 +272,84 @@ def test_confirmation_blocks_follow_the_ticks_verify_not_the_wall_clock(tmp_path
         assert blocks == sorted(blocks), f"row {m.row}: {blocks}"
         assert m.verified is True, f"row {m.row}: not verified"
     assert run.info.confirmation_blocks == len(acting)
+
+
+async def _step_events(db: Path, tick_workflow_id: str) -> dict[str, int]:
+    """How a workflow's steps ran, from its history in a finished run's temporal.sqlite: activity tasks scheduled by
+    type, local-activity markers ("local") and other markers (patches)."""
+    from temporalio.api.enums.v1 import EventType
+
+    from infra.temporal import TemporalDevServer
+    from workers.client import connect
+
+    server = TemporalDevServer(db, port=free_port(), ui_port=free_port(), headless=True, log_path=db.with_suffix(".log2"))
+    server.start()
+    try:
+        client = await connect(server.address)
+        counts: dict[str, int] = {}
+        async for ev in client.get_workflow_handle(tick_workflow_id).fetch_history_events():
+            if ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                name = ev.activity_task_scheduled_event_attributes.activity_type.name
+                counts[name] = counts.get(name, 0) + 1
+            elif ev.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+                kind = "local" if ev.marker_recorded_event_attributes.marker_name == "core_local_activity" else "marker"
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
+    finally:
+        server.stop()
+
+
+def test_local_steps_give_the_same_ticks_actions_and_figures_as_activity_steps(tmp_path):
+    """Parity of the two routes (docs/backtesting.md): the default runs a tick's observe/analyze/gate/reflect and the
+    gamma read as local activities, `--steps activities` runs every step as an activity task as `golem run` does.
+    Theta 90 s on 60-s rows, so every other row ticks and the rows between get a gamma pulse (a local activity on
+    the fast route); the crash makes the golem act on chain. Every
+    row's mark (tick, tier, regime read, prediction error, actions with amounts and blocks, equity, HF, gas) and the
+    report's figures but timings must be equal, and each route must really have run its way."""
+    from golem.backtest.path import load_path
+    from golem.backtest.report import build_report
+    from infra.backtest import BacktestOptions, _backtest
+
+    import shutil
+    import tomllib
+
+    import tomli_w
+
+    home = tmp_path / "home"
+    shutil.copytree(REPO / "examples" / "golem-home", home)
+    raw = tomllib.loads((home / "golem.toml").read_text())
+    raw["clock"].update(theta_base_seconds=90.0, theta_min_seconds=90.0, theta_max_seconds=90.0,
+                        gamma_min_seconds=20.0, gamma_max_seconds=30.0)
+    (home / "golem.toml").write_text(tomli_w.dumps(raw))
+    csv = _path_csv(tmp_path / "crash.csv", rows=30)
+    runs = {}
+    for steps in ("local", "activities"):
+        opts = BacktestOptions(path=csv, home=home, out=tmp_path / steps, progress=False, steps=steps)
+        [runs[steps]] = asyncio.run(_backtest(opts, load_path(csv)))
+    local, remote = runs["local"], runs["activities"]
+    ticks = [m for m in local.marks if m.tick is not None]
+    assert 0 < len(ticks) < len(local.marks), "some rows only watched (a gamma pulse), others ticked"
+    assert any(m.tier in ("T1", "T2") for m in ticks) and any(a.block is not None for m in ticks for a in m.actions)
+    for a, b in zip(local.marks, remote.marks, strict=True):
+        assert a.model_dump(exclude={"wall_ms"}) == b.model_dump(exclude={"wall_ms"}), f"row {a.row}"
+    # the whole report but what says how and how long it ran (run info, wall per tick); as JSON, so a NaN is equal
+    figures = [build_report(r.info, r.marks).model_dump_json(exclude={"info", "tick_wall_ms_p50", "tick_wall_ms_p90"})
+               for r in (local, remote)]
+    assert figures[0] == figures[1]
+    assert local.info.confirmation_blocks == remote.info.confirmation_blocks > 0
+    # and the golem ends in the same state: what gamma pulses resolved, the clock, affect, vitality
+    state = [r.final_state.model_dump(mode="json", include={"tick", "regime", "phase", "theta_seconds", "gamma", "pad",
+                                                            "vitality", "daily_spend_usd"}) for r in (local, remote)]
+    assert state[0] == state[1]
+    assert local.final_state.gamma.resolved > 0, "gamma pulses resolved predictions"
+    # each route ran its way: a T0 tick's steps as local-activity markers, or as scheduled activity tasks
+    t0 = next(m.tick for m in ticks if m.tier == "T0")
+    fast = asyncio.run(_step_events(tmp_path / "local" / "temporal.sqlite", f"golem-bt-golem-tick-{t0}"))
+    slow = asyncio.run(_step_events(tmp_path / "activities" / "temporal.sqlite", f"golem-bt-golem-tick-{t0}"))
+    assert fast.get("local") == 4 and not fast.keys() & {"observe", "analyze", "gate", "reflect"}, fast
+    assert {slow.get(s) for s in ("observe", "analyze", "gate", "reflect")} == {1}, slow
+    gammas = asyncio.run(_step_events(tmp_path / "local" / "temporal.sqlite", "golem-bt-golem"))
+    assert gammas.get("local", 0) >= 3 and "gamma" not in gammas, gammas  # gamma pulses ran, as local activities
 
 
 def test_bad_csv_is_refused_with_its_line_before_anything_starts(tmp_path):
