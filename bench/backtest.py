@@ -4,7 +4,7 @@ with no golem, so everything above it is the golem's ticks.
 
 Prints, per route: end-to-end wall (start-up included) and rows/s, the row loop alone (rows/s and where a row's wall
 time went: chain setup / the golem's advance_world round trip / marking), the median T0 tick, CPU seconds (this
-process and its Temporal + Anvil), and the ratio to the floor. A figure, never a pass/fail (docs/backtesting.md).
+process and its Temporal + Anvil), and the ratio to the floor. A figure, never a pass/fail (docs/how-to/backtesting.md).
 
     python bench/backtest.py [--path examples/scenarios/crash_recovery.csv] [--rows N] [--routes local,activities]
 """

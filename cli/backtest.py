@@ -82,6 +82,6 @@ def register(command) -> None:
     s.add_argument("--steps", choices=["local", "activities"], default="local",
                    help="local (default): a tick's observe/analyze/gate/reflect and the gamma read as local "
                         "activities; activities: every step an activity task, as `golem run` runs them (slower, "
-                        "the same decisions; docs/backtesting.md)")
+                        "the same decisions; docs/how-to/backtesting.md)")
     s.add_argument("--json", action="store_true", help="print the report(s) as JSON")
     s.set_defaults(fn=cmd_backtest)

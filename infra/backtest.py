@@ -38,7 +38,7 @@ GOLEM_KEY_INDEX = 2  # the dev world's golem account (infra/stack.py)
 GENESIS_LEAD_S = 3600  # ours: the chain starts an hour before the path so the deployment's blocks precede row 0
 
 # The throwaway server's SQLite skips fsync: a crash loses the run anyway, and a synced commit per history write
-# made a 4-activity workflow ~4x slower here (docs/backtesting.md). The file is complete once the server stops.
+# made a 4-activity workflow ~4x slower here (docs/how-to/backtesting.md). The file is complete once the server stops.
 SERVER_PRAGMAS = ("synchronous=OFF", "journal_mode=WAL")
 
 STEPS = ("local", "activities")  # BacktestOptions.steps
@@ -65,7 +65,7 @@ class BacktestOptions:
     compare: bool = False
     progress: bool = True
     # "local": the tick's T0 steps and the gamma read as local activities, workflows outside the sandbox (the
-    # default, docs/backtesting.md); "activities": every step an activity task in the sandbox, as `golem run` runs
+    # default, docs/how-to/backtesting.md); "activities": every step an activity task in the sandbox, as `golem run` runs
     # them. The same decisions and figures either way.
     steps: str = "local"
 

@@ -62,7 +62,7 @@ def build_worker(
         interceptors=list(interceptors),
         # sandboxed=False (a backtest's fast route): the same workflow code without the sandbox, which re-imported
         # every workflows/ module for each new tick workflow; the sandbox's checks still run on `golem run` and in
-        # the replay tests (docs/backtesting.md)
+        # the replay tests (docs/how-to/backtesting.md)
         **({} if sandboxed else {"workflow_runner": UnsandboxedWorkflowRunner()}),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )

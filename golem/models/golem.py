@@ -26,7 +26,7 @@ class GolemWorkflowInput(BaseModel):
     config_info: ConfigVersionInfo | None = None
     # The tick's read-and-record steps (observe, analyze, gate, reflect) and the gamma read as local activities:
     # the same activity code run by the worker inside the workflow task, no server round trip per step (a
-    # backtest's default, docs/backtesting.md). Carried across continue-as-new.
+    # backtest's default, docs/how-to/backtesting.md). Carried across continue-as-new.
     local_steps: bool = False
 
 

@@ -300,7 +300,7 @@ async def _step_events(db: Path, tick_workflow_id: str) -> dict[str, int]:
 
 
 def test_local_steps_give_the_same_ticks_actions_and_figures_as_activity_steps(tmp_path):
-    """Parity of the two routes (docs/backtesting.md): the default runs a tick's observe/analyze/gate/reflect and the
+    """Parity of the two routes (docs/how-to/backtesting.md): the default runs a tick's observe/analyze/gate/reflect and the
     gamma read as local activities, `--steps activities` runs every step as an activity task as `golem run` does.
     Theta 90 s on 60-s rows, so every other row ticks and the rows between get a gamma pulse (a local activity on
     the fast route); the crash makes the golem act on chain. Every
