@@ -87,7 +87,7 @@ def load_path_runs(d: Path) -> PathRuns:
     if "golem" not in pr.reports:
         log = d.parent / f"{d.name}.log"
         tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
-        pr.error = "no golem/report.json" + (f" ({tail[0][:120]})" if tail else "")
+        pr.error = "no golem/report.json (failed or still running)" + (f" ({tail[0][:120]})" if tail else "")
     home = d / "golem" / "home"
     if (home / "STRATEGY.md").exists():
         pr.strategy = (home / "STRATEGY.md").read_text()
