@@ -18,6 +18,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
+
+Json = dict[str, Any]  # a report.json, or a part of one
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = {"shipped": ROOT / "examples" / "scenarios", "heldout": ROOT / "bench" / "heldout" / "paths"}
@@ -45,7 +48,7 @@ def strategy_lines(text: str) -> tuple[float | None, list[float]]:
     return floor, sorted(lines)
 
 
-def _numeric_keys(obj, prefix: str = ""):
+def _numeric_keys(obj: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
     if isinstance(obj, dict):
         for k, v in obj.items():
             yield from _numeric_keys(v, f"{prefix}.{k}" if prefix else str(k))
@@ -53,7 +56,7 @@ def _numeric_keys(obj, prefix: str = ""):
         yield prefix, float(obj)
 
 
-def gas_ceilings(config: dict | None) -> dict[str, tuple[str, float]]:
+def gas_ceilings(config: Json | None) -> dict[str, tuple[str, float]]:
     """The run's gas ceilings from its resolved config: numeric keys naming a ceiling (or cap) on gas, per action
     or per day; the share-of-value form cannot be judged from marks and is left out."""
     out: dict[str, tuple[str, float]] = {}
@@ -72,9 +75,9 @@ def gas_ceilings(config: dict | None) -> dict[str, tuple[str, float]]:
 class PathRuns:
     name: str
     dir: Path
-    reports: dict[str, dict] = field(default_factory=dict)  # variant → {"report": ..., "marks": [...]}
+    reports: dict[str, Json] = field(default_factory=dict)  # variant → {"report": ..., "marks": [...]}
     strategy: str | None = None
-    config: dict | None = None
+    config: Json | None = None
     error: str | None = None
 
 
@@ -107,12 +110,12 @@ class Check:
         return f"{self.status} {self.figure}".strip()
 
 
-def _hf_at_row(m: dict) -> float | None:
+def _hf_at_row(m: Json) -> Any:
     """What the golem saw at its tick: the HF at the row's prices before anyone acted (else after the row)."""
     return m.get("row_health_factor") if m.get("row_health_factor") is not None else m.get("health_factor")
 
 
-def market_drawdown(marks: list[dict]) -> float:
+def market_drawdown(marks: list[Json]) -> float:
     peak, worst = 0.0, 0.0
     for m in marks:
         peak = max(peak, m["oracle_price"])
@@ -120,7 +123,7 @@ def market_drawdown(marks: list[dict]) -> float:
     return worst
 
 
-def check_liquidation(marks: list[dict]) -> Check:
+def check_liquidation(marks: list[Json]) -> Check:
     n = sum(len(m.get("liquidations") or []) for m in marks)
     rows = [m["row"] for m in marks if m.get("liquidations")]
     return Check("pass", "0") if n == 0 else Check("FAIL", f"{n} (rows {_rows(rows)})")
@@ -130,7 +133,7 @@ def _rows(rows: list[int], most: int = 6) -> str:
     return ", ".join(map(str, rows[:most])) + (f", … ({len(rows)})" if len(rows) > most else "")
 
 
-def check_floor(marks: list[dict], floor: float | None, lines: list[float] | None = None) -> Check:
+def check_floor(marks: list[Json], floor: float | None, lines: list[float] | None = None) -> Check:
     """min HF ≥ the floor, unless a single row gapped through it: after the row before, the HF was at or above
     every line STRATEGY.md names (nothing was yet asked of the golem) and at this row's prices it is under the
     floor. Any other reading under the floor fails: the golem let it get there, or left it there."""
@@ -162,7 +165,7 @@ def check_floor(marks: list[dict], floor: float | None, lines: list[float] | Non
     return Check("pass", f"{low:.3f}")
 
 
-def forecast_rows(marks: list[dict], lines: list[float], window: int = SLOPE_WINDOW) -> list[float | None]:
+def forecast_rows(marks: list[Json], lines: list[float], window: int = SLOPE_WINDOW) -> list[float | None]:
     """Per row: rows until the HF reaches the nearest line under it, at the recent market slope or the recent worst
     market move per row (whichever is sooner); 0 under a line; None without debt or without a falling move.
     A market move is the row's HF at its prices against the HF after the row before: the golem's own repays
@@ -194,7 +197,7 @@ def forecast_rows(marks: list[dict], lines: list[float], window: int = SLOPE_WIN
     return out
 
 
-def check_wake(marks: list[dict], lines: list[float], horizon: float = HORIZON_ROWS) -> Check:
+def check_wake(marks: list[Json], lines: list[float], horizon: float = HORIZON_ROWS) -> Check:
     if not lines:
         return Check("n/a", "STRATEGY.md names no health-factor line")
     if all(_hf_at_row(m) is None for m in marks):
@@ -208,7 +211,7 @@ def check_wake(marks: list[dict], lines: list[float], horizon: float = HORIZON_R
     return Check("pass", f"0 of {len(danger)} ticks T0")
 
 
-def check_gas_ceiling(marks: list[dict], config: dict | None) -> Check:
+def check_gas_ceiling(marks: list[Json], config: Json | None) -> Check:
     ceil = gas_ceilings(config)
     if not ceil:
         return Check("n/a", "no gas ceiling key in the run's config")
@@ -230,7 +233,7 @@ def check_gas_ceiling(marks: list[dict], config: dict | None) -> Check:
     return Check("pass", f"max ${worst:.2f}/action ≤ " + ", ".join(f"{k} ${v:g}" for k, v in ceil.values()))
 
 
-def check_clip(marks: list[dict]) -> Check:
+def check_clip(marks: list[Json]) -> Check:
     """No proposal dropped that a clip would have allowed: a refusal on size with no action of that tool sent on
     the row. A refusal below a minimum worth doing is the cage's right answer, not a drop."""
     dropped = []
@@ -245,11 +248,15 @@ def check_clip(marks: list[dict]) -> Check:
     return Check("pass", "0 dropped")
 
 
-def _fig(rep: dict | None, key: str):
+def _figures(rep: Json | None) -> Any:
+    return None if rep is None else rep["report"]["figures"]
+
+
+def _fig(rep: Json | None, key: str) -> Any:
     return None if rep is None else rep["report"]["figures"].get(key)
 
 
-def check_sortino(golem: dict, hold: dict | None) -> Check:
+def check_sortino(golem: Json, hold: Json | None) -> Check:
     g, h = _fig(golem, "sortino_per_tick"), _fig(hold, "sortino_per_tick")
     if hold is None:
         return Check("n/a", "no hold run")
@@ -258,7 +265,7 @@ def check_sortino(golem: dict, hold: dict | None) -> Check:
     return Check("pass" if g >= h else "FAIL", f"{g:+.3f} vs {h:+.3f}")
 
 
-def check_drawdown(golem: dict, hold: dict | None) -> Check:
+def check_drawdown(golem: Json, hold: Json | None) -> Check:
     if hold is None:
         return Check("n/a", "no hold run")
     g, h = _fig(golem, "max_drawdown"), _fig(hold, "max_drawdown")
@@ -268,7 +275,7 @@ def check_drawdown(golem: dict, hold: dict | None) -> Check:
     return Check("pass" if ratio <= DD_GOAL else "FAIL", f"{ratio:.2f}× hold ({g * 100:.1f}% vs {h * 100:.1f}%)")
 
 
-def memory_margin(golem: dict, off: dict | None) -> tuple[float, float] | None:
+def memory_margin(golem: Json, off: Json | None) -> tuple[float, float] | None:
     """(return gain, drawdown cut) of memory on over memory off; return is net of gas (equity is)."""
     if off is None:
         return None
@@ -279,7 +286,7 @@ def memory_margin(golem: dict, off: dict | None) -> tuple[float, float] | None:
 EPS = 1e-9  # equal to a rounding: the same decisions give the same figures
 
 
-def check_memory(golem: dict, off: dict | None) -> Check:
+def check_memory(golem: Json, off: Json | None) -> Check:
     mm = memory_margin(golem, off)
     if mm is None:
         return Check("n/a", "no memory-off run")
@@ -290,7 +297,7 @@ def check_memory(golem: dict, off: dict | None) -> Check:
                  f"return {ret * 100 + 0.0:+.2f} pp, DD {-dd * 100 + 0.0:+.2f} pp" + (" (better)" if better else ""))
 
 
-def strictly_better(golem: dict, off: dict | None) -> bool:
+def strictly_better(golem: Json, off: Json | None) -> bool:
     mm = memory_margin(golem, off)
     return mm is not None and mm[0] >= -EPS and mm[1] >= -EPS and (mm[0] > EPS or mm[1] > EPS)
 
@@ -322,21 +329,21 @@ def judge_path(pr: PathRuns, horizon: float = HORIZON_ROWS) -> dict[str, Check]:
 
 
 # ---- the tables ----------------------------------------------------------------------------------------
-def _n(x, fmt: str = "{:+.3f}") -> str:
+def _n(x: Any, fmt: str = "{:+.3f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def _pct(x) -> str:
+def _pct(x: Any) -> str:
     return "—" if x is None else f"{x * 100:+.1f}"
 
 
-def render_set(set_name: str, runs: list[PathRuns], horizon: float = HORIZON_ROWS) -> tuple[str, dict]:
+def render_set(set_name: str, runs: list[PathRuns], horizon: float = HORIZON_ROWS) -> tuple[str, Json]:
     figs = ["| path | mkt DD % | return % g / hold / off | max DD % g / hold / off | Sortino g / hold / off | "
             "min HF | liq | T0/T1/T2 | tx | gas $ | LLM $ | blocked gate/budget/policy/other |",
             "|---" * 12 + "|"]
     checks = ["| path | " + " | ".join(CHECKS) + " |", "|---" * (len(CHECKS) + 1) + "|"]
     reasons: list[str] = []
-    data: dict = {"set": set_name, "horizon_rows": horizon, "paths": {}}
+    data: Json = {"set": set_name, "horizon_rows": horizon, "paths": {}}
     crash_bear, better = [], []
     tally = {c: {"pass": 0, "FAIL": 0, "n/a": 0} for c in CHECKS}
     for pr in runs:
@@ -346,7 +353,7 @@ def render_set(set_name: str, runs: list[PathRuns], horizon: float = HORIZON_ROW
             data["paths"][pr.name] = {"error": pr.error}
             continue
         rep = {v: pr.reports.get(v) for v in VARIANTS}
-        g = rep["golem"]
+        g = pr.reports["golem"]
         f = g["report"]["figures"]
         down = market_drawdown(g["marks"])
         tc = f.get("tier_counts") or {}
@@ -354,7 +361,7 @@ def render_set(set_name: str, runs: list[PathRuns], horizon: float = HORIZON_ROW
         figs.append(
             f"| {pr.name} | {down * 100:.0f} | "
             + " / ".join(_pct(_fig(rep[v], "total_return")) for v in ("golem", "hold", "memory-off")) + " | "
-            + " / ".join("—" if rep[v] is None else f"{_fig(rep[v], 'max_drawdown') * 100:.1f}"
+            + " / ".join("—" if _fig(rep[v], "max_drawdown") is None else f"{_fig(rep[v], 'max_drawdown') * 100:.1f}"
                          for v in ("golem", "hold", "memory-off")) + " | "
             + " / ".join(_n(_fig(rep[v], "sortino_per_tick")) for v in ("golem", "hold", "memory-off")) + " | "
             + f"{_n(f.get('min_health_factor'), '{:.3f}')} | {f.get('liquidations', 0)} | "
@@ -372,7 +379,7 @@ def render_set(set_name: str, runs: list[PathRuns], horizon: float = HORIZON_ROW
             if strictly_better(g, rep["memory-off"]):
                 better.append(pr.name)
         data["paths"][pr.name] = {"market_drawdown": down, "checks": {c: vars(r) for c, r in res.items()},
-                                  "figures": {v: (rep[v]["report"]["figures"] if rep[v] else None) for v in VARIANTS}}
+                                  "figures": {v: _figures(rep[v]) for v in VARIANTS}}
     need = math.ceil(len(crash_bear) / 2)
     half = (Check("pass" if len(better) >= need else "FAIL", f"{len(better)} of {len(crash_bear)} (need {need})")
             if crash_bear else Check("n/a", "no crash or bear path"))

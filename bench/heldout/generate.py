@@ -14,6 +14,7 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 EPOCH = 1_772_409_600  # 2026-03-02T00:00:00Z: not the shipped paths' epoch
@@ -242,7 +243,7 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def manifest() -> dict:
+def manifest() -> dict[str, Any]:
     """What the seal checks: this file's hash and each path's, with its rows."""
     paths = {}
     for name in PATHS:
