@@ -29,7 +29,8 @@ VARIANTS = ("golem", "hold", "memory-off", "rules")
 MARKET_DOWN = 0.20  # a crash or bear path: the oracle fell more than 20 % from a peak to a later trough
 DD_GOAL = 0.8  # the goal: the golem's max drawdown at most 0.8 × hold's
 HORIZON_ROWS = 5.0  # the judge's forecast horizon, in rows (bench/heldout/README.md "The judge's forecast")
-SLOPE_WINDOW = 10  # rows of market-driven HF moves the forecast reads
+SLOPE_WINDOW = 10  # rows of market-driven HF moves the slope averages
+WORST_WINDOW = 3  # rows whose worst single move the forecast also projects
 # A size refusal a smaller action would have passed: the limit names a size, not a ban (docs/judging.md)
 SIZE_REFUSALS = re.compile(r"exceeds max_trade_size_usd|exceeds the cap|size cap|Kelly sizing: \$|"
                            r"max_slippage_bps .* exceeds|would be .* after", re.IGNORECASE)
@@ -165,9 +166,11 @@ def check_floor(marks: list[Json], floor: float | None, lines: list[float] | Non
     return Check("pass", f"{low:.3f}")
 
 
-def forecast_rows(marks: list[Json], lines: list[float], window: int = SLOPE_WINDOW) -> list[float | None]:
-    """Per row: rows until the HF reaches the nearest line under it, at the recent market slope or the recent worst
-    market move per row (whichever is sooner); 0 under a line; None without debt or without a falling move.
+def forecast_rows(marks: list[Json], lines: list[float], window: int = SLOPE_WINDOW,
+                  worst_window: int = WORST_WINDOW) -> list[float | None]:
+    """Per row: rows until the HF reaches the nearest line under it, at the market slope of the last `window` rows
+    or the worst single market move of the last `worst_window` (whichever is sooner); 0 under a line; None without
+    debt or without a falling move.
     A market move is the row's HF at its prices against the HF after the row before: the golem's own repays
     are not a move of the market, so they do not flatter the slope."""
     out: list[float | None] = []
@@ -187,7 +190,7 @@ def forecast_rows(marks: list[Json], lines: list[float], window: int = SLOPE_WIN
             continue
         best: float | None = None
         slope = sum(moves) / len(moves) if moves else 0.0
-        worst = min(moves) if moves else 0.0
+        worst = min(moves[-worst_window:]) if moves else 0.0
         gap = h - max(line for line in lines if line <= h)
         for rate in (slope, worst):
             if rate < 0:

@@ -94,9 +94,11 @@ def test_forecast_counts_rows_to_the_nearest_line():
 def test_forecast_ignores_the_golems_own_repay():
     """A repay lifts the HF after the row; the next row's market move is measured from there, so the slope stays
     the market's (a slope through the repay would read as a rise and mute the forecast)."""
-    marks = [mark(0, 1.75), mark(1, 1.72), mark(2, 2.1, row_hf=1.69), mark(3, 2.07)]
+    marks = [mark(0, 2.0), mark(1, 1.97), mark(2, 1.94), mark(3, 1.91), mark(4, 2.3, row_hf=1.88),
+             mark(5, 2.29), mark(6, 2.28), mark(7, 2.27)]
     fc = judge.forecast_rows(marks, LINES)
-    assert fc[3] == pytest.approx((2.07 - 1.6) / 0.03)
+    slope = (4 * 0.03 + 3 * 0.01) / 7  # the market's seven moves; the repay's +0.42 is not one of them
+    assert fc[7] == pytest.approx((2.27 - 1.6) / slope)
 
 
 def test_wake_fails_a_t0_tick_inside_the_horizon():
