@@ -38,12 +38,15 @@ SIZE_REFUSALS = re.compile(r"exceeds max_trade_size_usd|exceeds the cap|size cap
 
 # ---- reading the home -----------------------------------------------------------------------------------
 def strategy_lines(text: str) -> tuple[float | None, list[float]]:
-    """STRATEGY.md's MUST floor on the health factor, and every health-factor line a rule or constraint names."""
+    """STRATEGY.md's MUST floor on the health factor, and its health-factor lines: the floor and every rule whose
+    whole condition is `health_factor < X` (a rule that also needs a steer or a regime is not a line the position
+    crosses by itself)."""
     floor = None
     for m in re.finditer(r"^\s*-\s*MUST\s+keep\s+health_factor\s*>=?\s*([0-9.]+)", text, re.M | re.I):
         v = float(m.group(1))
         floor = v if floor is None else max(floor, v)
-    lines = {float(m.group(1)) for m in re.finditer(r"health_factor\s*<=?\s*([0-9.]+)", text, re.I)}
+    lines = {float(m.group(1)) for m in re.finditer(
+        r"^\s*-\s*WHEN\s+health_factor\s*<=?\s*([0-9.]+)\s+THEN\b", text, re.M | re.I)}
     if floor is not None:
         lines.add(floor)
     return floor, sorted(lines)
@@ -297,7 +300,7 @@ def check_memory(golem: Json, off: Json | None) -> Check:
     ok = ret >= -EPS and dd >= -EPS
     better = ok and (ret > EPS or dd > EPS)
     return Check("pass" if ok else "FAIL",
-                 f"return {ret * 100 + 0.0:+.2f} pp, DD {-dd * 100 + 0.0:+.2f} pp" + (" (better)" if better else ""))
+                 f"return {ret * 100 + 0.0:+.3f} pp, DD {-dd * 100 + 0.0:+.3f} pp" + (" (better)" if better else ""))
 
 
 def strictly_better(golem: Json, off: Json | None) -> bool:

@@ -43,6 +43,9 @@ def report(marks: list[dict], *, ret: float = 0.0, dd: float = 0.0, sortino: flo
 # ---- the home ------------------------------------------------------------------------------------------
 def test_strategy_lines_read_the_floor_and_every_hf_line():
     assert judge.strategy_lines(STRATEGY) == (1.3, [1.3, 1.6])
+    # a rule that needs a steer as well is not a line the position crosses (the example home has one at 2.5)
+    steer = STRATEGY + '- WHEN steer contains "reduce exposure" AND health_factor < 2.5 THEN repay 10% debt\n'
+    assert judge.strategy_lines(steer) == (1.3, [1.3, 1.6])
     assert judge.strategy_lines("- WHEN price_change_bps <= -300 THEN swap 10% WETH to USDC") == (None, [])
 
 
@@ -171,14 +174,14 @@ def test_sortino_and_drawdown_against_hold():
 
 def test_memory_on_against_off():
     off = report([mark(0)], ret=-0.20, dd=0.30)
-    assert judge.check_memory(report([mark(0)], ret=-0.20, dd=0.30), off).cell() == "pass return +0.00 pp, DD +0.00 pp"
+    assert judge.check_memory(report([mark(0)], ret=-0.20, dd=0.30), off).cell() == "pass return +0.000 pp, DD +0.000 pp"
     assert not judge.strictly_better(report([mark(0)], ret=-0.20, dd=0.30), off)
     better = report([mark(0)], ret=-0.18, dd=0.30)
     assert judge.check_memory(better, off).figure.endswith("(better)") and judge.strictly_better(better, off)
     # the crash path: memory on lost 0.05 pp and drew down 0.05 pp more
     worse = report([mark(0)], ret=-0.2044, dd=0.3231)
     bad = judge.check_memory(worse, report([mark(0)], ret=-0.2039, dd=0.3226))
-    assert bad.status == "FAIL" and "-0.05 pp" in bad.figure and "+0.05 pp" in bad.figure
+    assert bad.status == "FAIL" and "-0.050 pp" in bad.figure and "+0.050 pp" in bad.figure
     # better return bought with a deeper drawdown is not "on ≥ off"
     assert judge.check_memory(report([mark(0)], ret=-0.10, dd=0.35), off).status == "FAIL"
 
