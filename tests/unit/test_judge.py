@@ -55,6 +55,12 @@ def test_gas_ceilings_found_by_key_and_absent_without_one():
     found = judge.gas_ceilings({"config": {"gas": {"urgent_ceiling_usd": 20.0, "daily_ceiling_usd": 50.0,
                                                    "ceiling_share_of_value": 0.01}}})
     assert found == {"action": ("config.gas.urgent_ceiling_usd", 20.0), "day": ("config.gas.daily_ceiling_usd", 50.0)}
+    # the shape the spend work gives them ([policy] gas_ceiling_*): per action and per day, the share left out
+    spend = judge.gas_ceilings({"config": {"policy": {"gas_ceiling_per_action_usd": 20.0,
+                                                      "gas_ceiling_share_of_protected": 0.02,
+                                                      "gas_ceiling_per_day_usd": 30.0}}})
+    assert spend == {"action": ("config.policy.gas_ceiling_per_action_usd", 20.0),
+                     "day": ("config.policy.gas_ceiling_per_day_usd", 30.0)}
 
 
 # ---- each check: a pass and a fail ----------------------------------------------------------------------
