@@ -268,7 +268,7 @@ def check_sortino(golem: Json, hold: Json | None) -> Check:
         return Check("n/a", "no hold run")
     if g is None or h is None:
         return Check("n/a", f"Sortino undefined (golem {_n(g)}, hold {_n(h)})")
-    return Check("pass" if g >= h else "FAIL", f"{g:+.3f} vs {h:+.3f}")
+    return Check("pass" if g >= h else "FAIL", f"{g:+.4f} vs {h:+.4f}")
 
 
 def check_drawdown(golem: Json, hold: Json | None) -> Check:
