@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from cli.common import arun, client, golem_config, query_golem
 from cli.life import life_line
 from golem.ids import golem_workflow_id
@@ -11,7 +13,16 @@ async def _status(args) -> int:
     from golem.models.golem import GolemStatus
     from golem.models.state import FsmState
 
+    from pathlib import Path
+
+    from infra.supervisor import supervision_note
+
     cfg = golem_config(args)
+    # what `golem run`'s supervision saw (a process down and being restarted, the last outages): said before the
+    # connect, which fails while the dev server itself is down
+    note = supervision_note(Path(args.data))
+    if note and ("DOWN" in note or "GAVE UP" in note):
+        print(f"golem run: {note}", file=sys.stderr)
     temporal = await client(args)
     handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
     st = await query_golem(args, cfg, handle, "status", GolemStatus)  # GolemWorkflow.status
@@ -28,6 +39,8 @@ async def _status(args) -> int:
     print(f"  FSM:        {st.fsm.state.value}" + (f" [{st.fsm.substate}]" if st.fsm.substate != "Normal" else "")
           + (f" for {_since(st.fsm.entered_at)}" if st.current_tick_workflow_id and st.fsm.entered_at else ""))
     print(chain_line(st.chain))
+    if note:
+        print(f"  processes:  {note}")
     if st.paused or st.entries_stopped:
         print(f"  STOPPED:    {'paused (no new ticks)' if st.paused else ''}{'; ' if st.paused and st.entries_stopped else ''}"
               f"{'entries stopped (no new positions)' if st.entries_stopped else ''} — {st.control_note}")
@@ -48,6 +61,8 @@ async def _status(args) -> int:
     print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
           f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
     print(dream_line(st))
+    if (woke := wake_line(args)) is not None:
+        print(woke)
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -84,6 +99,25 @@ def dream_line(st) -> str:
     urgency = f"   urgency {st.dream_urgency:.2f} (dreams at 1.00)" if st.dream_urgency is not None else ""
     return (f"  dreams:     yield {pct(st.dream_yield)} (healthy 10-30%)   threat coverage {pct(st.threat_coverage)} "
             f"(target 100%){urgency}" + (f"\n    last: {st.last_dream}" if st.last_dream else ""))
+
+
+def wake_line(args) -> str | None:
+    """The newest record's wake check (forecast to the nearest STRATEGY.md line, rules previewed), from the data dir
+    on this host; None when there is none to read."""
+    from cli.common import data_dir
+    from golem.cognition.lines import wake_summary
+    from golem.errors import UserError
+    from golem.life.cycle_store import CycleStore
+
+    try:
+        store = CycleStore(data_dir(args))
+        rows = store.recent(1)
+        rec = store.load(rows[0]["tick"]) if rows else None
+    except (OSError, LookupError, ValueError, UserError):
+        return None
+    if rec is None or rec.wake is None:
+        return None
+    return f"  wake:       tick {rec.tick}: {wake_summary(rec.wake)}"
 
 
 def spend_line(st) -> str:
