@@ -219,15 +219,15 @@ def check_wake(marks: list[Json], lines: list[float], horizon: float = HORIZON_R
 
 def check_gas_ceiling(marks: list[Json], config: Json | None) -> Check:
     ceil = gas_ceilings(config)
+    worst = max((a.get("gas_usd", 0.0) for m in marks for a in m.get("actions") or [] if a.get("status") == "executed"),
+                default=0.0)
     if not ceil:
-        return Check("n/a", "no gas ceiling key in the run's config")
+        return Check("n/a", f"no gas ceiling key in the run's config (max ${worst:.2f}/action)")
     bad = []
     if "action" in ceil:
         key, cap = ceil["action"]
         bad += [f"row {m['row']} {a['tool']} ${a['gas_usd']:.2f} > {key} ${cap:g}" for m in marks
                 for a in m.get("actions") or [] if a.get("status") == "executed" and a.get("gas_usd", 0.0) > cap + 1e-9]
-    worst = max((a.get("gas_usd", 0.0) for m in marks for a in m.get("actions") or [] if a.get("status") == "executed"),
-                default=0.0)
     if "day" in ceil:
         key, cap = ceil["day"]
         by_day: dict[int, float] = {}
