@@ -378,6 +378,7 @@ class TickActivities(ActivitySet):
             run_id=_run_id(), config=ctx.cfg,  # the tick's config version's limits, not the worker's file
             entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries (issue 19)
             markers=ctx.state.life.markers, last_price=ctx.state.last_price,  # somatic markers (issue 17)
+            resimulate=lambda sized: self.s.simulate(sized, obs),  # size to fit: a clipped set is simulated again
         )
         return result
 
@@ -410,12 +411,12 @@ class TickActivities(ActivitySet):
                 records.append(
                     ActionRecord(**base, permit_id=verdict.permit_id, status=ActionStatus.DEFERRED,
                                  block_reason="dry-run: external RPC and not started with --live",
-                                 protective=verdict.protective)
+                                 protective=verdict.protective, clipped=verdict.clipped)
                 )
                 continue
             record = self.s.execute(inp.ctx, action, verdict.permit_id, obs,
                                     run_id=_run_id())
-            records.append(record.model_copy(update={"protective": verdict.protective}))
+            records.append(record.model_copy(update={"protective": verdict.protective, "clipped": verdict.clipped}))
             activity.heartbeat(f"action {action.action_index} done")
         return ExecuteResult(records=records)
 

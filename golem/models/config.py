@@ -106,6 +106,12 @@ class PolicySection(BaseModel):
     approved_assets: list[str] = Field(default_factory=lambda: ["WETH", "USDC"])
     max_trade_size_usd: float = Field(default=5_000.0, gt=0.0)
     max_slippage_bps: float = Field(default=100.0, ge=0.0)
+    # Size to fit (docs/spending.md): a swap's price impact against the pair's reserves, the 0.3 % fee included
+    max_price_impact_bps: float = Field(default=300.0, gt=0.0)
+    # a proposal the cage clips is refused when what is left is worth less than this ...
+    min_trade_usd: float = Field(default=25.0, ge=0.0)
+    # ... or less than this many times its own gas
+    min_trade_gas_multiple: float = Field(default=2.0, ge=0.0)
 
 
 class InferenceSection(BaseModel):

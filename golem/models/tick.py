@@ -304,10 +304,22 @@ class ValidatedAction(BaseModel):
     permit_id: str | None = None  # set when approved: the permit execute must present
     protective: str | None = None  # why the gas gate let it through as protective (§S10 emergency slice)
     sent_by_run: str | None = None  # another run of this tick already sent this very action: not again
+    # Size to fit (golem.safety.sizing): the action at the size the cage allowed, when it clipped the proposal;
+    # the permit is bound to this size and execute sends exactly it. `clipped` says from what, to what and why.
+    action: ProposedAction | None = None
+    clipped: str | None = None
 
 
 class ValidationResult(BaseModel):
     actions: list[ValidatedAction] = Field(default_factory=list)
+    # The simulation of the tick's actions at their validated sizes, when any was clipped (None: the simulate
+    # step's result stands); verify compares the receipts with this one.
+    simulation: SimulationResult | None = None
+
+    def sized(self, actions: list[ProposedAction]) -> list[ProposedAction]:
+        """The actions as validated: each clipped one at its allowed size (the others as proposed)."""
+        by_index = {v.action_index: v.action for v in self.actions if v.action is not None}
+        return [by_index.get(a.action_index, a) for a in actions]
 
     @property
     def approved(self) -> list[ValidatedAction]:

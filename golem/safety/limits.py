@@ -66,6 +66,9 @@ class SafetyLimits(BaseModel):
 TIGHTER: dict[str, str] = {
     "max_trade_size_usd": "down",
     "max_slippage_bps": "down",
+    "max_price_impact_bps": "down",
+    "min_trade_usd": "up",  # a larger minimum refuses more clipped actions
+    "min_trade_gas_multiple": "up",
     "max_drawdown_pct": "down",
     "gas_budget_usd_per_day": "down",
     "gas_spike_multiple": "down",

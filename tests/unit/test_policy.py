@@ -191,7 +191,8 @@ def test_policy_hash_is_canonical_sha256():
     assert a.policy_hash() == b.policy_hash() != c.policy_hash()
     expected = hashlib.sha256(
         json.dumps(
-            {"approved_assets": ["WETH", "USDC"], "max_slippage_bps": 100.0, "max_trade_size_usd": 5000.0},
+            {"approved_assets": ["WETH", "USDC"], "max_slippage_bps": 100.0, "max_trade_size_usd": 5000.0,
+             "max_price_impact_bps": 300.0, "min_trade_usd": 25.0, "min_trade_gas_multiple": 2.0},
             sort_keys=True,
             separators=(",", ":"),
         ).encode()
