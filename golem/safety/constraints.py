@@ -213,8 +213,8 @@ def mark_used(book: Book, action: ProposedAction) -> None:
 def constraint_caps(strategy: Strategy, action: ProposedAction, book: Book) -> list[tuple[float, str]]:
     """(the most of `action` each MUST line allows, the line in words) — for the lines a size can satisfy: a cap
     (`MUST NOT swap more than 30% WETH`) and a keep line the action moves toward its bound (health factor for
-    borrow/withdraw, a balance the action spends, debt for borrow, collateral for withdraw). A line already
-    breached or one no size can satisfy (`MUST NOT borrow`) gives no cap: constraint_refusal refuses it whole."""
+    borrow/withdraw, a balance the action spends, debt for borrow, collateral for withdraw). A line no size can
+    satisfy (`MUST NOT borrow`) gives no cap: constraint_refusal refuses it whole."""
     tool, token = action.tool, _token_of(action)
     out: list[tuple[float, str]] = []
     for c in strategy.constraints:
@@ -223,8 +223,8 @@ def constraint_caps(strategy: Strategy, action: ProposedAction, book: Book) -> l
             cap = c.amount.value / 100.0 * _basis(tool, token, book) if c.amount.percent else c.amount.value
             out.append((cap - book.used.get(f"{tool}:{token}", 0.0), why))
             continue
-        if c.kind != "keep" or not c.metric or not _kept(c, book.metric(c.metric)):
-            continue
+        if c.kind != "keep" or not c.metric:
+            continue  # a line already breached gives a cap below zero: no size of the action fits
         x, op = float(c.value or 0.0), c.op or ">="
         strict = 1e-6 if op in (">", "<") else 0.0
         lower, upper = op in (">=", ">"), op in ("<=", "<")
