@@ -25,6 +25,7 @@ from golem.cognition.backpressure import merge_into_observation
 from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decide import decide_with_cache
 from golem.cognition.learned_gating import gate_tick, tick_seed
+from golem.cognition.lines import lift, strategy_lines, wake_check
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
@@ -39,6 +40,7 @@ from golem.grimoire.memory_writes import mark_reorged
 from golem.grimoire.playbook import read_revision
 from golem.grimoire.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import decision_tools
+from golem.inference.strategy import Strategy
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.learning import causal
@@ -182,8 +184,10 @@ class TickActivities(ActivitySet):
         t0 = time.perf_counter()
         ctx = inp.ctx
         snapshot = self.s.read_snapshot()
+        # the position probe's lines come from STRATEGY.md (golem.cognition.lines)
+        lines = strategy_lines(self._strategy_or_none(ctx), ctx.cfg.probes, ctx.cfg.wake)
         probes = run_probes(
-            snapshot, ctx.state, ctx.cfg.probes,
+            snapshot, ctx.state, lines.probe_thresholds(ctx.cfg.probes),
             kill_switch_triggered=os.path.exists(ctx.cfg.probes.kill_switch_path),
             daily_spend=daily_spend_on(ctx.state, ctx.started_at), heartbeat=ctx.cfg.heartbeat,
         )
@@ -218,6 +222,15 @@ class TickActivities(ActivitySet):
         observation = self._with_causal_link_probe(ctx.tick, observation)
         self.s.events.emit(events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, ctx.state.pending_steers))
         return observation
+
+    def _strategy_or_none(self, ctx: Any) -> Strategy | None:
+        """STRATEGY.md of the tick's version for System 1's lines and rule preview; None when it does not parse (the
+        decide step reports that error; System 1 then keeps the [probes] defaults)."""
+        try:
+            return self.s.load_strategy(ctx)
+        except ValueError as err:
+            activity.logger.warning("STRATEGY.md unreadable, System 1 uses the [probes] defaults: %s", err)
+            return None
 
     def _with_causal_link_probe(self, tick: int, obs: Observation) -> Observation:
         """issue 16: the causal-link probe (heartbeat §S9 "Causal graph update") against the learned edges and the
@@ -255,14 +268,18 @@ class TickActivities(ActivitySet):
         obs = whole(inp.observation, "observation")
         ctx = inp.ctx
         threshold = compute_adaptive_threshold(ctx.state, ctx.cfg.heartbeat.base_deliberation_threshold)
+        # System 1 never lets a line of STRATEGY.md be crossed in silence (docs/design/wakefulness.md)
+        wake = wake_check(self._strategy_or_none(ctx), obs, ctx.state.health_history, ctx.state.last_price,
+                          ctx.cfg.probes, ctx.cfg.wake)
         if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full (issue 17)
-            return GateResult(tier=Tier.T2, threshold=threshold, forced=True,
+            return GateResult(tier=Tier.T2, threshold=threshold, forced=True, wake=wake,
                               reason="forced T2: Thanatopsis settlement (the golem is dying: unwind)")
         spend = daily_spend_on(ctx.state, ctx.started_at)
         if obs.force_t2_reason:  # a reorg re-marked earlier episodes: full attention (§S10)
             tier, why = apply_budget(Tier.T2, spend, ctx.cfg.heartbeat)
             reason = f"forced T2: {obs.force_t2_reason}" + (f"; {why}" if why else "")
-            return GateResult(tier=tier, threshold=threshold, reason=reason, forced=True)
+            tier, reason, wake = lift(tier, reason, wake)
+            return GateResult(tier=tier, threshold=threshold, reason=reason, forced=True, wake=wake)
         # Forced T2, then fixed thresholds (cold start) or learned gating, then the §S12 budget cap.
         out = gate_tick(
             inp.prediction_error, threshold, ctx.state, inp.steers, obs,
@@ -273,7 +290,9 @@ class TickActivities(ActivitySet):
         if ctx.cfg.gating.mode == "always":
             tier, note = escalate_every_tick(tier, spend, ctx.cfg.heartbeat)
             reason = f"{reason}; {note}" if note else reason
-        return GateResult(tier=tier, threshold=out.threshold, reason=reason, forced=out.forced, gating=out.decision)
+        tier, reason, wake = lift(tier, reason, wake)  # the wake floor: last, so nothing above keeps it at T0
+        return GateResult(tier=tier, threshold=out.threshold, reason=reason, forced=out.forced, gating=out.decision,
+                          wake=wake)
 
     @activity.defn(name="retrieve")
     def retrieve(self, inp: RetrieveInput) -> RetrievedKnowledge:

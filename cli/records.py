@@ -10,6 +10,7 @@ from golem.errors import UserError
 
 
 def cmd_ticks(args) -> int:
+    from golem.cognition.lines import lifted_note
     from golem.life.cycle_store import CycleStore
 
     if args.n < 0:
@@ -23,6 +24,8 @@ def cmd_ticks(args) -> int:
     print(f"{'tick':>6} {'tier':4} {'regime':13} {'phase':12} {'PE':>6} {'acted':>5} {'cost':>9} {'runs':>4}  time")
     for r in rows:
         note = f"  recovered by {r['run']} (first run failed)" if r["recovered"] else ""
+        woke = lifted_note(r.get("gating_reason") or "")  # the wake floor lifted this tick (golem.cognition.lines)
+        note += f"  woke {woke[:90]}" if woke else ""
         print(f"{r['tick']:>6} {r['tier']:4} {r['regime']:13} {r['phase']:12} {r['prediction_error']:6.3f} "
               f"{'yes' if r['has_action'] else '-':>5} {r['total_cost']:9.5f} {r['runs']:>4}  {r['timestamp']}{note}")
     for f in store.failures(args.n):
@@ -77,6 +80,10 @@ def cmd_show(args) -> int:
         print(f"runs of tick {args.tick}:\n" + "\n".join(lines))
         return 0
     print(rec.model_dump_json(indent=2))
+    if rec.wake is not None:  # stderr, like the runs: `golem show N | jq` still reads one record
+        from golem.cognition.lines import wake_summary
+
+        print(f"wake: {wake_summary(rec.wake)}", file=sys.stderr)
     if len(lines) > 1:  # the runs go to stderr, so `golem show N | jq` still reads one record
         print(f"tick {args.tick} ran {len(lines)} times (`golem show {args.tick} --run LABEL` shows another):",
               file=sys.stderr)

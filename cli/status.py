@@ -48,6 +48,8 @@ async def _status(args) -> int:
     print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
           f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
     print(dream_line(st))
+    if (woke := wake_line(args)) is not None:
+        print(woke)
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -84,6 +86,25 @@ def dream_line(st) -> str:
     urgency = f"   urgency {st.dream_urgency:.2f} (dreams at 1.00)" if st.dream_urgency is not None else ""
     return (f"  dreams:     yield {pct(st.dream_yield)} (healthy 10-30%)   threat coverage {pct(st.threat_coverage)} "
             f"(target 100%){urgency}" + (f"\n    last: {st.last_dream}" if st.last_dream else ""))
+
+
+def wake_line(args) -> str | None:
+    """The newest record's wake check (forecast to the nearest STRATEGY.md line, rules previewed), from the data dir
+    on this host; None when there is none to read."""
+    from cli.common import data_dir
+    from golem.cognition.lines import wake_summary
+    from golem.errors import UserError
+    from golem.life.cycle_store import CycleStore
+
+    try:
+        store = CycleStore(data_dir(args))
+        rows = store.recent(1)
+        rec = store.load(rows[0]["tick"]) if rows else None
+    except (OSError, LookupError, ValueError, UserError):
+        return None
+    if rec is None or rec.wake is None:
+        return None
+    return f"  wake:       tick {rec.tick}: {wake_summary(rec.wake)}"
 
 
 def spend_line(st) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from golem.cognition.budget import budget_fraction, utc_day
 from golem.cognition.clock import theta_interval_seconds
 from golem.cognition.learned_gating import note_gating_outcome
+from golem.cognition.lines import next_health_history
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
 from golem.life.dream_scheduler import DreamUrgency, dream_urgency
@@ -161,6 +162,7 @@ def fold_tick_result(
     new.last_tvl = result.tvl
     new.last_oracle_price = result.oracle_price
     new.position_health = dict(result.position_health)
+    new.health_history = next_health_history(state.health_history, min(result.position_health.values(), default=None))
 
     consumed_steers = set(result.steers_consumed)
     consumed_followups = set(result.followups_consumed)

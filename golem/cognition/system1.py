@@ -16,17 +16,20 @@ from golem.cognition.backpressure import merge_into_observation
 from golem.cognition.budget import daily_spend_on
 from golem.cognition.fold import fold_tick_result, should_run_delta
 from golem.cognition.learned_gating import GateOutcome, gate_tick, learn_at_delta, tick_seed
+from golem.cognition.lines import lift, strategy_lines, wake_check
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.grimoire.topology import TopologyView
+from golem.inference.strategy import Strategy
 from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import Tier
 from golem.models.interventions import Steer
 from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState, ProbeResult
 from golem.models.state import GolemState
 from golem.models.tick import TickResult
+from golem.models.wake import Wakefulness
 
 # heartbeat "Daily Cost Model": per-call averages T1 $0.002, T2 $0.05
 COST_PER_CALL = {Tier.T0: 0.0, Tier.T1: 0.002, Tier.T2: 0.05}
@@ -41,10 +44,13 @@ def observe(
     kill_switch_triggered: bool = False,
     carried_probes: list[ProbeResult] | None = None,
     topology: TopologyView | None = None,
+    strategy: Strategy | None = None,
 ) -> Observation:
     """Probes (§S9, merged with probes carried from dropped ticks) and the regime, from a snapshot; with a
-    topology view, each anomaly carries its topology curiosity modifier (grimoire "Feeding the Curiosity Scorer")."""
-    probes = run_probes(snapshot, state, cfg.probes, kill_switch_triggered,
+    topology view, each anomaly carries its topology curiosity modifier (grimoire "Feeding the Curiosity Scorer").
+    The position probe's lines come from `strategy` (golem.cognition.lines)."""
+    thresholds = strategy_lines(strategy, cfg.probes, cfg.wake).probe_thresholds(cfg.probes)
+    probes = run_probes(snapshot, state, thresholds, kill_switch_triggered,
                         daily_spend=daily_spend_on(state, now_iso), heartbeat=cfg.heartbeat)
     if carried_probes:
         probes = merge_into_observation(probes, carried_probes)
@@ -59,7 +65,10 @@ class System1Tick(BaseModel):
     observation: Observation
     prediction_error: float
     sources: dict[str, float] = Field(default_factory=dict)
-    gate: GateOutcome
+    gate: GateOutcome  # its tier is gating's; `tier` is after the wake floor
+    wake: Wakefulness
+    tier: Tier
+    reason: str
 
 
 def system1_tick(
@@ -73,16 +82,20 @@ def system1_tick(
     seed: int | None = None,
     kill_switch_triggered: bool = False,
     topology: TopologyView | None = None,
+    strategy: Strategy | None = None,
 ) -> System1Tick:
     obs = observe(snapshot, state, cfg, now_iso=now_iso, kill_switch_triggered=kill_switch_triggered,
-                  topology=topology)
+                  topology=topology, strategy=strategy)
     pe, sources = compute_prediction_error(state, obs, cfg.oracle.enabled, gating.topology_weight)
     threshold = compute_adaptive_threshold(state, cfg.heartbeat.base_deliberation_threshold)
     outcome = gate_tick(
         pe, threshold, state, steers or [], obs, probe_thresholds=cfg.probes, heartbeat=cfg.heartbeat, gating=gating,
         daily_spend=daily_spend_on(state, now_iso), seed=tick_seed(state.golem_id, state.tick) if seed is None else seed,
     )
-    return System1Tick(observation=obs, prediction_error=pe, sources=sources, gate=outcome)
+    wake = wake_check(strategy, obs, state.health_history, state.last_price, cfg.probes, cfg.wake)
+    tier, reason, wake = lift(outcome.tier, outcome.reason, wake)
+    return System1Tick(observation=obs, prediction_error=pe, sources=sources, gate=outcome, wake=wake, tier=tier,
+                       reason=reason)
 
 
 # ---- synthetic world for simulation ----------------------------------------------------------
@@ -139,6 +152,7 @@ def simulate(
     topology: TopologyView | None = None,
     snapshot: Callable[[float, int], ChainSnapshot] | None = None,
     act: Callable[[GolemState, System1Tick], int] | None = None,
+    strategy: Strategy | None = None,
 ) -> SimulationRun:
     """Drive System 1 over a pool price path: each tick observes, analyses, gates (learned after the
     cold start), pays the §S5 per-call cost of its tier, folds into state, and at delta frequency
@@ -146,7 +160,8 @@ def simulate(
     `topology` (e.g. SYNTHETIC_TOPOLOGY) gives the anomalies their topology curiosity modifiers.
     Without `act` no deliberation runs and no actions are taken; with it, every escalated tick (T1/T2) calls
     `act(state, tick)` for the number of actions executed (what learned gating's hindsight judges), and
-    `snapshot(price, i)` builds the world the actions changed (default: synthetic_snapshot)."""
+    `snapshot(price, i)` builds the world the actions changed (default: synthetic_snapshot). With `strategy`, its
+    lines set the position probe and the wake floor (golem.cognition.lines)."""
     cfg = cfg or GolemConfig()
     gating = gating or GatingSection()
     st = state or GolemState(golem_id=golem_id, theta_seconds=cfg.clock.theta_base_seconds)
@@ -158,8 +173,8 @@ def simulate(
             st = st.model_copy(update={"last_delta_tick": st.tick})
         now_iso = now.isoformat()
         snap = snapshot(price, i) if snapshot is not None else synthetic_snapshot(price, i)
-        t = system1_tick(snap, st, cfg, gating, now_iso=now_iso, topology=topology)
-        tier = t.gate.tier
+        t = system1_tick(snap, st, cfg, gating, now_iso=now_iso, topology=topology, strategy=strategy)
+        tier = t.tier
         cost = COST_PER_CALL[tier]
         actions = act(st, t) if act is not None and tier != Tier.T0 else 0
         result = TickResult(

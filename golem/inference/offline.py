@@ -14,13 +14,22 @@ How it decides:
 from __future__ import annotations
 
 import math
-import operator
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from golem.inference.deliberator import Route
-from golem.inference.strategy import Action, Condition, Constraint, Rule, Strategy, rules_in
+from golem.inference.strategy import (
+    Action,
+    Constraint,
+    Metrics,
+    Rule,
+    Strategy,
+    fmt_metric as _fmt,
+    metrics_from,
+    rule_fires,
+    rules_in,
+)
 from golem.models.enums import ProbeSeverity
 from golem.models.record import DeliberationRecord, RuleApplied, ToolCallRecord
 from golem.models.tick import DecideInput, Deliberation, ProposedAction
@@ -30,56 +39,10 @@ SWAP_OUTPUT_HAIRCUT = 0.97  # projected swap proceeds are discounted for fee and
 AMOUNT_DECIMALS = 6
 POLICY_MARGIN = 0.95  # stay under max_trade_size_usd even if PolicyCage values at a slightly different price
 
-_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-        "!=": operator.ne}
-
-Metrics = dict[str, float | str | None]
-
 
 def metrics_for(inp: DecideInput) -> Metrics:
-    """The values rules can test (names as in strategy.METRICS); None where not available."""
-    obs = inp.observation
-    snap = obs.snapshot
-    prev = inp.ctx.state.last_price
-    price = snap.pool.price
-    lending = [p for p in snap.positions if p.kind == "lending"]
-    m: Metrics = {
-        "health_factor": obs.min_health_factor(),
-        "price_change_bps": (price - prev) / prev * 10_000.0 if prev and prev > 0 else None,
-        "price": price,
-        "oracle_price": snap.oracle_price,
-        "pool_oracle_gap_bps": (price - snap.oracle_price) / snap.oracle_price * 10_000.0
-        if snap.oracle_price > 0 else None,
-        "gas_gwei": snap.gas_price_gwei,
-        "regime": obs.regime.value,
-        "debt": sum(p.debt for p in lending),
-        "collateral": sum(p.collateral for p in lending),
-    }
-    balances = {k.upper(): v for k, v in snap.balances.items()}
-    for tok in ("WETH", "USDC", "DAI"):
-        m[f"balance.{tok}"] = balances.get(tok, 0.0)
-    return m
-
-
-def _fmt(v: float | str | None) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, str):
-        return v
-    return f"{v:.4g}" if abs(v) < 1000 else f"{v:.2f}"
-
-
-def _evaluate(cond: Condition, metrics: Metrics, steer_texts: list[tuple[str, str]]) -> tuple[bool, str, list[str]]:
-    """(holds, evidence, steer ids that matched)."""
-    if cond.kind == "steer":
-        needle = (cond.text or "").lower()
-        ids = [sid for sid, msg in steer_texts if needle in msg.lower()]
-        return bool(ids), (f'steer {", ".join(ids)} contains "{cond.text}"' if ids else ""), ids
-    value = metrics.get(cond.metric or "")
-    if value is None:
-        return False, "", []
-    holds = bool(_OPS[cond.op](value, cond.value))  # type: ignore[index]
-    return holds, f"{cond.metric} {_fmt(value)} {cond.op} {_fmt(cond.value)}", []
+    """The values rules can test (strategy.metrics_from on the tick's observation and the previous price)."""
+    return metrics_from(inp.observation, inp.ctx.state.last_price)
 
 
 def _checkable(c: Constraint) -> bool:
@@ -288,15 +251,8 @@ class _Decision:
         fired: list[tuple[Rule, list[str]]] = []
         steer_matches: dict[str, list[str]] = {s.id: [] for s in inp.steers}
         for rule in self.rules:
-            evidence: list[str] = []
-            matched: list[str] = []
-            for cond in rule.conditions:
-                holds, ev, ids = _evaluate(cond, m, steer_texts)
-                if not holds:
-                    break
-                evidence.append(ev)
-                matched.extend(ids)
-            else:  # every condition held
+            holds, evidence, matched = rule_fires(rule, m, steer_texts)
+            if holds:
                 fired.append((rule, evidence))
                 for sid in matched:  # a steer only counts as matched when its rule fired
                     steer_matches[sid].append(rule.label)

@@ -32,6 +32,7 @@ Numbers are plain (1.6, -300, 1_000); AMOUNT is a number or a percentage (25%).
 
 from __future__ import annotations
 
+import operator
 import re
 from pathlib import Path
 from typing import Literal
@@ -39,6 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from golem.models.enums import MarketRegime
+from golem.models.observation import Observation
 
 TOKENS = ("WETH", "USDC", "DAI")
 NUMERIC_METRICS = (
@@ -350,6 +352,78 @@ def parse_strategy(text: str) -> Strategy:
     if strategy.collateral_token == strategy.debt_token:
         raise StrategyError("STRATEGY.md: collateral and debt are the same token. Set different tokens under ## Settings.")
     return strategy
+
+
+# ---- evaluating rules (pure: the offline deliberator and System 1's rule preview share it) ------------
+
+Metrics = dict[str, float | str | None]
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+        "!=": operator.ne}
+
+
+def metrics_from(observation: Observation, last_price: float | None) -> Metrics:
+    """The values rules can test (names as in METRICS) from an observation and the previous tick's price;
+    None where not available."""
+    snap = observation.snapshot
+    price = snap.pool.price
+    lending = [p for p in snap.positions if p.kind == "lending"]
+    m: Metrics = {
+        "health_factor": observation.min_health_factor(),
+        "price_change_bps": (price - last_price) / last_price * 10_000.0 if last_price and last_price > 0 else None,
+        "price": price,
+        "oracle_price": snap.oracle_price,
+        "pool_oracle_gap_bps": (price - snap.oracle_price) / snap.oracle_price * 10_000.0
+        if snap.oracle_price > 0 else None,
+        "gas_gwei": snap.gas_price_gwei,
+        "regime": observation.regime.value,
+        "debt": sum(p.debt for p in lending),
+        "collateral": sum(p.collateral for p in lending),
+    }
+    balances = {k.upper(): v for k, v in snap.balances.items()}
+    for tok in TOKENS:
+        m[f"balance.{tok}"] = balances.get(tok, 0.0)
+    return m
+
+
+def fmt_metric(v: float | str | None) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, str):
+        return v
+    return f"{v:.4g}" if abs(v) < 1000 else f"{v:.2f}"
+
+
+def evaluate_condition(cond: Condition, metrics: Metrics,
+                       steer_texts: list[tuple[str, str]]) -> tuple[bool, str, list[str]]:
+    """(holds, evidence, steer ids that matched). A metric that is not available never holds."""
+    if cond.kind == "steer":
+        needle = (cond.text or "").lower()
+        ids = [sid for sid, msg in steer_texts if needle in msg.lower()]
+        return bool(ids), (f'steer {", ".join(ids)} contains "{cond.text}"' if ids else ""), ids
+    value = metrics.get(cond.metric or "")
+    if value is None:
+        return False, "", []
+    holds = bool(_OPS[cond.op](value, cond.value))  # type: ignore[index]
+    return holds, f"{cond.metric} {fmt_metric(value)} {cond.op} {fmt_metric(cond.value)}", []
+
+
+def rule_fires(rule: Rule, metrics: Metrics,
+               steer_texts: list[tuple[str, str]]) -> tuple[bool, list[str], list[str]]:
+    """(every condition holds, the evidence of each, steer ids matched), conditions read left to right."""
+    evidence: list[str] = []
+    matched: list[str] = []
+    for cond in rule.conditions:
+        holds, ev, ids = evaluate_condition(cond, metrics, steer_texts)
+        if not holds:
+            return False, evidence, []
+        evidence.append(ev)
+        matched.extend(ids)
+    return True, evidence, matched
+
+
+def readable_without_steer(rule: Rule) -> bool:
+    """A rule whose every condition reads the market or the account (no steer text): System 1 can preview it."""
+    return all(c.kind == "metric" for c in rule.conditions)
 
 
 _CURATOR_NOTE = re.compile(r"\s*_\(confidence [^)]*\)_\s*$")

@@ -49,6 +49,7 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
         deliberation_threshold=inp.gate.threshold,
         tier=inp.gate.tier,
         gating_reason=inp.gate.reason,
+        wake=inp.gate.wake,
         context_bundle_summary=(
             inp.deliberation.context if inp.deliberation and inp.deliberation.context
             else inp.retrieved.summary if inp.retrieved else ContextBundleSummary()

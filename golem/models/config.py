@@ -6,7 +6,15 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from golem.models.enums import MarketRegime
 
@@ -86,6 +94,22 @@ class ProbeThresholds(BaseModel):
     world_model_drift_low: float = 0.10
     world_model_drift_high: float = 0.25
     kill_switch_path: str = "/tmp/golem_killswitch"
+
+
+class WakeSection(BaseModel):
+    """`[wake]`: System 1 never lets a line of STRATEGY.md be crossed in silence (docs/design/wakefulness.md)."""
+
+    model_config = {"extra": "forbid"}
+    # The position probe's lines from STRATEGY.md: Low = the highest health-factor line a rule reacts to + this,
+    # High = the MUST health_factor floor + this ([probes] health_factor_low / _high when the strategy names none).
+    probe_low_margin: float = Field(default=0.1, ge=0.0, le=2.0)
+    probe_high_margin: float = Field(default=0.1, ge=0.0, le=2.0)
+    # The forecast: ticks until the health factor reaches the nearest line, at the recent slope and at the recent
+    # worst per-tick move; at or below this many ticks the tick cannot stay at T0.
+    horizon_ticks: float = Field(default=3.0, ge=0.0, le=100.0)
+    window_ticks: int = Field(default=12, ge=2, le=16)  # recent = this many ticks of health-factor history
+    # Preview STRATEGY.md's market-readable rules every tick; a rule that would fire lifts the tick to T1 at least.
+    preview_rules: bool = True
 
 
 class HeartbeatSection(BaseModel):
@@ -282,6 +306,7 @@ class GolemConfig(BaseModel):
     clock: ClockSection = Field(default_factory=ClockSection)
     heartbeat: HeartbeatSection = Field(default_factory=HeartbeatSection)
     probes: ProbeThresholds = Field(default_factory=ProbeThresholds)
+    wake: WakeSection = Field(default_factory=WakeSection)
     policy: PolicySection = Field(default_factory=PolicySection)
     inference: InferenceSection = Field(default_factory=InferenceSection)
     gating: GatingSection = Field(default_factory=GatingSection)
@@ -295,6 +320,20 @@ class GolemConfig(BaseModel):
     # Read by the worker from golem.toml; kept out of the config version and of workflow payloads (exclude), so
     # adding the section changed no version hash and no recorded history. A new URL needs a worker restart.
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)
+
+    @model_serializer(mode="wrap")
+    def _omit_default_sections(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Sections added after config versions existed are left out while at their defaults, so adding one
+        changed no version hash and no recorded payload (an absent section decodes to its defaults)."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in LATE_SECTIONS:
+                if name in data and getattr(self, name) == type(getattr(self, name))():
+                    del data[name]
+        return data
+
+
+LATE_SECTIONS = ("wake",)
 
 
 def read_config_table(path: str | Path) -> dict[str, Any]:

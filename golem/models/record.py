@@ -10,6 +10,7 @@ from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime, Plut
 from golem.models.interventions import InterventionSummary, RejectedIntervention
 from golem.models.observation import Anomaly, Observation, ProbeResult
 from golem.models.state import PADVector, VitalityState
+from golem.models.wake import Wakefulness
 
 
 class ToolCallRecord(BaseModel):
@@ -196,6 +197,9 @@ class DecisionCycleRecord(BaseModel):
     deliberation_threshold: float
     tier: Tier
     gating_reason: str
+    # System 1's wake check (docs/design/wakefulness.md): forecast to the nearest STRATEGY.md line, rules previewed
+    # to fire, the floor under the tier; absent on records from before it existed
+    wake: Wakefulness | None = None
     # Context
     context_bundle_summary: ContextBundleSummary = Field(default_factory=ContextBundleSummary)
     retrieved_entries: list[RetrievedEntrySummary] = Field(default_factory=list)
@@ -252,4 +256,4 @@ class DecisionCycleRecord(BaseModel):
 # Record fields only set when their system measured something on the tick (the daimon's appraisal, the lifespan's
 # credit ledger, a phase transition, a death); None is left out of the JSON record and NULL in the cycle index.
 UNMEASURED_FIELDS = ("pad_after", "primary_emotion", "credit_consumed", "appraisal", "somatic_marker_laid",
-                     "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause", "risk")
+                     "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause", "risk", "wake")

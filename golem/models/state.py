@@ -267,6 +267,8 @@ class GolemState(BaseModel):
     last_tvl: float | None = None
     last_oracle_price: float | None = None
     position_health: dict[str, float] = Field(default_factory=dict)
+    # The min health factor of the last ticks with a loan, oldest first (golem.cognition.lines: the forecast)
+    health_history: list[float] = Field(default_factory=list)
     range_bound_run: int = 0
     # Loop bookkeeping
     theta_seconds: float = 60.0
@@ -321,7 +323,8 @@ STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
                           "regime", "pending_steers", *_SPEND}),
     "analyze": frozenset({"pending_steers", "pending_followups", "position_health", LAST_PRICE, "regime"}),
     "gate": frozenset({"pad", "pending_steers", "pending_followups", "strategy_confidence", "vitality",
-                       "learned_gating", "regime", "phase", LAST_PRICE, "position_health", *_SPEND}),
+                       "learned_gating", "regime", "phase", LAST_PRICE, "position_health", "health_history",
+                       *_SPEND}),
     "retrieve": frozenset({"pad", "pending_steers", "pending_followups"}),
     "decide": frozenset({LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence",
                          "vitality", "regime", *_SPEND}),

@@ -27,6 +27,7 @@ from golem.models.record import (
 )
 from golem.models.slices import slice_dump
 from golem.models.state import DecisionCacheState, GatingDecision, GolemState, LifeUpdate, slice_fields
+from golem.models.wake import Wakefulness
 
 
 T = TypeVar("T")
@@ -208,6 +209,7 @@ class GateResult(BaseModel):
     reason: str
     forced: bool = False
     gating: GatingDecision | None = None  # learned-gating choice + shadow baseline, for outcome feedback
+    wake: Wakefulness | None = None  # the forecast and rule preview, and the floor they put under the tier
 
 
 class RetrieveInput(StepInput):

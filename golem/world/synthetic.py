@@ -53,7 +53,7 @@ class StrategyBook:
     def act(self, state: GolemState, tick) -> int:
         """Deliberate an escalated tick (a golem.cognition.system1.System1Tick) offline; apply and count its actions."""
         inp = DecideInput(ctx=TickContext(golem_id=self.golem_id, tick=state.tick, config=self.cfg, state=state),
-                          observation=tick.observation, tier=tick.gate.tier, prediction_error=tick.prediction_error)
+                          observation=tick.observation, tier=tick.tier, prediction_error=tick.prediction_error)
         actions = self.deliberator.decide_now(inp, self.strategy).actions
         for a in actions:
             if a.tool == "repay":

@@ -1,0 +1,143 @@
+"""The lines of STRATEGY.md, the health-factor forecast and the rule preview (golem.cognition.lines)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from golem.cognition.lines import (
+    HEALTH_HISTORY_LEN,
+    forecast,
+    next_health_history,
+    preview_rules,
+    strategy_lines,
+)
+from golem.cognition.system1 import synthetic_snapshot
+from golem.inference.strategy import parse_strategy
+from golem.models.config import ProbeThresholds, WakeSection
+from golem.models.enums import MarketRegime
+from golem.models.observation import Observation
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = parse_strategy((REPO / "examples/golem-home/STRATEGY.md").read_text())
+WAKE = WakeSection()
+PROBES = ProbeThresholds()
+
+
+def _strategy(rules: str, constraints: str = "") -> object:
+    return parse_strategy(f"# S\n## Rules\n{rules}\n## Constraints\n{constraints}\n")
+
+
+def test_the_example_strategy_draws_its_repay_line_and_floor():
+    lines = strategy_lines(EXAMPLE, PROBES, WAKE)
+    assert lines.trigger == 1.6 and lines.floor == 1.3
+    assert lines.probe_low == pytest.approx(1.7) and lines.probe_high == pytest.approx(1.4)
+    assert [ln.value for ln in lines.lines] == [1.6, 1.3, 1.0]
+    assert lines.lines[1].kind == "must"  # the floor and the 50 % repay share 1.3: the MUST wins the label
+    # the steer-only rule "steer contains … AND health_factor < 2.5" is no line the market can cross
+    assert 2.5 not in [ln.value for ln in lines.lines]
+    probes = lines.probe_thresholds(PROBES)
+    assert (probes.health_factor_low, probes.health_factor_high) == (pytest.approx(1.7), pytest.approx(1.4))
+
+
+def test_without_lines_the_probe_defaults_stand():
+    lines = strategy_lines(_strategy("- WHEN price_change_bps <= -300 THEN swap 10% WETH to USDC"), PROBES, WAKE)
+    assert (lines.probe_low, lines.probe_high, lines.source) == (1.5, 1.2, "defaults")
+    assert [ln.value for ln in lines.lines] == [1.5, 1.2, 1.0]
+    assert strategy_lines(None, PROBES, WAKE).probe_low == 1.5
+
+
+def test_margins_are_configurable_and_high_never_above_low():
+    s = _strategy("- WHEN health_factor < 1.4 THEN repay 10% debt", "- MUST keep health_factor >= 1.35")
+    lines = strategy_lines(s, PROBES, WakeSection(probe_low_margin=0.0, probe_high_margin=0.3))
+    assert lines.probe_low == 1.4 and lines.probe_high == 1.4
+
+
+def test_a_steady_bleed_is_forecast_before_the_line():
+    lines = strategy_lines(EXAMPLE, PROBES, WAKE)
+    history = [1.80 - 0.02 * i for i in range(8)]  # 1.80 … 1.66, falling 0.02 a tick
+    f = forecast(history, 1.64, lines, WAKE)
+    assert f is not None and f.line == 1.6 and f.line_label.startswith("STRATEGY.md:")
+    assert f.slope == pytest.approx(-0.02) and f.worst_move == pytest.approx(-0.02)
+    assert f.ticks_at_slope == pytest.approx(2.0) and f.within_horizon
+    higher = [1.90 - 0.02 * i for i in range(8)]  # 1.90 … 1.76
+    far = forecast(higher, 1.74, lines, WAKE)  # 7 ticks away at 0.02 a tick: beyond a 4-tick horizon
+    assert far is not None and not far.within_horizon and far.ticks_at_slope == pytest.approx(7.0, rel=1e-3)
+
+
+def test_the_worst_move_wakes_a_gap_the_slope_hides():
+    lines = strategy_lines(EXAMPLE, PROBES, WAKE)
+    history = [2.0, 2.05, 2.1, 2.15, 2.2]  # rising, then one −0.22 row
+    f = forecast(history, 1.98, lines, WAKE)
+    assert f is not None and f.slope is not None and f.slope < 0
+    assert f.worst_move == pytest.approx(-0.22)
+    assert f.ticks_at_worst == pytest.approx((1.98 - 1.6) / 0.22, rel=1e-3)
+    assert f.within_horizon
+
+
+def test_below_a_line_is_within_and_the_next_line_is_the_target():
+    lines = strategy_lines(EXAMPLE, PROBES, WAKE)
+    f = forecast([1.7, 1.65], 1.55, lines, WAKE)
+    assert f is not None and f.crossed == [1.6] and f.line == 1.3 and f.within_horizon
+    under_all = forecast([], 0.95, lines, WAKE)
+    assert under_all is not None and under_all.line == 1.0 and under_all.within_horizon
+
+
+def test_no_loan_no_forecast_and_a_calm_loan_sleeps():
+    lines = strategy_lines(EXAMPLE, PROBES, WAKE)
+    assert forecast([2.0], None, lines, WAKE) is None
+    calm = forecast([2.06, 2.055, 2.06, 2.058], 2.057, lines, WAKE)
+    assert calm is not None and not calm.within_horizon
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=st.lists(st.floats(0.5, 5.0), max_size=20), hf=st.floats(0.5, 5.0),
+       horizon=st.floats(0.0, 20.0), window=st.integers(2, 16))
+def test_forecast_properties(history, hf, horizon, window):
+    wake = WakeSection(horizon_ticks=horizon, window_ticks=window)
+    lines = strategy_lines(EXAMPLE, PROBES, wake)
+    f = forecast(history, hf, lines, wake)
+    assert f is not None
+    assert f.samples <= window
+    # the target is the nearest line strictly below, or the lowest line when under all of them
+    below = [ln.value for ln in lines.lines if ln.value < hf]
+    assert f.line == (max(below) if below else min(ln.value for ln in lines.lines))
+    assert f.crossed == [ln.value for ln in lines.lines if hf <= ln.value]
+    for t in (f.ticks_at_slope, f.ticks_at_worst):
+        assert t is None or t >= 0
+    # the worst move is never gentler than the mean slope, so it never forecasts later
+    if f.ticks_at_slope is not None:
+        assert f.ticks_at_worst is not None and f.ticks_at_worst <= f.ticks_at_slope + 1e-6
+    soon = [t for t in (f.ticks_at_slope, f.ticks_at_worst) if t is not None and t <= horizon]
+    assert f.within_horizon == (bool(f.crossed) or bool(soon))
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(0.5, 5.0)), max_size=40))
+def test_health_history_stays_small_and_restarts_without_a_loan(hfs):
+    history: list[float] = []
+    for hf in hfs:
+        history = next_health_history(history, hf)
+        assert len(history) <= HEALTH_HISTORY_LEN
+        if hf is None:
+            assert history == []
+        else:
+            assert history[-1] == pytest.approx(hf)
+
+
+def _observation(price: float, *, debt: float = 8000.0, regime: MarketRegime = MarketRegime.UNKNOWN) -> Observation:
+    return Observation(snapshot=synthetic_snapshot(price, 0, debt_usdc=debt), regime=regime, observed_at="t")
+
+
+def test_preview_fires_the_rules_the_offline_deliberator_would():
+    # synthetic HF = 10 WETH × price × 0.8 / 8000 USDC debt: 1,550 → 1.55 (under the 1.6 repay line)
+    hits = preview_rules(EXAMPLE, _observation(1550.0), last_price=1560.0)
+    assert [h.text for h in hits] == ["WHEN health_factor < 1.6 THEN repay 25% debt"]
+    assert hits[0].evidence == ["health_factor 1.55 < 1.6"]
+    # a −10 % row also fires the swap rule; the steer rules never preview
+    hits = preview_rules(EXAMPLE, _observation(1800.0), last_price=2000.0)
+    assert [h.rule for h in hits] == [r.label for r in EXAMPLE.rules if "price_change_bps <= -300" in r.text]
+    assert preview_rules(EXAMPLE, _observation(2100.0), last_price=2100.0) == []
+    assert preview_rules(None, _observation(1000.0), last_price=2000.0) == []
