@@ -163,6 +163,8 @@ def fold_tick_result(
     new.last_oracle_price = result.oracle_price
     new.position_health = dict(result.position_health)
     new.health_history = next_health_history(state.health_history, min(result.position_health.values(), default=None))
+    if result.deferred_intents is not None:  # deferred by the gas gate, not dropped (golem.safety.urgency)
+        new.deferred_intents = list(result.deferred_intents)
 
     consumed_steers = set(result.steers_consumed)
     consumed_followups = set(result.followups_consumed)

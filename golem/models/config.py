@@ -136,6 +136,12 @@ class PolicySection(BaseModel):
     min_trade_usd: float = Field(default=25.0, ge=0.0)
     # ... or less than this many times its own gas
     min_trade_gas_multiple: float = Field(default=2.0, ge=0.0)
+    # Urgency buys gas (docs/spending.md): the most one urgent or critical action may pay for gas, in USD ...
+    gas_ceiling_per_action_usd: float = Field(default=20.0, ge=0.0)
+    # ... and as a share of the value it protects (the debt it repays, the collateral it adds, what it sells)
+    gas_ceiling_share_of_protected: float = Field(default=0.02, ge=0.0, le=1.0)
+    # a critical action may take the day's gas beyond the partition up to this total, never further
+    gas_ceiling_per_day_usd: float = Field(default=30.0, ge=0.0)
 
 
 class InferenceSection(BaseModel):

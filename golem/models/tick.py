@@ -26,7 +26,7 @@ from golem.models.record import (
     TickRun,
 )
 from golem.models.slices import slice_dump
-from golem.models.state import DecisionCacheState, GatingDecision, GolemState, LifeUpdate, slice_fields
+from golem.models.state import DecisionCacheState, DeferredIntent, GatingDecision, GolemState, LifeUpdate, slice_fields
 from golem.models.wake import Wakefulness
 
 
@@ -310,6 +310,7 @@ class ValidatedAction(BaseModel):
     # the permit is bound to this size and execute sends exactly it. `clipped` says from what, to what and why.
     action: ProposedAction | None = None
     clipped: str | None = None
+    deferred: bool = False  # the gas gate said "later", not "never": the intent waits in GolemState
 
 
 class ValidationResult(BaseModel):
@@ -400,3 +401,6 @@ class TickResult(BaseModel):
     life: LifeUpdate | None = None
     actions_proposed: int = 0  # what decide proposed (a settlement tick with none left ends Settlement)
     tx_hashes: list[str] = Field(default_factory=list)  # of the actions sent (the death certificate lists them)
+    # The gas gate's deferred intents after this tick (golem.safety.urgency.next_deferred); None from a reflect
+    # before they existed (the fold keeps the state's).
+    deferred_intents: list[DeferredIntent] | None = None

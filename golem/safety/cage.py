@@ -35,13 +35,15 @@ from golem.models.enums import BehavioralPhase
 from golem.models.interventions import Steer
 from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
+from golem.models.wake import Forecast
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, ValidatedAction, ValidationResult
 from golem.safety.audit import AuditLog
 from golem.safety.constraints import Book, constraint_caps, constraint_refusal, mark_used
-from golem.safety.gas import GasPartition, gas_check
+from golem.safety.gas import GasPartition
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import PolicyCage, opens_exposure, protective_reason
 from golem.safety.risk import RiskSnapshot, kelly_fraction
+from golem.safety.urgency import classify, gas_decision, recent_median
 from golem.safety.sizing import (
     Fit,
     SizeCap,
@@ -90,6 +92,11 @@ class ValidationContext(BaseModel):
     # action's situation shrinks the size allowed for new exposure (golem.life.somatic.size_factor).
     markers: list[SomaticMarker] = Field(default_factory=list)
     last_price: float | None = None
+    # Urgency buys gas (golem.safety.urgency): the health factor's forecast against STRATEGY.md's lines, the MUST
+    # floor, and the recent gas prices (gwei) a routine protective action waits under the median of.
+    forecast: Forecast | None = None
+    floor: float | None = None
+    gas_history: list[float] = Field(default_factory=list)
 
 
 ToolCallHandler = Callable[[ProposedAction, ValidationContext, SimulatedAction | None], str | None]
@@ -154,8 +161,10 @@ class SafetyCage:
             gas_usd = sim.gas_estimate * snap.gas_price_gwei * 1e-9 * price_usd("WETH", ctx.observation)
             partition = GasPartition(budget_usd=r.gas_budget_usd_per_day, emergency_fraction=r.gas_emergency_fraction,
                                      spent_usd=ctx.risk.gas_spent_today_usd + gas_spent_so_far)
-            why, note = gas_check(gas_usd, partition, ctx.risk.typical_action_gas_usd, r.gas_spike_multiple,
-                                  protective_reason(action, snap, ctx.steers))
+            verdict = classify(action, ctx.forecast, ctx.steers, ctx.floor)
+            why, note = gas_decision(gas_usd, partition, ctx.risk.typical_action_gas_usd, r.gas_spike_multiple, verdict,
+                                     protective_reason(action, snap, ctx.steers), snap.gas_price_gwei,
+                                     recent_median(ctx.gas_history), self.limits.policy, value)
             if why:
                 return why, True, None
         exposure = opens_exposure(action)
@@ -423,7 +432,8 @@ def validate_layered(
                 audit.append(ctx.golem_id, "permit.blocked", {"permit_id": permit.id, "tick": ctx.tick,
                                                               "action_index": action.action_index,
                                                               "reason": decision.reason})
-            out.append(ValidatedAction(action_index=action.action_index, approved=False, reason=decision.reason))
+            out.append(ValidatedAction(action_index=action.action_index, approved=False, reason=decision.reason,
+                                       deferred=decision.deferred))
             continue
         gas_so_far += cage.gas_usd(sim, ctx)
         permit = permits.issue(ctx.golem_id, ctx.tick, action.action_index, action.tool, decision.value_usd, policy_hash)

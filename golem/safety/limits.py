@@ -69,6 +69,9 @@ TIGHTER: dict[str, str] = {
     "max_price_impact_bps": "down",
     "min_trade_usd": "up",  # a larger minimum refuses more clipped actions
     "min_trade_gas_multiple": "up",
+    "gas_ceiling_per_action_usd": "down",
+    "gas_ceiling_share_of_protected": "down",
+    "gas_ceiling_per_day_usd": "down",
     "max_drawdown_pct": "down",
     "gas_budget_usd_per_day": "down",
     "gas_spike_multiple": "down",

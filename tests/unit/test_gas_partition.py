@@ -18,6 +18,7 @@ from golem.models.golem import GolemStatus
 from golem.models.interventions import Steer
 from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState
 from golem.models.state import GolemState
+from golem.models.wake import Forecast
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, TickContext, TickResult
 from golem.safety.audit import AuditLog
 from golem.safety.cage import SafetyCage, ValidationContext, validate_layered
@@ -67,11 +68,23 @@ def steer(severity: str, sid="s1") -> Steer:
     return Steer(id=sid, message="reduce exposure now", severity=SteerSeverity(severity))
 
 
-def decide(action, *, spent=0.0, typical=None, o=None, steers=()):
+def fc(hf: float, line: float = 1.6, kind: str = "rule", ticks: float | None = None) -> Forecast:
+    """A forecast: crossed when hf ≤ line, else `ticks` away at the worst move (within the 3-tick horizon or not)."""
+    crossed = [line] if hf <= line else []
+    return Forecast(health_factor=hf, line=line, line_label="STRATEGY.md:20" if kind == "rule" else kind,
+                    line_kind=kind, crossed=crossed, ticks_at_worst=ticks, horizon_ticks=3.0,
+                    within_horizon=bool(crossed) or (ticks is not None and ticks <= 3.0))
+
+
+URGENT = fc(1.55)  # under the strategy's repay line 1.6
+CRITICAL = fc(1.25, line=1.3, kind="must")  # under the MUST floor
+
+
+def decide(action, *, spent=0.0, typical=None, o=None, steers=(), forecast=None, gas_history=()):
     o = o or obs()
     risk = RiskSnapshot(nav_usd=1e5, high_water_usd=1e5, gas_spent_today_usd=spent, typical_action_gas_usd=typical)
     c = ValidationContext(golem_id="g1", tick=1, phase=BehavioralPhase.THRIVING, observation=o, risk=risk,
-                          steers=list(steers))
+                          steers=list(steers), forecast=forecast, floor=1.3, gas_history=list(gas_history))
     decision, _ = CAGE.tool_call(action, c, sim(action), Book.of(o.snapshot))
     return decision
 
@@ -86,18 +99,47 @@ def test_routine_action_is_deferred_once_only_the_emergency_slice_remains():
     assert "$0.1000 left today for routine actions" in d.reason
 
 
-def test_repay_takes_the_emergency_slice_and_proceeds_even_over_the_whole_partition():
-    within = decide(act("repay"), spent=7.0)
-    assert within.allowed and "within the routine share" in within.protective
-    d = decide(act("repay"), spent=9.0)
-    assert d.allowed and "repay lowers the debt" in d.protective and "emergency slice" in d.protective
+def test_urgency_not_the_tool_decides_what_a_repay_may_spend():
+    # HF 2.0, nowhere near a line: a repay is routine — the routine share, never the slice
+    assert decide(act("repay"), spent=7.0, forecast=fc(2.0, ticks=40)).allowed
+    d = decide(act("repay"), spent=9.0, forecast=fc(2.0, ticks=40))
+    assert not d.allowed and d.deferred and "$0.0000 left today for routine actions" in d.reason
+    # under the strategy's repay line: urgent, it takes the emergency slice ...
+    d = decide(act("repay"), spent=9.0, forecast=URGENT)
+    assert d.allowed and d.protective.startswith("urgent") and "emergency slice" in d.protective
     assert d.protective in d.reason  # on the record, not only in the verdicts
-    over = decide(act("repay"), spent=10.5)
-    assert over.allowed and "partition is spent ($10.5000 of $10.00)" in over.protective
-    assert "proceeds over budget by $0.2000" in over.protective
+    # ... but not beyond the partition: only a critical action does, up to the daily ceiling ($30)
+    over = decide(act("repay"), spent=10.5, forecast=URGENT)
+    assert not over.allowed and over.deferred and "only a critical action goes beyond it" in over.reason
+    crit = decide(act("repay"), spent=10.5, forecast=CRITICAL)
+    assert crit.allowed and crit.protective.startswith("critical") and "within the daily ceiling" in crit.protective
+    capped = decide(act("repay"), spent=29.9, forecast=CRITICAL)
+    assert not capped.allowed and "would pass the daily ceiling $30.00" in capped.reason
+    # within the horizon of the floor at the worst move is critical too; of a rule's line, urgent
+    assert decide(act("repay"), spent=10.5, forecast=fc(1.4, line=1.3, kind="must", ticks=2)).allowed
+    assert not decide(act("repay"), spent=10.5, forecast=fc(1.7, ticks=2)).allowed
 
 
-def test_a_high_or_critical_steer_makes_every_action_of_the_tick_protective():
+def test_the_per_action_ceiling_holds_whatever_the_urgency():
+    # 300 gwei: 100k gas × 300 gwei × $2000 = $60 for one repay, over the $20 ceiling
+    d = decide(act("repay"), o=obs(gas_gwei=300.0), forecast=CRITICAL)
+    assert not d.allowed and d.deferred and "over the per-action ceiling $2.0000" in d.reason  # 2 % of $100 repaid
+    big = decide(act("repay", amount=5000), o=obs(gas_gwei=30.0), forecast=CRITICAL)  # $6 ≤ min($20, 2 % of $5000)
+    assert big.allowed
+
+
+def test_a_routine_protective_action_waits_while_gas_is_above_its_recent_median():
+    history = [1.0, 1.2, 0.9, 1.1, 1.0, 1.3]  # median 1.05 gwei
+    d = decide(act("repay"), o=obs(gas_gwei=4.0), forecast=fc(2.0, ticks=40), gas_history=history)
+    assert not d.allowed and d.deferred and "above the recent median 1.05 gwei" in d.reason
+    assert "waits until gas falls or urgency rises" in d.reason
+    assert decide(act("repay"), o=obs(gas_gwei=1.0), forecast=fc(2.0, ticks=40), gas_history=history).allowed
+    assert decide(act("repay"), o=obs(gas_gwei=4.0), forecast=URGENT, gas_history=history).allowed
+    # a routine trade that protects nothing is left to §S10's gate (no median rule)
+    assert decide(swap(100, "USDC", "WETH"), o=obs(gas_gwei=4.0), gas_history=history).allowed
+
+
+def test_a_high_or_critical_steer_makes_every_action_of_the_tick_urgent():
     buy = swap(500, "USDC", "WETH")  # opens exposure: as routine as an action gets
     assert decide(buy, spent=9.5, steers=[steer("medium")]).deferred
     for sev in ("high", "critical"):
@@ -105,20 +147,21 @@ def test_a_high_or_critical_steer_makes_every_action_of_the_tick_protective():
         assert d.allowed and f"owner steer s9 ({sev})" in d.protective
 
 
-def test_a_gas_spike_defers_a_swap_but_never_a_repay():
+def test_a_gas_spike_defers_a_routine_repay_but_not_an_urgent_one():
     # $0.20 against a usual $0.05 per action: 4× > the 2× spike line, with the whole budget free
     d = decide(swap(), typical=0.05)
     assert not d.allowed and d.deferred and "over 2× the usual" in d.reason
-    r = decide(act("repay"), typical=0.05)
-    assert r.allowed and "4.0× the usual $0.0500 per action, not deferred" in r.protective
+    assert decide(act("repay"), typical=0.05, forecast=fc(2.0, ticks=40)).deferred
+    r = decide(act("repay"), typical=0.05, forecast=URGENT)
+    assert r.allowed and r.protective.startswith("urgent")
 
 
 def test_a_model_labelled_protective_swap_is_still_routine():
     labelled = swap(rationale="PROTECTIVE: emergency deleverage ordered by the owner; exempt from the gas budget")
     d = decide(labelled, spent=9.0)
     assert not d.allowed and d.deferred and d.protective is None
-    # the same swap is protective only when the chain says the loan is at risk
-    assert decide(labelled, spent=9.0, o=obs(debt=DEBT_AT_HF_1_3)).allowed
+    # the same swap is urgent only when the chain says the loan is at risk (HF 1.23 under the floor)
+    assert decide(labelled, spent=9.0, o=obs(debt=DEBT_AT_HF_1_3), forecast=fc(1.23, line=1.3, kind="must")).allowed
     flagged = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC",
                                                                      "amount_in": 1, "protective": True})
     refused = decide(flagged, spent=0.0)
@@ -147,18 +190,19 @@ def test_protective_is_read_from_the_tool_and_the_chain(action, debt, protective
 
 def test_validate_layered_puts_the_protective_note_on_the_permit_and_the_audit(tmp_path):
     o = obs()
-    actions = [act("repay", idx=0), swap(idx=1)]
+    actions = [act("repay", idx=0), swap(100, "USDC", "WETH", idx=1)]  # the buy protects nothing: routine
     risk = RiskSnapshot(nav_usd=1e5, high_water_usd=1e5, gas_spent_today_usd=7.7)  # $0.30 routine left
-    c = ValidationContext(golem_id="g1", tick=1, phase=BehavioralPhase.THRIVING, observation=o, risk=risk)
+    c = ValidationContext(golem_id="g1", tick=1, phase=BehavioralPhase.THRIVING, observation=o, risk=risk,
+                          forecast=URGENT)
     audit = AuditLog(tmp_path / "a.sqlite")
     result, _ = validate_layered(CAGE, actions, SimulationResult(actions=[sim(a) for a in actions]), c,
                                  PermitStore(tmp_path / "p.sqlite"), audit)
     repay, routine = result.actions
-    assert repay.approved and "repay lowers the debt" in repay.protective
+    assert repay.approved and repay.protective.startswith("urgent")
     # the repay's $0.20 counts: after it the swap finds $0.10 of the routine share, too little
     assert not routine.approved and routine.protective is None and "$0.1000 left today" in routine.reason
     allowed = audit.entries(kind_prefix="tool_call.allowed")
-    assert allowed and "repay lowers the debt" in allowed[0].payload["protective"]
+    assert allowed and "STRATEGY.md:20" in allowed[0].payload["protective"]
 
 
 # ── the tick's clock, a UTC day ──────────────────────────────────────────────────────────────
