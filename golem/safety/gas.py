@@ -88,6 +88,14 @@ def gas_check(
     return None, f"protective, {protective}: gas ${est:,.4f} {spent}{spike}"
 
 
+def gas_limits(config: GolemConfig) -> dict[str, float]:
+    """The partition, its ring-fenced slice and the urgency ceilings (golem.safety.urgency), for status and report."""
+    risk, policy = SafetyLimits.from_config(config).risk, config.policy
+    return {"budget_usd": risk.gas_budget_usd_per_day, "slice_usd": risk.gas_budget_usd_per_day * risk.gas_emergency_fraction,
+            "per_action_usd": policy.gas_ceiling_per_action_usd,
+            "share_of_protected": policy.gas_ceiling_share_of_protected, "per_day_usd": policy.gas_ceiling_per_day_usd}
+
+
 def spend_status(state: GolemState | None, config: GolemConfig | None) -> dict[str, float | str]:
     """The budget fields of `golem status` (GolemStatus): today's inference and gas spend beside each budget,
     and the gas partition's emergency slice. Today = the state's spend_day (the last tick's UTC day)."""
