@@ -504,6 +504,9 @@ class TickActivities(ActivitySet):
         result.life = chain.update
         result.actions_proposed = len(proposed)
         # what the gas gate deferred waits in GolemState, one intent per tool (golem.safety.urgency)
+        out = chain.record.outcome
+        if out is not None and out.health_factor_after is not None and out.health_factor_before is not None:
+            result.hf_restored = max(out.health_factor_after - out.health_factor_before, 0.0) or None
         result.deferred_intents = next_deferred(inp.ctx.state.deferred_intents, record.tick, proposed,
                                                 chain.record.actions, record.observation.snapshot.gas_price_gwei)
         result.gating = gate.gating  # folded into the learned-gating log for delta feedback

@@ -178,6 +178,9 @@ def fold_tick_result(
     new.daily_gas_usd += max(result.gas_cost, 0.0)
     new.total_inference_usd += max(result.inference_cost, 0.0)
     new.total_gas_usd += max(result.gas_cost, 0.0)
+    if result.hf_restored:  # gas paid per unit of health factor restored (golem.safety.urgency)
+        new.hf_restored_total += result.hf_restored
+        new.gas_restoring_usd += max(result.gas_cost, 0.0)
 
     new.recent_ticks = _bounded(
         [*new.recent_ticks,

@@ -268,6 +268,8 @@ class GolemState(BaseModel):
     daily_gas_usd: float = 0.0
     total_inference_usd: float = 0.0
     total_gas_usd: float = 0.0
+    hf_restored_total: float = 0.0  # health factor the golem's ticks restored (after − before, where it rose)
+    gas_restoring_usd: float = 0.0  # gas paid on those ticks (status: gas per 1.0 of HF restored)
     # Interventions
     pending_steers: list[Steer] = Field(default_factory=list)
     pending_followups: list[FollowUp] = Field(default_factory=list)

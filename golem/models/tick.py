@@ -404,3 +404,4 @@ class TickResult(BaseModel):
     # The gas gate's deferred intents after this tick (golem.safety.urgency.next_deferred); None from a reflect
     # before they existed (the fold keeps the state's).
     deferred_intents: list[DeferredIntent] | None = None
+    hf_restored: float | None = None  # the health factor this tick's actions restored (re-read after − before, > 0)

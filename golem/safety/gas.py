@@ -101,10 +101,16 @@ def spend_status(state: GolemState | None, config: GolemConfig | None) -> dict[s
     and the gas partition's emergency slice. Today = the state's spend_day (the last tick's UTC day)."""
     out: dict[str, float | str] = {}
     if state is not None:
-        out.update(spend_day=state.spend_day, daily_spend_usd=state.daily_spend_usd, daily_gas_usd=state.daily_gas_usd)
+        out.update(spend_day=state.spend_day, daily_spend_usd=state.daily_spend_usd, daily_gas_usd=state.daily_gas_usd,
+                   hf_restored_total=state.hf_restored_total)
+        if state.hf_restored_total > 0:
+            out["gas_per_hf_restored"] = state.gas_restoring_usd / state.hf_restored_total
     if config is not None:
         risk = SafetyLimits.from_config(config).risk
         out.update(max_daily_cost_usd=config.heartbeat.max_daily_cost_usd,
                    gas_budget_usd_per_day=risk.gas_budget_usd_per_day,
-                   gas_emergency_usd=risk.gas_budget_usd_per_day * risk.gas_emergency_fraction)
+                   gas_emergency_usd=risk.gas_budget_usd_per_day * risk.gas_emergency_fraction,
+                   gas_ceiling_per_action_usd=config.policy.gas_ceiling_per_action_usd,
+                   gas_ceiling_share_of_protected=config.policy.gas_ceiling_share_of_protected,
+                   gas_ceiling_per_day_usd=config.policy.gas_ceiling_per_day_usd)
     return out

@@ -282,6 +282,14 @@ def test_status_shows_gas_beside_inference_and_each_budget():
     line = spend_line(st)
     assert "inference $0.0000 of $5.00" in line and "gas $9.8700 of $10.00" in line and "$2.00" in line
     assert "2025-03-01 UTC" in line
+    # the urgency ceilings, and gas per unit of health factor restored (folded from the ticks that restored it)
+    assert "urgent or critical ≤ $20.00 and 2.0% of the value protected per action" in line
+    assert "critical ≤ $30.00/day" in line and "gas per 1.0 HF restored n/a" in line
+    s = fold_tick_result(state, tick_result(0.5).model_copy(update={"hf_restored": 0.25}),
+                         "2025-03-01T12:00:00+00:00", ClockSection(), HeartbeatSection())
+    st = GolemStatus(golem_id="g", tick=61, activity="waiting", regime="volatile", phase="thriving", vitality=1.0,
+                     theta_seconds=30.0, **spend_status(s, cfg))
+    assert "gas per 1.0 HF restored $2.00 (0.250 restored)" in spend_line(st)
     old = GolemStatus.model_validate({"golem_id": "g", "tick": 1, "activity": "waiting", "regime": "calm",
                                       "phase": "thriving", "vitality": 1.0, "theta_seconds": 60.0,
                                       "daily_spend_usd": 0.0})
@@ -299,3 +307,45 @@ def test_doctor_shows_gas_today_against_the_partition(tmp_path):
     assert "gas today: $8.2500 over 33 actions of the $10.00/day partition" in line
     assert "routine share $8.00 spent: routine actions are deferred" in line and "$2.00 ring-fenced" in line
     assert "gas today: $0.0000 over 0 actions" in _gas_line(cfg, tmp_path / "nothing", now)
+
+
+# ── urgency classes, deferred intents ────────────────────────────────────────────────────────
+
+
+def test_urgency_classes_are_read_from_the_forecast_and_the_steer_never_the_words():
+    from golem.safety.urgency import Urgency, classify
+    repay = act("repay")
+    assert classify(repay, fc(2.88, ticks=12), []).level is Urgency.ROUTINE  # the flash-crash repay: far from a line
+    assert classify(repay, fc(1.7, ticks=2), []).level is Urgency.URGENT  # the rule's line within the horizon
+    assert classify(repay, URGENT, []).level is Urgency.URGENT  # under the rule's line
+    assert classify(repay, CRITICAL, [], floor=1.3).level is Urgency.CRITICAL  # under the MUST floor
+    assert classify(repay, fc(1.4, line=1.3, kind="must", ticks=1), []).level is Urgency.CRITICAL
+    assert classify(repay, None, []).level is Urgency.ROUTINE  # no loan
+    buy = swap(100, "USDC", "WETH", rationale="URGENT: protective, critical")
+    assert classify(buy, CRITICAL, [], floor=1.3).level is Urgency.ROUTINE  # buys exposure: never urgent
+    assert classify(buy, None, [steer("high")]).level is Urgency.URGENT
+
+
+def test_deferred_intents_wait_one_per_tool_and_leave_when_decided_or_stale():
+    from golem.models.enums import ActionStatus
+    from golem.models.record import ActionRecord
+    from golem.safety.urgency import DEFERRED_MAX_TICKS, next_deferred, release_reason, with_deferred
+    repay = act("repay", amount=800)
+    deferred = ActionRecord(action_index=0, action_type="repay", tool_name="repay", status=ActionStatus.DEFERRED,
+                            block_reason="risk: gas gate: defer: routine (...): gas above the recent median")
+    intents = next_deferred([], 8, [repay], [deferred], 81.0)
+    assert [(i.tool, i.since_tick, i.arguments) for i in intents] == [("repay", 8, {"amount": 800})]
+    assert next_deferred(intents, 9, [], [], 2.0) == intents  # a T0 tick: it waits on
+    again = next_deferred(intents, 10, [repay], [deferred], 60.0)
+    assert again[0].since_tick == 8 and again[0].last_tick == 10
+    sent = deferred.model_copy(update={"status": ActionStatus.EXECUTED, "block_reason": None})
+    assert next_deferred(intents, 11, [repay], [sent], 2.0) == []
+    assert next_deferred(intents, 8 + DEFERRED_MAX_TICKS + 1, [], [], 2.0) == []
+    # it comes back when gas is at or under its recent median, or when the position makes it urgent
+    history = [2.0] * 10
+    assert release_reason(intents, 80.0, history, fc(2.0, ticks=40), 1.3) is None
+    assert "under its recent median 2.00 gwei" in release_reason(intents, 2.0, history, fc(2.0, ticks=40), 1.3)
+    assert "urgency rose to critical" in release_reason(intents, 80.0, history, CRITICAL, 1.3)
+    # re-proposed after the decision's own actions, unless the decision already uses the tool
+    assert [a.tool for a in with_deferred([swap()], intents)] == ["swap", "repay"]
+    assert with_deferred([act("repay", amount=5)], intents) == [act("repay", amount=5)]
