@@ -6,14 +6,15 @@ tool_call hook ... any Block beats all Allows"; §3 `telemetry`, `safety`, `risk
 
   safety   PolicyCage (approved assets, max trade size, max slippage, phase restrictions), max
            drawdown, the kill switch, STRATEGY.md MUST constraints on the simulated post-state;
-  risk     hard shields (health-factor floor, oracle-deviation halt), the §S10 gas gate (routine actions
-           against the partition minus its emergency slice; protective ones never deferred, see
-           golem.safety.gas), Kelly sizing and adaptive guardrails learned from outcomes (only once there
-           are enough of them);
+  risk     hard shields (health-factor floor, oracle-deviation halt), the §S10 gas gate by urgency (routine
+           actions against the partition minus its emergency slice, urgent and critical ones under the
+           ceilings: golem.safety.urgency), Kelly sizing and adaptive guardrails learned from outcomes (only
+           once there are enough of them);
   permits  the simulation must have succeeded; only then is a single-use permit issued, bound to
            the tool, the action's value and the hash of every limit above.
 
-Every verdict is appended to the audit trail. Nothing the deliberator (or an LLM) writes can widen a
+Before the layers, validate_layered sizes every action to fit (golem.safety.sizing): one over a size limit is
+clipped to the largest size every limit allows and simulated again. Every verdict is appended to the audit trail. Nothing the deliberator (or an LLM) writes can widen a
 limit: limits come from golem.toml and only tighten (`golem.safety.limits`).
 """
 

@@ -3,9 +3,8 @@
 The partition is `gas_budget_usd_per_day` for one UTC day of the tick's clock (TickContext.started_at:
 workflow.now() live, the path's time in a backtest), the same day §S12's inference budget resets on, so
 `golem status` shows both spends for one "today". Routine actions may spend it up to
-(1 − gas_emergency_fraction); the rest is ring-fenced for protective actions
-(golem.safety.policy.protective_reason), which the gate never defers — not for the budget, not for the
-spike rule — and which still proceed when the whole partition is spent, saying so on their record.
+(1 − gas_emergency_fraction); the rest is ring-fenced for urgent actions, and critical ones may go beyond it up
+to a hard daily ceiling (golem.safety.urgency; docs/design/spending.md).
 """
 
 from __future__ import annotations
@@ -64,28 +63,6 @@ def gas_gate(estimated_gas_usd: float, available_usd: float, typical_usd: float 
         return (f"{GAS_GATE_DEFER}: estimated gas ${estimated_gas_usd:,.4f} is over {spike_multiple:g}× the usual "
                 f"${typical_usd:,.4f} per action")
     return None
-
-
-def gas_check(
-    estimated_gas_usd: float, partition: GasPartition, typical_usd: float | None, spike_multiple: float,
-    protective: str | None,
-) -> tuple[str | None, str | None]:
-    """(defer reason, protective note). A routine action goes through §S10's gate against the routine share;
-    a protective one is never deferred and gets a note for its record: why it is protective and what it spent."""
-    if protective is None:
-        return gas_gate(estimated_gas_usd, partition.routine_left_usd, typical_usd, spike_multiple), None
-    est, left = estimated_gas_usd, partition.left_usd
-    if est > left:
-        spent = (f"the day's gas partition is spent (${partition.spent_usd:,.4f} of ${partition.budget_usd:,.2f}): "
-                 f"proceeds over budget by ${est - max(left, 0.0):,.4f}")
-    elif est > partition.routine_left_usd:
-        spent = f"uses the emergency slice (${left:,.4f} of ${partition.emergency_usd:,.2f} left today)"
-    else:
-        spent = f"within the routine share (${partition.routine_left_usd:,.4f} left today)"
-    spike = ""
-    if typical_usd is not None and typical_usd > 0 and est > typical_usd * spike_multiple:
-        spike = f"; {est / typical_usd:.1f}× the usual ${typical_usd:,.4f} per action, not deferred"
-    return None, f"protective, {protective}: gas ${est:,.4f} {spent}{spike}"
 
 
 def gas_limits(config: GolemConfig) -> dict[str, float]:

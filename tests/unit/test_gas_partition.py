@@ -1,6 +1,7 @@
-"""The §S10 gas partition: routine actions stop short of a ring-fenced emergency slice, protective actions
-(golem.safety.policy.protective_reason) are never deferred by the budget or the spike rule, the partition's
-day is the tick's clock, and status / doctor show gas beside inference."""
+"""The §S10 gas partition by urgency (golem.safety.urgency): routine actions stop short of a ring-fenced emergency
+slice and a routine protective one waits while gas is above its median, urgent ones may use the slice, critical
+ones go beyond it up to the daily ceiling, all under the per-action ceiling; deferred intents wait and come back;
+the partition's day is the tick's clock, and status / doctor show gas beside inference and the ceilings."""
 
 from __future__ import annotations
 
