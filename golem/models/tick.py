@@ -245,6 +245,9 @@ class ProposedAction(BaseModel):
     tool: str  # swap | supply | withdraw | borrow | repay
     arguments: dict[str, Any] = Field(default_factory=dict)
     rationale: str = ""
+    # Size to fit: the proposal's own arguments when the cage clipped it (a rerun of the tick proposing them again
+    # finds the action already sent: golem.safety.run_actions)
+    clipped_from: dict[str, Any] | None = None
 
 
 class DecideInput(StepInput):

@@ -404,8 +404,9 @@ def validate_layered(
         if f.refusal is not None and f.binding is not None:
             decision = SafetyCage._blocked(proposed, f.binding.layer, f"size to fit: {f.refusal}", [], 0.0)
         elif action.action_index in clips and resimulated is None:
-            decision = SafetyCage._blocked(proposed, "permits", "size to fit: clipped but not simulated again at "
-                                           "its new size; every write must be simulated before it is approved", [], 0.0)
+            decision = SafetyCage._blocked(proposed, "permits", f"size to fit: clipped but not simulated again at "
+                                           f"its new size (by {f.binding.limit if f.binding else 'a limit'}); every "
+                                           "write must be simulated before it is approved", [], 0.0)
         else:
             decision, book = cage.tool_call(action, ctx, sim, book, gas_so_far)
             if action.action_index in clips:

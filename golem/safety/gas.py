@@ -73,15 +73,20 @@ def gas_limits(config: GolemConfig) -> dict[str, float]:
             "share_of_protected": policy.gas_ceiling_share_of_protected, "per_day_usd": policy.gas_ceiling_per_day_usd}
 
 
+def restore_status(state: GolemState) -> dict[str, float]:
+    """Gas paid per 1.0 of health factor restored so far (`golem status`; needs the whole state, not a step's slice)."""
+    out = {"hf_restored_total": state.hf_restored_total}
+    if state.hf_restored_total > 0:
+        out["gas_per_hf_restored"] = state.gas_restoring_usd / state.hf_restored_total
+    return out
+
+
 def spend_status(state: GolemState | None, config: GolemConfig | None) -> dict[str, float | str]:
     """The budget fields of `golem status` (GolemStatus): today's inference and gas spend beside each budget,
     and the gas partition's emergency slice. Today = the state's spend_day (the last tick's UTC day)."""
     out: dict[str, float | str] = {}
     if state is not None:
-        out.update(spend_day=state.spend_day, daily_spend_usd=state.daily_spend_usd, daily_gas_usd=state.daily_gas_usd,
-                   hf_restored_total=state.hf_restored_total)
-        if state.hf_restored_total > 0:
-            out["gas_per_hf_restored"] = state.gas_restoring_usd / state.hf_restored_total
+        out.update(spend_day=state.spend_day, daily_spend_usd=state.daily_spend_usd, daily_gas_usd=state.daily_gas_usd)
     if config is not None:
         risk = SafetyLimits.from_config(config).risk
         out.update(max_daily_cost_usd=config.heartbeat.max_daily_cost_usd,

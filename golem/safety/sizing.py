@@ -68,7 +68,7 @@ def with_amount(action: ProposedAction, amount: float) -> ProposedAction:
     args[size_arg(action.tool)] = amount
     if action.tool == "add_liquidity" and old > 0:
         args["amount_usdc"] = floor_amount(float(args.get("amount_usdc", 0.0)) * amount / old)
-    return action.model_copy(update={"arguments": args})
+    return action.model_copy(update={"arguments": args, "clipped_from": action.clipped_from or dict(action.arguments)})
 
 
 def fit(action: ProposedAction, caps: list[SizeCap], min_amount: float) -> Fit:

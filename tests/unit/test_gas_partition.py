@@ -24,7 +24,7 @@ from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult,
 from golem.safety.audit import AuditLog
 from golem.safety.cage import SafetyCage, ValidationContext, validate_layered
 from golem.safety.constraints import Book
-from golem.safety.gas import spend_status, utc_day_bounds
+from golem.safety.gas import restore_status, spend_status, utc_day_bounds
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import HF_AT_RISK, protective_reason
 from golem.safety.risk import RiskSnapshot, RiskStore
@@ -289,7 +289,7 @@ def test_status_shows_gas_beside_inference_and_each_budget():
     s = fold_tick_result(state, tick_result(0.5).model_copy(update={"hf_restored": 0.25}),
                          "2025-03-01T12:00:00+00:00", ClockSection(), HeartbeatSection())
     st = GolemStatus(golem_id="g", tick=61, activity="waiting", regime="volatile", phase="thriving", vitality=1.0,
-                     theta_seconds=30.0, **spend_status(s, cfg))
+                     theta_seconds=30.0, **spend_status(s, cfg), **restore_status(s))
     assert "gas per 1.0 HF restored $2.00 (0.250 restored)" in spend_line(st)
     old = GolemStatus.model_validate({"golem_id": "g", "tick": 1, "activity": "waiting", "regime": "calm",
                                       "phase": "thriving", "vitality": 1.0, "theta_seconds": 60.0,
