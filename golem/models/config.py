@@ -143,6 +143,21 @@ class PolicySection(BaseModel):
     # a critical action may take the day's gas beyond the partition up to this total, never further
     gas_ceiling_per_day_usd: float = Field(default=30.0, ge=0.0)
 
+    @model_serializer(mode="wrap")
+    def _omit_default_late_keys(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Keys added after config versions existed are left out while at their defaults, so adding them changed
+        no version hash, policy hash or recorded payload (an absent key decodes to its default)."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in LATE_POLICY_KEYS:
+                if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                    del data[name]
+        return data
+
+
+LATE_POLICY_KEYS = ("max_price_impact_bps", "min_trade_usd", "min_trade_gas_multiple", "gas_ceiling_per_action_usd",
+                    "gas_ceiling_share_of_protected", "gas_ceiling_per_day_usd")
+
 
 class InferenceSection(BaseModel):
     model_config = {"extra": "forbid"}

@@ -94,7 +94,8 @@ class LimitChange(BaseModel):
 
 def _flat(limits: SafetyLimits | dict[str, Any]) -> dict[str, Any]:
     if isinstance(limits, SafetyLimits):
-        return {**limits.policy.model_dump(), **limits.risk.model_dump()}
+        # every field, the late policy keys too (model_dump leaves those out at their defaults)
+        return {**{k: getattr(limits.policy, k) for k in PolicySection.model_fields}, **limits.risk.model_dump()}
     out: dict[str, Any] = {}
     for k, v in limits.items():
         if isinstance(v, dict) and k in ("policy", "risk"):
