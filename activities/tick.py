@@ -86,6 +86,7 @@ from golem.models.tick import (
     VerifyInput,
 )
 from golem.safety.run_actions import renumbered
+from golem.safety.gas import utc_day_of
 from golem.safety.urgency import next_deferred, release_reason, with_deferred
 from activities.runs import reset_origin
 from activities.step_results import StepResults
@@ -295,7 +296,8 @@ class TickActivities(ActivitySet):
         if tier is Tier.T0:  # a deferred intent comes back once gas falls or urgency rises (golem.safety.urgency)
             released = release_reason(ctx.state.deferred_intents, obs.snapshot.gas_price_gwei, ctx.state.gas_history,
                                       wake.forecast, strategy_lines(self._strategy_or_none(ctx), ctx.cfg.probes,
-                                                                    ctx.cfg.wake).floor)
+                                                                    ctx.cfg.wake).floor,
+                                      day=utc_day_of(ctx.started_ts) if ctx.started_ts is not None else "")
             if released:
                 tier, reason = Tier.T1, f"{reason}; lifted to T1: {released}"
         return GateResult(tier=tier, threshold=out.threshold, reason=reason, forced=out.forced, gating=out.decision,
@@ -508,7 +510,8 @@ class TickActivities(ActivitySet):
         if out is not None and out.health_factor_after is not None and out.health_factor_before is not None:
             result.hf_restored = max(out.health_factor_after - out.health_factor_before, 0.0) or None
         result.deferred_intents = next_deferred(inp.ctx.state.deferred_intents, record.tick, proposed,
-                                                chain.record.actions, record.observation.snapshot.gas_price_gwei)
+                                                chain.record.actions, record.observation.snapshot.gas_price_gwei,
+                                                day=utc_day_of(inp.ctx.started_ts) if inp.ctx.started_ts is not None else "")
         result.gating = gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache_stats = inp.deliberation.decision_cache_stats if inp.deliberation else None
         return result

@@ -251,6 +251,11 @@ class DeferredIntent(BaseModel):
     last_tick: int  # the tick it was last deferred on
     reason: str = ""
     gas_gwei: float = 0.0  # the gas price it was deferred at
+    # what deferred it, which says what releases it: "price" (gas above its median, a spike, over a ceiling: gas must
+    # fall) or "budget" (the day's gas is spent: a new day); and its urgency then (a rise releases it too)
+    cause: str = "price"
+    day: str = ""  # the UTC day of the tick it was deferred on (a "budget" intent waits for another)
+    level: str = "routine"
 
 
 class GolemState(BaseModel):

@@ -139,8 +139,16 @@ def gas_decision(
 DEFERRED_MAX_TICKS = 120  # a deferred intent older than this is dropped: the situation it answered is gone
 
 
+def _cause(reason: str) -> tuple[str, str]:
+    """(cause, urgency level) of a gas-gate deferral, from its reason (gas_decision / gas_gate wrote it)."""
+    level = next((lv.value for lv in (Urgency.CRITICAL, Urgency.URGENT) if f"{GAS_GATE_DEFER}: {lv.value}" in reason),
+                 Urgency.ROUTINE.value)
+    budget = "left today" in reason or "daily ceiling" in reason
+    return ("budget" if budget else "price"), level
+
+
 def next_deferred(intents: list[DeferredIntent], tick: int, proposed: list[ProposedAction],
-                  actions: list[ActionRecord], gas_gwei: float) -> list[DeferredIntent]:
+                  actions: list[ActionRecord], gas_gwei: float, day: str = "") -> list[DeferredIntent]:
     """The deferred intents after a tick, one per tool: a tool this tick decided (sent, refused, cancelled) drops its
     intent; one the gas gate deferred this tick is (re)kept, since its first deferral; the others wait on, until
     DEFERRED_MAX_TICKS after they were first deferred."""
@@ -152,27 +160,33 @@ def next_deferred(intents: list[DeferredIntent], tick: int, proposed: list[Propo
             by_tool.pop(a.tool_name, None)
             continue
         was = by_tool.get(a.tool_name)
+        cause, level = _cause(a.block_reason or "")
         by_tool[a.tool_name] = DeferredIntent(
             tool=a.tool_name, arguments=args.get(a.action_index, was.arguments if was else {}),
-            since_tick=was.since_tick if was else tick, last_tick=tick, reason=a.block_reason or "", gas_gwei=gas_gwei)
+            since_tick=was.since_tick if was else tick, last_tick=tick, reason=a.block_reason or "", gas_gwei=gas_gwei,
+            cause=cause, day=day, level=level)
     return sorted(by_tool.values(), key=lambda i: i.since_tick)
 
 
 def release_reason(intents: list[DeferredIntent], gas_gwei: float, gas_history: list[float],
-                   forecast: Forecast | None, floor: float | None) -> str | None:
-    """Why the deferred intents come back on this tick (it cannot stay at T0), or None: gas fell to its recent median,
-    or the position now makes an intent urgent."""
-    if not intents:
-        return None
-    names = ", ".join(f"{i.tool} (deferred since tick {i.since_tick})" for i in intents)
+                   forecast: Forecast | None, floor: float | None, day: str = "") -> str | None:
+    """Why a deferred intent comes back on this tick (it cannot stay at T0), or None. What deferred it says what
+    releases it: an intent deferred for its gas price when gas is at or under its recent median (and under the
+    price it was deferred at); one deferred because the day's gas was spent on another day; either when the
+    position makes it more urgent than it was."""
     median = recent_median(gas_history)
-    if median is None or gas_gwei <= median:
-        return (f"deferred {names}: gas {gas_gwei:.2f} gwei is at or under its recent median "
-                f"{'n/a' if median is None else f'{median:.2f} gwei'}")
     for i in intents:
+        name = f"deferred {i.tool} (since tick {i.since_tick})"
         verdict = classify(ProposedAction(action_index=0, tool=i.tool, arguments=i.arguments), forecast, [], floor)
-        if verdict.level is not Urgency.ROUTINE:
-            return f"deferred {names}: urgency rose to {verdict.level.value} ({verdict.reason})"
+        if verdict.level.rank > Urgency(i.level).rank:
+            return f"{name}: urgency rose to {verdict.level.value} ({verdict.reason})"
+        if i.cause == "budget":
+            if day and i.day and day != i.day:
+                return f"{name}: a new day's gas partition ({day})"
+            continue
+        if (median is None or gas_gwei <= median) and gas_gwei < i.gas_gwei:
+            return (f"{name}: gas {gas_gwei:.2f} gwei is at or under its recent median "
+                    f"{'n/a' if median is None else f'{median:.2f} gwei'}")
     return None
 
 

@@ -342,11 +342,20 @@ def test_deferred_intents_wait_one_per_tool_and_leave_when_decided_or_stale():
     sent = deferred.model_copy(update={"status": ActionStatus.EXECUTED, "block_reason": None})
     assert next_deferred(intents, 11, [repay], [sent], 2.0) == []
     assert next_deferred(intents, 8 + DEFERRED_MAX_TICKS + 1, [], [], 2.0) == []
-    # it comes back when gas is at or under its recent median, or when the position makes it urgent
+    # deferred for its gas price, it comes back when gas is at or under its recent median, or when the position
+    # makes it urgent
     history = [2.0] * 10
+    assert intents[0].cause == "price" and intents[0].level == "routine"
     assert release_reason(intents, 80.0, history, fc(2.0, ticks=40), 1.3) is None
     assert "under its recent median 2.00 gwei" in release_reason(intents, 2.0, history, fc(2.0, ticks=40), 1.3)
     assert "urgency rose to critical" in release_reason(intents, 80.0, history, CRITICAL, 1.3)
+    # deferred because the day's gas is spent, cheap gas does not bring it back: another day does
+    spent = deferred.model_copy(update={"block_reason": "risk: gas gate: defer: estimated gas $0.5 exceeds the "
+                                                        "partition's $0.1 left today for routine actions"})
+    budget = next_deferred([], 8, [repay], [spent], 2.0, day="2026-01-01")
+    assert budget[0].cause == "budget"
+    assert release_reason(budget, 1.0, history, fc(2.0, ticks=40), 1.3, day="2026-01-01") is None
+    assert "a new day's gas partition" in release_reason(budget, 1.0, history, fc(2.0, ticks=40), 1.3, day="2026-01-02")
     # re-proposed after the decision's own actions, unless the decision already uses the tool
     assert [a.tool for a in with_deferred([swap()], intents)] == ["swap", "repay"]
     assert with_deferred([act("repay", amount=5)], intents) == [act("repay", amount=5)]
