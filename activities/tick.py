@@ -25,7 +25,7 @@ from golem.cognition.backpressure import merge_into_observation
 from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decide import decide_with_cache
 from golem.cognition.learned_gating import gate_tick, tick_seed
-from golem.cognition.lines import lift, strategy_lines, wake_check
+from golem.cognition.lines import forecast, lift, strategy_lines, wake_check
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
@@ -87,6 +87,8 @@ from golem.models.tick import (
     VerifyInput,
 )
 from golem.safety.run_actions import renumbered
+from golem.safety.gas import utc_day_of
+from golem.safety.urgency import next_deferred, release_reason, with_deferred
 from activities.runs import reset_origin
 from activities.step_results import StepResults
 from golem.services import Services
@@ -301,6 +303,13 @@ class TickActivities(ActivitySet):
             tier, note = escalate_every_tick(tier, spend, ctx.cfg.heartbeat)
             reason = f"{reason}; {note}" if note else reason
         tier, reason, wake = lift(tier, reason, wake)  # the wake floor: last, so nothing above keeps it at T0
+        if tier is Tier.T0:  # a deferred intent comes back once gas falls or urgency rises (golem.safety.urgency)
+            released = release_reason(ctx.state.deferred_intents, obs.snapshot.gas_price_gwei, ctx.state.gas_history,
+                                      wake.forecast, strategy_lines(self._strategy_or_none(ctx), ctx.cfg.probes,
+                                                                    ctx.cfg.wake).floor,
+                                      day=utc_day_of(ctx.started_ts) if ctx.started_ts is not None else "")
+            if released:
+                tier, reason = Tier.T1, f"{reason}; lifted to T1: {released}"
         return GateResult(tier=tier, threshold=out.threshold, reason=reason, forced=out.forced, gating=out.decision,
                           wake=wake)
 
@@ -343,7 +352,15 @@ class TickActivities(ActivitySet):
             raise bad_input(err.reason, "InferenceRejected") from None
         record = deliberation.record.model_copy(update={"before_agent_start": start.fired,
                                                         "system_prompt": prompt.fired})
-        return self._numbered(inp, deliberation.model_copy(update={"record": record}))
+        deliberation = deliberation.model_copy(update={"record": record})
+        if ctx.state.deferred_intents:  # the gas gate's deferred intents come back and are judged again
+            actions = with_deferred(deliberation.actions, ctx.state.deferred_intents)
+            if len(actions) > len(deliberation.actions):
+                carried = ", ".join(f"{a.tool} ({a.rationale})" for a in actions[len(deliberation.actions):])
+                record = record.model_copy(update={"recommends_action": True,
+                                                   "reasoning_summary": f"{record.reasoning_summary} | carried: {carried}"})
+                deliberation = deliberation.model_copy(update={"record": record, "actions": actions})
+        return self._numbered(inp, deliberation)
 
     def _before_agent_start(self, inp: DecideInput, obs: Observation) -> AgentStart:
         ctx = inp.ctx
@@ -399,6 +416,7 @@ class TickActivities(ActivitySet):
             strategy = self.s.load_strategy(ctx)
         except ValueError:
             strategy = None
+        lines = strategy_lines(strategy, ctx.cfg.probes, ctx.cfg.wake)
         # The gas partition's day is the tick's clock (path time in a backtest), and the owner's high/critical
         # steers of this tick make its actions protective (golem.safety.gas).
         result, _ = self.s.safety.validate(
@@ -407,6 +425,10 @@ class TickActivities(ActivitySet):
             run_id=_run_id(), config=ctx.cfg,  # the tick's config version's limits, not the worker's file
             entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries (issue 19)
             markers=ctx.state.life.markers, last_price=ctx.state.last_price,  # somatic markers (issue 17)
+            resimulate=lambda sized: self.s.simulate(sized, obs),  # size to fit: a clipped set is simulated again
+            # urgency buys gas: the health factor's forecast against STRATEGY.md's lines (golem.safety.urgency)
+            forecast=forecast(ctx.state.health_history, obs.min_health_factor(), lines, ctx.cfg.wake),
+            floor=lines.floor, gas_history=ctx.state.gas_history,
         )
         return result
 
@@ -433,18 +455,20 @@ class TickActivities(ActivitySet):
                 continue
             if verdict is None or not verdict.approved or not verdict.permit_id:
                 reason = verdict.reason if verdict else "not validated"
-                records.append(ActionRecord(**base, status=ActionStatus.BLOCKED, block_reason=reason))
+                # deferred by the gas gate: waits in GolemState for gas to fall or urgency to rise
+                status = ActionStatus.DEFERRED if verdict is not None and verdict.deferred else ActionStatus.BLOCKED
+                records.append(ActionRecord(**base, status=status, block_reason=reason))
                 continue
             if not self.s.live:
                 records.append(
                     ActionRecord(**base, permit_id=verdict.permit_id, status=ActionStatus.DEFERRED,
                                  block_reason="dry-run: external RPC and not started with --live",
-                                 protective=verdict.protective)
+                                 protective=verdict.protective, clipped=verdict.clipped)
                 )
                 continue
             record = self.s.execute(inp.ctx, action, verdict.permit_id, obs,
                                     run_id=_run_id())
-            records.append(record.model_copy(update={"protective": verdict.protective}))
+            records.append(record.model_copy(update={"protective": verdict.protective, "clipped": verdict.clipped}))
             activity.heartbeat(f"action {action.action_index} done")
         return ExecuteResult(records=records)
 
@@ -491,6 +515,13 @@ class TickActivities(ActivitySet):
         result = tick_result(chain.record, path, episode, wire=inp.ctx.wire)
         result.life = chain.update
         result.actions_proposed = len(proposed)
+        # what the gas gate deferred waits in GolemState, one intent per tool (golem.safety.urgency)
+        out = chain.record.outcome
+        if out is not None and out.health_factor_after is not None and out.health_factor_before is not None:
+            result.hf_restored = max(out.health_factor_after - out.health_factor_before, 0.0) or None
+        result.deferred_intents = next_deferred(inp.ctx.state.deferred_intents, record.tick, proposed,
+                                                chain.record.actions, record.observation.snapshot.gas_price_gwei,
+                                                day=utc_day_of(inp.ctx.started_ts) if inp.ctx.started_ts is not None else "")
         result.gating = gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache_stats = inp.deliberation.decision_cache_stats if inp.deliberation else None
         return result

@@ -125,7 +125,19 @@ def spend_line(st) -> str:
     day = f" ({st.spend_day} UTC)" if st.spend_day else ""
     return (f"  today{day}: inference ${st.daily_spend_usd:.4f} of ${st.max_daily_cost_usd:.2f}   "
             f"gas ${st.daily_gas_usd:.4f} of ${st.gas_budget_usd_per_day:.2f} "
-            f"(${st.gas_emergency_usd:.2f} of it ring-fenced for protective actions)")
+            f"(${st.gas_emergency_usd:.2f} of it ring-fenced for urgent actions)"
+            + ceiling_line(st))
+
+
+def ceiling_line(st) -> str:
+    """Urgency buys gas: what one urgent action and a critical day may pay, and gas per unit of HF restored."""
+    if not getattr(st, "gas_ceiling_per_action_usd", 0.0):
+        return ""
+    per_hf = "n/a" if st.gas_per_hf_restored is None else f"${st.gas_per_hf_restored:.2f}"
+    return (f"\n  gas ceilings: urgent or critical ≤ ${st.gas_ceiling_per_action_usd:.2f} and "
+            f"{st.gas_ceiling_share_of_protected:.1%} of the value protected per action; critical ≤ "
+            f"${st.gas_ceiling_per_day_usd:.2f}/day   gas per 1.0 HF restored {per_hf} "
+            f"({st.hf_restored_total:.3f} restored)")
 
 
 def cmd_status(args) -> int:

@@ -31,6 +31,7 @@ import tomli_w
 from golem.backtest.marks import mark_row
 from golem.backtest.models import PathRow, RunInfo, TickMark
 from golem.models.config import load_config
+from golem.safety.gas import gas_limits
 from golem.ids import golem_workflow_id, task_queue
 from golem.layout import DataLayout
 
@@ -175,6 +176,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         else:
             cfg = _write_home(opts.home, run_dir / "home", golem_id, anvil.rpc_url, run_dir, overrides)
             info.golem_id, info.memory, info.steps = golem_id, cfg.grimoire.memory, opts.steps
+            info.gas_limits = gas_limits(cfg)  # the partition and the urgency ceilings, shown in the report
             run.marks, run.final_state = await _replay_golem(opts, rows, driver, cfg, data, client, info, run.phases)
         run.loop_cpu_seconds = time.process_time() - cpu
         info.wall_seconds = round(time.perf_counter() - started, 3)

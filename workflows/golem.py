@@ -75,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.models.interventions import FollowUp, summarize
     from golem.models.state import TICK_SLICE, DecisionCacheState, FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
-    from golem.safety.gas import spend_status
+    from golem.safety.gas import restore_status, spend_status
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
     from workflows.errors import root_cause
     from workflows.tick import SA_GOLEM_ID, SA_PHASE, SA_TICK, ThetaTickWorkflow
@@ -308,6 +308,7 @@ class GolemWorkflow:
             vitality=s.vitality.composite,
             theta_seconds=s.theta_seconds,
             **spend_status(s, self._cfg),  # type: ignore[arg-type]  # the keys are GolemStatus fields
+            **restore_status(s),  # type: ignore[arg-type]  # gas per 1.0 of health factor restored (golem.safety.gas)
             pending_steers=[summarize(x) for x in s.pending_steers],
             pending_followups=[summarize(x) for x in s.pending_followups],
             rejected_interventions=s.rejected_interventions[-5:],

@@ -296,6 +296,10 @@ class ThetaTickWorkflow:
                           steers=self._interrupt_steers),
             ctx,
         )
+        # Size to fit: what goes on is each action at the size validation allowed (its permit is bound to it), and
+        # verify compares against the simulation at those sizes (carried, not named: simulate's result is stale).
+        actions = validation.sized(actions)
+        sized_simulation = validation.simulation
         # Step 7: EXECUTE — one activity per action so a steer can cancel what is not yet sent.
         self._enter(HeartbeatState.EXECUTING)
         for action in actions:
@@ -312,7 +316,8 @@ class ThetaTickWorkflow:
         self._outcome = await self._step(
             TickActivities.verify,
             VerifyInput(
-                ctx=self._for(ctx, "verify"), **self._seen("verify", simulation=simulation), observation=observation, actions=actions, simulation=simulation, records=self._records,
+                ctx=self._for(ctx, "verify"), **self._seen("verify", simulation=None if sized_simulation else simulation),
+                observation=observation, actions=actions, simulation=sized_simulation or simulation, records=self._records,
                 run_label=self._run_label,
             ),
             ctx,

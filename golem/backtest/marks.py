@@ -24,6 +24,17 @@ def blocked_category(reason: str) -> str:
     return "policy"
 
 
+def urgency_of(action: ActionRecord) -> str | None:
+    """The gas gate's class of an action, read from its note (urgent / critical) or its deferral (routine)."""
+    note = action.protective or ""
+    for level in ("critical", "urgent"):
+        if note.startswith(level) or f"gas gate: defer: {level}" in (action.block_reason or ""):
+            return level
+    if "gas gate: defer: routine" in (action.block_reason or ""):
+        return "routine"
+    return None
+
+
 def _protective(action: ActionRecord) -> bool:
     """What the gas gate judged protective (golem.safety.policy.protective_reason, recorded on the action);
     a protective action the cage blocked outright is still marked by its tool (repay)."""
@@ -84,9 +95,13 @@ def mark_row(
     d = record.deliberation
     actions = [
         ActionMark(tool=a.tool_name, status=a.status.value, gas_usd=a.gas_cost, protective=_protective(a),
-                   block=a.block_number)
+                   block=a.block_number, clipped=a.clipped is not None, urgency=urgency_of(a))
         for a in record.actions
     ]
+    out = record.outcome
+    restored = (out.health_factor_after - out.health_factor_before
+                if out is not None and out.health_factor_after is not None and out.health_factor_before is not None
+                else None)
     blocked = [
         BlockedAction(tool=a.tool_name, category=blocked_category(a.block_reason or ""),  # type: ignore[arg-type]
                       reason=a.block_reason or "")
@@ -96,6 +111,7 @@ def mark_row(
         "tick": record.tick, "tier": record.tier.value, "detected_regime": record.regime.value,
         "prediction_error": record.prediction_error, "actions": actions, "blocked": blocked,
         "inference_usd": record.inference_cost,
+        "hf_restored": restored if restored is not None and restored > 0 else None,
         "verified": record.outcome.verified if record.outcome is not None else None,
         "input_tokens": d.input_tokens if d else 0, "output_tokens": d.output_tokens if d else 0,
     })

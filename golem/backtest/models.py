@@ -36,6 +36,8 @@ class ActionMark(BaseModel):
     gas_usd: float = 0.0
     protective: bool = False  # repay / deleverage / a high-or-critical steer's action
     block: int | None = None  # the block its transaction landed in (None: nothing sent)
+    clipped: bool = False  # the cage sized it down to fit its limits (golem.safety.sizing)
+    urgency: str | None = None  # routine | urgent | critical, when the gas gate classed it (golem.safety.urgency)
 
 
 class LiquidationMark(BaseModel):
@@ -84,6 +86,8 @@ class TickMark(BaseModel):
     verified: bool | None = None  # the tick's verify step: receipts confirmed, deviations in bounds (None: no verify)
     blocked: list[BlockedAction] = Field(default_factory=list)
     gas_usd: float = 0.0  # gas paid on this row
+    # the health factor the tick's actions restored (re-read after minus before; None: no loan or nothing restored)
+    hf_restored: float | None = None
     inference_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -105,3 +109,4 @@ class RunInfo(BaseModel):
     steps: str | None = None  # how the golem's tick steps ran: "local" or "activities" (None: no golem, hold)
     grimoire_from: str | None = None
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)  # model → USD/MTok, from the router
+    gas_limits: dict[str, float] = Field(default_factory=dict)  # the partition, its slice, the ceilings (status too)

@@ -75,6 +75,13 @@ class Figures(BaseModel):
     tier_counts: dict[str, int] = Field(default_factory=dict)
     blocked: dict[str, int] = Field(default_factory=dict)  # gate / budget / policy / other
     protective_blocked: int = 0
+    clipped: int = 0  # actions the cage sized down to fit a limit and sent (golem.safety.sizing)
+    deferred: int = 0  # actions the gas gate deferred (they wait in GolemState; a later tick may send them)
+    max_gas_per_action_usd: float = 0.0  # the most one executed action paid for gas
+    urgent_actions: int = 0  # executed actions the gas gate classed urgent or critical
+    hf_restored: float = 0.0  # health factor restored by the ticks that raised it (sum of after − before)
+    gas_restoring_usd: float = 0.0  # gas paid on those ticks
+    gas_per_hf_restored: float | None = None  # $ of gas per 1.0 of health factor restored
 
 
 class RegimeDetection(BaseModel):
@@ -186,6 +193,15 @@ def _figures(marks: list[TickMark], rets: list[float], contiguous: bool = True) 
     f.blocked = dict(sorted(blocked.items()))
     f.protective_blocked = sum(1 for m in marks for a in m.actions
                                if a.protective and a.status in ("blocked", "deferred"))
+    executed = [a for m in marks for a in m.actions if a.status == "executed"]
+    f.clipped = sum(1 for a in executed if a.clipped)
+    f.deferred = sum(1 for m in marks for a in m.actions if a.status == "deferred")
+    f.max_gas_per_action_usd = max((a.gas_usd for a in executed), default=0.0)
+    f.urgent_actions = sum(1 for a in executed if a.urgency in ("urgent", "critical"))
+    restoring = [m for m in marks if m.hf_restored]
+    f.hf_restored = sum(m.hf_restored or 0.0 for m in restoring)
+    f.gas_restoring_usd = sum(m.gas_usd for m in restoring)
+    f.gas_per_hf_restored = f.gas_restoring_usd / f.hf_restored if f.hf_restored > 0 else None
     return f
 
 
@@ -323,6 +339,11 @@ HEADLINE = [
     ("tier mix T0/T1/T2 %", _mix),
     ("blocked (gate/budget/policy)", lambda f: "/".join(str(f.blocked.get(c, 0)) for c in ("gate", "budget", "policy"))),
     ("protective blocked", lambda f: str(f.protective_blocked)),
+    ("clipped (sent at the size the cage allowed)", lambda f: str(f.clipped)),
+    ("deferred by the gas gate", lambda f: str(f.deferred)),
+    ("max gas per action $", lambda f: f"{f.max_gas_per_action_usd:.2f}"),
+    ("urgent / critical actions sent", lambda f: str(f.urgent_actions)),
+    ("gas $ per 1.0 HF restored", lambda f: _num(f.gas_per_hf_restored, "{:.2f}") + f" ({f.hf_restored:.3f} HF restored)"),
 ]
 
 
@@ -335,6 +356,11 @@ def render_table(report: BacktestReport) -> str:
     lines.append(f"| tokens in/out | {f.input_tokens}/{f.output_tokens} |")
     lines.append(f"| wall per tick p50/p90 ms | {_num(report.tick_wall_ms_p50, '{:.0f}')}/"
                  f"{_num(report.tick_wall_ms_p90, '{:.0f}')} |")
+    g = report.info.gas_limits
+    if g:
+        lines.append(f"| gas partition / slice / ceilings | ${g.get('budget_usd', 0):.2f}/day, ${g.get('slice_usd', 0):.2f} "
+                     f"ring-fenced; urgent ≤ ${g.get('per_action_usd', 0):.2f} and {g.get('share_of_protected', 0):.1%} "
+                     f"of value protected per action, critical ≤ ${g.get('per_day_usd', 0):.2f}/day |")
     rd = report.regime_detection
     if rd is not None:
         lines.append(f"| regime accuracy (after {rd.warmup_ticks}-tick warm-up / all) | "
@@ -401,6 +427,10 @@ def compare_reports(reports: list[BacktestReport], base: str | None = None,
         "T2 %": lambda r: r.figures.tier_mix.get("T2", 0) * 100 if r.figures.ticks else None,
         "blocked": lambda r: sum(r.figures.blocked.values()),
         "protective blocked": lambda r: r.figures.protective_blocked,
+        "clipped": lambda r: r.figures.clipped,
+        "deferred": lambda r: r.figures.deferred,
+        "max gas per action $": lambda r: r.figures.max_gas_per_action_usd,
+        "gas $ per HF restored": lambda r: r.figures.gas_per_hf_restored,
     }
     rows = []
     for name, fn in numeric.items():

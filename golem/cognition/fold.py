@@ -163,6 +163,8 @@ def fold_tick_result(
     new.last_oracle_price = result.oracle_price
     new.position_health = dict(result.position_health)
     new.health_history = next_health_history(state.health_history, min(result.position_health.values(), default=None))
+    if result.deferred_intents is not None:  # deferred by the gas gate, not dropped (golem.safety.urgency)
+        new.deferred_intents = list(result.deferred_intents)
 
     consumed_steers = set(result.steers_consumed)
     consumed_followups = set(result.followups_consumed)
@@ -176,6 +178,9 @@ def fold_tick_result(
     new.daily_gas_usd += max(result.gas_cost, 0.0)
     new.total_inference_usd += max(result.inference_cost, 0.0)
     new.total_gas_usd += max(result.gas_cost, 0.0)
+    if result.hf_restored:  # gas paid per unit of health factor restored (golem.safety.urgency)
+        new.hf_restored_total += result.hf_restored
+        new.gas_restoring_usd += max(result.gas_cost, 0.0)
 
     new.recent_ticks = _bounded(
         [*new.recent_ticks,

@@ -131,6 +131,33 @@ class PolicySection(BaseModel):
     approved_assets: list[str] = Field(default_factory=lambda: ["WETH", "USDC"])
     max_trade_size_usd: float = Field(default=5_000.0, gt=0.0)
     max_slippage_bps: float = Field(default=100.0, ge=0.0)
+    # Size to fit (docs/concepts/spending.md): a swap's price impact against the pair's reserves, the 0.3 % fee included
+    max_price_impact_bps: float = Field(default=300.0, gt=0.0)
+    # a proposal the cage clips is refused when what is left is worth less than this ...
+    min_trade_usd: float = Field(default=25.0, ge=0.0)
+    # ... or less than this many times its own gas
+    min_trade_gas_multiple: float = Field(default=2.0, ge=0.0)
+    # Urgency buys gas (docs/concepts/spending.md): the most one urgent or critical action may pay for gas, in USD ...
+    gas_ceiling_per_action_usd: float = Field(default=20.0, ge=0.0)
+    # ... and as a share of the value it protects (the debt it repays, the collateral it adds, what it sells)
+    gas_ceiling_share_of_protected: float = Field(default=0.02, ge=0.0, le=1.0)
+    # a critical action may take the day's gas beyond the partition up to this total, never further
+    gas_ceiling_per_day_usd: float = Field(default=30.0, ge=0.0)
+
+    @model_serializer(mode="wrap")
+    def _omit_default_late_keys(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Keys added after config versions existed are left out while at their defaults, so adding them changed
+        no version hash, policy hash or recorded payload (an absent key decodes to its default)."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in LATE_POLICY_KEYS:
+                if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                    del data[name]
+        return data
+
+
+LATE_POLICY_KEYS = ("max_price_impact_bps", "min_trade_usd", "min_trade_gas_multiple", "gas_ceiling_per_action_usd",
+                    "gas_ceiling_share_of_protected", "gas_ceiling_per_day_usd")
 
 
 class InferenceSection(BaseModel):

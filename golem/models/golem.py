@@ -66,6 +66,13 @@ class GolemStatus(BaseModel):
     daily_gas_usd: float = 0.0
     gas_budget_usd_per_day: float = 0.0  # the §S10 gas partition
     gas_emergency_usd: float = 0.0  # of which ring-fenced for protective actions
+    # Urgency buys gas (golem.safety.urgency): the per-action and per-day ceilings of urgent / critical actions,
+    # and the gas paid per 1.0 of health factor restored so far (None: nothing restored yet).
+    gas_ceiling_per_action_usd: float = 0.0
+    gas_ceiling_share_of_protected: float = 0.0
+    gas_ceiling_per_day_usd: float = 0.0
+    hf_restored_total: float = 0.0
+    gas_per_hf_restored: float | None = None
     pending_steers: list[InterventionSummary] = Field(default_factory=list)
     pending_followups: list[InterventionSummary] = Field(default_factory=list)
     rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)

@@ -76,6 +76,7 @@ class ActionRecord(BaseModel):
     gas_cost: float = 0.0  # USD
     block_number: int | None = None
     protective: str | None = None  # the gas gate's note when it passed the action as protective (§S10)
+    clipped: str | None = None  # the cage sized the proposal down to fit its limits: from what, to what, by which
     # ALREADY_SENT: the run of this tick that sent this same action (its tx is in block_reason); not sent again
     sent_by_run: str | None = None
 

@@ -241,6 +241,23 @@ class TickQueue(BaseModel):
     warnings: int = 0
 
 
+class DeferredIntent(BaseModel):
+    """An action the gas gate deferred (not dropped): it comes back on a later tick when gas falls under its recent
+    median or its urgency rises (golem.safety.urgency; docs/design/spending.md). One per tool."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    since_tick: int  # the tick it was first deferred on
+    last_tick: int  # the tick it was last deferred on
+    reason: str = ""
+    gas_gwei: float = 0.0  # the gas price it was deferred at
+    # what deferred it, which says what releases it: "price" (gas above its median, a spike, over a ceiling: gas must
+    # fall) or "budget" (the day's gas is spent: a new day); and its urgency then (a rise releases it too)
+    cause: str = "price"
+    day: str = ""  # the UTC day of the tick it was deferred on (a "budget" intent waits for another)
+    level: str = "routine"
+
+
 class GolemState(BaseModel):
     golem_id: str
     tick: int = 0  # number of the next tick to run
@@ -256,6 +273,8 @@ class GolemState(BaseModel):
     daily_gas_usd: float = 0.0
     total_inference_usd: float = 0.0
     total_gas_usd: float = 0.0
+    hf_restored_total: float = 0.0  # health factor the golem's ticks restored (after − before, where it rose)
+    gas_restoring_usd: float = 0.0  # gas paid on those ticks (status: gas per 1.0 of HF restored)
     # Interventions
     pending_steers: list[Steer] = Field(default_factory=list)
     pending_followups: list[FollowUp] = Field(default_factory=list)
@@ -269,6 +288,7 @@ class GolemState(BaseModel):
     position_health: dict[str, float] = Field(default_factory=dict)
     # The min health factor of the last ticks with a loan, oldest first (golem.cognition.lines: the forecast)
     health_history: list[float] = Field(default_factory=list)
+    deferred_intents: list[DeferredIntent] = Field(default_factory=list)  # deferred by the gas gate, waiting
     range_bound_run: int = 0
     # Loop bookkeeping
     theta_seconds: float = 60.0
@@ -324,16 +344,18 @@ STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
     "analyze": frozenset({"pending_steers", "pending_followups", "position_health", LAST_PRICE, "regime"}),
     "gate": frozenset({"pad", "pending_steers", "pending_followups", "strategy_confidence", "vitality",
                        "learned_gating", "regime", "phase", LAST_PRICE, "position_health", "health_history",
+                       "deferred_intents", "gas_history",
                        *_SPEND}),
     "retrieve": frozenset({"pad", "pending_steers", "pending_followups"}),
-    "decide": frozenset({LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence",
+    "decide": frozenset({LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence", "deferred_intents",
                          "vitality", "regime", *_SPEND}),
     "simulate": frozenset(),
-    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", "life", LAST_PRICE, *_SPEND}),
+    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", "life", LAST_PRICE,
+                           "health_history", "gas_history", *_SPEND}),
     "execute": frozenset(),
     "verify": frozenset({"regime"}),
     "reflect": frozenset({"pad", "phase", "vitality", "regime", "rejected_interventions", "daily_gas_usd", "life",
-                          "gamma", "position_health", LAST_PRICE, *_SPEND}),
+                          "gamma", "position_health", "deferred_intents", LAST_PRICE, *_SPEND}),
 }
 # What ThetaTickWorkflow itself reads (steers, follow-ups, the phase search attribute), plus every step's.
 TICK_STATE_FIELDS: frozenset[str] = frozenset(

@@ -26,7 +26,7 @@ from golem.models.record import (
     TickRun,
 )
 from golem.models.slices import slice_dump
-from golem.models.state import DecisionCacheState, GatingDecision, GolemState, LifeUpdate, slice_fields
+from golem.models.state import DecisionCacheState, DeferredIntent, GatingDecision, GolemState, LifeUpdate, slice_fields
 from golem.models.wake import Wakefulness
 
 
@@ -248,6 +248,9 @@ class ProposedAction(BaseModel):
     tool: str  # swap | supply | withdraw | borrow | repay
     arguments: dict[str, Any] = Field(default_factory=dict)
     rationale: str = ""
+    # Size to fit: the proposal's own arguments when the cage clipped it (a rerun of the tick proposing them again
+    # finds the action already sent: golem.safety.run_actions)
+    clipped_from: dict[str, Any] | None = None
 
 
 class DecideInput(StepInput):
@@ -309,10 +312,23 @@ class ValidatedAction(BaseModel):
     permit_id: str | None = None  # set when approved: the permit execute must present
     protective: str | None = None  # why the gas gate let it through as protective (§S10 emergency slice)
     sent_by_run: str | None = None  # another run of this tick already sent this very action: not again
+    # Size to fit (golem.safety.sizing): the action at the size the cage allowed, when it clipped the proposal;
+    # the permit is bound to this size and execute sends exactly it. `clipped` says from what, to what and why.
+    action: ProposedAction | None = None
+    clipped: str | None = None
+    deferred: bool = False  # the gas gate said "later", not "never": the intent waits in GolemState
 
 
 class ValidationResult(BaseModel):
     actions: list[ValidatedAction] = Field(default_factory=list)
+    # The simulation of the tick's actions at their validated sizes, when any was clipped (None: the simulate
+    # step's result stands); verify compares the receipts with this one.
+    simulation: SimulationResult | None = None
+
+    def sized(self, actions: list[ProposedAction]) -> list[ProposedAction]:
+        """The actions as validated: each clipped one at its allowed size (the others as proposed)."""
+        by_index = {v.action_index: v.action for v in self.actions if v.action is not None}
+        return [by_index.get(a.action_index, a) for a in actions]
 
     @property
     def approved(self) -> list[ValidatedAction]:
@@ -391,3 +407,7 @@ class TickResult(BaseModel):
     life: LifeUpdate | None = None
     actions_proposed: int = 0  # what decide proposed (a settlement tick with none left ends Settlement)
     tx_hashes: list[str] = Field(default_factory=list)  # of the actions sent (the death certificate lists them)
+    # The gas gate's deferred intents after this tick (golem.safety.urgency.next_deferred); None from a reflect
+    # before they existed (the fold keeps the state's).
+    deferred_intents: list[DeferredIntent] | None = None
+    hf_restored: float | None = None  # the health factor this tick's actions restored (re-read after − before, > 0)

@@ -6,14 +6,15 @@ tool_call hook ... any Block beats all Allows"; §3 `telemetry`, `safety`, `risk
 
   safety   PolicyCage (approved assets, max trade size, max slippage, phase restrictions), max
            drawdown, the kill switch, STRATEGY.md MUST constraints on the simulated post-state;
-  risk     hard shields (health-factor floor, oracle-deviation halt), the §S10 gas gate (routine actions
-           against the partition minus its emergency slice; protective ones never deferred, see
-           golem.safety.gas), Kelly sizing and adaptive guardrails learned from outcomes (only once there
-           are enough of them);
+  risk     hard shields (health-factor floor, oracle-deviation halt), the §S10 gas gate by urgency (routine
+           actions against the partition minus its emergency slice, urgent and critical ones under the
+           ceilings: golem.safety.urgency), Kelly sizing and adaptive guardrails learned from outcomes (only
+           once there are enough of them);
   permits  the simulation must have succeeded; only then is a single-use permit issued, bound to
            the tool, the action's value and the hash of every limit above.
 
-Every verdict is appended to the audit trail. Nothing the deliberator (or an LLM) writes can widen a
+Before the layers, validate_layered sizes every action to fit (golem.safety.sizing): one over a size limit is
+clipped to the largest size every limit allows and simulated again. Every verdict is appended to the audit trail. Nothing the deliberator (or an LLM) writes can widen a
 limit: limits come from golem.toml and only tighten (`golem.safety.limits`).
 """
 
@@ -35,13 +36,26 @@ from golem.models.enums import BehavioralPhase
 from golem.models.interventions import Steer
 from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
+from golem.models.wake import Forecast
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, ValidatedAction, ValidationResult
 from golem.safety.audit import AuditLog
-from golem.safety.constraints import Book, constraint_refusal, mark_used
-from golem.safety.gas import GasPartition, gas_check
+from golem.safety.constraints import Book, constraint_caps, constraint_refusal, mark_used
+from golem.safety.gas import GasPartition
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import PolicyCage, opens_exposure, protective_reason
 from golem.safety.risk import RiskSnapshot, kelly_fraction
+from golem.safety.urgency import classify, gas_decision, recent_median
+from golem.safety.sizing import (
+    Fit,
+    SizeCap,
+    amount_of,
+    clip_note,
+    fit,
+    hf_borrow_cap,
+    hf_withdraw_cap,
+    impact_cap_amount,
+    value_cap,
+)
 
 Layer = Literal["telemetry", "safety", "risk", "permits", "coordination"]  # the tool_call hook's members
 
@@ -62,6 +76,7 @@ class ToolCallDecision(BaseModel):
     value_usd: float = 0.0
     verdicts: list[LayerVerdict] = Field(default_factory=list)
     protective: str | None = None  # the gas gate's note when it treated the action as protective
+    clipped: str | None = None  # size to fit: the proposal was clipped to this size, and why (golem.safety.sizing)
     hooks: list[str] = Field(default_factory=list)  # the tool_call members that ran, in order (first block stops)
 
 
@@ -78,6 +93,11 @@ class ValidationContext(BaseModel):
     # action's situation shrinks the size allowed for new exposure (golem.life.somatic.size_factor).
     markers: list[SomaticMarker] = Field(default_factory=list)
     last_price: float | None = None
+    # Urgency buys gas (golem.safety.urgency): the health factor's forecast against STRATEGY.md's lines, the MUST
+    # floor, and the recent gas prices (gwei) a routine protective action waits under the median of.
+    forecast: Forecast | None = None
+    floor: float | None = None
+    gas_history: list[float] = Field(default_factory=list)
 
 
 ToolCallHandler = Callable[[ProposedAction, ValidationContext, SimulatedAction | None], str | None]
@@ -142,8 +162,10 @@ class SafetyCage:
             gas_usd = sim.gas_estimate * snap.gas_price_gwei * 1e-9 * price_usd("WETH", ctx.observation)
             partition = GasPartition(budget_usd=r.gas_budget_usd_per_day, emergency_fraction=r.gas_emergency_fraction,
                                      spent_usd=ctx.risk.gas_spent_today_usd + gas_spent_so_far)
-            why, note = gas_check(gas_usd, partition, ctx.risk.typical_action_gas_usd, r.gas_spike_multiple,
-                                  protective_reason(action, snap, ctx.steers))
+            verdict = classify(action, ctx.forecast, ctx.steers, ctx.floor)
+            why, note = gas_decision(gas_usd, partition, ctx.risk.typical_action_gas_usd, r.gas_spike_multiple, verdict,
+                                     protective_reason(action, snap, ctx.steers), snap.gas_price_gwei,
+                                     recent_median(ctx.gas_history), self.limits.policy, value)
             if why:
                 return why, True, None
         exposure = opens_exposure(action)
@@ -174,6 +196,76 @@ class SafetyCage:
                         f"${ctx.risk.nav_usd:,.2f}" + (f" × {shrink:g} (somatic {', '.join(fired)})" if fired else "")
                         + f" = ${kelly_cap:,.2f}"), False, None
         return None, False, note
+
+    def gas_usd(self, sim: SimulatedAction | None, ctx: ValidationContext) -> float:
+        if sim is None or not sim.gas_estimate:
+            return 0.0
+        return sim.gas_estimate * ctx.observation.snapshot.gas_price_gwei * 1e-9 * price_usd("WETH", ctx.observation)
+
+    def size_caps(self, action: ProposedAction, ctx: ValidationContext, book: Book) -> tuple[list[SizeCap], float]:
+        """(every size limit of the layers as a cap in the action's units, the action's USD value per unit).
+        The same limits safety_layer and risk_layer check, so a clipped action passes them (docs/design/spending.md)."""
+        amount = amount_of(action)
+        if action.tool not in WRITE_TOOLS or amount is None:
+            return [], 0.0
+        try:
+            args = parse_arguments(action.tool, action.arguments)
+            unit = action_value_usd(action, ctx.observation) / amount
+        except ToolArgumentError:
+            return [], 0.0
+        p, r = self.limits.policy, self.limits.risk
+        caps = [value_cap("max_trade_size_usd", "safety", p.max_trade_size_usd, unit,
+                          f"max_trade_size_usd ${p.max_trade_size_usd:,.2f}")]
+        tool, snap = action.tool, ctx.observation.snapshot
+        held = {"swap": str(args.get("token_in", "")), "supply": "WETH", "repay": "USDC", "add_liquidity": "WETH"}
+        if tool in held:  # what the wallet holds bounds what it can spend (the simulation would revert)
+            bal = book.balances.get(held[tool], 0.0)
+            caps.append(SizeCap(limit="balance", layer="permits", max_amount=bal,
+                                why=f"the wallet holds {bal:,.6g} {held[tool]}"))
+        if tool == "withdraw":
+            caps.append(SizeCap(limit="collateral", layer="permits", max_amount=book.collateral,
+                                why=f"the position holds {book.collateral:,.6g} WETH of collateral"))
+        pool = snap.pool
+        if tool == "swap" and {args["token_in"], args["token_out"]} == {pool.token0.upper(), pool.token1.upper()}:
+            reserve_in = pool.reserve0 if args["token_in"] == pool.token0.upper() else pool.reserve1
+            caps.append(SizeCap(limit="max_price_impact_bps", layer="safety",
+                                max_amount=impact_cap_amount(p.max_price_impact_bps / 1e4, reserve_in),
+                                why=f"max_price_impact_bps {p.max_price_impact_bps:g} against the pair's "
+                                    f"{reserve_in:,.6g} {args['token_in']} reserve"))
+        price_lt = book.oracle_price * book.liquidation_threshold
+        if tool == "borrow" and price_lt > 0:
+            caps.append(SizeCap(limit="hf_hard_floor", layer="risk", why=f"hard shield: health factor ≥ {r.hf_hard_floor:g}",
+                                max_amount=hf_borrow_cap(book.collateral, price_lt, book.debt, r.hf_hard_floor)))
+        if tool == "withdraw" and price_lt > 0 and book.debt > 1e-12:
+            caps.append(SizeCap(limit="hf_hard_floor", layer="risk", why=f"hard shield: health factor ≥ {r.hf_hard_floor:g}",
+                                max_amount=hf_withdraw_cap(book.collateral, price_lt, book.debt, r.hf_hard_floor)))
+        if ctx.strategy is not None:
+            caps += [SizeCap(limit="STRATEGY.md", layer="safety", max_amount=cap, why=why)
+                     for cap, why in constraint_caps(ctx.strategy, action, book)]
+        if opens_exposure(action):
+            shrink, fired = (size_factor(ctx.markers, situation_of(ctx.observation, ctx.last_price, tool))
+                             if ctx.markers else (1.0, []))
+            if fired:
+                caps.append(value_cap("somatic marker", "risk", p.max_trade_size_usd * shrink, unit,
+                                      f"somatic marker {', '.join(fired)} shrinks the size cap to {shrink:g}×"))
+            if ctx.risk.consecutive_losses >= r.max_consecutive_losses:
+                caps.append(value_cap("consecutive losses", "risk", p.max_trade_size_usd / 2, unit,
+                                      f"{ctx.risk.consecutive_losses} losing bets in a row halve the size cap"))
+            if ctx.risk.bets >= r.kelly_min_outcomes and ctx.risk.win_rate is not None:
+                f = kelly_fraction(ctx.risk.win_rate, ctx.risk.payoff_ratio or 0.0)
+                if f > 0:
+                    caps.append(value_cap("Kelly sizing", "risk",
+                                          min(f, 1.0) * r.kelly_fraction * max(ctx.risk.nav_usd, 0.0) * shrink, unit,
+                                          f"{r.kelly_fraction:g}×Kelly ({f:.3f}) of net value"))
+        return [c for c in caps if c is not None], unit
+
+    def min_worth(self, unit_usd: float, gas_usd: float) -> float:
+        """The smallest clipped size worth sending, in the action's units: min_trade_usd, and
+        min_trade_gas_multiple × its gas."""
+        p = self.limits.policy
+        if unit_usd <= 0:
+            return 0.0
+        return max(p.min_trade_usd, p.min_trade_gas_multiple * gas_usd) / unit_usd
 
     @staticmethod
     def permit_layer(sim: SimulatedAction | None) -> str | None:
@@ -256,6 +348,30 @@ class SafetyCage:
         )  # fmt: skip
 
 
+Resimulate = Callable[[list[ProposedAction]], SimulationResult]
+
+
+def size_to_fit(cage: SafetyCage, actions: list[ProposedAction], simulation: SimulationResult,
+                ctx: ValidationContext) -> list[Fit]:
+    """Each action clipped to the largest size every size limit allows, in order: each sees the book the ones
+    before it leave (their simulated deltas, scaled to their clipped size)."""
+    sims = {s.action_index: s for s in simulation.actions}
+    book = Book.of(ctx.observation.snapshot)
+    fits: list[Fit] = []
+    for action in actions:
+        caps, unit = cage.size_caps(action, ctx, book)
+        sim = sims.get(action.action_index)
+        f = fit(action, caps, cage.min_worth(unit, cage.gas_usd(sim, ctx)))
+        fits.append(f)
+        if f.action is None:
+            continue
+        ratio = f.amount / f.proposed_amount if f.proposed_amount > 0 else 1.0
+        expected = sim.expected if sim is not None and sim.ok else {}
+        book = book.after({k: v * ratio for k, v in expected.items()})
+        mark_used(book, f.action)
+    return fits
+
+
 def validate_layered(
     cage: SafetyCage,
     actions: list[ProposedAction],
@@ -263,20 +379,48 @@ def validate_layered(
     ctx: ValidationContext,
     permits: PermitStore,
     audit: AuditLog | None = None,
+    resimulate: Resimulate | None = None,
 ) -> tuple[ValidationResult, list[ToolCallDecision]]:
     """Step 6 for every action, in order (each sees the book the approved ones before it leave).
-    Approved actions get a permit; refused ones a blocked permit record; all go on the audit trail."""
-    sims = {s.action_index: s for s in simulation.actions}
+    First every action is sized to fit (golem.safety.sizing): one over a size limit is clipped to the largest size
+    every limit allows and the clipped set is simulated again (`resimulate`); a clip below the minimum worth doing
+    is refused. Then each goes through the tool_call hook at its size. Approved actions get a permit bound to that
+    size; refused ones a blocked permit record; all go on the audit trail."""
+    fits = size_to_fit(cage, actions, simulation, ctx)
+    clips = {a.action_index: f for a, f in zip(actions, fits) if f.clipped}
+    resimulated: SimulationResult | None = None
+    if clips and resimulate is not None:
+        resimulated = resimulate([f.action for f in fits if f.action is not None])
+    sims = {s.action_index: s for s in (resimulated or simulation).actions}
     policy_hash = cage.policy_hash()
     book = Book.of(ctx.observation.snapshot)
     gas_so_far = 0.0
     out: list[ValidatedAction] = []
     decisions: list[ToolCallDecision] = []
-    for action in actions:
+    for proposed, f in zip(actions, fits):
+        action = f.action or proposed
         sim = sims.get(action.action_index)
-        decision, book = cage.tool_call(action, ctx, sim, book, gas_so_far)
+        note = None
+        if f.refusal is not None and f.binding is not None:
+            decision = SafetyCage._blocked(proposed, f.binding.layer, f"size to fit: {f.refusal}", [], 0.0)
+        elif action.action_index in clips and resimulated is None:
+            decision = SafetyCage._blocked(proposed, "permits", f"size to fit: clipped but not simulated again at "
+                                           f"its new size (by {f.binding.limit if f.binding else 'a limit'}); every "
+                                           "write must be simulated before it is approved", [], 0.0)
+        else:
+            decision, book = cage.tool_call(action, ctx, sim, book, gas_so_far)
+            if action.action_index in clips:
+                unit = decision.value_usd / f.amount if f.amount > 0 else 0.0
+                note = clip_note(f, unit)
+                decision = decision.model_copy(update={"clipped": note, "reason": f"{note}; {decision.reason}"})
         decisions.append(decision)
         if audit is not None:
+            if note is not None or f.refusal is not None:
+                audit.append(ctx.golem_id, "tool_call.clipped", {
+                    "tick": ctx.tick, "action_index": action.action_index, "tool": action.tool,
+                    "proposed": proposed.arguments, "sized": f.action.arguments if f.action else None,
+                    "limit": f.binding.limit if f.binding else None, "clip": note, "refusal": f.refusal,
+                })  # fmt: skip
             audit.append(ctx.golem_id, "tool_call." + ("allowed" if decision.allowed else "blocked"), {
                 "tick": ctx.tick, "action_index": action.action_index, "tool": action.tool,
                 "arguments": action.arguments, "value_usd": decision.value_usd, "reason": decision.reason,
@@ -290,11 +434,10 @@ def validate_layered(
                 audit.append(ctx.golem_id, "permit.blocked", {"permit_id": permit.id, "tick": ctx.tick,
                                                               "action_index": action.action_index,
                                                               "reason": decision.reason})
-            out.append(ValidatedAction(action_index=action.action_index, approved=False, reason=decision.reason))
+            out.append(ValidatedAction(action_index=action.action_index, approved=False, reason=decision.reason,
+                                       deferred=decision.deferred))
             continue
-        if sim is not None and sim.gas_estimate:
-            snap = ctx.observation.snapshot
-            gas_so_far += sim.gas_estimate * snap.gas_price_gwei * 1e-9 * price_usd("WETH", ctx.observation)
+        gas_so_far += cage.gas_usd(sim, ctx)
         permit = permits.issue(ctx.golem_id, ctx.tick, action.action_index, action.tool, decision.value_usd, policy_hash)
         if audit is not None:
             audit.append(ctx.golem_id, "permit.created", {
@@ -302,5 +445,6 @@ def validate_layered(
                 "value_limit_usd": permit.value_limit_usd, "expires_at": permit.expires_at, "policy_hash": policy_hash,
             })  # fmt: skip
         out.append(ValidatedAction(action_index=action.action_index, approved=True, reason=decision.reason,
-                                   permit_id=permit.id, protective=decision.protective))
-    return ValidationResult(actions=out), decisions
+                                   permit_id=permit.id, protective=decision.protective,
+                                   action=action if note is not None else None, clipped=note))
+    return ValidationResult(actions=out, simulation=resimulated), decisions

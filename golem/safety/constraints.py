@@ -208,3 +208,36 @@ def _worse(c: Constraint, was: float | None, now: float | None) -> bool:
 def mark_used(book: Book, action: ProposedAction) -> None:
     key = f"{action.tool}:{_token_of(action)}"
     book.used[key] = book.used.get(key, 0.0) + _amount_of(action)
+
+
+def constraint_caps(strategy: Strategy, action: ProposedAction, book: Book) -> list[tuple[float, str]]:
+    """(the most of `action` each MUST line allows, the line in words) — for the lines a size can satisfy: a cap
+    (`MUST NOT swap more than 30% WETH`) and a keep line the action moves toward its bound (health factor for
+    borrow/withdraw, a balance the action spends, debt for borrow, collateral for withdraw). A line no size can
+    satisfy (`MUST NOT borrow`) gives no cap: constraint_refusal refuses it whole."""
+    tool, token = action.tool, _token_of(action)
+    out: list[tuple[float, str]] = []
+    for c in strategy.constraints:
+        why = f"MUST (STRATEGY.md line {c.line}: `{c.text}`)"
+        if c.kind == "cap" and c.tool == tool and (c.token is None or c.token == token) and c.amount:
+            cap = c.amount.value / 100.0 * _basis(tool, token, book) if c.amount.percent else c.amount.value
+            out.append((cap - book.used.get(f"{tool}:{token}", 0.0), why))
+            continue
+        if c.kind != "keep" or not c.metric:
+            continue  # a line already breached gives a cap below zero: no size of the action fits
+        x, op = float(c.value or 0.0), c.op or ">="
+        strict = 1e-6 if op in (">", "<") else 0.0
+        lower, upper = op in (">=", ">"), op in ("<=", "<")
+        price_lt = book.oracle_price * book.liquidation_threshold
+        if c.metric == "health_factor" and lower and tool == "borrow" and x > 0:
+            out.append((book.collateral * price_lt / x - book.debt - strict, why))
+        elif c.metric == "health_factor" and lower and tool == "withdraw" and book.debt > 1e-12 and price_lt > 0:
+            out.append((book.collateral - x * book.debt / price_lt - strict, why))
+        elif (c.metric.startswith("balance.") and lower and tool in ("swap", "supply", "repay")
+              and c.metric.split(".", 1)[1].upper() == token):
+            out.append((book.balances.get(token, 0.0) - x - strict, why))
+        elif c.metric == "debt" and upper and tool == "borrow":
+            out.append((x - book.debt - strict, why))
+        elif c.metric == "collateral" and lower and tool == "withdraw":
+            out.append((book.collateral - x - strict, why))
+    return out

@@ -3,9 +3,8 @@
 The partition is `gas_budget_usd_per_day` for one UTC day of the tick's clock (TickContext.started_at:
 workflow.now() live, the path's time in a backtest), the same day §S12's inference budget resets on, so
 `golem status` shows both spends for one "today". Routine actions may spend it up to
-(1 − gas_emergency_fraction); the rest is ring-fenced for protective actions
-(golem.safety.policy.protective_reason), which the gate never defers — not for the budget, not for the
-spike rule — and which still proceed when the whole partition is spent, saying so on their record.
+(1 − gas_emergency_fraction); the rest is ring-fenced for urgent actions, and critical ones may go beyond it up
+to a hard daily ceiling (golem.safety.urgency; docs/design/spending.md).
 """
 
 from __future__ import annotations
@@ -66,26 +65,20 @@ def gas_gate(estimated_gas_usd: float, available_usd: float, typical_usd: float 
     return None
 
 
-def gas_check(
-    estimated_gas_usd: float, partition: GasPartition, typical_usd: float | None, spike_multiple: float,
-    protective: str | None,
-) -> tuple[str | None, str | None]:
-    """(defer reason, protective note). A routine action goes through §S10's gate against the routine share;
-    a protective one is never deferred and gets a note for its record: why it is protective and what it spent."""
-    if protective is None:
-        return gas_gate(estimated_gas_usd, partition.routine_left_usd, typical_usd, spike_multiple), None
-    est, left = estimated_gas_usd, partition.left_usd
-    if est > left:
-        spent = (f"the day's gas partition is spent (${partition.spent_usd:,.4f} of ${partition.budget_usd:,.2f}): "
-                 f"proceeds over budget by ${est - max(left, 0.0):,.4f}")
-    elif est > partition.routine_left_usd:
-        spent = f"uses the emergency slice (${left:,.4f} of ${partition.emergency_usd:,.2f} left today)"
-    else:
-        spent = f"within the routine share (${partition.routine_left_usd:,.4f} left today)"
-    spike = ""
-    if typical_usd is not None and typical_usd > 0 and est > typical_usd * spike_multiple:
-        spike = f"; {est / typical_usd:.1f}× the usual ${typical_usd:,.4f} per action, not deferred"
-    return None, f"protective, {protective}: gas ${est:,.4f} {spent}{spike}"
+def gas_limits(config: GolemConfig) -> dict[str, float]:
+    """The partition, its ring-fenced slice and the urgency ceilings (golem.safety.urgency), for status and report."""
+    risk, policy = SafetyLimits.from_config(config).risk, config.policy
+    return {"budget_usd": risk.gas_budget_usd_per_day, "slice_usd": risk.gas_budget_usd_per_day * risk.gas_emergency_fraction,
+            "per_action_usd": policy.gas_ceiling_per_action_usd,
+            "share_of_protected": policy.gas_ceiling_share_of_protected, "per_day_usd": policy.gas_ceiling_per_day_usd}
+
+
+def restore_status(state: GolemState) -> dict[str, float]:
+    """Gas paid per 1.0 of health factor restored so far (`golem status`; needs the whole state, not a step's slice)."""
+    out = {"hf_restored_total": state.hf_restored_total}
+    if state.hf_restored_total > 0:
+        out["gas_per_hf_restored"] = state.gas_restoring_usd / state.hf_restored_total
+    return out
 
 
 def spend_status(state: GolemState | None, config: GolemConfig | None) -> dict[str, float | str]:
@@ -98,5 +91,8 @@ def spend_status(state: GolemState | None, config: GolemConfig | None) -> dict[s
         risk = SafetyLimits.from_config(config).risk
         out.update(max_daily_cost_usd=config.heartbeat.max_daily_cost_usd,
                    gas_budget_usd_per_day=risk.gas_budget_usd_per_day,
-                   gas_emergency_usd=risk.gas_budget_usd_per_day * risk.gas_emergency_fraction)
+                   gas_emergency_usd=risk.gas_budget_usd_per_day * risk.gas_emergency_fraction,
+                   gas_ceiling_per_action_usd=config.policy.gas_ceiling_per_action_usd,
+                   gas_ceiling_share_of_protected=config.policy.gas_ceiling_share_of_protected,
+                   gas_ceiling_per_day_usd=config.policy.gas_ceiling_per_day_usd)
     return out

@@ -66,6 +66,12 @@ class SafetyLimits(BaseModel):
 TIGHTER: dict[str, str] = {
     "max_trade_size_usd": "down",
     "max_slippage_bps": "down",
+    "max_price_impact_bps": "down",
+    "min_trade_usd": "up",  # a larger minimum refuses more clipped actions
+    "min_trade_gas_multiple": "up",
+    "gas_ceiling_per_action_usd": "down",
+    "gas_ceiling_share_of_protected": "down",
+    "gas_ceiling_per_day_usd": "down",
     "max_drawdown_pct": "down",
     "gas_budget_usd_per_day": "down",
     "gas_spike_multiple": "down",
@@ -88,7 +94,8 @@ class LimitChange(BaseModel):
 
 def _flat(limits: SafetyLimits | dict[str, Any]) -> dict[str, Any]:
     if isinstance(limits, SafetyLimits):
-        return {**limits.policy.model_dump(), **limits.risk.model_dump()}
+        # every field, the late policy keys too (model_dump leaves those out at their defaults)
+        return {**{k: getattr(limits.policy, k) for k in PolicySection.model_fields}, **limits.risk.model_dump()}
     out: dict[str, Any] = {}
     for k, v in limits.items():
         if isinstance(v, dict) and k in ("policy", "risk"):

@@ -25,6 +25,7 @@ from golem.models.enums import BehavioralPhase, SteerSeverity
 from golem.models.interventions import Steer
 from golem.models.observation import ChainSnapshot, Observation
 from golem.models.tick import ProposedAction
+from golem.safety.sizing import price_impact
 
 # runtime-extensions §12: "Conservation phase blocks new position entry" (and every phase below it).
 RESTRICTED_PHASES: frozenset[BehavioralPhase] = frozenset(
@@ -134,6 +135,16 @@ class PolicyCage:
                     ok=False,
                     reason=f"max_slippage_bps {slip:g} exceeds the policy limit of {self.policy.max_slippage_bps:g} bps",
                 )
+
+        if action.tool == "swap":
+            pool = observation.snapshot.pool
+            if {args["token_in"], args["token_out"]} == {pool.token0.upper(), pool.token1.upper()}:
+                reserve_in = pool.reserve0 if args["token_in"] == pool.token0.upper() else pool.reserve1
+                impact = price_impact(float(args["amount_in"]), reserve_in) * 1e4
+                if impact > self.policy.max_price_impact_bps * (1 + 1e-9):
+                    return PolicyVerdict(ok=False, reason=(
+                        f"price impact {impact:.0f} bps against the pair's {reserve_in:,.6g} {args['token_in']} "
+                        f"reserve exceeds max_price_impact_bps {self.policy.max_price_impact_bps:g}"))
 
         if phase in RESTRICTED_PHASES and opens_exposure(action):
             return PolicyVerdict(

@@ -85,7 +85,9 @@ class RunActionLedger:
                 f"SELECT {', '.join(_COLUMNS)} FROM run_actions WHERE golem_id = ? AND tick = ? AND action_index = ?", key
             ).fetchone()
             if row is None:
-                row = (*key, run_id, action.tool, canonical_arguments(action.arguments), time.time())
+                # a clipped action is claimed as proposed, so another run proposing it again finds it sent
+                row = (*key, run_id, action.tool, canonical_arguments(action.clipped_from or action.arguments),
+                       time.time())
                 db.execute(
                     "INSERT INTO run_actions (golem_id, tick, action_index, run_id, tool, arguments, claimed_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -26,9 +26,10 @@ from golem.models.enums import ActionStatus, BehavioralPhase
 from golem.models.interventions import Steer
 from golem.models.observation import Observation
 from golem.models.record import ActionRecord
+from golem.models.wake import Forecast
 from golem.models.tick import ProposedAction, SimulationResult, ValidatedAction, ValidationResult
 from golem.safety.audit import AuditLog
-from golem.safety.cage import SafetyCage, ToolCallDecision, ValidationContext, validate_layered
+from golem.safety.cage import Resimulate, SafetyCage, ToolCallDecision, ValidationContext, validate_layered
 from golem.safety.constraints import MustGate, must_gate
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import opens_exposure
@@ -86,19 +87,23 @@ class SafetyService:
         simulation: SimulationResult, observation: Observation, strategy: Strategy | None = None,
         steers: list[Steer] | None = None, now: float | None = None, run_id: str | None = None,
         config: GolemConfig | None = None, entries_stopped: bool = False, markers: list | None = None,
-        last_price: float | None = None,
+        last_price: float | None = None, resimulate: Resimulate | None = None, forecast: Forecast | None = None,
+        floor: float | None = None, gas_history: list[float] | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
         """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
         `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None;
         `run_id`: the Temporal run deciding — an action another run of the tick already sent is not
         validated again (no permit), its verdict names the run that sent it. `config`: the tick's config
-        version, whose limits the cage enforces (the worker's own config when None)."""
+        version, whose limits the cage enforces (the worker's own config when None). `resimulate`: simulates the
+        actions again at the sizes the cage clipped them to (golem.safety.sizing); without it a clip is refused.
+        `forecast`, `floor`, `gas_history`: what urgency is read from (golem.safety.urgency)."""
         sent = self.sent_by_other_runs(golem_id, tick, actions, run_id) if run_id else {}
         if sent:
             fresh = [a for a in actions if a.action_index not in sent]
             result, decisions = self.validate(golem_id, tick, phase, fresh, simulation, observation, strategy=strategy,
                                               steers=steers, now=now, config=config, entries_stopped=entries_stopped,
-                                              markers=markers, last_price=last_price)
+                                              markers=markers, last_price=last_price, resimulate=resimulate,
+                                              forecast=forecast, floor=floor, gas_history=gas_history)
             verdicts = {v.action_index: v for v in result.actions}
             for index, claim in sent.items():
                 intents = self.journal.intents_for(golem_id, tick, claim.action_index)
@@ -118,12 +123,14 @@ class SafetyService:
         ctx = ValidationContext(golem_id=golem_id, tick=tick, phase=phase, observation=observation,
                                 risk=self.risk.snapshot(golem_id, nav, now=now), strategy=strategy,
                                 steers=list(steers or []), entries_stopped=entries_stopped,
-                                markers=list(markers or []), last_price=last_price)
+                                markers=list(markers or []), last_price=last_price, forecast=forecast, floor=floor,
+                                gas_history=list(gas_history or []))
         for sim in simulation.actions:
             if not sim.ok:
                 self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,
                                                                    "revert_reason": sim.revert_reason})
-        return validate_layered(self.cage_for(config), actions, simulation, ctx, self.permits, self.audit)
+        return validate_layered(self.cage_for(config), actions, simulation, ctx, self.permits, self.audit,
+                                resimulate=resimulate)
 
     def sent_by_other_runs(self, golem_id: str, tick: int, actions: list[ProposedAction],
                            run_id: str) -> dict[int, RunAction]:

@@ -102,7 +102,7 @@ def test_refusals_are_blocked_and_recorded(w3: Web3, world_snapshot: Deployment,
         # a reverting simulation: a floor no pool quote can meet
         ProposedAction(action_index=1, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 1,
                                                                "min_amount_out": 1_000_000}),
-        # oversize
+        # oversize (validated here without a re-simulation)
         ProposedAction(action_index=2, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 5}),
         ProposedAction(action_index=3, tool="repay", arguments={"amount": 10}),  # fine
     ]
@@ -111,7 +111,8 @@ def test_refusals_are_blocked_and_recorded(w3: Web3, world_snapshot: Deployment,
     assert [a.approved for a in val.actions] == [False, False, False, True]
     assert "DAI is not in approved_assets" in val.actions[0].reason
     assert val.actions[1].reason == "simulation failed: UniswapV2Router: INSUFFICIENT_OUTPUT_AMOUNT"
-    assert "exceeds max_trade_size_usd" in val.actions[2].reason
+    # oversize: the cage clips it to max_trade_size_usd, but a clip must be simulated again at its size first
+    assert "size to fit: clipped but not simulated again" in val.actions[2].reason
     kinds = [(e.kind, e.payload.get("action_index")) for e in svc.audit.entries()]
     assert ("simulation.reverted", 1) in kinds and ("permit.blocked", 0) in kinds and ("permit.blocked", 1) in kinds
     blocked = [e for e in svc.audit.entries(kind_prefix="permit.blocked") if e.payload["action_index"] == 1][0]

@@ -1,7 +1,8 @@
 """The §S10 gas partition through the real validate / execute / verify activities on Anvil: with only the
-emergency slice left, a routine swap is deferred while a repay is sent (its record says it was protective);
-an owner's high steer that interrupted decide makes the swap protective; the partition's day is the tick's
-started_at (path time), so two days later the swap goes through; verify stamps the gas on the tick's day."""
+emergency slice left, a routine swap and a routine repay (HF 2.06, far from every line) are deferred, while the
+same repay with the health factor under the strategy's repay line is urgent and sent (its record says so); an
+owner's high steer that interrupted decide makes the swap urgent; the partition's day is the tick's started_at
+(path time), so two days later the swap goes through; verify stamps the gas on the tick's day."""
 
 from __future__ import annotations
 
@@ -55,14 +56,20 @@ def test_only_protective_actions_reach_the_emergency_slice_on_the_ticks_clock(ri
         return obs, sim, val
 
     swap = ProposedAction(action_index=0, tool="swap", rationale="protective: the model says so",
-                          arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 0.1})
+                          arguments={"token_in": "USDC", "token_out": "WETH", "amount_in": 200})  # buys exposure
     repay = ProposedAction(action_index=1, tool="repay", arguments={"amount": 50})
 
     c = ctx(100, T + timedelta(hours=1))
     obs, sim, val = validate(c, [swap, repay])
+    assert [v.deferred for v in val.actions] == [True, True]  # HF 2.06: the repay is routine
+    assert "routine actions" in val.actions[1].reason and val.actions[1].protective is None
+    # the health factor fell 0.3 a tick over the last ticks: the repay line 1.6 is 1.5 ticks away, within the
+    # 3-tick horizon — the same repay is urgent
+    c = c.model_copy(update={"state": GolemState(golem_id=rig.golem_id, health_history=[2.9, 2.6, 2.3])})
+    obs, sim, val = validate(c, [swap, repay])
     deferred, approved = val.actions
     assert not deferred.approved and "gas gate: defer" in deferred.reason and deferred.protective is None
-    assert approved.approved and "repay lowers the debt" in approved.protective and "emergency slice" in approved.protective
+    assert approved.approved and approved.protective.startswith("urgent") and "emergency slice" in approved.protective
     records = ActivityEnvironment().run(
         acts.execute, ExecuteInput(ctx=c, observation=obs, actions=[repay], validation=val)).records
     assert records[0].status is ActionStatus.EXECUTED and records[0].protective == approved.protective

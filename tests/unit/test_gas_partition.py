@@ -1,6 +1,7 @@
-"""The §S10 gas partition: routine actions stop short of a ring-fenced emergency slice, protective actions
-(golem.safety.policy.protective_reason) are never deferred by the budget or the spike rule, the partition's
-day is the tick's clock, and status / doctor show gas beside inference."""
+"""The §S10 gas partition by urgency (golem.safety.urgency): routine actions stop short of a ring-fenced emergency
+slice and a routine protective one waits while gas is above its median, urgent ones may use the slice, critical
+ones go beyond it up to the daily ceiling, all under the per-action ceiling; deferred intents wait and come back;
+the partition's day is the tick's clock, and status / doctor show gas beside inference and the ceilings."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from golem.models.golem import GolemStatus
 from golem.models.interventions import Steer
 from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState
 from golem.models.state import GolemState
+from golem.models.wake import Forecast
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, TickContext, TickResult
 from golem.safety.audit import AuditLog
 from golem.safety.cage import SafetyCage, ValidationContext, validate_layered
 from golem.safety.constraints import Book
-from golem.safety.gas import spend_status, utc_day_bounds
+from golem.safety.gas import restore_status, spend_status, utc_day_bounds
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import HF_AT_RISK, protective_reason
 from golem.safety.risk import RiskSnapshot, RiskStore
@@ -67,11 +69,23 @@ def steer(severity: str, sid="s1") -> Steer:
     return Steer(id=sid, message="reduce exposure now", severity=SteerSeverity(severity))
 
 
-def decide(action, *, spent=0.0, typical=None, o=None, steers=()):
+def fc(hf: float, line: float = 1.6, kind: str = "rule", ticks: float | None = None) -> Forecast:
+    """A forecast: crossed when hf ≤ line, else `ticks` away at the worst move (within the 3-tick horizon or not)."""
+    crossed = [line] if hf <= line else []
+    return Forecast(health_factor=hf, line=line, line_label="STRATEGY.md:20" if kind == "rule" else kind,
+                    line_kind=kind, crossed=crossed, ticks_at_worst=ticks, horizon_ticks=3.0,
+                    within_horizon=bool(crossed) or (ticks is not None and ticks <= 3.0))
+
+
+URGENT = fc(1.55)  # under the strategy's repay line 1.6
+CRITICAL = fc(1.25, line=1.3, kind="must")  # under the MUST floor
+
+
+def decide(action, *, spent=0.0, typical=None, o=None, steers=(), forecast=None, gas_history=()):
     o = o or obs()
     risk = RiskSnapshot(nav_usd=1e5, high_water_usd=1e5, gas_spent_today_usd=spent, typical_action_gas_usd=typical)
     c = ValidationContext(golem_id="g1", tick=1, phase=BehavioralPhase.THRIVING, observation=o, risk=risk,
-                          steers=list(steers))
+                          steers=list(steers), forecast=forecast, floor=1.3, gas_history=list(gas_history))
     decision, _ = CAGE.tool_call(action, c, sim(action), Book.of(o.snapshot))
     return decision
 
@@ -86,18 +100,47 @@ def test_routine_action_is_deferred_once_only_the_emergency_slice_remains():
     assert "$0.1000 left today for routine actions" in d.reason
 
 
-def test_repay_takes_the_emergency_slice_and_proceeds_even_over_the_whole_partition():
-    within = decide(act("repay"), spent=7.0)
-    assert within.allowed and "within the routine share" in within.protective
-    d = decide(act("repay"), spent=9.0)
-    assert d.allowed and "repay lowers the debt" in d.protective and "emergency slice" in d.protective
+def test_urgency_not_the_tool_decides_what_a_repay_may_spend():
+    # HF 2.0, nowhere near a line: a repay is routine — the routine share, never the slice
+    assert decide(act("repay"), spent=7.0, forecast=fc(2.0, ticks=40)).allowed
+    d = decide(act("repay"), spent=9.0, forecast=fc(2.0, ticks=40))
+    assert not d.allowed and d.deferred and "$0.0000 left today for routine actions" in d.reason
+    # under the strategy's repay line: urgent, it takes the emergency slice ...
+    d = decide(act("repay"), spent=9.0, forecast=URGENT)
+    assert d.allowed and d.protective.startswith("urgent") and "emergency slice" in d.protective
     assert d.protective in d.reason  # on the record, not only in the verdicts
-    over = decide(act("repay"), spent=10.5)
-    assert over.allowed and "partition is spent ($10.5000 of $10.00)" in over.protective
-    assert "proceeds over budget by $0.2000" in over.protective
+    # ... but not beyond the partition: only a critical action does, up to the daily ceiling ($30)
+    over = decide(act("repay"), spent=10.5, forecast=URGENT)
+    assert not over.allowed and over.deferred and "only a critical action goes beyond it" in over.reason
+    crit = decide(act("repay"), spent=10.5, forecast=CRITICAL)
+    assert crit.allowed and crit.protective.startswith("critical") and "within the daily ceiling" in crit.protective
+    capped = decide(act("repay"), spent=29.9, forecast=CRITICAL)
+    assert not capped.allowed and "would pass the daily ceiling $30.00" in capped.reason
+    # within the horizon of the floor at the worst move is critical too; of a rule's line, urgent
+    assert decide(act("repay"), spent=10.5, forecast=fc(1.4, line=1.3, kind="must", ticks=2)).allowed
+    assert not decide(act("repay"), spent=10.5, forecast=fc(1.7, ticks=2)).allowed
 
 
-def test_a_high_or_critical_steer_makes_every_action_of_the_tick_protective():
+def test_the_per_action_ceiling_holds_whatever_the_urgency():
+    # 300 gwei: 100k gas × 300 gwei × $2000 = $60 for one repay, over the $20 ceiling
+    d = decide(act("repay"), o=obs(gas_gwei=300.0), forecast=CRITICAL)
+    assert not d.allowed and d.deferred and "over the per-action ceiling $2.0000" in d.reason  # 2 % of $100 repaid
+    big = decide(act("repay", amount=5000), o=obs(gas_gwei=30.0), forecast=CRITICAL)  # $6 ≤ min($20, 2 % of $5000)
+    assert big.allowed
+
+
+def test_a_routine_protective_action_waits_while_gas_is_above_its_recent_median():
+    history = [1.0, 1.2, 0.9, 1.1, 1.0, 1.3]  # median 1.05 gwei
+    d = decide(act("repay"), o=obs(gas_gwei=4.0), forecast=fc(2.0, ticks=40), gas_history=history)
+    assert not d.allowed and d.deferred and "above the recent median 1.05 gwei" in d.reason
+    assert "waits until gas falls or urgency rises" in d.reason
+    assert decide(act("repay"), o=obs(gas_gwei=1.0), forecast=fc(2.0, ticks=40), gas_history=history).allowed
+    assert decide(act("repay"), o=obs(gas_gwei=4.0), forecast=URGENT, gas_history=history).allowed
+    # a routine trade that protects nothing is left to §S10's gate (no median rule)
+    assert decide(swap(100, "USDC", "WETH"), o=obs(gas_gwei=4.0), gas_history=history).allowed
+
+
+def test_a_high_or_critical_steer_makes_every_action_of_the_tick_urgent():
     buy = swap(500, "USDC", "WETH")  # opens exposure: as routine as an action gets
     assert decide(buy, spent=9.5, steers=[steer("medium")]).deferred
     for sev in ("high", "critical"):
@@ -105,20 +148,21 @@ def test_a_high_or_critical_steer_makes_every_action_of_the_tick_protective():
         assert d.allowed and f"owner steer s9 ({sev})" in d.protective
 
 
-def test_a_gas_spike_defers_a_swap_but_never_a_repay():
+def test_a_gas_spike_defers_a_routine_repay_but_not_an_urgent_one():
     # $0.20 against a usual $0.05 per action: 4× > the 2× spike line, with the whole budget free
     d = decide(swap(), typical=0.05)
     assert not d.allowed and d.deferred and "over 2× the usual" in d.reason
-    r = decide(act("repay"), typical=0.05)
-    assert r.allowed and "4.0× the usual $0.0500 per action, not deferred" in r.protective
+    assert decide(act("repay"), typical=0.05, forecast=fc(2.0, ticks=40)).deferred
+    r = decide(act("repay"), typical=0.05, forecast=URGENT)
+    assert r.allowed and r.protective.startswith("urgent")
 
 
 def test_a_model_labelled_protective_swap_is_still_routine():
     labelled = swap(rationale="PROTECTIVE: emergency deleverage ordered by the owner; exempt from the gas budget")
     d = decide(labelled, spent=9.0)
     assert not d.allowed and d.deferred and d.protective is None
-    # the same swap is protective only when the chain says the loan is at risk
-    assert decide(labelled, spent=9.0, o=obs(debt=DEBT_AT_HF_1_3)).allowed
+    # the same swap is urgent only when the chain says the loan is at risk (HF 1.23 under the floor)
+    assert decide(labelled, spent=9.0, o=obs(debt=DEBT_AT_HF_1_3), forecast=fc(1.23, line=1.3, kind="must")).allowed
     flagged = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC",
                                                                      "amount_in": 1, "protective": True})
     refused = decide(flagged, spent=0.0)
@@ -147,18 +191,19 @@ def test_protective_is_read_from_the_tool_and_the_chain(action, debt, protective
 
 def test_validate_layered_puts_the_protective_note_on_the_permit_and_the_audit(tmp_path):
     o = obs()
-    actions = [act("repay", idx=0), swap(idx=1)]
+    actions = [act("repay", idx=0), swap(100, "USDC", "WETH", idx=1)]  # the buy protects nothing: routine
     risk = RiskSnapshot(nav_usd=1e5, high_water_usd=1e5, gas_spent_today_usd=7.7)  # $0.30 routine left
-    c = ValidationContext(golem_id="g1", tick=1, phase=BehavioralPhase.THRIVING, observation=o, risk=risk)
+    c = ValidationContext(golem_id="g1", tick=1, phase=BehavioralPhase.THRIVING, observation=o, risk=risk,
+                          forecast=URGENT)
     audit = AuditLog(tmp_path / "a.sqlite")
     result, _ = validate_layered(CAGE, actions, SimulationResult(actions=[sim(a) for a in actions]), c,
                                  PermitStore(tmp_path / "p.sqlite"), audit)
     repay, routine = result.actions
-    assert repay.approved and "repay lowers the debt" in repay.protective
+    assert repay.approved and repay.protective.startswith("urgent")
     # the repay's $0.20 counts: after it the swap finds $0.10 of the routine share, too little
     assert not routine.approved and routine.protective is None and "$0.1000 left today" in routine.reason
     allowed = audit.entries(kind_prefix="tool_call.allowed")
-    assert allowed and "repay lowers the debt" in allowed[0].payload["protective"]
+    assert allowed and "STRATEGY.md:20" in allowed[0].payload["protective"]
 
 
 # ── the tick's clock, a UTC day ──────────────────────────────────────────────────────────────
@@ -238,6 +283,14 @@ def test_status_shows_gas_beside_inference_and_each_budget():
     line = spend_line(st)
     assert "inference $0.0000 of $5.00" in line and "gas $9.8700 of $10.00" in line and "$2.00" in line
     assert "2025-03-01 UTC" in line
+    # the urgency ceilings, and gas per unit of health factor restored (folded from the ticks that restored it)
+    assert "urgent or critical ≤ $20.00 and 2.0% of the value protected per action" in line
+    assert "critical ≤ $30.00/day" in line and "gas per 1.0 HF restored n/a" in line
+    s = fold_tick_result(state, tick_result(0.5).model_copy(update={"hf_restored": 0.25}),
+                         "2025-03-01T12:00:00+00:00", ClockSection(), HeartbeatSection())
+    st = GolemStatus(golem_id="g", tick=61, activity="waiting", regime="volatile", phase="thriving", vitality=1.0,
+                     theta_seconds=30.0, **spend_status(s, cfg), **restore_status(s))
+    assert "gas per 1.0 HF restored $2.00 (0.250 restored)" in spend_line(st)
     old = GolemStatus.model_validate({"golem_id": "g", "tick": 1, "activity": "waiting", "regime": "calm",
                                       "phase": "thriving", "vitality": 1.0, "theta_seconds": 60.0,
                                       "daily_spend_usd": 0.0})
@@ -255,3 +308,54 @@ def test_doctor_shows_gas_today_against_the_partition(tmp_path):
     assert "gas today: $8.2500 over 33 actions of the $10.00/day partition" in line
     assert "routine share $8.00 spent: routine actions are deferred" in line and "$2.00 ring-fenced" in line
     assert "gas today: $0.0000 over 0 actions" in _gas_line(cfg, tmp_path / "nothing", now)
+
+
+# ── urgency classes, deferred intents ────────────────────────────────────────────────────────
+
+
+def test_urgency_classes_are_read_from_the_forecast_and_the_steer_never_the_words():
+    from golem.safety.urgency import Urgency, classify
+    repay = act("repay")
+    assert classify(repay, fc(2.88, ticks=12), []).level is Urgency.ROUTINE  # the flash-crash repay: far from a line
+    assert classify(repay, fc(1.7, ticks=2), []).level is Urgency.URGENT  # the rule's line within the horizon
+    assert classify(repay, URGENT, []).level is Urgency.URGENT  # under the rule's line
+    assert classify(repay, CRITICAL, [], floor=1.3).level is Urgency.CRITICAL  # under the MUST floor
+    assert classify(repay, fc(1.4, line=1.3, kind="must", ticks=1), []).level is Urgency.CRITICAL
+    assert classify(repay, None, []).level is Urgency.ROUTINE  # no loan
+    buy = swap(100, "USDC", "WETH", rationale="URGENT: protective, critical")
+    assert classify(buy, CRITICAL, [], floor=1.3).level is Urgency.ROUTINE  # buys exposure: never urgent
+    assert classify(buy, None, [steer("high")]).level is Urgency.URGENT
+
+
+def test_deferred_intents_wait_one_per_tool_and_leave_when_decided_or_stale():
+    from golem.models.enums import ActionStatus
+    from golem.models.record import ActionRecord
+    from golem.safety.urgency import DEFERRED_MAX_TICKS, next_deferred, release_reason, with_deferred
+    repay = act("repay", amount=800)
+    deferred = ActionRecord(action_index=0, action_type="repay", tool_name="repay", status=ActionStatus.DEFERRED,
+                            block_reason="risk: gas gate: defer: routine (...): gas above the recent median")
+    intents = next_deferred([], 8, [repay], [deferred], 81.0)
+    assert [(i.tool, i.since_tick, i.arguments) for i in intents] == [("repay", 8, {"amount": 800})]
+    assert next_deferred(intents, 9, [], [], 2.0) == intents  # a T0 tick: it waits on
+    again = next_deferred(intents, 10, [repay], [deferred], 60.0)
+    assert again[0].since_tick == 8 and again[0].last_tick == 10
+    sent = deferred.model_copy(update={"status": ActionStatus.EXECUTED, "block_reason": None})
+    assert next_deferred(intents, 11, [repay], [sent], 2.0) == []
+    assert next_deferred(intents, 8 + DEFERRED_MAX_TICKS + 1, [], [], 2.0) == []
+    # deferred for its gas price, it comes back when gas is at or under its recent median, or when the position
+    # makes it urgent
+    history = [2.0] * 10
+    assert intents[0].cause == "price" and intents[0].level == "routine"
+    assert release_reason(intents, 80.0, history, fc(2.0, ticks=40), 1.3) is None
+    assert "under its recent median 2.00 gwei" in release_reason(intents, 2.0, history, fc(2.0, ticks=40), 1.3)
+    assert "urgency rose to critical" in release_reason(intents, 80.0, history, CRITICAL, 1.3)
+    # deferred because the day's gas is spent, cheap gas does not bring it back: another day does
+    spent = deferred.model_copy(update={"block_reason": "risk: gas gate: defer: estimated gas $0.5 exceeds the "
+                                                        "partition's $0.1 left today for routine actions"})
+    budget = next_deferred([], 8, [repay], [spent], 2.0, day="2026-01-01")
+    assert budget[0].cause == "budget"
+    assert release_reason(budget, 1.0, history, fc(2.0, ticks=40), 1.3, day="2026-01-01") is None
+    assert "a new day's gas partition" in release_reason(budget, 1.0, history, fc(2.0, ticks=40), 1.3, day="2026-01-02")
+    # re-proposed after the decision's own actions, unless the decision already uses the tool
+    assert [a.tool for a in with_deferred([swap()], intents)] == ["swap", "repay"]
+    assert with_deferred([act("repay", amount=5)], intents) == [act("repay", amount=5)]

@@ -196,4 +196,7 @@ def test_policy_hash_is_canonical_sha256():
             separators=(",", ":"),
         ).encode()
     ).hexdigest()
-    assert a.policy_hash() == expected
+    assert a.policy_hash() == expected  # the keys added later are left out at their defaults ...
+    d = PolicyCage(PolicySection(approved_assets=["WETH", "USDC"], max_trade_size_usd=5_000, max_slippage_bps=100,
+                                 max_price_impact_bps=200))
+    assert d.policy_hash() != a.policy_hash()  # ... and hashed once set

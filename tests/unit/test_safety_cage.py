@@ -319,8 +319,8 @@ def test_applied_changes_never_widen(proposal):
         new = tightened(LIMITS, change)
     except ValueError:
         return  # a tightening outside the field's own range (e.g. drawdown < 1 %) is refused by the model
-    old_flat = {**LIMITS.policy.model_dump(), **LIMITS.risk.model_dump()}
-    new_flat = {**new.policy.model_dump(), **new.risk.model_dump()}
+    old_flat = {**{k: getattr(LIMITS.policy, k) for k in PolicySection.model_fields}, **LIMITS.risk.model_dump()}
+    new_flat = {**{k: getattr(new.policy, k) for k in PolicySection.model_fields}, **new.risk.model_dump()}
     for k, direction in TIGHTER.items():
         assert (new_flat[k] <= old_flat[k]) if direction == "down" else (new_flat[k] >= old_flat[k])
 
