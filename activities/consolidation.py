@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sqlite3
 import time
 from collections import Counter
 from datetime import datetime, timedelta
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -80,6 +82,16 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 MIN_TRIAL_ROWS = 5  # fewer recorded ticks measure nothing
+
+
+KEEP_TRIAL_DIRS = 20  # each holds two backtests (reports, Temporal SQLite); the figures live on in heuristics.sqlite
+
+
+def _prune_trials(root: Path) -> None:
+    """Only the newest trials' run directories stay (names start with the zero-padded cycle tick)."""
+    if root.is_dir():
+        for old in sorted(p for p in root.iterdir() if p.is_dir())[:-KEEP_TRIAL_DIRS]:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _hf_floor(strategy_text: str) -> float | None:
@@ -230,6 +242,7 @@ class ConsolidationActivities(ActivitySet):
                 await blocking("trial verdict", self.s.heuristics.record_trial, h.id, inp.tick, occasion,
                                result.verdict, result.model_dump_json(by_alias=True))
             judged.append({"id": h.id, "occasion": occasion, "verdict": result.verdict, "summary": result.summary()})
+        await blocking("trial dirs", _prune_trials, self.s.data_dir / "trials")
         demoted = [j["id"] for j in judged if j["verdict"] == "demoted"]
         await blocking("trial votes", playbook_view.follow_votes, self.s.heuristics, self.s.semantic, demoted, inp.tick)
         return DeltaStep(fields={"trials": {"judged": judged, "rows": len(rows)}})

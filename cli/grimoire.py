@@ -162,16 +162,23 @@ def _playbook(args) -> int:
         if args.playbook_cmd == "effects":
             return _effects(args)
         if args.playbook_cmd == "log":
+            from golem.grimoire.heuristics import HeuristicStore
+
             rows = history.log()
+            trials = HeuristicStore(db).trials()  # the verdicts each compile followed (docs/learning.md)
             if not rows:
                 print("(no PLAYBOOK revisions recorded yet)")
             for r in rows:
+                judged = [t for t in trials if t["tick"] == r.tick]
                 if args.json:
-                    print(json.dumps(r.model_dump(exclude={"text"})))
+                    print(json.dumps({**r.model_dump(exclude={"text"}), "trials": [
+                        {k: t[k] for k in ("heuristic_id", "occasion", "verdict")} for t in judged]}))
                 else:
                     tick = "-" if r.tick is None else r.tick
                     n = "" if r.heuristics is None else f" {r.heuristics} heuristics"
                     print(f"r{r.revision}  tick {tick}  {r.created_at}  {r.reason}{n}  sha256 {r.sha256[:12]}")
+                    for t in judged:
+                        print(f"    trial {t['heuristic_id']} ({t['occasion']}): {t['verdict']}")
         elif args.playbook_cmd == "diff":
             print(history.diff(args.rev_a, args.rev_b), end="")
         else:

@@ -170,7 +170,7 @@ def test_no_effect_at_add_holds_a_rule_back_but_not_a_promoted_one(tmp_path):
 
 
 def test_effects_cli_prints_the_figures(tmp_path, capsys):
-    from cli.grimoire import _effects
+    from cli.grimoire import _effects, _playbook
 
     (tmp_path / "grimoire").mkdir()
     store = HeuristicStore(tmp_path / "grimoire" / "heuristics.sqlite")
@@ -183,3 +183,7 @@ def test_effects_cli_prints_the_figures(tmp_path, capsys):
     assert _effects(SimpleNamespace(data=tmp_path, json=True)) == 0
     row = json.loads(capsys.readouterr().out.splitlines()[0])
     assert row["id"] == h.id and row["trials"][0]["result"]["verdict"] == "demoted"
+    # `playbook log`: the revision the cycle compiled, with the verdicts it followed
+    rewrite_playbook(store, tmp_path / "PLAYBOOK.md", tick=50)
+    assert _playbook(SimpleNamespace(data=tmp_path, json=False, playbook_cmd="log")) == 0
+    assert f"trial {h.id} (add): demoted" in capsys.readouterr().out
