@@ -1,7 +1,7 @@
 """The trial runner the delta cycle's trial step is handed: two `golem backtest` runs of the golem's own recent
 rows, one whose PLAYBOOK.md holds the rule and one whose does not (docs/design/learning.md).
 
-Each run is infra/backtest.py's `run_backtest` in a child process (`python -m workers.trial SPEC`): its own
+Each run is infra/backtest.py's `run_backtest` in a child process (`python -m infra.trial_arm SPEC`): its own
 Temporal dev server and Anvil under the trial's directory, nothing on the live chain, and the live worker's
 event loop, logging and signal handlers untouched. Cancelling the step terminates the child, which stops in order.
 """
@@ -14,7 +14,6 @@ import os
 import signal
 import sqlite3
 import sys
-import time
 from contextlib import closing
 from pathlib import Path
 
@@ -78,7 +77,7 @@ class BacktestTrialRunner:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
                                                                          os.environ.get("PYTHONPATH", "")) if p)}
         with log.open("w") as err:
-            proc = await asyncio.create_subprocess_exec(self.python, "-m", "workers.trial", str(spec),
+            proc = await asyncio.create_subprocess_exec(self.python, "-m", "infra.trial_arm", str(spec),
                                                         stdout=err, stderr=err, env=env, start_new_session=True)
             try:
                 code = await proc.wait()
@@ -93,23 +92,3 @@ class BacktestTrialRunner:
             tail = log.read_text()[-800:]
             raise RuntimeError(f"trial backtest {spec.parent.name}/{spec.stem} exited {code}: {tail}")
 
-
-def _run(spec_path: Path) -> None:
-    """The child: one `run_backtest` of the spec, its figures written as TrialFigures JSON."""
-    from golem.backtest.report import build_report
-    from golem.learning.trial import figures_of
-    from infra.backtest import BacktestOptions, run_backtest
-
-    spec = json.loads(spec_path.read_text())
-    started = time.perf_counter()
-    (run,) = run_backtest(BacktestOptions(path=Path(spec["path"]), home=Path(spec["home"]), out=Path(spec["out"]),
-                                          grimoire=Path(spec["grimoire"]), progress=False))
-    report = build_report(run.info, run.marks)
-    actions = [f"{m.row}:{a.tool}" for m in run.marks for a in m.actions if a.status == "executed"]
-    fig = figures_of(report.figures, actions)
-    Path(spec["figures"]).write_text(fig.model_dump_json())
-    print(f"trial arm done in {time.perf_counter() - started:.1f} s: {fig.model_dump_json()}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    _run(Path(sys.argv[1]))

@@ -77,12 +77,12 @@ class TrialRunner(Protocol):
                   out: Path) -> tuple[TrialFigures, TrialFigures]: ...
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 100:+.2f}%"
+def _pct(x: float | None, places: int = 2) -> str:
+    return "n/a" if x is None else f"{x * 100:+.{places}f}%"
 
 
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
+def _num(x: float | None, places: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{places}f}"
 
 
 def path_rows(records: Iterable[DecisionCycleRecord], last: int) -> list[PathRow]:
@@ -143,11 +143,12 @@ def judge(with_rule: TrialFigures, without_rule: TrialFigures, limits: LearningS
         return "kept", [f"held min HF {_num(with_rule.min_health_factor)} ≥ the MUST floor {floor:g} where it fell to "
                         f"{_num(without_rule.min_health_factor)} without"]
     if with_rule.max_drawdown > without_rule.max_drawdown + limits.drawdown_tolerance + EPS:
-        fails.append(f"max drawdown {_pct(with_rule.max_drawdown)} vs {_pct(without_rule.max_drawdown)} without")
+        fails.append(f"max drawdown {_pct(with_rule.max_drawdown, 3)} vs {_pct(without_rule.max_drawdown, 3)} without")
     if _hf(with_rule) < _hf(without_rule) - limits.health_factor_tolerance - EPS:
-        fails.append(f"min HF {_num(with_rule.min_health_factor)} vs {_num(without_rule.min_health_factor)} without")
+        fails.append(f"min HF {_num(with_rule.min_health_factor, 4)} vs {_num(without_rule.min_health_factor, 4)} without")
     if not _sortino(with_rule) > _sortino(without_rule) + limits.sortino_margin + EPS:
-        fails.append(f"Sortino {_num(with_rule.sortino_per_tick)} not better than {_num(without_rule.sortino_per_tick)}"
+        fails.append(f"Sortino {_num(with_rule.sortino_per_tick, 5)} not better than "
+                     f"{_num(without_rule.sortino_per_tick, 5)}"
                      f" without" + (f" by more than {limits.sortino_margin:g}" if limits.sortino_margin else ""))
     return ("demoted", fails) if fails else ("kept", [])
 

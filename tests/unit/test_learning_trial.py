@@ -41,7 +41,7 @@ def test_the_crash_case_is_demoted_gas_spent_for_no_outcome():
     verdict, why = judge(fig(ret=-0.2044, dd=0.3231, sortino=-0.1021, hf=1.7),
                          fig(ret=-0.2039, dd=0.3226, sortino=-0.1019, hf=1.6, actions=()), LIMITS)
     assert verdict == "demoted"
-    assert any(w.startswith("max drawdown +32.31% vs +32.26%") for w in why) and any("Sortino" in w for w in why)
+    assert any(w.startswith("max drawdown +32.310% vs +32.260%") for w in why) and any("Sortino" in w for w in why)
 
 
 def test_sortino_threshold_each_side():
@@ -65,7 +65,7 @@ def test_health_factor_threshold_each_side():
     better = dict(sortino=-0.05)
     assert judge(fig(hf=1.6, **better), BASE, LIMITS)[0] == "kept"
     verdict, why = judge(fig(hf=1.59, **better), BASE, LIMITS)
-    assert verdict == "demoted" and why == ["min HF 1.590 vs 1.600 without"]
+    assert verdict == "demoted" and why == ["min HF 1.5900 vs 1.6000 without"]
     assert judge(fig(hf=1.59, **better), BASE, LearningSection(health_factor_tolerance=0.02))[0] == "kept"
     assert judge(fig(hf=None, **better), BASE, LIMITS)[0] == "kept"  # no debt left: nothing to liquidate
 
