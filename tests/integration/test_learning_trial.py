@@ -38,7 +38,7 @@ DELTA = 14
 async def test_a_rule_that_does_not_pay_on_the_golems_own_rows_is_demoted_with_its_figures(temporal_client, tmp_path):
     rig = make_rig(tmp_path, "trial-golem", "crash", gating={"mode": "always"},
                    decision_cache={"min_consistency": 1000}, clock={"delta_theta_ticks": DELTA},
-                   learning={"trial_rows": DELTA, "trial_timeout_seconds": 540})
+                   learning={"trial": True, "trial_rows": DELTA, "trial_timeout_seconds": 540})
     (rig.home / "STRATEGY.md").write_text(STRATEGY)
     store = HeuristicStore(rig.data_dir / "grimoire" / "heuristics.sqlite")
     for i in range(5):  # two learned rules, in PLAYBOOK.md as the Curator would have put them
@@ -65,5 +65,32 @@ async def test_a_rule_that_does_not_pay_on_the_golems_own_rows_is_demoted_with_i
         assert kept["result"]["with_rule"]["sortino_per_tick"] > kept["result"]["without_rule"]["sortino_per_tick"]
         playbook = (rig.data_dir / "PLAYBOOK.md").read_text()
         assert pays.id in playbook and costs.id not in playbook
+    finally:
+        rig.stop()
+
+
+async def test_a_rule_the_curator_adds_is_judged_before_it_reaches_the_playbook(temporal_client, tmp_path):
+    """tests/integration/test_learning_loop.py's golem with trials on: the owner's 1 % repay pays five times, the
+    Curator ADDs it 10 % earlier — and the trial at that same cycle finds it only spends gas on a calm market, so it
+    never enters PLAYBOOK.md and no later tick acts on it."""
+    from tests.integration.test_learning_loop import STRATEGY as LOOP_STRATEGY
+
+    rig = make_rig(tmp_path, "trial-add", "calm", gating={"mode": "always"}, decision_cache={"min_consistency": 1000},
+                   learning={"trial": True, "trial_rows": 10, "trial_timeout_seconds": 540})
+    (rig.home / "STRATEGY.md").write_text(LOOP_STRATEGY)
+    try:
+        async with in_process_worker(temporal_client, rig):
+            handle = await rig.start_golem(temporal_client, max_ticks=12)
+            await asyncio.wait_for(handle.result(), timeout=900)
+        store = HeuristicStore(rig.data_dir / "grimoire" / "heuristics.sqlite")
+        (learned,) = [h for h in store.list() if h.text.startswith("WHEN health_factor < 2.42")]
+        (trial,) = store.trials(learned.id)
+        assert trial["occasion"] == "add" and trial["tick"] == 10, trial
+        assert (learned.status, learned.trial_verdict) == ("candidate", trial["verdict"]) and learned.held, learned
+        assert trial["verdict"] in ("demoted", "no effect") and trial["result"]["reasons"]
+        assert learned.id not in (rig.data_dir / "PLAYBOOK.md").read_text()
+        records = [CycleStore(rig.data_dir).load(r["tick"]) for r in CycleStore(rig.data_dir).recent(30)]
+        assert not [r.tick for r in records if r.deliberation and
+                    any(a.entry_id == learned.id for a in r.deliberation.rules_applied)]
     finally:
         rig.stop()
