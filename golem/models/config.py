@@ -221,7 +221,7 @@ class LearningSection(BaseModel):
     trial: bool = True  # false: learned rules are promoted by the Curator's votes alone, unmeasured
     trial_rows: int = Field(default=60, ge=5, le=2000)  # the last N recorded ticks a trial replays (bounds its time)
     trial_every: int = Field(default=1, ge=1)  # re-judge promoted rules every k delta cycles (an ADD is judged at once)
-    trial_timeout_seconds: float = Field(default=1800.0, gt=0)  # a trial still running then is given up (no verdict)
+    trial_timeout_seconds: float = Field(default=360.0, gt=0)  # the cycle's time for trials (the delta cycle has 10 min)
     sortino_margin: float = Field(default=0.0, ge=0.0)  # Sortino per tick must beat the run without the rule by more
     drawdown_tolerance: float = Field(default=0.0, ge=0.0)  # max drawdown may be worse by at most this (fraction)
     health_factor_tolerance: float = Field(default=0.0, ge=0.0)  # min HF may be lower by at most this
