@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup setup-run chromium run test test-unit bench eval-memory histories contracts clean-data mutation chaos soak
+.PHONY: setup setup-run chromium run test test-unit docs bench eval-memory histories contracts clean-data mutation chaos soak
 
 setup: $(VENV)/.installed-test node_modules/.installed chromium
 setup-run: $(VENV)/.installed-run node_modules/.installed
@@ -45,7 +45,13 @@ run: setup-run
 ## The whole test suite: unit, property, integration (real Temporal dev server + real Anvil), replay.
 test: setup
 	$(PY) -m mypy
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+
+## The documentation site (mkdocs-material) into build/site/; the reference pages are regenerated from the code first.
+docs: setup
+	$(PY) -m cli.reference
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 test-unit: setup
 	$(PY) -m pytest -q tests/unit

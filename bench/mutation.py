@@ -4,10 +4,12 @@
     python bench/mutation.py --sample 60 --seed 1   # a reproducible random sample across the targets
     python bench/mutation.py --modules golem/safety/policy.py,activities/tick.py --max-mutants 20
     python bench/mutation.py --list                 # the mutants, without running anything
+    python bench/mutation.py --cuts                 # only the hand-written cuts (CUTS), each against its tests
 
 Mutants (AST-based, one at a time):
   delete   a simple statement inside a function body (call, assignment, return, raise, ...) becomes `pass`;
-  negate   the condition of an `if`/`elif`/`while`, or a ternary's, becomes `not (...)`.
+  negate   the condition of an `if`/`elif`/`while`, or a ternary's, becomes `not (...)`;
+  cut      a hand-written one from CUTS (a wire the two above cannot cut: part of an expression, a swapped call).
 Not mutated: docstrings, `pass`, imports, logging calls (workflow.logger / log / logger / print), class field
 declarations, a function's final `return None` (equivalent), and lines marked `# no-mutate` (say why there).
 
@@ -102,6 +104,29 @@ TESTS: dict[str, list[str]] = {
                                    I + "test_dreams.py"],  # a critical steer wakes a dreaming golem
 }
 
+# Hand-written cuts: a wire a careless refactor could cut in a way the two AST operators do not make (a part of an
+# expression dropped, a call swapped), each with the tests that must catch it. Run with every full run, alone with
+# `--ids cut:<name>` or `--cuts` (all of them); `--list` shows them.
+CUTS: dict[str, tuple[str, str, str, list[str]]] = {
+    # name: (module, original text, cut text, tests)
+    "codec-env": ("workers/client.py", "codec if codec is not None else codec_from_env()", "codec",
+                  [U + "test_codec.py"]),  # an owner's GOLEM_PAYLOAD_KEYS ignored: plaintext histories
+    "as-of-valid-from": ("golem/grimoire/entry_index.py", "m = (self.valid_from <= at) & (at < self.valid_until)",
+                         "m = (at < self.valid_until)", [I + "test_grimoire_valid_from.py"]),
+    "replay-theta": ("workflows/golem.py",
+                     "if self._last_tick_at is None or self._world_now >= self._last_tick_at + theta "
+                     "or self._s.pending_steers:", "if True:", [I + "test_backtest_theta.py"]),
+    "stop-console": ("infra/stack.py", 'say("\\nstopping ...")', 'print("\\nstopping ...", flush=True)',
+                     [I + "test_run_shutdown.py::test_ctrl_c_through_a_dead_pipe_after_a_worker_restart_leaves_nothing"]),
+    "console-silence": ("infra/console.py", "        _silence(stream, fd)\n        return False\n    except OSError:",
+                        "        return False\n    except OSError:", [U + "test_stop_sweep.py"]),
+    "temporal-supervised": ("infra/stack.py", "children[:] = [temporal_child, anvil_child,",
+                            "children[:] = [anvil_child,",
+                            [I + "test_run_shutdown.py::test_ctrl_c_through_a_dead_pipe_after_a_worker_restart_leaves_nothing"]),
+    "sweep-groups": ("infra/supervisor.py", "(ppid == parent or pgrp in groups)", "(ppid == parent)",
+                     [U + "test_stop_sweep.py"]),
+}
+
 _LOG_ROOTS = {"log", "logger", "logging", "print"}
 
 
@@ -119,7 +144,21 @@ class Mutant:
 
     @property
     def id(self) -> str:
-        return f"{self.module}:{self.line}:{self.kind}"
+        return f"cut:{self.text}" if self.kind == "cut" else f"{self.module}:{self.line}:{self.kind}"
+
+
+def cut_mutants() -> list[Mutant]:
+    """CUTS as mutants (kind `cut`, text = the cut's name); a cut whose original text is gone is an error: the map
+    must follow the code."""
+    out = []
+    for name, (module, old, _new, _tests) in CUTS.items():
+        source = (ROOT / module).read_text()
+        if source.count(old) != 1:
+            raise SystemExit(f"cut {name}: {module} holds its original text {source.count(old)} times (need 1): "
+                             "update CUTS in bench/mutation.py")
+        line = source[:source.index(old)].count("\n") + 1
+        out.append(Mutant(module, line, "cut", name, (line, 0), (line, 0)))
+    return out
 
 
 def _is_logging(stmt: ast.stmt) -> bool:
@@ -196,6 +235,9 @@ def _offset(lines: list[str], pos: tuple[int, int]) -> int:
 
 
 def apply(source: str, m: Mutant) -> str:
+    if m.kind == "cut":
+        _module, old, cut, _tests = CUTS[m.text]
+        return source.replace(old, cut, 1)
     lines = source.splitlines(keepends=True)
     raw = source.encode()
     a, b = _offset(lines, m.start), _offset(lines, m.end)
@@ -267,12 +309,23 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=0, help="per mutant, seconds (default 3x baseline, >= 120)")
     ap.add_argument("--ids", default="", help="only these mutants, comma-separated module:line:kind (as printed)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--cuts", action="store_true", help="only the hand-written cuts (CUTS)")
     ap.add_argument("--json", default="", help="write every mutant's result to this file")
     args = ap.parse_args()
 
     only = {i.strip() for i in args.ids.split(",") if i.strip()}
+    cut_ids = {i for i in only if i.startswith("cut:")}
+    only -= cut_ids
+    all_cuts = cut_mutants()
+    if cut_ids - {m.id for m in all_cuts}:
+        print(f"unknown cut(s) {sorted(cut_ids - {m.id for m in all_cuts})}: see CUTS in bench/mutation.py")
+        return 2
+    if args.cuts or cut_ids:
+        cuts = [m for m in all_cuts if args.cuts or m.id in cut_ids]
+    else:  # a full or sampled run includes every cut; --modules / --ids pick mutants of their own
+        cuts = [] if (only or args.modules) else all_cuts
     modules = ([m.strip() for m in args.modules.split(",") if m.strip()] or sorted({i.rsplit(":", 2)[0] for i in only})
-               or list(TESTS))
+               or ([] if (args.cuts or cut_ids) else list(TESTS)))
     unknown = [m for m in modules if m not in TESTS]
     if unknown:
         print(f"unknown module(s) {unknown}: add them to TESTS in bench/mutation.py with the tests that cover them")
@@ -291,6 +344,8 @@ def main() -> int:
         chosen = rng.sample(chosen, args.sample)
         keep = {id(m) for m in chosen}
         per_module = {mod: [m for m in ms if id(m) in keep] for mod, ms in per_module.items()}
+    for m in cuts:  # each cut runs against its own tests, as a module of its own
+        per_module[m.id] = [m]
     total = sum(len(v) for v in per_module.values())
     print(f"{total} mutants over {sum(1 for v in per_module.values() if v)} modules "
           f"({', '.join(f'{k}: {len(v)}' for k, v in per_module.items() if v)})", flush=True)
@@ -308,7 +363,7 @@ def main() -> int:
         for mod, ms in per_module.items():
             if not ms:
                 continue
-            tests = TESTS[mod]
+            tests = CUTS[ms[0].text][3] if ms[0].kind == "cut" else TESTS[mod]
             status, base_s, detail = run_tests(scratch, tests, timeout=1800)
             if status != "passed":
                 print(f"[baseline] {mod}: its tests fail unmutated ({detail}); skipped {len(ms)} mutants", flush=True)
@@ -318,7 +373,7 @@ def main() -> int:
                 continue
             timeout = args.timeout or max(120.0, 3 * base_s)
             print(f"[baseline] {mod}: {len(tests)} test files pass in {base_s:.0f}s; {len(ms)} mutants", flush=True)
-            path = scratch / mod
+            path = scratch / ms[0].module
             original = path.read_text()
             for m in ms:
                 try:

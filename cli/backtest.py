@@ -41,8 +41,12 @@ def cmd_backtest(args) -> int:
     except (PathError, ConfigError, BacktestError) as err:
         raise SystemExit(f"golem backtest: {err}") from None
     except KeyboardInterrupt as stop:
-        print(f"golem backtest: stopped ({stop or 'interrupted'}); its Temporal and Anvil are stopped, its files are "
-              f"in {opts.out}", file=sys.stderr)
+        from infra.console import say
+        from infra.supervisor import sweep_children
+
+        sweep_children()  # the run stopped its worker, Anvil and Temporal in order; this kills what that left, named
+        say(f"golem backtest: stopped ({stop or 'interrupted'}); its Temporal and Anvil are stopped, its files are "
+            f"in {opts.out}", err=True)
         return 130
     reports = []
     for run in runs:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from cli.common import arun, client, golem_config, query_golem
 from cli.life import life_line
 from golem.ids import golem_workflow_id
@@ -11,7 +13,16 @@ async def _status(args) -> int:
     from golem.models.golem import GolemStatus
     from golem.models.state import FsmState
 
+    from pathlib import Path
+
+    from infra.supervisor import supervision_note
+
     cfg = golem_config(args)
+    # what `golem run`'s supervision saw (a process down and being restarted, the last outages): said before the
+    # connect, which fails while the dev server itself is down
+    note = supervision_note(Path(args.data))
+    if note and ("DOWN" in note or "GAVE UP" in note):
+        print(f"golem run: {note}", file=sys.stderr)
     temporal = await client(args)
     handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
     st = await query_golem(args, cfg, handle, "status", GolemStatus)  # GolemWorkflow.status
@@ -28,6 +39,8 @@ async def _status(args) -> int:
     print(f"  FSM:        {st.fsm.state.value}" + (f" [{st.fsm.substate}]" if st.fsm.substate != "Normal" else "")
           + (f" for {_since(st.fsm.entered_at)}" if st.current_tick_workflow_id and st.fsm.entered_at else ""))
     print(chain_line(st.chain))
+    if note:
+        print(f"  processes:  {note}")
     if st.paused or st.entries_stopped:
         print(f"  STOPPED:    {'paused (no new ticks)' if st.paused else ''}{'; ' if st.paused and st.entries_stopped else ''}"
               f"{'entries stopped (no new positions)' if st.entries_stopped else ''} — {st.control_note}")

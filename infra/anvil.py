@@ -85,6 +85,7 @@ class AnvilProcess:
         host: str = "127.0.0.1",
         extra_args: list[str] | None = None,
         history_states: int = HISTORY_STATES,
+        new_session: bool = False,
     ) -> None:
         if history_states < 1:
             raise AnvilError(f"history_states must be >= 1 (blocks whose state stays readable), got {history_states}")
@@ -100,6 +101,9 @@ class AnvilProcess:
         self.history_states = history_states
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file = None
+        # `golem run`: out of the terminal's process group, so Ctrl-C reaches Anvil through the ordered stop (after
+        # the worker that reads it), not at once (tests keep it in theirs: an interrupted pytest takes it along)
+        self.new_session = new_session
 
     @property
     def rpc_url(self) -> str:
@@ -194,7 +198,8 @@ class AnvilProcess:
             out = self._log_file
         else:
             out = subprocess.DEVNULL
-        self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      start_new_session=self.new_session)
         if on_spawn is not None:
             try:
                 on_spawn(self._proc.pid)

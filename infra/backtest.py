@@ -16,7 +16,6 @@ import json
 import logging
 import shutil
 import sqlite3
-import sys
 import time
 import tomllib
 from contextlib import closing, contextmanager
@@ -68,7 +67,9 @@ class VariantRun:
 
 def _log(opts: BacktestOptions, msg: str) -> None:
     if opts.progress:
-        print(msg, file=sys.stderr, flush=True)
+        from infra.console import say  # a console gone mid-run (its piped reader killed first) costs nothing
+
+        say(msg, err=True)
 
 
 def _iso(ts: int) -> str:

@@ -9,7 +9,8 @@ directory, on free ports, with a fast theta clock. While the golem runs `ticks` 
     is recorded. Those are targeted with the write path's fault points (golem/chain/faults.py): the worker is
     started with GOLEM_FAULT_DIR, the run arms `signed` or `broadcast`, the worker pauses there and reports its
     pid, and the run kills it;
-  * SIGKILLs the Temporal dev server `temporal_restarts` times and starts it again on the same SQLite file;
+  * SIGKILLs the Temporal dev server `temporal_restarts` times; the supervisor restarts it on the same SQLite file
+    and ports, as under `golem run`;
   * SIGKILLs Anvil `anvil_restarts` times; the supervisor restarts it from its state file / newest checkpoint.
 
 Then it checks (`ChaosReport.problems`, empty on a pass):
@@ -53,7 +54,8 @@ from golem.chain import faults
 from golem.ids import golem_workflow_id, task_queue
 from golem.layout import DataLayout
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
-from infra.supervisor import AnvilChild, ProcessChild, Supervisor, stop_on_signals
+from infra.console import say
+from infra.supervisor import AnvilChild, ProcessChild, Supervisor, TemporalChild, stop_on_signals, sweep_children
 from infra.temporal import TemporalDevServer
 from infra.world_cache import GOLEM_KEY_INDEX
 
@@ -73,7 +75,6 @@ class ChaosPlan:
     continue_as_new_ticks: int = 50
     scenario: str = "volatile"
     seed: int = 14
-    temporal_outage_seconds: float = 2.0
     anvil_checkpoint_seconds: float = 1.0
     steer_after_seconds: float = 5.0  # an armed fault no trade reached in this long: steer the golem to trade
     execute_wait_seconds: float = 90.0  # an armed fault that no trade reaches in this long is disarmed
@@ -158,7 +159,7 @@ class ChaosReport:
 
 
 def _say(msg: str) -> None:
-    print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    say(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", err=True)
 
 
 def write_home(home: Path, golem_id: str, rpc_url: str, plan: ChaosPlan, kill_switch: Path) -> Path:
@@ -196,6 +197,7 @@ class ChaosRun:
         self.rng = random.Random(plan.seed)
         self.report = ChaosReport(ticks_target=plan.ticks)
         self.temporal: TemporalDevServer | None = None
+        self.temporal_child: TemporalChild | None = None
         self.anvil_child: AnvilChild | None = None
         self.worker: ProcessChild | None = None
         self.metrics_port: int | None = None
@@ -236,7 +238,8 @@ class ChaosRun:
         self.fault_dir.mkdir(parents=True, exist_ok=True)
         self.temporal = TemporalDevServer(DataLayout(self.data).temporal_db, port=free_port(), ui_port=free_port(),
                                           log_path=self.logs / "temporal.log", headless=True)
-        self.temporal.start()
+        self.temporal_child = TemporalChild(self.temporal)
+        self.temporal_child.start()
         anvil = AnvilProcess(port=free_port(), state_path=DataLayout(self.data).anvil_state,
                              log_path=self.logs / "anvil.log")
         self.anvil_child = AnvilChild(anvil, checkpoint_seconds=self.plan.anvil_checkpoint_seconds)
@@ -266,8 +269,8 @@ class ChaosRun:
         sim.start()
         self.worker.start()
         # Many crashes are the point here: never give up, restart quickly.
-        self.supervisor = Supervisor([self.anvil_child, sim, self.worker], crash_limit=10_000, window_seconds=60,
-                                     backoff_initial=0.2, backoff_max=1.0, say=_say)
+        self.supervisor = Supervisor([self.temporal_child, self.anvil_child, sim, self.worker], crash_limit=10_000,
+                                     window_seconds=60, backoff_initial=0.2, backoff_max=1.0, say=_say)
 
     def stop(self) -> None:
         if self.supervisor is not None:
@@ -318,16 +321,21 @@ class ChaosRun:
         _say(f"SIGKILL worker pid {pid} ({why})")
 
     def _kill_temporal(self) -> None:
+        """SIGKILL the dev server and let supervision bring it back (on the same SQLite file and ports)."""
         proc = self.temporal.proc
+        restarts = self.supervisor.restarts("temporal")
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        self.temporal.proc = None
         self._pending_recovery.append(("Temporal restart", time.monotonic(), self.progress()))
-        _say(f"SIGKILL Temporal dev server pid {proc.pid}; down for {self.plan.temporal_outage_seconds:g} s")
-        time.sleep(self.plan.temporal_outage_seconds)
-        self.temporal.start()
+        _say(f"SIGKILL Temporal dev server pid {proc.pid}")
+        deadline = time.monotonic() + 90
+        while self.supervisor.restarts("temporal") == restarts:
+            self.supervisor.check()
+            if time.monotonic() > deadline:
+                raise RuntimeError("the supervisor did not restart the Temporal dev server within 90 s; see "
+                                   + str(self.logs / "temporal.log"))
+            time.sleep(0.1)
         self.report.temporal_restarts += 1
-        _say(f"Temporal dev server restarted on the same SQLite (pid {self.temporal.proc.pid})")
+        _say(f"Temporal dev server restarted by supervision on the same SQLite (pid {self.temporal.proc.pid})")
 
     def _kill_anvil(self) -> None:
         before = self.w3.eth.block_number
@@ -598,10 +606,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = asyncio.run(run.run())
     except KeyboardInterrupt as stop:
-        print(f"chaos: stopped ({stop or 'interrupted'}); its stack is stopped, its files are in {out}", file=sys.stderr)
+        run.stop()
+        sweep_children()
+        say(f"chaos: stopped ({stop or 'interrupted'}); its stack is stopped, its files are in {out}", err=True)
         return 130
     finally:
         run.stop()
+        sweep_children()
     print(report.summary(), flush=True)
     if args.json:
         print(json.dumps(report.__dict__, indent=2, default=str))

@@ -36,7 +36,8 @@ from pathlib import Path
 from golem.ids import golem_workflow_id, task_queue, tick_workflow_id
 from golem.layout import DataLayout
 from infra.chaos import ChaosPlan, ChaosRun, _say
-from infra.supervisor import stop_on_signals
+from infra.console import say
+from infra.supervisor import stop_on_signals, sweep_children
 from workers.memory import rss_bytes
 
 
@@ -346,9 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = asyncio.run(soak(opts, out))
     except KeyboardInterrupt as stop:
-        print(f"soak: stopped ({stop or 'interrupted'}); its stack is stopped, its files are in {out}", file=sys.stderr)
+        sweep_children()  # soak()'s finally stopped its stack in order; this kills what that left, naming it
+        say(f"soak: stopped ({stop or 'interrupted'}); its stack is stopped, its files are in {out}", err=True)
         return 130
-    print(report.summary(), flush=True)
+    sweep_children()
+    say(report.summary())
     if args.json:
         args.json.write_text(json.dumps({**report.__dict__, "samples": [s.__dict__ for s in report.samples]},
                                         indent=2, default=str))

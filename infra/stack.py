@@ -4,17 +4,19 @@ Starts a Temporal dev server (SQLite under the data dir, Web UI on :8233), Anvil
 under the data dir), deploys our contracts on first start, the market simulator, a worker, and the
 golem's GolemWorkflow. Ctrl-C stops every process it started. Running it again resumes the same
 golem: the dev server's SQLite keeps the workflow (same id, next tick) and Anvil's state file keeps
-the chain. While it runs, infra.supervisor restarts a crashed worker, simulator or Anvil with backoff.
+the chain. While it runs, infra.supervisor restarts any of them that crashes, the dev server included.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlparse
@@ -22,15 +24,20 @@ from urllib.parse import urlparse
 from golem.ids import golem_workflow_id, task_queue
 from golem.layout import DataLayout
 from infra.anvil import ANVIL_KEYS, AnvilError, AnvilProcess
+from infra.console import ignore_sigpipe, mirror_to, say
 from infra.supervisor import (
     CRASH_LIMIT,
     CRASH_WINDOW_SECONDS,
+    LEFTOVER_GRACE_SECONDS,
+    STOP_BUDGET_SECONDS,
     AnvilChild,
     ProcessChild,
-    Supervisor,
     SupervisionGaveUp,
-    describe_exit,
+    SupervisionJournal,
+    Supervisor,
+    TemporalChild,
     log_tail,
+    sweep_children,
 )
 from infra.temporal import TemporalDevServer
 
@@ -139,7 +146,7 @@ def supervised_wait(fn, supervisor: Supervisor, stopped, worker_log: Path, say_a
         thread.join(0.5)
         waited += 0.5
         if waited >= say_after_s and not said:
-            print(f"waiting for the golem to answer (its worker serves it; see {worker_log}) ...", flush=True)
+            say(f"waiting for the golem to answer (its worker serves it; see {worker_log}) ...")
             said = True
     if "error" in box:
         raise box["error"]
@@ -196,8 +203,8 @@ async def ensure_golem_running(address: str, config, data_dir: Path | None = Non
 
 
 def _spawn(cmd: list[str], log_path: Path, env: dict | None = None) -> subprocess.Popen:
-    out = log_path.open("ab")
-    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    with log_path.open("ab") as out:  # the child keeps its own copy: a restart must not leak one per start
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
 class TickLines:
@@ -242,67 +249,113 @@ class TickLines:
                 f"${row['total_cost']:.4f}  {action[:100]}")
 
 
+# GOLEM_TEMPORAL_PORT / GOLEM_TEMPORAL_UI_PORT move the dev server (another stack on this machine, a test).
+TEMPORAL_PORT_ENV, TEMPORAL_UI_PORT_ENV = "GOLEM_TEMPORAL_PORT", "GOLEM_TEMPORAL_UI_PORT"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# After a stop signal the process is gone within this long whatever hangs: the ordered stop has STOP_BUDGET_SECONDS,
+# the sweep LEFTOVER_GRACE_SECONDS; the net then kills every child left and exits.
+STOP_NET_SECONDS = STOP_BUDGET_SECONDS + LEFTOVER_GRACE_SECONDS + 2.0
+
+
+def _port_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ValueError(f"{name}={raw!r} is not a TCP port (1-65535)")
+    return int(raw)
+
+
 def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None,
               quiet: bool = False) -> int:
+    """The embedded stack in the foreground until a stop signal (docs/operations/supervision.md). Every console line also goes
+    to logs/golem-run.log, and a console that went away (`| tee` killed by the same Ctrl-C) costs nothing: the
+    stop is the same ordered, bounded stop of every child, restarted ones included, then a sweep of what is left."""
     from golem.models.config import load_config
 
     config = load_config(home / "golem.toml")
     data_dir.mkdir(parents=True, exist_ok=True)
     logs = DataLayout(data_dir).logs
     logs.mkdir(exist_ok=True)
-    temporal = TemporalDevServer(DataLayout(data_dir).temporal_db, log_path=logs / "temporal.log")
+    ignore_sigpipe()
+    mirror_to(logs / "golem-run.log")
+    temporal = TemporalDevServer(DataLayout(data_dir).temporal_db, log_path=logs / "temporal.log",
+                                 port=_port_env(TEMPORAL_PORT_ENV, 7233), ui_port=_port_env(TEMPORAL_UI_PORT_ENV, 8233))
     anvil = AnvilProcess(port=_rpc_port(config.chain.rpc_url), state_path=DataLayout(data_dir).anvil_state,
-                         log_path=logs / "anvil.log")
-    supervisor: Supervisor | None = None
+                         log_path=logs / "anvil.log", new_session=True)
     stopping = False
+    children: list = []
+
+    def _names() -> dict[int, str]:  # every pid a child ran as, the live ones too
+        return {**supervisor.seen, **{c.pid: c.name for c in children if c.pid is not None}}
+
+    def _net() -> None:  # the clean-up hung: kill what is left (named) and go
+        sweep_children(_names(), grace=0.0)
+        say(f"stopped: the clean-up took over {STOP_NET_SECONDS:g}s")
+        os._exit(130)
 
     def _interrupt(*_):
         nonlocal stopping
+        if not stopping:
+            timer = threading.Timer(STOP_NET_SECONDS, _net)
+            timer.daemon = True
+            timer.start()
         stopping = True
 
-    # Explicit handlers: a shell may start us with SIGINT ignored, and Ctrl-C must still stop cleanly.
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
+    temporal_child = TemporalChild(temporal)
     anvil_child = AnvilChild(anvil)  # checkpointed every few seconds: a crash loses at most that much chain
+    interval = sim_interval or max(config.clock.theta_base_seconds / 2, 0.5)
+    sim_cmd = [
+        sys.executable, "-m", "golem.world.simulator", "--rpc", config.chain.rpc_url,
+        "--deployment", str(DataLayout(data_dir).deployment), "--scenario", scenario, "--interval", str(interval),
+        # the crash comes after ~20 ticks, once the golem knows what calm looks like
+        "--crash-after", str(int(20 * config.clock.theta_base_seconds / interval)),
+    ]
+    sim = ProcessChild("simulator", lambda: _spawn(sim_cmd, logs / "simulator.log"), logs / "simulator.log")
+    env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address, GOLEM_DATA=str(data_dir), GOLEM_HOME=str(home))
+    env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
+    worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(home), "--data", str(data_dir)]
+    worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
+                          stop_timeout=15)
+    # The owner's window (issue 19): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.
+    dash_cmd = [sys.executable, "-m", "cli", "dashboard", "--home", str(home), "--data", str(data_dir),
+                "--port", str(DASHBOARD_PORT), "--temporal-ui", temporal.ui_url]
+    dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address)  # no key: it only signals and queries
+    dashboard = ProcessChild("dashboard", lambda: _spawn(dash_cmd, logs / "dashboard.log", env=dash_env),
+                             logs / "dashboard.log")
+    # Started in this order, stopped in reverse: the dashboard, the worker, the simulator, Anvil (which dumps its
+    # state), the dev server last. Every one is supervised, the dev server included.
+    children[:] = [temporal_child, anvil_child, sim, worker, dashboard]
+    journal = SupervisionJournal(data_dir, config.golem.id)
+    supervisor = Supervisor(children, notify=journal)
+    # Explicit handlers: a shell may start us with SIGINT ignored, and Ctrl-C must still stop cleanly; SIGHUP: the
+    # terminal closed.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _interrupt)
     try:
-        print("starting Temporal dev server ...", flush=True)
-        temporal.start()
-        print("starting Anvil ...", flush=True)
+        say("starting Temporal dev server ...")
+        temporal_child.start()
+        if stopping:
+            return 0
+        say("starting Anvil ...")
         try:
             anvil_child.start()
         except AnvilError as err:
-            print(f"golem run: {err}; last log lines:" + "".join(f"\n    | {ln}" for ln in log_tail(anvil.log_path))
-                  + f"\n(a damaged {anvil.state_path.name} with no checkpoint beside it: move it aside to start a "
-                  "fresh chain; the golem itself is kept in temporal.sqlite)", flush=True)
+            say(f"golem run: {err}; last log lines:" + "".join(f"\n    | {ln}" for ln in log_tail(anvil.log_path))
+                + f"\n(a damaged {anvil.state_path.name} with no checkpoint beside it: move it aside to start a "
+                "fresh chain; the golem itself is kept in temporal.sqlite)")
             return 1
+        if stopping:
+            return 0
         dep, fresh = ensure_world(config.chain.rpc_url, data_dir)
-        print(f"protocols {'deployed' if fresh else 'found'}: Uniswap V2 router {dep.addresses['UNI_ROUTER']}, "
-              f"Aave V3 pool {dep.addresses['AAVE_POOL']} (address book in {data_dir / 'deployment.json'})", flush=True)
-        interval = sim_interval or max(config.clock.theta_base_seconds / 2, 0.5)
-        sim_cmd = [
-            sys.executable, "-m", "golem.world.simulator", "--rpc", config.chain.rpc_url,
-            "--deployment", str(DataLayout(data_dir).deployment), "--scenario", scenario, "--interval", str(interval),
-            # the crash comes after ~20 ticks, once the golem knows what calm looks like
-            "--crash-after", str(int(20 * config.clock.theta_base_seconds / interval)),
-        ]
-        sim = ProcessChild("simulator", lambda: _spawn(sim_cmd, logs / "simulator.log"), logs / "simulator.log")
-        env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address, GOLEM_DATA=str(data_dir),
-                   GOLEM_HOME=str(home))
-        env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
-        worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(home), "--data", str(data_dir)]
-        worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
-                              stop_timeout=15)
-        # The owner's window (issue 19): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.
-        dash_cmd = [sys.executable, "-m", "cli", "dashboard", "--home", str(home), "--data", str(data_dir),
-                    "--port", str(DASHBOARD_PORT), "--temporal-ui", temporal.ui_url]
-        dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address)  # no key: it only signals and queries
-        dashboard = ProcessChild("dashboard", lambda: _spawn(dash_cmd, logs / "dashboard.log", env=dash_env),
-                                 logs / "dashboard.log")
+        say(f"protocols {'deployed' if fresh else 'found'}: Uniswap V2 router {dep.addresses['UNI_ROUTER']}, "
+            f"Aave V3 pool {dep.addresses['AAVE_POOL']} (address book in {data_dir / 'deployment.json'})")
+        if stopping:
+            return 0
         sim.start()
         worker.start()
         dashboard.start()
-        # Stopped in reverse: the dashboard, the worker, then the simulator, then Anvil (which dumps its state).
-        supervisor = Supervisor([anvil_child, sim, worker, dashboard])
+
         def start_golem() -> str:
             return (asyncio.run(ensure_golem_running(temporal.address, config, data_dir)) + "; "
                     + asyncio.run(ensure_monitor_running(temporal.address, config)))
@@ -310,47 +363,44 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         try:
             how = supervised_wait(start_golem, supervisor, lambda: stopping, logs / "worker.log")
         except SupervisionGaveUp as err:
-            print(str(err), flush=True)
+            say(str(err))
             return 1
         if how is None:  # Ctrl-C while the golem was starting
             return 0
-        print(
+        say(
             f"\ngolem '{config.golem.id}' {how}: workflow {golem_workflow_id(config.golem.id)}\n"
             f"  Temporal Web UI: {temporal.ui_url}/namespaces/default/workflows\n"
             f"  dashboard:       http://127.0.0.1:{DASHBOARD_PORT}/   (events: golem events -f; {metrics_line()})\n"
             f"  Anvil RPC:       {config.chain.rpc_url}\n"
-            f"  data dir:        {data_dir}   (logs in {logs})\n"
+            f"  data dir:        {data_dir}   (logs in {logs}; this console in {logs / 'golem-run.log'})\n"
             f"  retention:       records and traces {config.retention.days:g} days as files, then daily archives; "
             f"closed histories {config.retention.temporal_days} days in Temporal\n"
             f"  try: golem status | golem ticks | golem steer \"reduce exposure\" --severity high\n"
-            f"A crashed worker, simulator or Anvil is restarted with backoff (gives up after {CRASH_LIMIT} crashes "
-            f"in {CRASH_WINDOW_SECONDS / 60:g} min).\n"
-            "Ctrl-C stops everything; run again to resume the same golem.",
-            flush=True,
+            f"A crashed Temporal dev server, Anvil, simulator, worker or dashboard is restarted with backoff (gives up "
+            f"after {CRASH_LIMIT} crashes of one in {CRASH_WINDOW_SECONDS / 60:g} min).\n"
+            "Ctrl-C stops everything; run again to resume the same golem."
         )
         ticks = None if quiet else TickLines(data_dir)
         while not stopping:
             if ticks is not None:
                 for line in ticks.new_lines():
-                    print(line, flush=True)
-            if temporal.proc is not None and temporal.proc.poll() is not None:
-                print(f"Temporal dev server died: {describe_exit(temporal.proc.returncode)}; last log lines:"
-                      + "".join(f"\n    | {ln}" for ln in log_tail(temporal.log_path))
-                      + "\nthe golem's durable state is in temporal.sqlite: run `golem run` again to resume.",
-                      flush=True)
-                return 1
+                    say(line)
             try:
                 supervisor.check()
             except SupervisionGaveUp as err:
-                print(str(err), flush=True)
+                say(str(err))
                 return 1
             time.sleep(0.5)
     finally:
-        print("\nstopping ...", flush=True)
-        if supervisor is not None:
-            supervisor.stop()
-        else:
-            anvil_child.stop()
-        temporal.stop()
-        print("stopped.", flush=True)
+        # Nothing here may depend on the console: say() survives a closed pipe, and each step runs whatever the
+        # one before it raised.
+        say("\nstopping ...")
+        try:
+            for problem in supervisor.stop():
+                say(f"  could not stop {problem}")
+        finally:
+            sweep_children(_names())
+            with contextlib.suppress(OSError):
+                journal.stopped()
+            say("stopped.")
     return 0

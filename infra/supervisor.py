@@ -1,15 +1,17 @@
-"""Supervision for the embedded stack: restart a crashed worker, simulator or Anvil with backoff.
+"""Supervision for the embedded stack: restart a crashed Temporal dev server, Anvil, simulator, worker or dashboard.
 
 `golem run` polls `Supervisor.check()`; a child that exited is reported (which one, its exit code or signal,
 the last lines of its log) and restarted after a backoff that doubles with each recent crash. After
-`crash_limit` crashes within `window_seconds` the supervisor gives up with `SupervisionGaveUp`, whose
-message names the process, the cause and the log to read. Nothing durable lives in these processes:
-the golem's state is in Temporal (the dev server's SQLite), its records on disk, the chain in Anvil's
-`--state` file, so a restarted worker picks up the tick where the dead one left it.
+`crash_limit` crashes within `window_seconds` the supervisor gives up with `SupervisionGaveUp`. Nothing durable
+lives in the processes but the dev server's SQLite and Anvil's `--state` file, both reopened on a restart. The
+stop is ordered and bounded; `sweep_children` kills what is left, naming it. See docs/design/supervision.md.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import signal
 import subprocess
 import time
@@ -20,6 +22,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from infra.anvil import AnvilProcess
+from infra.console import ignore_sigpipe
+from infra.console import say as console_say
+from infra.temporal import TemporalDevServer, port_open
 
 T = TypeVar("T")
 
@@ -30,6 +35,8 @@ BACKOFF_MAX_SECONDS = 30.0
 LOG_TAIL_LINES = 5
 LOG_LINE_CHARS = 240
 ANVIL_CHECKPOINT_SECONDS = 5.0  # a crashed Anvil comes back with the chain as of at most this long ago
+STOP_BUDGET_SECONDS = 15.0  # the ordered stop of the whole stack; then what is left is killed
+LEFTOVER_GRACE_SECONDS = 3.0  # a child still running this long after its stop is killed (with its process group)
 
 
 class SupervisionGaveUp(RuntimeError):
@@ -79,16 +86,16 @@ class ProcessChild:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=self.stop_timeout)
+            proc.wait(timeout=self.stop_timeout if timeout is None else min(timeout, self.stop_timeout))
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            _kill(proc.pid, signal.SIGKILL, group=True)  # with what it started (its own session: its group)
+            proc.wait(timeout=5)
 
 
 class AnvilChild:
@@ -112,8 +119,8 @@ class AnvilChild:
         if self.anvil.restore_checkpoint():
             self.restored_from_checkpoint += 1
             if not self._started:
-                print(f"anvil: starting from the checkpoint {self.anvil.checkpoint_path.name} (newer than the state "
-                      "file, or the state file was cut short)", flush=True)
+                console_say(f"anvil: starting from the checkpoint {self.anvil.checkpoint_path.name} (newer than the "
+                            "state file, or the state file was cut short)")
         self.anvil.start()
         self._started = True
         self._last_checkpoint = time.monotonic()
@@ -136,16 +143,55 @@ class AnvilChild:
     def pid(self) -> int | None:
         return self.anvil.pid
 
-    def stop(self) -> None:
-        self.anvil.stop()
+    def stop(self, timeout: float | None = None) -> None:
+        self.anvil.stop() if timeout is None else self.anvil.stop(timeout=max(timeout, 1.0))
+
+
+class TemporalChild:
+    """The Temporal dev server under supervision: a restart reopens the same SQLite file on the same ports, so the
+    golem's workflows, timers and pending activities are where the dead server left them; the worker's and the
+    dashboard's clients reconnect on their own (the SDK retries an unavailable server)."""
+
+    def __init__(self, server: TemporalDevServer, name: str = "temporal", port_wait_seconds: float = 10.0) -> None:
+        self.name = name
+        self.server = server
+        self.log_path = server.log_path
+        self.port_wait_seconds = port_wait_seconds
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            self.server.stop()  # reaps the dead process; a no-op when none
+            # the dead server's listening socket is gone at once, but a stray server on the port must not be taken
+            # for ours: wait for the port to be free, then start (which refuses a port in use)
+            deadline = time.monotonic() + self.port_wait_seconds
+            while port_open(self.server.ip, self.server.port) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        self.server.start()
+        self._started = True
+
+    def exit_code(self) -> int | None:
+        proc = self.server.proc
+        return proc.poll() if self._started and proc is not None else None
+
+    @property
+    def pid(self) -> int | None:
+        return self.server.proc.pid if self.server.proc is not None else None
+
+    def stop(self, timeout: float | None = None) -> None:
+        self.server.stop() if timeout is None else self.server.stop(timeout=max(timeout, 1.0))
+
+
+Child = ProcessChild | AnvilChild | TemporalChild
 
 
 @dataclass
 class _Watch:
-    child: ProcessChild | AnvilChild
+    child: Child
     crashes: deque = field(default_factory=deque)  # monotonic times of recent crashes
     restart_at: float | None = None  # a restart is due at this time
     restarts: int = 0
+    down_since: float | None = None  # monotonic time the crash was seen (the outage, for the log and events)
 
 
 class Supervisor:
@@ -159,8 +205,9 @@ class Supervisor:
         window_seconds: float = CRASH_WINDOW_SECONDS,
         backoff_initial: float = BACKOFF_INITIAL_SECONDS,
         backoff_max: float = BACKOFF_MAX_SECONDS,
-        say: Callable[[str], None] = lambda msg: print(msg, flush=True),
+        say: Callable[[str], None] = console_say,
         clock: Callable[[], float] = time.monotonic,
+        notify: Callable[[str, dict], None] | None = None,
     ) -> None:
         if crash_limit < 1 or window_seconds <= 0:
             raise ValueError(f"crash_limit must be >= 1 and window_seconds > 0 (got {crash_limit}, {window_seconds})")
@@ -171,12 +218,30 @@ class Supervisor:
         self.backoff_max = backoff_max
         self._say = say
         self._clock = clock
+        self._notify = notify  # ("died" | "restarted" | "gave_up", details): the status file and the Event Fabric
+        self.seen: dict[int, str] = {}  # every pid a child ran as (restarts included): what the final sweep names
 
     def restarts(self, name: str) -> int:
         return self._watches[name].restarts
 
+    def children(self) -> list[Child]:
+        return [w.child for w in self._watches.values()]
+
+    def _tell(self, kind: str, **details: Any) -> None:
+        if self._notify is not None:
+            try:
+                self._notify(kind, details)
+            except Exception as err:  # a full disk must not stop supervision
+                self._say(f"(supervision could not record {kind} of {details.get('name')}: {err})")
+
+    def _note_pids(self) -> None:
+        for w in self._watches.values():
+            if w.child.pid is not None:
+                self.seen.setdefault(w.child.pid, w.child.name)
+
     def check(self) -> None:
         now = self._clock()
+        self._note_pids()
         for w in self._watches.values():
             if w.restart_at is not None:
                 if now >= w.restart_at:
@@ -198,7 +263,11 @@ class Supervisor:
         lines = "".join(f"\n    | {ln}" for ln in tail)
         cause = why or describe_exit(code)
         minutes = self.window_seconds / 60
+        if w.down_since is None:
+            w.down_since = now
         if len(w.crashes) >= self.crash_limit:
+            self._tell("gave_up", name=name, cause=cause, crashes=len(w.crashes), crash_limit=self.crash_limit,
+                       log=str(w.child.log_path or ""))
             raise SupervisionGaveUp(
                 f"{name} crashed {len(w.crashes)} times in {minutes:g} minutes; giving up. Last: {cause}{where}"
                 f"{lines}\nFix the cause and run `golem run` again: the golem resumes from its last tick."
@@ -208,6 +277,8 @@ class Supervisor:
                   f"  restarting {name} in {delay:g}s (crash {len(w.crashes)} of {self.crash_limit} allowed "
                   f"in {minutes:g} min)")
         w.restart_at = now + delay
+        self._tell("died", name=name, cause=cause, crash=len(w.crashes), crash_limit=self.crash_limit,
+                   restart_in_seconds=delay, log=str(w.child.log_path or ""))
 
     def _restart(self, w: _Watch, now: float) -> None:
         w.restart_at = None
@@ -217,27 +288,173 @@ class Supervisor:
             self._crashed(w, None, now, why=f"restart failed: {err}")
             return
         w.restarts += 1
-        self._say(f"{w.child.name} restarted (pid {w.child.pid}, restart {w.restarts})")
+        self._note_pids()
+        down = self._clock() - w.down_since if w.down_since is not None else 0.0
+        w.down_since = None
+        self._say(f"{w.child.name} restarted (pid {w.child.pid}, restart {w.restarts}; down {down:.1f}s)")
+        self._tell("restarted", name=w.child.name, pid=w.child.pid, restart=w.restarts, down_seconds=round(down, 1))
 
-    def stop(self) -> None:
-        """Stop every child, in reverse order of the list (the worker before the chain it reads)."""
+    def stop(self, budget_seconds: float = STOP_BUDGET_SECONDS) -> list[str]:
+        """Stop every child in reverse order of the list (the dashboard and the worker before the chain they read,
+        the dev server last), each within what is left of `budget_seconds`. A child whose stop fails does not keep
+        the next from stopping; the failures are returned (sweep_children kills what they left)."""
+        deadline = time.monotonic() + budget_seconds
+        problems = []
+        self._note_pids()
         for w in reversed(list(self._watches.values())):
-            w.child.stop()
+            w.restart_at = None  # a restart that was due never comes now
+            running, t0 = w.child.exit_code() is None and w.child.pid is not None, time.monotonic()
+            try:
+                w.child.stop(timeout=max(deadline - time.monotonic(), 0.5))
+            except Exception as err:
+                problems.append(f"{w.child.name}: {type(err).__name__}: {err}")
+                continue
+            if running:
+                self._say(f"  {w.child.name} stopped ({time.monotonic() - t0:.1f}s)")
+        return problems
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+def sweep_children(names: dict[int, str] | None = None, grace: float = LEFTOVER_GRACE_SECONDS,
+                   say: Callable[[str], None] = console_say, parent: int | None = None) -> list[str]:
+    """The final check after a stop: every live child of this process (every one it started, restarted ones
+    included: their parent is us) and every live member of the process groups in `names` (pid -> name of each
+    child the supervisor saw; the stack starts each in a session of its own, so what a child started — a worker's
+    dream fork, orphaned when the worker was SIGKILLed — is in its group) is terminated, killed if it is still
+    there after `grace` seconds, and named. Returns what was found."""
+    parent = os.getpid() if parent is None else parent
+    names = names or {}
+    left = _leftovers(parent, set(names))
+    if not left:
+        return []
+    found = {pid: f"{names.get(pid) or (f'started by {names[pgid]}' if pgid in names else None) or _cmdline(pid)} "
+                  f"(pid {pid})" for pid, pgid in sorted(left.items())}
+    for pid in left:
+        _kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = {p: g for p, g in left.items() if _alive(p)}
+    for pid in left:
+        _kill(pid, signal.SIGKILL)
+    for pid in found:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)  # ours: reap it (a grandchild is init's to reap)
+    killed = f"; still there after {grace:g}s, killed: {', '.join(found[p] for p in left)}" if left else ""
+    say(f"still running after the stop, terminated: {', '.join(found.values())}{killed}")
+    return list(found.values())
+
+
+def _leftovers(parent: int, groups: set[int]) -> dict[int, int]:
+    """Live processes (pid -> process group) that are children of `parent` or members of one of `groups`."""
+    out = {}
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, state, ppid, pgrp = int(stat.parent.name), fields[0], int(fields[1]), int(fields[2])
+        if state != "Z" and pid != me and (ppid == parent or pgrp in groups):
+            out[pid] = pgrp
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        parts = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "a child process"
+    return " ".join(p.decode(errors="replace") for p in parts if p)[:80] or "a child process"
+
+
+class SupervisionJournal:
+    """What supervision saw, for those who were not watching the console: `<data>/supervision.json` (which process
+    is down since when, restarts, the last cause; `golem status` reads it) and the Event Fabric (alerts.process_*,
+    `golem events`, the dashboard)."""
+
+    FILE = "supervision.json"
+
+    def __init__(self, data_dir: Path, golem_id: str) -> None:
+        self.path = Path(data_dir) / self.FILE
+        self.data_dir = Path(data_dir)
+        self.golem_id = golem_id
+        self.state: dict[str, Any] = {"run_pid": os.getpid(), "processes": {}}
+        self._write()
+
+    def __call__(self, kind: str, details: dict) -> None:
+        from datetime import datetime, timezone
+
+        now = datetime.now(timezone.utc).isoformat()
+        name = details["name"]
+        proc = self.state["processes"].setdefault(name, {"restarts": 0})
+        if kind == "died":
+            proc.update(state="down", since=proc.get("since") if proc.get("state") == "down" else now,
+                        cause=details["cause"], crash=details["crash"], crash_limit=details["crash_limit"],
+                        restart_in_seconds=details["restart_in_seconds"])
+        elif kind == "restarted":
+            proc.update(state="up", since=now, restarts=details["restart"], pid=details["pid"],
+                        last_outage_seconds=details["down_seconds"])
+        elif kind == "gave_up":
+            proc.update(state="gave_up", since=now, cause=details["cause"])
+        self._write()
+        self._event(kind, now, details)
+
+    def stopped(self) -> None:
+        self.state["stopped"] = True
+        self._write()
+
+    def _write(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1))
+        tmp.replace(self.path)
+
+    def _event(self, kind: str, now: str, details: dict) -> None:
+        from golem.events.models import make_event
+        from golem.events.store import EventStore
+
+        ev = {"died": "alerts.process_died", "restarted": "alerts.process_restarted",
+              "gave_up": "alerts.supervision_gave_up"}[kind]
+        EventStore(self.data_dir).append([make_event(self.golem_id, None, now, ev, f"{details['name']}:{now}",
+                                                     **{k: v for k, v in details.items() if k != "log"})])
+
+
+def supervision_note(data_dir: Path) -> str | None:
+    """One line on what `golem run`'s supervision saw, for `golem status` (None: no running `golem run` here)."""
+    path = Path(data_dir) / SupervisionJournal.FILE
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if state.get("stopped") or not _alive(int(state.get("run_pid", 0))):
+        return None
+    parts = []
+    for name, p in sorted(state.get("processes", {}).items()):
+        if p.get("state") == "down":
+            parts.append(f"{name} DOWN since {str(p.get('since', ''))[11:19]} UTC ({p.get('cause')}; restart "
+                         f"{p.get('restarts', 0) + 1} due, crash {p.get('crash')} of {p.get('crash_limit')} allowed)")
+        elif p.get("state") == "gave_up":
+            parts.append(f"{name} GAVE UP ({p.get('cause')})")
+        elif p.get("restarts"):
+            parts.append(f"{name} restarted {p['restarts']}x (last outage {p.get('last_outage_seconds')}s, back at "
+                         f"{str(p.get('since', ''))[11:19]} UTC)")
+    return "; ".join(parts) if parts else "every process up, none restarted"
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGHUP: the terminal went away
 _grace_seconds: float | None = None  # set by stop_on_signals: the net a signalled clean-up runs under
 
 
 def stop_on_signals(grace_seconds: float = 20.0) -> None:
-    """SIGTERM and SIGINT stop the run cleanly: both raise KeyboardInterrupt (asyncio.run then cancels the run, whose
-    `finally` stops the stack it started). Explicit, because a shell starts a background job with SIGINT ignored, and
-    `kill PID` must not leave Temporal, Anvil, the simulator and the worker running as orphans (chaos, soak,
-    `golem backtest`). A clean-up that hangs is cut short after `grace_seconds`: the process's own children are
-    terminated and it exits 130. A run with an in-process Temporal worker must not take the KeyboardInterrupt inside
-    its event loop: run it with `run_stoppable` (below)."""
+    """SIGTERM, SIGINT and SIGHUP stop the run cleanly: each raises KeyboardInterrupt (asyncio.run then cancels the
+    run, whose `finally` stops the stack it started). Explicit, because a shell starts a background job with SIGINT
+    ignored, and `kill PID` must not leave Temporal, Anvil, the simulator and the worker running as orphans (chaos,
+    soak, `golem backtest`). SIGPIPE is ignored: a console piped into a `tee` that died first costs nothing (see
+    infra.console). A clean-up that hangs is cut short after `grace_seconds`: the process's own children are
+    killed, named, and it exits 130. A run with an in-process Temporal worker must not take the KeyboardInterrupt
+    inside its event loop: run it with `run_stoppable` (below)."""
     global _grace_seconds
     _grace_seconds = grace_seconds
+    ignore_sigpipe()
 
     def _interrupt(signum: int, frame: object) -> None:
         begin_stop()
@@ -249,8 +466,7 @@ def stop_on_signals(grace_seconds: float = 20.0) -> None:
 
 def begin_stop() -> None:
     """A stop signal arrived: ignore the next one (a second `kill` must not cut the clean-up short) and, when
-    `stop_on_signals` is in force, arm its net: after its grace the children are terminated and the process exits."""
-    import os
+    `stop_on_signals` is in force, arm its net: after its grace the children are killed and the process exits."""
     import threading
 
     for sig in STOP_SIGNALS:
@@ -261,14 +477,10 @@ def begin_stop() -> None:
 
     def _force() -> None:
         children = child_pids(os.getpid())
-        for pid in children:
-            _kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and any(_alive(pid) for pid in children):
-            time.sleep(0.1)
-        for pid in children:
-            _kill(pid, signal.SIGKILL)
-        print(f"stopped: clean-up took over {grace:.0f}s; terminated {len(children)} child process(es)", flush=True)
+        for pid in children:  # SIGTERM first (Anvil dumps its state), each with its process group
+            _kill(pid, signal.SIGTERM, group=True)
+        sweep_children(grace=5.0)  # what ignored it is killed, and named
+        console_say(f"stopped: clean-up took over {grace:.0f}s; terminated {len(children)} child process(es)")
         os._exit(130)
 
     timer = threading.Timer(grace, _force)
@@ -349,10 +561,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _kill(pid: int, sig: int) -> None:
-    import os
-
+def _kill(pid: int, sig: int, group: bool = False) -> None:
     try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
+        if group and os.getpgid(pid) == pid:  # a child in a session of its own: its group holds what it started
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
         pass

@@ -170,8 +170,8 @@ class TemporalDevServer:
         return self
 
     def _launch(self, timeout: float) -> None:
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with self.log_path.open("ab") as log:  # the child holds its own copy; a restart must not leak one per start
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -182,11 +182,11 @@ class TemporalDevServer:
         self.stop()
         raise TimeoutError(f"temporal dev server did not listen on {self.address} within {timeout}s; see {self.log_path}")
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 15.0) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

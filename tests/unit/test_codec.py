@@ -55,3 +55,20 @@ async def test_tampering_fails_and_bad_config_is_one_line_without_the_key():
     with pytest.raises(CodecConfigError, match="not one of the ids"):
         codec_from_env({"GOLEM_PAYLOAD_KEYS": f"k1:{_b64()}", "GOLEM_PAYLOAD_KEY_ID": "k9"})
     assert codec_from_env({}) is None  # off by default
+
+
+async def test_the_converter_every_client_uses_seals_with_the_owners_key_from_the_environment(monkeypatch):
+    """The owner's path: GOLEM_PAYLOAD_KEYS in the environment, no codec passed in (workers.client.connect builds
+    the worker's, the CLI's and the dashboard's client this way). Without the key it stays plaintext."""
+    from workers.client import data_converter
+
+    monkeypatch.setenv("GOLEM_PAYLOAD_KEYS", f"k7:{_b64()}")
+    converter = data_converter()
+    assert isinstance(converter.payload_codec, EncryptionCodec) and converter.payload_codec.key_id == "k7"
+    [sealed] = await converter.encode([{"prediction_error": 0.42, "record_path": "cycles/cycle-000001.json"}])
+    assert sealed.metadata["encoding"] == ENCODING and b"prediction_error" not in sealed.SerializeToString()
+    assert await converter.decode([sealed], [dict]) == [{"prediction_error": 0.42,
+                                                         "record_path": "cycles/cycle-000001.json"}]
+    monkeypatch.delenv("GOLEM_PAYLOAD_KEYS")
+    [plain] = await data_converter().encode([{"prediction_error": 0.42}])
+    assert plain.metadata["encoding"] != ENCODING and b"prediction_error" in plain.data
