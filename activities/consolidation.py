@@ -231,16 +231,17 @@ class ConsolidationActivities(ActivitySet):
         strategy_text = self.s.strategy_text()
         floor = _hf_floor(strategy_text)
         deadline = time.monotonic() + cfg.trial_timeout_seconds
+        run = activity.info().workflow_run_id or ""  # a retry keeps it; a second pass inheriting the history does not
         judged = []
         for h, occasion in due:
             step(f"trial {h.id}")
-            done = [t for t in self.s.heuristics.trials(h.id) if t["tick"] == inp.tick]
+            done = [t for t in self.s.heuristics.trials(h.id) if t["tick"] == inp.tick and t["run"] == run]
             if done:  # a retried step: this cycle's verdict is recorded
                 result = TrialResult.model_validate(done[0]["result"])
             else:
                 result = await self._trial_one(inp, h, occasion, rows, strategy_text, floor, deadline)
                 await blocking("trial verdict", self.s.heuristics.record_trial, h.id, inp.tick, occasion,
-                               result.verdict, result.model_dump_json(by_alias=True))
+                               result.verdict, result.model_dump_json(by_alias=True), run)
             judged.append({"id": h.id, "occasion": occasion, "verdict": result.verdict, "summary": result.summary()})
         await blocking("trial dirs", _prune_trials, self.s.data_dir / "trials")
         demoted = [j["id"] for j in judged if j["verdict"] == "demoted"]

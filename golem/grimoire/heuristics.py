@@ -51,10 +51,12 @@ CREATE INDEX IF NOT EXISTS idx_heuristics_confidence ON heuristics(confidence DE
 CREATE TABLE IF NOT EXISTS votes_applied (key TEXT NOT NULL, heuristic_id TEXT NOT NULL, net INTEGER NOT NULL,
     PRIMARY KEY (key, heuristic_id));
 -- a learned rule's measured effect: its trials on the golem's own recent rows, with and without it
--- (docs/design/learning.md); one row per heuristic and delta cycle, so a retried trial step records once
+-- (docs/design/learning.md); one row per heuristic, delta cycle and run of that cycle (its workflow run id), so a
+-- retried trial step records once while another run at the same tick (a backtest's second pass inheriting this
+-- file) records its own
 CREATE TABLE IF NOT EXISTS heuristic_trials (heuristic_id TEXT NOT NULL, tick INTEGER NOT NULL,
     occasion TEXT NOT NULL, verdict TEXT NOT NULL, result TEXT NOT NULL, created_at TEXT NOT NULL,
-    PRIMARY KEY (heuristic_id, tick));
+    run TEXT NOT NULL DEFAULT '', PRIMARY KEY (heuristic_id, tick, run));
 """
 # issue 16: PLAYBOOK membership with hysteresis (in at 0.7, out below 0.4), ExpeL importance, retirement
 _COLUMNS_ADDED = (
@@ -266,21 +268,23 @@ class HeuristicStore:
             )
             return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
 
-    def record_trial(self, heuristic_id_: str, tick: int, occasion: str, verdict: str, result: str) -> Heuristic:
+    def record_trial(self, heuristic_id_: str, tick: int, occasion: str, verdict: str, result: str,
+                     run: str = "") -> Heuristic:
         """A trial's figures (`result`: TrialResult JSON) into the history, and what the verdict does, once per
         heuristic and cycle tick (a retried step changes nothing):
           kept       the hold is lifted; back in PLAYBOOK.md when its confidence allows (>= 0.7, or active);
           demoted    out of PLAYBOOK.md (candidate), one DOWNVOTE's confidence and one importance lost — a rule
                      demoted twice is retired (ExpeL importance 0), its row kept;
           no effect  at ADD: held back (nothing measured is nothing paid); at a re-judgement: nothing changes (a
-                     crash rule is not demoted because the last rows were calm)."""
+                     crash rule is not demoted because the last rows were calm).
+        `run`: the cycle's workflow run id (a retry of the step has the same one)."""
         with closing(self._connect()) as conn, conn:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone()
             if row is None:
                 raise KeyError(f"no heuristic {heuristic_id_!r} in {self.path}")
-            if conn.execute("INSERT OR IGNORE INTO heuristic_trials VALUES (?, ?, ?, ?, ?, ?)",
-                            (heuristic_id_, tick, occasion, verdict, result, _now())).rowcount == 0:
+            if conn.execute("INSERT OR IGNORE INTO heuristic_trials VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (heuristic_id_, tick, occasion, verdict, result, _now(), run)).rowcount == 0:
                 return self._row(row)  # this cycle's trial is already recorded
             conf, importance, standing = row["confidence"], row["importance"], row["trial_verdict"]
             if verdict == "kept":
@@ -304,10 +308,10 @@ class HeuristicStore:
             return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
 
     def trials(self, heuristic_id_: str | None = None) -> builtins.list[dict]:
-        """The trial history (newest first): heuristic_id, tick, occasion, verdict, result (TrialResult JSON)."""
+        """The trial history (newest first): heuristic_id, tick, occasion, verdict, result (TrialResult JSON), run."""
         with closing(self._connect()) as conn:
             sql = "SELECT * FROM heuristic_trials" + (" WHERE heuristic_id = ?" if heuristic_id_ else "")
-            rows = conn.execute(sql + " ORDER BY tick DESC, heuristic_id",
+            rows = conn.execute(sql + " ORDER BY rowid DESC",  # newest first: the order they were recorded
                                 (heuristic_id_,) if heuristic_id_ else ()).fetchall()
         return [{**dict(r), "result": json.loads(r["result"])} for r in rows]
 

@@ -159,6 +159,18 @@ def test_the_history_carries_the_figures_and_the_verdict_moves_the_rule(tmp_path
     assert h.status == "retired" and h.retired_tick == 300 and len(store.trials(h.id)) == 6
 
 
+def test_another_run_at_the_same_tick_records_its_own_trial(tmp_path):
+    """A backtest's second pass inherits heuristics.sqlite: its cycle at tick 50 is not a retry of the first pass's."""
+    store = HeuristicStore(tmp_path / "h.sqlite")
+    for i in range(5):
+        h = store.add_or_reinforce(RULE, "global", f"ep-{i}")
+    store.record_trial(h.id, 50, "add", "demoted", _result(h.id, 50, "demoted"), run="pass-1")
+    assert store.record_trial(h.id, 50, "add", "demoted", _result(h.id, 50, "demoted"), run="pass-1").importance == 1
+    h = store.record_trial(h.id, 50, "rejudge", "demoted", _result(h.id, 50, "demoted", "rejudge"), run="pass-2")
+    assert h.importance == 0 and h.status == "retired"
+    assert [t["run"] for t in store.trials(h.id)] == ["pass-2", "pass-1"]
+
+
 def test_no_effect_at_add_holds_a_rule_back_but_not_a_promoted_one(tmp_path):
     store = HeuristicStore(tmp_path / "h.sqlite")
     for i in range(5):
