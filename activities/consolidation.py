@@ -227,7 +227,10 @@ class ConsolidationActivities(ActivitySet):
         due = await blocking("trial candidates", self._trial_candidates, inp)
         if not due:
             return DeltaStep(fields={"trials": {"judged": []}})
-        rows = path_rows(await blocking("trial rows", self._recent_records, cfg.trial_rows), cfg.trial_rows)
+        # the judged window is the last trial_rows; the warm-up rows before it let the trial golem's probes, regime
+        # and baselines start where the live golem's were (a cold start read the first rows differently)
+        span = cfg.trial_rows + cfg.trial_warmup_rows
+        rows = path_rows(await blocking("trial rows", self._recent_records, span), span)
         strategy_text = self.s.strategy_text()
         floor = _hf_floor(strategy_text)
         deadline = time.monotonic() + cfg.trial_timeout_seconds
@@ -256,7 +259,7 @@ class ConsolidationActivities(ActivitySet):
         def none_ran(why: str) -> TrialResult:
             return TrialResult.model_validate({**base, "verdict": "no trial", "reasons": [why]})
 
-        if len(rows) < MIN_TRIAL_ROWS:
+        if len(rows) - max(0, len(rows) - inp.config.learning.trial_rows) < MIN_TRIAL_ROWS:
             return none_ran(f"only {len(rows)} recorded ticks; a trial needs {MIN_TRIAL_ROWS}")
         budget = inp.config.learning.trial_timeout_seconds
         left = deadline - time.monotonic()
@@ -268,7 +271,8 @@ class ConsolidationActivities(ActivitySet):
         assert self.trials is not None
         try:
             with_rule, without_rule = await asyncio.wait_for(
-                self.trials.run(rows, inp.config, strategy_text, playbooks, out), left)
+                self.trials.run(rows, inp.config, strategy_text, playbooks, out,
+                                warmup=max(0, len(rows) - inp.config.learning.trial_rows)), left)
         except asyncio.TimeoutError:
             return none_ran(f"ran past this cycle's trial time ({budget:g} s); next cycle")
         verdict, reasons = judge(with_rule, without_rule, inp.config.learning, floor)

@@ -19,7 +19,8 @@ def main(spec_path: Path) -> None:
     started = time.perf_counter()
     (run,) = run_backtest(BacktestOptions(path=Path(spec["path"]), home=Path(spec["home"]), out=Path(spec["out"]),
                                           grimoire=Path(spec["grimoire"]), progress=False))
-    report = build_report(run.info, run.marks)
+    judged = run.marks[min(int(spec.get("warmup", 0)), max(0, len(run.marks) - 2)):]  # figures over the window only
+    report = build_report(run.info, judged)
     actions = [f"{m.row}:{a.tool}" for m in run.marks for a in m.actions if a.status == "executed"]
     fig = figures_of(report.figures, actions)
     Path(spec["figures"]).write_text(fig.model_dump_json())

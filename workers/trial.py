@@ -58,7 +58,7 @@ class BacktestTrialRunner:
         self.python = python
 
     async def run(self, rows: list[PathRow], config: GolemConfig, strategy_text: str,
-                  playbooks: tuple[str, str], out: Path) -> tuple[TrialFigures, TrialFigures]:
+                  playbooks: tuple[str, str], out: Path, warmup: int = 0) -> tuple[TrialFigures, TrialFigures]:
         out.mkdir(parents=True, exist_ok=True)
         with (out / "path.csv").open("w") as f:
             write_path_csv(rows, f)
@@ -67,7 +67,7 @@ class BacktestTrialRunner:
         for arm, playbook in zip(ARMS, playbooks):
             spec = {"path": str(out / "path.csv"), "home": str(home), "out": str(out / arm),
                     "grimoire": str(_grimoire_source(out / f"{arm}-source", playbook)),
-                    "figures": str(out / f"{arm}.json")}
+                    "figures": str(out / f"{arm}.json"), "warmup": warmup}
             (out / f"{arm}-spec.json").write_text(json.dumps(spec))
             await self._child(out / f"{arm}-spec.json", out / f"{arm}.log")
             figures.append(TrialFigures.model_validate_json((out / f"{arm}.json").read_text()))

@@ -71,10 +71,10 @@ class TrialResult(BaseModel):
 
 class TrialRunner(Protocol):
     """Runs a trial's two arms on `rows`: the golem as `config`, each arm starting from one of `playbooks` (with the
-    rule, without it); returns their figures. Built in workers/ (workers/trial.py) and handed to the trial step."""
+    rule, without it); returns their figures over the rows after the first `warmup`. Built in workers/ (workers/trial.py) and handed to the trial step."""
 
     async def run(self, rows: list[PathRow], config: GolemConfig, strategy_text: str, playbooks: tuple[str, str],
-                  out: Path) -> tuple[TrialFigures, TrialFigures]: ...
+                  out: Path, warmup: int = 0) -> tuple[TrialFigures, TrialFigures]: ...
 
 
 def _pct(x: float | None, places: int = 2) -> str:
