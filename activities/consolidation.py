@@ -8,12 +8,15 @@ meanwhile (heartbeating from a worker thread is not allowed in an async activity
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
 import sqlite3
 import time
 from collections import Counter
 from datetime import datetime, timedelta
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -43,16 +46,19 @@ from golem.grimoire.dream_tags import DreamTags
 from golem.grimoire.staging import StagingBuffer
 from golem.grimoire.embeddings import scheduled_drift_check
 from golem.grimoire.graph import CausalGraph
-from golem.grimoire.heuristics import derive_heuristics_from_episodes
+from golem.grimoire.heuristics import Heuristic, derive_heuristics_from_episodes, is_rule
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path
 from golem.grimoire import playbook_view
-from golem.grimoire.playbook import PlaybookRevision, rewrite_playbook
+from golem.grimoire.playbook import PlaybookRevision, playbook_line, rewrite_playbook
 from golem.grimoire.playbook_survival import revisions, survival
 from golem.grimoire.playbook_view import AdmittedView
 from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
+from golem.inference.strategy import parse_strategy
 from golem.learning import causal, curator, cybernetics
+from golem.backtest.models import PathRow
+from golem.learning.trial import TrialResult, TrialRunner, judge, path_rows, playbook_pair
 from golem.learning.loop import allocation_defaults
 from golem.life.owner_notes import deliver_followups
 from golem.life.retention import compact
@@ -75,6 +81,30 @@ def _now_iso() -> str:
 
     return datetime.now(timezone.utc).isoformat()
 
+MIN_TRIAL_ROWS = 5  # fewer recorded ticks measure nothing
+
+
+KEEP_TRIAL_DIRS = 20  # each holds two backtests (reports, Temporal SQLite); the figures live on in heuristics.sqlite
+
+
+def _prune_trials(root: Path) -> None:
+    """Only the newest trials' run directories stay (names start with the zero-padded cycle tick)."""
+    if root.is_dir():
+        for old in sorted(p for p in root.iterdir() if p.is_dir())[:-KEEP_TRIAL_DIRS]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _hf_floor(strategy_text: str) -> float | None:
+    """STRATEGY.md's MUST floor on the health factor (`MUST keep health_factor >= X`), if it names one."""
+    try:
+        strategy = parse_strategy(strategy_text)
+    except ValueError:
+        return None
+    floors = [c.value for c in strategy.constraints
+              if c.kind == "keep" and c.metric == "health_factor" and c.op in (">=", ">") and c.value is not None]
+    return max(floors) if floors else None
+
+
 @dataclass
 class Distilled:
     """What the distill step hands on: the candidates (one per supporting episode, as before), the quarantine
@@ -88,8 +118,10 @@ class Distilled:
 
 
 class ConsolidationActivities(ActivitySet):
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, trials: TrialRunner | None = None) -> None:
+        """`trials`: what runs a learned rule's trial (workers/trial.py); None: rules are promoted unmeasured."""
         self.s = services
+        self.trials = trials
 
     # ---- delta consolidation: one activity per step, ordered by DeltaConsolidationWorkflow ----------------
     # Each returns the fields of the cycle's ConsolidationResult it fills; a retry redoes one step, and every
@@ -180,6 +212,100 @@ class ConsolidationActivities(ActivitySet):
         curator["context_policy"] = await blocking("context policy", self._retune, inp)
         return DeltaStep(fields={"curator": curator})
 
+    @activity.defn(name="delta_trial")
+    @auto_heartbeat
+    async def trial(self, inp: ConsolidationInput) -> DeltaStep:
+        """A learned rule pays for itself (docs/design/learning.md): the rules the Curator ADDed this cycle, and every
+        k-th cycle the promoted and held-back ones, replayed on the golem's own last rows with and without the rule;
+        the verdict keeps or demotes each, its figures in heuristics.sqlite's trial history."""
+        cfg = inp.config.learning
+        if not inp.config.grimoire.memory:
+            return DeltaStep(fields={"trials": {"skipped": "memory off ([grimoire] memory = false)"}})
+        if not cfg.trial or self.trials is None:
+            return DeltaStep(fields={"trials": {"skipped": "trials off ([learning] trial = false)" if not cfg.trial
+                                                else "no trial runner on this worker"}})
+        due = await blocking("trial candidates", self._trial_candidates, inp)
+        if not due:
+            return DeltaStep(fields={"trials": {"judged": []}})
+        # the judged window is the last trial_rows; the warm-up rows before it let the trial golem's probes, regime
+        # and baselines start where the live golem's were (a cold start read the first rows differently)
+        span = cfg.trial_rows + cfg.trial_warmup_rows
+        rows = path_rows(await blocking("trial rows", self._recent_records, span), span)
+        strategy_text = self.s.strategy_text()
+        floor = _hf_floor(strategy_text)
+        deadline = time.monotonic() + cfg.trial_timeout_seconds
+        run = activity.info().workflow_run_id or ""  # a retry keeps it; a second pass inheriting the history does not
+        judged = []
+        for h, occasion in due:
+            step(f"trial {h.id}")
+            done = [t for t in self.s.heuristics.trials(h.id) if t["tick"] == inp.tick and t["run"] == run]
+            if done:  # a retried step: this cycle's verdict is recorded
+                result = TrialResult.model_validate(done[0]["result"])
+            else:
+                result = await self._trial_one(inp, h, occasion, rows, strategy_text, floor, deadline)
+                await blocking("trial verdict", self.s.heuristics.record_trial, h.id, inp.tick, occasion,
+                               result.verdict, result.model_dump_json(by_alias=True), run)
+            judged.append({"id": h.id, "occasion": occasion, "verdict": result.verdict, "summary": result.summary()})
+        await blocking("trial dirs", _prune_trials, self.s.data_dir / "trials")
+        demoted = [j["id"] for j in judged if j["verdict"] == "demoted"]
+        await blocking("trial votes", playbook_view.follow_votes, self.s.heuristics, self.s.semantic, demoted, inp.tick)
+        return DeltaStep(fields={"trials": {"judged": judged, "rows": len(rows)}})
+
+    async def _trial_one(self, inp: ConsolidationInput, h: Heuristic, occasion: str, rows: list[PathRow], strategy_text: str,
+                         floor: float | None, deadline: float) -> TrialResult:
+        base: dict[str, Any] = {"heuristic_id": h.id, "text": h.text, "tick": inp.tick, "occasion": occasion,
+                                "rows": len(rows)}
+
+        def none_ran(why: str) -> TrialResult:
+            return TrialResult.model_validate({**base, "verdict": "no trial", "reasons": [why]})
+
+        if len(rows) - max(0, len(rows) - inp.config.learning.trial_rows) < MIN_TRIAL_ROWS:
+            return none_ran(f"only {len(rows)} recorded ticks; a trial needs {MIN_TRIAL_ROWS}")
+        budget = inp.config.learning.trial_timeout_seconds
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return none_ran(f"this cycle's trial time ({budget:g} s) was spent; next cycle")
+        playbooks = playbook_pair(self.s.playbook_text(), h.id, playbook_line(h))
+        out = self.s.data_dir / "trials" / f"{inp.tick:06d}-{h.id}"
+        started = time.monotonic()
+        assert self.trials is not None
+        try:
+            with_rule, without_rule = await asyncio.wait_for(
+                self.trials.run(rows, inp.config, strategy_text, playbooks, out,
+                                warmup=max(0, len(rows) - inp.config.learning.trial_rows)), left)
+        except asyncio.TimeoutError:
+            return none_ran(f"ran past this cycle's trial time ({budget:g} s); next cycle")
+        verdict, reasons = judge(with_rule, without_rule, inp.config.learning, floor)
+        return TrialResult.model_validate({**base, "with_rule": with_rule, "without_rule": without_rule,
+                                           "verdict": verdict, "reasons": reasons,
+                                           "wall_seconds": round(time.monotonic() - started, 1)})
+
+    def _trial_candidates(self, inp: ConsolidationInput) -> list[tuple[Heuristic, str]]:
+        """The rules ADDed this cycle (judged before they reach PLAYBOOK.md), and on every `trial_every`-th cycle the
+        rules in PLAYBOOK.md and those a trial held back (a held-back rule can earn its way in again)."""
+        done = self.s.learning.cycle(inp.tick) or {}
+        added = {op.get("entry_id") for op in done.get("operations", []) if op.get("op") == "ADD"}
+        cycle = inp.tick // max(1, inp.config.clock.delta_theta_ticks)
+        rejudge = cycle % inp.config.learning.trial_every == 0
+        out: list[tuple[Heuristic, str]] = []
+        for h in self.s.heuristics.list():
+            if h.status == "retired" or not is_rule(h.text):
+                continue
+            if h.id in added and h.trial_verdict is None:
+                out.append((h, "add"))
+            elif rejudge and (h.status == "active" or h.held):
+                out.append((h, "rejudge"))
+        return out
+
+    def _recent_records(self, n: int) -> list[Any]:
+        out = []
+        for row in self.s.cycles.recent(n):
+            try:
+                out.append(self.s.cycles.load(row["tick"]))
+            except (LookupError, ValueError):
+                continue
+        return out
+
     @activity.defn(name="delta_playbook")
     @auto_heartbeat
     async def playbook(self, inp: ConsolidationInput) -> DeltaStep:
@@ -247,6 +373,9 @@ class ConsolidationActivities(ActivitySet):
     # The steps in the order DeltaConsolidationWorkflow runs them.
     DELTA_STEPS = ("decay", "distill", "upkeep", "dream_promotion", "learn", "playbook", "followups", "retention",
                    "drift")
+    # since the trial step: it runs after the Curator and before PLAYBOOK.md is compiled (workflow.patched("delta-trial"))
+    DELTA_STEPS_TRIAL = ("decay", "distill", "upkeep", "dream_promotion", "learn", "trial", "playbook", "followups",
+                         "retention", "drift")
 
     @activity.defn(name="delta_consolidate")
     @auto_heartbeat

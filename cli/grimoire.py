@@ -9,7 +9,7 @@ search  what the golem would retrieve for a query in a context, with the score o
         --json prints the RetrievalResult (golem/grimoire/retrieval.py; fields documented in the README)
 export  JSONL of episodes, entries and causal edges (format: golem/grimoire/transfer.py)
 import  load such a file; entries start at the inherited confidence unless --as-is
-playbook log | diff A B | rollback N
+playbook log | diff A B | rollback N | effects
         PLAYBOOK.md revision history (golem/grimoire/playbook.py); rollback writes revision N back as a
         new revision through the same safety guard as the Curator (check_playbook_delta vs golem.toml limits)
 reembed [--json]
@@ -159,17 +159,26 @@ def _playbook(args) -> int:
         sys.exit(f"golem grimoire playbook: no heuristics store at {db}; is --data the golem's data directory?")
     history = PlaybookHistory(db)
     try:
+        if args.playbook_cmd == "effects":
+            return _effects(args)
         if args.playbook_cmd == "log":
+            from golem.grimoire.heuristics import HeuristicStore
+
             rows = history.log()
+            trials = HeuristicStore(db).trials()  # the verdicts each compile followed (docs/learning.md)
             if not rows:
                 print("(no PLAYBOOK revisions recorded yet)")
             for r in rows:
+                judged = [t for t in trials if t["tick"] == r.tick]
                 if args.json:
-                    print(json.dumps(r.model_dump(exclude={"text"})))
+                    print(json.dumps({**r.model_dump(exclude={"text"}), "trials": [
+                        {k: t[k] for k in ("heuristic_id", "occasion", "verdict")} for t in judged]}))
                 else:
                     tick = "-" if r.tick is None else r.tick
                     n = "" if r.heuristics is None else f" {r.heuristics} heuristics"
                     print(f"r{r.revision}  tick {tick}  {r.created_at}  {r.reason}{n}  sha256 {r.sha256[:12]}")
+                    for t in judged:
+                        print(f"    trial {t['heuristic_id']} ({t['occasion']}): {t['verdict']}")
         elif args.playbook_cmd == "diff":
             print(history.diff(args.rev_a, args.rev_b), end="")
         else:
@@ -185,6 +194,34 @@ def _playbook(args) -> int:
         sys.exit(f"golem grimoire playbook: {err}")
     except ValueError as err:
         sys.exit(f"golem grimoire playbook: {err}")
+    return 0
+
+
+def _effects(args) -> int:
+    """`golem grimoire playbook effects`: every learned rule a trial measured — its standing and each trial's
+    verdict with the figures with and without it (docs/learning.md)."""
+    from golem.grimoire.heuristics import HeuristicStore
+    from golem.learning.trial import TrialResult
+
+    _, db = _playbook_paths(args)
+    if not db.exists():
+        sys.exit(f"golem grimoire playbook: no heuristics store at {db}; is --data the golem's data directory?")
+    store = HeuristicStore(db)
+    trials = store.trials()
+    if not trials and not args.json:
+        print("(no learned rule has been trialled yet)")
+    for h in store.list():
+        mine = [t for t in trials if t["heuristic_id"] == h.id]
+        if not mine:
+            continue
+        if args.json:
+            print(json.dumps({"id": h.id, "text": h.text, "status": h.status, "confidence": h.confidence,
+                              "trial_verdict": h.trial_verdict, "trials": mine}))
+            continue
+        print(f"{h.id}  {h.status}  confidence {h.confidence:.2f}  standing: {h.trial_verdict or 'unmeasured'}")
+        print(f"  {h.text}")
+        for t in mine:
+            print(f"  tick {t['tick']} {t['occasion']}: {TrialResult.model_validate(t['result']).summary()}")
     return 0
 
 
@@ -275,11 +312,13 @@ def register(command) -> None:
         sp = sub.add_parser(name, help=help_)
         sp.set_defaults(fn=_reembed)
         sp.add_argument("--json", action="store_true")
-    pb = sub.add_parser("playbook", help="PLAYBOOK.md revisions: log | diff A B | rollback N")
+    pb = sub.add_parser("playbook", help="PLAYBOOK.md revisions: log | diff A B | rollback N | effects")
     pb.set_defaults(fn=_playbook)
     pbs = pb.add_subparsers(dest="playbook_cmd", required=True)
     lg = pbs.add_parser("log", help="every recorded revision, oldest first")
     lg.add_argument("--json", action="store_true")
+    ef = pbs.add_parser("effects", help="each learned rule's measured effect: trials with and without it")
+    ef.add_argument("--json", action="store_true")
     df = pbs.add_parser("diff", help="unified diff between two revisions")
     df.add_argument("rev_a", type=int)
     df.add_argument("rev_b", type=int)

@@ -19,10 +19,12 @@ from activities.life import LifeActivities
 from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
 from golem.ids import task_queue
+from golem.learning.trial import TrialRunner
 from golem.life.extensions import registry_for
 from golem.models.config import GolemConfig
 from workers.memory import start_trimmer
 from workers.services import GolemServices
+from workers.trial import BacktestTrialRunner
 from workflows import ALL_WORKFLOWS
 
 log = logging.getLogger("golem.worker")
@@ -35,9 +37,12 @@ def build_worker(
     max_cached_workflows: int = 1000,
     interceptors=(),
     sandboxed: bool = True,
+    trials: TrialRunner | None | bool = True,
 ) -> Worker:
+    """`trials`: the runner of learned rules' trials (default: backtests in a child process, workers/trial.py);
+    None: no trials on this worker."""
     ticks = TickActivities(services, client)
-    consolidation = ConsolidationActivities(services)
+    consolidation = ConsolidationActivities(services, trials=BacktestTrialRunner() if trials is True else trials or None)
     dream = DreamActivities(services)
     # Forks a killed worker left behind (issue 18): stopped before this worker takes the golem's queue.
     swept = dream.forks.sweep()

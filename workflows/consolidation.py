@@ -1,7 +1,7 @@
 """Delta consolidation and dream cycles: child workflows started by GolemWorkflow.
 
 DELTA (~every 50 theta ticks, heartbeat "The Adaptive Clock"): curator pass — decay, heuristic
-distillation, upkeep, dream promotion, the curator's learning, PLAYBOOK.md rewrite, follow-ups, retention, the
+distillation, upkeep, dream promotion, the curator's learning, the learned rules' trials, PLAYBOOK.md rewrite, follow-ups, retention, the
 drift check — one activity per step in that order (issue 13), so the Web UI shows each and a retry redoes one. DREAM (issue 18): NREM replay, REM imagination and Tier 1 threat rehearsal
 on Anvil forks, integration into the staging buffer — one activity per phase, so the Web UI shows each —
 while the heartbeat is suspended (§S7 SLEEPING.DREAMING). The cycle has a time budget and a `wake` signal (a
@@ -46,9 +46,12 @@ class DeltaConsolidationWorkflow:
             return await workflow.execute_activity_method(ConsolidationActivities.consolidate, inp,
                                                           **options.cycle_step())
         fields: dict[str, Any] = {"tick": inp.tick}
-        for name in ConsolidationActivities.DELTA_STEPS:
-            step: DeltaStep = await workflow.execute_activity_method(
-                getattr(ConsolidationActivities, name), inp, **options.cycle_step())
+        # since learned rules pay for themselves: a trial step between the Curator and PLAYBOOK.md's compile
+        trial = workflow.patched("delta-trial")
+        for name in ConsolidationActivities.DELTA_STEPS_TRIAL if trial else ConsolidationActivities.DELTA_STEPS:
+            opts = options.trial_step(inp.config.learning.trial_timeout_seconds) if name == "trial" \
+                else options.cycle_step()
+            step: DeltaStep = await workflow.execute_activity_method(getattr(ConsolidationActivities, name), inp, **opts)
             fields.update(step.fields)
         result = ConsolidationResult.model_validate(fields)
         await workflow.execute_activity_method(

@@ -67,6 +67,13 @@ def cycle_step(minutes: float = 5) -> Options:
             "retry_policy": CYCLE_RETRY}
 
 
+def trial_step(budget_seconds: float) -> Options:
+    """The delta cycle's trial step: its own time budget (it gives up on the rules left when it is spent) plus the
+    minute it needs to record what it measured."""
+    return {"start_to_close_timeout": timedelta(seconds=budget_seconds + 60), "heartbeat_timeout": CYCLE_HEARTBEAT,
+            "retry_policy": CYCLE_RETRY}
+
+
 def dream_phase(minutes: float) -> Options:
     """A dream phase (NREM, REM, threats): bounded by the cycle's budget, cancelled on a wake."""
     return {"start_to_close_timeout": timedelta(minutes=minutes), "heartbeat_timeout": DREAM_PHASE_HEARTBEAT,

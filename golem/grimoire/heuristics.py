@@ -50,19 +50,33 @@ CREATE INDEX IF NOT EXISTS idx_heuristics_confidence ON heuristics(confidence DE
 -- issue 16: a keyed vote (the Curator's cycle) is applied once, in the transaction that applies it
 CREATE TABLE IF NOT EXISTS votes_applied (key TEXT NOT NULL, heuristic_id TEXT NOT NULL, net INTEGER NOT NULL,
     PRIMARY KEY (key, heuristic_id));
+-- a learned rule's measured effect: its trials on the golem's own recent rows, with and without it
+-- (docs/design/learning.md); one row per heuristic, delta cycle and run of that cycle (its workflow run id), so a
+-- retried trial step records once while another run at the same tick (a backtest's second pass inheriting this
+-- file) records its own
+CREATE TABLE IF NOT EXISTS heuristic_trials (heuristic_id TEXT NOT NULL, tick INTEGER NOT NULL,
+    occasion TEXT NOT NULL, verdict TEXT NOT NULL, result TEXT NOT NULL, created_at TEXT NOT NULL,
+    run TEXT NOT NULL DEFAULT '', PRIMARY KEY (heuristic_id, tick, run));
 """
 # issue 16: PLAYBOOK membership with hysteresis (in at 0.7, out below 0.4), ExpeL importance, retirement
 _COLUMNS_ADDED = (
     ("status", "TEXT NOT NULL DEFAULT 'candidate'"),  # candidate | active (in PLAYBOOK.md) | retired
     ("importance", f"INTEGER NOT NULL DEFAULT {INITIAL_IMPORTANCE}"),
     ("retired_tick", "INTEGER"),
+    # the standing verdict of its trials: NULL never measured | kept | demoted | no effect (held out of PLAYBOOK.md)
+    ("trial_verdict", "TEXT"),
+    ("trial_tick", "INTEGER"),
 )
+HELD = ("demoted", "no effect")  # trial verdicts that keep a rule out of PLAYBOOK.md until a later trial keeps it
 
 
-def status_after(confidence: float, importance: int, status: str) -> str:
-    """PLAYBOOK membership after a change (grimoire "Curator Cycle" steps 2-3, ExpeL importance)."""
+def status_after(confidence: float, importance: int, status: str, held: bool = False) -> str:
+    """PLAYBOOK membership after a change (grimoire "Curator Cycle" steps 2-3, ExpeL importance); a rule its trial
+    held back stays a candidate whatever its votes (docs/design/learning.md)."""
     if status == "retired" or importance <= 0:
         return "retired"
+    if held:
+        return "candidate"
     if confidence >= PROMOTE_AT - 1e-9:
         return "active"
     if status == "active" and confidence >= DEMOTE_BELOW - 1e-9:
@@ -109,6 +123,13 @@ class Heuristic(BaseModel):
     status: str = "candidate"  # candidate | active (compiled into PLAYBOOK.md) | retired (row kept for the audit)
     importance: int = INITIAL_IMPORTANCE
     retired_tick: int | None = None
+    trial_verdict: str | None = None  # the standing verdict of its trials (None: never measured)
+    trial_tick: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """A trial found it did not pay (or changed nothing at ADD): out of PLAYBOOK.md until a trial keeps it."""
+        return self.trial_verdict in HELD
 
 
 def _now() -> str:
@@ -136,7 +157,10 @@ class HeuristicStore:
             missing = [(n, d) for n, d in _COLUMNS_ADDED if n not in have]
             for name, decl in missing:
                 conn.execute(f"ALTER TABLE heuristics ADD COLUMN {name} {decl}")
-            if missing:  # rows from before issue 16: what was compiled (>= 0.7) is in PLAYBOOK.md
+            trial_cols = {r[1] for r in conn.execute("PRAGMA table_info(heuristic_trials)")}
+            if "run" not in trial_cols:  # a trial table from before runs were told apart: its rows were one run's
+                conn.execute("ALTER TABLE heuristic_trials ADD COLUMN run TEXT NOT NULL DEFAULT ''")
+            if "status" in dict(missing):  # rows from before issue 16: what was compiled (>= 0.7) is in PLAYBOOK.md
                 conn.execute("UPDATE heuristics SET status = 'active' WHERE confidence >= ?", (PROMOTE_AT - 1e-9,))
 
     def _connect(self) -> sqlite3.Connection:
@@ -156,6 +180,8 @@ class HeuristicStore:
             status=row["status"],
             importance=row["importance"],
             retired_tick=row["retired_tick"],
+            trial_verdict=row["trial_verdict"],
+            trial_tick=row["trial_tick"],
         )
 
     def add_or_reinforce(self, text: str, scope: str, episode_id: str) -> Heuristic:
@@ -199,7 +225,7 @@ class HeuristicStore:
                             row["evidence_count"] + 1,
                             json.dumps(sources),
                             now,
-                            status_after(conf, row["importance"], row["status"]),
+                            status_after(conf, row["importance"], row["status"], row["trial_verdict"] in HELD),
                             hid,
                         ),
                     )
@@ -236,7 +262,7 @@ class HeuristicStore:
             step = UPVOTE * net if net > 0 else -DOWNVOTE * -net
             conf = round(min(1.0, max(CONFIDENCE_FLOOR, row["confidence"] + step)), 6)
             importance = row["importance"] + net
-            status = status_after(conf, importance, row["status"])
+            status = status_after(conf, importance, row["status"], row["trial_verdict"] in HELD)
             retired = row["retired_tick"] if row["retired_tick"] is not None else (tick if status == "retired" else None)
             conn.execute(
                 "UPDATE heuristics SET confidence = ?, importance = ?, status = ?, retired_tick = ?, text = ?, "
@@ -244,6 +270,53 @@ class HeuristicStore:
                 (conf, importance, status, retired, (text or row["text"]).strip(), _now(), heuristic_id_),
             )
             return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
+
+    def record_trial(self, heuristic_id_: str, tick: int, occasion: str, verdict: str, result: str,
+                     run: str = "") -> Heuristic:
+        """A trial's figures (`result`: TrialResult JSON) into the history, and what the verdict does, once per
+        heuristic and cycle tick (a retried step changes nothing):
+          kept       the hold is lifted; back in PLAYBOOK.md when its confidence allows (>= 0.7, or active);
+          demoted    out of PLAYBOOK.md (candidate), one DOWNVOTE's confidence and one importance lost — a rule
+                     demoted twice is retired (ExpeL importance 0), its row kept;
+          no effect  at ADD: held back (nothing measured is nothing paid); at a re-judgement: nothing changes (a
+                     crash rule is not demoted because the last rows were calm).
+        `run`: the cycle's workflow run id (a retry of the step has the same one)."""
+        with closing(self._connect()) as conn, conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone()
+            if row is None:
+                raise KeyError(f"no heuristic {heuristic_id_!r} in {self.path}")
+            if conn.execute("INSERT OR IGNORE INTO heuristic_trials VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (heuristic_id_, tick, occasion, verdict, result, _now(), run)).rowcount == 0:
+                return self._row(row)  # this cycle's trial is already recorded
+            conf, importance, standing = row["confidence"], row["importance"], row["trial_verdict"]
+            if verdict == "kept":
+                standing = "kept"
+            elif verdict == "demoted":
+                standing = "demoted"
+                conf = round(max(CONFIDENCE_FLOOR, conf - DOWNVOTE), 6)
+                importance -= 1
+            elif verdict == "no effect" and occasion == "add":
+                standing = "no effect"
+            else:  # no effect at a re-judgement, or no trial: the standing verdict stays
+                return self._row(row)
+            status = row["status"]
+            if status == "candidate" and standing == "kept" and conf >= PROMOTE_AT - 1e-9:
+                status = "active"
+            status = status_after(conf, importance, status, standing in HELD)
+            retired = row["retired_tick"] if row["retired_tick"] is not None else (tick if status == "retired" else None)
+            conn.execute("UPDATE heuristics SET confidence = ?, importance = ?, status = ?, retired_tick = ?, "
+                         "trial_verdict = ?, trial_tick = ?, updated_at = ? WHERE id = ?",
+                         (conf, importance, status, retired, standing, tick, _now(), heuristic_id_))
+            return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
+
+    def trials(self, heuristic_id_: str | None = None) -> builtins.list[dict]:
+        """The trial history (newest first): heuristic_id, tick, occasion, verdict, result (TrialResult JSON), run."""
+        with closing(self._connect()) as conn:
+            sql = "SELECT * FROM heuristic_trials" + (" WHERE heuristic_id = ?" if heuristic_id_ else "")
+            rows = conn.execute(sql + " ORDER BY rowid DESC",  # newest first: the order they were recorded
+                                (heuristic_id_,) if heuristic_id_ else ()).fetchall()
+        return [{**dict(r), "result": json.loads(r["result"])} for r in rows]
 
     def get(self, heuristic_id_: str) -> Heuristic | None:
         with closing(self._connect()) as conn:

@@ -61,13 +61,17 @@ def read_revision(path: Path) -> int:
     return int(m.group(1))
 
 
-def _line(h: Heuristic) -> str:
+def playbook_line(h: Heuristic) -> str:
+    """The heuristic's bullet in PLAYBOOK.md."""
     text = " ".join(h.text.split())  # one bullet per heuristic, whatever the stored whitespace
     return f"- {text} _(confidence {h.confidence:.2f}, {h.evidence_count} episodes, {h.id})_"
 
 
 def in_playbook(h: Heuristic, min_confidence: float = PROMOTION_THRESHOLD) -> bool:
-    """An active heuristic stays until it falls below 0.4 (heuristics.status_after); retired rows never appear."""
+    """An active heuristic stays until it falls below 0.4 (heuristics.status_after); retired rows never appear, nor
+    a rule its trial held back (docs/design/learning.md)."""
+    if h.held:
+        return False
     return h.status == "active" or (h.status == "candidate" and h.confidence >= min_confidence - 1e-9)
 
 
@@ -89,10 +93,10 @@ def compile_body(heuristics: list[Heuristic], min_confidence: float = PROMOTION_
         "## Global",
         "",
     ]
-    lines += [_line(h) for h in by_scope.get(GLOBAL_SCOPE, [])] or ["_No global heuristics yet._"]
+    lines += [playbook_line(h) for h in by_scope.get(GLOBAL_SCOPE, [])] or ["_No global heuristics yet._"]
     for scope in sorted(s for s in by_scope if s != GLOBAL_SCOPE):
         lines += ["", f"## Strategy: {scope}", ""]
-        lines += [_line(h) for h in by_scope[scope]]
+        lines += [playbook_line(h) for h in by_scope[scope]]
     return "\n".join(lines) + "\n"
 
 

@@ -266,6 +266,20 @@ class RetentionSection(BaseModel):
     temporal_days: int = Field(default=3, ge=1)  # the namespace's retention of closed workflows (the server's minimum is 1 day)
 
 
+class LearningSection(BaseModel):
+    """[learning]: a learned rule's trial on the golem's own recent rows, with and without it (docs/design/learning.md)."""
+
+    model_config = {"extra": "forbid"}
+    trial: bool = True  # false: learned rules are promoted by the Curator's votes alone, unmeasured
+    trial_rows: int = Field(default=60, ge=5, le=2000)  # the last N recorded ticks a trial replays (bounds its time)
+    trial_warmup_rows: int = Field(default=20, ge=0, le=500)  # rows replayed before the judged window (probes and regime warm up)
+    trial_every: int = Field(default=1, ge=1)  # re-judge promoted rules every k delta cycles (an ADD is judged at once)
+    trial_timeout_seconds: float = Field(default=360.0, gt=0)  # the cycle's time for trials (the delta cycle has 10 min)
+    sortino_margin: float = Field(default=0.0, ge=0.0)  # Sortino per tick must beat the run without the rule by more
+    drawdown_tolerance: float = Field(default=0.0, ge=0.0)  # max drawdown may be worse by at most this (fraction)
+    health_factor_tolerance: float = Field(default=0.0, ge=0.0)  # min HF may be lower by at most this
+
+
 class AlertsSection(BaseModel):
     """[alerts]: where the heartbeat-monitor's batched ProbeAlerts go besides the Event Fabric (issue 19)."""
 
@@ -339,6 +353,7 @@ class GolemConfig(BaseModel):
     dream: DreamSection = Field(default_factory=DreamSection)
     lifespan: LifespanSection = Field(default_factory=LifespanSection)
     extensions: ExtensionsSection = Field(default_factory=ExtensionsSection)
+    learning: LearningSection = Field(default_factory=LearningSection)
     # Read by the worker from golem.toml; kept out of the config version and of workflow payloads (exclude), so
     # adding the section changed no version hash and no recorded history. A new URL needs a worker restart.
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)

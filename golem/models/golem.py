@@ -179,6 +179,8 @@ class ConsolidationResult(BaseModel):
     # issue 16: PLAYBOOK.md as a view of the admitted semantic store: heuristics offered to the gate, and why
     # eligible ones stayed out (quarantined, superseded, decayed, rejected)
     playbook_view: dict[str, Any] = Field(default_factory=dict)
+    # the learned rules' trials this cycle (docs/design/learning.md): each rule's verdict and figures, or why none ran
+    trials: dict[str, Any] = Field(default_factory=dict)
     # rev. 12's reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
     reflection_consistency: dict[str, Any] | None = None
 

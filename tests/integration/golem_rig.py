@@ -132,6 +132,9 @@ def write_golem_home(tmp: Path, golem_id: str, rpc_url: str, dep: Deployment, *,
         # Dream phases run their live-chain checks but start no Anvil forks unless a test asks (issue 18): a fork
         # per scenario would add seconds to every rig test that reaches a dream.
         "dream": {"forks": False},
+        # A learned rule's trial runs two backtests (minutes): only the tests of it switch it on
+        # (tests/integration/test_learning_trial.py).
+        "learning": {"trial": False},
     }
     for section, values in config_overrides.items():
         raw.setdefault(section, {}).update(values)

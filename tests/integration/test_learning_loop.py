@@ -33,8 +33,10 @@ STRATEGY = """# Strategy: learn to repay earlier
 
 
 async def test_outcome_derived_rule_changes_a_later_offline_decision_on_chain(temporal_client, tmp_path):
+    # every tick decides afresh (no System 1 reuse); the rig switches trials off, so the learned rule is promoted by
+    # the Curator's votes alone (a rule's trial: tests/integration/test_learning_trial.py)
     rig = make_rig(tmp_path, "learning-loop", "calm", gating={"mode": "always"},
-                   decision_cache={"min_consistency": 1000})  # every tick decides afresh (no System 1 reuse)
+                   decision_cache={"min_consistency": 1000})
     (rig.home / "STRATEGY.md").write_text(STRATEGY)
     try:
         async with in_process_worker(temporal_client, rig):

@@ -1,0 +1,96 @@
+"""A learned rule pays for itself, on real Temporal + Anvil: a golem lives through a crash with two learned rules in
+its PLAYBOOK; at the delta cycle each is replayed on the golem's own recorded rows with and without it (two
+`golem backtest` runs per rule, its own dev server and Anvil each). Selling into the fall pays and is kept; a 1 %
+repay every tick only spends gas and is demoted, its figures in the trial history (docs/design/learning.md)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from golem.grimoire.heuristics import HeuristicStore
+from golem.grimoire.playbook import rewrite_playbook
+from golem.life.cycle_store import CycleStore
+from tests.integration.golem_rig import in_process_worker, make_rig
+
+pytestmark = pytest.mark.integration
+
+STRATEGY = """# Strategy: ride out a crash
+
+## Settings
+- collateral: WETH
+- debt: USDC
+
+## Rules
+- WHEN health_factor < 1.2 THEN repay 50% debt
+
+## Constraints
+- MUST keep health_factor >= 1.3
+- MUST keep balance.USDC >= 500
+- MUST NOT borrow
+"""
+PAYS = "WHEN price_change_bps <= -300 THEN swap 10% WETH to USDC"  # sells a slice on each -6 % step of the crash
+COSTS = "WHEN health_factor < 2.5 THEN repay 1% debt"  # every tick: gas for a loan nowhere near a line
+DELTA = 14
+
+
+async def test_a_rule_that_does_not_pay_on_the_golems_own_rows_is_demoted_with_its_figures(temporal_client, tmp_path):
+    rig = make_rig(tmp_path, "trial-golem", "crash", gating={"mode": "always"},
+                   decision_cache={"min_consistency": 1000}, clock={"delta_theta_ticks": DELTA},
+                   learning={"trial": True, "trial_rows": DELTA, "trial_timeout_seconds": 540})
+    (rig.home / "STRATEGY.md").write_text(STRATEGY)
+    store = HeuristicStore(rig.data_dir / "grimoire" / "heuristics.sqlite")
+    for i in range(5):  # two learned rules, in PLAYBOOK.md as the Curator would have put them
+        pays, costs = store.add_or_reinforce(PAYS, "global", f"ep-p{i}"), store.add_or_reinforce(COSTS, "global", f"ep-c{i}")
+    rewrite_playbook(store, rig.data_dir / "PLAYBOOK.md")
+    try:
+        rig.start_market(interval=0, per_tick=True, crash_after=3)
+        async with in_process_worker(temporal_client, rig):
+            handle = await rig.start_golem(temporal_client, max_ticks=DELTA + 1)
+            await asyncio.wait_for(handle.result(), timeout=900)
+        assert CycleStore(rig.data_dir).count() >= DELTA
+        costs, pays = store.get(costs.id), store.get(pays.id)
+        # the rule that only spent gas: out of PLAYBOOK.md, its figures in the history
+        assert (costs.status, costs.trial_verdict) == ("candidate", "demoted"), store.trials()
+        (trial,) = store.trials(costs.id)
+        res = trial["result"]
+        assert trial["occasion"] == "rejudge" and res["rows"] >= 10
+        w, o = res["with_rule"], res["without_rule"]
+        assert w["transactions"] > o["transactions"] and w["gas_usd"] > o["gas_usd"]
+        assert res["reasons"] and any(r.startswith(("Sortino", "max drawdown")) for r in res["reasons"])
+        # the rule that sold into the fall: better Sortino, drawdown not worse; kept and still compiled
+        (kept,) = store.trials(pays.id)
+        assert (pays.status, pays.trial_verdict, kept["verdict"]) == ("active", "kept", "kept"), kept
+        assert kept["result"]["with_rule"]["sortino_per_tick"] > kept["result"]["without_rule"]["sortino_per_tick"]
+        playbook = (rig.data_dir / "PLAYBOOK.md").read_text()
+        assert pays.id in playbook and costs.id not in playbook
+    finally:
+        rig.stop()
+
+
+async def test_a_rule_the_curator_adds_is_judged_before_it_reaches_the_playbook(temporal_client, tmp_path):
+    """tests/integration/test_learning_loop.py's golem with trials on: the owner's 1 % repay pays five times, the
+    Curator ADDs it 10 % earlier — and the trial at that same cycle finds it only spends gas on a calm market, so it
+    never enters PLAYBOOK.md and no later tick acts on it."""
+    from tests.integration.test_learning_loop import STRATEGY as LOOP_STRATEGY
+
+    rig = make_rig(tmp_path, "trial-add", "calm", gating={"mode": "always"}, decision_cache={"min_consistency": 1000},
+                   learning={"trial": True, "trial_rows": 10, "trial_timeout_seconds": 540})
+    (rig.home / "STRATEGY.md").write_text(LOOP_STRATEGY)
+    try:
+        async with in_process_worker(temporal_client, rig):
+            handle = await rig.start_golem(temporal_client, max_ticks=12)
+            await asyncio.wait_for(handle.result(), timeout=900)
+        store = HeuristicStore(rig.data_dir / "grimoire" / "heuristics.sqlite")
+        (learned,) = [h for h in store.list() if h.text.startswith("WHEN health_factor < 2.42")]
+        (trial,) = store.trials(learned.id)
+        assert trial["occasion"] == "add" and trial["tick"] == 10, trial
+        assert (learned.status, learned.trial_verdict) == ("candidate", trial["verdict"]) and learned.held, learned
+        assert trial["verdict"] in ("demoted", "no effect") and trial["result"]["reasons"]
+        assert learned.id not in (rig.data_dir / "PLAYBOOK.md").read_text()
+        records = [CycleStore(rig.data_dir).load(r["tick"]) for r in CycleStore(rig.data_dir).recent(30)]
+        assert not [r.tick for r in records if r.deliberation and
+                    any(a.entry_id == learned.id for a in r.deliberation.rules_applied)]
+    finally:
+        rig.stop()
