@@ -165,7 +165,7 @@ def _playbook(args) -> int:
             from golem.grimoire.heuristics import HeuristicStore
 
             rows = history.log()
-            trials = HeuristicStore(db).trials()  # the verdicts each compile followed (docs/learning.md)
+            trials = HeuristicStore(db).trials()  # the verdicts each compile followed (docs/how-to/learned-rules.md)
             if not rows:
                 print("(no PLAYBOOK revisions recorded yet)")
             for r in rows:
@@ -199,7 +199,7 @@ def _playbook(args) -> int:
 
 def _effects(args) -> int:
     """`golem grimoire playbook effects`: every learned rule a trial measured — its standing and each trial's
-    verdict with the figures with and without it (docs/learning.md)."""
+    verdict with the figures with and without it (docs/how-to/learned-rules.md)."""
     from golem.grimoire.heuristics import HeuristicStore
     from golem.learning.trial import TrialResult
 

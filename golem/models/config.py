@@ -370,7 +370,7 @@ class GolemConfig(BaseModel):
         return data
 
 
-LATE_SECTIONS = ("wake",)
+LATE_SECTIONS = ("wake", "learning")
 
 
 def read_config_table(path: str | Path) -> dict[str, Any]:
