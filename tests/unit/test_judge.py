@@ -251,3 +251,16 @@ def test_run_refuses_a_tampered_heldout_set_and_a_used_out_dir(tmp_path, monkeyp
     with pytest.raises(SystemExit):
         judge.main(["--set", "heldout", "--out", str(tmp_path)])
     assert "not empty" in capsys.readouterr().err
+
+
+def test_ceilings_come_from_the_report_when_the_config_dump_leaves_defaults_out(tmp_path: Path):
+    """The config version omits keys at their defaults; the report's gas_limits still name the ceilings."""
+    run = tmp_path / "p" / "golem"
+    run.mkdir(parents=True)
+    rep = report([mark(0, actions=[{"tool": "repay", "status": "executed", "gas_usd": 25.0}])])
+    rep["info"] = {"gas_limits": {"budget_usd": 10.0, "per_action_usd": 20.0, "per_day_usd": 30.0}}
+    (run / "report.json").write_text(json.dumps(rep))
+    pr = judge.load_path_runs(tmp_path / "p")
+    assert judge.gas_ceilings(pr.config) == {"action": ("policy.gas_ceiling_per_action_usd", 20.0),
+                                             "day": ("policy.gas_ceiling_per_day_usd", 30.0)}
+    assert judge.check_gas_ceiling(rep["marks"], pr.config).status == "FAIL"
