@@ -170,10 +170,13 @@ def wake_summary(wake: Wakefulness) -> str:
     if f is None:
         parts.append("no loan")
     else:
-        eta = lambda t: "never" if t is None else f"{t:.1f}"  # noqa: E731
-        parts.append(f"HF {f.health_factor:.3f} → line {f.line:g} ({f.line_label}) in {eta(f.ticks_at_slope)} ticks "
-                     f"at slope {f.slope if f.slope is not None else 'n/a'}, {eta(f.ticks_at_worst)} at worst move "
-                     f"{f.worst_move if f.worst_move is not None else 'n/a'} (horizon {f.horizon_ticks:g})")
+        def eta(ticks: float | None, per_tick: float | None, how: str) -> str:
+            if ticks is None:
+                return f"not falling at the {how}" if per_tick is None or per_tick >= 0 else f"never at the {how}"
+            return f"{ticks:.1f} ticks at the {how} ({per_tick:+.4f}/tick)"
+        parts.append(f"HF {f.health_factor:.3f}, line {f.line:g} ({f.line_label}): "
+                     f"{eta(f.ticks_at_slope, f.slope, 'recent slope')}, {eta(f.ticks_at_worst, f.worst_move, 'worst move')}"
+                     f" (horizon {f.horizon_ticks:g})")
         if f.crossed:
             parts.append(f"under {', '.join(f'{x:g}' for x in f.crossed)}")
     if wake.rule_hits:

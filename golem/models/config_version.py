@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, Field
+from pydantic_core import to_jsonable_python
 
 from golem.models.config import ConfigError, GolemConfig, parse_config_table
 
@@ -83,8 +84,19 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 def config_diff(old: GolemConfig, new: GolemConfig) -> list[str]:
     """Every key whose value differs, as "[section.key] old -> new" (defaults filled in on both sides)."""
     a, b = _flatten(old.model_dump(mode="json")), _flatten(new.model_dump(mode="json"))
+    # The dump leaves late sections and keys out at their defaults: a key one side omits is read off its model.
+    for side, model in ((a, old), (b, new)):
+        for key in (set(a) | set(b)) - set(side):
+            side[key] = _attribute(model, key)
     return [f"[{k}] {json.dumps(a.get(k))} -> {json.dumps(b.get(k))}" for k in sorted(set(a) | set(b))
             if a.get(k) != b.get(k)]
+
+
+def _attribute(model: Any, dotted: str) -> Any:
+    value = model
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
+    return to_jsonable_python(value)
 
 
 def validate_change(running: GolemConfig | None, change: ConfigChange) -> GolemConfig:

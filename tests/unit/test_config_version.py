@@ -30,3 +30,17 @@ def test_validator_names_the_bad_keys_and_keeps_the_golem_id():
         validate_change(running, ConfigChange(config={"golem": {"id": "g2"}}, strategy_sha256=SHA))
     ok = validate_change(running, ConfigChange(config={"golem": {"id": "g1"}, "policy": {"max_trade_size_usd": 7}}))
     assert ok.policy.max_trade_size_usd == 7
+
+
+def test_the_diff_of_a_late_section_names_only_the_key_that_changed():
+    """[wake] and the late [policy] keys are left out of the dump at their defaults; changing one key of such a
+    section must read as that key, not as the whole section appearing from null."""
+    from golem.models.config import GolemConfig
+    from golem.models.config_version import config_diff
+
+    old = GolemConfig()
+    new = GolemConfig.model_validate({"wake": {"horizon_ticks": 5}, "policy": {"gas_ceiling_per_action_usd": 15}})
+    assert config_diff(old, new) == ["[policy.gas_ceiling_per_action_usd] 20.0 -> 15.0",
+                                     "[wake.horizon_ticks] 3.0 -> 5.0"]
+    assert config_diff(new, old) == ["[policy.gas_ceiling_per_action_usd] 15.0 -> 20.0",
+                                     "[wake.horizon_ticks] 5.0 -> 3.0"]

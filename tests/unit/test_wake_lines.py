@@ -204,7 +204,7 @@ def test_ticks_show_and_status_say_when_and_why_the_golem_woke(tmp_path, capsys)
     assert "woke T0→T1, rule STRATEGY.md:" in row
     assert cmd_show(Namespace(data=str(tmp_path), tick=7, run=None, runs=False)) == 0
     err = capsys.readouterr().err
-    assert "wake: HF 1.590 → line 1.3" in err and "rules would fire: STRATEGY.md:" in err and "lifted T0→T1" in err
+    assert "wake: HF 1.590, line 1.3 (STRATEGY.md:31): 9.7 ticks at the recent slope" in err and "rules would fire: STRATEGY.md:" in err and "lifted T0→T1" in err
     line = wake_line(Namespace(data=str(tmp_path)))
     assert line is not None and line.strip().startswith("wake:       tick 7: HF 1.590")
     assert wake_line(Namespace(data=str(tmp_path / "none"))) is None
