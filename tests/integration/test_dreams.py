@@ -179,7 +179,7 @@ async def test_curator_tags_reach_the_scheduler_and_the_next_dream_replays_them(
         near_liquidation(rig)
         services = rig.services()
         async with in_process_worker(temporal_client, rig, services):
-            handle = await rig.start_golem(temporal_client, max_ticks=5)
+            handle = await rig.start_golem(temporal_client, max_ticks=8)  # quiet ticks after the exit, for NREM to compress
             # the owner's steer makes the golem act (its "reduce exposure" exit: swaps and a repay)
             await handle.signal(GolemWorkflow.steer, Steer(id="exit-1", message="reduce exposure", severity="high"))
             await handle.result()
@@ -202,7 +202,9 @@ async def test_curator_tags_reach_the_scheduler_and_the_next_dream_replays_them(
         journal = journals(rig.data_dir)[-1]
         assert [r["dream_priority"] for r in journal.replayed[:len(newest)]] == [t.reason for t in tags[:2]]
         left = DreamTags(rig.data_dir / "grimoire" / "dream-staging.sqlite").open()
-        assert {t.episode for t in left} == {t.episode for t in tags} - set(newest)
+        # a replayed tag is consumed, one not replayed waits (near liquidation the golem wakes and acts from tick 0,
+        # so how many tags there are depends on the strategy's lines; replay_count 5 may take them all)
+        assert {t.episode for t in left} == {t.episode for t in tags} - set(dream.replayed)
         # REM: each counterfactual's fork starts at its source episode's block (that episode's position and market)
         assert journal.imagined, "REM imagined the worst-health episode's variations"
         store = CycleStore(rig.data_dir)
