@@ -26,6 +26,9 @@ from golem.safety.gas import GAS_GATE_DEFER, GasPartition, gas_gate
 FLOOR_KINDS = ("must", "liquidation")  # lines whose crossing is critical; a rule's trigger line is urgent
 LIQUIDATION = 1.0
 MEDIAN_MIN_SAMPLES = 5  # fewer recent gas prices than this: no median, nothing waits for it
+# "Above the median" means above it by more than the noise of one block's base-fee step (EIP-1559 moves it up to 12.5 %
+# a block): at flat gas a routine action must not wait on 1.0001 against 1.0000 gwei (docs/design/spending.md).
+MEDIAN_TOLERANCE = 0.10
 
 
 class Urgency(str, Enum):
@@ -110,9 +113,10 @@ def gas_decision(
     are held to the per-action ceiling, urgent to the partition, critical to the daily ceiling."""
     level = verdict.level
     if level is Urgency.ROUTINE:
-        if protective is not None and median_gwei is not None and gas_gwei > median_gwei:
-            return (f"{GAS_GATE_DEFER}: routine ({verdict.reason}); gas {gas_gwei:.2f} gwei is above the recent "
-                    f"median {median_gwei:.2f} gwei: waits until gas falls or urgency rises"), None
+        if protective is not None and median_gwei is not None and gas_gwei > median_gwei * (1 + MEDIAN_TOLERANCE):
+            return (f"{GAS_GATE_DEFER}: routine ({verdict.reason}); gas {gas_gwei:.2f} gwei is more than "
+                    f"{MEDIAN_TOLERANCE:.0%} above the recent median {median_gwei:.2f} gwei: waits until gas falls or "
+                    f"urgency rises"), None
         return gas_gate(est_usd, partition.routine_left_usd, typical_usd, spike_multiple), None
     cap = action_ceiling_usd(policy, value_usd)
     if est_usd > cap:

@@ -135,6 +135,9 @@ def test_a_routine_protective_action_waits_while_gas_is_above_its_recent_median(
     assert not d.allowed and d.deferred and "above the recent median 1.05 gwei" in d.reason
     assert "waits until gas falls or urgency rises" in d.reason
     assert decide(act("repay"), o=obs(gas_gwei=1.0), forecast=fc(2.0, ticks=40), gas_history=history).allowed
+    # within a block's base-fee step of the median is flat gas, not a price to wait out (10 % over: 1.155)
+    assert decide(act("repay"), o=obs(gas_gwei=1.15), forecast=fc(2.0, ticks=40), gas_history=history).allowed
+    assert not decide(act("repay"), o=obs(gas_gwei=1.16), forecast=fc(2.0, ticks=40), gas_history=history).allowed
     assert decide(act("repay"), o=obs(gas_gwei=4.0), forecast=URGENT, gas_history=history).allowed
     # a routine trade that protects nothing is left to §S10's gate (no median rule)
     assert decide(swap(100, "USDC", "WETH"), o=obs(gas_gwei=4.0), gas_history=history).allowed
