@@ -102,7 +102,7 @@ def load_path_runs(d: Path) -> PathRuns:
     if versions:
         pr.config = json.loads(versions[-1].read_text())
     # The config dump leaves keys at their defaults out; the report carries the gas ceilings the run used.
-    limits = (pr.reports.get("golem") or {}).get("info", {}).get("gas_limits") or {}
+    limits = ((pr.reports.get("golem") or {}).get("report") or {}).get("info", {}).get("gas_limits") or {}
     if "per_action_usd" in limits or "per_day_usd" in limits:
         policy = dict((pr.config or {}).get("policy") or {})
         for key, name in (("per_action_usd", "gas_ceiling_per_action_usd"), ("per_day_usd", "gas_ceiling_per_day_usd")):

@@ -258,7 +258,7 @@ def test_ceilings_come_from_the_report_when_the_config_dump_leaves_defaults_out(
     run = tmp_path / "p" / "golem"
     run.mkdir(parents=True)
     rep = report([mark(0, actions=[{"tool": "repay", "status": "executed", "gas_usd": 25.0}])])
-    rep["info"] = {"gas_limits": {"budget_usd": 10.0, "per_action_usd": 20.0, "per_day_usd": 30.0}}
+    rep["report"]["info"] = {"gas_limits": {"budget_usd": 10.0, "per_action_usd": 20.0, "per_day_usd": 30.0}}
     (run / "report.json").write_text(json.dumps(rep))
     pr = judge.load_path_runs(tmp_path / "p")
     assert judge.gas_ceilings(pr.config) == {"action": ("policy.gas_ceiling_per_action_usd", 20.0),
