@@ -317,7 +317,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(home), "--data", str(data_dir)]
     worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
                           stop_timeout=15)
-    # The owner's window (issue 19): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.
+    # The owner's window (docs/concepts/owners-window.md): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.
     dash_cmd = [sys.executable, "-m", "cli", "dashboard", "--home", str(home), "--data", str(data_dir),
                 "--port", str(DASHBOARD_PORT), "--temporal-ui", temporal.ui_url]
     dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address)  # no key: it only signals and queries

@@ -160,7 +160,7 @@ class HeuristicStore:
             trial_cols = {r[1] for r in conn.execute("PRAGMA table_info(heuristic_trials)")}
             if "run" not in trial_cols:  # a trial table from before runs were told apart: its rows were one run's
                 conn.execute("ALTER TABLE heuristic_trials ADD COLUMN run TEXT NOT NULL DEFAULT ''")
-            if "status" in dict(missing):  # rows from before issue 16: what was compiled (>= 0.7) is in PLAYBOOK.md
+            if "status" in dict(missing):  # rows from before the Curator's status column: what was compiled (>= 0.7) is in PLAYBOOK.md
                 conn.execute("UPDATE heuristics SET status = 'active' WHERE confidence >= ?", (PROMOTE_AT - 1e-9,))
 
     def _connect(self) -> sqlite3.Connection:

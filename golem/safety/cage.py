@@ -6,7 +6,7 @@ tool_call hook ... any Block beats all Allows"; §3 `telemetry`, `safety`, `risk
 
   safety   PolicyCage (approved assets, max trade size, max slippage, phase restrictions), max
            drawdown, the kill switch, STRATEGY.md MUST constraints on the simulated post-state;
-  risk     hard shields (health-factor floor, oracle-deviation halt), the §S10 gas gate by urgency (routine
+  risk     hard shields (health-factor floor, oracle-deviation halt), the gas gate by urgency (docs/design/spending.md) (routine
            actions against the partition minus its emergency slice, urgent and critical ones under the
            ceilings: golem.safety.urgency), Kelly sizing and adaptive guardrails learned from outcomes (only
            once there are enough of them);

@@ -109,7 +109,7 @@ def gas_decision(
 ) -> tuple[str | None, str | None]:
     """(defer reason, note for the record). `protective`: golem.safety.policy.protective_reason of the action (its
     tool answers a risk), which alone buys nothing: a routine protective action waits while gas is above the
-    recent median; a routine one of any kind goes through §S10's gate on the routine share; urgent and critical ones
+    recent median; a routine one of any kind goes through the gas gate on the routine share; urgent and critical ones
     are held to the per-action ceiling, urgent to the partition, critical to the daily ceiling."""
     level = verdict.level
     if level is Urgency.ROUTINE:

@@ -1,4 +1,4 @@
-"""The §S10 gas partition by urgency (golem.safety.urgency): routine actions stop short of a ring-fenced emergency
+"""The gas partition by urgency (golem.safety.urgency): routine actions stop short of a ring-fenced emergency
 slice and a routine protective one waits while gas is above its median, urgent ones may use the slice, critical
 ones go beyond it up to the daily ceiling, all under the per-action ceiling; deferred intents wait and come back;
 the partition's day is the tick's clock, and status / doctor show gas beside inference and the ceilings."""
@@ -139,7 +139,7 @@ def test_a_routine_protective_action_waits_while_gas_is_above_its_recent_median(
     assert decide(act("repay"), o=obs(gas_gwei=1.15), forecast=fc(2.0, ticks=40), gas_history=history).allowed
     assert not decide(act("repay"), o=obs(gas_gwei=1.16), forecast=fc(2.0, ticks=40), gas_history=history).allowed
     assert decide(act("repay"), o=obs(gas_gwei=4.0), forecast=URGENT, gas_history=history).allowed
-    # a routine trade that protects nothing is left to §S10's gate (no median rule)
+    # a routine trade that protects nothing is left to the gas gate (no median rule)
     assert decide(swap(100, "USDC", "WETH"), o=obs(gas_gwei=4.0), gas_history=history).allowed
 
 
