@@ -228,15 +228,15 @@ class TickActivities(ActivitySet):
         return observation
 
     def _strategy_or_none(self, ctx: TickContext) -> Strategy | None:
-        """STRATEGY.md of the tick's version for System 1's lines and rule preview; None when it does not parse (the
-        decide step reports that error; System 1 then keeps the [probes] defaults)."""
+        """STRATEGY.md of the tick's version, parsed once per version (observe, gate, validate and a settlement read it);
+        None when it does not parse (the decide step reports that error; System 1 then keeps the [probes] defaults)."""
         version = ctx.config_version
         if version and version in self._strategies:  # a version's STRATEGY.md never changes
             return self._strategies[version]
         try:
             strategy = self.s.load_strategy(ctx)
         except ValueError as err:
-            activity.logger.warning("STRATEGY.md unreadable, System 1 uses the [probes] defaults: %s", err)
+            activity.logger.warning("STRATEGY.md unreadable (System 1 keeps the [probes] defaults): %s", err)
             return None
         if version:
             if len(self._strategies) >= 16:  # a few golems' current versions; an old one is re-read if it returns
@@ -281,8 +281,8 @@ class TickActivities(ActivitySet):
         ctx = inp.ctx
         threshold = compute_adaptive_threshold(ctx.state, ctx.cfg.heartbeat.base_deliberation_threshold)
         # System 1 never lets a line of STRATEGY.md be crossed in silence (docs/design/wakefulness.md)
-        wake = wake_check(self._strategy_or_none(ctx), obs, ctx.state.health_history, ctx.state.last_price,
-                          ctx.cfg.probes, ctx.cfg.wake)
+        strategy = self._strategy_or_none(ctx)
+        wake = wake_check(strategy, obs, ctx.state.health_history, ctx.state.last_price, ctx.cfg.probes, ctx.cfg.wake)
         if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full (issue 17)
             return GateResult(tier=Tier.T2, threshold=threshold, forced=True, wake=wake,
                               reason="forced T2: Thanatopsis settlement (the golem is dying: unwind)")
@@ -305,8 +305,7 @@ class TickActivities(ActivitySet):
         tier, reason, wake = lift(tier, reason, wake)  # the wake floor: last, so nothing above keeps it at T0
         if tier is Tier.T0:  # a deferred intent comes back once gas falls or urgency rises (golem.safety.urgency)
             released = release_reason(ctx.state.deferred_intents, obs.snapshot.gas_price_gwei, ctx.state.gas_history,
-                                      wake.forecast, strategy_lines(self._strategy_or_none(ctx), ctx.cfg.probes,
-                                                                    ctx.cfg.wake).floor,
+                                      wake.forecast, strategy_lines(strategy, ctx.cfg.probes, ctx.cfg.wake).floor,
                                       day=utc_day_of(ctx.started_ts) if ctx.started_ts is not None else "")
             if released:
                 tier, reason = Tier.T1, f"{reason}; lifted to T1: {released}"
@@ -326,11 +325,7 @@ class TickActivities(ActivitySet):
         obs = whole(inp.observation, "observation")
         ctx = inp.ctx
         if ctx.settlement:  # Thanatopsis: the unwind plan, no model, no cache (golem.life.death)
-            try:
-                strategy = self.s.load_strategy(ctx)
-            except ValueError:
-                strategy = None
-            return self._numbered(inp, settlement_deliberation(obs, ctx.cfg, strategy))
+            return self._numbered(inp, settlement_deliberation(obs, ctx.cfg, self._strategy_or_none(ctx)))
         try:  # before_agent_start: tools → context → compiler → model-router → safety (extensions.agent_start)
             start = await asyncio.to_thread(self._before_agent_start, inp, obs)
         except ValueError as err:
@@ -412,10 +407,7 @@ class TickActivities(ActivitySet):
         obs = whole(inp.observation, "observation")
         # safety → risk → permits, most restrictive wins; STRATEGY.md MUST lines are checked too.
         ctx = inp.ctx
-        try:
-            strategy = self.s.load_strategy(ctx)
-        except ValueError:
-            strategy = None
+        strategy = self._strategy_or_none(ctx)  # parsed once per config version
         lines = strategy_lines(strategy, ctx.cfg.probes, ctx.cfg.wake)
         # The gas partition's day is the tick's clock (path time in a backtest), and the owner's high/critical
         # steers of this tick make its actions protective (golem.safety.gas).
