@@ -1,14 +1,6 @@
-"""Daily cost budget tiers (heartbeat §S12).
-
-  spend / cap          §S12 behaviour                         highest tier here
-  < warning (0.7)      all tiers                              T2 (any T2 model)
-  warning … soft (0.9) suppress Opus; Sonnet is the ceiling   T2, but Sonnet-class only (noted)
-  soft … 1.0           suppress all LLM calls; T0 + reads     T0
-  ≥ 1.0                hard stop until UTC midnight           T0
-
-Our T1 is an LLM call (Haiku-class), so "suppress all LLM calls" caps at T0; the "T1 on-chain reads"
-of §S12 are the observe step, which every tick runs anyway.
-The cap is applied after the gate: §S12 says "no exceptions", so it also overrides forced T2.
+"""Daily cost budget tiers: the highest tier today's inference spend allows.
+The cap is applied after the gate and overrides even a forced T2; our T1 is an LLM call, so "no LLM calls"
+caps at T0. The spend fractions and their tiers: docs/design/gate.md#the-daily-budget.
 """
 
 from __future__ import annotations
@@ -31,7 +23,7 @@ def utc_day(now_iso: str) -> str:
 
 
 def daily_spend_on(state: GolemState, now_iso: str) -> float:
-    """Today's spend as of `now_iso`: 0 when the ledger is from an earlier UTC day (§S12 midnight reset),
+    """Today's spend as of `now_iso`: 0 when the ledger is from an earlier UTC day (the midnight reset),
     so a gate running just after midnight does not use yesterday's spend before the next fold."""
     return state.daily_spend_usd if utc_day(now_iso) == state.spend_day else 0.0
 
@@ -45,7 +37,7 @@ def budget_fraction(daily_spend: float, cfg: HeartbeatSection) -> float:
 
 
 def budget_tier_cap(daily_spend: float, cfg: HeartbeatSection) -> Tier:
-    """The highest tier §S12 allows at this spend."""
+    """The highest tier the daily budget allows at this spend."""
     f = budget_fraction(daily_spend, cfg)
     if f >= cfg.cost_soft_cap_threshold or f >= 1.0:
         return Tier.T0
@@ -65,20 +57,20 @@ def apply_budget(tier: Tier, daily_spend: float, cfg: HeartbeatSection) -> tuple
     spent = f"daily spend ${daily_spend:.4f} of ${cfg.max_daily_cost_usd:.2f}"
     if _ORDER[tier] > _ORDER[cap]:
         if f >= 1.0:
-            why = f"{spent} (≥ 100 %): hard stop, T0 only until UTC midnight (§S12)"
+            why = f"{spent} (≥ 100 %): hard stop, T0 only until UTC midnight"
         else:
-            why = f"{spent} ({f:.0%} ≥ soft cap {cfg.cost_soft_cap_threshold:.0%}): LLM calls suppressed (§S12)"
+            why = f"{spent} ({f:.0%} ≥ soft cap {cfg.cost_soft_cap_threshold:.0%}): LLM calls suppressed"
         return cap, f"budget: {tier.value}→{cap.value}, {why}"
     if tier == Tier.T2 and sonnet_ceiling(daily_spend, cfg):
         return tier, (
             f"budget: {spent} ({f:.0%} ≥ warning {cfg.cost_warning_threshold:.0%}): "
-            "T2 limited to a Sonnet-class model (§S12)"
+            "T2 limited to a Sonnet-class model"
         )
     return tier, None
 
 
 def escalate_every_tick(tier: Tier, daily_spend: float, cfg: HeartbeatSection) -> tuple[Tier, str | None]:
-    """`[gating] mode = "always"`: System 1 gating off, every tick at least T1 — within the §S12 cap."""
+    """`[gating] mode = "always"`: System 1 gating off, every tick at least T1 — within the daily cap."""
     if tier != Tier.T0:
         return tier, None
     allowed, why = apply_budget(Tier.T1, daily_spend, cfg)

@@ -22,7 +22,7 @@ LABEL_MATCH: dict[str, set[str]] = {
     "calm": {"range_bound"}, "trending_up": {"trending_up"}, "trending_down": {"trending_down"},
     "volatile": {"volatile"}, "crash": {"trending_down", "volatile"},
 }
-WARMUP = 20  # heartbeat §S9: the 20-period SMA
+WARMUP = 20  # the 20-period SMA
 
 
 def _walk(rng: random.Random, segments: list[tuple[str, int, float, float]], p: float = 2000.0):

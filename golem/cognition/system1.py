@@ -31,7 +31,7 @@ from golem.models.state import GolemState
 from golem.models.tick import TickResult
 from golem.models.wake import Wakefulness
 
-# heartbeat "Daily Cost Model": per-call averages T1 $0.002, T2 $0.05
+# per-call averages of the daily cost model (docs/design/inference.md#cost): T1 $0.002, T2 $0.05
 COST_PER_CALL = {Tier.T0: 0.0, Tier.T1: 0.002, Tier.T2: 0.05}
 
 
@@ -46,7 +46,7 @@ def observe(
     topology: TopologyView | None = None,
     strategy: Strategy | None = None,
 ) -> Observation:
-    """Probes (§S9, merged with probes carried from dropped ticks) and the regime, from a snapshot; with a
+    """Probes (merged with probes carried from dropped ticks) and the regime, from a snapshot; with a
     topology view, each anomaly carries its topology curiosity modifier (grimoire "Feeding the Curiosity Scorer").
     The position probe's lines come from `strategy` (golem.cognition.lines)."""
     thresholds = strategy_lines(strategy, cfg.probes, cfg.wake).probe_thresholds(cfg.probes)
@@ -155,7 +155,7 @@ def simulate(
     strategy: Strategy | None = None,
 ) -> SimulationRun:
     """Drive System 1 over a pool price path: each tick observes, analyses, gates (learned after the
-    cold start), pays the §S5 per-call cost of its tier, folds into state, and at delta frequency
+    cold start), pays the per-call cost of its tier, folds into state, and at delta frequency
     closes the learning loop, in GolemWorkflow's order. Pure and deterministic given pure hooks.
     `topology` (e.g. SYNTHETIC_TOPOLOGY) gives the anomalies their topology curiosity modifiers.
     Without `act` no deliberation runs and no actions are taken; with it, every escalated tick (T1/T2) calls
