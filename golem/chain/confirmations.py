@@ -1,15 +1,9 @@
-"""Confirmation tracking and reorg detection (heartbeat §S10 "Chain reorg handling").
+"""Confirmation tracking and reorg detection.
 
-Every executed action is tracked with the block (number and hash) its tx landed in. The golem calls
-`ConfirmationTracker.poll(w3)` once per tick:
-  * pending → confirmed once the tx has `depth` blocks (its own included) and its block is still
-    canonical;
-  * pending/confirmed → reorged when its receipt vanished or its block hash changed; the report
-    says so and asks for an immediate T2;
-  * the heads seen at each poll are remembered, so a reorg is detected even when none of our txs was
-    in the replaced blocks, and reorg frequency can be measured.
-Depth is 2 by default and rises to 5 while reorgs exceed 1 per 100 blocks over a 1,000-block window.
-State lives in SQLite next to the tx journal.
+Every executed action is tracked with the block (number and hash) its tx landed in; `ConfirmationTracker.poll(w3)`
+runs once per tick: pending → confirmed at `depth` canonical blocks, pending/confirmed → reorged when the receipt
+vanished or the block hash changed (the report asks for an immediate T2). Depth is 2, raised to 5 while reorgs are
+frequent. State lives in SQLite next to the tx journal. Why: docs/design/tick.md#confirmations-and-reorgs.
 """
 
 from __future__ import annotations
@@ -24,10 +18,10 @@ from web3.exceptions import BlockNotFound, TransactionNotFound
 
 from golem.storage import immediate_tx, init_db
 
-BASE_DEPTH = 2  # §S10: 2-block confirmation
-RAISED_DEPTH = 5  # §S10: auto-increase to 5 blocks
-REORG_WINDOW_BLOCKS = 1_000  # §S10: over a 1,000-block window
-REORG_RATE_LIMIT = 1 / 100  # §S10: more than 1 reorg per 100 blocks
+BASE_DEPTH = 2  # 2-block confirmation
+RAISED_DEPTH = 5  # auto-increase to 5 blocks
+REORG_WINDOW_BLOCKS = 1_000  # over a 1,000-block window
+REORG_RATE_LIMIT = 1 / 100  # more than 1 reorg per 100 blocks
 WATCH_CONFIRMED_BLOCKS = 64  # keep re-checking confirmed actions this long (deep reorgs are rare)
 SEEN_HEADS_KEPT = 256
 
@@ -68,7 +62,7 @@ class ConfirmationReport(BaseModel):
 
 
 def required_depth(reorg_blocks: list[int], head: int) -> int:
-    """§S10: 5 blocks while reorgs in the last 1,000 blocks exceed 1 per 100 blocks, else 2."""
+    """5 blocks while reorgs in the last 1,000 blocks exceed 1 per 100 blocks, else 2."""
     recent = [b for b in reorg_blocks if b > head - REORG_WINDOW_BLOCKS]
     return RAISED_DEPTH if len(recent) > REORG_WINDOW_BLOCKS * REORG_RATE_LIMIT else BASE_DEPTH
 

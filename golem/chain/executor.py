@@ -1,17 +1,8 @@
 """Step 7 EXECUTE: one permitted action → signed transactions on chain, exactly once.
 
-The protocol (ARCHITECTURE "Side effects that must happen once"):
-  1. consume the action's permit (a retry may present the permit it already committed);
-  2. freeze the action's calls in the tx journal (a retry reuses them, even if the chain moved);
-  3. per call: if the journal holds an intent, look its hash up on chain and re-broadcast the *same
-     raw bytes* only when the chain does not know it; otherwise estimate gas, take the nonce, sign
-     locally, journal the intent, then broadcast;
-  4. wait for the receipt and record it; a reverted receipt fails the action with its reason;
-  5. cleanup calls (revoking an approval) run last, also after a failure, and a conditional call
-     (`only_if_nonzero`) is sent only when its check reads non-zero at that moment.
-
-There is no public way to send a write without a permit. The signer key is held privately and
-never appears in a record, log line or exception message.
+Consume the permit, freeze the calls in the tx journal, then per call re-broadcast a journaled intent's same raw
+bytes or sign and journal a new one, wait for the receipt; cleanup calls run last. No write without a permit; the
+signer key never appears in a record, log line or exception. The protocol: docs/design/chain.md#writing-exactly-once.
 """
 
 from __future__ import annotations

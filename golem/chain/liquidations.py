@@ -50,7 +50,7 @@ class LiquidationLog:
 
 
 def force_t2_reason(reorg_forces_t2: bool, reorged: list[int], reorg_at, liquidations: list[LiquidationEvent]) -> str | None:
-    """A reorg (heartbeat §S10) or a liquidation of the golem's position forces the tick to T2; None otherwise."""
+    """A reorg or a liquidation of the golem's position forces the tick to T2; None otherwise."""
     reasons = []
     if reorg_forces_t2:
         reasons.append(f"chain reorg re-marked ticks {reorged or reorg_at}")

@@ -1,10 +1,9 @@
-"""OutcomeVerification and post-execution invariants (revisions-grounding rev. 1, steps 1–2).
+"""OutcomeVerification and post-execution invariants.
 
-`verify_outcome` builds the structured record rev. 1 asks for — pre-state, the simulation's
-prediction, post-state with receipts and their logs decoded against our ABIs, and the deviations
-(balance change in bps, gas vs estimate in bps, unexpected logs, missing expected logs) — and then
-checks invariants deterministically. Any violation comes back as a `safety_incident` for the caller
-to write as an episode at confidence 1.0.
+`verify_outcome` builds the structured record of an acted tick (pre-state, the simulation's prediction, post-state
+with decoded receipts and logs, the deviations) and checks invariants deterministically; a violation comes back
+as a `safety_incident` for the caller to write as an episode at confidence 1.0.
+Why: docs/design/chain.md#verifying-outcomes.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import ActionRecord, OutcomeRecord
 from golem.models.tick import ProposedAction, SimulationResult
 
-SAFETY_INCIDENT_CONFIDENCE = 1.0  # rev. 1: "Any violation → safety_incident Episode at confidence 1.0"
+SAFETY_INCIDENT_CONFIDENCE = 1.0  # a broken invariant is a fact, not an opinion
 
 
 class DecodedLog(BaseModel):
@@ -235,7 +234,7 @@ def verify_outcome(
     timeout_s: float = 5.0,
     poll_s: float = 0.2,
 ) -> OutcomeVerification:
-    """Step 8 in full: `verify_actions` (receipts, confirmations, balance deviations) plus the rev. 1
+    """Step 8 in full: `verify_actions` (receipts, confirmations, balance deviations) plus the structured
     record and the invariants. Reads every journaled tx of every executed action."""
     outcome = verify_actions(w3, deployment, account, actions, simulation, records, pre, confirmations,
                              timeout_s=timeout_s, poll_s=poll_s)
@@ -332,7 +331,7 @@ def verify_outcome(
             {"action_index": a.action_index, "status": a.receipt_status, "gas_used": a.gas_used} for a in verifs]},
         deviations=devs, actions=verifs, outcome=outcome.model_copy(update={
             "verified": outcome.verified and not violations,
-            # what Reflexion compares with the expectation (issue 16): the re-read min health factors
+            # what Reflexion compares with the expectation: the re-read min health factors
             "health_factor_before": pre.min_health_factor(), "health_factor_after": min(hf) if hf else None}),
         invariant_violations=violations, safety_incident=incident,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""ActionPermits: single-use, expiring authorisations for one write (runtime-extensions §13 `permits`).
+"""ActionPermits: single-use, expiring authorisations for one write (docs/design/chain.md#writing-exactly-once).
 
 Validation issues a permit for each approved action; execution must consume it. A permit moves
 created → committed | expired | cancelled, or is recorded as blocked when the PolicyCage refused the
@@ -245,7 +245,7 @@ class PermitStore:
             else:
                 return self._transition(db, permit, PermitStatus.COMMITTED, f"committed {tool} worth ${value_usd:,.2f}")
         # Raised after COMMIT so the expired transition and the refusal's audit row are kept (mutation testing found
-        # the refusals' audit rows rolled back with the raise inside the transaction, issue 14).
+        # the refusals' audit rows rolled back with the raise inside the transaction).
         raise error
 
     def cancel(self, permit_id: str, reason: str) -> ActionPermit:

@@ -1,5 +1,4 @@
-"""Tier-1 read tools and the tool registry the deliberator (and an LLM) sees
-(runtime-extensions "Three-Tier Tool Authorization").
+"""Tier-1 read tools and the tool registry the deliberator (and an LLM) sees.
 
 A read tool needs no capability: it only reads the chain. Each has a JSON schema, validates its
 arguments with a message naming the bad one, and returns plain JSON. Write tools (golem.chain.tools)
@@ -173,7 +172,7 @@ class ToolRegistry:
             raise ValueError(f"tool names used as both read and write: {sorted(overlap)}")
 
     def read_tool(self, name: str) -> ReadTool | None:
-        """A read tool, or None — for a write tool too (the spec's get_read_tool)."""
+        """A read tool, or None — for a write tool too ."""
         return self._read.get(name)
 
     def is_write(self, name: str) -> bool:

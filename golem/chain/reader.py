@@ -1,4 +1,4 @@
-"""Read the chain into a ChainSnapshot in one JSON-RPC batch (heartbeat §S3 step 1: observe).
+"""Read the chain into a ChainSnapshot in one JSON-RPC batch (the observe step).
 
 All reads go out as a single batch request (one HTTP round trip) and are decoded here, so
 a failed or malformed answer can be reported by the name of the read that failed.
@@ -35,7 +35,7 @@ BALANCE_TOKENS: tuple[str, ...] = ("WETH", "USDC", "DAI")
 class ChainReadError(ValueError):
     """An RPC answer was missing, an error, or not what the contract ABI promises."""
 
-    MAX_CHARS = 400  # the message quotes the bad answer; a node can answer megabytes (found by fuzzing, issue 14)
+    MAX_CHARS = 400  # the message quotes the bad answer; a node can answer megabytes
 
     def __init__(self, message: str) -> None:
         if len(message) > self.MAX_CHARS:

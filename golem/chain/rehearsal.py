@@ -1,4 +1,4 @@
-"""Run one dream scenario on an Anvil fork, and ground a response on the live chain (revisions rev. 11).
+"""Run one dream scenario on an Anvil fork, and ground a response on the live chain.
 
 On the fork (started with --auto-impersonate by infra/forks.py, so no key is ever used there): inject the
 crisis (the feed owner posts a shocked round; a whale moves or drains the pair; time passes with no feed round;

@@ -225,7 +225,7 @@ def plan_actions(
     """Each action's calls, built on the state the decision's earlier actions leave (their calls simulated first),
     as the executor builds them after those actions were mined. A second swap in one decision is quoted on the
     reserves the first left, so its amountOutMin keeps its own max_slippage_bps from the price it will meet
-    (quoted on the pre-trade reserves, it reverted with INSUFFICIENT_OUTPUT_AMOUNT: issue 18's rehearsal)."""
+    (quoted on the pre-trade reserves, it reverted with INSUFFICIENT_OUTPUT_AMOUNT)."""
     view, after = _view_of(w3)
     out: list[tuple[ProposedAction, list[PlannedCall] | ToolArgumentError]] = []
     with view.lock:
@@ -362,7 +362,7 @@ def simulate_actions(
 def simulate_health_factor(w3: Web3, deployment: Deployment, account: str, actions: list[ProposedAction],
                            observation: Observation, block: int) -> float | None:
     """The Aave health factor after `actions`, simulated with eth_simulateV1 at `block` (a counterfactual on the
-    pre-tick block, issue 16): the actions' calls, then getUserAccountData in the same simulated block.
+    pre-tick block): the actions' calls, then getUserAccountData in the same simulated block.
     None when the account has no debt afterwards; SimulationError when a call reverts."""
     account = Web3.to_checksum_address(account)
     calls = []

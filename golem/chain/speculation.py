@@ -1,4 +1,4 @@
-"""Speculative execution of read tools (heartbeat §S8).
+"""Speculative execution of read tools.
 
 The engine learns which tool tends to follow which from the golem's own history (an EMA:
 P(b|a) ← 0.9·P(b|a) + 0.1 when b follows a, ×0.99 for the other followers of a, dropped below 0.01)
@@ -16,16 +16,16 @@ from typing import Any
 from golem.chain.read_tools import ToolRegistry
 from golem.storage import immediate_tx, init_db
 
-EMA_KEEP = 0.9  # §S8 P(b|a) = P(b|a) × 0.9 + 0.1
+EMA_KEEP = 0.9  # P(b|a) = P(b|a) × 0.9 + 0.1 (docs/design/tick.md#speculative-reads)
 EMA_STEP = 0.1
 UNSEEN_DECAY = 0.99
 NOISE_FLOOR = 0.01
-MIN_PROBABILITY = 0.7  # §S8 default
-MAX_SPECULATIVE = 3  # §S8 default
+MIN_PROBABILITY = 0.7
+MAX_SPECULATIVE = 3
 
 
 def ema_update(table: dict[str, dict[str, float]], tool_a: str, tool_b: str) -> dict[str, dict[str, float]]:
-    """Pure §S8 record_sequence on a copy of `table`."""
+    """Record that tool_b followed tool_a, on a copy of `table`. Pure."""
     out = {a: dict(bs) for a, bs in table.items()}
     entry = out.setdefault(tool_a, {})
     entry[tool_b] = entry[tool_b] * EMA_KEEP + EMA_STEP if tool_b in entry else EMA_STEP

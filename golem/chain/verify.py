@@ -189,7 +189,7 @@ def verify_actions(
     """Compare what the simulation predicted with what the chain shows after execution.
 
     `verified` is true only when every executed tx has a successful receipt with `confirmations`
-    blocks (heartbeat §S10: 2-block confirmation by default), no action failed, and every deviation
+    blocks (2-block confirmation by default), no action failed, and every deviation
     is within `max_deviation_bps` (default: the largest slippage bound of the executed swaps).
     `pnl_impact` is the change in the account's net value (wallet + collateral − debt + LP shares)
     valued at the oracle price after execution, minus the gas paid; the Aave position's before and
