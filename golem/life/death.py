@@ -1,16 +1,7 @@
-"""Death (Thanatopsis, four phases; runtime-extensions #11 lifespan on_end) as pure functions; GolemWorkflow runs
-the phases and the `thanatopsis` activity does the I/O.
-
-  Acceptance   the trigger is recorded (a clock ran out, or the owner's confirmed kill); no new ticks.
-  Settlement   up to [lifespan] settlement_ticks ticks whose decision is `settlement_actions` (repay the debt,
-               withdraw the collateral, remove liquidity, sell what is not USDC into USDC in PolicyCage-sized
-               chunks), each through the normal write path: simulate → validate (PolicyCage, dry-run) → execute →
-               verify. The Terminal phase blocks new exposure; none of these open any.
-  Reflection   `death_reflection` from the golem's records, deterministic; worded by Claude's T2 model when
-               [lifespan] reflection = "claude" and the worker has a router (golem.inference.reflexion_llm style).
-  Legacy       the package in <data>/legacy/<golem>/: grimoire.jsonl (golem.grimoire.transfer), gating.json (the
-               learned-gating state), death-reflection.json, certificate.json. Warnings the death taught are
-               entries with provenance death_reflection (bloodstains: 3× slower decay, 1.2× retrieval boost).
+"""Death (Thanatopsis: acceptance, settlement, reflection, legacy) as pure functions; GolemWorkflow runs the
+phases and the `thanatopsis` activity does the I/O. Settlement unwinds the positions through the normal write path
+(simulate → validate → execute → verify); none of its actions opens exposure.
+The phases and the legacy package: docs/design/life.md#death-and-legacy.
 """
 
 from __future__ import annotations

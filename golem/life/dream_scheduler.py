@@ -1,12 +1,10 @@
-"""The DreamScheduler (runtime-extensions §21 "dream": time since the last dream, emotional load, novelty;
-issue 18 adds risk and the curator's `dream_priority: high` tags) and rev. 6's regime-aware threat doubling.
+"""The DreamScheduler: when to dream, and how many Tier 1 threat rehearsals the next cycle runs.
 
     urgency = time + emotion + novelty + risk + tags
 
-`time` = ticks since the last dream / dream_every_ticks reaches 1.0 on the old fixed schedule, so a calm golem
-dreams exactly as before; the other terms (each in [0, weight]) bring a troubled golem's dream forward, never
-sooner than `dream_min_gap_ticks` after the last one. The spec names the inputs but gives no weights: the
-weights below are ours and sum to 1.0, so a golem at the worst of all four dreams at half the fixed interval.
+`time` reaches 1.0 at `dream_every_ticks`, so a calm golem dreams on the old fixed schedule; the other terms bring
+a troubled golem's dream forward, never sooner than `dream_min_gap_ticks`. Weights and the doubling on volatile or
+thin markets: docs/design/dreams.md#when-to-dream.
 """
 
 from __future__ import annotations
@@ -18,13 +16,12 @@ from golem.models.state import GolemState
 
 URGENCY_TO_DREAM = 1.0
 WEIGHTS = {"emotion": 0.3, "novelty": 0.2, "risk": 0.3, "tags": 0.2}  # ours (module docstring)
-RISK_HEALTH_CALM, RISK_HEALTH_DIRE = 2.0, 1.2  # HF 2.0 → no risk; 1.2 (§S9 health_factor_high) → full
+RISK_HEALTH_CALM, RISK_HEALTH_DIRE = 2.0, 1.2  # HF 2.0 → no risk; 1.2 (the position probe's High line) → full
 TAGS_FOR_FULL = 5  # five curator-flagged episodes saturate the term (ours)
-# rev. 6: "volatilityQuintile >= 4 or liquidityCondition === 'thin' → double Tier 1 threat rehearsal".
+# "volatilityQuintile >= 4 or liquidityCondition === 'thin' → double Tier 1 threat rehearsal".
 # We read the volatile and crash-like regimes as quintile ≥ 4.
 DOUBLING_REGIMES = frozenset({MarketRegime.VOLATILE, MarketRegime.TRENDING_DOWN})
-# rev. 6's `liquidityCondition === 'thin'`: the pool's TVL at or below this share of its median over the recent tick
-# records (ours: the spec names the condition, not its threshold). Read by the threat phase when the cycle runs.
+# A thin pool: its TVL at or below this share of its median over the recent tick records (the threshold is ours). Read by the threat phase when the cycle runs.
 THIN_LIQUIDITY_SHARE = 0.5
 
 
@@ -33,7 +30,7 @@ class DreamUrgency(BaseModel):
     terms: dict[str, float] = Field(default_factory=dict)
     due: bool = False
     reasons: list[str] = Field(default_factory=list)
-    threat_rehearsals: int = 1  # per Tier 1 threat in the next cycle (2 = rev. 6 doubling)
+    threat_rehearsals: int = 1  # per Tier 1 threat in the next cycle (2 = doubled on a volatile or thin market)
 
 
 def _clip(x: float) -> float:
@@ -41,7 +38,7 @@ def _clip(x: float) -> float:
 
 
 def thin_liquidity(tvl: float | None, recent_tvls: list[float]) -> str | None:
-    """rev. 6 "liquidityCondition === 'thin'": why the pool is thin now (its TVL at or below THIN_LIQUIDITY_SHARE of
+    """Why the pool is thin now (its TVL at or below THIN_LIQUIDITY_SHARE of
     its recent median), or None. Too few records (< 5) to have a median: never thin."""
     known = sorted(t for t in recent_tvls if t > 0)
     if tvl is None or len(known) < 5:

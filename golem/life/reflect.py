@@ -1,4 +1,4 @@
-"""Step 9 REFLECT as pure functions: assemble the DecisionCycleRecord (heartbeat §S6), the tick's
+"""Step 9 REFLECT as pure functions: assemble the DecisionCycleRecord, the tick's
 episode text, and the TickResult GolemWorkflow folds into its state."""
 
 from __future__ import annotations

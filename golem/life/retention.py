@@ -1,15 +1,9 @@
-"""Retention of the data dir's per-tick files (issue 12, `[retention]` in golem.toml).
+"""Retention of the data dir's per-tick files (`[retention]` in golem.toml).
 
 A record, an outcome file or a day of trace lines older than `days` is compacted into one gzipped JSON-lines
-archive per UTC day, and the loose file goes:
-
-    cycles/cycle-000008.json            → cycles/archive/2026-11-24.jsonl.gz     (one line per record)
-    outcomes/tick-000008.json           → outcomes/archive/2026-11-24.jsonl.gz   ({"file": ..., "outcome": ...})
-    traces/2026-11-24.jsonl (a past day) → traces/2026-11-24.jsonl.gz
-
-Nothing is deleted: the cycle index keeps its rows (an `archived` table says where a record went) and
-`golem show N` reads an archived record back. The day is the file's modification time (when it was written),
-so a backtest's path time does not age its own records.
+archive per UTC day (cycles/archive/, outcomes/archive/, traces/<day>.jsonl.gz). Nothing is deleted: the cycle
+index says where a record went and `golem show N` reads it back. The day is the file's modification time, so a
+backtest's path time does not age its own records. See docs/operations/retention.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Somatic markers (Damasio 1994; runtime-extensions #9 daimon "checks somatic markers"): a loss leaves a
+"""Somatic markers (Damasio 1994; docs/design/life.md#somatic-markers): a loss leaves a
 negative, outcome-tagged affect on the situation it happened in; when a later situation matches a strong one,
 the marker fires — it lowers the daimon's dominance (so the threshold drops and the golem deliberates more) and
 shrinks the size the risk layer allows for new exposure (Kelly cap and max trade size × SIZE_SHRINK).
@@ -21,7 +21,7 @@ LOSS_SCALE_USD = 50.0  # a loss of this size lays a marker of strength 1
 FIRE_STRENGTH = 0.3  # only markers at least this strong fire
 SIZE_SHRINK = 0.5  # a fired marker halves the size cap of new exposure
 DECAY_PER_TICK = 0.995  # markers fade slowly when not confirmed
-PRICE_MOVE_BPS = 50.0  # the §S9 low price-delta step: smaller moves are "flat"
+PRICE_MOVE_BPS = 50.0  # the price probe's Low step: smaller moves are "flat"
 MATCH_KEYS = ("regime", "health", "move")  # must match; the tool matches when both name one
 
 
@@ -29,9 +29,9 @@ def health_band(hf: float | None) -> str:
     if hf is None:
         return "no_debt"
     if hf < 1.2:
-        return "critical"  # §S9 health_factor_high
+        return "critical"  # the position probe's High line
     if hf < 1.5:
-        return "at_risk"  # §S9 health_factor_low
+        return "at_risk"  # the position probe's Low line
     if hf < 2.0:
         return "watch"
     return "safe"

@@ -1,4 +1,4 @@
-"""The extension registry and its hooks (runtime-extensions §2–5), the Python way. See registry.py."""
+"""The extension registry and its hooks, the Python way. See registry.py."""
 
 from golem.life.extensions.registry import (  # noqa: F401
     HOOKS,

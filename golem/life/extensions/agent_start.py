@@ -1,22 +1,8 @@
-"""The before_agent_start hook in decide (runtime-extensions §3: tools → context → compiler → model-router →
-safety), fired through the registry before the deliberator runs:
-
-  tools         the write-tool schemas offered to the model this tick (golem.inference.decision.decision_tools:
-                token enums narrowed to the PolicyCage's approved assets)
-  context       the Context Governor's policy in force (its revision keys the decision cache)
-  compiler      STRATEGY.md → the typed strategy, and its viability in the golem's phase (rev. 10)
-  model-router  tier → model under today's spend (the deliberator's `route`; the token-based cap check runs once the
-                prompt is built, golem.inference.router.price_route)
-  safety        STRATEGY.md MUST lines checked before any LLM call (breaches audited; forbidden tools never run)
-
-The deliberator gets `tools` and `route` from here and does not work them out again. A handler's exception (a bad
-STRATEGY.md) stops the hook and reaches the caller.
-
-Then system_prompt (§3: playbook): the playbook member reads PLAYBOOK.md, which the workspace puts in the T2 system
-prompt (golem.inference.workspace) and the offline deliberator reads its WHEN-bullets from. With `[extensions]
-disabled = ["playbook"]` the member does not run and the prompt has no playbook part. The survival state (phase,
-vitality, critical warnings) changes every tick, so it stays in the user message's affect and warnings sections,
-after the prompt cache's breakpoint, rather than in the cached system blocks.
+"""The before_agent_start hook in decide (tools → context → compiler → model-router → safety), fired through the
+registry before the deliberator runs; the deliberator takes `tools` and `route` from here. A handler's exception (a
+bad STRATEGY.md) stops the hook and reaches the caller. Then system_prompt (playbook) puts PLAYBOOK.md in the T2
+system prompt. What each member does and why the survival state stays out of the cached prompt:
+docs/design/life.md#extensions.
 """
 
 from __future__ import annotations

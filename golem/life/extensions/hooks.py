@@ -1,4 +1,4 @@
-"""Firing a hook (runtime-extensions §4–5): the registry's members of the hook, in its order, each with the handler
+"""Firing a hook: the registry's members of the hook, in its order, each with the handler
 this code path gives it. A member the registry lists without a handler here serves the hook elsewhere (its
 `where` in the registry says where); a handler for a name the registry does not list (switched off, not in this
 build) never runs. `stop` ends the chain early — tool_call's "any Block beats all Allows": the first refusal wins

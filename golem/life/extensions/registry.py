@@ -1,17 +1,8 @@
-"""The extension registry (runtime-extensions §5): each extension a small class naming its layer (0–7), the
-hooks it serves and what it depends on. `build()` is the start-up check the spec's Rust registry panics on:
-every dependency registered, none in a higher layer, no cycle, each hook's firing order the spec's (§3 "Hook
-Coverage Matrix"), and only optional extensions switched off (`[extensions] disabled` in golem.toml). A
-violation is a RegistryError naming both sides.
-
-`builtin_extensions()` is this build: the 28 of §3 with what each is here — `present` False for the ones this
-build does not have (x402 payments, clade sync, ...), and `where` naming the code behind each hook, so
-`golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.life.extensions.hooks.fire):
-after_turn inside reflect (golem.life.after_turn), tool_call in validate (golem.safety.cage.SafetyCage.tool_call),
-before_agent_start and system_prompt in decide (activities/tick.py, golem.life.extensions.agent_start), steer in
-the workflows' steer signals, input in the follow_up signal, send_message in `golem steer | followup`, on_end when
-GolemWorkflow dies, session at the services' start (grimoire) and GolemWorkflow.run (heartbeat), error in the
-record_failure activity.
+"""The extension registry: each extension a small class naming its layer (0–7), the hooks it serves and what it
+depends on. `build()` is the start-up check: every dependency registered, none in a higher layer, no cycle, each
+hook's firing order the declared one (SPEC_ORDER), and only optional extensions switched off (`[extensions]
+disabled`); a violation is a RegistryError naming both sides. `builtin_extensions()` is this build, with `present`
+and `where` per extension so `golem extensions` prints an honest matrix. See docs/design/life.md#extensions.
 """
 
 from __future__ import annotations
@@ -19,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-# runtime-extensions §2: the 20 hooks (session has three moments: start, before_compact, before_branch).
+# the 20 hooks (session has three moments: start, before_compact, before_branch).
 HOOKS: tuple[str, ...] = (
     "session", "input", "before_agent_start", "agent_start", "turn_start", "context", "before_provider_request",
     "tool_call", "tool_execution_start", "tool_execution_update", "tool_execution_end", "tool_result", "turn_end",
     "agent_end", "after_turn", "system_prompt", "send_message", "steer", "debug", "error", "on_end",
 )
 
-# runtime-extensions §3 "Hook Coverage Matrix": extensions per hook, in firing order. The matrix is the authority:
-# §3's per-extension table also lists provider-adapter and grimoire under before_agent_start and audit under
+# extensions per hook, in firing order. The matrix is the authority:
+# The per-extension list also names provider-adapter and grimoire under before_agent_start and audit under
 # tool_call and after_turn, which the matrix leaves out; here those run inside the matrix's members (the audit
 # trail is written by the tool_call chain's telemetry position, see golem.safety.cage.validate_layered).
 SPEC_ORDER: dict[str, tuple[str, ...]] = {
@@ -136,7 +127,7 @@ class ExtensionRegistry:
             spec = SPEC_ORDER.get(hook, ())
             for ext in self.extensions():
                 if hook in ext.hooks and ext.name not in spec:
-                    raise RegistryError(f"extension {ext.name!r} (layer {ext.layer}) serves {hook}, but the spec's "
+                    raise RegistryError(f"extension {ext.name!r} (layer {ext.layer}) serves {hook}, but the declared "
                                         f"{hook} order ({' -> '.join(spec) or 'empty'}) has no place for it")
             orders[hook] = [n for n in spec if n in live and hook in live[n].hooks]
         self._disabled = disabled
@@ -179,7 +170,7 @@ class ExtensionRegistry:
                 raise RegistryError(f"{hook}: {name!r} runs here but is not in the {hook} order ({' -> '.join(order)})")
         for a, b in zip(sequence, sequence[1:]):
             if pos[a] > pos[b]:
-                raise RegistryError(f"{hook}: {a!r} runs before {b!r}, but the spec's order is "
+                raise RegistryError(f"{hook}: {a!r} runs before {b!r}, but the declared order is "
                                     f"{' -> '.join(order)}")
 
     def matrix(self) -> list[tuple[str, list[str]]]:
@@ -192,7 +183,7 @@ def _x(name, layer, hooks, deps=(), optional=False, present=True, what="", **whe
 
 
 def builtin_extensions() -> list[Extension]:
-    """The 28 extensions of runtime-extensions §3 as this build has them."""
+    """The 28 extensions as this build has them."""
     return [
         # Layer 0 – Foundation
         _x("provider-adapter", 0, set(), what="LLM calls through the anthropic SDK (golem.inference.llm)"),
@@ -266,7 +257,7 @@ def builtin_extensions() -> list[Extension]:
                          "(golem.life.extensions.agent_start.system_prompt, golem.inference.workspace)"),
         _x("intervention", 6, {"send_message", "steer"}, ["heartbeat"], what="steers and follow-ups",
            steer="GolemWorkflow.steer: validate and queue (golem.cognition.fold.accept_intervention); "
-                 "ThetaTickWorkflow.steer: interrupt or cancel the running tick (§S7)",
+                 "ThetaTickWorkflow.steer: interrupt or cancel the running tick",
            send_message="golem steer / followup: deliver the signal, validated first (cli/steer.py)"),
         # Layer 7 – Recovery
         _x("compaction", 7, {"session"}, ["context"], optional=True, present=False),
