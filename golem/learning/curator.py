@@ -1,17 +1,8 @@
-"""The ExpeL Curator (grimoire "ExpeL Distillation", "Curator Cycle"; archetypes memory-consolidator).
-
-At every delta cycle, over the learning ledger's compared outcomes and the credit they gave:
-  ADD       a rule in the STRATEGY.md grammar from an owner rule that kept paying in one regime: the same
-            action, fired one step earlier in that regime (its first threshold moved by 10 %, the archetype's
-            "no insight can shift any parameter by more than 10% per consolidation cycle"), supported by
-            >= 5 positive outcomes (archetype: "REFUSE to consolidate insights from fewer than 5 supporting
-            episodes");
-  UPVOTE    a learned heuristic whose rule's outcomes net positive since the last cycle;
-  DOWNVOTE  one whose outcomes net negative (batched: 3 up and 1 down net to +2, "Curator Cycle" step 1);
-  EDIT      a downvoted rule: its threshold moves 10 % back (reconsolidation, "ExpeL Distillation" EDIT).
-A learned rule may only reduce risk and never ask for more than a MUST cap allows: such a candidate is
-refused and the report says why. A `next-curator` follow-up naming a regime or a tool focuses ADD on it.
-Pure: `plan` decides, `apply` writes through the HeuristicStore.
+"""The ExpeL Curator: at every delta cycle, over the learning ledger's compared outcomes and their credit, ADD a
+learned rule (an owner rule that kept paying in one regime, fired one step earlier), UPVOTE or DOWNVOTE learned
+rules by their net credit, and EDIT a downvoted rule's threshold back. A learned rule may only reduce risk and
+never ask for more than a MUST cap allows. Pure: `plan` decides, `apply` writes through the HeuristicStore.
+The operations and their bounds: docs/design/learning.md#the-curator.
 """
 
 from __future__ import annotations
@@ -25,8 +16,8 @@ from golem.inference.strategy import Condition, Rule, Strategy, rules_in
 from golem.learning.ledger import OutcomeRow
 from golem.models.enums import MarketRegime
 
-MIN_SUPPORT = 5  # archetypes memory-consolidator: "fewer than 5 supporting episodes" are refused
-MAX_PARAMETER_SHIFT = 0.10  # archetypes memory-consolidator: a parameter moves <= 10 % per consolidation cycle
+MIN_SUPPORT = 5  # nothing is learned from fewer than 5 supporting episodes
+MAX_PARAMETER_SHIFT = 0.10  # a parameter moves <= 10 % per consolidation cycle
 RISK_REDUCING = ("repay", "supply", "swap")  # tools a learned rule may use; borrow/withdraw can only add risk
 
 
