@@ -1,14 +1,9 @@
 """The decision as tool use: the tools the model may call, and the checks its answer must pass.
 
-Tools: the write tools of `golem.chain.tools.TOOL_SCHEMAS` (restricted to approved assets) plus
-`decide` (reasoning summary, confidence, recommends_action). Every tool_use block is checked; a call
-that fails becomes a rejection reason in the record, never a ProposedAction:
-  - unknown tool name; arguments that do not parse (`parse_arguments`);
-  - an asset outside the PolicyCage's approved assets;
-  - text (anywhere in the answer) that tries to override limits or instructions — then *every*
-    action is dropped, because the answer as a whole is suspect;
-  - write calls that contradict `decide(recommends_action=false)`;
-  - more than MAX_ACTIONS write calls.
+Tools: the write tools of `golem.chain.tools.TOOL_SCHEMAS` (restricted to approved assets) plus `decide`. Every
+tool_use block is checked; a call that fails becomes a rejection reason in the record, never a ProposedAction, and
+text that tries to override limits or instructions drops every action.
+The checks and why: docs/design/inference.md#the-decisions-checks.
 """
 
 from __future__ import annotations
@@ -41,7 +36,7 @@ DECIDE_TOOL: dict[str, Any] = {
             "recommends_action": {"type": "boolean"},
             "steers_addressed": {"type": "array", "items": {"type": "string"},
                                  "description": "ids of owner steers this decision responds to"},
-            # grimoire "Graph Maintenance" 1: relations the model extracted (tkg_triples), checked before use
+            # relations the model extracted (tkg_triples), checked before use
             "facts": {
                 "type": "array", "maxItems": MAX_LLM_FACTS,
                 "description": "optional: relations between DeFi entities you noticed, using entity ids from the "

@@ -2,7 +2,7 @@
 
 The LLM router and the offline deliberator both implement it, so the decide activity does not
 care which one answers (ARCHITECTURE "Inference"). `route` is the deliberator's model-router member of
-before_agent_start (runtime-extensions §3, issue 17): which model answers this tick, decided before the prompt is
+before_agent_start: which model answers this tick, decided before the prompt is
 built; `decide` then uses that route and the hook's tool schemas (`tools`) instead of working them out again.
 """
 

@@ -37,7 +37,7 @@ def today_spend(data_dir: Path, day: str) -> tuple[float, int, dict[str, int]]:
 
 def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_dir: Path,
                   deliberator: tuple[Any, str] | None = None) -> str:
-    """The report; `deliberator`: (the deliberator, why) a worker already selected (its view, issue 12)."""
+    """The report; `deliberator`: (the deliberator, why) a worker already selected (its view)."""
     from golem.cognition.budget import apply_budget, budget_fraction
     from golem.inference.config import InferenceConfig
     from golem.inference.llm import select_deliberator
@@ -57,8 +57,8 @@ def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_
         f"api key: ${cfg.api_key_env} is {'set' if env.get(cfg.api_key_env, '').strip() else 'not set'}",
         "models (USD per MTok: input / output / cache write / cache read):",
     ]
-    for label, model in (("T1", cfg.t1_model), ("T2", cfg.t2_model), ("T2 ceiling (§S12 warning band)", cfg.t2_ceiling_model),
-                         ("evaluator", cfg.evaluator_model or "the other tier's model (rev. 2)")):
+    for label, model in (("T1", cfg.t1_model), ("T2", cfg.t2_model), ("T2 ceiling (budget warning band)", cfg.t2_ceiling_model),
+                         ("evaluator", cfg.evaluator_model or "the other tier's model")):
         p = cfg.prices.get(model)
         price = f"{p.input:g} / {p.output:g} / {p.write:g} / {p.read:g}" if p else ""
         lines.append(f"  {label:<32} {model:<20} {price}")
@@ -79,7 +79,7 @@ def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_
 
 
 def gas_line(config: GolemConfig, data_dir: Path, now: float) -> str:
-    """Today's gas beside the §S10 partition, as the gas gate reads it (the risk store, same UTC day)."""
+    """Today's gas beside its daily partition, as the gas gate reads it (the risk store, same UTC day)."""
     from golem.safety.gas import GasPartition
     from golem.safety.limits import SafetyLimits
     from golem.safety.risk import RiskStore
@@ -118,6 +118,6 @@ def grimoire_lines(config: GolemConfig, data_dir: Path, *, llm: bool) -> list[st
                      f"run `golem grimoire reembed`")
     else:
         lines.append("grimoire vector writes: flowing")
-    lines.append("admission future utility (rev. 3): " + ("t1_model through the router, ~$0.001 per candidate"
+    lines.append("admission future utility: " + ("t1_model through the router, ~$0.001 per candidate"
                                                           if llm else "deterministic estimate (no LLM)"))
     return lines

@@ -1,15 +1,9 @@
 """LLMDeliberator: the Deliberator that thinks with Claude, and `select_deliberator` that picks one.
 
-route() (the model-router member of before_agent_start): tier → model under today's budget (§S12), before the
-prompt exists. decide(): assemble the Cognitive Workspace for the tier → price the built request against the daily
-cap → one Messages call with the decision tools (tool_choice "any") → parse and check the tool
-calls → Deliberation. When the budget forbids the call the offline deliberator answers instead and the
-record says why. Provider errors propagate as InferenceRetryable / InferenceRejected (router.py).
-
-A steer that interrupts deliberation: the workflow cancels the decide activity (asyncio cancellation
-reaches the SDK call and aborts the HTTP request) and re-runs it with the steer appended to
-`steers`; the workspace marks it as an interruption and the record's reasoning says
-"Deciding.Interrupted{steer_id=…}".
+route(): tier → model under today's budget, before the prompt exists. decide(): assemble the workspace → price the
+built request against the daily cap → one Messages call with the decision tools → parse and check the tool calls →
+Deliberation. When the budget forbids the call the offline deliberator answers and the record says why. A steer
+cancels the decide activity and re-runs it with the steer appended. See docs/design/inference.md.
 """
 
 from __future__ import annotations
@@ -126,7 +120,7 @@ class LLMDeliberator:
         ws = self.workspace(inp, strategy, playbook_text)
         if route.choice is None:
             return await self._fallback(inp, strategy, playbook_text, route.why, ws)
-        try:  # the token-based part of the route: the built request's worst case against the daily cap (§S12)
+        try:  # the token-based part of the route: the built request's worst case against the daily cap
             plan = self.router.price(route.choice, request_tokens(ws.system, ws.messages, tools))
         except BudgetRefusal as refusal:
             return await self._fallback(inp, strategy, playbook_text, refusal.reason, ws)

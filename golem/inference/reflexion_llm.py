@@ -1,4 +1,4 @@
-"""Reflexion's words from Claude (revisions rev. 1 steps 3-5; grimoire: the T1 model for routine outcomes, the T2
+"""Reflexion's words from Claude (the T1 model for routine outcomes, the T2
 model for anomalous ones and regime transitions). The numbers are the chain's, computed before the call: the model
 interprets them and proposes the insight's wording; the admitted text always ends with the numbers, so a vague or
 wrong sentence cannot hide them. No router, no budget or a malformed answer: the deterministic text stands."""
