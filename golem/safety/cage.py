@@ -1,21 +1,10 @@
-"""Step 6 VALIDATE as the `tool_call` hook: the registry's members in the spec's order — telemetry → safety →
-risk → permits (→ coordination, not in this build) — the first block wins (runtime-extensions §5 "Fire the
-tool_call hook ... any Block beats all Allows"; §3 `telemetry`, `safety`, `risk`, `permits`).
+"""Step 6 VALIDATE as the `tool_call` hook: telemetry → safety → risk → permits, the first block wins.
 
-  telemetry meters the call (its value, the book it would leave); every verdict goes on the audit trail;
-
-  safety   PolicyCage (approved assets, max trade size, max slippage, phase restrictions), max
-           drawdown, the kill switch, STRATEGY.md MUST constraints on the simulated post-state;
-  risk     hard shields (health-factor floor, oracle-deviation halt), the gas gate by urgency (docs/design/spending.md) (routine
-           actions against the partition minus its emergency slice, urgent and critical ones under the
-           ceilings: golem.safety.urgency), Kelly sizing and adaptive guardrails learned from outcomes (only
-           once there are enough of them);
-  permits  the simulation must have succeeded; only then is a single-use permit issued, bound to
-           the tool, the action's value and the hash of every limit above.
-
-Before the layers, validate_layered sizes every action to fit (golem.safety.sizing): one over a size limit is
-clipped to the largest size every limit allows and simulated again. Every verdict is appended to the audit trail. Nothing the deliberator (or an LLM) writes can widen a
-limit: limits come from golem.toml and only tighten (`golem.safety.limits`).
+telemetry meters the call; safety is the PolicyCage, max drawdown, the kill switch and STRATEGY.md MUST lines on the
+simulated post-state; risk holds the hard shields, the gas gate by urgency, Kelly sizing and learned guardrails;
+permits issues a single-use permit once the simulation succeeded. Before the layers validate_layered sizes every
+action to fit (golem.safety.sizing). Every verdict goes on the audit trail; nothing the deliberator writes can widen
+a limit. What each layer checks and why this order: docs/design/safety.md#the-validate-chain.
 """
 
 from __future__ import annotations
@@ -88,8 +77,8 @@ class ValidationContext(BaseModel):
     risk: RiskSnapshot = Field(default_factory=RiskSnapshot)
     strategy: Strategy | None = None
     steers: list[Steer] = Field(default_factory=list)  # the owner's steers this tick deliberated on
-    entries_stopped: bool = False  # the owner's `golem stop-entries`: nothing that opens exposure (issue 19)
-    # The daimon's somatic markers and the last tick's price (issue 17): a strong negative marker matching the
+    entries_stopped: bool = False  # the owner's `golem stop-entries`: nothing that opens exposure
+    # The daimon's somatic markers and the last tick's price: a strong negative marker matching the
     # action's situation shrinks the size allowed for new exposure (golem.life.somatic.size_factor).
     markers: list[SomaticMarker] = Field(default_factory=list)
     last_price: float | None = None
@@ -110,7 +99,7 @@ class SafetyCage:
                  extra_tool_call: dict[str, ToolCallHandler] | None = None) -> None:
         self.limits = limits
         self.policy_cage = PolicyCage(limits.policy)
-        # the tool_call hook's firing order (runtime-extensions §3): the worker's registry, built at start
+        # the tool_call hook's firing order: the worker's registry, built at start
         self.registry = registry if registry is not None else registry_for()
         # handlers of tool_call members this module does not serve (e.g. a coordination extension): name → fn
         # (action, ctx, sim) → refusal or None; they fire only where the registry puts them
@@ -281,7 +270,7 @@ class SafetyCage:
         self, action: ProposedAction, ctx: ValidationContext, sim: SimulatedAction | None, before: Book,
         gas_spent_so_far: float = 0.0,
     ) -> tuple[ToolCallDecision, Book]:
-        """One action through the tool_call hook: the registry's members in the spec's order (telemetry →
+        """One action through the tool_call hook: the registry's members in the declared order (telemetry →
         safety → risk → permits → coordination), the first block wins and the members after it do not run.
         Returns the decision and the book after the action (unchanged when refused)."""
         call: dict = {"value": 0.0, "after": before, "note": None, "deferred": False}

@@ -1,14 +1,9 @@
-"""What the risk layer learns from the golem's own outcomes (runtime-extensions §14 `risk`).
+"""What the risk layer learns from the golem's own outcomes.
 
-`RiskStore` (SQLite, `risk.sqlite` under the data dir) keeps the net-value marks (for the drawdown
-high-water mark) and one row per verified action outcome. `RiskSnapshot` is the summary the
-tool_call check reads: drawdown, Kelly statistics of exposure-increasing bets, per-tool failure
-rates, consecutive losses, the gas spent on the partition's day and the usual gas per action. Pure
-functions compute the numbers.
-
-Time is the tick's, never the machine's: callers pass `now` (the tick's started_at — workflow.now() live,
-the path's time in a backtest) and every row is stamped with it, so a backtest's gas partition and
-spike baseline follow the path. The store's own clock is only the fallback for callers without a tick.
+`RiskStore` (SQLite, `risk.sqlite`) keeps the net-value marks and one row per verified action outcome; `RiskSnapshot`
+is the summary the tool_call check reads (drawdown, Kelly statistics, per-tool failure rates, consecutive losses,
+today's gas, the usual gas per action). Time is the tick's, never the machine's: callers pass `now`, so a
+backtest's partition and spike baseline follow the path. See docs/design/safety.md#what-the-risk-layer-learns.
 """
 
 from __future__ import annotations
@@ -57,7 +52,7 @@ class RiskSnapshot(BaseModel):
     tools: dict[str, ToolStats] = Field(default_factory=dict)
     gas_day: str = ""  # the UTC day of the tick's clock: the gas partition's day (golem.safety.gas)
     gas_spent_today_usd: float = 0.0
-    # The §S10 spike baseline: mean gas per action over the 24 h before the tick (≥ 3 actions). A trailing
+    # The gas gate's spike baseline: mean gas per action over the 24 h before the tick (≥ 3 actions). A trailing
     # window, not the partition's day, so the baseline does not vanish at midnight (ours).
     typical_action_gas_usd: float | None = None
 

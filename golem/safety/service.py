@@ -43,7 +43,7 @@ class SafetyService:
                  journal: TxJournal | None = None) -> None:
         layout = DataLayout(data_dir)
         # The worker's config from golem.toml at start: only the default for callers outside a tick. A tick's
-        # checks use the config version the tick carries (config=ctx.config), never this one (issue 12).
+        # checks use the config version the tick carries (config=ctx.config), never this one.
         self.config = config
         self.limits = SafetyLimits.from_config(config)
         self.cage = SafetyCage(self.limits, registry_for(config.extensions.disabled))

@@ -1,18 +1,7 @@
-"""Strategy validation pipeline (revisions-grounding rev. 10), run before trading starts and whenever
-STRATEGY.md changes:
-
-  1. schema       STRATEGY.md parses (errors name the line, the field and the fix); limits in range;
-  2. consistency  rules only trade approved assets; no rule is forbidden by a MUST NOT; MUST keep
-                  lines do not contradict each other;
-  3. range        absolute amounts and thresholds are plausible (a $100k borrow under a $5k trade cap
-                  is likely a decimal error);
-  4. risk         an offline assessment (borrowing without a health-factor floor, no constraints);
-                  the rev. 10 Haiku step belongs to the inference room and is not run here;
-  5. dry run      the first rules' actions, sized at today's balances, simulated against the live
-                  node (eth_simulateV1) and checked against the PolicyCage.
-
-A critical finding makes the result STRATEGY_UNVIABLE: no trades, the reasons and suggestions go to
-the owner, and the golem waits for a steer. Warnings need acknowledgment but do not stop trading.
+"""Strategy validation pipeline, run before trading starts and whenever STRATEGY.md changes: schema,
+consistency, range, an offline risk assessment, and a dry run of the first rules' actions against the node and the
+PolicyCage. A critical finding makes the result STRATEGY_UNVIABLE (no trades; the golem waits for a steer);
+warnings need acknowledgment but do not stop trading. The steps: docs/design/safety.md#strategy-validation.
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ from golem.safety.limits import SafetyLimits
 from golem.safety.policy import PolicyCage
 
 STRATEGY_UNVIABLE = "STRATEGY_UNVIABLE"
-DRY_RUN_ACTIONS = 5  # rev. 10: "the first 3-5 actions"
+DRY_RUN_ACTIONS = 5  # "the first 3-5 actions"
 # Plausible ranges for rule thresholds (outside → likely a typo or a unit error).
 THRESHOLD_RANGES: dict[str, tuple[float, float]] = {
     "health_factor": (1.0, 10.0),
