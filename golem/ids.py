@@ -1,4 +1,4 @@
-"""Temporal ids and task-queue names of one golem, in one place (issue 13).
+"""Temporal ids and task-queue names of one golem, in one place.
 
 Every workflow id is readable in the Temporal UI's list and searchable by prefix (`WorkflowId STARTS_WITH
 "golem-<id>-tick-"`): the golem's own workflow is `golem-<id>`, its ticks `golem-<id>-tick-<n>`, its child

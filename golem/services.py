@@ -1,4 +1,4 @@
-"""Services: what a golem's activities may use, as a Protocol (issue 13).
+"""Services: what a golem's activities may use, as a Protocol.
 
 Activities depend on this, not on the worker's `GolemServices` (workers/services.py), which builds the real
 clients once per worker from golem.toml and the environment. Keys stay inside that implementation: nothing

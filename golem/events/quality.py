@@ -1,9 +1,6 @@
-"""rev. 12's external metric trend (revisions-grounding "Revision 12: Cognitive Quality Dashboards"): Sharpe,
-drawdown and PnL over a 30-day rolling window, healthy when improving or stable, an alarm when declining 14+ days.
-
-Computed from the equity each recorded tick reports (the `heartbeat.tick_finished` events of the Event Fabric),
-once per delta cycle. The window holds what the event store keeps (30 days or its row cap, whichever is shorter):
-`days` says how much history the figures stand on.
+"""The external metric trend (Sharpe, drawdown and PnL over a 30-day rolling window; an alarm when declining 14+
+days) and the weekly reflection consistency. Computed from the equity each recorded tick reports, once per delta
+cycle; `days` says how much history the figures stand on. Bands and why: docs/design/events.md#quality-figures.
 """
 
 from __future__ import annotations
@@ -14,8 +11,8 @@ from pydantic import BaseModel
 
 from golem.backtest.report import max_drawdown, sharpe
 
-WINDOW_DAYS = 30  # rev. 12 "Sharpe, drawdown, PnL (30d rolling)"
-DECLINING_ALARM_DAYS = 14  # rev. 12 alarm: "Declining 14+ days"
+WINDOW_DAYS = 30  # a 30-day rolling window
+DECLINING_ALARM_DAYS = 14  # alarm: declining 14+ days in a row
 
 
 class ExternalTrend(BaseModel):
@@ -71,8 +68,8 @@ def external_trend(points: list[tuple[str, float]], now: str) -> ExternalTrend |
 
 
 # ---- reflection consistency ------------------------------------------------------------------------------
-CONSISTENCY_EVERY_DAYS = 7.0  # rev. 12 "Cosine across regenerated reflections (weekly)"
-CONSISTENCY_HEALTHY, CONSISTENCY_ALARM = 0.7, 0.5  # rev. 12: healthy > 0.7, alarm < 0.5
+CONSISTENCY_EVERY_DAYS = 7.0  # cosine across regenerated reflections, weekly
+CONSISTENCY_HEALTHY, CONSISTENCY_ALARM = 0.7, 0.5  # healthy > 0.7, alarm < 0.5
 CONSISTENCY_SAMPLE = 5  # reflections regenerated per measurement (ours: five T1 calls a week)
 NUMBERS = " Numbers: "  # golem.inference.reflexion_llm.worded: the model's text, then the chain's numbers
 

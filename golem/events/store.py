@@ -36,8 +36,7 @@ CREATE INDEX IF NOT EXISTS events_kind ON events(kind, seq);
 CREATE INDEX IF NOT EXISTS events_time ON events(time);
 """
 
-# The spec's fabric keeps the last 10,000 events for reconnection replay (heartbeat "The Event Fabric");
-# on disk we keep more: 30 days, at most 200,000 events (10k ticks of history × their ~10 events each fit).
+# A live view needs far fewer events to reconnect; on disk we keep more, so an owner can scroll back a month: 30 days, at most 200,000 events (10k ticks of history × their ~10 events each fit).
 RETENTION_DAYS = 30
 RETENTION_MAX_EVENTS = 200_000
 PRUNE_EVERY = 500  # appends between retention passes

@@ -1,37 +1,10 @@
-"""The backtest's world: a replay driver that sets the dev chain to a recorded row before the golem
-observes it (ARCHITECTURE "One code path for live and backtest": only the world differs).
+"""The backtest's world: a replay driver that sets the dev chain to a recorded row before the golem observes it
+(one code path for live and backtest: only the world differs).
 
-Per row, in this order:
-  1. the next block's timestamp is the row's time (chain time follows the path, not the wall clock);
-  2. the ETH/USD feed answers `oracle_price` (a round is posted when the answer changes or half its heartbeat
-     has passed in path time; the stables' feeds post 1.0 on the heartbeat rule); `volume_usd` trades
-     round-trip through the WETH/USDC pair; one arbitrage trade through Router02 takes each Uniswap V2 pair
-     (WETH/USDC, WETH/DAI) to `pool_price` (feed and pair may diverge: a feed lagging the pair is a scenario);
-  3. the simulator's liquidator calls Aave's `liquidationCall` on a watched borrower (the golem) under health
-     factor 1.0 at the row's prices, before the golem's tick sees the row (a liquidator backruns the round);
-  4. an empty block is mined whose base fee makes the *next* block's base fee `gas_gwei` (EIP-1559: a
-     block with no gas used lowers the next base fee by 1/8), so the golem's transaction pays it.
-
-Confirmation blocks (`infra/block_producer.py BlockProducer`): a live chain keeps mining, so a golem's verify step (§S10: 2-block
-confirmation, golem/chain/verify.py `_confirmed_receipt`) sees its transactions confirmed a block later. Here a block
-is mined at one point of the golem's own progress, never after a wall-clock pause: when the VERIFY activity of a
-ThetaTickWorkflow starts on the backtest's worker (its first attempt; an activity interceptor the runner gives the
-worker it builds), the producer mines `confirmations - 1` empty blocks on top of the head, then verify runs. The
-golem's code is unchanged and cannot tell (ARCHITECTURE "One code path for live and backtest"). (It used to follow
-every tick's Temporal history with long polls for the scheduled verify: the same point, at a stream per tick.)
-
-Why it is repeatable: the workflow schedules verify only after every execute activity of the tick has completed
-(one activity per action, each returning once its receipt is in), so every transaction of the tick is already
-mined, each in its own block (Anvil automines) at the base fees the row set, and no other block can come between
-them: nothing else mines while a tick runs (the row's blocks are mined before the tick starts). The number of
-blocks, their order, timestamps (the row's time: BLOCK_INTERVAL_S = 0) and base fees depend on what the golem sent,
-not on how long anything took. The blocks are on chain before verify's first read.
-
-The producer it replaced mined once a head holding transactions had been idle for 1.0 s of wall clock: under load
-the gap between one tick's two transactions exceeded that, an empty block landed between a repay and the swap after
-it (lowering the swap's base fee by 1/8), and how many blocks a run held depended on the machine's load. Wall time:
-a tick that acts finds its confirmation at verify's first read (the old one waited the 1.0 s idle window), and a
-tick that sends nothing costs nothing.
+Per row: the block time is the row's time, the feed answers `oracle_price` and arbitrage takes the pairs to
+`pool_price`, the liquidator backruns the round, and an empty block sets the next base fee to `gas_gwei`.
+Confirmation blocks come from infra/block_producer.py at verify's start, never after a wall-clock pause.
+Why each step and why it is repeatable: docs/design/backtest.md.
 """
 
 from __future__ import annotations
