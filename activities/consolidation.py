@@ -138,7 +138,7 @@ class ConsolidationActivities(ActivitySet):
     @activity.defn(name="delta_distill")
     @auto_heartbeat
     async def distill(self, inp: ConsolidationInput) -> DeltaStep:
-        """ExpeL distillation → rev. 3 future utility (every candidate that needs one rated before any is
+        """ExpeL distillation → future utility (every candidate that needs one rated before any is
         admitted) → quarantine review → the admission gate; the episodes seen are marked consolidated."""
         distilled = await blocking("distill", self._distill, inp)
         step("score")
@@ -159,7 +159,7 @@ class ConsolidationActivities(ActivitySet):
         return DeltaStep(fields=fields)
 
     async def _reflection_consistency(self, tick: int, daily_spend: float) -> ReflectionConsistency | None:
-        """rev. 12, weekly: the LLM-worded Reflexions of the last 7 days worded again and compared (cosine). None
+        """Weekly: the LLM-worded Reflexions of the last 7 days worded again and compared (cosine). None
         when the last measurement is less than a week old (<data>/quality/reflection-consistency.json)."""
         path = self.s.data_dir / "quality" / "reflection-consistency.json"
         now = _now_iso()
@@ -198,7 +198,7 @@ class ConsolidationActivities(ActivitySet):
     @activity.defn(name="delta_dream_promotion")
     @auto_heartbeat
     async def dream_promotion(self, inp: ConsolidationInput) -> DeltaStep:
-        """issue 18: the curator accelerates dream promotion when waking ticks corroborate staged dream outputs."""
+        """The curator accelerates dream promotion when waking ticks corroborate staged dream outputs."""
         await blocking("dream promotion", self._dream_promotion, inp)
         tags = await blocking("dream tags", DreamTags(self.s.layout.dream_staging).tag, self.s.episodes.all(), inp.tick)
         return DeltaStep(fields={"dream_tags": len(tags)})
@@ -206,7 +206,7 @@ class ConsolidationActivities(ActivitySet):
     @activity.defn(name="delta_learn")
     @auto_heartbeat
     async def learn(self, inp: ConsolidationInput) -> DeltaStep:
-        """ExpeL operations by credited outcomes (issue 16), the causal graph, cybernetics loop 2."""
+        """ExpeL operations by credited outcomes, the causal graph, cybernetics loop 2."""
         curator = await blocking("curator", self._curate, inp)
         curator["causal_edges"] = await blocking("causal graph", self._causal, inp)
         curator["context_policy"] = await blocking("context policy", self._retune, inp)
@@ -334,7 +334,7 @@ class ConsolidationActivities(ActivitySet):
         grimoire = self.s.layout.grimoire
         drift = await blocking("drift check", scheduled_drift_check, self.s.episodes.embedder,
                                drift_reference_path(grimoire))
-        # rev. 8 "Critical threshold → pause writes": vectors queue until `golem grimoire reembed`
+        # vectors queue until `golem grimoire reembed`
         pause = await blocking("drift pause", apply_drift_report, drift, grimoire)
         if not drift.ok or pause["paused"]:
             activity.logger.warning("embedding drift %s: %s; writes paused: %s", drift.status, drift.as_dict(),
@@ -344,7 +344,7 @@ class ConsolidationActivities(ActivitySet):
 
     @activity.defn(name="delta_report")
     def report(self, inp: DeltaReport) -> None:
-        """The finished cycle on the Event Fabric (issue 19), with rev. 12's external trend measured over the ticks'
+        """The finished cycle on the Event Fabric, with the external trend measured over the ticks'
         equity in the last 30 days."""
         now = _now_iso()
         self.s.events.emit(events.consolidation_events(inp.golem_id, now, inp.result))
@@ -353,7 +353,7 @@ class ConsolidationActivities(ActivitySet):
                                                   self._heuristic_survival(inp.result.tick)))
 
     def _heuristic_survival(self, tick: int) -> dict[str, Any] | None:
-        """rev. 12: the share of PLAYBOOK heuristics still in force 100 ticks after they entered."""
+        """The share of PLAYBOOK heuristics still in force 100 ticks after they entered."""
         db = self.s.layout.grimoire / "heuristics.sqlite"
         try:
             return survival(revisions(db), tick) if db.exists() else None
@@ -488,7 +488,7 @@ class ConsolidationActivities(ActivitySet):
                                             waking_facts(self.s.cycles), self.s.heuristics)
 
     def _playbook(self, inp: ConsolidationInput) -> tuple[PlaybookRevision, AdmittedView]:
-        """PLAYBOOK.md as a view of the admitted semantic store (issue 16): eligible heuristics not yet offered go
+        """PLAYBOOK.md as a view of the admitted semantic store: eligible heuristics not yet offered go
         through the admission gate, then only admitted, in-force, undecayed ones are compiled."""
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file
         view = AdmittedView()

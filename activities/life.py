@@ -1,4 +1,4 @@
-"""Thanatopsis phases 3 and 4 as one activity (issue 17): the death reflection from the golem's records and the
+"""Thanatopsis phases 3 and 4 as one activity: the death reflection from the golem's records and the
 legacy package in the data dir. The phases' logic lives in golem.life.death and golem.life.legacy."""
 
 from __future__ import annotations
