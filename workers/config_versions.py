@@ -1,4 +1,4 @@
-"""Config versions on disk and on the wire (issue 12).
+"""Config versions on disk and on the wire.
 
 A version = golem.toml + STRATEGY.md, hashed (golem.models.config_version.config_version). Every version the
 golem may run on is kept under `<data>/config-versions/<version>.json` (the validated config and the

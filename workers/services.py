@@ -92,15 +92,15 @@ class GolemServices:
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
 
         def open_grimoire() -> None:
-            # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full (rev. 8)
+            # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full
             embedder = make_embedder(config)
-            self.decision_cache = DecisionCacheStore(layout.decision_cache)  # §S11, issue 12
+            self.decision_cache = DecisionCacheStore(layout.decision_cache)  # docs/design/gate.md#decision-cache
             self.episodes = EpisodeStore(layout.episodes, embedder)
             self.semantic = SemanticStore(layout.semantic_db, layout.semantic_vectors, embedder)
             self.heuristics = HeuristicStore(layout.heuristics)
-            self.learning = LearningLedger(layout.learning)  # issue 16
+            self.learning = LearningLedger(layout.learning)  # docs/design/learning.md#credit-assignment
 
-        # session(start) (runtime-extensions §3: grimoire → heartbeat): the grimoire member opens or creates the
+        # session(start) (grimoire → heartbeat): the grimoire member opens or creates the
         # stores here; heartbeat's member starts the heartbeat in GolemWorkflow.run. The registry's start-up check
         # runs here too (a violation names both sides).
         self.session, _ = fire(registry_for(config.extensions.disabled), "session", {"grimoire": open_grimoire})
@@ -111,12 +111,12 @@ class GolemServices:
         self.journal = TxJournal(layout.tx_journal)
         self.liquidation_log = LiquidationLog(layout.liquidations)
         self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
-        # The Event Fabric (issue 19): activities emit here; the worker adds its metrics as a listener.
+        # The Event Fabric: activities emit here; the worker adds its metrics as a listener.
         self.events = EventSink(EventStore(self.data_dir))
         self._strategy_checks: dict[str, StrategyValidation] = {}
         self._configs: dict[str, GolemConfig] = {}  # config version → its golem.toml, for lean tick contexts
         # The version this worker was started with (golem.toml + STRATEGY.md), kept on disk so ticks that
-        # carry it resolve its STRATEGY.md even after the file is edited (issue 12).
+        # carry it resolve its STRATEGY.md even after the file is edited.
         self.config_version = save_version(self.data_dir, version_of(config))
         log.info("config version %s (golem.toml + STRATEGY.md)", short(self.config_version))
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
@@ -170,7 +170,7 @@ class GolemServices:
         return text
 
     def config_for(self, version: str) -> GolemConfig:
-        """The config of a version, for a lean tick context (issue 12): activity inputs name the version, the
+        """The config of a version, for a lean tick context: activity inputs name the version, the
         worker reads `<data>/config-versions/<version>.json` once and keeps it."""
         config = self._configs.get(version)
         if config is None:
@@ -187,7 +187,7 @@ class GolemServices:
         return parse_strategy(self.strategy_text_for(ctx))
 
     def strategy_viability(self, observation, phase: BehavioralPhase, ctx: TickContext | None = None) -> StrategyValidation:
-        """rev. 10 pipeline (schema, consistency, range, risk, dry-run), once per version of the file and of
+        """The strategy validation pipeline (schema, consistency, range, risk, dry-run), once per version of the file and of
         the limits (the tick's config version's, not the worker's file)."""
         text = self.strategy_text_for(ctx)
         limits = self.safety.limits_for(ctx.config if ctx is not None else None)
@@ -214,7 +214,7 @@ class GolemServices:
         return simulate_actions(self.w3, self.deployment, self.account, actions, observation)
 
     def simulate_health_factor(self, actions: list[ProposedAction], observation, block: int) -> float | None:
-        """Counterfactual (issue 16): the health factor `actions` would have left, simulated at `block`."""
+        """Counterfactual: the health factor `actions` would have left, simulated at `block`."""
         return simulate_health_factor(self.w3, self.deployment, self.account, actions, observation, block)
 
     def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation,
@@ -239,7 +239,7 @@ class GolemServices:
         })
 
     async def evaluate(self, record: DecisionCycleRecord, actions: list[ProposedAction], daily_spend: float):
-        """rev. 2: judge an acted tick's outcome in a fresh context (a different model where budget allows)."""
+        """Judge an acted tick's outcome in a fresh context (a different model where budget allows)."""
         if record.outcome is None or record.deliberation is None:
             return None
         return await evaluate_outcome(

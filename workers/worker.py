@@ -44,17 +44,17 @@ def build_worker(
     ticks = TickActivities(services, client)
     consolidation = ConsolidationActivities(services, trials=BacktestTrialRunner() if trials is True else trials or None)
     dream = DreamActivities(services)
-    # Forks a killed worker left behind (issue 18): stopped before this worker takes the golem's queue.
+    # Forks a killed worker left behind: stopped before this worker takes the golem's queue.
     swept = dream.forks.sweep()
     if swept:
         log.warning("stopped %d dream fork(s) a previous worker left running: pids %s", len(swept), swept)
     doctor = DoctorActivities(services)
     monitor = MonitorActivities(services)
     life = LifeActivities(services)
-    # The extension registry's start-up check (runtime-extensions §5): a layer violation, a missing dependency or
+    # The extension registry's start-up check: a layer violation, a missing dependency or
     # a non-optional extension switched off in golem.toml stops the worker here, naming both sides.
     registry_for(services.config.extensions.disabled)
-    start_trimmer()  # malloc's free pages back to the OS every 30 s (issue 14's soak; GOLEM_MALLOC_TRIM_SECONDS)
+    start_trimmer()  # malloc's free pages back to the OS every 30 s (a soak's heap kept growing without it; GOLEM_MALLOC_TRIM_SECONDS)
     return Worker(
         client,
         task_queue=task_queue(services.config.golem.id),
@@ -81,7 +81,7 @@ async def run_worker(config: GolemConfig, data_dir: Path, address: str | None = 
     services = GolemServices(config, data_dir, live=live)
     interceptors = [tracing_interceptor(data_dir, config.golem.id)]
     port, runtime, server = metrics_port(), None, None
-    if port:  # issue 19: Prometheus /metrics with the Temporal SDK's own metrics (its core serves them inside)
+    if port:  # Prometheus /metrics with the Temporal SDK's own metrics (its core serves them inside)
         core_port = free_port()
         runtime = temporal_runtime(core_port)
         _, server, timed = install_metrics(services, port, core_port)
