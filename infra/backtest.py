@@ -1,12 +1,9 @@
-"""`golem backtest`: the live golem on a recorded market path (ARCHITECTURE "One code path for live and
-backtest").
+"""`golem backtest`: the live golem on a recorded market path (one code path for live and backtest).
 
-Everything is the live golem's: GolemWorkflow and ThetaTickWorkflow on a throwaway Temporal dev server, the
-same activities, safety cage, deliberator and Grimoire in an in-process worker, a fresh Anvil with the dev
-world deployed (Uniswap V2 and Aave V3 from their published bytecode; fresh, with `--timestamp` so chain time is
-path time: a cached state dump would carry later timestamps than the path). Only the world differs: golem/world/replay.py sets the chain to each row, then the
-`advance_world` update hands the row's time to GolemWorkflow, whose replay clock ticks when theta has elapsed
-in path time and answers once the tick is done. All data stays under the output directory.
+GolemWorkflow and ThetaTickWorkflow on a throwaway Temporal dev server, the same activities, cage, deliberator and
+Grimoire in an in-process worker, a fresh Anvil with the dev world deployed (`--timestamp`, so chain time is path
+time). Only the world differs: golem/world/replay.py sets the chain to each row, then `advance_world` hands the
+row's time to GolemWorkflow's replay clock. All data stays under the output directory. See docs/design/backtest.md.
 """
 
 from __future__ import annotations
@@ -133,7 +130,7 @@ def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
     if (source / "PLAYBOOK.md").exists():
         shutil.copy(source / "PLAYBOOK.md", services.playbook_path)
     # PLAYBOOK.md is compiled from heuristics.sqlite at every delta cycle: without its rows (the learned rules,
-    # their confidence and importance) the first cycle of this run would compile the copied file away (issue 16)
+    # their confidence and importance) the first cycle of this run would compile the copied file away
     if (grim / "heuristics.sqlite").exists():
         with closing(sqlite3.connect(grim / "heuristics.sqlite")) as src, \
                 closing(sqlite3.connect(services.heuristics.path)) as dst:
