@@ -315,7 +315,7 @@ class LifespanSection(BaseModel):
     # fraction left, runway = credit / burn. None: no credit clock (then the daily budget alone weighs on it).
     credits_usd: float | None = Field(default=None, gt=0.0)
     # The projected runway ((wallet USDC + credit) / burn) in days below which the economic clock falls (× runway /
-    # runway_days). the heartbeat monitor alerts below a 30-day runway. None: off.
+    # runway_days). The heartbeat monitor alerts below a 30-day runway. None: off.
     runway_days: float | None = Field(default=None, gt=0.0)
     # Stochastic clock: the Hayflick limit (ticks lived) and a per-tick hazard, seeded (replayable).
     hayflick_ticks: int | None = Field(default=None, ge=1)
