@@ -1,5 +1,5 @@
-"""`golem dreams [--json] [--tick N]` — the dream cycles (issue 18) from their DreamJournals on the data dir:
-what each replayed, imagined, rehearsed, staged and promoted, with the rev. 12 dream yield and threat coverage."""
+"""`golem dreams [--json] [--tick N]` — the dream cycles from their DreamJournals on the data dir:
+what each replayed, imagined, rehearsed, staged and promoted, with the dream yield and threat coverage."""
 
 from __future__ import annotations
 

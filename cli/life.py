@@ -1,6 +1,6 @@
-"""`golem extensions`, `golem kill --reason R`, `golem spawn NEW_ID --inherit DEAD_ID` (issue 17).
+"""`golem extensions`, `golem kill --reason R`, `golem spawn NEW_ID --inherit DEAD_ID`.
 
-extensions  the hook × extension matrix of this build (runtime-extensions §3–5), which extensions it has, and
+extensions  the hook × extension matrix of this build, which extensions it has, and
             which golem.toml's [extensions] disabled switches off; a registry violation is printed as the error.
 kill        GolemWorkflow's `kill` update, confirmed by typing the golem's id (or --yes); the golem dies after its
             running tick (Thanatopsis) and its workflow completes with the death certificate.
@@ -160,7 +160,7 @@ def life_line(st) -> str:
 
 
 def register(command) -> None:
-    p = command("extensions", "the hook × extension matrix of this build (runtime-extensions §3-5)")
+    p = command("extensions", "the hook × extension matrix of this build")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_extensions)
     p = command("kill", "end the golem for good: settle, reflect, leave a legacy (asks for its id to confirm)")
