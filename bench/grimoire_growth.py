@@ -1,22 +1,10 @@
-"""How fast the Grimoire's files grow per 1,000 ticks, from the store writes a tick and a delta cycle make (issue 14).
+"""How fast the Grimoire's files grow per 1,000 ticks, from the store writes a tick and a delta cycle make.
 
     python bench/grimoire_growth.py [--ticks 1500] [--warmup 500] [--delta-every 50] [--soak-rate 0.55]
 
-Per tick, as the worker does it: the reflect step upserts the tick's episode (a summary of a real record's length,
-embedded by the configured embedder); on a deciding tick (one in three, the soak's T1/T2 share) the retrieve step
-runs `retrieve_for_tick` and marks what it used (episodes and entries), logging the retrieval. Every
-`--delta-every` ticks, the delta cycle's Grimoire steps: episode decay (rewrites the retention column), mark
-consolidated, two new semantic entries (as distillation admits), curator decay, `upkeep.maintain`.
-
-Time: the stores keep table versions by age, and this runs far faster than a live golem, so every age window is
-scaled to stand for the same number of ticks as at `--soak-rate` ticks per second (the 2,000-tick soak ran 0.55/s):
-window × soak_rate × (seconds per tick here over the last delta period). Without the scaling a 10-minute window
-would keep every version of a two-minute run.
-
-Prints the grimoire directory's size every 100 ticks by part (episode table data, version manifests, transaction
-files, indexes, deletion files; the semantic mirror; the SQLite files), then growth per 1,000 ticks after warm-up.
-Runs against whatever code is on sys.path: on code before version retention by count (main at fc5c7a9) it calls
-`maintain` with the scaled 10-minute window, as the delta cycle did. A figure, never a pass/fail.
+Per tick the reflect step's episode upsert and, on one tick in three, a retrieval and its access marks; every
+`--delta-every` ticks the delta cycle's Grimoire steps. Age windows are scaled to the soak's tick rate. Prints the
+size by part every 100 ticks and the growth after warm-up. See docs/development/tests.md#what-each-benchmark-measures.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Heuristic survival (issue 16; grimoire spec target: 40–70 % of new PLAYBOOK heuristics surviving 100 ticks).
+"""Heuristic survival (healthy: 40–70 % of new PLAYBOOK heuristics surviving 100 ticks; docs/design/events.md).
 
 Reads a golem's PLAYBOOK revision history (`playbook_revisions` in <data>/grimoire/heuristics.sqlite): a heuristic
 is *new* when it first appears in a compiled revision during the run (ids already in the first revision a run
