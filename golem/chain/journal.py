@@ -1,5 +1,4 @@
-"""The tx journal: signed-transaction intents written *before* broadcast (ARCHITECTURE "Side effects
-that must happen once").
+"""The tx journal: signed-transaction intents written *before* broadcast (docs/design/chain.md#writing-exactly-once).
 
 An intent is keyed by (golem_id, tick, action_index, call_index) and holds the nonce, the signed raw
 bytes and their hash, so a retried execute finds what it already signed and checks the chain by hash

@@ -1,9 +1,8 @@
 """Step 5 SIMULATE: run the proposed writes against the live node before anything is signed.
 
-All calls of all actions go into one `eth_simulateV1` block, so state carries across calls (the
-approve before a swap, a borrow before a repay) — revisions-grounding "Multi-call simulation ...
-State carries across calls". A node without eth_simulateV1 can still simulate a single call with
-plain `eth_call` (revisions-grounding "Pre-tx simulation"). Revert data is decoded into a reason.
+All calls of all actions go into one `eth_simulateV1` block, so state carries across calls (the approve before a
+swap, a borrow before a repay). A node without eth_simulateV1 can still simulate a single call with plain
+`eth_call`. Revert data is decoded into a reason. See docs/design/chain.md#several-actions-in-one-decision.
 """
 
 from __future__ import annotations

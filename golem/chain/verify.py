@@ -1,8 +1,8 @@
-"""Step 8 VERIFY: ground truth from the chain (heartbeat step 8; revisions-grounding "Outcome
-Verification"): receipts, a re-read of the touched balances, and predicted-vs-actual deviations.
+"""Step 8 VERIFY: ground truth from the chain: receipts, a re-read of the touched balances, and
+predicted-vs-actual deviations.
 
 The prediction is the simulation's `expected` deltas; the truth is the receipt plus the balances
-re-read after execution, compared with the observation taken before it.
+re-read after execution, compared with the observation taken before it. See docs/design/chain.md#verifying-outcomes.
 """
 
 from __future__ import annotations
