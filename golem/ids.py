@@ -30,7 +30,7 @@ def cycle_workflow_id(golem_id: str, kind: str, tick: int) -> str:
 
 
 def monitor_workflow_id(golem_id: str) -> str:
-    """The heartbeat-monitor archetype beside the golem."""
+    """The heartbeat monitor beside the golem."""
     return f"golem-{golem_id}-monitor"
 
 

@@ -47,7 +47,7 @@ def observe(
     strategy: Strategy | None = None,
 ) -> Observation:
     """Probes (merged with probes carried from dropped ticks) and the regime, from a snapshot; with a
-    topology view, each anomaly carries its topology curiosity modifier (grimoire "Feeding the Curiosity Scorer").
+    topology view, each anomaly carries its topology curiosity modifier (docs/design/grimoire.md#knowledge-graph).
     The position probe's lines come from `strategy` (golem.cognition.lines)."""
     thresholds = strategy_lines(strategy, cfg.probes, cfg.wake).probe_thresholds(cfg.probes)
     probes = run_probes(snapshot, state, thresholds, kill_switch_triggered,

@@ -1,4 +1,4 @@
-"""Durable decision state held by GolemWorkflow (ARCHITECTURE "State ownership")."""
+"""Durable decision state held by GolemWorkflow: what the golem decided travels here; bulk state stays on disk."""
 
 from __future__ import annotations
 

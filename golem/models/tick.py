@@ -1,4 +1,4 @@
-"""What flows between the steps of one theta tick (ARCHITECTURE "One tick, as data").
+"""What flows between the steps of one theta tick (docs/design/tick.md).
 
 Every activity takes one of these models and returns one, so fields can be added later
 without breaking running workflows. Nothing here may carry a key.
