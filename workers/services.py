@@ -88,7 +88,7 @@ class GolemServices:
         self.deployment = load_deployment(config, self.w3, self.data_dir, self._signer.address if self._signer else None)
         self.account = self._signer.address if self._signer else self.deployment.golem_account
         chain_id = self.chain_id = self.w3.eth.chain_id
-        # Against an external RPC the golem dry-runs unless started live (ARCHITECTURE "The world").
+        # Against an external RPC the golem dry-runs unless started live (docs/concepts/world.md).
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
 
         def open_grimoire() -> None:

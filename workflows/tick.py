@@ -201,7 +201,7 @@ class ThetaTickWorkflow:
         if ctx.wire < 2:
             workflow.upsert_search_attributes([SA_REGIME.value_set(observation.regime.value)])
 
-        # Step 3: ANALYZE (retrieval moves after gating: heartbeat "Adaptive Clock", theta phase 4)
+        # Step 3: ANALYZE (retrieval moves after gating: only an escalated tick retrieves)
         self._enter(HeartbeatState.ANALYZING)
         analysis = await self._step(TickActivities.analyze, AnalyzeInput(ctx=self._for(ctx, "analyze"), **self._seen("analyze"), observation=observation), ctx)
 
