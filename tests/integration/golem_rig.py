@@ -129,7 +129,7 @@ def write_golem_home(tmp: Path, golem_id: str, rpc_url: str, dep: Deployment, *,
                   "delta_theta_ticks": 10, "continue_as_new_ticks": 12, "dream_every_ticks": 15},
         "heartbeat": {"step_timeout_seconds": 10.0},
         "probes": {"kill_switch_path": str(tmp / "killswitch")},
-        # Dream phases run their live-chain checks but start no Anvil forks unless a test asks (issue 18): a fork
+        # Dream phases run their live-chain checks but start no Anvil forks unless a test asks: a fork
         # per scenario would add seconds to every rig test that reaches a dream.
         "dream": {"forks": False},
         # A learned rule's trial runs two backtests (minutes): only the tests of it switch it on

@@ -1,4 +1,4 @@
-"""Issue 19: the live dashboard in a real headless Chromium (Debian's `chromium`, driven by Playwright).
+"""The live dashboard in a real headless Chromium (Debian's `chromium`, driven by Playwright).
 
 The page loads with its history, a new tick appears without a reload (SSE), a steer sent from the form
 reaches the workflow, and the page renders in < 300 ms with 10,000 ticks of history. Screenshots are saved
@@ -90,7 +90,7 @@ async def test_page_renders_10k_ticks_under_300ms(tmp_path):
 
 @needs_chromium
 async def test_live_page_shows_new_ticks_and_its_steer_reaches_the_workflow(temporal_client, tmp_path, request):
-    # A Hayflick limit far beyond the test: the status line shows the distance (issue 19's heartbeat-monitor vitals).
+    # A Hayflick limit far beyond the test: the status line shows the distance (the heartbeat monitor's vitals).
     rig = make_rig(tmp_path, _gid(request), "calm", theta=0.4, lifespan={"hayflick_ticks": 100_000})
     rig.start_market(interval=0.3)
     store = CycleStore(rig.data_dir)

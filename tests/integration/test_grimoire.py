@@ -124,7 +124,7 @@ def test_reopen_reuses_table_and_second_reader_sees_writes(tmp_path, embedder):
 
 def test_reopen_with_other_model_reembeds_or_says_so(tmp_path, embedder):
     """A different model (here WordLlama truncated to 64-d, a real second vector space) never mixes with the
-    stored vectors: the store re-embeds everything (rev. 8), or refuses clearly when asked to."""
+    stored vectors: the store re-embeds everything, or refuses clearly when asked to."""
     EpisodeStore(tmp_path / "db", embedder).upsert_many([make_ep(1, CRASH), make_ep(2, CALM)])
     small = WordLlamaEmbedder(trunc_dim=64)
     with pytest.raises(ValueError, match="256.*golem grimoire reembed"):

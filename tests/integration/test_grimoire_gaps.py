@@ -1,4 +1,4 @@
-"""Issue 6 gaps: `golem grimoire playbook log|diff|rollback` on a real data dir, the EpisodeStore table accessor,
+"""`golem grimoire playbook log|diff|rollback` on a real data dir, the EpisodeStore table accessor,
 idempotent causal-edge re-import, and the embedding drift check — real SQLite, LanceDB and WordLlama."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_scheduled_drift_check_pins_then_compares(tmp_path):
 
 
 def test_norm_variance_jump_is_a_distribution_shift(tmp_path):
-    """Rev. 8 signal 3: a sudden increase of the reference vectors' norm variance → critical (pause writes)."""
+    """Drift signal 3: a sudden increase of the reference vectors' norm variance → critical (pause writes)."""
     import json
 
     from golem.grimoire.embeddings import NORM_VARIANCE_CRITICAL_RATIO, default_embedder, scheduled_drift_check

@@ -1,4 +1,4 @@
-"""Issue 15: retrieval answers the question asked — as-of time, relevance first, warnings first for actions,
+"""Retrieval answers the question asked — as-of time, relevance first, warnings first for actions,
 regime congruence, abstention — on real LanceDB + SQLite stores with the default embedder."""
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def test_episodes_are_evidence_beyond_the_entries_they_produced(tmp_path):
     assert 1 <= sum(i.source == "episode" for i in res.items) <= 2
 
 
-# ---- issue 15, second pass: the misses --------------------------------------------------------------------------
+# ---- second pass: the misses left after the first --------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

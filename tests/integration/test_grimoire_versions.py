@@ -1,5 +1,5 @@
 """The Grimoire's LanceDB tables keep versions by count as well as by age, and the stores clean up on a cadence of
-their own writes (golem/grimoire/lance.py: VersionRetention; issue 14's soak bound). Real LanceDB tables.
+their own writes (golem/grimoire/lance.py: VersionRetention; the soak's growth bound). Real LanceDB tables.
 
 Before: versions were kept ten minutes and cleaned only in the delta cycle, so at a fast theta hundreds of versions
 — several of them a whole copy of the table (decay, consolidation, compaction rewrite it) — stayed on disk and the

@@ -1,4 +1,4 @@
-"""Issue 16 on real Temporal + Anvil: an owner rule that keeps paying becomes a learned PLAYBOOK rule at the delta
+"""Learning on real Temporal + Anvil: an owner rule that keeps paying becomes a learned PLAYBOOK rule at the delta
 cycle, and that rule then changes a later offline decision on chain — with its entry id in the record, Reflexion's
 numbers beside it and the credit its verified outcome gave."""
 

@@ -47,7 +47,7 @@ async def test_retrieve_finds_the_relevant_episode_with_scores_and_abstains_at_t
 
 
 async def test_an_owner_question_about_an_earlier_tick_is_asked_as_of_that_tick(rig):
-    """Issue 15: "the retrieve activity when a question concerns the past" passes as_of — a steer asking about tick
+    """"the retrieve activity when a question concerns the past" passes as_of — a steer asking about tick
     8,000 gets the repay line in force then (superseded since) and not the one written later."""
     services = rig.services()
     acts = TickActivities(services)

@@ -1,4 +1,4 @@
-"""Every run of a tick keeps its record (issue 21): Temporal resets of an acted tick and of a failed tick,
+"""Every run of a tick keeps its record: Temporal resets of an acted tick and of a failed tick,
 driven through the service API and the bundled `temporal` CLI, on the real dev server, Anvil and SQLite.
 Each run writes its own record and index row, `golem show` lists them, the wallet's nonce shows that no
 transaction was sent twice, and the parent golem keeps ticking without folding a reset run."""

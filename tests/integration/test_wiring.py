@@ -1,12 +1,9 @@
-"""Every wire guarded (issue 14): each test here fails when one call of the running loop is deleted.
+"""Every wire guarded: each test here fails when one call of the running loop is deleted.
 
-A review deleted single calls from the loop and most deletions left every test green. Each test below
-names the line it guards; deleting that line (or branch) turns the test red. They call the activities
-directly on real parts (Anvil, LanceDB, SQLite; the LLM faked at the HTTP boundary), except
-`learn_at_delta`, which lives in workflow code and runs on the Temporal dev server.
-
-The chain here is an Anvil started with chain id 8453: to the golem it is an external RPC, so without
-`--live` it dry-runs (ARCHITECTURE "The world"); tests that need sends pass `live=True` (as `--live` does).
+Each test names the line it guards; deleting that line (or branch) turns it red. They call the activities directly
+on real parts (Anvil, LanceDB, SQLite; the LLM faked at the HTTP boundary), except `learn_at_delta`, which lives in
+workflow code and runs on the Temporal dev server. The chain is an Anvil with chain id 8453: to the golem an
+external RPC, so it dry-runs unless a test passes `live=True` (as `--live` does).
 """
 
 from __future__ import annotations
@@ -234,7 +231,7 @@ async def test_a_tool_strategy_forbids_is_dropped_from_the_llm_decision(chain, t
     assert [a.tool for a in d.actions] == [], f"a forbidden tool reached the write path: {d.actions}"
     assert "borrow: STRATEGY.md says MUST NOT borrow" in d.record.rejections, d.record.rejections
     assert d.record.recommends_action is False
-    # the gate is safety's before_agent_start member, fired in the registry's order (issue 17)
+    # the gate is safety's before_agent_start member, fired in the registry's order
     assert d.record.before_agent_start == ["tools", "context", "compiler", "model-router", "safety"]
     # the request carries the tools member's schemas and the model-router's model
     offered = decision_tools(services.config.policy.approved_assets)
@@ -245,7 +242,7 @@ async def test_a_tool_strategy_forbids_is_dropped_from_the_llm_decision(chain, t
 
 @pytest.mark.parametrize("disabled", [[], ["playbook"]])
 async def test_the_playbook_enters_the_prompt_through_system_prompt_unless_switched_off(chain, tmp_path, disabled):
-    """system_prompt's playbook member (runtime-extensions §3, issue 17) puts PLAYBOOK.md in the T2 system prompt;
+    """System_prompt's playbook member puts PLAYBOOK.md in the T2 system prompt;
     with `[extensions] disabled = ["playbook"]` in golem.toml it does not run and the prompt has no playbook part."""
     api = FakeMessagesAPI(message([decide("hold", 0.6, False)]))
     services = _with_fake_claude(chain.golem(tmp_path, inference={"provider": "anthropic"},
@@ -271,7 +268,7 @@ async def test_the_playbook_enters_the_prompt_through_system_prompt_unless_switc
 def test_session_opens_the_grimoire_and_a_failed_tick_is_recorded_its_event_unless_observability_is_off(
         chain, tmp_path, disabled):
     """session(start)'s grimoire member opens the stores as the services start; a failed tick is recorded either
-    way, and the error hook's observability member emits its event (runtime-extensions §3, issue 17) — switched
+    way, and the error hook's observability member emits its event — switched
     off, the record and no event."""
     services = chain.golem(tmp_path, extensions={"disabled": disabled})
     assert services.session == ["grimoire"] and services.episodes is not None
@@ -284,7 +281,7 @@ def test_session_opens_the_grimoire_and_a_failed_tick_is_recorded_its_event_unle
 
 
 async def test_a_cached_decision_is_gated_by_a_must_added_since(chain, tmp_path):
-    """System 1 (§S11) answers from the decision cache without the LLM; a `MUST NOT borrow` the owner added
+    """System 1 answers from the decision cache without the LLM; a `MUST NOT borrow` the owner added
     after the borrow was cached still keeps it off the write path."""
     borrow = message([tool_use("borrow", {"amount": 500}, 0), decide("borrow", 0.7, True, decision="borrow 500")])
     api = FakeMessagesAPI(*([borrow] * 3))
@@ -354,11 +351,11 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
         final = await asyncio.wait_for(handle.result(), timeout=180)
     assert final.last_delta_tick == 10, "the delta cycle ran"
     learned = final.learned_gating
-    # Outcome feedback (§S5) judged ticks 0..8 at the delta (horizon 1: tick 9's window was still open).
+    # Outcome feedback judged ticks 0..8 at the delta (horizon 1: tick 9's window was still open).
     assert learned.feedback_rounds == 1 and learned.stats.judged >= 9, learned.stats
     assert learned.judged_through_tick >= 8
     assert min(e.tick for e in learned.log) > learned.judged_through_tick, "judged ticks leave the log"
-    # rev. 12's external trend is measured at the delta from the ticks' equity events (delta_report).
+    # the external trend is measured at the delta from the ticks' equity events (delta_report).
     from golem.events.store import EventStore
 
     trend = EventStore(rig.data_dir).read(kinds=["quality.external_trend"])

@@ -1,4 +1,4 @@
-"""Config versions (issue 12): the hash, the diff and the validator's refusals, as pure functions."""
+"""Config versions: the hash, the diff and the validator's refusals, as pure functions."""
 
 from __future__ import annotations
 

@@ -257,7 +257,7 @@ def test_deployment_rejects_missing_keys_and_bad_addresses() -> None:
 
 def test_a_contract_is_built_once_per_client_address_and_abi() -> None:
     """web3 builds a class per ABI function and event for each Contract: built every tick, that garbage grew the
-    worker's heap (issue 14). The same client, address and ABI give the same Contract; another client its own."""
+    worker's heap. The same client, address and ABI give the same Contract; another client its own."""
     import gc
 
     d = _deployment()

@@ -1,4 +1,4 @@
-"""Pure parts of the dream cycle (issue 18): scheduler urgency and rev. 6 doubling, Tier 1 threat lists, REM
+"""Pure parts of the dream cycle: scheduler urgency and the doubling of rehearsal, Tier 1 threat lists, REM
 scenarios named by their source episode, the rehearsal verdict, the staging buffer's promotion, threat coverage."""
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def test_revert_gas_and_thin_pool_are_each_named():
 
 
 def test_gas_over_the_emergency_slice_is_a_note_over_the_whole_partition_a_problem():
-    """§S10's gate never defers a protective action (golem/safety/gas.py): a sequence over the $2 slice still runs
+    """The gas gate never defers a protective action (golem/safety/gas.py): a sequence over the $2 slice still runs
     and is noted; only a sequence over the whole day's partition is more than the golem can afford."""
     sc = Scenario(name="liquidation cascade", threat=ThreatKind.LIQUIDATION_CASCADE, crisis=Crisis(price_shock=-0.3))
     chk = ResponseCheck(where="live", actions=["repay 100", "swap 1 WETH to USDC", "repay 50"], gas_usd=2.45,

@@ -1,4 +1,4 @@
-"""The hooks fire the registry's members in the spec's order (runtime-extensions §3–5): tool_call in the write
+"""The hooks fire the registry's members in their declared order: tool_call in the write
 path (telemetry → safety → risk → permits → coordination; the first block wins), before_agent_start before
 decide (tools → context → compiler → model-router → safety)."""
 

@@ -1,4 +1,4 @@
-"""The extension registry: layers, dependencies, the spec's firing orders, optional switches (issue 17)."""
+"""The extension registry: layers, dependencies, the declared firing orders, optional switches."""
 
 import pytest
 
@@ -33,7 +33,7 @@ def test_an_unknown_dependency_and_a_cycle_are_refused():
 
 
 def test_a_hook_the_spec_gives_no_place_is_refused():
-    with pytest.raises(RegistryError, match="'daimon2' .* serves after_turn, but the spec's after_turn order"):
+    with pytest.raises(RegistryError, match="'daimon2' .* serves after_turn, but the declared after_turn order"):
         build_registry(extra=[Extension(name="daimon2", layer=2, hooks=frozenset({"after_turn"}))])
 
 

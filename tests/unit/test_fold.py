@@ -223,7 +223,7 @@ def test_rejections_leave_status_after_visible_ticks_and_undated_ones_go_at_once
 
 
 def test_a_kill_that_lands_during_a_tick_survives_the_ticks_fold():
-    """issue 17: the owner's kill sets death_cause while a tick runs; that tick's result carries the life its
+    """The owner's kill sets death_cause while a tick runs; that tick's result carries the life its
     reflect computed from the living state, and must not erase the kill."""
     from golem.models.life import LifeState
     from golem.models.state import LifeUpdate, PADVector, VitalityState

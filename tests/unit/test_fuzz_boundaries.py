@@ -1,4 +1,4 @@
-"""Issue 14, fuzzing (hypothesis) of what crosses a boundary into the golem: steer / follow-up signal payloads,
+"""Fuzzing (hypothesis) of what crosses a boundary into the golem: steer / follow-up signal payloads,
 STRATEGY.md and golem.toml text, the LLM's tool-use answers (and the PolicyCage behind them), grimoire import
 lines and backtest CSVs. (RPC answers: tests/integration/test_fuzz_rpc.py, through a proxy in front of Anvil.)
 

@@ -1,4 +1,4 @@
-"""Rev. 8 embedding integrity: every vector carries {model, version, dim}; a model switch re-embeds everything in
+"""Embedding integrity: every vector carries {model, version, dim}; a model switch re-embeds everything in
 one commit (never part of it); `[grimoire] embedder` config and the nomic/fastembed option's error path; the
 drift check's pause of writes, the pending queue, `golem grimoire reembed | resume | stats`.
 

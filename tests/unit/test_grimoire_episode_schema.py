@@ -1,4 +1,4 @@
-"""The Episode fields of grimoire "Episode Struct" (type, tool, outcome, chain, token pair, timestamp, importance,
+"""The Episode fields (type, tool, outcome, chain, token pair, timestamp, importance,
 consolidated, tools, emotional tag, gain): derivation from a DecisionCycleRecord, defaults for episodes without one,
 storage round trip, consolidation marks, the migration of a table written by the previous schema, and JSONL
 transfer. Real LanceDB in tmp dirs, the real WordLlama embedder."""

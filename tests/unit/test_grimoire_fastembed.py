@@ -110,7 +110,7 @@ def test_a_wrong_dimension_is_refused(tiny):
 
 
 def test_switching_a_store_to_the_fastembed_model_re_embeds_everything(tmp_path, tiny):
-    """Rev. 8: a model switch re-embeds every row in one commit, with the new identity on every row."""
+    """A model switch re-embeds every row in one commit, with the new identity on every row."""
     path = tmp_path / "episodes.lance"
     old = EpisodeStore(path, default_embedder())
     old.upsert_many([Episode(id=episode_id("g", t), golem_id="g", tick=t, created_at="2026-11-01T00:00:00+00:00",

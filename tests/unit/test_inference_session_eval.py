@@ -1,4 +1,4 @@
-"""Session sidecar (Merkle conversation tree), evaluator separation (rev. 2), workspace and decision properties."""
+"""Session sidecar (Merkle conversation tree), evaluator separation, workspace and decision properties."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The layers (issue 13): golem/ is the domain and imports none of the layers above it — not Temporal, not the
+"""The layers: golem/ is the domain and imports none of the layers above it — not Temporal, not the
 workflows, activities or workers, not infra (the stack's launchers) and not the CLI. Checked on the source with
 `ast`: every import statement, at module level or inside a function, and importlib.import_module("...") /
 __import__("...") with a literal name — what importing the modules would not show (a function-local import only

@@ -1,4 +1,4 @@
-"""The after_turn chain inside reflect (issue 17): the registry's order, each member writing its part of the
+"""The after_turn chain inside reflect: the registry's order, each member writing its part of the
 record, and what comes back for GolemWorkflow to fold."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The daimon: appraisal → PAD decaying to a baseline → Plutchik emotion; somatic markers (issue 17)."""
+"""The daimon: appraisal → PAD decaying to a baseline → Plutchik emotion; somatic markers."""
 
 import itertools
 import json

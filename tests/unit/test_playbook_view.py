@@ -1,4 +1,4 @@
-"""Issue 16: PLAYBOOK.md is a view of the admitted semantic store — learned rules, dream guards and distilled
+"""PLAYBOOK.md is a view of the admitted semantic store — learned rules, dream guards and distilled
 heuristics pass the admission gate; quarantined, superseded and decayed entries stay out; the 0.7 / 0.4
 hysteresis and the heuristic id as the rule's entry id are kept. Real SQLite + LanceDB in temp dirs."""
 
@@ -110,7 +110,7 @@ def test_a_dream_guard_at_0_7_reaches_the_playbook_through_the_gate(tmp_path, em
     item = StagedItem(id="g1", cycle_tick=10, kind=StageKind.GUARD, content="guard", scenario="liquidation cascade",
                       status=StageStatus.VALIDATED, trigger=Trigger(health_below=2.0),
                       rule="WHEN health_factor < 2 THEN repay 25% debt")
-    _guard_evidence(hs, item, "g", [11, 12])  # 0.5 + 2 × 0.1 = 0.7: issue 18's validated guard
+    _guard_evidence(hs, item, "g", [11, 12])  # 0.5 + 2 × 0.1 = 0.7: a validated dream guard
     path = tmp_path / "PLAYBOOK.md"
     assert _compile(hs, sem, path, 20)[1].excluded  # not offered yet: not in PLAYBOOK.md
     assert rules_in(path.read_text(), "PLAYBOOK.md", EXAMPLE) == []
@@ -146,7 +146,7 @@ def test_survival_counts_new_heuristics_still_compiled_a_horizon_later(tmp_path,
 
 def test_reinforcing_a_rule_never_rewrites_its_trigger_while_prose_takes_fresh_numbers(tmp_path):
     """A later dream's guard for the same situation ("HF < 1.5") reinforces the earlier one ("HF < 1.8") without
-    lowering its trigger: a rule's numbers move only through the Curator's EDIT (issue 18b's finding)."""
+    lowering its trigger: a rule's numbers move only through the Curator's EDIT ."""
     from golem.grimoire.heuristics import HeuristicStore
 
     store = HeuristicStore(tmp_path / "heuristics.sqlite")

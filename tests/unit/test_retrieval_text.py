@@ -1,4 +1,4 @@
-"""Issue 15: the text side of retrieval — past ticks in a question, proper names, the lexical terms."""
+"""The text side of retrieval — past ticks in a question, proper names, the lexical terms."""
 
 from __future__ import annotations
 

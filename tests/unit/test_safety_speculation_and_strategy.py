@@ -1,4 +1,4 @@
-"""§S8 co-occurrence EMA speculation (read tools only) and the rev. 10 strategy validation stages."""
+"""Co-occurrence EMA speculation (read tools only) and the strategy validation stages."""
 
 from __future__ import annotations
 

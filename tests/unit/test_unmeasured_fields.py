@@ -1,5 +1,5 @@
-"""Issue 14: a record field is computed from what happened, or it is absent. pad_after, primary_emotion and
-credit_consumed are computed by the after_turn chain's daimon and lifespan (issue 17, tests/unit/
+"""A record field is computed from what happened, or it is absent. pad_after, primary_emotion and
+credit_consumed are computed by the after_turn chain's daimon and lifespan (tests/unit/
 test_life_after_turn.py); the record step 9 builds before that chain leaves them out, the cycle index stores NULL,
 the episode has no emotional tag — and records written before, which carry the old constants, still load."""
 

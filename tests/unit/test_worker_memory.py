@@ -1,4 +1,4 @@
-"""The worker's memory split (workers/memory.py) on its /metrics, and the soak reading it from there (issue 14)."""
+"""The worker's memory split (workers/memory.py) on its /metrics, and the soak reading it from there."""
 
 from __future__ import annotations
 
