@@ -3,7 +3,8 @@
     python bench/grimoire.py [--episodes 10000] [--entries 2000] [--queries 50] [--big 100000] [--index IVF_PQ]
 
 --big N adds an ANN-indexed run of N episodes with its recall@10 against the exact search. Never fails.
-Targets (p50 <= 30 ms at 10k, <= 60 ms at 100k; recall@10 >= 0.95): docs/development/tests.md#what-each-benchmark-measures.
+Targets (p50 <= 30 ms at 10k, <= 60 ms at 100k; recall@10 >= 0.95):
+docs/development/tests.md#what-each-benchmark-measures.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Regime detection against labels, after the 20-tick warm-up (the regime's SMA period): the labelled set's tune part (even
+"""Regime detection against labels, after the 20-tick warm-up (the SMA period): the labelled set's tune part (even
 seeds of the tuned families), its held-out part (odd seeds + families never tuned on), a sweep of the absolute
 volatility line on the tune part, the simulator's `volatile` scenario (the demo that tagged 1 tick in 650), and
 the shipped scenario paths (never tuned on; the detector replayed over each path's pool prices — `golem backtest`

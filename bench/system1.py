@@ -41,8 +41,9 @@ DAY_TICKS = 1200
 # scenario label → simulator scenario ("normal" is the trending path: steady drift, low noise — the cost
 # model's normal day ticks at the standard 60 s, the trending regime's interval)
 SCENARIOS = {"calm": "calm", "normal": "trending", "volatile": "volatile"}
-# the daily cost model (docs/design/inference.md#cost): T0 rate, T1 calls, T1 cost, T2 calls, T2 cost, raw daily. The call counts are
-# shares of 5,760 ticks/day (the table's "every tick at T2" line): calm 8 % T1 / 2 % T2, normal 15 / 5, volatile 25 / 15.
+# the daily cost model (docs/design/inference.md#cost): T0 rate, T1 calls, T1 cost, T2 calls, T2 cost, raw daily. The
+# call counts are shares of 5,760 ticks/day (the table's "every tick at T2" line): calm 8 % T1 / 2 % T2, normal 15 / 5,
+# volatile 25 / 15.
 SPEC = {
     "calm": (0.90, 461, 0.92, 115, 5.76, 6.68),
     "normal": (0.80, 864, 1.73, 288, 14.40, 16.13),

@@ -2,8 +2,9 @@
 
 Prints the facts true at a block (default: the newest block the graph has seen), the golem's positions, and
 every entity within 3 hops of them with its hop distance and topology curiosity modifier
-(docs/design/grimoire.md#knowledge-graph). Reads <data>/grimoire/semantic.sqlite only (no embedder, no chain); names contract
-addresses from <data>/deployment.json when it is there. The report itself: golem.grimoire.topology.topology_report.
+(docs/design/grimoire.md#knowledge-graph). Reads <data>/grimoire/semantic.sqlite only (no embedder, no chain);
+names contract addresses from <data>/deployment.json when it is there.
+The report itself: golem.grimoire.topology.topology_report.
 """
 
 from __future__ import annotations

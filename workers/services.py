@@ -187,8 +187,8 @@ class GolemServices:
         return parse_strategy(self.strategy_text_for(ctx))
 
     def strategy_viability(self, observation, phase: BehavioralPhase, ctx: TickContext | None = None) -> StrategyValidation:
-        """The strategy validation pipeline (schema, consistency, range, risk, dry-run), once per version of the file and of
-        the limits (the tick's config version's, not the worker's file)."""
+        """The strategy validation pipeline (schema, consistency, range, risk, dry-run), once per version of the
+        file and of the limits (the tick's config version's, not the worker's file)."""
         text = self.strategy_text_for(ctx)
         limits = self.safety.limits_for(ctx.config if ctx is not None else None)
         key = f"{hashlib.sha256(text.encode()).hexdigest()}:{limits.policy_hash()}:{phase.value}"

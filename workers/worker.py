@@ -54,7 +54,8 @@ def build_worker(
     # The extension registry's start-up check: a layer violation, a missing dependency or
     # a non-optional extension switched off in golem.toml stops the worker here, naming both sides.
     registry_for(services.config.extensions.disabled)
-    start_trimmer()  # malloc's free pages back to the OS every 30 s (a soak's heap kept growing without it; GOLEM_MALLOC_TRIM_SECONDS)
+    # malloc's free pages back to the OS every 30 s (a soak's heap kept growing without it; GOLEM_MALLOC_TRIM_SECONDS)
+    start_trimmer()
     return Worker(
         client,
         task_queue=task_queue(services.config.golem.id),

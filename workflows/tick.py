@@ -84,8 +84,8 @@ class ThetaTickWorkflow:
 
     @workflow.signal
     def steer(self, raw: Any) -> None:
-        """A steer forwarded by GolemWorkflow while this tick runs (docs/design/tick.md#steers): the steer hook's intervention
-        member takes it. Pure Python, no command. Only optional extensions can be switched
+        """A steer forwarded by GolemWorkflow while this tick runs (docs/design/tick.md#steers): the steer
+        hook's intervention member takes it. Pure Python, no command. Only optional extensions can be switched
         off and intervention is not one, so this build's registry has every golem's steer order (the tick's config
         may arrive by version only)."""
         fire(registry_for(), "steer", {"intervention": lambda: self._take_steer(raw)})

@@ -17,7 +17,7 @@ from golem.models.observation import Anomaly, ChainSnapshot, ProbeResult
 from golem.models.state import GolemState
 
 RSI_PERIOD = 14
-# RSI bands: "divergence from mean" → Low, "extreme oversold/overbought" → High .
+# RSI bands: "divergence from mean" → Low, "extreme oversold/overbought" → High.
 RSI_LOW_BAND = (30.0, 70.0)
 RSI_HIGH_BAND = (20.0, 80.0)
 

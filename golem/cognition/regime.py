@@ -24,10 +24,10 @@ MIN_RETURN_SIGMA = 0.001
 # The narrowest σ the SMA rows use: 50 bps of the SMA, the price probe's Low threshold
 # (price_delta_low_bps) — moves smaller than that are noise, not a trend.
 MIN_PRICE_SIGMA = 0.005
-# The absolute volatility line: the relative rule's 2× ratio applied to a "normal" market whose typical per-tick move is the
-# price probe's Low threshold (price_delta_low_bps = 50 bps): σ(returns) > 2 × 0.5 % = 1 % per tick is
-# volatile whatever the golem's own history says. Tuned on golem/cognition/regime_labels.py (even seeds) and
-# checked on the held-out odd seeds: bench/regime_accuracy.py.
+# The absolute volatility line: the relative rule's 2× ratio applied to a "normal" market whose typical per-tick move is
+# the price probe's Low threshold (price_delta_low_bps = 50 bps): σ(returns) > 2 × 0.5 % = 1 % per tick is volatile
+# whatever the golem's own history says. Tuned on golem/cognition/regime_labels.py (even seeds) and checked on the
+# held-out odd seeds: bench/regime_accuracy.py.
 ABSOLUTE_VOLATILE_SIGMA = 0.01
 
 

@@ -36,7 +36,8 @@ CREATE INDEX IF NOT EXISTS events_kind ON events(kind, seq);
 CREATE INDEX IF NOT EXISTS events_time ON events(time);
 """
 
-# A live view needs far fewer events to reconnect; on disk we keep more, so an owner can scroll back a month: 30 days, at most 200,000 events (10k ticks of history × their ~10 events each fit).
+# A live view needs far fewer events to reconnect; on disk we keep more, so an owner can scroll back a month: 30 days,
+# at most 200,000 events (10k ticks of history × their ~10 events each fit).
 RETENTION_DAYS = 30
 RETENTION_MAX_EVENTS = 200_000
 PRUNE_EVERY = 500  # appends between retention passes

@@ -95,8 +95,8 @@ class Completion:
 @dataclass(frozen=True)
 class ModelChoice:
     """The model-router's part that runs before the prompt exists (before_agent_start): tier → model under
-    today's spend (the soft cap and the Sonnet ceiling, docs/design/inference.md#cost). The token-based part — the worst-case
-    cost of the built request against the daily cap — is `price_route`, once the prompt is built."""
+    today's spend (the soft cap and the Sonnet ceiling, docs/design/inference.md#cost). The token-based part — the
+    worst-case cost of the built request against the daily cap — is `price_route`, once the prompt is built."""
 
     tier: Tier
     model: str

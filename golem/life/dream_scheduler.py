@@ -21,7 +21,8 @@ TAGS_FOR_FULL = 5  # five curator-flagged episodes saturate the term (ours)
 # "volatilityQuintile >= 4 or liquidityCondition === 'thin' → double Tier 1 threat rehearsal".
 # We read the volatile and crash-like regimes as quintile ≥ 4.
 DOUBLING_REGIMES = frozenset({MarketRegime.VOLATILE, MarketRegime.TRENDING_DOWN})
-# A thin pool: its TVL at or below this share of its median over the recent tick records (the threshold is ours). Read by the threat phase when the cycle runs.
+# A thin pool: its TVL at or below this share of its median over the recent tick records (the threshold is ours). Read
+# by the threat phase when the cycle runs.
 THIN_LIQUIDITY_SHARE = 0.5
 
 

@@ -1,7 +1,7 @@
 """The lifespan extension's after_turn: the three mortality clocks, vitality, the behavioural phase and the
 death triggers. Pure: every input comes in, nothing is read from a clock or a file.
 
-vitality = economic × epistemic × stochastic; the phase follows from it (golem.cognition.threshold.phase_for_vitality).
+vitality = economic × epistemic × stochastic; the phase follows (golem.cognition.threshold.phase_for_vitality).
 Death: the credit spent, the hazard, the Hayflick limit reached, or Terminal `terminal_ticks` ticks in a row.
 Each clock's formula and why: docs/design/life.md#mortality-clocks.
 """

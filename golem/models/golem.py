@@ -78,7 +78,8 @@ class GolemStatus(BaseModel):
     rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)
     failed_ticks: list[int] = Field(default_factory=list)
     run_ticks: int = 0  # ticks in this run (before continue-as-new)
-    decision_cache: dict[str, Any] = Field(default_factory=dict)  # decision cache: lookups, hits, hit_rate, entries, invalidations
+    # decision cache: lookups, hits, hit_rate, entries, invalidations
+    decision_cache: dict[str, Any] = Field(default_factory=dict)
     learned_gating_active: bool = False  # past the cold start: Hedge + Thompson choose the tier
     config_version: str = ""  # the config version the golem runs on ("" = started before versions existed)
     chain: ChainHealth = Field(default_factory=ChainHealth)  # RPC health: last good read, errors in a row, alert
@@ -168,7 +169,8 @@ class ConsolidationResult(BaseModel):
     playbook_revision: int | None = None
     playbook_path: str = ""
     followups_delivered: list[str] = Field(default_factory=list)
-    embedding_drift: dict[str, Any] = Field(default_factory=dict)  # embedding drift check: status, max distance, nn stability
+    # embedding drift check: status, max distance, nn stability
+    embedding_drift: dict[str, Any] = Field(default_factory=dict)
     admission: AdmissionStats = Field(default_factory=AdmissionStats)
     quarantine_review: QuarantineReviewStats = Field(default_factory=QuarantineReviewStats)
     inference_cost_usd: float = 0.0  # future-utility calls; GolemWorkflow adds it to the daily spend

@@ -20,8 +20,8 @@ class ToolCallRecord(BaseModel):
 
 
 class ExpectedOutcome(BaseModel):
-    """What a decision that acts says it expects (predict-then-compare, docs/design/learning.md#predict-then-compare), projected from the
-    pre-tick state by golem/learning/expectation.py for either deliberator."""
+    """What a decision that acts says it expects (docs/design/learning.md#predict-then-compare), projected from
+    the pre-tick state by golem/learning/expectation.py for either deliberator."""
 
     health_factor_before: float | None = None
     health_factor_after: float | None = None  # None: no loan to project
@@ -209,7 +209,8 @@ class DecisionCycleRecord(BaseModel):
     deliberation: DeliberationRecord | None = None
     actions: list[ActionRecord] = Field(default_factory=list)
     outcome: OutcomeRecord | None = None
-    # generator/evaluator separation (docs/design/inference.md#the-evaluator): a fresh-context judgement of the outcome, metrics win.
+    # generator/evaluator separation (docs/design/inference.md#the-evaluator): a fresh-context judgement of the outcome,
+    # metrics win.
     evaluation: dict[str, Any] | None = None
     # predict-then-compare and the credit the verified outcome gave (absent on ticks that did not act)
     reflexion: Reflexion | None = None

@@ -56,9 +56,9 @@ class TickContext(BaseModel):
     config: GolemConfig | None = None
     state: GolemState
     # Non-empty: only the GolemState fields of this named slice are on the wire (a step's, or "tick" for the
-    # tick's input; golem.models.state.slice_fields; docs/design/tick.md#lean-histories); the activity rebuilds them as a slice that
-    # refuses to read any other (golem.models.slices). The name, not the list, goes on the wire: the list cost
-    # ~0.3 KB in every activity input. Empty (and no state_fields): the whole state.
+    # tick's input; golem.models.state.slice_fields; docs/design/tick.md#lean-histories); the activity rebuilds them as
+    # a slice that refuses to read any other (golem.models.slices). The name, not the list, goes on the wire: the list
+    # cost ~0.3 KB in every activity input. Empty (and no state_fields): the whole state.
     state_slice: str = ""
     # The same as an explicit field list: what inputs written before state_slice carry (still read).
     state_fields: list[str] = Field(default_factory=list)

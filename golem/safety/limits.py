@@ -24,7 +24,8 @@ class RiskLimits(BaseModel):
     model_config = {"extra": "forbid"}
     # 1–50 %, as strategy validation checks it (docs/design/safety.md#strategy-validation)
     max_drawdown_pct: float = Field(default=20.0, ge=1.0, le=50.0)
-    gas_budget_usd_per_day: float = Field(default=10.0, ge=0.0)  # the gas partition (docs/design/safety.md#the-gas-partition)
+    # the gas partition (docs/design/safety.md#the-gas-partition)
+    gas_budget_usd_per_day: float = Field(default=10.0, ge=0.0)
     gas_spike_multiple: float = Field(default=2.0, gt=1.0)  # defer above 2× the usual cost
     # The emergency slice of the gas partition, ring-fenced for protective actions (golem.safety.gas): routine
     # actions stop once the day's gas reaches (1 − this) × the budget. 20 % is the credit-balance probe's Low

@@ -1,6 +1,6 @@
 """PolicyCage: hard limits every write must pass (the safety member of the validate chain). The deliberator can
 never widen them: they come from golem.toml's [policy] section, and the permit of every approved action records the
-hash of the policy it was checked against. Order for one action: argument schema → policy → simulation ok → permit.
+hash of the policy it was checked against. Order for one action: schema → policy → simulation ok → permit.
 See docs/design/safety.md#the-validate-chain.
 """
 

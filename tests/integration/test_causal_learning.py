@@ -103,9 +103,9 @@ async def test_delta_learns_causal_edges_a_t2_workspace_shows_the_chain_and_a_fo
 
 
 async def test_the_causal_link_probe_feeds_prediction_error_when_a_learned_effect_fails_to_follow(tmp_path):
-    """The causal-link probe (docs/design/learning.md#the-causal-graph): an edge learned at weight 1.0 (oracle anomaly → health factor
-    falls within 5 ticks) whose cause fires and whose effect does not follow → High, "causal link invalidated",
-    an anomaly that raises the tick's prediction error."""
+    """The causal-link probe (docs/design/learning.md#the-causal-graph): an edge learned at weight 1.0 (oracle
+    anomaly → health factor falls within 5 ticks) whose cause fires and whose effect does not follow → High, "causal
+    link invalidated", an anomaly that raises the tick's prediction error."""
     from golem.cognition.prediction_error import compute_prediction_error
     from golem.learning.causal import CAUSAL_LINK_PROBE
 

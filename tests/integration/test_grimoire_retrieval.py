@@ -196,7 +196,7 @@ def test_episodes_are_evidence_beyond_the_entries_they_produced(tmp_path):
     assert 1 <= sum(i.source == "episode" for i in res.items) <= 2
 
 
-# ---- second pass: the misses left after the first --------------------------------------------------------------------------
+# ---- second pass: the misses left after the first --------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

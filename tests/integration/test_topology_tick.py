@@ -1,6 +1,6 @@
-"""The observe step keeps the golem's real DeFi topology in the knowledge graph (docs/design/grimoire.md#knowledge-graph)
-and gives each anomaly its topology curiosity modifier,
-which the analyze step adds to the prediction error — on a real Anvil with the deployed dev world."""
+"""The observe step keeps the golem's real DeFi topology in the knowledge graph
+(docs/design/grimoire.md#knowledge-graph) and gives each anomaly its topology curiosity modifier, which the analyze
+step adds to the prediction error — on a real Anvil with the deployed dev world."""
 
 from __future__ import annotations
 

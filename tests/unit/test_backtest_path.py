@@ -137,7 +137,7 @@ def test_export_labels_follow_the_simulator_regime():
 def test_export_pool_gas_and_volume_look_like_the_dev_world():
     rows = export_rows("volatile", 400, 7)
     assert max(abs(r.pool_price / r.oracle_price - 1) for r in rows) < 0.003  # the arbitraged pool: a few bps off
-    assert 0.8 < min(r.gas_gwei for r in rows) and max(r.gas_gwei for r in rows) < 1.25  # ~1 gwei, under the gas probe's 2×
+    assert 0.8 < min(r.gas_gwei for r in rows) and max(r.gas_gwei for r in rows) < 1.25  # ~1 gwei, < gas probe's 2×
     assert len({r.volume_usd for r in rows}) > 300 and min(r.volume_usd for r in rows) > 0
 
 
@@ -239,7 +239,7 @@ def test_v_recovery_crashes_as_crash_recovery_then_takes_it_all_back():
 
 def test_slow_bleed_is_never_surprising_tick_by_tick_yet_crosses_the_repay_line():
     rows, oracle, pool = _rows("slow_bleed")
-    assert max(abs(m) for m in _moves_bps(pool)) < PROBE.price_delta_low_bps  # the price probe's Low: > 0.5 % since last tick
+    assert max(abs(m) for m in _moves_bps(pool)) < PROBE.price_delta_low_bps  # price probe Low: > 0.5 %
     assert max(abs(m) for m in _moves_bps(oracle)) < PROBE.price_delta_low_bps
     hf = [_idle_hf(p) for p in oracle]
     first_under = next(i for i, h in enumerate(hf) if h < 1.6)  # STRATEGY.md: repay 25 % at HF < 1.6

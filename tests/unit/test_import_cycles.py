@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("golem", "activities", "workflows", "workers", "infra", "cli")
 
-# Cycles allowed for now, each as the exact set of modules in its strongly connected component (a new module joining
-# it or a new cycle fails the test). Empty since the CLI left the domain and activities depend on golem.services. A cycle
+# Cycles allowed for now, each as the exact set of modules in its strongly connected component (a new module joining it
+# or a new cycle fails the test). Empty since the CLI left the domain and activities depend on golem.services. A cycle
 # that must stay for a while goes here with the issue that removes it; test_allow_list_is_not_stale keeps it honest.
 ALLOWED_CYCLES: list[frozenset[str]] = []
 
