@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import re
+import unicodedata
+from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,13 +64,15 @@ def rel(path: Path) -> str:
 
 def slug(heading: str) -> str:
     """The anchor mkdocs' toc extension gives a heading (its default slugify)."""
-    text = re.sub(r"[^\w\s-]", "", heading.strip().lower())
+    text = unicodedata.normalize("NFKD", heading).encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
     return re.sub(r"[-\s]+", "-", text).strip("-")
 
 
-def anchors(page: Path) -> set[str]:
-    return {slug(m.group(1)) for m in re.finditer(r"^#+\s+(.+?)\s*#*\s*$", page.read_text(encoding="utf-8"),
-                                                      re.MULTILINE)}
+@lru_cache(maxsize=None)
+def anchors(page: Path) -> frozenset[str]:
+    return frozenset(slug(m.group(1)) for m in re.finditer(r"^#+\s+(.+?)\s*#*\s*$", page.read_text(encoding="utf-8"),
+                                                            re.MULTILINE))
 
 
 def findings() -> dict[str, list[str]]:
