@@ -178,8 +178,8 @@ def macd_divergence(prices: list[float]) -> bool:
 
 
 def probe_rsi(snapshot: ChainSnapshot, state: GolemState) -> ProbeResult:
-    """RSI-14 over price history + this tick's price. Low outside 30–70, High outside 20–80 (
-    row); a MACD(12,26,9) divergence from the price move is at least Low."""
+    """RSI-14 over price history + this tick's price. Low outside 30–70, High outside 20–80;
+    a MACD(12,26,9) divergence from the price move is at least Low."""
     prices = [*state.price_history, snapshot.pool.price]
     value = rsi(prices)
     if value is None:
