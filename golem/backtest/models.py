@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-# The labels a path's optional `regime` column may carry (issue 10).
+# The labels a path's optional `regime` column may carry.
 PATH_REGIMES: tuple[str, ...] = ("calm", "trending_up", "trending_down", "volatile", "crash")
 
 DEFAULT_ROW_SECONDS = 60  # a row without a timestamp column is 60 s after the previous one

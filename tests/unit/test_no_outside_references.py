@@ -42,7 +42,6 @@ ALLOWED_PREFIXES: tuple[str, ...] = (
     "golem/grimoire/",
     "golem/chain/tools.py",
     "golem/world/simulator.py",
-    "golem/backtest/",
     "workflows/golem.py",
     "activities/tick.py",
 )
