@@ -7,6 +7,7 @@ untouched, and every list it grows is bounded so the state stays small across co
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Literal
 
@@ -93,7 +94,8 @@ def accept_intervention(
 ) -> tuple[GolemState, str | None]:
     """Validate and queue a steer or follow-up. Returns (new state, rejection reason or None).
 
-    Signals are delivered at least once, so a repeated id is ignored silently (reason None). A rejection
+    Signals are delivered at least once, so a repeated id is ignored silently (reason None); a payload without an
+    id (typed into the Web UI's Send Signal) gets one from the workflow clock and its content. A rejection
     is dated by time and by the first tick that will see it: `state.tick`, or the one after it when tick
     `state.tick` already took its snapshot (`tick_running`).
     """
@@ -101,6 +103,9 @@ def accept_intervention(
     try:
         if kind not in ("steer", "follow_up"):
             raise ValueError(f"unknown intervention kind {kind!r}: use 'steer' or 'follow_up'")
+        if isinstance(raw, dict) and "id" not in raw:  # a Web UI or `temporal workflow signal` sender: name it
+            digest = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:10]
+            raw = {**raw, "id": f"auto-{now_iso}-{digest}"}  # the same payload in the same instant is one steer
         item: Steer | FollowUp = parse_intervention(kind, raw)
     except ValueError as err:
         reason = str(err)
