@@ -76,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.models.state import TICK_SLICE, DecisionCacheState, FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
     from golem.safety.gas import restore_status, spend_status
+    from workflows.clock import ReplayClock, WallClock
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
     from workflows.errors import root_cause
     from workflows.tick import SA_GOLEM_ID, SA_PHASE, SA_TICK, ThetaTickWorkflow
@@ -100,14 +101,10 @@ class GolemWorkflow:
         self._dream_child: workflow.ChildWorkflowHandle[Any, DreamResult] | None = None  # the running DreamCycleWorkflow (issue 18): a critical steer wakes it
         self._run_ticks = 0
         self._tick_snapshot_taken = False  # the running tick already holds its state snapshot
-        # The replay clock (a backtest): rows arrive by the advance_world update and are answered when done.
-        self._replay = False
-        self._world_now: datetime | None = None
-        self._last_tick_at: datetime | None = None
-        self._next_gamma_at: datetime | None = None
-        self._world_rows: list[WorldTime] = []
-        self._world_done: dict[int, WorldAdvanced] = {}
-        self._world_last = False
+        # The clock the golem reads: the wall, or a backtest's replay clock (held from the start: the driver's
+        # rows may arrive before run() has read its input).
+        self._world = ReplayClock()
+        self._clock: WallClock = WallClock()
         self._local_steps = False  # GolemWorkflowInput.local_steps: the tick's T0 steps and gamma as local activities
 
     @property
@@ -126,7 +123,7 @@ class GolemWorkflow:
 
     def _now(self) -> datetime:
         """The one clock the golem reads: the path's time in a backtest, workflow.now() live."""
-        return self._world_now if self._replay and self._world_now is not None else workflow.now()
+        return self._clock.now()
 
     # ---- signals: validated here, deduplicated by id, rejections recorded in state ----------
     @workflow.signal
@@ -173,19 +170,13 @@ class GolemWorkflow:
     async def advance_world(self, t: WorldTime) -> WorldAdvanced:
         """The chain now shows row t: tick on it if theta has elapsed in path time (or a steer waits),
         otherwise run a gamma pulse if one is due. Returns once the golem is done with the row."""
-        self._world_rows.append(t)
-        await workflow.wait_condition(lambda: t.row in self._world_done)
-        return self._world_done.pop(t.row)
+        return await self._world.hand_over(t)
 
     @advance_world.validator
     def _check_world(self, t: WorldTime) -> None:
-        if self._cfg is not None and not self._replay:
+        if self._cfg is not None and not self._clock.replay:
             raise ValueError("this golem lives by the wall clock; advance_world is for a backtest's replay clock")
-        at = datetime.fromisoformat(t.at)
-        if at.tzinfo is None:
-            raise ValueError(f"row {t.row}: time {t.at!r} needs a UTC offset")
-        if self._world_now is not None and at < self._world_now:
-            raise ValueError(f"row {t.row}: time {t.at} is before the path time already reached ({self._world_now.isoformat()})")
+        self._world.check(t)
 
     # ---- the owner's stop buttons (issue 19): updates, validated before they enter history ---------
     @workflow.update
@@ -354,25 +345,25 @@ class GolemWorkflow:
         # session(start) (runtime-extensions §3: grimoire → heartbeat): the grimoire member opened the stores at the
         # worker's start (GolemServices); heartbeat's starts the loop's state here. Pure Python, no command.
         fire(self._registry(), "session", {"heartbeat": start_heartbeat})
-        self._replay = inp.clock == "replay"
         self._local_steps = inp.local_steps
-        if self._replay:
-            self._world_now = datetime.fromisoformat(inp.world_time) if inp.world_time else None
-            self._last_tick_at = datetime.fromisoformat(inp.last_tick_at) if inp.last_tick_at else None
+        if inp.clock == "replay":
+            self._world.start(inp.world_time, inp.last_tick_at)
+            self._clock = self._world
+        replay = self._clock.replay
 
         while inp.max_ticks is None or self._s.tick < inp.max_ticks:
-            if self._replay:
+            if replay:
                 row = await self._await_row(cfg)
                 if row is None:
                     break
             if self._s.life.death_cause and workflow.patched("thanatopsis"):
-                return await self._end(row if self._replay else None)
+                return await self._end(row if replay else None)
             if self._s.paused and workflow.patched("stop-buttons"):
                 # `golem pause`: no new tick until `golem resume` (signals, queries and updates still answer).
                 self._activity = "paused"
                 await workflow.wait_condition(lambda: not self._s.paused or bool(self._s.life.death_cause))
                 if self._s.life.death_cause and workflow.patched("thanatopsis"):
-                    return await self._end(row if self._replay else None)
+                    return await self._end(row if replay else None)
             cfg = self._config  # an applied config version takes effect here, between ticks, whole
             if workflow.patched("dream-scheduler"):
                 urgency = schedule_dream(self._s, cfg)
@@ -387,26 +378,26 @@ class GolemWorkflow:
             self._run_ticks += 1
             if self._s.life.death_cause and workflow.patched("thanatopsis"):
                 # A clock ran out this tick (golem.life.lifespan), or the owner's kill landed during it.
-                return await self._end(row if self._replay else None, ticked=True)
-            if self._replay and row is not None:
+                return await self._end(row if replay else None, ticked=True)
+            if replay and row is not None:
                 self._row_done(row, ticked=True)
-                if self._world_last:
+                if self._world.last:
                     break
 
             if self._run_ticks >= cfg.clock.continue_as_new_ticks:
                 self._activity = "continuing-as-new"
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                world_time, last_tick_at = self._world.carried() if replay else (None, None)
                 workflow.continue_as_new(GolemWorkflowInput(
                     config=self._cfg, state=self._s, max_ticks=inp.max_ticks, clock=inp.clock,
                     config_info=self._config_info if self._config_info.version else None,
-                    world_time=self._world_now.isoformat() if self._replay and self._world_now else None,
-                    last_tick_at=self._last_tick_at.isoformat() if self._replay and self._last_tick_at else None,
+                    world_time=world_time, last_tick_at=last_tick_at,
                     local_steps=inp.local_steps,
                 ))
 
             if inp.max_ticks is not None and self._s.tick >= inp.max_ticks:
                 break
-            if self._replay:
+            if replay:
                 continue  # the next row brings the next tick; nothing waits on the wall clock
             # Theta triggers that fell due while the tick ran are queued (§S12 backpressure): the next
             # tick starts at once instead of waiting again.
@@ -424,31 +415,27 @@ class GolemWorkflow:
         """Replay clock: take rows until one makes a tick due (theta elapsed in path time, or a steer is
         pending); rows in between get a gamma pulse when one is due, as the live clock would give them.
         Returns the tick's row, or None once the path's last row was only watched."""
-        while not self._world_last:
+        world = self._world
+        while not world.last:
             self._activity = "waiting for the next row"
-            await workflow.wait_condition(lambda: bool(self._world_rows))
-            row = self._world_rows.pop(0)
-            self._world_now = datetime.fromisoformat(row.at)
-            self._world_last = row.last
-            theta = timedelta(seconds=self._s.theta_seconds)
-            if self._last_tick_at is None or self._world_now >= self._last_tick_at + theta or self._s.pending_steers:
+            row = await world.take()
+            if world.tick_due(self._s.theta_seconds) or self._s.pending_steers:
                 return row
-            pulsed = False
-            if self._next_gamma_at is None or self._world_now >= self._next_gamma_at:
+            pulsed = world.gamma_due()
+            if pulsed:
                 await self._gamma(cfg)
-                self._next_gamma_at = self._world_now + timedelta(seconds=self._s.gamma.interval_seconds)
-                pulsed = True
-            self._world_done[row.row] = WorldAdvanced(row=row.row, gamma=pulsed)
+                world.gamma_in(self._s.gamma.interval_seconds)
+            world.answer(WorldAdvanced(row=row.row, gamma=pulsed))
         return None
 
     def _row_done(self, row: WorldTime, ticked: bool) -> None:
         last = self._s.recent_ticks[-1] if self._s.recent_ticks else None
-        self._world_done[row.row] = WorldAdvanced(
+        self._world.answer(WorldAdvanced(
             row=row.row, tick=last.tick if (ticked and last) else None,
             tier=last.tier.value if (ticked and last and last.tier) else None,
             failed=bool(ticked and last and last.failed),
-        )
-        self._next_gamma_at = self._now() + timedelta(seconds=self._s.gamma.interval_seconds)
+        ))
+        self._world.gamma_in(self._s.gamma.interval_seconds)
 
     async def _wait_theta(self, cfg: GolemConfig) -> None:
         deadline = workflow.now() + timedelta(seconds=self._s.theta_seconds)
@@ -503,7 +490,7 @@ class GolemWorkflow:
         carried = trigger.probes if trigger else []
         self._state = s = s.model_copy(update={"tick_queue": queue})
         started = self._now()
-        self._last_tick_at = started
+        self._clock.ticked(started)
         # The tick gets the state without the learned-gating log (only this workflow uses it): a smaller
         # payload in every activity input of the tick.
         tick_state = state_for_tick(s) if workflow.patched("slim-tick-context") else s
@@ -611,7 +598,7 @@ class GolemWorkflow:
         cause = life.death_cause or "owner"
         self._activity = f"dying: acceptance ({cause})"
         workflow.logger.warning("golem %s dies: %s (%s)", s.golem_id, cause, life.death_detail)
-        if self._replay and row is not None:  # a backtest's row that started this tick is done
+        if self._clock.replay and row is not None:  # a backtest's row that started this tick is done
             self._row_done(row, ticked=ticked)
         settled: list[int] = []
         txs: list[str] = []
@@ -643,13 +630,8 @@ class GolemWorkflow:
         self._state = self._s.model_copy(update={"life": self._s.life.model_copy(update={"certificate": cert})})
         workflow.upsert_search_attributes([SA_PHASE.value_set("dead")])
         self._activity = f"dead ({cert.cause})"
-        if self._replay:  # a backtest's driver keeps handing rows: each is answered, nothing ticks
-            while not self._world_last:
-                await workflow.wait_condition(lambda: bool(self._world_rows))
-                r = self._world_rows.pop(0)
-                self._world_now = datetime.fromisoformat(r.at)
-                self._world_last = r.last
-                self._world_done[r.row] = WorldAdvanced(row=r.row)
+        if self._clock.replay:  # a backtest's driver keeps handing rows: each is answered, nothing ticks
+            await self._world.watch_to_end()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._s
 
