@@ -27,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
     from golem.cognition.chain_health import fold_chain_failure, fold_chain_read, is_chain_read_failure
     from golem.cognition.clock import budget_throttle, gamma_pulse
     from golem.cognition.control import apply_control, check_control
-    from golem.cognition.decision_cache import hit_rate_report
     from golem.cognition.fold import (
         accept_intervention,
         expire_rejections,
@@ -69,13 +68,13 @@ with workflow.unsafe.imports_passed_through():
     from golem.life.death import KillAnswer, KillRequest, check_kill
     from golem.life.extensions.registry import ExtensionRegistry, registry_or_full
     from golem.life.extensions.hooks import fire, fire_async
-    from golem.models.enums import HeartbeatState, SteerSeverity
+    from golem.models.enums import SteerSeverity
     from golem.models.life import DeathCertificate
     from golem.life.dream_scheduler import DreamUrgency
-    from golem.models.interventions import FollowUp, summarize
-    from golem.models.state import TICK_SLICE, DecisionCacheState, FsmState, GolemState, PendingTick
+    from golem.models.interventions import FollowUp
+    from golem.models.state import TICK_SLICE, DecisionCacheState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult
-    from golem.safety.gas import restore_status, spend_status
+    from golem.usecases.status import golem_status
     from workflows.clock import ReplayClock, WallClock
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
     from workflows.errors import root_cause
@@ -283,49 +282,9 @@ class GolemWorkflow:
 
     @workflow.query
     def status(self) -> GolemStatus:
-        s = self._s
-        if s is None:
-            return GolemStatus(golem_id="?", tick=0, activity=self._activity, regime="unknown", phase="thriving",
-                               vitality=1.0, theta_seconds=0.0, daily_spend_usd=0.0)
-        return GolemStatus(
-            golem_id=s.golem_id,
-            tick=s.tick,
-            activity=self._activity,
-            current_tick_workflow_id=self._child_id if self._child is not None else None,
-            fsm=FsmState(state=HeartbeatState.DREAMING) if s.dreaming else FsmState(),
-            last_tick=s.recent_ticks[-1] if s.recent_ticks else None,
-            regime=s.regime.value,
-            phase=s.phase.value,
-            vitality=s.vitality.composite,
-            theta_seconds=s.theta_seconds,
-            **spend_status(s, self._cfg),  # type: ignore[arg-type]  # the keys are GolemStatus fields
-            **restore_status(s),  # type: ignore[arg-type]  # gas per 1.0 of health factor restored (golem.safety.gas)
-            pending_steers=[summarize(x) for x in s.pending_steers],
-            pending_followups=[summarize(x) for x in s.pending_followups],
-            rejected_interventions=s.rejected_interventions[-5:],
-            failed_ticks=s.failed_ticks[-10:],
-            run_ticks=self._run_ticks,
-            decision_cache=s.decision_cache_stats or hit_rate_report(s.decision_cache),
-            learned_gating_active=self._cfg is not None and s.tick >= self._cfg.gating.cold_start_ticks,
-            config_version=self._config_info.version,
-            chain=s.chain,
-            paused=s.paused,
-            entries_stopped=s.entries_stopped,
-            control_note=s.control_note,
-            dream_yield=s.dream_yield,
-            threat_coverage=s.threat_coverage,
-            last_dream=s.last_dream,
-            dream_urgency=schedule_dream(s, self._cfg).urgency if self._cfg is not None else None,
-            clocks={"economic": s.vitality.economic, "epistemic": s.vitality.epistemic,
-                    "stochastic": s.vitality.stochastic},
-            credit_remaining_usd=s.life.credit_remaining_usd, estimated_ttl_ticks=s.life.estimated_ttl_ticks,
-            ticks_lived=s.life.ticks_lived, generation=s.life.generation, predecessor=s.life.predecessor,
-            hayflick_ticks=self._cfg.lifespan.hayflick_ticks if self._cfg is not None else None,
-            pad={"pleasure": s.pad.pleasure, "arousal": s.pad.arousal, "dominance": s.pad.dominance},
-            emotion=s.life.emotion.value if s.life.emotion else None, somatic_markers=len(s.life.markers),
-            dying=s.life.death_cause,
-            certificate=s.life.certificate.model_dump(mode="json") if s.life.certificate else None,
-        )
+        return golem_status(self._s, self._cfg, activity=self._activity, run_ticks=self._run_ticks,
+                            tick_workflow_id=self._child_id if self._child is not None else None,
+                            config_version=self._config_info.version)
 
     @workflow.query
     def state(self) -> GolemState | None:
