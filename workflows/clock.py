@@ -66,7 +66,8 @@ class ReplayClock(WallClock):
         if at.tzinfo is None:
             raise ValueError(f"row {t.row}: time {t.at!r} needs a UTC offset")
         if self.at is not None and at < self.at:
-            raise ValueError(f"row {t.row}: time {t.at} is before the path time already reached ({self.at.isoformat()})")
+            raise ValueError(f"row {t.row}: time {t.at} is before the path time already reached "
+                             f"({self.at.isoformat()})")
 
     async def hand_over(self, t: WorldTime) -> WorldAdvanced:
         """The driver's side: queue the row and wait until the golem is done with it."""
