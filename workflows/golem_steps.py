@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.life.dream_scheduler import DreamUrgency
     from golem.models.config import GolemConfig
     from golem.models.golem import ConsolidationInput, DreamInput, DreamResult, TickFailure
+    from golem.models.interventions import FollowUp
     from golem.models.state import GolemState
     from golem.models.tick import TickResult
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
@@ -55,7 +56,8 @@ class Held:
         kept = [f for f in self.s.pending_followups if f.id not in set(delivered)]
         self.state = self.s.model_copy(update={"pending_followups": kept})
 
-    def window(self, name: str) -> list[Any]:
+    def window(self, name: str) -> list[FollowUp]:
+        """The pending follow-ups delivered at this window."""
         return [f for f in self.s.pending_followups if f.window.value == name]
 
 
