@@ -39,8 +39,8 @@ with workflow.unsafe.imports_passed_through():
     from golem.usecases.tick import fold_tick, missed_triggers, tick_context
     from workflows import golem_steps
     from workflows.clock import ReplayClock, WallClock
-    from workflows.golem_steps import Held
     from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
+    from workflows.golem_steps import Held
     from workflows.tick import SA_GOLEM_ID, SA_PHASE, SA_TICK, ThetaTickWorkflow
 
 
