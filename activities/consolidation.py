@@ -324,7 +324,7 @@ class ConsolidationActivities(ActivitySet):
     @auto_heartbeat
     async def retention(self, inp: ConsolidationInput) -> DeltaStep:
         """[retention]: records, outcome files and trace days older than `days` go into daily archives."""
-        kept = await blocking("retention", compact, self.s.data_dir, inp.config.retention.days, time.time(),
+        kept = await blocking("retention", compact, self.s.layout, inp.config.retention.days, time.time(),
                               index=self.s.cycles)
         return DeltaStep(fields={"retention": kept.as_dict()})
 

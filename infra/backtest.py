@@ -268,17 +268,18 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
     from workers.worker import build_worker
     from workflows.golem import GolemWorkflow
 
-    services = await asyncio.to_thread(GolemServices, cfg, data, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
+    layout = DataLayout(data)  # the backtest golem's one layout, handed to its services and stores
+    services = await asyncio.to_thread(GolemServices, cfg, layout, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
     info.deliberator = services.deliberator_reason
     router = getattr(services.deliberator, "router", None)
     prices = getattr(getattr(router, "config", None), "prices", None)
     if prices:
         info.prices = {m: p.model_dump() if hasattr(p, "model_dump") else dict(p) for m, p in prices.items()}
     if opts.grimoire is not None:
-        counts = await asyncio.to_thread(_inherit_grimoire, services, opts.grimoire, DataLayout(data).inherited)
+        counts = await asyncio.to_thread(_inherit_grimoire, services, opts.grimoire, layout.inherited)
         info.grimoire_from = str(opts.grimoire)
         _log(opts, f"  inherited from {opts.grimoire}: {counts}")
-    store = CycleStore(data)
+    store = CycleStore(layout)
     wid = golem_workflow_id(cfg.golem.id)
     # a tick's confirmation blocks are mined as its verify step starts on this worker, not after a wall-clock pause
     # (golem/world/replay.py): the same path gives the same blocks however loaded the machine is

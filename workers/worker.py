@@ -7,7 +7,6 @@ import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -19,6 +18,7 @@ from activities.life import LifeActivities
 from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
 from golem.ids import task_queue
+from golem.layout import DataLayout
 from golem.learning.trial import TrialRunner
 from golem.life.extensions import registry_for
 from golem.models.config import GolemConfig
@@ -73,13 +73,15 @@ def build_worker(
     )
 
 
-async def run_worker(config: GolemConfig, data_dir: Path, address: str | None = None, live: bool | None = None) -> None:
+async def run_worker(config: GolemConfig, layout: DataLayout, address: str | None = None,
+                     live: bool | None = None) -> None:
+    """Serve one golem's task queue on the data layout its entry built (one per golem: nothing reads a global)."""
     from workers.client import connect
     from workers.metrics import free_port, install_metrics, metrics_port, temporal_runtime
     from workers.telemetry import shutdown_tracing, tracing_interceptor
 
-    services = GolemServices(config, data_dir, live=live)
-    interceptors = [tracing_interceptor(data_dir, config.golem.id)]
+    services = GolemServices(config, layout, live=live)
+    interceptors = [tracing_interceptor(layout, config.golem.id)]
     port, runtime, server = metrics_port(), None, None
     if port:  # issue 19: Prometheus /metrics with the Temporal SDK's own metrics (its core serves them inside)
         core_port = free_port()
@@ -92,7 +94,7 @@ async def run_worker(config: GolemConfig, data_dir: Path, address: str | None = 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("worker serving %s (data %s)", task_queue(config.golem.id), data_dir)
+    log.info("worker serving %s (data %s)", task_queue(config.golem.id), layout.root)
     try:
         async with worker:  # graceful shutdown on exit: running activities get graceful_shutdown_timeout
             await stop.wait()

@@ -45,8 +45,10 @@ def _optional(model_cls: type, values: dict[str, Any], extra: dict[str, Any]) ->
 class HomeContext:
     """Reads the workspace's file-backed sources: HEARTBEAT.md in the home, the chat sidecar in the data dir."""
 
-    def __init__(self, home: Path | None, data_dir: Path | None) -> None:
-        self.home, self.data_dir = home, data_dir
+    def __init__(self, home: Path | None, data: DataLayout | Path | None) -> None:
+        self.home = home
+        self.layout = DataLayout.of(data) if data is not None else None
+        self.data_dir = self.layout.root if self.layout else None
 
     def standing_orders(self) -> str:
         p = self.home / "HEARTBEAT.md" if self.home else None
@@ -54,7 +56,7 @@ class HomeContext:
 
     def topology(self, block: int) -> str:
         """The knowledge graph's facts at `block`, so the model can name entities by id (empty without one)."""
-        path = DataLayout(self.data_dir).semantic_db if self.data_dir else None
+        path = self.layout.semantic_db if self.layout else None
         if path is None or not path.exists():
             return ""
         from golem.grimoire.graph import KnowledgeGraph
@@ -67,7 +69,7 @@ class HomeContext:
 
     def allocations(self, tier: Tier) -> dict[str, int] | None:
         """The cybernetics loops' learned token allocations (ContextPolicy revision > 0), else None: configured."""
-        path = DataLayout(self.data_dir).learning if self.data_dir else None
+        path = self.layout.learning if self.layout else None
         if path is None or not path.exists():
             return None
         policy = LearningLedger(path).context_policy({})
@@ -190,7 +192,7 @@ def select_deliberator(
     env: Mapping[str, str] | None = None,
     *,
     home: Path | None = None,
-    data_dir: Path | None = None,
+    data_dir: DataLayout | Path | None = None,
     http_client: Any = None,
     inference: InferenceConfig | None = None,
 ) -> tuple[Deliberator, str]:

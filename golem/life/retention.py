@@ -88,23 +88,24 @@ def _archive_days(data: Path, folder: Path, pattern: str, cutoff: float, report:
     return sum(len(f) for f in by_day.values())
 
 
-def compact(data_dir: str | Path, days: float, now: float, *, index=None) -> RetentionReport:
+def compact(where: DataLayout | str | Path, days: float, now: float, *, index=None) -> RetentionReport:
     """Archive what is older than `days` (see the module doc). `index` (a CycleStore) learns where each
     archived record went, so it can still be read."""
-    data = Path(data_dir)
+    layout = DataLayout.of(where)
+    data = layout.root
     cutoff = now - days * 86400.0
     report = RetentionReport()
 
     # decision records: one JSON line per record; outcome evidence: {"file", "outcome"} lines
     report.records_archived = _archive_days(
-        data, DataLayout(data).cycles, "cycle-*.json", cutoff, report,
+        data, layout.cycles, "cycle-*.json", cutoff, report,
         lambda path, doc: doc,
         on_archived=(lambda names, archive: index.mark_archived(names, archive)) if index is not None else None)
-    report.outcomes_archived = _archive_days(data, DataLayout(data).outcomes, "tick-*.json", cutoff, report,
+    report.outcomes_archived = _archive_days(data, layout.outcomes, "tick-*.json", cutoff, report,
                                              lambda path, doc: {"file": path.name, "outcome": doc})
 
     # trace days: traces/<day>.jsonl of finished days (workers.telemetry rolls them) older than `days`
-    traces = DataLayout(data).trace_days
+    traces = layout.trace_days
     today = _day(now)
     for path, _ in _old(traces.glob("*.jsonl"), cutoff):
         if path.stem >= today:

@@ -39,9 +39,9 @@ from golem.layout import DataLayout
 
 
 class SafetyService:
-    def __init__(self, config: GolemConfig, data_dir: str | Path, *, permits: PermitStore | None = None,
+    def __init__(self, config: GolemConfig, data: DataLayout | str | Path, *, permits: PermitStore | None = None,
                  journal: TxJournal | None = None) -> None:
-        layout = DataLayout(data_dir)
+        self.layout = layout = DataLayout.of(data)
         # The worker's config from golem.toml at start: only the default for callers outside a tick. A tick's
         # checks use the config version the tick carries (config=ctx.config), never this one (issue 12).
         self.config = config
