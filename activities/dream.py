@@ -17,11 +17,11 @@ from activities import ActivitySet
 from golem.chain import rehearsal
 from golem.chain.web3client import make_web3
 from golem.events import bridge as events
-from golem.grimoire.dream import run_dream_replay
-from golem.grimoire.dream_tags import DreamTags
-from golem.grimoire.staging import DreamJournal, StagingBuffer, journals, load_journal, save_journal, threat_coverage
-from golem.grimoire.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
-from golem.grimoire.dream_integration import (
+from golem.grimoire.dreams.replay import run_dream_replay
+from golem.grimoire.dreams.tags import DreamTags
+from golem.grimoire.dreams.staging import DreamJournal, StagingBuffer, journals, load_journal, save_journal, threat_coverage
+from golem.grimoire.dreams.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
+from golem.grimoire.dreams.integration import (
     deviation_context,
     compress,
     integrate_results,

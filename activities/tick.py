@@ -35,10 +35,10 @@ from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
 from golem.chain.tools import ToolArgumentError
 from golem.events import bridge as events
-from golem.grimoire.graph import KnowledgeGraph
-from golem.grimoire.memory_writes import mark_reorged
-from golem.grimoire.playbook import read_revision
-from golem.grimoire.topology import TopologyTracker, assert_llm_facts
+from golem.grimoire.semantic.graph import KnowledgeGraph
+from golem.grimoire.episodes.writes import mark_reorged
+from golem.grimoire.playbook.compile import read_revision
+from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import decision_tools
 from golem.inference.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable

@@ -33,12 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from golem.grimoire import lance  # noqa: E402
+from golem.grimoire.store import lance  # noqa: E402
 from golem.grimoire import upkeep  # noqa: E402
-from golem.grimoire.embeddings import default_embedder  # noqa: E402
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.store.embeddings import default_embedder  # noqa: E402
+from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id  # noqa: E402
 from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
 
 RETENTION = getattr(lance, "VersionRetention", None)  # None: code before retention by count
 OLD_WINDOW = timedelta(minutes=10)  # upkeep.maintain's version window before it

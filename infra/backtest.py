@@ -114,8 +114,8 @@ def _write_home(src_home: Path, dst_home: Path, golem_id: str, rpc_url: str, run
 def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
     """Start from another run's Grimoire: its distilled entries and causal edges, imported as inherited
     (confidence 0.3, grimoire "Inheritance"); its episodes are that run's own experience and stay there."""
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.semantic import SemanticStore
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
     from golem.grimoire.transfer import export_lines, import_file
 
     grim = source / "grimoire"

@@ -21,7 +21,7 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
-from golem.grimoire.topology import TopologyView
+from golem.grimoire.semantic.topology import TopologyView
 from golem.inference.strategy import Strategy
 from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import Tier

@@ -11,7 +11,7 @@ from golem.layout import DataLayout
 
 def configured_embedder(home: Path | None):
     """The embedder golem.toml in `home` names ([grimoire] embedder); the offline default without a golem.toml."""
-    from golem.grimoire.embeddings import EmbedderUnavailable, default_embedder, make_embedder
+    from golem.grimoire.store.embeddings import EmbedderUnavailable, default_embedder, make_embedder
     from golem.models.config import ConfigError, load_config
 
     if home is None or not (Path(home) / "golem.toml").exists():
@@ -40,8 +40,8 @@ def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: st
     with on_model_switch="error" a store embedded with another model is a UserError naming
     `golem grimoire reembed`; "ignore" opens it anyway for inspection. `reading`: the data dir must exist
     (a command that only reads never creates one: a typo in --data would read as an empty memory)."""
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.semantic import SemanticStore
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
 
     layout = DataLayout(data_dir)
     emb = configured_embedder(home)

@@ -4,7 +4,7 @@
   0. `should_retrieve`: the Self-RAG style decision whether to retrieve at all.
   1. Time (grimoire "Episodes": bi-temporal validFrom / validUntil): only entries in force at `as_of` (default the
      tick) and recorded by then, and episodes recorded by then, are candidates.
-  2. Candidates. Entries: every one, scored exactly from the in-memory index (entry_index.py: vectors + lexical
+  2. Candidates. Entries: every one, scored exactly from the in-memory index (semantic/index.py: vectors + lexical
      terms of content, tags and type). Episodes: LanceDB hybrid (vector + BM25, RRFReranker K=60), top 20
      (Rev. 9 steps 1–2).
   3. Relevance first: relevance = DENSE_WEIGHT·cosine + (1 − DENSE_WEIGHT)·lexical coverage; the Rev. 9 step-3
@@ -31,13 +31,13 @@ from lancedb.rerankers import RRFReranker
 from pydantic import BaseModel, Field
 
 from golem.grimoire.decay import DEFAULT_TICK_SECONDS, EntryKind, effective_confidence, retention_at_tick
-from golem.grimoire.entry_index import entry_index, named_entities, summary_terms, terms
-from golem.grimoire.episode_index import episode_index
-from golem.grimoire.episode_model import tag_pad
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.lance_index import ann_query, ensure_fts
+from golem.grimoire.semantic.index import entry_index, named_entities, summary_terms, terms
+from golem.grimoire.episodes.index import episode_index
+from golem.grimoire.episodes.model import tag_pad
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.store.indexes import ann_query, ensure_fts
 from golem.grimoire.regimes import normalise_regime
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.semantic.store import SemanticStore
 from golem.models.enums import MarketRegime
 
 RRF_K = 60  # Rev. 9 step 2
@@ -358,7 +358,7 @@ def retrieve_for_tick(
 
     ep_cols = ["id", "tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
                "tick", "dream_validated", "pnl_impact", "emotional_tag"]
-    # Episodes: from the in-memory index (episode_index.py) — both legs exact, the scalar fields read for the few
+    # Episodes: from the in-memory index (episodes/index.py) — both legs exact, the scalar fields read for the few
     # relevant enough to score. Above its size limit, LanceDB's hybrid query runs in the pool while the entries are
     # scored (LanceDB works in Rust without the GIL); no prefilter there: at the present tick nothing is later, and
     # for a past tick a post-filter costs nothing (episodes are extra evidence).

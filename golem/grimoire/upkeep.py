@@ -12,11 +12,11 @@ from __future__ import annotations
 from contextlib import closing
 from typing import Any
 
-from golem.grimoire import episode_index
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.lance import optimize
-from golem.grimoire.lance_index import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
-from golem.grimoire.semantic import EntryType, SemanticStore
+from golem.grimoire.episodes import index as episode_index
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.store.lance import optimize
+from golem.grimoire.store.indexes import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
+from golem.grimoire.semantic.store import EntryType, SemanticStore
 from golem.storage import connect
 
 HEURISTIC_SURVIVAL_TICKS = 100  # Rev. 12: "% promoted heuristics active after 100 ticks"

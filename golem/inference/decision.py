@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from golem.chain.tools import TOOL_SCHEMAS, ToolArgumentError, parse_arguments, tool_tokens
-from golem.grimoire.topology import LLM_PREDICATES, MAX_LLM_FACTS
+from golem.grimoire.semantic.topology import LLM_PREDICATES, MAX_LLM_FACTS
 from golem.models.tick import ProposedAction
 
 MAX_ACTIONS = 5

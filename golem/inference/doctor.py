@@ -99,8 +99,8 @@ def gas_line(config: GolemConfig, data_dir: Path, now: float) -> str:
 def grimoire_lines(config: GolemConfig, data_dir: Path, *, llm: bool) -> list[str]:
     """The memory side: which embedder loads (offline), whether vector writes are paused, how admission rates
     future utility."""
-    from golem.grimoire.embeddings import EmbedderUnavailable, identity_of, make_embedder
-    from golem.grimoire.guard import WriteGuard
+    from golem.grimoire.store.embeddings import EmbedderUnavailable, identity_of, make_embedder
+    from golem.grimoire.store.guard import WriteGuard
 
     g = config.grimoire
     try:

@@ -57,8 +57,8 @@ class HomeContext:
         path = DataLayout(self.data_dir).semantic_db if self.data_dir else None
         if path is None or not path.exists():
             return ""
-        from golem.grimoire.graph import KnowledgeGraph
-        from golem.grimoire.topology import topology_brief
+        from golem.grimoire.semantic.graph import KnowledgeGraph
+        from golem.grimoire.semantic.topology import topology_brief
 
         try:
             return topology_brief(KnowledgeGraph(path), block)

@@ -20,7 +20,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
+from golem.grimoire.playbook.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
 from golem.inference.strategy import Condition, Rule, Strategy, rules_in
 from golem.learning.ledger import OutcomeRow
 from golem.models.enums import MarketRegime

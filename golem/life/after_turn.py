@@ -194,7 +194,7 @@ async def after_turn_in_reflect(services, record: DecisionCycleRecord, state: Go
     and emits its events. Returns (the folded context, the record's path, the episode id)."""
     import asyncio
 
-    from golem.grimoire.memory_writes import write_episode
+    from golem.grimoire.episodes.writes import write_episode
     from golem.learning.loop import allocation_defaults, learn_from_outcome, tune_context
 
     chain = AfterTurn(record=record, state=state, config=config, extra={"reflexion": reflexion})

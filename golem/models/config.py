@@ -232,7 +232,7 @@ class OracleSection(BaseModel):
     enabled: bool = True
 
 
-# The embedders golem.grimoire.embeddings.make_embedder can build (its EMBEDDERS table describes them).
+# The embedders golem.grimoire.store.embeddings.make_embedder can build (its EMBEDDERS table describes them).
 EMBEDDER_CHOICES = ("wordllama", "wordllama-64", "all-minilm-l6-v2", "nomic-embed-text-v1.5")
 
 

@@ -12,10 +12,10 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
-from golem.grimoire.admission import AdmissionAction, admit
-from golem.grimoire.episodes import Episode, episode_id
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
-from golem.grimoire.utility_llm import RATING_TOOL
+from golem.grimoire.semantic.admission import AdmissionAction, admit
+from golem.grimoire.episodes.store import Episode, episode_id
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.semantic.utility import RATING_TOOL
 from golem.inference.llm import select_deliberator
 from golem.life.cycle_store import CycleStore
 from golem.models.golem import ConsolidationInput

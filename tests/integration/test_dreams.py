@@ -19,12 +19,12 @@ from temporalio.client import Client
 
 from golem.chain.contracts import contract
 from cli.main import main as golem_main
-from golem.grimoire.semantic import Provenance
+from golem.grimoire.semantic.store import Provenance
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import MarketRegime
 from golem.cognition.fold import schedule_dream
-from golem.grimoire.dream_tags import DreamTags
-from golem.grimoire.staging import StageKind, StagingBuffer, journals
+from golem.grimoire.dreams.tags import DreamTags
+from golem.grimoire.dreams.staging import StageKind, StagingBuffer, journals
 from golem.models.golem import DreamInput, DreamResult, GolemStatus
 from golem.models.interventions import Steer
 from infra.anvil import ANVIL_ADDRESSES

@@ -16,7 +16,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from golem.grimoire.episode_model import pad_label
+from golem.grimoire.episodes.model import pad_label
 from golem.life.cycle_store import CycleStore
 from golem.life.death import KillRequest
 from golem.life.legacy import Legacy, legacy_dir

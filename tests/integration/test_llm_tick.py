@@ -10,7 +10,7 @@ import re
 import httpx2
 import pytest
 
-from golem.grimoire.graph import KnowledgeGraph
+from golem.grimoire.semantic.graph import KnowledgeGraph
 from golem.inference.llm import select_deliberator
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier

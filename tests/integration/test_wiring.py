@@ -24,9 +24,9 @@ from temporalio.testing import ActivityEnvironment
 from activities.consolidation import ConsolidationActivities
 from activities.tick import TickActivities
 from golem.chain.web3client import make_web3
-from golem.grimoire.episodes import Episode, Importance
-from golem.grimoire.playbook import PlaybookRefused
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.episodes.store import Episode, Importance
+from golem.grimoire.playbook.compile import PlaybookRefused
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.inference.decision import decision_tools
 from golem.inference.llm import select_deliberator
 from golem.models.config import load_config
@@ -373,7 +373,7 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
 # ---- the next-dream follow-up focuses NREM (activities/dream.py `focus_of`) -----------------------------
 def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_path):
     from activities.dream import DreamActivities
-    from golem.grimoire.staging import load_journal
+    from golem.grimoire.dreams.staging import load_journal
     from golem.models.golem import DreamPhaseInput
     from golem.models.interventions import FollowUp
 

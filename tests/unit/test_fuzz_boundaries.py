@@ -296,9 +296,9 @@ def import_lines(draw) -> str:
 
 @pytest.fixture(scope="module")
 def grimoire_stores():
-    from golem.grimoire.embeddings import default_embedder
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.semantic import SemanticStore
+    from golem.grimoire.store.embeddings import default_embedder
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
 
     with tempfile.TemporaryDirectory() as d:
         emb = default_embedder()
@@ -307,7 +307,7 @@ def grimoire_stores():
 
 
 def _grimoire_size(episodes, semantic) -> tuple[int, int, int]:
-    from golem.grimoire.graph import CausalGraph
+    from golem.grimoire.semantic.graph import CausalGraph
 
     return (len(episodes.all()), len(semantic.all(include_inactive=True)), len(CausalGraph(semantic.db_path).edges()))
 

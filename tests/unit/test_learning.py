@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import rewrite_playbook
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import rewrite_playbook
 from golem.inference.strategy import parse_strategy, rules_in
 from golem.learning import curator
 from golem.learning.expectation import expect

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from bench.daimon_replay import fold
-from golem.grimoire.episode_model import PAD_NEUTRAL_PLEASURE, PAD_OCTANTS
+from golem.grimoire.episodes.model import PAD_NEUTRAL_PLEASURE, PAD_OCTANTS
 
 from golem.life.daimon import (BASELINE, PLUTCHIK_BY_OCTANT, AppraisalInput, agency, appraise, octant, plutchik,
                                update_pad)

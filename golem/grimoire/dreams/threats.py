@@ -20,7 +20,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.episode_model import Episode
+from golem.grimoire.episodes.model import Episode
 
 UNISWAP_V2_FEE = 0.003  # the pair's 0.3% swap fee (Uniswap V2 core)
 # Aave V3 liquidates below health factor 1.0; a response that leaves the position under this margin is judged

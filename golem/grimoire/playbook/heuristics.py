@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.episode_model import Episode
+from golem.grimoire.episodes.model import Episode
 from golem.storage import connect, init_db
 
 INITIAL_CONFIDENCE = 0.5  # grimoire "GrimoireEntry Types": Heuristic 0.5 initial

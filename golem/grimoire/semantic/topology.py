@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.graph import TOPOLOGY_MAX_HOPS, KnowledgeGraph, modifier_for_hops
+from golem.grimoire.semantic.graph import TOPOLOGY_MAX_HOPS, KnowledgeGraph, modifier_for_hops
 from golem.layout import DataLayout
 from golem.models.observation import Anomaly, ChainSnapshot
 

@@ -21,11 +21,11 @@ from contextlib import closing
 
 from pydantic import BaseModel
 
-from golem.grimoire.admission import AdmissionAction, admit
+from golem.grimoire.semantic.admission import AdmissionAction, admit
 from golem.grimoire.decay import effective_confidence
-from golem.grimoire.heuristics import DEMOTE_BELOW, Heuristic, HeuristicStore
-from golem.grimoire.playbook import in_playbook
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.playbook.heuristics import DEMOTE_BELOW, Heuristic, HeuristicStore
+from golem.grimoire.playbook.compile import in_playbook
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 from golem.storage import connect, immediate_tx, init_db
 
 _SCHEMA = """

@@ -10,11 +10,11 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from golem.grimoire.admission import AdmissionAction, admit
-from golem.grimoire.episode_model import Episode
-from golem.grimoire.heuristics import GLOBAL_SCOPE, HeuristicStore
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
-from golem.grimoire.staging import (
+from golem.grimoire.semantic.admission import AdmissionAction, admit
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.playbook.heuristics import GLOBAL_SCOPE, HeuristicStore
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
+from golem.grimoire.dreams.staging import (
     CORROBORATIONS_TO_VALIDATE,
     DREAM_ENTRY_CONFIDENCE,
     StageKind,

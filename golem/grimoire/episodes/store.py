@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
-from golem.grimoire import episode_index
+from golem.grimoire.episodes import index as episode_index
 from golem.grimoire.decay import (
     DEFAULT_TICK_SECONDS,
     PRUNE_FLOOR,
@@ -39,7 +39,7 @@ from golem.grimoire.decay import (
     effective_confidence,
     retention_at_tick,
 )
-from golem.grimoire.embeddings import (
+from golem.grimoire.store.embeddings import (
     Embedder,
     EmbeddingIdentity,
     embed_batched,
@@ -51,7 +51,7 @@ from golem.grimoire.embeddings import (
     table_identity,
     vector_fields,
 )
-from golem.grimoire.episode_model import (  # noqa: F401 (re-exported: callers import the model with the store)
+from golem.grimoire.episodes.model import (  # noqa: F401 (re-exported: callers import the model with the store)
     EMOTIONAL_TAGS,
     PAD_NEUTRAL_PLEASURE,
     PAD_NEUTRAL_RADIUS,
@@ -65,9 +65,9 @@ from golem.grimoire.episode_model import (  # noqa: F401 (re-exported: callers i
     outcome_of,
     pad_label,
 )
-from golem.grimoire.guard import WriteGuard
-from golem.grimoire.lance import DEFAULT_RETENTION, UpkeepCadence, VersionRetention, lance_session, optimize
-from golem.grimoire.lance_index import ANN_MIN_TRAIN_ROWS, build_ann_index, ensure_fts, has_fts, vector_index
+from golem.grimoire.store.guard import WriteGuard
+from golem.grimoire.store.lance import DEFAULT_RETENTION, UpkeepCadence, VersionRetention, lance_session, optimize
+from golem.grimoire.store.indexes import ANN_MIN_TRAIN_ROWS, build_ann_index, ensure_fts, has_fts, vector_index
 
 TABLE = "episodes"
 REEMBED_BATCH = 2048  # rows embedded per batch during a full re-embed

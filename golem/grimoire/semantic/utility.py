@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from golem.grimoire.admission import estimate_future_utility
-from golem.grimoire.semantic import GrimoireEntry
+from golem.grimoire.semantic.admission import estimate_future_utility
+from golem.grimoire.semantic.store import GrimoireEntry
 from golem.inference.router import (
     BudgetRefusal,
     InferenceRejected,

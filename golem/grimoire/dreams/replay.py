@@ -30,9 +30,9 @@ from golem.grimoire.decay import (
     replay_gain,
     retention_at_tick,
 )
-from golem.grimoire.episode_model import Episode
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.heuristics import MIN_PATTERN_SUPPORT, HeuristicStore, derive_heuristics_from_episodes
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.playbook.heuristics import MIN_PATTERN_SUPPORT, HeuristicStore, derive_heuristics_from_episodes
 
 
 def replay_need(ep: Episode, now_tick: int | None = None, tick_seconds: float = DEFAULT_TICK_SECONDS) -> float:
@@ -93,7 +93,7 @@ def run_dream_replay(
     heuristic evidence is counted once per episode, so a retried dream activity changes nothing more.
     """
     episodes = store.all()
-    # `first`: the curator's dream_priority: high episodes (golem.grimoire.dream_tags), replayed before the
+    # `first`: the curator's dream_priority: high episodes (golem.grimoire.dreams.tags), replayed before the
     # utility ranking fills the rest of the n
     by_id = {ep.id: ep for ep in episodes}
     tagged = [by_id[i] for i in (first or []) if i in by_id][:n]

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
-from golem.grimoire.lance import DEFAULT_RETENTION, UpkeepCadence, VersionRetention, lance_session, optimize
+from golem.grimoire.store.lance import DEFAULT_RETENTION, UpkeepCadence, VersionRetention, lance_session, optimize
 from golem.grimoire.decay import (
     DREAM_STRENGTH_INCREMENT,
     LIVE_STRENGTH_INCREMENT,
@@ -40,7 +40,7 @@ from golem.grimoire.decay import (
     effective_confidence,
     retention_at_tick,
 )
-from golem.grimoire.embeddings import (
+from golem.grimoire.store.embeddings import (
     Embedder,
     EmbeddingIdentity,
     embed_batched,
@@ -52,10 +52,10 @@ from golem.grimoire.embeddings import (
     table_identity,
     vector_fields,
 )
-from golem.grimoire.guard import WriteGuard
-from golem.grimoire.lance_index import ensure_fts, has_fts
+from golem.grimoire.store.guard import WriteGuard
+from golem.grimoire.store.indexes import ensure_fts, has_fts
 from golem.grimoire.regimes import normalise_regime
-from golem.grimoire.semantic_migrations import migrate
+from golem.grimoire.semantic.migrations import migrate
 from golem.storage import connect, immediate_tx
 
 SEMANTIC_TABLE = "semantic"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from golem.grimoire.episode_model import Episode, EpisodeOutcome, EpisodeType, Importance, episode_from_record
-from golem.grimoire.episodes import EpisodeStore
+from golem.grimoire.episodes.model import Episode, EpisodeOutcome, EpisodeType, Importance, episode_from_record
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.models.record import DecisionCycleRecord
 from golem.models.tick import TickContext
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from golem.grimoire.episode_model import Episode, EpisodeOutcome
+from golem.grimoire.episodes.model import Episode, EpisodeOutcome
 
 DREAM_PRIORITY_HIGH = "high"
 TAG_WINDOW_TICKS = 200  # ours: the acted episodes a delta cycle looks at (the default dream interval)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from golem.grimoire.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
+from golem.grimoire.playbook.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
 from golem.storage import connect, immediate_tx, init_db
 
 PROMOTION_THRESHOLD = 0.7  # grimoire "Curator Cycle" step 2
