@@ -33,7 +33,7 @@ from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
-from golem.chain.tools import ToolArgumentError
+from golem.chain.tools.schemas import ToolArgumentError
 from golem.events import bridge as events
 from golem.grimoire.semantic.graph import KnowledgeGraph
 from golem.grimoire.episodes.writes import mark_reorged

@@ -28,7 +28,10 @@ from golem.chain.contracts import Deployment
 from golem.chain.journal import IntentStatus, TxIntent, TxJournal
 from golem.chain.permits import ActionPermit, PermitError, PermitStatus, PermitStore
 from golem.chain.simulate import SimulationError, decode_revert, simulate_calls
-from golem.chain.tools import ACTION_TYPES, PlannedCall, ToolArgumentError, action_value_usd, build_calls, price_usd
+from golem.chain.tools.build import build_calls
+from golem.chain.tools.calls import PlannedCall
+from golem.chain.tools.schemas import ACTION_TYPES, ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd, price_usd
 from golem.models.enums import ActionStatus
 from golem.models.observation import Observation
 from golem.models.record import ActionRecord

@@ -21,17 +21,10 @@ from web3.exceptions import TransactionNotFound
 from golem.chain.contracts import Deployment, key_abi, load_abi
 from golem.chain.journal import TxJournal
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import (
-    COLLATERAL_TOKEN,
-    DEBT_TOKEN,
-    LP_PAIR,
-    POOL_TOKEN0,
-    POOL_TOKEN1,
-    cached_at,
-    parse_arguments,
-    path_pairs,
-    swap_path,
-)
+from golem.chain.tools.arguments import parse_arguments
+from golem.chain.tools.calls import cached_at
+from golem.chain.tools.schemas import COLLATERAL_TOKEN, DEBT_TOKEN, LP_PAIR, POOL_TOKEN0, POOL_TOKEN1
+from golem.chain.tools.uniswap_swap import path_pairs, swap_path
 from golem.chain.verify import GROUND_TRUTH_SOURCE, touches_pool_shares, tracked_pair, verify_actions
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, Observation

@@ -20,16 +20,10 @@ from web3.exceptions import ContractLogicError
 
 from golem.chain.contracts import AAVE_BASE_DECIMALS, FEED_DECIMALS, Deployment
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import (
-    KNOWN_TOKENS,
-    TOOL_SCHEMAS,
-    ToolArgumentError,
-    cached_contract,
-    from_base_units,
-    path_pairs,
-    swap_path,
-    to_base_units,
-)
+from golem.chain.tools.arguments import from_base_units, to_base_units
+from golem.chain.tools.calls import cached_contract
+from golem.chain.tools.schemas import KNOWN_TOKENS, TOOL_SCHEMAS, ToolArgumentError
+from golem.chain.tools.uniswap_swap import path_pairs, swap_path
 
 ReadFn = Callable[[Web3, Deployment, str, dict[str, Any]], dict[str, Any]]
 

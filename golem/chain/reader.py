@@ -25,7 +25,7 @@ from golem.chain.contracts import (
     Deployment,
     decimals_of,
 )
-from golem.chain.tools import LP_POSITION_KIND
+from golem.chain.tools.schemas import LP_POSITION_KIND
 from golem.models.observation import ChainSnapshot, FeedState, LiquidationEvent, PoolState, PositionState
 
 MAX_UINT256 = 2**256 - 1
@@ -232,7 +232,7 @@ def read_snapshot(w3: Web3, deployment: Deployment, account: str) -> ChainSnapsh
     if shares_raw > 0 and total_raw > 0:
         # The golem's pair position, only when it holds LP tokens. PositionState is shaped for lending, so
         # `collateral` carries the WETH side of the pro-rata claim (shares / total × WETH reserve); the
-        # USDC side is that × the pool price (golem.chain.tools.lp_position / lp_value_usd).
+        # USDC side is that × the pool price (golem.chain.tools.valuation.lp_position / lp_value_usd).
         positions.append(
             PositionState(
                 id=f"lp:{deployment.addresses[MAIN_PAIR]}",

@@ -16,7 +16,9 @@ from web3 import Web3
 from golem.chain.contracts import MAIN_PAIR, Deployment, contract
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import simulate_actions
-from golem.chain.tools import ToolArgumentError, build_calls, parse_arguments
+from golem.chain.tools.arguments import parse_arguments
+from golem.chain.tools.build import build_calls
+from golem.chain.tools.schemas import ToolArgumentError
 from golem.grimoire.dreams.threats import Crisis, ResponseCheck, swap_impact_bps, swap_out
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction

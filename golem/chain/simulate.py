@@ -21,22 +21,18 @@ from web3.providers.base import BaseProvider
 
 from golem.chain.contracts import HEALTH_FACTOR_DECIMALS, Deployment
 from golem.chain.reader import MAX_UINT256
-from golem.chain.tools import (
+from golem.chain.tools.arguments import from_base_units, lp_shares_from_base, parse_arguments, to_base_units
+from golem.chain.tools.build import build_calls
+from golem.chain.tools.calls import PlannedCall, aave_reason
+from golem.chain.tools.schemas import (
     COLLATERAL_TOKEN,
     DEBT_TOKEN,
     LP_SHARES_KEY,
     POOL_TOKEN0,
     POOL_TOKEN1,
-    PlannedCall,
     ToolArgumentError,
-    aave_reason,
-    build_calls,
-    burned_shares,
-    from_base_units,
-    lp_shares_from_base,
-    parse_arguments,
-    to_base_units,
 )
+from golem.chain.tools.uniswap_pool import burned_shares
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult
 
@@ -250,7 +246,7 @@ _VIEWS_LOCK = threading.Lock()
 
 def _view_of(w3: Web3) -> tuple[_AfterCalls, Web3]:
     """One after-calls view per node client, so the contracts build_calls caches per client are built once
-    (golem.chain.tools.cached_contract), not per decision."""
+    (golem.chain.tools.calls.cached_contract), not per decision."""
     with _VIEWS_LOCK:
         if w3 not in _VIEWS:
             view = _AfterCalls(w3)

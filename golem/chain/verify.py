@@ -14,23 +14,22 @@ from web3.exceptions import TransactionNotFound
 
 from golem.chain.contracts import Deployment
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import (
+from golem.chain.tools.aave import RAY
+from golem.chain.tools.arguments import from_base_units, lp_shares_from_base
+from golem.chain.tools.calls import cached_contract
+from golem.chain.tools.schemas import (
     COLLATERAL_TOKEN,
     DEBT_TOKEN,
     DEFAULT_MAX_SLIPPAGE_BPS,
     LP_PAIR,
     LP_SHARES_KEY,
     LP_TOOLS,
-    RAY,
-    cached_contract,
     POOL_TOKEN0,
     POOL_TOKEN1,
     STABLE_TOKENS,
     ToolArgumentError,
-    from_base_units,
-    lp_shares_from_base,
-    slippage_bps_of,
 )
+from golem.chain.tools.valuation import slippage_bps_of
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import ActionRecord, OutcomeRecord

@@ -1,6 +1,6 @@
 """The decision as tool use: the tools the model may call, and the checks its answer must pass.
 
-Tools: the write tools of `golem.chain.tools.TOOL_SCHEMAS` (restricted to approved assets) plus
+Tools: the write tools of `golem.chain.tools.schemas.TOOL_SCHEMAS` (restricted to approved assets) plus
 `decide` (reasoning summary, confidence, recommends_action). Every tool_use block is checked; a call
 that fails becomes a rejection reason in the record, never a ProposedAction:
   - unknown tool name; arguments that do not parse (`parse_arguments`);
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from golem.chain.tools import TOOL_SCHEMAS, ToolArgumentError, parse_arguments, tool_tokens
+from golem.chain.tools.arguments import parse_arguments, tool_tokens
+from golem.chain.tools.schemas import TOOL_SCHEMAS, ToolArgumentError
 from golem.grimoire.semantic.topology import LLM_PREDICATES, MAX_LLM_FACTS
 from golem.models.tick import ProposedAction
 

@@ -27,7 +27,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from golem.chain.permits import PermitStore
-from golem.chain.tools import WRITE_TOOLS, ToolArgumentError, action_value_usd, parse_arguments, price_usd
+from golem.chain.tools.arguments import parse_arguments
+from golem.chain.tools.schemas import WRITE_TOOLS, ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd, price_usd
 from golem.inference.strategy import Strategy
 from golem.life.extensions.hooks import fire
 from golem.life.extensions.registry import ExtensionRegistry, registry_for

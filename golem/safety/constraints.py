@@ -16,7 +16,7 @@ import operator
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, LP_SHARES_KEY, POOL_TOKEN0
+from golem.chain.tools.schemas import COLLATERAL_TOKEN, DEBT_TOKEN, LP_SHARES_KEY, POOL_TOKEN0
 from golem.inference.strategy import Constraint, Strategy
 from golem.models.observation import ChainSnapshot
 from golem.models.tick import ProposedAction

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import LP_POSITION_KIND, STABLE_TOKENS
+from golem.chain.tools.schemas import LP_POSITION_KIND, STABLE_TOKENS
 from golem.models.observation import ChainSnapshot
 from golem.safety.gas import DAY_S, utc_day_bounds, utc_day_of
 from golem.storage import immediate_tx, init_db

@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import STABLE_TOKENS
+from golem.chain.tools.schemas import STABLE_TOKENS
 from golem.inference.strategy import Rule, Strategy, StrategyError, parse_strategy
 from golem.models.enums import BehavioralPhase
 from golem.models.observation import Observation

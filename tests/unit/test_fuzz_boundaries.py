@@ -22,7 +22,9 @@ from hypothesis import strategies as st
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from golem.backtest.path import REQUIRED, PathError, parse_path
-from golem.chain.tools import TOOL_SCHEMAS, action_tokens, action_value_usd, parse_arguments
+from golem.chain.tools.arguments import action_tokens, parse_arguments
+from golem.chain.tools.schemas import TOOL_SCHEMAS
+from golem.chain.tools.valuation import action_value_usd
 from golem.cognition.fold import accept_intervention
 from golem.inference.decision import DECIDE, MAX_ACTIONS, parse_decision
 from golem.inference.strategy import StrategyError, parse_strategy
