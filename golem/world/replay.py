@@ -44,7 +44,8 @@ from golem.backtest.models import PathRow
 from golem.chain.contracts import Deployment
 from golem.chain.reader import read_snapshot
 from golem.models.observation import ChainSnapshot
-from golem.world.simulator import MarketSimulator, SimLiquidation
+from golem.world.simulator.liquidator import SimLiquidation
+from golem.world.simulator.market import MarketSimulator
 
 BLOCK_INTERVAL_S = 0  # chain seconds between blocks inside a row: every block of a row carries the row's time
 EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8

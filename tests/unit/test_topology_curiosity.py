@@ -32,7 +32,7 @@ from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import MarketRegime, ProbeSeverity, Tier
 from golem.models.observation import Anomaly, ChainSnapshot, Observation, PoolState, PositionState
 from golem.models.state import GolemState
-from golem.world.simulator import oracle_path
+from golem.world.simulator.paths import oracle_path
 
 
 @pytest.fixture

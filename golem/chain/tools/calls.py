@@ -17,7 +17,6 @@ from golem.chain.contracts import at, contract
 # reverts (UniswapV2Router: EXPIRED) instead of trading on a stale quote.
 SWAP_DEADLINE_S = 300
 
-
 # Aave V3 reverts with numeric error codes (protocol/libraries/helpers/Errors.sol); the ones a golem's
 # own calls can hit, by name, so a refusal says what happened.
 AAVE_ERRORS: dict[str, str] = {

@@ -12,15 +12,12 @@ from golem.chain.contracts import MAIN_PAIR, TOKEN_DECIMALS
 KNOWN_TOKENS: tuple[str, ...] = tuple(TOKEN_DECIMALS)
 STABLE_TOKENS: frozenset[str] = frozenset({"USDC", "DAI"})
 
-
 # A swap without max_slippage_bps uses this bound (the PolicyCage still checks it).
 DEFAULT_MAX_SLIPPAGE_BPS = 50.0
-
 
 # The golem's Aave V3 position: WETH collateral (aWETH), USDC variable debt (variableDebtUSDC).
 COLLATERAL_TOKEN = "WETH"
 DEBT_TOKEN = "USDC"
-
 
 # The Uniswap V2 pair the golem provides liquidity to (WETH/USDC) and its LP token.
 POOL_TOKEN0 = "WETH"  # the tools' order (amount_weth, amount_usdc), not the pair's token0 (lower address)
@@ -43,7 +40,6 @@ class ToolArgumentError(ValueError):
 
 _AMOUNT = {"type": "number", "exclusiveMinimum": 0}
 _TOKEN = {"type": "string", "enum": list(KNOWN_TOKENS)}
-
 
 TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "swap": {
@@ -176,7 +172,6 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
 
 
 WRITE_TOOLS: frozenset[str] = frozenset(TOOL_SCHEMAS)
-
 
 # ActionRecord.action_type per tool (heartbeat ActionRecord: "swap, rebalance, deposit, withdraw, ...").
 ACTION_TYPES: dict[str, str] = {
