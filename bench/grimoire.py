@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from golem.grimoire.store.embeddings import WordLlamaEmbedder, default_embedder  # noqa: E402
-from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
 from golem.grimoire.store.lance import INDEX_CACHE_ENV, METADATA_CACHE_ENV, cache_sizes, session_bytes  # noqa: E402
 from golem.grimoire.store.indexes import ann_query, build_ann_index  # noqa: E402
 from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402

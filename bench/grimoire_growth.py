@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from golem.grimoire.store import lance  # noqa: E402
 from golem.grimoire import upkeep  # noqa: E402
 from golem.grimoire.store.embeddings import default_embedder  # noqa: E402
-from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
 from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
 

@@ -31,7 +31,8 @@ from lancedb.rerankers import RRFReranker
 from pydantic import BaseModel, Field
 
 from golem.grimoire.decay import DEFAULT_TICK_SECONDS, EntryKind, effective_confidence, retention_at_tick
-from golem.grimoire.semantic.index import entry_index, named_entities, summary_terms, terms
+from golem.grimoire.semantic.index import entry_index
+from golem.grimoire.store.terms import named_entities, summary_terms, terms
 from golem.grimoire.episodes.index import episode_index
 from golem.grimoire.episodes.model import tag_pad
 from golem.grimoire.episodes.store import EpisodeStore

@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
 from golem.grimoire.semantic.admission import AdmissionAction, admit
-from golem.grimoire.episodes.store import Episode, episode_id
+from golem.grimoire.episodes.model import Episode, episode_id
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.semantic.utility import RATING_TOOL
 from golem.inference.llm import select_deliberator

@@ -161,7 +161,8 @@ async def test_grimoire_search_playbook_revisions_and_backtest_reports(tmp_path)
     from golem.backtest.models import RunInfo, TickMark
     from golem.backtest.report import build_report, write_report
     from golem.grimoire.store.embeddings import default_embedder
-    from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id
+    from golem.grimoire.episodes.model import Episode, episode_id
+    from golem.grimoire.episodes.store import EpisodeStore
     from golem.grimoire.playbook.compile import PlaybookHistory
     from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 

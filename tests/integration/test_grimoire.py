@@ -11,7 +11,8 @@ import pytest
 from golem.grimoire.decay import DREAM_STRENGTH_INCREMENT, RETENTION_FLOOR
 from golem.grimoire.dreams.replay import replay_gain, run_dream_replay, select_replay
 from golem.grimoire.store.embeddings import WordLlamaEmbedder, default_embedder
-from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_from_record, episode_id
+from golem.grimoire.episodes.model import Episode, episode_from_record, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.playbook.heuristics import (
     INITIAL_CONFIDENCE,
     HeuristicStore,

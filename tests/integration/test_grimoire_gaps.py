@@ -11,7 +11,8 @@ import pytest
 
 from cli.main import main
 from golem.grimoire.store.embeddings import default_embedder, drift_check
-from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.semantic.graph import CausalGraph, edge_id
 from golem.grimoire.playbook.heuristics import HeuristicStore
 from golem.grimoire.playbook.compile import PlaybookHistory, read_revision, rewrite_playbook

@@ -10,7 +10,8 @@ import pytest
 
 from golem.grimoire.access import search
 from golem.grimoire.store.embeddings import default_embedder
-from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.regimes import normalise_regime
 from golem.grimoire.retrieval import is_action_question, retrieve_for_tick
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore

@@ -9,7 +9,8 @@ import pytest
 
 from golem.grimoire.semantic.admission import AdmissionAction, admit
 from golem.grimoire.store.embeddings import default_embedder, embedder_by_name
-from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.semantic.graph import CausalGraph, KnowledgeGraph
 from golem.grimoire.retrieval import retrieve_for_tick
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore

@@ -18,7 +18,8 @@ import pytest
 
 from golem.grimoire.episodes import index as episode_index
 from golem.grimoire.store.embeddings import default_embedder
-from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.store.lance import VersionRetention
 from golem.grimoire.retrieval import retrieve_for_tick
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore

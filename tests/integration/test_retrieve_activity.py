@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from activities.tick import TickActivities
-from golem.grimoire.episodes.store import Episode
+from golem.grimoire.episodes.model import Episode
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.models.enums import MarketRegime, Tier
 from golem.models.interventions import FollowUp, Steer

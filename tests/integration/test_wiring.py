@@ -24,7 +24,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.consolidation import ConsolidationActivities
 from activities.tick import TickActivities
 from golem.chain.web3client import make_web3
-from golem.grimoire.episodes.store import Episode, Importance
+from golem.grimoire.episodes.model import Episode, Importance
 from golem.grimoire.playbook.compile import PlaybookRefused
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.inference.decision import decision_tools

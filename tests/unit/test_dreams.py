@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from golem.grimoire.episodes.store import Episode
+from golem.grimoire.episodes.model import Episode
 from golem.grimoire.dreams.staging import (
     DREAM_VALIDATED_CONFIDENCE,
     DreamJournal,

@@ -32,7 +32,8 @@ from golem.grimoire.store.embeddings import (
     pinned_identity,
     scheduled_drift_check,
 )
-from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.store.guard import WriteGuard
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path, reembed_stores
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore

@@ -18,13 +18,12 @@ from hypothesis import strategies as st
 
 from golem.grimoire.dreams.replay import replay_gain
 from golem.grimoire.store.embeddings import default_embedder, identity_of
-from golem.grimoire.episodes.store import (
+from golem.grimoire.episodes.model import (
     EMOTIONAL_TAGS,
     PAD_NEUTRAL_PLEASURE,
     PAD_NEUTRAL_RADIUS,
     Episode,
     EpisodeOutcome,
-    EpisodeStore,
     EpisodeType,
     Importance,
     episode_from_record,
@@ -33,6 +32,7 @@ from golem.grimoire.episodes.store import (
     outcome_of,
     pad_label,
 )
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.semantic.store import SemanticStore
 from golem.grimoire.transfer import export_lines, import_file
 from golem.models import (

@@ -29,7 +29,8 @@ from golem.grimoire.store.embeddings import (  # noqa: E402
     file_sha256,
     identity_of,
 )
-from golem.grimoire.episodes.store import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
 
 TINY = "golem-test/tiny-embed"
 DIM = 32

@@ -7,7 +7,8 @@ import lancedb
 
 from golem.grimoire.store import lance
 from golem.grimoire.store.embeddings import default_embedder
-from golem.grimoire.episodes.store import Episode, EpisodeStore
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.semantic.store import SemanticStore
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from golem.grimoire.semantic.index import named_entities, terms
+from golem.grimoire.store.terms import named_entities, terms
 from golem.grimoire.retrieval import past_tick_of
 
 

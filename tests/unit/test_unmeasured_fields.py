@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from golem.grimoire.episodes.store import episode_from_record
+from golem.grimoire.episodes.model import episode_from_record
 from golem.life.cycle_store import CycleStore, index_row
 from golem.life.reflect import build_record
 from golem.models.config import GolemConfig

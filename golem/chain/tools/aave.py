@@ -8,7 +8,7 @@ from typing import Any
 
 from golem.chain.contracts import TOKEN_DECIMALS
 from golem.chain.tools.arguments import to_base_units
-from golem.chain.tools.calls import approve_exact, cached_contract, revoke_after, PlannedCall
+from golem.chain.tools.calls import PlannedCall, approve_exact, cached_contract, revoke_after
 from golem.chain.tools.schemas import COLLATERAL_TOKEN, DEBT_TOKEN, ToolArgumentError
 
 

@@ -8,9 +8,8 @@ from typing import Any
 
 from eth_abi import decode as abi_decode
 
-from golem.chain.contracts import at
 from golem.chain.tools.arguments import to_base_units
-from golem.chain.tools.calls import approve_exact, cached_contract, revoke_after, swap_deadline, PlannedCall
+from golem.chain.tools.calls import PlannedCall, approve_exact, cached_contract, revoke_after, swap_deadline
 from golem.chain.tools.schemas import DEFAULT_MAX_SLIPPAGE_BPS, LP_PAIR, POOL_TOKEN0, POOL_TOKEN1, ToolArgumentError
 
 

@@ -11,12 +11,12 @@ from web3.exceptions import ContractLogicError
 from golem.chain.contracts import PAIRS
 from golem.chain.tools.arguments import to_base_units
 from golem.chain.tools.calls import (
+    PlannedCall,
     approve_exact,
     cached_contract,
     revert_reason,
     revoke_after,
     swap_deadline,
-    PlannedCall,
 )
 from golem.chain.tools.schemas import ToolArgumentError
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from golem.grimoire.semantic.index import summary_terms
+from golem.grimoire.store.terms import summary_terms
 
 # what retrieval scores an episode with, besides id, tick, summary and vector
 SCALARS = ("tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",

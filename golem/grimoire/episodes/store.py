@@ -21,11 +21,9 @@ rewritten in one commit. Its vectors' version is unknown, so it is then re-embed
 from __future__ import annotations
 
 import math
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
@@ -39,34 +37,11 @@ from golem.grimoire.decay import (
     effective_confidence,
     retention_at_tick,
 )
-from golem.grimoire.store.embeddings import (
-    Embedder,
-    EmbeddingIdentity,
-    embed_batched,
-    embedding_stats,
-    identity_metadata,
-    identity_mismatch,
-    identity_of,
-    row_identities,
-    table_identity,
-    vector_fields,
-)
-from golem.grimoire.episodes.model import (  # noqa: F401 (re-exported: callers import the model with the store)
-    EMOTIONAL_TAGS,
-    PAD_NEUTRAL_PLEASURE,
-    PAD_NEUTRAL_RADIUS,
-    Episode,
-    EpisodeOutcome,
-    EpisodeType,
-    Importance,
-    episode_from_record,
-    episode_id,
-    importance_of,
-    outcome_of,
-    pad_label,
-)
+from golem.grimoire.store.embeddings import Embedder, EmbeddingIdentity, embed_batched, identity_of
+from golem.grimoire.store.mirror import VectorTable, check_on_model_switch, identity_metadata, table_identity, vector_fields
+from golem.grimoire.episodes.model import Episode
 from golem.grimoire.store.guard import WriteGuard
-from golem.grimoire.store.lance import DEFAULT_RETENTION, UpkeepCadence, VersionRetention, lance_session, optimize
+from golem.grimoire.store.lance import DEFAULT_RETENTION, VersionRetention, optimize
 from golem.grimoire.store.indexes import ANN_MIN_TRAIN_ROWS, build_ann_index, ensure_fts, has_fts, vector_index
 
 TABLE = "episodes"
@@ -138,7 +113,6 @@ def _sql_str(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-ON_MODEL_SWITCH = ("reembed", "error", "ignore")
 
 
 def _vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
@@ -146,7 +120,7 @@ def _vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
     return np.asarray(arr.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
 
 
-class EpisodeStore(UpkeepCadence):
+class EpisodeStore(VectorTable):
     """The `episodes` table of a LanceDB database at `path`.
 
     `guard`: the write pause + pending queue (default: the one of the folder holding `path`, i.e. the
@@ -159,65 +133,18 @@ class EpisodeStore(UpkeepCadence):
 
     def __init__(self, path: Path, embedder: Embedder, *, guard: WriteGuard | None = None,
                  on_model_switch: str = "reembed", retention: VersionRetention = DEFAULT_RETENTION) -> None:
-        if on_model_switch not in ON_MODEL_SWITCH:
-            raise ValueError(f"on_model_switch must be one of {', '.join(ON_MODEL_SWITCH)}, got {on_model_switch!r}")
+        check_on_model_switch(on_model_switch)
         self.path = Path(path)
         self.embedder = embedder
         self.identity = identity_of(embedder)
         self.guard = guard if guard is not None else WriteGuard(self.path.parent)
         self.retention = retention
+        self._where = f"episodes table at {self.path}"
         self.path.mkdir(parents=True, exist_ok=True)
-        # read_consistency_interval=0: every read checks for newer versions, so a reader sees
-        # rows another process (the worker) committed after this store was opened.
-        self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0),
-                                   session=lance_session())
         self._schema = episode_arrow_schema(self.identity)
-        try:
-            self._table = self._db.open_table(TABLE)
-        except ValueError:  # "Table 'episodes' was not found"
-            try:
-                self._table = self._db.create_table(TABLE, schema=self._schema, exist_ok=True)
-            except ValueError:  # another process created it first, with a different schema
-                self._table = self._db.open_table(TABLE)
+        self._open_table(self.path, TABLE, self._schema)
         self.migrated = self._migrate()  # rows carried over from an older schema (0: none needed)
-        self.reembedded = 0  # rows re-embedded because the model changed
-        mismatch = self.identity_mismatch()
-        if mismatch:
-            if on_model_switch == "reembed":
-                self.reembedded = self.reembed()
-            elif on_model_switch == "error":
-                raise ValueError(f"episodes table at {self.path}: {mismatch}; mixing embedding models makes "
-                                 f"similarity scores meaningless — run `golem grimoire reembed` (a full re-embed with "
-                                 f"the configured model) or open it with the embedder that built it")
-
-    @property
-    def table(self):
-        """The LanceDB `episodes` table (for upkeep, hybrid queries and stats; write through this store)."""
-        return self._table
-
-    # ---- embedding identity (Rev. 8) -----------------------------------------------------------
-    def stored_identity(self) -> EmbeddingIdentity:
-        return table_identity(self._table.schema)
-
-    def row_identities(self) -> dict[EmbeddingIdentity, int]:
-        """How many rows carry each {model, version, dim}."""
-        return row_identities(self._table)
-
-    def identity_mismatch(self) -> str | None:
-        """Why the stored vectors cannot be compared with this store's embedder (None: they can)."""
-        return identity_mismatch(self._table, self.identity)
-
-    def embedding_stats(self) -> dict[str, Any]:
-        """For `golem grimoire stats`: the table's identity, rows per identity, and whether they match."""
-        return embedding_stats(self._table, self.identity_mismatch())
-
-    def _assert_same_space(self, what: str) -> None:
-        stored = table_identity(self._table.schema)  # re-read: another process may have re-embedded it
-        if stored != self.identity:
-            raise ValueError(
-                f"cannot {what}: the episodes table at {self.path} is embedded with {stored.as_dict()} but this "
-                f"process embeds with {self.identity.as_dict()} (rev. 8: never mix models); restart it with the "
-                f"embedder in golem.toml, or run `golem grimoire reembed`")
+        self.reembedded = self._settle_model_switch(on_model_switch, self.reembed)  # rows re-embedded: model changed
 
     # ---- table rewrites (migration, full re-embed) ----------------------------------------------
     def _build(self, episodes: list[Episode], vectors: np.ndarray, ident: EmbeddingIdentity) -> pa.Table:

@@ -20,17 +20,15 @@ import math
 import sqlite3
 import uuid
 from contextlib import closing
-from datetime import timedelta
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
-from golem.grimoire.store.lance import DEFAULT_RETENTION, UpkeepCadence, VersionRetention, lance_session, optimize
+from golem.grimoire.store.lance import DEFAULT_RETENTION, VersionRetention, optimize
 from golem.grimoire.decay import (
     DREAM_STRENGTH_INCREMENT,
     LIVE_STRENGTH_INCREMENT,
@@ -40,18 +38,8 @@ from golem.grimoire.decay import (
     effective_confidence,
     retention_at_tick,
 )
-from golem.grimoire.store.embeddings import (
-    Embedder,
-    EmbeddingIdentity,
-    embed_batched,
-    embedding_stats,
-    identity_metadata,
-    identity_mismatch,
-    identity_of,
-    row_identities,
-    table_identity,
-    vector_fields,
-)
+from golem.grimoire.store.embeddings import Embedder, EmbeddingIdentity, embed_batched, identity_of
+from golem.grimoire.store.mirror import VectorTable, check_on_model_switch, identity_metadata, vector_fields
 from golem.grimoire.store.guard import WriteGuard
 from golem.grimoire.store.indexes import ensure_fts, has_fts
 from golem.grimoire.regimes import normalise_regime
@@ -223,7 +211,7 @@ def mirror_schema(ident: EmbeddingIdentity) -> pa.Schema:
     )
 
 
-class SemanticStore(UpkeepCadence):
+class SemanticStore(VectorTable):
     """GrimoireEntry store: SQLite at `db_path`, LanceDB mirror at `lance_path`.
 
     `guard` and `on_model_switch` as for EpisodeStore (episodes.py): the write pause of the grimoire folder
@@ -233,48 +221,26 @@ class SemanticStore(UpkeepCadence):
 
     def __init__(self, db_path: Path, lance_path: Path, embedder: Embedder, *, guard: WriteGuard | None = None,
                  on_model_switch: str = "reembed", retention: VersionRetention = DEFAULT_RETENTION) -> None:
-        if on_model_switch not in ("reembed", "error", "ignore"):
-            raise ValueError(f"on_model_switch must be reembed, error or ignore, got {on_model_switch!r}")
+        check_on_model_switch(on_model_switch)
         self.db_path = Path(db_path)
         self.lance_path = Path(lance_path)
         self.embedder = embedder
         self.identity = identity_of(embedder)
         self.guard = guard if guard is not None else WriteGuard(self.lance_path.parent)
         self.retention = retention
+        self._where = f"semantic mirror at {self.lance_path}"
         migrate(self.db_path)
         self.lance_path.mkdir(parents=True, exist_ok=True)
-        self._db = lancedb.connect(str(self.lance_path), read_consistency_interval=timedelta(0),
-                                   session=lance_session())
         self._schema = mirror_schema(self.identity)
-        try:
-            self.table = self._db.open_table(SEMANTIC_TABLE)
-        except ValueError:
-            self.table = self._db.create_table(SEMANTIC_TABLE, schema=self._schema, exist_ok=True)
-        self.reembedded = 0  # entries re-embedded on open because the model changed
-        mismatch = self.identity_mismatch()
-        if mismatch:
-            if on_model_switch == "reembed":
-                self.reembedded = self.reembed_all()  # Rev. 8: a model switch re-embeds everything
-            elif on_model_switch == "error":
-                raise ValueError(f"semantic mirror at {self.lance_path}: {mismatch}; run `golem grimoire reembed` "
-                                 f"(a full re-embed with the configured model) or open it with the embedder that built it")
-
-    # ---- embedding identity (Rev. 8) -----------------------------------------------------------
-    def stored_identity(self) -> EmbeddingIdentity:
-        return table_identity(self.table.schema)
-
-    def row_identities(self) -> dict[EmbeddingIdentity, int]:
-        return row_identities(self.table)
+        self._open_table(self.lance_path, SEMANTIC_TABLE, self._schema)
+        # entries re-embedded on open because the model changed (a model switch re-embeds everything)
+        self.reembedded = self._settle_model_switch(on_model_switch, self.reembed_all)
 
     def identity_mismatch(self) -> str | None:
         """Why the mirror's vectors cannot be compared with this store's embedder (None: they can)."""
         if [f.name for f in self.table.schema] != [f.name for f in self._schema]:
             return "the mirror was written before vectors carried their model identity"
-        return identity_mismatch(self.table, self.identity)
-
-    def embedding_stats(self) -> dict[str, Any]:
-        """For `golem grimoire stats`: the mirror's identity, rows per identity, and whether they match."""
-        return embedding_stats(self.table, self.identity_mismatch())
+        return super().identity_mismatch()
 
     # ---- SQLite plumbing ---------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -315,12 +281,7 @@ class SemanticStore(UpkeepCadence):
     def _write_mirror(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
         if not entries:
             return
-        stored = table_identity(self.table.schema)  # re-read: another process may have re-embedded it
-        if stored != self.identity:
-            raise ValueError(
-                f"cannot write the semantic mirror at {self.lance_path}: it is embedded with {stored.as_dict()} but "
-                f"this process embeds with {self.identity.as_dict()} (rev. 8: never mix models); restart it with the "
-                f"embedder in golem.toml, or run `golem grimoire reembed`")
+        self._assert_same_space("write the mirror")
         if vectors is None:
             vectors = self.embedder.embed([e.content for e in entries])
         self.table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(

@@ -54,69 +54,6 @@ def identity_of(embedder: Embedder) -> EmbeddingIdentity:
     return EmbeddingIdentity(embedder.model_name, embedder.model_version, int(embedder.dim))
 
 
-# Keys of a LanceDB table's schema metadata holding the identity its vectors were embedded with.
-META_MODEL, META_VERSION, META_DIM = b"golem.embedder", b"golem.embedder_version", b"golem.dim"
-
-
-def identity_metadata(ident: EmbeddingIdentity) -> dict[str, str]:
-    return {META_MODEL.decode(): ident.model, META_VERSION.decode(): ident.version, META_DIM.decode(): str(ident.dim)}
-
-
-def table_identity(schema) -> EmbeddingIdentity:
-    """The {model, version, dim} a LanceDB table's schema says its vectors have (version "unknown" for tables
-    written before versions were recorded)."""
-    meta = schema.metadata or {}
-    dim = getattr(schema.field("vector").type, "list_size", 0)
-    return EmbeddingIdentity(meta.get(META_MODEL, b"unknown").decode(), meta.get(META_VERSION, b"unknown").decode(),
-                             int(dim))
-
-
-EMBEDDING_COLUMNS = ("embedding_model", "embedding_version", "embedding_dim")  # per-row identity (Rev. 8)
-
-
-def vector_fields(ident: EmbeddingIdentity) -> list:
-    """The Arrow fields every vector table ends with: the row's embedding identity (Rev. 8) and the vector."""
-    import pyarrow as pa
-
-    return [pa.field("embedding_model", pa.string(), nullable=False),
-            pa.field("embedding_version", pa.string(), nullable=False),
-            pa.field("embedding_dim", pa.int64(), nullable=False),
-            pa.field("vector", pa.list_(pa.float32(), ident.dim), nullable=False)]
-
-
-def row_identities(table) -> dict[EmbeddingIdentity, int]:
-    """How many rows of a LanceDB table carry each {model, version, dim} (empty: no rows or no identity columns)."""
-    n = table.count_rows()
-    if not n or not set(EMBEDDING_COLUMNS) <= set(table.schema.names):
-        return {}
-    data = table.search().select(list(EMBEDDING_COLUMNS)).limit(n).to_arrow()
-    out: dict[EmbeddingIdentity, int] = {}
-    for m, v, d in zip(*(data.column(c).to_pylist() for c in EMBEDDING_COLUMNS)):
-        key = EmbeddingIdentity(m, v, int(d))
-        out[key] = out.get(key, 0) + 1
-    return out
-
-
-def identity_mismatch(table, identity: EmbeddingIdentity) -> str | None:
-    """Why a table's vectors cannot be compared with `identity`'s (None: they can): the table's own identity
-    or any row's differs."""
-    stored = table_identity(table.schema)
-    if stored != identity:
-        return f"it is embedded with {stored.as_dict()}, the embedder is {identity.as_dict()}"
-    other = {i: n for i, n in row_identities(table).items() if i != identity}
-    if other:
-        return (f"{sum(other.values())} rows carry another embedding identity "
-                f"({', '.join(str(i.as_dict()) for i in other)})")
-    return None
-
-
-def embedding_stats(table, mismatch: str | None) -> dict[str, Any]:
-    """For `golem grimoire stats`: a table's identity, its rows per identity, and whether they match."""
-    return {**table_identity(table.schema).as_dict(),
-            "rows_by_identity": [{**i.as_dict(), "rows": n} for i, n in row_identities(table).items()],
-            "matches_embedder": mismatch is None}
-
-
 class EmbedderUnavailable(RuntimeError):
     """The configured embedder cannot be loaded offline; the message says what to install or cache."""
 

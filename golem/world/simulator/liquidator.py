@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from web3 import Web3
 
 from golem.chain.contracts import FEED_DECIMALS, HEALTH_FACTOR_DECIMALS, TOKEN_DECIMALS
-from golem.chain.reader import LIQUIDATION_CALL_TOPIC, _eth_call, _quantity, _Read, _uint256
+from golem.chain.reader import LIQUIDATION_CALL_TOPIC, _Read, _eth_call, _quantity, _uint256
 from golem.world.deploy import TxFailed, wait_all
 from golem.world.simulator.trader import MAX_UINT256, Trader
 

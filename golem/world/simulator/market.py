@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from web3 import Web3
 
 from golem.chain.contracts import FEED_DECIMALS, MAIN_PAIR, PAIRS, STABLE_SYMBOLS, TOKEN_SYMBOLS, Deployment, contract
-from golem.chain.reader import ChainReadError, _eth_call, _quantity, _Read, _uint256, _words
+from golem.chain.reader import ChainReadError, _Read, _eth_call, _quantity, _uint256, _words
 from golem.world.deploy import TxSender, wait_all
 from golem.world.simulator.liquidator import BORROW_TOPIC, WAD, Liquidator, SimLiquidation
 from golem.world.simulator.paths import (
@@ -23,9 +23,9 @@ from golem.world.simulator.paths import (
     SCENARIOS,
     STABLE_DEVIATION,
     STABLE_SIGMA,
+    SimulatorError,
     feed_answer,
     scenario_return,
-    SimulatorError,
 )
 from golem.world.simulator.trader import MAX_TRADE_FRACTION, MAX_UINT256, NOISE_FRACTION, UNCAPPED_FRACTION, Pair
 
