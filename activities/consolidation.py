@@ -1,7 +1,7 @@
 """Delta-consolidation activities (the curator pass: one activity per step) and the one-shot dream replay.
 
 DeltaConsolidationWorkflow runs the steps in order (DELTA_STEPS), so the Web UI shows each and a retry redoes
-one. The steps are async: the future-utility calls (golem/grimoire/semantic/utility.py) go through the async router,
+one. The steps are async: the future-utility calls (golem/inference/admission_utility.py) go through the async router,
 the blocking LanceDB / SQLite work runs on threads (`blocking`), and `auto_heartbeat` beats from the event loop
 meanwhile (heartbeating from a worker thread is not allowed in an async activity).
 """
@@ -54,7 +54,7 @@ from golem.grimoire.playbook.survival import revisions, survival
 from golem.grimoire.playbook.view import AdmittedView
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
-from golem.grimoire.semantic.utility import FutureUtilityScorer, UtilityBatch
+from golem.inference.admission_utility import FutureUtilityScorer, UtilityBatch
 from golem.inference.strategy import parse_strategy
 from golem.learning import causal, curator, cybernetics
 from golem.backtest.models import PathRow

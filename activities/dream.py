@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from temporalio import activity
 
 from activities import ActivitySet
-from golem.chain import rehearsal
+from golem.grimoire.dreams import rehearsal
 from golem.chain.web3client import make_web3
 from golem.events import bridge as events
 from golem.grimoire.dreams.replay import run_dream_replay
@@ -30,7 +30,7 @@ from golem.grimoire.dreams.integration import (
     recent_tvls,
     waking_facts,
 )
-from golem.life.dream_scheduler import thin_liquidity
+from golem.cognition.dream_scheduler import thin_liquidity
 from golem.inference.offline import OfflineDeliberator
 from golem.life.cycle_store import CycleStore
 from golem.learning.curator import focus_of

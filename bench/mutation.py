@@ -69,8 +69,8 @@ TESTS: dict[str, list[str]] = {
     # issue 17: the life — the clocks, the daimon, somatic markers, the registry, death and the after_turn chain
     "golem/life/lifespan.py": [U + "test_life_lifespan.py", U + "test_life_after_turn.py"],
     "golem/life/daimon.py": [U + "test_life_daimon.py", U + "test_life_after_turn.py"],
-    "golem/life/somatic.py": [U + "test_life_daimon.py", U + "test_safety_cage.py"],
-    "golem/life/extensions/registry.py": [U + "test_extension_registry.py", U + "test_life_after_turn.py"],
+    "golem/safety/somatic.py": [U + "test_life_daimon.py", U + "test_safety_cage.py"],
+    "golem/extensions/registry.py": [U + "test_extension_registry.py", U + "test_life_after_turn.py"],
     "golem/life/death.py": [U + "test_life_death.py"],
     "golem/life/after_turn.py": [U + "test_life_after_turn.py", I + "test_life.py"],
     "golem/chain/permits.py": [U + "test_permits_journal.py", U + "test_safety_cage.py", SURVIVORS,

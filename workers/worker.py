@@ -20,7 +20,7 @@ from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
 from golem.ids import task_queue
 from golem.learning.trial import TrialRunner
-from golem.life.extensions import registry_for
+from golem.extensions import registry_for
 from golem.models.config import GolemConfig
 from workers.memory import start_trimmer
 from workers.services import GolemServices

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from golem import ids
     from activities.tick import TickActivities
     from golem.cognition.backpressure import dequeue, enqueue
-    from golem.cognition.budget import budget_fraction, daily_spend_on
+    from golem.inference.budget import budget_fraction, daily_spend_on
     from golem.cognition.chain_health import fold_chain_failure, fold_chain_read, is_chain_read_failure
     from golem.cognition.clock import budget_throttle, gamma_pulse
     from golem.cognition.control import apply_control, check_control
@@ -67,11 +67,11 @@ with workflow.unsafe.imports_passed_through():
         validate_change,
     )
     from golem.life.death import KillAnswer, KillRequest, check_kill
-    from golem.life.extensions.registry import ExtensionRegistry, registry_or_full
-    from golem.life.extensions.hooks import fire, fire_async
+    from golem.extensions.registry import ExtensionRegistry, registry_or_full
+    from golem.extensions.hooks import fire, fire_async
     from golem.models.enums import HeartbeatState, SteerSeverity
     from golem.models.life import DeathCertificate
-    from golem.life.dream_scheduler import DreamUrgency
+    from golem.cognition.dream_scheduler import DreamUrgency
     from golem.models.interventions import FollowUp, summarize
     from golem.models.state import TICK_SLICE, DecisionCacheState, FsmState, GolemState, PendingTick
     from golem.models.tick import TickContext, TickResult

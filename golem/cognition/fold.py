@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from golem.cognition.budget import budget_fraction, utc_day
+from golem.inference.budget import budget_fraction, utc_day
 from golem.cognition.clock import theta_interval_seconds
 from golem.cognition.learned_gating import note_gating_outcome
 from golem.cognition.lines import next_health_history
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
-from golem.life.dream_scheduler import DreamUrgency, dream_urgency
+from golem.cognition.dream_scheduler import DreamUrgency, dream_urgency
 from golem.models.config import ClockSection, GatingSection, GolemConfig, HeartbeatSection
 from golem.models.enums import DeliveryWindow, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
@@ -255,7 +255,7 @@ def should_dream(state: GolemState, clock: ClockSection) -> bool:
 
 
 def schedule_dream(state: GolemState, config) -> DreamUrgency:
-    """The DreamScheduler's verdict (golem.life.dream_scheduler); never on a tick that runs delta, and never
+    """The DreamScheduler's verdict (golem.cognition.dream_scheduler); never on a tick that runs delta, and never
     later than the fixed `dream_every_ticks` (the gap floor is capped by it)."""
     u = dream_urgency(state, config.clock.dream_every_ticks,
                       min(config.dream.min_gap_ticks, config.clock.dream_every_ticks), curator_tags=state.dream_tags)

@@ -14,7 +14,7 @@ from golem.grimoire.retrieval import RetrievedItem, past_tick_of, retrieve_for_t
 from golem.grimoire.semantic.store import SemanticStore
 from golem.learning.causal import causal_entries
 from golem.learning.ledger import LearningLedger
-from golem.life.reflect import retrieval_query
+from golem.cognition.reflect import retrieval_query
 from golem.models.enums import Tier
 from golem.models.observation import Observation
 from golem.models.record import ContextBundleSummary, RetrievedEntrySummary

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, Field
 
 from golem.cognition.backpressure import merge_into_observation
-from golem.cognition.budget import daily_spend_on
+from golem.inference.budget import daily_spend_on
 from golem.cognition.fold import fold_tick_result, should_run_delta
 from golem.cognition.learned_gating import GateOutcome, gate_tick, learn_at_delta, tick_seed
 from golem.cognition.lines import lift, strategy_lines, wake_check

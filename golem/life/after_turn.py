@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from golem.cognition.budget import budget_fraction
+from golem.inference.budget import budget_fraction
 from golem.life.daimon import AppraisalInput, appraise, plutchik, regime_shift, update_pad
-from golem.life.extensions.registry import ExtensionRegistry, registry_for
+from golem.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
-from golem.life.somatic import age_markers, firing, lay_marker, situation_of
+from golem.safety.somatic import age_markers, firing, lay_marker, situation_of
 from golem.safety.limits import SafetyLimits
 from golem.safety.risk import net_value_usd
 from golem.models.config import GolemConfig

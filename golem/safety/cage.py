@@ -31,9 +31,9 @@ from golem.chain.tools.arguments import parse_arguments
 from golem.chain.tools.schemas import WRITE_TOOLS, ToolArgumentError
 from golem.chain.tools.valuation import action_value_usd, price_usd
 from golem.inference.strategy import Strategy
-from golem.life.extensions.hooks import fire
-from golem.life.extensions.registry import ExtensionRegistry, registry_for
-from golem.life.somatic import situation_of, size_factor
+from golem.extensions.hooks import fire
+from golem.extensions.registry import ExtensionRegistry, registry_for
+from golem.safety.somatic import situation_of, size_factor
 from golem.models.enums import BehavioralPhase
 from golem.models.interventions import Steer
 from golem.models.life import SomaticMarker
@@ -92,7 +92,7 @@ class ValidationContext(BaseModel):
     steers: list[Steer] = Field(default_factory=list)  # the owner's steers this tick deliberated on
     entries_stopped: bool = False  # the owner's `golem stop-entries`: nothing that opens exposure (issue 19)
     # The daimon's somatic markers and the last tick's price (issue 17): a strong negative marker matching the
-    # action's situation shrinks the size allowed for new exposure (golem.life.somatic.size_factor).
+    # action's situation shrinks the size allowed for new exposure (golem.safety.somatic.size_factor).
     markers: list[SomaticMarker] = Field(default_factory=list)
     last_price: float | None = None
     # Urgency buys gas (golem.safety.urgency): the health factor's forecast against STRATEGY.md's lines, the MUST

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from web3 import Web3
 
-from golem.life.extensions.registry import registry_for
+from golem.extensions.registry import registry_for
 from golem.chain.confirmations import ConfirmationReport, ConfirmationTracker
 from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor

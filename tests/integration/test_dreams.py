@@ -30,7 +30,7 @@ from golem.models.interventions import Steer
 from infra.anvil import ANVIL_ADDRESSES
 from infra.forks import ForkRegistry
 from golem.grimoire.retrieval import retrieve_for_tick
-from golem.life.reflect import retrieval_query
+from golem.cognition.reflect import retrieval_query
 from tests.integration.golem_rig import GolemRig, golem_observation, in_process_worker, make_rig, record_where, wait_for
 from workflows.consolidation import DreamCycleWorkflow
 from workflows.golem import GolemWorkflow

@@ -28,7 +28,7 @@ from golem.grimoire.episodes.model import Episode, Importance
 from golem.grimoire.playbook.compile import PlaybookRefused
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.inference.decision import decision_tools
-from golem.inference.llm import select_deliberator
+from golem.deliberators import select_deliberator
 from golem.models.config import load_config
 from golem.models.enums import ActionStatus, MarketRegime, Tier
 from golem.models.golem import ConsolidationInput, TickFailure

@@ -32,7 +32,7 @@ from golem.grimoire.dreams.threats import (
     swap_impact_bps,
     tier1_threats,
 )
-from golem.life.dream_scheduler import dream_urgency
+from golem.cognition.dream_scheduler import dream_urgency
 from golem.models.enums import MarketRegime, Tier
 from golem.models.state import GolemState, PADVector, TickSummary
 
@@ -253,7 +253,7 @@ def test_tagged_episodes_raise_urgency_and_are_replayed_first(tmp_path):
 
 
 def test_rev6_thin_liquidity_doubles_threat_rehearsal():
-    from golem.life.dream_scheduler import thin_liquidity
+    from golem.cognition.dream_scheduler import thin_liquidity
 
     assert thin_liquidity(1_000_000, [2_000_000] * 3) is None, "too few records to know what is normal"
     assert thin_liquidity(1_100_000, [2_000_000] * 10) is None

@@ -68,7 +68,7 @@ async def test_reflection_consistency_rewords_the_llm_reflections_of_the_week_th
     SDK at its HTTP boundary) from the same numbers; the two wordings are compared by cosine, the shared numbers cut."""
     from golem.events.quality import CONSISTENCY_ALARM, consistency_due, reflection_consistency
     from golem.grimoire.store.embeddings import default_embedder
-    from golem.inference.reflexion_llm import worded
+    from golem.learning.reflexion_llm import worded
     from golem.learning.expectation import expect
     from golem.learning.reflexion import reflect_on
     from golem.models.record import OutcomeRecord

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli.main import main
-from golem.inference.doctor import doctor_report
+from golem.doctor import doctor_report
 from golem.inference.session import SessionTree
 from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig, HeartbeatSection, InferenceSection

@@ -236,7 +236,7 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
     if problems:
         what = scenario.threat.value if scenario.threat else f"counterfactual of episode {scenario.source_episode}"
         # The warning opens with the situation it applies to, in the words a tick's retrieval query uses
-        # (golem.life.reflect.retrieval_query), so a later tick in that situation finds it.
+        # (golem.cognition.reflect.retrieval_query), so a later tick in that situation finds it.
         base = live if live is not None and live.health_before is not None else fork
         situation = (f"At health factor {base.health_before:.2f} and price {base.price:.2f}, " if base is not None
                      and base.health_before is not None and base.price is not None else "")

@@ -13,7 +13,7 @@ Against the nearest neighbours (the novelty factor's LanceDB search):
 Warnings bypass the composite (Rev. 3 "The Bridge": safety-critical, novelty check only).
 
 Future utility: `utility_fn(entry) -> float` when an inference router is configured (one Haiku call in the
-spec, golem/grimoire/semantic/utility.py, scored before admission); otherwise `estimate_future_utility`, a
+spec, golem/inference/admission_utility.py, scored before admission); otherwise `estimate_future_utility`, a
 deterministic estimate. It is asked only when the composite decides the outcome (`Assessment.needs_utility`).
 
 Quarantine review (Rev. 3 "reviewed next Curator cycle"): at every delta cycle each pending row is re-examined.

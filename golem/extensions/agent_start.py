@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from golem.life.extensions.hooks import fire
-from golem.life.extensions.registry import ExtensionRegistry
+from golem.extensions.hooks import fire
+from golem.extensions.registry import ExtensionRegistry
 
 
 @dataclass

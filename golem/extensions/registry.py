@@ -6,9 +6,9 @@ violation is a RegistryError naming both sides.
 
 `builtin_extensions()` is this build: the 28 of §3 with what each is here — `present` False for the ones this
 build does not have (x402 payments, clade sync, ...), and `where` naming the code behind each hook, so
-`golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.life.extensions.hooks.fire):
+`golem extensions` prints an honest matrix. The hooks fire the registry's order (golem.extensions.hooks.fire):
 after_turn inside reflect (golem.life.after_turn), tool_call in validate (golem.safety.cage.SafetyCage.tool_call),
-before_agent_start and system_prompt in decide (activities/tick.py, golem.life.extensions.agent_start), steer in
+before_agent_start and system_prompt in decide (activities/tick.py, golem.extensions.agent_start), steer in
 the workflows' steer signals, input in the follow_up signal, send_message in `golem steer | followup`, on_end when
 GolemWorkflow dies, session at the services' start (grimoire) and GolemWorkflow.run (heartbeat), error in the
 record_failure activity.
@@ -215,9 +215,9 @@ def builtin_extensions() -> list[Extension]:
                  "accept_intervention); a steer goes through steer's intervention member"),
         # Layer 2 – State
         _x("context", 2, {"before_agent_start"}, ["grimoire"], what="the Cognitive Workspace",
-           before_agent_start="decide: the context policy in force (golem.life.extensions.agent_start)"),
+           before_agent_start="decide: the context policy in force (golem.extensions.agent_start)"),
         _x("daimon", 2, {"after_turn"}, ["grimoire"], what="appraisal → PAD, Plutchik emotion, somatic markers",
-           after_turn="golem.life.daimon, golem.life.somatic"),
+           after_turn="golem.life.daimon, golem.safety.somatic"),
         _x("memory", 2, {"after_turn"}, ["grimoire"], what="episode writer, reflexion and credit",
            after_turn="reflect: write_episode, learn_from_outcome"),
         _x("lifespan", 2, {"after_turn", "on_end"}, ["heartbeat"], what="three mortality clocks, phases, death",
@@ -238,7 +238,7 @@ def builtin_extensions() -> list[Extension]:
         _x("result-filter", 3, {"tool_result"}, ["safety"], optional=True, present=False),
         _x("coordination", 3, {"tool_call"}, ["tools"], optional=True, present=False),
         _x("compiler", 3, {"before_agent_start"}, ["tools"], what="STRATEGY.md → typed strategy",
-           before_agent_start="decide: load STRATEGY.md, its viability (golem.life.extensions.agent_start)"),
+           before_agent_start="decide: load STRATEGY.md, its viability (golem.extensions.agent_start)"),
         _x("model-router", 3, {"before_agent_start"}, ["provider-adapter"],
            what="tier → model; Conservation and below: T1 only for reflexion",
            before_agent_start="decide: tier → model under today's spend (Deliberator.route, router.choose_model); "
@@ -263,7 +263,7 @@ def builtin_extensions() -> list[Extension]:
         _x("playbook", 6, {"system_prompt"}, ["grimoire"], optional=True,
            what="PLAYBOOK.md in the prompt (the survival state is in the workspace's affect and warnings sections)",
            system_prompt="decide: reads PLAYBOOK.md for the T2 system prompt and the offline deliberator's rules "
-                         "(golem.life.extensions.agent_start.system_prompt, golem.inference.workspace)"),
+                         "(golem.extensions.agent_start.system_prompt, golem.inference.workspace)"),
         _x("intervention", 6, {"send_message", "steer"}, ["heartbeat"], what="steers and follow-ups",
            steer="GolemWorkflow.steer: validate and queue (golem.cognition.fold.accept_intervention); "
                  "ThetaTickWorkflow.steer: interrupt or cancel the running tick (§S7)",

@@ -1,6 +1,6 @@
 """The extension registry and its hooks (runtime-extensions §2–5), the Python way. See registry.py."""
 
-from golem.life.extensions.registry import (  # noqa: F401
+from golem.extensions.registry import (  # noqa: F401
     HOOKS,
     SPEC_ORDER,
     Extension,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from golem.life.extensions.registry import ExtensionRegistry
+from golem.extensions.registry import ExtensionRegistry
 
 T = TypeVar("T")
 

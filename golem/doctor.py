@@ -38,9 +38,9 @@ def today_spend(data_dir: Path, day: str) -> tuple[float, int, dict[str, int]]:
 def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_dir: Path,
                   deliberator: tuple[Any, str] | None = None) -> str:
     """The report; `deliberator`: (the deliberator, why) a worker already selected (its view, issue 12)."""
-    from golem.cognition.budget import apply_budget, budget_fraction
+    from golem.inference.budget import apply_budget, budget_fraction
     from golem.inference.config import InferenceConfig
-    from golem.inference.llm import select_deliberator
+    from golem.deliberators import select_deliberator
     from golem.models.enums import Tier
 
     try:
