@@ -9,7 +9,9 @@ scenario's fork is stopped when the scenario ends. The real chain is only read (
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
+from typing import Any, Protocol
 
 from temporalio import activity
 
@@ -44,17 +46,25 @@ from golem.models.observation import Observation
 from golem.models.tick import DecideInput, ProposedAction, TickContext
 from golem.safety.limits import SafetyLimits
 from golem.services import Services
-from infra.forks import ForkRegistry
 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class Forks(Protocol):
+    """Anvil forks of the golem's chain, registered so none outlives its scenario (infra/forks.py's ForkRegistry,
+    handed in by the worker: activities start no processes of their own)."""
+
+    def sweep(self) -> list[int]: ...
+
+    def fork(self, fork_url: str, block: int | None = None, label: str = "") -> AbstractContextManager[Any]: ...
+
+
 class DreamActivities(ActivitySet):
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, forks: Forks) -> None:
         self.s = services
-        self.forks = ForkRegistry(services.data_dir)
+        self.forks = forks
         self.staging = StagingBuffer(services.layout.dream_staging)
 
     def _config(self, inp: DreamPhaseInput) -> GolemConfig:

@@ -45,6 +45,7 @@ from golem.models.tick import (
     VerifyInput,
 )
 from infra.anvil import AnvilProcess, free_port
+from infra.forks import ForkRegistry
 from infra.world_cache import deploy_or_load
 from tests.integration.golem_rig import EXAMPLE_HOME, GOLEM_KEY, in_process_worker, make_rig
 from tests.unit.inference_fakes import FakeMessagesAPI, decide, message, tool_use
@@ -388,7 +389,7 @@ def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_
             prediction_error=0.1, utility=0.1 if volatile else 0.9,
             summary=f"Tick {t}: {'volatile' if volatile else 'range bound'} regime, price 2000, held.",
         ))
-    dreams = DreamActivities(services)
+    dreams = DreamActivities(services, ForkRegistry(services.data_dir))
     env = ActivityEnvironment()
     plain = env.run(dreams.nrem, DreamPhaseInput(golem_id=GID, tick=20, replay_count=3, forks=False))
     assert plain.items == 3 and not load_journal(services.data_dir, GID, 20).focus
