@@ -21,7 +21,7 @@ def today_spend(data_dir: Path, day: str) -> tuple[float, int, dict[str, int]]:
     from golem.life.cycle_store import CycleStore
 
     store = CycleStore(data_dir)
-    spend, ticks, tiers = 0.0, 0, {}
+    spend, ticks, tiers = 0.0, 0, dict[str, int]()
     for row in store.recent(5000):
         if not str(row.get("timestamp", "")).startswith(day):
             continue

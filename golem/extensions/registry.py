@@ -17,6 +17,7 @@ record_failure activity.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 from dataclasses import dataclass, field
 
 # runtime-extensions §2: the 20 hooks (session has three moments: start, before_compact, before_branch).
@@ -83,7 +84,7 @@ class ExtensionRegistry:
         self._exts: dict[str, Extension] = {}
         self._disabled: set[str] = set()
         self._orders: dict[str, list[str]] = {}
-        self._handlers: dict[tuple[str, str], Callable] = {}
+        self._handlers: dict[tuple[str, str], Callable[..., Any]] = {}
         self.built = False
 
     def register(self, ext: Extension) -> None:
@@ -186,7 +187,8 @@ class ExtensionRegistry:
         return [(hook, self.order(hook)) for hook in HOOKS]
 
 
-def _x(name, layer, hooks, deps=(), optional=False, present=True, what="", **where) -> Extension:
+def _x(name: str, layer: int, hooks: Iterable[str], deps: Iterable[str] = (), optional: bool = False,
+       present: bool = True, what: str = "", **where: str) -> Extension:
     return Extension(name=name, layer=layer, hooks=frozenset(hooks), depends_on=tuple(deps), optional=optional,
                      present=present, what=what, where={k.replace("__", "."): v for k, v in where.items()})
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from golem.chain.contracts import TOKEN_DECIMALS
+from web3 import Web3
+
+from golem.chain.contracts import TOKEN_DECIMALS, Deployment
 from golem.chain.tools.arguments import to_base_units
 from golem.chain.tools.calls import PlannedCall, approve_exact, cached_contract, revoke_after
 from golem.chain.tools.schemas import COLLATERAL_TOKEN, DEBT_TOKEN, ToolArgumentError
@@ -30,7 +32,7 @@ def repay_interest_margin(debt: int, variable_rate_ray: int) -> int:
     return 2 * debt * variable_rate_ray * REPAY_INTEREST_MARGIN_S // (SECONDS_PER_YEAR * RAY) + 1
 
 
-def aave_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -> list[PlannedCall]:
+def aave_calls(w3: Web3, deployment: Deployment, account: str, tool: str, args: dict[str, Any]) -> list[PlannedCall]:
     pool = cached_contract(w3, deployment, "AAVE_POOL")
     symbol = COLLATERAL_TOKEN if tool in ("supply", "withdraw") else DEBT_TOKEN
     asset = deployment.address(symbol)

@@ -130,7 +130,7 @@ def to_base_units(amount: Decimal, symbol: str, *, what: str = "amount") -> int:
 
 
 def from_base_units(amount: int, symbol: str) -> float:
-    return amount / 10 ** TOKEN_DECIMALS[symbol]
+    return float(amount / 10 ** TOKEN_DECIMALS[symbol])
 
 
 def tool_tokens(tool: str, args: dict[str, Any]) -> list[str]:
@@ -151,4 +151,4 @@ def action_tokens(action: ProposedAction) -> list[str]:
 
 def lp_shares_from_base(raw: int) -> float:
     """Raw LP token units → human share units (LP_SHARE_DECIMALS)."""
-    return raw / 10**LP_SHARE_DECIMALS
+    return float(raw / 10**LP_SHARE_DECIMALS)

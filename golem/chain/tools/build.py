@@ -3,6 +3,9 @@ sends; the executor does that, and only with a permit."""
 
 from __future__ import annotations
 
+from web3 import Web3
+
+from golem.chain.contracts import Deployment
 from golem.chain.tools.aave import aave_calls
 from golem.chain.tools.arguments import parse_arguments
 from golem.chain.tools.calls import PlannedCall
@@ -13,7 +16,7 @@ from golem.models.observation import Observation
 from golem.models.tick import ProposedAction
 
 
-def build_calls(w3, deployment, account: str, action: ProposedAction, observation: Observation) -> list[PlannedCall]:
+def build_calls(w3: Web3, deployment: Deployment, account: str, action: ProposedAction, observation: Observation) -> list[PlannedCall]:
     """Turn an action into the contract calls that perform it (approve first when needed, revoke last).
 
     Reads the chain (allowances, the router's quote, the debt, the pair's reserves), so the plan

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from eth_abi import decode as abi_decode
 from pydantic import BaseModel
+from web3 import Web3
+from web3.contract import Contract
 from web3.exceptions import ContractLogicError
 
-from golem.chain.contracts import at, contract
+from golem.chain.contracts import Deployment, at, contract
 
 
 # Router02 deadlines: the latest block's timestamp plus this. A frozen plan retried later than this
@@ -52,12 +54,12 @@ class ReadCheck(BaseModel):
     data: str
 
 
-def cached_contract(w3, deployment, key: str):
+def cached_contract(w3: Web3, deployment: Deployment, key: str) -> Contract:
     """The web3 Contract at an address-book key."""
     return contract(w3, deployment, key)
 
 
-def cached_at(w3, address: str, abi_name: str):
+def cached_at(w3: Web3, address: str, abi_name: str) -> Contract:
     """The web3 Contract at `address` with a vendored ABI."""
     return at(w3, address, abi_name)
 
@@ -69,7 +71,7 @@ def aave_reason(reason: str | None) -> str | None:
     return reason
 
 
-def swap_deadline(w3) -> int:
+def swap_deadline(w3: Web3) -> int:
     return int(w3.eth.get_block("latest")["timestamp"]) + SWAP_DEADLINE_S
 
 
@@ -80,7 +82,7 @@ def revert_reason(e: ContractLogicError) -> str:
     return aave_reason(e.message) or "reverted"
 
 
-def approve_exact(w3, deployment, account: str, key: str, spender: str, amount: int) -> list[PlannedCall]:
+def approve_exact(w3: Web3, deployment: Deployment, account: str, key: str, spender: str, amount: int) -> list[PlannedCall]:
     """Set the spender's allowance to exactly `amount` (nothing when it already is) and plan its revoke."""
     token = cached_at(w3, deployment.address(key), "ERC20")
     calls = []
@@ -94,7 +96,7 @@ def approve_exact(w3, deployment, account: str, key: str, spender: str, amount: 
     return calls
 
 
-def revoke_after(w3, deployment, account: str, key: str, spender: str) -> PlannedCall:
+def revoke_after(w3: Web3, deployment: Deployment, account: str, key: str, spender: str) -> PlannedCall:
     """approve(spender, 0), sent only when an allowance is left once the action's calls ran."""
     token = cached_at(w3, deployment.address(key), "ERC20")
     return PlannedCall(

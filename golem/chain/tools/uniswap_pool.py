@@ -7,7 +7,9 @@ from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from eth_abi import decode as abi_decode
+from web3 import Web3
 
+from golem.chain.contracts import Deployment
 from golem.chain.tools.arguments import to_base_units
 from golem.chain.tools.calls import PlannedCall, approve_exact, cached_contract, revoke_after, swap_deadline
 from golem.chain.tools.schemas import DEFAULT_MAX_SLIPPAGE_BPS, LP_PAIR, POOL_TOKEN0, POOL_TOKEN1, ToolArgumentError
@@ -33,7 +35,7 @@ def deposit_plan(amount0: int, amount1: int, reserve0: int, reserve1: int) -> tu
     return opt0, opt0 * reserve1 // reserve0, short_bps(amount0, opt0)
 
 
-def _pair_reserves(w3, deployment) -> tuple[Any, int, int, int]:
+def _pair_reserves(w3: Web3, deployment: Deployment) -> tuple[Any, int, int, int]:
     """The LP pair, its reserves in (POOL_TOKEN0, POOL_TOKEN1) order, and its LP total supply."""
     pair = cached_contract(w3, deployment, LP_PAIR)
     token0 = w3.to_checksum_address(pair.functions.token0().call())
@@ -49,7 +51,7 @@ def _pair_reserves(w3, deployment) -> tuple[Any, int, int, int]:
     return pair, r0, r1, pair.functions.totalSupply().call()
 
 
-def pool_calls(w3, deployment, account: str, tool: str, args: dict[str, Any]) -> list[PlannedCall]:
+def pool_calls(w3: Web3, deployment: Deployment, account: str, tool: str, args: dict[str, Any]) -> list[PlannedCall]:
     router = cached_contract(w3, deployment, "UNI_ROUTER")
     pair, reserve0, reserve1, total = _pair_reserves(w3, deployment)
     token0, token1 = deployment.address(POOL_TOKEN0), deployment.address(POOL_TOKEN1)
@@ -119,4 +121,4 @@ def burned_shares(call: PlannedCall) -> int:
     if call.label != "remove_liquidity":
         raise ValueError(f"not a remove_liquidity call: {call.label}")
     types = ["address", "address", "uint256", "uint256", "uint256", "address", "uint256"]
-    return abi_decode(types, bytes.fromhex(call.data[10:]))[2]
+    return int(abi_decode(types, bytes.fromhex(call.data[10:]))[2])

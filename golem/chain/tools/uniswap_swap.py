@@ -6,9 +6,10 @@ from __future__ import annotations
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
+from web3 import Web3
 from web3.exceptions import ContractLogicError
 
-from golem.chain.contracts import PAIRS
+from golem.chain.contracts import PAIRS, Deployment
 from golem.chain.tools.arguments import to_base_units
 from golem.chain.tools.calls import (
     PlannedCall,
@@ -41,7 +42,7 @@ def path_pairs(path: list[str]) -> list[str]:
     return [pair_key(a, b) for a, b in zip(path, path[1:])]
 
 
-def _path_addresses(deployment, path: list[str]) -> list[str]:
+def _path_addresses(deployment: Deployment, path: list[str]) -> list[str]:
     for key in path_pairs(path):
         if not deployment.has(key):
             raise ToolArgumentError(
@@ -51,7 +52,7 @@ def _path_addresses(deployment, path: list[str]) -> list[str]:
     return [deployment.address(sym) for sym in path]
 
 
-def swap_calls(w3, deployment, account: str, args: dict[str, Any]) -> list[PlannedCall]:
+def swap_calls(w3: Web3, deployment: Deployment, account: str, args: dict[str, Any]) -> list[PlannedCall]:
     router = cached_contract(w3, deployment, "UNI_ROUTER")
     token_in, token_out = args["token_in"], args["token_out"]
     path = swap_path(token_in, token_out)

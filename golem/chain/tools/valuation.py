@@ -14,11 +14,11 @@ from golem.chain.tools.schemas import (
     POOL_TOKEN1,
     STABLE_TOKENS,
 )
-from golem.models.observation import Observation
+from golem.models.observation import ChainSnapshot, Observation, PositionState
 from golem.models.tick import ProposedAction
 
 
-def lp_position(snapshot) -> Any:
+def lp_position(snapshot: ChainSnapshot) -> PositionState | None:
     """The golem's pool position in a ChainSnapshot (kind "lp"), or None when it holds no shares.
 
     Its `collateral` is the WETH side of the golem's pro-rata claim on the reserves (shares /
@@ -31,7 +31,7 @@ def lp_value_usd(observation: Observation) -> float:
     pos = lp_position(observation.snapshot)
     if pos is None:
         return 0.0
-    return pos.collateral * (price_usd(POOL_TOKEN0, observation) + observation.snapshot.pool.price)
+    return float(pos.collateral * (price_usd(POOL_TOKEN0, observation) + observation.snapshot.pool.price))
 
 
 def price_usd(symbol: str, observation: Observation) -> float:
@@ -61,4 +61,5 @@ def slippage_bps_of(action: ProposedAction) -> float | None:
     """The slippage bound a swap or add_liquidity is checked against; None for tools without one."""
     if action.tool not in ("swap", "add_liquidity"):
         return None
-    return parse_arguments(action.tool, action.arguments)["max_slippage_bps"]
+    bound: float | None = parse_arguments(action.tool, action.arguments)["max_slippage_bps"]
+    return bound

@@ -75,7 +75,7 @@ class Liquidator(Trader):
         if self._oracle is not self._trader:
             self._oracle.refresh(None, _quantity(reads[1], res[1]))
         n = len(reserve_syms)
-        state = {"eth": _quantity(reads[2], res[2]),
+        state: dict[str, Any] = {"eth": _quantity(reads[2], res[2]),
                  "balances": {s: _uint256(reads[3 + i], res[3 + i]) for i, s in enumerate(reserve_syms)}}
         usd = {s: _uint256(reads[3 + n + i], res[3 + n + i]) / 10**FEED_DECIMALS for i, s in enumerate(reserve_syms)}
         sent: list[tuple[str, HexBytes, float]] = []
@@ -86,7 +86,7 @@ class Liquidator(Trader):
             debt = {s: _uint256(reads[base + n + i], res[base + n + i]) for i, s in enumerate(reserve_syms)}
 
             def value(s: str, amounts: dict[str, int]) -> float:
-                return amounts[s] / 10 ** TOKEN_DECIMALS[s] * usd[s]
+                return float(amounts[s] / 10 ** TOKEN_DECIMALS[s] * usd[s])
 
             debt_sym = max(reserve_syms, key=lambda s: value(s, debt))
             coll_sym = max(reserve_syms, key=lambda s: value(s, coll))

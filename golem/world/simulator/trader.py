@@ -8,6 +8,7 @@ from typing import Any
 
 from hexbytes import HexBytes
 from web3 import Web3
+from web3.types import RPCEndpoint
 
 from golem.chain.contracts import PAIRS, Deployment, decimals_of
 from golem.chain.reader import _Read, _result, _send, pair_token0
@@ -111,7 +112,7 @@ class Trader:
         return [_result(r, ans) for r, ans in zip(reads, _send(self.w3, reads))]
 
     def _ensure_allowances(self) -> None:
-        a, steps = self.deployment.addresses, []
+        a, steps = self.deployment.addresses, list[tuple[str, HexBytes]]()
         for sym, token in self._tokens.items():
             for spender, name in ((a["UNI_ROUTER"], "router"), (a["AAVE_POOL"], "aave pool")):
                 if token.functions.allowance(self._trader.address, spender).call() < MAX_UINT256 // 2:
@@ -132,7 +133,7 @@ class Trader:
             if eth < wrap + TRADER_ETH_FLOOR:
                 if self.chain_id == DEV_CHAIN_ID:
                     answer = self.w3.provider.make_request(
-                        "anvil_setBalance", [self._trader.address, hex(eth + wrap + TRADER_ETH_FLOOR)])
+                        RPCEndpoint("anvil_setBalance"), [self._trader.address, hex(eth + wrap + TRADER_ETH_FLOOR)])
                     if "error" in answer:
                         raise SimulatorError(f"anvil_setBalance for the trader failed: {answer['error']}")
                     eth += wrap + TRADER_ETH_FLOOR
