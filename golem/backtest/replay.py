@@ -37,6 +37,7 @@ tick that sends nothing costs nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from web3 import Web3
 
@@ -79,7 +80,7 @@ class ReplayDriver:
         # accrues the same interest every run
         self._rpc("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
 
-    def _rpc(self, method: str, params: list) -> object:
+    def _rpc(self, method: str, params: list[Any]) -> object:
         answer = self.w3.provider.make_request(method, params)  # type: ignore[arg-type]
         if "error" in answer:
             raise ReplayError(f"{method}: {answer['error'].get('message', answer['error'])}")

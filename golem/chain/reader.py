@@ -99,7 +99,7 @@ def _send(w3: Web3, reads: list[_Read]) -> list[dict[str, Any]]:
     requests = [(r.method, r.params) for r in reads]
     try:
         if hasattr(provider, "make_batch_request"):
-            answers: Any = provider.make_batch_request(requests)  # type: ignore[attr-defined]
+            answers: Any = provider.make_batch_request(requests)
         else:  # providers without batching: one request each
             answers = [provider.make_request(m, p) for m, p in requests]  # type: ignore[arg-type]
     except ChainReadError:
@@ -280,7 +280,7 @@ def read_liquidations(w3: Web3, deployment: Deployment, account: str, from_block
     user_topic = "0x" + "00" * 12 + account[2:].lower()
     try:
         logs = w3.eth.get_logs({
-            "address": deployment.addresses["AAVE_POOL"], "fromBlock": from_block, "toBlock": to_block,
+            "address": Web3.to_checksum_address(deployment.addresses["AAVE_POOL"]), "fromBlock": from_block, "toBlock": to_block,
             "topics": [LIQUIDATION_CALL_TOPIC, None, None, user_topic],
         })  # fmt: skip
     except Exception as exc:  # transport errors and malformed answers: name the read

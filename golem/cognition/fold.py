@@ -62,7 +62,7 @@ def new_golem_state(cfg: GolemConfig) -> GolemState:
     return state.model_copy(update={"gamma": state.gamma.model_copy(update={"interval_seconds": cfg.clock.gamma_max_seconds})})
 
 
-def _bounded(items: list, limit: int) -> list:
+def _bounded(items: list[Any], limit: int) -> list[Any]:
     return items[-limit:] if len(items) > limit else items
 
 

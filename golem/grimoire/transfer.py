@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from golem.grimoire.store.embeddings import identity_of
 from golem.grimoire.episodes.model import Episode
@@ -56,7 +57,7 @@ def export_lines(episodes: EpisodeStore, semantic: SemanticStore, *, golem_id: s
         yield json.dumps({"kind": "causal_edge", **edge})
 
 
-def _edge_fields(obj: dict) -> dict:
+def _edge_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """A causal_edge line's fields, checked before anything is written (fuzzing found a string weight, a null
     source and a list tick passing validation and failing half-way through the writes, issue 14)."""
     edge = {k: obj[k] for k in ("source_id", "target_id", "weight", "updated_at")}
@@ -78,7 +79,7 @@ def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, 
     """Validate every line first (a bad line names its number and nothing is written), then write."""
     eps: list[Episode] = []
     entries: list[GrimoireEntry] = []
-    edges: list[dict] = []
+    edges: list[dict[str, Any]] = []
     origin = ""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):

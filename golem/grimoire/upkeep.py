@@ -22,10 +22,11 @@ from golem.storage import connect
 HEURISTIC_SURVIVAL_TICKS = 100  # Rev. 12: "% promoted heuristics active after 100 ticks"
 
 
-def table_stats(table, text_column: str) -> dict[str, Any]:
+def table_stats(table: Any, text_column: str) -> dict[str, Any]:
     s = table.stats()
     fs = s.fragment_stats if hasattr(s, "fragment_stats") else s["fragment_stats"]
-    get = (lambda o, k: getattr(o, k)) if hasattr(fs, "num_fragments") else (lambda o, k: o[k])
+    def get(o: Any, k: str) -> Any:
+        return getattr(o, k) if hasattr(fs, "num_fragments") else o[k]
     unindexed = None
     for idx in table.list_indices():
         if text_column in idx.columns and idx.index_type == "FTS":

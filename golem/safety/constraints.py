@@ -118,7 +118,7 @@ def _kept(c: Constraint, value: float | None) -> bool:
     if value is None:
         # health_factor with no debt is infinite: every lower bound holds, no upper bound does.
         return c.metric == "health_factor" and c.op in (">", ">=", "!=")
-    return _OPS[c.op or ">="](value, float(c.value or 0.0))
+    return bool(_OPS[c.op or ">="](value, float(c.value or 0.0)))
 
 
 def must_gate(strategy: Strategy, snap: ChainSnapshot) -> MustGate:

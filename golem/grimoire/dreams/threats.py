@@ -93,14 +93,15 @@ def tier1_threats(pos: PositionView, rehearsals_per_threat: int = 1) -> list[Sce
     `rehearsals_per_threat` 2 = rev. 6 doubling (high volatility or thin liquidity): each threat is also
     rehearsed at a harsher setting."""
     out: list[Scenario] = []
-    has_loan = pos.debt > 0 and pos.health_factor is not None
+    hf = pos.health_factor
+    has_loan = pos.debt > 0 and hf is not None
     exposure = pos.weth > 0 or pos.collateral > 0 or pos.lp_shares > 0
     for level in range(max(1, rehearsals_per_threat)):
         harsh = 1.0 + 0.5 * level
         tag = "" if level == 0 else f" ×{harsh:g}"
-        if has_loan:
+        if has_loan and hf is not None:
             # The crash that takes the position to liquidation's door: HF ∝ price, so HF·(1+s) = 1.05.
-            shock = -min(0.9, max(0.3, 1.0 - 1.05 / pos.health_factor) * harsh)
+            shock = -min(0.9, max(0.3, 1.0 - 1.05 / hf) * harsh)
             out.append(Scenario(name=f"liquidation cascade{tag}", threat=ThreatKind.LIQUIDATION_CASCADE,
                                 crisis=Crisis(price_shock=shock)))
             out.append(Scenario(name=f"oracle stale{tag}", threat=ThreatKind.ORACLE_STALE,

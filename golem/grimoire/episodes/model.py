@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -78,7 +78,7 @@ def tag_pad(tag: str | None) -> tuple[float, float, float] | None:
     """The PAD direction of an emotional tag (the octant's signs; None for "neutral" or no tag), for the mood
     congruence factor of retrieval."""
     signs = _OCTANT_SIGNS.get(tag or "")
-    return tuple(float(x) for x in signs) if signs else None
+    return (float(signs[0]), float(signs[1]), float(signs[2])) if signs else None
 
 
 def pad_label(pleasure: float, arousal: float, dominance: float) -> str:
@@ -143,7 +143,7 @@ class Episode(BaseModel):
 
     @field_validator("regime", mode="before")
     @classmethod
-    def _regime(cls, v):
+    def _regime(cls, v: Any) -> Any:
         # §S9 vocabulary; foreign labels (bull, calm, crash, ...) mapped or refused by name (issue 15)
         if isinstance(v, MarketRegime):
             return v

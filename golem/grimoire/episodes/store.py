@@ -157,7 +157,7 @@ class EpisodeStore(VectorTable):
         vec = pa.FixedSizeListArray.from_arrays(flat, ident.dim)
         return table.append_column(schema.field("vector"), vec).replace_schema_metadata(schema.metadata)
 
-    def _read_all(self, table=None) -> tuple[list[Episode], np.ndarray]:
+    def _read_all(self, table: Any = None) -> tuple[list[Episode], np.ndarray]:
         table = table if table is not None else self._table
         data = table.to_arrow()
         dim = table.schema.field("vector").type.list_size
@@ -288,7 +288,7 @@ class EpisodeStore(VectorTable):
             self.guard.ack([r["seq"] for r in chunk])
         return len(rows)
 
-    def _update(self, ids: list[str], values_sql: dict[str, str], extra_where: str = "", *, py: dict) -> int:
+    def _update(self, ids: list[str], values_sql: dict[str, str], extra_where: str = "", *, py: dict[str, Any]) -> int:
         """`values_sql` on rows `ids`; `py` says the same in Python (column → old value → new value) for the columns
         retrieval's in-memory index keeps (episode_index.SCALARS)."""
         if {"id", "tick", "summary", "vector"} & set(values_sql):
@@ -377,7 +377,7 @@ class EpisodeStore(VectorTable):
         return [self._to_episode(by_id[i]) for i in ids if i in by_id]
 
     def count(self) -> int:
-        return self._table.count_rows()
+        return int(self._table.count_rows())
 
     def all(self) -> list[Episode]:
         """Every episode, oldest tick first. For small stores (tests, DELTA over a few thousand rows)."""

@@ -8,19 +8,21 @@ overwrites instead of duplicating, and another run of the tick (a reset, a rerun
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from golem.grimoire.episodes.model import Episode, EpisodeOutcome, EpisodeType, Importance, episode_from_record
 from golem.grimoire.episodes.store import EpisodeStore
+from golem.models.enums import Tier
 from golem.models.record import DecisionCycleRecord
 from golem.models.tick import TickContext
 
 
-def write_safety_incident(episodes: EpisodeStore, ctx: TickContext, incident: dict, chain_id: int) -> str:
+def write_safety_incident(episodes: EpisodeStore, ctx: TickContext, incident: dict[str, Any], chain_id: int) -> str:
     """An invariant violated after execution, remembered at confidence 1.0 as an emergency."""
     ep_id = f"{ctx.golem_id}:incident:tick:{ctx.tick}"
     episodes.upsert(Episode(
         id=ep_id, golem_id=ctx.golem_id, tick=ctx.tick, created_at=ctx.started_at, regime=ctx.state.regime,
-        tier="T2", summary=f"SAFETY INCIDENT at tick {ctx.tick}: {json.dumps(incident, default=str)}",
+        tier=Tier.T2, summary=f"SAFETY INCIDENT at tick {ctx.tick}: {json.dumps(incident, default=str)}",
         prediction_error=1.0, utility=1.0, confidence=1.0, quality=1.0,
         episode_type=EpisodeType.ACTION, tool="verify_outcome", outcome=EpisodeOutcome.NEGATIVE,
         importance=Importance.EMERGENCY, chain=str(chain_id),

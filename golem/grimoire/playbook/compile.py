@@ -22,6 +22,7 @@ from collections.abc import Callable
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -178,7 +179,7 @@ class PlaybookHistory:
                              (revision, _sha(text), text, tick, reason, heuristics, now))
             return cur.rowcount == 1
 
-    def _rows(self, sql: str, args: tuple = ()) -> list[PlaybookRevisionRow]:
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[PlaybookRevisionRow]:
         with closing(connect(self.db_path, rows=True)) as db:
             try:
                 rows = db.execute(sql, args).fetchall()
@@ -295,7 +296,7 @@ def rewrite_playbook(
         existing = path.read_text(encoding="utf-8")
         same = existing.split("\n", 1)[1:] == [body]
         head = history.head() if history is not None else None
-        if not same and head is not None and head.revision == current and head.reason.startswith("rollback:"):
+        if not same and history is not None and head is not None and head.revision == current and head.reason.startswith("rollback:"):
             compiled = history.last_compiled()
             same = compiled is not None and compiled.body == body  # knowledge unchanged since the rollback
         if same:

@@ -17,6 +17,7 @@ from collections import defaultdict
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -310,7 +311,7 @@ class HeuristicStore:
                          (conf, importance, status, retired, standing, tick, _now(), heuristic_id_))
             return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
 
-    def trials(self, heuristic_id_: str | None = None) -> builtins.list[dict]:
+    def trials(self, heuristic_id_: str | None = None) -> builtins.list[dict[str, Any]]:
         """The trial history (newest first): heuristic_id, tick, occasion, verdict, result (TrialResult JSON), run."""
         with closing(self._connect()) as conn:
             sql = "SELECT * FROM heuristic_trials" + (" WHERE heuristic_id = ?" if heuristic_id_ else "")
@@ -325,7 +326,7 @@ class HeuristicStore:
 
     def count(self) -> int:
         with closing(self._connect()) as conn:
-            return conn.execute("SELECT COUNT(*) FROM heuristics").fetchone()[0]
+            return int(conn.execute("SELECT COUNT(*) FROM heuristics").fetchone()[0])
 
     def list(self, min_confidence: float = 0.0) -> builtins.list[Heuristic]:
         """Heuristics at or above `min_confidence`, by scope then confidence (highest first)."""

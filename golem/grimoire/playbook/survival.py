@@ -13,6 +13,7 @@ import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 HORIZON_TICKS = 100  # rev. 12 "% promoted heuristics active after 100 ticks"
 HEALTHY = (0.40, 0.70)  # rev. 12 healthy range
@@ -31,7 +32,7 @@ def revisions(db: Path) -> list[tuple[int, set[str]]]:
 
 
 def survival(revs: list[tuple[int, set[str]]], last_tick: int, horizon: int = HORIZON_TICKS,
-             inherited: set[str] = frozenset()) -> dict:
+             inherited: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
     """New heuristics, how many were judged (entered >= horizon ticks before last_tick) and how many survived."""
     entered: dict[str, int] = {}
     for tick, ids in revs:

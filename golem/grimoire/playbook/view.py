@@ -18,6 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -54,7 +55,7 @@ class AdmittedView(BaseModel):
     offered: dict[str, str] = {}  # heuristic id → admission action
     excluded: dict[str, str] = {}  # heuristic id → reason (quarantined, superseded, decayed, rejected, …)
 
-    def summary(self, limit: int = SUMMARY_LIMIT) -> dict:
+    def summary(self, limit: int = SUMMARY_LIMIT) -> dict[str, Any]:
         """For the cycle's result (workflow history): counts, and at most `limit` ids of each."""
         return {"offered_count": len(self.offered), "excluded_count": len(self.excluded),
                 "offered": dict(sorted(self.offered.items())[:limit]),

@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -327,7 +328,7 @@ def admit(
     score = composite(factors)
     cat = candidate.category.value
 
-    def done(action: AdmissionAction, entry_id: str | None, **kw) -> AdmissionDecision:
+    def done(action: AdmissionAction, entry_id: str | None, **kw: Any) -> AdmissionDecision:
         store.log_admission(tick, cat, action.value, score, entry_id)
         kw.setdefault("quality", quality)
         return AdmissionDecision(action=action, score=score, factors=factors, entry_id=entry_id, flags=flags, **kw)
@@ -502,7 +503,7 @@ def owner_drop(store: SemanticStore, quarantine_id: str, tick: int, reason: str 
     store.resolve_quarantine(quarantine_id, "dropped", tick, "owner drop" + (f": {reason}" if reason else ""))
 
 
-def _pending_row(store: SemanticStore, quarantine_id: str) -> dict:
+def _pending_row(store: SemanticStore, quarantine_id: str) -> dict[str, Any]:
     q = store.quarantined_one(quarantine_id)
     if q is None:
         raise KeyError(f"no quarantined entry {quarantine_id!r}; `golem grimoire quarantine list --all` shows them")

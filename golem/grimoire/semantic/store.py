@@ -102,7 +102,7 @@ class EmotionalTag(BaseModel):
 
     @field_validator("pad")
     @classmethod
-    def _pad_range(cls, v):
+    def _pad_range(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
         if any(not (-1.0 <= x <= 1.0) or not math.isfinite(x) for x in v):
             raise ValueError(f"pad components must be finite and in [-1, 1], got {v}")
         return v
@@ -151,7 +151,7 @@ class GrimoireEntry(BaseModel):
 
     @field_validator("market_regime", mode="before")
     @classmethod
-    def _regime(cls, v):
+    def _regime(cls, v: Any) -> str | None:
         return normalise_regime(v)  # §S9 vocabulary; foreign labels mapped or refused (issue 15)
 
     def model_post_init(self, __context: Any) -> None:

@@ -154,7 +154,7 @@ class WriteGuard:
         """Queued rows, oldest first: [{"seq", "store", "id", "payload", "queued_at"}]."""
         if not self.path.exists():
             return []
-        sql, args = "SELECT seq, store, id, payload, queued_at FROM pending WHERE 1 = 1", []
+        sql, args = "SELECT seq, store, id, payload, queued_at FROM pending WHERE 1 = 1", list[Any]()
         if store is not None:
             sql, args = sql + " AND store = ?", [*args, store]
         if ids is not None:

@@ -23,6 +23,7 @@ import logging
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import lancedb
 
@@ -105,7 +106,7 @@ class VersionRetention:
         if self.every_writes < 0:
             raise ValueError(f"every_writes must be >= 0 (0: upkeep only when asked), got {self.every_writes}")
 
-    def older_than(self, table, now: datetime | None = None) -> timedelta:
+    def older_than(self, table: Any, now: datetime | None = None) -> timedelta:
         """`cleanup_older_than` for LanceDB's optimize: versions older than this go. At least `min_age`, and old
         enough to keep the newest `keep_versions` (list_versions' timestamps are local times, as `now`)."""
         stamps = sorted(v["timestamp"] for v in table.list_versions())
@@ -113,13 +114,14 @@ class VersionRetention:
         if not stamps:
             return self.min_age
         oldest_kept = stamps[-self.keep_versions] if len(stamps) >= self.keep_versions else stamps[0]
-        return max(self.min_age, now - oldest_kept + _AGE_MARGIN)
+        age: timedelta = max(self.min_age, now - oldest_kept + _AGE_MARGIN)
+        return age
 
 
 DEFAULT_RETENTION = VersionRetention()
 
 
-def optimize(table, retention: VersionRetention = DEFAULT_RETENTION) -> None:
+def optimize(table: Any, retention: VersionRetention = DEFAULT_RETENTION) -> None:
     """LanceDB's optimize: compact small fragments, fold new rows into the indexes, clean up versions by `retention`.
     Only files no kept version references are removed, so a reader on a kept version keeps working."""
     table.optimize(cleanup_older_than=retention.older_than(table))
