@@ -9,9 +9,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
 
 from golem.grimoire.semantic.admission import AdmissionAction, admit
 from golem.grimoire.episodes.model import Episode
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.playbook.heuristics import GLOBAL_SCOPE, HeuristicStore
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
 from golem.grimoire.dreams.staging import (
@@ -25,6 +28,7 @@ from golem.grimoire.dreams.staging import (
     corroborate,
     staged_id,
 )
+from golem.models.record import DecisionCycleRecord
 
 # rev. 1: "what would have happened at 50bps, 100bps, 200bps deviation?" — the perturbations named beside each
 # replayed episode's measured deviation.
@@ -33,7 +37,16 @@ WAKING_RECORDS = 200  # how many recent tick records waking evidence is read fro
 _GUARD_HF = re.compile(r"health_factor < ([0-9.]+)")
 
 
-def deviation_context(cycles, tick: int) -> dict:
+
+class CycleRecords(Protocol):
+    """The decision records a dream reads (life/cycle_store.py's CycleStore, handed in by the caller)."""
+
+    def recent(self, n: int) -> list[dict[str, Any]]: ...
+
+    def load(self, tick: int) -> DecisionCycleRecord: ...
+
+
+def deviation_context(cycles: CycleRecords, tick: int) -> dict[str, Any]:
     """rev. 1 "Deviation-anchored replay": the verified deviations of the episode's tick (bps per quantity)."""
     try:
         outcome = cycles.load(tick).outcome
@@ -49,13 +62,13 @@ def deviation_context(cycles, tick: int) -> dict:
 
 def merge_groups(episodes: list[Episode]) -> list[list[str]]:
     """Near-duplicates among the replayed: same regime, tier and tools, prediction error within 0.05."""
-    groups: dict[tuple, list[Episode]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[Episode]] = defaultdict(list)
     for e in episodes:
         groups[(e.regime.value, e.tier.value, tuple(sorted(e.action_tools)), round(e.prediction_error * 20))].append(e)
     return [sorted(x.id for x in g) for g in groups.values() if len(g) > 1]
 
 
-def recent_tvls(cycles, n: int = 50) -> list[float]:
+def recent_tvls(cycles: CycleRecords, n: int = 50) -> list[float]:
     """The pair's TVL in the newest n tick records (rev. 6's liquidity condition is read against them)."""
     out = []
     for r in cycles.recent(n):
@@ -66,7 +79,7 @@ def recent_tvls(cycles, n: int = 50) -> list[float]:
     return out
 
 
-def compress(store, groups: list[list[str]], tick: int, audit_path) -> list[dict]:
+def compress(store: EpisodeStore, groups: list[list[str]], tick: int, audit_path: Path) -> list[dict[str, Any]]:
     """NREM compression: each near-duplicate group of observation episodes (no action taken: no P&L, credit or
     outcome hangs on them) becomes one row. The newest is kept, with the group's highest strength, summed access
     count and a note of how many it stands for; the others leave the episodes table and are kept whole in the
@@ -96,17 +109,18 @@ def compress(store, groups: list[list[str]], tick: int, audit_path) -> list[dict
     return out
 
 
-def waking_facts(cycles, n: int = WAKING_RECORDS) -> list[tuple[int, float | None, float | None]]:
+def waking_facts(cycles: CycleRecords, n: int = WAKING_RECORDS) -> list[tuple[int, float | None, float | None]]:
     """(tick, health factor, price move bps since the previous record) of recent waking ticks, oldest first."""
     rows = sorted(cycles.recent(n), key=lambda r: r["tick"])
-    out, prev = [], None
+    out: list[tuple[int, float | None, float | None]] = []
+    prev: float | None = None
     for r in rows:
         try:
             snap = cycles.load(r["tick"]).observation
         except Exception:
             continue
         price = snap.snapshot.pool.price
-        move = (price - prev) / prev * 10_000.0 if prev else None
+        move: float | None = (price - prev) / prev * 10_000.0 if prev else None
         out.append((r["tick"], snap.min_health_factor(), move))
         prev = price
     return out
@@ -118,7 +132,7 @@ class Integrated:
     promoted: list[str] = field(default_factory=list)
 
 
-def _trigger(result: dict) -> Trigger:
+def _trigger(result: dict[str, Any]) -> Trigger:
     """The waking situation that corroborates what a rehearsal found: the guard's health threshold, or half the
     crisis's price move."""
     guard = result.get("guard") or ""
@@ -157,7 +171,7 @@ def _guard_evidence(heuristics: HeuristicStore | None, item: StagedItem, golem_i
 
 
 def integrate_results(staging: StagingBuffer, semantic: SemanticStore, golem_id: str, tick: int,
-                      results: list[dict], heuristics: HeuristicStore | None = None) -> Integrated:
+                      results: list[dict[str, Any]], heuristics: HeuristicStore | None = None) -> Integrated:
     """Stage every dream output. A broken response's warning and guard are grounded (the chain produced their
     figures): partially validated at once and admitted at 0.3. What a counterfactual showed stays a hypothesis
     until waking evidence corroborates it."""

@@ -10,8 +10,10 @@ read the account again. On the live chain: the same actions through `eth_simulat
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, cast
 
 from web3 import Web3
+from web3.types import RPCEndpoint, TxParams, TxReceipt
 
 from golem.chain.contracts import MAIN_PAIR, Deployment, contract
 from golem.chain.reader import read_snapshot
@@ -31,17 +33,17 @@ class RehearsalError(RuntimeError):
     """The fork could not be put into the crisis (not: the golem's response failed)."""
 
 
-def _send(w3: Web3, tx: dict, what: str) -> dict:
+def _send(w3: Web3, tx: dict[str, Any], what: str) -> TxReceipt:
     # The crisis's actors (the feed owner, the pair itself) pay their gas with fork-only ether.
-    w3.provider.make_request("anvil_setBalance", [tx["from"], hex(10**30)])
-    h = w3.eth.send_transaction(tx)
+    w3.provider.make_request(RPCEndpoint("anvil_setBalance"), [tx["from"], hex(10**30)])
+    h = w3.eth.send_transaction(cast(TxParams, tx))
     r = w3.eth.wait_for_transaction_receipt(h, timeout=30)
     if r["status"] != 1:
         raise RehearsalError(f"crisis injection failed: {what} reverted (tx {h.hex()})")
     return r
 
 
-def _call(w3: Web3, sender: str, fn, what: str) -> dict:
+def _call(w3: Web3, sender: str, fn: Any, what: str) -> TxReceipt:
     return _send(w3, {"from": sender, "to": fn.address, "data": fn._encode_transaction_data()}, what)
 
 
@@ -65,14 +67,14 @@ def inject(w3: Web3, dep: Deployment, crisis: Crisis) -> None:
         if crisis.move_pool:
             _move_pair_to(w3, dep, pair, weth, usdc, new_answer / 10**decimals)
     if crisis.oracle_lag_s:
-        w3.provider.make_request("evm_increaseTime", [crisis.oracle_lag_s])
-        w3.provider.make_request("evm_mine", [])
+        w3.provider.make_request(RPCEndpoint("evm_increaseTime"), [crisis.oracle_lag_s])
+        w3.provider.make_request(RPCEndpoint("evm_mine"), [])
     if crisis.base_fee_multiple > 1:
         base = int(w3.eth.get_block("latest").get("baseFeePerGas") or w3.eth.gas_price)
-        w3.provider.make_request("anvil_setNextBlockBaseFeePerGas", [hex(int(base * crisis.base_fee_multiple))])
+        w3.provider.make_request(RPCEndpoint("anvil_setNextBlockBaseFeePerGas"), [hex(int(base * crisis.base_fee_multiple))])
 
 
-def _move_pair_to(w3: Web3, dep: Deployment, pair, weth, usdc, usd_per_weth: float) -> None:
+def _move_pair_to(w3: Web3, dep: Deployment, pair: Any, weth: Any, usdc: Any, usd_per_weth: float) -> None:
     """A whale dumps WETH into the pair (or WETH leaves it) until its price is `usd_per_weth`, then sync()."""
     r0, r1, _ = pair.functions.getReserves().call()
     weth_is_0 = pair.functions.token0().call().lower() == weth.address.lower()
@@ -170,7 +172,7 @@ def run_on_fork(w3: Web3, dep: Deployment, account: str, crisis: Crisis, decide:
             for c in calls:
                 if c.only_if_nonzero is not None:
                     continue  # a cleanup (revoking an approval the swap used up): no bearing on the outcome
-                h = w3.eth.send_transaction({"from": account, "to": c.to, "data": c.data, "value": c.value})
+                h = w3.eth.send_transaction(cast(TxParams, {"from": account, "to": c.to, "data": c.data, "value": c.value}))
                 if w3.eth.wait_for_transaction_receipt(h, timeout=30)["status"] != 1:
                     chk.executed, chk.revert_reason = False, f"{c.label} reverted on the fork"
                     break

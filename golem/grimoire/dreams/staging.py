@@ -20,6 +20,7 @@ import hashlib
 import sqlite3
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -141,11 +142,11 @@ class DreamJournal(BaseModel):
     phases_done: list[str] = Field(default_factory=list)
     stopped_at: str | None = None  # the phase a critical steer or the time budget stopped it before
     stop_reason: str | None = None
-    replayed: list[dict] = Field(default_factory=list)  # episode id, utility, deviation data, strengthened
+    replayed: list[dict[str, Any]] = Field(default_factory=list)  # episode id, utility, deviation data, strengthened
     merged: list[list[str]] = Field(default_factory=list)  # near-duplicate episode groups among the replayed
-    compressed: list[dict] = Field(default_factory=list)  # groups folded into one row: {"kept", "merged"} ids
-    imagined: list[dict] = Field(default_factory=list)  # ThreatRehearsalResult dumps of REM scenarios
-    rehearsed: list[dict] = Field(default_factory=list)  # ThreatRehearsalResult dumps of Tier 1 threats
+    compressed: list[dict[str, Any]] = Field(default_factory=list)  # groups folded into one row: {"kept", "merged"} ids
+    imagined: list[dict[str, Any]] = Field(default_factory=list)  # ThreatRehearsalResult dumps of REM scenarios
+    rehearsed: list[dict[str, Any]] = Field(default_factory=list)  # ThreatRehearsalResult dumps of Tier 1 threats
     threats_rehearsed: list[str] = Field(default_factory=list)  # ThreatKind values covered this cycle
     threats_due: list[str] = Field(default_factory=list)  # Tier 1 threats that apply to the positions
     staged: list[str] = Field(default_factory=list)

@@ -23,10 +23,14 @@ import threading
 from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from golem.grimoire.store.terms import summary_terms
+
+if TYPE_CHECKING:
+    from golem.grimoire.episodes.store import EpisodeStore
 
 # what retrieval scores an episode with, besides id, tick, summary and vector
 SCALARS = ("tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
@@ -44,7 +48,7 @@ class EpisodeIndex:
     vec_buf: np.ndarray  # (capacity, dim) float32, L2-normalised
     summaries: list[str]
     postings: dict[str, list[int]] = field(default_factory=dict)  # term → rows holding it, ascending
-    scalars: dict[str, list] = field(default_factory=dict)  # SCALARS column → values by row
+    scalars: dict[str, list[Any]] = field(default_factory=dict)  # SCALARS column → values by row
 
     @property
     def ticks(self) -> np.ndarray:
@@ -54,7 +58,7 @@ class EpisodeIndex:
     def vectors(self) -> np.ndarray:
         return self.vec_buf[:self.n]
 
-    def row(self, k: int) -> dict:
+    def row(self, k: int) -> dict[str, Any]:
         """Episode `k`'s scalar fields, id and tick (what retrieval scores with)."""
         return {c: v[k] for c, v in self.scalars.items()} | {"id": self.ids[k], "tick": int(self.tick_buf[k])}
 
@@ -89,7 +93,7 @@ def _postings(summaries: list[str], start: int = 0, into: dict[str, list[int]] |
     return dict(lists) if into is None else lists
 
 
-def _vectors(col, dim: int) -> np.ndarray:
+def _vectors(col: Any, dim: int) -> np.ndarray:
     flat = col.combine_chunks().flatten().to_numpy(zero_copy_only=False)
     return np.ascontiguousarray(np.asarray(flat, dtype=np.float32).reshape(-1, dim))
 
@@ -98,13 +102,13 @@ def _capacity(n: int) -> int:
     return n + max(1024, n // 4)
 
 
-def build(table) -> EpisodeIndex:
+def build(table: Any) -> EpisodeIndex:
     global builds
     builds += 1
     version = table.version
     n = table.count_rows()
     dim = table.schema.field("vector").type.list_size
-    data = table.search().select(["id", "tick", "summary", "vector", *SCALARS]).limit(max(1, n)).to_arrow() if n else None
+    data: Any = table.search().select(["id", "tick", "summary", "vector", *SCALARS]).limit(max(1, n)).to_arrow() if n else None
     n = data.num_rows if n else 0
     ids = data.column("id").to_pylist() if n else []
     summaries = data.column("summary").to_pylist() if n else []
@@ -118,7 +122,7 @@ def build(table) -> EpisodeIndex:
                         vec_buf=vec_buf, summaries=summaries, postings=_postings(summaries), scalars=scalars)
 
 
-def episode_index(store) -> EpisodeIndex | None:
+def episode_index(store: EpisodeStore) -> EpisodeIndex | None:
     """The index for `store`'s table, current with its version; None above MAX_ROWS."""
     table = store.table
     key = str(store.path)
@@ -135,7 +139,7 @@ def episode_index(store) -> EpisodeIndex | None:
     return idx
 
 
-def note_update(store, ids: list[str], changes: dict, before: int, after: int) -> None:
+def note_update(store: EpisodeStore, ids: list[str], changes: dict[str, Any], before: int, after: int) -> None:
     """The store changed scalar fields of `ids` (no id, tick, summary or vector) from version `before` to `after`;
     `changes`: column → function of the old value giving the new one (the SQL it ran, in Python)."""
     key = str(store.path)
@@ -155,7 +159,7 @@ def note_update(store, ids: list[str], changes: dict, before: int, after: int) -
         _CACHE[key] = replace(idx, version=after)
 
 
-def note_merge(store, data, before: int, after: int) -> None:
+def note_merge(store: EpisodeStore, data: Any, before: int, after: int) -> None:
     """The store merged `data` (rows with id, tick, summary, vector and SCALARS) into its table, from version
     `before` to `after`: appended to the shared storage (new rows) or written over (rewritten rows, same summary)."""
     key = str(store.path)
@@ -196,7 +200,7 @@ def note_merge(store, data, before: int, after: int) -> None:
         _CACHE[key] = replace(idx, version=after, n=n + len(new), tick_buf=tick_buf, vec_buf=vec_buf)
 
 
-def refresh(store) -> None:
+def refresh(store: EpisodeStore) -> None:
     """The store's upkeep (compaction, index fold-in, cleanup) made new versions of the same rows: when this process
     keeps an index for it, rebuild it now, in the writer's thread, so the next query does not pay for the build."""
     key = str(store.path)

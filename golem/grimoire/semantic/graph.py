@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sqlite3
 import uuid
 from collections import deque
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -77,7 +79,7 @@ class CausalGraph:
                 "updated_at = MAX(updated_at, excluded.updated_at)", (source_id, target_id, weight, tick, tick))
             return True
 
-    def edges(self) -> list[dict]:
+    def edges(self) -> list[dict[str, Any]]:
         """Every edge with its stable `edge_id`."""
         with closing(connect(self.db_path, rows=True)) as db:
             rows = [dict(r) for r in db.execute("SELECT * FROM causal_edges ORDER BY source_id, target_id")]
@@ -123,7 +125,7 @@ class KnowledgeGraph:
     def __init__(self, db_path: Path) -> None:
         self.db_path = Path(db_path)
 
-    def _close_and_reissue(self, db, row, *, valid_until: int, tick: int) -> None:
+    def _close_and_reissue(self, db: sqlite3.Connection, row: tuple[Any, ...], *, valid_until: int, tick: int) -> None:
         db.execute("UPDATE kg_facts SET tx_until = ? WHERE seq = ?", (tick, row[0]))
         db.execute("INSERT INTO kg_facts (fact_id, subject, predicate, object, confidence, valid_from, valid_until, "
                    "tx_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (*row[1:7], valid_until, tick))
@@ -145,7 +147,7 @@ class KnowledgeGraph:
                              (subject, predicate)).fetchall()
             same = next((row for row in cur if row[4] == obj), None)
             if same is not None:
-                return same[1]
+                return str(same[1])
             if exclusive:
                 for row in cur:
                     # a reorg can hand us an older block: never close a fact before it began
@@ -183,7 +185,7 @@ class KnowledgeGraph:
 
     def _query(self, entity: str, block: int | None, known_at: int | None) -> list[Fact]:
         sql = "SELECT * FROM kg_facts WHERE (subject = ? OR object = ?)"
-        args: list = [entity, entity]
+        args: list[Any] = [entity, entity]
         if known_at is None:
             sql += " AND tx_until IS NULL"
         else:

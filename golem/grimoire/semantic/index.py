@@ -16,10 +16,14 @@ import time
 from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from golem.grimoire.store.terms import terms
+
+if TYPE_CHECKING:
+    from golem.grimoire.semantic.store import SemanticStore
 
 
 def entry_text(content: str, tags: list[str], category: str) -> str:
@@ -107,16 +111,16 @@ class EntryIndex:
 
 
 _NO_END = np.iinfo(np.int64).max
-_CACHE: dict[str, tuple[tuple, EntryIndex]] = {}
+_CACHE: dict[str, tuple[tuple[Any, ...], EntryIndex]] = {}
 _LOCK = threading.Lock()
 
 
-def _fingerprint(semantic) -> tuple:
+def _fingerprint(semantic: SemanticStore) -> tuple[Any, ...]:
     # the store's change counter (semantic.py v7 triggers) and the mirror table object (reembed_all replaces it)
     return semantic.change_count(), id(semantic.table)
 
 
-def build_index(semantic) -> EntryIndex:
+def build_index(semantic: SemanticStore) -> EntryIndex:
     with closing(semantic._conn()) as db:
         rows = db.execute("SELECT id, content, tags, category, valid_from, valid_until, created_tick, "
                           "parent_episode_ids, market_regime FROM grimoire_entries ORDER BY rowid").fetchall()
@@ -164,7 +168,7 @@ def build_index(semantic) -> EntryIndex:
 MISSING_VECTOR_REBUILD_SECONDS = 30.0
 
 
-def entry_index(semantic) -> EntryIndex:
+def entry_index(semantic: SemanticStore) -> EntryIndex:
     """The index for this store, rebuilt only when its fingerprint changed."""
     key = str(semantic.db_path)
     fp = _fingerprint(semantic)

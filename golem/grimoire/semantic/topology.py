@@ -6,6 +6,7 @@ mapped to edges): the protocol edges are read from the protocols' own getters (A
 PoolAddressesProvider.getPriceOracle(), Pool.getReservesList() and each reserve's configuration,
 AaveOracle.getSourceOfAsset(), the Uniswap V2 pair's token0()/token1()) once per worker start, and the golem's own edges (has_position, holds_token) from each tick's chain snapshot, valid
 from the observed block. Syncing is idempotent: an unchanged topology writes nothing, a changed one asserts
+
 the new facts and invalidates the ones that stopped being true (history stays queryable).
 
 grimoire "Feeding the Curiosity Scorer": each anomaly is tied to the entity it concerns (pool price/TVL →
@@ -18,15 +19,22 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from golem.grimoire.semantic.graph import TOPOLOGY_MAX_HOPS, KnowledgeGraph, modifier_for_hops
 from golem.layout import DataLayout
 from golem.models.observation import Anomaly, ChainSnapshot
+
+if TYPE_CHECKING:
+    from web3 import Web3
+
+    from golem.chain.contracts import Deployment
 
 log = logging.getLogger("golem.topology")
 
@@ -93,7 +101,7 @@ class ProtocolTopology(BaseModel):
     facts: list[TopologyFact] = Field(default_factory=list)
 
 
-def read_protocol_topology(w3, deployment) -> ProtocolTopology:
+def read_protocol_topology(w3: Web3, deployment: Deployment) -> ProtocolTopology:
     """Read the protocol edges from the protocols' own getters (not from our deployment script's intent):
     the Aave Pool's reserves (collateral where Aave lets a reserve back debt, debt where it may be borrowed),
     its oracle (PoolAddressesProvider.getPriceOracle) and each asset's feed (AaveOracle.getSourceOfAsset),
@@ -173,7 +181,7 @@ class SyncReport(BaseModel):
 
 
 def sync_facts(kg: KnowledgeGraph, desired: list[TopologyFact], *, block: int, tick: int,
-               closed: list[tuple[str, str]] = ()) -> SyncReport:
+               closed: Iterable[tuple[str, str]] = ()) -> SyncReport:
     """Make the current graph hold `desired`: assert what is missing (valid from `block`), and for every
     (subject, predicate) in `desired` or `closed` invalidate current objects no longer desired. One read
     when nothing changed; asserting a present fact never makes a new version."""
@@ -188,10 +196,10 @@ def sync_facts(kg: KnowledgeGraph, desired: list[TopologyFact], *, block: int, t
             kg.assert_fact(*key, block=block, tick=tick, confidence=1.0, exclusive=f.exclusive)
             have.add(key)
             report.asserted.append(" ".join(key))
-    for f in current:
-        key = (f.subject, f.predicate, f.object)
-        if (f.subject, f.predicate) in pairs and key not in want:
-            if kg.invalidate(f.fact_id, block=block, tick=tick):  # may already be superseded above
+    for fact in current:
+        key = (fact.subject, fact.predicate, fact.object)
+        if (fact.subject, fact.predicate) in pairs and key not in want:
+            if kg.invalidate(fact.fact_id, block=block, tick=tick):  # may already be superseded above
                 report.invalidated.append(" ".join(key))
     return report
 
@@ -245,8 +253,8 @@ class TopologyTracker:
     protocol edges are read from chain on first use (once per worker start), the golem's edges every tick."""
 
     kg: KnowledgeGraph
-    w3: object
-    deployment: object
+    w3: Web3
+    deployment: Deployment
     protocol: ProtocolTopology | None = field(default=None)
 
     def observe(self, golem_id: str, snapshot: ChainSnapshot, tick: int, anomalies: list[Anomaly]) -> list[Anomaly]:
@@ -352,7 +360,7 @@ def _label(entity: str, labels: dict[str, str]) -> str:
     return labels.get(entity.partition(":")[2].lower(), "")
 
 
-def topology_report(db_path: Path, golem_id: str, block: int | None, labels: dict[str, str]) -> dict:
+def topology_report(db_path: Path, golem_id: str, block: int | None, labels: dict[str, str]) -> dict[str, Any]:
     """The facts true at `block` (default: the newest block the graph has seen), the golem's positions and every
     entity within TOPOLOGY_MAX_HOPS of them with its hop distance and curiosity modifier, as a dict (what
     `golem grimoire topology --json` prints). Reads the SQLite file only. Raises ValueError with the fix when

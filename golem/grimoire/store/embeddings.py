@@ -18,9 +18,12 @@ import math
 import os
 import threading
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from golem.models.config import GolemConfig
 
 
 @runtime_checkable
@@ -66,7 +69,8 @@ def normalise_rows(vectors: np.ndarray, texts: list[str]) -> np.ndarray:
     if bad:
         i = bad[0]
         raise ValueError(f"cannot embed text #{i} {texts[i]!r}: it has no embeddable tokens; pass non-empty text")
-    return out / norms
+    normed: np.ndarray = out / norms
+    return normed
 
 
 def embed_batched(embedder: "Embedder", texts: list[str], batch: int) -> np.ndarray:
@@ -151,7 +155,8 @@ class WordLlamaEmbedder:
         _check_texts(texts)
         with self._lock:
             raw = np.asarray(self._model.embed(texts, norm=False), dtype=np.float64)
-        return np.linalg.norm(raw, axis=1)
+        norms: np.ndarray = np.linalg.norm(raw, axis=1)
+        return norms
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
         return self.embed(texts)  # no task prefixes: queries and documents share one space
@@ -254,13 +259,15 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     t = 1.0 / (1.0 + 0.3275911 * a)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
     erf = s * (1.0 - poly * np.exp(-a * a))
-    return 0.5 * x * (1.0 + erf)
+    out: np.ndarray = 0.5 * x * (1.0 + erf)
+    return out
 
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-12) -> np.ndarray:
     mu = x.mean(-1, keepdims=True)
     var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + eps) * w + b
+    out: np.ndarray = (x - mu) / np.sqrt(var + eps) * w + b
+    return out
 
 
 class MiniLMEmbedder:
@@ -335,7 +342,8 @@ class MiniLMEmbedder:
             x = _layer_norm(x + ctx @ o_w + o_b, ln1_w, ln1_b)
             x = _layer_norm(x + _gelu(x @ i_w + i_b) @ f_w + f_b, ln2_w, ln2_b)
         m = mask[..., None].astype(np.float32)
-        return (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+        pooled: np.ndarray = (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+        return pooled
 
     def embed(self, texts: list[str]) -> np.ndarray:
         _check_texts(texts)
@@ -378,7 +386,7 @@ def _missing_model_hint(cache_dir: Path | None) -> str:
             f"and set [grimoire] model_cache_dir to that folder")
 
 
-def _fastembed_version(fastembed_module, model) -> str:
+def _fastembed_version(fastembed_module: Any, model: Any) -> str:
     """fastembed version + short sha256 of the ONNX file it loaded (when fastembed exposes its folder)."""
     version = f"fastembed-{getattr(fastembed_module, '__version__', 'unknown')}"
     inner = getattr(model, "model", model)
@@ -437,7 +445,7 @@ def embedder_by_name(name: str, *, cache_dir: str | Path | None = None) -> Embed
         return _BY_NAME[key]
 
 
-def make_embedder(cfg) -> Embedder:
+def make_embedder(cfg: GolemConfig) -> Embedder:
     """The embedder golem.toml asks for (`[grimoire] embedder`, `model_cache_dir` relative to the golem home)."""
     section = cfg.grimoire
     cache_dir = None
@@ -490,7 +498,7 @@ class DriftReport:
     def ok(self) -> bool:
         return self.status != "critical"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         out = {"model": self.model, "status": self.status, "max_distance": self.max_distance,
                "mean_distance": self.mean_distance, "nn_stability": self.nn_stability, "drifted": self.drifted}
         if self.identity is not None:
@@ -554,7 +562,7 @@ def _meta_path(pinned_path: Path) -> Path:
     return pinned_path.with_suffix(".json")
 
 
-def pin_reference(embedder: Embedder, pinned_path) -> EmbeddingIdentity:
+def pin_reference(embedder: Embedder, pinned_path: Path) -> EmbeddingIdentity:
     """Embed REFERENCE_TEXTS now and keep them as the drift baseline (.npy + .json with {model, version, dim}).
 
     Written to temporary files and renamed, so a crash leaves the old pin or the new one."""
@@ -571,7 +579,7 @@ def pin_reference(embedder: Embedder, pinned_path) -> EmbeddingIdentity:
     return ident
 
 
-def pinned_identity(pinned_path) -> EmbeddingIdentity | None:
+def pinned_identity(pinned_path: Path) -> EmbeddingIdentity | None:
     """The {model, version, dim} the reference vectors were pinned with (None: no pin, or a pin from before
     identities were recorded)."""
     meta = _meta_path(Path(pinned_path))
@@ -581,12 +589,12 @@ def pinned_identity(pinned_path) -> EmbeddingIdentity | None:
     return EmbeddingIdentity(d["model"], d["version"], int(d["dim"]))
 
 
-def pinned_norm_variance(pinned_path) -> float | None:
+def pinned_norm_variance(pinned_path: Path) -> float | None:
     meta = _meta_path(Path(pinned_path))
     return json.loads(meta.read_text()).get("norm_variance") if meta.exists() else None
 
 
-def scheduled_drift_check(embedder: Embedder, pinned_path) -> DriftReport:
+def scheduled_drift_check(embedder: Embedder, pinned_path: Path) -> DriftReport:
     """Compare today's embeddings of REFERENCE_TEXTS with those pinned earlier (Rev. 8 drift detection).
 
     Drift is measured within one model identity. When the configured model is a different {model, version,
@@ -600,7 +608,7 @@ def scheduled_drift_check(embedder: Embedder, pinned_path) -> DriftReport:
     stored = np.load(path) if path.exists() else None
     stale = (stored is None or stored.shape != (len(REFERENCE_TEXTS), embedder.dim)
              or (pinned is not None and pinned != ident))
-    if stale:
+    if stale or stored is None:
         pin_reference(embedder, path)
         report = drift_check(embedder, REFERENCE_TEXTS, np.load(path), pinned_norm_variance=pinned_norm_variance(path))
         report.repinned = True

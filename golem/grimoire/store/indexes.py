@@ -8,13 +8,14 @@ upkeep builds them in the delta cycle): it imports only LanceDB, so none of thos
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from lancedb.index import FTS
 
 _FTS_READY = "_golem_fts_ready"  # attribute on the table object: columns known to have an FTS index
 
 
-def ensure_fts(table, column: str) -> bool:
+def ensure_fts(table: Any, column: str) -> bool:
     """Create the native FTS index on `column` once the table has rows; True when it exists.
 
     Remembered on the table object once true (an index is never dropped, only replaced), so the
@@ -33,7 +34,7 @@ def ensure_fts(table, column: str) -> bool:
     return True
 
 
-def has_fts(table, column: str) -> bool:
+def has_fts(table: Any, column: str) -> bool:
     """The table has a native FTS index on `column` (asked of the table, not remembered)."""
     return any(column in idx.columns and idx.index_type == "FTS" for idx in table.list_indices())
 
@@ -49,15 +50,15 @@ ANN_REFINE = 20
 ANN_MIN_TRAIN_ROWS = 256  # IVF needs rows to train on
 
 
-def vector_index(table) -> str | None:
+def vector_index(table: Any) -> str | None:
     """Name of the ANN index on `vector`, or None."""
     for idx in table.list_indices():
         if "vector" in idx.columns and idx.index_type != "FTS":
-            return idx.name
+            return str(idx.name)
     return None
 
 
-def build_ann_index(table, index_type: str = "IVF_PQ") -> None:
+def build_ann_index(table: Any, index_type: str = "IVF_PQ") -> None:
     """IVF_PQ (or IVF_HNSW_SQ) over `vector`, cosine, ~sqrt(rows) partitions, 8 dims per PQ sub-vector."""
     if index_type not in ("IVF_PQ", "IVF_HNSW_SQ"):
         raise ValueError(f"index_type must be IVF_PQ or IVF_HNSW_SQ, got {index_type!r}")
@@ -70,6 +71,6 @@ def build_ann_index(table, index_type: str = "IVF_PQ") -> None:
                        num_partitions=max(1, int(math.sqrt(n))), replace=True, **kw)
 
 
-def ann_query(builder):
+def ann_query(builder: Any) -> Any:
     """Apply the ANN search parameters to a vector or hybrid query builder (ignored without an index)."""
     return builder.nprobes(ANN_NPROBES).refine_factor(ANN_REFINE)

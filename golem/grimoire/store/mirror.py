@@ -28,7 +28,7 @@ def identity_metadata(ident: EmbeddingIdentity) -> dict[str, str]:
     return {META_MODEL.decode(): ident.model, META_VERSION.decode(): ident.version, META_DIM.decode(): str(ident.dim)}
 
 
-def table_identity(schema) -> EmbeddingIdentity:
+def table_identity(schema: pa.Schema) -> EmbeddingIdentity:
     """The {model, version, dim} a LanceDB table's schema says its vectors have (version "unknown" for tables
     written before versions were recorded)."""
     meta = schema.metadata or {}
@@ -40,7 +40,7 @@ def table_identity(schema) -> EmbeddingIdentity:
 EMBEDDING_COLUMNS = ("embedding_model", "embedding_version", "embedding_dim")  # per-row identity (Rev. 8)
 
 
-def vector_fields(ident: EmbeddingIdentity) -> list:
+def vector_fields(ident: EmbeddingIdentity) -> list[pa.Field]:
     """The Arrow fields every vector table ends with: the row's embedding identity (Rev. 8) and the vector."""
     import pyarrow as pa
 
@@ -50,7 +50,7 @@ def vector_fields(ident: EmbeddingIdentity) -> list:
             pa.field("vector", pa.list_(pa.float32(), ident.dim), nullable=False)]
 
 
-def row_identities(table) -> dict[EmbeddingIdentity, int]:
+def row_identities(table: Any) -> dict[EmbeddingIdentity, int]:
     """How many rows of a LanceDB table carry each {model, version, dim} (empty: no rows or no identity columns)."""
     n = table.count_rows()
     if not n or not set(EMBEDDING_COLUMNS) <= set(table.schema.names):
@@ -63,7 +63,7 @@ def row_identities(table) -> dict[EmbeddingIdentity, int]:
     return out
 
 
-def identity_mismatch(table, identity: EmbeddingIdentity) -> str | None:
+def identity_mismatch(table: Any, identity: EmbeddingIdentity) -> str | None:
     """Why a table's vectors cannot be compared with `identity`'s (None: they can): the table's own identity
     or any row's differs."""
     stored = table_identity(table.schema)
@@ -76,7 +76,7 @@ def identity_mismatch(table, identity: EmbeddingIdentity) -> str | None:
     return None
 
 
-def embedding_stats(table, mismatch: str | None) -> dict[str, Any]:
+def embedding_stats(table: Any, mismatch: str | None) -> dict[str, Any]:
     """For `golem grimoire stats`: a table's identity, its rows per identity, and whether they match."""
     return {**table_identity(table.schema).as_dict(),
             "rows_by_identity": [{**i.as_dict(), "rows": n} for i, n in row_identities(table).items()],
