@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from web3 import Web3
 from web3.exceptions import ContractLogicError
 from web3.providers.base import BaseProvider
+from web3.types import BlockIdentifier, RPCEndpoint, TxParams
 
 from golem.chain.contracts import HEALTH_FACTOR_DECIMALS, Deployment
 from golem.chain.reader import MAX_UINT256
@@ -100,14 +101,14 @@ def simulate_calls(
     # The simulated block comes a second after its parent, as the real next block does: Anvil would
     # otherwise reuse the parent's timestamp, and e.g. a Uniswap V2 pair skips its price-accumulator
     # writes within one timestamp, so the gas estimate would miss ~45k of a swap's real cost.
-    parent_time = int(w3.eth.get_block(block if isinstance(block, int) else tag)["timestamp"])
+    parent_time = int(w3.eth.get_block(block if isinstance(block, int) else cast(BlockIdentifier, tag))["timestamp"])
     payload = {
         "blockStateCalls": [
             {"blockOverrides": {"time": hex(parent_time + 1)}, "calls": [_tx_params(account, c) for c in calls]}
         ],
         "validation": False,
     }
-    resp = w3.provider.make_request("eth_simulateV1", [payload, tag])
+    resp = w3.provider.make_request(RPCEndpoint("eth_simulateV1"), [payload, tag])
     if "error" in resp or not resp.get("result"):
         if len(calls) == 1:
             return [_eth_call(w3, account, calls[0], tag)]
@@ -132,8 +133,8 @@ def simulate_calls(
 def _eth_call(w3: Web3, account: str, call: PlannedCall, tag: str) -> CallOutcome:
     params = _tx_params(account, call)
     try:
-        data = w3.eth.call(params, tag)
-        gas = w3.eth.estimate_gas(params, tag)
+        data = w3.eth.call(cast(TxParams, params), cast(BlockIdentifier, tag))
+        gas = w3.eth.estimate_gas(cast(TxParams, params), cast(BlockIdentifier, tag))
     except ContractLogicError as e:
         return CallOutcome(ok=False, revert_reason=decode_revert(e.data) or e.message or "reverted")
     return CallOutcome(ok=True, return_data="0x" + _hex(data), gas_used=gas)
