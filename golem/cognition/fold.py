@@ -30,6 +30,7 @@ from golem.models.state import (
     HedgeState,
     TickSummary,
 )
+from golem.models.golem import DreamResult
 from golem.models.tick import TickResult
 
 MAX_REJECTED = 20
@@ -254,7 +255,7 @@ def should_dream(state: GolemState, clock: ClockSection) -> bool:
     )
 
 
-def schedule_dream(state: GolemState, config) -> DreamUrgency:
+def schedule_dream(state: GolemState, config: GolemConfig) -> DreamUrgency:
     """The DreamScheduler's verdict (golem.cognition.dream_scheduler); never on a tick that runs delta, and never
     later than the fixed `dream_every_ticks` (the gap floor is capped by it)."""
     u = dream_urgency(state, config.clock.dream_every_ticks,
@@ -264,7 +265,7 @@ def schedule_dream(state: GolemState, config) -> DreamUrgency:
     return u
 
 
-def fold_dream_result(state: GolemState, result) -> GolemState:
+def fold_dream_result(state: GolemState, result: DreamResult | None) -> GolemState:
     """A finished (or interrupted) dream cycle's figures into the state `golem status` shows."""
     if result is None:
         return state

@@ -9,6 +9,7 @@ once per delta cycle. The window holds what the event store keeps (30 days or it
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -96,7 +97,7 @@ def consistency_due(last_measured_at: str | None, now: str) -> bool:
     return last_measured_at is None or (_ts(now) - _ts(last_measured_at)).total_seconds() >= CONSISTENCY_EVERY_DAYS * 86400
 
 
-async def reflection_consistency(records: list, now: str, *, router, embed, daily_spend: float
+async def reflection_consistency(records: list[Any], now: str, *, router: Any, embed: Any, daily_spend: float
                                  ) -> ReflectionConsistency:
     """Word again the Reflexions an LLM wrote in the last week (newest first, up to CONSISTENCY_SAMPLE) from the same
     numbers, and compare the two wordings by the cosine of their embeddings. Offline wording is deterministic:
