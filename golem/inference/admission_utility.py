@@ -210,6 +210,7 @@ class _Run:
             if remaining <= 0:
                 return self.fallback(c, f"not sent: the cycle's {self.s.deadline_s:g} s scoring budget is used up")
             router = self.s.router
+            assert router is not None  # score() runs only when a router is configured (see run())
             system = [{"type": "text", "text": UTILITY_SYSTEM}]
             messages = [{"role": "user", "content": [{"type": "text", "text": candidate_prompt(c)}]}]
             tokens = request_tokens(system, messages, [RATING_TOOL_SPEC])

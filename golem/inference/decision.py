@@ -128,13 +128,14 @@ def _facts(raw: Any, rejections: list[str]) -> list[tuple[str, str, str]]:
     if not isinstance(raw, list):
         rejections.append(f"decide.facts must be a list, got {type(raw).__name__}; ignored")
         return []
-    out = []
+    out: list[tuple[str, str, str]] = []
     for i, f in enumerate(raw):
-        parts = [f.get(k) for k in ("subject", "predicate", "object")] if isinstance(f, dict) else None
-        if not parts or not all(isinstance(x, str) and x.strip() and len(x) <= 200 for x in parts):
+        parts = [f.get(k) for k in ("subject", "predicate", "object")] if isinstance(f, dict) else []
+        words = [x.strip() for x in parts if isinstance(x, str) and x.strip() and len(x) <= 200]
+        if not parts or len(words) != len(parts):
             rejections.append(f"decide.facts[{i}] needs subject, predicate and object as short strings; ignored")
             continue
-        out.append(tuple(x.strip() for x in parts))
+        out.append((words[0], words[1], words[2]))
     return out
 
 
@@ -143,7 +144,7 @@ def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDeci
     approved = {a.upper() for a in approved_assets}
     out = ParsedDecision()
     decides: list[dict[str, Any]] = []
-    candidates: list[tuple[str, dict[str, Any]]] = []
+    candidates: list[tuple[str, Any]] = []  # arguments as the model sent them (checked when the action is built)
     texts: list[str] = []
     for block in content:
         b = block if isinstance(block, dict) else block.model_dump()
@@ -154,7 +155,7 @@ def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDeci
             texts.extend(_strings(args))
             if name == DECIDE:
                 decides.append(args if isinstance(args, dict) else {})
-            elif name in TOOL_SCHEMAS:
+            elif isinstance(name, str) and name in TOOL_SCHEMAS:
                 candidates.append((name, args))
             else:
                 out.rejections.append(f"unknown tool {name!r} refused (write tools: {', '.join(TOOL_SCHEMAS)}, and decide)")
