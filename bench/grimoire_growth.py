@@ -65,7 +65,7 @@ def parts(root: Path) -> dict[str, float]:
 
 
 def summary(rng: random.Random, t: int) -> str:
-    """About the length of a real episode's summary (episode_model.episode_from_record: 350–700 characters)."""
+    """About the length of a real episode's summary (episodes/model.py's episode_from_record: 350–700 characters)."""
     regime = rng.choice(REGIMES)
     return (f"Tick {t}: {regime.replace('_', ' ')} regime, gate chose T{rng.randint(0, 2)} (prediction error "
             f"{rng.uniform(0, 1):.3f} vs threshold 0.{rng.randint(20, 60)}); prediction error {rng.uniform(0, 1):.3f}, "

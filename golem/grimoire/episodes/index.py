@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 # what retrieval scores an episode with, besides id, tick, summary and vector
 SCALARS = ("tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
            "dream_validated", "pnl_impact", "emotional_tag")
-MAX_ROWS = 250_000  # ours: 250k × 256 float32 = 256 MB; beyond it the ANN index (lance_index.ANN_MIN_ROWS) serves
+MAX_ROWS = 250_000  # ours: 250k × 256 float32 = 256 MB; beyond it the ANN index (store/indexes.py: ANN_MIN_ROWS) serves
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 The model (`Episode` and its vocabularies: type, outcome, importance, the PAD-octant emotional tag) and the mapping
 from a tick's DecisionCycleRecord to its episode (`episode_from_record`, `importance_of`). Pure: no storage here —
-episodes.py keeps them in LanceDB, and modules that only read or build episodes (heuristics, threats, dreams)
+episodes/store.py keeps them in LanceDB, and modules that only read or build episodes (heuristics, threats, dreams)
 import this one without the store.
 """
 
@@ -116,7 +116,7 @@ class Episode(BaseModel):
     actions: int = Field(default=0, ge=0)
     pnl_impact: float | None = None
     outcome_verified: bool | None = None
-    utility: float = Field(default=0.0, ge=0.0, le=1.0)  # Mattar–Daw gain × need, see dream.py
+    utility: float = Field(default=0.0, ge=0.0, le=1.0)  # Mattar–Daw gain × need, see dreams/replay.py
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
     strength: float = Field(default=1.0, ge=1.0)  # grimoire "Confidence and Decay": starts at 1
     decay_class: DecayClass = DecayClass.TACTICAL

@@ -1,5 +1,5 @@
 """Episodic memory: the store keeping one Episode per tick in a LanceDB table (grimoire "Episodes", "Three-Store
-Split"). The episode itself and its mapping from a tick's record are in episode_model.py (re-exported here).
+Split"). The episode itself and its mapping from a tick's record are in episodes/model.py.
 
 Writes are keyed by episode id (`<golem_id>:tick:<n>`) and go through `merge_insert`, so a retried
 activity overwrites its own row instead of adding a second one (ARCHITECTURE "Side effects that
@@ -10,7 +10,7 @@ Every row carries the identity of the model that embedded it (`embedding_model`,
 `embedding_dim`; revisions Rev. 8 "Every vector carries metadata"), and so does the table (schema
 metadata). A different configured model re-embeds the whole table and writes it back in one commit
 (`reembed`), never part of it (Rev. 8 "Never partially re-embed"). While the grimoire is paused
-(guard.py, Rev. 8 "Critical threshold → pause writes") rows that would need a new vector are queued
+(store/guard.py, Rev. 8 "Critical threshold → pause writes") rows that would need a new vector are queued
 instead of written.
 
 A table written by older code (without the Episode fields added since) is migrated when opened: every
@@ -128,7 +128,7 @@ class EpisodeStore(VectorTable):
     embedded with another {model, version, dim} than `embedder` — "reembed" (the worker: a full re-embed,
     Rev. 8), "error" (a clear error naming both), or "ignore" (read-only inspection such as stats; searches
     and writes still refuse to mix). `retention`: which table versions cleanup keeps, and after how many of this
-    store's writes it runs its upkeep (lance.py).
+    store's writes it runs its upkeep (store/lance.py).
     """
 
     def __init__(self, path: Path, embedder: Embedder, *, guard: WriteGuard | None = None,
@@ -239,7 +239,7 @@ class EpisodeStore(VectorTable):
         re-embedding when the caller already has them (bulk loads, the benchmark).
 
         While the grimoire is paused, episodes whose summary (so whose vector) is unchanged are written
-        with their stored vector; the others are queued (guard.py) and written by the next flush."""
+        with their stored vector; the others are queued (store/guard.py) and written by the next flush."""
         if not episodes:
             return
         ids = [ep.id for ep in episodes]

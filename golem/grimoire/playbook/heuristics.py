@@ -3,7 +3,7 @@
 grimoire "Three-Store Split": heuristics are SQLite rows (WAL for concurrent reads); a new heuristic
 starts at confidence 0.5 and each independent validation upvotes it by +0.1 ("GrimoireEntry Types",
 "Confidence scores use asymmetric upvote/downvote (+0.1 / -0.15)"); the Curator compiles those at
->= 0.7 into PLAYBOOK.md (see playbook.py).
+>= 0.7 into PLAYBOOK.md (see playbook/compile.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ against *all* entries exactly — no top-20 cut-off before the time filter or th
 
 Scale: the spec's Grimoire holds a few thousand entries (grimoire "Three-Store Split"); 2,000 × 256 floats is
 2 MB and a full scan is a matrix-vector product. The index is rebuilt when the store changes (a cheap SQLite
-change counter, semantic.py migration v7); dynamic fields (confidence, last access, strength) are read from SQLite
+change counter, semantic/migrations.py v7); dynamic fields (confidence, last access, strength) are read from SQLite
 for the shortlist only, so a `mark_accessed` never invalidates it."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ _LOCK = threading.Lock()
 
 
 def _fingerprint(semantic: SemanticStore) -> tuple[Any, ...]:
-    # the store's change counter (semantic.py v7 triggers) and the mirror table object (reembed_all replaces it)
+    # the store's change counter (semantic/store.py v7 triggers) and the mirror table object (reembed_all replaces it)
     return semantic.change_count(), id(semantic.table)
 
 

@@ -2,8 +2,8 @@
 
 Each migration moves the file from version i to i+1; opening an older file runs the missing ones in order, in one
 transaction each, so existing rows survive (issue 6: "migrations that keep data"). The tables are those of
-semantic.py (grimoire "GrimoireEntry Schema": entries, their FTS5 index, quarantine, cold storage, the admission and
-retrieval logs), graph.py (grimoire "SQLite Causal Graph", the bi-temporal knowledge graph) and transfer.py
+semantic/store.py (grimoire "GrimoireEntry Schema": entries, their FTS5 index, quarantine, cold storage, the admission and
+retrieval logs), semantic/graph.py (grimoire "SQLite Causal Graph", the bi-temporal knowledge graph) and transfer.py
 (imported edges); `SemanticStore` runs `migrate` when it opens.
 """
 
@@ -137,7 +137,7 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE quarantined_entries ADD COLUMN entry_id TEXT;           -- the entry it became or merged into
     CREATE INDEX idx_quarantine_status ON quarantined_entries(status);
     """,
-    # v7: a change counter over what retrieval's in-memory entry index holds (ours, issue 15: entry_index.py), so
+    # v7: a change counter over what retrieval's in-memory entry index holds (ours, issue 15: semantic/index.py), so
     # a query checks one row instead of scanning the table; access bookkeeping (mark_accessed) does not count.
     """
     CREATE TABLE entry_changes (n INTEGER NOT NULL);

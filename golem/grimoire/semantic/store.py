@@ -7,7 +7,7 @@ native FTS index and hybrid search can rank entries next to episodes (revisions 
 and the table's metadata carry the {model, version, dim} of its vector (Rev. 8 "Every vector carries
 metadata"). Because SQLite holds everything, a different model (or a mirror without identities) rebuilds
 the LanceDB mirror from scratch in one commit (`reembed_all`) — never a partial re-embed (Rev. 8). While
-the grimoire is paused (guard.py) entries still reach SQLite, but their mirror rows wait in the queue.
+the grimoire is paused (store/guard.py) entries still reach SQLite, but their mirror rows wait in the queue.
 
 Times are tick numbers (the golem's clock); `valid_from` / `valid_until` are ticks too
 (`valid_until` NULL = still active; the spec's 0).
@@ -214,9 +214,9 @@ def mirror_schema(ident: EmbeddingIdentity) -> pa.Schema:
 class SemanticStore(VectorTable):
     """GrimoireEntry store: SQLite at `db_path`, LanceDB mirror at `lance_path`.
 
-    `guard` and `on_model_switch` as for EpisodeStore (episodes.py): the write pause of the grimoire folder
+    `guard` and `on_model_switch` as for EpisodeStore (episodes/store.py): the write pause of the grimoire folder
     holding `lance_path`, and "reembed" | "error" | "ignore" when the mirror was embedded with another model.
-    `retention`: which mirror versions cleanup keeps, and after how many mirror writes it runs (lance.py).
+    `retention`: which mirror versions cleanup keeps, and after how many mirror writes it runs (store/lance.py).
     """
 
     def __init__(self, db_path: Path, lance_path: Path, embedder: Embedder, *, guard: WriteGuard | None = None,
@@ -271,7 +271,7 @@ class SemanticStore(VectorTable):
         )
 
     def _mirror(self, entries: list[GrimoireEntry], vectors: np.ndarray | None = None) -> None:
-        """Write the entries' mirror rows — or, while the grimoire is paused, queue them (guard.py)."""
+        """Write the entries' mirror rows — or, while the grimoire is paused, queue them (store/guard.py)."""
         if not entries:
             return
         if self.guard.divert("semantic", [(e.id, e.content) for e in entries]):

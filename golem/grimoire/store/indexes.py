@@ -1,7 +1,7 @@
 """LanceDB index helpers shared by the stores, retrieval and upkeep: the native FTS index, the ANN index on
 `vector`, and the ANN search parameters.
 
-Below the stores (episodes.py and semantic.py rebuild an index after an overwrite; retrieval queries with them;
+Below the stores (episodes/store.py and semantic/store.py rebuild an index after an overwrite; retrieval queries with them;
 upkeep builds them in the delta cycle): it imports only LanceDB, so none of those needs to import another.
 """
 
