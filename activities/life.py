@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities import ActivitySet
-from golem.grimoire.graph import CausalGraph
+from golem.grimoire.semantic.graph import CausalGraph
 from golem.inference.router import ProviderRouter, tool_text
 from golem.grimoire.transfer import export_lines
 from golem.life.death import DeathReflection, death_reflection, open_positions

@@ -20,7 +20,7 @@ from web3.exceptions import Web3Exception
 
 from activities import ActivitySet
 from activities.heartbeat import auto_heartbeat
-from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
+from golem.inference.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decide import decide_with_cache
 from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.lines import forecast, lift, strategy_lines, wake_check
@@ -29,23 +29,23 @@ from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
-from golem.chain.tools import ToolArgumentError
+from golem.chain.tools.schemas import ToolArgumentError
 from golem.events import bridge as events
-from golem.grimoire.graph import KnowledgeGraph
-from golem.grimoire.playbook import read_revision
-from golem.grimoire.topology import TopologyTracker, assert_llm_facts
+from golem.grimoire.semantic.graph import KnowledgeGraph
+from golem.grimoire.playbook.compile import read_revision
+from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import decision_tools
-from golem.inference.reflexion_llm import worded
+from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.inference.strategy import Strategy
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
 from golem.life.death import settlement_deliberation
-from golem.life.extensions.agent_start import AgentStart, before_agent_start, system_prompt
-from golem.life.extensions.hooks import fire
-from golem.life.extensions.registry import registry_for
-from golem.life.reflect import build_record, tick_result
+from golem.extensions.agent_start import AgentStart, before_agent_start, system_prompt
+from golem.extensions.hooks import fire
+from golem.extensions.registry import registry_for
+from golem.cognition.reflect import build_record, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.config import GolemConfig
 from golem.models.golem import TickFailure
@@ -271,7 +271,7 @@ class TickActivities(ActivitySet):
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
         strategy, must, policy = start.strategy, start.must, start.context_policy
-        prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.life.extensions.agent_start)
+        prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.extensions.agent_start)
             system_prompt, registry_for(ctx.cfg.extensions.disabled), playbook=self.s.playbook_text)
         try:
             deliberation = await decide_with_cache(

@@ -10,7 +10,7 @@ search  what the golem would retrieve for a query in a context, with the score o
 export  JSONL of episodes, entries and causal edges (format: golem/grimoire/transfer.py)
 import  load such a file; entries start at the inherited confidence unless --as-is
 playbook log | diff A B | rollback N | effects
-        PLAYBOOK.md revision history (golem/grimoire/playbook.py); rollback writes revision N back as a
+        PLAYBOOK.md revision history (golem/grimoire/playbook/compile.py); rollback writes revision N back as a
         new revision through the same safety guard as the Curator (check_playbook_delta vs golem.toml limits)
 reembed [--json]
         re-embed every episode and entry with the configured embedder ([grimoire] embedder in golem.toml), each
@@ -19,7 +19,7 @@ reembed [--json]
 resume [--json]
         the same, only when writes are paused (a critical drift check paused them, rev. 8); says so otherwise
 quarantine list [--all] | release ID | drop ID [--reason R]   (each with --json)
-        the hallucination firewall's quarantined_entries (golem/grimoire/admission.py): release lets one in on
+        the hallucination firewall's quarantined_entries (golem/grimoire/semantic/admission.py): release lets one in on
         the owner's word (firewall skipped, stored at confidence >= 0.3 or merged); drop closes the row;
         resolved rows are kept for the audit
 """
@@ -118,7 +118,7 @@ def _import(args) -> int:
 def _reembed(args) -> int:
     """`golem grimoire reembed | resume`: full re-embed, re-pin, flush the queue, lift the pause (rev. 8)."""
     from golem.grimoire.access import open_stores
-    from golem.grimoire.guard import WriteGuard
+    from golem.grimoire.store.guard import WriteGuard
     from golem.grimoire.integrity import reembed_stores
     from golem.layout import DataLayout
 
@@ -152,7 +152,7 @@ def _playbook_paths(args) -> tuple[Path, Path]:
 
 
 def _playbook(args) -> int:
-    from golem.grimoire.playbook import PlaybookHistory, PlaybookRefused, rollback
+    from golem.grimoire.playbook.compile import PlaybookHistory, PlaybookRefused, rollback
 
     path, db = _playbook_paths(args)
     if not db.exists():
@@ -162,7 +162,7 @@ def _playbook(args) -> int:
         if args.playbook_cmd == "effects":
             return _effects(args)
         if args.playbook_cmd == "log":
-            from golem.grimoire.heuristics import HeuristicStore
+            from golem.grimoire.playbook.heuristics import HeuristicStore
 
             rows = history.log()
             trials = HeuristicStore(db).trials()  # the verdicts each compile followed (docs/how-to/learned-rules.md)
@@ -200,7 +200,7 @@ def _playbook(args) -> int:
 def _effects(args) -> int:
     """`golem grimoire playbook effects`: every learned rule a trial measured — its standing and each trial's
     verdict with the figures with and without it (docs/how-to/learned-rules.md)."""
-    from golem.grimoire.heuristics import HeuristicStore
+    from golem.grimoire.playbook.heuristics import HeuristicStore
     from golem.learning.trial import TrialResult
 
     _, db = _playbook_paths(args)
@@ -228,7 +228,7 @@ def _effects(args) -> int:
 def _quarantine(args) -> int:
     """`golem grimoire quarantine list | release ID | drop ID`: the hallucination firewall's hold (Rev. 3)."""
     from golem.grimoire.access import latest_tick, open_stores
-    from golem.grimoire.admission import owner_drop, owner_release
+    from golem.grimoire.semantic.admission import owner_drop, owner_release
 
     episodes, semantic = open_stores(args.data, args.home)
     if args.quarantine_cmd == "list":

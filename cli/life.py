@@ -27,7 +27,7 @@ def _load(home: str):
 
 
 def _extensions(args) -> int:
-    from golem.life.extensions import HOOKS, RegistryError, build_registry, builtin_extensions
+    from golem.extensions import HOOKS, RegistryError, build_registry, builtin_extensions
 
     disabled = _load(args.home).extensions.disabled if (Path(args.home) / "golem.toml").exists() else []
     try:

@@ -91,9 +91,9 @@ def cmd_sim(args) -> int:
         from golem.backtest.export import export_main
 
         return export_main(args.rest[1:])
-    from golem.world import simulator
+    from golem.world.simulator.__main__ import main as simulate
 
-    return simulator.main(args.rest) or 0
+    return simulate(args.rest) or 0
 
 
 def register(command) -> None:

@@ -4,7 +4,7 @@ backtest").
 Everything is the live golem's: GolemWorkflow and ThetaTickWorkflow on a throwaway Temporal dev server, the
 same activities, safety cage, deliberator and Grimoire in an in-process worker, a fresh Anvil with the dev
 world deployed (Uniswap V2 and Aave V3 from their published bytecode; fresh, with `--timestamp` so chain time is
-path time: a cached state dump would carry later timestamps than the path). Only the world differs: golem/world/replay.py sets the chain to each row, then the
+path time: a cached state dump would carry later timestamps than the path). Only the world differs: golem/backtest/replay.py sets the chain to each row, then the
 `advance_world` update hands the row's time to GolemWorkflow, whose replay clock ticks when theta has elapsed
 in path time and answers once the tick is done. All data stays under the output directory.
 """
@@ -114,8 +114,8 @@ def _write_home(src_home: Path, dst_home: Path, golem_id: str, rpc_url: str, run
 def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
     """Start from another run's Grimoire: its distilled entries and causal edges, imported as inherited
     (confidence 0.3, grimoire "Inheritance"); its episodes are that run's own experience and stay there."""
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.semantic import SemanticStore
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
     from golem.grimoire.transfer import export_lines, import_file
 
     grim = source / "grimoire"
@@ -146,7 +146,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
                        client, run_dir: Path) -> VariantRun:
     from golem.chain.web3client import make_web3
     from golem.world.deploy import deploy_world
-    from golem.world.replay import BLOCK_INTERVAL_S, ReplayDriver
+    from golem.backtest.replay import BLOCK_INTERVAL_S, ReplayDriver
     from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
     started = time.perf_counter()
@@ -159,7 +159,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         await _to_the_end(anvil.start)
         w3 = make_web3(anvil.rpc_url)
         # chain time is path time from the genesis on: a block carries its row's time, not the wall clock's, so the
-        # interest Aave accrues from the golem's borrow on is the same every run (golem/world/replay.py)
+        # interest Aave accrues from the golem's borrow on is the same every run (golem/backtest/replay.py)
         w3.provider.make_request("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
         golem_account = ANVIL_ADDRESSES[GOLEM_KEY_INDEX]
         dep = await asyncio.to_thread(deploy_world, w3, ANVIL_KEYS[0], golem_account, ANVIL_ADDRESSES[1],
@@ -282,7 +282,7 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
     store = CycleStore(layout)
     wid = golem_workflow_id(cfg.golem.id)
     # a tick's confirmation blocks are mined as its verify step starts on this worker, not after a wall-clock pause
-    # (golem/world/replay.py): the same path gives the same blocks however loaded the machine is
+    # (golem/backtest/replay.py): the same path gives the same blocks however loaded the machine is
     producer = BlockProducer(driver.w3, blocks=cfg.chain.confirmations - 1)
     worker = build_worker(client, services, interceptors=[producer], sandboxed=opts.steps == "activities")
     marks: list[TickMark] = []

@@ -11,7 +11,7 @@ Where the numbers come from:
   of the simulation), dream yield and threat coverage (from each finished dream cycle), and the 30-day external
   trend (golem_external_trend: PnL, drawdown, Sharpe, days declining; measured at each delta cycle,
   golem.events.quality), reflection consistency (weekly, from LLM-worded Reflexions worded again) and heuristic
-  survival after 100 ticks (from the PLAYBOOK revision history, golem.grimoire.playbook_survival).
+  survival after 100 ticks (from the PLAYBOOK revision history, golem.grimoire.playbook.survival).
 """
 
 from __future__ import annotations

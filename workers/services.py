@@ -25,19 +25,19 @@ from golem.chain.simulate import simulate_actions, simulate_health_factor
 from golem.chain.web3client import make_web3
 from golem.cognition.decision_cache import DecisionCacheStore
 from golem.events.store import EventSink, EventStore
-from golem.grimoire.embeddings import make_embedder
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.memory_writes import write_safety_incident
-from golem.grimoire.heuristics import HeuristicStore
+from golem.grimoire.store.embeddings import make_embedder
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.episodes.writes import write_safety_incident
+from golem.grimoire.playbook.heuristics import HeuristicStore
 from golem.learning.ledger import LearningLedger
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.semantic.store import SemanticStore
 from golem.inference.evaluator import evaluate_outcome
-from golem.inference.llm import select_deliberator
+from golem.deliberators import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.layout import DataLayout
 from golem.life.cycle_store import CycleStore
-from golem.life.extensions import RegistryError, registry_for
-from golem.life.extensions.hooks import fire
+from golem.extensions import RegistryError, registry_for
+from golem.extensions.hooks import fire
 from golem.life.owner_notes import write_outcome_file
 from golem.models.config import GolemConfig
 from golem.models.config_version import config_version, short, strategy_sha256

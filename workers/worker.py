@@ -15,12 +15,13 @@ from activities.consolidation import ConsolidationActivities
 from activities.dream import DreamActivities
 from activities.doctor import DoctorActivities
 from activities.life import LifeActivities
+from infra.forks import ForkRegistry
 from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
 from golem.ids import task_queue
 from golem.layout import DataLayout
 from golem.learning.trial import TrialRunner
-from golem.life.extensions import registry_for
+from golem.extensions import registry_for
 from golem.models.config import GolemConfig
 from workers.memory import start_trimmer
 from workers.services import GolemServices
@@ -43,7 +44,7 @@ def build_worker(
     None: no trials on this worker."""
     ticks = TickActivities(services, client)
     consolidation = ConsolidationActivities(services, trials=BacktestTrialRunner() if trials is True else trials or None)
-    dream = DreamActivities(services)
+    dream = DreamActivities(services, ForkRegistry(services.data_dir))
     # Forks a killed worker left behind (issue 18): stopped before this worker takes the golem's queue.
     swept = dream.forks.sweep()
     if swept:

@@ -24,8 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from golem.cognition.fold import (accept_intervention, expire_rejections, new_golem_state, schedule_dream,
                                       should_run_delta)
     from golem.life.death import KillAnswer, KillRequest, accept_kill, check_kill
-    from golem.life.extensions.hooks import fire, fire_async
-    from golem.life.extensions.registry import ExtensionRegistry, registry_or_full
+    from golem.extensions.hooks import fire, fire_async
+    from golem.extensions.registry import ExtensionRegistry, registry_or_full
     from golem.models.config import GolemConfig
     from golem.models.config_version import (ConfigApplied, ConfigChange, ConfigVersionInfo, RunningConfig, short,
                                              validate_change)

@@ -20,13 +20,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.life import LifeActivities, ThanatopsisInput
     from activities.tick import TickActivities
     from golem import ids
-    from golem.cognition.budget import budget_fraction, daily_spend_on
+    from golem.inference.budget import budget_fraction, daily_spend_on
     from golem.cognition.chain_health import fold_chain_failure, is_chain_read_failure
     from golem.cognition.clock import budget_throttle, gamma_pulse
     from golem.cognition.fold import fold_dream_result, fold_tick_failure, fold_upkeep_cost
     from golem.cognition.learned_gating import learn_at_delta
     from golem.life.death import death_certificate
-    from golem.life.dream_scheduler import DreamUrgency
+    from golem.cognition.dream_scheduler import DreamUrgency
     from golem.models.config import GolemConfig
     from golem.models.golem import ConsolidationInput, DreamInput, DreamResult, TickFailure
     from golem.models.interventions import FollowUp

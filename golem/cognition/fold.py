@@ -11,13 +11,13 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from golem.cognition.budget import budget_fraction, utc_day
+from golem.inference.budget import budget_fraction, utc_day
 from golem.cognition.clock import theta_interval_seconds
 from golem.cognition.learned_gating import note_gating_outcome
 from golem.cognition.lines import next_health_history
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
-from golem.life.dream_scheduler import DreamUrgency, dream_urgency
+from golem.cognition.dream_scheduler import DreamUrgency, dream_urgency
 from golem.models.config import ClockSection, GatingSection, GolemConfig, HeartbeatSection
 from golem.models.enums import DeliveryWindow, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
@@ -31,6 +31,7 @@ from golem.models.state import (
     HedgeState,
     TickSummary,
 )
+from golem.models.golem import DreamResult
 from golem.models.tick import TickResult
 
 MAX_REJECTED = 20
@@ -63,7 +64,7 @@ def new_golem_state(cfg: GolemConfig) -> GolemState:
     return state.model_copy(update={"gamma": state.gamma.model_copy(update={"interval_seconds": cfg.clock.gamma_max_seconds})})
 
 
-def _bounded(items: list, limit: int) -> list:
+def _bounded(items: list[Any], limit: int) -> list[Any]:
     return items[-limit:] if len(items) > limit else items
 
 
@@ -259,8 +260,8 @@ def should_dream(state: GolemState, clock: ClockSection) -> bool:
     )
 
 
-def schedule_dream(state: GolemState, config) -> DreamUrgency:
-    """The DreamScheduler's verdict (golem.life.dream_scheduler); never on a tick that runs delta, and never
+def schedule_dream(state: GolemState, config: GolemConfig) -> DreamUrgency:
+    """The DreamScheduler's verdict (golem.cognition.dream_scheduler); never on a tick that runs delta, and never
     later than the fixed `dream_every_ticks` (the gap floor is capped by it)."""
     u = dream_urgency(state, config.clock.dream_every_ticks,
                       min(config.dream.min_gap_ticks, config.clock.dream_every_ticks), curator_tags=state.dream_tags)
@@ -269,7 +270,7 @@ def schedule_dream(state: GolemState, config) -> DreamUrgency:
     return u
 
 
-def fold_dream_result(state: GolemState, result) -> GolemState:
+def fold_dream_result(state: GolemState, result: DreamResult | None) -> GolemState:
     """A finished (or interrupted) dream cycle's figures into the state `golem status` shows."""
     if result is None:
         return state

@@ -33,7 +33,7 @@ Appraisal checks (Scherer's stimulus evaluation checks, OCC's desirability), eac
 The affect moves toward the target by IMPULSE × max(relevance, RELEVANCE_FLOOR) and decays toward the baseline by DECAY per tick, so a
 quiet stretch brings it back to the golem's temperament (BASELINE).
 
-The PAD octant (Mehrabian 1996, golem.grimoire.episodes.PAD_OCTANTS) names the mood, "neutral" near the origin
+The PAD octant (Mehrabian 1996, golem.grimoire.episodes.store.PAD_OCTANTS) names the mood, "neutral" near the origin
 or when pleasure is within the valence band (PAD_NEUTRAL_PLEASURE, ours: a pleasure that small has no sign, and a
 calm golem at its baseline is neutral, not disgusted) — then there is no primary emotion either; the Plutchik primary
 emotion is the one nearest the octant's corner in Russell & Mehrabian's (1977) emotion ratings: joy +++ (they
@@ -48,7 +48,7 @@ import math
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.episodes import pad_label
+from golem.grimoire.episodes.model import pad_label
 from golem.life.lifespan import HF_ACCURATE
 from golem.models.enums import MarketRegime, PlutchikLabel
 from golem.models.state import PADVector

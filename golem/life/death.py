@@ -7,7 +7,7 @@ the phases and the `thanatopsis` activity does the I/O.
                chunks), each through the normal write path: simulate → validate (PolicyCage, dry-run) → execute →
                verify. The Terminal phase blocks new exposure; none of these open any.
   Reflection   `death_reflection` from the golem's records, deterministic; worded by Claude's T2 model when
-               [lifespan] reflection = "claude" and the worker has a router (golem.inference.reflexion_llm style).
+               [lifespan] reflection = "claude" and the worker has a router (golem.learning.reflexion_llm style).
   Legacy       the package in <data>/legacy/<golem>/: grimoire.jsonl (golem.grimoire.transfer), gating.json (the
                learned-gating state), death-reflection.json, certificate.json. Warnings the death taught are
                entries with provenance death_reflection (bloodstains: 3× slower decay, 1.2× retrieval boost).

@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from golem.layout import DataLayout
 
@@ -35,7 +37,7 @@ class RetentionReport:
     bytes_after: int = 0
     archives: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
 
 
@@ -43,7 +45,7 @@ def _day(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
 
 
-def _old(paths, cutoff: float) -> list[tuple[Path, float]]:
+def _old(paths: Iterable[Path], cutoff: float) -> list[tuple[Path, float]]:
     out = []
     for p in paths:
         try:
@@ -65,8 +67,9 @@ def _append_lines(archive: Path, lines: list[str]) -> None:
         os.fsync(raw.fileno())
 
 
-def _archive_days(data: Path, folder: Path, pattern: str, cutoff: float, report: RetentionReport, line_of,
-                  on_archived=None) -> int:
+def _archive_days(data: Path, folder: Path, pattern: str, cutoff: float, report: RetentionReport,
+                  line_of: Callable[[Path, Any], Any],
+                  on_archived: Callable[[list[str], str], None] | None = None) -> int:
     """Files in `folder` matching `pattern` older than `cutoff` → one JSON line each (line_of(path, document))
     in their day's `folder/archive/<day>.jsonl.gz`, synced before the loose files go. Returns how many."""
     by_day: dict[str, list[Path]] = {}
@@ -88,7 +91,7 @@ def _archive_days(data: Path, folder: Path, pattern: str, cutoff: float, report:
     return sum(len(f) for f in by_day.values())
 
 
-def compact(where: DataLayout | str | Path, days: float, now: float, *, index=None) -> RetentionReport:
+def compact(where: DataLayout | str | Path, days: float, now: float, *, index: Any = None) -> RetentionReport:
     """Archive what is older than `days` (see the module doc). `index` (a CycleStore) learns where each
     archived record went, so it can still be read."""
     layout = DataLayout.of(where)

@@ -12,14 +12,15 @@ from pathlib import Path
 
 from web3 import Web3
 
-from golem.life.extensions.registry import registry_for
+from golem.extensions.registry import registry_for
 from golem.chain.confirmations import ConfirmationReport, ConfirmationTracker
 from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
 from golem.chain.journal import TxJournal
 from golem.chain.outcome import OutcomeVerification, verify_outcome
 from golem.chain.permits import PermitError, PermitStore
-from golem.chain.tools import ToolArgumentError, action_value_usd
+from golem.chain.tools.schemas import ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd
 from golem.inference.strategy import Strategy
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus, BehavioralPhase

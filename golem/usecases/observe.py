@@ -12,13 +12,13 @@ from datetime import datetime, timezone
 
 from golem.chain.liquidations import force_t2_reason
 from golem.cognition.backpressure import merge_into_observation
-from golem.cognition.budget import daily_spend_on
+from golem.inference.budget import daily_spend_on
 from golem.cognition.lines import strategy_lines
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.events import bridge as events
-from golem.grimoire.memory_writes import mark_reorged
-from golem.grimoire.topology import TopologyTracker
+from golem.grimoire.episodes.writes import mark_reorged
+from golem.grimoire.semantic.topology import TopologyTracker
 from golem.inference.strategy import Strategy
 from golem.learning import causal
 from golem.models.observation import Observation

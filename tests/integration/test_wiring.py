@@ -24,11 +24,11 @@ from temporalio.testing import ActivityEnvironment
 from activities.consolidation import ConsolidationActivities
 from activities.tick import TickActivities
 from golem.chain.web3client import make_web3
-from golem.grimoire.episodes import Episode, Importance
-from golem.grimoire.playbook import PlaybookRefused
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.episodes.model import Episode, Importance
+from golem.grimoire.playbook.compile import PlaybookRefused
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.inference.decision import decision_tools
-from golem.inference.llm import select_deliberator
+from golem.deliberators import select_deliberator
 from golem.layout import DataLayout
 from golem.models.config import load_config
 from golem.models.enums import ActionStatus, MarketRegime, Tier
@@ -46,6 +46,7 @@ from golem.models.tick import (
     VerifyInput,
 )
 from infra.anvil import AnvilProcess, free_port
+from infra.forks import ForkRegistry
 from infra.world_cache import deploy_or_load
 from tests.integration.golem_rig import EXAMPLE_HOME, GOLEM_KEY, in_process_worker, make_rig
 from tests.unit.inference_fakes import FakeMessagesAPI, decide, message, tool_use
@@ -375,7 +376,7 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
 # ---- the next-dream follow-up focuses NREM (activities/dream.py `focus_of`) -----------------------------
 def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_path):
     from activities.dream import DreamActivities
-    from golem.grimoire.staging import load_journal
+    from golem.grimoire.dreams.staging import load_journal
     from golem.models.golem import DreamPhaseInput
     from golem.models.interventions import FollowUp
 
@@ -390,7 +391,7 @@ def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_
             prediction_error=0.1, utility=0.1 if volatile else 0.9,
             summary=f"Tick {t}: {'volatile' if volatile else 'range bound'} regime, price 2000, held.",
         ))
-    dreams = DreamActivities(services)
+    dreams = DreamActivities(services, ForkRegistry(services.data_dir))
     env = ActivityEnvironment()
     plain = env.run(dreams.nrem, DreamPhaseInput(golem_id=GID, tick=20, replay_count=3, forks=False))
     assert plain.items == 3 and not load_journal(services.data_dir, GID, 20).focus

@@ -1,0 +1,105 @@
+"""The backtest's world: a replay driver that sets the dev chain to a recorded row before the golem
+observes it (ARCHITECTURE "One code path for live and backtest": only the world differs).
+
+Per row, in this order:
+  1. the next block's timestamp is the row's time (chain time follows the path, not the wall clock);
+  2. the ETH/USD feed answers `oracle_price` (a round is posted when the answer changes or half its heartbeat
+     has passed in path time; the stables' feeds post 1.0 on the heartbeat rule); `volume_usd` trades
+     round-trip through the WETH/USDC pair; one arbitrage trade through Router02 takes each Uniswap V2 pair
+     (WETH/USDC, WETH/DAI) to `pool_price` (feed and pair may diverge: a feed lagging the pair is a scenario);
+  3. the simulator's liquidator calls Aave's `liquidationCall` on a watched borrower (the golem) under health
+     factor 1.0 at the row's prices, before the golem's tick sees the row (a liquidator backruns the round);
+  4. an empty block is mined whose base fee makes the *next* block's base fee `gas_gwei` (EIP-1559: a
+     block with no gas used lowers the next base fee by 1/8), so the golem's transaction pays it.
+
+Confirmation blocks (`infra/block_producer.py BlockProducer`): a live chain keeps mining, so a golem's verify step (§S10: 2-block
+confirmation, golem/chain/verify.py `_confirmed_receipt`) sees its transactions confirmed a block later. Here a block
+is mined at one point of the golem's own progress, never after a wall-clock pause: when the VERIFY activity of a
+ThetaTickWorkflow starts on the backtest's worker (its first attempt; an activity interceptor the runner gives the
+worker it builds), the producer mines `confirmations - 1` empty blocks on top of the head, then verify runs. The
+golem's code is unchanged and cannot tell (ARCHITECTURE "One code path for live and backtest"). (It used to follow
+every tick's Temporal history with long polls for the scheduled verify: the same point, at a stream per tick.)
+
+Why it is repeatable: the workflow schedules verify only after every execute activity of the tick has completed
+(one activity per action, each returning once its receipt is in), so every transaction of the tick is already
+mined, each in its own block (Anvil automines) at the base fees the row set, and no other block can come between
+them: nothing else mines while a tick runs (the row's blocks are mined before the tick starts). The number of
+blocks, their order, timestamps (the row's time: BLOCK_INTERVAL_S = 0) and base fees depend on what the golem sent,
+not on how long anything took. The blocks are on chain before verify's first read.
+
+The producer it replaced mined once a head holding transactions had been idle for 1.0 s of wall clock: under load
+the gap between one tick's two transactions exceeded that, an empty block landed between a repay and the swap after
+it (lowering the swap's base fee by 1/8), and how many blocks a run held depended on the machine's load. Wall time:
+a tick that acts finds its confirmation at verify's first read (the old one waited the 1.0 s idle window), and a
+tick that sends nothing costs nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from web3 import Web3
+
+from golem.backtest.models import PathRow
+from golem.chain.contracts import Deployment
+from golem.chain.reader import read_snapshot
+from golem.models.observation import ChainSnapshot
+from golem.world.simulator.liquidator import SimLiquidation
+from golem.world.simulator.market import MarketSimulator
+
+BLOCK_INTERVAL_S = 0  # chain seconds between blocks inside a row: every block of a row carries the row's time
+EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8
+
+
+class ReplayError(RuntimeError):
+    """The chain refused to take a row (a node error or a transaction that reverted)."""
+
+
+@dataclass(frozen=True)
+class AppliedRow:
+    row: PathRow
+    block_timestamp: int  # the row's time as the chain took it (later when the chain was already past it)
+    pool_price: float  # read back after the trades
+    oracle_price: float
+    # the golem's (every watched borrower's) health factor at the row's prices, before the liquidator acted
+    health_factors: dict[str, float | None] = field(default_factory=dict)
+    liquidations: tuple[SimLiquidation, ...] = ()  # what the liquidator did on this row
+    liquidation_failures: tuple[str, ...] = ()  # a liquidationCall that reverted (the runner logs it)
+
+
+class ReplayDriver:
+    """Applies path rows to one deployed dev world. Holds the trader's and the feeds' owner's keys in memory only."""
+
+    def __init__(self, w3: Web3, deployment: Deployment, trader_key: str, oracle_key: str) -> None:
+        self.w3 = w3
+        self.deployment = deployment
+        self.sim = MarketSimulator(w3, deployment, trader_key, oracle_key, "calm")
+        # Aave accrues interest per second of block time: every block inside a row carries the row's time whatever the
+        # wall clock did and however many blocks the row took (its confirmation blocks included), so the same path
+        # accrues the same interest every run
+        self._rpc("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
+
+    def _rpc(self, method: str, params: list[Any]) -> object:
+        answer = self.w3.provider.make_request(method, params)  # type: ignore[arg-type]
+        if "error" in answer:
+            raise ReplayError(f"{method}: {answer['error'].get('message', answer['error'])}")
+        return answer.get("result")
+
+    def apply(self, row: PathRow) -> AppliedRow:
+        latest = self.w3.eth.get_block("latest")
+        ts = max(int(row.timestamp), int(latest["timestamp"]) + 1)
+        self._rpc("evm_setNextBlockTimestamp", [ts])
+        try:
+            step = self.sim.move_to(row.oracle_price, row.pool_price, row.volume_usd, at=ts)
+        except Exception as err:  # a revert or node error names the step
+            raise ReplayError(f"row {row.tick}: {err}") from err
+        base_fee_wei = int(row.gas_gwei * 1e9 / EMPTY_BLOCK_BASE_FEE_FACTOR)
+        self._rpc("anvil_setNextBlockBaseFeePerGas", [hex(base_fee_wei)])
+        self._rpc("evm_mine", [])
+        return AppliedRow(row=row, block_timestamp=ts, pool_price=step.pool_price, oracle_price=step.oracle_price,
+                          health_factors=step.health_factors, liquidations=tuple(step.liquidations),
+                          liquidation_failures=tuple(step.liquidation_failures))
+
+    def snapshot(self, account: str) -> ChainSnapshot:
+        return read_snapshot(self.w3, self.deployment, account)
