@@ -1,7 +1,7 @@
 """Delta-consolidation activities (the curator pass: one activity per step) and the one-shot dream replay.
 
 DeltaConsolidationWorkflow runs the steps in order (DELTA_STEPS), so the Web UI shows each and a retry redoes
-one. The steps are async: the future-utility calls (golem/grimoire/utility_llm.py) go through the async router,
+one. The steps are async: the future-utility calls (golem/inference/admission_utility.py) go through the async router,
 the blocking LanceDB / SQLite work runs on threads (`blocking`), and `auto_heartbeat` beats from the event loop
 meanwhile (heartbeating from a worker thread is not allowed in an async activity).
 """
@@ -32,7 +32,7 @@ from golem.events.quality import (
     external_trend,
     reflection_consistency,
 )
-from golem.grimoire.admission import (
+from golem.grimoire.semantic.admission import (
     AdmissionAction,
     QuarantineAssessment,
     admit,
@@ -40,21 +40,21 @@ from golem.grimoire.admission import (
     assess,
     assess_quarantine,
 )
-from golem.grimoire.dream import run_dream_replay
-from golem.grimoire.dream_integration import promote_with_waking_evidence, waking_facts
-from golem.grimoire.dream_tags import DreamTags
-from golem.grimoire.staging import StagingBuffer
-from golem.grimoire.embeddings import scheduled_drift_check
-from golem.grimoire.graph import CausalGraph
-from golem.grimoire.heuristics import Heuristic, derive_heuristics_from_episodes, is_rule
+from golem.grimoire.dreams.replay import run_dream_replay
+from golem.grimoire.dreams.integration import promote_with_waking_evidence, waking_facts
+from golem.grimoire.dreams.tags import DreamTags
+from golem.grimoire.dreams.staging import StagingBuffer
+from golem.grimoire.store.embeddings import scheduled_drift_check
+from golem.grimoire.semantic.graph import CausalGraph
+from golem.grimoire.playbook.heuristics import Heuristic, derive_heuristics_from_episodes, is_rule
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path
-from golem.grimoire import playbook_view
-from golem.grimoire.playbook import PlaybookRevision, playbook_line, rewrite_playbook
-from golem.grimoire.playbook_survival import revisions, survival
-from golem.grimoire.playbook_view import AdmittedView
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.playbook import view as playbook_view
+from golem.grimoire.playbook.compile import PlaybookRevision, playbook_line, rewrite_playbook
+from golem.grimoire.playbook.survival import revisions, survival
+from golem.grimoire.playbook.view import AdmittedView
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
-from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
+from golem.inference.admission_utility import FutureUtilityScorer, UtilityBatch
 from golem.inference.strategy import parse_strategy
 from golem.learning import causal, curator, cybernetics
 from golem.backtest.models import PathRow
@@ -324,7 +324,7 @@ class ConsolidationActivities(ActivitySet):
     @auto_heartbeat
     async def retention(self, inp: ConsolidationInput) -> DeltaStep:
         """[retention]: records, outcome files and trace days older than `days` go into daily archives."""
-        kept = await blocking("retention", compact, self.s.data_dir, inp.config.retention.days, time.time(),
+        kept = await blocking("retention", compact, self.s.layout, inp.config.retention.days, time.time(),
                               index=self.s.cycles)
         return DeltaStep(fields={"retention": kept.as_dict()})
 

@@ -9,19 +9,21 @@ scenario's fork is stopped when the scenario ends. The real chain is only read (
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
+from typing import Any, Protocol
 
 from temporalio import activity
 
 from activities import ActivitySet
-from golem.chain import rehearsal
+from golem.grimoire.dreams import rehearsal
 from golem.chain.web3client import make_web3
 from golem.events import bridge as events
-from golem.grimoire.dream import run_dream_replay
-from golem.grimoire.dream_tags import DreamTags
-from golem.grimoire.staging import DreamJournal, StagingBuffer, journals, load_journal, save_journal, threat_coverage
-from golem.grimoire.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
-from golem.grimoire.dream_integration import (
+from golem.grimoire.dreams.replay import run_dream_replay
+from golem.grimoire.dreams.tags import DreamTags
+from golem.grimoire.dreams.staging import DreamJournal, StagingBuffer, journals, load_journal, save_journal, threat_coverage
+from golem.grimoire.dreams.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
+from golem.grimoire.dreams.integration import (
     deviation_context,
     compress,
     integrate_results,
@@ -30,7 +32,7 @@ from golem.grimoire.dream_integration import (
     recent_tvls,
     waking_facts,
 )
-from golem.life.dream_scheduler import thin_liquidity
+from golem.cognition.dream_scheduler import thin_liquidity
 from golem.inference.offline import OfflineDeliberator
 from golem.life.cycle_store import CycleStore
 from golem.learning.curator import focus_of
@@ -44,17 +46,25 @@ from golem.models.observation import Observation
 from golem.models.tick import DecideInput, ProposedAction, TickContext
 from golem.safety.limits import SafetyLimits
 from golem.services import Services
-from infra.forks import ForkRegistry
 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class Forks(Protocol):
+    """Anvil forks of the golem's chain, registered so none outlives its scenario (infra/forks.py's ForkRegistry,
+    handed in by the worker: activities start no processes of their own)."""
+
+    def sweep(self) -> list[int]: ...
+
+    def fork(self, fork_url: str, block: int | None = None, label: str = "") -> AbstractContextManager[Any]: ...
+
+
 class DreamActivities(ActivitySet):
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, forks: Forks) -> None:
         self.s = services
-        self.forks = ForkRegistry(services.data_dir)
+        self.forks = forks
         self.staging = StagingBuffer(services.layout.dream_staging)
 
     def _config(self, inp: DreamPhaseInput) -> GolemConfig:

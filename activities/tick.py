@@ -8,7 +8,6 @@ Bad input raises a non-retryable ApplicationError whose message says what to fix
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
@@ -21,37 +20,32 @@ from web3.exceptions import Web3Exception
 
 from activities import ActivitySet
 from activities.heartbeat import auto_heartbeat
-from golem.cognition.backpressure import merge_into_observation
-from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
+from golem.inference.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decide import decide_with_cache
 from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.lines import forecast, lift, strategy_lines, wake_check
 from golem.cognition.prediction_error import compute_prediction_error
-from golem.cognition.probes import anomalies_from, run_probes
-from golem.cognition.regime import detect_regime
 from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
-from golem.chain.tools import ToolArgumentError
+from golem.chain.tools.schemas import ToolArgumentError
 from golem.events import bridge as events
-from golem.grimoire.graph import KnowledgeGraph
-from golem.grimoire.memory_writes import mark_reorged
-from golem.grimoire.playbook import read_revision
-from golem.grimoire.topology import TopologyTracker, assert_llm_facts
+from golem.grimoire.semantic.graph import KnowledgeGraph
+from golem.grimoire.playbook.compile import read_revision
+from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import decision_tools
-from golem.inference.reflexion_llm import worded
+from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.inference.strategy import Strategy
-from golem.learning import causal
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
 from golem.life.death import settlement_deliberation
-from golem.life.extensions.agent_start import AgentStart, before_agent_start, system_prompt
-from golem.life.extensions.hooks import fire
-from golem.life.extensions.registry import registry_for
-from golem.life.reflect import build_record, tick_result
+from golem.extensions.agent_start import AgentStart, before_agent_start, system_prompt
+from golem.extensions.hooks import fire
+from golem.extensions.registry import registry_for
+from golem.cognition.reflect import build_record, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.config import GolemConfig
 from golem.models.golem import TickFailure
@@ -92,6 +86,7 @@ from golem.safety.urgency import next_deferred, release_reason, with_deferred
 from activities.runs import reset_origin
 from activities.step_results import StepResults
 from golem.services import Services
+from golem.usecases.observe import observe as observe_tick
 
 # Every step's input: a lean one names earlier results (refs) and its config by version until made whole.
 StepInput = TypeVar("StepInput", ObserveInput, AnalyzeInput, GateInput, RetrieveInput, DecideInput, SimulateInput,
@@ -184,48 +179,9 @@ class TickActivities(ActivitySet):
 
     @activity.defn(name="observe")
     def observe(self, inp: ObserveInput) -> Observation:
+        """The tick's perception (golem.usecases.observe), on its config version's STRATEGY.md."""
         inp = self._resolved(inp, "observe")
-        t0 = time.perf_counter()
-        ctx = inp.ctx
-        snapshot = self.s.read_snapshot()
-        # the position probe's lines come from STRATEGY.md (golem.cognition.lines)
-        lines = strategy_lines(self._strategy_or_none(ctx), ctx.cfg.probes, ctx.cfg.wake)
-        probes = run_probes(
-            snapshot, ctx.state, lines.probe_thresholds(ctx.cfg.probes),
-            kill_switch_triggered=os.path.exists(ctx.cfg.probes.kill_switch_path),
-            daily_spend=daily_spend_on(ctx.state, ctx.started_at), heartbeat=ctx.cfg.heartbeat,
-        )
-        probes = [*probes, *events.alert_probes(self.s.events.store)]  # the heartbeat-monitor's alerts (issue 19)
-        if ctx.carried_probes:  # ticks dropped by backpressure: highest severity wins (§S12)
-            probes = merge_into_observation(probes, ctx.carried_probes)
-        regime, _ = detect_regime(
-            [*ctx.state.price_history, snapshot.pool.price], ctx.state.range_bound_run, ctx.state.regime
-        )
-        # Earlier actions: pending → confirmed, or reorged (heartbeat §S10).
-        report = self.s.safety.confirm(self.s.w3, ctx.golem_id)
-        reorged = sorted({a.tick for a in report.reorged})
-        for tick in reorged:
-            mark_reorged(self.s.episodes, ctx.golem_id, tick)
-        # Each anomaly's topology curiosity modifier (grimoire "Feeding the Curiosity Scorer"), after syncing
-        # the golem's topology into the knowledge graph at this block.
-        anomalies = self.topology().observe(ctx.golem_id, snapshot, ctx.tick, anomalies_from(probes))
-        liquidations = self.s.liquidations(ctx.tick, snapshot.block_number)
-        observation = Observation(
-            liquidations=liquidations,
-            snapshot=snapshot,
-            probes=probes,
-            anomalies=anomalies,
-            regime=regime,
-            observed_at=_now_iso(),
-            read_ms=round((time.perf_counter() - t0) * 1000, 3),
-            confirmation_depth=report.depth,
-            newly_confirmed_ticks=sorted({a.tick for a in report.newly_confirmed}),
-            reorged_ticks=reorged,
-            force_t2_reason=force_t2_reason(report.force_t2, reorged, report.reorg_detected_at, liquidations),
-        )
-        observation = self._with_causal_link_probe(ctx.tick, observation)
-        self.s.events.emit(events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, ctx.state.pending_steers))
-        return observation
+        return observe_tick(self.s, inp.ctx, self._strategy_or_none(inp.ctx), self.topology())
 
     def _strategy_or_none(self, ctx: TickContext) -> Strategy | None:
         """STRATEGY.md of the tick's version, parsed once per version (observe, gate, validate and a settlement read it);
@@ -243,22 +199,6 @@ class TickActivities(ActivitySet):
                 self._strategies.pop(next(iter(self._strategies)))
             self._strategies[version] = strategy
         return strategy
-
-    def _with_causal_link_probe(self, tick: int, obs: Observation) -> Observation:
-        """issue 16: the causal-link probe (heartbeat §S9 "Causal graph update") against the learned edges and the
-        last k records; when it fires it is an anomaly, so its surprise feeds prediction error (§S4 source 6).
-        Absent while the graph has learned no edge."""
-        edges = self.s.learning.causal_evidence()
-        if not edges:
-            return obs
-        records = sorted((self.s.cycles.load(r["tick"]) for r in self.s.cycles.recent(causal.CAUSAL_WINDOW_TICKS + 1)
-                          if r["tick"] < tick), key=lambda r: r.tick)
-        prev = records[-1] if records else None
-        now = causal.tick_events(tick, obs, prev.observation if prev else None,
-                                 obs.regime.value if prev is not None and obs.regime != prev.regime else None)
-        probe = causal.probe_causal_link(causal.events_of(records), now, edges)
-        return obs.model_copy(update={"probes": [*obs.probes, probe],
-                                      "anomalies": [*obs.anomalies, *anomalies_from([probe])]})
 
     @activity.defn(name="gamma")
     def gamma(self, golem_id: str) -> ChainSnapshot:
@@ -331,7 +271,7 @@ class TickActivities(ActivitySet):
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
         strategy, must, policy = start.strategy, start.must, start.context_policy
-        prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.life.extensions.agent_start)
+        prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.extensions.agent_start)
             system_prompt, registry_for(ctx.cfg.extensions.disabled), playbook=self.s.playbook_text)
         try:
             deliberation = await decide_with_cache(

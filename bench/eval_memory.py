@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory_eval.dataset import CATEGORIES, build, write_jsonl  # noqa: E402
 
 from golem.grimoire.access import search as grimoire_search  # noqa: E402
-from golem.grimoire.embeddings import default_embedder, embedder_by_name  # noqa: E402
-from golem.grimoire.episodes import EpisodeStore  # noqa: E402
-from golem.grimoire.semantic import SemanticStore  # noqa: E402
+from golem.grimoire.store.embeddings import default_embedder, embedder_by_name  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
+from golem.grimoire.semantic.store import SemanticStore  # noqa: E402
 from golem.grimoire.transfer import import_file  # noqa: E402
 
 K = 10

@@ -19,12 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from golem.grimoire.embeddings import WordLlamaEmbedder, default_embedder  # noqa: E402
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
-from golem.grimoire.lance import INDEX_CACHE_ENV, METADATA_CACHE_ENV, cache_sizes, session_bytes  # noqa: E402
-from golem.grimoire.lance_index import ann_query, build_ann_index  # noqa: E402
+from golem.grimoire.store.embeddings import WordLlamaEmbedder, default_embedder  # noqa: E402
+from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
+from golem.grimoire.store.lance import INDEX_CACHE_ENV, METADATA_CACHE_ENV, cache_sizes, session_bytes  # noqa: E402
+from golem.grimoire.store.indexes import ann_query, build_ann_index  # noqa: E402
 from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
 from golem.grimoire.upkeep import maintain, table_stats  # noqa: E402
 
 REGIMES = ["volatile", "range_bound", "trending_up", "trending_down"]
@@ -78,7 +79,7 @@ def main() -> None:
 
     queries = [f"{rng.choice(WORDS)} during a {rng.choice(REGIMES)} market with {rng.choice(WORDS)}" for _ in range(a.queries)]
     qv = emb.embed(queries)
-    # the first query builds retrieval's in-memory episode index (episode_index.py); reported apart
+    # the first query builds retrieval's in-memory episode index (episodes/index.py); reported apart
     t0 = time.perf_counter()
     retrieve_for_tick(eps, sem, queries[0], regime="volatile", tick=a.episodes, tier="T2", log=False)
     first = time.perf_counter() - t0

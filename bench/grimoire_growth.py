@@ -21,12 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from golem.grimoire import lance  # noqa: E402
+from golem.grimoire.store import lance  # noqa: E402
 from golem.grimoire import upkeep  # noqa: E402
-from golem.grimoire.embeddings import default_embedder  # noqa: E402
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.store.embeddings import default_embedder  # noqa: E402
+from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
 from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
 
 RETENTION = getattr(lance, "VersionRetention", None)  # None: code before retention by count
 OLD_WINDOW = timedelta(minutes=10)  # upkeep.maintain's version window before it
@@ -52,7 +53,7 @@ def parts(root: Path) -> dict[str, float]:
 
 
 def summary(rng: random.Random, t: int) -> str:
-    """About the length of a real episode's summary (episode_model.episode_from_record: 350–700 characters)."""
+    """About the length of a real episode's summary (episodes/model.py's episode_from_record: 350–700 characters)."""
     regime = rng.choice(REGIMES)
     return (f"Tick {t}: {regime.replace('_', ' ')} regime, gate chose T{rng.randint(0, 2)} (prediction error "
             f"{rng.uniform(0, 1):.3f} vs threshold 0.{rng.randint(20, 60)}); prediction error {rng.uniform(0, 1):.3f}, "

@@ -57,8 +57,8 @@ TESTS: dict[str, list[str]] = {
     # the life — the clocks, the daimon, somatic markers, the registry, death and the after_turn chain
     "golem/life/lifespan.py": [U + "test_life_lifespan.py", U + "test_life_after_turn.py"],
     "golem/life/daimon.py": [U + "test_life_daimon.py", U + "test_life_after_turn.py"],
-    "golem/life/somatic.py": [U + "test_life_daimon.py", U + "test_safety_cage.py"],
-    "golem/life/extensions/registry.py": [U + "test_extension_registry.py", U + "test_life_after_turn.py"],
+    "golem/safety/somatic.py": [U + "test_life_daimon.py", U + "test_safety_cage.py"],
+    "golem/extensions/registry.py": [U + "test_extension_registry.py", U + "test_life_after_turn.py"],
     "golem/life/death.py": [U + "test_life_death.py"],
     "golem/life/after_turn.py": [U + "test_life_after_turn.py", I + "test_life.py"],
     "golem/chain/permits.py": [U + "test_permits_journal.py", U + "test_safety_cage.py", SURVIVORS,
@@ -75,7 +75,7 @@ TESTS: dict[str, list[str]] = {
                                     GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
                                     I + "test_learning_loop.py"],  # the Curator's rule reaches a later decision
     "activities/heartbeat.py": [U + "test_activity_heartbeat.py", I + "test_llm_tick.py"],
-    "golem/grimoire/memory_writes.py": [I + "test_wiring.py", I + "test_golem_loop.py"],
+    "golem/grimoire/episodes/writes.py": [I + "test_wiring.py", I + "test_golem_loop.py"],
     "workers/services.py": [I + "test_wiring.py", I + "test_topology_tick.py", I + "test_config_versions.py",
                             GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
     "workers/config_versions.py": [I + "test_config_versions.py"],
@@ -99,7 +99,7 @@ CUTS: dict[str, tuple[str, str, str, list[str]]] = {
     # name: (module, original text, cut text, tests)
     "codec-env": ("workers/client.py", "codec if codec is not None else codec_from_env()", "codec",
                   [U + "test_codec.py"]),  # an owner's GOLEM_PAYLOAD_KEYS ignored: plaintext histories
-    "as-of-valid-from": ("golem/grimoire/entry_index.py", "m = (self.valid_from <= at) & (at < self.valid_until)",
+    "as-of-valid-from": ("golem/grimoire/semantic/index.py", "m = (self.valid_from <= at) & (at < self.valid_until)",
                          "m = (at < self.valid_until)", [I + "test_grimoire_valid_from.py"]),
     "replay-theta": ("workflows/golem.py",
                      "if self._last_tick_at is None or self._world_now >= self._last_tick_at + theta "

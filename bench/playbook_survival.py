@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from golem.grimoire.playbook_survival import revisions, survival  # noqa: E402
+from golem.grimoire.playbook.survival import revisions, survival  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

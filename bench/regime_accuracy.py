@@ -25,7 +25,7 @@ from golem.cognition.regime_labels import (  # noqa: E402
     score,
     tune_set,
 )
-from golem.world.simulator import oracle_path  # noqa: E402
+from golem.world.simulator.paths import oracle_path  # noqa: E402
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
 LABELS = ("calm", "trending_up", "trending_down", "volatile", "crash")

@@ -30,7 +30,7 @@ from golem.models.config import (
     GolemConfig,  # noqa: E402
 )
 from golem.models.enums import Tier  # noqa: E402
-from golem.world.simulator import oracle_path  # noqa: E402
+from golem.world.simulator.paths import oracle_path  # noqa: E402
 from golem.world.synthetic import StrategyBook  # noqa: E402
 
 CALLS = 2000

@@ -14,7 +14,7 @@ def _pct(x: float | None) -> str:
 
 
 def _dreams(args) -> int:
-    from golem.grimoire.staging import DREAM_YIELD_HEALTHY, StagingBuffer, journals
+    from golem.grimoire.dreams.staging import DREAM_YIELD_HEALTHY, StagingBuffer, journals
     from golem.layout import DataLayout
 
     data = Path(args.data)

@@ -99,7 +99,7 @@ def _import(args) -> int:
 def _reembed(args) -> int:
     """`golem grimoire reembed | resume`: full re-embed, re-pin, flush the queue, lift the pause."""
     from golem.grimoire.access import open_stores
-    from golem.grimoire.guard import WriteGuard
+    from golem.grimoire.store.guard import WriteGuard
     from golem.grimoire.integrity import reembed_stores
     from golem.layout import DataLayout
 
@@ -133,7 +133,7 @@ def _playbook_paths(args) -> tuple[Path, Path]:
 
 
 def _playbook(args) -> int:
-    from golem.grimoire.playbook import PlaybookHistory, PlaybookRefused, rollback
+    from golem.grimoire.playbook.compile import PlaybookHistory, PlaybookRefused, rollback
 
     path, db = _playbook_paths(args)
     if not db.exists():
@@ -143,7 +143,7 @@ def _playbook(args) -> int:
         if args.playbook_cmd == "effects":
             return _effects(args)
         if args.playbook_cmd == "log":
-            from golem.grimoire.heuristics import HeuristicStore
+            from golem.grimoire.playbook.heuristics import HeuristicStore
 
             rows = history.log()
             trials = HeuristicStore(db).trials()  # the verdicts each compile followed (docs/how-to/learned-rules.md)
@@ -181,7 +181,7 @@ def _playbook(args) -> int:
 def _effects(args) -> int:
     """`golem grimoire playbook effects`: every learned rule a trial measured — its standing and each trial's
     verdict with the figures with and without it (docs/how-to/learned-rules.md)."""
-    from golem.grimoire.heuristics import HeuristicStore
+    from golem.grimoire.playbook.heuristics import HeuristicStore
     from golem.learning.trial import TrialResult
 
     _, db = _playbook_paths(args)
@@ -209,7 +209,7 @@ def _effects(args) -> int:
 def _quarantine(args) -> int:
     """`golem grimoire quarantine list | release ID | drop ID`: the hallucination firewall's hold."""
     from golem.grimoire.access import latest_tick, open_stores
-    from golem.grimoire.admission import owner_drop, owner_release
+    from golem.grimoire.semantic.admission import owner_drop, owner_release
 
     episodes, semantic = open_stores(args.data, args.home)
     if args.quarantine_cmd == "list":

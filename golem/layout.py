@@ -17,6 +17,12 @@ class DataLayout:
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
 
+    @classmethod
+    def of(cls, where: DataLayout | str | Path) -> DataLayout:
+        """The layout handed down from the edge that built it (one per golem), or one built here for an edge that
+        holds only a path (a CLI command, a test)."""
+        return where if isinstance(where, DataLayout) else cls(Path(where))
+
     # ---- the world and the stack ----------------------------------------------------------------
     @property
     def deployment(self) -> Path:

@@ -2,7 +2,7 @@
 
 GolemWorkflow and ThetaTickWorkflow on a throwaway Temporal dev server, the same activities, cage, deliberator and
 Grimoire in an in-process worker, a fresh Anvil with the dev world deployed (`--timestamp`, so chain time is path
-time). Only the world differs: golem/world/replay.py sets the chain to each row, then `advance_world` hands the
+time). Only the world differs: golem/backtest/replay.py sets the chain to each row, then `advance_world` hands the
 row's time to GolemWorkflow's replay clock. All data stays under the output directory. See docs/design/backtest.md.
 """
 
@@ -112,8 +112,8 @@ def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
     """Start from another run's Grimoire: its distilled entries and causal edges, imported as inherited
     (confidence 0.3, as a successor inherits: docs/design/life.md#death-and-legacy); its episodes are that run's
     own experience and stay there."""
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.semantic import SemanticStore
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
     from golem.grimoire.transfer import export_lines, import_file
 
     grim = source / "grimoire"
@@ -144,7 +144,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
                        client, run_dir: Path) -> VariantRun:
     from golem.chain.web3client import make_web3
     from golem.world.deploy import deploy_world
-    from golem.world.replay import BLOCK_INTERVAL_S, ReplayDriver
+    from golem.backtest.replay import BLOCK_INTERVAL_S, ReplayDriver
     from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
     started = time.perf_counter()
@@ -157,7 +157,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         await _to_the_end(anvil.start)
         w3 = make_web3(anvil.rpc_url)
         # chain time is path time from the genesis on: a block carries its row's time, not the wall clock's, so the
-        # interest Aave accrues from the golem's borrow on is the same every run (golem/world/replay.py)
+        # interest Aave accrues from the golem's borrow on is the same every run (golem/backtest/replay.py)
         w3.provider.make_request("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
         golem_account = ANVIL_ADDRESSES[GOLEM_KEY_INDEX]
         dep = await asyncio.to_thread(deploy_world, w3, ANVIL_KEYS[0], golem_account, ANVIL_ADDRESSES[1],
@@ -266,20 +266,21 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
     from workers.worker import build_worker
     from workflows.golem import GolemWorkflow
 
-    services = await asyncio.to_thread(GolemServices, cfg, data, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
+    layout = DataLayout(data)  # the backtest golem's one layout, handed to its services and stores
+    services = await asyncio.to_thread(GolemServices, cfg, layout, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
     info.deliberator = services.deliberator_reason
     router = getattr(services.deliberator, "router", None)
     prices = getattr(getattr(router, "config", None), "prices", None)
     if prices:
         info.prices = {m: p.model_dump() if hasattr(p, "model_dump") else dict(p) for m, p in prices.items()}
     if opts.grimoire is not None:
-        counts = await asyncio.to_thread(_inherit_grimoire, services, opts.grimoire, DataLayout(data).inherited)
+        counts = await asyncio.to_thread(_inherit_grimoire, services, opts.grimoire, layout.inherited)
         info.grimoire_from = str(opts.grimoire)
         _log(opts, f"  inherited from {opts.grimoire}: {counts}")
-    store = CycleStore(data)
+    store = CycleStore(layout)
     wid = golem_workflow_id(cfg.golem.id)
     # a tick's confirmation blocks are mined as its verify step starts on this worker, not after a wall-clock pause
-    # (golem/world/replay.py): the same path gives the same blocks however loaded the machine is
+    # (golem/backtest/replay.py): the same path gives the same blocks however loaded the machine is
     producer = BlockProducer(driver.w3, blocks=cfg.chain.confirmations - 1)
     worker = build_worker(client, services, interceptors=[producer], sandboxed=opts.steps == "activities")
     marks: list[TickMark] = []

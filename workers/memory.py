@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 
-from golem.grimoire.lance import session_bytes
+from golem.grimoire.store.lance import session_bytes
 
 log = logging.getLogger("golem.metrics")
 

@@ -19,8 +19,8 @@ from workflows.errors import root_cause
 
 with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
-    from golem.life.extensions.registry import registry_for
-    from golem.life.extensions.hooks import fire
+    from golem.extensions.registry import registry_for
+    from golem.extensions.hooks import fire
     from golem.life.runs import tick_run
     from golem.models.enums import HeartbeatState, SteerSeverity, Tier
     from golem.models.golem import TickFailure

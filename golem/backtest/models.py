@@ -105,7 +105,7 @@ class RunInfo(BaseModel):
     deliberator: str = ""
     started_at: str = ""
     wall_seconds: float = 0.0
-    confirmation_blocks: int | None = None  # empty blocks the world mined for the golem's verify (world/replay.py)
+    confirmation_blocks: int | None = None  # empty blocks the world mined for the golem's verify (backtest/replay.py)
     steps: str | None = None  # how the golem's tick steps ran: "local" or "activities" (None: no golem, hold)
     grimoire_from: str | None = None
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)  # model → USD/MTok, from the router

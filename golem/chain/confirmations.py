@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
+from eth_typing import HexStr
 from pydantic import BaseModel, Field
 from web3 import Web3
 from web3.exceptions import BlockNotFound, TransactionNotFound
@@ -84,7 +86,7 @@ CREATE TABLE IF NOT EXISTS seen_heads (number INTEGER PRIMARY KEY, hash TEXT NOT
 _COLS = "golem_id, tick, action_index, tx_hash, block_number, block_hash, status, confirmations, detail"
 
 
-def _hex(h) -> str:
+def _hex(h: str | bytes) -> str:
     if isinstance(h, str):
         return h.lower() if h.startswith("0x") else "0x" + h.lower()
     return "0x" + bytes(h).hex()
@@ -94,7 +96,8 @@ class ConfirmationTracker:
     def __init__(self, path: str | Path) -> None:
         self.path = init_db(Path(path), _SCHEMA)
 
-    def track(self, golem_id: str, tick: int, action_index: int, tx_hash: str, block_number: int, block_hash) -> None:
+    def track(self, golem_id: str, tick: int, action_index: int, tx_hash: str, block_number: int,
+              block_hash: str | bytes) -> None:
         """Start tracking an executed action (idempotent: a retried verify re-tracks the same tx)."""
         with immediate_tx(self.path, durable=True) as db:
             db.execute(
@@ -124,7 +127,7 @@ class ConfirmationTracker:
         report = ConfirmationReport(head=head, depth=depth, reorg_detected_at=fork_points)
         with immediate_tx(self.path) as db:
             sql = f"SELECT {_COLS} FROM tracked_actions WHERE (status = 'pending' OR (status = 'confirmed' AND block_number > ?))"
-            params: list = [head - WATCH_CONFIRMED_BLOCKS]
+            params: list[Any] = [head - WATCH_CONFIRMED_BLOCKS]
             if golem_id is not None:
                 sql += " AND golem_id = ?"
                 params.append(golem_id)
@@ -157,7 +160,7 @@ class ConfirmationTracker:
 
     def _status(self, w3: Web3, t: TrackedAction, head: int, depth: int) -> tuple[ConfirmationStatus, str, int]:
         try:
-            receipt = w3.eth.get_transaction_receipt(t.tx_hash)
+            receipt = w3.eth.get_transaction_receipt(HexStr(t.tx_hash))
         except TransactionNotFound:
             receipt = None
         if receipt is None:

@@ -108,7 +108,7 @@ class Deployment(BaseModel):
         missing = [k for k in REQUIRED_KEYS if k not in v]
         if missing:
             raise ValueError(f"addresses is missing keys {missing}; expected at least {list(REQUIRED_KEYS)}")
-        out = {}
+        out: dict[str, str] = {}
         for k, addr in v.items():
             if not Web3.is_address(addr):
                 raise ValueError(f"addresses[{k!r}] = {addr!r} is not an address")

@@ -11,6 +11,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 ENV = "GOLEM_FAULT_DIR"
 EVENTS = ("signed", "broadcast")
@@ -27,7 +28,7 @@ def arm(fault_dir: Path, event: str) -> Path:
     return path
 
 
-def paused(fault_dir: Path, event: str) -> dict | None:
+def paused(fault_dir: Path, event: str) -> dict[str, Any] | None:
     """The worker's report that it is paused at `event` (None until it is); removed when read."""
     path = fault_dir / f"paused-{event}.json"
     try:
@@ -35,14 +36,14 @@ def paused(fault_dir: Path, event: str) -> dict | None:
     except FileNotFoundError:
         return None
     try:
-        info = json.loads(text)
+        info: dict[str, Any] = json.loads(text)
     except ValueError:  # caught mid-write: read it on the next poll
         return None
     path.unlink(missing_ok=True)
     return info
 
 
-def fault_point(event: str, intent) -> None:
+def fault_point(event: str, intent: Any) -> None:
     """The executor's on_event observer in a worker: pause here when the chaos run armed `event`."""
     where = os.environ.get(ENV)
     if not where:

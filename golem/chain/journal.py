@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import AbstractContextManager
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -104,12 +105,12 @@ class TxJournal:
     def __init__(self, path: str | Path) -> None:
         self.path = init_db(Path(path), _SCHEMA)
 
-    def _tx(self):
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
         # Intents must survive a crash right after they are written: that is their purpose.
         return immediate_tx(self.path, durable=True)
 
     @staticmethod
-    def _row(row: tuple) -> TxIntent:
+    def _row(row: tuple[Any, ...]) -> TxIntent:
         return TxIntent(**dict(zip(_COLUMNS, row)))
 
     def _get(self, db: sqlite3.Connection, key: tuple[str, int, int, int]) -> TxIntent | None:
@@ -209,7 +210,7 @@ class TxJournal:
     def pending(self, golem_id: str | None = None) -> list[TxIntent]:
         """Intents not yet settled (signed or sent): what a restarted worker must look up on-chain."""
         sql = f"{_SELECT} WHERE status IN ('signed', 'sent')"
-        params: tuple = ()
+        params: tuple[Any, ...] = ()
         if golem_id is not None:
             sql += " AND golem_id = ?"
             params = (golem_id,)

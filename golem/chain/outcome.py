@@ -9,9 +9,10 @@ Why: docs/design/chain.md#verifying-outcomes.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping, cast
 
 from eth_abi import decode as abi_decode
+from eth_typing import ABIEvent, HexStr
 from eth_utils import event_abi_to_log_topic
 from pydantic import BaseModel, Field
 from web3 import Web3
@@ -20,17 +21,10 @@ from web3.exceptions import TransactionNotFound
 from golem.chain.contracts import Deployment, key_abi, load_abi
 from golem.chain.journal import TxJournal
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import (
-    COLLATERAL_TOKEN,
-    DEBT_TOKEN,
-    LP_PAIR,
-    POOL_TOKEN0,
-    POOL_TOKEN1,
-    cached_at,
-    parse_arguments,
-    path_pairs,
-    swap_path,
-)
+from golem.chain.tools.arguments import parse_arguments
+from golem.chain.tools.calls import cached_at
+from golem.chain.tools.schemas import COLLATERAL_TOKEN, DEBT_TOKEN, LP_PAIR, POOL_TOKEN0, POOL_TOKEN1
+from golem.chain.tools.uniswap_swap import path_pairs, swap_path
 from golem.chain.verify import GROUND_TRUTH_SOURCE, touches_pool_shares, tracked_pair, verify_actions
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, Observation
@@ -98,7 +92,7 @@ def _state(snap: ChainSnapshot) -> dict[str, Any]:
 @lru_cache(maxsize=None)
 def _event_table(abi_name: str) -> dict[bytes, dict[str, Any]]:
     """topic0 → event ABI of one vendored ABI (parsed once)."""
-    return {event_abi_to_log_topic(e): e for e in load_abi(abi_name) if e.get("type") == "event"}
+    return {event_abi_to_log_topic(cast(ABIEvent, e)): e for e in load_abi(abi_name) if e.get("type") == "event"}
 
 
 def _decode_event(event: dict[str, Any], topics: list[bytes], data: bytes) -> dict[str, Any]:
@@ -128,7 +122,7 @@ class LogDecoder:
         self.by_address: dict[str, str] = {Web3.to_checksum_address(a): k for k, a in deployment.addresses.items()}
         self.abi_of: dict[str, str] = {k: key_abi(k) for k in deployment.addresses}
 
-    def decode(self, log) -> DecodedLog:
+    def decode(self, log: Mapping[str, Any]) -> DecodedLog:
         address = Web3.to_checksum_address(log["address"])
         key = self.by_address.get(address)
         tx_hash = "0x" + bytes(log["transactionHash"]).hex().removeprefix("0x")
@@ -257,7 +251,7 @@ def verify_outcome(
         for intent in intents:
             av.tx_hashes.append(intent.tx_hash)
             try:
-                receipt = w3.eth.get_transaction_receipt(intent.tx_hash)
+                receipt = w3.eth.get_transaction_receipt(HexStr(intent.tx_hash))
             except TransactionNotFound:
                 receipt = None
             if receipt is None:

@@ -13,8 +13,10 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -97,12 +99,12 @@ class PermitStore:
         self._clock = clock
         init_db(self.path, _SCHEMA)
 
-    def _tx(self):
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
         """One connection per operation, inside BEGIN IMMEDIATE so check-and-transition is atomic."""
         return immediate_tx(self.path)
 
     @staticmethod
-    def _row(row: tuple) -> ActionPermit:
+    def _row(row: tuple[Any, ...]) -> ActionPermit:
         return ActionPermit(**dict(zip([c.strip() for c in _COLUMNS.split(",")], row)))
 
     def _fetch(self, db: sqlite3.Connection, permit_id: str) -> ActionPermit | None:

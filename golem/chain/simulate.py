@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
@@ -17,25 +17,22 @@ from pydantic import BaseModel
 from web3 import Web3
 from web3.exceptions import ContractLogicError
 from web3.providers.base import BaseProvider
+from web3.types import BlockIdentifier, RPCEndpoint, TxParams
 
 from golem.chain.contracts import HEALTH_FACTOR_DECIMALS, Deployment
 from golem.chain.reader import MAX_UINT256
-from golem.chain.tools import (
+from golem.chain.tools.arguments import from_base_units, lp_shares_from_base, parse_arguments, to_base_units
+from golem.chain.tools.build import build_calls
+from golem.chain.tools.calls import PlannedCall, aave_reason
+from golem.chain.tools.schemas import (
     COLLATERAL_TOKEN,
     DEBT_TOKEN,
     LP_SHARES_KEY,
     POOL_TOKEN0,
     POOL_TOKEN1,
-    PlannedCall,
     ToolArgumentError,
-    aave_reason,
-    build_calls,
-    burned_shares,
-    from_base_units,
-    lp_shares_from_base,
-    parse_arguments,
-    to_base_units,
 )
+from golem.chain.tools.uniswap_pool import burned_shares
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult
 
@@ -103,14 +100,14 @@ def simulate_calls(
     # The simulated block comes a second after its parent, as the real next block does: Anvil would
     # otherwise reuse the parent's timestamp, and e.g. a Uniswap V2 pair skips its price-accumulator
     # writes within one timestamp, so the gas estimate would miss ~45k of a swap's real cost.
-    parent_time = int(w3.eth.get_block(block if isinstance(block, int) else tag)["timestamp"])
+    parent_time = int(w3.eth.get_block(block if isinstance(block, int) else cast(BlockIdentifier, tag))["timestamp"])
     payload = {
         "blockStateCalls": [
             {"blockOverrides": {"time": hex(parent_time + 1)}, "calls": [_tx_params(account, c) for c in calls]}
         ],
         "validation": False,
     }
-    resp = w3.provider.make_request("eth_simulateV1", [payload, tag])
+    resp = w3.provider.make_request(RPCEndpoint("eth_simulateV1"), [payload, tag])
     if "error" in resp or not resp.get("result"):
         if len(calls) == 1:
             return [_eth_call(w3, account, calls[0], tag)]
@@ -135,8 +132,8 @@ def simulate_calls(
 def _eth_call(w3: Web3, account: str, call: PlannedCall, tag: str) -> CallOutcome:
     params = _tx_params(account, call)
     try:
-        data = w3.eth.call(params, tag)
-        gas = w3.eth.estimate_gas(params, tag)
+        data = w3.eth.call(cast(TxParams, params), cast(BlockIdentifier, tag))
+        gas = w3.eth.estimate_gas(cast(TxParams, params), cast(BlockIdentifier, tag))
     except ContractLogicError as e:
         return CallOutcome(ok=False, revert_reason=decode_revert(e.data) or e.message or "reverted")
     return CallOutcome(ok=True, return_data="0x" + _hex(data), gas_used=gas)
@@ -249,7 +246,7 @@ _VIEWS_LOCK = threading.Lock()
 
 def _view_of(w3: Web3) -> tuple[_AfterCalls, Web3]:
     """One after-calls view per node client, so the contracts build_calls caches per client are built once
-    (golem.chain.tools.cached_contract), not per decision."""
+    (golem.chain.tools.calls.cached_contract), not per decision."""
     with _VIEWS_LOCK:
         if w3 not in _VIEWS:
             view = _AfterCalls(w3)

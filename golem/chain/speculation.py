@@ -13,6 +13,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from web3 import Web3
+
+from golem.chain.contracts import Deployment
 from golem.chain.read_tools import ToolRegistry
 from golem.storage import immediate_tx, init_db
 
@@ -92,13 +95,13 @@ class SpeculationEngine:
         preds = predictions(self.table(), trigger, self.min_probability, self.max_speculative * 4)
         return [(n, p) for n, p in preds if self.registry.read_tool(n) is not None][: self.max_speculative]
 
-    def speculate(self, trigger: str, w3, deployment, account: str,
-                  pool: ThreadPoolExecutor | None = None) -> dict[str, Future]:
+    def speculate(self, trigger: str, w3: Web3, deployment: Deployment, account: str,
+                  pool: ThreadPoolExecutor | None = None) -> dict[str, Future[dict[str, Any]]]:
         """Fire the predicted read tools (no arguments) in parallel; the caller takes or drops the
         futures. Tools that need arguments are not speculated."""
         own = pool is None
         pool = pool or ThreadPoolExecutor(max_workers=max(1, self.max_speculative))
-        futures: dict[str, Future] = {}
+        futures: dict[str, Future[dict[str, Any]]] = {}
         try:
             for name, _p in self.predict(trigger):
                 tool = self.registry.read_tool(name)
@@ -111,7 +114,7 @@ class SpeculationEngine:
         return futures
 
 
-def take(futures: dict[str, Future], name: str, timeout: float = 10.0) -> Any | None:
+def take(futures: dict[str, Future[dict[str, Any]]], name: str, timeout: float = 10.0) -> Any | None:
     """A speculated result if there is one (None if it was not speculated or failed)."""
     fut = futures.get(name)
     if fut is None:

@@ -14,6 +14,7 @@ import math
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -167,7 +168,7 @@ def record_decision(
     playbook_revision: int,
     context_policy_revision: int,
     cfg: DecisionCacheSection,
-    rules_applied: list[dict] | None = None,
+    rules_applied: list[dict[str, Any]] | None = None,
 ) -> DecisionCacheState:
     """After a deliberation: the same action for the same pattern raises its consistency count and
     refreshes TTL and conditions; a different action resets the entry to count 1."""

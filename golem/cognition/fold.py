@@ -7,16 +7,17 @@ untouched, and every list it grows is bounded so the state stays small across co
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Literal
 
-from golem.cognition.budget import budget_fraction, utc_day
+from golem.inference.budget import budget_fraction, utc_day
 from golem.cognition.clock import theta_interval_seconds
 from golem.cognition.learned_gating import note_gating_outcome
 from golem.cognition.lines import next_health_history
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
-from golem.life.dream_scheduler import DreamUrgency, dream_urgency
+from golem.cognition.dream_scheduler import DreamUrgency, dream_urgency
 from golem.models.config import ClockSection, GatingSection, GolemConfig, HeartbeatSection
 from golem.models.enums import DeliveryWindow, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
@@ -30,6 +31,7 @@ from golem.models.state import (
     HedgeState,
     TickSummary,
 )
+from golem.models.golem import DreamResult
 from golem.models.tick import TickResult
 
 MAX_REJECTED = 20
@@ -62,7 +64,7 @@ def new_golem_state(cfg: GolemConfig) -> GolemState:
     return state.model_copy(update={"gamma": state.gamma.model_copy(update={"interval_seconds": cfg.clock.gamma_max_seconds})})
 
 
-def _bounded(items: list, limit: int) -> list:
+def _bounded(items: list[Any], limit: int) -> list[Any]:
     return items[-limit:] if len(items) > limit else items
 
 
@@ -93,7 +95,8 @@ def accept_intervention(
 ) -> tuple[GolemState, str | None]:
     """Validate and queue a steer or follow-up. Returns (new state, rejection reason or None).
 
-    Signals are delivered at least once, so a repeated id is ignored silently (reason None). A rejection
+    Signals are delivered at least once, so a repeated id is ignored silently (reason None); a payload without an
+    id (typed into the Web UI's Send Signal) gets one from the workflow clock and its content. A rejection
     is dated by time and by the first tick that will see it: `state.tick`, or the one after it when tick
     `state.tick` already took its snapshot (`tick_running`).
     """
@@ -101,6 +104,9 @@ def accept_intervention(
     try:
         if kind not in ("steer", "follow_up"):
             raise ValueError(f"unknown intervention kind {kind!r}: use 'steer' or 'follow_up'")
+        if isinstance(raw, dict) and "id" not in raw:  # a Web UI or `temporal workflow signal` sender: name it
+            digest = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:10]
+            raw = {**raw, "id": f"auto-{now_iso}-{digest}"}  # the same payload in the same instant is one steer
         item: Steer | FollowUp = parse_intervention(kind, raw)
     except ValueError as err:
         reason = str(err)
@@ -254,8 +260,8 @@ def should_dream(state: GolemState, clock: ClockSection) -> bool:
     )
 
 
-def schedule_dream(state: GolemState, config) -> DreamUrgency:
-    """The DreamScheduler's verdict (golem.life.dream_scheduler); never on a tick that runs delta, and never
+def schedule_dream(state: GolemState, config: GolemConfig) -> DreamUrgency:
+    """The DreamScheduler's verdict (golem.cognition.dream_scheduler); never on a tick that runs delta, and never
     later than the fixed `dream_every_ticks` (the gap floor is capped by it)."""
     u = dream_urgency(state, config.clock.dream_every_ticks,
                       min(config.dream.min_gap_ticks, config.clock.dream_every_ticks), curator_tags=state.dream_tags)
@@ -264,7 +270,7 @@ def schedule_dream(state: GolemState, config) -> DreamUrgency:
     return u
 
 
-def fold_dream_result(state: GolemState, result) -> GolemState:
+def fold_dream_result(state: GolemState, result: DreamResult | None) -> GolemState:
     """A finished (or interrupted) dream cycle's figures into the state `golem status` shows."""
     if result is None:
         return state

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from golem.cognition.budget import apply_budget
+from golem.inference.budget import apply_budget
 from golem.cognition.prediction_error import ALARMING_REGIMES, expected_price, regime_changed
 from golem.cognition.threshold import gate as fixed_gate
 from golem.models.config import GatingSection, HeartbeatSection, ProbeThresholds

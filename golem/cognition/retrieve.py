@@ -8,13 +8,13 @@ expected effects and upstream causes of the current anomalies. What is returned 
 
 from __future__ import annotations
 
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.graph import CausalGraph
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.graph import CausalGraph
 from golem.grimoire.retrieval import RetrievedItem, past_tick_of, retrieve_for_tick
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.semantic.store import SemanticStore
 from golem.learning.causal import causal_entries
 from golem.learning.ledger import LearningLedger
-from golem.life.reflect import retrieval_query
+from golem.cognition.reflect import retrieval_query
 from golem.models.enums import Tier
 from golem.models.observation import Observation
 from golem.models.record import ContextBundleSummary, RetrievedEntrySummary

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, Field
 
 from golem.cognition.backpressure import merge_into_observation
-from golem.cognition.budget import daily_spend_on
+from golem.inference.budget import daily_spend_on
 from golem.cognition.fold import fold_tick_result, should_run_delta
 from golem.cognition.learned_gating import GateOutcome, gate_tick, learn_at_delta, tick_seed
 from golem.cognition.lines import lift, strategy_lines, wake_check
@@ -21,7 +21,7 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
-from golem.grimoire.topology import TopologyView
+from golem.grimoire.semantic.topology import TopologyView
 from golem.inference.strategy import Strategy
 from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import Tier

@@ -207,9 +207,9 @@ def trend_events(golem: str, tick: int, time: str, trend) -> list[GolemEvent]:
 
 
 def survival_events(golem: str, tick: int, time: str, figures: dict[str, Any] | None) -> list[GolemEvent]:
-    """The heuristic survival at a delta cycle (golem.grimoire.playbook_survival.survival), with an alert when
+    """The heuristic survival at a delta cycle (golem.grimoire.playbook.survival.survival), with an alert when
     enough heuristics were judged and the rate is outside the alarm bounds."""
-    from golem.grimoire.playbook_survival import ALARM_ABOVE, ALARM_BELOW, HORIZON_TICKS, MIN_JUDGED
+    from golem.grimoire.playbook.survival import ALARM_ABOVE, ALARM_BELOW, HORIZON_TICKS, MIN_JUDGED
 
     if figures is None:
         return []

@@ -6,6 +6,7 @@ cycle; `days` says how much history the figures stand on. Bands and why: docs/de
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -71,7 +72,7 @@ def external_trend(points: list[tuple[str, float]], now: str) -> ExternalTrend |
 CONSISTENCY_EVERY_DAYS = 7.0  # cosine across regenerated reflections, weekly
 CONSISTENCY_HEALTHY, CONSISTENCY_ALARM = 0.7, 0.5  # healthy > 0.7, alarm < 0.5
 CONSISTENCY_SAMPLE = 5  # reflections regenerated per measurement (ours: five T1 calls a week)
-NUMBERS = " Numbers: "  # golem.inference.reflexion_llm.worded: the model's text, then the chain's numbers
+NUMBERS = " Numbers: "  # golem.learning.reflexion_llm.worded: the model's text, then the chain's numbers
 
 
 class ReflectionConsistency(BaseModel):
@@ -93,13 +94,13 @@ def consistency_due(last_measured_at: str | None, now: str) -> bool:
     return last_measured_at is None or (_ts(now) - _ts(last_measured_at)).total_seconds() >= CONSISTENCY_EVERY_DAYS * 86400
 
 
-async def reflection_consistency(records: list, now: str, *, router, embed, daily_spend: float
+async def reflection_consistency(records: list[Any], now: str, *, router: Any, embed: Any, daily_spend: float
                                  ) -> ReflectionConsistency:
     """Word again the Reflexions an LLM wrote in the last week (newest first, up to CONSISTENCY_SAMPLE) from the same
     numbers, and compare the two wordings by the cosine of their embeddings. Offline wording is deterministic:
     nothing to regenerate, so nothing is measured (reason says so). records: DecisionCycleRecords; embed: texts →
     unit-normalised vectors."""
-    from golem.inference.reflexion_llm import worded
+    from golem.learning.reflexion_llm import worded
 
     start = _ts(now) - timedelta(days=CONSISTENCY_EVERY_DAYS)
     worded_by_llm = [r for r in records if r.reflexion is not None and r.reflexion.model != "offline"

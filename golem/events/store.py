@@ -52,9 +52,10 @@ def _row_event(row: tuple) -> GolemEvent:
 
 
 class EventStore:
-    def __init__(self, data_dir: Path, *, retention_days: float = RETENTION_DAYS,
+    def __init__(self, data: DataLayout | Path, *, retention_days: float = RETENTION_DAYS,
                  max_events: int = RETENTION_MAX_EVENTS) -> None:
-        self.path = DataLayout(data_dir).events
+        self.layout = DataLayout.of(data)
+        self.path = self.layout.events
         self.retention_days = retention_days
         self.max_events = max_events
         self._appends = 0

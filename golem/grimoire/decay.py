@@ -149,7 +149,7 @@ def retention_at_tick(
 def replay_gain(
     pnl_impact: float | None, prediction_error: float, pnl_scale: float = PNL_HALF_SATURATION_USD
 ) -> float:
-    """The gain term of Mattar–Daw replay utility (dream.py), stored on every episode when it is written:
+    """The gain term of Mattar–Daw replay utility (dreams/replay.py), stored on every episode when it is written:
     gain ∈ [0, 1] = 1 − (1 − g_pnl)(1 − g_surprise) — either a big P&L or a big surprise is enough."""
     if pnl_scale <= 0:
         raise ValueError(f"pnl_scale must be > 0, got {pnl_scale}")

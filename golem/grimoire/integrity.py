@@ -1,7 +1,7 @@
 """Embedding integrity (revisions Rev. 8): act on the drift check, re-embed in full, resume writes.
 
     drift report (embeddings.scheduled_drift_check, every delta cycle)
-      └─ apply_drift_report: critical → pause writes (guard.py), with the report as the reason
+      └─ apply_drift_report: critical → pause writes (store/guard.py), with the report as the reason
     golem grimoire reembed | resume
       └─ reembed_stores: re-embed every episode and entry with the configured model (each table rewritten
          in one commit), re-pin the drift reference, flush the queued rows, lift the pause
@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from golem.grimoire.embeddings import DriftReport, identity_of, pin_reference, pinned_identity
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.guard import WriteGuard
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.store.embeddings import DriftReport, identity_of, pin_reference, pinned_identity
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.store.guard import WriteGuard
+from golem.grimoire.semantic.store import SemanticStore
 
 DRIFT_REFERENCE = "drift-reference.npy"  # under the grimoire dir, beside the stores (+ .json with its identity)
 

@@ -4,12 +4,12 @@ Format (one JSON object per line, UTF-8):
 
     {"kind": "header", "format": "golem-grimoire", "version": 1, "golem_id": "demo", "tick": 420,
      "embedder": {"model": "wordllama-l2_supercat-256", "version": "0.4.0.post1+64b47a2dc493", "dim": 256}}
-    {"kind": "episode", ...every Episode field (golem/grimoire/episode_model.py): id, golem_id, tick, created_at, regime,
+    {"kind": "episode", ...every Episode field (golem/grimoire/episodes/model.py): id, golem_id, tick, created_at, regime,
      tier, summary (the spec's text), prediction_error, actions, pnl_impact, outcome_verified, utility, confidence,
      strength, decay_class, quality, last_accessed_tick, retention, access_count, strategy, dream_validated,
      last_replayed_tick, episode_type, tool, outcome, chain, token_pair, timestamp_ms, importance, consolidated,
      action_tools, emotional_tag, gain}
-    {"kind": "entry", ...every GrimoireEntry field (golem/grimoire/semantic.py): category, content, confidence,
+    {"kind": "entry", ...every GrimoireEntry field (golem/grimoire/semantic/store.py): category, content, confidence,
      quality_score, validated_count, contradicted_count, decay_class, market_regime, valid_from, valid_until,
      parent_episode_ids, tags, provenance, source {golem_id, generation_number, owner_address},
      emotional_tag, created_tick, last_accessed_at, strength, consecutive_low_confidence, dream_validated, ...}
@@ -33,12 +33,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from golem.grimoire.embeddings import identity_of
-from golem.grimoire.episode_model import Episode
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.graph import CausalGraph, edge_id
-from golem.grimoire.semantic import GrimoireEntry, Provenance, SemanticStore
+from golem.grimoire.store.embeddings import identity_of
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.graph import CausalGraph, edge_id
+from golem.grimoire.semantic.store import GrimoireEntry, Provenance, SemanticStore
 
 FORMAT = "golem-grimoire"
 VERSION = 1
@@ -56,7 +57,7 @@ def export_lines(episodes: EpisodeStore, semantic: SemanticStore, *, golem_id: s
         yield json.dumps({"kind": "causal_edge", **edge})
 
 
-def _edge_fields(obj: dict) -> dict:
+def _edge_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """A causal_edge line's fields, checked before anything is written (fuzzing found a string weight, a null
     source and a list tick passing validation and failing half-way through the writes, issue 14)."""
     edge = {k: obj[k] for k in ("source_id", "target_id", "weight", "updated_at")}
@@ -78,7 +79,7 @@ def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, 
     """Validate every line first (a bad line names its number and nothing is written), then write."""
     eps: list[Episode] = []
     entries: list[GrimoireEntry] = []
-    edges: list[dict] = []
+    edges: list[dict[str, Any]] = []
     origin = ""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):

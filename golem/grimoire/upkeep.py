@@ -12,20 +12,21 @@ from __future__ import annotations
 from contextlib import closing
 from typing import Any
 
-from golem.grimoire import episode_index
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.lance import optimize
-from golem.grimoire.lance_index import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
-from golem.grimoire.semantic import EntryType, SemanticStore
+from golem.grimoire.episodes import index as episode_index
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.store.lance import optimize
+from golem.grimoire.store.indexes import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
+from golem.grimoire.semantic.store import EntryType, SemanticStore
 from golem.storage import connect
 
 HEURISTIC_SURVIVAL_TICKS = 100  # Rev. 12: "% promoted heuristics active after 100 ticks"
 
 
-def table_stats(table, text_column: str) -> dict[str, Any]:
+def table_stats(table: Any, text_column: str) -> dict[str, Any]:
     s = table.stats()
     fs = s.fragment_stats if hasattr(s, "fragment_stats") else s["fragment_stats"]
-    get = (lambda o, k: getattr(o, k)) if hasattr(fs, "num_fragments") else (lambda o, k: o[k])
+    def get(o: Any, k: str) -> Any:
+        return getattr(o, k) if hasattr(fs, "num_fragments") else o[k]
     unindexed = None
     for idx in table.list_indices():
         if text_column in idx.columns and idx.index_type == "FTS":

@@ -98,7 +98,8 @@ def evaluator_context(outcome: OutcomeRecord, actions: list[ProposedAction], del
 def candidate_models(generator_model: str, router: ProviderRouter) -> list[tuple[str, Tier]]:
     cfg = router.config
     first = cfg.evaluator_model or (cfg.t1_model if generator_model != cfg.t1_model else cfg.t2_model)
-    tier = lambda m: Tier.T1 if m == cfg.t1_model else Tier.T2  # noqa: E731
+    def tier(m: str) -> Tier:
+        return Tier.T1 if m == cfg.t1_model else Tier.T2
     out = [(first, tier(first))]
     if first == generator_model:
         return out

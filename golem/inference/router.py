@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from golem.cognition.budget import apply_budget, budget_fraction, sonnet_ceiling
+from golem.inference.budget import apply_budget, budget_fraction, sonnet_ceiling
 from golem.inference.config import InferenceConfig, ModelPrice
 from golem.models.config import HeartbeatSection
 from golem.models.enums import Tier

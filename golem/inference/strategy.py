@@ -404,7 +404,7 @@ def readable_without_steer(rule: Rule) -> bool:
 
 
 _CURATOR_NOTE = re.compile(r"\s*_\(confidence [^)]*\)_\s*$")
-_ENTRY_ID = re.compile(r"\bh-[0-9a-f]{16}\b")  # a heuristic's id (golem/grimoire/heuristics.py heuristic_id)
+_ENTRY_ID = re.compile(r"\bh-[0-9a-f]{16}\b")  # a heuristic's id (golem/grimoire/playbook/heuristics.py heuristic_id)
 
 
 def rules_in(text: str, source: str, strategy: Strategy) -> list[Rule]:

@@ -10,6 +10,7 @@ effect. Weight = P(effect within k | cause), the share of the cause's occurrence
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -95,13 +96,13 @@ def causal_edges(events: list[TickEvents], k: int = CAUSAL_WINDOW_TICKS,
             followed = sorted(t for t, lag in lags.items() if lag is not None)
             if len(followed) < min_support:
                 continue
-            edges.append(CausalEdge(source=cause, target=effect, lag=float(statistics.median(lags[t] for t in followed)),
+            edges.append(CausalEdge(source=cause, target=effect, lag=float(statistics.median(lags[t] or 0 for t in followed)),
                                     weight=round(len(followed) / len(ticks), 6), evidence=followed))
     return edges
 
 
 def causal_entries(forward: list[tuple[str, float, int]], backward: list[tuple[str, float, int]],
-                   start: list[str], evidence: dict[tuple[str, str], dict]) -> list[RetrievedEntrySummary]:
+                   start: list[str], evidence: dict[tuple[str, str], dict[str, Any]]) -> list[RetrievedEntrySummary]:
     """Workspace lines for a T2 causal search: expected effects (forward) and upstream causes (backward)."""
     out = []
     for node, score, hops in forward[:MAX_CAUSAL_ENTRIES]:
@@ -111,7 +112,8 @@ def causal_entries(forward: list[tuple[str, float, int]], backward: list[tuple[s
     return out
 
 
-def _entry(start, node, score, hops, evidence, role) -> RetrievedEntrySummary:
+def _entry(start: list[str], node: str, score: float, hops: int, evidence: dict[tuple[str, str], dict[str, Any]],
+           role: str) -> RetrievedEntrySummary:
     direct = next(((s, node) for s in start if (s, node) in evidence), None) or \
         next(((node, s) for s in start if (node, s) in evidence), None)
     ev = evidence.get(direct) if direct else None
@@ -122,7 +124,7 @@ def _entry(start, node, score, hops, evidence, role) -> RetrievedEntrySummary:
                                  summary=f"{role} ({hops} hop{'s' if hops != 1 else ''}): {chain}{how}")
 
 
-def probe_causal_link(history: list[TickEvents], now: TickEvents, edges: dict[tuple[str, str], dict],
+def probe_causal_link(history: list[TickEvents], now: TickEvents, edges: dict[tuple[str, str], dict[str, Any]],
                       k: int = CAUSAL_WINDOW_TICKS) -> ProbeResult:
     """The causal-link probe (Low = new link candidate, High = causal link invalidated; a fired probe counts as an
     anomaly in the prediction error). Against the learned edges (cause → effect, weight = P(effect within k | cause)):

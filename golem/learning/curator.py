@@ -8,10 +8,11 @@ The operations and their bounds: docs/design/learning.md#the-curator.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
+from golem.grimoire.playbook.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
 from golem.inference.strategy import Condition, Rule, Strategy, rules_in
 from golem.learning.ledger import OutcomeRow
 from golem.models.enums import MarketRegime
@@ -107,7 +108,7 @@ def _learned_from(owner_text: str, regime: str, strategy: Strategy) -> Rule | No
 
 
 def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net_credit: dict[str, int],
-         strategy: Strategy, followups: list[tuple[str, str]] = ()) -> CuratorReport:
+         strategy: Strategy, followups: Iterable[tuple[str, str]] = ()) -> CuratorReport:
     report = CuratorReport(tick=tick, outcomes_seen=len(outcomes))
     regimes, tools, report.focus = focus_of(list(followups))
     # ADD: owner rules that paid in one regime, >= 5 positive outcomes
@@ -151,8 +152,8 @@ def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net
             back = earlier(first, -MAX_PARAMETER_SHIFT)  # the opposite direction: fire later
             conds = [back if c is first else c for c in rule.conditions]
             report.operations.append(CuratorOp(op="EDIT", entry_id=hid, text=rule_text(conds, rule),
-                                               reason=f"{first.metric} threshold {_fmt(float(first.value))} → "
-                                                      f"{_fmt(float(back.value))} after bad outcomes"))
+                                               reason=f"{first.metric} threshold {_fmt(float(first.value or 0.0))} → "
+                                                      f"{_fmt(float(back.value or 0.0))} after bad outcomes"))
     return report
 
 
@@ -165,7 +166,7 @@ def apply(report: CuratorReport, store: HeuristicStore, scope: str = GLOBAL_SCOP
             for ep in op.support:
                 h = store.add_or_reinforce(op.text, scope, ep)
             op.entry_id = h.id
-        elif op.op in ("UPVOTE", "DOWNVOTE"):
+        elif op.op in ("UPVOTE", "DOWNVOTE") and op.entry_id is not None:
             before = store.get(op.entry_id)
             # keyed by the cycle: a retried Curator step (crash before the ledger marked the credit) votes once
             after = store.vote(op.entry_id, op.net, report.tick, text=edits.get(op.entry_id),

@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from golem.cognition.budget import budget_fraction
+from golem.inference.budget import budget_fraction
 from golem.life.daimon import AppraisalInput, appraise, plutchik, regime_shift, update_pad
-from golem.life.extensions.registry import ExtensionRegistry, registry_for
+from golem.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
-from golem.life.somatic import age_markers, firing, lay_marker, situation_of
+from golem.safety.somatic import age_markers, firing, lay_marker, situation_of
 from golem.safety.limits import SafetyLimits
 from golem.safety.risk import net_value_usd
 from golem.models.config import GolemConfig
@@ -194,7 +194,7 @@ async def after_turn_in_reflect(services, record: DecisionCycleRecord, state: Go
     and emits its events. Returns (the folded context, the record's path, the episode id)."""
     import asyncio
 
-    from golem.grimoire.memory_writes import write_episode
+    from golem.grimoire.episodes.writes import write_episode
     from golem.learning.loop import allocation_defaults, learn_from_outcome, tune_context
 
     chain = AfterTurn(record=record, state=state, config=config, extra={"reflexion": reflexion})

@@ -129,9 +129,10 @@ def index_row(record: DecisionCycleRecord) -> dict[str, Any]:
 class CycleStore:
     """`data_dir/cycles/cycle-<tick:06d>.json` + `data_dir/cycles/index.sqlite` (WAL)."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = Path(data_dir)
-        self.dir = DataLayout(self.data_dir).cycles
+    def __init__(self, data: DataLayout | Path) -> None:
+        self.layout = DataLayout.of(data)
+        self.data_dir = self.layout.root
+        self.dir = self.layout.cycles
         self.dir.mkdir(parents=True, exist_ok=True)
         self.index_path = self.dir / "index.sqlite"
         _migrate_v1(self.index_path)

@@ -12,7 +12,7 @@ import math
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.episodes import pad_label
+from golem.grimoire.episodes.model import pad_label
 from golem.life.lifespan import HF_ACCURATE
 from golem.models.enums import MarketRegime, PlutchikLabel
 from golem.models.state import PADVector

@@ -10,8 +10,10 @@ from collections import Counter
 
 from pydantic import BaseModel, Field
 
+from golem.models.life import DeathCertificate
 from golem.models.observation import Observation
 from golem.models.record import DecisionCycleRecord
+from golem.models.state import GolemState
 from golem.models.tick import ProposedAction
 
 DEATH_CAUSES = ("hayflick", "economic", "terminal", "stochastic", "owner")
@@ -45,6 +47,14 @@ def check_kill(golem_id: str, req: KillRequest, already: str | None) -> None:
     if req.confirm != golem_id:
         raise ValueError(f"killing golem {golem_id} settles its positions and ends it for good; confirm by "
                          f"sending confirm={golem_id!r} (the CLI asks you to type the id)")
+
+
+def accept_kill(s: GolemState, req: KillRequest) -> tuple[GolemState, KillAnswer]:
+    """The owner's confirmed kill: the cause goes into the state; the loop dies after its running tick."""
+    life = s.life.model_copy(update={"death_cause": "owner", "death_detail": req.reason.strip()})
+    return s.model_copy(update={"life": life}), KillAnswer(
+        accepted=True, golem_id=s.golem_id, note=f"golem {s.golem_id} dies after its running tick: settlement, "
+                                                 "reflection, legacy; the workflow's result is its death certificate")
 
 
 def settlement_actions(obs: Observation, approved_assets: list[str], max_trade_usd: float) -> tuple[list[ProposedAction], list[str]]:
@@ -114,6 +124,22 @@ def open_positions(obs: Observation, approved_assets: list[str]) -> list[str]:
             note = "" if token.upper() in {a.upper() for a in approved_assets} else " (not an approved asset: kept)"
             out.append(f"{token} balance {amount:,.6f}{note}")
     return out
+
+
+def death_certificate(before: GolemState, after: GolemState, settled: list[int], txs: list[str], reflection: str,
+                      now: str) -> DeathCertificate:
+    """Acceptance and Settlement as they ran: the trigger and the life from `before` (the state death found),
+    vitality and phase from `after` (once the settlement ticks ran)."""
+    life, v = before.life, after.vitality
+    return DeathCertificate(
+        golem_id=before.golem_id, generation=life.generation, predecessor=life.predecessor,
+        cause=life.death_cause or "owner", detail=life.death_detail, born_tick=life.born_tick,
+        died_at_tick=before.tick, died_at=now,
+        vitality={"economic": v.economic, "epistemic": v.epistemic, "stochastic": v.stochastic,
+                  "composite": v.composite},
+        phase=after.phase, settlement_ticks=settled, settlement_txs=txs, reflection_model=reflection,
+        phases=["acceptance", "settlement"],
+    )
 
 
 class DeathReflection(BaseModel):

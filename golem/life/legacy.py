@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from golem.cognition.learned_gating import export_package, import_package
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, Provenance
 from golem.layout import DataLayout
 from golem.life.death import DeathReflection
 from golem.models.life import DeathCertificate

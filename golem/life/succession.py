@@ -11,6 +11,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from golem.cognition.learned_gating import INHERITANCE_FILE as GATING_FILE  # what `golem gating import` stages
 from golem.errors import UserError
@@ -51,7 +52,7 @@ def successor_home(toml_path: Path, new_id: str, into: Path) -> Path:
     return out / "golem.toml"
 
 
-def stage_succession(legacy: Legacy, into: Path) -> dict:
+def stage_succession(legacy: Legacy, into: Path) -> dict[str, Any]:
     """The successor's birth papers: its generation and predecessor, and the gating package."""
     into = Path(into)
     into.mkdir(parents=True, exist_ok=True)

@@ -96,7 +96,8 @@ def evaluate_vitals(ticks: list[TickFact], now: str, theta_seconds: float, last_
 
     # Gas efficiency: gas against gross income, income = the equity gains between recorded ticks.
     eq = [t for t in ok if t.equity_usd is not None]
-    income = sum(max(b.equity_usd - a.equity_usd, 0.0) for a, b in zip(eq, eq[1:]))
+    equity = [t.equity_usd for t in ok if t.equity_usd is not None]
+    income = sum(max(b - a, 0.0) for a, b in zip(equity, equity[1:]))
     gas = sum(t.gas_usd for t in ok[1:]) if len(ok) > 1 else 0.0
     if gas > 0 and income > 0 and gas > GAS_INCOME_CAP * income:
         out.append(ProbeAlert(vital="gas_vs_income", severity="low", value=round(gas / income, 4),

@@ -232,7 +232,7 @@ class OracleSection(BaseModel):
     enabled: bool = True
 
 
-# The embedders golem.grimoire.embeddings.make_embedder can build (its EMBEDDERS table describes them).
+# The embedders golem.grimoire.store.embeddings.make_embedder can build (its EMBEDDERS table describes them).
 EMBEDDER_CHOICES = ("wordllama", "wordllama-64", "all-minilm-l6-v2", "nomic-embed-text-v1.5")
 
 
@@ -296,7 +296,7 @@ class AlertsSection(BaseModel):
 
 class DreamSection(BaseModel):
     """[dream]: the DreamScheduler and the dream cycle's phases. `[clock] dream_every_ticks` stays the
-    interval at which a calm golem dreams; urgency (golem.life.dream_scheduler) brings a troubled one's forward."""
+    interval at which a calm golem dreams; urgency (golem.cognition.dream_scheduler) brings a troubled one's forward."""
 
     model_config = {"extra": "forbid"}
     min_gap_ticks: int = Field(default=20, ge=1)  # never dream again sooner than this

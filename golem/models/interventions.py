@@ -70,7 +70,7 @@ def explain_validation_error(kind: str, err: ValidationError) -> str:
     )
     return (
         f"malformed {kind}: " + "; ".join(parts)
-        + f". Send a JSON object with id (non-empty), message (1-{MAX_MESSAGE_CHARS} chars) and {allowed}."
+        + f". Send a JSON object with message (1-{MAX_MESSAGE_CHARS} chars), {allowed} and optionally id (non-empty)."
     )
 
 

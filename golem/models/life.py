@@ -17,7 +17,7 @@ class SomaticMarker(BaseModel):
 
     id: str  # "sm-<tick>-<tool>-<situation hash>"
     tick: int  # when it was laid down
-    situation: dict[str, str]  # golem.life.somatic.situation_of: regime, health band, price move, tool
+    situation: dict[str, str]  # golem.safety.somatic.situation_of: regime, health band, price move, tool
     valence: float  # pleasure of the outcome, in [-1, 1] (< 0: a warning)
     strength: float  # [0, 1]: how strongly it fires; grows when confirmed, decays slowly
     pnl_usd: float | None = None  # what the outcome cost or earned
@@ -72,5 +72,5 @@ class LifeState(BaseModel):
     nav_high_water_usd: float | None = None
     # the daimon
     emotion: PlutchikLabel | None = None
-    markers: list[SomaticMarker] = Field(default_factory=list)  # bounded (golem.life.somatic.MAX_MARKERS)
+    markers: list[SomaticMarker] = Field(default_factory=list)  # bounded (golem.safety.somatic.MAX_MARKERS)
     certificate: DeathCertificate | None = None  # set once the golem is dead

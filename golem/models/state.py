@@ -331,7 +331,7 @@ class GolemState(BaseModel):
 # ---- state slices ------------------------------------------------------------
 # Every activity input of a tick used to carry the whole GolemState; now each step gets the fields it reads.
 # The lists name what each step's code reads (golem.cognition.*, golem.inference.*, golem.safety.*,
-# golem.life.reflect); the activity rebuilds the slice (golem.models.slices), which refuses to read any other
+# golem.cognition.reflect); the activity rebuilds the slice (golem.models.slices), which refuses to read any other
 # field, so a new read shows up as a failing test instead of a silently defaulted value.
 ALWAYS_IN_SLICE = frozenset({"golem_id", "tick"})
 _SPEND = {"spend_day", "daily_spend_usd"}

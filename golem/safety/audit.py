@@ -130,7 +130,7 @@ class AuditLog:
         return verify_rows(rows, head)
 
 
-def verify_rows(rows: list[tuple], head: tuple | None) -> AuditReport:
+def verify_rows(rows: list[tuple[Any, ...]], head: tuple[Any, ...] | None) -> AuditReport:
     problems: list[str] = []
     first_bad: int | None = None
     prev, expect_seq = GENESIS_HASH, 1

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
 from golem.chain.permits import PermitStore
-from golem.chain.tools import WRITE_TOOLS, ToolArgumentError, action_value_usd, parse_arguments, price_usd
+from golem.chain.tools.arguments import parse_arguments
+from golem.chain.tools.schemas import WRITE_TOOLS, ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd, price_usd
 from golem.inference.strategy import Strategy
-from golem.life.extensions.hooks import fire
-from golem.life.extensions.registry import ExtensionRegistry, registry_for
-from golem.life.somatic import situation_of, size_factor
+from golem.extensions.hooks import fire
+from golem.extensions.registry import ExtensionRegistry, registry_for
+from golem.safety.somatic import situation_of, size_factor
 from golem.models.enums import BehavioralPhase
 from golem.models.interventions import Steer
 from golem.models.life import SomaticMarker
@@ -79,7 +81,7 @@ class ValidationContext(BaseModel):
     steers: list[Steer] = Field(default_factory=list)  # the owner's steers this tick deliberated on
     entries_stopped: bool = False  # the owner's `golem stop-entries`: nothing that opens exposure
     # The daimon's somatic markers and the last tick's price: a strong negative marker matching the
-    # action's situation shrinks the size allowed for new exposure (golem.life.somatic.size_factor).
+    # action's situation shrinks the size allowed for new exposure (golem.safety.somatic.size_factor).
     markers: list[SomaticMarker] = Field(default_factory=list)
     last_price: float | None = None
     # Urgency buys gas (golem.safety.urgency): the health factor's forecast against STRATEGY.md's lines, the MUST
@@ -90,6 +92,12 @@ class ValidationContext(BaseModel):
 
 
 ToolCallHandler = Callable[[ProposedAction, ValidationContext, SimulatedAction | None], str | None]
+
+
+def _bound(handler: ToolCallHandler, action: ProposedAction, ctx: ValidationContext,
+           sim: SimulatedAction | None) -> Callable[[], str | None]:
+    """An extension's tool_call handler bound to this action, as the hook firing calls it (no arguments)."""
+    return lambda: handler(action, ctx, sim)
 
 
 class SafetyCage:
@@ -273,7 +281,7 @@ class SafetyCage:
         """One action through the tool_call hook: the registry's members in the declared order (telemetry →
         safety → risk → permits → coordination), the first block wins and the members after it do not run.
         Returns the decision and the book after the action (unchanged when refused)."""
-        call: dict = {"value": 0.0, "after": before, "note": None, "deferred": False}
+        call: dict[str, Any] = {"value": 0.0, "after": before, "note": None, "deferred": False}
         verdicts: list[LayerVerdict] = []
 
         def telemetry() -> str | None:  # meters the call: its value, the book it would leave
@@ -311,12 +319,12 @@ class SafetyCage:
             return why
 
         handlers = {"telemetry": telemetry, "safety": safety, "risk": risk, "permits": permits,
-                    **{name: (lambda h=h: h(action, ctx, sim)) for name, h in self.extra_tool_call.items()}}
+                    **{name: _bound(h, action, ctx, sim) for name, h in self.extra_tool_call.items()}}
         fired, results = fire(self.registry, "tool_call", handlers, stop=lambda why: why is not None)
         for layer, why in results:
             if why is not None:
                 if layer not in ("safety", "risk", "permits"):  # those three write their own verdicts
-                    verdicts.append(LayerVerdict(layer=layer, allow=False, reason=why))
+                    verdicts.append(LayerVerdict(layer=cast(Any, layer), allow=False, reason=why))
                 decision = self._blocked(action, layer, why, verdicts, call["value"],
                                          deferred=call["deferred"] and layer == "risk")
                 return decision.model_copy(update={"hooks": fired}), before
@@ -329,9 +337,11 @@ class SafetyCage:
         ), call["after"]  # fmt: skip
 
     @staticmethod
-    def _blocked(action, layer, reason, verdicts, value, deferred=False) -> ToolCallDecision:
+    def _blocked(action: ProposedAction, layer: str, reason: str, verdicts: list[LayerVerdict], value: float,
+                 deferred: bool = False) -> ToolCallDecision:
         return ToolCallDecision(
-            action_index=action.action_index, tool=action.tool, allowed=False, deferred=deferred, blocked_by=layer,
+            action_index=action.action_index, tool=action.tool, allowed=False, deferred=deferred,
+            blocked_by=cast(Any, layer),
             reason=f"{layer}: {reason}" if not reason.startswith(("policy:", "not simulated", "simulation failed")) else reason,
             value_usd=value, verdicts=verdicts,
         )  # fmt: skip

@@ -12,7 +12,7 @@ import operator
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, LP_SHARES_KEY, POOL_TOKEN0
+from golem.chain.tools.schemas import COLLATERAL_TOKEN, DEBT_TOKEN, LP_SHARES_KEY, POOL_TOKEN0
 from golem.inference.strategy import Constraint, Strategy
 from golem.models.observation import ChainSnapshot
 from golem.models.tick import ProposedAction
@@ -114,7 +114,7 @@ def _kept(c: Constraint, value: float | None) -> bool:
     if value is None:
         # health_factor with no debt is infinite: every lower bound holds, no upper bound does.
         return c.metric == "health_factor" and c.op in (">", ">=", "!=")
-    return _OPS[c.op or ">="](value, float(c.value or 0.0))
+    return bool(_OPS[c.op or ">="](value, float(c.value or 0.0)))
 
 
 def must_gate(strategy: Strategy, snap: ChainSnapshot) -> MustGate:

@@ -11,14 +11,9 @@ import json
 
 from pydantic import BaseModel
 
-from golem.chain.tools import (
-    STABLE_TOKENS,
-    WRITE_TOOLS,
-    ToolArgumentError,
-    action_tokens,
-    action_value_usd,
-    parse_arguments,
-)
+from golem.chain.tools.arguments import action_tokens, parse_arguments
+from golem.chain.tools.schemas import STABLE_TOKENS, WRITE_TOOLS, ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd
 from golem.models.config import PolicySection
 from golem.models.enums import BehavioralPhase, SteerSeverity
 from golem.models.interventions import Steer

@@ -11,10 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import LP_POSITION_KIND, STABLE_TOKENS
+from golem.chain.tools.schemas import LP_POSITION_KIND, STABLE_TOKENS
 from golem.models.observation import ChainSnapshot
 from golem.safety.gas import DAY_S, utc_day_bounds, utc_day_of
 from golem.storage import immediate_tx, init_db
@@ -135,11 +136,12 @@ class RiskStore:
         return snap.model_copy(update={"gas_day": day, "gas_spent_today_usd": gas_today})
 
 
-def summarize(rows: list[tuple], nav: float, hwm: float, gas_24h: float, actions_24h: int) -> RiskSnapshot:
+def summarize(rows: list[tuple[Any, ...]], nav: float, hwm: float, gas_24h: float, actions_24h: int) -> RiskSnapshot:
     """Rows newest first: (tool, opens_exposure, verified, value_usd, pnl_usd, gas_usd, at). The gas of the
     trailing 24 h gives the spike baseline; the partition's day is filled in by the store."""
     tools: dict[str, ToolStats] = {}
-    wins, losses = [], []
+    wins: list[float] = []
+    losses: list[float] = []
     streak, streak_open = 0, True
     for tool, opens, verified, value, pnl, _gas, _at in rows:
         st = tools.setdefault(tool, ToolStats())

@@ -66,7 +66,7 @@ class RunActionLedger:
     def __init__(self, path: str | Path) -> None:
         self.path = init_db(Path(path), _SCHEMA)
 
-    def _rows(self, sql: str, params: tuple) -> list[RunAction]:
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[RunAction]:
         with immediate_tx(self.path) as db:
             rows = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM run_actions {sql}", params).fetchall()
         return [RunAction(**dict(zip(_COLUMNS, r))) for r in rows]

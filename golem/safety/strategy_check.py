@@ -7,11 +7,11 @@ warnings need acknowledgment but do not stop trading. The steps: docs/design/saf
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import STABLE_TOKENS
+from golem.chain.tools.schemas import STABLE_TOKENS
 from golem.inference.strategy import Rule, Strategy, StrategyError, parse_strategy
 from golem.models.enums import BehavioralPhase
 from golem.models.observation import Observation
@@ -19,8 +19,8 @@ from golem.models.tick import ProposedAction, SimulationResult
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import PolicyCage
 
-STRATEGY_UNVIABLE = "STRATEGY_UNVIABLE"
-DRY_RUN_ACTIONS = 5  # "the first 3-5 actions"
+STRATEGY_UNVIABLE: Final = "STRATEGY_UNVIABLE"
+DRY_RUN_ACTIONS = 5  # the first few rules' actions
 # Plausible ranges for rule thresholds (outside → likely a typo or a unit error).
 THRESHOLD_RANGES: dict[str, tuple[float, float]] = {
     "health_factor": (1.0, 10.0),
@@ -46,7 +46,7 @@ class StrategyIssue(BaseModel):
 class StrategyValidation(BaseModel):
     status: Literal["ok", "warnings", "STRATEGY_UNVIABLE"]
     issues: list[StrategyIssue] = Field(default_factory=list)
-    dry_run: list[dict] = Field(default_factory=list)  # per simulated action: tool, arguments, ok, reason
+    dry_run: list[dict[str, Any]] = Field(default_factory=list)  # per simulated action: tool, arguments, ok, reason
 
     @property
     def viable(self) -> bool:
@@ -156,7 +156,7 @@ def dry_run_actions(strategy: Strategy, observation: Observation, limits: Safety
     lend = [p for p in snap.positions if p.kind == "lending"]
     coll, debt = sum(p.collateral for p in lend), sum(p.debt for p in lend)
     eth = snap.oracle_price if snap.oracle_price > 0 else snap.pool.price
-    out = []
+    out: list[tuple[Rule, ProposedAction]] = []
     for rule in strategy.rules[:n]:
         a = rule.action
         token = _rule_tokens(rule, strategy)[0]
@@ -196,7 +196,7 @@ def validate_strategy(
             StrategyIssue(stage="schema", severity="critical", field=field, message=msg.split(": ", 1)[-1],
                           fix="see the message; the grammar is in golem/inference/strategy.py")])
     issues = _static_checks(strategy, limits)
-    dry: list[dict] = []
+    dry: list[dict[str, Any]] = []
     if not dry_run:
         pass
     elif observation is None or simulate is None:
@@ -221,5 +221,5 @@ def validate_strategy(
             issues.append(StrategyIssue(stage="dry_run", severity="critical", field="## Rules",
                                         message=f"none of the first {len(planned)} rule actions would succeed today",
                                         fix="fund the account, change the rules, or wait for a steer"))
-    status = STRATEGY_UNVIABLE if any(i.severity == "critical" for i in issues) else ("warnings" if issues else "ok")
+    status: Literal["ok", "warnings", "STRATEGY_UNVIABLE"] = STRATEGY_UNVIABLE if any(i.severity == "critical" for i in issues) else ("warnings" if issues else "ok")
     return StrategyValidation(status=status, issues=issues, dry_run=dry)

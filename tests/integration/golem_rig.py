@@ -24,7 +24,7 @@ from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig, load_config
 from golem.models.golem import GolemWorkflowInput
 from infra.world_cache import deploy_or_load
-from golem.world.simulator import MarketSimulator
+from golem.world.simulator.market import MarketSimulator
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 from workers.config_versions import save_version, start_info, version_of
 from workers.services import GolemServices

@@ -8,7 +8,7 @@ import pytest
 
 from activities.consolidation import ConsolidationActivities
 from activities.tick import TickActivities
-from golem.grimoire.graph import CausalGraph
+from golem.grimoire.semantic.graph import CausalGraph
 from golem.inference.config import DEFAULT_ALLOCATIONS
 from golem.inference.strategy import load_strategy
 from golem.inference.workspace import WorkspaceSources, assemble_workspace

@@ -18,7 +18,7 @@ import pytest
 import tomli_w
 import tomllib
 
-from golem.chain.tools import action_value_usd
+from golem.chain.tools.valuation import action_value_usd
 from golem.life.cycle_store import CycleStore
 from golem.models.config import load_config
 from golem.models.enums import ActionStatus

@@ -12,11 +12,11 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
-from golem.grimoire.admission import AdmissionAction, admit
-from golem.grimoire.episodes import Episode, episode_id
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
-from golem.grimoire.utility_llm import RATING_TOOL
-from golem.inference.llm import select_deliberator
+from golem.grimoire.semantic.admission import AdmissionAction, admit
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
+from golem.inference.admission_utility import RATING_TOOL
+from golem.deliberators import select_deliberator
 from golem.life.cycle_store import CycleStore
 from golem.models.golem import ConsolidationInput
 from tests.integration.golem_rig import GOLEM_KEY, in_process_worker, make_rig

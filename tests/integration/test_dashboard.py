@@ -160,10 +160,11 @@ async def test_grimoire_search_playbook_revisions_and_backtest_reports(tmp_path)
     revisions with a diff between two of them, and a backtest report with its figures and chart."""
     from golem.backtest.models import RunInfo, TickMark
     from golem.backtest.report import build_report, write_report
-    from golem.grimoire.embeddings import default_embedder
-    from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
-    from golem.grimoire.playbook import PlaybookHistory
-    from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+    from golem.grimoire.store.embeddings import default_embedder
+    from golem.grimoire.episodes.model import Episode, episode_id
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.playbook.compile import PlaybookHistory
+    from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 
     data, backtests = tmp_path / "data", tmp_path / "backtests"
     root = data / "grimoire"

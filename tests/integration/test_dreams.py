@@ -19,18 +19,18 @@ from temporalio.client import Client
 
 from golem.chain.contracts import contract
 from cli.main import main as golem_main
-from golem.grimoire.semantic import Provenance
+from golem.grimoire.semantic.store import Provenance
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import MarketRegime
 from golem.cognition.fold import schedule_dream
-from golem.grimoire.dream_tags import DreamTags
-from golem.grimoire.staging import StageKind, StagingBuffer, journals
+from golem.grimoire.dreams.tags import DreamTags
+from golem.grimoire.dreams.staging import StageKind, StagingBuffer, journals
 from golem.models.golem import DreamInput, DreamResult, GolemStatus
 from golem.models.interventions import Steer
 from infra.anvil import ANVIL_ADDRESSES
 from infra.forks import ForkRegistry
 from golem.grimoire.retrieval import retrieve_for_tick
-from golem.life.reflect import retrieval_query
+from golem.cognition.reflect import retrieval_query
 from tests.integration.golem_rig import GolemRig, golem_observation, in_process_worker, make_rig, record_where, wait_for
 from workflows.consolidation import DreamCycleWorkflow
 from workflows.golem import GolemWorkflow

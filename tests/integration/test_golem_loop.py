@@ -11,8 +11,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.consolidation import ConsolidationActivities
-from golem.grimoire.embeddings import embedder_by_name
-from golem.grimoire.episodes import EpisodeStore
+from golem.grimoire.store.embeddings import embedder_by_name
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import ConsolidationResult, DreamResult

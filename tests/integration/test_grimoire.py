@@ -9,16 +9,17 @@ import numpy as np
 import pytest
 
 from golem.grimoire.decay import DREAM_STRENGTH_INCREMENT, RETENTION_FLOOR
-from golem.grimoire.dream import replay_gain, run_dream_replay, select_replay
-from golem.grimoire.embeddings import WordLlamaEmbedder, default_embedder
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_from_record, episode_id
-from golem.grimoire.heuristics import (
+from golem.grimoire.dreams.replay import replay_gain, run_dream_replay, select_replay
+from golem.grimoire.store.embeddings import WordLlamaEmbedder, default_embedder
+from golem.grimoire.episodes.model import Episode, episode_from_record, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.playbook.heuristics import (
     INITIAL_CONFIDENCE,
     HeuristicStore,
     derive_heuristics_from_episodes,
     normalise_text,
 )
-from golem.grimoire.playbook import read_revision, rewrite_playbook
+from golem.grimoire.playbook.compile import read_revision, rewrite_playbook
 from golem.models import (
     ActionRecord,
     ActionStatus,

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from cli.main import main
-from golem.grimoire.embeddings import default_embedder, drift_check
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
-from golem.grimoire.graph import CausalGraph, edge_id
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import PlaybookHistory, read_revision, rewrite_playbook
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.store.embeddings import default_embedder, drift_check
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.graph import CausalGraph, edge_id
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import PlaybookHistory, read_revision, rewrite_playbook
+from golem.grimoire.semantic.store import SemanticStore
 from golem.grimoire.transfer import export_lines, import_file
 
 HOME = Path(__file__).resolve().parents[2] / "examples" / "golem-home"
@@ -103,7 +104,7 @@ def test_drift_check_on_reference_set(embedder):
 
 
 def test_scheduled_drift_check_pins_then_compares(tmp_path):
-    from golem.grimoire.embeddings import default_embedder, scheduled_drift_check
+    from golem.grimoire.store.embeddings import default_embedder, scheduled_drift_check
 
     pinned = tmp_path / "drift-reference.npy"
     first = scheduled_drift_check(default_embedder(), pinned)
@@ -121,7 +122,7 @@ def test_norm_variance_jump_is_a_distribution_shift(tmp_path):
     """Drift signal 3: a sudden increase of the reference vectors' norm variance → critical (pause writes)."""
     import json
 
-    from golem.grimoire.embeddings import NORM_VARIANCE_CRITICAL_RATIO, default_embedder, scheduled_drift_check
+    from golem.grimoire.store.embeddings import NORM_VARIANCE_CRITICAL_RATIO, default_embedder, scheduled_drift_check
 
     pinned = tmp_path / "drift-reference.npy"
     first = scheduled_drift_check(default_embedder(), pinned)

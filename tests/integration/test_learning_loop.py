@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from golem.grimoire.heuristics import HeuristicStore
+from golem.grimoire.playbook.heuristics import HeuristicStore
 from golem.life.cycle_store import CycleStore
 from tests.integration.golem_rig import in_process_worker, make_rig
 

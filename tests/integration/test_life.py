@@ -16,7 +16,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from golem.grimoire.episode_model import pad_label
+from golem.grimoire.episodes.model import pad_label
 from golem.life.cycle_store import CycleStore
 from golem.life.death import KillRequest
 from golem.life.legacy import Legacy, legacy_dir
@@ -243,7 +243,7 @@ async def test_the_worker_refuses_to_start_on_a_registry_violation(temporal_clie
     """The registry's start-up check runs as the worker starts (GolemServices' session hook, then build_worker): a
     non-optional extension switched off in golem.toml (or, in code, a dependency on a higher layer) stops the worker,
     naming both sides."""
-    from golem.life.extensions import RegistryError
+    from golem.extensions import RegistryError
     from golem.models.config import ExtensionsSection
     from workers.worker import build_worker
 

@@ -10,8 +10,8 @@ import re
 import httpx2
 import pytest
 
-from golem.grimoire.graph import KnowledgeGraph
-from golem.inference.llm import select_deliberator
+from golem.grimoire.semantic.graph import KnowledgeGraph
+from golem.deliberators import select_deliberator
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
 from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record

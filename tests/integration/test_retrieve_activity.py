@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from activities.tick import TickActivities
-from golem.grimoire.episodes import Episode
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.models.enums import MarketRegime, Tier
 from golem.models.interventions import FollowUp, Steer
 from golem.models.state import GolemState

@@ -10,9 +10,9 @@ import pytest
 
 from activities.tick import TickActivities
 from golem.chain.contracts import contract
-from golem.grimoire.graph import KnowledgeGraph, topology_curiosity_modifier
-from golem.grimoire.topology import golem_positions
-from golem.grimoire.topology import address_labels, topology_report
+from golem.grimoire.semantic.graph import KnowledgeGraph, topology_curiosity_modifier
+from golem.grimoire.semantic.topology import golem_positions
+from golem.grimoire.semantic.topology import address_labels, topology_report
 from golem.models.config import GolemConfig
 from golem.models.enums import MarketRegime
 from golem.models.state import GolemState

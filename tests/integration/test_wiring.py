@@ -21,11 +21,12 @@ from temporalio.testing import ActivityEnvironment
 from activities.consolidation import ConsolidationActivities
 from activities.tick import TickActivities
 from golem.chain.web3client import make_web3
-from golem.grimoire.episodes import Episode, Importance
-from golem.grimoire.playbook import PlaybookRefused
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.episodes.model import Episode, Importance
+from golem.grimoire.playbook.compile import PlaybookRefused
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.inference.decision import decision_tools
-from golem.inference.llm import select_deliberator
+from golem.deliberators import select_deliberator
+from golem.layout import DataLayout
 from golem.models.config import load_config
 from golem.models.enums import ActionStatus, MarketRegime, Tier
 from golem.models.golem import ConsolidationInput, TickFailure
@@ -42,10 +43,12 @@ from golem.models.tick import (
     VerifyInput,
 )
 from infra.anvil import AnvilProcess, free_port
+from infra.forks import ForkRegistry
 from infra.world_cache import deploy_or_load
 from tests.integration.golem_rig import EXAMPLE_HOME, GOLEM_KEY, in_process_worker, make_rig
 from tests.unit.inference_fakes import FakeMessagesAPI, decide, message, tool_use
 from workers.services import GolemServices
+from workers.telemetry import span_exporter
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +79,7 @@ class ExternalChain:
         for section, values in config_overrides.items():
             raw.setdefault(section, {}).update(values)
         (home / "golem.toml").write_text(tomli_w.dumps(raw))
-        return GolemServices(load_config(home / "golem.toml"), data, private_key=GOLEM_KEY, live=live)
+        return GolemServices(load_config(home / "golem.toml"), DataLayout(data), private_key=GOLEM_KEY, live=live)
 
     def snapshot(self) -> str:
         return self.w3.provider.make_request("evm_snapshot", [])["result"]
@@ -370,7 +373,7 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
 # ---- the next-dream follow-up focuses NREM (activities/dream.py `focus_of`) -----------------------------
 def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_path):
     from activities.dream import DreamActivities
-    from golem.grimoire.staging import load_journal
+    from golem.grimoire.dreams.staging import load_journal
     from golem.models.golem import DreamPhaseInput
     from golem.models.interventions import FollowUp
 
@@ -385,7 +388,7 @@ def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_
             prediction_error=0.1, utility=0.1 if volatile else 0.9,
             summary=f"Tick {t}: {'volatile' if volatile else 'range bound'} regime, price 2000, held.",
         ))
-    dreams = DreamActivities(services)
+    dreams = DreamActivities(services, ForkRegistry(services.data_dir))
     env = ActivityEnvironment()
     plain = env.run(dreams.nrem, DreamPhaseInput(golem_id=GID, tick=20, replay_count=3, forks=False))
     assert plain.items == 3 and not load_journal(services.data_dir, GID, 20).focus
@@ -396,3 +399,19 @@ def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_
     journal = load_journal(services.data_dir, GID, 40)
     assert journal.focus == "replay focused on volatile (follow-up fu-dream)", journal.focus
     assert sorted(r["tick"] for r in journal.replayed[:2]) == [1, 2], journal.replayed
+
+
+def test_one_layout_per_golem_reaches_every_store(chain, tmp_path):
+    """The edge that starts a worker builds the golem's DataLayout once; the services, the cycle store, the safety
+    service, the event store, the config versions and the telemetry use that object, never one rebuilt from a
+    path, and two golems side by side (a fleet) each keep to their own."""
+    a, b = chain.golem(tmp_path / "a"), chain.golem(tmp_path / "b")
+    for s in (a, b):
+        layout = s.layout
+        assert s.data_dir == layout.root
+        assert s.cycles.layout is layout and s.safety.layout is layout and s.events.store.layout is layout
+        assert (layout.config_versions / f"{s.config_version}.json").is_file()
+        assert s.cycles.index_path.is_relative_to(layout.root) and s.safety.audit.path.is_relative_to(layout.root)
+        assert span_exporter(layout, {}).out.path == layout.traces
+    assert a.layout.root != b.layout.root
+    assert not b.events.store.path.is_relative_to(a.layout.root)

@@ -13,7 +13,8 @@ from golem.chain.journal import IntentStatus, TxJournal
 from golem.chain.permits import PermitError, PermitStatus, PermitStore
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import SimulationError, simulate_actions, simulate_calls
-from golem.chain.tools import ToolArgumentError, build_calls
+from golem.chain.tools.build import build_calls
+from golem.chain.tools.schemas import ToolArgumentError
 from golem.chain.verify import verify_actions
 from golem.models.config import GolemConfig, PolicySection
 from golem.models.enums import ActionStatus, BehavioralPhase

@@ -18,7 +18,7 @@ from golem.backtest.scenarios import SHIPPED, SHIPPED_SEEDS, export_rows, shippe
 from cli.main import main as golem_main
 from golem.models.config import ProbeThresholds
 from golem.world.deploy import GOLEM_BORROW_USDC, GOLEM_SUPPLY_WETH, ORACLE_START_PRICE
-from golem.world.simulator import CRASH_STEPS, oracle_path
+from golem.world.simulator.paths import CRASH_STEPS, oracle_path
 
 HEADER = "tick,pool_price,oracle_price,gas_gwei,volume_usd"
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"

@@ -36,14 +36,8 @@ from golem.world.compile import (
     write_artifacts,
 )
 from golem.world.deploy import create_address, world_artifact
-from golem.world.simulator import (
-    SCENARIOS,
-    amount_out,
-    arbitrage_input,
-    exact_arbitrage_input,
-    feed_answer,
-    oracle_path,
-)
+from golem.world.simulator.paths import SCENARIOS, feed_answer, oracle_path
+from golem.world.simulator.trader import amount_out, arbitrage_input, exact_arbitrage_input
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
 
 ERC20 = {

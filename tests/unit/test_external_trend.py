@@ -67,8 +67,8 @@ async def test_reflection_consistency_rewords_the_llm_reflections_of_the_week_th
     """Weekly: each LLM-worded Reflexion of the last 7 days is worded again by the model (the real anthropic
     SDK at its HTTP boundary) from the same numbers; the two wordings are compared by cosine, the shared numbers cut."""
     from golem.events.quality import CONSISTENCY_ALARM, consistency_due, reflection_consistency
-    from golem.grimoire.embeddings import default_embedder
-    from golem.inference.reflexion_llm import worded
+    from golem.grimoire.store.embeddings import default_embedder
+    from golem.learning.reflexion_llm import worded
     from golem.learning.expectation import expect
     from golem.learning.reflexion import reflect_on
     from golem.models.record import OutcomeRecord
@@ -111,7 +111,7 @@ async def test_reflection_consistency_rewords_the_llm_reflections_of_the_week_th
 
 def test_heuristic_survival_is_measured_from_the_revisions_and_alerts_outside_the_bounds():
     from golem.events.bridge import survival_events
-    from golem.grimoire.playbook_survival import survival
+    from golem.grimoire.playbook.survival import survival
 
     # h1 enters at 10 and stays; h2 enters at 10 and is gone by 60; h3 enters at 150 (not judged at tick 200)
     revs = [(10, {"h1", "h2"}), (60, {"h1"}), (150, {"h1", "h3"})]

@@ -12,7 +12,7 @@ import pytest
 from golem.chain.permits import PermitStore
 from cli.status import spend_line
 from golem.cognition.fold import fold_tick_result
-from golem.inference.doctor import gas_line as _gas_line
+from golem.doctor import gas_line as _gas_line
 from golem.models.config import ClockSection, GolemConfig, HeartbeatSection, PolicySection
 from golem.models.enums import BehavioralPhase, SteerSeverity, Tier
 from golem.models.golem import GolemStatus

@@ -22,14 +22,15 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers  # noqa: E402
 
-from golem.grimoire.embeddings import (  # noqa: E402
+from golem.grimoire.store.embeddings import (  # noqa: E402
     EmbedderUnavailable,
     FastEmbedEmbedder,
     default_embedder,
     file_sha256,
     identity_of,
 )
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
 
 TINY = "golem-test/tiny-embed"
 DIM = 32

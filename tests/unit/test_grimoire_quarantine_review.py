@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from golem.grimoire.admission import (
+from golem.grimoire.semantic.admission import (
     QUARANTINE_MAX_REVIEWS,
     AdmissionAction,
     admit,
     assess_quarantine,
     review_quarantine,
 )
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
-from golem.grimoire.semantic_migrations import _MIGRATIONS, _split_sql
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.semantic.migrations import _MIGRATIONS, _split_sql
 from golem.grimoire.upkeep import cognitive_metrics
 
 HOME = Path(__file__).resolve().parents[2] / "examples" / "golem-home"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from golem.grimoire.admission import (
+from golem.grimoire.semantic.admission import (
     WEIGHTS,
     AdmissionAction,
     DREAM_QUALITY_WEIGHTS,

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from golem.grimoire.admission import AdmissionAction, admit, assess, estimate_future_utility
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
-from golem.grimoire.utility_llm import RATING_MAX_TOKENS, RATING_TOOL, FutureUtilityScorer
+from golem.grimoire.semantic.admission import AdmissionAction, admit, assess, estimate_future_utility
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.inference.admission_utility import RATING_MAX_TOKENS, RATING_TOOL, FutureUtilityScorer
 from golem.models.config import HeartbeatSection
 from golem.models.golem import AdmissionStats
 from tests.unit.inference_fakes import FakeMessagesAPI, error, message, router, tool_use

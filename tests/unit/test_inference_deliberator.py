@@ -10,7 +10,8 @@ import pytest
 
 from golem.inference.decision import decision_tools
 from golem.inference.deliberator import Deliberator, Route
-from golem.inference.llm import HomeContext, LLMDeliberator, select_deliberator
+from golem.deliberators import HomeContext, select_deliberator
+from golem.inference.llm import LLMDeliberator
 from golem.inference.offline import MODEL_NAME, OfflineDeliberator
 from golem.inference.session import SessionTree
 from golem.models.config import GolemConfig, HeartbeatSection, InferenceSection

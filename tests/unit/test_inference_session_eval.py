@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golem.chain.tools import parse_arguments
+from golem.chain.tools.arguments import parse_arguments
 from golem.inference.decision import parse_decision
 from golem.inference.evaluator import evaluate_outcome, external_assessment
 from golem.inference.session import SessionError, SessionTree

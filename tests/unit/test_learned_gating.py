@@ -48,7 +48,7 @@ from golem.models.state import (
     VitalityState,
 )
 from golem.models.tick import TickResult
-from golem.world.simulator import oracle_path
+from golem.world.simulator.paths import oracle_path
 
 G = GatingSection()
 HB = HeartbeatSection()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import rewrite_playbook
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import rewrite_playbook
 from golem.inference.strategy import parse_strategy, rules_in
 from golem.learning import curator
 from golem.learning.expectation import expect
@@ -193,7 +193,7 @@ def test_causal_edges_from_anomalies_followed_by_effects():
 
 
 def test_cybernetics_loop2_shifts_tokens_bounded_and_loop3_resets_halfway(tmp_path):
-    from golem.inference.llm import HomeContext
+    from golem.deliberators import HomeContext
     from golem.learning import cybernetics
     from golem.learning.loop import tune_context
 
@@ -223,7 +223,7 @@ def test_cybernetics_loop2_shifts_tokens_bounded_and_loop3_resets_halfway(tmp_pa
 
 
 async def test_claude_words_the_insight_t1_routine_t2_anomalous_numbers_kept():
-    from golem.inference.reflexion_llm import worded
+    from golem.learning.reflexion_llm import worded
     from tests.unit.inference_fakes import FakeMessagesAPI, message, router, tool_use
 
     rec = _record(OutcomeRecord(verified=True, pnl_impact=-0.4, health_factor_before=1.5, health_factor_after=1.95))
@@ -248,7 +248,7 @@ async def test_claude_words_the_insight_t1_routine_t2_anomalous_numbers_kept():
 async def test_conservation_phase_words_reflexion_on_the_t1_model_only():
     """Conservation uses the T1 model for all Reflexion: an anomalous outcome that would go to T2
     goes to T1 once the golem is in Conservation or below."""
-    from golem.inference.reflexion_llm import worded
+    from golem.learning.reflexion_llm import worded
     from golem.models.enums import BehavioralPhase
     from tests.unit.inference_fakes import FakeMessagesAPI, message, router, tool_use
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from golem.life.after_turn import AfterTurn, run_after_turn
-from golem.life.extensions import registry_for
+from golem.extensions import registry_for
 from golem.models.config import GolemConfig, LifespanSection
 from golem.models.state import GolemState, PADVector
 from tests.unit.test_unmeasured_fields import _reflected

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golem.cognition.budget import apply_budget, budget_tier_cap, daily_spend_on
+from golem.inference.budget import apply_budget, budget_tier_cap, daily_spend_on
 from golem.cognition.clock import theta_interval_seconds
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.threshold import (

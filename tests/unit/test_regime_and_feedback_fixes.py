@@ -16,7 +16,7 @@ from golem.cognition.system1 import SYNTHETIC_TOPOLOGY, simulate
 from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import MarketRegime, Tier
 from golem.models.state import GatingDecision
-from golem.world.simulator import oracle_path
+from golem.world.simulator.paths import oracle_path
 from golem.world.synthetic import StrategyBook
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from golem.grimoire.entry_index import named_entities, terms
+from golem.grimoire.store.terms import named_entities, terms
 from golem.grimoire.retrieval import past_tick_of
 
 

@@ -366,7 +366,7 @@ def test_validate_layered_issues_permits_and_audits(tmp_path):
 
 def test_a_fired_somatic_marker_shrinks_the_size_of_new_exposure_only():
     """A loss in this situation before (a strong negative marker) halves the size cap of new exposure."""
-    from golem.life.somatic import lay_marker, situation_of
+    from golem.safety.somatic import lay_marker, situation_of
 
     o = obs()
     sit = situation_of(o, 2000.0, "supply")  # the same regime, health band, flat price, the same tool

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from golem.chain.read_tools import READ_TOOLS, ToolRegistry
 from golem.chain.speculation import SpeculationEngine, ema_update, predictions
-from golem.chain.tools import TOOL_SCHEMAS, ToolArgumentError
+from golem.chain.tools.schemas import TOOL_SCHEMAS, ToolArgumentError
 from golem.models.config import PolicySection
 from golem.safety.limits import SafetyLimits
 from golem.safety.strategy_check import STRATEGY_UNVIABLE, validate_strategy

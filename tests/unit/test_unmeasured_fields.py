@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from golem.grimoire.episodes import episode_from_record
+from golem.grimoire.episodes.model import episode_from_record
 from golem.life.cycle_store import CycleStore, index_row
-from golem.life.reflect import build_record
+from golem.cognition.reflect import build_record
 from golem.models.config import GolemConfig
 from golem.models.enums import PlutchikLabel, Tier
 from golem.models.record import UNMEASURED_FIELDS, DecisionCycleRecord

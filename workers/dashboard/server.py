@@ -202,7 +202,7 @@ class Dashboard:
             return web.json_response({"error": f"the Grimoire cannot be searched: {_one_line(err)}"}, status=503)
 
     def _playbook_history(self):
-        from golem.grimoire.playbook import PlaybookHistory
+        from golem.grimoire.playbook.compile import PlaybookHistory
 
         db = DataLayout(self.data_dir).heuristics
         return PlaybookHistory(db) if db.exists() else None
