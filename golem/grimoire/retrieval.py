@@ -1,20 +1,10 @@
-"""Retrieval over semantic entries and episodes (revisions Rev. 9; grimoire "Four-factor retrieval scoring",
-"Hybrid Retrieval Pipeline"), reworked so it answers the question asked (issue 15).
+"""Retrieval over semantic entries and episodes, answering the question asked.
 
-  0. `should_retrieve`: the Self-RAG style decision whether to retrieve at all.
-  1. Time (grimoire "Episodes": bi-temporal validFrom / validUntil): only entries in force at `as_of` (default the
-     tick) and recorded by then, and episodes recorded by then, are candidates.
-  2. Candidates. Entries: every one, scored exactly from the in-memory index (semantic/index.py: vectors + lexical
-     terms of content, tags and type). Episodes: LanceDB hybrid (vector + BM25, RRFReranker K=60), top 20
-     (Rev. 9 steps 1–2).
-  3. Relevance first: relevance = DENSE_WEIGHT·cosine + (1 − DENSE_WEIGHT)·lexical coverage; the Rev. 9 step-3
-     factors (effective confidence, quality, recency) plus reliability, the mood (four-factor emotional weight
-     0.15, contrarian every 100th tick) and the bloodstain boost (×1.2) form a tie-break worth at most
-     TIE_MARGIN; regime_match adds REGIME_WEIGHT; episodes pay EPISODE_PENALTY.
-  4. Calibrated abstention on the best candidate (ABSTAIN_RELEVANCE).
-  5. MMR (λ = 0.7) over the top 10 (Rev. 9 step 4); episodes capped, never one a returned entry cites; regime
-     variants ordered by scope; for action questions applicable warnings / constraints lead.
-  6. Token budget (default 500): summaries of SUMMARY_CHARS taken in order while they fit (Rev. 9 step 5).
+Whether to retrieve at all; only what was in force at `as_of` and recorded by then; every entry scored exactly from
+the in-memory index, episodes from theirs (RRF of dense and lexical ranks); relevance = DENSE_WEIGHT·cosine +
+(1 − DENSE_WEIGHT)·lexical coverage, the other factors only breaking near-ties; calibrated abstention; MMR (λ = 0.7)
+over the top 10 with warnings leading for action questions; summaries taken while they fit the token budget.
+The steps, their constants and how they were tuned: docs/design/grimoire.md#retrieval.
 """
 
 from __future__ import annotations
@@ -44,14 +34,14 @@ from golem.models.enums import MarketRegime
 # A scored candidate: (final score, its factors, the candidate).
 Scored = tuple[float, dict[str, Any], dict[str, Any]]
 
-RRF_K = 60  # Rev. 9 step 2
-TOP_PER_SOURCE = 20  # Rev. 9 step 1
+RRF_K = 60
+TOP_PER_SOURCE = 20
 MOOD_WEIGHT = 0.15  # grimoire four-factor score: emotional 0.15
-CONTRARIAN_EVERY = 100  # grimoire "Anti-Rumination: Contrarian Retrieval"
-BLOODSTAIN_BOOST = 1.2  # grimoire "Bloodstain Retrieval Boost"
-MMR_LAMBDA = 0.7  # Rev. 9 step 4
-MMR_POOL = 10  # Rev. 9 step 4: MMR on top-10
-DEFAULT_TOKEN_BUDGET = 500  # Rev. 9 step 5
+CONTRARIAN_EVERY = 100  # anti-rumination: a contrarian pick now and then
+BLOODSTAIN_BOOST = 1.2  # lessons of a death weigh more
+MMR_LAMBDA = 0.7
+MMR_POOL = 10  # MMR on top-10
+DEFAULT_TOKEN_BUDGET = 500
 # Ours: cosine floor on WordLlama-256 vectors (unrelated DeFi sentences 0.0–0.25, paraphrases 0.45+); the
 # abstention line of other embedders is ABSTAIN_RELEVANCE scaled by their floor / this one.
 SEMANTIC_FLOOR = 0.30
@@ -137,7 +127,7 @@ def hybrid_query(table: Any, column: str, text: str, vector: np.ndarray, k: int 
 
 def matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     """m @ v without BLAS. OpenBLAS spreads a 10k × 256 product over its thread pool, and beside LanceDB's threads on
-    a busy 2-core machine that took 20 ms instead of 0.25 ms (measured, issue 15); einsum's single-threaded loop
+    a busy 2-core machine that took 20 ms instead of 0.25 ms (measured); einsum's single-threaded loop
     takes ~0.4 ms at 10k rows whatever the load."""
     out: np.ndarray = np.einsum("ij,j->i", m, v)
     return out
@@ -225,21 +215,21 @@ def past_tick_of(text: str, now: int) -> int | None:
 
 
 def is_safety_entry(category: str, content: str, tags: Collection[str]) -> bool:
-    """A warning (grimoire "GrimoireEntry Types": what to avoid) or a constraint in any type: MUST / MUST NOT,
+    """A warning (what to avoid) or a constraint in any type: MUST / MUST NOT,
     never, do not."""
     return category == "warning" or "must" in tags or bool(_CONSTRAINT.search(content))
 
 
-# ---- relevance-first ranking (ours, issue 15; constants chosen on the tune part of bench/eval_memory.py) ----------
+# ---- relevance-first ranking (ours; constants chosen on the tune part of bench/eval_memory.py) -----------------
 # relevance = DENSE_WEIGHT · cosine + (1 − DENSE_WEIGHT) · lexical, lexical = the share of the question's idf mass an
 # entry's content, tags and type hold (entry_index.coverage). Every other factor only breaks near-ties:
-# final = relevance + TIE_MARGIN · tie + REGIME_WEIGHT · regime_match, tie in [0, 1] from the Rev. 9 step-3 factors
-# (effective confidence 0.25, quality 0.20, recency 0.15, reliability 0.20: 1 − contradicted/(validated+contradicted+1),
-# grimoire "GrimoireEntry Schema"), renormalised. So an entry 0.1 less relevant cannot win on freshness or confidence.
+# final = relevance + TIE_MARGIN · tie + REGIME_WEIGHT · regime_match, tie in [0, 1] from the scoring factors
+# (effective confidence 0.25, quality 0.20, recency 0.15, reliability 0.20: 1 − contradicted/(validated+contradicted+1)),
+# renormalised. So an entry 0.1 less relevant cannot win on freshness or confidence.
 DENSE_WEIGHT = 0.65
 TIE_MARGIN = 0.1
 TIE_WEIGHTS = {"effective_confidence": 0.25, "quality": 0.20, "recency": 0.15, "reliability": 0.20}
-# regime_match: 1 scoped to the tick's regime, 0.5 unscoped, 0 another regime (the Rev. 9 factor), weighted so the
+# regime_match: 1 scoped to the tick's regime, 0.5 unscoped, 0 another regime, weighted so the
 # same advice for the current regime outranks the unscoped and other-regime variants (near-equal relevance).
 REGIME_WEIGHT = 0.06
 # ... and variants of the same advice (mostly the same tags, or entry vectors ≥ VARIANT_COSINE alike) are ordered by scope
@@ -252,7 +242,7 @@ VARIANT_TAG_OVERLAP = 0.5  # Jaccard of the tag sets: one shared broad tag ("aav
 # brought in even from below the shortlist (up to REGIME_EXPAND of the top entries are looked at), within REGIME_BAND.
 REGIME_EXPAND = 5
 # Warnings keep their undecayed confidence in the tie-break: "the cost of missing a risk exceeds the cost of a false
-# alarm" (grimoire "GrimoireEntry Types"); decay must not bury a valid warning.
+# alarm"; decay must not bury a valid warning.
 # Action questions: up to SAFETY_SLOTS applicable warnings / MUST constraints lead the list (after a first-ranked rule
 # scoped to the current regime, if any — so they are always in the top 3);
 # applicable = relevance at least SAFETY_MIN_SHARE of the best candidate's, not scoped to another regime.
@@ -282,7 +272,7 @@ EPISODE_CANDIDATES = TOP_PER_SOURCE
 
 def _episode_candidates(eidx: EpisodeIndex, qv: np.ndarray, q_terms: list[str], idx: EntryIndex | None,
                         at: int) -> list[tuple[int, float, float, float, float]]:
-    """Hybrid over the in-memory episode index (Rev. 9 steps 1–2): the top TOP_PER_SOURCE recorded by `at` by
+    """Hybrid over the in-memory episode index : the top TOP_PER_SOURCE recorded by `at` by
     cosine and by lexical share (the entries' idf, as for entries), fused. (row, cosine, lexical, rrf, relevance)."""
     if not eidx.n:
         return []
@@ -341,7 +331,7 @@ def retrieve_for_tick(
     nothing written after; `as_known_now` drops the record-time condition (what we now know was in force then).
     `action` (None: read from the text) marks a question about acting: applicable warnings and MUST constraints
     get guaranteed slots in the top 3. Read-only on the entries (call `mark_accessed` on the ids the decision
-    used); logs one retrieval_log row per tick when `log` and a semantic store is given (Rev. 12 retrieval hit rate).
+    used); logs one retrieval_log row per tick when `log` and a semantic store is given (the retrieval hit rate metric).
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -384,7 +374,7 @@ def retrieve_for_tick(
         order = [int(i) for i in shortlist if np.isfinite(rel[i])]
         variant_of = _congruent_variants(idx, order[:REGIME_EXPAND], rel, regime)
         order += [i for i in variant_of if i not in set(order)]
-        # RRF of the dense and lexical ranks (Rev. 9 step 2), reported beside the relevance that ranks
+        # RRF of the dense and lexical ranks, reported beside the relevance that ranks
         dense_rank = {int(i): r for r, i in enumerate(np.argsort(-cos, kind="stable")[:TOP_PER_SOURCE], 1)}
         lex_rank = {int(i): r for r, i in enumerate(np.argsort(-cov, kind="stable")[:TOP_PER_SOURCE], 1) if cov[i] > 0}
         rows = semantic.scoring_rows([idx.ids[i] for i in order])
@@ -487,7 +477,7 @@ def retrieve_for_tick(
         scored.append((final, f, c))
     scored.sort(key=lambda t: (-t[0], t[2]["id"]))
 
-    # MMR over the top 10 (Rev. 9 step 4) on relevance-scale scores.
+    # MMR over the top 10 on relevance-scale scores.
     pool = scored[:MMR_POOL]
     ranked = [pool[i] for i in mmr([(s[0], s[2]["vector"]) for s in pool], n=len(pool))] + scored[MMR_POOL:]
     # Episodes only as extra evidence: not the ones a returned entry was distilled from, at most EPISODE_SHARE of k.
@@ -559,7 +549,7 @@ def _congruent_variants(idx: EntryIndex, top: list[int], rel: np.ndarray, regime
 
 
 def _regime_first(picked: list[Scored]) -> list[Scored]:
-    """Regime congruence (issue 15): among variants of the same advice within REGIME_BAND of relevance, the entry
+    """Regime congruence: among variants of the same advice within REGIME_BAND of relevance, the entry
     scoped to the tick's regime comes first, unscoped next, another regime's last — whatever their wording.
     An entry moves just ahead of the first less congruent variant it has; entries moved to the same place keep
     scope order, then score order."""

@@ -1,23 +1,10 @@
-"""Future utility of admission candidates, asked of a Haiku-class model (revisions Rev. 3, A-MAC factor 1).
+"""Future utility of admission candidates, asked of a Haiku-class model (the admission gate's first factor).
 
-    Future utility 0.25 — Single Haiku call: "Will this be useful for future decisions in similar conditions?"
-    Returns 0.0-1.0. Cost: ~$0.001 per candidate (Rev. 3).
-
-`FutureUtilityScorer.score_many` rates a batch of candidates before any of them is admitted (the delta cycle
-is async around it; `admit()` takes the sync `UtilityBatch.utility_fn`). Every call goes through the
-ProviderRouter as a T1 call (t1_model, Haiku-class) planned against today's spend, so the §S12 budget holds;
-the answer is forced through tool use (`rate_future_utility`: a number in [0, 1] and a short reason) and
-checked. A candidate falls back to the deterministic `estimate_future_utility` — and the batch records
-why — when:
-  - no router is configured (offline; not a fallback, the configured path);
-  - the budget refuses the call (BudgetRefusal: no HTTP request is made);
-  - the answer is malformed, missing or outside [0, 1] (its cost still counts: it was paid for);
-  - the provider fails: a retryable error (429, 529, 5xx, timeout) or a rejection (400, 401, ...). The delta
-    cycle must not fail because Haiku is overloaded, so there is no Temporal retry here: the candidate uses
-    the estimate, and the rest of this cycle's candidates are not sent either (the provider just said it is
-    unavailable or refuses us; asking again at once would only add load and latency);
-  - the cycle's scoring time budget (SCORING_DEADLINE_S) is used up.
-The cost of every reply is summed from its `usage` (router.cost_usd).
+`FutureUtilityScorer.score_many` rates a batch before any candidate is admitted: one T1 call per candidate through
+the ProviderRouter, planned against today's budget, the answer forced through a tool and checked. A candidate falls
+back to the deterministic `estimate_future_utility` — and the batch records why — with no router, a refused budget,
+a malformed answer, a provider error (then the rest of the cycle's candidates are not sent either) or a spent
+SCORING_DEADLINE_S. Why: docs/design/grimoire.md#admission.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Dream phase 3, integration (issue 18): rehearsal results → the staging buffer → the admission gate.
+"""Dream phase 3, integration: rehearsal results → the staging buffer → the admission gate.
 
-Also the two NREM helpers that read the tick records: rev. 1's deviation data of a replayed episode, and the
+Also the two NREM helpers that read the tick records: the verified deviations of a replayed episode, and the
 grouping of near-duplicate episodes (compression: a group is replayed and journalled as one pattern).
 """
 
@@ -30,7 +30,7 @@ from golem.grimoire.dreams.staging import (
 )
 from golem.models.record import DecisionCycleRecord
 
-# rev. 1: "what would have happened at 50bps, 100bps, 200bps deviation?" — the perturbations named beside each
+# "what would have happened at 50bps, 100bps, 200bps deviation?" — the perturbations named beside each
 # replayed episode's measured deviation.
 DEVIATION_PERTURBATIONS_BPS = (50, 100, 200)
 WAKING_RECORDS = 200  # how many recent tick records waking evidence is read from (ours)
@@ -47,7 +47,7 @@ class CycleRecords(Protocol):
 
 
 def deviation_context(cycles: CycleRecords, tick: int) -> dict[str, Any]:
-    """rev. 1 "Deviation-anchored replay": the verified deviations of the episode's tick (bps per quantity)."""
+    """The verified deviations of the episode's tick (bps per quantity)."""
     try:
         outcome = cycles.load(tick).outcome
     except Exception:  # no record (imported episode, archived): replayed without deviation data
@@ -69,7 +69,7 @@ def merge_groups(episodes: list[Episode]) -> list[list[str]]:
 
 
 def recent_tvls(cycles: CycleRecords, n: int = 50) -> list[float]:
-    """The pair's TVL in the newest n tick records (rev. 6's liquidity condition is read against them)."""
+    """The pair's TVL in the newest n tick records (the thin-liquidity condition is read against them)."""
     out = []
     for r in cycles.recent(n):
         try:
@@ -145,7 +145,7 @@ def _trigger(result: dict[str, Any]) -> Trigger:
 
 
 def _admit(semantic: SemanticStore, item: StagedItem, golem_id: str, tick: int, category: EntryType) -> str | None:
-    """Through the admission gate with the dream calibration (rev. 5): entries start at 0.3, provenance Dream,
+    """Through the admission gate with the dream calibration: entries start at 0.3, provenance Dream,
     decaying at the dream-validated (class D) rate."""
     entry = GrimoireEntry(
         id=item.id, category=category, content=item.content, confidence=DREAM_ENTRY_CONFIDENCE,

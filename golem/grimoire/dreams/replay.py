@@ -1,20 +1,9 @@
-"""NREM dream replay: pick the episodes worth replaying and consolidate what they show.
+"""NREM replay: which episodes a dream replays, and what replay does to them.
 
-Selection follows Mattar & Daw (2018) as the grimoire uses it ("Mattar-Daw Replay Selection";
-heartbeat §S6: "NREM replay selects episodes by utility = gain * need"):
-
-    U(e) = gain(e) × need(e)
-
-- gain: |P&L| normalised to [0, 1] (the spec's term), combined with the tick's prediction error,
-  since a surprising tick teaches something even when it moved no money (`decay.replay_gain`: every
-  episode stores it when written, so it lives below the episode model).
-- need: how likely the situation is to come back. The spec writes 1 / time_since_replayed but also
-  says fresh high-impact episodes should win and old ones "gradually yield"; we use the episode's
-  current retention (decay.py), which is exactly that recency-weighted, strength-aware quantity.
-
-Replay strengthens an episode by +0.5 only when the dream finds a validated pattern in it (grimoire
-"Decay Formula", dream-retrieval strengthening); here that is a rule from
-`derive_heuristics_from_episodes` the episode supports.
+Selection is U(e) = gain(e) × need(e) (after Mattar & Daw): gain is |P&L| normalised to [0, 1] combined with the
+tick's prediction error (`decay.replay_gain`, stored when the episode is written); need is the episode's current
+retention, so fresh high-impact episodes win and old ones gradually yield. Replay strengthens an episode by +0.5
+only when the dream finds a validated pattern in it. Why: docs/design/dreams.md#what-a-dream-replays.
 """
 
 from __future__ import annotations
@@ -131,7 +120,7 @@ def run_dream_replay(
         report.strengthened.append(ep.id)
         if ep.last_replayed_tick == tick:
             continue  # this dream already strengthened it (activity retry)
-        strength = ep.strength + DREAM_STRENGTH_INCREMENT  # grimoire "Decay Formula": dream +0.5
+        strength = ep.strength + DREAM_STRENGTH_INCREMENT  # dream +0.5
         fresh = ep.model_copy(update={"strength": strength, "dream_validated": True, "last_replayed_tick": tick})
         fresh.utility = min(1.0, replay_utility(fresh, tick, tick_seconds))
         updated.append(fresh)

@@ -1,17 +1,9 @@
-"""The dream staging buffer and the DreamJournal (issue 18, grimoire "Dream-Sourced Knowledge Entries").
+"""The dream staging buffer and the DreamJournal.
 
-Dream outputs never enter the Grimoire directly. They are staged here and move
-
-    hypothesis → partially_validated → validated (confidence ≥ 0.7)
-
-- a grounded threat rehearsal (its response checked on the live chain and on a fork) starts partially
-  validated: the chain, not the dream, produced its figures; its warning and guard pass the admission gate
-  at once (revisions rev. 5 dream calibration) and enter at confidence 0.3;
-- a REM hypothesis stays a hypothesis until waking evidence (a later tick's record in the situation it
-  describes) corroborates it; one corroboration makes it partially validated and admits it at 0.3;
-- a second corroboration validates it: the admitted entry is raised to DREAM_VALIDATED_CONFIDENCE (0.7).
-
-Dream yield (revisions rev. 12) = share of staged items that reached validated; healthy 10–30%.
+Dream outputs never enter the Grimoire directly: they move hypothesis → partially_validated → validated. A grounded
+threat rehearsal starts partially validated and its warning and guard enter at confidence 0.3; a REM hypothesis
+waits for a waking tick that corroborates it; a second corroboration raises the entry to 0.7. Dream yield = share
+of staged items that reached validated (healthy 10–30 %). Why: docs/design/dreams.md#staging.
 """
 
 from __future__ import annotations
@@ -26,11 +18,11 @@ from pydantic import BaseModel, Field
 
 from golem.layout import DataLayout
 
-DREAM_ENTRY_CONFIDENCE = 0.3  # grimoire "Dream-sourced entries enter the Grimoire at confidence 0.3"
-DREAM_VALIDATED_CONFIDENCE = 0.7  # issue 18 / grimoire: validated "at confidence ≥ 0.7"
+DREAM_ENTRY_CONFIDENCE = 0.3  # a dream is a simulation the golem wrote itself: low confidence first
+DREAM_VALIDATED_CONFIDENCE = 0.7  # validated by waking evidence
 CORROBORATIONS_TO_VALIDATE = 2  # ours: one waking confirmation = partial, two = validated
-DREAM_YIELD_HEALTHY = (0.10, 0.30)  # rev. 12 "Dream yield ... 10-30%"
-THREAT_COVERAGE_CYCLES = 7  # rev. 12 "Tier 1 threats rehearsed in last 7 dream cycles"
+DREAM_YIELD_HEALTHY = (0.10, 0.30)  # docs/design/events.md#quality-figures
+THREAT_COVERAGE_CYCLES = 7  # threat coverage: rehearsed in the last 7 dream cycles
 
 
 class StageStatus(str, Enum):
@@ -41,7 +33,7 @@ class StageStatus(str, Enum):
 
 class StageKind(str, Enum):
     HYPOTHESIS = "hypothesis"  # REM: what a counterfactual of a real episode showed
-    THREAT_WARNING = "threat_warning"  # rev. 11: a broken response, in figures
+    THREAT_WARNING = "threat_warning"  # a broken response, in figures
     GUARD = "guard"  # a PLAYBOOK.md guard candidate
 
 
@@ -124,7 +116,7 @@ class StagingBuffer:
         return [i for i in self.all() if i.status != StageStatus.VALIDATED]
 
     def dream_yield(self) -> float | None:
-        """rev. 12: share of staged items that reached validated (None before anything was staged)."""
+        """Share of staged items that reached validated (None before anything was staged)."""
         items = self.all()
         return sum(i.status == StageStatus.VALIDATED for i in items) / len(items) if items else None
 
@@ -194,7 +186,7 @@ def journals(data_dir: Path) -> list[DreamJournal]:
 
 
 def threat_coverage(history: list[DreamJournal], window: int = THREAT_COVERAGE_CYCLES) -> float | None:
-    """rev. 12: share of the Tier 1 threats that apply (due in the newest cycles) rehearsed in the last
+    """Share of the Tier 1 threats that apply (due in the newest cycles) rehearsed in the last
     `window` cycles. None before any cycle named a threat."""
     recent = history[-window:]
     due = {t for j in recent for t in j.threats_due}

@@ -1,18 +1,8 @@
-"""The curator's `dream_priority: high` tags (issue 18; runtime-extensions §21 "dream" scheduler inputs: "curator
-tags (episodes marked dream_priority: high by the curator for contradictory or thin evidence)").
-
-At each delta cycle the curator looks at the acted episodes of the last `window` ticks, grouped by situation
-(regime, the tool acted with):
-- contradictory evidence: the episode's outcome did not verify on chain (the chain contradicted what the
-  simulation expected), or its situation's outcomes disagree (positive and negative both): the episodes on the
-  minority side are tagged (all of them on a tie);
-- thin evidence: its situation has fewer than the curator's MIN_SUPPORT (5) episodes, too few for the curator to
-  consolidate anything from (archetypes memory-consolidator: "REFUSE ... fewer than 5 supporting episodes").
-
-Tags live beside the staging buffer (`<data>/grimoire/dream-staging.sqlite`, table `dream_priority`). The delta
-cycle hands the open count to GolemWorkflow (ConsolidationResult.dream_tags → GolemState.dream_tags), where it is
-the DreamScheduler's tag term; the next dream's NREM replays the tagged episodes first and marks them dreamed.
-An episode is tagged once: a dreamed tag is not reopened.
+"""The curator's `dream_priority: high` tags: episodes whose evidence is contradictory (the chain did not verify
+what the simulation expected, or the situation's outcomes disagree: the minority side is tagged) or thin (fewer
+than MIN_SUPPORT (5) episodes of that situation). Tags live in `<data>/grimoire/dream-staging.sqlite`
+(`dream_priority`); their open count is the DreamScheduler's tag term and the next NREM replays them first.
+An episode is tagged once. Why: docs/design/dreams.md#what-a-dream-replays.
 """
 
 from __future__ import annotations

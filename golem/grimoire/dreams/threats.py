@@ -1,16 +1,10 @@
-"""Dream threat rehearsal (revisions rev. 11) and REM scenarios: what is injected, and how a rehearsal is judged.
+"""Dream threat rehearsal and REM scenarios: what is injected, and how a rehearsal is judged.
 
-Tier 1 threats are the existential ones for this golem's positions (issue 18): a liquidation cascade, the
-oracle lagging or manipulated, the pool drained, gas spiking past the emergency slice, an exit that reverts.
-For each, the golem's own response (its deliberator on the crisis observation) is checked two ways:
-
-- against the live chain today (rev. 11 "Grounding Threat Responses in On-Chain Reality"): the response
-  simulates without revert, its gas fits the §S10 gas partition, and the pool's reserves carry any exit swap
-  at the policy's slippage;
-- end to end on an Anvil fork with the crisis injected (rev. 11 "When full state-override simulation is
-  desired": oracle overrides, liquidity removal, gas spike).
-
-Everything here is pure: the activity (activities/dream.py) does the chain I/O and hands the figures in.
+Tier 1 threats are the existential ones for this golem's positions (liquidation cascade, a lagging or manipulated
+oracle, a drained pool, a gas spike past the emergency slice, a reverting exit). The golem's own response is checked
+against the live chain today (no revert, gas within the partition, reserves carry the exit at the policy's slippage)
+and end to end on an Anvil fork with the crisis injected. Pure: activities/dream.py does the chain I/O.
+Why: docs/design/dreams.md#threat-rehearsal.
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ UNISWAP_V2_FEE = 0.003  # the pair's 0.3% swap fee (Uniswap V2 core)
 # broken (the next tick of the same crash liquidates it). Our choice: the STRATEGY's MUST floor is 1.3, and
 # "survives the crisis" is the weaker test a rehearsal can honestly pass or fail.
 SURVIVAL_HEALTH_FACTOR = 1.0
-# REM depth (issue 18 "a deeper crash"; the numbers are ours): the episode's position is hit by a crash 1.25× the
+# REM depth (the numbers are ours): the episode's position is hit by a crash 1.25× the
 # one that would just liquidate it (HF ∝ price: that crash is 1 − 1/HF), at least a 15% day.
 REM_DEPTH_BEYOND_LIQUIDATION = 1.25
 MIN_REM_SHOCK = 0.15
@@ -90,7 +84,7 @@ class PositionView(BaseModel):
 def tier1_threats(pos: PositionView, rehearsals_per_threat: int = 1) -> list[Scenario]:
     """The Tier 1 threats for these positions, each with the crisis its fork gets.
 
-    `rehearsals_per_threat` 2 = rev. 6 doubling (high volatility or thin liquidity): each threat is also
+    `rehearsals_per_threat` 2 = doubled (high volatility or thin liquidity): each threat is also
     rehearsed at a harsher setting."""
     out: list[Scenario] = []
     hf = pos.health_factor
@@ -171,7 +165,7 @@ class ResponseCheck(BaseModel):
     executed: bool | None = None  # fork only: sent and mined without revert
     gas_units: int = 0
     gas_usd: float = 0.0
-    gas_allowance_usd: float = 0.0  # the §S10 emergency slice: what the partition keeps for protective actions
+    gas_allowance_usd: float = 0.0  # the emergency slice: what the partition keeps for protective actions
     gas_partition_usd: float = 0.0  # the whole day's gas partition (0: not known)
     exit_impact_bps: float | None = None
     max_slippage_bps: float | None = None
@@ -181,7 +175,7 @@ class ResponseCheck(BaseModel):
 
 
 class ThreatRehearsalResult(BaseModel):
-    """rev. 11 ThreatRehearsalResult: one scenario's grounded verdict, kept in the dream journal."""
+    """One scenario's grounded verdict, kept in the dream journal."""
 
     scenario: str
     threat: ThreatKind | None = None
@@ -212,7 +206,7 @@ def judge(scenario: Scenario, live: ResponseCheck | None, fork: ResponseCheck | 
             problems.append(f"{'; '.join(chk.actions)} reverts {at}: {chk.revert_reason or 'no reason'}")
         if chk.executed is False and chk.simulates:
             problems.append(f"{'; '.join(chk.actions)} failed when sent {at}: {chk.revert_reason or 'no reason'}")
-        # rev. 11 "Gas budget validation": the full sequence against the gas partition. §S10's gate is per action,
+        # the full sequence against the gas partition. The gas gate is per action,
         # and a protective action is never deferred (golem/safety/gas.py): it spends the routine share left, then
         # the emergency slice, then proceeds over budget. So a sequence over the slice alone still runs (a note:
         # on a day whose routine share is spent it overdraws the partition); over the whole day's partition it is

@@ -1,20 +1,10 @@
-"""An in-memory index over the episodes' vectors and summary terms for retrieval (ours, issue 15: retrieval p50
-≤ 30 ms at 10k episodes + 2k entries in bench/grimoire.py).
+"""An in-memory index over the episodes' vectors and summary terms for retrieval.
 
-LanceDB's hybrid query (vector leg + BM25 leg + RRF rerank) cost 1.5–2.5× an exact vector query on the same table;
-the vectors of 10k WordLlama-256 episodes are 10 MB and an exact scan is one matrix-vector product (~0.1 ms). So the
-retrieve step keeps, per episodes table, the ids, ticks, vectors and term postings of every episode, and asks
-the scalar fields retrieval scores with (SCALARS: tier, confidence, strength, last access, …), so a query reads
-nothing from disk.
-
-Kept current cheaply: the store reports its own writes (`note_merge` with the rows it wrote, `note_update` with the
-scalar changes it made) and the index applies them in place when nothing else moved the table in between; any other
-version change (another process, compaction, an overwrite) rebuilds it whole on the next query (well under a second
-per 10k rows). Above MAX_ROWS episodes retrieval goes back to LanceDB (ANN).
-
-Snapshots: each version is an EpisodeIndex of its own `n` rows over shared, append-only storage (buffers with spare
-capacity, lists, posting lists in row order), so a write costs what it adds, and a query keeps reading the snapshot
-it started with while a write appends rows past its `n`.
+An exact scan of the vectors is one matrix-vector product, cheaper than LanceDB's hybrid query, so the retrieve step
+keeps per episodes table the ids, ticks, vectors, term postings and scored scalars, and a query reads nothing from
+disk. The store reports its own writes and the index applies them in place; any other version change rebuilds it.
+Above MAX_ROWS retrieval goes back to LanceDB (ANN). Each version is a snapshot of its own `n` rows over shared,
+append-only storage, so a query keeps reading its snapshot while a write appends. See docs/design/grimoire.md#retrieval.
 """
 
 from __future__ import annotations

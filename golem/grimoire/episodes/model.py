@@ -1,4 +1,4 @@
-"""The episode: one per tick (grimoire "Episodes", "Episode Struct"; heartbeat §S6 "The record IS the episode").
+"""The episode: one per tick.
 
 The model (`Episode` and its vocabularies: type, outcome, importance, the PAD-octant emotional tag) and the mapping
 from a tick's DecisionCycleRecord to its episode (`episode_from_record`, `importance_of`). Pure: no storage here —
@@ -28,7 +28,7 @@ def episode_id(golem_id: str, tick: int) -> str:
 
 
 class EpisodeType(str, Enum):
-    """grimoire "Episodes", Episode types table: the three this runtime produces (clade_alert,
+    """Episode types: the three this runtime produces (clade_alert,
     replicant_report and coordination_intent need peers it does not have)."""
 
     OBSERVATION = "observation"  # market snapshot, every tick
@@ -37,7 +37,7 @@ class EpisodeType(str, Enum):
 
 
 class EpisodeOutcome(str, Enum):
-    """grimoire "Episode Struct" `Outcome`: Positive | Negative | Neutral | Descriptive(String) — the
+    """An episode's outcome: Positive | Negative | Neutral | Descriptive(String) — the
     descriptive text is the episode's summary."""
 
     POSITIVE = "positive"
@@ -47,7 +47,7 @@ class EpisodeOutcome(str, Enum):
 
 
 class Importance(str, Enum):
-    """grimoire "Episode Struct" `ImportanceLevel`; see `importance_of` for the rule."""
+    """How much an episode matters; see `importance_of` for the rule."""
 
     ROUTINE = "routine"
     NOTABLE = "notable"
@@ -67,7 +67,7 @@ PAD_OCTANTS = {
     (1, -1, -1): "docile", (-1, 1, 1): "hostile",
 }
 PAD_NEUTRAL_RADIUS = 0.1  # ours: an affect vector shorter than this (in the [-1, 1]^3 cube) is "neutral"
-# ours (the spec gives no width): a pleasure within ±this has no valence, so the octant is "neutral" — without it
+# ours: a pleasure within ±this has no valence, so the octant is "neutral" — without it
 # a calm golem near its baseline flips between relaxed and disdainful on noise. The radius's width, on one axis.
 PAD_NEUTRAL_PLEASURE = 0.05
 EMOTIONAL_TAGS = frozenset([*PAD_OCTANTS.values(), "neutral"])
@@ -118,7 +118,7 @@ class Episode(BaseModel):
     outcome_verified: bool | None = None
     utility: float = Field(default=0.0, ge=0.0, le=1.0)  # Mattar–Daw gain × need, see dreams/replay.py
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
-    strength: float = Field(default=1.0, ge=1.0)  # grimoire "Confidence and Decay": starts at 1
+    strength: float = Field(default=1.0, ge=1.0)  # starts at 1
     decay_class: DecayClass = DecayClass.TACTICAL
     quality: float = Field(default=0.5, ge=0.0, le=1.0)
     last_accessed_tick: int | None = None  # defaults to the creation tick (grimoire: "lastAccessed: creation time")
@@ -127,7 +127,7 @@ class Episode(BaseModel):
     strategy: str | None = None  # strategy scope for PLAYBOOK sections; None = global
     dream_validated: bool = False  # demurrage class D modifier
     last_replayed_tick: int | None = None  # makes dream strengthening idempotent per dream
-    # grimoire "Episode Struct" (summary is the spec's `text`, tick its `tick_id`). None = derive from the
+    # The episode's descriptive fields. None = derive from the
     # fields above (episodes built without a record: older exports and tables, hand-written incidents).
     episode_type: EpisodeType | None = None
     tool: str | None = None  # tool that produced it: "heartbeat" for an observation, else the first action's tool
@@ -137,14 +137,14 @@ class Episode(BaseModel):
     timestamp_ms: int | None = None  # unix ms; default: created_at
     importance: Importance | None = None
     consolidated: bool = False  # true once the delta cycle's distillation (ExpeL) has processed it
-    action_tools: list[str] = Field(default_factory=list)  # the spec's `actions`: tools called during the tick
+    action_tools: list[str] = Field(default_factory=list)  # tools called during the tick
     emotional_tag: str | None = None  # PAD-derived (pad_label); None = not recorded
     gain: float | None = Field(default=None, ge=0.0, le=1.0)  # replay gain (decay.replay_gain); default from pnl/PE
 
     @field_validator("regime", mode="before")
     @classmethod
     def _regime(cls, v: Any) -> Any:
-        # §S9 vocabulary; foreign labels (bull, calm, crash, ...) mapped or refused by name (issue 15)
+        # the regime detector's vocabulary; foreign labels (bull, calm, crash, ...) mapped or refused by name
         if isinstance(v, MarketRegime):
             return v
         return normalise_regime(v) or MarketRegime.UNKNOWN.value
@@ -202,11 +202,11 @@ class Episode(BaseModel):
         return self.actions > 0
 
 
-EMERGENCY_PROBES = ("kill_switch", "circuit_breaker")  # a HIGH reading of these halts the golem (heartbeat §S9)
+EMERGENCY_PROBES = ("kill_switch", "circuit_breaker")  # a HIGH reading of these halts the golem
 
 
 def importance_of(record: DecisionCycleRecord) -> Importance:
-    """grimoire "Episode Struct" ImportanceLevel, derived deterministically from the record (ours):
+    """The importance level, derived deterministically from the record (ours):
 
     emergency  the kill switch or the circuit breaker probe reads HIGH, or the outcome broke an invariant
                (a safety incident)
@@ -246,7 +246,7 @@ def episode_from_record(
     confidence: float = 0.5,
     quality: float = 0.5,
 ) -> Episode:
-    """The tick's episode, built from its DecisionCycleRecord (heartbeat §S6: "The record IS the episode")."""
+    """The tick's episode, built from its DecisionCycleRecord ("The record IS the episode")."""
     acted = [a for a in record.actions if a.status in (ActionStatus.EXECUTED, ActionStatus.FAILED)]
     parts = [
         f"Tick {record.tick}: {record.regime.value.replace('_', ' ')} regime, gate chose {record.tier.value} "
@@ -270,7 +270,7 @@ def episode_from_record(
         parts.append(f"Outcome {verdict}{pnl_text}.")
     if record.active_interventions:
         parts.append("Owner said: " + "; ".join(i.message for i in record.active_interventions) + ".")
-    if record.phase_transition:  # issue 17: each behavioural phase transition is an episode
+    if record.phase_transition:  # each behavioural phase transition is an episode
         v = record.vitality
         parts.append(f"Phase transition {record.phase_transition}: vitality {v.composite:.3f} (economic "
                      f"{v.economic:.3f}, epistemic {v.epistemic:.3f}, stochastic {v.stochastic:.3f}).")
@@ -322,7 +322,7 @@ def episode_from_record(
         timestamp_ms=_timestamp_ms(created_at),
         importance=importance_of(record),
         action_tools=tools,
-        # the affect the tick left the golem in; no tag while nothing appraises it (pad_after absent, issue 17)
+        # the affect the tick left the golem in; no tag while nothing appraises it (pad_after absent)
         emotional_tag=pad_label(pad.pleasure, pad.arousal, pad.dominance) if pad is not None else None,
         gain=gain,
     )

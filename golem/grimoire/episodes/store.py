@@ -1,21 +1,9 @@
-"""Episodic memory: the store keeping one Episode per tick in a LanceDB table (grimoire "Episodes", "Three-Store
-Split"). The episode itself and its mapping from a tick's record are in episodes/model.py.
+"""Episodic memory: the store keeping one Episode per tick in a LanceDB table (the model: episodes/model.py).
 
-Writes are keyed by episode id (`<golem_id>:tick:<n>`) and go through `merge_insert`, so a retried
-activity overwrites its own row instead of adding a second one (ARCHITECTURE "Side effects that
-must happen once"). Lifecycle fields (retention, strength, access) live beside the vector and
-follow decay.py.
-
-Every row carries the identity of the model that embedded it (`embedding_model`, `embedding_version`,
-`embedding_dim`; revisions Rev. 8 "Every vector carries metadata"), and so does the table (schema
-metadata). A different configured model re-embeds the whole table and writes it back in one commit
-(`reembed`), never part of it (Rev. 8 "Never partially re-embed"). While the grimoire is paused
-(store/guard.py, Rev. 8 "Critical threshold → pause writes") rows that would need a new vector are queued
-instead of written.
-
-A table written by older code (without the Episode fields added since) is migrated when opened: every
-row is kept, the new fields get the defaults `Episode` derives from the old ones, and the table is
-rewritten in one commit. Its vectors' version is unknown, so it is then re-embedded like any switch.
+Writes are keyed by episode id (`<golem_id>:tick:<n>`) through `merge_insert`, so a retried activity overwrites its
+own row. Every row and the table carry the embedding model's identity; a different model re-embeds the whole table
+in one commit, and while the grimoire is paused rows needing a vector are queued. A table written by older code is
+migrated when opened (every row kept) and re-embedded. See docs/design/grimoire.md#embeddings.
 """
 
 from __future__ import annotations
@@ -49,7 +37,7 @@ REEMBED_BATCH = 2048  # rows embedded per batch during a full re-embed
 
 
 class DecayReport(BaseModel):
-    """grimoire "Events": GrimoireDecay { entries_decayed, avg_confidence_before, avg_confidence_after }."""
+    """GrimoireDecay { entries_decayed, avg_confidence_before, avg_confidence_after }."""
 
     now_tick: int
     scanned: int = 0
@@ -125,8 +113,8 @@ class EpisodeStore(VectorTable):
 
     `guard`: the write pause + pending queue (default: the one of the folder holding `path`, i.e. the
     grimoire directory shared with the semantic store). `on_model_switch`: what to do when the table was
-    embedded with another {model, version, dim} than `embedder` — "reembed" (the worker: a full re-embed,
-    Rev. 8), "error" (a clear error naming both), or "ignore" (read-only inspection such as stats; searches
+    embedded with another {model, version, dim} than `embedder` — "reembed" (the worker: a full re-embed),
+    "error" (a clear error naming both), or "ignore" (read-only inspection such as stats; searches
     and writes still refuse to mix). `retention`: which table versions cleanup keeps, and after how many of this
     store's writes it runs its upkeep (store/lance.py).
     """
@@ -205,7 +193,7 @@ class EpisodeStore(VectorTable):
 
     def reembed(self, *, hold: bool = True) -> int:
         """Re-embed every episode from its summary with this store's embedder and rewrite the table in one
-        commit (Rev. 8: a model switch re-embeds everything, never part of it). While it runs the store is
+        commit (a model switch re-embeds everything, never part of it). While it runs the store is
         paused (`reembed-episodes`) so writers in other processes queue instead of being overwritten; the
         queue is flushed before the pause is lifted. Returns the number of rows re-embedded."""
         with self.guard.holding("reembed-episodes", {"model": self.identity.as_dict()}, self.flush_pending,
@@ -314,7 +302,7 @@ class EpisodeStore(VectorTable):
         return before - self.count()
 
     def mark_accessed(self, ids: list[str], tick: int) -> int:
-        """A DECIDING retrieval used these episodes: reset their decay clock (grimoire "Decay Formula").
+        """A DECIDING retrieval used these episodes: reset their decay clock.
 
         Strength is untouched: it only grows on retrieval + positive outcome (`reinforce`).
         Returns the number of rows touched.
@@ -325,8 +313,8 @@ class EpisodeStore(VectorTable):
                                   "retention": "1.0"}, py={"last_accessed_tick": lambda _: int(tick)})
 
     def mark_consolidated(self, ids: list[str]) -> int:
-        """The delta cycle's distillation (ExpeL) has processed these episodes (grimoire "Episode Struct":
-        consolidated). Idempotent; returns how many rows changed from false to true."""
+        """The delta cycle's distillation (ExpeL) has processed these episodes (its
+        `consolidated` flag). Idempotent; returns how many rows changed from false to true."""
         if not ids:
             return 0
         return self._update(list(dict.fromkeys(ids)), {"consolidated": "true"}, " AND consolidated = false", py={})
@@ -432,7 +420,7 @@ class EpisodeStore(VectorTable):
         tick_seconds: float = DEFAULT_TICK_SECONDS,
         prune_floor: float = PRUNE_FLOOR,
     ) -> DecayReport:
-        """Recompute retention of every episode as of `now_tick` (grimoire "Decay Formula").
+        """Recompute retention of every episode as of `now_tick`.
 
         `decayed` counts rows whose retention went down; `below_prune_floor` counts non-structural
         episodes whose effective confidence is under the Curator's 0.1 prune threshold.

@@ -1,6 +1,6 @@
-"""The episode writes a tick makes beyond its own episode (issue 13: domain logic out of the worker layer).
+"""The episode writes a tick makes beyond its own episode (domain logic out of the worker layer).
 
-A safety incident is remembered at confidence 1.0 (issue 4); a reorg re-marks the episode of the tick whose
+A safety incident is remembered at confidence 1.0; a reorg re-marks the episode of the tick whose
 transactions left the chain; a tick's episode is keyed by golem, tick and run, so a retried reflect
 overwrites instead of duplicating, and another run of the tick (a reset, a rerun) is kept beside the first.
 """

@@ -1,13 +1,9 @@
-"""PLAYBOOK.md compilation (grimoire "PLAYBOOK.md as Living Strategy Document").
+"""PLAYBOOK.md compilation.
 
-The Curator compiles heuristics with confidence >= 0.7 ("Curator Cycle" step 2: "Heuristics with
-confidence >= 0.7 are promoted to PLAYBOOK.md") into a `## Global` section and one
-`## Strategy: <id>` section per strategy scope. The file's first line carries its revision.
-
-Every revision is versioned (issue 6: "every revision versioned (diff history, rollback)"): its full text,
-sha256, tick and reason go to a `playbook_revisions` table in the heuristics SQLite file. History is
-append-only: `rollback(n)` writes revision n's text back as a *new* revision, through the same safety
-guard, and the Curator leaves a rollback in place until its compiled content changes.
+The Curator compiles heuristics with confidence >= 0.7 into a `## Global` section and one `## Strategy: <id>`
+section per strategy scope; the file's first line carries its revision. Every revision (text, sha256, tick,
+reason) is kept in `playbook_revisions`; history is append-only: `rollback(n)` writes revision n back as a *new*
+revision through the same safety guard. See docs/design/grimoire.md#playbookmd.
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ from pydantic import BaseModel
 from golem.grimoire.playbook.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
 from golem.storage import connect, immediate_tx, init_db
 
-PROMOTION_THRESHOLD = 0.7  # grimoire "Curator Cycle" step 2
+PROMOTION_THRESHOLD = 0.7  # heuristics at or above it are promoted
 HEADER_RE = re.compile(r"^<!-- golem PLAYBOOK revision: (\d+) -->\s*$")
 
 

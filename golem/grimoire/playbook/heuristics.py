@@ -1,9 +1,8 @@
 """Heuristics (procedural memory rows) in SQLite, and their distillation from episodes.
 
-grimoire "Three-Store Split": heuristics are SQLite rows (WAL for concurrent reads); a new heuristic
-starts at confidence 0.5 and each independent validation upvotes it by +0.1 ("GrimoireEntry Types",
-"Confidence scores use asymmetric upvote/downvote (+0.1 / -0.15)"); the Curator compiles those at
->= 0.7 into PLAYBOOK.md (see playbook/compile.py).
+Heuristics are SQLite rows (WAL for concurrent reads); a new one starts at confidence 0.5, each independent
+validation adds 0.1 and a contradiction takes 0.15 (asymmetric on purpose); the Curator compiles those at >= 0.7
+into PLAYBOOK.md (playbook/compile.py). See docs/design/grimoire.md#playbookmd.
 """
 
 from __future__ import annotations
@@ -24,14 +23,14 @@ from pydantic import BaseModel, Field
 from golem.grimoire.episodes.model import Episode
 from golem.storage import connect, init_db
 
-INITIAL_CONFIDENCE = 0.5  # grimoire "GrimoireEntry Types": Heuristic 0.5 initial
-UPVOTE = 0.1  # grimoire "Three-Store Split": +0.1 per confirmation
+INITIAL_CONFIDENCE = 0.5  # Heuristic 0.5 initial
+UPVOTE = 0.1  # +0.1 per confirmation
 DOWNVOTE = 0.15  # ... and -0.15 per contradiction
-PROMOTE_AT = 0.7  # grimoire "Curator Cycle" step 2: heuristics >= 0.7 are promoted to PLAYBOOK.md
-DEMOTE_BELOW = 0.4  # grimoire "Curator Cycle" step 3: active entries below 0.4 leave PLAYBOOK.md (row kept)
-CONFIDENCE_FLOOR = 0.05  # grimoire "ExpeL Distillation": downvotes never push below the 0.05 floor
+PROMOTE_AT = 0.7  # heuristics >= 0.7 are promoted to PLAYBOOK.md
+DEMOTE_BELOW = 0.4  # active entries below 0.4 leave PLAYBOOK.md (row kept)
+CONFIDENCE_FLOOR = 0.05  # downvotes never push below the 0.05 floor
 INITIAL_IMPORTANCE = 2  # ExpeL (Zhao et al. 2023): an ADDed insight starts with importance 2; at 0 it is retired
-MIN_PATTERN_SUPPORT = 3  # a pattern must recur >= 3 times before it becomes a rule (revisions Rev. 7: "clusters with 3+ episodes")
+MIN_PATTERN_SUPPORT = 3  # a pattern must recur >= 3 times before it becomes a rule ("clusters with 3+ episodes")
 GLOBAL_SCOPE = "global"
 
 _SCHEMA = """
@@ -48,7 +47,7 @@ CREATE TABLE IF NOT EXISTS heuristics (
     UNIQUE (scope, norm_text)
 );
 CREATE INDEX IF NOT EXISTS idx_heuristics_confidence ON heuristics(confidence DESC);
--- issue 16: a keyed vote (the Curator's cycle) is applied once, in the transaction that applies it
+-- a keyed vote (the Curator's cycle) is applied once, in the transaction that applies it
 CREATE TABLE IF NOT EXISTS votes_applied (key TEXT NOT NULL, heuristic_id TEXT NOT NULL, net INTEGER NOT NULL,
     PRIMARY KEY (key, heuristic_id));
 -- a learned rule's measured effect: its trials on the golem's own recent rows, with and without it
@@ -59,7 +58,7 @@ CREATE TABLE IF NOT EXISTS heuristic_trials (heuristic_id TEXT NOT NULL, tick IN
     occasion TEXT NOT NULL, verdict TEXT NOT NULL, result TEXT NOT NULL, created_at TEXT NOT NULL,
     run TEXT NOT NULL DEFAULT '', PRIMARY KEY (heuristic_id, tick, run));
 """
-# issue 16: PLAYBOOK membership with hysteresis (in at 0.7, out below 0.4), ExpeL importance, retirement
+# PLAYBOOK membership with hysteresis (in at 0.7, out below 0.4), ExpeL importance, retirement
 _COLUMNS_ADDED = (
     ("status", "TEXT NOT NULL DEFAULT 'candidate'"),  # candidate | active (in PLAYBOOK.md) | retired
     ("importance", f"INTEGER NOT NULL DEFAULT {INITIAL_IMPORTANCE}"),
@@ -72,7 +71,7 @@ HELD = ("demoted", "no effect")  # trial verdicts that keep a rule out of PLAYBO
 
 
 def status_after(confidence: float, importance: int, status: str, held: bool = False) -> str:
-    """PLAYBOOK membership after a change (grimoire "Curator Cycle" steps 2-3, ExpeL importance); a rule its trial
+    """PLAYBOOK membership after a change (promotion and demotion, ExpeL importance); a rule its trial
     held back stays a candidate whatever its votes (docs/design/learning.md)."""
     if status == "retired" or importance <= 0:
         return "retired"
@@ -233,7 +232,7 @@ class HeuristicStore:
             return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (hid,)).fetchone())
 
     def downvote(self, heuristic_id_: str) -> Heuristic:
-        """Contradicting evidence: confidence -0.15 (grimoire "Three-Store Split")."""
+        """Contradicting evidence: confidence -0.15."""
         with closing(self._connect()) as conn, conn:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone()
@@ -247,7 +246,7 @@ class HeuristicStore:
 
     def vote(self, heuristic_id_: str, net: int, tick: int, text: str | None = None, *,
              key: str | None = None) -> Heuristic:
-        """The Curator's batched UPVOTE/DOWNVOTE (grimoire "Curator Cycle" step 1: 3 up and 1 down net to +2):
+        """The Curator's batched UPVOTE/DOWNVOTE (3 up and 1 down net to +2):
         confidence +0.1 per net upvote, -0.15 per net downvote, floor 0.05; importance moves by `net` (ExpeL);
         PLAYBOOK membership follows (in at 0.7, out below 0.4); importance 0 retires the row, which is kept.
         `text` replaces the wording (EDIT), keeping the id. A `key` (the Curator's "curator:<cycle tick>") makes the
@@ -342,7 +341,7 @@ class HeuristicStore:
 def derive_heuristics_from_episodes(
     episodes: builtins.list[Episode], min_support: int = MIN_PATTERN_SUPPORT
 ) -> builtins.list[tuple[str, str, str]]:
-    """ExpeL-style distillation without an LLM (grimoire "Curator Cycle": heuristicExtraction, zero cost).
+    """ExpeL-style distillation without an LLM (zero cost).
 
     Groups episodes by (strategy scope, regime, tier, acted). A group seen at least `min_support`
     times becomes one rule computed from its members. Returns one (text, scope, episode_id) per

@@ -1,10 +1,8 @@
-"""rev. 12's heuristic survival rate: the share of promoted PLAYBOOK heuristics still in force 100 ticks after they
-entered (revisions-grounding "Revision 12": healthy 40-70 %, alarm below 20 % or above 90 %), read from the PLAYBOOK
-revision history (`playbook_revisions` in <data>/grimoire/heuristics.sqlite; issue 16).
-
-A heuristic is *new* when it first appears in a compiled revision (ids in `inherited` are not new); it *survives* when
-the revision in force `horizon` ticks after its entry still lists it. Heuristics that entered fewer than `horizon`
-ticks before `last_tick` are not judged yet.
+"""The heuristic survival rate: the share of promoted PLAYBOOK heuristics still in force 100 ticks after they entered
+(healthy 40–70 %, alarm below 20 % or above 90 %), read from the PLAYBOOK revision history (`playbook_revisions` in
+<data>/grimoire/heuristics.sqlite). A heuristic is *new* when it first appears in a compiled revision (ids in
+`inherited` are not); it *survives* when the revision in force `horizon` ticks later still lists it; ones younger
+than `horizon` at `last_tick` are not judged yet. See docs/design/events.md#quality-figures.
 """
 
 from __future__ import annotations
@@ -15,9 +13,9 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-HORIZON_TICKS = 100  # rev. 12 "% promoted heuristics active after 100 ticks"
-HEALTHY = (0.40, 0.70)  # rev. 12 healthy range
-ALARM_BELOW, ALARM_ABOVE = 0.20, 0.90  # rev. 12 alarm
+HORIZON_TICKS = 100  # judged 100 ticks after entry
+HEALTHY = (0.40, 0.70)  # healthy range
+ALARM_BELOW, ALARM_ABOVE = 0.20, 0.90  # alarm: it learns noise, or it never revises
 MIN_JUDGED = 5  # ours: fewer judged heuristics make no rate worth an alert
 
 

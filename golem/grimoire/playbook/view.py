@@ -1,16 +1,9 @@
-"""PLAYBOOK.md as a view of the admitted semantic store (issue 16).
+"""PLAYBOOK.md as a view of the admitted semantic store (quarantine, decay and supersession respected).
 
-grimoire "PLAYBOOK.md as Living Strategy Document" / "Curator Cycle" and issue 16: "PLAYBOOK.md is compiled from
-the admitted semantic store (quarantine, decay and supersession respected)". Every heuristic that would enter
-PLAYBOOK.md — a distilled owner-facing heuristic, a learned rule the Curator ADDed, a dream guard issue 18 raised
-to 0.7 — is first offered to the admission gate (rev. 3 A-MAC, the hallucination firewall) as a HEURISTIC entry
-whose id is the heuristic's id (so `deliberation.rules_applied[].entry_id` names both). The link (which entry
-holds it, what the gate did) is kept in the heuristics file, `heuristic_admission`.
-
-A heuristic is compiled when its row is in PLAYBOOK (voted confidence in at >= 0.7, out below 0.4: the hysteresis
-of heuristics.status_after) AND its linked entry is admitted (not rejected, not quarantined — a released quarantine
-row counts through the entry it released to), in force (`valid_until` unset: not superseded), not in cold storage,
-and its effective confidence (confidence × Ebbinghaus retention, grimoire "Decay Formula") is >= 0.4.
+Every heuristic that would enter PLAYBOOK.md is first offered to the admission gate as a HEURISTIC entry whose id is
+the heuristic's id (the link is kept in `heuristic_admission`). A heuristic is compiled when its votes keep it in
+(in at >= 0.7, out below 0.4), its entry is admitted, in force and not in cold storage, and its effective confidence
+is >= 0.4. Why: docs/design/grimoire.md#playbookmd.
 """
 
 from __future__ import annotations
@@ -38,7 +31,7 @@ CREATE TABLE IF NOT EXISTS heuristic_admission (
     tick INTEGER NOT NULL
 );
 """
-SUMMARY_LIMIT = 10  # ours: ids per list in ConsolidationResult.playbook_view (histories stay lean, issue 12)
+SUMMARY_LIMIT = 10  # ours: ids per list in ConsolidationResult.playbook_view (histories stay lean)
 
 
 class Link(BaseModel):

@@ -1,26 +1,11 @@
-"""Grimoire Admission Gate (revisions Rev. 3, A-MAC five factors) with write-time conflict handling.
+"""Grimoire Admission Gate (five weighted factors) with write-time conflict handling.
 
     score = 0.25·future_utility + 0.25·factual_confidence + 0.20·novelty + 0.15·recency + 0.15·type_prior
     score < 0.45 → rejected; 0.45–0.55 → admitted at confidence 0.3; > 0.55 → admitted at its own confidence.
 
-Against the nearest neighbours (the novelty factor's LanceDB search):
-- cosine > 0.95, same type and polarity → SKIP as a duplicate, but its evidence merges into the existing entry;
-- cosine > 0.90, same type and polarity → MERGE: existing entry +1 validation, +0.1 confidence, parents unioned;
-- a contradiction (close neighbour, opposite polarity) of a high-confidence (>= 0.7) entry when the candidate's
-  factual confidence < 0.3 → hallucination firewall: quarantined_entries;
-- a contradiction the candidate wins (more evidence, and newer — Rev. 7 step 4) → the old entry gets
-  `valid_until` and a contradiction (-0.15), the new one is admitted.
-Warnings bypass the composite (Rev. 3 "The Bridge": safety-critical, novelty check only).
-
-Future utility: `utility_fn(entry) -> float` when an inference router is configured (one Haiku call in the
-spec, golem/inference/admission_utility.py, scored before admission); otherwise `estimate_future_utility`, a
-deterministic estimate. It is asked only when the composite decides the outcome (`Assessment.needs_utility`).
-
-Quarantine review (Rev. 3 "reviewed next Curator cycle"): at every delta cycle each pending row is re-examined.
-When every entry it contradicted is gone (cold storage), superseded (valid_until), weakened below 0.7, or
-outweighed (the candidate, whose repeats add their episodes to the pending row, now has more evidence and is
-newer), it goes through `admit()` again. A row still contradicted after QUARANTINE_MAX_REVIEWS reviews is
-dropped. Released and dropped rows stay in quarantined_entries with their resolution (the audit).
+Near neighbours are skipped or merged, a weak contradiction of a confident entry is quarantined (the hallucination
+firewall), a contradiction the candidate wins supersedes the old entry; warnings face the novelty check only.
+Future utility: golem/inference/admission_utility.py. Rules, quarantine review, why: docs/design/grimoire.md#admission.
 """
 
 from __future__ import annotations
@@ -39,19 +24,19 @@ from golem.grimoire.semantic.store import EntryType, GrimoireEntry, SemanticStor
 from golem.models.golem import QuarantineOutcome
 
 WEIGHTS = {"future_utility": 0.25, "factual_confidence": 0.25, "novelty": 0.20, "recency": 0.15, "type_prior": 0.15}
-REJECT_BELOW = 0.45  # Rev. 3
-LOW_ADMIT_BELOW = 0.55  # Rev. 3: 0.45–0.55 admitted at confidence 0.3
+REJECT_BELOW = 0.45
+LOW_ADMIT_BELOW = 0.55  # 0.45–0.55 admitted at confidence 0.3
 LOW_ADMIT_CONFIDENCE = 0.3
-SKIP_COSINE = 0.95  # Rev. 3 novelty: > 0.95 → SKIP
-MERGE_COSINE = 0.90  # Rev. 3 novelty: > 0.9 → MERGE; Rev. 7 step 3
-OFF_TOPIC_COSINE = 0.5  # Rev. 3 novelty: < 0.5 → flag off-topic
+SKIP_COSINE = 0.95  # novelty: > 0.95 → SKIP
+MERGE_COSINE = 0.90  # novelty: > 0.9 → MERGE
+OFF_TOPIC_COSINE = 0.5  # novelty: < 0.5 → flag off-topic
 CONTRADICTION_COSINE = 0.75  # ours: how close two statements must be to be "about the same thing"
-HIGH_CONFIDENCE = 0.7  # the promotion threshold (grimoire "Curator Cycle") is what "high confidence" means here
-FIREWALL_FACTUAL = 0.3  # Rev. 3 hallucination firewall
-UPVOTE, DOWNVOTE = 0.1, 0.15  # grimoire "Three-Store Split"
+HIGH_CONFIDENCE = 0.7  # the promotion threshold is what "high confidence" means here
+FIREWALL_FACTUAL = 0.3  # hallucination firewall
+UPVOTE, DOWNVOTE = 0.1, 0.15  # asymmetric: a contradiction weighs more
 RECENCY_TIME_CONSTANT_TICKS = 1440.0  # ours: one day of 60 s ticks
 
-# Rev. 3 content type priors; DreamJournal is the staging-buffer output, treated as a strategy fragment.
+# content type priors; DreamJournal is the staging-buffer output, treated as a strategy fragment.
 TYPE_PRIORS: dict[EntryType, float] = {
     EntryType.WARNING: 0.9,
     EntryType.CAUSAL_LINK: 0.7,
@@ -60,7 +45,7 @@ TYPE_PRIORS: dict[EntryType, float] = {
     EntryType.STRATEGY_FRAGMENT: 0.4,
     EntryType.DREAM_JOURNAL: 0.4,
 }
-OBSERVATION_PRIOR = 0.2  # Rev. 3 "Observation (ephemeral)"
+OBSERVATION_PRIOR = 0.2  # observations are ephemeral
 
 _NEG = re.compile(
     r"\b(not|no|never|avoid|don't|doesn't|didn't|cannot|fails?|failed|loses?|lost|losing|falls?|fell|drops?|dropped|"
@@ -78,7 +63,7 @@ def polarity(text: str) -> int:
 
 
 def estimate_future_utility(entry: GrimoireEntry) -> float:
-    """Deterministic stand-in for the Rev. 3 Haiku question: specific, actionable, conditioned text scores higher."""
+    """Deterministic stand-in for the future-utility question: specific, actionable, conditioned text scores higher."""
     text = entry.content.lower()
     score = 0.3
     if re.search(r"\d", text):
@@ -93,7 +78,7 @@ def estimate_future_utility(entry: GrimoireEntry) -> float:
 
 
 class ArtifactQuality(BaseModel):
-    """Artifact quality scoring (revisions Rev. 5): five weighted dimensions minus 0.1 per red flag, in [0, 1]."""
+    """Artifact quality scoring: five weighted dimensions minus 0.1 per red flag, in [0, 1]."""
 
     specificity: float
     actionability: float
@@ -105,13 +90,13 @@ class ArtifactQuality(BaseModel):
     score: float
 
 
-# Rev. 5 weights; dream hypotheses: specificity 0.10 and consistency 0.25 ("Dream-specific calibration"). The
-# Rev. 5 dream row leaves 0.15 unassigned after those two changes; we hand it to novelty so weights sum to 1.
+# Artifact quality weights; dream hypotheses: specificity 0.10 and consistency 0.25. The
+# dream row leaves 0.15 unassigned after those two changes; we hand it to novelty so weights sum to 1.
 QUALITY_WEIGHTS = {"specificity": 0.25, "actionability": 0.25, "novelty": 0.20, "verifiability": 0.15,
                    "consistency": 0.15}
 DREAM_QUALITY_WEIGHTS = {"specificity": 0.10, "actionability": 0.25, "novelty": 0.25, "verifiability": 0.15,
                          "consistency": 0.25}
-RED_FLAG_PENALTY = 0.1  # Rev. 5: -0.1 each
+RED_FLAG_PENALTY = 0.1  # -0.1 each
 
 _NUMBER = re.compile(r"(?<![a-z])\d+(?:\.\d+)?")
 _ADDRESS = re.compile(r"\b0x[0-9a-f]{6,}\b")
@@ -138,7 +123,7 @@ _STOPWORDS = {"the", "and", "for", "with", "that", "this", "are", "was", "its", 
 
 
 def _tautology(text: str) -> bool:
-    """"X when X"-shaped content: the condition restates the conclusion (Rev. 5 "tautological content")."""
+    """"X when X"-shaped content: the condition restates the conclusion."""
     m = re.match(r"(?P<a>.+?)\b(when|if|because)\b(?P<b>.+)", text)
     if not m:
         return False
@@ -148,7 +133,7 @@ def _tautology(text: str) -> bool:
 
 def artifact_quality(content: str, novelty: float, consistency: float, *, evidence: int = 0,
                      dream: bool = False) -> ArtifactQuality:
-    """Score one cognitive artifact at creation time (Rev. 5), rule-based for specificity, actionability,
+    """Score one cognitive artifact at creation time, rule-based for specificity, actionability,
     verifiability and red flags. `novelty` comes from the LanceDB neighbours, `consistency` from the producer
     (regeneration agreement: 1.0 for a deterministic distiller, measured for LLM output). `evidence` is how many
     episodes back the artifact: a causal claim with none is the "unverified causal claim" red flag."""
@@ -194,7 +179,7 @@ class AdmissionDecision(BaseModel):
     superseded: list[str] = Field(default_factory=list)
     conflicts_with: list[str] = Field(default_factory=list)
     flags: list[str] = Field(default_factory=list)
-    quality: ArtifactQuality | None = None  # Rev. 5 score given to the candidate (None when it merged/was skipped)
+    quality: ArtifactQuality | None = None  # artifact quality given to the candidate (None when it merged/was skipped)
 
 
 def composite(factors: dict[str, float]) -> float:
@@ -202,7 +187,7 @@ def composite(factors: dict[str, float]) -> float:
 
 
 def classify(score: float) -> AdmissionAction:
-    """Rev. 3 thresholds, pure."""
+    """The admission thresholds, pure."""
     if not math.isfinite(score):
         raise ValueError(f"admission score must be finite, got {score}")
     if score < REJECT_BELOW:
@@ -242,7 +227,7 @@ def evidence(e: GrimoireEntry) -> int:
 
 
 def outweighs(candidate: GrimoireEntry, e: GrimoireEntry) -> bool:
-    """Rev. 7 step 4 for the firewall: the candidate has more evidence than the entry it contradicts, and is newer."""
+    """For the firewall: the candidate has more evidence than the entry it contradicts, and is newer."""
     return len(candidate.parent_episode_ids) > evidence(e) and candidate.created_tick > e.created_tick
 
 
@@ -277,7 +262,7 @@ def assess(store: SemanticStore, candidate: GrimoireEntry, *, firewall: bool = T
         factual = 0.5
     merge_into = next(((e, c) for e, c in neighbours if c > MERGE_COSINE and e.category == candidate.category
                        and polarity(e.content) * pol >= 0), None)
-    # Hallucination firewall (Rev. 3): contradicts a high-confidence entry and is itself unsupported.
+    # Hallucination firewall: contradicts a high-confidence entry and is itself unsupported.
     firewalled = (firewall and merge_into is None and bool(strong_contra) and factual < FIREWALL_FACTUAL
                   and not all(outweighs(candidate, e) for e in strong_contra))
     return Assessment(vector=vec, neighbours=neighbours, polarity=pol, novelty=novelty, factual=factual, flags=flags,
@@ -304,7 +289,7 @@ def admit(
     a quarantined entry: the hallucination firewall is skipped, and a composite below 0.45 admits it at the
     low confidence 0.3 (flagged) instead of rejecting it — the owner's word stands in for the missing evidence.
 
-    Every candidate gets its Rev. 5 artifact quality here (unless its producer set `quality_score` itself);
+    Every candidate gets its artifact quality here (unless its producer set `quality_score` itself);
     `consistency` is the producer's regeneration agreement — 1.0 for the deterministic distiller, whose
     regeneration is identical by construction."""
     a = assess(store, candidate, firewall=not vouched)
@@ -366,8 +351,8 @@ def admit(
         if action == AdmissionAction.REJECTED:
             return done(action, None)
     else:
-        action = AdmissionAction.ADMITTED  # Rev. 3: warnings bypass the gate
-    # Rev. 7 step 4: a contradiction the candidate wins (more evidence and newer) supersedes the old entry.
+        action = AdmissionAction.ADMITTED  # warnings bypass the gate
+    # a contradiction the candidate wins (more evidence and newer) supersedes the old entry.
     for e, _ in a.contradicted:
         if len(candidate.parent_episode_ids) >= max(1, e.validated_count) and candidate.created_tick >= e.created_tick:
             store.update(e.model_copy(update={"valid_until": tick, "contradicted_count": e.contradicted_count + 1,
@@ -382,7 +367,7 @@ def admit(
 
 def _pending_quarantine_twin(store: SemanticStore, candidate: GrimoireEntry, a: Assessment) -> str | None:
     """The pending quarantine row this candidate repeats: the same id, or a near-duplicate (cosine > 0.9,
-    same type and direction — the merge rule of Rev. 3) of its content."""
+    same type and direction — the merge rule) of its content."""
     pending = [q for q in store.quarantined("pending") if q["entry"].category == candidate.category]
     if any(q["id"] == candidate.id for q in pending):
         return candidate.id
@@ -394,8 +379,8 @@ def _pending_quarantine_twin(store: SemanticStore, candidate: GrimoireEntry, a: 
     return pending[best]["id"] if float(sims[best]) > MERGE_COSINE else None
 
 
-# ---- quarantine review at the next Curator cycle (Rev. 3: "reviewed next Curator cycle") ----------------------
-QUARANTINE_MAX_REVIEWS = 3  # ours: like the three Curator cycles of the pruning rule (Rev. 4), then dropped
+# ---- quarantine review at the next Curator cycle ("reviewed next Curator cycle") ----------------------
+QUARANTINE_MAX_REVIEWS = 3  # ours: like the three Curator cycles of the pruning rule, then dropped
 
 
 class QuarantineAssessment(BaseModel):

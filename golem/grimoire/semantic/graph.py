@@ -1,16 +1,10 @@
 """Causal graph and bi-temporal knowledge graph in the semantic store's SQLite file.
 
-Causal graph (grimoire "SQLite Causal Graph"): weighted edges between entries, BFS up to 3 hops, each
-path scored by Π(weight × recency) with recency = exp(-(now - updated_at)/RECENCY_TICKS) (ours).
-
-Knowledge graph (grimoire bi-temporal `TemporalTriple`): facts (subject, predicate, object) carry valid
-time in blocks (valid_from / valid_until) and transaction time in ticks (tx_from / tx_until). Rows are
-never rewritten in place: a change closes the current version (tx_until) and records a new one, so
-`query_as_known_at` can answer what the golem believed at an earlier tick.
-
-Topology curiosity (grimoire "Feeding the Curiosity Scorer"): an event on an entity 0 or 1 hop from the
-golem's positions gets modifier 1.0, 2 hops 0.5, 3 hops 0.25, unconnected 0.0. The modifier is additive in
-the curiosity composite (golem/cognition/prediction_error.py) and never subtracts.
+Causal graph: weighted edges between entries, searched up to 3 hops, each path scored by Π(weight × recency).
+Knowledge graph: facts (subject, predicate, object) with valid time in blocks and transaction time in ticks; rows
+are never rewritten in place, so `query_as_known_at` answers what the golem believed at an earlier tick.
+Topology curiosity: 0–1 hop 1.0, 2 hops 0.5, 3 hops 0.25, unconnected 0.0 (it only adds to the prediction error).
+See docs/design/grimoire.md#knowledge-graph.
 """
 
 from __future__ import annotations
@@ -28,10 +22,10 @@ from pydantic import BaseModel
 
 from golem.storage import connect, immediate_tx
 
-MAX_HOPS = 3  # grimoire "SQLite Causal Graph": 3 hops default
+MAX_HOPS = 3  # 3 hops default
 RECENCY_TICKS = 1440.0 * 7  # ours: an edge untouched for a week weighs e^-1 as much
-TOPOLOGY_MAX_HOPS = 3  # grimoire "Feeding the Curiosity Scorer": k_hop_neighbors(position, 3, block)
-# grimoire "Feeding the Curiosity Scorer": 0 (the position itself) and 1 hop → 1.0, 2 → 0.5, 3 → 0.25, else 0.0
+TOPOLOGY_MAX_HOPS = 3  # k_hop_neighbors(position, 3, block)
+# 0 (the position itself) and 1 hop → 1.0, 2 → 0.5, 3 → 0.25, else 0.0
 TOPOLOGY_MODIFIER_BY_HOPS = {0: 1.0, 1: 1.0, 2: 0.5, 3: 0.25}
 
 
@@ -133,7 +127,7 @@ class KnowledgeGraph:
     def assert_fact(self, subject: str, predicate: str, obj: str, *, block: int, tick: int,
                     confidence: float = 0.5, exclusive: bool = True) -> str:
         """Record a fact true from `block`. Re-asserting a current fact is a no-op (idempotent: same id, no new
-        version). With `exclusive` (the spec's assert_fact) a current fact with the same subject and predicate
+        version). With `exclusive` (asserting a fact that replaces) a current fact with the same subject and predicate
         but another object is superseded (valid_until = block); `exclusive=False` is for many-valued relations
         (a pool holds two tokens, a golem has several positions), whose removal is an explicit `invalidate`."""
         for name, v in (("subject", subject), ("predicate", predicate), ("object", obj)):
@@ -245,14 +239,14 @@ class KnowledgeGraph:
 
 
 def modifier_for_hops(hops: int | None) -> float:
-    """The spec's table: 0/1 hop → 1.0, 2 → 0.5, 3 → 0.25, farther or unconnected (None) → 0.0."""
+    """The modifier per hop distance: 0/1 hop → 1.0, 2 → 0.5, 3 → 0.25, farther or unconnected (None) → 0.0."""
     return TOPOLOGY_MODIFIER_BY_HOPS.get(hops, 0.0) if hops is not None else 0.0
 
 
 def topology_curiosity_modifier(kg: KnowledgeGraph, event_entity: str | None, golem_positions: list[str],
                                 block: int) -> float:
     """Curiosity modifier of an event on `event_entity` by its topological distance from the golem's positions
-    at `block` (grimoire "Feeding the Curiosity Scorer"). An event with no entity, or no position, gets 0.0."""
+    at `block`. An event with no entity, or no position, gets 0.0."""
     if not event_entity or not golem_positions:
         return 0.0
     return modifier_for_hops(kg.distances_from(golem_positions, TOPOLOGY_MAX_HOPS, block).get(event_entity))

@@ -1,8 +1,8 @@
-"""An in-memory index over the semantic entries for retrieval (ours, issue 15): every entry's vector, its
+"""An in-memory index over the semantic entries for retrieval (ours): every entry's vector, its
 lexical terms (content + tags + type, lightly stemmed) and its valid/record times, so one question is scored
 against *all* entries exactly — no top-20 cut-off before the time filter or the rerank can lose the right entry.
 
-Scale: the spec's Grimoire holds a few thousand entries (grimoire "Three-Store Split"); 2,000 × 256 floats is
+Scale: a Grimoire holds a few thousand entries; 2,000 × 256 floats is
 2 MB and a full scan is a matrix-vector product. The index is rebuilt when the store changes (a cheap SQLite
 change counter, semantic/migrations.py v7); dynamic fields (confidence, last access, strength) are read from SQLite
 for the shortlist only, so a `mark_accessed` never invalidates it."""
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def entry_text(content: str, tags: list[str], category: str) -> str:
-    """What the lexical side indexes for an entry: its content, tags and type (issue 15: 'index tags and type')."""
+    """What the lexical side indexes for an entry: its content, tags and type ('index tags and type')."""
     return " ".join([content, " ".join(t.replace("-", " ").replace("_", " ") for t in tags), category.replace("_", " ")])
 
 
@@ -163,7 +163,7 @@ def build_index(semantic: SemanticStore) -> EntryIndex:
         built_at=time.monotonic())
 
 
-# While the mirror lags SQLite (writes paused by the drift guard, rev. 8) some entries have no vector yet; their
+# While the mirror lags SQLite (writes paused by the drift guard) some entries have no vector yet; their
 # rows are flushed without touching SQLite, so such an index is rebuilt at most this often to pick them up.
 MISSING_VECTOR_REBUILD_SECONDS = 30.0
 

@@ -1,9 +1,9 @@
 """The semantic store's SQLite schema: the migrations that build grimoire.sqlite, in order.
 
 Each migration moves the file from version i to i+1; opening an older file runs the missing ones in order, in one
-transaction each, so existing rows survive (issue 6: "migrations that keep data"). The tables are those of
-semantic/store.py (grimoire "GrimoireEntry Schema": entries, their FTS5 index, quarantine, cold storage, the admission and
-retrieval logs), semantic/graph.py (grimoire "SQLite Causal Graph", the bi-temporal knowledge graph) and transfer.py
+transaction each, so existing rows survive ("migrations that keep data"). The tables are those of
+store.py (entries, their FTS5 index, quarantine, cold storage, the admission and retrieval logs), graph.py (the
+causal graph, the bi-temporal knowledge graph) and transfer.py
 (imported edges); `SemanticStore` runs `migrate` when it opens.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from golem.storage import immediate_tx
 
 _MIGRATIONS: list[str] = [
-    # v1: the original table (spec "GrimoireEntry Schema") before the Rev. 4 lifecycle columns.
+    # v1: the original table, before the lifecycle columns.
     """
     CREATE TABLE grimoire_entries (
         id TEXT PRIMARY KEY,
@@ -37,7 +37,7 @@ _MIGRATIONS: list[str] = [
         created_tick INTEGER NOT NULL DEFAULT 0
     );
     """,
-    # v2: revisions Rev. 4 ALTER TABLEs (strength, last_accessed, consecutive_low_confidence) + ours.
+    # v2: the lifecycle ALTER TABLEs (strength, last_accessed, consecutive_low_confidence) + ours.
     """
     ALTER TABLE grimoire_entries ADD COLUMN strength REAL NOT NULL DEFAULT 1;
     ALTER TABLE grimoire_entries ADD COLUMN last_accessed_at INTEGER;
@@ -47,7 +47,7 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE grimoire_entries ADD COLUMN access_count INTEGER NOT NULL DEFAULT 0;
     UPDATE grimoire_entries SET last_accessed_at = created_tick WHERE last_accessed_at IS NULL;
     """,
-    # v3: FTS5 over content, quarantine, cold storage, logs for the Rev. 12 metrics.
+    # v3: FTS5 over content, quarantine, cold storage, logs for the quality metrics.
     """
     CREATE VIRTUAL TABLE grimoire_fts USING fts5(content, content='grimoire_entries', content_rowid='rowid');
     INSERT INTO grimoire_fts(rowid, content) SELECT rowid, content FROM grimoire_entries;
@@ -90,7 +90,7 @@ _MIGRATIONS: list[str] = [
     );
     CREATE INDEX idx_entries_category ON grimoire_entries(category);
     """,
-    # v4: causal graph (grimoire "SQLite Causal Graph") and the bi-temporal knowledge graph.
+    # v4: causal graph and the bi-temporal knowledge graph.
     """
     CREATE TABLE causal_edges (
         source_id TEXT NOT NULL,
@@ -125,7 +125,7 @@ _MIGRATIONS: list[str] = [
         PRIMARY KEY (edge_id, origin)
     );
     """,
-    # v6: quarantine review (ours, issue 6): a quarantined candidate is re-examined at every Curator cycle and
+    # v6: quarantine review (ours): a quarantined candidate is re-examined at every Curator cycle and
     # released or dropped; its row stays either way (the audit), and `reviewed` = 1 once it is resolved.
     """
     ALTER TABLE quarantined_entries ADD COLUMN status TEXT NOT NULL DEFAULT 'pending';  -- pending|released|dropped
@@ -137,7 +137,7 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE quarantined_entries ADD COLUMN entry_id TEXT;           -- the entry it became or merged into
     CREATE INDEX idx_quarantine_status ON quarantined_entries(status);
     """,
-    # v7: a change counter over what retrieval's in-memory entry index holds (ours, issue 15: semantic/index.py), so
+    # v7: a change counter over what retrieval's in-memory entry index holds (ours: semantic/index.py), so
     # a query checks one row instead of scanning the table; access bookkeeping (mark_accessed) does not count.
     """
     CREATE TABLE entry_changes (n INTEGER NOT NULL);

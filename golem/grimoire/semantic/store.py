@@ -1,16 +1,10 @@
 """The Grimoire's semantic store: GrimoireEntry rows in SQLite (WAL) with a LanceDB mirror for retrieval.
 
-grimoire "GrimoireEntry Schema" and "Three-Store Split". SQLite is the source of truth (every schema
-field, FTS5 over content, quarantine, cold storage, the causal graph and the knowledge graph live in
-one file); the LanceDB table `semantic` holds (id, content, embedding identity, vector) only, so LanceDB's
-native FTS index and hybrid search can rank entries next to episodes (revisions Rev. 9). Every mirror row
-and the table's metadata carry the {model, version, dim} of its vector (Rev. 8 "Every vector carries
-metadata"). Because SQLite holds everything, a different model (or a mirror without identities) rebuilds
-the LanceDB mirror from scratch in one commit (`reembed_all`) — never a partial re-embed (Rev. 8). While
-the grimoire is paused (store/guard.py) entries still reach SQLite, but their mirror rows wait in the queue.
-
-Times are tick numbers (the golem's clock); `valid_from` / `valid_until` are ticks too
-(`valid_until` NULL = still active; the spec's 0).
+SQLite is the source of truth (every field, FTS5, quarantine, cold storage, the causal and knowledge graphs in one
+file); the LanceDB table `semantic` holds (id, content, embedding identity, vector) only. A different model rebuilds
+the mirror from scratch in one commit (`reembed_all`); while the grimoire is paused entries still reach SQLite and
+their mirror rows wait in the queue. Times are ticks (`valid_until` NULL = still active).
+See docs/design/grimoire.md#embeddings.
 """
 
 from __future__ import annotations
@@ -47,7 +41,7 @@ from golem.grimoire.semantic.migrations import migrate
 from golem.storage import connect, immediate_tx
 
 SEMANTIC_TABLE = "semantic"
-PRUNE_CONSECUTIVE_CYCLES = 3  # revisions Rev. 4: below 0.1 for 3+ consecutive Curator cycles → cold storage
+PRUNE_CONSECUTIVE_CYCLES = 3  # below 0.1 for 3+ consecutive Curator cycles → cold storage
 FTS_INDEX = "content_idx"
 QUARANTINE_STATUSES = ("pending", "released", "dropped")
 
@@ -77,7 +71,7 @@ class Provenance(str, Enum):
     DREAM = "dream"
 
 
-# Which Ebbinghaus row of decay.py an entry type follows (grimoire "Ebbinghaus decay rates by entry type").
+# Which Ebbinghaus row of decay.py an entry type follows.
 ENTRY_KIND: dict[EntryType, EntryKind] = {
     EntryType.INSIGHT: EntryKind.INSIGHT,
     EntryType.HEURISTIC: EntryKind.HEURISTIC,
@@ -109,12 +103,12 @@ class EmotionalTag(BaseModel):
 
 
 def new_entry_id() -> str:
-    # UUIDv7 is not in Python 3.11's uuid; a time-ordered uuid1 keeps the chronological sort of the spec.
+    # UUIDv7 is not in Python 3.11's uuid; a time-ordered uuid1 keeps ids in chronological order.
     return str(uuid.uuid1())
 
 
 class GrimoireEntry(BaseModel):
-    """grimoire `GrimoireEntry` (all fields) + Rev. 4 lifecycle fields."""
+    """One semantic entry with its lifecycle fields."""
 
     id: str = Field(default_factory=new_entry_id)
     category: EntryType
@@ -125,7 +119,7 @@ class GrimoireEntry(BaseModel):
     contradicted_count: int = Field(default=0, ge=0)
     decay_class: DecayClass = DecayClass.TACTICAL
     market_regime: str | None = None
-    # Valid time in ticks (bi-temporal, grimoire "Episodes"): in force from valid_from until valid_until
+    # Valid time in ticks (bi-temporal): in force from valid_from until valid_until
     # (exclusive; None = still in force). Record time is created_tick. Imports may say valid_from_tick/valid_until_tick.
     valid_from: int = Field(default=0, ge=0, validation_alias=AliasChoices("valid_from", "valid_from_tick"))
     valid_until: int | None = Field(default=None, validation_alias=AliasChoices("valid_until", "valid_until_tick"))
@@ -152,7 +146,7 @@ class GrimoireEntry(BaseModel):
     @field_validator("market_regime", mode="before")
     @classmethod
     def _regime(cls, v: Any) -> str | None:
-        return normalise_regime(v)  # §S9 vocabulary; foreign labels mapped or refused (issue 15)
+        return normalise_regime(v)  # the detector's vocabulary; foreign labels mapped or refused
 
     def model_post_init(self, __context: Any) -> None:
         if self.last_accessed_at is None:
@@ -200,7 +194,7 @@ MIRROR_BATCH = 1024  # entries embedded per batch when the mirror is rebuilt
 
 
 def mirror_schema(ident: EmbeddingIdentity) -> pa.Schema:
-    """The LanceDB mirror: id, content, the embedding identity of the row (Rev. 8), the vector."""
+    """The LanceDB mirror: id, content, the embedding identity of the row, the vector."""
     return pa.schema(
         [
             pa.field("id", pa.string(), nullable=False),
@@ -457,7 +451,7 @@ class SemanticStore(VectorTable):
             return int(db.execute(sql).fetchone()[0])
 
     def mean_quality(self) -> float | None:
-        """Mean quality score of the entries in force (rev. 12 "Average quality score"; None when there are none)."""
+        """Mean quality score of the entries in force (a quality metric; None when there are none)."""
         with closing(self._conn()) as db:
             row = db.execute("SELECT AVG(quality_score) FROM grimoire_entries WHERE valid_until IS NULL").fetchone()
         return float(row[0]) if row and row[0] is not None else None
@@ -523,7 +517,7 @@ class SemanticStore(VectorTable):
                 out.append((e, min(1.0, max(-1.0, 1.0 - float(r["_distance"])))))
         return out[:k]
 
-    # ---- lifecycle (Rev. 4) --------------------------------------------------------------------
+    # ---- lifecycle --------------------------------------------------------------------
     def mark_accessed(self, ids: list[str], tick: int) -> int:
         """A DECIDING retrieval used these entries: restart their decay clock; strength unchanged."""
         if not ids:
@@ -535,7 +529,7 @@ class SemanticStore(VectorTable):
             return cur.rowcount
 
     def reinforce(self, ids: list[str], tick: int, positive_outcome: bool) -> int:
-        """Retrieved AND positive outcome → strength +1 (Rev. 4); a retrieval alone never strengthens."""
+        """Retrieved AND positive outcome → strength +1; a retrieval alone never strengthens."""
         if not positive_outcome or not ids:
             return 0
         with immediate_tx(self.db_path) as db:
@@ -546,8 +540,8 @@ class SemanticStore(VectorTable):
             return cur.rowcount
 
     def weaken(self, ids: list[str], tick: int) -> int:
-        """Retrieved AND negative outcome → contradicted, confidence -0.15 (grimoire "Three-Store Split":
-        asymmetric -0.15 downvote), never below the 0.05 floor ("ExpeL Distillation")."""
+        """Retrieved AND negative outcome → contradicted, confidence -0.15 (the
+        asymmetric downvote), never below the 0.05 floor."""
         if not ids:
             return 0
         with immediate_tx(self.db_path) as db:
@@ -557,7 +551,7 @@ class SemanticStore(VectorTable):
             return cur.rowcount
 
     def dream_validate(self, ids: list[str], tick: int) -> int:
-        """NREM replay found a validated pattern in these entries → strength +0.5 (Rev. 4)."""
+        """NREM replay found a validated pattern in these entries → strength +0.5."""
         if not ids:
             return 0
         with immediate_tx(self.db_path) as db:
@@ -574,7 +568,7 @@ class SemanticStore(VectorTable):
             bloodstain=e.is_bloodstain)
 
     def curator_decay(self, now_tick: int, tick_seconds: float = 60.0) -> dict[str, int]:
-        """One Curator cycle: recompute retention; count cycles under 0.1; archive after 3 (Rev. 4).
+        """One Curator cycle: recompute retention; count cycles under 0.1; archive after 3.
 
         Structural entries are never pruned. Archived entries move to `cold_entries` (kept, not deleted)
         and leave the retrieval mirror. Not idempotent per tick by design: each call is one cycle.
@@ -604,7 +598,7 @@ class SemanticStore(VectorTable):
 
     # ---- maintenance ---------------------------------------------------------------------------
     def reembed_all(self, *, hold: bool = True) -> int:
-        """Rebuild the LanceDB mirror from SQLite with the current embedder (Rev. 8: never partial).
+        """Rebuild the LanceDB mirror from SQLite with the current embedder (never partial).
 
         The whole mirror is embedded first and written in one commit (`mode="overwrite"`), so a crash leaves
         the old mirror or the new one. While it runs the mirror is paused (`reembed-semantic`): other

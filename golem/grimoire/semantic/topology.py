@@ -1,18 +1,10 @@
 """The golem's DeFi topology in the knowledge graph, and the topology curiosity of each anomaly.
 
-grimoire "DeFi Topology as Heterogeneous Graph": nodes are contracts, tokens, pools, oracles; edges are
-oracle dependency, collateral backing, token flow, positions. "Graph Maintenance" source 3 (on-chain state
-mapped to edges): the protocol edges are read from the protocols' own getters (Aave's
-PoolAddressesProvider.getPriceOracle(), Pool.getReservesList() and each reserve's configuration,
-AaveOracle.getSourceOfAsset(), the Uniswap V2 pair's token0()/token1()) once per worker start, and the golem's own edges (has_position, holds_token) from each tick's chain snapshot, valid
-from the observed block. Syncing is idempotent: an unchanged topology writes nothing, a changed one asserts
-
-the new facts and invalidates the ones that stopped being true (history stays queryable).
-
-grimoire "Feeding the Curiosity Scorer": each anomaly is tied to the entity it concerns (pool price/TVL →
-the pool, oracle divergence/drift → the oracle, health factor → the lending market of the weakest
-position) and gets the modifier of that entity's hop distance from the golem's positions. Gas, the
-inference budget and the kill switch concern no protocol entity, so their modifier is 0.
+Nodes are contracts, tokens, pools and oracles; edges are oracle dependency, collateral backing, token flow and
+positions, read from the protocols' own getters once per worker start and from each tick's snapshot for the golem's
+own edges. Syncing is idempotent: an unchanged topology writes nothing, a changed one asserts the new facts and
+invalidates the stale ones. Each anomaly gets the modifier of its entity's hop distance from the golem's positions
+(gas, budget and kill switch concern no entity: 0). See docs/design/grimoire.md#knowledge-graph.
 """
 
 from __future__ import annotations
@@ -38,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("golem.topology")
 
-# Predicates (the spec's Predicate enum, snake_case; debt_token and holds_token are ours).
+# Predicates (snake_case; debt_token and holds_token are ours).
 ORACLE_DEPENDENCY = "oracle_dependency"  # lending market → the oracle it prices with; oracle → each feed
 COLLATERAL_BACKING = "collateral_backing"  # lending market → each token that may back debt
 DEBT_TOKEN = "debt_token"  # lending market → each token it lends
@@ -65,7 +57,7 @@ PROBE_ENTITY_KIND: dict[str, str | None] = {
 
 
 def entity_id(kind: str, key: str) -> str:
-    """Canonical node id: `kind:address` for contracts (the spec's EntityRef {kind, id}), `golem:<id>`."""
+    """Canonical node id: `kind:address` for contracts (an entity is {kind, id}), `golem:<id>`."""
     if not kind or not key:
         raise ValueError(f"an entity needs a kind and an id, got {kind!r}, {key!r}")
     return f"{kind}:{key}"
@@ -205,7 +197,7 @@ def sync_facts(kg: KnowledgeGraph, desired: list[TopologyFact], *, block: int, t
 
 
 def golem_positions(kg: KnowledgeGraph, golem_id: str, block: int) -> list[str]:
-    """The entities the golem has a position in or holds, per the graph at `block` (the spec's golem_positions)."""
+    """The entities the golem has a position in or holds, per the graph at `block` ."""
     me = golem_entity(golem_id)
     return sorted({f.object for f in kg.query_at_block(me, block)
                    if f.subject == me and f.predicate in GOLEM_PREDICATES})
@@ -276,8 +268,8 @@ class TopologyTracker:
         return view.annotate(anomalies, snapshot)
 
 
-# ---- facts from the LLM (grimoire "Graph Maintenance" 1: Theta-tick LLM analysis, `tkg_triples`) ----------
-# Relations the LLM may assert (the spec's Predicate enum, snake_case). They are never the chain-derived ones
+# ---- facts from the LLM (a theta tick's analysis, `tkg_triples`) --------------------------------------------
+# Relations the LLM may assert (snake_case). They are never the chain-derived ones
 # above, so a model's hypothesis cannot supersede what the contracts say; and they are many-valued, so one
 # never closes another. Ours: LLM facts start at confidence 0.4 (below the 0.5 of an observed one).
 LLM_PREDICATES = ("token_flow", "price_source", "governance_control", "deployment", "is_router_for",

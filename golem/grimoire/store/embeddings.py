@@ -1,13 +1,9 @@
-"""Offline text embeddings for the Grimoire (grimoire "Episodes": local inference, no network call).
+"""Offline text embeddings for the Grimoire: local inference, no network call.
 
-The spec names nomic-embed-text-v1.5 (768-d); the offline default is WordLlama's 256-d `l2_supercat`
-weights, which come inside the installed `wordllama` wheel, so embedding never downloads anything.
-nomic-embed-text-v1.5 through fastembed is a configured option (`[grimoire] embedder`, `make_embedder`)
-that loads only from a model cache the owner filled beforehand.
-
-Every vector carries the identity of the model that made it, {model, version, dim} (revisions Rev. 8
-"Every vector carries metadata { model, modelVersion, ... }"): `model_name`, `model_version` (package
-version + a short hash of the weights file, so a changed file is a different version) and `dim`.
+The default is WordLlama's 256-d `l2_supercat` weights, shipped inside the installed `wordllama` wheel; nomic-embed-
+text-v1.5 through fastembed is a configured option (`[grimoire] embedder`) that loads only from a model cache the
+owner filled beforehand. Every vector carries the identity of the model that made it: `model_name`, `model_version`
+(package version + a short hash of the weights file) and `dim`. Why: docs/design/grimoire.md#embeddings.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ class Embedder(Protocol):
 
 
 class EmbeddingIdentity(NamedTuple):
-    """{model, version, dim} of a vector space (Rev. 8). Two spaces are comparable only when all three match."""
+    """{model, version, dim} of a vector space. Two spaces are comparable only when all three match."""
 
     model: str
     version: str
@@ -151,7 +147,7 @@ class WordLlamaEmbedder:
         return normalise_rows(raw, texts)
 
     def raw_norms(self, texts: list[str]) -> np.ndarray:
-        """L2 norms of the vectors before normalisation (Rev. 8's "vector norm variance" signal)."""
+        """L2 norms of the vectors before normalisation (the vector norm variance signal)."""
         _check_texts(texts)
         with self._lock:
             raw = np.asarray(self._model.embed(texts, norm=False), dtype=np.float64)
@@ -163,7 +159,7 @@ class WordLlamaEmbedder:
 
 
 NOMIC_MODEL = "nomic-ai/nomic-embed-text-v1.5"
-NOMIC_DIM = 768  # grimoire "Episode Struct": 768-dim embedding (nomic-embed-text-v1.5)
+NOMIC_DIM = 768  # 768-dim embedding (nomic-embed-text-v1.5)
 NOMIC_DOCUMENT_PREFIX = "search_document: "  # nomic-embed-text task prefixes (model card)
 NOMIC_QUERY_PREFIX = "search_query: "
 
@@ -238,7 +234,7 @@ class FastEmbedEmbedder:
         return self._run(texts, self.query_prefix)
 
 
-# ---- all-MiniLM-L6-v2 in NumPy (issue 15) --------------------------------------------------------------------------
+# ---- all-MiniLM-L6-v2 in NumPy --------------------------------------------------------------------------
 # sentence-transformers' all-MiniLM-L6-v2 is a 6-layer BERT (hidden 384, 12 heads, FFN 1536, GELU) whose sentence
 # vector is the attention-masked mean of the last layer, L2-normalised (its modules.json: Transformer → Pooling(mean)
 # → Normalize; max_seq_length 256). The forward pass is written here in NumPy over the `model.safetensors` the
@@ -366,7 +362,7 @@ class MiniLMEmbedder:
         return normalise_rows(out, texts)
 
     def raw_norms(self, texts: list[str]) -> np.ndarray:
-        """L2 norms of the pooled vectors before normalisation (Rev. 8's "vector norm variance" signal)."""
+        """L2 norms of the pooled vectors before normalisation (the vector norm variance signal)."""
         _check_texts(texts)
         with self._lock:
             encs = self._tok.encode_batch(list(texts))
@@ -456,18 +452,18 @@ def make_embedder(cfg: GolemConfig) -> Embedder:
     return embedder_by_name(section.embedder, cache_dir=cache_dir)
 
 
-# ---- rev. 8 embedding drift check ---------------------------------------------------------------
-DRIFT_HEALTHY = 0.02  # revisions Rev. 8: cosine distance week-to-week healthy < 0.02
+# ---- embedding drift check (docs/design/grimoire.md#embeddings) ---------------------------------------------------------------
+DRIFT_HEALTHY = 0.02  # cosine distance week-to-week healthy < 0.02
 DRIFT_CRITICAL = 0.05  # ... warning 0.02–0.05, critical > 0.05 → pause writes
-NN_K = 5  # Rev. 8: "top-5 same as last week?"
-NN_DRIFTING = 0.60  # Rev. 8: nearest-neighbour stability < 60 % = drifting
-# Rev. 8 "Vector norm variance: sudden increase → distribution shift". Ours: more than 2× the pinned variance
+NN_K = 5  # "top-5 same as last week?"
+NN_DRIFTING = 0.60  # nearest-neighbour stability < 60 % = drifting
+# A sudden increase of the vector norm variance is a distribution shift. Ours: more than 2× the pinned variance
 # of the reference set's pre-normalisation norms counts as that sudden increase (critical).
 NORM_VARIANCE_CRITICAL_RATIO = 2.0
 
 
 class DriftReport:
-    """Outcome of `drift_check`. `status`: healthy | warning | critical (critical → pause writes, rev. 8)."""
+    """Outcome of `drift_check`. `status`: healthy | warning | critical (critical → pause writes)."""
 
     def __init__(self, distances: list[float], nn_stability: float, model: str, *,
                  identity: EmbeddingIdentity | None = None, repinned: bool = False,
@@ -524,11 +520,11 @@ def norm_variance(embedder: Embedder, texts: list[str]) -> float | None:
 
 def drift_check(embedder: Embedder, reference_texts: list[str], stored_vectors: np.ndarray, *,
                 pinned_norm_variance: float | None = None) -> DriftReport:
-    """Re-embed the reference set and compare with the vectors stored when it was last embedded (rev. 8):
+    """Re-embed the reference set and compare with the vectors stored when it was last embedded:
     cosine distance per text, top-5 nearest-neighbour stability within the set, and (given the pinned value)
     the variance of the pre-normalisation norms."""
     if not reference_texts:
-        raise ValueError("drift_check needs at least one reference text (rev. 8 uses 20)")
+        raise ValueError("drift_check needs at least one reference text (20 by default)")
     stored = np.asarray(stored_vectors, dtype=np.float32)
     if stored.shape != (len(reference_texts), embedder.dim):
         raise ValueError(f"stored_vectors must have shape ({len(reference_texts)}, {embedder.dim}), got {stored.shape}")
@@ -546,7 +542,7 @@ def drift_check(embedder: Embedder, reference_texts: list[str], stored_vectors: 
                        pinned_norm_variance=pinned_norm_variance)
 
 
-# rev. 8: a fixed reference set, embedded once and re-checked at every delta cycle.
+# a fixed reference set, embedded once and re-checked at every delta cycle.
 REFERENCE_TEXTS = [
     "health factor falling toward liquidation", "repay debt to protect the loan", "pool price diverges from the oracle",
     "volatile market with large price swings", "range bound market, nothing to do", "gas price spike on the network",
@@ -595,10 +591,10 @@ def pinned_norm_variance(pinned_path: Path) -> float | None:
 
 
 def scheduled_drift_check(embedder: Embedder, pinned_path: Path) -> DriftReport:
-    """Compare today's embeddings of REFERENCE_TEXTS with those pinned earlier (Rev. 8 drift detection).
+    """Compare today's embeddings of REFERENCE_TEXTS with those pinned earlier (drift detection).
 
     Drift is measured within one model identity. When the configured model is a different {model, version,
-    dim} from the pinned one, the stores were (or are being) fully re-embedded (Rev. 8: a switch re-embeds
+    dim} from the pinned one, the stores were (or are being) fully re-embedded (a switch re-embeds
     everything), so the old pin means nothing: it is re-pinned and the report says `repinned`. A pin from
     before identities were recorded is adopted when its shape fits, re-pinned otherwise.
     """

@@ -1,19 +1,10 @@
-"""The Grimoire's write pause and pending queue (revisions Rev. 8: "Critical threshold → pause writes").
+"""The Grimoire's write pause and pending queue.
 
-While the grimoire is paused, no new vector is written: the stores hand each row that would need one
-to `divert`, which keeps it in a durable queue instead (nothing is lost). A full re-embed with the
-configured model (`golem grimoire reembed` / `resume`, golem/grimoire/integrity.py) re-pins the drift
-references, flushes the queue into the stores and lifts the pause.
-
-Both live in one SQLite file beside the stores, `<grimoire>/write-guard.sqlite`, so "is it paused?" and
-"queue this row" happen in one transaction: once the pause is lifted (in a transaction that saw the queue
-empty) no writer can still queue a row, and once it is set no writer can still write a vector without
-having checked it first. The file does not exist until the first pause; writers skip SQLite entirely
-until then.
-
-A pause has reasons: `drift` (set by a critical drift report; pauses both stores and is lifted only by a
-full re-embed) and `reembed-episodes` / `reembed-semantic` (held by a process while it rewrites that store's
-table, so writers in other processes queue meanwhile instead of being overwritten).
+While the grimoire is paused no new vector is written: the stores `divert` each row that would need one into a
+durable queue; a full re-embed (golem/grimoire/integrity.py) flushes it and lifts the pause. Pause and queue share
+`<grimoire>/write-guard.sqlite`, so "is it paused?" and "queue this row" are one transaction; the file does not exist
+until the first pause. Reasons: `drift` (lifted only by a full re-embed) and `reembed-episodes` / `reembed-semantic`
+(held while a process rewrites that table). See docs/design/grimoire.md#embeddings.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """LanceDB plumbing shared by the Grimoire's stores: one session per process with bounded caches, and how many
 table versions are kept.
 
-LanceDB's default session lets its metadata and index caches grow to gigabytes. Every write makes a table
-version and, with read_consistency_interval=0, every read checks for the newest one, so a golem that upserts
-an episode per tick caches one more manifest per tick: the soak (infra/soak.py) measured the worker's RSS
-rising ~35 MB per 100 ticks (the episode store alone: its session at 72 MB after 300 writes, growing faster
-with each). Bounded, the session stays at its cap and retrieval keeps its hot pages. The episode and semantic
-stores share this one session.
-
-What fills the metadata cache is mostly stale: the manifests of versions no reader will open again. At a 64 MB cap
-the 2,000-tick soak's worker reached the cap by tick ~450 and the index cache held ~2 MB (issue 14's probe of the
-session's `size_bytes`); retrieval over 3,000 episodes after each tick's write ran p50 11.7 ms with 64 MB of
-metadata cache and 11.1 ms with 16 MB, the session then holding 64.9 and 17.2 MB (`bench/grimoire.py --episodes 3000
---queries 300 --big 0`, one after the other on the same machine). So 16 MB of metadata; the index cache
-keeps its 128 MB cap: it only holds what retrieval reads (a large golem's ANN pages). Both can be moved with
-GOLEM_LANCE_INDEX_CACHE_MB / GOLEM_LANCE_METADATA_CACHE_MB (the worker's environment).
+Every write makes a table version whose manifest the default session caches without bound; the two stores share one
+session capped at 16 MB of metadata (mostly stale manifests; retrieval was no slower than at 64 MB) and 128 MB of
+index pages (what retrieval reads). GOLEM_LANCE_INDEX_CACHE_MB / GOLEM_LANCE_METADATA_CACHE_MB move the caps.
+The measurements behind the caps: docs/design/grimoire.md#the-lancedb-session.
 """
 
 from __future__ import annotations
@@ -72,7 +62,7 @@ def lance_session() -> lancedb.Session:
 # Every LanceDB write is a table version, and a version keeps every file it references until it is cleaned up. The
 # delta cycle rewrites the episodes table whole (decay rewrites nearly every row's retention, compaction merges every
 # fragment), so the versions around each delta cycle hold a copy of the table each: at the soak's theta (0.1 s) ten
-# minutes of versions were hundreds of them and the Grimoire grew 28 MB per 1,000 ticks (issue 14). So versions are
+# minutes of versions were hundreds of them and the Grimoire grew 28 MB per 1,000 ticks. So versions are
 # kept by count as well as by age, and the stores clean up on a cadence of their own writes, not only in DELTA.
 MIN_VERSION_AGE = timedelta(minutes=1)  # ours: a reader in another process (`golem grimoire search`, an export) that
 #                                         opened a version this recent keeps its files; reads take well under it

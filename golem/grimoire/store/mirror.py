@@ -37,11 +37,11 @@ def table_identity(schema: pa.Schema) -> EmbeddingIdentity:
                              int(dim))
 
 
-EMBEDDING_COLUMNS = ("embedding_model", "embedding_version", "embedding_dim")  # per-row identity (Rev. 8)
+EMBEDDING_COLUMNS = ("embedding_model", "embedding_version", "embedding_dim")  # per-row identity
 
 
 def vector_fields(ident: EmbeddingIdentity) -> list[pa.Field]:
-    """The Arrow fields every vector table ends with: the row's embedding identity (Rev. 8) and the vector."""
+    """The Arrow fields every vector table ends with: the row's embedding identity and the vector."""
     import pyarrow as pa
 
     return [pa.field("embedding_model", pa.string(), nullable=False),

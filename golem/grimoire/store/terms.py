@@ -32,7 +32,7 @@ def stem(w: str) -> str:
     return w[:-1] if len(w) > 4 and w.endswith("e") else w
 
 
-# The golem's domain vocabulary (ours, issue 15): a few DeFi synonyms folded to one term on both sides, so a
+# The golem's domain vocabulary (ours): a few DeFi synonyms folded to one term on both sides, so a
 # paraphrase that shares no word with an entry still shares a term ("pay down what I owe" ~ "repay the debt").
 # Written from the world's vocabulary (README "The world"), kept small and generic.
 _PHRASES = [(re.compile(p), r) for p, r in (
