@@ -111,7 +111,7 @@ class TickActivities(ActivitySet):
     def __init__(self, services: Services, temporal: Client | None = None) -> None:
         self.s = services
         # The worker's Temporal client: reflect reads a reset run's reason from its history, and lean step inputs
-        # get the earlier steps' results they name from the tick run's history (issue 12).
+        # get the earlier steps' results they name from the tick run's history.
         self.temporal = temporal
         try:
             loop = asyncio.get_running_loop()
@@ -150,7 +150,7 @@ class TickActivities(ActivitySet):
         return self._completed(inp, step)
 
     def _completed(self, inp: StepInput, step: str) -> StepInput:
-        """A lean input (issue 12) made whole: earlier steps' results it names are read back from the tick run's
+        """A lean input made whole: earlier steps' results it names are read back from the tick run's
         history (activities.step_results), its config comes from the version it names, and its state and observation
         slices are rebuilt so that reading a field a slice lacks raises."""
         ctx = inp.ctx
@@ -172,7 +172,7 @@ class TickActivities(ActivitySet):
         return out
 
     def topology(self) -> TopologyTracker:
-        """The knowledge graph's topology tracker (grimoire "Graph Maintenance"), in the semantic store's file."""
+        """The knowledge graph's topology tracker, in the semantic store's file."""
         if self._topology is None:
             self._topology = TopologyTracker(KnowledgeGraph(self.s.semantic.db_path), self.s.w3, self.s.deployment)
         return self._topology
@@ -223,16 +223,16 @@ class TickActivities(ActivitySet):
         # System 1 never lets a line of STRATEGY.md be crossed in silence (docs/design/wakefulness.md)
         strategy = self._strategy_or_none(ctx)
         wake = wake_check(strategy, obs, ctx.state.health_history, ctx.state.last_price, ctx.cfg.probes, ctx.cfg.wake)
-        if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full (issue 17)
+        if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full
             return GateResult(tier=Tier.T2, threshold=threshold, forced=True, wake=wake,
                               reason="forced T2: Thanatopsis settlement (the golem is dying: unwind)")
         spend = daily_spend_on(ctx.state, ctx.started_at)
-        if obs.force_t2_reason:  # a reorg re-marked earlier episodes: full attention (§S10)
+        if obs.force_t2_reason:  # a reorg re-marked earlier episodes: full attention
             tier, why = apply_budget(Tier.T2, spend, ctx.cfg.heartbeat)
             reason = f"forced T2: {obs.force_t2_reason}" + (f"; {why}" if why else "")
             tier, reason, wake = lift(tier, reason, wake)
             return GateResult(tier=tier, threshold=threshold, reason=reason, forced=True, wake=wake)
-        # Forced T2, then fixed thresholds (cold start) or learned gating, then the §S12 budget cap.
+        # Forced T2, then fixed thresholds (cold start) or learned gating, then the daily budget cap.
         out = gate_tick(
             inp.prediction_error, threshold, ctx.state, inp.steers, obs,
             probe_thresholds=ctx.cfg.probes, heartbeat=ctx.cfg.heartbeat, gating=ctx.cfg.gating,
@@ -302,7 +302,7 @@ class TickActivities(ActivitySet):
 
         def viable(strategy: Any) -> Any:
             viability = self.s.strategy_viability(obs, ctx.state.phase, ctx)
-            if not viability.viable:  # rev. 10: stop trading until the owner fixes STRATEGY.md (and steers)
+            if not viability.viable:  # stop trading until the owner fixes STRATEGY.md (and steers)
                 raise bad_input(f"STRATEGY_UNVIABLE: {viability.explanation()}", "StrategyUnviable")
             return viability
 
@@ -316,7 +316,7 @@ class TickActivities(ActivitySet):
 
     def _numbered(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
         """Another run of this tick (a reset, a rerun) already used action slots: this run's actions are
-        numbered after them, so what it sends gets its own permits and journal entries (issue 21)."""
+        numbered after them, so what it sends gets its own permits and journal entries."""
         run_id = _run_id()
         if run_id is None:
             return deliberation
@@ -324,7 +324,7 @@ class TickActivities(ActivitySet):
         return deliberation.model_copy(update={"actions": renumbered(deliberation.actions, first)})
 
     def _remember_facts(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
-        """The model's relations (grimoire "Graph Maintenance" 1) go into the knowledge graph once checked against
+        """The model's relations go into the knowledge graph once checked against
         it; what was asserted and what was refused (and why) is on the record. Memory only — never a write."""
         outcome = assert_llm_facts(self.topology().kg, deliberation.kg_facts,
                                    block=whole(inp.observation, "observation").snapshot.block_number,
@@ -355,8 +355,8 @@ class TickActivities(ActivitySet):
             ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, simulation, obs, strategy=strategy,
             steers=[*ctx.state.pending_steers, *inp.steers], now=ctx.started_ts,
             run_id=_run_id(), config=ctx.cfg,  # the tick's config version's limits, not the worker's file
-            entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries (issue 19)
-            markers=ctx.state.life.markers, last_price=ctx.state.last_price,  # somatic markers (issue 17)
+            entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries
+            markers=ctx.state.life.markers, last_price=ctx.state.last_price,  # somatic markers
             resimulate=lambda sized: self.s.simulate(sized, obs),  # size to fit: a clipped set is simulated again
             # urgency buys gas: the health factor's forecast against STRATEGY.md's lines (golem.safety.urgency)
             forecast=forecast(ctx.state.health_history, obs.min_health_factor(), lines, ctx.cfg.wake),
@@ -431,7 +431,7 @@ class TickActivities(ActivitySet):
         proposed = inp.deliberation.actions if inp.deliberation else []
         regime_changed = inp.ctx.state.regime != record.regime
         # Reflexion's numbers (the half-size counterfactual simulated on the pre-tick block), worded by Claude
-        # when one is configured (T1 routine, T2 anomalous; issue 16)
+        # when one is configured (T1 routine, T2 anomalous)
         reflexion = await asyncio.to_thread(self._reflexion, record, proposed)
         if reflexion is not None:
             reflexion, cost = await worded(reflexion, record, router=self.s.router,
@@ -439,7 +439,7 @@ class TickActivities(ActivitySet):
                                            daily_spend=daily_spend_on(inp.ctx.state, inp.ctx.started_at))
             record.inference_cost += cost
             record.total_cost += cost
-        # after_turn in the registry's order: heartbeat → lifespan → daimon → memory → … → telemetry (issue 17)
+        # after_turn in the registry's order: heartbeat → lifespan → daimon → memory → … → telemetry
         chain, path, episode = await after_turn_in_reflect(
             self.s, record, inp.ctx.state, inp.ctx.cfg, proposed=proposed, reflexion=reflexion,
             regime_changed=regime_changed,
@@ -463,7 +463,7 @@ class TickActivities(ActivitySet):
 
     def _half_size(self, record: DecisionCycleRecord,
                    proposed: list[ProposedAction]) -> tuple[float | None, str] | None:
-        """The half-size counterfactual simulated with eth_simulateV1 on the pre-tick block (issue 16); None when
+        """The half-size counterfactual simulated with eth_simulateV1 on the pre-tick block; None when
         the tick sent nothing or the simulation cannot answer (the record then says the projection stood in)."""
         if not proposed or not any(a.status.value in ("executed", "failed") for a in record.actions):
             return None
@@ -479,7 +479,7 @@ class TickActivities(ActivitySet):
     def record_failure(self, inp: TickFailure) -> None:
         """A tick failed (GolemWorkflow, or a reset's / rerun's own run): the failure is recorded whatever is
         switched off (`golem ticks`, `golem show`: a failed tick is never lost), then the error hook fires
-        (runtime-extensions §3: observability), whose member emits the `heartbeat.tick_failed` event (the events
+        (docs/design/life.md#extensions), whose member emits the `heartbeat.tick_failed` event (the events
         stream, /metrics, alerts). Switched off in golem.toml: the record, no event."""
         self.s.cycles.record_failure(inp)
 
