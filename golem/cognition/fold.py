@@ -105,8 +105,8 @@ def accept_intervention(
         if kind not in ("steer", "follow_up"):
             raise ValueError(f"unknown intervention kind {kind!r}: use 'steer' or 'follow_up'")
         if isinstance(raw, dict) and "id" not in raw:  # a Web UI or `temporal workflow signal` sender: name it
-            digest = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:10]
-            raw = {**raw, "id": f"auto-{now_iso}-{digest}"}  # the same payload in the same instant is one steer
+            seed = json.dumps([now_iso, raw], sort_keys=True, default=str).encode()
+            raw = {**raw, "id": f"auto-{hashlib.sha256(seed).hexdigest()[:12]}"}  # same payload, same instant: one
         item: Steer | FollowUp = parse_intervention(kind, raw)
     except ValueError as err:
         reason = str(err)

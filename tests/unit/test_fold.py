@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,7 +85,7 @@ def test_a_steer_sent_without_an_id_is_named_once_by_the_workflow_clock_and_its_
     """What an owner types into the Web UI's Send Signal or `temporal workflow signal --input`: no id."""
     s = GolemState(golem_id="t")
     s, r = accept_intervention(s, "steer", {"message": "reduce exposure", "severity": "high"}, NOW)
-    assert r is None and len(s.pending_steers) == 1 and s.pending_steers[0].id.startswith(f"auto-{NOW}-")
+    assert r is None and len(s.pending_steers) == 1 and re.fullmatch(r"auto-[0-9a-f]{12}", s.pending_steers[0].id)
     same, r = accept_intervention(s, "steer", {"message": "reduce exposure", "severity": "high"}, NOW)
     assert r is None and len(same.pending_steers) == 1  # the same payload in the same instant: one steer
     other, _ = accept_intervention(s, "steer", {"message": "repay", "severity": "high"}, NOW)
