@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+from argparse import Namespace
 from datetime import datetime, timezone
 from pathlib import Path
+
+from cli.common import Command
 
 
 def _grimoire_dir(given: str) -> Path:
@@ -18,7 +21,7 @@ def _grimoire_dir(given: str) -> Path:
                      f"{p}, {p / 'data'} and {p / 'golem' / 'data'}); give an earlier backtest's --out directory")
 
 
-def cmd_backtest(args) -> int:
+def cmd_backtest(args: Namespace) -> int:
     from golem.backtest.path import PathError
     from golem.backtest.report import build_report, compare_reports, render_comparison, render_table, write_report
     from golem.models.config import ConfigError
@@ -51,6 +54,8 @@ def cmd_backtest(args) -> int:
     reports = []
     for run in runs:
         report = build_report(run.info, run.marks)
+        if run.out_dir is None:
+            raise SystemExit(f"golem backtest: run {run.name} finished without an output directory to write its report")
         write_report(report, run.marks, run.out_dir)
         reports.append(report)
     if args.compare:
@@ -70,7 +75,7 @@ def cmd_backtest(args) -> int:
     return 0
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     s = command("backtest", "run the golem on a recorded market path (CSV) and report how it decided")
     s.add_argument("path", help="CSV: tick,pool_price,oracle_price,gas_gwei,volume_usd[,timestamp][,regime]")
     s.add_argument("--out", help="output directory (default backtests/<name>-<time>); must be new or empty")

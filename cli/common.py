@@ -7,9 +7,23 @@ from __future__ import annotations
 import os
 import sys
 from datetime import datetime, timezone
+from argparse import ArgumentParser, Namespace
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from golem.errors import UserError
+
+if TYPE_CHECKING:  # types only: these modules load inside the helpers that need them
+    from temporalio.client import Client, WorkflowHandle
+    from temporalio.service import RPCError
+
+    from golem.models.config import GolemConfig
+
+T = TypeVar("T")
+
+# What each cli module's register() receives: adds the named sub-command (with its help line) and returns its parser.
+Command = Callable[[str, str], ArgumentParser]
 
 
 def default_home() -> Path:
@@ -20,11 +34,11 @@ def default_data() -> Path:
     return Path(os.environ.get("GOLEM_DATA", ".golem-data")).resolve()
 
 
-def one_line(text) -> str:
+def one_line(text: object) -> str:
     return "; ".join(part.strip() for part in str(text).splitlines() if part.strip()).replace(":; ", ": ")
 
 
-def config(args):
+def config(args: Namespace) -> GolemConfig:
     """The GolemConfig of --home's golem.toml; a bad file exits with one line naming the key."""
     from golem.models.config import ConfigError, load_config
 
@@ -34,7 +48,7 @@ def config(args):
         sys.exit(f"golem: {one_line(err)}")
 
 
-def golem_config(args):
+def golem_config(args: Namespace) -> GolemConfig:
     """For the commands that only talk to the running golem (status, steer, pause, replay, ...): they need its id,
     not the rest of golem.toml. A file mid-edit that does not validate must not lock the owner out of `status` or
     a steer — the golem runs on its applied version until `golem config apply` — so such a file is read for its
@@ -59,7 +73,7 @@ def golem_config(args):
         return cfg
 
 
-def _last_stored_config(args):
+def _last_stored_config(args: Namespace) -> GolemConfig | None:
     """The newest config version `golem run` / `config apply` stored in --data, or None."""
     from golem.layout import DataLayout
     from workers.config_versions import stored_config
@@ -69,7 +83,7 @@ def _last_stored_config(args):
     return stored_config(args.data, versions[-1].stem) if versions else None
 
 
-def data_dir(args) -> Path:
+def data_dir(args: Namespace) -> Path:
     """The golem's data directory, which must exist: reading commands never create one (a typo in
     --data used to print an empty table from a fresh, empty store)."""
     data = Path(args.data)
@@ -83,20 +97,20 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def arun(coro):
+def arun(coro: Coroutine[Any, Any, T]) -> T:
     import asyncio  # ~75 ms: only for the commands that talk to Temporal
 
     return asyncio.run(coro)
 
 
-def address(args) -> str:
+def address(args: Namespace) -> str:
     """The Temporal address the command talks to: --address, else GOLEM_TEMPORAL_ADDRESS, else the default."""
     from workers.client import temporal_address
 
     return args.address or temporal_address()
 
 
-async def client(args):
+async def client(args: Namespace) -> Client:
     """A Temporal client (the worker's converter and codec); an unreachable server exits with one line and the fix."""
     from workers.client import connect
 
@@ -110,19 +124,42 @@ async def client(args):
                  "and --address (GOLEM_TEMPORAL_ADDRESS) right?")
 
 
-def rpc_status(err: BaseException):
-    """The Temporal RPC status of err, or None when err is not a Temporal RPC error (checked without
-    importing temporalio, which commands that never reach Temporal do not load)."""
+def rpc_error(err: BaseException) -> RPCError | None:
+    """err as a Temporal RPC error, or None when it is not one (checked without importing temporalio, which
+    commands that never reach Temporal do not load)."""
     if type(err).__name__ != "RPCError" or not type(err).__module__.startswith("temporalio"):
         return None
-    return err.status.name
+    from temporalio.service import RPCError  # already loaded: err is one of its errors
+
+    return err if isinstance(err, RPCError) else None
 
 
-async def query_golem(args, cfg, handle, query: str, result_type):
+def rpc_status(err: BaseException) -> str | None:
+    """The Temporal RPC status of err, or None when err is not a Temporal RPC error."""
+    rpc = rpc_error(err)
+    return rpc.status.name if rpc is not None else None
+
+
+@overload
+async def query_golem(args: Namespace, cfg: GolemConfig, handle: WorkflowHandle[Any, Any], query: str,
+                      result_type: type[T], *, or_none: Literal[False] = False) -> T: ...
+
+
+@overload
+async def query_golem(args: Namespace, cfg: GolemConfig, handle: WorkflowHandle[Any, Any], query: str,
+                      result_type: type[T], *, or_none: Literal[True]) -> T | None: ...
+
+
+async def query_golem(args: Namespace, cfg: GolemConfig, handle: WorkflowHandle[Any, Any], query: str,
+                      result_type: type[T], *, or_none: bool = False) -> T | None:
     """A query on the golem's workflow by name (importing GolemWorkflow would load every activity's
-    clients: web3, LanceDB, anthropic; seconds for a one-line answer), with `golem not started` said as such."""
+    clients: web3, LanceDB, anthropic; seconds for a one-line answer), with `golem not started` said as such.
+    or_none: the query answers None until the golem has the value."""
+    # The SDK annotates result_type as a class; its data converter decodes any type hint, `T | None` included.
+    hint = result_type | None if or_none else result_type
     try:
-        return await handle.query(query, result_type=result_type)
+        answer: T | None = await handle.query(query, result_type=hint)  # type: ignore[arg-type]
+        return answer
     except Exception as err:
         if rpc_status(err) != "NOT_FOUND":
             raise
@@ -132,6 +169,6 @@ async def query_golem(args, cfg, handle, query: str, result_type):
 
 def root_cause(err: BaseException) -> str:
     """The innermost cause of a Temporal failure chain (the activity's own error, not "Activity task failed")."""
-    while getattr(err, "cause", None) is not None:
-        err = err.cause
+    while (cause := getattr(err, "cause", None)) is not None:
+        err = cause
     return one_line(getattr(err, "message", None) or err)[:300]

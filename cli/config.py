@@ -12,12 +12,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cli.common import arun, client
+from cli.common import Command, arun, client
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from golem.models.config_version import ConfigApplied, RunningConfig
+    from workers.config_versions import LocalVersion
 
 
-def _local(args):
+def _local(args: argparse.Namespace) -> LocalVersion:
     from golem.models.config import ConfigError
     from workers.config_versions import local_version
 
@@ -27,7 +35,7 @@ def _local(args):
         sys.exit(f"golem config: {err}")
 
 
-async def _running(args, golem_id: str):
+async def _running(args: argparse.Namespace, golem_id: str) -> tuple[Client, RunningConfig]:
     from temporalio.service import RPCError
 
     from golem.ids import golem_workflow_id
@@ -43,7 +51,7 @@ async def _running(args, golem_id: str):
     return temporal, running
 
 
-def _golem_id(args, local) -> str:
+def _golem_id(args: argparse.Namespace, local: LocalVersion) -> str:
     if local.config is not None:
         return local.config.golem.id
     golem = local.table.get("golem")
@@ -53,7 +61,7 @@ def _golem_id(args, local) -> str:
     return gid
 
 
-def _show(args) -> int:
+def _show(args: argparse.Namespace) -> int:
     from golem.models.config_version import short
 
     local = _local(args)
@@ -72,7 +80,7 @@ def _show(args) -> int:
     return 0
 
 
-def _diff(args) -> int:
+def _diff(args: argparse.Namespace) -> int:
     from golem.models.config_version import config_diff, short
 
     local = _local(args)
@@ -91,14 +99,14 @@ def _diff(args) -> int:
     return 1  # like diff(1): 1 = the files differ
 
 
-def _apply(args) -> int:
+def _apply(args: argparse.Namespace) -> int:
     from golem.models.config_version import short
     from workers.config_versions import ConfigRefused, apply_version
 
     local = _local(args)
     golem_id = _golem_id(args, local)
 
-    async def go():
+    async def go() -> ConfigApplied:
         return await apply_version(await client(args), golem_id, local, Path(args.data), "golem config apply")
 
     from temporalio.service import RPCError
@@ -123,11 +131,11 @@ def _apply(args) -> int:
     return 0
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     p = command("config", "the config version a running golem runs on: show | diff | apply")
     sub = p.add_subparsers(dest="config_cmd", required=True)
 
-    def action(name: str, help: str, fn):
+    def action(name: str, help: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=help)
         for opt in ("--home", "--data", "--address"):  # accepted after the action too (`golem config diff --data D`)
             s.add_argument(opt, default=argparse.SUPPRESS)

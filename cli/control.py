@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cli.common import address, arun, client, golem_config, now_iso, root_cause, rpc_status
+from cli.common import Command, address, arun, client, golem_config, now_iso, root_cause, rpc_status
 from golem.errors import UserError
 from golem.ids import golem_workflow_id
 
+if TYPE_CHECKING:
+    from golem.models.golem import ControlState
 
-async def _control(args) -> int:
+
+async def _control(args: Namespace) -> int:
     """A stop button: GolemWorkflow's pause / resume / stop_entries / allow_entries update (by name)."""
     from golem.models.golem import ControlRequest, ControlState
 
@@ -32,7 +37,7 @@ async def _control(args) -> int:
     return 0
 
 
-def _store_control_event(args, golem_id: str, update: str, answer) -> None:
+def _store_control_event(args: Namespace, golem_id: str, update: str, answer: ControlState) -> None:
     """The accepted stop button goes on the Event Fabric too, when this machine holds the golem's data dir."""
     if not Path(args.data).is_dir():
         return
@@ -42,13 +47,13 @@ def _store_control_event(args, golem_id: str, update: str, answer) -> None:
     EventStore(Path(args.data)).append([control_event(golem_id, update, answer, now_iso())])
 
 
-def cmd_control(args) -> int:
+def cmd_control(args: Namespace) -> int:
     if args.reason is not None and len(args.reason) > 500:
         raise UserError(f"--reason is {len(args.reason)} characters; keep it under 500")
     return arun(_control(args))
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     for name, what in (("pause", "no new ticks (the running one finishes; state kept) until `golem resume`"),
                        ("resume", "resume ticking after `golem pause`"),
                        ("stop-entries", "no new positions; risk-reducing actions and steers still run"),

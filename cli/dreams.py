@@ -4,8 +4,10 @@ what each replayed, imagined, rehearsed, staged and promoted, with the dream yie
 from __future__ import annotations
 
 import json
+from argparse import Namespace
 from pathlib import Path
 
+from cli.common import Command
 from golem.errors import UserError
 
 
@@ -13,7 +15,7 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
-def _dreams(args) -> int:
+def _dreams(args: Namespace) -> int:
     from golem.grimoire.dreams.staging import DREAM_YIELD_HEALTHY, StagingBuffer, journals
     from golem.layout import DataLayout
 
@@ -60,14 +62,14 @@ def _dreams(args) -> int:
               f"(healthy {_pct(DREAM_YIELD_HEALTHY[0])}–{_pct(DREAM_YIELD_HEALTHY[1])})   threat coverage "
               f"{_pct(j.threat_coverage)} (target 100%)")
     staged = StagingBuffer(DataLayout(data).dream_staging).all()
-    by = {}
+    by: dict[str, int] = {}
     for i in staged:
         by[i.status.value] = by.get(i.status.value, 0) + 1
     print(f"staging buffer: {len(staged)} items " + (", ".join(f"{v} {k}" for k, v in sorted(by.items())) or ""))
     return 0
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     p = command("dreams", "dream cycles from their journals: replayed, imagined, rehearsed, staged, promoted")
     p.add_argument("-n", type=int, default=10, help="the newest N cycles (default 10)")
     p.add_argument("--tick", type=int, default=None, help="one cycle in full (every scenario, ok or broken)")

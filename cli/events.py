@@ -6,10 +6,16 @@ import json
 import re
 import sys
 import time
+from argparse import Namespace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from cli.common import Command
 from golem.errors import UserError
+
+if TYPE_CHECKING:
+    from golem.events.models import GolemEvent
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -40,19 +46,19 @@ def check_kinds(kinds: list[str]) -> list[str]:
     return kinds
 
 
-def line(e) -> str:
+def line(e: GolemEvent) -> str:
     """One event as a human line: time, tick, kind, then the payload's short fields."""
     fields = " ".join(f"{k}={_short(v)}" for k, v in e.payload.items() if v not in (None, "", [], {}))
     tick = f"#{e.tick}" if e.tick is not None else "-"
     return f"{e.time[:19].replace('T', ' ')} {tick:>7} {e.kind:32} {fields}"[:400]
 
 
-def _short(v) -> str:
+def _short(v: object) -> str:
     text = v if isinstance(v, str) else json.dumps(v, default=str, separators=(",", ":"))
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _events(args) -> int:
+def _events(args: Namespace) -> int:
     from golem.events.models import KINDS
     from golem.events.store import EventStore
 
@@ -69,8 +75,11 @@ def _events(args) -> int:
     since = parse_since(args.since) if args.since else None
     store = EventStore(data)
     events = store.read(kinds=kinds, since=since, limit=1_000_000 if since else args.n, newest=not since)
-    after = events[-1].seq if events else store.last_seq()
-    show = (lambda e: print(e.model_dump_json())) if args.json else (lambda e: print(line(e)))
+    after = _seq(events[-1]) if events else store.last_seq()
+
+    def show(e: GolemEvent) -> None:
+        print(e.model_dump_json() if args.json else line(e))
+
     for e in events:
         show(e)
     while args.follow:
@@ -78,17 +87,24 @@ def _events(args) -> int:
         time.sleep(0.5)
         for e in store.read(after=after, kinds=kinds, since=since):
             show(e)
-            after = e.seq
+            after = _seq(e)
     return 0
 
 
-def _alerts(args) -> int:
+def _seq(e: GolemEvent) -> int:
+    """The store's order of an event read back from it (the store sets it on every read)."""
+    if e.seq is None:
+        raise ValueError(f"event {e.kind} at {e.time} was read without its store seq")
+    return e.seq
+
+
+def _alerts(args: Namespace) -> int:
     """`golem alerts`: the heartbeat-monitor's ProbeAlerts and the golem's own alerts (the alerts subsystem)."""
     args.kind, args.kinds = ["alerts"], False
     return _events(args)
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     s = command("events", "the Event Fabric: what the golem did, as typed events (--follow streams)")
     s.add_argument("--follow", "-f", action="store_true", help="keep printing new events as they are stored")
     s.add_argument("--kind", action="append", help="a kind (actions.blocked) or a subsystem (actions); repeatable")

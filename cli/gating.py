@@ -12,30 +12,34 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cli.common import arun, client, golem_config, query_golem
+from cli.common import Command, arun, client, golem_config, query_golem
 from golem.ids import golem_workflow_id
 
+if TYPE_CHECKING:
+    from golem.models.state import GolemState
 
 
-def _learned_state(args):
+
+def _learned_state(args: argparse.Namespace) -> GolemState:
     return arun(_learned_state_async(args))
 
 
-async def _learned_state_async(args):
+async def _learned_state_async(args: argparse.Namespace) -> GolemState:
     from golem.models.state import GolemState
 
     cfg = golem_config(args)
     temporal = await client(args)
     # The query by name: importing GolemWorkflow would load every activity's clients (web3, LanceDB, anthropic).
     handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
-    state = await query_golem(args, cfg, handle, "state", GolemState | None)
+    state = await query_golem(args, cfg, handle, "state", GolemState, or_none=True)
     if state is None:
         sys.exit("golem gating: the golem has no state yet (has it started ticking?)")
     return state
 
 
-def _export(args) -> int:
+def _export(args: argparse.Namespace) -> int:
     from golem.cognition.learned_gating import export_package
 
     state = _learned_state(args)
@@ -48,7 +52,7 @@ def _export(args) -> int:
     return 0
 
 
-def _import(args) -> int:
+def _import(args: argparse.Namespace) -> int:
     from golem.cognition.learned_gating import INHERITANCE_FILE, PackageError, import_package
 
     try:
@@ -68,7 +72,7 @@ def _import(args) -> int:
     return 0
 
 
-def _show(args) -> int:
+def _show(args: argparse.Namespace) -> int:
     from golem.cognition.decision_cache import hit_rate_report
 
     state = _learned_state(args)
@@ -91,7 +95,7 @@ def _show(args) -> int:
     return 0
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     p = command("gating", "learned gating parameters: export / import the inheritance package, show them")
     sub = p.add_subparsers(dest="gating_cmd", required=True)
     # like every command, accept --home/--data/--address after the subcommand too

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 from cli import topology
-from cli.common import config
+from cli.common import Command, config
 
 
-def _stats(args) -> int:
+def _stats(args: argparse.Namespace) -> int:
     from golem.grimoire.access import latest_tick, open_stores
     from golem.grimoire.integrity import integrity_status
     from golem.layout import DataLayout
@@ -34,7 +34,7 @@ def _stats(args) -> int:
     return 0
 
 
-def _search(args) -> int:
+def _search(args: argparse.Namespace) -> int:
     from golem.grimoire.access import configured_floor, latest_tick, open_stores, search
 
     if args.k < 1:
@@ -61,7 +61,7 @@ def _search(args) -> int:
     return 0
 
 
-def _export(args) -> int:
+def _export(args: argparse.Namespace) -> int:
     from golem.grimoire.access import latest_tick, open_stores
     from golem.grimoire.transfer import export_lines
 
@@ -83,7 +83,7 @@ def _export(args) -> int:
     return 0
 
 
-def _import(args) -> int:
+def _import(args: argparse.Namespace) -> int:
     from golem.grimoire.access import open_stores
     from golem.grimoire.transfer import import_file
 
@@ -96,7 +96,7 @@ def _import(args) -> int:
     return 0
 
 
-def _reembed(args) -> int:
+def _reembed(args: argparse.Namespace) -> int:
     """`golem grimoire reembed | resume`: full re-embed, re-pin, flush the queue, lift the pause."""
     from golem.grimoire.access import open_stores
     from golem.grimoire.store.guard import WriteGuard
@@ -124,7 +124,7 @@ def _reembed(args) -> int:
     return 0
 
 
-def _playbook_paths(args) -> tuple[Path, Path]:
+def _playbook_paths(args: argparse.Namespace) -> tuple[Path, Path]:
     """The worker's layout: <data>/PLAYBOOK.md and <data>/grimoire/heuristics.sqlite (golem.layout)."""
     from golem.layout import DataLayout
 
@@ -132,7 +132,7 @@ def _playbook_paths(args) -> tuple[Path, Path]:
     return layout.playbook, layout.heuristics
 
 
-def _playbook(args) -> int:
+def _playbook(args: argparse.Namespace) -> int:
     from golem.grimoire.playbook.compile import PlaybookHistory, PlaybookRefused, rollback
 
     path, db = _playbook_paths(args)
@@ -178,7 +178,7 @@ def _playbook(args) -> int:
     return 0
 
 
-def _effects(args) -> int:
+def _effects(args: argparse.Namespace) -> int:
     """`golem grimoire playbook effects`: every learned rule a trial measured — its standing and each trial's
     verdict with the figures with and without it (docs/how-to/learned-rules.md)."""
     from golem.grimoire.playbook.heuristics import HeuristicStore
@@ -206,7 +206,7 @@ def _effects(args) -> int:
     return 0
 
 
-def _quarantine(args) -> int:
+def _quarantine(args: argparse.Namespace) -> int:
     """`golem grimoire quarantine list | release ID | drop ID`: the hallucination firewall's hold."""
     from golem.grimoire.access import latest_tick, open_stores
     from golem.grimoire.semantic.admission import owner_drop, owner_release
@@ -253,7 +253,7 @@ def _regime_arg(label: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     p = command("grimoire", "the golem's memory: stats | search | export | import | reembed | resume | playbook | "
                             "quarantine | topology")
     sub = p.add_subparsers(dest="grimoire_cmd", required=True)

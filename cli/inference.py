@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
+from argparse import Namespace
 from datetime import timedelta
 from pathlib import Path
 
-from cli.common import address, arun, config
+from cli.common import Command, address, arun, config
 from golem.ids import doctor_workflow_id, task_queue
 
 WORKER_WAIT_SECONDS = 8.0
 
 
-async def _ask_worker(args, golem_id: str) -> str | None:
+async def _ask_worker(args: Namespace, golem_id: str) -> str | None:
     """The worker's own report (DoctorWorkflow on its task queue), or None when no worker answers."""
     import asyncio
     import uuid
@@ -35,7 +36,7 @@ async def _ask_worker(args, golem_id: str) -> str | None:
         return None
 
 
-def cmd_doctor(args) -> int:
+def cmd_doctor(args: Namespace) -> int:
     cfg = config(args)
     if not getattr(args, "local", False):
         report = arun(_ask_worker(args, cfg.golem.id))
@@ -55,7 +56,7 @@ def cmd_doctor(args) -> int:
 
 
 # ---- chat ----------------------------------------------------------------------------------
-def cmd_chat(args) -> int:
+def cmd_chat(args: Namespace) -> int:
     from golem.life.chat import llm_reply, offline_reply, state_digest
     from golem.deliberators import select_deliberator
     from golem.inference.llm import LLMDeliberator
@@ -103,7 +104,7 @@ def cmd_chat(args) -> int:
     return 0
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     p = command("doctor", "which deliberator is active and why; models, prices, budget (as the worker sees them)")
     p.add_argument("--local", action="store_true", help="this shell's view, without asking the worker")
     p.set_defaults(fn=cmd_doctor)

@@ -12,12 +12,21 @@ from __future__ import annotations
 
 import json
 import sys
+from argparse import Namespace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from cli.common import Command
 from golem.errors import UserError
 
+if TYPE_CHECKING:
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
+    from golem.models.config import GolemConfig
+    from golem.models.golem import GolemStatus
 
-def _load(home: str):
+
+def _load(home: str) -> GolemConfig:
     from golem.models.config import ConfigError, load_config
 
     try:
@@ -26,7 +35,7 @@ def _load(home: str):
         raise UserError(str(err)) from None
 
 
-def _extensions(args) -> int:
+def _extensions(args: Namespace) -> int:
     from golem.extensions import HOOKS, RegistryError, build_registry, builtin_extensions
 
     disabled = _load(args.home).extensions.disabled if (Path(args.home) / "golem.toml").exists() else []
@@ -62,7 +71,7 @@ def _extensions(args) -> int:
     return 0
 
 
-async def _kill_async(args) -> int:
+async def _kill_async(args: Namespace) -> int:
     from cli.common import client, root_cause
     from golem.ids import golem_workflow_id
     from golem.life.death import KillAnswer, KillRequest
@@ -91,13 +100,13 @@ async def _kill_async(args) -> int:
     return 0
 
 
-def _kill(args) -> int:
+def _kill(args: Namespace) -> int:
     from cli.common import arun
 
     return arun(_kill_async(args))
 
 
-def _spawn(args) -> int:
+def _spawn(args: Namespace) -> int:
     from golem.grimoire.transfer import import_file
     from golem.life.succession import find_legacy, stage_succession, successor_home
 
@@ -127,7 +136,7 @@ def _spawn(args) -> int:
     return 0
 
 
-def _open_stores(data_dir: Path, home: Path):
+def _open_stores(data_dir: Path, home: Path) -> tuple[EpisodeStore, SemanticStore]:
     from golem.grimoire.access import open_stores
 
     return open_stores(data_dir, home)
@@ -139,7 +148,7 @@ def _ticks(n: float) -> str:
     return "over a million ticks" if n >= 1e6 else f"~{n:,.0f} ticks"
 
 
-def life_line(st) -> str:
+def life_line(st: GolemStatus) -> str:
     """`golem status`'s lines on the golem's life: the three clocks, the credit, the affect, death."""
     c = st.clocks or {}
     clocks = (f"economic {c.get('economic', 1):.2f} × epistemic {c.get('epistemic', 1):.2f} × stochastic "
@@ -165,7 +174,7 @@ def life_line(st) -> str:
     return out
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     p = command("extensions", "the hook × extension matrix of this build")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_extensions)

@@ -8,7 +8,7 @@ import sys
 
 from cli import (backtest, config, control, dreams, events, gating, grimoire, inference, life, records, replay, safety,
                  stack, status, steer)
-from cli.common import address, default_data, default_home, one_line, rpc_status
+from cli.common import address, default_data, default_home, one_line, rpc_error
 from golem.errors import UserError
 
 # Each module adds its commands with register(command), in this order (the order of `golem --help`). Every
@@ -44,18 +44,21 @@ _CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating", 
                     "pause", "resume", "stop-entries", "allow-entries", "kill", "spawn"}
 
 
-def _user_error_message(args, err: BaseException) -> str | None:
+def _user_error_message(args: argparse.Namespace, err: BaseException) -> str | None:
     """The one line for an exception that is the user's to fix, or None for a bug (which keeps its traceback).
     Types are recognised by module so that commands which never load pydantic or temporalio do not import them."""
     config_module = sys.modules.get("golem.models.config")
     if config_module is not None and isinstance(err, config_module.ConfigError):
         return f"golem: {one_line(err)}"
-    status = rpc_status(err)
+    rpc = rpc_error(err)
+    if rpc is None:
+        return None
+    status = rpc.status.name
     if status == "NOT_FOUND":
-        return (f"golem {args.cmd}: {one_line(err.message)} on Temporal at {address(args)}: is the golem started "
+        return (f"golem {args.cmd}: {one_line(rpc.message)} on Temporal at {address(args)}: is the golem started "
                 "(`golem run`), and is --home's golem id the right one?")
     if status in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
-        return (f"golem {args.cmd}: lost Temporal at {address(args)} ({one_line(err.message)[:160]}): "
+        return (f"golem {args.cmd}: lost Temporal at {address(args)} ({one_line(rpc.message)[:160]}): "
                 "is `golem run` still up?")
     return None
 
@@ -69,7 +72,7 @@ def _stdout_closed() -> int:
     return 141
 
 
-def _run(args) -> int:
+def _run(args: argparse.Namespace) -> int:
     """Run the command; user errors leave as SystemExit with one line (what, why, the fix)."""
     try:
         code = args.fn(args) or 0

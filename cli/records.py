@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+from argparse import Namespace
+from typing import TYPE_CHECKING
 
-from cli.common import data_dir
+from cli.common import Command, data_dir
 from golem.errors import UserError
 
+if TYPE_CHECKING:
+    from golem.life.cycle_store import CycleStore
+    from golem.models.record import DecisionCycleRecord
 
-def cmd_ticks(args) -> int:
+
+def cmd_ticks(args: Namespace) -> int:
     from golem.cognition.lines import lifted_note
     from golem.life.cycle_store import CycleStore
 
@@ -33,7 +39,7 @@ def cmd_ticks(args) -> int:
     return 0
 
 
-def run_lines(store, tick: int, shown: str | None) -> list[str]:
+def run_lines(store: CycleStore, tick: int, shown: str | None) -> list[str]:
     """How each run of tick N started and why, the shown one marked (for `golem show`)."""
     lines = []
     failure = store.failure(tick)
@@ -56,7 +62,7 @@ def run_lines(store, tick: int, shown: str | None) -> list[str]:
     return lines
 
 
-def brief(rec) -> list[str]:
+def brief(rec: DecisionCycleRecord) -> list[str]:
     """Tick N as an owner reads it: why this tier, what it decided and did, what it cost, what came of it."""
     hf = rec.observation.min_health_factor()
     out = [f"tick {rec.tick}{f' ({rec.run_label})' if rec.run_label else ''}  {rec.timestamp}  {rec.tier.value}  "
@@ -87,7 +93,7 @@ def brief(rec) -> list[str]:
     return out
 
 
-def cmd_show(args) -> int:
+def cmd_show(args: Namespace) -> int:
     from golem.life.cycle_store import CycleStore
 
     if args.tick < 0:
@@ -125,7 +131,7 @@ def cmd_show(args) -> int:
     return 0
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     s = command("ticks", "recent ticks from the cycle index")
     s.add_argument("-n", type=int, default=20)
     s.add_argument("--json", action="store_true")

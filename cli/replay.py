@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from cli.common import address, arun, client, golem_config, data_dir, root_cause, rpc_status
+from argparse import Namespace
+from cli.common import Command, address, arun, client, data_dir, golem_config, root_cause, rpc_status
 from golem.errors import UserError
 from golem.ids import tick_workflow_id
 
 
-async def _replay(args) -> int:
+async def _replay(args: Namespace) -> int:
     from workers.replay import replay_history
 
     cfg = golem_config(args)
@@ -31,11 +32,11 @@ async def _replay(args) -> int:
     return 0 if ok else 1
 
 
-def cmd_replay(args) -> int:
+def cmd_replay(args: Namespace) -> int:
     return arun(_replay(args))
 
 
-async def _rerun(args) -> int:
+async def _rerun(args: Namespace) -> int:
     from temporalio.client import WorkflowFailureError
     from temporalio.service import RPCError
 
@@ -63,11 +64,11 @@ async def _rerun(args) -> int:
     return 0
 
 
-def cmd_rerun(args) -> int:
+def cmd_rerun(args: Namespace) -> int:
     return arun(_rerun(args))
 
 
-async def _reset(args) -> int:
+async def _reset(args: Namespace) -> int:
     from temporalio.service import RPCError
 
     from workers.replay import ResetRefused, reset_tick
@@ -89,11 +90,11 @@ async def _reset(args) -> int:
     return 0
 
 
-def cmd_reset(args) -> int:
+def cmd_reset(args: Namespace) -> int:
     return arun(_reset(args))
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     s = command("replay", "replay tick N's history with Replayer and report determinism")
     s.add_argument("tick", type=int, nargs="?")
     s.add_argument("--workflow-id", help="replay any workflow by id instead of a tick")

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from argparse import Namespace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cli.common import config
+from cli.common import Command, config
+
+if TYPE_CHECKING:
+    from golem.models.observation import Observation
+    from golem.models.tick import ProposedAction, SimulationResult
 
 
-def cmd_audit(args) -> int:
+def cmd_audit(args: Namespace) -> int:
     from golem.layout import DataLayout
     from golem.safety.audit import AuditLog
 
@@ -31,7 +38,7 @@ def cmd_audit(args) -> int:
     return 0
 
 
-def cmd_strategy_check(args) -> int:
+def cmd_strategy_check(args: Namespace) -> int:
     from golem.safety.limits import SafetyLimits
     from golem.safety.strategy_check import validate_strategy
 
@@ -41,7 +48,8 @@ def cmd_strategy_check(args) -> int:
         print(f"golem strategy-check: {path} not found; copy examples/golem-home/STRATEGY.md")
         return 1
     limits = SafetyLimits.from_config(cfg)
-    observation = simulate = None
+    observation: Observation | None = None
+    simulate: Callable[[list[ProposedAction], Observation], SimulationResult] | None = None
     if args.chain:
         from golem.chain.contracts import Deployment, DeploymentError
         from golem.chain.reader import read_snapshot
@@ -61,10 +69,14 @@ def cmd_strategy_check(args) -> int:
         except DeploymentError as err:
             raise UserError(f"{err} (or point --data at the golem's data dir)") from None
         account = args.account or dep.golem_account
+        if account is None:
+            raise UserError(f"the deployment in {args.data} names no golem account: give --account for the dry run")
         observation = Observation(snapshot=read_snapshot(w3, dep, account))
 
-        def simulate(actions, obs):
-            return simulate_actions(w3, dep, account, actions, obs)
+        def simulate_on_chain(actions: list[ProposedAction], obs: Observation) -> SimulationResult:
+            return simulate_actions(w3, dep, chain_account, actions, obs)
+
+        chain_account, simulate = account, simulate_on_chain
 
     result = validate_strategy(path.read_text(), limits, observation=observation, simulate=simulate,
                                dry_run=args.chain)
@@ -78,7 +90,7 @@ def cmd_strategy_check(args) -> int:
     return 0 if result.viable else 2
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     p = command("audit", "verify or print the hash-chained audit trail of permits, tool calls and outcomes")
     p.add_argument("action", choices=["verify", "tail"])
     p.add_argument("-n", type=int, default=20, help="tail: how many entries")

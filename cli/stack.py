@@ -7,17 +7,17 @@ import argparse
 import os
 from pathlib import Path
 
-from cli.common import arun, config, data_dir
+from cli.common import Command, arun, config, data_dir
 from golem.errors import UserError
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from infra.stack import run_stack
 
     return run_stack(Path(args.home), Path(args.data), scenario=args.scenario, quiet=args.quiet)
 
 
-def cmd_worker(args) -> int:
+def cmd_worker(args: argparse.Namespace) -> int:
     import logging
 
     from golem.layout import DataLayout
@@ -33,7 +33,7 @@ def cmd_worker(args) -> int:
     return 0
 
 
-def cmd_dashboard(args) -> int:
+def cmd_dashboard(args: argparse.Namespace) -> int:
     import logging
 
     from workers.dashboard.server import run_dashboard
@@ -52,7 +52,7 @@ def cmd_dashboard(args) -> int:
     return 0
 
 
-def cmd_codec_server(args) -> int:
+def cmd_codec_server(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
@@ -86,7 +86,7 @@ def cmd_codec_server(args) -> int:
     return 0
 
 
-def cmd_sim(args) -> int:
+def cmd_sim(args: argparse.Namespace) -> int:
     if args.rest[:1] == ["export"]:  # `golem sim export ...`: a scenario as a market-path CSV, no chain needed
         from golem.backtest.export import export_main
 
@@ -96,7 +96,7 @@ def cmd_sim(args) -> int:
     return simulate(args.rest) or 0
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     s = command("run", "start the embedded stack and a live golem (Ctrl-C stops it)")
     s.add_argument("--scenario", default="calm", choices=["calm", "trending", "volatile", "crash"])
     s.add_argument("--quiet", action="store_true", help="no line per tick on the console after start-up")

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+from argparse import Namespace
 
-from cli.common import arun, client, golem_config, query_golem
+from cli.common import Command, arun, client, golem_config, query_golem
 from cli.life import life_line
 from golem.ids import golem_workflow_id
 
+if TYPE_CHECKING:
+    from golem.models.golem import GolemStatus
+    from golem.models.interventions import RejectedIntervention
+    from golem.models.state import ChainHealth
 
-async def _status(args) -> int:
+
+async def _status(args: Namespace) -> int:
     from golem.models.golem import GolemStatus
     from golem.models.state import FsmState
 
@@ -77,7 +84,7 @@ def _since(iso: str) -> str:
     return f"{secs:.0f}s" if secs < 120 else f"{secs / 60:.1f} min"
 
 
-def chain_line(chain) -> str:
+def chain_line(chain: ChainHealth) -> str:
     """Chain RPC health from the golem's own reads (each tick's observe step)."""
     good = f"last good read {_since(chain.last_good_read_at)} ago (tick {chain.last_good_tick})" \
         if chain.last_good_read_at else "no good read yet"
@@ -86,22 +93,24 @@ def chain_line(chain) -> str:
     return f"  chain RPC:  {chain.errors_in_row} failed reads in a row, {good}; last error: {chain.last_error}"
 
 
-def rejection_line(r) -> str:
+def rejection_line(r: RejectedIntervention) -> str:
     """One rejected steer or follow-up, dated by time and by the tick whose record reports it."""
     when = r.received_at[:19].replace("T", " ") + " UTC" if r.received_at else "time unknown"
     tick = f"before tick {r.tick}" if r.tick is not None else "tick unknown"
     return f"rejected {r.kind} at {when}, {tick}: {r.reason}"
 
 
-def dream_line(st) -> str:
+def dream_line(st: GolemStatus) -> str:
     """The dream yield (healthy 10–30%) and threat coverage (target 100%), the last cycle, the next one's urgency."""
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{100 * x:.0f}%"
+
     urgency = f"   urgency {st.dream_urgency:.2f} (dreams at 1.00)" if st.dream_urgency is not None else ""
     return (f"  dreams:     yield {pct(st.dream_yield)} (healthy 10-30%)   threat coverage {pct(st.threat_coverage)} "
             f"(target 100%){urgency}" + (f"\n    last: {st.last_dream}" if st.last_dream else ""))
 
 
-def wake_line(args) -> str | None:
+def wake_line(args: Namespace) -> str | None:
     """The newest record's wake check (forecast to the nearest STRATEGY.md line, rules previewed), from the data dir
     on this host; None when there is none to read."""
     from cli.common import data_dir
@@ -120,7 +129,7 @@ def wake_line(args) -> str | None:
     return f"  wake:       tick {rec.tick}: {wake_summary(rec.wake)}"
 
 
-def spend_line(st) -> str:
+def spend_line(st: GolemStatus) -> str:
     """Today's inference and gas spend, each beside its budget (the gas partition's emergency slice too)."""
     day = f" ({st.spend_day} UTC)" if st.spend_day else ""
     return (f"  today{day}: inference ${st.daily_spend_usd:.4f} of ${st.max_daily_cost_usd:.2f}   "
@@ -129,7 +138,7 @@ def spend_line(st) -> str:
             + ceiling_line(st))
 
 
-def ceiling_line(st) -> str:
+def ceiling_line(st: GolemStatus) -> str:
     """Urgency buys gas: what one urgent action and a critical day may pay, and gas per unit of HF restored."""
     if not getattr(st, "gas_ceiling_per_action_usd", 0.0):
         return ""
@@ -140,11 +149,11 @@ def ceiling_line(st) -> str:
             f"({st.hf_restored_total:.3f} restored)")
 
 
-def cmd_status(args) -> int:
+def cmd_status(args: Namespace) -> int:
     return arun(_status(args))
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     s = command("status", "the running golem, from a workflow query")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_status)

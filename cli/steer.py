@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 import uuid
+from argparse import Namespace
+from typing import Any
 
-from cli.common import arun, client, golem_config, now_iso
+from cli.common import Command, arun, client, golem_config, now_iso
 from golem.ids import golem_workflow_id
 
 
-async def _signal(args, kind: str, payload: dict) -> int:
+async def _signal(args: Namespace, kind: str, payload: dict[str, Any]) -> int:
     """The owner's message on its way to the golem, validated here as the workflow will: the send_message hook
     (see docs/design/life.md#extensions), whose intervention member delivers it."""
     from golem.extensions.registry import registry_or_full
@@ -37,19 +39,19 @@ async def _signal(args, kind: str, payload: dict) -> int:
     return 0
 
 
-def cmd_steer(args) -> int:
+def cmd_steer(args: Namespace) -> int:
     payload = {"id": args.id or f"steer-{uuid.uuid4().hex[:12]}", "message": args.message,
                "severity": args.severity, "created_at": now_iso()}
     return arun(_signal(args, "steer", payload))
 
 
-def cmd_followup(args) -> int:
+def cmd_followup(args: Namespace) -> int:
     payload = {"id": args.id or f"followup-{uuid.uuid4().hex[:12]}", "message": args.message,
                "window": args.window, "created_at": now_iso()}
     return arun(_signal(args, "follow_up", payload))
 
 
-def register(command) -> None:
+def register(command: Command) -> None:
     s = command("steer", "interrupt the golem: forces T2 on the next (or running) tick")
     s.add_argument("message")
     s.add_argument("--severity", default="medium", choices=["low", "medium", "high", "critical"])

@@ -9,6 +9,7 @@ The report itself: golem.grimoire.semantic.topology.topology_report.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -19,7 +20,7 @@ def _named(entity: str, label: str) -> str:
     return f"{entity} ({label})" if label else entity
 
 
-def _topology(args) -> int:
+def _topology(args: argparse.Namespace) -> int:
     from golem.grimoire.semantic.topology import address_labels, topology_report
     from golem.layout import DataLayout
 
@@ -48,7 +49,7 @@ def _topology(args) -> int:
     return 0
 
 
-def register(grimoire_sub) -> None:
+def register(grimoire_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `topology` to the `golem grimoire` subcommands (`grimoire_sub` is its add_subparsers() action)."""
     sp = grimoire_sub.add_parser("topology", help="the golem's DeFi topology and each entity's hops from its positions")
     sp.add_argument("--block", type=int, default=None, help="the block to read the graph at (default: the newest)")

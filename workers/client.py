@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
+from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.runtime import Runtime
 
 from workers.converter import data_converter as lean_converter
 
@@ -16,7 +19,7 @@ def temporal_address() -> str:
     return os.environ.get("GOLEM_TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
 
 
-def data_converter(codec=None):
+def data_converter(codec: PayloadCodec | None = None) -> DataConverter:
     """Pydantic JSON without default-valued fields (workers/converter.py), sealed with AES-GCM when
     GOLEM_PAYLOAD_KEYS is set (workers/codec.py; off by default)."""
     from workers.codec import codec_from_env, with_codec
@@ -24,7 +27,8 @@ def data_converter(codec=None):
     return with_codec(lean_converter, codec if codec is not None else codec_from_env())
 
 
-async def connect(address: str | None = None, *, interceptors=(), runtime=None, codec=None) -> Client:
+async def connect(address: str | None = None, *, interceptors: Sequence[Interceptor] = (),
+                  runtime: Runtime | None = None, codec: PayloadCodec | None = None) -> Client:
     return await Client.connect(
         address or temporal_address(),
         namespace=NAMESPACE,

@@ -10,3 +10,6 @@ from golem.extensions.registry import (  # noqa: F401
     builtin_extensions,
     registry_for,
 )
+
+__all__ = ["HOOKS", "SPEC_ORDER", "Extension", "ExtensionRegistry", "RegistryError", "build_registry",
+           "builtin_extensions", "registry_for"]
