@@ -23,8 +23,9 @@ from golem.models.enums import Tier
 class HomeContext:
     """Reads the workspace's file-backed sources: HEARTBEAT.md in the home, the chat sidecar in the data dir."""
 
-    def __init__(self, home: Path | None, data_dir: Path | None) -> None:
-        self.home, self.data_dir = home, data_dir
+    def __init__(self, home: Path | None, data: DataLayout | Path | None) -> None:
+        # the worker hands down its layout, a CLI or a test a path (DataLayout.of takes either)
+        self.home, self.layout = home, DataLayout.of(data) if data is not None else None
 
     def standing_orders(self) -> str:
         p = self.home / "HEARTBEAT.md" if self.home else None
@@ -32,7 +33,7 @@ class HomeContext:
 
     def topology(self, block: int) -> str:
         """The knowledge graph's facts at `block`, so the model can name entities by id (empty without one)."""
-        path = DataLayout(self.data_dir).semantic_db if self.data_dir else None
+        path = self.layout.semantic_db if self.layout else None
         if path is None or not path.exists():
             return ""
         from golem.grimoire.semantic.graph import KnowledgeGraph
@@ -45,18 +46,18 @@ class HomeContext:
 
     def allocations(self, tier: Tier) -> dict[str, int] | None:
         """The cybernetics loops' learned token allocations (ContextPolicy revision > 0), else None: configured."""
-        path = DataLayout(self.data_dir).learning if self.data_dir else None
+        path = self.layout.learning if self.layout else None
         if path is None or not path.exists():
             return None
         policy = LearningLedger(path).context_policy({})
         return policy.allocations.get(tier.value) if policy.revision > 0 else None
 
     def conversation_tail(self, n: int) -> list[tuple[str, str]]:
-        if not self.data_dir or n <= 0:
+        if self.layout is None or n <= 0:
             return []
         from golem.inference.session import SessionTree
 
-        path = SessionTree.default_path(self.data_dir)
+        path = self.layout.conversation
         return SessionTree.load(path).tail(n) if path.exists() else []
 
 
@@ -65,7 +66,7 @@ def select_deliberator(
     env: Mapping[str, str] | None = None,
     *,
     home: Path | None = None,
-    data_dir: Path | None = None,
+    data_dir: DataLayout | Path | None = None,
     http_client: Any = None,
     inference: InferenceConfig | None = None,
 ) -> tuple[Deliberator, str]:

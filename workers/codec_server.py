@@ -9,6 +9,7 @@ server's `--ui-codec-endpoint`). Bound to 127.0.0.1.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
 from google.protobuf import json_format
@@ -20,7 +21,7 @@ DEFAULT_PORT = 8234
 DEFAULT_ORIGINS = ("http://127.0.0.1:8233", "http://localhost:8233")  # the dev server's Web UI
 
 
-def codec_app(codec: EncryptionCodec, origins=DEFAULT_ORIGINS) -> web.Application:
+def codec_app(codec: EncryptionCodec, origins: Iterable[str] = DEFAULT_ORIGINS) -> web.Application:
     allowed = set(origins)
 
     def cors(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
@@ -33,11 +34,11 @@ def codec_app(codec: EncryptionCodec, origins=DEFAULT_ORIGINS) -> web.Applicatio
             resp.headers["Vary"] = "Origin"
         return resp
 
-    async def preflight(request: web.Request) -> web.Response:
+    async def preflight(request: web.Request) -> web.StreamResponse:
         return cors(request, web.Response(status=200))
 
-    def handler(direction: str):
-        async def handle(request: web.Request) -> web.Response:
+    def handler(direction: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
             try:
                 payloads = json_format.Parse(await request.text(), Payloads())
             except (json_format.ParseError, UnicodeDecodeError) as err:
@@ -60,7 +61,8 @@ def codec_app(codec: EncryptionCodec, origins=DEFAULT_ORIGINS) -> web.Applicatio
     return app
 
 
-async def serve_codec(codec: EncryptionCodec, port: int = DEFAULT_PORT, origins=DEFAULT_ORIGINS) -> web.AppRunner:
+async def serve_codec(codec: EncryptionCodec, port: int = DEFAULT_PORT,
+                      origins: Iterable[str] = DEFAULT_ORIGINS) -> web.AppRunner:
     runner = web.AppRunner(codec_app(codec, origins), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()

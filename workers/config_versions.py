@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client, WorkflowUpdateFailedError
 
@@ -36,7 +37,7 @@ class ConfigRefused(Exception):
 class LocalVersion:
     """golem.toml + STRATEGY.md as they are on disk now."""
 
-    table: dict  # golem.toml's table, paths resolved, not validated
+    table: dict[str, Any]  # golem.toml's table, paths resolved, not validated
     strategy_text: str
     config: GolemConfig | None = None  # None: the file does not validate (the error in `error`)
     error: str = ""
@@ -99,7 +100,10 @@ def stored_strategy(data: DataLayout | str | Path, version: str) -> str | None:
     path = DataLayout.of(data).config_versions / f"{version}.json"
     if not version or not path.exists():
         return None
-    return json.loads(path.read_text())["strategy"]
+    strategy = json.loads(path.read_text())["strategy"]
+    if not isinstance(strategy, str):
+        raise ValueError(f"{path}: its 'strategy' is not STRATEGY.md's text (got {type(strategy).__name__})")
+    return strategy
 
 
 def stored_config(data: DataLayout | str | Path, version: str) -> GolemConfig | None:

@@ -10,6 +10,8 @@ import ctypes.util
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from golem.grimoire.store.lance import session_bytes
 
@@ -22,10 +24,11 @@ class _MallInfo2(ctypes.Structure):
                  "keepcost")]
 
 
-def _libc_fn(name: str, restype, argtypes=()):
-    """A function of the C library (glibc's mallinfo2 is 2.33+), or None where there is none (musl, macOS)."""
+def _libc_fn(name: str, restype: type, argtypes: Sequence[type] = ()) -> Callable[..., Any] | None:
+    """A function of the C library (glibc's mallinfo2 is 2.33+), or None where there is none (musl, macOS).
+    Its result is what restype says, which ctypes sets at run time (hence Any to the checker)."""
     try:
-        fn = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")[name]
     except (OSError, AttributeError):
         return None
     fn.restype, fn.argtypes = restype, list(argtypes)

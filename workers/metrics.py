@@ -13,7 +13,8 @@ import os
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -27,6 +28,11 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 
 from golem.events.models import GolemEvent
 from workers.memory import memory_parts
+
+if TYPE_CHECKING:
+    from temporalio.runtime import Runtime
+
+    from workers.services import GolemServices
 
 log = logging.getLogger("golem.metrics")
 
@@ -44,7 +50,8 @@ def metrics_port() -> int | None:
 class GolemMetrics:
     """The instruments and their Prometheus registry (one per worker; tests may build several in one process)."""
 
-    def __init__(self, golem_id: str, *, grimoire_size=None, grimoire_quality=None) -> None:
+    def __init__(self, golem_id: str, *, grimoire_size: Callable[[], int] | None = None,
+                 grimoire_quality: Callable[[], float | None] | None = None) -> None:
         self.registry = CollectorRegistry()
         reader = PrometheusMetricReader(registry=self.registry)
         self.provider = MeterProvider(
@@ -54,8 +61,8 @@ class GolemMetrics:
         )
         m = self.provider.get_meter("golem")
         self.attrs = {"golem": golem_id}
-        self._grimoire_size = grimoire_size  # () -> int, read on each tick
-        self._grimoire_quality = grimoire_quality  # () -> float | None, read on each tick
+        self._grimoire_size = grimoire_size  # read on each tick
+        self._grimoire_quality = grimoire_quality  # read on each tick
         self.step_latency = m.create_histogram("golem_step_latency", unit="s", description="activity duration by step")
         self.step_failures = m.create_counter("golem_step_failures", description="activity attempts that raised")
         self.ticks = m.create_counter("golem_ticks", description="recorded ticks by tier")
@@ -120,7 +127,7 @@ class GolemMetrics:
             self._n["admitted"] += int(p.get("admitted", 0)) + int(p.get("admitted_low", 0))
             self._rate("admission_rate", "admitted", "candidates")
 
-    def _tick(self, p: dict) -> None:
+    def _tick(self, p: dict[str, Any]) -> None:
         a = self.attrs
         self.ticks.add(1, {**a, "tier": p["tier"], "regime": p["regime"]})
         self.pe.set(p["prediction_error"], a)
@@ -181,7 +188,7 @@ class _Timed(ActivityInboundInterceptor):
         super().__init__(next)
         self.metrics = metrics
 
-    async def execute_activity(self, input: ExecuteActivityInput):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:  # the activity's own result
         step = activity.info().activity_type
         t0 = time.perf_counter()
         try:
@@ -193,7 +200,7 @@ class _Timed(ActivityInboundInterceptor):
             self.metrics.step_latency.record(time.perf_counter() - t0, {**self.metrics.attrs, "step": step})
 
 
-def temporal_runtime(port: int):
+def temporal_runtime(port: int) -> Runtime:
     """A Temporal Runtime whose core serves the SDK's own metrics (Prometheus text) on 127.0.0.1:port."""
     from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
@@ -220,7 +227,7 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args) -> None:  # scrapes are not worth a log line
+            def log_message(self, format: str, *args: Any) -> None:  # scrapes are not worth a log line
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
@@ -232,7 +239,8 @@ class MetricsServer:
             return b""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.temporal_port}/metrics", timeout=2) as r:
-                return r.read()
+                body: bytes = r.read()  # an HTTPResponse (typeshed types urlopen's result as Any)
+                return body
         except OSError as err:
             return f"# temporal SDK metrics unavailable: {err}\n".encode()
 
@@ -251,10 +259,12 @@ def free_port() -> int:
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        host, port = s.getsockname()  # an AF_INET address: (host, port)
+        return int(port)
 
 
-def install_metrics(services, port: int, temporal_port: int | None = None):
+def install_metrics(services: GolemServices, port: int, temporal_port: int | None = None
+                    ) -> tuple[GolemMetrics, MetricsServer | None, StepLatencyInterceptor]:
     """The worker's metrics: instruments fed by its EventSink, the step-latency interceptor, the /metrics server.
     Returns (metrics, server, interceptor)."""
     metrics = GolemMetrics(services.config.golem.id, grimoire_size=services.semantic.count,

@@ -31,6 +31,8 @@ async def recorded_tick_input(client: Client, workflow_id: str) -> TickContext:
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     started = history.events[0].workflow_execution_started_event_attributes
     (ctx,) = await data_converter.decode(started.input.payloads, [TickContext])
+    if not isinstance(ctx, TickContext):
+        raise TypeError(f"{workflow_id}'s first event does not hold a TickContext (got {type(ctx).__name__})")
     return ctx
 
 

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from eth_account import Account
+from web3 import Web3
 
 from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
@@ -31,7 +32,8 @@ from golem.grimoire.episodes.writes import write_safety_incident
 from golem.grimoire.playbook.heuristics import HeuristicStore
 from golem.learning.ledger import LearningLedger
 from golem.grimoire.semantic.store import SemanticStore
-from golem.inference.evaluator import evaluate_outcome
+from golem.inference.deliberator import Deliberator
+from golem.inference.evaluator import Evaluation, evaluate_outcome
 from golem.deliberators import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.layout import DataLayout
@@ -42,6 +44,7 @@ from golem.life.owner_notes import write_outcome_file
 from golem.models.config import GolemConfig
 from golem.models.config_version import config_version, short, strategy_sha256
 from golem.models.enums import BehavioralPhase
+from golem.models.observation import ChainSnapshot, LiquidationEvent, Observation
 from golem.models.record import ActionRecord, DecisionCycleRecord, OutcomeRecord
 from golem.models.tick import ProposedAction, SimulationResult, TickContext
 from golem.safety.service import SafetyService
@@ -53,7 +56,7 @@ log = logging.getLogger("golem.services")
 LOCAL_CHAIN_ID = 31337  # the embedded Anvil sandbox: the demo runs live on it
 
 
-def load_deployment(config: GolemConfig, w3, data: DataLayout | Path, account: str | None) -> Deployment:
+def load_deployment(config: GolemConfig, w3: Web3, data: DataLayout | Path, account: str | None) -> Deployment:
     """The resolved address book: the embedded world's `<data>/deployment.json`, or the book golem.toml names
     resolved against the chain now (and written to that file, where the CLI and the execute process read it)."""
     path = DataLayout.of(data).deployment
@@ -68,6 +71,13 @@ def load_deployment(config: GolemConfig, w3, data: DataLayout | Path, account: s
 
 class GolemServices:
     """The worker's implementation of golem.services.Services."""
+
+    # the session hook's grimoire member opens these (open_grimoire in __init__)
+    decision_cache: DecisionCacheStore
+    episodes: EpisodeStore
+    semantic: SemanticStore
+    heuristics: HeuristicStore
+    learning: LearningLedger
 
     def __init__(
         self,
@@ -87,7 +97,11 @@ class GolemServices:
         key = private_key or os.environ.get(config.chain.key_env)
         self._signer = Account.from_key(key) if key else None
         self.deployment = load_deployment(config, self.w3, layout, self._signer.address if self._signer else None)
-        self.account = self._signer.address if self._signer else self.deployment.golem_account
+        account = self._signer.address if self._signer else self.deployment.golem_account
+        if account is None:  # every chain read is of the golem's own position
+            raise ValueError(f"no golem account: set the golem's key in ${config.chain.key_env}, or use an address "
+                             f"book whose deployment names its golem_account ({layout.deployment})")
+        self.account: str = account
         chain_id = self.chain_id = self.w3.eth.chain_id
         # Against an external RPC the golem dry-runs unless started live (docs/concepts/world.md).
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
@@ -131,7 +145,7 @@ class GolemServices:
         )
         log.info("golem %s services ready: account %s, live=%s", config.golem.id, self.account, self.live)
 
-    def use_deliberator(self, deliberator, reason: str) -> None:
+    def use_deliberator(self, deliberator: Deliberator, reason: str) -> None:
         """The deliberator and its LLM router (when Claude is configured; the evaluator, Reflexion's wording and
         future-utility scoring use the router too), None with the offline deliberator."""
         self.deliberator, self.deliberator_reason = deliberator, reason
@@ -164,6 +178,9 @@ class GolemServices:
         if text is not None:
             return text
         text = self.strategy_text()
+        if ctx is None or ctx.config is None:  # a lean context: nothing to check the file against
+            raise ValueError(f"config version {short(version)} is not on this worker's disk and the tick does not "
+                             f"carry its config; apply the current files with `golem config apply`")
         if config_version(ctx.config, strategy_sha256(text)) != version:
             raise ValueError(f"config version {short(version)} is not on this worker's disk and STRATEGY.md has "
                              f"changed since; apply the current files with `golem config apply`")
@@ -187,7 +204,8 @@ class GolemServices:
         """STRATEGY.md of the tick's config version, read on every decision."""
         return parse_strategy(self.strategy_text_for(ctx))
 
-    def strategy_viability(self, observation, phase: BehavioralPhase, ctx: TickContext | None = None) -> StrategyValidation:
+    def strategy_viability(self, observation: Observation, phase: BehavioralPhase,
+                           ctx: TickContext | None = None) -> StrategyValidation:
         """The strategy validation pipeline (schema, consistency, range, risk, dry-run), once per version of the
         file and of the limits (the tick's config version's, not the worker's file)."""
         text = self.strategy_text_for(ctx)
@@ -204,32 +222,37 @@ class GolemServices:
         return self.playbook_path.read_text() if self.playbook_path.exists() else ""
 
     # ---- chain ----------------------------------------------------------------------------
-    def read_snapshot(self):
+    def read_snapshot(self) -> ChainSnapshot:
         return read_snapshot(self.w3, self.deployment, self.account)
 
-    def liquidations(self, tick: int, block: int):
+    def liquidations(self, tick: int, block: int) -> list[LiquidationEvent]:
         """Aave liquidations of the golem's position first seen by this tick (LiquidationCall logs up to `block`)."""
         return self.liquidation_log.for_tick(self.w3, self.deployment, self.account, tick, block)
 
-    def simulate(self, actions: list[ProposedAction], observation) -> SimulationResult:
+    def simulate(self, actions: list[ProposedAction], observation: Observation) -> SimulationResult:
         return simulate_actions(self.w3, self.deployment, self.account, actions, observation)
 
-    def simulate_health_factor(self, actions: list[ProposedAction], observation, block: int) -> float | None:
+    def simulate_health_factor(self, actions: list[ProposedAction], observation: Observation,
+                               block: int) -> float | None:
         """Counterfactual: the health factor `actions` would have left, simulated at `block`."""
         return simulate_health_factor(self.w3, self.deployment, self.account, actions, observation, block)
 
-    def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation,
+    def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation: Observation,
                 run_id: str | None = None) -> ActionRecord:
         if self._executor is None:
             raise RuntimeError("no signing key configured; cannot execute")
         return self.safety.execute(self._executor, ctx.golem_id, ctx.tick, action, permit_id, observation, run_id)
 
-    def verify(self, ctx: TickContext, actions, simulation, records, observation, run_label: str = "") -> OutcomeRecord:
+    def verify(self, ctx: TickContext, actions: list[ProposedAction], simulation: SimulationResult | None,
+               records: list[ActionRecord], observation: Observation, run_label: str = "") -> OutcomeRecord:
         """OutcomeVerification (logs, invariants) kept on disk; the record carries its outcome and path."""
+        config = ctx.config if ctx.config is not None else self.config_for(ctx.config_version)
+        if simulation is None:  # the chain's verification compares each executed action with its simulation
+            raise ValueError(f"tick {ctx.tick}: verify was given no simulation of the executed actions")
         ov = self.safety.verify(
             self.w3, self.deployment, ctx.golem_id, ctx.tick, self.account, actions, simulation, records, observation,
             # Wait for confirmations only briefly inside the tick; later ticks confirm (observe).
-            timeout_s=min(5.0, ctx.config.heartbeat.step_timeout_seconds / 3), now=ctx.started_ts, config=ctx.config,
+            timeout_s=min(5.0, config.heartbeat.step_timeout_seconds / 3), now=ctx.started_ts, config=config,
         )
         # One file per run of the tick (a reset or rerun writes beside the first run's evidence).
         path = write_outcome_file(self.layout, ctx.tick, run_label, ov.model_dump_json(indent=2))
@@ -239,7 +262,8 @@ class GolemServices:
             "invariant_violations": [str(v) for v in ov.invariant_violations], "verification_path": str(path),
         })
 
-    async def evaluate(self, record: DecisionCycleRecord, actions: list[ProposedAction], daily_spend: float):
+    async def evaluate(self, record: DecisionCycleRecord, actions: list[ProposedAction],
+                       daily_spend: float) -> Evaluation | None:
         """Judge an acted tick's outcome in a fresh context (a different model where budget allows)."""
         if record.outcome is None or record.deliberation is None:
             return None

@@ -4,18 +4,20 @@ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, otherwise as JSON lines in $GOLEM_DA
 
 from __future__ import annotations
 
-from golem.layout import DataLayout
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TextIO
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from temporalio.contrib.opentelemetry import TracingInterceptor
+
+from golem.layout import DataLayout
 
 _installed: TracerProvider | None = None
 OTLP_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -30,14 +32,29 @@ def span_exporter(data: DataLayout | Path, env: Mapping[str, str] | None = None)
 
         endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"
         return OTLPSpanExporter(endpoint=endpoint)
-    out = DailyTraceFile(data)  # today's spans; earlier days in traces/<day>.jsonl ([retention])
-    return ConsoleSpanExporter(out=out, formatter=lambda s: s.to_json(indent=None) + "\n")
+    return TraceFileExporter(DailyTraceFile(data))  # today's spans; earlier days in traces/<day>.jsonl ([retention])
 
 
 def tracer_provider(data: DataLayout | Path, golem_id: str, env: Mapping[str, str] | None = None) -> TracerProvider:
     provider = TracerProvider(resource=Resource.create({"service.name": "golem", "golem.id": golem_id}))
     provider.add_span_processor(BatchSpanProcessor(span_exporter(data, env)))
     return provider
+
+
+class TraceFileExporter(SpanExporter):
+    """Each span as one JSON line in the daily trace file (what the SDK's console exporter does to a stream)."""
+
+    def __init__(self, out: DailyTraceFile) -> None:
+        self.out = out
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        for span in spans:
+            self.out.write(span.to_json(indent=None) + "\n")
+        self.out.flush()
+        return SpanExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
 
 
 def _utc_day(ts: float | None = None) -> str:
@@ -55,10 +72,11 @@ class DailyTraceFile:
         self.days = layout.trace_days
         self._lock = threading.Lock()
         self._day = _utc_day(self.path.stat().st_mtime) if self.path.exists() else _utc_day()
-        self._fh = None
+        self._fh: TextIO | None = None
         self._roll_if_new_day()
 
-    def _roll_if_new_day(self) -> None:
+    def _roll_if_new_day(self) -> TextIO:
+        """Today's file, open for appending (yesterday's moved aside first)."""
         today = _utc_day()
         if today != self._day and self.path.exists():
             if self._fh is not None:
@@ -71,11 +89,12 @@ class DailyTraceFile:
         self._day = today
         if self._fh is None:
             self._fh = self.path.open("a", buffering=1, encoding="utf-8")
+        return self._fh
 
     def write(self, text: str) -> int:
         with self._lock:
-            self._roll_if_new_day()
-            return self._fh.write(text)
+            fh = self._roll_if_new_day()
+            return fh.write(text)
 
     def flush(self) -> None:
         with self._lock:

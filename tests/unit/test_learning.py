@@ -194,6 +194,7 @@ def test_causal_edges_from_anomalies_followed_by_effects():
 
 def test_cybernetics_loop2_shifts_tokens_bounded_and_loop3_resets_halfway(tmp_path):
     from golem.deliberators import HomeContext
+    from golem.layout import DataLayout
     from golem.learning import cybernetics
     from golem.learning.loop import tune_context
 
@@ -212,6 +213,8 @@ def test_cybernetics_loop2_shifts_tokens_bounded_and_loop3_resets_halfway(tmp_pa
     assert new.allocations["T1"]["invariants"] == 400 and "retrieved" in new.reason
     ledger.save_policy(new)
     assert HomeContext(None, tmp_path).allocations(Tier.T1) == new.allocations["T1"]  # the LLM workspace reads it
+    # the worker hands its DataLayout down (select_deliberator(data_dir=layout)), not a path: same answer
+    assert HomeContext(None, DataLayout(tmp_path)).allocations(Tier.T1) == new.allocations["T1"]
     # loop 3: a regime change moves the allocations halfway back and halves what loop 1 learned
     for s in samples:
         ledger.add_context_sample(s.tick, "", s)
