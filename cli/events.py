@@ -75,7 +75,7 @@ def _events(args: Namespace) -> int:
     since = parse_since(args.since) if args.since else None
     store = EventStore(data)
     events = store.read(kinds=kinds, since=since, limit=1_000_000 if since else args.n, newest=not since)
-    after = _seq(events[-1]) if events else store.last_seq()
+    after = events[-1].stored_seq() if events else store.last_seq()
 
     def show(e: GolemEvent) -> None:
         print(e.model_dump_json() if args.json else line(e))
@@ -87,15 +87,8 @@ def _events(args: Namespace) -> int:
         time.sleep(0.5)
         for e in store.read(after=after, kinds=kinds, since=since):
             show(e)
-            after = _seq(e)
+            after = e.stored_seq()
     return 0
-
-
-def _seq(e: GolemEvent) -> int:
-    """The store's order of an event read back from it (the store sets it on every read)."""
-    if e.seq is None:
-        raise ValueError(f"event {e.kind} at {e.time} was read without its store seq")
-    return e.seq
 
 
 def _alerts(args: Namespace) -> int:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.consolidation import ConsolidationActivities
 from activities.dream import DreamActivities
@@ -36,7 +38,7 @@ def build_worker(
     services: GolemServices,
     *,
     max_cached_workflows: int = 1000,
-    interceptors=(),
+    interceptors: Sequence[Interceptor] = (),
     sandboxed: bool = True,
     trials: TrialRunner | None | bool = True,
 ) -> Worker:
@@ -70,7 +72,7 @@ def build_worker(
         # sandboxed=False (a backtest's fast route): the same workflow code without the sandbox, which re-imported
         # every workflows/ module for each new tick workflow; the sandbox's checks still run on `golem run` and in
         # the replay tests (docs/how-to/backtesting.md)
-        **({} if sandboxed else {"workflow_runner": UnsandboxedWorkflowRunner()}),
+        workflow_runner=SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner(),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
 
@@ -83,7 +85,7 @@ async def run_worker(config: GolemConfig, layout: DataLayout, address: str | Non
     from workers.telemetry import shutdown_tracing, tracing_interceptor
 
     services = GolemServices(config, layout, live=live)
-    interceptors = [tracing_interceptor(layout, config.golem.id)]
+    interceptors: list[Interceptor] = [tracing_interceptor(layout, config.golem.id)]
     port, runtime, server = metrics_port(), None, None
     if port:  # Prometheus /metrics with the Temporal SDK's own metrics (its core serves them inside)
         core_port = free_port()

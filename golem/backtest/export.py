@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from golem.backtest.path import write_path_csv
 from golem.backtest.scenarios import DEFAULT_EXPORT_STEPS, SHIPPED, export_rows
@@ -17,7 +18,7 @@ from golem.world.simulator.paths import DEFAULT_CRASH_AFTER, SCENARIOS
 class _OneLineParser(argparse.ArgumentParser):
     """A bad argument is one line on stderr and exit 2 (argparse's usual usage block is left to --help)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 

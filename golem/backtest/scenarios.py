@@ -51,9 +51,10 @@ class _Gen:
             gas_gwei=gas if gas is not None else self.gas(), volume_usd=self.volume(), regime=label,
         ))
 
-    def run(self, n: int, label: str, ret: float = 0.0, sigma: float = CALM_SIGMA, **kw) -> None:
+    def run(self, n: int, label: str, ret: float = 0.0, sigma: float = CALM_SIGMA, *, oracle: float | None = None,
+            gas: float | None = None, pool: float | None = None) -> None:
         for _ in range(n):
-            self.add(label, ret, sigma=sigma, **kw)
+            self.add(label, ret, sigma=sigma, oracle=oracle, gas=gas, pool=pool)
 
 
 # ---- the nine shipped scenarios ------------------------------------------------------------------------

@@ -77,6 +77,12 @@ class GolemEvent(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict)
     seq: int | None = None  # the store's order (set when read back)
 
+    def stored_seq(self) -> int:
+        """The store's order of an event read back from it (the store sets it on every read)."""
+        if self.seq is None:
+            raise ValueError(f"event {self.kind} at {self.time} was not read from the store: it has no seq")
+        return self.seq
+
 
 def make_event(golem: str, tick: int | None, time: str, kind: str, key: str = "", **payload: Any) -> GolemEvent:
     """An event whose id is its golem, tick, kind and key: the same fact emitted twice is one event."""

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from contextlib import closing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from golem.events.models import GolemEvent
 from golem.storage import connect, init_db
@@ -45,7 +46,7 @@ PRUNE_EVERY = 500  # appends between retention passes
 _COLS = "seq, id, golem, tick, time, subsystem, kind, payload"
 
 
-def _row_event(row: tuple) -> GolemEvent:
+def _row_event(row: tuple[Any, ...]) -> GolemEvent:  # a sqlite row of _COLS
     seq, ident, golem, tick, time, subsystem, kind, payload = row
     return GolemEvent(seq=seq, id=ident, golem=golem, tick=tick, time=time, subsystem=subsystem, kind=kind,
                       payload=json.loads(payload))
@@ -100,7 +101,8 @@ class EventStore:
              newest: bool = False) -> list[GolemEvent]:
         """Events with seq > after (oldest first); kinds: exact kinds or whole subsystems ("actions");
         newest: the last `limit` of them instead of the first."""
-        where, params = ["seq > ?"], [after]
+        where: list[str] = ["seq > ?"]
+        params: list[int | str] = [after]
         kinds = list(kinds)
         if kinds:
             exact = [k for k in kinds if "." in k]
@@ -125,7 +127,8 @@ class EventStore:
         events = [_row_event(r) for r in rows]
         return list(reversed(events)) if newest else events
 
-    def payloads(self, kind: str, *, after: int = 0, limit: int = 10_000) -> list[tuple[int, int | None, str, dict]]:
+    def payloads(self, kind: str, *, after: int = 0,
+                 limit: int = 10_000) -> list[tuple[int, int | None, str, dict[str, Any]]]:
         """(seq, tick, time, payload) of the newest `limit` events of one kind after seq `after`, oldest first —
         the dashboard's fast path (no envelope objects for 10,000 ticks)."""
         if not self.path.exists():
@@ -153,13 +156,15 @@ class EventStore:
         if not self.path.exists():
             return 0
         with closing(self._connect()) as db:
-            return db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+            last: int = db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+            return last
 
     def count(self) -> int:
         if not self.path.exists():
             return 0
         with closing(self._connect()) as db:
-            return db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+            n: int = db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+            return n
 
 
 class EventSink:

@@ -214,7 +214,8 @@ class CycleStore:
     def latest_tick(self) -> int | None:
         with closing(self._connect()) as conn:
             row = conn.execute("SELECT MAX(tick) FROM cycle_index").fetchone()
-        return row[0]
+        latest: int | None = row[0]  # NULL on an empty index
+        return latest
 
     @staticmethod
     def _row_dict(row: sqlite3.Row) -> dict[str, Any]:
@@ -283,7 +284,8 @@ class CycleStore:
     def count(self) -> int:
         """How many ticks have a record (a tick with several runs counts once)."""
         with closing(self._connect()) as conn:
-            return conn.execute("SELECT COUNT(DISTINCT tick) FROM cycle_index").fetchone()[0]
+            n: int = conn.execute("SELECT COUNT(DISTINCT tick) FROM cycle_index").fetchone()[0]
+            return n
 
     def record_failure(self, failure: TickFailure) -> None:
         """A failed run of a tick: the first run's (recorded by the parent), or a later run's (by itself)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eth_typing import HexStr
 from web3 import Web3
 
 from golem.extensions.registry import registry_for
@@ -25,6 +26,7 @@ from golem.inference.strategy import Strategy
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus, BehavioralPhase
 from golem.models.interventions import Steer
+from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
 from golem.models.record import ActionRecord
 from golem.models.wake import Forecast
@@ -87,7 +89,7 @@ class SafetyService:
         self, golem_id: str, tick: int, phase: BehavioralPhase, actions: list[ProposedAction],
         simulation: SimulationResult, observation: Observation, strategy: Strategy | None = None,
         steers: list[Steer] | None = None, now: float | None = None, run_id: str | None = None,
-        config: GolemConfig | None = None, entries_stopped: bool = False, markers: list | None = None,
+        config: GolemConfig | None = None, entries_stopped: bool = False, markers: list[SomaticMarker] | None = None,
         last_price: float | None = None, resimulate: Resimulate | None = None, forecast: Forecast | None = None,
         floor: float | None = None, gas_history: list[float] | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
@@ -218,7 +220,7 @@ class SafetyService:
                 continue
             action = by_index[r.action_index]
             if r.tx_hash and r.block_number is not None:
-                receipt = w3.eth.get_transaction_receipt(r.tx_hash)
+                receipt = w3.eth.get_transaction_receipt(HexStr(r.tx_hash))
                 self.confirmations.track(golem_id, tick, r.action_index, r.tx_hash, receipt["blockNumber"],
                                          receipt["blockHash"])
             try:

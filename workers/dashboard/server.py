@@ -13,13 +13,22 @@ import logging
 import threading
 import uuid
 from datetime import datetime, timezone
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from golem.events.store import EventStore
 from golem.ids import golem_workflow_id
 from golem.layout import DataLayout
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.playbook.compile import PlaybookHistory
+    from golem.grimoire.semantic.store import SemanticStore
 
 log = logging.getLogger("golem.dashboard")
 
@@ -43,23 +52,23 @@ def _now() -> str:
 
 
 class Dashboard:
-    def __init__(self, data_dir: Path, golem_id: str, *, client=None, temporal_ui: str = DEFAULT_TEMPORAL_UI,
+    def __init__(self, data_dir: Path, golem_id: str, *, client: Client | None = None, temporal_ui: str = DEFAULT_TEMPORAL_UI,
                  namespace: str = "default", home: Path | None = None, backtests: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.golem_id = golem_id
         self.home = Path(home) if home is not None else None  # the golem home: the embedder the Grimoire uses
         self.backtests = Path(backtests) if backtests is not None else None  # where `golem backtest` wrote reports
-        self._stores = None  # the Grimoire's stores, opened at the first search (the embedder loads once)
+        self._stores: tuple[EpisodeStore, SemanticStore] | None = None  # the Grimoire's stores, opened at the first search (the embedder loads once)
         self._stores_lock = threading.Lock()
         self.store = EventStore(self.data_dir)
         self.client = client  # a Temporal client; None: status and steering answer that Temporal is unreachable
         self.temporal_ui = temporal_ui.rstrip("/")
         self.namespace = namespace
         self._lock = threading.Lock()
-        self._cols: dict[str, list] = {c: [] for c in ("tick", "time", *TICK_COLUMNS)}
+        self._cols: dict[str, list[Any]] = {c: [] for c in ("tick", "time", *TICK_COLUMNS)}
         self._tick_seq = 0
         self._tick_body: bytes | None = None
-        self._budgets: dict = {}
+        self._budgets: dict[str, Any] = {}
         if not (UPLOT / "uPlot.iife.min.js").exists():
             raise FileNotFoundError(f"{UPLOT}/uPlot.iife.min.js missing: run `npm ci` (uplot is pinned in package.json)")
 
@@ -85,7 +94,7 @@ class Dashboard:
         app.router.add_get("/api/backtests/{name}/report.png", self.backtest_png)
         return app
 
-    def _file(self, path: Path):
+    def _file(self, path: Path) -> Callable[[web.Request], Awaitable[web.FileResponse]]:
         async def handler(request: web.Request) -> web.FileResponse:
             return web.FileResponse(path, headers={"Cache-Control": "max-age=86400"})
 
@@ -113,8 +122,8 @@ class Dashboard:
                     self._budgets = {k: p.get(k) for k in ("max_daily_cost_usd", "gas_budget_usd_per_day")}
                 extra = len(cols["tick"]) - HISTORY_TICKS
                 if extra > 0:
-                    for c in cols.values():
-                        del c[:extra]
+                    for column in cols.values():
+                        del column[:extra]
                 self._tick_body = json.dumps({"columns": cols, "budgets": self._budgets, "tick_seq": self._tick_seq},
                                              separators=(",", ":")).encode()
             return self._tick_body
@@ -142,7 +151,7 @@ class Dashboard:
             while True:
                 events = await asyncio.to_thread(self.store.read, after=after, limit=500)
                 for e in events:
-                    after = e.seq
+                    after = e.stored_seq()
                     await resp.write(f"id: {e.seq}\nevent: golem\ndata: {e.model_dump_json()}\n\n".encode())
                 idle = 0.0 if events else idle + STREAM_POLL_S
                 if idle >= 15:  # a comment now and then keeps proxies and the browser from timing out
@@ -175,13 +184,13 @@ class Dashboard:
         return web.Response(text=rec.model_dump_json(indent=2), content_type="application/json")
 
     # ---- the Grimoire, PLAYBOOK and backtest reports (read-only) ---------------------------------
-    def _search(self, query: str, k: int) -> dict:
+    def _search(self, query: str, k: int) -> dict[str, Any]:
         from golem.grimoire.access import latest_tick, open_stores, search
 
         with self._stores_lock:
             if self._stores is None:
                 self._stores = open_stores(self.data_dir, self.home, on_model_switch="ignore", reading=True)
-        episodes, semantic = self._stores
+            episodes, semantic = self._stores
         res = search(episodes, semantic, query, regime="unknown", tick=latest_tick(episodes), k=k)
         return res.model_dump(mode="json")
 
@@ -201,14 +210,14 @@ class Dashboard:
         except Exception as err:  # no Grimoire yet, another embedder (a UserError): said, not a 500 page
             return web.json_response({"error": f"the Grimoire cannot be searched: {_one_line(err)}"}, status=503)
 
-    def _playbook_history(self):
+    def _playbook_history(self) -> PlaybookHistory | None:
         from golem.grimoire.playbook.compile import PlaybookHistory
 
         db = DataLayout(self.data_dir).heuristics
         return PlaybookHistory(db) if db.exists() else None
 
     async def playbook(self, request: web.Request) -> web.Response:
-        def read() -> dict:
+        def read() -> dict[str, Any]:
             path = self.data_dir / "PLAYBOOK.md"
             history = self._playbook_history()
             rows = history.log() if history is not None else []
@@ -229,10 +238,10 @@ class Dashboard:
                                      status=400)
         return web.Response(text=text, content_type="text/plain")
 
-    def _reports(self) -> list[dict]:
+    def _reports(self) -> list[dict[str, Any]]:
         if self.backtests is None or not self.backtests.is_dir():
             return []
-        out = []
+        out: list[dict[str, Any]] = []
         for f in self.backtests.glob("*/report.json"):  # one run per folder (`--compare` writes one per variant)
             try:
                 report = json.loads(f.read_text()).get("report") or {}
@@ -316,12 +325,12 @@ class Dashboard:
 
 
 def _root(err: BaseException) -> BaseException:
-    while getattr(err, "cause", None) is not None:
-        err = err.cause
+    while (cause := getattr(err, "cause", None)) is not None:
+        err = cause
     return err
 
 
-def _one_line(err) -> str:
+def _one_line(err: BaseException) -> str:
     text = getattr(err, "message", None) or str(err)
     return "; ".join(p.strip() for p in str(text).splitlines() if p.strip())[:300]
 
@@ -337,7 +346,8 @@ async def start_dashboard(dashboard: Dashboard, port: int = DEFAULT_PORT, host: 
 
 
 def bound_port(runner: web.AppRunner) -> int:
-    return runner.addresses[0][1]
+    host, port = runner.addresses[0][:2]  # a TCP site's (host, port[, ...])
+    return int(port)
 
 
 async def run_dashboard(golem_id: str, data_dir: Path, address: str | None = None, *, port: int = DEFAULT_PORT,
