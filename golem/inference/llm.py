@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 from golem.inference.budget import daily_spend_on
 from golem.inference.config import InferenceConfig
 from golem.inference.decision import decision_tools, parse_decision
@@ -22,10 +24,10 @@ from golem.inference.strategy import Strategy
 from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace, request_tokens
 from golem.models.enums import Tier
 from golem.models.record import DeliberationRecord, ToolCallRecord
-from golem.models.tick import DecideInput, Deliberation
+from golem.models.tick import DecideInput, Deliberation, whole
 
 
-def _optional(model_cls: type, values: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def _optional(model_cls: type[BaseModel], values: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """Add `extra` keys the model already declares (fields the lead may add later); drop the rest."""
     return {**values, **{k: v for k, v in extra.items() if k in model_cls.model_fields}}
 
@@ -78,7 +80,7 @@ class LLMDeliberator:
             playbook_text=playbook_text,
             standing_orders=self.context.standing_orders(),
             conversation_tail=self.context.conversation_tail(self.config.conversation_tail),
-            topology=self.context.topology(inp.observation.snapshot.block_number),
+            topology=self.context.topology(whole(inp.observation, "observation").snapshot.block_number),
         )
         return assemble_workspace(inp, sources, self.context.allocations(inp.tier) or self.config.allocations(inp.tier))
 
@@ -95,7 +97,7 @@ class LLMDeliberator:
     async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str, *,
                      tools: list[dict[str, Any]] | None = None, route: Route | None = None) -> Deliberation:
         route = route or self.route(inp)
-        tools = decision_tools(inp.ctx.config.policy.approved_assets) if tools is None else tools
+        tools = decision_tools(inp.ctx.cfg.policy.approved_assets) if tools is None else tools
         ws = self.workspace(inp, strategy, playbook_text)
         if route.choice is None:
             return await self._fallback(inp, strategy, playbook_text, route.why, ws)
@@ -107,7 +109,7 @@ class LLMDeliberator:
         completion = await self.router.complete(
             plan, system=ws.system, messages=ws.messages, tools=tools, tool_choice={"type": "any"},
         )
-        parsed = parse_decision(list(completion.message.content), inp.ctx.config.policy.approved_assets)
+        parsed = parse_decision(list(completion.message.content), inp.ctx.cfg.policy.approved_assets)
         if completion.message.stop_reason == "max_tokens":
             parsed.rejections.append("reply cut off at max_tokens; raise [inference] max_output_tokens if this repeats")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from golem.inference.budget import budget_fraction
 from golem.life.daimon import AppraisalInput, appraise, plutchik, regime_shift, update_pad
@@ -25,6 +25,14 @@ from golem.models.enums import ActionStatus
 from golem.models.life import LifeState, SomaticMarker
 from golem.models.record import DecisionCycleRecord, Reflexion
 from golem.models.state import GolemState, LifeUpdate, PADVector
+
+if TYPE_CHECKING:
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
+    from golem.learning.ledger import LearningLedger
+    from golem.life.cycle_store import CycleStore
+    from golem.models.observation import Observation
+    from golem.models.tick import ProposedAction
 
 
 @dataclass
@@ -49,6 +57,19 @@ class AfterTurn:
 Handler = Callable[[AfterTurn], Awaitable[None] | None]
 
 
+class TurnStores(Protocol):
+    """The worker's stores the side-effect members write (golem.services.Services holds them)."""
+
+    @property
+    def episodes(self) -> EpisodeStore: ...
+    @property
+    def semantic(self) -> SemanticStore: ...
+    @property
+    def learning(self) -> LearningLedger: ...
+    @property
+    def cycles(self) -> CycleStore: ...
+
+
 def heartbeat_after_turn(ctx: AfterTurn) -> None:
     """The heartbeat's part: the tick's facts the later members read (its cost is the credit it consumed)."""
     rec, s = ctx.record, ctx.state
@@ -69,6 +90,8 @@ def heartbeat_after_turn(ctx: AfterTurn) -> None:
 
 def lifespan_after_turn(ctx: AfterTurn) -> None:
     s = ctx.state
+    if ctx.facts is None:  # the registry orders heartbeat's member before lifespan's
+        raise RuntimeError("lifespan's after_turn ran before heartbeat's, which gathers the tick's facts")
     out = tick_clocks(ctx.life, s.vitality, s.phase, ctx.facts, ctx.config.lifespan, s.golem_id)
     ctx.life = out.life
     ctx.update = LifeUpdate(life=out.life, vitality=out.vitality, phase=out.phase, pad=s.pad, transition=out.transition)
@@ -130,7 +153,7 @@ def acted_of(rec: DecisionCycleRecord, reflexion: Reflexion | None) -> dict[str,
             "acted_hf_error": reflexion.health_factor_error if reflexion is not None else None}
 
 
-def marked_to_market(obs, last_price: float | None) -> float | None:
+def marked_to_market(obs: Observation, last_price: float | None) -> float | None:
     """The holdings' gain or loss from the price move since the last tick, as a share of net value: the WETH the
     golem holds (wallet, collateral, its side of the pool) × Δprice / net value. None without a last price."""
     snap = obs.snapshot
@@ -186,8 +209,9 @@ async def run_after_turn(registry: ExtensionRegistry, ctx: AfterTurn, handlers: 
     return ctx
 
 
-async def after_turn_in_reflect(services, record: DecisionCycleRecord, state: GolemState, config: GolemConfig, *,
-                                proposed: list, reflexion, regime_changed: bool,
+async def after_turn_in_reflect(services: TurnStores, record: DecisionCycleRecord, state: GolemState,
+                                config: GolemConfig, *, proposed: list[ProposedAction], reflexion: Reflexion | None,
+                                regime_changed: bool,
                                 emit: Callable[[DecisionCycleRecord], object]) -> tuple[AfterTurn, str, str]:
     """Step 9's after_turn with the worker's stores: memory writes the tick's episode (tagged with the daimon's
     PAD octant) and learns from the outcome, cybernetics tunes the context policy, telemetry persists the record
@@ -217,7 +241,7 @@ async def after_turn_in_reflect(services, record: DecisionCycleRecord, state: Go
         out["path"] = str(services.cycles.persist(c.record))
         emit(c.record)
 
-    def threaded(fn):
+    def threaded(fn: Callable[[AfterTurn], None]) -> Callable[[AfterTurn], Awaitable[None]]:
         return lambda c: asyncio.to_thread(fn, c)
 
     await run_after_turn(registry_for(config.extensions.disabled), chain,
