@@ -6,10 +6,11 @@ from __future__ import annotations
 from golem.cognition.fold import rejections_for_record
 from golem.models.interventions import summarize
 from golem.models.record import ContextBundleSummary, DecisionCycleRecord, TickRun
-from golem.models.tick import ReflectInput, TickResult
+from golem.models.observation import Observation
+from golem.models.tick import ReflectInput, TickResult, whole
 
 
-def retrieval_query(inp_observation) -> str:
+def retrieval_query(inp_observation: Observation) -> str:
     """The text an escalated tick searches the Grimoire with: what is happening, in words."""
     snap = inp_observation.snapshot
     parts = [f"regime {inp_observation.regime.value}", f"price {snap.pool.price:.2f}"]
@@ -21,7 +22,8 @@ def retrieval_query(inp_observation) -> str:
 
 
 def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
-    obs = inp.observation
+    obs = whole(inp.observation, "observation")
+    analysis, gate = whole(inp.analysis, "analysis"), whole(inp.gate, "gate")
     state = inp.ctx.state
     delib = inp.deliberation.record if inp.deliberation else None
     inference_cost = delib.cost if delib else 0.0
@@ -44,18 +46,18 @@ def build_record(inp: ReflectInput, timestamp: str) -> DecisionCycleRecord:
         probe_results=obs.probes,
         anomalies=obs.anomalies,
         pad_before=state.pad,
-        prediction_error=inp.analysis.prediction_error,
-        prediction_error_sources=inp.analysis.sources,
-        deliberation_threshold=inp.gate.threshold,
-        tier=inp.gate.tier,
-        gating_reason=inp.gate.reason,
-        wake=inp.gate.wake,
+        prediction_error=analysis.prediction_error,
+        prediction_error_sources=analysis.sources,
+        deliberation_threshold=gate.threshold,
+        tier=gate.tier,
+        gating_reason=gate.reason,
+        wake=gate.wake,
         context_bundle_summary=(
             inp.deliberation.context if inp.deliberation and inp.deliberation.context
             else inp.retrieved.summary if inp.retrieved else ContextBundleSummary()
         ),
         retrieved_entries=inp.retrieved.entries if inp.retrieved else [],
-        active_interventions=[summarize(x) for x in [*inp.steers, *inp.followups]],
+        active_interventions=[summarize(x) for x in inp.steers] + [summarize(x) for x in inp.followups],
         rejected_interventions=rejections_for_record(state, inp.ctx.tick),
         deliberation=delib,
         actions=inp.records,

@@ -26,7 +26,7 @@ from golem.inference.strategy import (
 )
 from golem.models.enums import ProbeSeverity
 from golem.models.record import DeliberationRecord, RuleApplied, ToolCallRecord
-from golem.models.tick import DecideInput, Deliberation, ProposedAction
+from golem.models.tick import DecideInput, Deliberation, ProposedAction, whole
 
 MODEL_NAME = "offline-deliberator"
 SWAP_OUTPUT_HAIRCUT = 0.97  # projected swap proceeds are discounted for fee and slippage
@@ -36,7 +36,7 @@ POLICY_MARGIN = 0.95  # stay under max_trade_size_usd even if PolicyCage values 
 
 def metrics_for(inp: DecideInput) -> Metrics:
     """The values rules can test (strategy.metrics_from on the tick's observation and the previous price)."""
-    return metrics_from(inp.observation, inp.ctx.state.last_price)
+    return metrics_from(whole(inp.observation, "observation"), inp.ctx.state.last_price)
 
 
 def _checkable(c: Constraint) -> bool:
@@ -60,7 +60,7 @@ class _Book:
 
 
 def _floor(x: float) -> float:
-    q = 10 ** AMOUNT_DECIMALS
+    q: int = 10 ** AMOUNT_DECIMALS  # int ** int is typed Any (a negative power is a float)
     return math.floor(max(x, 0.0) * q + 1e-9) / q
 
 
@@ -92,7 +92,7 @@ class _Decision:
         self.rules: list[Rule] = [*strategy.rules, *rules_in(playbook_text or "", "PLAYBOOK.md", strategy)]
         self.notes: list[str] = []  # constraint effects
         self.unchecked = [f"line {c.line} `{c.text}`" for c in strategy.constraints if not _checkable(c)]
-        snap = inp.observation.snapshot
+        snap = whole(inp.observation, "observation").snapshot
         m = self.metrics
         hf = m["health_factor"]
         coll, debt = float(m["collateral"] or 0.0), float(m["debt"] or 0.0)
@@ -170,17 +170,18 @@ class _Decision:
     def _policy_cap(self, token: str) -> float | None:
         """golem.toml's max_trade_size_usd in `token` units (PolicyCage would block anything larger).
         Stablecoins count as $1, WETH at the pool price; None for a token we cannot value."""
-        usd = self.inp.ctx.config.policy.max_trade_size_usd * POLICY_MARGIN
+        usd = self.inp.ctx.cfg.policy.max_trade_size_usd * POLICY_MARGIN
         if token in ("USDC", "DAI"):
             return usd
-        price = self.inp.observation.snapshot.pool.price
-        if token == self.inp.observation.snapshot.pool.token0.upper() and price > 0:
+        pool = whole(self.inp.observation, "observation").snapshot.pool
+        price = pool.price
+        if token == pool.token0.upper() and price > 0:
             return usd / price
         return None
 
     # -- projection ----------------------------------------------------------------------------
     def _swap_out(self, tin: str, tout: str, amount: float) -> float:
-        pool = self.inp.observation.snapshot.pool
+        pool = whole(self.inp.observation, "observation").snapshot.pool
         t0, t1, price = pool.token0.upper(), pool.token1.upper(), pool.price
         if price <= 0:
             return 0.0
@@ -220,7 +221,7 @@ class _Decision:
         if policy_cap is not None and policy_cap < amount:
             amount = policy_cap
             self.notes.append(f"{rule.label}: {action.tool} cut to {_fmt(amount)} {tok} by policy max_trade_size_usd "
-                              f"{self.inp.ctx.config.policy.max_trade_size_usd:g}")
+                              f"{self.inp.ctx.cfg.policy.max_trade_size_usd:g}")
         for c in self.strategy.constraints:
             lim = self._limit(c, action)
             if lim is not None and lim[0] < amount:
@@ -251,7 +252,7 @@ class _Decision:
                 for sid in matched:  # a steer only counts as matched when its rule fired
                     steer_matches[sid].append(rule.label)
 
-        kill = any(p.probe == "kill_switch" and p.severity == ProbeSeverity.HIGH for p in inp.observation.probes)
+        kill = any(p.probe == "kill_switch" and p.severity == ProbeSeverity.HIGH for p in whole(inp.observation, "observation").probes)
         actions: list[ProposedAction] = []
         applied: list[RuleApplied] = []
         if not kill:

@@ -15,7 +15,7 @@ from golem.inference.strategy import Strategy
 from golem.models.enums import ProbeSeverity, Tier
 from golem.models.interventions import Steer
 from golem.models.record import ContextBundleSummary
-from golem.models.tick import DecideInput
+from golem.models.tick import DecideInput, whole
 
 CHARS_PER_TOKEN = 4  # the same rough estimate the retrieve activity uses
 T1_RETRIEVED_TOP_K = 5  # "top-5 retrieved entries"
@@ -96,7 +96,7 @@ def interrupting_steers(inp: DecideInput) -> list[Steer]:
 
 
 def invariants_text(inp: DecideInput, strategy: Strategy) -> str:
-    pol = inp.ctx.config.policy
+    pol = inp.ctx.cfg.policy
     lines = [
         f"- Approved assets: {', '.join(pol.approved_assets)}. Any action touching another asset is refused.",
         f"- Max trade size: ${pol.max_trade_size_usd:,.0f} per action (USD at the oracle price).",
@@ -115,7 +115,8 @@ def _strategy_rules(strategy: Strategy) -> str:
 
 
 def _observation(inp: DecideInput) -> str:
-    obs, snap = inp.observation, inp.observation.snapshot
+    obs = whole(inp.observation, "observation")
+    snap = obs.snapshot
     prev = inp.ctx.state.last_price
     change = f"{(snap.pool.price - prev) / prev * 10_000:+.0f} bps vs previous tick" if prev else "n/a"
     probes = [f"{p.probe}={p.severity.value}({p.value:.4g}{': ' + p.detail if p.detail else ''})"
@@ -131,7 +132,7 @@ def _observation(inp: DecideInput) -> str:
 
 
 def _positions(inp: DecideInput) -> str:
-    snap = inp.observation.snapshot
+    snap = whole(inp.observation, "observation").snapshot
     bal = ", ".join(f"{k} {v:.6g}" for k, v in sorted(snap.balances.items())) or "none"
     pos = [
         f"{p.id}: pool claim {p.collateral:.6g} WETH + {p.collateral * snap.pool.price:.6g} USDC"
@@ -144,7 +145,7 @@ def _positions(inp: DecideInput) -> str:
 
 
 def _warnings(inp: DecideInput) -> str:
-    obs = inp.observation
+    obs = whole(inp.observation, "observation")
     high = [f"{p.probe}: {p.detail or p.value}" for p in obs.probes if p.severity == ProbeSeverity.HIGH]
     high += [f"{a.probe}: {a.description}" for a in obs.anomalies if a.severity == ProbeSeverity.HIGH]
     return "\n".join(dict.fromkeys(high)) or "no critical warnings"
@@ -201,7 +202,7 @@ def assemble_workspace(inp: DecideInput, sources: WorkspaceSources, allocations:
 
     # ---- stable: system blocks (cached) -------------------------------------------------------
     inv = take("invariants", invariants_text(inp, sources.strategy))
-    system = [{"type": "text", "text": PREAMBLE + ("\n\n" + inv if inv else "")}]
+    system: list[dict[str, Any]] = [{"type": "text", "text": PREAMBLE + ("\n\n" + inv if inv else "")}]
     stable: list[str] = []
     if tier == Tier.T2:
         for name, text, fenced in (
