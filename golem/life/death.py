@@ -7,6 +7,8 @@ The phases and the legacy package: docs/design/life.md#death-and-legacy.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -14,7 +16,11 @@ from golem.models.life import DeathCertificate
 from golem.models.observation import Observation
 from golem.models.record import DecisionCycleRecord
 from golem.models.state import GolemState
-from golem.models.tick import ProposedAction
+from golem.models.tick import Deliberation, ProposedAction
+
+if TYPE_CHECKING:
+    from golem.inference.strategy import Strategy
+    from golem.models.config import GolemConfig
 
 DEATH_CAUSES = ("hayflick", "economic", "terminal", "stochastic", "owner")
 DUST = {"WETH": 1e-4, "DAI": 0.01, "USDC": 0.01}
@@ -69,10 +75,10 @@ def settlement_actions(obs: Observation, approved_assets: list[str], max_trade_u
     price = snap.pool.price if snap.pool.price > 0 else snap.oracle_price
     acts: list[ProposedAction] = []
 
-    def act(tool, args, why):
+    def act(tool: str, args: dict[str, float | str], why: str) -> None:
         acts.append(ProposedAction(action_index=len(acts), tool=tool, arguments=args, rationale=f"settlement: {why}"))
 
-    def chunks(total: float, unit_usd: float):
+    def chunks(total: float, unit_usd: float) -> Iterator[float]:
         """`total` in pieces the PolicyCage's max trade size lets through (it caps repays and withdrawals too)."""
         size = CHUNK_OF_CAP * max_trade_usd / unit_usd if unit_usd > 0 else total
         left = total
@@ -149,22 +155,24 @@ class DeathReflection(BaseModel):
     ticks: int
     what_worked: list[str] = Field(default_factory=list)
     what_failed: list[str] = Field(default_factory=list)
-    causal_graph: list[dict] = Field(default_factory=list)  # the strongest edges
+    causal_graph: list[dict[str, Any]] = Field(default_factory=list)  # the strongest edges
     top_heuristics: list[str] = Field(default_factory=list)
     regrets: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)  # become bloodstain entries in the legacy
     summary: str = ""
     model: str = "offline"
-    stats: dict = Field(default_factory=dict)
+    stats: dict[str, Any] = Field(default_factory=dict)
 
 
-def death_reflection(golem_id: str, records: list[DecisionCycleRecord], edges: list[dict], heuristics: list[str],
-                     markers: list[dict], cause: str, detail: str) -> DeathReflection:
+def death_reflection(golem_id: str, records: list[DecisionCycleRecord], edges: list[dict[str, Any]],
+                     heuristics: list[str], markers: list[dict[str, Any]], cause: str, detail: str) -> DeathReflection:
     """Deterministic: the same records give the same reflection."""
-    worked, failed, regrets = [], [], []
+    worked: list[str] = []
+    failed: list[str] = []
+    regrets: list[str] = []
     tiers = Counter(r.tier.value for r in records)
     emotions = Counter(r.primary_emotion.value for r in records if r.primary_emotion is not None)
-    pnl_total, blocked = 0.0, Counter()
+    pnl_total, blocked = 0.0, Counter[tuple[str, str]]()
     for r in records:
         acted = [a for a in r.actions if a.status.value == "executed"]
         pnl = r.outcome.pnl_impact if r.outcome is not None else None
@@ -203,7 +211,7 @@ def death_reflection(golem_id: str, records: list[DecisionCycleRecord], edges: l
                                   "blocked": sum(blocked.values())})
 
 
-def within_caps(actions: list[ProposedAction], strategy, obs: Observation) -> list[ProposedAction]:
+def within_caps(actions: list[ProposedAction], strategy: Strategy | None, obs: Observation) -> list[ProposedAction]:
     """The owner's STRATEGY.md MUST caps bind a dying golem too (the PolicyCage would refuse more): each amount is cut
     to what the caps leave this tick, so the unwind goes step by step instead of being refused whole."""
     if strategy is None:
@@ -212,7 +220,7 @@ def within_caps(actions: list[ProposedAction], strategy, obs: Observation) -> li
 
     book = Book.of(obs.snapshot)
     used: dict[str, float] = {}
-    out = []
+    out: list[ProposedAction] = []
     for a in actions:
         key = _AMOUNT_ARG.get(a.tool, "amount")
         amount = float(a.arguments.get(key, 0.0))
@@ -228,11 +236,10 @@ def within_caps(actions: list[ProposedAction], strategy, obs: Observation) -> li
     return out
 
 
-def settlement_deliberation(obs: Observation, config, strategy=None) -> "Deliberation":
+def settlement_deliberation(obs: Observation, config: GolemConfig, strategy: Strategy | None = None) -> Deliberation:
     """A settlement tick's decision: the next unwind step, as a DeliberationRecord the record shows."""
     from golem.models.enums import Tier
     from golem.models.record import DeliberationRecord, ToolCallRecord
-    from golem.models.tick import Deliberation
 
     acts, left = settlement_actions(obs, config.policy.approved_assets, config.policy.max_trade_size_usd)
     acts = within_caps(acts, strategy, obs)
