@@ -7,12 +7,20 @@ observation (at observe) and its record (at reflect); pure functions, no I/O. Se
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from golem.events.models import GolemEvent, make_event
-from golem.models.observation import Observation
+from golem.models.observation import Observation, ProbeResult
 from golem.models.record import DecisionCycleRecord
 from golem.safety.risk import net_value_usd
+
+if TYPE_CHECKING:
+    from golem.events.quality import ExternalTrend
+    from golem.events.store import EventStore
+    from golem.models.golem import ConsolidationResult, ControlState, DreamResult
+    from golem.models.interventions import Steer
+    from golem.models.tick import TickContext
 
 _ACTION_KIND = {
     "executed": "actions.executed",
@@ -41,7 +49,7 @@ def vitals(observation: Observation) -> dict[str, Any]:
     }
 
 
-def tick_started(golem: str, tick: int, time: str, observation: Observation, pending_steers=(),
+def tick_started(golem: str, tick: int, time: str, observation: Observation, pending_steers: Iterable[Steer] = (),
                  run_label: str = "") -> list[GolemEvent]:
     """The observe step's events: the tick started, the steers the tick carries, reorgs it found."""
     # The steers were accepted before this tick took them: one "accepted" per steer, whichever tick first carries it.
@@ -100,8 +108,9 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
         if o.invariant_violations:
             out.append(ev("safety.incident", violations=o.invariant_violations))
     if record.total_cost > 0:
+        figures: dict[str, Any] = {**(spend_today or {}), **(budgets or {})}  # payload keys, never ev's own
         out.append(ev("budget.spend", inference_usd=record.inference_cost, gas_usd=record.gas_cost,
-                      total_usd=record.total_cost, **(spend_today or {}), **(budgets or {})))
+                      total_usd=record.total_cost, **figures))
     if previous_phase and previous_phase != record.phase.value:
         out.append(ev("mortality.phase_changed", previous=previous_phase, phase=record.phase.value,
                       vitality=record.vitality.composite))
@@ -147,13 +156,14 @@ def failure_event(golem: str, tick: int, time: str, error: str, workflow_id: str
                       run=run_label)
 
 
-def tick_context(ctx, record: DecisionCycleRecord) -> dict[str, Any]:
+def tick_context(ctx: TickContext, record: DecisionCycleRecord) -> dict[str, Any]:
     """From the tick's context: the phase before the tick, today's spend after it, and the budgets."""
     from golem.life.lifespan import lived_after
     from golem.safety.gas import spend_status
 
     status = spend_status(ctx.state, ctx.config)
-    budgets = {k: status[k] for k in ("max_daily_cost_usd", "gas_budget_usd_per_day") if k in status}
+    budgets: dict[str, float | str] = {k: status[k] for k in ("max_daily_cost_usd", "gas_budget_usd_per_day")
+                                       if k in status}
     spend = {
         "inference_today_usd": round(float(status.get("daily_spend_usd", 0.0)) + record.inference_cost, 6),
         "gas_today_usd": round(float(status.get("daily_gas_usd", 0.0)) + record.gas_cost, 6),
@@ -167,10 +177,10 @@ def tick_context(ctx, record: DecisionCycleRecord) -> dict[str, Any]:
     return {"previous_phase": ctx.state.phase.value, "budgets": budgets, "spend_today": spend}
 
 
-def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
+def consolidation_events(golem: str, time: str, result: ConsolidationResult) -> list[GolemEvent]:
     """A delta consolidation's grimoire events (ConsolidationResult)."""
     t, a, q = result.tick, result.admission, result.quarantine_review
-    out = []
+    out: list[GolemEvent] = []
     if a.admitted or a.admitted_low:
         out.append(make_event(golem, t, time, "grimoire.admitted", "delta", admitted=a.admitted,
                               admitted_low=a.admitted_low, candidates=a.candidates, utility_source=a.utility_source))
@@ -193,7 +203,7 @@ def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
     return out
 
 
-def trend_events(golem: str, tick: int, time: str, trend) -> list[GolemEvent]:
+def trend_events(golem: str, tick: int, time: str, trend: ExternalTrend | None) -> list[GolemEvent]:
     """The external metric trend at a delta cycle (golem.events.quality.ExternalTrend); an alert when the
     30-day PnL has declined DECLINING_ALARM_DAYS days in a row."""
     if trend is None:
@@ -223,7 +233,7 @@ def survival_events(golem: str, tick: int, time: str, figures: dict[str, Any] | 
     return out
 
 
-def dream_events(golem: str, time: str, result) -> list[GolemEvent]:
+def dream_events(golem: str, time: str, result: DreamResult) -> list[GolemEvent]:
     """A finished dream cycle, with the dream yield and threat coverage when the phased cycle measured them."""
     measured = {k: v for k in ("dream_yield", "threat_coverage") if (v := getattr(result, k, None)) is not None}
     return [make_event(golem, result.tick, time, "dreams.cycle_finished", "dream", replayed=len(result.replayed),
@@ -234,21 +244,20 @@ CONTROL_KINDS = {"pause": "control.paused", "resume": "control.resumed", "stop_e
                  "allow_entries": "control.entries_allowed"}
 
 
-def control_event(golem: str, what: str, answer, time: str) -> GolemEvent:
+def control_event(golem: str, what: str, answer: ControlState, time: str) -> GolemEvent:
     """A stop button the golem accepted (its update's answer), stored by whoever pressed it (CLI, dashboard)."""
     return make_event(golem, None, time, CONTROL_KINDS[what], _short(answer.note), paused=answer.paused,
                       entries_stopped=answer.entries_stopped, next_tick=answer.tick, note=answer.note)
 
 
-def alert_probes(store) -> list:
+def alert_probes(store: EventStore) -> list[ProbeResult]:
     """The heartbeat-monitor's alerts stored since the previous tick started, as probe results for this tick's
     observe (the golem sees what its monitor saw)."""
     from golem.models.enums import ProbeSeverity
-    from golem.models.observation import ProbeResult
 
     previous = store.read(kinds=["heartbeat.tick_started"], limit=1, newest=True)
-    after = previous[0].seq if previous else 0
-    out = []
+    after = previous[0].stored_seq() if previous else 0
+    out: list[ProbeResult] = []
     for e in store.read(kinds=["alerts.probe"], after=after, limit=50):
         p = e.payload
         out.append(ProbeResult(probe=f"monitor_{p['vital']}", severity=ProbeSeverity(p.get("severity", "low")),
