@@ -11,6 +11,7 @@ import math
 import random
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -250,16 +251,16 @@ def effect_size(name_a: str, a: list[float], name_b: str, b: list[float], seed: 
 
 
 def regime_detection(marks: list[TickMark], warmup: int = WARMUP_TICKS) -> RegimeDetection | None:
-    ticks = [m for m in marks if m.tick is not None and m.label_regime]
+    ticks = [(m, m.label_regime) for m in marks if m.tick is not None and m.label_regime]
     if not ticks:
         return None
     confusion: dict[str, dict[str, int]] = {}
     hits = []
-    for m in ticks:
+    for m, label in ticks:
         det = m.detected_regime or "unknown"
-        confusion.setdefault(m.label_regime, {d: 0 for d in DETECTED})
-        confusion[m.label_regime][det] = confusion[m.label_regime].get(det, 0) + 1
-        hits.append(det in REGIME_MATCH.get(m.label_regime, set()))
+        confusion.setdefault(label, {d: 0 for d in DETECTED})
+        confusion[label][det] = confusion[label].get(det, 0) + 1
+        hits.append(det in REGIME_MATCH.get(label, set()))
     scored = hits[warmup:]
     return RegimeDetection(
         accuracy=sum(scored) / len(scored) if scored else None, accuracy_all=sum(hits) / len(hits),
@@ -270,10 +271,10 @@ def regime_detection(marks: list[TickMark], warmup: int = WARMUP_TICKS) -> Regim
 def escalations(marks: list[TickMark]) -> list[Escalation]:
     """After each change of the path's label: ticks until the golem's first T1/T2 tick (before the next change)."""
     out: list[Escalation] = []
-    changes = [i for i in range(1, len(marks)) if marks[i].label_regime != marks[i - 1].label_regime
-               and marks[i].label_regime]
-    for k, i in enumerate(changes):
-        end = changes[k + 1] if k + 1 < len(changes) else len(marks)
+    changes = [(i, label) for i in range(1, len(marks))
+               if (label := marks[i].label_regime) and label != marks[i - 1].label_regime]
+    for k, (i, label) in enumerate(changes):
+        end = changes[k + 1][0] if k + 1 < len(changes) else len(marks)
         n, found = 0, None
         for m in marks[i:end]:
             if m.tick is None:
@@ -282,7 +283,7 @@ def escalations(marks: list[TickMark]) -> list[Escalation]:
                 found = n
                 break
             n += 1
-        out.append(Escalation(row=marks[i].row, regime_from=marks[i - 1].label_regime, regime_to=marks[i].label_regime,
+        out.append(Escalation(row=marks[i].row, regime_from=marks[i - 1].label_regime, regime_to=label,
                               ticks_to_escalate=found))
     return out
 
@@ -298,11 +299,14 @@ def build_report(info: RunInfo, marks: list[TickMark]) -> BacktestReport:
     rets = _returns(marks)
     by_row = _row_returns(marks)
     labelled = any(m.label_regime for m in marks)
-    key = (lambda m: m.label_regime) if labelled else (lambda m: m.detected_regime)
+
+    def key(m: TickMark) -> str | None:
+        return m.label_regime if labelled else m.detected_regime
+
     groups: dict[str, list[TickMark]] = {}
     for m in marks:
-        if key(m):
-            groups.setdefault(key(m), []).append(m)
+        if regime := key(m):
+            groups.setdefault(regime, []).append(m)
     by_regime = {g: _figures(ms, [by_row[m.row] for m in ms if m.row in by_row], contiguous=False)
                  for g, ms in sorted(groups.items())}
     names = sorted(groups)
@@ -339,7 +343,7 @@ def _mix(f: Figures) -> str:
     return " / ".join(f"{f.tier_mix.get(t, 0) * 100:.0f}" for t in ("T0", "T1", "T2"))
 
 
-HEADLINE = [
+HEADLINE: list[tuple[str, Callable[[Figures], str]]] = [
     ("return", lambda f: _pct(f.total_return)),
     ("max drawdown", lambda f: f"{f.max_drawdown * 100:.2f}%"),
     ("Sharpe / tick", lambda f: _num(f.sharpe_per_tick)),
@@ -385,8 +389,8 @@ def render_table(report: BacktestReport) -> str:
         lines += ["", f"By regime ({report.regime_source}):", "",
                   "| regime | rows | return | max DD | min HF | T0/T1/T2 % | tx | gas $ | blocked |",
                   "|---|---|---|---|---|---|---|---|---|"]
-        for g, rf in report.by_regime.items():
-            lines.append(f"| {g} | {rf.rows} | {_pct(rf.total_return)} | {rf.max_drawdown * 100:.2f}% | "
+        for regime, rf in report.by_regime.items():
+            lines.append(f"| {regime} | {rf.rows} | {_pct(rf.total_return)} | {rf.max_drawdown * 100:.2f}% | "
                          f"{_num(rf.min_health_factor)} | {_mix(rf)} | {rf.transactions} | {rf.gas_usd:.2f} | "
                          f"{sum(rf.blocked.values())} |")
     if report.escalations:
@@ -428,7 +432,7 @@ def compare_reports(reports: list[BacktestReport], base: str | None = None,
                     marks: dict[str, list[TickMark]] | None = None) -> ComparisonTable:
     base = base or ("golem" if any(r.info.name == "golem" for r in reports) else reports[-1].info.name)
     b = next(r for r in reports if r.info.name == base)
-    numeric = {
+    numeric: dict[str, Callable[[BacktestReport], float | None]] = {
         "return %": lambda r: (r.figures.total_return or 0.0) * 100,
         "max drawdown %": lambda r: r.figures.max_drawdown * 100,
         "Sharpe / tick": lambda r: r.figures.sharpe_per_tick,
@@ -505,6 +509,7 @@ def render_png(report: BacktestReport, marks: list[TickMark], path: Path) -> Non
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     x = [m.row for m in marks]
@@ -531,10 +536,10 @@ def render_png(report: BacktestReport, marks: list[TickMark], path: Path) -> Non
     ax_p.scatter([m.row for m in liquidated], [m.oracle_price for m in liquidated], marker="*", color="#8b0000", s=140,
                  zorder=4)
     ax_p.set_ylabel("USDC / WETH")
-    ax_p.legend(handles=[*ax_p.get_lines(), plt.Line2D([], [], marker="^", color="#2ca02c", ls="", label="repay/supply"),
-                         plt.Line2D([], [], marker="v", color="#d62728", ls="", label="swap/withdraw"),
-                         plt.Line2D([], [], marker="x", color="black", ls="", label="blocked"),
-                         plt.Line2D([], [], marker="*", color="#8b0000", ls="", label="liquidated")],
+    ax_p.legend(handles=[*ax_p.get_lines(), Line2D([], [], marker="^", color="#2ca02c", ls="", label="repay/supply"),
+                         Line2D([], [], marker="v", color="#d62728", ls="", label="swap/withdraw"),
+                         Line2D([], [], marker="x", color="black", ls="", label="blocked"),
+                         Line2D([], [], marker="*", color="#8b0000", ls="", label="liquidated")],
                 loc="best", fontsize=8)
     ax_hf.plot(x, [m.health_factor if m.health_factor is not None else float("nan") for m in marks], color="#2ca02c")
     ax_hf.scatter([m.row for m in liquidated], [m.row_health_factor for m in liquidated], marker="*", color="#8b0000",
