@@ -12,7 +12,8 @@ from __future__ import annotations
 import operator
 import re
 from pathlib import Path
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, TypeGuard, get_args
 
 from pydantic import BaseModel, Field
 
@@ -38,6 +39,14 @@ REGIMES = tuple(r.value for r in MarketRegime)
 
 Op = Literal["<", "<=", ">", ">=", "==", "!="]
 Tool = Literal["swap", "repay", "supply", "withdraw", "borrow"]
+
+
+def _is_op(text: str) -> TypeGuard[Op]:
+    return text in get_args(Op)
+
+
+def _is_tool(text: str) -> TypeGuard[Tool]:
+    return text in get_args(Tool)
 
 
 class StrategyError(ValueError):
@@ -169,7 +178,9 @@ def _token(raw: str, line_no: int, line: str) -> str:
 
 def _split_and(text: str) -> list[str]:
     """Split on AND outside quotes (a steer text may itself contain 'and')."""
-    parts, cur, quote = [], [], None
+    parts: list[str] = []
+    cur: list[str] = []
+    quote: str | None = None
     i = 0
     while i < len(text):
         ch = text[i]
@@ -188,7 +199,7 @@ def _split_and(text: str) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def _comparison(text: str, line_no: int, line: str) -> tuple[str, str, float | str]:
+def _comparison(text: str, line_no: int, line: str) -> tuple[str, Op, float | str]:
     m = _COMPARE.match(text.strip())
     if not m:
         raise _err(line_no, line, f"cannot read the condition {text.strip()!r}",
@@ -200,6 +211,8 @@ def _comparison(text: str, line_no: int, line: str) -> tuple[str, str, float | s
         metric = metric.lower()
     if op == "=":
         op = "=="
+    if not _is_op(op):
+        raise _err(line_no, line, f"unknown comparison {m['op']!r}", f"Use one of {' '.join(OPS)}.")
     if metric not in METRICS:
         raise _err(line_no, line, f"unknown metric {m['metric']!r}", f"Metrics: {', '.join(METRICS)}.")
     if metric == "regime":
@@ -225,7 +238,7 @@ def _condition(text: str, line_no: int, line: str) -> Condition:
 def _action(text: str, line_no: int, line: str, collateral: str, debt: str) -> Action:
     text = text.strip().rstrip(".")
     tool = text.split()[0].lower() if text.split() else ""
-    if tool not in TOOLS:
+    if not _is_tool(tool):
         raise _err(line_no, line, f"unknown action {tool!r}",
                    "Actions: swap <amount> <TOKEN> to <TOKEN>, repay <amount> debt, supply <amount> collateral, "
                    "withdraw <amount> collateral, borrow <number> debt.")
@@ -261,13 +274,13 @@ def _rule(body: str, line_no: int, line: str, strategy: Strategy, source: str) -
 def _constraint(body: str, line_no: int, line: str) -> Constraint:
     if m := _KEEP.match(body):
         metric, op, value = _comparison(m["rest"], line_no, line)
-        if metric == "regime":
+        if metric == "regime" or isinstance(value, str):  # only regime compares with a name
             raise _err(line_no, line, "regime cannot be kept", _CONSTRAINT_FIX)
         return Constraint(line=line_no, text=body, kind="keep", metric=metric, op=op, value=value)
     for pattern, kind in ((_CAP, "cap"), (_FORBID, "forbid")):
         if m := pattern.match(body):
             tool = m["tool"].lower()
-            if tool not in TOOLS:
+            if not _is_tool(tool):
                 raise _err(line_no, line, f"unknown tool {m['tool']!r}", _CONSTRAINT_FIX)
             if kind == "forbid":
                 return Constraint(line=line_no, text=body, kind="forbid", tool=tool)
@@ -334,7 +347,7 @@ def parse_strategy(text: str) -> Strategy:
 # ---- evaluating rules (pure: the offline deliberator and System 1's rule preview share it) ------------
 
 Metrics = dict[str, float | str | None]
-_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+_OPS: dict[str, Callable[[float | str, float | str], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
         "!=": operator.ne}
 
 
@@ -380,7 +393,9 @@ def evaluate_condition(cond: Condition, metrics: Metrics,
     value = metrics.get(cond.metric or "")
     if value is None:
         return False, "", []
-    holds = bool(_OPS[cond.op](value, cond.value))  # type: ignore[index]
+    if cond.op is None or cond.value is None:  # the parser gives every metric condition both
+        raise ValueError(f"condition on {cond.metric} has no comparison or no value: {cond}")
+    holds = bool(_OPS[cond.op](value, cond.value))
     return holds, f"{cond.metric} {fmt_metric(value)} {cond.op} {fmt_metric(cond.value)}", []
 
 
