@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 # The public dev accounts live in the domain (the deployer and simulator fall back to them); re-exported here.
 from golem.world.devchain import ANVIL_ADDRESSES, ANVIL_CHAIN_ID, ANVIL_KEYS  # noqa: F401
@@ -100,7 +101,7 @@ class AnvilProcess:
         self.extra_args = list(extra_args or [])
         self.history_states = history_states
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file = None
+        self._log_file: BinaryIO | None = None
         # `golem run`: out of the terminal's process group, so Ctrl-C reaches Anvil through the ordered stop (after
         # the worker that reads it), not at once (tests keep it in theirs: an interrupted pytest takes it along)
         self.new_session = new_session
@@ -140,7 +141,7 @@ class AnvilProcess:
         """Before restarting a crashed anvil: if the checkpoint is newer than the state file (or the state
         file does not parse), start from the checkpoint. Returns whether it was used."""
         ckpt, state = self.checkpoint_path, self.state_path
-        if ckpt is None or not ckpt.exists():
+        if ckpt is None or state is None or not ckpt.exists():  # a checkpoint exists only beside a state file
             return False
         if state.exists() and state.stat().st_mtime >= ckpt.stat().st_mtime:
             try:
@@ -195,7 +196,7 @@ class AnvilProcess:
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log_file = open(self.log_path, "ab")
-            out = self._log_file
+            out: BinaryIO | int = self._log_file
         else:
             out = subprocess.DEVNULL
         self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -10,6 +10,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 from web3 import Web3
+from web3.types import RPCEndpoint
 
 from golem.backtest.replay import ReplayError
 from workflows.tick import ThetaTickWorkflow
@@ -40,9 +41,9 @@ class BlockProducer(Interceptor):
         head = self.w3.eth.get_block("latest")
         for _ in range(self.blocks):
             # keep the head's base fee: an empty confirmation block is not a gas-market event
-            answer = self.w3.provider.make_request("anvil_setNextBlockBaseFeePerGas", [hex(int(head["baseFeePerGas"]))])
+            answer = self.w3.provider.make_request(RPCEndpoint("anvil_setNextBlockBaseFeePerGas"), [hex(int(head["baseFeePerGas"]))])
             if "error" not in answer:
-                answer = self.w3.provider.make_request("evm_mine", [])
+                answer = self.w3.provider.make_request(RPCEndpoint("evm_mine"), [])
             if "error" in answer:
                 raise ReplayError(f"confirmation block: {answer['error'].get('message', answer['error'])}")
             self.mined += 1

@@ -15,11 +15,24 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
 
 from golem.layout import DataLayout
 from infra.anvil import AnvilProcess, free_port
 
 REGISTRY_NAME = "dream-forks.json"
+
+
+class ForkEntry(TypedDict):
+    """One fork in the registry file: enough to find its process again and clean up after it."""
+
+    pid: int
+    port: int
+    fork_url: str
+    block: int | None
+    label: str
+    started_at: float
+    cache_path: str
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -45,25 +58,26 @@ class ForkRegistry:
         self.path = self.data_dir / REGISTRY_NAME
         self.work_dir = DataLayout(self.data_dir).dream_forks
 
-    def entries(self) -> list[dict]:
+    def entries(self) -> list[ForkEntry]:
         try:
-            return json.loads(self.path.read_text())
+            entries: list[ForkEntry] = json.loads(self.path.read_text())  # written by _write below
         except (OSError, ValueError):
             return []
+        return entries
 
-    def _write(self, entries: list[dict]) -> None:
+    def _write(self, entries: list[ForkEntry]) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(entries, indent=1))
         os.replace(tmp, self.path)
 
-    def _add(self, entry: dict) -> None:
+    def _add(self, entry: ForkEntry) -> None:
         self._write([*self.entries(), entry])
 
     def _remove(self, pid: int | None) -> None:
         self._write([e for e in self.entries() if e.get("pid") != pid])
 
-    def live(self) -> list[dict]:
+    def live(self) -> list[ForkEntry]:
         """Registered forks whose process is still running."""
         return [e for e in self.entries() if _is_our_fork(e["pid"], e["port"], e["fork_url"])]
 
@@ -116,6 +130,6 @@ class ForkRegistry:
         try:
             yield proc
         finally:
-            pid = proc.pid
+            running_pid = proc.pid
             proc.stop(timeout=5)
-            self._remove(pid)
+            self._remove(running_pid)

@@ -38,18 +38,18 @@ async def history_sizes(client: Client, workflow_id: str, run_id: str | None = N
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
             out.start_input = event.workflow_execution_started_event_attributes.input.ByteSize()
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            attrs = event.activity_task_scheduled_event_attributes
-            scheduled[event.event_id] = attrs.activity_type.name
-            _keep_max(out.inputs, attrs.activity_type.name, attrs.input.ByteSize())
+            sched = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = sched.activity_type.name
+            _keep_max(out.inputs, sched.activity_type.name, sched.input.ByteSize())
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            attrs = event.activity_task_completed_event_attributes
-            name = scheduled.get(attrs.scheduled_event_id, "?")
-            if attrs.result.ByteSize() > out.results.get(name, 0) and attrs.result.payloads:
-                out.result_json[name] = attrs.result.payloads[0].data
-            _keep_max(out.results, name, attrs.result.ByteSize())
+            done = event.activity_task_completed_event_attributes
+            name = scheduled.get(done.scheduled_event_id, "?")
+            if done.result.ByteSize() > out.results.get(name, 0) and done.result.payloads:
+                out.result_json[name] = done.result.payloads[0].data
+            _keep_max(out.results, name, done.result.ByteSize())
         elif event.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
-            attrs = event.start_child_workflow_execution_initiated_event_attributes
-            _keep_max(out.inputs, f"child:{attrs.workflow_type.name}", attrs.input.ByteSize())
+            child = event.start_child_workflow_execution_initiated_event_attributes
+            _keep_max(out.inputs, f"child:{child.workflow_type.name}", child.input.ByteSize())
     return out
 
 

@@ -68,13 +68,13 @@ def log_tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> list[str]:
 class ProcessChild:
     """A supervised subprocess started by `spawn` (a fresh Popen each time)."""
 
-    def __init__(self, name: str, spawn: Callable[[], subprocess.Popen], log_path: Path | None,
+    def __init__(self, name: str, spawn: Callable[[], subprocess.Popen[bytes]], log_path: Path | None,
                  stop_timeout: float = 10.0) -> None:
         self.name = name
         self._spawn = spawn
         self.log_path = log_path
         self.stop_timeout = stop_timeout
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.proc = self._spawn()
@@ -118,8 +118,9 @@ class AnvilChild:
         # than the last checkpoint, or cut short; the checkpoint is then the newest good chain.
         if self.anvil.restore_checkpoint():
             self.restored_from_checkpoint += 1
-            if not self._started:
-                console_say(f"anvil: starting from the checkpoint {self.anvil.checkpoint_path.name} (newer than the "
+            ckpt = self.anvil.checkpoint_path  # set: restore_checkpoint used it
+            if not self._started and ckpt is not None:
+                console_say(f"anvil: starting from the checkpoint {ckpt.name} (newer than the "
                             "state file, or the state file was cut short)")
         self.anvil.start()
         self._started = True
@@ -188,7 +189,7 @@ Child = ProcessChild | AnvilChild | TemporalChild
 @dataclass
 class _Watch:
     child: Child
-    crashes: deque = field(default_factory=deque)  # monotonic times of recent crashes
+    crashes: deque[float] = field(default_factory=deque)  # monotonic times of recent crashes
     restart_at: float | None = None  # a restart is due at this time
     restarts: int = 0
     down_since: float | None = None  # monotonic time the crash was seen (the outage, for the log and events)
@@ -199,15 +200,15 @@ class Supervisor:
 
     def __init__(
         self,
-        children: list,
+        children: list[Child],
         *,
         crash_limit: int = CRASH_LIMIT,
         window_seconds: float = CRASH_WINDOW_SECONDS,
         backoff_initial: float = BACKOFF_INITIAL_SECONDS,
         backoff_max: float = BACKOFF_MAX_SECONDS,
-        say: Callable[[str], None] = console_say,
+        say: Callable[[str], object] = console_say,
         clock: Callable[[], float] = time.monotonic,
-        notify: Callable[[str, dict], None] | None = None,
+        notify: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         if crash_limit < 1 or window_seconds <= 0:
             raise ValueError(f"crash_limit must be >= 1 and window_seconds > 0 (got {crash_limit}, {window_seconds})")
@@ -315,7 +316,7 @@ class Supervisor:
 
 
 def sweep_children(names: dict[int, str] | None = None, grace: float = LEFTOVER_GRACE_SECONDS,
-                   say: Callable[[str], None] = console_say, parent: int | None = None) -> list[str]:
+                   say: Callable[[str], object] = console_say, parent: int | None = None) -> list[str]:
     """The final check after a stop: every live child of this process (every one it started, restarted ones
     included: their parent is us) and every live member of the process groups in `names` (pid -> name of each
     child the supervisor saw; the stack starts each in a session of its own, so what a child started — a worker's
@@ -381,7 +382,7 @@ class SupervisionJournal:
         self.state: dict[str, Any] = {"run_pid": os.getpid(), "processes": {}}
         self._write()
 
-    def __call__(self, kind: str, details: dict) -> None:
+    def __call__(self, kind: str, details: dict[str, Any]) -> None:
         from datetime import datetime, timezone
 
         now = datetime.now(timezone.utc).isoformat()
@@ -408,7 +409,7 @@ class SupervisionJournal:
         tmp.write_text(json.dumps(self.state, indent=1))
         tmp.replace(self.path)
 
-    def _event(self, kind: str, now: str, details: dict) -> None:
+    def _event(self, kind: str, now: str, details: dict[str, Any]) -> None:
         from golem.events.models import make_event
         from golem.events.store import EventStore
 

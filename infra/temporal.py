@@ -13,9 +13,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from temporalio.common import SearchAttributeKey
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 SEARCH_ATTRIBUTES: dict[str, str] = {
     "GolemId": "Keyword",
@@ -82,9 +87,10 @@ def prune_visibility_indexes(db_path: Path) -> list[str]:
         con.close()
 
 
-def search_attribute_keys() -> list[SearchAttributeKey]:
+def search_attribute_keys() -> list[SearchAttributeKey[Any]]:
     """The same attributes as typed keys, for WorkflowEnvironment.start_local(search_attributes=...)."""
-    make = {"Keyword": SearchAttributeKey.for_keyword, "Int": SearchAttributeKey.for_int}
+    make: dict[str, Callable[[str], SearchAttributeKey[Any]]] = {"Keyword": SearchAttributeKey.for_keyword,
+                                                                "Int": SearchAttributeKey.for_int}
     return [make[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()]
 
 
@@ -129,7 +135,7 @@ class TemporalDevServer:
         self.log_path = Path(log_path) if log_path else self.db_path.with_suffix(".log")
         self.headless = headless
         self.sqlite_pragmas = sqlite_pragmas  # e.g. ("synchronous=OFF",) for a throwaway server (BACKTEST_PRAGMAS)
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def address(self) -> str:
@@ -199,11 +205,11 @@ class TemporalDevServer:
     def __enter__(self) -> "TemporalDevServer":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-async def set_retention(client, days: int, namespace: str = "default") -> float:
+async def set_retention(client: Client, days: int, namespace: str = "default") -> float:
     """Keep closed workflow histories `days` in this namespace ([retention] temporal_days); the
     dev server otherwise keeps them for its default. Returns the retention now in force, in days."""
     from google.protobuf.duration_pb2 import Duration
@@ -215,4 +221,5 @@ async def set_retention(client, days: int, namespace: str = "default") -> float:
         config=NamespaceConfig(workflow_execution_retention_ttl=Duration(seconds=int(days * 86400))),
     ))
     desc = await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
-    return desc.config.workflow_execution_retention_ttl.seconds / 86400
+    seconds: int = desc.config.workflow_execution_retention_ttl.seconds
+    return seconds / 86400

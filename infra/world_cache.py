@@ -14,11 +14,14 @@ import os
 from pathlib import Path
 
 from web3 import Web3
+from web3.types import RPCEndpoint
 
 from golem.chain.contracts import Deployment
 from golem.world import deploy as deploy_mod
 from golem.world import protocols
-from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, anvil_binary
+from golem.world.compile import ARTIFACTS_DIR
+from golem.world.devchain import ANVIL_ADDRESSES, ANVIL_KEYS
+from infra.anvil import anvil_binary
 
 GOLEM_KEY_INDEX = 2  # Anvil dev account #2 is the golem (public, well-known dev key)
 
@@ -33,7 +36,7 @@ def world_key() -> str:
     h = hashlib.sha256()
     for p in protocols.PACKAGES:
         h.update(f"{p}={protocols.package_version(p)};".encode())
-    for path in sorted(deploy_mod.ARTIFACTS_DIR.glob("*.json")) + [Path(deploy_mod.__file__)]:
+    for path in sorted(ARTIFACTS_DIR.glob("*.json")) + [Path(deploy_mod.__file__)]:
         h.update(path.read_bytes())
     h.update(str(anvil_binary().stat().st_size).encode())
     return h.hexdigest()[:16]
@@ -45,20 +48,20 @@ def deploy_or_load(w3: Web3, rpc_url: str, *, use_cache: bool = True) -> tuple[D
     key = world_key()
     state_path, dep_path = cache_dir() / f"{key}.state", cache_dir() / f"{key}.json"
     if use_cache and state_path.is_file() and dep_path.is_file():
-        resp = w3.provider.make_request("anvil_loadState", [state_path.read_text().strip()])
+        resp = w3.provider.make_request(RPCEndpoint("anvil_loadState"), [state_path.read_text().strip()])
         if resp.get("result") is True:
             dep = Deployment.model_validate_json(dep_path.read_text())
-            if w3.eth.get_code(dep.addresses["AAVE_POOL"]):
+            if w3.eth.get_code(Web3.to_checksum_address(dep.addresses["AAVE_POOL"])):
                 # Chain time resumes where the dump stopped, so the feeds' rounds are as fresh as when deployed
                 # (a dump made days ago would otherwise show every feed stale at the first new block).
-                w3.provider.make_request("anvil_setTime", [int(w3.eth.get_block("latest")["timestamp"]) + 1])
+                w3.provider.make_request(RPCEndpoint("anvil_setTime"), [int(w3.eth.get_block("latest")["timestamp"]) + 1])
                 return dep.model_copy(update={"rpc_url": rpc_url}), False
     dep = deploy_mod.deploy_world(
         w3, ANVIL_KEYS[0], ANVIL_ADDRESSES[GOLEM_KEY_INDEX], ANVIL_ADDRESSES[1],
         golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX], rpc_url=rpc_url,
     )  # fmt: skip
     if use_cache:
-        dump = w3.provider.make_request("anvil_dumpState", [])
+        dump = w3.provider.make_request(RPCEndpoint("anvil_dumpState"), [])
         if isinstance(dump.get("result"), str):
             cache_dir().mkdir(parents=True, exist_ok=True)
             tmp = state_path.with_suffix(".tmp")
