@@ -18,12 +18,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 from golem.ids import golem_workflow_id, task_queue
 from golem.layout import DataLayout
-from infra.anvil import ANVIL_KEYS, AnvilError, AnvilProcess
+from golem.world.devchain import ANVIL_KEYS
+from infra.anvil import AnvilError, AnvilProcess
 from infra.console import ignore_sigpipe, mirror_to, say
 from infra.supervisor import (
     CRASH_LIMIT,
@@ -31,6 +34,7 @@ from infra.supervisor import (
     LEFTOVER_GRACE_SECONDS,
     STOP_BUDGET_SECONDS,
     AnvilChild,
+    Child,
     ProcessChild,
     SupervisionGaveUp,
     SupervisionJournal,
@@ -40,6 +44,13 @@ from infra.supervisor import (
     sweep_children,
 )
 from infra.temporal import TemporalDevServer
+
+if TYPE_CHECKING:
+    from golem.chain.contracts import Deployment
+    from golem.models.config import GolemConfig
+    from golem.models.state import GolemState
+
+T = TypeVar("T")
 
 log = logging.getLogger("golem.stack")
 
@@ -59,7 +70,7 @@ def _rpc_port(rpc_url: str) -> int:
     return urlparse(rpc_url).port or 8545
 
 
-def ensure_world(rpc_url: str, data_dir: Path):
+def ensure_world(rpc_url: str, data_dir: Path) -> tuple[Deployment, bool]:
     """Deploy the real protocols (Uniswap V2, Aave V3, feeds) unless the saved deployment is live on this chain;
     a fresh Anvil loads the cached state dump of an earlier deploy instead of redeploying (infra.world_cache)."""
     from golem.chain.contracts import Deployment, DeploymentError
@@ -80,7 +91,7 @@ def ensure_world(rpc_url: str, data_dir: Path):
     return dep, True
 
 
-def inherited_state(config, data_dir: Path):
+def inherited_state(config: GolemConfig, data_dir: Path) -> GolemState | None:
     """A newborn golem's state, seeded with a staged gating inheritance package if there is one
     (`golem gating import FILE`) and, for a successor (`golem spawn`), its generation and predecessor; None when
     nothing is staged."""
@@ -102,7 +113,7 @@ def inherited_state(config, data_dir: Path):
     return state
 
 
-async def ensure_monitor_running(address: str, config) -> str:
+async def ensure_monitor_running(address: str, config: GolemConfig) -> str:
     """The heartbeat-monitor beside the golem (golem-<id>-monitor): started once, left running across restarts."""
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
@@ -122,19 +133,21 @@ async def ensure_monitor_running(address: str, config) -> str:
     return f"heartbeat-monitor {wid} started"
 
 
-def supervised_wait(fn, supervisor: Supervisor, stopped, worker_log: Path, say_after_s: float = 15.0):
+def supervised_wait(fn: Callable[[], T], supervisor: Supervisor, stopped: Callable[[], bool], worker_log: Path,
+                    say_after_s: float = 15.0) -> T | None:
     """fn() (starting or resuming the golem: it talks to the workflow, which needs a worker) on a thread, while the
     supervisor keeps watching: a worker that dies at start is reported and restarted instead of the start hanging
     on a workflow nobody serves, and Ctrl-C still stops. None when stopped before fn finished."""
     import threading
 
-    box: dict = {}
+    values: list[T] = []
+    errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            box["value"] = fn()
+            values.append(fn())
         except BaseException as err:  # handed to the caller's thread
-            box["error"] = err
+            errors.append(err)
 
     thread = threading.Thread(target=run, name="golem-start", daemon=True)
     thread.start()
@@ -148,12 +161,12 @@ def supervised_wait(fn, supervisor: Supervisor, stopped, worker_log: Path, say_a
         if waited >= say_after_s and not said:
             say(f"waiting for the golem to answer (its worker serves it; see {worker_log}) ...")
             said = True
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
-async def ensure_golem_running(address: str, config, data_dir: Path | None = None) -> str:
+async def ensure_golem_running(address: str, config: GolemConfig, data_dir: Path | None = None) -> str:
     """Start GolemWorkflow, or resume the running one; a closed one restarts from its last state.
     The config version on disk (golem.toml + STRATEGY.md) is what the golem runs on afterwards: a running
     golem on another version gets it through its apply_config update (refused whole if bad: the old
@@ -202,7 +215,7 @@ async def ensure_golem_running(address: str, config, data_dir: Path | None = Non
     return ("restarted" if state and state.tick else "started") + f" (config {short(local.version)})"
 
 
-def _spawn(cmd: list[str], log_path: Path, env: dict | None = None) -> subprocess.Popen:
+def _spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with log_path.open("ab") as out:  # the child keeps its own copy: a restart must not leak one per start
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
@@ -231,7 +244,7 @@ class TickLines:
         self.after = max([self.after, *(t for t, line in out if "FAILED" not in line)])
         return [line for _, line in sorted(out)]
 
-    def line(self, row: dict) -> str:
+    def line(self, row: dict[str, Any]) -> str:
         try:
             rec = self.store.load(row["tick"])
         except (LookupError, ValueError):
@@ -281,10 +294,11 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     mirror_to(logs / "golem-run.log")
     temporal = TemporalDevServer(DataLayout(data_dir).temporal_db, log_path=logs / "temporal.log",
                                  port=_port_env(TEMPORAL_PORT_ENV, 7233), ui_port=_port_env(TEMPORAL_UI_PORT_ENV, 8233))
-    anvil = AnvilProcess(port=_rpc_port(config.chain.rpc_url), state_path=DataLayout(data_dir).anvil_state,
+    anvil_state = DataLayout(data_dir).anvil_state
+    anvil = AnvilProcess(port=_rpc_port(config.chain.rpc_url), state_path=anvil_state,
                          log_path=logs / "anvil.log", new_session=True)
     stopping = False
-    children: list = []
+    children: list[Child] = []
 
     def _names() -> dict[int, str]:  # every pid a child ran as, the live ones too
         return {**supervisor.seen, **{c.pid: c.name for c in children if c.pid is not None}}
@@ -294,7 +308,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         say(f"stopped: the clean-up took over {STOP_NET_SECONDS:g}s")
         os._exit(130)
 
-    def _interrupt(*_):
+    def _interrupt(signum: int, frame: object) -> None:
         nonlocal stopping
         if not stopping:
             timer = threading.Timer(STOP_NET_SECONDS, _net)
@@ -342,7 +356,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             anvil_child.start()
         except AnvilError as err:
             say(f"golem run: {err}; last log lines:" + "".join(f"\n    | {ln}" for ln in log_tail(anvil.log_path))
-                + f"\n(a damaged {anvil.state_path.name} with no checkpoint beside it: move it aside to start a "
+                + f"\n(a damaged {anvil_state.name} with no checkpoint beside it: move it aside to start a "
                 "fresh chain; the golem itself is kept in temporal.sqlite)")
             return 1
         if stopping:
