@@ -17,6 +17,7 @@ import random
 import shutil
 import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,17 +25,27 @@ import tomllib
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import tomli_w
 
 from golem.chain import faults
 from golem.ids import golem_workflow_id, task_queue
 from golem.layout import DataLayout
-from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
+from golem.world.devchain import ANVIL_ADDRESSES, ANVIL_KEYS
+from infra.anvil import AnvilProcess, free_port
 from infra.console import say
 from infra.supervisor import AnvilChild, ProcessChild, Supervisor, TemporalChild, stop_on_signals, sweep_children
 from infra.temporal import TemporalDevServer
 from infra.world_cache import GOLEM_KEY_INDEX
+
+if TYPE_CHECKING:
+    from eth_typing import ChecksumAddress
+    from temporalio.client import Client, WorkflowHandle
+    from web3 import Web3
+    from web3.types import TxReceipt
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_HOME = REPO / "examples" / "golem-home"
@@ -155,11 +166,22 @@ def write_home(home: Path, golem_id: str, rpc_url: str, plan: ChaosPlan, kill_sw
     return home / "golem.toml"
 
 
-def _spawn(cmd: list[str], log_path: Path, env: dict | None = None):
-    import subprocess
-
+def _spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     out = log_path.open("ab")
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+
+
+def _golem_address() -> ChecksumAddress:
+    from web3 import Web3
+
+    return Web3.to_checksum_address(ANVIL_ADDRESSES[GOLEM_KEY_INDEX])
+
+
+def started(part: T | None, what: str) -> T:
+    """A part of the stack ChaosRun.start() brings up; None means it was used before the start."""
+    if part is None:
+        raise RuntimeError(f"chaos run: the {what} is used before start() brought it up")
+    return part
 
 
 class ChaosRun:
@@ -201,9 +223,10 @@ class ChaosRun:
             return 0
         try:
             with closing(sqlite3.connect(f"file:{self._index}?mode=ro", uri=True, timeout=5)) as db:
-                return db.execute(
+                done: int = db.execute(
                     "SELECT COUNT(*) FROM (SELECT tick FROM cycle_index UNION SELECT tick FROM cycle_failures)"
                 ).fetchone()[0]
+                return done
         except sqlite3.OperationalError:  # the worker is creating it
             return 0
 
@@ -227,7 +250,7 @@ class ChaosRun:
         from golem.chain.web3client import make_web3
 
         self.w3 = make_web3(anvil.rpc_url)
-        self.report.nonce_start = self.w3.eth.get_transaction_count(ANVIL_ADDRESSES[GOLEM_KEY_INDEX])
+        self.report.nonce_start = self.w3.eth.get_transaction_count(_golem_address())
         sim_cmd = [sys.executable, "-m", "golem.world.simulator", "--rpc", anvil.rpc_url,
                    "--deployment", str(DataLayout(self.data).deployment), "--scenario", self.plan.scenario,
                    "--interval", str(max(self.plan.theta / 2, 0.1)), "--seed", str(self.plan.seed)]
@@ -276,7 +299,7 @@ class ChaosRun:
             events.append((self.rng.randint(lo, hi), "worker"))
         return sorted(events)
 
-    async def _steer(self, handle, message: str) -> None:
+    async def _steer(self, handle: WorkflowHandle[Any, Any], message: str) -> None:
         payload = {"id": f"chaos-steer-{self.report.steers + 1}", "message": message, "severity": "medium",
                    "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         try:
@@ -287,11 +310,12 @@ class ChaosRun:
             _say(f"steer failed: {err}")
 
     def _kill_worker(self, why: str) -> None:
-        pid = self.worker.pid
-        if pid is None or self.worker.exit_code() is not None:
+        worker = started(self.worker, "worker")
+        pid = worker.pid
+        if pid is None or worker.exit_code() is not None or worker.proc is None:
             return
         os.kill(pid, signal.SIGKILL)
-        self.worker.proc.wait()
+        worker.proc.wait()
         self.report.worker_kills += 1
         self._last_fault_at = self.progress()  # the next fault waits for a tick by the restarted worker
         self._pending_recovery.append(("worker kill", time.monotonic(), self._last_fault_at))
@@ -299,31 +323,34 @@ class ChaosRun:
 
     def _kill_temporal(self) -> None:
         """SIGKILL the dev server and let supervision bring it back (on the same SQLite file and ports)."""
-        proc = self.temporal.proc
-        restarts = self.supervisor.restarts("temporal")
+        temporal, supervisor = started(self.temporal, "Temporal dev server"), started(self.supervisor, "supervisor")
+        proc = started(temporal.proc, "Temporal dev server's process")
+        restarts = supervisor.restarts("temporal")
         os.killpg(proc.pid, signal.SIGKILL)
         self._pending_recovery.append(("Temporal restart", time.monotonic(), self.progress()))
         _say(f"SIGKILL Temporal dev server pid {proc.pid}")
         deadline = time.monotonic() + 90
-        while self.supervisor.restarts("temporal") == restarts:
-            self.supervisor.check()
+        while supervisor.restarts("temporal") == restarts:
+            supervisor.check()
             if time.monotonic() > deadline:
                 raise RuntimeError("the supervisor did not restart the Temporal dev server within 90 s; see "
                                    + str(self.logs / "temporal.log"))
             time.sleep(0.1)
         self.report.temporal_restarts += 1
-        _say(f"Temporal dev server restarted by supervision on the same SQLite (pid {self.temporal.proc.pid})")
+        restarted = started(temporal.proc, "Temporal dev server's process")
+        _say(f"Temporal dev server restarted by supervision on the same SQLite (pid {restarted.pid})")
 
     def _kill_anvil(self) -> None:
+        anvil, supervisor = started(self.anvil_child, "Anvil"), started(self.supervisor, "supervisor")
         before = self.w3.eth.block_number
-        restores = self.anvil_child.restored_from_checkpoint
-        pid = self.anvil_child.pid
+        restores = anvil.restored_from_checkpoint
+        pid = started(anvil.pid, "Anvil's pid")
         os.kill(pid, signal.SIGKILL)
         self._pending_recovery.append(("Anvil restart", time.monotonic(), self.progress()))
         _say(f"SIGKILL Anvil pid {pid} at block {before}")
         deadline = time.monotonic() + 60
-        while self.anvil_child.restored_from_checkpoint == restores or not self.anvil_child.anvil.running:
-            self.supervisor.check()
+        while anvil.restored_from_checkpoint == restores or not anvil.anvil.running:
+            supervisor.check()
             if time.monotonic() > deadline:
                 raise RuntimeError("Anvil did not come back within 60 s; see " + str(self.logs / "anvil.log"))
             time.sleep(0.1)
@@ -345,8 +372,10 @@ class ChaosRun:
         self._pending_recovery: list[tuple[str, float, int]] = []
         self._last_fault_at = 0
         self.start()
+        temporal, supervisor = started(self.temporal, "Temporal dev server"), started(self.supervisor, "supervisor")
+        worker = started(self.worker, "worker")
         config = load_config(self.config_path)
-        client = await connect(self.temporal.address)
+        client = await connect(temporal.address)
         wid = golem_workflow_id(self.golem_id)
         handle = await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=config, max_ticks=self.plan.ticks),
                                              id=wid, task_queue=task_queue(self.golem_id))
@@ -356,7 +385,7 @@ class ChaosRun:
         armed: tuple[str, float, int] | None = None  # (event, armed at, steers sent for it)
         last_progress, last_change = -1, time.monotonic()
         while True:
-            self.supervisor.check()
+            supervisor.check()
             done = self.progress()
             now = time.monotonic()
             for item in list(self._pending_recovery):
@@ -386,7 +415,7 @@ class ChaosRun:
                     armed = (event, at, steered + 1)
                 info = faults.paused(self.fault_dir, event)
                 if info is not None:
-                    if info["pid"] == self.worker.pid:
+                    if info["pid"] == worker.pid:
                         self._kill_worker(f"paused in execute after {event}: tick {info['tick']} action "
                                           f"{info['action_index']} tx {info['tx_hash'][:12]} nonce {info['nonce']}")
                         if event == "signed":
@@ -399,7 +428,7 @@ class ChaosRun:
                     self.report.execute_arms_unreached += 1
                     _say(f"no trade reached the armed '{event}' fault in {self.plan.execute_wait_seconds:g} s; disarmed")
                     armed = None
-            elif events and done >= events[0][0] and done > self._last_fault_at and self.worker.exit_code() is None:
+            elif events and done >= events[0][0] and done > self._last_fault_at and worker.exit_code() is None:
                 # (a tick since the last fault: the restarted worker is serving again, not still importing)
                 self._last_fault_at = done
                 _, kind = events.pop(0)
@@ -418,7 +447,7 @@ class ChaosRun:
 
         # The last tick is recorded inside its workflow; the golem then completes.
         for _ in range(600):
-            self.supervisor.check()
+            supervisor.check()
             try:
                 desc = await handle.describe()
                 if desc.status is not None and desc.status.name != "RUNNING":
@@ -429,7 +458,7 @@ class ChaosRun:
         desc = await client.get_workflow_handle(wid).describe()
         self.report.workflow_status = desc.status.name if desc.status else "?"
         self.report.continued_as_new = await _count_runs(client, wid)
-        self.report.worker_restarts = self.supervisor.restarts("worker")
+        self.report.worker_restarts = supervisor.restarts("worker")
         self.report.wall_seconds = time.monotonic() - t0
         self.stop_workers_only()
         self.planned_vs_done()
@@ -440,7 +469,7 @@ class ChaosRun:
     def stop_workers_only(self) -> None:
         """Stop the worker and the simulator (the chain stays up for the checks)."""
         for name in ("worker", "simulator"):
-            w = self.supervisor._watches[name]
+            w = started(self.supervisor, "supervisor")._watches[name]
             w.child.stop()
 
     # ── the checks ─────────────────────────────────────────────────────────────────────────
@@ -475,7 +504,7 @@ class ChaosRun:
         if r.workflow_status != "COMPLETED":
             r.problems.append(f"GolemWorkflow ended {r.workflow_status}, not COMPLETED")
 
-        records: list = []
+        records: list[DecisionCycleRecord] = []
         for path in sorted(DataLayout(self.data).cycles.glob("cycle-*.json")):
             try:
                 records.append(DecisionCycleRecord.model_validate_json(path.read_text()))
@@ -507,7 +536,7 @@ class ChaosRun:
                                         f"{i['status']} {i['tx_hash'][:12]}")
         if r.intents_unsent:
             r.problems.append(f"journaled intents the chain never saw: {r.intents_unsent[:5]}")
-        r.nonce_end = self.w3.eth.get_transaction_count(ANVIL_ADDRESSES[GOLEM_KEY_INDEX])
+        r.nonce_end = self.w3.eth.get_transaction_count(_golem_address())
         if r.nonce_delta != r.intents_on_chain:
             r.problems.append(f"account nonce rose by {r.nonce_delta} but {r.intents_on_chain} journaled intents are "
                               "on chain")
@@ -530,22 +559,23 @@ class ChaosRun:
             r.problems.append(f"audit chain broken: {audit.problems[:3]}")
 
 
-def _all_intents(path: Path) -> list[dict]:
+def _all_intents(path: Path) -> list[dict[str, Any]]:
     with closing(sqlite3.connect(path)) as db:
         db.row_factory = sqlite3.Row
         return [dict(x) for x in db.execute("SELECT * FROM tx_intents ORDER BY nonce")]
 
 
-def _receipt(w3, tx_hash: str):
+def _receipt(w3: Web3, tx_hash: str) -> TxReceipt | None:
+    from eth_typing import HexStr
     from web3.exceptions import TransactionNotFound
 
     try:
-        return w3.eth.get_transaction_receipt(tx_hash)
+        return w3.eth.get_transaction_receipt(HexStr(tx_hash))
     except TransactionNotFound:
         return None
 
 
-async def _count_runs(client, wid: str) -> int:
+async def _count_runs(client: Client, wid: str) -> int:
     """How many times GolemWorkflow continued as new (its closed runs with that status)."""
     n = 0
     async for wf in client.list_workflows(f"WorkflowId = '{wid}'"):

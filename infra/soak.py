@@ -17,15 +17,21 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from golem.ids import golem_workflow_id, task_queue, tick_workflow_id
 from golem.layout import DataLayout
-from infra.chaos import ChaosPlan, ChaosRun, _say
+from infra.chaos import ChaosPlan, ChaosRun, _say, started
 from infra.console import say
 from infra.supervisor import stop_on_signals, sweep_children
 from workers.memory import rss_bytes
+
+if TYPE_CHECKING:
+    from temporalio.api.common.v1 import Payloads
+    from temporalio.client import Client, WorkflowHistory
 
 
 @dataclass
@@ -95,7 +101,10 @@ class SoakReport:
             parts = " ".join(f"{v:.1f}" for v in s.data_mb.values())
             mem = " ".join("-" if s.memory_mb.get(k) is None else f"{s.memory_mb[k]:.0f}" for k in MEMORY_PARTS)
             lines.append(f"  {s.tick:>5} {s.seconds:>8.0f} {s.rss_mb:>9.1f} ({mem})   {s.data_total_mb:.1f} ({parts})")
-        fmt = lambda v: "n/a" if v is None else f"{v:.1f}"  # noqa: E731
+
+        def fmt(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.1f}"
+
         lines.append(f"  per 1,000 ticks after warm-up: worker RSS {fmt(self.rss_growth_mb_per_1k)} MB, the golem's "
                      f"data {fmt(self.data_growth_mb_per_1k)} MB, whole data dir {fmt(self.data_total_growth_mb_per_1k)} MB ("
                      + ", ".join(f"{k} {v:.1f}" for k, v in self.data_growth_by_part_per_1k.items()) + ")")
@@ -174,11 +183,11 @@ def data_sizes(data: Path) -> dict[str, float]:
     return {k: v / 1e6 for k, v in parts.items()}
 
 
-def _payload_bytes(payloads) -> int:
+def _payload_bytes(payloads: Payloads | None) -> int:
     return sum(len(p.data) + sum(len(v) for v in p.metadata.values()) for p in payloads.payloads) if payloads else 0
 
 
-async def inspect_histories(client, golem_id: str, last_tick: int, opts: SoakOptions, report: SoakReport) -> None:
+async def inspect_histories(client: Client, golem_id: str, last_tick: int, opts: SoakOptions, report: SoakReport) -> None:
     wid = golem_workflow_id(golem_id)
     async for wf in client.list_workflows(f"WorkflowId = '{wid}'"):
         hist = await client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()
@@ -196,7 +205,7 @@ async def inspect_histories(client, golem_id: str, last_tick: int, opts: SoakOpt
         _scan(hist, report)
 
 
-def _scan(hist, report: SoakReport) -> None:
+def _scan(hist: WorkflowHistory, report: SoakReport) -> None:
     for ev in hist.events:
         if ev.HasField("activity_task_scheduled_event_attributes"):
             a = ev.activity_task_scheduled_event_attributes
@@ -209,7 +218,7 @@ def _scan(hist, report: SoakReport) -> None:
             report.child_input_max_bytes = max(report.child_input_max_bytes, size)
 
 
-def _per_1k(a: Sample, b: Sample, value) -> float | None:
+def _per_1k(a: Sample, b: Sample, value: Callable[[Sample], float]) -> float | None:
     if b.tick <= a.tick:
         return None
     return (value(b) - value(a)) * 1000.0 / (b.tick - a.tick)
@@ -230,17 +239,18 @@ async def soak(opts: SoakOptions, out: Path) -> SoakReport:
     try:
         run.start()
         config = load_config(run.config_path)
-        client = await connect(run.temporal.address)
+        supervisor, worker = started(run.supervisor, "supervisor"), started(run.worker, "worker")
+        client = await connect(started(run.temporal, "Temporal dev server").address)
         wid = golem_workflow_id(run.golem_id)
         await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=config, max_ticks=opts.ticks),
                                     id=wid, task_queue=task_queue(run.golem_id))
         _say(f"soak: golem {wid} started for {opts.ticks} ticks at theta {opts.theta:g} s")
         next_sample = 0
         while True:
-            run.supervisor.check()
+            supervisor.check()
             done = run.progress()
-            if done >= max(next_sample, 1) and run.worker.pid is not None:
-                s = Sample(done, time.monotonic() - t0, rss_mb(run.worker.pid), data_sizes(run.data),
+            if done >= max(next_sample, 1) and worker.pid is not None:
+                s = Sample(done, time.monotonic() - t0, rss_mb(worker.pid), data_sizes(run.data),
                            worker_memory_mb(run.metrics_port))
                 report.samples.append(s)
                 _say(f"tick {done}: worker RSS {s.rss_mb:.1f} MB, data dir {s.data_total_mb:.1f} MB")
@@ -253,7 +263,7 @@ async def soak(opts: SoakOptions, out: Path) -> SoakReport:
             await asyncio.sleep(0.5)
         report.ticks = run.progress()
         report.wall_seconds = time.monotonic() - t0
-        report.worker_restarts = run.supervisor.restarts("worker")
+        report.worker_restarts = supervisor.restarts("worker")
         for _ in range(300 if report.ticks >= opts.ticks else 0):  # the golem completes after its last tick
             desc = await client.get_workflow_handle(wid).describe()
             if desc.status is not None and desc.status.name != "RUNNING":
