@@ -83,7 +83,10 @@ def classify(action: ProposedAction, forecast: Forecast | None, steers: list[Ste
     if f.crossed:
         deepest = max(x for x in (floor, LIQUIDATION) if x is not None)
         kind = Urgency.CRITICAL if f.health_factor <= deepest else Urgency.URGENT
-        return UrgencyVerdict(level=kind, restores=True, reason=f"{at}: crossed")
+        under = max(f.crossed)  # the forecast's `line` is the next one below, not yet reached, once it is under one
+        reason = (f"{at}: crossed" if under == f.line else
+                  f"health factor {f.health_factor:.3f} is under the line {under:g} (next: {f.line:g}, {f.line_label})")
+        return UrgencyVerdict(level=kind, restores=True, reason=reason)
     if f.within_horizon:
         kind = Urgency.CRITICAL if f.line_kind in FLOOR_KINDS else Urgency.URGENT
         return UrgencyVerdict(level=kind, restores=True,

@@ -192,6 +192,15 @@ def test_protective_is_read_from_the_tool_and_the_chain(action, debt, protective
     assert HF_AT_RISK == 1.5  # the position probe's Low line
 
 
+def test_an_urgency_under_a_line_names_that_line_not_the_next_one():
+    from golem.safety.urgency import classify
+    f = Forecast(health_factor=1.85, line=1.6, line_label="STRATEGY.md:21", line_kind="rule", crossed=[1.9],
+                 ticks_at_worst=40.0, horizon_ticks=3.0, within_horizon=True)
+    repay = ProposedAction(action_index=0, tool="repay", arguments={"amount": 100.0}, rationale="t")
+    v = classify(repay, f, [])
+    assert v.reason == "health factor 1.850 is under the line 1.9 (next: 1.6, STRATEGY.md:21)"
+
+
 def test_validate_layered_puts_the_protective_note_on_the_permit_and_the_audit(tmp_path):
     o = obs()
     actions = [act("repay", idx=0), swap(100, "USDC", "WETH", idx=1)]  # the buy protects nothing: routine
