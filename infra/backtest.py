@@ -179,6 +179,9 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
             info.gas_limits = gas_limits(cfg)  # the partition and the urgency ceilings, shown in the report
             run.marks, run.final_state = await _replay_golem(opts, rows, driver, cfg, data, client, info, run.phases)
         run.loop_cpu_seconds = time.process_time() - cpu
+        if driver.overflows:
+            _log(opts, f"  {name}: {driver.overflows} rows took more blocks than golem/world/replay.py pads to; "
+                       "their block numbers may differ from another run's")
         info.wall_seconds = round(time.perf_counter() - started, 3)
         return run
     finally:
@@ -332,10 +335,23 @@ async def _all_or_none(coros: list) -> list:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _earlier_run(out: Path) -> list[str]:
+    """What an earlier run left in `out`: its Temporal history and golem data dirs."""
+    found = [out / "temporal.sqlite", out / "data", *(out / name / "data" for name in (*BASELINES, "golem"))]
+    return [str(p.relative_to(out)) for p in found if p.exists() or p.is_symlink()]
+
+
 async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantRun]:
     from infra.anvil import free_port
     from infra.temporal import TemporalDevServer
     from workers.client import connect
+
+    left = _earlier_run(opts.out)
+    if left:
+        # a golem started on an earlier run's data inherits its transaction journal (actions it thinks already
+        # sent are not sent again), records, decision cache and Grimoire: the same path would act differently
+        raise BacktestError(f"--out {opts.out} holds an earlier run ({', '.join(left)}); give a new directory or "
+                            "remove it (a run never starts on another's data)")
 
     server = TemporalDevServer(opts.out / "temporal.sqlite", port=free_port(), ui_port=free_port(), headless=True,
                                log_path=opts.out / "logs" / "temporal.log", sqlite_pragmas=SERVER_PRAGMAS)

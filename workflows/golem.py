@@ -738,7 +738,8 @@ class GolemWorkflow:
         notes = [f for f in s.pending_followups if f.window.value == "next-dream"]
         inp = DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=notes,
                          config_version=self._config_info.version, urgency=urgency.urgency,
-                         reasons=urgency.reasons, threat_rehearsals=urgency.threat_rehearsals)
+                         reasons=urgency.reasons, threat_rehearsals=urgency.threat_rehearsals,
+                         clock="replay" if self._replay else "wall")
         try:
             self._dream_child = await workflow.start_child_workflow(
                 DreamCycleWorkflow.run, inp, id=ids.cycle_workflow_id(s.golem_id, "dream", s.tick),

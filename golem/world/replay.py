@@ -47,6 +47,11 @@ from golem.models.observation import ChainSnapshot
 from golem.world.simulator import MarketSimulator, SimLiquidation
 
 BLOCK_INTERVAL_S = 0  # chain seconds between blocks inside a row: every block of a row carries the row's time
+# Block numbers that do not depend on timing: the deployment's and a row's pipelined sends share Anvil's automined
+# blocks as their arrival happens to allow (fewer blocks on a fast machine), so the first row starts at ORIGIN_BLOCK
+# and a row's setup is padded with empty blocks to SETUP_BLOCKS (more than one block per transaction it can send).
+ORIGIN_BLOCK = 128
+SETUP_BLOCKS = 24
 EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8
 
 
@@ -77,6 +82,18 @@ class ReplayDriver:
         # wall clock did and however many blocks the row took (its confirmation blocks included), so the same path
         # accrues the same interest every run
         self._rpc("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
+        # the deployment past ORIGIN_BLOCK, or rows whose setup took more than SETUP_BLOCKS blocks: their block
+        # numbers may vary from run to run (the runner says so)
+        self.overflows = 0
+        self._pad_to(ORIGIN_BLOCK)
+
+    def _pad_to(self, block: int) -> None:
+        """Mine empty blocks until the head is `block`; counts an overflow when it is already past it."""
+        missing = block - int(self.w3.eth.block_number)
+        if missing > 0:
+            self._rpc("anvil_mine", [hex(missing)])
+        elif missing < 0:
+            self.overflows += 1
 
     def _rpc(self, method: str, params: list) -> object:
         answer = self.w3.provider.make_request(method, params)  # type: ignore[arg-type]
@@ -92,6 +109,7 @@ class ReplayDriver:
             step = self.sim.move_to(row.oracle_price, row.pool_price, row.volume_usd, at=ts)
         except Exception as err:  # a revert or node error names the step
             raise ReplayError(f"row {row.tick}: {err}") from err
+        self._pad_to(int(latest["number"]) + SETUP_BLOCKS)  # the padding blocks carry the row's time (BLOCK_INTERVAL_S = 0)
         base_fee_wei = int(row.gas_gwei * 1e9 / EMPTY_BLOCK_BASE_FEE_FACTOR)
         self._rpc("anvil_setNextBlockBaseFeePerGas", [hex(base_fee_wei)])
         self._rpc("evm_mine", [])
