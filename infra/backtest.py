@@ -180,8 +180,8 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
             run.marks, run.final_state = await _replay_golem(opts, rows, driver, cfg, data, client, info, run.phases)
         run.loop_cpu_seconds = time.process_time() - cpu
         if driver.overflows:
-            _log(opts, f"  {name}: {driver.overflows} rows took more blocks than golem/world/replay.py pads to; "
-                       "their block numbers may differ from another run's")
+            _log(opts, f"  {name}: the deployment ran past golem/world/replay.py's ORIGIN_BLOCK; block numbers may "
+                       "differ from another run's")
         info.wall_seconds = round(time.perf_counter() - started, 3)
         return run
     finally:

@@ -100,28 +100,38 @@ def _world(tmp_path: Path, name: str):
 
 
 def test_rows_start_at_the_same_blocks_however_the_sends_shared_blocks(tmp_path, monkeypatch):
-    """Anvil automines pipelined sends into as many blocks as their arrival allows: fewer on a fast machine. Two
-    worlds, one whose deployment and row trades took extra blocks (each wait for receipts mines one more, as a
-    slower machine would have split them): every row ends at the same block in both, so the golem's transactions
-    land in the same blocks."""
+    """Anvil automines pipelined sends into as many blocks as their arrival allows: few on a fast machine, one per
+    transaction on a slow one. Two worlds at the two extremes (every send of a row's setup in one block; each send
+    mined alone), the second's deployment three blocks longer: every row must end at the same block, time and base
+    fee in both, so the golem's transactions land in the same blocks."""
+    import golem.world.deploy as deploy
     import golem.world.simulator as simulator
     from golem.world.replay import ReplayDriver
 
     rows = [PathRow(tick=i, timestamp=T0 + 60 * i, pool_price=p, oracle_price=o, gas_gwei=2.0, volume_usd=5000.0)
             for i, (p, o) in enumerate([(2000.0, 2000.0), (1900.0, 1950.0), (1700.0, 1700.0), (1750.0, 1720.0)])]
-    real_wait_all = simulator.wait_all
+    real_wait_all, real_send = simulator.wait_all, deploy.TxSender.send
     heads = {}
-    for name, split in (("fast", False), ("split", True)):
+    for name in ("bundled", "one-per-tx"):
         def wait_all(w3, steps, *args, **kw):
-            if split:
+            if name == "bundled":  # automine off: what was sent so far goes into one block
                 w3.provider.make_request("evm_mine", [])
             return real_wait_all(w3, steps, *args, **kw)
 
+        def send(self, *args, **kw):
+            tx_hash = real_send(self, *args, **kw)
+            if name == "one-per-tx":
+                self.w3.eth.wait_for_transaction_receipt(tx_hash)
+            return tx_hash
+
         monkeypatch.setattr(simulator, "wait_all", wait_all)
+        monkeypatch.setattr(deploy.TxSender, "send", send)
         anvil, w3, dep = _world(tmp_path, name)
         try:
-            if split:  # the deployment's sends took three blocks more
+            if name == "one-per-tx":  # the deployment's sends took three blocks more
                 w3.provider.make_request("anvil_mine", [hex(3)])
+            else:
+                w3.provider.make_request("evm_setAutomine", [False])
             driver = ReplayDriver(w3, dep, ANVIL_KEYS[1], ANVIL_KEYS[0])
             heads[name] = []
             for row in rows:
@@ -131,7 +141,7 @@ def test_rows_start_at_the_same_blocks_however_the_sends_shared_blocks(tmp_path,
             assert driver.overflows == 0
         finally:
             anvil.stop()
-    assert heads["fast"] == heads["split"]
+    assert heads["bundled"] == heads["one-per-tx"]
 
 
 def test_a_run_never_starts_on_an_earlier_runs_data(tmp_path):
