@@ -12,6 +12,7 @@ in path time and answers once the tick is done. All data stays under the output 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -272,6 +273,7 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
     from workflows.golem import GolemWorkflow
 
     services = await asyncio.to_thread(GolemServices, cfg, data, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
+    client = await client  # the Temporal server started while the chain was set up (_backtest)
     info.deliberator = services.deliberator_reason
     router = getattr(services.deliberator, "router", None)
     prices = getattr(getattr(router, "config", None), "prices", None)
@@ -353,12 +355,21 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
         raise BacktestError(f"--out {opts.out} holds an earlier run ({', '.join(left)}); give a new directory or "
                             "remove it (a run never starts on another's data)")
 
-    server = TemporalDevServer(opts.out / "temporal.sqlite", port=free_port(), ui_port=free_port(), headless=True,
-                               log_path=opts.out / "logs" / "temporal.log", sqlite_pragmas=SERVER_PRAGMAS)
+    db = opts.out / "temporal.sqlite"
     (opts.out / "logs").mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(_empty_server_db, db)
+    server = TemporalDevServer(db, port=free_port(), ui_port=free_port(), headless=True,
+                               log_path=opts.out / "logs" / "temporal.log", sqlite_pragmas=SERVER_PRAGMAS)
+    # the server starts while each variant starts its Anvil, deploys and opens its stores; a golem variant awaits
+    # the client only to build its worker
+    started = asyncio.ensure_future(_to_the_end(server.start))
+
+    async def connected():
+        await started
+        return await connect(server.address)
+
+    client = asyncio.ensure_future(connected())
     try:
-        await _to_the_end(server.start)
-        client = await connect(server.address)
         plan: list[tuple[str, dict | None]] = []
         if opts.compare:
             plan += list(BASELINES.items())
@@ -371,7 +382,49 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
             for name, overrides in plan
         ])
     finally:
+        client.cancel()
+        await asyncio.wait([started, client])  # a start under way ends first, so stop() finds the process it spawned
+        for task in (started, client):  # a failure there was raised to the golem's variant, or no one needed it
+            if not task.cancelled():
+                task.exception()
         await asyncio.to_thread(server.stop)
+
+
+def _template_db() -> Path:
+    """Where this machine keeps an empty backtest server database: keyed by the temporal binary and everything
+    that shapes the schema (search attributes, kept indexes, pragmas)."""
+    from infra.temporal import KEEP_VISIBILITY_INDEXES, SEARCH_ATTRIBUTES, temporal_cli
+
+    cli = temporal_cli()
+    stat = cli.stat()
+    key = json.dumps([str(cli), stat.st_size, stat.st_mtime_ns, SEARCH_ATTRIBUTES, sorted(KEEP_VISIBILITY_INDEXES),
+                      SERVER_PRAGMAS])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "golem"
+    return cache / f"backtest-temporal-{hashlib.sha256(key.encode()).hexdigest()[:16]}.sqlite"
+
+
+def _empty_server_db(db: Path) -> None:
+    """Start the run's server on a copy of an empty database (schema written, unused indexes dropped). A new file
+    costs the server a start, a stop and a second start (TemporalDevServer.start), ~3 s of every backtest's start-up
+    here; the copy is made once per machine."""
+    from infra.anvil import free_port
+    from infra.temporal import TemporalDevServer
+
+    template = _template_db()
+    if not template.exists():
+        template.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=template.parent) as tmp:
+            made = Path(tmp) / "empty.sqlite"
+            server = TemporalDevServer(made, port=free_port(), ui_port=free_port(), headless=True,
+                                       log_path=Path(tmp) / "temporal.log", sqlite_pragmas=SERVER_PRAGMAS)
+            try:
+                server.start()
+            finally:
+                server.stop()
+            with closing(sqlite3.connect(made)) as con:  # the file alone holds everything: no WAL beside it
+                con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            os.replace(made, template)  # atomic: another run making it at the same time loses nothing
+    shutil.copyfile(template, db)
 
 
 def run_backtest(opts: BacktestOptions) -> list[VariantRun]:
