@@ -181,3 +181,23 @@ def test_a_retried_trial_runs_each_arm_from_nothing(tmp_path):
     assert figures[0] == figures[1]
     assert figures[0][0].transactions > figures[0][1].transactions, "the rule acted: the arms differ"
     assert json.loads((out / "with.json").read_text()) == figures[1][0].model_dump(mode="json")
+
+
+def test_a_send_the_node_left_in_its_pool_is_mined(tmp_path):
+    """Anvil's automine now and then leaves the last of several sends arriving together in its pool until another
+    arrives: a replay row then waited out the whole receipt timeout and the backtest failed. Automine off here
+    leaves every send there: the wait asks the node for a block and gets the receipt."""
+    from golem.world.deploy import TxSender, wait_all
+
+    anvil = AnvilProcess(port=free_port(), log_path=tmp_path / "anvil.log")
+    anvil.start()
+    try:
+        w3 = make_web3(anvil.rpc_url)
+        w3.provider.make_request("evm_setAutomine", [False])
+        sender = TxSender.for_key(w3, ANVIL_KEYS[1])
+        sender.refresh()
+        sent = [("transfer", sender.send(ANVIL_ADDRESSES[2], b"", 21_000, value=1))]
+        [receipt] = wait_all(w3, sent, timeout=8.0)
+        assert receipt["status"] == 1
+    finally:
+        anvil.stop()
