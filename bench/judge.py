@@ -279,6 +279,30 @@ def check_sortino(golem: Json, hold: Json | None) -> Check:
     return Check("pass" if g >= h else "FAIL", f"{g:+.4f} vs {h:+.4f}")
 
 
+def loss_aware_sortino(marks: list[Json]) -> float | None:
+    """Sortino per row with Israelsen's refinement (mean × downside when the mean is negative), from the marks'
+    equity; the judge's own, so a report written before the golem computed it is judged the same way."""
+    eq = [m.get("equity_usd") for m in marks]
+    rets = [b / a - 1.0 for a, b in zip(eq, eq[1:]) if a and b is not None]
+    if len(rets) < 2:
+        return None
+    mean = sum(rets) / len(rets)
+    down = math.sqrt(sum(min(r, 0.0) ** 2 for r in rets) / len(rets))
+    if down <= 0:
+        return None
+    return mean / down if mean >= 0 else mean * down
+
+
+def check_loss_aware(golem: Json, hold: Json | None) -> Check:
+    """Sortino ranks two losing runs backwards (less loss with less downside scores lower); this one does not."""
+    if hold is None:
+        return Check("n/a", "no hold run")
+    g, h = loss_aware_sortino(golem["marks"]), loss_aware_sortino(hold["marks"])
+    if g is None or h is None:
+        return Check("n/a", f"undefined (golem {_n(g)}, hold {_n(h)})")
+    return Check("pass" if g >= h else "FAIL", f"{g:+.3g} vs {h:+.3g}")
+
+
 def check_drawdown(golem: Json, hold: Json | None) -> Check:
     if hold is None:
         return Check("n/a", "no hold run")
@@ -317,7 +341,7 @@ def strictly_better(golem: Json, off: Json | None) -> bool:
 
 
 CHECKS = ("no liquidation", "min HF ≥ floor", "no T0 in horizon", "gas ≤ ceiling", "no drop a clip allows",
-          "Sortino ≥ hold", "DD ≤ 0.8×hold", "memory on ≥ off")
+          "Sortino ≥ hold", "loss-aware Sortino ≥ hold", "DD ≤ 0.8×hold", "memory on ≥ off")
 
 
 def judge_path(pr: PathRuns, horizon: float = HORIZON_ROWS) -> dict[str, Check]:
@@ -334,10 +358,11 @@ def judge_path(pr: PathRuns, horizon: float = HORIZON_ROWS) -> dict[str, Check]:
     down = market_drawdown(marks)
     if down > MARKET_DOWN:
         out["Sortino ≥ hold"] = check_sortino(g, pr.reports.get("hold"))
+        out["loss-aware Sortino ≥ hold"] = check_loss_aware(g, pr.reports.get("hold"))
         out["DD ≤ 0.8×hold"] = check_drawdown(g, pr.reports.get("hold"))
     else:
         na = Check("n/a", f"market down {down * 100:.0f}% ≤ 20%")
-        out["Sortino ≥ hold"], out["DD ≤ 0.8×hold"] = na, na
+        out["Sortino ≥ hold"], out["loss-aware Sortino ≥ hold"], out["DD ≤ 0.8×hold"] = na, na, na
     out["memory on ≥ off"] = check_memory(g, pr.reports.get("memory-off"))
     return out
 

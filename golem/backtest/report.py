@@ -56,6 +56,8 @@ class Figures(BaseModel):
     max_drawdown: float = 0.0  # fraction of the running peak
     sharpe_per_tick: float | None = None
     sortino_per_tick: float | None = None
+    # ranks runs that lose money the right way round (docs/design/judging.md#risk-adjusted-return)
+    sortino_loss_aware_per_tick: float | None = None
     min_health_factor: float | None = None
     # Liquidations are real: the Aave Pool's LiquidationCall events against the golem's account, made by the
     # world's liquidator when the health factor fell under 1.0 at a row's prices.
@@ -149,6 +151,19 @@ def sortino(rets: list[float]) -> float | None:
     return statistics.fmean(rets) / downside if downside > 0 else None
 
 
+def sortino_loss_aware(rets: list[float]) -> float | None:
+    """Sortino with Israelsen's refinement: with a negative mean the mean is multiplied by the downside deviation
+    instead of divided, so a run that loses less with less downside ranks above one that loses more with more
+    (the plain ratio ranks it below). docs/design/judging.md#risk-adjusted-return"""
+    if len(rets) < 2:
+        return None
+    downside = math.sqrt(statistics.fmean([min(r, 0.0) ** 2 for r in rets]))
+    if downside <= 0:
+        return None
+    mean = statistics.fmean(rets)
+    return mean / downside if mean >= 0 else mean * downside
+
+
 def _figures(marks: list[TickMark], rets: list[float], contiguous: bool = True) -> Figures:
     """Figures of a run of rows. A regime's rows are not contiguous: its return and drawdown compound that
     regime's own per-row returns (equity moves between its rows belong to other regimes)."""
@@ -168,6 +183,7 @@ def _figures(marks: list[TickMark], rets: list[float], contiguous: bool = True) 
         f.total_return = path[-1] - 1.0
         f.max_drawdown = max_drawdown(path)
     f.sharpe_per_tick, f.sortino_per_tick = sharpe(rets), sortino(rets)
+    f.sortino_loss_aware_per_tick = sortino_loss_aware(rets)
     # the lowest the position went: after a row, or at a row's prices before the liquidator (and the golem) acted
     hfs = [h for m in marks for h in (m.health_factor, m.row_health_factor) if h is not None]
     f.min_health_factor = min(hfs) if hfs else None
@@ -329,6 +345,7 @@ HEADLINE = [
     ("max drawdown", lambda f: f"{f.max_drawdown * 100:.2f}%"),
     ("Sharpe / tick", lambda f: _num(f.sharpe_per_tick)),
     ("Sortino / tick", lambda f: _num(f.sortino_per_tick)),
+    ("Sortino / tick, loss-aware", lambda f: _num(f.sortino_loss_aware_per_tick, "{:.4g}")),
     ("min HF", lambda f: _num(f.min_health_factor)),
     ("liquidations (LiquidationCall events)", lambda f: str(f.liquidations)),
     ("liquidated debt $ / bonus paid $", lambda f: f"{f.liquidated_debt_usd:.2f} / {f.liquidation_penalty_usd:.2f}"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from golem.inference.strategy import Rule, Strategy, metrics_from, readable_without_steer, rule_fires
+from golem.inference.strategy import Metrics, Rule, Strategy, evaluate_condition, metrics_from, readable_without_steer, rule_fires
 from golem.models.config import ProbeThresholds, WakeSection
 from golem.models.enums import Tier
 from golem.models.observation import Observation
@@ -22,6 +22,7 @@ __all__ = ["Forecast", "HealthLine", "HealthLines", "RuleHit", "Wakefulness", "f
 LIQUIDATION_LINE = 1.0  # Aave liquidates below a health factor of 1: always a line, whatever the strategy says
 HEALTH_HISTORY_LEN = 16  # ticks of min health factor kept in GolemState (≥ [wake] window_ticks)
 _FALLING = ("<", "<=")  # a rule reacts when the health factor falls below its value
+_LOAN_TOOLS = ("repay", "supply")  # a rule with these protects the loan: its line places the position probe
 
 
 def _hf_rule_lines(rules: list[Rule]) -> list[HealthLine]:
@@ -31,20 +32,38 @@ def _hf_rule_lines(rules: list[Rule]) -> list[HealthLine]:
             continue  # fires only on the owner's words: not a line the market can cross
         for c in rule.conditions:
             if c.metric == "health_factor" and c.op in _FALLING and isinstance(c.value, float):
-                out.append(HealthLine(value=c.value, kind="rule", label=rule.label, text=rule.text))
+                out.append(HealthLine(value=c.value, kind="rule", label=rule.label, text=rule.text,
+                                      protects_loan=rule.action.tool in _LOAN_TOOLS))
     return out
+
+
+def live_lines(lines: HealthLines, strategy: Strategy | None, metrics: Metrics) -> HealthLines:
+    """The lines that can act now: a rule's line whose other conditions (regime, balances, price) do not hold is
+    no line this tick — the position can sit under it without anything to do (docs/design/wakefulness.md#live-lines).
+    MUST floors and liquidation always stand."""
+    rules = {r.label: r for r in (strategy.rules if strategy else [])}
+
+    def can_act(ln: HealthLine) -> bool:
+        rule = rules.get(ln.label)
+        if ln.kind != "rule" or rule is None:
+            return True
+        return all(evaluate_condition(c, metrics, [])[0] for c in rule.conditions if c.metric != "health_factor")
+
+    return lines.model_copy(update={"lines": [ln for ln in lines.lines if can_act(ln)]})
 
 
 def strategy_lines(strategy: Strategy | None, probes: ProbeThresholds, wake: WakeSection) -> HealthLines:
     """The lines of `strategy` (None: no readable strategy), with the probe's thresholds from them.
 
-    Low = the highest rule trigger + probe_low_margin; High = the MUST floor + probe_high_margin, kept ≤ Low.
-    Where the strategy names no such line, [probes] health_factor_low / _high stand (and are lines themselves)."""
+    Low = the highest trigger of a rule that protects the loan (repay, supply; any rule's when none does) +
+    probe_low_margin; High = the MUST floor + probe_high_margin, kept ≤ Low. Where the strategy names no such line,
+    [probes] health_factor_low / _high stand (and are lines themselves)."""
     rule_lines = _hf_rule_lines(strategy.rules) if strategy else []
     floors = [HealthLine(value=float(c.value), kind="must", label=f"STRATEGY.md:{c.line}", text=c.text)
               for c in (strategy.constraints if strategy else [])
               if c.kind == "keep" and c.metric == "health_factor" and c.op in (">=", ">") and c.value is not None]
-    trigger = max((ln.value for ln in rule_lines), default=None)
+    trigger = max((ln.value for ln in rule_lines if ln.protects_loan),
+                  default=max((ln.value for ln in rule_lines), default=None))
     floor = max((ln.value for ln in floors), default=None)
     low = trigger + wake.probe_low_margin if trigger is not None else probes.health_factor_low
     high = floor + wake.probe_high_margin if floor is not None else probes.health_factor_high
@@ -133,7 +152,7 @@ def wake_check(strategy: Strategy | None, observation: Observation, health_histo
                last_price: float | None, probes: ProbeThresholds, wake: WakeSection) -> Wakefulness:
     """The tick's wake check: the forecast toward the strategy's nearest line and the rules that would fire, and
     the floor they put under the tier — T1 when a rule would fire or a line is within the horizon."""
-    lines = strategy_lines(strategy, probes, wake)
+    lines = live_lines(strategy_lines(strategy, probes, wake), strategy, metrics_from(observation, last_price))
     f = forecast(health_history, observation.min_health_factor(), lines, wake)
     hits = preview_rules(strategy, observation, last_price) if wake.preview_rules else []
     why = [f"rule {h.rule} `{h.text}` would fire ({' and '.join(h.evidence)})" for h in hits]

@@ -34,6 +34,8 @@ class TrialFigures(BaseModel):
     total_return: float | None = None
     max_drawdown: float = 0.0
     sortino_per_tick: float | None = None
+    # what the verdict compares (docs/design/judging.md#risk-adjusted-return); absent in trials stored before it
+    sortino_loss_aware_per_tick: float | None = None
     min_health_factor: float | None = None  # None: no debt on any row
     liquidations: int = 0
     transactions: int = 0
@@ -104,14 +106,20 @@ def path_rows(records: Iterable[DecisionCycleRecord], last: int) -> list[PathRow
 
 def figures_of(figures: Figures, actions: list[str]) -> TrialFigures:
     return TrialFigures(total_return=figures.total_return, max_drawdown=figures.max_drawdown,
-                        sortino_per_tick=figures.sortino_per_tick, min_health_factor=figures.min_health_factor,
+                        sortino_per_tick=figures.sortino_per_tick,
+                        sortino_loss_aware_per_tick=figures.sortino_loss_aware_per_tick,
+                        min_health_factor=figures.min_health_factor,
                         liquidations=figures.liquidations, transactions=figures.transactions,
                         gas_usd=round(figures.gas_usd, 6), actions=actions)
 
 
-def _sortino(f: TrialFigures) -> float:
-    """Sortino per tick, with the cases it leaves undefined ordered: no downside at all ranks by the sign of the
-    return (a run that never lost beats every run that did), too few rows is neutral."""
+def _sortino(f: TrialFigures, aware: bool = True) -> float:
+    """Loss-aware Sortino per tick (the plain ratio ranks a run that loses less with less downside below one that
+    loses more: docs/design/judging.md#risk-adjusted-return), the plain one for trials stored before it; the cases
+    left undefined ordered: no downside at all ranks by the sign of the return (a run that never lost beats every
+    run that did), too few rows is neutral."""
+    if aware and f.sortino_loss_aware_per_tick is not None:
+        return f.sortino_loss_aware_per_tick
     if f.sortino_per_tick is not None:
         return f.sortino_per_tick
     r = f.total_return or 0.0
@@ -128,7 +136,7 @@ def judge(with_rule: TrialFigures, without_rule: TrialFigures, limits: LearningS
 
     - it changed an action (else `no effect`: nothing measured);
     - kept when no more liquidations, max drawdown not worse (± drawdown_tolerance), min HF not lower
-      (± health_factor_tolerance) and Sortino per tick better by more than sortino_margin;
+      (± health_factor_tolerance) and loss-aware Sortino per tick better by more than sortino_margin;
     - or kept when it held the position at or above the strategy's MUST health-factor `floor` where the run
       without it fell below, with no more liquidations (keeping the loan alive outranks the gas it cost);
     - demoted otherwise, with every reason that failed."""
@@ -146,9 +154,12 @@ def judge(with_rule: TrialFigures, without_rule: TrialFigures, limits: LearningS
         fails.append(f"max drawdown {_pct(with_rule.max_drawdown, 3)} vs {_pct(without_rule.max_drawdown, 3)} without")
     if _hf(with_rule) < _hf(without_rule) - limits.health_factor_tolerance - EPS:
         fails.append(f"min HF {_num(with_rule.min_health_factor, 4)} vs {_num(without_rule.min_health_factor, 4)} without")
-    if not _sortino(with_rule) > _sortino(without_rule) + limits.sortino_margin + EPS:
-        fails.append(f"Sortino {_num(with_rule.sortino_per_tick, 5)} not better than "
-                     f"{_num(without_rule.sortino_per_tick, 5)}"
+    aware = None not in (with_rule.sortino_loss_aware_per_tick, without_rule.sortino_loss_aware_per_tick)
+    if not _sortino(with_rule, aware) > _sortino(without_rule, aware) + limits.sortino_margin + EPS:
+        name, w, o = (("loss-aware Sortino", f"{with_rule.sortino_loss_aware_per_tick:.4g}",
+                       f"{without_rule.sortino_loss_aware_per_tick:.4g}") if aware else
+                      ("Sortino", _num(with_rule.sortino_per_tick, 5), _num(without_rule.sortino_per_tick, 5)))
+        fails.append(f"{name} {w} not better than {o}"
                      f" without" + (f" by more than {limits.sortino_margin:g}" if limits.sortino_margin else ""))
     return ("demoted", fails) if fails else ("kept", [])
 

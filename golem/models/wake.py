@@ -18,13 +18,14 @@ class HealthLine(BaseModel):
     kind: Literal["rule", "must", "probe", "liquidation"]  # a rule's trigger, a MUST floor, a probe default, Aave's 1.0
     label: str  # "STRATEGY.md:24", "probes.health_factor_low", "liquidation"
     text: str = ""  # the rule or constraint as written
+    protects_loan: bool = False  # a rule that repays or supplies: its line places the position probe
 
 
 class HealthLines(BaseModel):
     """The lines of one strategy, highest first, and the position probe's thresholds derived from them."""
 
     lines: list[HealthLine] = Field(default_factory=list)  # descending by value, one per value
-    trigger: float | None = None  # the highest health-factor line a market-readable rule reacts to
+    trigger: float | None = None  # the highest line a loan-protecting rule reacts to (any rule's when none does)
     floor: float | None = None  # the highest `MUST keep health_factor >= x` (or > x)
     probe_low: float  # position probe Low below this: trigger + margin, else [probes] health_factor_low
     probe_high: float  # position probe High below this: floor + margin, else [probes] health_factor_high

@@ -43,7 +43,25 @@ def test_drawdown_return_and_sharpe_sign():
     assert r.figures.sharpe_per_tick == pytest.approx(statistics.fmean(rets) / statistics.pstdev(rets))
     down = math.sqrt(statistics.fmean([0, 0.25**2, 0]))
     assert r.figures.sortino_per_tick == pytest.approx(statistics.fmean(rets) / down)
+    assert r.figures.sortino_loss_aware_per_tick == pytest.approx(r.figures.sortino_per_tick)  # mean ≥ 0: the same
     assert max_drawdown([1, 2, 3]) == 0.0
+
+
+def test_the_loss_aware_sortino_ranks_losing_runs_by_loss_and_downside():
+    # two falling runs: `less` falls half as far on the down rows and gains less on the up rows (it sold some)
+    def run(rets: list[float]) -> list:
+        eq = [100.0]
+        for x in rets:
+            eq.append(eq[-1] * (1 + x))
+        return [mark(i, e) for i, e in enumerate(eq)]
+    more, less = run([-0.10, 0.05, -0.10, 0.05]), run([-0.05, 0.01, -0.05, 0.01])
+    fm, fl = build_report(INFO, more).figures, build_report(INFO, less).figures
+    assert fl.total_return > fm.total_return
+    assert fl.sortino_per_tick < fm.sortino_per_tick  # the plain ratio inverts the order when the mean is negative
+    assert fl.sortino_loss_aware_per_tick > fm.sortino_loss_aware_per_tick
+    rets = [-0.05, 0.01, -0.05, 0.01]
+    down = math.sqrt(statistics.fmean([min(x, 0.0) ** 2 for x in rets]))
+    assert fl.sortino_loss_aware_per_tick == pytest.approx(statistics.fmean(rets) * down)
 
 
 def test_liquidation_crossings_and_min_hf():

@@ -166,6 +166,21 @@ def test_clip():
     assert judge.check_clip([mark(0, blocked=[cap])]).status == "FAIL"
 
 
+def test_loss_aware_sortino_passes_a_golem_that_lost_less_with_less_downside():
+    def equity(rets: list[float]) -> list[dict]:
+        eq, out = 100.0, [dict(mark(0), equity_usd=100.0)]
+        for i, x in enumerate(rets, 1):
+            eq *= 1 + x
+            out.append(dict(mark(i), equity_usd=eq))
+        return out
+    g = report(equity([-0.05, 0.01, -0.05, 0.01]), sortino=-0.566)  # sold some: falls less, gains less
+    h = report(equity([-0.10, 0.05, -0.10, 0.05]), sortino=-0.354)
+    assert judge.check_sortino(g, h).status == "FAIL"  # the plain ratio ranks the smaller loss below
+    assert judge.check_loss_aware(g, h).status == "pass"
+    assert judge.check_loss_aware(h, g).status == "FAIL"
+    assert judge.check_loss_aware(g, None).status == "n/a"
+
+
 def test_sortino_and_drawdown_against_hold():
     g = report([mark(0)], sortino=-0.05, dd=0.20)
     h = report([mark(0)], sortino=-0.10, dd=0.30)
@@ -238,7 +253,7 @@ def test_a_calm_path_skips_the_crash_checks(tmp_path, capsys):
                                                 "memory-off": report(calm, dd=0.01)})
     judge.main(["--from", str(tmp_path), "--set", "shipped"])
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| calm |") and "pass" in line)
-    assert row.count("n/a market down 0% ≤ 20%") == 2
+    assert row.count("n/a market down 0% ≤ 20%") == 3  # Sortino, loss-aware Sortino, drawdown
 
 
 def test_run_refuses_a_tampered_heldout_set_and_a_used_out_dir(tmp_path, monkeypatch, capsys):

@@ -199,3 +199,22 @@ def test_effects_cli_prints_the_figures(tmp_path, capsys):
     rewrite_playbook(store, tmp_path / "PLAYBOOK.md", tick=50)
     assert _playbook(SimpleNamespace(data=tmp_path, json=False, playbook_cmd="log")) == 0
     assert f"trial {h.id} (add): demoted" in capsys.readouterr().out
+
+
+def test_a_rule_that_loses_less_with_less_downside_is_kept_where_the_plain_ratio_would_demote_it():
+    """On a falling path both arms lose. The crash_recovery figures: with the de-risking rule mean -5.53 bp/row and
+    downside 60.7 bp, without it -5.78 bp and 74.2 bp: better on both, yet its plain Sortino (-0.091) is below the
+    other's (-0.078). The verdict reads the loss-aware one (mean × downside when the mean is negative)."""
+    mean_w, down_w, mean_o, down_o = -5.53e-4, 60.7e-4, -5.78e-4, 74.2e-4
+    with_rule = fig(ret=-0.128, dd=0.256, sortino=mean_w / down_w, actions=("60:swap", "113:swap"))
+    with_rule.sortino_loss_aware_per_tick = mean_w * down_w
+    without = fig(ret=-0.135, dd=0.325, sortino=mean_o / down_o, actions=())
+    without.sortino_loss_aware_per_tick = mean_o * down_o
+    assert with_rule.sortino_per_tick < without.sortino_per_tick  # the plain ratio ranks it below
+    assert judge(with_rule, without, LIMITS) == ("kept", [])
+    # the other way round it is demoted, naming the figure it compared
+    verdict, why = judge(without.model_copy(update={"actions": ["3:repay"]}), with_rule, LIMITS)
+    assert verdict == "demoted" and any(w.startswith("loss-aware Sortino") for w in why)
+    # trials stored before the loss-aware figure existed compare the plain one
+    old_w = with_rule.model_copy(update={"sortino_loss_aware_per_tick": None})
+    assert judge(old_w, without, LIMITS)[0] == "demoted"

@@ -54,7 +54,7 @@ async def test_holds_in_calm():
     assert d.actions == [] and not d.record.recommends_action
     assert d.record.decision == "hold: no rule matched (health 2.01, Δprice -12 bps)"
     assert d.record.model == MODEL_NAME and d.record.cost == 0.0 and d.record.tier == Tier.T2
-    assert "No rule fired (7 evaluated)" in d.record.reasoning_summary
+    assert "No rule fired (9 evaluated)" in d.record.reasoning_summary
 
 
 async def test_repays_when_health_factor_below_threshold():
@@ -68,10 +68,15 @@ async def test_repays_when_health_factor_below_threshold():
 
 async def test_crash_repays_and_swaps_down():
     d = await decide(decide_input(price=1700, prev=1808.5, hf=1.45, regime=MarketRegime.TRENDING_DOWN))
-    assert [a.tool for a in d.actions] == ["repay", "swap"]
+    assert [a.tool for a in d.actions] == ["repay", "swap", "swap"]
     assert d.actions[0].arguments == {"amount": 2000.0}
     assert d.actions[1].arguments == {"token_in": "WETH", "token_out": "USDC", "amount_in": 2.0}
-    assert [a.action_index for a in d.actions] == [0, 1]
+    # a downtrend under 1.9 with more than 10 WETH: 30 % of the 18 WETH the −3 % rule left (5.4), held to the
+    # policy's max trade size at the pool price
+    from golem.inference.offline import POLICY_MARGIN
+    cap = 5000.0 * POLICY_MARGIN / 1700.0
+    assert d.actions[2].arguments["token_in"] == "WETH" and d.actions[2].arguments["amount_in"] == pytest.approx(cap, rel=1e-5)
+    assert [a.action_index for a in d.actions] == [0, 1, 2]
 
 
 async def test_steer_drives_derisking_and_is_reported():

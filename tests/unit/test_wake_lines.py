@@ -11,12 +11,13 @@ from hypothesis import strategies as st
 from golem.cognition.lines import (
     HEALTH_HISTORY_LEN,
     forecast,
+    live_lines,
     next_health_history,
     preview_rules,
     strategy_lines,
 )
 from golem.cognition.system1 import synthetic_snapshot
-from golem.inference.strategy import parse_strategy
+from golem.inference.strategy import metrics_from, parse_strategy
 from golem.models.config import ProbeThresholds, WakeSection
 from golem.models.enums import MarketRegime
 from golem.models.observation import Observation
@@ -27,6 +28,12 @@ WAKE = WakeSection()
 PROBES = ProbeThresholds()
 
 
+def _example_lines(**metrics: object):
+    """The example's lines as they stand in a market where its conditional sell rule cannot act (no downtrend)."""
+    return live_lines(strategy_lines(EXAMPLE, PROBES, WAKE), EXAMPLE,
+                      {"regime": "range_bound", "balance.WETH": 20.0, **metrics})
+
+
 def _strategy(rules: str, constraints: str = "") -> object:
     return parse_strategy(f"# S\n## Rules\n{rules}\n## Constraints\n{constraints}\n")
 
@@ -35,8 +42,10 @@ def test_the_example_strategy_draws_its_repay_line_and_floor():
     lines = strategy_lines(EXAMPLE, PROBES, WAKE)
     assert lines.trigger == 1.6 and lines.floor == 1.3
     assert lines.probe_low == pytest.approx(1.7) and lines.probe_high == pytest.approx(1.4)
-    assert [ln.value for ln in lines.lines] == [1.6, 1.3, 1.0]
-    assert lines.lines[1].kind == "must"  # the floor and the 50 % repay share 1.3: the MUST wins the label
+    # the downtrend sell at 1.9 is a line, but the repay at 1.6 places the probe: it protects the loan
+    assert [ln.value for ln in lines.lines] == [1.9, 1.6, 1.3, 1.0]
+    assert [ln.protects_loan for ln in lines.lines if ln.kind == "rule"] == [False, True]
+    assert _example_lines().lines[1].kind == "must"  # the floor and the 50 % repay share 1.3: the MUST wins the label
     # the steer-only rule "steer contains … AND health_factor < 2.5" is no line the market can cross
     assert 2.5 not in [ln.value for ln in lines.lines]
     probes = lines.probe_thresholds(PROBES)
@@ -57,7 +66,7 @@ def test_margins_are_configurable_and_high_never_above_low():
 
 
 def test_a_steady_bleed_is_forecast_before_the_line():
-    lines = strategy_lines(EXAMPLE, PROBES, WAKE)
+    lines = _example_lines()
     history = [1.80 - 0.02 * i for i in range(8)]  # 1.80 … 1.66, falling 0.02 a tick
     f = forecast(history, 1.64, lines, WAKE)
     assert f is not None and f.line == 1.6 and f.line_label.startswith("STRATEGY.md:")
@@ -69,7 +78,7 @@ def test_a_steady_bleed_is_forecast_before_the_line():
 
 
 def test_the_worst_move_wakes_a_gap_the_slope_hides():
-    lines = strategy_lines(EXAMPLE, PROBES, WAKE)
+    lines = _example_lines()
     history = [2.0, 2.05, 2.1, 2.15, 2.2]  # rising, then one −0.22 row
     f = forecast(history, 1.98, lines, WAKE)
     assert f is not None and f.slope is not None and f.slope < 0
@@ -79,7 +88,7 @@ def test_the_worst_move_wakes_a_gap_the_slope_hides():
 
 
 def test_below_a_line_is_within_and_the_next_line_is_the_target():
-    lines = strategy_lines(EXAMPLE, PROBES, WAKE)
+    lines = _example_lines()
     f = forecast([1.7, 1.65], 1.55, lines, WAKE)
     assert f is not None and f.crossed == [1.6] and f.line == 1.3 and f.within_horizon
     under_all = forecast([], 0.95, lines, WAKE)
@@ -87,7 +96,7 @@ def test_below_a_line_is_within_and_the_next_line_is_the_target():
 
 
 def test_no_loan_no_forecast_and_a_calm_loan_sleeps():
-    lines = strategy_lines(EXAMPLE, PROBES, WAKE)
+    lines = _example_lines()
     assert forecast([2.0], None, lines, WAKE) is None
     calm = forecast([2.06, 2.055, 2.06, 2.058], 2.057, lines, WAKE)
     assert calm is not None and not calm.within_horizon
@@ -129,6 +138,26 @@ def test_health_history_stays_small_and_restarts_without_a_loan(hfs):
 
 def _observation(price: float, *, debt: float = 8000.0, regime: MarketRegime = MarketRegime.UNKNOWN) -> Observation:
     return Observation(snapshot=synthetic_snapshot(price, 0, debt_usdc=debt), regime=regime, observed_at="t")
+
+
+def test_a_rule_line_stands_only_while_its_other_conditions_hold():
+    """Sitting under the sell line at 1.9 wakes the golem only while the sell can act (a downtrend, WETH above 10):
+    once it sold down to 10 WETH the position may sit under 1.9 for a whole bear without a T1 every tick."""
+    from golem.cognition.lines import wake_check
+    from golem.models.enums import Tier
+
+    obs = _observation(1850.0, regime=MarketRegime.TRENDING_DOWN)  # HF 1.85: under 1.9, above 1.6
+    assert obs.snapshot.balances["WETH"] > 10
+    w = wake_check(EXAMPLE, obs, [1.86, 1.855], 1851.0, PROBES, WAKE)
+    assert w.floor == Tier.T1 and w.forecast is not None and 1.9 in w.forecast.crossed
+    sold = obs.model_copy(update={"snapshot": obs.snapshot.model_copy(
+        update={"balances": {**obs.snapshot.balances, "WETH": 9.0}})})
+    w = wake_check(EXAMPLE, sold, [1.86, 1.855], 1851.0, PROBES, WAKE)
+    assert w.floor is None and w.forecast is not None and w.forecast.crossed == [] and w.forecast.line == 1.6
+    ranging = obs.model_copy(update={"regime": MarketRegime.RANGE_BOUND})
+    assert wake_check(EXAMPLE, ranging, [1.86, 1.855], 1851.0, PROBES, WAKE).floor is None
+    m = metrics_from(sold, 1851.0)
+    assert [ln.value for ln in live_lines(strategy_lines(EXAMPLE, PROBES, WAKE), EXAMPLE, m).lines] == [1.6, 1.3, 1.0]
 
 
 def test_preview_fires_the_rules_the_offline_deliberator_would():
@@ -204,7 +233,8 @@ def test_ticks_show_and_status_say_when_and_why_the_golem_woke(tmp_path, capsys)
     assert "woke T0→T1, rule STRATEGY.md:" in row
     assert cmd_show(Namespace(data=str(tmp_path), tick=7, run=None, runs=False)) == 0
     err = capsys.readouterr().err
-    assert "wake: HF 1.590, line 1.3 (STRATEGY.md:31): 9.7 ticks at the recent slope" in err and "rules would fire: STRATEGY.md:" in err and "lifted T0→T1" in err
+    floor_line = next(c.line for c in EXAMPLE.constraints if c.metric == "health_factor")
+    assert f"wake: HF 1.590, line 1.3 (STRATEGY.md:{floor_line}): 9.7 ticks at the recent slope" in err and "rules would fire: STRATEGY.md:" in err and "lifted T0→T1" in err
     line = wake_line(Namespace(data=str(tmp_path)))
     assert line is not None and line.strip().startswith("wake:       tick 7: HF 1.590")
     assert wake_line(Namespace(data=str(tmp_path / "none"))) is None
