@@ -201,3 +201,29 @@ def test_a_send_the_node_left_in_its_pool_is_mined(tmp_path):
         assert receipt["status"] == 1
     finally:
         anvil.stop()
+
+
+def test_the_server_starts_once_on_a_copy_of_the_empty_database(tmp_path, monkeypatch):
+    """Start-up (docs/how-to/backtesting.md): a new server file costs a launch, a stop and a second launch; a backtest
+    copies the machine's empty database (made once, here in a fresh cache) and launches its server once."""
+    from golem.backtest.path import load_path
+    from infra.backtest import BacktestOptions, _backtest, _template_db
+    from infra.temporal import TemporalDevServer
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    launches: list[str] = []
+    real_launch = TemporalDevServer._launch
+
+    def launch(self, timeout):
+        launches.append(self.db_path.name)
+        return real_launch(self, timeout)
+
+    monkeypatch.setattr(TemporalDevServer, "_launch", launch)
+    csv = _path_csv(tmp_path / "crash.csv", rows=3)
+    for k in (1, 2):
+        opts = BacktestOptions(path=csv, home=REPO / "examples" / "golem-home", out=tmp_path / f"run{k}", progress=False)
+        [run] = asyncio.run(_backtest(opts, load_path(csv)))
+        assert len(run.marks) == 3 and any(m.tick is not None for m in run.marks)
+    assert _template_db().exists()
+    # the template's making (launch, stop, launch), then one launch per backtest
+    assert launches == ["empty.sqlite", "empty.sqlite", "temporal.sqlite", "temporal.sqlite"], launches
