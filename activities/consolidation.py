@@ -1,7 +1,7 @@
 """Delta-consolidation activities (the curator pass: one activity per step) and the one-shot dream replay.
 
 DeltaConsolidationWorkflow runs the steps in order (DELTA_STEPS), so the Web UI shows each and a retry redoes
-one. The steps are async: the future-utility calls (golem/grimoire/utility_llm.py) go through the async router,
+one. The steps are async: the future-utility calls (golem/inference/admission_utility.py) go through the async router,
 the blocking LanceDB / SQLite work runs on threads (`blocking`), and `auto_heartbeat` beats from the event loop
 meanwhile (heartbeating from a worker thread is not allowed in an async activity).
 """
@@ -32,7 +32,7 @@ from golem.events.quality import (
     external_trend,
     reflection_consistency,
 )
-from golem.grimoire.admission import (
+from golem.grimoire.semantic.admission import (
     AdmissionAction,
     QuarantineAssessment,
     admit,
@@ -40,21 +40,21 @@ from golem.grimoire.admission import (
     assess,
     assess_quarantine,
 )
-from golem.grimoire.dream import run_dream_replay
-from golem.grimoire.dream_integration import promote_with_waking_evidence, waking_facts
-from golem.grimoire.dream_tags import DreamTags
-from golem.grimoire.staging import StagingBuffer
-from golem.grimoire.embeddings import scheduled_drift_check
-from golem.grimoire.graph import CausalGraph
-from golem.grimoire.heuristics import Heuristic, derive_heuristics_from_episodes, is_rule
+from golem.grimoire.dreams.replay import run_dream_replay
+from golem.grimoire.dreams.integration import promote_with_waking_evidence, waking_facts
+from golem.grimoire.dreams.tags import DreamTags
+from golem.grimoire.dreams.staging import StagingBuffer
+from golem.grimoire.store.embeddings import scheduled_drift_check
+from golem.grimoire.semantic.graph import CausalGraph
+from golem.grimoire.playbook.heuristics import Heuristic, derive_heuristics_from_episodes, is_rule
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path
-from golem.grimoire import playbook_view
-from golem.grimoire.playbook import PlaybookRevision, playbook_line, rewrite_playbook
-from golem.grimoire.playbook_survival import revisions, survival
-from golem.grimoire.playbook_view import AdmittedView
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.playbook import view as playbook_view
+from golem.grimoire.playbook.compile import PlaybookRevision, playbook_line, rewrite_playbook
+from golem.grimoire.playbook.survival import revisions, survival
+from golem.grimoire.playbook.view import AdmittedView
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
-from golem.grimoire.utility_llm import FutureUtilityScorer, UtilityBatch
+from golem.inference.admission_utility import FutureUtilityScorer, UtilityBatch
 from golem.inference.strategy import parse_strategy
 from golem.learning import causal, curator, cybernetics
 from golem.backtest.models import PathRow
@@ -138,7 +138,7 @@ class ConsolidationActivities(ActivitySet):
     @activity.defn(name="delta_distill")
     @auto_heartbeat
     async def distill(self, inp: ConsolidationInput) -> DeltaStep:
-        """ExpeL distillation → rev. 3 future utility (every candidate that needs one rated before any is
+        """ExpeL distillation → future utility (every candidate that needs one rated before any is
         admitted) → quarantine review → the admission gate; the episodes seen are marked consolidated."""
         distilled = await blocking("distill", self._distill, inp)
         step("score")
@@ -159,7 +159,7 @@ class ConsolidationActivities(ActivitySet):
         return DeltaStep(fields=fields)
 
     async def _reflection_consistency(self, tick: int, daily_spend: float) -> ReflectionConsistency | None:
-        """rev. 12, weekly: the LLM-worded Reflexions of the last 7 days worded again and compared (cosine). None
+        """Weekly: the LLM-worded Reflexions of the last 7 days worded again and compared (cosine). None
         when the last measurement is less than a week old (<data>/quality/reflection-consistency.json)."""
         path = self.s.data_dir / "quality" / "reflection-consistency.json"
         now = _now_iso()
@@ -198,7 +198,7 @@ class ConsolidationActivities(ActivitySet):
     @activity.defn(name="delta_dream_promotion")
     @auto_heartbeat
     async def dream_promotion(self, inp: ConsolidationInput) -> DeltaStep:
-        """issue 18: the curator accelerates dream promotion when waking ticks corroborate staged dream outputs."""
+        """The curator accelerates dream promotion when waking ticks corroborate staged dream outputs."""
         await blocking("dream promotion", self._dream_promotion, inp)
         tags = await blocking("dream tags", DreamTags(self.s.layout.dream_staging).tag, self.s.episodes.all(), inp.tick)
         return DeltaStep(fields={"dream_tags": len(tags)})
@@ -206,7 +206,7 @@ class ConsolidationActivities(ActivitySet):
     @activity.defn(name="delta_learn")
     @auto_heartbeat
     async def learn(self, inp: ConsolidationInput) -> DeltaStep:
-        """ExpeL operations by credited outcomes (issue 16), the causal graph, cybernetics loop 2."""
+        """ExpeL operations by credited outcomes, the causal graph, cybernetics loop 2."""
         curator = await blocking("curator", self._curate, inp)
         curator["causal_edges"] = await blocking("causal graph", self._causal, inp)
         curator["context_policy"] = await blocking("context policy", self._retune, inp)
@@ -324,7 +324,7 @@ class ConsolidationActivities(ActivitySet):
     @auto_heartbeat
     async def retention(self, inp: ConsolidationInput) -> DeltaStep:
         """[retention]: records, outcome files and trace days older than `days` go into daily archives."""
-        kept = await blocking("retention", compact, self.s.data_dir, inp.config.retention.days, time.time(),
+        kept = await blocking("retention", compact, self.s.layout, inp.config.retention.days, time.time(),
                               index=self.s.cycles)
         return DeltaStep(fields={"retention": kept.as_dict()})
 
@@ -334,7 +334,7 @@ class ConsolidationActivities(ActivitySet):
         grimoire = self.s.layout.grimoire
         drift = await blocking("drift check", scheduled_drift_check, self.s.episodes.embedder,
                                drift_reference_path(grimoire))
-        # rev. 8 "Critical threshold → pause writes": vectors queue until `golem grimoire reembed`
+        # vectors queue until `golem grimoire reembed`
         pause = await blocking("drift pause", apply_drift_report, drift, grimoire)
         if not drift.ok or pause["paused"]:
             activity.logger.warning("embedding drift %s: %s; writes paused: %s", drift.status, drift.as_dict(),
@@ -344,7 +344,7 @@ class ConsolidationActivities(ActivitySet):
 
     @activity.defn(name="delta_report")
     def report(self, inp: DeltaReport) -> None:
-        """The finished cycle on the Event Fabric (issue 19), with rev. 12's external trend measured over the ticks'
+        """The finished cycle on the Event Fabric, with the external trend measured over the ticks'
         equity in the last 30 days."""
         now = _now_iso()
         self.s.events.emit(events.consolidation_events(inp.golem_id, now, inp.result))
@@ -353,7 +353,7 @@ class ConsolidationActivities(ActivitySet):
                                                   self._heuristic_survival(inp.result.tick)))
 
     def _heuristic_survival(self, tick: int) -> dict[str, Any] | None:
-        """rev. 12: the share of PLAYBOOK heuristics still in force 100 ticks after they entered."""
+        """The share of PLAYBOOK heuristics still in force 100 ticks after they entered."""
         db = self.s.layout.grimoire / "heuristics.sqlite"
         try:
             return survival(revisions(db), tick) if db.exists() else None
@@ -488,7 +488,7 @@ class ConsolidationActivities(ActivitySet):
                                             waking_facts(self.s.cycles), self.s.heuristics)
 
     def _playbook(self, inp: ConsolidationInput) -> tuple[PlaybookRevision, AdmittedView]:
-        """PLAYBOOK.md as a view of the admitted semantic store (issue 16): eligible heuristics not yet offered go
+        """PLAYBOOK.md as a view of the admitted semantic store: eligible heuristics not yet offered go
         through the admission gate, then only admitted, in-force, undecayed ones are compiled."""
         limits = self.s.safety.limits_for(inp.config)  # the version the golem runs on, not the worker's file
         view = AdmittedView()

@@ -8,7 +8,7 @@ import socket
 from temporalio import activity
 
 from activities import ActivitySet
-from golem.inference.doctor import doctor_report
+from golem.doctor import doctor_report
 from golem.models.config_version import short
 from golem.services import Services
 

@@ -1,4 +1,4 @@
-"""The dream cycle's phases (issue 18): NREM replay, REM imagination on forks, Tier 1 threat rehearsal, integration.
+"""The dream cycle's phases: NREM replay, REM imagination on forks, Tier 1 threat rehearsal, integration.
 
 Each phase writes its part of the cycle's DreamJournal (`<data>/dreams/cycle-<tick>.json`, keyed by the cycle's
 tick, so a retried phase rewrites its own part) and returns a small summary. Forks are Anvil processes of the
@@ -9,19 +9,21 @@ scenario's fork is stopped when the scenario ends. The real chain is only read (
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
+from typing import Any, Protocol
 
 from temporalio import activity
 
 from activities import ActivitySet
-from golem.chain import rehearsal
+from golem.grimoire.dreams import rehearsal
 from golem.chain.web3client import make_web3
 from golem.events import bridge as events
-from golem.grimoire.dream import run_dream_replay
-from golem.grimoire.dream_tags import DreamTags
-from golem.grimoire.staging import DreamJournal, StagingBuffer, journals, load_journal, save_journal, threat_coverage
-from golem.grimoire.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
-from golem.grimoire.dream_integration import (
+from golem.grimoire.dreams.replay import run_dream_replay
+from golem.grimoire.dreams.tags import DreamTags
+from golem.grimoire.dreams.staging import DreamJournal, StagingBuffer, journals, load_journal, save_journal, threat_coverage
+from golem.grimoire.dreams.threats import PositionView, Scenario, judge, rem_scenarios, tier1_threats
+from golem.grimoire.dreams.integration import (
     deviation_context,
     compress,
     integrate_results,
@@ -30,7 +32,7 @@ from golem.grimoire.dream_integration import (
     recent_tvls,
     waking_facts,
 )
-from golem.life.dream_scheduler import thin_liquidity
+from golem.cognition.dream_scheduler import thin_liquidity
 from golem.inference.offline import OfflineDeliberator
 from golem.life.cycle_store import CycleStore
 from golem.learning.curator import focus_of
@@ -44,17 +46,25 @@ from golem.models.observation import Observation
 from golem.models.tick import DecideInput, ProposedAction, TickContext
 from golem.safety.limits import SafetyLimits
 from golem.services import Services
-from infra.forks import ForkRegistry
 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class Forks(Protocol):
+    """Anvil forks of the golem's chain, registered so none outlives its scenario (infra/forks.py's ForkRegistry,
+    handed in by the worker: activities start no processes of their own)."""
+
+    def sweep(self) -> list[int]: ...
+
+    def fork(self, fork_url: str, block: int | None = None, label: str = "") -> AbstractContextManager[Any]: ...
+
+
 class DreamActivities(ActivitySet):
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, forks: Forks) -> None:
         self.s = services
-        self.forks = ForkRegistry(services.data_dir)
+        self.forks = forks
         self.staging = StagingBuffer(services.layout.dream_staging)
 
     def _config(self, inp: DreamPhaseInput) -> GolemConfig:
@@ -70,7 +80,7 @@ class DreamActivities(ActivitySet):
         cfg = self._config(inp)
         tags = DreamTags(self.s.layout.dream_staging)
         tagged = {t.episode: t.reason for t in tags.open()}
-        # A next-dream follow-up naming a regime or a tool (issue 16): that situation's episodes replay first, by
+        # A next-dream follow-up naming a regime or a tool: that situation's episodes replay first, by
         # utility, after the curator's dream_priority tags.
         regimes, tools, focus = focus_of([(f.id, f.message) for f in inp.followups], "replay")
         focused = sorted((e for e in self.s.episodes.all() if e.id not in tagged and
@@ -86,7 +96,7 @@ class DreamActivities(ActivitySet):
         journal.started_at = journal.started_at or _now().isoformat()
         journal.urgency, journal.reasons, journal.focus = inp.urgency, list(inp.reasons), focus
         strengthened = set(report.strengthened)
-        # rev. 1 "Deviation-anchored replay": each replayed episode with the deviations its verification measured.
+        # each replayed episode with the deviations its verification measured.
         journal.replayed = [{"episode": e.id, "tick": e.tick, "utility": round(e.utility, 4),
                              "strengthened": e.id in strengthened, **deviation_context(self.s.cycles, e.tick),
                              **({"dream_priority": tagged[e.id]} if e.id in tagged else {})}
@@ -98,7 +108,7 @@ class DreamActivities(ActivitySet):
         save_journal(self.s.data_dir, journal)
         return DreamPhaseResult(phase="nrem", items=len(report.replayed))
 
-    # ---- phase 2: REM imagination, and rev. 11 threat rehearsal -------------------------------------------
+    # ---- phase 2: REM imagination, and Tier 1 threat rehearsal -------------------------------------------
     @activity.defn(name="dream_rem")
     def rem(self, inp: DreamPhaseInput) -> DreamPhaseResult:
         if not inp.forks:  # imagination perturbs a fork; without one there is nothing to imagine on
@@ -126,7 +136,7 @@ class DreamActivities(ActivitySet):
         journal = load_journal(self.s.data_dir, inp.golem_id, inp.tick)
         rehearsals = inp.threat_rehearsals
         thin = thin_liquidity(snap.pool.tvl, recent_tvls(self.s.cycles))
-        if thin:  # rev. 6: thin liquidity doubles Tier 1 rehearsal as a volatile regime does
+        if thin:  # thin liquidity doubles Tier 1 rehearsal as a volatile regime does
             rehearsals = 2
             journal.reasons = [*journal.reasons, thin]
         scenarios = tier1_threats(pos, rehearsals) if inp.rehearse_threats else []
@@ -138,7 +148,7 @@ class DreamActivities(ActivitySet):
         self.forks.sweep()  # what a killed worker or an earlier attempt of this phase left running
         cfg = self._config(inp)
         risk = SafetyLimits.from_config(cfg).risk
-        allowance = risk.gas_budget_usd_per_day * risk.gas_emergency_fraction  # §S10 emergency slice
+        allowance = risk.gas_budget_usd_per_day * risk.gas_emergency_fraction  # the gas partition's emergency slice
         partition = risk.gas_budget_usd_per_day
         max_slip = cfg.policy.max_slippage_bps
         live_obs = rehearsal.observe(self.s.w3, self.s.deployment, self.s.account)
@@ -160,7 +170,7 @@ class DreamActivities(ActivitySet):
                         gas_allowance_usd=allowance, max_slippage_bps=max_slip, gas_partition_usd=partition)
             else:  # no fork: the response the golem would give to today's chain under the steer
                 actions = decide(live_obs, live_obs.snapshot.pool.price, sc.steer)
-            # rev. 11: the same response against the live chain today (simulated only: nothing is sent)
+            # the same response against the live chain today (simulated only: nothing is sent)
             live_chk = rehearsal.check(self.s.w3, self.s.deployment, self.s.account, actions, live_obs,
                                        where="live", gas_allowance_usd=allowance, max_slippage_bps=max_slip,
                                        gas_partition_usd=partition)

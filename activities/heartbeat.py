@@ -1,4 +1,4 @@
-"""One heartbeat helper at the activity boundary (issue 13), after the SDK samples' auto-heartbeater.
+"""One heartbeat helper at the activity boundary, after the SDK samples' auto-heartbeater.
 
 An async activity decorated with `@auto_heartbeat` heartbeats from the event loop every half of its
 heartbeat timeout for as long as it runs (a cancel reaches an activity only through a heartbeat), with the

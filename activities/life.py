@@ -1,4 +1,4 @@
-"""Thanatopsis phases 3 and 4 as one activity (issue 17): the death reflection from the golem's records and the
+"""Thanatopsis phases 3 and 4 as one activity: the death reflection from the golem's records and the
 legacy package in the data dir. The phases' logic lives in golem.life.death and golem.life.legacy."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities import ActivitySet
-from golem.grimoire.graph import CausalGraph
+from golem.grimoire.semantic.graph import CausalGraph
 from golem.inference.router import ProviderRouter, tool_text
 from golem.grimoire.transfer import export_lines
 from golem.life.death import DeathReflection, death_reflection, open_positions
-from golem.life.legacy import legacy_dir, write_legacy
+from golem.life.legacy import write_legacy
 from golem.models.life import DeathCertificate, SomaticMarker
 from golem.models.observation import Observation
 from golem.models.record import DecisionCycleRecord
@@ -108,7 +108,7 @@ class LifeActivities(ActivitySet):
         cert = inp.certificate.model_copy(update={
             "reflection_model": reflection.model, "unsettled": unsettled, "settled": not unsettled,
             "phases": [*inp.certificate.phases, "reflection", "legacy"]})
-        out = await asyncio.to_thread(write_legacy, legacy_dir(self.s.data_dir, cert.golem_id), cert, reflection,
+        out = await asyncio.to_thread(write_legacy, self.s.layout.legacy(cert.golem_id), cert, reflection,
                                       lines, inp.gating)
         activity.logger.info("golem %s is dead (%s); legacy in %s (reflection cost $%.4f)", cert.golem_id, cert.cause,
                              out, cost)

@@ -1,5 +1,5 @@
 """What Temporal knows about a tick's run that its workflow code cannot see: a reset's reason and the
-run it forked from, written in the run's history when the reset happened (issue 21)."""
+run it forked from, written in the run's history when the reset happened."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Earlier steps' results, read back from the tick run's own history (issue 12 "Lean histories").
+"""Earlier steps' results, read back from the tick run's own history.
 
 A lean step input names the results it needs (`refs`: observation → "observe", ...) instead of carrying
 them again: the tick's observation is written to history once, by observe's completion, and not re-sent to

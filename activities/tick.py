@@ -8,7 +8,6 @@ Bad input raises a non-retryable ApplicationError whose message says what to fix
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
@@ -21,37 +20,32 @@ from web3.exceptions import Web3Exception
 
 from activities import ActivitySet
 from activities.heartbeat import auto_heartbeat
-from golem.cognition.backpressure import merge_into_observation
-from golem.cognition.budget import apply_budget, daily_spend_on, escalate_every_tick
+from golem.inference.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decide import decide_with_cache
 from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.lines import forecast, lift, strategy_lines, wake_check
 from golem.cognition.prediction_error import compute_prediction_error
-from golem.cognition.probes import anomalies_from, run_probes
-from golem.cognition.regime import detect_regime
 from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
-from golem.chain.tools import ToolArgumentError
+from golem.chain.tools.schemas import ToolArgumentError
 from golem.events import bridge as events
-from golem.grimoire.graph import KnowledgeGraph
-from golem.grimoire.memory_writes import mark_reorged
-from golem.grimoire.playbook import read_revision
-from golem.grimoire.topology import TopologyTracker, assert_llm_facts
+from golem.grimoire.semantic.graph import KnowledgeGraph
+from golem.grimoire.playbook.compile import read_revision
+from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import decision_tools
-from golem.inference.reflexion_llm import worded
+from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.inference.strategy import Strategy
-from golem.learning import causal
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
 from golem.life.death import settlement_deliberation
-from golem.life.extensions.agent_start import AgentStart, before_agent_start, system_prompt
-from golem.life.extensions.hooks import fire
-from golem.life.extensions.registry import registry_for
-from golem.life.reflect import build_record, tick_result
+from golem.extensions.agent_start import AgentStart, before_agent_start, system_prompt
+from golem.extensions.hooks import fire
+from golem.extensions.registry import registry_for
+from golem.cognition.reflect import build_record, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.config import GolemConfig
 from golem.models.golem import TickFailure
@@ -92,6 +86,7 @@ from golem.safety.urgency import next_deferred, release_reason, with_deferred
 from activities.runs import reset_origin
 from activities.step_results import StepResults
 from golem.services import Services
+from golem.usecases.observe import observe as observe_tick
 
 # Every step's input: a lean one names earlier results (refs) and its config by version until made whole.
 StepInput = TypeVar("StepInput", ObserveInput, AnalyzeInput, GateInput, RetrieveInput, DecideInput, SimulateInput,
@@ -116,7 +111,7 @@ class TickActivities(ActivitySet):
     def __init__(self, services: Services, temporal: Client | None = None) -> None:
         self.s = services
         # The worker's Temporal client: reflect reads a reset run's reason from its history, and lean step inputs
-        # get the earlier steps' results they name from the tick run's history (issue 12).
+        # get the earlier steps' results they name from the tick run's history.
         self.temporal = temporal
         try:
             loop = asyncio.get_running_loop()
@@ -155,7 +150,7 @@ class TickActivities(ActivitySet):
         return self._completed(inp, step)
 
     def _completed(self, inp: StepInput, step: str) -> StepInput:
-        """A lean input (issue 12) made whole: earlier steps' results it names are read back from the tick run's
+        """A lean input made whole: earlier steps' results it names are read back from the tick run's
         history (activities.step_results), its config comes from the version it names, and its state and observation
         slices are rebuilt so that reading a field a slice lacks raises."""
         ctx = inp.ctx
@@ -177,55 +172,16 @@ class TickActivities(ActivitySet):
         return out
 
     def topology(self) -> TopologyTracker:
-        """The knowledge graph's topology tracker (grimoire "Graph Maintenance"), in the semantic store's file."""
+        """The knowledge graph's topology tracker, in the semantic store's file."""
         if self._topology is None:
             self._topology = TopologyTracker(KnowledgeGraph(self.s.semantic.db_path), self.s.w3, self.s.deployment)
         return self._topology
 
     @activity.defn(name="observe")
     def observe(self, inp: ObserveInput) -> Observation:
+        """The tick's perception (golem.usecases.observe), on its config version's STRATEGY.md."""
         inp = self._resolved(inp, "observe")
-        t0 = time.perf_counter()
-        ctx = inp.ctx
-        snapshot = self.s.read_snapshot()
-        # the position probe's lines come from STRATEGY.md (golem.cognition.lines)
-        lines = strategy_lines(self._strategy_or_none(ctx), ctx.cfg.probes, ctx.cfg.wake)
-        probes = run_probes(
-            snapshot, ctx.state, lines.probe_thresholds(ctx.cfg.probes),
-            kill_switch_triggered=os.path.exists(ctx.cfg.probes.kill_switch_path),
-            daily_spend=daily_spend_on(ctx.state, ctx.started_at), heartbeat=ctx.cfg.heartbeat,
-        )
-        probes = [*probes, *events.alert_probes(self.s.events.store)]  # the heartbeat-monitor's alerts (issue 19)
-        if ctx.carried_probes:  # ticks dropped by backpressure: highest severity wins (§S12)
-            probes = merge_into_observation(probes, ctx.carried_probes)
-        regime, _ = detect_regime(
-            [*ctx.state.price_history, snapshot.pool.price], ctx.state.range_bound_run, ctx.state.regime
-        )
-        # Earlier actions: pending → confirmed, or reorged (heartbeat §S10).
-        report = self.s.safety.confirm(self.s.w3, ctx.golem_id)
-        reorged = sorted({a.tick for a in report.reorged})
-        for tick in reorged:
-            mark_reorged(self.s.episodes, ctx.golem_id, tick)
-        # Each anomaly's topology curiosity modifier (grimoire "Feeding the Curiosity Scorer"), after syncing
-        # the golem's topology into the knowledge graph at this block.
-        anomalies = self.topology().observe(ctx.golem_id, snapshot, ctx.tick, anomalies_from(probes))
-        liquidations = self.s.liquidations(ctx.tick, snapshot.block_number)
-        observation = Observation(
-            liquidations=liquidations,
-            snapshot=snapshot,
-            probes=probes,
-            anomalies=anomalies,
-            regime=regime,
-            observed_at=_now_iso(),
-            read_ms=round((time.perf_counter() - t0) * 1000, 3),
-            confirmation_depth=report.depth,
-            newly_confirmed_ticks=sorted({a.tick for a in report.newly_confirmed}),
-            reorged_ticks=reorged,
-            force_t2_reason=force_t2_reason(report.force_t2, reorged, report.reorg_detected_at, liquidations),
-        )
-        observation = self._with_causal_link_probe(ctx.tick, observation)
-        self.s.events.emit(events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, ctx.state.pending_steers))
-        return observation
+        return observe_tick(self.s, inp.ctx, self._strategy_or_none(inp.ctx), self.topology())
 
     def _strategy_or_none(self, ctx: TickContext) -> Strategy | None:
         """STRATEGY.md of the tick's version, parsed once per version (observe, gate, validate and a settlement read it);
@@ -243,22 +199,6 @@ class TickActivities(ActivitySet):
                 self._strategies.pop(next(iter(self._strategies)))
             self._strategies[version] = strategy
         return strategy
-
-    def _with_causal_link_probe(self, tick: int, obs: Observation) -> Observation:
-        """issue 16: the causal-link probe (heartbeat §S9 "Causal graph update") against the learned edges and the
-        last k records; when it fires it is an anomaly, so its surprise feeds prediction error (§S4 source 6).
-        Absent while the graph has learned no edge."""
-        edges = self.s.learning.causal_evidence()
-        if not edges:
-            return obs
-        records = sorted((self.s.cycles.load(r["tick"]) for r in self.s.cycles.recent(causal.CAUSAL_WINDOW_TICKS + 1)
-                          if r["tick"] < tick), key=lambda r: r.tick)
-        prev = records[-1] if records else None
-        now = causal.tick_events(tick, obs, prev.observation if prev else None,
-                                 obs.regime.value if prev is not None and obs.regime != prev.regime else None)
-        probe = causal.probe_causal_link(causal.events_of(records), now, edges)
-        return obs.model_copy(update={"probes": [*obs.probes, probe],
-                                      "anomalies": [*obs.anomalies, *anomalies_from([probe])]})
 
     @activity.defn(name="gamma")
     def gamma(self, golem_id: str) -> ChainSnapshot:
@@ -283,16 +223,16 @@ class TickActivities(ActivitySet):
         # System 1 never lets a line of STRATEGY.md be crossed in silence (docs/design/wakefulness.md)
         strategy = self._strategy_or_none(ctx)
         wake = wake_check(strategy, obs, ctx.state.health_history, ctx.state.last_price, ctx.cfg.probes, ctx.cfg.wake)
-        if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full (issue 17)
+        if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full
             return GateResult(tier=Tier.T2, threshold=threshold, forced=True, wake=wake,
                               reason="forced T2: Thanatopsis settlement (the golem is dying: unwind)")
         spend = daily_spend_on(ctx.state, ctx.started_at)
-        if obs.force_t2_reason:  # a reorg re-marked earlier episodes: full attention (§S10)
+        if obs.force_t2_reason:  # a reorg re-marked earlier episodes: full attention
             tier, why = apply_budget(Tier.T2, spend, ctx.cfg.heartbeat)
             reason = f"forced T2: {obs.force_t2_reason}" + (f"; {why}" if why else "")
             tier, reason, wake = lift(tier, reason, wake)
             return GateResult(tier=tier, threshold=threshold, reason=reason, forced=True, wake=wake)
-        # Forced T2, then fixed thresholds (cold start) or learned gating, then the §S12 budget cap.
+        # Forced T2, then fixed thresholds (cold start) or learned gating, then the daily budget cap.
         out = gate_tick(
             inp.prediction_error, threshold, ctx.state, inp.steers, obs,
             probe_thresholds=ctx.cfg.probes, heartbeat=ctx.cfg.heartbeat, gating=ctx.cfg.gating,
@@ -331,7 +271,7 @@ class TickActivities(ActivitySet):
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
         strategy, must, policy = start.strategy, start.must, start.context_policy
-        prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.life.extensions.agent_start)
+        prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.extensions.agent_start)
             system_prompt, registry_for(ctx.cfg.extensions.disabled), playbook=self.s.playbook_text)
         try:
             deliberation = await decide_with_cache(
@@ -362,7 +302,7 @@ class TickActivities(ActivitySet):
 
         def viable(strategy: Any) -> Any:
             viability = self.s.strategy_viability(obs, ctx.state.phase, ctx)
-            if not viability.viable:  # rev. 10: stop trading until the owner fixes STRATEGY.md (and steers)
+            if not viability.viable:  # stop trading until the owner fixes STRATEGY.md (and steers)
                 raise bad_input(f"STRATEGY_UNVIABLE: {viability.explanation()}", "StrategyUnviable")
             return viability
 
@@ -376,7 +316,7 @@ class TickActivities(ActivitySet):
 
     def _numbered(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
         """Another run of this tick (a reset, a rerun) already used action slots: this run's actions are
-        numbered after them, so what it sends gets its own permits and journal entries (issue 21)."""
+        numbered after them, so what it sends gets its own permits and journal entries."""
         run_id = _run_id()
         if run_id is None:
             return deliberation
@@ -384,7 +324,7 @@ class TickActivities(ActivitySet):
         return deliberation.model_copy(update={"actions": renumbered(deliberation.actions, first)})
 
     def _remember_facts(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
-        """The model's relations (grimoire "Graph Maintenance" 1) go into the knowledge graph once checked against
+        """The model's relations go into the knowledge graph once checked against
         it; what was asserted and what was refused (and why) is on the record. Memory only — never a write."""
         outcome = assert_llm_facts(self.topology().kg, deliberation.kg_facts,
                                    block=whole(inp.observation, "observation").snapshot.block_number,
@@ -415,8 +355,8 @@ class TickActivities(ActivitySet):
             ctx.golem_id, ctx.tick, ctx.state.phase, inp.actions, simulation, obs, strategy=strategy,
             steers=[*ctx.state.pending_steers, *inp.steers], now=ctx.started_ts,
             run_id=_run_id(), config=ctx.cfg,  # the tick's config version's limits, not the worker's file
-            entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries (issue 19)
-            markers=ctx.state.life.markers, last_price=ctx.state.last_price,  # somatic markers (issue 17)
+            entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries
+            markers=ctx.state.life.markers, last_price=ctx.state.last_price,  # somatic markers
             resimulate=lambda sized: self.s.simulate(sized, obs),  # size to fit: a clipped set is simulated again
             # urgency buys gas: the health factor's forecast against STRATEGY.md's lines (golem.safety.urgency)
             forecast=forecast(ctx.state.health_history, obs.min_health_factor(), lines, ctx.cfg.wake),
@@ -491,7 +431,7 @@ class TickActivities(ActivitySet):
         proposed = inp.deliberation.actions if inp.deliberation else []
         regime_changed = inp.ctx.state.regime != record.regime
         # Reflexion's numbers (the half-size counterfactual simulated on the pre-tick block), worded by Claude
-        # when one is configured (T1 routine, T2 anomalous; issue 16)
+        # when one is configured (T1 routine, T2 anomalous)
         reflexion = await asyncio.to_thread(self._reflexion, record, proposed)
         if reflexion is not None:
             reflexion, cost = await worded(reflexion, record, router=self.s.router,
@@ -499,7 +439,7 @@ class TickActivities(ActivitySet):
                                            daily_spend=daily_spend_on(inp.ctx.state, inp.ctx.started_at))
             record.inference_cost += cost
             record.total_cost += cost
-        # after_turn in the registry's order: heartbeat → lifespan → daimon → memory → … → telemetry (issue 17)
+        # after_turn in the registry's order: heartbeat → lifespan → daimon → memory → … → telemetry
         chain, path, episode = await after_turn_in_reflect(
             self.s, record, inp.ctx.state, inp.ctx.cfg, proposed=proposed, reflexion=reflexion,
             regime_changed=regime_changed,
@@ -523,7 +463,7 @@ class TickActivities(ActivitySet):
 
     def _half_size(self, record: DecisionCycleRecord,
                    proposed: list[ProposedAction]) -> tuple[float | None, str] | None:
-        """The half-size counterfactual simulated with eth_simulateV1 on the pre-tick block (issue 16); None when
+        """The half-size counterfactual simulated with eth_simulateV1 on the pre-tick block; None when
         the tick sent nothing or the simulation cannot answer (the record then says the projection stood in)."""
         if not proposed or not any(a.status.value in ("executed", "failed") for a in record.actions):
             return None
@@ -539,7 +479,7 @@ class TickActivities(ActivitySet):
     def record_failure(self, inp: TickFailure) -> None:
         """A tick failed (GolemWorkflow, or a reset's / rerun's own run): the failure is recorded whatever is
         switched off (`golem ticks`, `golem show`: a failed tick is never lost), then the error hook fires
-        (runtime-extensions §3: observability), whose member emits the `heartbeat.tick_failed` event (the events
+        (docs/design/life.md#extensions), whose member emits the `heartbeat.tick_failed` event (the events
         stream, /metrics, alerts). Switched off in golem.toml: the record, no event."""
         self.s.cycles.record_failure(inp)
 

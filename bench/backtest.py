@@ -1,10 +1,6 @@
 """Backtest throughput on a shipped path: rows/s of `golem backtest` by each route, beside a floor measured in the
-same run — the hold variant, which replays the same rows on its own Anvil (the driver's chain setup and the marking)
-with no golem, so everything above it is the golem's ticks.
-
-Prints, per route: end-to-end wall (start-up included) and rows/s, the row loop alone (rows/s and where a row's wall
-time went: chain setup / the golem's advance_world round trip / marking), the median T0 tick, CPU seconds (this
-process and its Temporal + Anvil), and the ratio to the floor. A figure, never a pass/fail (docs/how-to/backtesting.md).
+same run (the hold variant: the same rows on its own Anvil, no golem), with where a row's wall time went, the median
+T0 tick and CPU seconds. A figure, never a pass/fail (docs/development/tests.md#what-each-benchmark-measures).
 
     python bench/backtest.py [--path examples/scenarios/crash_recovery.csv] [--rows N] [--routes local,activities]
 """

@@ -1,25 +1,10 @@
-"""`make eval-memory`: does the Grimoire answer the question asked? (issue 15)
+"""`make eval-memory`: does the Grimoire answer the question asked?
 
     python bench/eval_memory.py [--json OUT] [--questions] [--embedder NAME]
 
-Builds the labelled set of bench/memory_eval/dataset.py (entries with supersession chains, near-duplicates,
-contradicting low-confidence entries, regime variants, keyword traps; 1,200 episodes; 84 questions, 12 per
-category), writes it in the export format and loads it with the code behind `golem grimoire import --as-is`, then
-asks every question through the code behind `golem grimoire search --json` (k = 10, the question's regime and
-tick) and, in the same run, through two baselines over the entries' text: BM25 (Okapi, k1 1.2, b 0.75) and dense
-(cosine to the configured embedder's vectors). Prints the issue's table for the tuned part and the held-out part,
-then per-category figures. A figure, never a pass/fail.
-
-Metrics (per question, averaged):
-  recall@5      answered gold groups in the top 5 / gold groups (a group = an entry and its near-duplicates)
-  MRR@10        1 / rank of the first gold entry in the top 10 (0 when none)
-  stale         knowledge-update questions: a superseded entry is returned (top 10)
-  wrong-time    as-of questions: an entry not in force at the asked tick ranks above the right one (or the right
-                one is missing while a wrong one is there)
-  regime@1      regime questions: the entry scoped to the question's regime is ranked first
-  warn@3        action questions: an applicable warning / MUST constraint (a gold entry) is in the top 3
-  abstain       abstention questions: the system abstained (returned nothing)
-  false-abst    answerable questions on which it abstained
+Builds the labelled set (bench/memory_eval/dataset.py), imports it and asks every question through the code behind
+`golem grimoire search --json`, beside BM25 and dense baselines; prints the tuned and held-out parts and the figures
+per category. A figure, never a pass/fail. The metrics: docs/development/tests.md#what-each-benchmark-measures.
 """
 
 from __future__ import annotations
@@ -42,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory_eval.dataset import CATEGORIES, build, write_jsonl  # noqa: E402
 
 from golem.grimoire.access import search as grimoire_search  # noqa: E402
-from golem.grimoire.embeddings import default_embedder, embedder_by_name  # noqa: E402
-from golem.grimoire.episodes import EpisodeStore  # noqa: E402
-from golem.grimoire.semantic import SemanticStore  # noqa: E402
+from golem.grimoire.store.embeddings import default_embedder, embedder_by_name  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
+from golem.grimoire.semantic.store import SemanticStore  # noqa: E402
 from golem.grimoire.transfer import import_file  # noqa: E402
 
 K = 10

@@ -2,14 +2,9 @@
 
     python bench/grimoire.py [--episodes 10000] [--entries 2000] [--queries 50] [--big 100000] [--index IVF_PQ]
 
---big N (default 100000; 0 = skip) adds the large run: N episodes with real WordLlama embeddings of N distinct generated
-summaries, an ANN index built with `create_index` (IVF_PQ by default, or IVF_HNSW_SQ), its recall@10
-against the exact (index-bypassing) search, and hybrid retrieve_for_tick p50/p99 at that size.
-
-Prints p50/p99 of `retrieve_for_tick` (hybrid + rerank + MMR + budget) next to the raw exact vector query on
-the same table in the same run (the floor), episode write throughput and store bytes per 1,000 ticks, and the
-time of a full re-embed of the episodes when the embedding model changes (rev. 8).
-Never fails. Targets (issue 6): p50 <= 30 ms at 10k episodes, <= 60 ms at 100k; recall@10 >= 0.95.
+--big N adds an ANN-indexed run of N episodes with its recall@10 against the exact search. Never fails.
+Targets (p50 <= 30 ms at 10k, <= 60 ms at 100k; recall@10 >= 0.95):
+docs/development/tests.md#what-each-benchmark-measures.
 """
 
 from __future__ import annotations
@@ -24,12 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from golem.grimoire.embeddings import WordLlamaEmbedder, default_embedder  # noqa: E402
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
-from golem.grimoire.lance import INDEX_CACHE_ENV, METADATA_CACHE_ENV, cache_sizes, session_bytes  # noqa: E402
-from golem.grimoire.lance_index import ann_query, build_ann_index  # noqa: E402
+from golem.grimoire.store.embeddings import WordLlamaEmbedder, default_embedder  # noqa: E402
+from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
+from golem.grimoire.store.lance import INDEX_CACHE_ENV, METADATA_CACHE_ENV, cache_sizes, session_bytes  # noqa: E402
+from golem.grimoire.store.indexes import ann_query, build_ann_index  # noqa: E402
 from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
 from golem.grimoire.upkeep import maintain, table_stats  # noqa: E402
 
 REGIMES = ["volatile", "range_bound", "trending_up", "trending_down"]
@@ -83,7 +79,7 @@ def main() -> None:
 
     queries = [f"{rng.choice(WORDS)} during a {rng.choice(REGIMES)} market with {rng.choice(WORDS)}" for _ in range(a.queries)]
     qv = emb.embed(queries)
-    # the first query builds retrieval's in-memory episode index (episode_index.py); reported apart
+    # the first query builds retrieval's in-memory episode index (episodes/index.py); reported apart
     t0 = time.perf_counter()
     retrieve_for_tick(eps, sem, queries[0], regime="volatile", tick=a.episodes, tier="T2", log=False)
     first = time.perf_counter() - t0
@@ -115,7 +111,7 @@ def main() -> None:
     print(f"  LanceDB session caches now hold {session_bytes() / 2**20:.1f} MB (caps: index "
           f"{cache_sizes()[0] / 2**20:.0f} MB, metadata {cache_sizes()[1] / 2**20:.0f} MB; {INDEX_CACHE_ENV} / "
           f"{METADATA_CACHE_ENV} move them)")
-    # rev. 8: switching the embedding model re-embeds the whole table and writes it in one commit
+    # switching the embedding model re-embeds the whole table and writes it in one commit
     t0 = time.perf_counter()
     switched = EpisodeStore(d / "e.lance", WordLlamaEmbedder(trunc_dim=64))
     print(f"model switch (WordLlama 256-d -> 64-d): full re-embed of {switched.reembedded} episodes in one commit "

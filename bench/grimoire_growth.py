@@ -1,22 +1,10 @@
-"""How fast the Grimoire's files grow per 1,000 ticks, from the store writes a tick and a delta cycle make (issue 14).
+"""How fast the Grimoire's files grow per 1,000 ticks, from the store writes a tick and a delta cycle make.
 
     python bench/grimoire_growth.py [--ticks 1500] [--warmup 500] [--delta-every 50] [--soak-rate 0.55]
 
-Per tick, as the worker does it: the reflect step upserts the tick's episode (a summary of a real record's length,
-embedded by the configured embedder); on a deciding tick (one in three, the soak's T1/T2 share) the retrieve step
-runs `retrieve_for_tick` and marks what it used (episodes and entries), logging the retrieval. Every
-`--delta-every` ticks, the delta cycle's Grimoire steps: episode decay (rewrites the retention column), mark
-consolidated, two new semantic entries (as distillation admits), curator decay, `upkeep.maintain`.
-
-Time: the stores keep table versions by age, and this runs far faster than a live golem, so every age window is
-scaled to stand for the same number of ticks as at `--soak-rate` ticks per second (the 2,000-tick soak ran 0.55/s):
-window × soak_rate × (seconds per tick here over the last delta period). Without the scaling a 10-minute window
-would keep every version of a two-minute run.
-
-Prints the grimoire directory's size every 100 ticks by part (episode table data, version manifests, transaction
-files, indexes, deletion files; the semantic mirror; the SQLite files), then growth per 1,000 ticks after warm-up.
-Runs against whatever code is on sys.path: on code before version retention by count (main at fc5c7a9) it calls
-`maintain` with the scaled 10-minute window, as the delta cycle did. A figure, never a pass/fail.
+Per tick the reflect step's episode upsert and, on one tick in three, a retrieval and its access marks; every
+`--delta-every` ticks the delta cycle's Grimoire steps. Age windows are scaled to the soak's tick rate. Prints the
+size by part every 100 ticks and the growth after warm-up. See docs/development/tests.md#what-each-benchmark-measures.
 """
 
 from __future__ import annotations
@@ -33,12 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from golem.grimoire import lance  # noqa: E402
+from golem.grimoire.store import lance  # noqa: E402
 from golem.grimoire import upkeep  # noqa: E402
-from golem.grimoire.embeddings import default_embedder  # noqa: E402
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.store.embeddings import default_embedder  # noqa: E402
+from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
 from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
 
 RETENTION = getattr(lance, "VersionRetention", None)  # None: code before retention by count
 OLD_WINDOW = timedelta(minutes=10)  # upkeep.maintain's version window before it
@@ -64,7 +53,7 @@ def parts(root: Path) -> dict[str, float]:
 
 
 def summary(rng: random.Random, t: int) -> str:
-    """About the length of a real episode's summary (episode_model.episode_from_record: 350–700 characters)."""
+    """About the length of a real episode's summary (episodes/model.py's episode_from_record: 350–700 characters)."""
     regime = rng.choice(REGIMES)
     return (f"Tick {t}: {regime.replace('_', ' ')} regime, gate chose T{rng.randint(0, 2)} (prediction error "
             f"{rng.uniform(0, 1):.3f} vs threshold 0.{rng.randint(20, 60)}); prediction error {rng.uniform(0, 1):.3f}, "

@@ -1,14 +1,9 @@
 """What a tick costs the Temporal store: history bytes per T0 / escalated tick, the dev server's SQLite growth
-per tick, the data dir's growth per 100 ticks, and the biggest activity input (issue 12 "Lean histories").
+per tick, the data dir's growth per 100 ticks, and the biggest activity input.
 
-Runs one golem on real parts (Anvil + the deployed world, the Temporal dev server with its SQLite file) at a
-fast theta under volatile prices, steering it now and then so some ticks escalate and act, then reads every
-tick's history back through the client.
-
-History bytes are the serialized protobuf History (what the server stores and the UI downloads), summed over
-its events; the floor, measured in the same run on the same server, is a workflow that runs one no-op activity
-with a tiny input. Run: `.venv/bin/python bench/history_bytes.py [--ticks N] [--json FILE]`. Prints figures;
-never fails a build (tests/integration/test_lean_history.py asserts the targets).
+One golem on real parts at a fast theta under volatile prices, steered now and then so some ticks act; the floor is a
+workflow running one no-op activity. `.venv/bin/python bench/history_bytes.py [--ticks N] [--json FILE]`; never fails
+a build (tests/integration/test_lean_history.py asserts the targets).
 """
 
 from __future__ import annotations
@@ -218,7 +213,7 @@ if __name__ == "__main__":
                          "continue-as-new 100, dream 200) at a fast theta; without it the test rig's cadence (delta "
                          "every 10 ticks, dream 15, continue-as-new 50) puts a cycle's cost in a short run")
     ap.add_argument("--keep-indexes", action="store_true",
-                    help="keep all of the dev server's visibility indexes (before issue 12's pruning)")
+                    help="keep all of the dev server's visibility indexes (as before they were pruned)")
     args = ap.parse_args()
     clock = None
     if args.demo:

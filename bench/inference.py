@@ -1,10 +1,10 @@
 """Cognitive Workspace assembly time and token counts per tier, and the projected daily inference cost
-per scenario, beside the spec's Daily Cost Model table (heartbeat §S3).
+per scenario, beside the daily cost model (docs/design/inference.md#cost).
 
 The floor, measured in the same run, is serialising the tick's DecideInput to JSON (what Temporal does
 to every decide activity input anyway). Per-call cost is computed from the workspace's own token counts
 at the configured prices, for a cold prompt cache (stable prefix written) and a warm one (read).
-Tier mix: the spec's table counts per scenario, and — with `--data DIR` — the mix measured in that
+Tier mix: the cost model's call counts per scenario, and — with `--data DIR` — the mix measured in that
 golem's cycle index. Prints figures only; never fails. Run: python bench/inference.py [--data .golem-data]
 """
 
@@ -35,7 +35,8 @@ OUTPUT_TOKENS = {Tier.T1: 200, Tier.T2: 500}  # assumed reply sizes (tool calls 
 # Anthropic caches a prefix only from this many tokens on (Haiku 4.5 and Opus 4.5+: 4096; Sonnet: 1024).
 MIN_CACHEABLE = {"haiku": 4096, "opus": 4096, "sonnet": 1024}
 
-# heartbeat §S3 "Daily Cost Model": (T0 rate, T1 calls, T1 cost, T2 calls, T2 cost, raw daily, with context eng.)
+# the daily cost model (docs/design/inference.md#cost): T0 rate, T1 calls, T1 cost, T2 calls, T2 cost, raw daily,
+# and with context engineering
 SPEC_TABLE = {
     "calm": ("~90%", 461, 0.92, 115, 5.76, 6.68, 1.00),
     "normal": ("~80%", 864, 1.73, 288, 14.40, 16.13, 2.50),
@@ -85,7 +86,7 @@ def tier_mix_from(data: Path) -> dict[str, float] | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=None, help="a golem data dir whose cycle index gives the tier mix")
-    ap.add_argument("--ticks-per-day", type=int, default=1440, help="§S3: ~1,440 at a 60 s theta")
+    ap.add_argument("--ticks-per-day", type=int, default=1440, help="~1,440 at a 60 s theta")
     args = ap.parse_args()
 
     cfg = InferenceConfig(provider="anthropic")
@@ -124,7 +125,7 @@ def main() -> None:
               + ("prefix cacheable" if cacheable else "prefix below the model's minimum cacheable length"))
         print(f"     {model}: ${cold:.5f}/call cold cache, ${warm:.5f}/call warm (output {out} tokens assumed)")
 
-    print("\nProjected daily inference cost ($/day) beside the spec's Daily Cost Model (heartbeat §S3)")
+    print("\nProjected daily inference cost ($/day) beside the daily cost model")
     print(f"  {'scenario':<10}{'T1 calls':>9}{'T2 calls':>9}{'spec raw':>10}{'spec ctx-eng':>13}{'ours cold':>11}{'ours warm':>11}")
     for name, (_t0, n1, _c1, n2, _c2, raw, eng) in SPEC_TABLE.items():
         cold = n1 * per_call[Tier.T1][0] + n2 * per_call[Tier.T2][0]

@@ -255,6 +255,8 @@ def check_clip(marks: list[Json]) -> Check:
         sent = {a["tool"] for a in m.get("actions") or [] if a.get("status") == "executed"}
         for b in m.get("blocked") or []:
             reason = b.get("reason") or ""
+            if reason.startswith("clipped from"):  # the cage clipped it, then refused the clipped size for what follows
+                reason = reason.split("; ", 1)[1] if "; " in reason else ""
             if SIZE_REFUSALS.search(reason) and "minimum" not in reason.lower() and b.get("tool") not in sent:
                 dropped.append(m["row"])
     if dropped:

@@ -1,23 +1,11 @@
-"""Mutation testing (issue 14): delete or negate one statement at a time and see whether a test notices.
+"""Mutation testing: delete or negate one statement at a time and see whether a test notices.
 
     make mutation                                   # every target module, every mutant (hours: nightly)
     python bench/mutation.py --sample 60 --seed 1   # a reproducible random sample across the targets
-    python bench/mutation.py --modules golem/safety/policy.py,activities/tick.py --max-mutants 20
-    python bench/mutation.py --list                 # the mutants, without running anything
-    python bench/mutation.py --cuts                 # only the hand-written cuts (CUTS), each against its tests
+    python bench/mutation.py --modules golem/safety/policy.py --max-mutants 20
+    python bench/mutation.py --list | --cuts        # the mutants without running / only the hand-written cuts
 
-Mutants (AST-based, one at a time):
-  delete   a simple statement inside a function body (call, assignment, return, raise, ...) becomes `pass`;
-  negate   the condition of an `if`/`elif`/`while`, or a ternary's, becomes `not (...)`;
-  cut      a hand-written one from CUTS (a wire the two above cannot cut: part of an expression, a swapped call).
-Not mutated: docstrings, `pass`, imports, logging calls (workflow.logger / log / logger / print), class field
-declarations, a function's final `return None` (equivalent), and lines marked `# no-mutate` (say why there).
-
-Each mutant runs in a scratch copy of the tree (git ls-files; .venv and node_modules linked), so the working
-tree is never touched, with PYTHONPATH pointing at the copy so subprocesses (workers, the execute process) load
-the mutant too. It runs only the tests mapped to its module below (fast unit tests first, `-x`, a timeout);
-a mutant is killed when that run fails or times out, survives when it passes. Every module's tests must pass
-unmutated first (the baseline); a module whose baseline fails is reported and skipped.
+Mutants, mapped tests and what is not mutated: docs/operations/mutation-fuzzing-secrets.md.
 """
 
 from __future__ import annotations
@@ -53,7 +41,7 @@ TESTS: dict[str, list[str]] = {
     "golem/inference/decision.py": [U + "test_inference_tool_offer.py", U + "test_inference_session_eval.py",
                                     U + "test_safety_liquidity.py", U + "test_topology_curiosity.py",
                                     U + "test_inference_deliberator.py", SURVIVORS],
-    # decide's policy (issue 13: one domain call): the MUST gate, the §S11 cache key/lookup, the expectation
+    # decide's policy (one domain call): the MUST gate, the decision cache's key and lookup, the expectation
     "golem/cognition/retrieve.py": [I + "test_retrieve_activity.py", I + "test_wiring.py"],
     "golem/cognition/decide.py": [U + "test_activity_helpers.py", I + "test_decision_cache_decide.py", I + "test_llm_tick.py",
                                   I + "test_wiring.py", I + "test_learning_loop.py"],
@@ -66,11 +54,11 @@ TESTS: dict[str, list[str]] = {
     "golem/safety/risk.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py"],
     "golem/safety/service.py": [U + "test_gas_partition.py", U + "test_safety_cage.py", I + "test_write_path.py",
                                 I + "test_acting_safety.py", I + "test_wiring.py"],
-    # issue 17: the life — the clocks, the daimon, somatic markers, the registry, death and the after_turn chain
+    # the life — the clocks, the daimon, somatic markers, the registry, death and the after_turn chain
     "golem/life/lifespan.py": [U + "test_life_lifespan.py", U + "test_life_after_turn.py"],
     "golem/life/daimon.py": [U + "test_life_daimon.py", U + "test_life_after_turn.py"],
-    "golem/life/somatic.py": [U + "test_life_daimon.py", U + "test_safety_cage.py"],
-    "golem/life/extensions/registry.py": [U + "test_extension_registry.py", U + "test_life_after_turn.py"],
+    "golem/safety/somatic.py": [U + "test_life_daimon.py", U + "test_safety_cage.py"],
+    "golem/extensions/registry.py": [U + "test_extension_registry.py", U + "test_life_after_turn.py"],
     "golem/life/death.py": [U + "test_life_death.py"],
     "golem/life/after_turn.py": [U + "test_life_after_turn.py", I + "test_life.py"],
     "golem/chain/permits.py": [U + "test_permits_journal.py", U + "test_safety_cage.py", SURVIVORS,
@@ -87,7 +75,7 @@ TESTS: dict[str, list[str]] = {
                                     GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
                                     I + "test_learning_loop.py"],  # the Curator's rule reaches a later decision
     "activities/heartbeat.py": [U + "test_activity_heartbeat.py", I + "test_llm_tick.py"],
-    "golem/grimoire/memory_writes.py": [I + "test_wiring.py", I + "test_golem_loop.py"],
+    "golem/grimoire/episodes/writes.py": [I + "test_wiring.py", I + "test_golem_loop.py"],
     "workers/services.py": [I + "test_wiring.py", I + "test_topology_tick.py", I + "test_config_versions.py",
                             GOLEM_LOOP + "test_crash_escalates_and_acts_on_chain"],
     "workers/config_versions.py": [I + "test_config_versions.py"],
@@ -98,7 +86,7 @@ TESTS: dict[str, list[str]] = {
                            GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0",
                            GOLEM_LOOP + "test_steer_forces_t2_and_malformed_steer_is_recorded",
                            I + "test_rejection_expiry.py", I + "test_backtest.py",  # the replay clock (advance_world)
-                           I + "test_life.py"],  # death, the kill update, the Phase search attribute (issue 17)
+                           I + "test_life.py"],  # death, the kill update, the Phase search attribute
     "workflows/consolidation.py": [I + "test_replay_histories.py", I + "test_consolidation_llm.py",
                                    GOLEM_LOOP + "test_calm_golem_runs_twenty_ticks_mostly_t0", I + "test_wiring.py",
                                    I + "test_dreams.py"],  # a critical steer wakes a dreaming golem
@@ -111,7 +99,7 @@ CUTS: dict[str, tuple[str, str, str, list[str]]] = {
     # name: (module, original text, cut text, tests)
     "codec-env": ("workers/client.py", "codec if codec is not None else codec_from_env()", "codec",
                   [U + "test_codec.py"]),  # an owner's GOLEM_PAYLOAD_KEYS ignored: plaintext histories
-    "as-of-valid-from": ("golem/grimoire/entry_index.py", "m = (self.valid_from <= at) & (at < self.valid_until)",
+    "as-of-valid-from": ("golem/grimoire/semantic/index.py", "m = (self.valid_from <= at) & (at < self.valid_until)",
                          "m = (at < self.valid_until)", [I + "test_grimoire_valid_from.py"]),
     "replay-theta": ("workflows/golem.py",
                      "if self._last_tick_at is None or self._world_now >= self._last_tick_at + theta "

@@ -1,4 +1,4 @@
-"""Heuristic survival (issue 16; grimoire spec target: 40–70 % of new PLAYBOOK heuristics surviving 100 ticks).
+"""Heuristic survival (healthy: 40–70 % of new PLAYBOOK heuristics surviving 100 ticks; docs/design/events.md).
 
 Reads a golem's PLAYBOOK revision history (`playbook_revisions` in <data>/grimoire/heuristics.sqlite): a heuristic
 is *new* when it first appears in a compiled revision during the run (ids already in the first revision a run
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from golem.grimoire.playbook_survival import revisions, survival  # noqa: E402
+from golem.grimoire.playbook.survival import revisions, survival  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

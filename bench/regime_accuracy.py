@@ -1,4 +1,4 @@
-"""Regime detection against labels, after the 20-tick warm-up (§S9's SMA period): the labelled set's tune part (even
+"""Regime detection against labels, after the 20-tick warm-up (the SMA period): the labelled set's tune part (even
 seeds of the tuned families), its held-out part (odd seeds + families never tuned on), a sweep of the absolute
 volatility line on the tune part, the simulator's `volatile` scenario (the demo that tagged 1 tick in 650), and
 the shipped scenario paths (never tuned on; the detector replayed over each path's pool prices — `golem backtest`
@@ -25,7 +25,7 @@ from golem.cognition.regime_labels import (  # noqa: E402
     score,
     tune_set,
 )
-from golem.world.simulator import oracle_path  # noqa: E402
+from golem.world.simulator.paths import oracle_path  # noqa: E402
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
 LABELS = ("calm", "trending_up", "trending_down", "volatile", "crash")
@@ -46,7 +46,7 @@ def main() -> None:
     print(f"Regime accuracy after the {WARMUP}-tick warm-up; tune = {len(FAMILIES)} families x 10 even seeds "
           f"({len(tune)} paths), held out = odd seeds + {len(HELD_OUT_FAMILIES)} untuned families ({len(hold)} paths)")
     head("")
-    for name, thr in (("before (§S9 relative only)", float("inf")), (f"after (+ line {chosen:.2%})", chosen)):
+    for name, thr in (("before (relative rule only)", float("inf")), (f"after (+ line {chosen:.2%})", chosen)):
         regime.ABSOLUTE_VOLATILE_SIGMA = thr
         for part, paths in (("tune", tune), ("held out", hold)):
             print(f"  {name + ' ' + part:36} {fmt(*score(paths)[:2])}")

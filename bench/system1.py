@@ -1,17 +1,9 @@
-"""System 1 in process: the per-tick cost of observe (probes + regime) + analyze (PE) + gate with
-learned gating, beside a floor measured in the same run (an empty function call), and the tier mix
-before and after the cold start per market, beside the spec's daily cost model (heartbeat "Daily Cost
-Model": Calm ~90 % T0, Normal ~80 %, Volatile ~60 %).
-
-The tier mix runs System 1 past the cold start as GolemWorkflow does (golem.cognition.system1.simulate: fold each
-tick with its gating decision, learned gating's feedback at every delta cycle) with the example STRATEGY.md
-deliberated offline on every escalated tick (golem.world.synthetic.StrategyBook), so learned gating's hindsight
-sees the actions it judges. "+topo" adds the knowledge graph's topology curiosity term as a live golem has it
-(the dev world's pool, oracle and lending market are 0-1 hops from its positions).
-Seeds: `tune` are the ones the hindsight judge was designed on (issue 10), `held out` were never looked at then;
-the `day` paths (regime segments drawn at random, labelled per tick) are all held out and give the mix per regime.
+"""System 1 in process: the per-tick cost of observe (probes + regime) + analyze (PE) + gate with learned gating,
+beside an empty call, and the tier mix before and after the cold start per market, beside the expected mix (calm
+~90 % T0, normal ~80 %, volatile ~60 %). "+topo" adds the topology curiosity term. Seeds: `tune` and `held out`.
 
 Prints figures only; it never fails a build. Run: python bench/system1.py [--quick]
+How the tier mix is run: docs/development/tests.md#what-each-benchmark-measures.
 """
 
 from __future__ import annotations
@@ -38,7 +30,7 @@ from golem.models.config import (
     GolemConfig,  # noqa: E402
 )
 from golem.models.enums import Tier  # noqa: E402
-from golem.world.simulator import oracle_path  # noqa: E402
+from golem.world.simulator.paths import oracle_path  # noqa: E402
 from golem.world.synthetic import StrategyBook  # noqa: E402
 
 CALLS = 2000
@@ -46,11 +38,12 @@ TICKS = 600  # per scenario and seed; the first 100 are the cold start
 TUNE_SEEDS = (0, 1, 2)
 HELD_OUT_SEEDS = (10, 11, 12, 13, 14)
 DAY_TICKS = 1200
-# scenario label → simulator scenario ("normal" is the trending path: steady drift, low noise — the spec's
-# Normal day ticks at the standard 60 s, the trending regime's interval)
+# scenario label → simulator scenario ("normal" is the trending path: steady drift, low noise — the cost
+# model's normal day ticks at the standard 60 s, the trending regime's interval)
 SCENARIOS = {"calm": "calm", "normal": "trending", "volatile": "volatile"}
-# heartbeat "Daily Cost Model": T0 rate, T1 calls, T1 cost, T2 calls, T2 cost, raw daily. The call counts are
-# shares of 5,760 ticks/day (the table's "every tick at T2" line): calm 8 % T1 / 2 % T2, normal 15 / 5, volatile 25 / 15.
+# the daily cost model (docs/design/inference.md#cost): T0 rate, T1 calls, T1 cost, T2 calls, T2 cost, raw daily. The
+# call counts are shares of 5,760 ticks/day (the table's "every tick at T2" line): calm 8 % T1 / 2 % T2, normal 15 / 5,
+# volatile 25 / 15.
 SPEC = {
     "calm": (0.90, 461, 0.92, 115, 5.76, 6.68),
     "normal": (0.80, 864, 1.73, 288, 14.40, 16.13),
@@ -108,7 +101,7 @@ def per_tick_cost() -> None:
     f50 = statistics.median(floor_ms)
     print(f"System 1 per tick, in process ({CALLS} calls, learned gating active at tick {state.tick})")
     print(f"  {'':44} {'p50':>9} {'p99':>9}   p50 / floor")
-    for name, xs in (("floor: empty function call", floor_ms), ("probes only (10 of §S9)", probe_ms),
+    for name, xs in (("floor: empty function call", floor_ms), ("probes only (10 probes)", probe_ms),
                      ("observe + analyze + gate (system1_tick)", tick_ms)):
         print(f"  {name:44} {statistics.median(xs):7.4f}ms {_pct(xs, 0.99):7.4f}ms   {statistics.median(xs) / f50:8.0f}×")
     p99 = _pct(tick_ms, 0.99)

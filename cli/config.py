@@ -1,4 +1,4 @@
-"""`golem config show|diff|apply`: the config version a running golem runs on (issue 12).
+"""`golem config show|diff|apply`: the config version a running golem runs on.
 
 show   the running version's hash, since which tick, and its config (a workflow query)
 diff   golem.toml + STRATEGY.md on disk against the running version, key by key

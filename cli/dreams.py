@@ -1,5 +1,5 @@
-"""`golem dreams [--json] [--tick N]` — the dream cycles (issue 18) from their DreamJournals on the data dir:
-what each replayed, imagined, rehearsed, staged and promoted, with the rev. 12 dream yield and threat coverage."""
+"""`golem dreams [--json] [--tick N]` — the dream cycles from their DreamJournals on the data dir:
+what each replayed, imagined, rehearsed, staged and promoted, with the dream yield and threat coverage."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def _pct(x: float | None) -> str:
 
 
 def _dreams(args) -> int:
-    from golem.grimoire.staging import DREAM_YIELD_HEALTHY, StagingBuffer, journals
+    from golem.grimoire.dreams.staging import DREAM_YIELD_HEALTHY, StagingBuffer, journals
     from golem.layout import DataLayout
 
     data = Path(args.data)

@@ -1,4 +1,4 @@
-"""`golem events [--follow] [--kind K] [--since T] [--json]`: the Event Fabric as a stream (issue 19)."""
+"""`golem events [--follow] [--kind K] [--since T] [--json]`: the Event Fabric as a stream."""
 
 from __future__ import annotations
 

@@ -1,27 +1,8 @@
-"""`golem grimoire stats | search | export | import` — the golem's memory from the command line.
-
-stats   LanceDB upkeep figures (rows, FTS-unindexed rows, fragments, versions, bytes), the Rev. 12
-        cognitive quality metrics computed from the stores, and `embeddings`: the configured model's
-        {model, version, dim}, each store's (and rows per identity), the drift reference's, and the write
-        pause (paused, reasons, pending queue counts) (rev. 8)
-search  what the golem would retrieve for a query in a context, with the score of every factor
-        (prints nothing but the abstention reason when nothing is relevant); --as-of T: what was in force at tick T;
-        --json prints the RetrievalResult (golem/grimoire/retrieval.py; fields documented in the README)
-export  JSONL of episodes, entries and causal edges (format: golem/grimoire/transfer.py)
-import  load such a file; entries start at the inherited confidence unless --as-is
-playbook log | diff A B | rollback N | effects
-        PLAYBOOK.md revision history (golem/grimoire/playbook.py); rollback writes revision N back as a
-        new revision through the same safety guard as the Curator (check_playbook_delta vs golem.toml limits)
-reembed [--json]
-        re-embed every episode and entry with the configured embedder ([grimoire] embedder in golem.toml), each
-        table rewritten in one commit (rev. 8: never partial), re-pin the drift reference, flush the writes
-        queued while paused and lift the pause; prints the counts
-resume [--json]
-        the same, only when writes are paused (a critical drift check paused them, rev. 8); says so otherwise
-quarantine list [--all] | release ID | drop ID [--reason R]   (each with --json)
-        the hallucination firewall's quarantined_entries (golem/grimoire/admission.py): release lets one in on
-        the owner's word (firewall skipped, stored at confidence >= 0.3 or merged); drop closes the row;
-        resolved rows are kept for the audit
+"""`golem grimoire stats | search | export | import | playbook | reembed | resume | quarantine` — the golem's memory
+from the command line: upkeep and quality figures and the embedding identities, what retrieval would answer (and
+why), JSONL export and import, PLAYBOOK.md's revision history and rollback through the Curator's safety guard, a
+full re-embed that lifts a drift pause, and the hallucination firewall's quarantine.
+Every verb and flag: docs/reference/cli.md; why: docs/design/grimoire.md.
 """
 
 from __future__ import annotations
@@ -47,7 +28,7 @@ def _stats(args) -> int:
            "episodes": table_stats(episodes.table, "summary"),
            "semantic": table_stats(semantic.table, "content"),
            "metrics": cognitive_metrics(semantic, tick),
-           # rev. 8: {model, version, dim} of each store and of the configured embedder; the write pause
+           # {model, version, dim} of each store and of the configured embedder; the write pause
            "embeddings": integrity_status(episodes, semantic, DataLayout(args.data).grimoire)}
     print(json.dumps(out, indent=2, default=str))
     return 0
@@ -116,9 +97,9 @@ def _import(args) -> int:
 
 
 def _reembed(args) -> int:
-    """`golem grimoire reembed | resume`: full re-embed, re-pin, flush the queue, lift the pause (rev. 8)."""
+    """`golem grimoire reembed | resume`: full re-embed, re-pin, flush the queue, lift the pause."""
     from golem.grimoire.access import open_stores
-    from golem.grimoire.guard import WriteGuard
+    from golem.grimoire.store.guard import WriteGuard
     from golem.grimoire.integrity import reembed_stores
     from golem.layout import DataLayout
 
@@ -152,7 +133,7 @@ def _playbook_paths(args) -> tuple[Path, Path]:
 
 
 def _playbook(args) -> int:
-    from golem.grimoire.playbook import PlaybookHistory, PlaybookRefused, rollback
+    from golem.grimoire.playbook.compile import PlaybookHistory, PlaybookRefused, rollback
 
     path, db = _playbook_paths(args)
     if not db.exists():
@@ -162,7 +143,7 @@ def _playbook(args) -> int:
         if args.playbook_cmd == "effects":
             return _effects(args)
         if args.playbook_cmd == "log":
-            from golem.grimoire.heuristics import HeuristicStore
+            from golem.grimoire.playbook.heuristics import HeuristicStore
 
             rows = history.log()
             trials = HeuristicStore(db).trials()  # the verdicts each compile followed (docs/how-to/learned-rules.md)
@@ -200,7 +181,7 @@ def _playbook(args) -> int:
 def _effects(args) -> int:
     """`golem grimoire playbook effects`: every learned rule a trial measured — its standing and each trial's
     verdict with the figures with and without it (docs/how-to/learned-rules.md)."""
-    from golem.grimoire.heuristics import HeuristicStore
+    from golem.grimoire.playbook.heuristics import HeuristicStore
     from golem.learning.trial import TrialResult
 
     _, db = _playbook_paths(args)
@@ -226,9 +207,9 @@ def _effects(args) -> int:
 
 
 def _quarantine(args) -> int:
-    """`golem grimoire quarantine list | release ID | drop ID`: the hallucination firewall's hold (Rev. 3)."""
+    """`golem grimoire quarantine list | release ID | drop ID`: the hallucination firewall's hold."""
     from golem.grimoire.access import latest_tick, open_stores
-    from golem.grimoire.admission import owner_drop, owner_release
+    from golem.grimoire.semantic.admission import owner_drop, owner_release
 
     episodes, semantic = open_stores(args.data, args.home)
     if args.quarantine_cmd == "list":
@@ -300,7 +281,7 @@ def register(command) -> None:
                                   "(default: read from the question)")
             act.add_argument("--no-action", dest="action", action="store_false")
             sp.add_argument("--k", type=int, default=5)
-            sp.add_argument("--budget", type=int, default=500, help="token budget (default 500, rev. 9)")
+            sp.add_argument("--budget", type=int, default=500, help="token budget (default 500)")
             sp.add_argument("--json", action="store_true")
         elif name == "export":
             sp.add_argument("--out", help="file to write (default stdout)")

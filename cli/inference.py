@@ -45,7 +45,7 @@ def cmd_doctor(args) -> int:
         print(f"no worker answered on task queue {task_queue(cfg.golem.id)} within {WORKER_WAIT_SECONDS:g}s (is `golem "
               "run` up? is Temporal reachable?); below is this shell's view, which may differ from the worker's (its environment, "
               "its config version)\n")
-    from golem.inference.doctor import doctor_report
+    from golem.doctor import doctor_report
 
     home = Path(args.home)
     if cfg.golem.home and not Path(cfg.golem.home).is_absolute():
@@ -56,8 +56,9 @@ def cmd_doctor(args) -> int:
 
 # ---- chat ----------------------------------------------------------------------------------
 def cmd_chat(args) -> int:
-    from golem.inference.chat import llm_reply, offline_reply, state_digest
-    from golem.inference.llm import LLMDeliberator, select_deliberator
+    from golem.life.chat import llm_reply, offline_reply, state_digest
+    from golem.deliberators import select_deliberator
+    from golem.inference.llm import LLMDeliberator
     from golem.inference.session import SessionError, SessionTree
 
     data = Path(args.data)

@@ -1,6 +1,6 @@
-"""`golem extensions`, `golem kill --reason R`, `golem spawn NEW_ID --inherit DEAD_ID` (issue 17).
+"""`golem extensions`, `golem kill --reason R`, `golem spawn NEW_ID --inherit DEAD_ID`.
 
-extensions  the hook × extension matrix of this build (runtime-extensions §3–5), which extensions it has, and
+extensions  the hook × extension matrix of this build, which extensions it has, and
             which golem.toml's [extensions] disabled switches off; a registry violation is printed as the error.
 kill        GolemWorkflow's `kill` update, confirmed by typing the golem's id (or --yes); the golem dies after its
             running tick (Thanatopsis) and its workflow completes with the death certificate.
@@ -27,7 +27,7 @@ def _load(home: str):
 
 
 def _extensions(args) -> int:
-    from golem.life.extensions import HOOKS, RegistryError, build_registry, builtin_extensions
+    from golem.extensions import HOOKS, RegistryError, build_registry, builtin_extensions
 
     disabled = _load(args.home).extensions.disabled if (Path(args.home) / "golem.toml").exists() else []
     try:
@@ -133,6 +133,12 @@ def _open_stores(data_dir: Path, home: Path):
     return open_stores(data_dir, home)
 
 
+def _ticks(n: float) -> str:
+    """A runway in ticks an owner can read: ~12 ticks, ~48,000 ticks, or 'over a million ticks' when the burn is
+    next to nothing (no deliberation, no gas yet)."""
+    return "over a million ticks" if n >= 1e6 else f"~{n:,.0f} ticks"
+
+
 def life_line(st) -> str:
     """`golem status`'s lines on the golem's life: the three clocks, the credit, the affect, death."""
     c = st.clocks or {}
@@ -140,8 +146,8 @@ def life_line(st) -> str:
               f"{c.get('stochastic', 1):.2f}")
     credit = f"   credit ${st.credit_remaining_usd:,.4f}" if st.credit_remaining_usd is not None else ""
     if st.estimated_ttl_ticks is not None:  # (wallet USDC + credit) / burn
-        credit += f" (runway ~{st.estimated_ttl_ticks:g} ticks)" if credit else \
-            f"   runway ~{st.estimated_ttl_ticks:g} ticks (wallet USDC / burn)"
+        runway = _ticks(st.estimated_ttl_ticks)
+        credit += f" (runway {runway})" if credit else f"   runway {runway} (wallet USDC / burn)"
     gen = f"   generation {st.generation} (of {st.predecessor})" if st.predecessor else ""
     p = st.pad or {}
     mood = st.emotion or ("neutral" if st.pad else "-")  # no primary emotion: the affect has no valence
@@ -160,7 +166,7 @@ def life_line(st) -> str:
 
 
 def register(command) -> None:
-    p = command("extensions", "the hook × extension matrix of this build (runtime-extensions §3-5)")
+    p = command("extensions", "the hook × extension matrix of this build")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_extensions)
     p = command("kill", "end the golem for good: settle, reflect, leave a legacy (asks for its id to confirm)")

@@ -56,6 +56,37 @@ def run_lines(store, tick: int, shown: str | None) -> list[str]:
     return lines
 
 
+def brief(rec) -> list[str]:
+    """Tick N as an owner reads it: why this tier, what it decided and did, what it cost, what came of it."""
+    hf = rec.observation.min_health_factor()
+    out = [f"tick {rec.tick}{f' ({rec.run_label})' if rec.run_label else ''}  {rec.timestamp}  {rec.tier.value}  "
+           f"regime {rec.regime.value}  PE {rec.prediction_error:.3f} / θ {rec.deliberation_threshold:.3f}  "
+           f"HF {'—' if hf is None else f'{hf:.3f}'}  price {rec.observation.snapshot.pool.price:,.2f}",
+           f"  why:      {rec.gating_reason}"]
+    for iv in rec.active_interventions:
+        out.append(f"  {iv.kind}:    {iv.id} \"{iv.message}\"" + (f" ({iv.severity})" if iv.severity else ""))
+    d = rec.deliberation
+    if d is not None:
+        out.append(f"  decided:  {d.decision or '(nothing)'}  [{d.model}]")
+        if d.reasoning_summary:
+            out.append(f"  because:  {d.reasoning_summary[:400]}")
+    for a in rec.actions:
+        extra = [f"tx {a.tx_hash}" if a.tx_hash else "", f"gas ${a.gas_cost:.2f}" if a.gas_cost else "",
+                 f"clipped: {a.clipped}" if a.clipped else "", a.block_reason or ""]
+        out.append(f"  action {a.action_index}: {a.tool_name} {a.status.value}  " + "; ".join(x for x in extra if x))
+    o = rec.outcome
+    if o is not None:
+        hb, ha = o.health_factor_before, o.health_factor_after
+        out.append(f"  outcome:  {'verified' if o.verified else 'not verified'}; HF "
+                   f"{'—' if hb is None else f'{hb:.3f}'} → {'—' if ha is None else f'{ha:.3f}'}"
+                   + (f"; value {o.pnl_impact:+.2f} USD" if o.pnl_impact is not None else "")
+                   + (f"; violations: {', '.join(o.invariant_violations)}" if o.invariant_violations else ""))
+    out.append(f"  cost:     ${rec.total_cost:.4f} (inference ${rec.inference_cost:.4f}, gas ${rec.gas_cost:.4f})")
+    for e in rec.errors:
+        out.append(f"  error:    {e}")
+    return out
+
+
 def cmd_show(args) -> int:
     from golem.life.cycle_store import CycleStore
 
@@ -79,7 +110,10 @@ def cmd_show(args) -> int:
     if args.runs:
         print(f"runs of tick {args.tick}:\n" + "\n".join(lines))
         return 0
-    print(rec.model_dump_json(indent=2))
+    if getattr(args, "brief", False):
+        print("\n".join(brief(rec)))
+    else:
+        print(rec.model_dump_json(indent=2))
     if rec.wake is not None:  # stderr, like the runs: `golem show N | jq` still reads one record
         from golem.cognition.lines import wake_summary
 
@@ -98,6 +132,8 @@ def register(command) -> None:
     s.set_defaults(fn=cmd_ticks)
     s = command("show", "print tick N's DecisionCycleRecord (and list its other runs)")
     s.add_argument("tick", type=int)
+    s.add_argument("--brief", action="store_true",
+                   help="a few lines instead of the JSON record: why this tier, the decision, each action, the outcome")
     s.add_argument("--run", help="the run's label, e.g. rerun-1 or reset-1a2b3c4d (default: the first run, "
                                  "or the latest run that recorded when the first failed)")
     s.add_argument("--runs", action="store_true", help="only list the tick's runs: how each started and why")

@@ -63,7 +63,7 @@ def render_cli() -> str:
 
 
 # References to documents outside the repository have no place in the reference.
-_SPEC_REF = re.compile(r"\s*\(?(?:heartbeat |grimoire |revisions |rev\. ?)?§S?\d+(?:\.\d+)?\)?[:,]?|\s*\(issue \d+[a-z]?\)")
+_SPEC_REF = re.compile(r"\s*\(?(?:heartbeat |grimoire |revisions |rev\. ?)?\u00a7S?\d+(?:\.\d+)?\)?[:,]?|\s*\(issue \d+[a-z]?\)")
 
 
 def _field_comments(cls: type) -> dict[str, str]:

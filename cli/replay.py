@@ -67,6 +67,32 @@ def cmd_rerun(args) -> int:
     return arun(_rerun(args))
 
 
+async def _reset(args) -> int:
+    from temporalio.service import RPCError
+
+    from workers.replay import ResetRefused, reset_tick
+
+    cfg = golem_config(args)
+    temporal = await client(args)
+    try:
+        run, event = await reset_tick(temporal, cfg.golem.id, args.tick, args.before, args.reason, run_id=args.run_id)
+    except ResetRefused as err:
+        raise UserError(f"tick {args.tick}: {err}") from None
+    except RPCError as err:
+        if err.status.name != "NOT_FOUND":
+            raise
+        raise UserError(f"tick {args.tick} has no workflow on Temporal at {address(args)} ({err.message}): "
+                        "`golem ticks` lists the recorded ticks") from None
+    print(f"reset tick {args.tick} to just before `{args.before}` (event {event}): new run {run}. "
+          f"It records as reset-{run[:8]} and sends nothing another run sent; `golem show {args.tick} --runs` "
+          "lists every run")
+    return 0
+
+
+def cmd_reset(args) -> int:
+    return arun(_reset(args))
+
+
 def register(command) -> None:
     s = command("replay", "replay tick N's history with Replayer and report determinism")
     s.add_argument("tick", type=int, nargs="?")
@@ -77,3 +103,11 @@ def register(command) -> None:
     s.add_argument("tick", type=int)
     s.add_argument("--force", action="store_true", help="re-run even a tick that completed")
     s.set_defaults(fn=cmd_rerun)
+    s = command("reset", "Temporal-reset tick N to just before one of its steps (a new run of the same workflow)")
+    s.add_argument("tick", type=int)
+    s.add_argument("--before", required=True, metavar="STEP",
+                   help="the step to run again, and every step after it, e.g. decide, simulate, validate "
+                        "(an unknown name lists the run's steps)")
+    s.add_argument("--reason", default="owner reset", help="recorded on the new run (default: owner reset)")
+    s.add_argument("--run-id", help="reset this run (default: the latest)")
+    s.set_defaults(fn=cmd_reset)

@@ -84,7 +84,7 @@ def register(command) -> None:
     p.add_argument("-n", type=int, default=20, help="tail: how many entries")
     p.add_argument("--kind", help="tail: only entries whose kind starts with this (e.g. permit.)")
     p.set_defaults(fn=cmd_audit)
-    p = command("strategy-check", "run the strategy validation pipeline (rev. 10) on STRATEGY.md")
+    p = command("strategy-check", "run the strategy validation pipeline on STRATEGY.md")
     p.add_argument("--chain", action="store_true", help="also dry-run the first rule actions on the chain")
     p.add_argument("--account", help="account to dry-run as (default: the deployment's golem account)")
     p.set_defaults(fn=cmd_strategy_check)

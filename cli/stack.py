@@ -20,12 +20,14 @@ def cmd_run(args) -> int:
 def cmd_worker(args) -> int:
     import logging
 
+    from golem.layout import DataLayout
     from workers.worker import run_worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = config(args)
+    layout = DataLayout(Path(args.data))  # the worker's one layout, handed down to every store it opens
     try:
-        arun(run_worker(cfg, Path(args.data), args.address, live=True if args.live else None))
+        arun(run_worker(cfg, layout, args.address, live=True if args.live else None))
     except KeyboardInterrupt:
         pass
     return 0
@@ -89,9 +91,9 @@ def cmd_sim(args) -> int:
         from golem.backtest.export import export_main
 
         return export_main(args.rest[1:])
-    from golem.world import simulator
+    from golem.world.simulator.__main__ import main as simulate
 
-    return simulator.main(args.rest) or 0
+    return simulate(args.rest) or 0
 
 
 def register(command) -> None:

@@ -50,7 +50,7 @@ async def _status(args) -> int:
         print(f"  last tick:  {last.tick} tier {last.tier.value if last.tier else '-'}"
               + (" FAILED: " + (last.error or "") if last.failed else ""))
     print(f"  regime:     {st.regime}   phase: {st.phase}   vitality: {st.vitality:.2f}")
-    print(life_line(st))  # the clocks, the credit, the affect, death (issue 17)
+    print(life_line(st))  # the clocks, the credit, the affect, death
     print(f"  theta:      {st.theta_seconds:.1f}s")
     print(spend_line(st))
     print(f"  steers:     {len(st.pending_steers)} pending" + "".join(
@@ -94,7 +94,7 @@ def rejection_line(r) -> str:
 
 
 def dream_line(st) -> str:
-    """rev. 12 dream yield (healthy 10–30%) and threat coverage (target 100%), the last cycle, the next one's urgency."""
+    """The dream yield (healthy 10–30%) and threat coverage (target 100%), the last cycle, the next one's urgency."""
     pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
     urgency = f"   urgency {st.dream_urgency:.2f} (dreams at 1.00)" if st.dream_urgency is not None else ""
     return (f"  dreams:     yield {pct(st.dream_yield)} (healthy 10-30%)   threat coverage {pct(st.threat_coverage)} "

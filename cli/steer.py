@@ -11,9 +11,9 @@ from golem.ids import golem_workflow_id
 
 async def _signal(args, kind: str, payload: dict) -> int:
     """The owner's message on its way to the golem, validated here as the workflow will: the send_message hook
-    (runtime-extensions §3), whose intervention member delivers it."""
-    from golem.life.extensions.registry import registry_or_full
-    from golem.life.extensions.hooks import fire_async
+    (see docs/design/life.md#extensions), whose intervention member delivers it."""
+    from golem.extensions.registry import registry_or_full
+    from golem.extensions.hooks import fire_async
     from golem.models.interventions import parse_intervention
 
     try:

@@ -1,9 +1,10 @@
 """`golem grimoire topology [--block N] [--json]` — the golem's DeFi topology in the knowledge graph.
 
 Prints the facts true at a block (default: the newest block the graph has seen), the golem's positions, and
-every entity within 3 hops of them with its hop distance and topology curiosity modifier (grimoire "Feeding
-the Curiosity Scorer"). Reads <data>/grimoire/semantic.sqlite only (no embedder, no chain); names contract
-addresses from <data>/deployment.json when it is there. The report itself: golem.grimoire.topology.topology_report.
+every entity within 3 hops of them with its hop distance and topology curiosity modifier
+(docs/design/grimoire.md#knowledge-graph). Reads <data>/grimoire/semantic.sqlite only (no embedder, no chain);
+names contract addresses from <data>/deployment.json when it is there.
+The report itself: golem.grimoire.semantic.topology.topology_report.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def _named(entity: str, label: str) -> str:
 
 
 def _topology(args) -> int:
-    from golem.grimoire.topology import address_labels, topology_report
+    from golem.grimoire.semantic.topology import address_labels, topology_report
     from golem.layout import DataLayout
 
     golem_id = config(args).golem.id

@@ -1,4 +1,4 @@
-"""Temporal ids and task-queue names of one golem, in one place (issue 13).
+"""Temporal ids and task-queue names of one golem, in one place.
 
 Every workflow id is readable in the Temporal UI's list and searchable by prefix (`WorkflowId STARTS_WITH
 "golem-<id>-tick-"`): the golem's own workflow is `golem-<id>`, its ticks `golem-<id>-tick-<n>`, its child
@@ -30,7 +30,7 @@ def cycle_workflow_id(golem_id: str, kind: str, tick: int) -> str:
 
 
 def monitor_workflow_id(golem_id: str) -> str:
-    """The heartbeat-monitor archetype beside the golem."""
+    """The heartbeat monitor beside the golem."""
     return f"golem-{golem_id}-monitor"
 
 

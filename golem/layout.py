@@ -1,4 +1,4 @@
-"""DataLayout: where each of a golem's files lives under its data directory (issue 13).
+"""DataLayout: where each of a golem's files lives under its data directory.
 
 One place names every path, so the worker, the CLI, the stack, retention and the soak/chaos tools agree on
 them (README "The golem home and its data" lists the same tree). Paths only: nothing is created here.
@@ -16,6 +16,12 @@ class DataLayout:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
+
+    @classmethod
+    def of(cls, where: DataLayout | str | Path) -> DataLayout:
+        """The layout handed down from the edge that built it (one per golem), or one built here for an edge that
+        holds only a path (a CLI command, a test)."""
+        return where if isinstance(where, DataLayout) else cls(Path(where))
 
     # ---- the world and the stack ----------------------------------------------------------------
     @property
@@ -37,7 +43,7 @@ class DataLayout:
 
     @property
     def config_versions(self) -> Path:
-        """Every config version the golem may run on (golem.toml + STRATEGY.md), by hash (issue 12)."""
+        """Every config version the golem may run on (golem.toml + STRATEGY.md), by hash."""
         return self.root / "config-versions"
 
     @property
@@ -96,7 +102,7 @@ class DataLayout:
     def dreams(self) -> Path:
         return self.root / "dreams"
 
-    # ---- death and succession (issue 17) ------------------------------------------------------------
+    # ---- death and succession ------------------------------------------------------------
     def legacy(self, golem_id: str) -> Path:
         """A dead golem's legacy package (golem.life.legacy): certificate, reflection, grimoire.jsonl, gating."""
         return self.root / "legacy" / golem_id

@@ -1,4 +1,4 @@
-"""Services: what a golem's activities may use, as a Protocol (issue 13).
+"""Services: what a golem's activities may use, as a Protocol.
 
 Activities depend on this, not on the worker's `GolemServices` (workers/services.py), which builds the real
 clients once per worker from golem.toml and the environment. Keys stay inside that implementation: nothing
@@ -16,9 +16,9 @@ if TYPE_CHECKING:  # types only: importing this module stays cheap and free of I
     from golem.models.observation import ChainSnapshot
     from golem.cognition.decision_cache import DecisionCacheStore
     from golem.events.store import EventSink
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.heuristics import HeuristicStore
-    from golem.grimoire.semantic import SemanticStore
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.playbook.heuristics import HeuristicStore
+    from golem.grimoire.semantic.store import SemanticStore
     from golem.inference.deliberator import Deliberator
     from golem.inference.router import ProviderRouter
     from golem.inference.strategy import Strategy

@@ -1,12 +1,9 @@
-"""`golem backtest`: the live golem on a recorded market path (ARCHITECTURE "One code path for live and
-backtest").
+"""`golem backtest`: the live golem on a recorded market path (one code path for live and backtest).
 
-Everything is the live golem's: GolemWorkflow and ThetaTickWorkflow on a throwaway Temporal dev server, the
-same activities, safety cage, deliberator and Grimoire in an in-process worker, a fresh Anvil with the dev
-world deployed (Uniswap V2 and Aave V3 from their published bytecode; fresh, with `--timestamp` so chain time is
-path time: a cached state dump would carry later timestamps than the path). Only the world differs: golem/world/replay.py sets the chain to each row, then the
-`advance_world` update hands the row's time to GolemWorkflow, whose replay clock ticks when theta has elapsed
-in path time and answers once the tick is done. All data stays under the output directory.
+GolemWorkflow and ThetaTickWorkflow on a throwaway Temporal dev server, the same activities, cage, deliberator and
+Grimoire in an in-process worker, a fresh Anvil with the dev world deployed (`--timestamp`, so chain time is path
+time). Only the world differs: golem/backtest/replay.py sets the chain to each row, then `advance_world` hands the
+row's time to GolemWorkflow's replay clock. All data stays under the output directory. See docs/design/backtest.md.
 """
 
 from __future__ import annotations
@@ -114,9 +111,10 @@ def _write_home(src_home: Path, dst_home: Path, golem_id: str, rpc_url: str, run
 
 def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
     """Start from another run's Grimoire: its distilled entries and causal edges, imported as inherited
-    (confidence 0.3, grimoire "Inheritance"); its episodes are that run's own experience and stay there."""
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.semantic import SemanticStore
+    (confidence 0.3, as a successor inherits: docs/design/life.md#death-and-legacy); its episodes are that run's
+    own experience and stay there."""
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
     from golem.grimoire.transfer import export_lines, import_file
 
     grim = source / "grimoire"
@@ -134,7 +132,7 @@ def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
     if (source / "PLAYBOOK.md").exists():
         shutil.copy(source / "PLAYBOOK.md", services.playbook_path)
     # PLAYBOOK.md is compiled from heuristics.sqlite at every delta cycle: without its rows (the learned rules,
-    # their confidence and importance) the first cycle of this run would compile the copied file away (issue 16)
+    # their confidence and importance) the first cycle of this run would compile the copied file away
     if (grim / "heuristics.sqlite").exists():
         with closing(sqlite3.connect(grim / "heuristics.sqlite")) as src, \
                 closing(sqlite3.connect(services.heuristics.path)) as dst:
@@ -147,7 +145,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
                        client, run_dir: Path) -> VariantRun:
     from golem.chain.web3client import make_web3
     from golem.world.deploy import deploy_world
-    from golem.world.replay import BLOCK_INTERVAL_S, ReplayDriver
+    from golem.backtest.replay import BLOCK_INTERVAL_S, ReplayDriver
     from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
     started = time.perf_counter()
@@ -160,7 +158,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         await _to_the_end(anvil.start)
         w3 = make_web3(anvil.rpc_url)
         # chain time is path time from the genesis on: a block carries its row's time, not the wall clock's, so the
-        # interest Aave accrues from the golem's borrow on is the same every run (golem/world/replay.py)
+        # interest Aave accrues from the golem's borrow on is the same every run (golem/backtest/replay.py)
         w3.provider.make_request("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
         golem_account = ANVIL_ADDRESSES[GOLEM_KEY_INDEX]
         dep = await asyncio.to_thread(deploy_world, w3, ANVIL_KEYS[0], golem_account, ANVIL_ADDRESSES[1],
@@ -181,7 +179,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
             run.marks, run.final_state = await _replay_golem(opts, rows, driver, cfg, data, client, info, run.phases)
         run.loop_cpu_seconds = time.process_time() - cpu
         if driver.overflows:
-            _log(opts, f"  {name}: the deployment ran past golem/world/replay.py's ORIGIN_BLOCK; block numbers may "
+            _log(opts, f"  {name}: the deployment ran past golem/backtest/replay.py's ORIGIN_BLOCK; block numbers may "
                        "differ from another run's")
         info.wall_seconds = round(time.perf_counter() - started, 3)
         return run
@@ -272,7 +270,8 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
     from workers.worker import build_worker
     from workflows.golem import GolemWorkflow
 
-    services = await asyncio.to_thread(GolemServices, cfg, data, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
+    layout = DataLayout(data)  # the backtest golem's one layout, handed to its services and stores
+    services = await asyncio.to_thread(GolemServices, cfg, layout, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
     client = await client  # the Temporal server started while the chain was set up (_backtest)
     info.deliberator = services.deliberator_reason
     router = getattr(services.deliberator, "router", None)
@@ -280,13 +279,13 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
     if prices:
         info.prices = {m: p.model_dump() if hasattr(p, "model_dump") else dict(p) for m, p in prices.items()}
     if opts.grimoire is not None:
-        counts = await asyncio.to_thread(_inherit_grimoire, services, opts.grimoire, DataLayout(data).inherited)
+        counts = await asyncio.to_thread(_inherit_grimoire, services, opts.grimoire, layout.inherited)
         info.grimoire_from = str(opts.grimoire)
         _log(opts, f"  inherited from {opts.grimoire}: {counts}")
-    store = CycleStore(data)
+    store = CycleStore(layout)
     wid = golem_workflow_id(cfg.golem.id)
     # a tick's confirmation blocks are mined as its verify step starts on this worker, not after a wall-clock pause
-    # (golem/world/replay.py): the same path gives the same blocks however loaded the machine is
+    # (golem/backtest/replay.py): the same path gives the same blocks however loaded the machine is
     producer = BlockProducer(driver.w3, blocks=cfg.chain.confirmations - 1)
     worker = build_worker(client, services, interceptors=[producer], sandboxed=opts.steps == "activities")
     marks: list[TickMark] = []

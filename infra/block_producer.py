@@ -1,5 +1,5 @@
 """The backtest's confirmation blocks: mined when a tick's verify step starts on the backtest's own worker, by an
-activity interceptor (see golem/world/replay.py's docstring for why this is repeatable). It lives in infra/ because
+activity interceptor (see golem/backtest/replay.py's docstring for why this is repeatable). It lives in infra/ because
 it hooks the Temporal worker: golem/ never imports temporalio (tests/unit/test_layers.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 from web3 import Web3
 
-from golem.world.replay import ReplayError
+from golem.backtest.replay import ReplayError
 from workflows.tick import ThetaTickWorkflow
 
 TICK_WORKFLOW = ThetaTickWorkflow.__name__  # @workflow.defn without a name: the type is the class name

@@ -1,33 +1,10 @@
 """The chaos run (`make chaos`): a live golem on real parts, under volatile prices, while its processes are killed.
 
-The stack is `golem run`'s — a Temporal dev server persisted to SQLite, Anvil with a `--state` file and
-checkpoints, the market simulator and a worker as subprocesses under infra.supervisor — in a throwaway
-directory, on free ports, with a fast theta clock. While the golem runs `ticks` ticks the run:
-
-  * SIGKILLs the worker `worker_kills` times: most at a random moment, `execute_kills` of them inside the
-    execute step's exactly-once windows — between sign and broadcast, and after broadcast before the receipt
-    is recorded. Those are targeted with the write path's fault points (golem/chain/faults.py): the worker is
-    started with GOLEM_FAULT_DIR, the run arms `signed` or `broadcast`, the worker pauses there and reports its
-    pid, and the run kills it;
-  * SIGKILLs the Temporal dev server `temporal_restarts` times; the supervisor restarts it on the same SQLite file
-    and ports, as under `golem run`;
-  * SIGKILLs Anvil `anvil_restarts` times; the supervisor restarts it from its state file / newest checkpoint.
-
-Then it checks (`ChaosReport.problems`, empty on a pass):
-  * no tick lost or doubled: every tick 0..N-1 has exactly one first-run record or a recorded failure, no tick
-    has a second run, and GolemWorkflow completed at tick N;
-  * every cycle-NNNNNN*.json parses as a DecisionCycleRecord;
-  * no doubled execution: every journaled intent has its own nonce and hash, and every executed action in the
-    records names a journaled transaction;
-  * the golem account's nonce rose by exactly the number of journaled intents the final chain holds; an intent
-    the chain does not hold must have been mined in the blocks Anvil's crash rolled back (a checkpoint is at
-    most `anvil_checkpoint_seconds` old), never one the golem failed to send;
-  * the audit chain verifies.
-
-    python -m infra.chaos [--ticks 300] [--worker-kills 15] [--execute-kills 5] [--temporal-restarts 2]
-                          [--anvil-restarts 1] [--theta 0.25] [--seed 14] [--out DIR] [--keep]
-
-Prints the counts; exits 1 when a check fails.
+`golem run`'s stack in a throwaway directory with a fast theta; it SIGKILLs the worker (some inside the execute
+step's exactly-once windows, via golem/chain/faults.py), the Temporal dev server and Anvil, then checks no tick was
+lost or doubled, every record parses, no execution doubled, the nonce matches the journal and the audit chain
+verifies. `python -m infra.chaos [--ticks 300] [--worker-kills 15] ... [--keep]`; exits 1 when a check fails.
+What each check means: docs/operations/chaos-and-soak.md.
 """
 
 from __future__ import annotations

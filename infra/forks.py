@@ -1,14 +1,9 @@
-"""Anvil forks of the golem's own chain for dream rehearsal (issue 18), and their cleanup.
+"""Anvil forks of the golem's own chain for dream rehearsal, and their cleanup.
 
-A dream phase starts one fork per scenario (`anvil --fork-url <rpc> --fork-block-number N`), injects a
-crisis, runs the golem's response on it and stops it. A fork must not outlive its scenario even when the
-activity is retried on another worker or the worker is killed mid-scenario (a SIGKILLed worker's child
-processes live on): every fork is written to `<data>/dream-forks.json` before it is used, and `sweep()`
-stops what that file names. The dream activities sweep at their start and the worker sweeps when it
-starts, so an orphan lives at most until the next dream phase or worker start.
-
-A pid in the file is only killed when /proc says it is still an anvil forking the golem's RPC on the
-registered port: a recycled pid (another engineer's anvil, another process) is left alone.
+Every fork is written to `<data>/dream-forks.json` before it is used and `sweep()` stops what that file names; the
+dream activities sweep at their start and the worker when it starts, so an orphan of a killed worker lives at most
+until the next phase or start. A pid is only killed when /proc says it is still an anvil forking the golem's RPC on
+the registered port: a recycled pid is left alone. See docs/concepts/dreams.md.
 """
 
 from __future__ import annotations

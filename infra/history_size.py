@@ -1,4 +1,4 @@
-"""How big a workflow's history is, as the Temporal server stores it (issue 12 "Lean histories").
+"""How big a workflow's history is, as the Temporal server stores it.
 
 Sizes are serialized protobuf bytes: the whole History, and per activity type the largest input payload
 (the soak and the history-size test assert on both)."""

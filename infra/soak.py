@@ -1,22 +1,9 @@
 """The soak run (`make soak`): a live golem ticking as fast as its clock allows for thousands of ticks.
 
-The stack is the chaos run's (infra/chaos.py: Temporal dev server on SQLite, Anvil with its state file, the
-market simulator and a worker subprocess) with no faults and the fastest theta the config accepts. Every
-`sample_every` ticks it samples the worker's resident memory (VmRSS of its process) and the data dir's size
-(temporal.sqlite, the Grimoire, the cycle records, the rest). At the end it reads, through the Temporal
-client, the history of every GolemWorkflow run (continue-as-new keeps each one short) and of the last
-`inspect_ticks` tick workflows, and measures every activity's input (the payload bytes of each
-ActivityTaskScheduled event) and every child workflow's input.
-
-Checks (each bound is an option; 0 disables it):
-  * worker RSS growth per 1,000 ticks, after warm-up (the first sample past `warmup_ticks`), <= --max-rss-growth-mb;
-  * data-dir growth per 1,000 ticks <= --max-data-growth-mb;
-  * every GolemWorkflow run's history < --max-history-events events;
-  * every activity input inspected < --max-input-kb KB.
-
-    python -m infra.soak [--ticks 2000] [--theta 0.1] [--out DIR] [--max-input-kb 64] ...
-
-Prints the samples and the figures; exits 1 when a bound is exceeded.
+The chaos run's stack with no faults; it samples the worker's RSS and the data dir's size, then reads the
+histories and measures every activity and child-workflow input. Bounds (0 disables one): RSS and data growth per
+1,000 ticks, history events per GolemWorkflow run, input KB. `python -m infra.soak [--ticks 2000] ...`; exits 1 when
+a bound is exceeded. See docs/operations/chaos-and-soak.md.
 """
 
 from __future__ import annotations

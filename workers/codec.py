@@ -1,14 +1,9 @@
-"""Encrypted payloads (issue 19): an AES-GCM PayloadCodec so histories hold no readable records or strategy text.
+"""Encrypted payloads: an AES-GCM PayloadCodec so histories hold no readable records or strategy text.
 
-Off unless GOLEM_PAYLOAD_KEYS is set in the environment of every process that talks to the golem's workflows
-(worker, CLI, dashboard, codec server):
-
-    GOLEM_PAYLOAD_KEYS="k2:<base64 32 bytes>,k1:<base64 32 bytes>"   key id : AES-256 key, comma separated
-    GOLEM_PAYLOAD_KEY_ID=k2                                        the key new payloads are sealed with
-                                                                   (default: the first listed)
-
-Each sealed payload names its key id in its metadata, so rotation is: add the new key first, keep the old
-ones until no open history needs them. The key never enters a payload, a log line or a record.
+Off unless GOLEM_PAYLOAD_KEYS ("k2:<base64 32 bytes>,k1:...") is set for every process that talks to the golem's
+workflows; GOLEM_PAYLOAD_KEY_ID picks the sealing key (default: the first). Each payload names its key id, so
+rotation is: add the new key first, keep the old ones until no open history needs them. The key never enters a
+payload, a log line or a record. How to run it: docs/operations/encryption.md.
 """
 
 from __future__ import annotations

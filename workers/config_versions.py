@@ -1,4 +1,4 @@
-"""Config versions on disk and on the wire (issue 12).
+"""Config versions on disk and on the wire.
 
 A version = golem.toml + STRATEGY.md, hashed (golem.models.config_version.config_version). Every version the
 golem may run on is kept under `<data>/config-versions/<version>.json` (the validated config and the
@@ -77,11 +77,11 @@ def version_of(config: GolemConfig) -> LocalVersion:
                         config=config)
 
 
-def save_version(data_dir: str | Path, local: LocalVersion) -> str:
+def save_version(data: DataLayout | str | Path, local: LocalVersion) -> str:
     """Keep this version on the golem's disk (idempotent: the file is named by its hash)."""
     if local.config is None:
         return ""
-    folder = DataLayout(data_dir).config_versions
+    folder = DataLayout.of(data).config_versions
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{local.version}.json"
     if not path.exists():
@@ -94,17 +94,17 @@ def save_version(data_dir: str | Path, local: LocalVersion) -> str:
     return local.version
 
 
-def stored_strategy(data_dir: str | Path, version: str) -> str | None:
+def stored_strategy(data: DataLayout | str | Path, version: str) -> str | None:
     """STRATEGY.md of a stored version, or None when this disk does not hold that version."""
-    path = DataLayout(data_dir).config_versions / f"{version}.json"
+    path = DataLayout.of(data).config_versions / f"{version}.json"
     if not version or not path.exists():
         return None
     return json.loads(path.read_text())["strategy"]
 
 
-def stored_config(data_dir: str | Path, version: str) -> GolemConfig | None:
+def stored_config(data: DataLayout | str | Path, version: str) -> GolemConfig | None:
     """The validated golem.toml of a stored version, or None when this disk does not hold that version."""
-    path = DataLayout(data_dir).config_versions / f"{version}.json"
+    path = DataLayout.of(data).config_versions / f"{version}.json"
     if not version or not path.exists():
         return None
     return GolemConfig.model_validate(json.loads(path.read_text())["config"])

@@ -1,4 +1,4 @@
-"""The project's data converter: pydantic JSON with fields at their defaults left out (issue 12 "Lean histories").
+"""The project's data converter: pydantic JSON with fields at their defaults left out.
 
 temporalio.contrib.pydantic's converter, except that a model field equal to its default is not written: the
 reader fills it back from the same default, so nothing is lost, and a history shows what differs from the

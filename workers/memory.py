@@ -1,4 +1,4 @@
-"""Where the worker's memory is (issue 14): the process's resident set, what LanceDB's session caches hold, and what
+"""Where the worker's memory is: the process's resident set, what LanceDB's session caches hold, and what
 glibc's malloc has handed out and keeps free. Read at each /metrics scrape (`golem_worker_memory_bytes`) and by the
 soak, which prints the split beside the RSS so that growth can be told apart: caches filling to their caps, live
 heap, or freed memory the allocator keeps (fragmentation)."""
@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 
-from golem.grimoire.lance import session_bytes
+from golem.grimoire.store.lance import session_bytes
 
 log = logging.getLogger("golem.metrics")
 
@@ -36,7 +36,7 @@ _MALLINFO = _libc_fn("mallinfo2", _MallInfo2)
 _MALLOC_TRIM = _libc_fn("malloc_trim", ctypes.c_int, [ctypes.c_size_t])
 # Ours: how often the worker hands malloc's free pages back to the OS. glibc keeps what the activities' threads
 # (web3, LanceDB's Rust, pyarrow) freed in its arenas; in the soak that free space grew 28 -> 89 MB over 630 s and
-# RSS with it (issue 14). One malloc_trim walks the arenas in a few ms; every 30 s it is noise.
+# RSS with it. One malloc_trim walks the arenas in a few ms; every 30 s it is noise.
 TRIM_EVERY_S = 30.0
 TRIM_ENV = "GOLEM_MALLOC_TRIM_SECONDS"  # 0 turns it off
 

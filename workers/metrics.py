@@ -1,17 +1,9 @@
-"""The worker's metrics (issue 19): OpenTelemetry instruments read by a Prometheus endpoint, with the Temporal
-SDK's own metrics (its Runtime's telemetry) served on the same /metrics.
+"""The worker's metrics: OpenTelemetry instruments read by a Prometheus endpoint, with the Temporal SDK's own
+metrics served on the same /metrics.
 
-Where the numbers come from:
-- step latency per activity: an activity interceptor times every activity the worker runs;
-- everything else: the Event Fabric. The metrics are a listener on the worker's EventSink, so a tick's
-  tier, prediction error, threshold, tokens, costs, equity, health factor and vitality are counted from the
-  very events `golem events` shows (a retried activity's duplicate events are not stored, so not counted twice);
-- rev. 12 cognitive quality (revisions "Revision 12"): admission rate, Grimoire size, average quality score of the
-  entries in force, retrieval hit rate, DecisionCache hit rate, prediction accuracy (verified actions within 50 bps
-  of the simulation), dream yield and threat coverage (from each finished dream cycle), and the 30-day external
-  trend (golem_external_trend: PnL, drawdown, Sharpe, days declining; measured at each delta cycle,
-  golem.events.quality), reflection consistency (weekly, from LLM-worded Reflexions worded again) and heuristic
-  survival after 100 ticks (from the PLAYBOOK revision history, golem.grimoire.playbook_survival).
+Step latency comes from an activity interceptor; everything else is a listener on the worker's EventSink, counted
+from the very events `golem events` shows (a retried activity's duplicates are not stored, so not counted twice) —
+including the cognitive quality figures (docs/design/events.md#quality-figures). The list: docs/operations/metrics.md.
 """
 
 from __future__ import annotations
@@ -39,7 +31,7 @@ from workers.memory import memory_parts
 log = logging.getLogger("golem.metrics")
 
 DEFAULT_PORT = 9464  # OpenTelemetry's registered Prometheus exporter port
-PREDICTION_ACCURACY_BPS = 50.0  # revisions "Revision 12": within 50 bps of actual
+PREDICTION_ACCURACY_BPS = 50.0  # a verified action within 50 bps of the simulation counts as predicted
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -79,14 +71,14 @@ class GolemMetrics:
         self.price = m.create_gauge("golem_price", description="pool and oracle price of WETH")
         self.actions = m.create_counter("golem_actions", description="actions by outcome")
         self.events = m.create_counter("golem_events", description="Event Fabric events by kind")
-        self.grimoire = m.create_gauge("golem_grimoire_size", description="active Grimoire entries (rev. 12)")
-        self.quality = m.create_gauge("golem_cognitive_quality", description="rev. 12 cognitive quality metrics (0..1)")
-        self.trend = m.create_gauge("golem_external_trend", description="rev. 12 external metric trend over 30 days: "
+        self.grimoire = m.create_gauge("golem_grimoire_size", description="active Grimoire entries")
+        self.quality = m.create_gauge("golem_cognitive_quality", description="cognitive quality metrics (0..1)")
+        self.trend = m.create_gauge("golem_external_trend", description="external metric trend over 30 days: "
                                     "pnl_usd, max_drawdown, sharpe (per tick), declining_days")
         m.create_observable_gauge("golem_worker_memory", callbacks=[self._memory], unit="By",
                                   description="the worker's memory by part: rss, lance_cache, malloc_in_use, "
                                   "malloc_free, malloc_released (workers/memory.py)")
-        # running counts behind the rev. 12 rates
+        # running counts behind the quality rates
         self._n = {"candidates": 0, "admitted": 0, "escalated": 0, "retrieved": 0, "cached": 0,
                    "verified": 0, "accurate": 0}
 

@@ -68,3 +68,47 @@ async def rerun_tick(client: Client, golem_id: str, tick: int, *, force: bool = 
         search_attributes=TypedSearchAttributes([SearchAttributePair(SA_GOLEM_ID, golem_id), SearchAttributePair(SA_TICK, tick)]),
     )
     return new_id, result
+
+
+class ResetRefused(ValueError):
+    """A reset the history cannot take (no such step in this run); the message says what to do."""
+
+
+def reset_point(history: WorkflowHistory, step: str) -> int:
+    """The event a reset to "just before `step`" goes to: the WorkflowTaskCompleted that scheduled the step's first
+    activity. The reset run fails that workflow task, replays up to it and schedules `step` again (and all after)."""
+    from temporalio.api.enums.v1 import EventType
+
+    events = list(history.events)
+    scheduled = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                 and e.activity_task_scheduled_event_attributes.activity_type.name == step]
+    if not scheduled:
+        steps = list(dict.fromkeys(e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                                   if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED))
+        raise ResetRefused(f"this run never ran `{step}`; its steps: {', '.join(steps) or 'none'}")
+    done = [e.event_id for e in events[:scheduled[0]] if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
+    if not done:
+        raise ResetRefused(f"no workflow task completed before `{step}`: reset the whole tick with --before the "
+                           "first step")
+    return done[-1]
+
+
+async def reset_tick(client: Client, golem_id: str, tick: int, before: str, reason: str,
+                     run_id: str | None = None) -> tuple[str, int]:
+    """Temporal's reset of tick `tick` (its latest run, or `run_id`) to just before step `before`, as the Web UI's
+    Reset does it; returns (the new run's id, the event reset to). The new run records beside the first and never
+    sends an action another run sent (docs/how-to/replay-and-reset.md)."""
+    import uuid
+
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+
+    wid = tick_workflow_id(golem_id, tick)
+    handle = client.get_workflow_handle(wid, run_id=run_id)
+    history = await handle.fetch_history()
+    point = reset_point(history, before)
+    run = run_id or (await handle.describe()).run_id
+    resp = await client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
+        namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=wid, run_id=run),
+        reason=reason, workflow_task_finish_event_id=point, request_id=str(uuid.uuid4())))
+    return resp.run_id, point

@@ -25,19 +25,19 @@ from golem.chain.simulate import simulate_actions, simulate_health_factor
 from golem.chain.web3client import make_web3
 from golem.cognition.decision_cache import DecisionCacheStore
 from golem.events.store import EventSink, EventStore
-from golem.grimoire.embeddings import make_embedder
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.memory_writes import write_safety_incident
-from golem.grimoire.heuristics import HeuristicStore
+from golem.grimoire.store.embeddings import make_embedder
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.episodes.writes import write_safety_incident
+from golem.grimoire.playbook.heuristics import HeuristicStore
 from golem.learning.ledger import LearningLedger
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.semantic.store import SemanticStore
 from golem.inference.evaluator import evaluate_outcome
-from golem.inference.llm import select_deliberator
+from golem.deliberators import select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.layout import DataLayout
 from golem.life.cycle_store import CycleStore
-from golem.life.extensions import RegistryError, registry_for
-from golem.life.extensions.hooks import fire
+from golem.extensions import RegistryError, registry_for
+from golem.extensions.hooks import fire
 from golem.life.owner_notes import write_outcome_file
 from golem.models.config import GolemConfig
 from golem.models.config_version import config_version, short, strategy_sha256
@@ -53,10 +53,10 @@ log = logging.getLogger("golem.services")
 LOCAL_CHAIN_ID = 31337  # the embedded Anvil sandbox: the demo runs live on it
 
 
-def load_deployment(config: GolemConfig, w3, data_dir: Path, account: str | None) -> Deployment:
+def load_deployment(config: GolemConfig, w3, data: DataLayout | Path, account: str | None) -> Deployment:
     """The resolved address book: the embedded world's `<data>/deployment.json`, or the book golem.toml names
     resolved against the chain now (and written to that file, where the CLI and the execute process read it)."""
-    path = DataLayout(data_dir).deployment
+    path = DataLayout.of(data).deployment
     if config.chain.address_book == "embedded":
         return Deployment.load(path)
     book = AddressBook.load(config.chain.address_book)
@@ -72,57 +72,58 @@ class GolemServices:
     def __init__(
         self,
         config: GolemConfig,
-        data_dir: Path,
+        data: DataLayout | Path,
         *,
         private_key: str | None = None,
         live: bool | None = None,
     ) -> None:
         self.config = config
         self.home = Path(config.golem.home)
-        self.data_dir = Path(data_dir)
+        # One layout per golem, built by the edge that started the worker and handed to every store below.
+        self.layout = layout = DataLayout.of(data)
+        self.data_dir = layout.root
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.layout = layout = DataLayout(self.data_dir)
         self.w3 = make_web3(config.chain.rpc_url)
         key = private_key or os.environ.get(config.chain.key_env)
         self._signer = Account.from_key(key) if key else None
-        self.deployment = load_deployment(config, self.w3, self.data_dir, self._signer.address if self._signer else None)
+        self.deployment = load_deployment(config, self.w3, layout, self._signer.address if self._signer else None)
         self.account = self._signer.address if self._signer else self.deployment.golem_account
         chain_id = self.chain_id = self.w3.eth.chain_id
-        # Against an external RPC the golem dry-runs unless started live (ARCHITECTURE "The world").
+        # Against an external RPC the golem dry-runs unless started live (docs/concepts/world.md).
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
 
         def open_grimoire() -> None:
-            # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full (rev. 8)
+            # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full
             embedder = make_embedder(config)
-            self.decision_cache = DecisionCacheStore(layout.decision_cache)  # §S11, issue 12
+            self.decision_cache = DecisionCacheStore(layout.decision_cache)  # docs/design/gate.md#decision-cache
             self.episodes = EpisodeStore(layout.episodes, embedder)
             self.semantic = SemanticStore(layout.semantic_db, layout.semantic_vectors, embedder)
             self.heuristics = HeuristicStore(layout.heuristics)
-            self.learning = LearningLedger(layout.learning)  # issue 16
+            self.learning = LearningLedger(layout.learning)  # docs/design/learning.md#credit-assignment
 
-        # session(start) (runtime-extensions §3: grimoire → heartbeat): the grimoire member opens or creates the
+        # session(start) (grimoire → heartbeat): the grimoire member opens or creates the
         # stores here; heartbeat's member starts the heartbeat in GolemWorkflow.run. The registry's start-up check
         # runs here too (a violation names both sides).
         self.session, _ = fire(registry_for(config.extensions.disabled), "session", {"grimoire": open_grimoire})
         if "grimoire" not in self.session:
             raise RegistryError("session: the grimoire member did not run, so the golem has no memory stores")
-        self.cycles = CycleStore(self.data_dir)
+        self.cycles = CycleStore(layout)
         self.permits = PermitStore(layout.permits)
         self.journal = TxJournal(layout.tx_journal)
         self.liquidation_log = LiquidationLog(layout.liquidations)
-        self.safety = SafetyService(config, self.data_dir, permits=self.permits, journal=self.journal)
-        # The Event Fabric (issue 19): activities emit here; the worker adds its metrics as a listener.
-        self.events = EventSink(EventStore(self.data_dir))
+        self.safety = SafetyService(config, layout, permits=self.permits, journal=self.journal)
+        # The Event Fabric: activities emit here; the worker adds its metrics as a listener.
+        self.events = EventSink(EventStore(layout))
         self._strategy_checks: dict[str, StrategyValidation] = {}
         self._configs: dict[str, GolemConfig] = {}  # config version → its golem.toml, for lean tick contexts
         # The version this worker was started with (golem.toml + STRATEGY.md), kept on disk so ticks that
-        # carry it resolve its STRATEGY.md even after the file is edited (issue 12).
-        self.config_version = save_version(self.data_dir, version_of(config))
+        # carry it resolve its STRATEGY.md even after the file is edited.
+        self.config_version = save_version(layout, version_of(config))
         log.info("config version %s (golem.toml + STRATEGY.md)", short(self.config_version))
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
         # the offline deliberator otherwise.
         self.use_deliberator(*select_deliberator(
-            config, os.environ, home=self.home, data_dir=self.data_dir
+            config, os.environ, home=self.home, data_dir=layout
         ))
         self._executor = (
             Executor(self.w3, self.deployment, self._signer, self.journal, self.permits, on_event=fault_point)
@@ -159,25 +160,25 @@ class GolemServices:
         version = ctx.config_version if ctx is not None else ""
         if not version:
             return self.strategy_text()
-        text = stored_strategy(self.data_dir, version)
+        text = stored_strategy(self.layout, version)
         if text is not None:
             return text
         text = self.strategy_text()
         if config_version(ctx.config, strategy_sha256(text)) != version:
             raise ValueError(f"config version {short(version)} is not on this worker's disk and STRATEGY.md has "
                              f"changed since; apply the current files with `golem config apply`")
-        save_version(self.data_dir, version_of(ctx.config))
+        save_version(self.layout, version_of(ctx.config))
         return text
 
     def config_for(self, version: str) -> GolemConfig:
-        """The config of a version, for a lean tick context (issue 12): activity inputs name the version, the
+        """The config of a version, for a lean tick context: activity inputs name the version, the
         worker reads `<data>/config-versions/<version>.json` once and keeps it."""
         config = self._configs.get(version)
         if config is None:
-            config = self.config if version == self.config_version else stored_config(self.data_dir, version)
+            config = self.config if version == self.config_version else stored_config(self.layout, version)
             if config is None:
                 raise ValueError(f"config version {short(version)} is not on this worker's disk "
-                                 f"({self.data_dir / 'config-versions'}); apply the current files with "
+                                 f"({self.layout.config_versions}); apply the current files with "
                                  f"`golem config apply`")
             self._configs[version] = config
         return config
@@ -187,8 +188,8 @@ class GolemServices:
         return parse_strategy(self.strategy_text_for(ctx))
 
     def strategy_viability(self, observation, phase: BehavioralPhase, ctx: TickContext | None = None) -> StrategyValidation:
-        """rev. 10 pipeline (schema, consistency, range, risk, dry-run), once per version of the file and of
-        the limits (the tick's config version's, not the worker's file)."""
+        """The strategy validation pipeline (schema, consistency, range, risk, dry-run), once per version of the
+        file and of the limits (the tick's config version's, not the worker's file)."""
         text = self.strategy_text_for(ctx)
         limits = self.safety.limits_for(ctx.config if ctx is not None else None)
         key = f"{hashlib.sha256(text.encode()).hexdigest()}:{limits.policy_hash()}:{phase.value}"
@@ -214,7 +215,7 @@ class GolemServices:
         return simulate_actions(self.w3, self.deployment, self.account, actions, observation)
 
     def simulate_health_factor(self, actions: list[ProposedAction], observation, block: int) -> float | None:
-        """Counterfactual (issue 16): the health factor `actions` would have left, simulated at `block`."""
+        """Counterfactual: the health factor `actions` would have left, simulated at `block`."""
         return simulate_health_factor(self.w3, self.deployment, self.account, actions, observation, block)
 
     def execute(self, ctx: TickContext, action: ProposedAction, permit_id: str, observation,
@@ -239,7 +240,7 @@ class GolemServices:
         })
 
     async def evaluate(self, record: DecisionCycleRecord, actions: list[ProposedAction], daily_spend: float):
-        """rev. 2: judge an acted tick's outcome in a fresh context (a different model where budget allows)."""
+        """Judge an acted tick's outcome in a fresh context (a different model where budget allows)."""
         if record.outcome is None or record.deliberation is None:
             return None
         return await evaluate_outcome(

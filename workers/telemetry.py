@@ -21,7 +21,7 @@ _installed: TracerProvider | None = None
 OTLP_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
-def span_exporter(data_dir: Path, env: Mapping[str, str] | None = None) -> SpanExporter:
+def span_exporter(data: DataLayout | Path, env: Mapping[str, str] | None = None) -> SpanExporter:
     """OTLP/HTTP when an endpoint is configured (the exporter reads the standard OTEL_* variables itself),
     traces.jsonl otherwise."""
     env = os.environ if env is None else env
@@ -30,13 +30,13 @@ def span_exporter(data_dir: Path, env: Mapping[str, str] | None = None) -> SpanE
 
         endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"
         return OTLPSpanExporter(endpoint=endpoint)
-    out = DailyTraceFile(Path(data_dir))  # today's spans; earlier days in traces/<day>.jsonl ([retention])
+    out = DailyTraceFile(data)  # today's spans; earlier days in traces/<day>.jsonl ([retention])
     return ConsoleSpanExporter(out=out, formatter=lambda s: s.to_json(indent=None) + "\n")
 
 
-def tracer_provider(data_dir: Path, golem_id: str, env: Mapping[str, str] | None = None) -> TracerProvider:
+def tracer_provider(data: DataLayout | Path, golem_id: str, env: Mapping[str, str] | None = None) -> TracerProvider:
     provider = TracerProvider(resource=Resource.create({"service.name": "golem", "golem.id": golem_id}))
-    provider.add_span_processor(BatchSpanProcessor(span_exporter(data_dir, env)))
+    provider.add_span_processor(BatchSpanProcessor(span_exporter(data, env)))
     return provider
 
 
@@ -49,9 +49,10 @@ class DailyTraceFile:
     """traces.jsonl holds today's spans; when the UTC day changes it moves to traces/<day>.jsonl, which
     [retention] later compacts (golem.life.retention)."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.path = DataLayout(data_dir).traces
-        self.days = DataLayout(data_dir).trace_days
+    def __init__(self, data: DataLayout | Path) -> None:
+        layout = DataLayout.of(data)
+        self.path = layout.traces
+        self.days = layout.trace_days
         self._lock = threading.Lock()
         self._day = _utc_day(self.path.stat().st_mtime) if self.path.exists() else _utc_day()
         self._fh = None
@@ -82,11 +83,11 @@ class DailyTraceFile:
                 self._fh.flush()
 
 
-def tracing_interceptor(data_dir: Path, golem_id: str) -> TracingInterceptor:
+def tracing_interceptor(layout: DataLayout, golem_id: str) -> TracingInterceptor:
     """Spans for every workflow and activity, installed once per process as the global tracer provider."""
     global _installed
     if _installed is None:
-        _installed = tracer_provider(data_dir, golem_id)
+        _installed = tracer_provider(layout, golem_id)
         trace.set_tracer_provider(_installed)
     return TracingInterceptor(trace.get_tracer("golem"), always_create_workflow_spans=True)
 

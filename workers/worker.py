@@ -7,7 +7,6 @@ import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -16,11 +15,13 @@ from activities.consolidation import ConsolidationActivities
 from activities.dream import DreamActivities
 from activities.doctor import DoctorActivities
 from activities.life import LifeActivities
+from infra.forks import ForkRegistry
 from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
 from golem.ids import task_queue
+from golem.layout import DataLayout
 from golem.learning.trial import TrialRunner
-from golem.life.extensions import registry_for
+from golem.extensions import registry_for
 from golem.models.config import GolemConfig
 from workers.memory import start_trimmer
 from workers.services import GolemServices
@@ -43,18 +44,19 @@ def build_worker(
     None: no trials on this worker."""
     ticks = TickActivities(services, client)
     consolidation = ConsolidationActivities(services, trials=BacktestTrialRunner() if trials is True else trials or None)
-    dream = DreamActivities(services)
-    # Forks a killed worker left behind (issue 18): stopped before this worker takes the golem's queue.
+    dream = DreamActivities(services, ForkRegistry(services.data_dir))
+    # Forks a killed worker left behind : stopped before this worker takes the golem's queue.
     swept = dream.forks.sweep()
     if swept:
         log.warning("stopped %d dream fork(s) a previous worker left running: pids %s", len(swept), swept)
     doctor = DoctorActivities(services)
     monitor = MonitorActivities(services)
     life = LifeActivities(services)
-    # The extension registry's start-up check (runtime-extensions §5): a layer violation, a missing dependency or
+    # The extension registry's start-up check: a layer violation, a missing dependency or
     # a non-optional extension switched off in golem.toml stops the worker here, naming both sides.
     registry_for(services.config.extensions.disabled)
-    start_trimmer()  # malloc's free pages back to the OS every 30 s (issue 14's soak; GOLEM_MALLOC_TRIM_SECONDS)
+    # malloc's free pages back to the OS every 30 s (a soak's heap kept growing without it; GOLEM_MALLOC_TRIM_SECONDS)
+    start_trimmer()
     return Worker(
         client,
         task_queue=task_queue(services.config.golem.id),
@@ -73,15 +75,17 @@ def build_worker(
     )
 
 
-async def run_worker(config: GolemConfig, data_dir: Path, address: str | None = None, live: bool | None = None) -> None:
+async def run_worker(config: GolemConfig, layout: DataLayout, address: str | None = None,
+                     live: bool | None = None) -> None:
+    """Serve one golem's task queue on the data layout its entry built (one per golem: nothing reads a global)."""
     from workers.client import connect
     from workers.metrics import free_port, install_metrics, metrics_port, temporal_runtime
     from workers.telemetry import shutdown_tracing, tracing_interceptor
 
-    services = GolemServices(config, data_dir, live=live)
-    interceptors = [tracing_interceptor(data_dir, config.golem.id)]
+    services = GolemServices(config, layout, live=live)
+    interceptors = [tracing_interceptor(layout, config.golem.id)]
     port, runtime, server = metrics_port(), None, None
-    if port:  # issue 19: Prometheus /metrics with the Temporal SDK's own metrics (its core serves them inside)
+    if port:  # Prometheus /metrics with the Temporal SDK's own metrics (its core serves them inside)
         core_port = free_port()
         runtime = temporal_runtime(core_port)
         _, server, timed = install_metrics(services, port, core_port)
@@ -92,7 +96,7 @@ async def run_worker(config: GolemConfig, data_dir: Path, address: str | None = 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("worker serving %s (data %s)", task_queue(config.golem.id), data_dir)
+    log.info("worker serving %s (data %s)", task_queue(config.golem.id), layout.root)
     try:
         async with worker:  # graceful shutdown on exit: running activities get graceful_shutdown_timeout
             await stop.wait()

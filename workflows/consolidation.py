@@ -1,12 +1,10 @@
 """Delta consolidation and dream cycles: child workflows started by GolemWorkflow.
 
-DELTA (~every 50 theta ticks, heartbeat "The Adaptive Clock"): curator pass — decay, heuristic
-distillation, upkeep, dream promotion, the curator's learning, the learned rules' trials, PLAYBOOK.md rewrite, follow-ups, retention, the
-drift check — one activity per step in that order (issue 13), so the Web UI shows each and a retry redoes one. DREAM (issue 18): NREM replay, REM imagination and Tier 1 threat rehearsal
-on Anvil forks, integration into the staging buffer — one activity per phase, so the Web UI shows each —
-while the heartbeat is suspended (§S7 SLEEPING.DREAMING). The cycle has a time budget and a `wake` signal (a
-critical steer): either stops it between phases (the running phase is cancelled), integration still records
-where it stopped, and ticking resumes.
+DELTA (~every 50 theta ticks): the curator pass — decay, distillation, upkeep, dream promotion, learning, trials,
+the PLAYBOOK.md rewrite, follow-ups, retention, the drift check — one activity per step, so the Web UI shows each and
+a retry redoes one. DREAM: NREM replay, REM imagination, threat rehearsal and integration, one activity per phase,
+while the heartbeat is suspended; a time budget or a critical steer's `wake` stops it between phases and ticking
+resumes. Why: docs/design/dreams.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DoctorWorkflow: `golem doctor` asks the worker itself (issue 12), not the CLI's environment.
+"""DoctorWorkflow: `golem doctor` asks the worker itself, not the CLI's environment.
 
 One activity on the golem's task queue, so the answer is what the worker that runs the golem sees: its
 deliberator and why, whether its environment has the API key, the config version it loaded, its data dir.

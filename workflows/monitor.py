@@ -1,4 +1,4 @@
-"""HeartbeatMonitorWorkflow: the heartbeat-monitor archetype (golem-archetypes "heartbeat-monitor"), one per golem
+"""HeartbeatMonitorWorkflow: the heartbeat monitor (docs/design/life.md#the-heartbeat-monitor), one per golem
 (id golem-<id>-monitor). Read-only: it never signals the golem nor writes its state. Every check_seconds it
 reads the golem's vitals (an activity over the recorded ticks); alerts are batched in windows (5 minutes by
 default) and each window's batch is delivered once (Event Fabric + optional webhook).

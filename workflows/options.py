@@ -1,4 +1,4 @@
-"""Activity options of every step, named in one place (issue 13).
+"""Activity options of every step, named in one place.
 
 Each function returns the keyword arguments of `workflow.execute_activity_method` / `start_activity_method`
 for one kind of step, so timeouts and retries are read and changed here, not at each call. Options are not
@@ -90,5 +90,5 @@ def monitor() -> Options:
 
 
 def thanatopsis() -> Options:
-    """Death's reflection and legacy export (issue 17): reads the records and exports the Grimoire once."""
+    """Death's reflection and legacy export: reads the records and exports the Grimoire once."""
     return {"start_to_close_timeout": timedelta(minutes=5), "retry_policy": CYCLE_RETRY}

@@ -1,7 +1,7 @@
-"""ThetaTickWorkflow: one heartbeat tick as a durable pipeline of activities (heartbeat §S3).
+"""ThetaTickWorkflow: one heartbeat tick as a durable pipeline of activities.
 
 observe → analyze → gate → [retrieve → decide → simulate → validate → execute → verify] → reflect.
-A T0 tick runs observe → analyze → gate → reflect only. The heartbeat FSM (§S7) is queryable.
+A T0 tick runs observe → analyze → gate → reflect only. The heartbeat FSM is queryable.
 Ordering and durability live here; every formula lives in golem/, every side effect in activities/.
 """
 
@@ -19,8 +19,8 @@ from workflows.errors import root_cause
 
 with workflow.unsafe.imports_passed_through():
     from activities.tick import TickActivities
-    from golem.life.extensions.registry import registry_for
-    from golem.life.extensions.hooks import fire
+    from golem.extensions.registry import registry_for
+    from golem.extensions.hooks import fire
     from golem.life.runs import tick_run
     from golem.models.enums import HeartbeatState, SteerSeverity, Tier
     from golem.models.golem import TickFailure
@@ -74,7 +74,7 @@ class ThetaTickWorkflow:
         self._records: list[ActionRecord] = []
         self._outcome = None
         self._run_label = ""  # "" for the tick's first run; a reset's or rerun's label names its files
-        self._lean = False  # each activity gets its step's state slice, not the tick's whole context (issue 12)
+        self._lean = False  # each activity gets its step's state slice, not the tick's whole context
         self._refs = False  # ... and names earlier steps' results instead of carrying them again
 
     # ---- queries and signals -------------------------------------------------------------
@@ -84,8 +84,8 @@ class ThetaTickWorkflow:
 
     @workflow.signal
     def steer(self, raw: Any) -> None:
-        """A steer forwarded by GolemWorkflow while this tick runs (§S7 handle_steer): the steer hook's intervention
-        member (runtime-extensions §3) takes it. Pure Python, no command. Only optional extensions can be switched
+        """A steer forwarded by GolemWorkflow while this tick runs (docs/design/tick.md#steers): the steer
+        hook's intervention member takes it. Pure Python, no command. Only optional extensions can be switched
         off and intervention is not one, so this build's registry has every golem's steer order (the tick's config
         may arrive by version only)."""
         fire(registry_for(), "steer", {"intervention": lambda: self._take_steer(raw)})
@@ -120,11 +120,11 @@ class ThetaTickWorkflow:
         self._trace.append(state.value)
 
     def _for(self, ctx: TickContext, step: str) -> TickContext:
-        """The context one step's activity gets: only the state fields that step reads (issue 12)."""
+        """The context one step's activity gets: only the state fields that step reads."""
         return ctx.for_step(step) if self._lean else ctx
 
     def _seen(self, step: str, **results: Any) -> dict[str, Any]:
-        """Lean (issue 12): the Observation fields one step's activity may read, and the earlier steps' results
+        """Lean: the Observation fields one step's activity may read, and the earlier steps' results
         its input names instead of carrying (the worker reads them from this run's history). `results`: the
         input's values of the other referable fields; one that is None (no such step ran) is not named."""
         if not self._lean:
@@ -201,7 +201,7 @@ class ThetaTickWorkflow:
         if ctx.wire < 2:
             workflow.upsert_search_attributes([SA_REGIME.value_set(observation.regime.value)])
 
-        # Step 3: ANALYZE (retrieval moves after gating: heartbeat "Adaptive Clock", theta phase 4)
+        # Step 3: ANALYZE (retrieval moves after gating: only an escalated tick retrieves)
         self._enter(HeartbeatState.ANALYZING)
         analysis = await self._step(TickActivities.analyze, AnalyzeInput(ctx=self._for(ctx, "analyze"), **self._seen("analyze"), observation=observation), ctx)
 
@@ -274,7 +274,7 @@ class ThetaTickWorkflow:
             TickActivities.retrieve, RetrieveInput(ctx=self._for(ctx, "retrieve"), **self._seen("retrieve"), observation=observation, tier=tier), ctx
         )
 
-        # DECIDE — re-run with the steer injected when one interrupts deliberation (§S7).
+        # DECIDE — re-run with the steer injected when one interrupts deliberation.
         self._deliberation = await self._decide(
             ctx, observation, prediction_error, tier, self._retrieved, steers, followups
         )
@@ -291,7 +291,7 @@ class ThetaTickWorkflow:
         self._enter(HeartbeatState.VALIDATING)
         validation = await self._step(
             TickActivities.validate,
-            # Steers that interrupted decide go along: a high/critical one makes the actions protective (§S10).
+            # Steers that interrupted decide go along: a high/critical one makes the actions protective.
             ValidateInput(ctx=self._for(ctx, "validate"), **self._seen("validate", simulation=simulation), observation=observation, actions=actions, simulation=simulation,
                           steers=self._interrupt_steers),
             ctx,

@@ -1,21 +1,10 @@
-"""The labelled memory set behind `make eval-memory` (ours, issue 15): a golem's Grimoire in its own world
-(WETH supplied to an Aave V3 market, USDC borrowed, a Uniswap V2 WETH/USDC pool, a Chainlink-style feed, 60 s
-ticks) and 84 questions a golem asks itself mid-tick, 12 in each of the seven categories.
+"""The labelled memory set behind `make eval-memory`: a golem's Grimoire in its own world and 84 questions it asks
+itself mid-tick, 12 in each of seven categories. Entries carry supersession chains, near-duplicates, contradicting
+low-confidence entries, regime-scoped variants, keyword traps and filler, plus 1,200 episodes.
 
-The entries carry what retrieval has to get right: supersession chains (valid_from / valid_until, ticks),
-near-duplicate paraphrases, contradicting low-confidence entries, regime-scoped variants of the same advice,
-shared-keyword traps, old-but-valid warnings beside fresh loosely related insights, and ~200 generated filler
-entries plus 1,200 episodes in the golem's own summary style.
-
-A question: {id, category, text, regime, tick, gold, stale, action, split}
-  gold    list of groups; a group is answered when any of its ids is retrieved (near-duplicates are alternates;
-          a multi-hop question has one group per hop). Empty for abstention questions.
-  stale   ids that must not be returned (superseded since, or not yet in force at the question's tick)
-  action  the question proposes acting: a warning/MUST constraint belongs in the top 3
-  split   "tune" (the first 8 of each category: used to choose constants) or "held_out" (never looked at while
-          tuning; reported apart)
-
-`build()` is deterministic (seeded); `write_jsonl` writes the `golem grimoire import` format.
+A question: {id, category, text, regime, tick, gold (groups; any id answers a group), stale (ids that must not be
+returned), action (a warning belongs in the top 3), split ("tune" or "held_out")}. `build()` is deterministic
+(seeded); `write_jsonl` writes the `golem grimoire import` format.
 """
 
 from __future__ import annotations

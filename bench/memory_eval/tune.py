@@ -1,4 +1,4 @@
-"""Choose retrieval's ranking constants on the *tune* part of the memory set only (issue 15: "learn the weights on
+"""Choose retrieval's ranking constants on the *tune* part of the memory set only ("learn the weights on
 your labelled set"); the held-out part is never scored here. Prints the best settings by the objective below;
 the chosen values are then written into golem/grimoire/retrieval.py by hand, with this run cited.
 
@@ -20,7 +20,8 @@ from golem.grimoire import retrieval as R  # noqa: E402
 
 GRID = {
     # first session: DENSE_WEIGHT 0.55/0.65/0.75, TIE_MARGIN 0.05/0.1, SAFETY_MIN_SHARE 0.4/0.5/0.6 → 0.65, 0.1, 0.5
-    # (kept); second session (issue 15 misses): the band, the hard-constraint line, the entity line, the floor
+    # (kept); second session (the misses left after the first): the band, the hard-constraint line, the entity line, the
+    # floor
     "REGIME_BAND": [0.3, 0.35, 0.4, 0.45, 0.5],
     "SAFETY_MIN_LEXICAL": [0.10, 0.12, 0.14, 0.15],
     "ENTITY_ABSTAIN_RELEVANCE": [0.35, 0.40, 0.45],

@@ -11,7 +11,7 @@ import sys
 
 from golem.backtest.path import write_path_csv
 from golem.backtest.scenarios import DEFAULT_EXPORT_STEPS, SHIPPED, export_rows
-from golem.world.simulator import DEFAULT_CRASH_AFTER, SCENARIOS
+from golem.world.simulator.paths import DEFAULT_CRASH_AFTER, SCENARIOS
 
 
 class _OneLineParser(argparse.ArgumentParser):

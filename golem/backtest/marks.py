@@ -12,7 +12,7 @@ from golem.models.record import ActionRecord, DecisionCycleRecord
 from golem.safety.risk import net_value_usd
 
 def blocked_category(reason: str) -> str:
-    """gate (the §S10 gas gate's spike rule), budget (a gas partition or spend budget), policy (a PolicyCage or
+    """gate (the gas gate's spike rule), budget (a gas partition or spend budget), policy (a PolicyCage or
     risk rule), other (dry-run, not validated)."""
     r = (reason or "").lower()
     if "budget" in r or "partition" in r:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-# The labels a path's optional `regime` column may carry (issue 10).
+# The labels a path's optional `regime` column may carry.
 PATH_REGIMES: tuple[str, ...] = ("calm", "trending_up", "trending_down", "volatile", "crash")
 
 DEFAULT_ROW_SECONDS = 60  # a row without a timestamp column is 60 s after the previous one
@@ -105,7 +105,7 @@ class RunInfo(BaseModel):
     deliberator: str = ""
     started_at: str = ""
     wall_seconds: float = 0.0
-    confirmation_blocks: int | None = None  # empty blocks the world mined for the golem's verify (world/replay.py)
+    confirmation_blocks: int | None = None  # empty blocks the world mined for the golem's verify (backtest/replay.py)
     steps: str | None = None  # how the golem's tick steps ran: "local" or "activities" (None: no golem, hold)
     grimoire_from: str | None = None
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)  # model → USD/MTok, from the router

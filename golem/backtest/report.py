@@ -1,8 +1,7 @@
 """The backtest report: figures computed from the per-row marks, rendered as JSON, markdown and a PNG.
 
-Pure apart from write_report (files) and the PNG (matplotlib, imported only there). Regime breakdowns follow
-revisions-grounding Revision 6 ("Regime-Tagged Evaluation": the metric per regime, Cohen's d with bootstrap
-95% CIs, d > 0.2 with a CI excluding zero counts as a real difference).
+Pure apart from write_report (files) and the PNG (matplotlib, imported only there). Regime breakdowns give the
+metric per regime with Cohen's d and bootstrap 95 % CIs (docs/design/backtest.md#regime-tagged-evaluation).
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ REGIME_MATCH: dict[str, set[str]] = {
     "crash": {"trending_down", "volatile"},
 }
 DETECTED = ("range_bound", "trending_up", "trending_down", "volatile", "unknown")
-WARMUP_TICKS = 20  # heartbeat §S9: the regime table's 20-period SMA needs 20 prices
-COHEN_D_VALIDATED = 0.2  # revisions-grounding Revision 6: "d > 0.2 with CI excluding zero → validated"
+WARMUP_TICKS = 20  # the regime detector's 20-period SMA needs 20 prices
+COHEN_D_VALIDATED = 0.2  # d > 0.2 with a CI excluding zero is a real difference
 BOOTSTRAP_SAMPLES = 1000  # ours: enough for a stable 95% interval, fast on a few hundred rows
 BOOTSTRAP_SEED = 6  # fixed: the same marks give the same report
 
@@ -64,7 +63,7 @@ class Figures(BaseModel):
     liquidations: int = 0
     liquidated_debt_usd: float = 0.0  # debt the liquidator repaid
     liquidation_penalty_usd: float = 0.0  # collateral seized beyond that debt: the bonus the golem paid
-    # The figure reports counted before issue 11: how often the position crossed under HF 1.0 at a row's prices
+    # The figure reports counted before the real liquidator existed: how often the position crossed under HF 1.0 at a row's prices
     # (before the liquidator acted). A crossing the liquidator could not act on (or did) counts here too.
     hf_crossings: int = 0
     rows_liquidatable: int = 0  # rows where HF < 1.0 still held after the row (the liquidator left it unhealthy)

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from golem.backtest.models import DEFAULT_ROW_SECONDS, PathRow
 from golem.backtest.path import PATH_EPOCH
 from golem.world.deploy import ORACLE_START_PRICE
-from golem.world.simulator import CALM_SIGMA, CRASH_STEPS, DEFAULT_CRASH_AFTER, oracle_path
-from golem.world.simulator import SCENARIOS as SIM_SCENARIOS
+from golem.world.simulator.paths import CALM_SIGMA, CRASH_STEPS, DEFAULT_CRASH_AFTER, oracle_path
+from golem.world.simulator.paths import SCENARIOS as SIM_SCENARIOS
 
 BASE_GAS_GWEI = 1.0  # ours: a quiet L2-like base fee (Anvil's own default is 1 gwei)
-GAS_NOISE = 0.05  # ours: ±5 % lognormal wobble, far below the §S9 gas probe's 2× Low line
+GAS_NOISE = 0.05  # ours: ±5 % lognormal wobble, far below the gas probe's 2× Low line
 VOLUME_USD = 20_000.0  # ours: median noise volume per row; ~1 % of the pool's depth
 DEFAULT_EXPORT_STEPS = 400  # ours: `golem sim export` without --steps (the bench's path length)
 POOL_SPREAD_BPS = 5.0  # ours: an arbitraged pool sits within a few bps of the oracle (30 bps fee band)

@@ -1,20 +1,8 @@
 """The address book: which protocol deployments a golem speaks to, named in TOML, resolved on chain.
 
-A book names only the roots — the tokens, Uniswap V2's Router02, Aave V3's PoolAddressesProvider, and
-optionally a feed per asset with its heartbeat — and `resolve_book` asks the protocols for the rest:
-the router's factory and WETH, the factory's pairs, the provider's Pool, AaveOracle and data provider,
-the Pool's aToken and variable debt token per reserve, and AaveOracle's source (feed) per asset. The
-embedded world writes its resolved book to `<data>/deployment.json` when it deploys; a golem pointed
-at a fork or a real chain resolves its book at worker start and writes the same file.
-
-Book file (see examples/address-books/base-mainnet.toml):
-
-    name = "base-mainnet"
-    chain_id = 8453
-    [tokens]            WETH = "0x…"  USDC = "0x…"  DAI = "0x…"
-    [uniswap_v2]        router = "0x…"
-    [aave_v3]           pool_addresses_provider = "0x…"
-    [feeds.WETH]        heartbeat_s = 1200          # address = "0x…" overrides AaveOracle's source
+A book names only the roots (tokens, Uniswap V2's Router02, Aave V3's PoolAddressesProvider, optional feeds) and
+`resolve_book` asks the protocols for the rest; the result is written to `<data>/deployment.json`.
+Book format: examples/address-books/base-mainnet.toml. Why: docs/design/chain.md#the-address-book.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""Confirmation tracking and reorg detection (heartbeat §S10 "Chain reorg handling").
+"""Confirmation tracking and reorg detection.
 
-Every executed action is tracked with the block (number and hash) its tx landed in. The golem calls
-`ConfirmationTracker.poll(w3)` once per tick:
-  * pending → confirmed once the tx has `depth` blocks (its own included) and its block is still
-    canonical;
-  * pending/confirmed → reorged when its receipt vanished or its block hash changed; the report
-    says so and asks for an immediate T2;
-  * the heads seen at each poll are remembered, so a reorg is detected even when none of our txs was
-    in the replaced blocks, and reorg frequency can be measured.
-Depth is 2 by default and rises to 5 while reorgs exceed 1 per 100 blocks over a 1,000-block window.
-State lives in SQLite next to the tx journal.
+Every executed action is tracked with the block (number and hash) its tx landed in; `ConfirmationTracker.poll(w3)`
+runs once per tick: pending → confirmed at `depth` canonical blocks, pending/confirmed → reorged when the receipt
+vanished or the block hash changed (the report asks for an immediate T2). Depth is 2, raised to 5 while reorgs are
+frequent. State lives in SQLite next to the tx journal. Why: docs/design/tick.md#confirmations-and-reorgs.
 """
 
 from __future__ import annotations
@@ -17,17 +11,19 @@ from __future__ import annotations
 import time
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
+from eth_typing import HexStr
 from pydantic import BaseModel, Field
 from web3 import Web3
 from web3.exceptions import BlockNotFound, TransactionNotFound
 
 from golem.storage import immediate_tx, init_db
 
-BASE_DEPTH = 2  # §S10: 2-block confirmation
-RAISED_DEPTH = 5  # §S10: auto-increase to 5 blocks
-REORG_WINDOW_BLOCKS = 1_000  # §S10: over a 1,000-block window
-REORG_RATE_LIMIT = 1 / 100  # §S10: more than 1 reorg per 100 blocks
+BASE_DEPTH = 2  # 2-block confirmation
+RAISED_DEPTH = 5  # auto-increase to 5 blocks
+REORG_WINDOW_BLOCKS = 1_000  # over a 1,000-block window
+REORG_RATE_LIMIT = 1 / 100  # more than 1 reorg per 100 blocks
 WATCH_CONFIRMED_BLOCKS = 64  # keep re-checking confirmed actions this long (deep reorgs are rare)
 SEEN_HEADS_KEPT = 256
 
@@ -68,7 +64,7 @@ class ConfirmationReport(BaseModel):
 
 
 def required_depth(reorg_blocks: list[int], head: int) -> int:
-    """§S10: 5 blocks while reorgs in the last 1,000 blocks exceed 1 per 100 blocks, else 2."""
+    """5 blocks while reorgs in the last 1,000 blocks exceed 1 per 100 blocks, else 2."""
     recent = [b for b in reorg_blocks if b > head - REORG_WINDOW_BLOCKS]
     return RAISED_DEPTH if len(recent) > REORG_WINDOW_BLOCKS * REORG_RATE_LIMIT else BASE_DEPTH
 
@@ -90,7 +86,7 @@ CREATE TABLE IF NOT EXISTS seen_heads (number INTEGER PRIMARY KEY, hash TEXT NOT
 _COLS = "golem_id, tick, action_index, tx_hash, block_number, block_hash, status, confirmations, detail"
 
 
-def _hex(h) -> str:
+def _hex(h: str | bytes) -> str:
     if isinstance(h, str):
         return h.lower() if h.startswith("0x") else "0x" + h.lower()
     return "0x" + bytes(h).hex()
@@ -100,7 +96,8 @@ class ConfirmationTracker:
     def __init__(self, path: str | Path) -> None:
         self.path = init_db(Path(path), _SCHEMA)
 
-    def track(self, golem_id: str, tick: int, action_index: int, tx_hash: str, block_number: int, block_hash) -> None:
+    def track(self, golem_id: str, tick: int, action_index: int, tx_hash: str, block_number: int,
+              block_hash: str | bytes) -> None:
         """Start tracking an executed action (idempotent: a retried verify re-tracks the same tx)."""
         with immediate_tx(self.path, durable=True) as db:
             db.execute(
@@ -130,7 +127,7 @@ class ConfirmationTracker:
         report = ConfirmationReport(head=head, depth=depth, reorg_detected_at=fork_points)
         with immediate_tx(self.path) as db:
             sql = f"SELECT {_COLS} FROM tracked_actions WHERE (status = 'pending' OR (status = 'confirmed' AND block_number > ?))"
-            params: list = [head - WATCH_CONFIRMED_BLOCKS]
+            params: list[Any] = [head - WATCH_CONFIRMED_BLOCKS]
             if golem_id is not None:
                 sql += " AND golem_id = ?"
                 params.append(golem_id)
@@ -163,7 +160,7 @@ class ConfirmationTracker:
 
     def _status(self, w3: Web3, t: TrackedAction, head: int, depth: int) -> tuple[ConfirmationStatus, str, int]:
         try:
-            receipt = w3.eth.get_transaction_receipt(t.tx_hash)
+            receipt = w3.eth.get_transaction_receipt(HexStr(t.tx_hash))
         except TransactionNotFound:
             receipt = None
         if receipt is None:

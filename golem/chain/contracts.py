@@ -1,12 +1,8 @@
 """Contract ABIs and the resolved address book of the protocols a golem speaks.
 
-The golem speaks real protocols: Uniswap V2 (factory, Router02, pairs), Aave V3 (Pool behind its
-PoolAddressesProvider, AaveOracle, aTokens, variable debt tokens) and Chainlink AggregatorV3-style
-price feeds. Their ABIs are vendored in `golem/chain/abis/` (extracted from the pinned npm packages by
-`python -m golem.world.compile`, so a running golem needs no node_modules). `Deployment` is the
-address book *resolved* against a chain: every address a tool, probe or verifier needs, found from the
-few that `golem.toml` names (router, PoolAddressesProvider, tokens) by asking the protocols themselves
-(`golem.chain.addressbook.resolve_book`).
+The ABIs (Uniswap V2, Aave V3, Chainlink-style feeds) are vendored in `golem/chain/abis/`. `Deployment` is the
+address book resolved against a chain: every address a tool, probe or verifier needs, found from the few that
+`golem.toml` names (golem.chain.addressbook.resolve_book). See docs/design/chain.md#the-address-book.
 """
 
 from __future__ import annotations
@@ -112,7 +108,7 @@ class Deployment(BaseModel):
         missing = [k for k in REQUIRED_KEYS if k not in v]
         if missing:
             raise ValueError(f"addresses is missing keys {missing}; expected at least {list(REQUIRED_KEYS)}")
-        out = {}
+        out: dict[str, str] = {}
         for k, addr in v.items():
             if not Web3.is_address(addr):
                 raise ValueError(f"addresses[{k!r}] = {addr!r} is not an address")
@@ -187,7 +183,7 @@ def contract(w3: Web3, deployment: Deployment, key: str) -> Contract:
 # Built once per (node client, address, ABI). web3's `eth.contract()` makes a new class for every function and event
 # of the ABI (~125 for Aave's Pool, 27 for ERC-20; ~6 ms of CPU for ERC-20), so a tick that built its contracts afresh
 # left thousands of classes of garbage for the cyclic collector each tick, and the worker's heap grew with them
-# (issue 14's soak). The cache hangs on the client itself: it lives and dies with it (a dream fork's client and its
+# under a soak. The cache hangs on the client itself: it lives and dies with it (a dream fork's client and its
 # contracts go together).
 _CACHE_ATTR = "_golem_contracts"
 

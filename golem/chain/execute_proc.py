@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from eth_account import Account
 
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     signer = Account.from_key(key)
     del key
 
-    def on_event(event: str, intent) -> None:
+    def on_event(event: str, intent: Any) -> None:
         if event == args.pause_after:
             print(f"PAUSED {event} {intent.tx_hash}", flush=True)
             while True:  # wait for the SIGKILL

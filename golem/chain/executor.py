@@ -1,34 +1,30 @@
 """Step 7 EXECUTE: one permitted action → signed transactions on chain, exactly once.
 
-The protocol (ARCHITECTURE "Side effects that must happen once"):
-  1. consume the action's permit (a retry may present the permit it already committed);
-  2. freeze the action's calls in the tx journal (a retry reuses them, even if the chain moved);
-  3. per call: if the journal holds an intent, look its hash up on chain and re-broadcast the *same
-     raw bytes* only when the chain does not know it; otherwise estimate gas, take the nonce, sign
-     locally, journal the intent, then broadcast;
-  4. wait for the receipt and record it; a reverted receipt fails the action with its reason;
-  5. cleanup calls (revoking an approval) run last, also after a failure, and a conditional call
-     (`only_if_nonzero`) is sent only when its check reads non-zero at that moment.
-
-There is no public way to send a write without a permit. The signer key is held privately and
-never appears in a record, log line or exception message.
+Consume the permit, freeze the calls in the tx journal, then per call re-broadcast a journaled intent's same raw
+bytes or sign and journal a new one, wait for the receipt; cleanup calls run last. No write without a permit; the
+signer key never appears in a record, log line or exception. The protocol: docs/design/chain.md#writing-exactly-once.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from eth_account.signers.local import LocalAccount
+from eth_typing import HexStr
 from web3 import Web3
 from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFound, Web3RPCError
+from web3.types import TxParams, TxReceipt
 
 from golem.chain.contracts import Deployment
 from golem.chain.journal import IntentStatus, TxIntent, TxJournal
 from golem.chain.permits import ActionPermit, PermitError, PermitStatus, PermitStore
 from golem.chain.simulate import SimulationError, decode_revert, simulate_calls
-from golem.chain.tools import ACTION_TYPES, PlannedCall, ToolArgumentError, action_value_usd, build_calls, price_usd
+from golem.chain.tools.build import build_calls
+from golem.chain.tools.calls import PlannedCall
+from golem.chain.tools.schemas import ACTION_TYPES, ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd, price_usd
 from golem.models.enums import ActionStatus
 from golem.models.observation import Observation
 from golem.models.record import ActionRecord
@@ -211,18 +207,18 @@ class Executor:
         """Sign a call and journal it (not yet sent). Returns a reason string if it would revert."""
         params: dict[str, Any] = {"from": self.account, "to": call.to, "data": call.data, "value": call.value}
         try:
-            gas = self.w3.eth.estimate_gas(params)
+            gas = self.w3.eth.estimate_gas(cast(TxParams, params))
         except ContractLogicError as e:
             reason = decode_revert(e.data) or e.message or "reverted"
             return f"{call.label} would revert: {reason} (not sent)"
         gas = max(gas, self._next_block_gas(call))
-        tx = {
+        tx: dict[str, Any] = {
             "chainId": self.deployment.chain_id,
             "to": call.to,
             "data": call.data,
             "value": call.value,
             "gas": int(gas * GAS_LIMIT_MARGIN) + GAS_LIMIT_HEADROOM,
-            "nonce": self.w3.eth.get_transaction_count(self.account, "pending"),
+            "nonce": self.w3.eth.get_transaction_count(Web3.to_checksum_address(self.account), "pending"),
             **self._fees(),
         }
         try:
@@ -260,7 +256,7 @@ class Executor:
         receipt = self._receipt(intent.tx_hash)
         if receipt is None and not self._in_mempool(intent.tx_hash):
             try:
-                self.w3.eth.send_raw_transaction(intent.raw_tx)
+                self.w3.eth.send_raw_transaction(HexStr(intent.raw_tx))
                 log.info("broadcast %s tx %s", intent.label, intent.tx_hash)
             except Web3RPCError as e:
                 msg = str(e).lower()
@@ -278,7 +274,7 @@ class Executor:
         if receipt is None:
             try:
                 receipt = self.w3.eth.wait_for_transaction_receipt(
-                    intent.tx_hash, timeout=self.receipt_timeout_s, poll_latency=self.poll_latency_s
+                    HexStr(intent.tx_hash), timeout=self.receipt_timeout_s, poll_latency=self.poll_latency_s
                 )
             except TimeExhausted:
                 raise TransactionPendingError(
@@ -300,23 +296,23 @@ class Executor:
         """Does the call's check (e.g. the allowance a revoke would clear) read non-zero right now?"""
         check = call.only_if_nonzero
         assert check is not None
-        raw = self.w3.eth.call({"from": self.account, "to": check.to, "data": check.data}, "latest")
+        raw = self.w3.eth.call(cast(TxParams, {"from": self.account, "to": check.to, "data": check.data}), "latest")
         return int.from_bytes(bytes(raw)[:32] or b"\0", "big") != 0
 
-    def _receipt(self, tx_hash: str):
+    def _receipt(self, tx_hash: str) -> TxReceipt | None:
         try:
-            return self.w3.eth.get_transaction_receipt(tx_hash)
+            return self.w3.eth.get_transaction_receipt(HexStr(tx_hash))
         except TransactionNotFound:
             return None
 
     def _in_mempool(self, tx_hash: str) -> bool:
         try:
-            self.w3.eth.get_transaction(tx_hash)
+            self.w3.eth.get_transaction(HexStr(tx_hash))
             return True
         except TransactionNotFound:
             return False
 
-    def _revert_reason(self, call: PlannedCall, receipt) -> str:
+    def _revert_reason(self, call: PlannedCall, receipt: TxReceipt) -> str:
         """Out of gas when the receipt used the whole limit; otherwise replay the call on the parent block to
         recover the revert reason (best effort)."""
         try:
@@ -327,7 +323,7 @@ class Executor:
             return f"ran out of gas (used all {limit:,} of its limit)"
         params = {"from": self.account, "to": call.to, "data": call.data, "value": call.value}
         try:
-            self.w3.eth.call(params, max(receipt["blockNumber"] - 1, 0))
+            self.w3.eth.call(cast(TxParams, params), max(receipt["blockNumber"] - 1, 0))
         except ContractLogicError as e:
             return decode_revert(e.data) or e.message or "reverted"
         except Exception as e:  # the replay is diagnostics only

@@ -1,12 +1,8 @@
 """Fault points in the write path, for the chaos run (`make chaos`, infra/chaos.py). Off unless armed.
 
-The executor reports two moments of its exactly-once protocol (golem/chain/executor.py): "signed" (the
-intent is journaled, the node has not seen it) and "broadcast" (the node accepted it, its receipt is not
-recorded yet). A worker started with `GOLEM_FAULT_DIR=DIR` looks for `DIR/arm-<event>` at each of them; if
-the file is there it removes it (one arm, one pause), writes `DIR/paused-<event>.json` (pid, tick, action,
-tx hash, nonce) and sleeps, so the chaos run can SIGKILL the worker exactly inside that window. If nobody
-kills it within `PAUSE_SECONDS` it goes on as if nothing happened. Without the variable this is a no-op
-(one environment lookup per signed or broadcast transaction); the key never passes through here.
+With `GOLEM_FAULT_DIR=DIR`, the executor's "signed" and "broadcast" moments look for `DIR/arm-<event>`, remove it,
+write `DIR/paused-<event>.json` and sleep `PAUSE_SECONDS` so the chaos run can SIGKILL the worker inside that
+window. Without the variable: one environment lookup per transaction. See docs/design/chain.md#writing-exactly-once.
 """
 
 from __future__ import annotations
@@ -15,6 +11,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 ENV = "GOLEM_FAULT_DIR"
 EVENTS = ("signed", "broadcast")
@@ -31,7 +28,7 @@ def arm(fault_dir: Path, event: str) -> Path:
     return path
 
 
-def paused(fault_dir: Path, event: str) -> dict | None:
+def paused(fault_dir: Path, event: str) -> dict[str, Any] | None:
     """The worker's report that it is paused at `event` (None until it is); removed when read."""
     path = fault_dir / f"paused-{event}.json"
     try:
@@ -39,14 +36,14 @@ def paused(fault_dir: Path, event: str) -> dict | None:
     except FileNotFoundError:
         return None
     try:
-        info = json.loads(text)
+        info: dict[str, Any] = json.loads(text)
     except ValueError:  # caught mid-write: read it on the next poll
         return None
     path.unlink(missing_ok=True)
     return info
 
 
-def fault_point(event: str, intent) -> None:
+def fault_point(event: str, intent: Any) -> None:
     """The executor's on_event observer in a worker: pause here when the chaos run armed `event`."""
     where = os.environ.get(ENV)
     if not where:

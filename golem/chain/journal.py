@@ -1,5 +1,4 @@
-"""The tx journal: signed-transaction intents written *before* broadcast (ARCHITECTURE "Side effects
-that must happen once").
+"""The tx journal: signed-transaction intents written *before* broadcast (docs/design/chain.md#writing-exactly-once).
 
 An intent is keyed by (golem_id, tick, action_index, call_index) and holds the nonce, the signed raw
 bytes and their hash, so a retried execute finds what it already signed and checks the chain by hash
@@ -13,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import AbstractContextManager
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -105,12 +105,12 @@ class TxJournal:
     def __init__(self, path: str | Path) -> None:
         self.path = init_db(Path(path), _SCHEMA)
 
-    def _tx(self):
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
         # Intents must survive a crash right after they are written: that is their purpose.
         return immediate_tx(self.path, durable=True)
 
     @staticmethod
-    def _row(row: tuple) -> TxIntent:
+    def _row(row: tuple[Any, ...]) -> TxIntent:
         return TxIntent(**dict(zip(_COLUMNS, row)))
 
     def _get(self, db: sqlite3.Connection, key: tuple[str, int, int, int]) -> TxIntent | None:
@@ -210,7 +210,7 @@ class TxJournal:
     def pending(self, golem_id: str | None = None) -> list[TxIntent]:
         """Intents not yet settled (signed or sent): what a restarted worker must look up on-chain."""
         sql = f"{_SELECT} WHERE status IN ('signed', 'sent')"
-        params: tuple = ()
+        params: tuple[Any, ...] = ()
         if golem_id is not None:
             sql += " AND golem_id = ?"
             params = (golem_id,)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from web3 import Web3
 
@@ -49,8 +50,9 @@ class LiquidationLog:
                       key=lambda e: (e.block_number, e.log_index))
 
 
-def force_t2_reason(reorg_forces_t2: bool, reorged: list[int], reorg_at, liquidations: list[LiquidationEvent]) -> str | None:
-    """A reorg (heartbeat §S10) or a liquidation of the golem's position forces the tick to T2; None otherwise."""
+def force_t2_reason(reorg_forces_t2: bool, reorged: list[int], reorg_at: list[int],
+                    liquidations: list[LiquidationEvent]) -> str | None:
+    """A reorg or a liquidation of the golem's position forces the tick to T2; None otherwise."""
     reasons = []
     if reorg_forces_t2:
         reasons.append(f"chain reorg re-marked ticks {reorged or reorg_at}")

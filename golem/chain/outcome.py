@@ -1,18 +1,18 @@
-"""OutcomeVerification and post-execution invariants (revisions-grounding rev. 1, steps 1–2).
+"""OutcomeVerification and post-execution invariants.
 
-`verify_outcome` builds the structured record rev. 1 asks for — pre-state, the simulation's
-prediction, post-state with receipts and their logs decoded against our ABIs, and the deviations
-(balance change in bps, gas vs estimate in bps, unexpected logs, missing expected logs) — and then
-checks invariants deterministically. Any violation comes back as a `safety_incident` for the caller
-to write as an episode at confidence 1.0.
+`verify_outcome` builds the structured record of an acted tick (pre-state, the simulation's prediction, post-state
+with decoded receipts and logs, the deviations) and checks invariants deterministically; a violation comes back
+as a `safety_incident` for the caller to write as an episode at confidence 1.0.
+Why: docs/design/chain.md#verifying-outcomes.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping, cast
 
 from eth_abi import decode as abi_decode
+from eth_typing import ABIEvent, HexStr
 from eth_utils import event_abi_to_log_topic
 from pydantic import BaseModel, Field
 from web3 import Web3
@@ -21,24 +21,17 @@ from web3.exceptions import TransactionNotFound
 from golem.chain.contracts import Deployment, key_abi, load_abi
 from golem.chain.journal import TxJournal
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import (
-    COLLATERAL_TOKEN,
-    DEBT_TOKEN,
-    LP_PAIR,
-    POOL_TOKEN0,
-    POOL_TOKEN1,
-    cached_at,
-    parse_arguments,
-    path_pairs,
-    swap_path,
-)
+from golem.chain.tools.arguments import parse_arguments
+from golem.chain.tools.calls import cached_at
+from golem.chain.tools.schemas import COLLATERAL_TOKEN, DEBT_TOKEN, LP_PAIR, POOL_TOKEN0, POOL_TOKEN1
+from golem.chain.tools.uniswap_swap import path_pairs, swap_path
 from golem.chain.verify import GROUND_TRUTH_SOURCE, touches_pool_shares, tracked_pair, verify_actions
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import ActionRecord, OutcomeRecord
 from golem.models.tick import ProposedAction, SimulationResult
 
-SAFETY_INCIDENT_CONFIDENCE = 1.0  # rev. 1: "Any violation → safety_incident Episode at confidence 1.0"
+SAFETY_INCIDENT_CONFIDENCE = 1.0  # a broken invariant is a fact, not an opinion
 
 
 class DecodedLog(BaseModel):
@@ -99,7 +92,7 @@ def _state(snap: ChainSnapshot) -> dict[str, Any]:
 @lru_cache(maxsize=None)
 def _event_table(abi_name: str) -> dict[bytes, dict[str, Any]]:
     """topic0 → event ABI of one vendored ABI (parsed once)."""
-    return {event_abi_to_log_topic(e): e for e in load_abi(abi_name) if e.get("type") == "event"}
+    return {event_abi_to_log_topic(cast(ABIEvent, e)): e for e in load_abi(abi_name) if e.get("type") == "event"}
 
 
 def _decode_event(event: dict[str, Any], topics: list[bytes], data: bytes) -> dict[str, Any]:
@@ -129,7 +122,7 @@ class LogDecoder:
         self.by_address: dict[str, str] = {Web3.to_checksum_address(a): k for k, a in deployment.addresses.items()}
         self.abi_of: dict[str, str] = {k: key_abi(k) for k in deployment.addresses}
 
-    def decode(self, log) -> DecodedLog:
+    def decode(self, log: Mapping[str, Any]) -> DecodedLog:
         address = Web3.to_checksum_address(log["address"])
         key = self.by_address.get(address)
         tx_hash = "0x" + bytes(log["transactionHash"]).hex().removeprefix("0x")
@@ -235,7 +228,7 @@ def verify_outcome(
     timeout_s: float = 5.0,
     poll_s: float = 0.2,
 ) -> OutcomeVerification:
-    """Step 8 in full: `verify_actions` (receipts, confirmations, balance deviations) plus the rev. 1
+    """Step 8 in full: `verify_actions` (receipts, confirmations, balance deviations) plus the structured
     record and the invariants. Reads every journaled tx of every executed action."""
     outcome = verify_actions(w3, deployment, account, actions, simulation, records, pre, confirmations,
                              timeout_s=timeout_s, poll_s=poll_s)
@@ -258,7 +251,7 @@ def verify_outcome(
         for intent in intents:
             av.tx_hashes.append(intent.tx_hash)
             try:
-                receipt = w3.eth.get_transaction_receipt(intent.tx_hash)
+                receipt = w3.eth.get_transaction_receipt(HexStr(intent.tx_hash))
             except TransactionNotFound:
                 receipt = None
             if receipt is None:
@@ -332,7 +325,7 @@ def verify_outcome(
             {"action_index": a.action_index, "status": a.receipt_status, "gas_used": a.gas_used} for a in verifs]},
         deviations=devs, actions=verifs, outcome=outcome.model_copy(update={
             "verified": outcome.verified and not violations,
-            # what Reflexion compares with the expectation (issue 16): the re-read min health factors
+            # what Reflexion compares with the expectation: the re-read min health factors
             "health_factor_before": pre.min_health_factor(), "health_factor_after": min(hf) if hf else None}),
         invariant_violations=violations, safety_incident=incident,
     )  # fmt: skip

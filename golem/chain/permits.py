@@ -1,4 +1,4 @@
-"""ActionPermits: single-use, expiring authorisations for one write (runtime-extensions §13 `permits`).
+"""ActionPermits: single-use, expiring authorisations for one write (docs/design/chain.md#writing-exactly-once).
 
 Validation issues a permit for each approved action; execution must consume it. A permit moves
 created → committed | expired | cancelled, or is recorded as blocked when the PolicyCage refused the
@@ -13,8 +13,10 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -97,12 +99,12 @@ class PermitStore:
         self._clock = clock
         init_db(self.path, _SCHEMA)
 
-    def _tx(self):
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
         """One connection per operation, inside BEGIN IMMEDIATE so check-and-transition is atomic."""
         return immediate_tx(self.path)
 
     @staticmethod
-    def _row(row: tuple) -> ActionPermit:
+    def _row(row: tuple[Any, ...]) -> ActionPermit:
         return ActionPermit(**dict(zip([c.strip() for c in _COLUMNS.split(",")], row)))
 
     def _fetch(self, db: sqlite3.Connection, permit_id: str) -> ActionPermit | None:
@@ -245,7 +247,7 @@ class PermitStore:
             else:
                 return self._transition(db, permit, PermitStatus.COMMITTED, f"committed {tool} worth ${value_usd:,.2f}")
         # Raised after COMMIT so the expired transition and the refusal's audit row are kept (mutation testing found
-        # the refusals' audit rows rolled back with the raise inside the transaction, issue 14).
+        # the refusals' audit rows rolled back with the raise inside the transaction).
         raise error
 
     def cancel(self, permit_id: str, reason: str) -> ActionPermit:

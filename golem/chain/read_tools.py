@@ -1,5 +1,4 @@
-"""Tier-1 read tools and the tool registry the deliberator (and an LLM) sees
-(runtime-extensions "Three-Tier Tool Authorization").
+"""Tier-1 read tools and the tool registry the deliberator (and an LLM) sees.
 
 A read tool needs no capability: it only reads the chain. Each has a JSON schema, validates its
 arguments with a message naming the bad one, and returns plain JSON. Write tools (golem.chain.tools)
@@ -20,16 +19,10 @@ from web3.exceptions import ContractLogicError
 
 from golem.chain.contracts import AAVE_BASE_DECIMALS, FEED_DECIMALS, Deployment
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import (
-    KNOWN_TOKENS,
-    TOOL_SCHEMAS,
-    ToolArgumentError,
-    cached_contract,
-    from_base_units,
-    path_pairs,
-    swap_path,
-    to_base_units,
-)
+from golem.chain.tools.arguments import from_base_units, to_base_units
+from golem.chain.tools.calls import cached_contract
+from golem.chain.tools.schemas import KNOWN_TOKENS, TOOL_SCHEMAS, ToolArgumentError
+from golem.chain.tools.uniswap_swap import path_pairs, swap_path
 
 ReadFn = Callable[[Web3, Deployment, str, dict[str, Any]], dict[str, Any]]
 
@@ -44,7 +37,8 @@ class ReadTool:
     def schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
-    def __call__(self, w3: Web3, deployment: Deployment, account: str, arguments: dict[str, Any] | None = None):
+    def __call__(self, w3: Web3, deployment: Deployment, account: str,
+                 arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         args = dict(arguments or {})
         props = self.input_schema.get("properties", {})
         extra = sorted(set(args) - set(props))
@@ -60,26 +54,26 @@ class ReadTool:
 _NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
-def _balances(w3, deployment, account, _args):
+def _balances(w3: Web3, deployment: Deployment, account: str, _args: dict[str, Any]) -> dict[str, Any]:
     snap = read_snapshot(w3, deployment, account)
     return {"block": snap.block_number, "balances": snap.balances, "native_eth": snap.native_balance_eth}
 
 
-def _pool(w3, deployment, account, _args):
+def _pool(w3: Web3, deployment: Deployment, account: str, _args: dict[str, Any]) -> dict[str, Any]:
     snap = read_snapshot(w3, deployment, account)
     return {"block": snap.block_number, **snap.pool.model_dump()}
 
 
-def _position(w3, deployment, account, _args):
+def _position(w3: Web3, deployment: Deployment, account: str, _args: dict[str, Any]) -> dict[str, Any]:
     snap = read_snapshot(w3, deployment, account)
     return {"block": snap.block_number, "positions": [p.model_dump() for p in snap.positions]}
 
 
-def _gas(w3, _deployment, _account, _args):
+def _gas(w3: Web3, _deployment: Deployment, _account: str, _args: dict[str, Any]) -> dict[str, Any]:
     return {"gas_price_gwei": w3.eth.gas_price / 1e9}
 
 
-def _oracle(w3, deployment, _account, _args):
+def _oracle(w3: Web3, deployment: Deployment, _account: str, _args: dict[str, Any]) -> dict[str, Any]:
     """The WETH feed's latest round (answer, round id, age against the latest block) and what Aave's
     oracle answers for WETH (the price Aave values the golem's collateral at)."""
     feed = cached_contract(w3, deployment, "FEED_WETH").functions
@@ -96,7 +90,7 @@ def _oracle(w3, deployment, _account, _args):
     }
 
 
-def _block(w3, _deployment, _account, _args):
+def _block(w3: Web3, _deployment: Deployment, _account: str, _args: dict[str, Any]) -> dict[str, Any]:
     blk = w3.eth.get_block("latest")
     return {"number": blk["number"], "timestamp": blk["timestamp"], "hash": "0x" + bytes(blk["hash"]).hex()}
 
@@ -108,7 +102,7 @@ def _symbol(name: str, raw: Any) -> str:
     return sym
 
 
-def _quote(w3, deployment, _account, args):
+def _quote(w3: Web3, deployment: Deployment, _account: str, args: dict[str, Any]) -> dict[str, Any]:
     tin = _symbol("token_in", args["token_in"])
     tout = _symbol("token_out", args.get("token_out") or ("USDC" if tin == "WETH" else "WETH"))
     if tin == tout:
@@ -173,7 +167,7 @@ class ToolRegistry:
             raise ValueError(f"tool names used as both read and write: {sorted(overlap)}")
 
     def read_tool(self, name: str) -> ReadTool | None:
-        """A read tool, or None — for a write tool too (the spec's get_read_tool)."""
+        """A read tool, or None — for a write tool too ."""
         return self._read.get(name)
 
     def is_write(self, name: str) -> bool:

@@ -1,4 +1,4 @@
-"""Read the chain into a ChainSnapshot in one JSON-RPC batch (heartbeat §S3 step 1: observe).
+"""Read the chain into a ChainSnapshot in one JSON-RPC batch (the observe step).
 
 All reads go out as a single batch request (one HTTP round trip) and are decoded here, so
 a failed or malformed answer can be reported by the name of the read that failed.
@@ -25,7 +25,7 @@ from golem.chain.contracts import (
     Deployment,
     decimals_of,
 )
-from golem.chain.tools import LP_POSITION_KIND
+from golem.chain.tools.schemas import LP_POSITION_KIND
 from golem.models.observation import ChainSnapshot, FeedState, LiquidationEvent, PoolState, PositionState
 
 MAX_UINT256 = 2**256 - 1
@@ -35,7 +35,7 @@ BALANCE_TOKENS: tuple[str, ...] = ("WETH", "USDC", "DAI")
 class ChainReadError(ValueError):
     """An RPC answer was missing, an error, or not what the contract ABI promises."""
 
-    MAX_CHARS = 400  # the message quotes the bad answer; a node can answer megabytes (found by fuzzing, issue 14)
+    MAX_CHARS = 400  # the message quotes the bad answer; a node can answer megabytes
 
     def __init__(self, message: str) -> None:
         if len(message) > self.MAX_CHARS:
@@ -99,7 +99,7 @@ def _send(w3: Web3, reads: list[_Read]) -> list[dict[str, Any]]:
     requests = [(r.method, r.params) for r in reads]
     try:
         if hasattr(provider, "make_batch_request"):
-            answers: Any = provider.make_batch_request(requests)  # type: ignore[attr-defined]
+            answers: Any = provider.make_batch_request(requests)
         else:  # providers without batching: one request each
             answers = [provider.make_request(m, p) for m, p in requests]  # type: ignore[arg-type]
     except ChainReadError:
@@ -232,7 +232,7 @@ def read_snapshot(w3: Web3, deployment: Deployment, account: str) -> ChainSnapsh
     if shares_raw > 0 and total_raw > 0:
         # The golem's pair position, only when it holds LP tokens. PositionState is shaped for lending, so
         # `collateral` carries the WETH side of the pro-rata claim (shares / total × WETH reserve); the
-        # USDC side is that × the pool price (golem.chain.tools.lp_position / lp_value_usd).
+        # USDC side is that × the pool price (golem.chain.tools.valuation.lp_position / lp_value_usd).
         positions.append(
             PositionState(
                 id=f"lp:{deployment.addresses[MAIN_PAIR]}",
@@ -280,7 +280,7 @@ def read_liquidations(w3: Web3, deployment: Deployment, account: str, from_block
     user_topic = "0x" + "00" * 12 + account[2:].lower()
     try:
         logs = w3.eth.get_logs({
-            "address": deployment.addresses["AAVE_POOL"], "fromBlock": from_block, "toBlock": to_block,
+            "address": Web3.to_checksum_address(deployment.addresses["AAVE_POOL"]), "fromBlock": from_block, "toBlock": to_block,
             "topics": [LIQUIDATION_CALL_TOPIC, None, None, user_topic],
         })  # fmt: skip
     except Exception as exc:  # transport errors and malformed answers: name the read

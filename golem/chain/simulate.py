@@ -1,16 +1,15 @@
 """Step 5 SIMULATE: run the proposed writes against the live node before anything is signed.
 
-All calls of all actions go into one `eth_simulateV1` block, so state carries across calls (the
-approve before a swap, a borrow before a repay) — revisions-grounding "Multi-call simulation ...
-State carries across calls". A node without eth_simulateV1 can still simulate a single call with
-plain `eth_call` (revisions-grounding "Pre-tx simulation"). Revert data is decoded into a reason.
+All calls of all actions go into one `eth_simulateV1` block, so state carries across calls (the approve before a
+swap, a borrow before a repay). A node without eth_simulateV1 can still simulate a single call with plain
+`eth_call`. Revert data is decoded into a reason. See docs/design/chain.md#several-actions-in-one-decision.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
@@ -18,25 +17,22 @@ from pydantic import BaseModel
 from web3 import Web3
 from web3.exceptions import ContractLogicError
 from web3.providers.base import BaseProvider
+from web3.types import BlockIdentifier, RPCEndpoint, TxParams
 
 from golem.chain.contracts import HEALTH_FACTOR_DECIMALS, Deployment
 from golem.chain.reader import MAX_UINT256
-from golem.chain.tools import (
+from golem.chain.tools.arguments import from_base_units, lp_shares_from_base, parse_arguments, to_base_units
+from golem.chain.tools.build import build_calls
+from golem.chain.tools.calls import PlannedCall, aave_reason
+from golem.chain.tools.schemas import (
     COLLATERAL_TOKEN,
     DEBT_TOKEN,
     LP_SHARES_KEY,
     POOL_TOKEN0,
     POOL_TOKEN1,
-    PlannedCall,
     ToolArgumentError,
-    aave_reason,
-    build_calls,
-    burned_shares,
-    from_base_units,
-    lp_shares_from_base,
-    parse_arguments,
-    to_base_units,
 )
+from golem.chain.tools.uniswap_pool import burned_shares
 from golem.models.observation import Observation
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult
 
@@ -104,14 +100,14 @@ def simulate_calls(
     # The simulated block comes a second after its parent, as the real next block does: Anvil would
     # otherwise reuse the parent's timestamp, and e.g. a Uniswap V2 pair skips its price-accumulator
     # writes within one timestamp, so the gas estimate would miss ~45k of a swap's real cost.
-    parent_time = int(w3.eth.get_block(block if isinstance(block, int) else tag)["timestamp"])
+    parent_time = int(w3.eth.get_block(block if isinstance(block, int) else cast(BlockIdentifier, tag))["timestamp"])
     payload = {
         "blockStateCalls": [
             {"blockOverrides": {"time": hex(parent_time + 1)}, "calls": [_tx_params(account, c) for c in calls]}
         ],
         "validation": False,
     }
-    resp = w3.provider.make_request("eth_simulateV1", [payload, tag])
+    resp = w3.provider.make_request(RPCEndpoint("eth_simulateV1"), [payload, tag])
     if "error" in resp or not resp.get("result"):
         if len(calls) == 1:
             return [_eth_call(w3, account, calls[0], tag)]
@@ -136,8 +132,8 @@ def simulate_calls(
 def _eth_call(w3: Web3, account: str, call: PlannedCall, tag: str) -> CallOutcome:
     params = _tx_params(account, call)
     try:
-        data = w3.eth.call(params, tag)
-        gas = w3.eth.estimate_gas(params, tag)
+        data = w3.eth.call(cast(TxParams, params), cast(BlockIdentifier, tag))
+        gas = w3.eth.estimate_gas(cast(TxParams, params), cast(BlockIdentifier, tag))
     except ContractLogicError as e:
         return CallOutcome(ok=False, revert_reason=decode_revert(e.data) or e.message or "reverted")
     return CallOutcome(ok=True, return_data="0x" + _hex(data), gas_used=gas)
@@ -225,7 +221,7 @@ def plan_actions(
     """Each action's calls, built on the state the decision's earlier actions leave (their calls simulated first),
     as the executor builds them after those actions were mined. A second swap in one decision is quoted on the
     reserves the first left, so its amountOutMin keeps its own max_slippage_bps from the price it will meet
-    (quoted on the pre-trade reserves, it reverted with INSUFFICIENT_OUTPUT_AMOUNT: issue 18's rehearsal)."""
+    (quoted on the pre-trade reserves, it reverted with INSUFFICIENT_OUTPUT_AMOUNT)."""
     view, after = _view_of(w3)
     out: list[tuple[ProposedAction, list[PlannedCall] | ToolArgumentError]] = []
     with view.lock:
@@ -250,7 +246,7 @@ _VIEWS_LOCK = threading.Lock()
 
 def _view_of(w3: Web3) -> tuple[_AfterCalls, Web3]:
     """One after-calls view per node client, so the contracts build_calls caches per client are built once
-    (golem.chain.tools.cached_contract), not per decision."""
+    (golem.chain.tools.calls.cached_contract), not per decision."""
     with _VIEWS_LOCK:
         if w3 not in _VIEWS:
             view = _AfterCalls(w3)
@@ -362,7 +358,7 @@ def simulate_actions(
 def simulate_health_factor(w3: Web3, deployment: Deployment, account: str, actions: list[ProposedAction],
                            observation: Observation, block: int) -> float | None:
     """The Aave health factor after `actions`, simulated with eth_simulateV1 at `block` (a counterfactual on the
-    pre-tick block, issue 16): the actions' calls, then getUserAccountData in the same simulated block.
+    pre-tick block): the actions' calls, then getUserAccountData in the same simulated block.
     None when the account has no debt afterwards; SimulationError when a call reverts."""
     account = Web3.to_checksum_address(account)
     calls = []

@@ -1,4 +1,4 @@
-"""Speculative execution of read tools (heartbeat §S8).
+"""Speculative execution of read tools.
 
 The engine learns which tool tends to follow which from the golem's own history (an EMA:
 P(b|a) ← 0.9·P(b|a) + 0.1 when b follows a, ×0.99 for the other followers of a, dropped below 0.01)
@@ -13,19 +13,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from web3 import Web3
+
+from golem.chain.contracts import Deployment
 from golem.chain.read_tools import ToolRegistry
 from golem.storage import immediate_tx, init_db
 
-EMA_KEEP = 0.9  # §S8 P(b|a) = P(b|a) × 0.9 + 0.1
+EMA_KEEP = 0.9  # P(b|a) = P(b|a) × 0.9 + 0.1 (docs/design/tick.md#speculative-reads)
 EMA_STEP = 0.1
 UNSEEN_DECAY = 0.99
 NOISE_FLOOR = 0.01
-MIN_PROBABILITY = 0.7  # §S8 default
-MAX_SPECULATIVE = 3  # §S8 default
+MIN_PROBABILITY = 0.7
+MAX_SPECULATIVE = 3
 
 
 def ema_update(table: dict[str, dict[str, float]], tool_a: str, tool_b: str) -> dict[str, dict[str, float]]:
-    """Pure §S8 record_sequence on a copy of `table`."""
+    """Record that tool_b followed tool_a, on a copy of `table`. Pure."""
     out = {a: dict(bs) for a, bs in table.items()}
     entry = out.setdefault(tool_a, {})
     entry[tool_b] = entry[tool_b] * EMA_KEEP + EMA_STEP if tool_b in entry else EMA_STEP
@@ -92,13 +95,13 @@ class SpeculationEngine:
         preds = predictions(self.table(), trigger, self.min_probability, self.max_speculative * 4)
         return [(n, p) for n, p in preds if self.registry.read_tool(n) is not None][: self.max_speculative]
 
-    def speculate(self, trigger: str, w3, deployment, account: str,
-                  pool: ThreadPoolExecutor | None = None) -> dict[str, Future]:
+    def speculate(self, trigger: str, w3: Web3, deployment: Deployment, account: str,
+                  pool: ThreadPoolExecutor | None = None) -> dict[str, Future[dict[str, Any]]]:
         """Fire the predicted read tools (no arguments) in parallel; the caller takes or drops the
         futures. Tools that need arguments are not speculated."""
         own = pool is None
         pool = pool or ThreadPoolExecutor(max_workers=max(1, self.max_speculative))
-        futures: dict[str, Future] = {}
+        futures: dict[str, Future[dict[str, Any]]] = {}
         try:
             for name, _p in self.predict(trigger):
                 tool = self.registry.read_tool(name)
@@ -111,7 +114,7 @@ class SpeculationEngine:
         return futures
 
 
-def take(futures: dict[str, Future], name: str, timeout: float = 10.0) -> Any | None:
+def take(futures: dict[str, Future[dict[str, Any]]], name: str, timeout: float = 10.0) -> Any | None:
     """A speculated result if there is one (None if it was not speculated or failed)."""
     fut = futures.get(name)
     if fut is None:

@@ -1,36 +1,38 @@
-"""Step 8 VERIFY: ground truth from the chain (heartbeat step 8; revisions-grounding "Outcome
-Verification"): receipts, a re-read of the touched balances, and predicted-vs-actual deviations.
+"""Step 8 VERIFY: ground truth from the chain: receipts, a re-read of the touched balances, and
+predicted-vs-actual deviations.
 
 The prediction is the simulation's `expected` deltas; the truth is the receipt plus the balances
-re-read after execution, compared with the observation taken before it.
+re-read after execution, compared with the observation taken before it. See docs/design/chain.md#verifying-outcomes.
 """
 
 from __future__ import annotations
 
 import time
+from typing import cast
 
+from eth_typing import HexStr
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
+from web3.types import BlockIdentifier, TxReceipt
 
 from golem.chain.contracts import Deployment
 from golem.chain.reader import read_snapshot
-from golem.chain.tools import (
+from golem.chain.tools.aave import RAY
+from golem.chain.tools.arguments import from_base_units, lp_shares_from_base
+from golem.chain.tools.calls import cached_contract
+from golem.chain.tools.schemas import (
     COLLATERAL_TOKEN,
     DEBT_TOKEN,
     DEFAULT_MAX_SLIPPAGE_BPS,
     LP_PAIR,
     LP_SHARES_KEY,
     LP_TOOLS,
-    RAY,
-    cached_contract,
     POOL_TOKEN0,
     POOL_TOKEN1,
     STABLE_TOKENS,
     ToolArgumentError,
-    from_base_units,
-    lp_shares_from_base,
-    slippage_bps_of,
 )
+from golem.chain.tools.valuation import slippage_bps_of
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import ActionRecord, OutcomeRecord
@@ -68,7 +70,7 @@ def read_lp_shares(w3: Web3, deployment: Deployment, account: str, block: int | 
     Verification reads it at the pre-observation's block, so the node must still hold that block's
     state (any node does for the last 128 blocks; Anvil keeps all)."""
     pair = cached_contract(w3, deployment, LP_PAIR)
-    return lp_shares_from_base(pair.functions.balanceOf(Web3.to_checksum_address(account)).call(block_identifier=block))
+    return lp_shares_from_base(pair.functions.balanceOf(Web3.to_checksum_address(account)).call(block_identifier=cast(BlockIdentifier, block)))
 
 
 def _ray_mul(a: int, b: int) -> int:
@@ -120,10 +122,10 @@ def tracked_pair(
 def lp_share_usd(w3: Web3, deployment: Deployment, eth_usd: float, block: int | str = "latest") -> float:
     """USD per LP share unit: the pair's reserves at `eth_usd` per WETH, divided by its LP supply."""
     pair = cached_contract(w3, deployment, LP_PAIR)
-    total = pair.functions.totalSupply().call(block_identifier=block)
+    total = pair.functions.totalSupply().call(block_identifier=cast(BlockIdentifier, block))
     if total == 0:
         return 0.0
-    raw0, raw1, _ts = pair.functions.getReserves().call(block_identifier=block)
+    raw0, raw1, _ts = pair.functions.getReserves().call(block_identifier=cast(BlockIdentifier, block))
     if Web3.to_checksum_address(pair.functions.token0().call()) != deployment.address(POOL_TOKEN0):
         raw0, raw1 = raw1, raw0
     r0, r1 = from_base_units(raw0, POOL_TOKEN0), from_base_units(raw1, POOL_TOKEN1)
@@ -147,11 +149,12 @@ def _fmt(deltas: dict[str, float]) -> str:
     return ", ".join(parts) if parts else "no balance change"
 
 
-def _confirmed_receipt(w3: Web3, tx_hash: str, confirmations: int, deadline: float, poll_s: float):
+def _confirmed_receipt(w3: Web3, tx_hash: str, confirmations: int, deadline: float,
+                       poll_s: float) -> tuple[TxReceipt | None, str | None]:
     """(receipt, problem) — waits until the tx has `confirmations` blocks (its own included)."""
     while True:
         try:
-            receipt = w3.eth.get_transaction_receipt(tx_hash)
+            receipt = w3.eth.get_transaction_receipt(HexStr(tx_hash))
         except TransactionNotFound:
             receipt = None
         if receipt is None:
@@ -189,7 +192,7 @@ def verify_actions(
     """Compare what the simulation predicted with what the chain shows after execution.
 
     `verified` is true only when every executed tx has a successful receipt with `confirmations`
-    blocks (heartbeat §S10: 2-block confirmation by default), no action failed, and every deviation
+    blocks (2-block confirmation by default), no action failed, and every deviation
     is within `max_deviation_bps` (default: the largest slippage bound of the executed swaps).
     `pnl_impact` is the change in the account's net value (wallet + collateral − debt + LP shares)
     valued at the oracle price after execution, minus the gas paid; the Aave position's before and

@@ -1,14 +1,7 @@
-"""FSM backpressure (heartbeat §S12): at most 3 pending ticks; a warning at depth 2; at depth 3 the
-oldest queued tick is dropped and its probe results are merged into the next executing tick, the
-highest severity winning.
-
-A pure function over a queue of pending tick triggers held in GolemState.tick_queue. Triggers arrive
-while a tick runs (a theta timer, a steer, a gamma violation); GolemWorkflow enqueues them and, when
-the running tick ends, dequeues the next one. Events are returned, never emitted from here.
-
-Reading of "at depth 3, drop the oldest": the queue never holds more than `max_pending`; a trigger
-arriving when it already holds `max_pending` drops the oldest first. So depth is at most 3, and
-reaching depth `warn_depth` (2) or more emits queue_warning.
+"""FSM backpressure: at most 3 pending ticks, a warning at depth 2, and a trigger arriving at a full queue
+drops the oldest, whose probe results merge into the next tick that runs (the highest severity wins).
+A pure function over GolemState.tick_queue; events are returned, never emitted from here.
+Why: docs/design/gate.md#backpressure.
 """
 
 from __future__ import annotations
@@ -21,8 +14,8 @@ from golem.cognition.probes import merge_probe_results
 from golem.models.observation import ProbeResult
 from golem.models.state import PendingTick, TickQueue
 
-MAX_PENDING = 3  # §S12
-WARN_DEPTH = 2  # §S12
+MAX_PENDING = 3
+WARN_DEPTH = 2
 
 
 class HeartbeatEvent(BaseModel):

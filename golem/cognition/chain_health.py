@@ -8,6 +8,8 @@ hammered every theta; the first good read clears the alert and the adaptive cloc
 
 from __future__ import annotations
 
+from typing import Any
+
 from golem.models.state import ChainHealth, GolemState
 
 CHAIN_ALERT_TICKS = 3  # consecutive ticks that could not read the chain before the alert
@@ -34,7 +36,7 @@ def fold_chain_failure(
     old = state.chain
     errors = old.errors_in_row + 1
     chain = old.model_copy(update={"errors_in_row": errors, "last_error": error[:MAX_CHAIN_ERROR_CHARS]})
-    update: dict = {}
+    update: dict[str, Any] = {}
     alert = None
     if errors >= alert_ticks:
         theta = min(state.theta_seconds * CHAIN_BACKOFF_FACTOR, max(theta_max_seconds, state.theta_seconds))

@@ -1,19 +1,7 @@
-"""The adaptive clock (heartbeat "The Adaptive Clock", §S9 regime table, §S12 budget throttling).
-
-Three scales, all pure and deterministic so GolemWorkflow may call them:
-
-- GAMMA (5–15 s): resolves pending predictions against a fresh chain read and updates the fast state.
-  A *prediction* here is the golem's expectation, made at the end of a theta tick, of where a watched
-  quantity will be at the next gamma pulse: the pool price (the last price corrected by the running
-  residual bias — the spec's ResidualCorrector), each position's health factor, and the gas price.
-  Resolving one gives a residual (actual − expected, relative for price and gas, absolute for health);
-  a residual beyond its tolerance is a *violation*. Violations speed gamma up (§ Gamma: 15 s ÷
-  (1 + 0.3·violations), at least 5 s) and raise arousal, so the next theta gate is more responsive.
-- THETA (30–120 s): `theta_interval_seconds`, regime multiplier × T2 speed-up × budget throttle.
-- DELTA: every `delta_theta_ticks` (fold.should_run_delta).
-
-Budget throttling ("throttles rates when approaching the daily budget ceiling"): no slowdown below
-the §S12 warning line (70 %), a linear ramp to 2× at the soft cap (90 %), 2× beyond it.
+"""The adaptive clock: three scales, all pure and deterministic so GolemWorkflow may call them.
+GAMMA (5–15 s) resolves the golem's predictions against a fresh chain read; violations speed it up and raise
+arousal. THETA (30–120 s) is the tick interval: regime multiplier × T2 speed-up × budget throttle. DELTA runs
+every `delta_theta_ticks` (fold.should_run_delta). Formulas and tolerances: docs/design/gate.md#the-clock.
 """
 
 from __future__ import annotations
@@ -29,15 +17,15 @@ from golem.models.state import GammaState, GolemState, Prediction
 
 ESCALATED_SPEEDUP = 0.5  # a T2 tick was just needed: look again sooner
 BUDGET_SLOWDOWN = 2.0  # "throttles rates when approaching the daily budget ceiling"
-BUDGET_SLOWDOWN_FRACTION = 0.9  # §S12 soft cap
+BUDGET_SLOWDOWN_FRACTION = 0.9  # the budget's soft cap
 
-# Gamma (Adaptive Clock, "Gamma: The Perception Pulse")
+# Gamma, the perception pulse
 GAMMA_MIN_SECONDS = 5.0
 GAMMA_MAX_SECONDS = 15.0
 GAMMA_VIOLATION_SPEEDUP = 0.3  # interval = max / (1 + 0.3 × violations)
-RESIDUAL_EMA = 0.2  # ResidualCorrector: weight of the newest residual in the running bias and |residual|
-HEALTH_TOLERANCE = 0.1  # §S4: a 0.1 change in health factor is "significant"
-GAS_TOLERANCE = 1.0  # gas doubling (§S9 gas Low is 2× the average)
+RESIDUAL_EMA = 0.2  # the residual corrector: weight of the newest residual in the running bias and |residual|
+HEALTH_TOLERANCE = 0.1  # a 0.1 change in health factor is "significant"
+GAS_TOLERANCE = 1.0  # gas doubling (the gas probe's Low line is 2× the average)
 AROUSAL_PER_VIOLATION = 0.1
 
 

@@ -1,4 +1,4 @@
-"""The owner's stop buttons (issue 19; Freqtrade's /stopentry and /stop), as pure folds over GolemState.
+"""The owner's stop buttons (after Freqtrade's /stopentry and /stop), as pure folds over GolemState.
 
 pause          no new ticks (the running one finishes); state, steers and follow-ups are kept
 resume         ticking again, at once

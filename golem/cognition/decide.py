@@ -1,4 +1,4 @@
-"""The DECIDE step's policy in one call (issue 13): the §S11 decision cache, the deliberator, the STRATEGY.md
+"""The DECIDE step's policy in one call: the decision cache, the deliberator, the STRATEGY.md
 MUST gate and the expectation every acting decision states.
 
 `decide_with_cache` is what the decide activity calls once it has read STRATEGY.md and run the pre-LLM MUST
@@ -50,7 +50,7 @@ def apply_must_gate(deliberation: Deliberation, must: MustGate) -> Deliberation:
 
 
 def with_expectation(deliberation: Deliberation, inp: DecideInput) -> Deliberation:
-    """Predict, then compare (issue 16): a decision that acts states what it expects, whichever deliberator."""
+    """Predict, then compare: a decision that acts states what it expects, whichever deliberator."""
     if not deliberation.actions or deliberation.record.expected is not None:
         return deliberation
     obs = whole(inp.observation, "observation")
@@ -65,7 +65,7 @@ def canonical_actions(actions: list[ProposedAction]) -> str:
 
 @dataclass(frozen=True)
 class CacheKey:
-    """What a cached decision is looked up by, and invalidated on (§S11)."""
+    """What a cached decision is looked up by, and invalidated on."""
 
     pattern: str
     conditions: dict[str, float]
@@ -128,7 +128,7 @@ async def decide_with_cache(
     """One tick's decision: System 1 from the cache when it may answer, else System 2, then recorded.
 
     `remember_facts` (blocking; run on a thread) puts the model's knowledge-graph facts in memory before the
-    decision is cached. The cache lives on the worker's disk (issue 12), loaded and saved here. `tools` and `route`
+    decision is cached. The cache lives on the worker's disk, loaded and saved here. `tools` and `route`
     are what before_agent_start produced for System 2 (the offered schemas, the model)."""
     key = cache_key(inp, playbook_revision, context_policy_revision)
     obs = whole(inp.observation, "observation")

@@ -1,19 +1,8 @@
-"""Decision cache: System 2 distilled into System 1 (heartbeat §S11).
-
-When the same market pattern has been deliberated 3+ times with the same decision, the mapping is
-cached and the next matching tick can reuse it without an LLM call. Pure state + functions over
-GolemState.decision_cache; time is unix seconds from workflow.now().
-
-Invalidation (§S11): TTL (1–3 heartbeat intervals, 15–45 min; default 30 min); a regime change
-invalidates everything; a ContextPolicy revision invalidates everything; a PLAYBOOK.md revision
-invalidates entries whose mental models include a modified heuristic (all of them when the changed
-heuristics are unknown); before reuse every condition is re-validated and a drift > 20 % invalidates.
-
-Where it lives (issue 12 "Lean histories"): the worker keeps the cache in `<data>/decision-cache.json`
-(DecisionCacheStore), read and written by the decide activity. It used to be GolemState: its up to 32 entries
-(~0.45 KB each) then rode in every tick's input — twice per tick in the histories, T0 ticks included, which never
-read it — and came back in each deliberation's result. The golem's state keeps only the counters (hit rate,
-entries, invalidations) that `golem status` shows. It is a cache: a missing or unreadable file is an empty one.
+"""Decision cache: System 2 distilled into System 1. A market pattern deliberated 3+ times with the same
+decision is cached, and the next matching tick reuses it without an LLM call. Pure state and functions; time is
+unix seconds from workflow.now(). The worker keeps the entries in `<data>/decision-cache.json`
+(DecisionCacheStore); a missing or unreadable file is an empty cache. Invalidation and why a file, not
+GolemState: docs/design/gate.md#decision-cache.
 """
 
 from __future__ import annotations
@@ -25,6 +14,7 @@ import math
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -178,7 +168,7 @@ def record_decision(
     playbook_revision: int,
     context_policy_revision: int,
     cfg: DecisionCacheSection,
-    rules_applied: list[dict] | None = None,
+    rules_applied: list[dict[str, Any]] | None = None,
 ) -> DecisionCacheState:
     """After a deliberation: the same action for the same pattern raises its consistency count and
     refreshes TTL and conditions; a different action resets the entry to count 1."""

@@ -7,16 +7,17 @@ untouched, and every list it grows is bounded so the state stays small across co
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Literal
 
-from golem.cognition.budget import budget_fraction, utc_day
+from golem.inference.budget import budget_fraction, utc_day
 from golem.cognition.clock import theta_interval_seconds
 from golem.cognition.learned_gating import note_gating_outcome
 from golem.cognition.lines import next_health_history
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import phase_for_vitality
-from golem.life.dream_scheduler import DreamUrgency, dream_urgency
+from golem.cognition.dream_scheduler import DreamUrgency, dream_urgency
 from golem.models.config import ClockSection, GatingSection, GolemConfig, HeartbeatSection
 from golem.models.enums import DeliveryWindow, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer, parse_intervention
@@ -30,11 +31,12 @@ from golem.models.state import (
     HedgeState,
     TickSummary,
 )
+from golem.models.golem import DreamResult
 from golem.models.tick import TickResult
 
 MAX_REJECTED = 20
 # A rejected steer or follow-up stays in `golem status` for this many ticks after the tick that first
-# saw it; its own record keeps it for good (issue 12: rejections used to stick in status forever).
+# saw it; its own record keeps it for good (rejections used to stick in status forever).
 REJECTION_VISIBLE_TICKS = 10
 MAX_SEEN_IDS = 500
 MAX_RECENT_TICKS = 20
@@ -42,10 +44,10 @@ MAX_FAILED_TICKS = 50
 MAX_ERROR_CHARS = 500
 EXCERPT_CHARS = 200
 
-# Arousal follows surprise: an EMA of prediction error (§S5: "if the previous tick was surprising
+# Arousal follows surprise: an EMA of prediction error ("if the previous tick was surprising
 # … it should be more responsive"). 0.3 lets ~3 surprising ticks take arousal most of the way.
 AROUSAL_EMA = 0.3
-# Strategy confidence (§S5 factor 1, "from cybernetics self-tuning", §S13 loop 1): until the
+# Strategy confidence (the threshold's confidence factor, docs/design/gate.md#thresholds): until the
 # cybernetics loop scores outcomes, a tick that needed full deliberation is weak evidence the
 # strategy does not cover the market (−0.02); a quiet T0 tick is weaker evidence it does (+0.005).
 CONFIDENCE_DOWN_ON_T2 = 0.02
@@ -62,13 +64,13 @@ def new_golem_state(cfg: GolemConfig) -> GolemState:
     return state.model_copy(update={"gamma": state.gamma.model_copy(update={"interval_seconds": cfg.clock.gamma_max_seconds})})
 
 
-def _bounded(items: list, limit: int) -> list:
+def _bounded(items: list[Any], limit: int) -> list[Any]:
     return items[-limit:] if len(items) > limit else items
 
 
-# Significant digits kept in the price and gas histories (issue 12 "Lean histories"): both ride in every tick's
+# Significant digits kept in the price and gas histories: both ride in every tick's
 # input (64 prices, 120 gas prices) and a float's full repr is ~18 characters. Six digits keep a $2,000 price to
-# a cent (3 ppm, far below the 50 bps price-probe step of §S9); four keep gas to 0.1 % of the 2× gas-spike probe.
+# a cent (3 ppm, far below the price probe's 50 bps step ); four keep gas to 0.1 % of the 2× gas-spike probe.
 PRICE_DIGITS = 6
 GAS_DIGITS = 4
 GATING_DIGITS = 6  # the learned-gating parameters a tick's gate step gets (state_for_tick)
@@ -83,7 +85,7 @@ def _excerpt(raw: Any) -> str:
         text = json.dumps(raw, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         text = repr(raw)
-    except RecursionError:  # a payload nested too deeply to print (found by fuzzing, issue 14): say so instead
+    except RecursionError:  # a payload nested too deeply to print: say so instead
         text = f"<a {type(raw).__name__} nested too deeply to show>"
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
@@ -93,7 +95,8 @@ def accept_intervention(
 ) -> tuple[GolemState, str | None]:
     """Validate and queue a steer or follow-up. Returns (new state, rejection reason or None).
 
-    Signals are delivered at least once, so a repeated id is ignored silently (reason None). A rejection
+    Signals are delivered at least once, so a repeated id is ignored silently (reason None); a payload without an
+    id (typed into the Web UI's Send Signal) gets one from the workflow clock and its content. A rejection
     is dated by time and by the first tick that will see it: `state.tick`, or the one after it when tick
     `state.tick` already took its snapshot (`tick_running`).
     """
@@ -101,6 +104,9 @@ def accept_intervention(
     try:
         if kind not in ("steer", "follow_up"):
             raise ValueError(f"unknown intervention kind {kind!r}: use 'steer' or 'follow_up'")
+        if isinstance(raw, dict) and "id" not in raw:  # a Web UI or `temporal workflow signal` sender: name it
+            digest = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:10]
+            raw = {**raw, "id": f"auto-{now_iso}-{digest}"}  # the same payload in the same instant is one steer
         item: Steer | FollowUp = parse_intervention(kind, raw)
     except ValueError as err:
         reason = str(err)
@@ -122,7 +128,7 @@ def accept_intervention(
 
 
 def _roll_spend_day(new: GolemState, now_iso: str) -> None:
-    """§S12: the daily spend resets at UTC midnight."""
+    """The daily spend resets at UTC midnight."""
     day = utc_day(now_iso)
     if day != new.spend_day:
         new.spend_day = day
@@ -171,8 +177,8 @@ def fold_tick_result(
     new.pending_steers = [s for s in new.pending_steers if s.id not in consumed_steers]
     new.pending_followups = [f for f in new.pending_followups if f.id not in consumed_followups]
 
-    # Cost ledger: the §S12 cap gates LLM tiers, so the daily spend meters inference; gas has its
-    # own gate (§S10, on the risk store) and is tallied here for status.
+    # Cost ledger: the daily cap gates LLM tiers, so the daily spend meters inference; gas has its
+    # own gate (the gas partition, on the risk store) and is tallied here for status.
     _roll_spend_day(new, now_iso)
     new.daily_spend_usd += max(result.inference_cost, 0.0)
     new.daily_gas_usd += max(result.gas_cost, 0.0)
@@ -191,7 +197,7 @@ def fold_tick_result(
     new.consecutive_failures = 0
 
     pe = _clamp01(result.prediction_error)
-    if result.life is None:  # a reflect from before the daimon (issue 17): arousal followed surprise alone
+    if result.life is None:  # a reflect from before the daimon: arousal followed surprise alone
         new.pad.arousal = max(-1.0, min(1.0, new.pad.arousal + AROUSAL_EMA * (pe - new.pad.arousal)))
     if result.tier == Tier.T2:
         new.strategy_confidence = _clamp01(new.strategy_confidence - CONFIDENCE_DOWN_ON_T2)
@@ -254,8 +260,8 @@ def should_dream(state: GolemState, clock: ClockSection) -> bool:
     )
 
 
-def schedule_dream(state: GolemState, config) -> DreamUrgency:
-    """The DreamScheduler's verdict (golem.life.dream_scheduler); never on a tick that runs delta, and never
+def schedule_dream(state: GolemState, config: GolemConfig) -> DreamUrgency:
+    """The DreamScheduler's verdict (golem.cognition.dream_scheduler); never on a tick that runs delta, and never
     later than the fixed `dream_every_ticks` (the gap floor is capped by it)."""
     u = dream_urgency(state, config.clock.dream_every_ticks,
                       min(config.dream.min_gap_ticks, config.clock.dream_every_ticks), curator_tags=state.dream_tags)
@@ -264,7 +270,7 @@ def schedule_dream(state: GolemState, config) -> DreamUrgency:
     return u
 
 
-def fold_dream_result(state: GolemState, result) -> GolemState:
+def fold_dream_result(state: GolemState, result: DreamResult | None) -> GolemState:
     """A finished (or interrupted) dream cycle's figures into the state `golem status` shows."""
     if result is None:
         return state
@@ -287,7 +293,7 @@ def note_dream_run(state: GolemState) -> GolemState:
 
 
 def steers_to_followups(state: GolemState, steer_ids: list[str]) -> GolemState:
-    """§S7: a low-severity steer that arrived while the golem was Executing does not interrupt; it is
+    """A low-severity steer that arrived while the golem was Executing does not interrupt; it is
     queued as a follow-up for the next decision instead of forcing T2."""
     if not steer_ids:
         return state
@@ -302,8 +308,8 @@ def steers_to_followups(state: GolemState, steer_ids: list[str]) -> GolemState:
 
 
 def fold_upkeep_cost(state: GolemState, cost_usd: float, now_iso: str) -> GolemState:
-    """Inference an upkeep cycle paid for (the delta cycle's future-utility calls, revisions Rev. 3) counts
-    against the §S12 daily budget like a tick's."""
+    """Inference an upkeep cycle paid for (the delta cycle's future-utility calls) counts
+    against the daily budget like a tick's."""
     new = state.model_copy(deep=True)
     _roll_spend_day(new, now_iso)
     new.daily_spend_usd += max(cost_usd, 0.0)
@@ -336,7 +342,7 @@ def state_for_tick(state: GolemState) -> GolemState:
     Of the rest of the learned-gating state the tick gets what the gate step reads (golem.cognition.
     learned_gating.gate_tick: Hedge weights, Thompson beliefs, the shadow baseline) at GATING_DIGITS
     significant digits — not the judging stats or the Hedge losses, which only the golem workflow's delta
-    feedback uses (issue 12: ~0.5 KB less in the tick's input, which the parent's history carries too)."""
+    feedback uses (~0.5 KB less in the tick's input, which the parent's history carries too)."""
     lg = state.learned_gating
     hedge = lg.hedge.model_copy(update={"weights": [_sig(w, GATING_DIGITS) for w in lg.hedge.weights],
                                         "cumulative_loss": HedgeState().cumulative_loss, "rounds": 0})

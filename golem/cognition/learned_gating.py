@@ -1,21 +1,8 @@
-"""Learned gating: Discounted Hedge + arousal-conditioned Thompson sampling (heartbeat §S5 "Learned
-Gating", "Online Learning for Adaptive Triage"), with epsilon-greedy in shadow mode as the baseline.
-
-Pure and deterministic: randomness comes only from the integer seed the caller passes (workflow code
-draws it from `workflow.random()`, or uses `tick_seed`), so a replay or a rerun gates the same way.
-The learned parameters live in GolemState.learned_gating and travel across continue-as-new.
-
-Design notes where the spec's sketch needs a reading:
-- Hedge's "discount 0.99 shrinks weights toward uniform": multiplying every weight by 0.99 is a no-op
-  after normalisation, so the discount is applied as Herbster–Warmuth fixed share:
-  w ← 0.99·w + 0.01/N. A deviation from uniform halves in ln 2 / −ln 0.99 ≈ 69 rounds.
-- Thompson: each boundary is a Beta belief about where the boundary sits on the composite axis.
-  Feedback is a pseudo-observation: a boundary that sorted the tick correctly is reinforced at its
-  current mean (the belief tightens, exploration shrinks); a boundary on the wrong side of the
-  composite gets a pseudo-observation just past it (moves toward where it should have been).
-  Beliefs decay toward the priors (per judged tick) so old evidence fades.
-- The T0/suppress boundary is sampled and logged (spec fidelity) but our tiers have no "suppress"
-  below T0, so no outcome distinguishes the two and only decay touches it.
+"""Learned gating: discounted Hedge over five expert signals and arousal-conditioned Thompson-sampled tier
+boundaries, with epsilon-greedy in shadow as the baseline. Pure: randomness comes only from the integer seed
+the caller passes (`workflow.random()` or `tick_seed`), so a replay or a rerun gates the same way. The learned
+parameters live in GolemState.learned_gating and travel across continue-as-new.
+How the discount and the feedback are read, and why: docs/design/gate.md#learned-gating.
 """
 
 from __future__ import annotations
@@ -27,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from golem.cognition.budget import apply_budget
+from golem.inference.budget import apply_budget
 from golem.cognition.prediction_error import ALARMING_REGIMES, expected_price, regime_changed
 from golem.cognition.threshold import gate as fixed_gate
 from golem.models.config import GatingSection, HeartbeatSection, ProbeThresholds
@@ -65,11 +52,11 @@ def expert_signals(
 ) -> list[float]:
     """The five expert signals in GATING_EXPERTS order, each in [0, 1].
 
-    oracle_residual       |price − expected| / the price probe's High move (§S17 200 bps), capped at 1
-    regime_surprise       1 when the regime change counts as surprise (§S4 source 2)
+    oracle_residual       |price − expected| / the price probe's High move (200 bps), capped at 1
+    regime_surprise       1 when the regime change counts as surprise
     source_inconsistency  |pool − oracle| / the circuit breaker's halt deviation (two sources disagree)
-    risk_severity         the most severe probe: none 0, low 0.5, high 1 (§S5 "max probe severity")
-    prediction_error      the §S4 aggregate
+    risk_severity         the most severe probe: none 0, low 0.5, high 1
+    prediction_error      the aggregate prediction error
     """
     price = observation.primary_price
     expected = expected_price(state)
@@ -145,7 +132,7 @@ def sample_boundaries(
     """Three boundaries, T2/T1 ≥ T1/T0 ≥ T0/suppress, each in [0.05, 0.95].
 
     Each is drawn from its Beta, lowered by arousal (× (1 − 0.2·arousal)) and raised by Daimon
-    dominance (+ 0.1·dominance), clamped, then sorted (§S5 gate_learned). Both shifts are monotone and
+    dominance (+ 0.1·dominance), clamped, then sorted. Both shifts are monotone and
     shared, and the sort enforces the order whatever the draws.
     """
     a = max(0.0, min(1.0, abs(arousal) if math.isfinite(arousal) else 0.0))
@@ -181,7 +168,7 @@ def thompson_update(
     thompson: ThompsonBoundaries, composite: float, sampled: list[float], required: int, cfg: GatingSection
 ) -> tuple[ThompsonBoundaries, list[bool]]:
     """Feedback for one judged tick. Returns the new beliefs and, per boundary [T2/T1, T1/T0], whether
-    the sampled boundary sorted the tick right (`was_correct` of the spec)."""
+    the sampled boundary sorted the tick right (was it correct)."""
     priors = _boundary_priors()
     bs = [_decay_toward(b, p, cfg.thompson_decay) for b, p in zip(thompson.boundaries, priors)]
     correct: list[bool] = []
@@ -248,7 +235,7 @@ def gate_tick(
     daily_spend: float,
     seed: int,
 ) -> GateOutcome:
-    """The gate: forced T2 first, then fixed thresholds (cold start) or learned gating, then the §S12
+    """The gate: forced T2 first, then fixed thresholds (cold start) or learned gating, then the daily
     budget cap (which overrides even forced T2: "no exceptions").
 
     Learned gating is always computed, so during the cold start its choice is logged in shadow and
@@ -313,7 +300,7 @@ def note_gating_outcome(
 def market_level(entry: GatingDecision, cfg: GatingSection) -> int:
     """How much thinking the market at a logged tick called for: 2 severe, 1 significant, 0 quiet.
 
-    Evidence independent of the gate: the §S4 prediction error (`event_pe` significant, `severe_pe` severe) and a
+    Evidence independent of the gate: the prediction error (`event_pe` significant, `severe_pe` severe) and a
     regime change (into a falling or volatile market is severe). A failed tick is no evidence."""
     if entry.failed:
         return 0
@@ -325,7 +312,7 @@ def market_level(entry: GatingDecision, cfg: GatingSection) -> int:
 
 
 def required_tier(entry: GatingDecision, window: list[GatingDecision], cfg: GatingSection) -> int:
-    """The tier the tick needed in hindsight, judged per the tier that ran (§S5 "Outcome feedback"):
+    """The tier the tick needed in hindsight, judged per the tier that ran:
 
     - T0 was correct if neither the tick nor the next theta window (`window`) showed a significant market event
       ("no large prediction error, no position loss, no regime change"); else it needed that event's level.
@@ -334,7 +321,7 @@ def required_tier(entry: GatingDecision, window: list[GatingDecision], cfg: Gati
       the escalation was unnecessary (0), unless the tick or its window was severe (2: "insufficient", an event
       that required higher-tier reasoning). An action is never evidence that T2 rather than T1 was needed: the
       deliberation that acted at T2 would have been judged T2-correct by its own action, a loop that fed itself
-      in volatile markets (issue 10: 54 % of ticks at T2 after the cold start) — T2 needs a severe market.
+      in volatile markets (54 % of ticks at T2 after the cold start) — T2 needs a severe market.
     - A forced tick (owner steer, phase transition) ran for the owner's reason: only the market judges it.
     """
     if entry.failed:
@@ -420,13 +407,13 @@ EXPERT_MEANING = {
     "regime_surprise": "the regime changed",
     "source_inconsistency": "pool and oracle disagree",
     "risk_severity": "the most severe probe fired",
-    "prediction_error": "the §S4 surprise (with the topology term)",
+    "prediction_error": "the prediction error (with the topology term)",
 }
 
 
 def explain_experts(learned: LearnedGatingState, last: GatingDecision | None = None) -> list[str]:
-    """Why each expert weighs what it does (issue 16): Hedge moves weight toward the experts whose signal tracked
-    the tier the hindsight judge said a tick needed (loss = |signal − needed tier / 2|, §S5), with a fixed share
+    """Why each expert weighs what it does: Hedge moves weight toward the experts whose signal tracked
+    the tier the hindsight judge said a tick needed (loss = |signal − needed tier / 2|), with a fixed share
     toward uniform. Per expert: weight against uniform, mean loss per judged tick, and — for `last`, the newest
     logged gate — its signal and its share of the composite."""
     h = learned.hedge

@@ -1,13 +1,8 @@
-"""Prediction error: how surprising is this observation? (heartbeat §S4)
+"""Prediction error: how surprising is this observation?
 
-A scalar in [0, 1] summing six weighted sources, capped at 1.0, plus the topology curiosity term. Pure.
-
-Topology (grimoire "Feeding the Curiosity Scorer": the modifier "is additive in the curiosity composite
-score ... only adds, never subtracts"): each anomaly carries the modifier of the entity it concerns (set by
-the observe step from the knowledge graph; 1.0 for the golem's positions and their 1-hop neighbours, 0.0 for
-events unconnected to them). The term is Σ modifier × W_TOPOLOGY_PER_ANOMALY over at most MAX_ANOMALIES
-anomalies, so an anomaly on a 1-hop entity weighs twice an unrelated one, and a tick whose anomalies are
-all unrelated (or that has none) scores exactly as without the graph.
+A scalar in [0, 1] summing six weighted sources, capped at 1.0, plus the topology curiosity term, which only
+adds (an anomaly on a position or its 1-hop neighbours weighs double). Pure.
+Weights, the oracle-off form and why: docs/design/gate.md#prediction-error.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ from golem.models.enums import MarketRegime
 from golem.models.observation import Observation
 from golem.models.state import GolemState
 
-# §S4 weights
+# source weights (docs/design/gate.md#prediction-error)
 W_PRICE_DIVERGENCE = 0.3
 W_REGIME_CHANGE = 0.4
 W_POSITION_HEALTH = 0.2
@@ -27,7 +22,7 @@ W_PER_INTERVENTION = 0.1
 MAX_INTERVENTIONS = 3
 W_PER_ANOMALY = 0.05
 MAX_ANOMALIES = 5
-# ours: the topology term per anomaly at modifier 1.0 equals §S4's per-anomaly weight (a 1-hop anomaly counts
+# ours: the topology term per anomaly at modifier 1.0 equals the per-anomaly weight (a 1-hop anomaly counts
 # double); capped like source 6 at MAX_ANOMALIES, so it adds at most 0.25.
 W_TOPOLOGY_PER_ANOMALY = W_PER_ANOMALY
 
@@ -52,7 +47,7 @@ def topology_relevance(observation: Observation) -> float:
 def expected_price(state: GolemState) -> float | None:
     """The price the golem expected this tick.
 
-    Oracle-off fallback (§S4 source 1): with no causal model yet, the naive prediction is the last
+    With no causal model yet, the naive prediction is the last
     observed price. A causal-graph forecast slots in here later.
     """
     last = state.last_price
@@ -69,7 +64,7 @@ ALARMING_REGIMES = frozenset({MarketRegime.TRENDING_DOWN, MarketRegime.VOLATILE}
 
 
 def regime_changed(before: MarketRegime, now: MarketRegime) -> bool:
-    """Does this regime transition count as surprise (§S4 source 2)?
+    """Does this regime transition count as surprise?
 
     UNKNOWN is the absence of a signal, not a regime: falling back to it is no news, and leaving it
     for range_bound or trending_up is the detector warming up. Leaving it for trending_down or
@@ -89,7 +84,7 @@ def compute_prediction_error(
 ) -> tuple[float, dict[str, float]]:
     """(prediction error in [0, 1], per-source contributions before the cap).
 
-    With the oracle off (`[oracle] enabled = false`) §S4's signal-only fallback applies:
+    With the oracle off (`[oracle] enabled = false`) the signal-only fallback applies:
     error = max(regime_change_severity, normalized_anomaly_count, position_health_delta, pheromone_threat)."""
     if not oracle_enabled:
         return signal_only_prediction_error(state, observation, topology_weight)
@@ -126,7 +121,7 @@ def compute_prediction_error(
 
 def signal_only_prediction_error(state: GolemState, observation: Observation,
                                  topology_weight: float = W_TOPOLOGY_PER_ANOMALY) -> tuple[float, dict[str, float]]:
-    """§S4 oracle-off fallback: weaker than oracle-derived error but enough to drive the gate. The topology
+    """The oracle-off fallback: weaker than oracle-derived error but enough to drive the gate. The topology
     term adds on top of the max, on the anomaly count's scale (count / MAX_ANOMALIES; at the default weight
     a 1-hop anomaly adds what one more anomaly would)."""
     health = 0.0

@@ -1,12 +1,9 @@
-"""System 1: deterministic probes (heartbeat §S9).
+"""System 1: deterministic probes.
 
-Each probe is a small pure function of the chain snapshot and the golem's rolling state; it
-returns a ProbeResult with a severity. Probes feed the prediction error (§S4) rather than gating
-directly: it is the aggregate, not any single probe, that picks the tier.
-
-Probes of the §S9 table that need data we do not have yet (pheromone field, causal graph) are not
-run; they come with the subsystems that feed them. The credit balance reads the daily inference
-budget (our only credit partition so far); homeostatic deviation reads the rolling histories in state.
+Each probe is a small pure function of the chain snapshot and the golem's rolling state; it returns a ProbeResult
+with a severity. Probes feed the prediction error rather than gating directly: the aggregate, not any single probe,
+picks the tier. Probes needing data we do not have yet (pheromone field, causal graph) are not run.
+The table of probes and thresholds: docs/design/gate.md#probes.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from golem.models.observation import Anomaly, ChainSnapshot, ProbeResult
 from golem.models.state import GolemState
 
 RSI_PERIOD = 14
-# RSI bands: "divergence from mean" → Low, "extreme oversold/overbought" → High (§S9 RSI/MACD row).
+# RSI bands: "divergence from mean" → Low, "extreme oversold/overbought" → High.
 RSI_LOW_BAND = (30.0, 70.0)
 RSI_HIGH_BAND = (20.0, 80.0)
 
@@ -45,7 +42,7 @@ def _rel_bps(now: float, before: float) -> float:
 
 
 def probe_price_delta(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresholds) -> ProbeResult:
-    """|pool price change| since last tick, bps. §S9: Low > 0.5 %, High > 2 % (§S17: 50 / 200 bps)."""
+    """|pool price change| since last tick, bps. Low > 0.5 %, High > 2 % (50 / 200 bps)."""
     price = snapshot.pool.price
     if not state.price_history or state.price_history[-1] <= 0:
         return ProbeResult(probe="price_delta", threshold=t.price_delta_low_bps,
@@ -58,7 +55,7 @@ def probe_price_delta(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresh
 
 
 def probe_tvl_change(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresholds) -> ProbeResult:
-    """|pool TVL change| in one tick, percent. §S9: Low > 1 %, High > 5 %."""
+    """|pool TVL change| in one tick, percent. Low > 1 %, High > 5 %."""
     tvl = snapshot.pool.tvl
     if state.last_tvl is None or state.last_tvl <= 0:
         return ProbeResult(probe="tvl_change", threshold=t.tvl_change_low_pct, detail="no previous TVL yet: skipped")
@@ -69,7 +66,7 @@ def probe_tvl_change(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresho
 
 
 def probe_position_health(snapshot: ChainSnapshot, t: ProbeThresholds) -> ProbeResult:
-    """Minimum health factor over positions. §S9: Low < 1.5, High < 1.2."""
+    """Minimum health factor over positions. Low < 1.5, High < 1.2."""
     hfs = [(p.health_factor, p.id) for p in snapshot.positions if p.health_factor is not None]
     if not hfs:
         # No debt means infinite health; value stays finite so the record serialises to JSON.
@@ -81,7 +78,7 @@ def probe_position_health(snapshot: ChainSnapshot, t: ProbeThresholds) -> ProbeR
 
 
 def probe_gas_price(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresholds) -> ProbeResult:
-    """Gas price over its recent average. §S9: Low > 2×, High > 5× the 1-hour average
+    """Gas price over its recent average. Low > 2×, High > 5× the 1-hour average
     (the average is over state.gas_history, ~1 h of theta ticks at 30 s)."""
     hist = [g for g in state.gas_history if g > 0]
     if not hist:
@@ -94,7 +91,7 @@ def probe_gas_price(snapshot: ChainSnapshot, state: GolemState, t: ProbeThreshol
 
 
 def probe_circuit_breaker(snapshot: ChainSnapshot, t: ProbeThresholds) -> ProbeResult:
-    """|pool price − oracle price| / oracle, bps: the NAV deviation of §S9's circuit breaker row."""
+    """|pool price − oracle price| / oracle, bps: the NAV deviation the circuit breaker watches."""
     oracle = snapshot.oracle_price
     if oracle <= 0:
         return ProbeResult(probe="circuit_breaker", severity=ProbeSeverity.HIGH, threshold=t.oracle_deviation_low_bps,
@@ -107,7 +104,7 @@ def probe_circuit_breaker(snapshot: ChainSnapshot, t: ProbeThresholds) -> ProbeR
 
 
 def probe_kill_switch(triggered: bool, t: ProbeThresholds) -> ProbeResult:
-    """§S9: always High when triggered (the observe activity checks the file)."""
+    """Always High when triggered (the observe activity checks the file)."""
     if triggered:
         return ProbeResult(probe="kill_switch", severity=ProbeSeverity.HIGH, value=1.0, threshold=1.0,
                            detail=f"kill switch {t.kill_switch_path} is present")
@@ -115,7 +112,7 @@ def probe_kill_switch(triggered: bool, t: ProbeThresholds) -> ProbeResult:
 
 
 def probe_world_model_drift(snapshot: ChainSnapshot, state: GolemState, t: ProbeThresholds) -> ProbeResult:
-    """World-model drift (§S9: Low > 10 %, High > 25 % prediction error).
+    """World-model drift (Low > 10 %, High > 25 % prediction error).
 
     Proxy until the causal world model exists: the naive model predicts the *oracle* price stays at
     its last value; drift is the relative error |oracle − last_oracle| / last_oracle. It reads the
@@ -172,7 +169,7 @@ def macd_histogram(prices: list[float]) -> float | None:
 
 def macd_divergence(prices: list[float]) -> bool:
     """Momentum disagrees with the move: price up over the RSI window while the MACD histogram is
-    negative, or down while it is positive (the "divergence from mean" of the §S9 RSI/MACD row)."""
+    negative, or down while it is positive (a "divergence from mean")."""
     hist = macd_histogram(prices)
     if hist is None or len(prices) < RSI_PERIOD + 1:
         return False
@@ -181,8 +178,8 @@ def macd_divergence(prices: list[float]) -> bool:
 
 
 def probe_rsi(snapshot: ChainSnapshot, state: GolemState) -> ProbeResult:
-    """RSI-14 over price history + this tick's price. Low outside 30–70, High outside 20–80 (§S9 RSI
-    row); a MACD(12,26,9) divergence from the price move is at least Low."""
+    """RSI-14 over price history + this tick's price. Low outside 30–70, High outside 20–80;
+    a MACD(12,26,9) divergence from the price move is at least Low."""
     prices = [*state.price_history, snapshot.pool.price]
     value = rsi(prices)
     if value is None:
@@ -202,13 +199,13 @@ def probe_rsi(snapshot: ChainSnapshot, state: GolemState) -> ProbeResult:
     return ProbeResult(probe="rsi", severity=sev, value=round(value, 3), threshold=RSI_LOW_BAND[1], detail=detail)
 
 
-# §S9 credit balance row: Low when the partition has < 20 % left, High < 10 %.
+# credit balance: Low when the partition has < 20 % left, High < 10 %.
 CREDIT_LOW_FRACTION = 0.20
 CREDIT_HIGH_FRACTION = 0.10
 
 
 def probe_credit_balance(daily_spend: float | None, heartbeat: HeartbeatSection | None) -> ProbeResult:
-    """Share of today's inference budget left (the credit partition of §S9, from the §S12 daily cap)."""
+    """Share of today's inference budget left (the credit partition, from the daily cap)."""
     if heartbeat is None or daily_spend is None:
         return ProbeResult(probe="credit_balance", threshold=CREDIT_LOW_FRACTION, detail="no budget given: skipped")
     cap = heartbeat.max_daily_cost_usd
@@ -221,7 +218,7 @@ def probe_credit_balance(daily_spend: float | None, heartbeat: HeartbeatSection 
                        detail=f"{left:.0%} of the ${cap:.2f} daily budget left (spent ${max(daily_spend, 0.0):.4f})")
 
 
-# §S9 homeostatic deviation row: Low when any variable is > 1σ from its rolling mean, High > 2σ.
+# homeostatic deviation: Low when any variable is > 1σ from its rolling mean, High > 2σ.
 HOMEOSTATIC_LOW_SIGMA = 1.0
 HOMEOSTATIC_HIGH_SIGMA = 2.0
 HOMEOSTATIC_WINDOW = 20  # the same 20 periods as the regime SMA
@@ -298,7 +295,7 @@ def run_probes(
     daily_spend: float | None = None,
     heartbeat: HeartbeatSection | None = None,
 ) -> list[ProbeResult]:
-    """All §S9 probes the data allows, in a fixed order. The credit balance needs today's spend
+    """All probes the data allows, in a fixed order. The credit balance needs today's spend
     (budget.daily_spend_on) and the heartbeat section; without them it reports itself skipped."""
     t = thresholds
     return [
@@ -318,7 +315,7 @@ def run_probes(
 
 def merge_probe_results(*groups: list[ProbeResult]) -> list[ProbeResult]:
     """One result per probe, the most severe winning (ties: the later group, i.e. the fresher reading).
-    Used to fold dropped ticks' probes into the next executing tick (heartbeat §S12 backpressure)."""
+    Used to fold dropped ticks' probes into the next executing tick (backpressure)."""
     best: dict[str, ProbeResult] = {}
     for group in groups:
         for r in group:
@@ -329,7 +326,7 @@ def merge_probe_results(*groups: list[ProbeResult]) -> list[ProbeResult]:
 
 
 def anomalies_from(probes: list[ProbeResult]) -> list[Anomaly]:
-    """Every probe that fired (Low or High) is an anomaly (§S4 source 6)."""
+    """Every probe that fired (Low or High) is an anomaly."""
     return [
         Anomaly(probe=p.probe, severity=p.severity, description=p.detail)
         for p in probes

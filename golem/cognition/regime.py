@@ -1,17 +1,7 @@
-"""Regime detection from price history (heartbeat §S9 regime table).
-
-  trending_up    price > 20-period SMA + 1σ
-  trending_down  price < 20-period SMA − 1σ
-  range_bound    price within ±0.5σ of the SMA for > 6 ticks
-  volatile       σ(returns) > 2× the long-run average σ(returns)
-
-σ in the SMA rows is the standard deviation of the same 20 prices (Bollinger-style bands).
-"30-day average" proxy: a golem keeps PRICE_HISTORY_LEN (64) prices, far less than 30 days, so
-the long-run σ(returns) is taken over the returns *before* the recent window in that history.
-Relative volatility alone misses a market that is wild from the first tick (its baseline is as wild), so an
-absolute line (ABSOLUTE_VOLATILE_SIGMA) marks it volatile once RECENT_RETURNS returns exist (the warm-up).
-Both σs have floors (MIN_RETURN_SIGMA, MIN_PRICE_SIGMA) so that noise in a flat market is not a regime.
-Pure and deterministic: workflow code may call it.
+"""Regime detection from price history: trending up or down against a 20-period SMA ± 1σ, range bound within
+±0.5σ for more than 6 ticks, volatile by a relative and an absolute σ(returns) line. Pure and deterministic:
+workflow code may call it. The rules, their floors and how the absolute line was tuned:
+docs/design/gate.md#regime.
 """
 
 from __future__ import annotations
@@ -20,24 +10,24 @@ import math
 
 from golem.models.enums import MarketRegime
 
-SMA_PERIOD = 20  # §S9
-RANGE_BAND_SIGMA = 0.5  # §S9: within ±0.5σ …
+SMA_PERIOD = 20
+RANGE_BAND_SIGMA = 0.5  # within ±0.5σ …
 RANGE_BOUND_MIN_RUN = 6  # … for > 6 ticks
-TREND_BAND_SIGMA = 1.0  # §S9: SMA ± 1σ
-VOLATILITY_RATIO = 2.0  # §S9: σ(returns) > 2× average
+TREND_BAND_SIGMA = 1.0  # SMA ± 1σ
+VOLATILITY_RATIO = 2.0  # σ(returns) > 2× average
 MIN_PRICES = 5  # below this the regime is UNKNOWN
 RECENT_RETURNS = 5  # the "recent" window of returns for the volatility test
 MIN_BASELINE_RETURNS = 8  # need this many older returns before judging volatility
 # A floor under the baseline σ(returns) (10 bps per tick) so a perfectly flat history does not
 # turn the first 1-bp wiggle into "volatile".
 MIN_RETURN_SIGMA = 0.001
-# The narrowest σ the SMA rows use: 50 bps of the SMA, the price probe's Low threshold (§S17
-# price_delta_low_bps) — moves smaller than that are noise, not a trend.
+# The narrowest σ the SMA rows use: 50 bps of the SMA, the price probe's Low threshold
+# (price_delta_low_bps) — moves smaller than that are noise, not a trend.
 MIN_PRICE_SIGMA = 0.005
-# The absolute volatility line: §S9's 2× ratio applied to a "normal" market whose typical per-tick move is the
-# price probe's Low threshold (§S17 price_delta_low_bps = 50 bps): σ(returns) > 2 × 0.5 % = 1 % per tick is
-# volatile whatever the golem's own history says. Tuned on golem/cognition/regime_labels.py (even seeds) and
-# checked on the held-out odd seeds: bench/regime_accuracy.py.
+# The absolute volatility line: the relative rule's 2× ratio applied to a "normal" market whose typical per-tick move is
+# the price probe's Low threshold (price_delta_low_bps = 50 bps): σ(returns) > 2 × 0.5 % = 1 % per tick is volatile
+# whatever the golem's own history says. Tuned on golem/cognition/regime_labels.py (even seeds) and checked on the
+# held-out odd seeds: bench/regime_accuracy.py.
 ABSOLUTE_VOLATILE_SIGMA = 0.01
 
 
@@ -55,7 +45,7 @@ def _returns(prices: list[float]) -> list[float]:
 
 
 def is_volatile(prices: list[float]) -> bool:
-    """§S9's relative rule (recent σ(returns) > 2× the older baseline), or — so that a market wild from the first
+    """The relative rule (recent σ(returns) > 2× the older baseline), or — so that a market wild from the first
     tick, whose own history is just as wild, is still volatile once RECENT_RETURNS returns exist — an absolute
     line: recent σ(returns) above ABSOLUTE_VOLATILE_SIGMA."""
     rets = _returns(prices)

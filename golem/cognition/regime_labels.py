@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from golem.cognition.regime import detect_regime
 from golem.models.enums import MarketRegime
@@ -22,11 +23,13 @@ LABEL_MATCH: dict[str, set[str]] = {
     "calm": {"range_bound"}, "trending_up": {"trending_up"}, "trending_down": {"trending_down"},
     "volatile": {"volatile"}, "crash": {"trending_down", "volatile"},
 }
-WARMUP = 20  # heartbeat §S9: the 20-period SMA
+WARMUP = 20  # the 20-period SMA
 
 
-def _walk(rng: random.Random, segments: list[tuple[str, int, float, float]], p: float = 2000.0):
-    prices, labels = [], []
+def _walk(rng: random.Random, segments: list[tuple[str, int, float, float]],
+          p: float = 2000.0) -> tuple[list[float], list[str]]:
+    prices: list[float] = []
+    labels: list[str] = []
     for label, n, drift, sigma in segments:
         for _ in range(n):
             p = max(1.0, p * (1.0 + drift + rng.gauss(0.0, sigma)))
@@ -61,7 +64,7 @@ HELD_OUT_FAMILIES: dict[str, Callable[[random.Random], tuple[list[float], list[s
 }
 
 
-def labelled_set(seeds: range, families: dict | None = None) -> list[tuple[str, int, list[float], list[str]]]:
+def labelled_set(seeds: range, families: dict[str, Any] | None = None) -> list[tuple[str, int, list[float], list[str]]]:
     fams = FAMILIES if families is None else families
     return [(name, seed, *gen(random.Random(f"{name}:{seed}"))) for name, gen in fams.items() for seed in seeds]
 
@@ -88,11 +91,12 @@ def detect_path(prices: list[float]) -> list[str]:
     return out
 
 
-def score(paths, warmup: int = WARMUP) -> tuple[float, dict[str, float], Counter]:
+def score(paths: list[tuple[str, int, list[float], list[str]]],
+          warmup: int = WARMUP) -> tuple[float, dict[str, float], Counter[tuple[str, str]]]:
     """(accuracy after the warm-up, accuracy per label, confusion (label, detected) → ticks)."""
-    hits: Counter = Counter()
-    totals: Counter = Counter()
-    confusion: Counter = Counter()
+    hits: Counter[str] = Counter()
+    totals: Counter[str] = Counter()
+    confusion: Counter[tuple[str, str]] = Counter()
     for _, _, prices, labels in paths:
         for det, lab in list(zip(detect_path(prices), labels))[warmup:]:
             totals[lab] += 1

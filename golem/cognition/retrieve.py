@@ -1,20 +1,20 @@
-"""The RETRIEVE step's policy in one call (issue 13): what the decide step gets from memory this tick.
+"""The RETRIEVE step's policy in one call: what the decide step gets from memory this tick.
 
-Hybrid retrieval (rev. 9) over episodes and semantic entries for the tick's situation, asked as an action
+Hybrid retrieval over episodes and semantic entries for the tick's situation, asked as an action
 question (warnings and MUST constraints get top-3 slots); an owner's steer or next-decide follow-up that asks
-about an earlier tick is asked as of that tick (issue 15) and its answer leads; at T2 the causal graph adds the
-expected effects and upstream causes of the current anomalies (issue 16). What is returned is marked accessed.
+about an earlier tick is asked as of that tick and its answer leads; at T2 the causal graph adds the
+expected effects and upstream causes of the current anomalies. What is returned is marked accessed.
 """
 
 from __future__ import annotations
 
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.graph import CausalGraph
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.graph import CausalGraph
 from golem.grimoire.retrieval import RetrievedItem, past_tick_of, retrieve_for_tick
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.semantic.store import SemanticStore
 from golem.learning.causal import causal_entries
 from golem.learning.ledger import LearningLedger
-from golem.life.reflect import retrieval_query
+from golem.cognition.reflect import retrieval_query
 from golem.models.enums import Tier
 from golem.models.observation import Observation
 from golem.models.record import ContextBundleSummary, RetrievedEntrySummary
@@ -40,7 +40,7 @@ def retrieve_for_decide(inp: RetrieveInput, episodes: EpisodeStore, semantic: Se
         floor=cfg.grimoire.semantic_floor,
     )
     # An owner's steer or next-decide follow-up that asks about an earlier tick ("why did you repay at tick
-    # 8,000?") is asked as of that tick (issue 15): what was in force then, superseded since or not.
+    # 8,000?") is asked as of that tick: what was in force then, superseded since or not.
     past: list[PastQuestion] = []
     past_items: list[tuple[RetrievedItem, int | None]] = []
     tokens = result.tokens
@@ -87,7 +87,7 @@ def retrieve_for_decide(inp: RetrieveInput, episodes: EpisodeStore, semantic: Se
 
 def causal_search(obs: Observation, tick: int, semantic: SemanticStore,
                   learning: LearningLedger) -> list[RetrievedEntrySummary]:
-    """T2 (issue 16): from the current anomalies, the causal graph's expected effects and upstream causes."""
+    """T2: from the current anomalies, the causal graph's expected effects and upstream causes."""
     start = sorted({f"anomaly:{a.probe}" for a in obs.anomalies})
     if not start:
         return []

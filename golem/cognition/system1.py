@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, Field
 
 from golem.cognition.backpressure import merge_into_observation
-from golem.cognition.budget import daily_spend_on
+from golem.inference.budget import daily_spend_on
 from golem.cognition.fold import fold_tick_result, should_run_delta
 from golem.cognition.learned_gating import GateOutcome, gate_tick, learn_at_delta, tick_seed
 from golem.cognition.lines import lift, strategy_lines, wake_check
@@ -21,7 +21,7 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.cognition.threshold import compute_adaptive_threshold
-from golem.grimoire.topology import TopologyView
+from golem.grimoire.semantic.topology import TopologyView
 from golem.inference.strategy import Strategy
 from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import Tier
@@ -31,7 +31,7 @@ from golem.models.state import GolemState
 from golem.models.tick import TickResult
 from golem.models.wake import Wakefulness
 
-# heartbeat "Daily Cost Model": per-call averages T1 $0.002, T2 $0.05
+# per-call averages of the daily cost model (docs/design/inference.md#cost): T1 $0.002, T2 $0.05
 COST_PER_CALL = {Tier.T0: 0.0, Tier.T1: 0.002, Tier.T2: 0.05}
 
 
@@ -46,8 +46,8 @@ def observe(
     topology: TopologyView | None = None,
     strategy: Strategy | None = None,
 ) -> Observation:
-    """Probes (§S9, merged with probes carried from dropped ticks) and the regime, from a snapshot; with a
-    topology view, each anomaly carries its topology curiosity modifier (grimoire "Feeding the Curiosity Scorer").
+    """Probes (merged with probes carried from dropped ticks) and the regime, from a snapshot; with a
+    topology view, each anomaly carries its topology curiosity modifier (docs/design/grimoire.md#knowledge-graph).
     The position probe's lines come from `strategy` (golem.cognition.lines)."""
     thresholds = strategy_lines(strategy, cfg.probes, cfg.wake).probe_thresholds(cfg.probes)
     probes = run_probes(snapshot, state, thresholds, kill_switch_triggered,
@@ -155,7 +155,7 @@ def simulate(
     strategy: Strategy | None = None,
 ) -> SimulationRun:
     """Drive System 1 over a pool price path: each tick observes, analyses, gates (learned after the
-    cold start), pays the §S5 per-call cost of its tier, folds into state, and at delta frequency
+    cold start), pays the per-call cost of its tier, folds into state, and at delta frequency
     closes the learning loop, in GolemWorkflow's order. Pure and deterministic given pure hooks.
     `topology` (e.g. SYNTHETIC_TOPOLOGY) gives the anomalies their topology curiosity modifiers.
     Without `act` no deliberation runs and no actions are taken; with it, every escalated tick (T1/T2) calls

@@ -1,4 +1,4 @@
-"""Adaptive deliberation threshold and the fixed-threshold gate (heartbeat §S5).
+"""Adaptive deliberation threshold and the fixed-threshold gate.
 
 This is the cold-start path. Learned gating (discounted Hedge, Thompson-sampled boundaries) will
 replace `tier_for` behind the same `gate()` signature; forced-T2 rules stay in front of it.
@@ -10,17 +10,17 @@ from golem.models.enums import BehavioralPhase, Tier
 from golem.models.interventions import Steer
 from golem.models.state import GolemState
 
-THRESHOLD_MIN = 0.05  # §S5 clamp
+THRESHOLD_MIN = 0.05  # clamp (docs/design/gate.md#thresholds)
 THRESHOLD_MAX = 0.8
 CONFIDENCE_GAIN = 0.5  # confidence_factor = 1 + confidence × 0.5
 MORTALITY_GAIN = 0.3  # mortality_factor = 1 − (1 − vitality) × 0.3
 AROUSAL_GAIN = 0.2  # arousal_factor = 1 − |arousal| × 0.2
-# heartbeat "Daimon PAD modulation": high dominance raises the threshold (the golem trusts its models), low
+# The daimon's modulation: high dominance raises the threshold (the golem trusts its models), low
 # dominance (a fired somatic marker, a thin health-factor margin) lowers it. daimon_factor = 1 + dominance × 0.2
 # (ours: the same size as the arousal factor; learned gating shifts its boundaries by [gating] dominance_bias).
 DOMINANCE_GAIN = 0.2
 
-# Lower bound of each phase (runtime-extensions lifespan: Thriving > 0.7, Stable 0.5–0.7,
+# Lower bound of each phase (Thriving > 0.7, Stable 0.5–0.7,
 # Conservation 0.3–0.5, Declining 0.1–0.3, Terminal < 0.1).
 PHASE_FLOORS: list[tuple[BehavioralPhase, float]] = [
     (BehavioralPhase.THRIVING, 0.7),
@@ -62,7 +62,7 @@ def phase_transition_imminent(vitality: float) -> tuple[bool, str]:
 
 
 def threshold_from(base: float, confidence: float, vitality: float, arousal: float, dominance: float = 0.0) -> float:
-    """The §S5 formula on plain numbers (inputs clamped to [0, 1]; arousal taken as |arousal|), times the daimon's
+    """The threshold formula on plain numbers (inputs clamped to [0, 1]; arousal taken as |arousal|), times the daimon's
     dominance factor (dominance in [-1, 1])."""
     confidence = _clamp(confidence, 0.0, 1.0)
     vitality = _clamp(vitality, 0.0, 1.0)
@@ -76,7 +76,7 @@ def threshold_from(base: float, confidence: float, vitality: float, arousal: flo
 
 
 def compute_adaptive_threshold(state: GolemState, base: float) -> float:
-    """§S5: base × confidence_factor × mortality_factor × arousal_factor (× the daimon's dominance factor),
+    """Base × confidence_factor × mortality_factor × arousal_factor (× the daimon's dominance factor),
     clamped to [0.05, 0.8]."""
     return threshold_from(base, state.strategy_confidence, state.vitality.composite, state.pad.arousal,
                           state.pad.dominance)

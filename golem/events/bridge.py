@@ -1,8 +1,7 @@
-"""The ui-bridge (runtime-extensions §24): what happened, as GolemEvents, translated from what the tick produced.
+"""The ui-bridge: what happened, as GolemEvents, translated from what the tick produced.
 
-heartbeat "DecisionCycleRecord": "Every field in the record maps to a typed GolemEvent. The ui-bridge
-extension translates record fields to events with no additional logic." So a tick's events come from
-its observation (at observe) and its record (at reflect); pure functions, no I/O.
+Every field of the record maps to a typed event with no logic of its own, so a tick's events come from its
+observation (at observe) and its record (at reflect); pure functions, no I/O. See docs/design/events.md.
 """
 
 from __future__ import annotations
@@ -195,7 +194,7 @@ def consolidation_events(golem: str, time: str, result) -> list[GolemEvent]:
 
 
 def trend_events(golem: str, tick: int, time: str, trend) -> list[GolemEvent]:
-    """rev. 12's external metric trend at a delta cycle (golem.events.quality.ExternalTrend); an alert when the
+    """The external metric trend at a delta cycle (golem.events.quality.ExternalTrend); an alert when the
     30-day PnL has declined DECLINING_ALARM_DAYS days in a row."""
     if trend is None:
         return []
@@ -208,9 +207,9 @@ def trend_events(golem: str, tick: int, time: str, trend) -> list[GolemEvent]:
 
 
 def survival_events(golem: str, tick: int, time: str, figures: dict[str, Any] | None) -> list[GolemEvent]:
-    """rev. 12's heuristic survival at a delta cycle (golem.grimoire.playbook_survival.survival), with an alert when
+    """The heuristic survival at a delta cycle (golem.grimoire.playbook.survival.survival), with an alert when
     enough heuristics were judged and the rate is outside the alarm bounds."""
-    from golem.grimoire.playbook_survival import ALARM_ABOVE, ALARM_BELOW, HORIZON_TICKS, MIN_JUDGED
+    from golem.grimoire.playbook.survival import ALARM_ABOVE, ALARM_BELOW, HORIZON_TICKS, MIN_JUDGED
 
     if figures is None:
         return []
@@ -225,7 +224,7 @@ def survival_events(golem: str, tick: int, time: str, figures: dict[str, Any] | 
 
 
 def dream_events(golem: str, time: str, result) -> list[GolemEvent]:
-    """A finished dream cycle, with rev. 12's dream yield and threat coverage when the phased cycle measured them."""
+    """A finished dream cycle, with the dream yield and threat coverage when the phased cycle measured them."""
     measured = {k: v for k in ("dream_yield", "threat_coverage") if (v := getattr(result, k, None)) is not None}
     return [make_event(golem, result.tick, time, "dreams.cycle_finished", "dream", replayed=len(result.replayed),
                        heuristics_touched=result.heuristics_touched, report=result.report_path, **measured)]
@@ -243,7 +242,7 @@ def control_event(golem: str, what: str, answer, time: str) -> GolemEvent:
 
 def alert_probes(store) -> list:
     """The heartbeat-monitor's alerts stored since the previous tick started, as probe results for this tick's
-    observe (golem-archetypes: "The golem-instance reads these during its next probe phase")."""
+    observe (the golem sees what its monitor saw)."""
     from golem.models.enums import ProbeSeverity
     from golem.models.observation import ProbeResult
 

@@ -1,4 +1,4 @@
-"""GolemEvent: the one envelope of the Event Fabric (heartbeat "The Event Fabric"; runtime-extensions §24 ui-bridge).
+"""GolemEvent: the one envelope of the Event Fabric (docs/design/events.md).
 
 Every event has the same envelope (id, golem, tick, time, subsystem, kind, payload); `kind` is
 "<subsystem>.<what>", e.g. "actions.blocked". The id is derived from what the event is about, so an
@@ -24,7 +24,7 @@ class Subsystem(str, Enum):
     SAFETY = "safety"  # incidents, invariant violations
     ALERTS = "alerts"  # chain RPC, probe alerts
     CONTROL = "control"  # pause / resume / stop-entries (the owner's stop buttons)
-    QUALITY = "quality"  # rev. 12 cognitive quality measured at a cycle (external trend)
+    QUALITY = "quality"  # cognitive quality measured at a cycle (docs/design/events.md#quality-figures)
 
 
 # Every kind the fabric emits, with the subsystem it belongs to. `golem events --kind` is checked against it.
@@ -61,9 +61,9 @@ KINDS: dict[str, str] = {
     "control.resumed": "the owner resumed the golem",
     "control.entries_stopped": "the owner stopped new entries",
     "control.entries_allowed": "the owner allowed new entries again",
-    "quality.reflection_consistency": "rev. 12's weekly cosine between LLM-worded reflections and their rewording",
-    "quality.heuristic_survival": "rev. 12's share of PLAYBOOK heuristics still in force 100 ticks after they entered",
-    "quality.external_trend": "rev. 12's 30-day Sharpe, drawdown and PnL, and how many days the PnL has declined",
+    "quality.reflection_consistency": "the weekly cosine between LLM-worded reflections and their rewording",
+    "quality.heuristic_survival": "the share of PLAYBOOK heuristics still in force 100 ticks after they entered",
+    "quality.external_trend": "the 30-day Sharpe, drawdown and PnL, and how many days the PnL has declined",
 }
 
 

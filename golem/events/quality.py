@@ -1,21 +1,19 @@
-"""rev. 12's external metric trend (revisions-grounding "Revision 12: Cognitive Quality Dashboards"): Sharpe,
-drawdown and PnL over a 30-day rolling window, healthy when improving or stable, an alarm when declining 14+ days.
-
-Computed from the equity each recorded tick reports (the `heartbeat.tick_finished` events of the Event Fabric),
-once per delta cycle. The window holds what the event store keeps (30 days or its row cap, whichever is shorter):
-`days` says how much history the figures stand on.
+"""The external metric trend (Sharpe, drawdown and PnL over a 30-day rolling window; an alarm when declining 14+
+days) and the weekly reflection consistency. Computed from the equity each recorded tick reports, once per delta
+cycle; `days` says how much history the figures stand on. Bands and why: docs/design/events.md#quality-figures.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel
 
 from golem.backtest.report import max_drawdown, sharpe
 
-WINDOW_DAYS = 30  # rev. 12 "Sharpe, drawdown, PnL (30d rolling)"
-DECLINING_ALARM_DAYS = 14  # rev. 12 alarm: "Declining 14+ days"
+WINDOW_DAYS = 30  # a 30-day rolling window
+DECLINING_ALARM_DAYS = 14  # alarm: declining 14+ days in a row
 
 
 class ExternalTrend(BaseModel):
@@ -71,10 +69,10 @@ def external_trend(points: list[tuple[str, float]], now: str) -> ExternalTrend |
 
 
 # ---- reflection consistency ------------------------------------------------------------------------------
-CONSISTENCY_EVERY_DAYS = 7.0  # rev. 12 "Cosine across regenerated reflections (weekly)"
-CONSISTENCY_HEALTHY, CONSISTENCY_ALARM = 0.7, 0.5  # rev. 12: healthy > 0.7, alarm < 0.5
+CONSISTENCY_EVERY_DAYS = 7.0  # cosine across regenerated reflections, weekly
+CONSISTENCY_HEALTHY, CONSISTENCY_ALARM = 0.7, 0.5  # healthy > 0.7, alarm < 0.5
 CONSISTENCY_SAMPLE = 5  # reflections regenerated per measurement (ours: five T1 calls a week)
-NUMBERS = " Numbers: "  # golem.inference.reflexion_llm.worded: the model's text, then the chain's numbers
+NUMBERS = " Numbers: "  # golem.learning.reflexion_llm.worded: the model's text, then the chain's numbers
 
 
 class ReflectionConsistency(BaseModel):
@@ -96,13 +94,13 @@ def consistency_due(last_measured_at: str | None, now: str) -> bool:
     return last_measured_at is None or (_ts(now) - _ts(last_measured_at)).total_seconds() >= CONSISTENCY_EVERY_DAYS * 86400
 
 
-async def reflection_consistency(records: list, now: str, *, router, embed, daily_spend: float
+async def reflection_consistency(records: list[Any], now: str, *, router: Any, embed: Any, daily_spend: float
                                  ) -> ReflectionConsistency:
     """Word again the Reflexions an LLM wrote in the last week (newest first, up to CONSISTENCY_SAMPLE) from the same
     numbers, and compare the two wordings by the cosine of their embeddings. Offline wording is deterministic:
     nothing to regenerate, so nothing is measured (reason says so). records: DecisionCycleRecords; embed: texts →
     unit-normalised vectors."""
-    from golem.inference.reflexion_llm import worded
+    from golem.learning.reflexion_llm import worded
 
     start = _ts(now) - timedelta(days=CONSISTENCY_EVERY_DAYS)
     worded_by_llm = [r for r in records if r.reflexion is not None and r.reflexion.model != "offline"

@@ -36,8 +36,8 @@ CREATE INDEX IF NOT EXISTS events_kind ON events(kind, seq);
 CREATE INDEX IF NOT EXISTS events_time ON events(time);
 """
 
-# The spec's fabric keeps the last 10,000 events for reconnection replay (heartbeat "The Event Fabric");
-# on disk we keep more: 30 days, at most 200,000 events (10k ticks of history × their ~10 events each fit).
+# A live view needs far fewer events to reconnect; on disk we keep more, so an owner can scroll back a month: 30 days,
+# at most 200,000 events (10k ticks of history × their ~10 events each fit).
 RETENTION_DAYS = 30
 RETENTION_MAX_EVENTS = 200_000
 PRUNE_EVERY = 500  # appends between retention passes
@@ -52,9 +52,10 @@ def _row_event(row: tuple) -> GolemEvent:
 
 
 class EventStore:
-    def __init__(self, data_dir: Path, *, retention_days: float = RETENTION_DAYS,
+    def __init__(self, data: DataLayout | Path, *, retention_days: float = RETENTION_DAYS,
                  max_events: int = RETENTION_MAX_EVENTS) -> None:
-        self.path = DataLayout(data_dir).events
+        self.layout = DataLayout.of(data)
+        self.path = self.layout.events
         self.retention_days = retention_days
         self.max_events = max_events
         self._appends = 0

@@ -4,14 +4,21 @@ the worker's store layout, the embedder golem.toml names, and retrieval as an ow
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from golem.errors import UserError
 from golem.layout import DataLayout
 
+if TYPE_CHECKING:
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.retrieval import RetrievalResult
+    from golem.grimoire.semantic.store import SemanticStore
+    from golem.grimoire.store.embeddings import Embedder
 
-def configured_embedder(home: Path | None):
+
+def configured_embedder(home: Path | None) -> Embedder:
     """The embedder golem.toml in `home` names ([grimoire] embedder); the offline default without a golem.toml."""
-    from golem.grimoire.embeddings import EmbedderUnavailable, default_embedder, make_embedder
+    from golem.grimoire.store.embeddings import EmbedderUnavailable, default_embedder, make_embedder
     from golem.models.config import ConfigError, load_config
 
     if home is None or not (Path(home) / "golem.toml").exists():
@@ -34,14 +41,15 @@ def configured_floor(home: Path | None) -> float | None:
         raise UserError(str(err)) from None
 
 
-def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: str = "error", reading: bool = False):
+def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: str = "error",
+                reading: bool = False) -> tuple[EpisodeStore, SemanticStore]:
     """The worker's layout: <data>/grimoire/{episodes.lance, semantic.sqlite, semantic.lance}, opened with the
     embedder configured in `home` (see configured_embedder). Opening never re-embeds as a side effect:
     with on_model_switch="error" a store embedded with another model is a UserError naming
     `golem grimoire reembed`; "ignore" opens it anyway for inspection. `reading`: the data dir must exist
     (a command that only reads never creates one: a typo in --data would read as an empty memory)."""
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.semantic import SemanticStore
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
 
     layout = DataLayout(data_dir)
     emb = configured_embedder(home)
@@ -55,14 +63,14 @@ def open_stores(data_dir: Path, home: Path | None = None, *, on_model_switch: st
         raise UserError(str(err)) from None
 
 
-def latest_tick(episodes) -> int:
+def latest_tick(episodes: EpisodeStore) -> int:
     """The newest episode's tick: "now" for a search that names no tick."""
     return max((e.tick for e in episodes.all()), default=0)
 
 
-def search(episodes, semantic, query: str, *, regime: str, tick: int, k: int = 5, budget: int = 500,
+def search(episodes: EpisodeStore, semantic: SemanticStore, query: str, *, regime: str, tick: int, k: int = 5, budget: int = 500,
            floor: float | None = None, as_of: int | None = None, as_known_now: bool = False,
-           action: bool | None = None):
+           action: bool | None = None) -> RetrievalResult:
     """What `golem grimoire search` runs (and bench/eval_memory.py scores): retrieval as an owner's steer would
     ask it (no Self-RAG skip), nothing logged, nothing marked accessed. `tick` is now; `as_of` (default: tick) the
     valid time asked about; `action` None reads it from the question's text."""

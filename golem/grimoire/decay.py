@@ -1,15 +1,10 @@
-"""Ebbinghaus decay with retrieval strengthening (grimoire "Confidence and Decay"; revisions-grounding Rev. 4).
+"""Ebbinghaus decay with retrieval strengthening.
 
     retention(t)          = exp(-(t - last_accessed) / (half_life × strength))      floor 0.05
     effective_confidence  = confidence × retention                                 floor 0.05
 
-Units: every duration here is in **seconds**, because the spec's half-lives are wall-clock
-durations (48 h, 7 d, ...) and the adaptive clock makes a tick anywhere from 30 s to 120 s long.
-Stores that only know tick numbers convert elapsed ticks with `ticks_to_seconds` using the
-nominal theta interval (config `clock.theta_base_seconds`).
-
-The formula is used literally as the spec writes it, so "half_life" is the time constant of the
-exponential: retention at Δt = half_life (strength 1) is e⁻¹ ≈ 0.37, not 0.5.
+Durations are in seconds (half-lives are wall-clock; a tick is 30–120 s), and `half_life` is the exponential's time
+constant (retention e⁻¹ ≈ 0.37 at Δt = half_life). Half-lives, modifiers and why: docs/design/grimoire.md#decay.
 """
 
 from __future__ import annotations
@@ -20,16 +15,16 @@ from enum import Enum
 HOUR = 3600.0
 DAY = 24 * HOUR
 
-RETENTION_FLOOR = 0.05  # grimoire "Decay Formula": floor 0.05, never fully forgotten
-PRUNE_FLOOR = 0.1  # grimoire "Curator Cycle" step 4: entries below 0.1 are flagged for removal
-LOW_QUALITY_THRESHOLD = 0.3  # revisions Rev. 5: quality_score < 0.3 decays 2× faster
+RETENTION_FLOOR = 0.05  # floor 0.05, never fully forgotten
+PRUNE_FLOOR = 0.1  # entries below 0.1 are flagged for removal
+LOW_QUALITY_THRESHOLD = 0.3  # quality_score < 0.3 decays 2× faster
 LOW_QUALITY_SPEEDUP = 2.0
-DREAM_VALIDATED_SLOWDOWN = 2.0  # grimoire "Demurrage Decay Classes" class D: 0.5× the standard rate
-BLOODSTAIN_SLOWDOWN = 3.0  # grimoire "Ebbinghaus decay rates by entry type": bloodstains 3× slower
-DREAM_STRENGTH_INCREMENT = 0.5  # grimoire "Decay Formula": dream-retrieval strengthening +0.5
-LIVE_STRENGTH_INCREMENT = 1.0  # grimoire "Decay Formula": retrieved AND positive outcome → +1
+DREAM_VALIDATED_SLOWDOWN = 2.0  # dream-validated (class D): 0.5× the standard rate
+BLOODSTAIN_SLOWDOWN = 3.0  # bloodstains 3× slower
+DREAM_STRENGTH_INCREMENT = 0.5  # dream-retrieval strengthening +0.5
+LIVE_STRENGTH_INCREMENT = 1.0  # retrieved AND positive outcome → +1
 DEFAULT_TICK_SECONDS = 60.0  # config clock.theta_base_seconds default: the nominal tick for ticks_to_seconds
-# |P&L| that maps to replay gain 0.5. Our choice (not the spec's): saturating |x| / (|x| + s) keeps gain in
+# |P&L| that maps to replay gain 0.5. Our choice: saturating |x| / (|x| + s) keeps gain in
 # [0, 1) per episode without needing the whole population, so the value can be stored at write time.
 PNL_HALF_SATURATION_USD = 10.0
 
@@ -44,7 +39,7 @@ class DecayClass(str, Enum):
 
 
 class EntryKind(str, Enum):
-    """Entry types of the grimoire "Ebbinghaus decay rates by entry type" table."""
+    """Entry types with their own half-life (docs/design/grimoire.md#decay)."""
 
     EPISODE = "episode"
     INSIGHT = "insight"
@@ -52,10 +47,7 @@ class EntryKind(str, Enum):
     WARNING = "warning"
 
 
-# grimoire "Demurrage Decay Classes" (A 7 d, B 21 d, C 90 d) — the table the Curator's DECAY
-# phase applies ("The DECAY phase applies the demurrage decay classes (A/B/C/D)"); it supersedes
-# the earlier "Four Decay Classes" table (14 d / no decay) where they disagree. Ephemeral has no
-# demurrage letter; it keeps the "Four Decay Classes" value of 24 h.
+# Half-life per decay class (A 7 d, B 21 d, C 90 d), as the Curator's DECAY phase applies them; ephemeral 24 h.
 CLASS_HALF_LIFE_SECONDS: dict[DecayClass, float] = {
     DecayClass.STRUCTURAL: 90 * DAY,
     DecayClass.REGIME_CONDITIONAL: 21 * DAY,
@@ -63,7 +55,7 @@ CLASS_HALF_LIFE_SECONDS: dict[DecayClass, float] = {
     DecayClass.EPHEMERAL: 1 * DAY,
 }
 
-# grimoire "Ebbinghaus decay rates by entry type".
+# Half-life per entry type.
 KIND_HALF_LIFE_SECONDS: dict[EntryKind, float] = {
     EntryKind.EPISODE: 48 * HOUR,
     EntryKind.INSIGHT: 7 * DAY,
@@ -73,7 +65,7 @@ KIND_HALF_LIFE_SECONDS: dict[EntryKind, float] = {
 
 
 def base_half_life_seconds(kind: EntryKind, decay_class: DecayClass) -> float:
-    """The spec gives two clocks (per entry type and per decay class); the faster one wins.
+    """Two clocks (per entry type and per decay class); the faster one wins.
 
     So an episode never outlives its 48 h scaffold, and an ephemeral heuristic still fades in a day.
     """
@@ -87,7 +79,7 @@ def effective_half_life_seconds(
     dream_validated: bool = False,
     bloodstain: bool = False,
 ) -> float:
-    """Half-life after the spec's modifiers (low quality 2× faster, class D 2× slower, bloodstain 3× slower)."""
+    """Half-life after the modifiers (low quality 2× faster, class D 2× slower, bloodstain 3× slower)."""
     if not 0.0 <= quality <= 1.0:
         raise ValueError(f"quality must be in [0, 1], got {quality}")
     half_life = base_half_life_seconds(kind, decay_class)
@@ -101,7 +93,7 @@ def effective_half_life_seconds(
 
 
 def retention(elapsed_seconds: float, half_life_seconds: float, strength: float = 1.0) -> float:
-    """exp(-elapsed / (half_life × strength)), floored at 0.05 (grimoire "Decay Formula").
+    """exp(-elapsed / (half_life × strength)), floored at 0.05.
 
     Negative elapsed time (clock skew, a record from the future) counts as zero: nothing decays backwards.
     """
@@ -116,7 +108,7 @@ def retention(elapsed_seconds: float, half_life_seconds: float, strength: float 
 
 
 def effective_confidence(confidence: float, retention_value: float) -> float:
-    """confidence × retention, floored at 0.05 (grimoire "Decay Formula")."""
+    """confidence × retention, floored at 0.05."""
     if not 0.0 <= confidence <= 1.0:
         raise ValueError(f"confidence must be in [0, 1], got {confidence}")
     return max(RETENTION_FLOOR, confidence * retention_value)
@@ -149,7 +141,7 @@ def retention_at_tick(
 def replay_gain(
     pnl_impact: float | None, prediction_error: float, pnl_scale: float = PNL_HALF_SATURATION_USD
 ) -> float:
-    """The gain term of Mattar–Daw replay utility (dream.py), stored on every episode when it is written:
+    """The gain term of Mattar–Daw replay utility (dreams/replay.py), stored on every episode when it is written:
     gain ∈ [0, 1] = 1 − (1 − g_pnl)(1 − g_surprise) — either a big P&L or a big surprise is enough."""
     if pnl_scale <= 0:
         raise ValueError(f"pnl_scale must be > 0, got {pnl_scale}")

@@ -1,13 +1,9 @@
-"""Embedding integrity (revisions Rev. 8): act on the drift check, re-embed in full, resume writes.
+"""Embedding integrity: act on the drift check, re-embed in full, resume writes.
 
-    drift report (embeddings.scheduled_drift_check, every delta cycle)
-      └─ apply_drift_report: critical → pause writes (guard.py), with the report as the reason
-    golem grimoire reembed | resume
-      └─ reembed_stores: re-embed every episode and entry with the configured model (each table rewritten
-         in one commit), re-pin the drift reference, flush the queued rows, lift the pause
-
-Nothing is written with a drifting model while paused, and nothing is lost: rows that needed a vector
-wait in the queue and are embedded by the re-embed's model.
+A critical drift report (store.embeddings.scheduled_drift_check, every delta cycle) pauses writes (store/guard.py);
+`golem grimoire reembed | resume` re-embeds every episode and entry with the configured model (each table in one
+commit), re-pins the drift reference, flushes the queued rows and lifts the pause. Nothing is written with a
+drifting model while paused, and nothing is lost. See docs/design/grimoire.md#embeddings.
 """
 
 from __future__ import annotations
@@ -15,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from golem.grimoire.embeddings import DriftReport, identity_of, pin_reference, pinned_identity
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.guard import WriteGuard
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.store.embeddings import DriftReport, identity_of, pin_reference, pinned_identity
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.store.guard import WriteGuard
+from golem.grimoire.semantic.store import SemanticStore
 
 DRIFT_REFERENCE = "drift-reference.npy"  # under the grimoire dir, beside the stores (+ .json with its identity)
 
@@ -28,7 +24,7 @@ def drift_reference_path(grimoire_dir: Path) -> Path:
 
 
 def apply_drift_report(report: DriftReport, grimoire_dir: Path) -> dict[str, Any]:
-    """Rev. 8 "Critical threshold → pause writes": a critical report pauses the grimoire's vector writes
+    """A critical report pauses the grimoire's vector writes
     (persistently, across restarts) until a full re-embed. Healthy and warning reports change nothing — in
     particular they never lift a pause: only `reembed_stores` does. Returns the guard status."""
     guard = WriteGuard(Path(grimoire_dir))

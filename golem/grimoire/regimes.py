@@ -1,7 +1,6 @@
-"""The regime vocabulary entries are scoped with (issue 15): the heartbeat §S9 regimes the golem detects —
-trending_up, trending_down, volatile, range_bound, unknown — so retrieval can match an entry's scope to the
-tick's regime. Labels from elsewhere map onto it: the grimoire spec's `MarketRegime { Bull, Bear, Sideways, HighVol,
-LowVol, Crisis }` and the backtest paths' labels (calm, crash; golem/cognition/regime_labels.py). Anything else is
+"""The regime vocabulary entries are scoped with: the regimes the golem detects — trending_up, trending_down,
+volatile, range_bound, unknown — so retrieval can match an entry's scope to the tick's regime. Labels from elsewhere
+(bull, bear, sideways, high/low volatility, crisis; the backtest paths' calm and crash) map onto it; anything else is
 refused with the list of what is accepted, never kept as a string the retriever cannot match.
 """
 
@@ -10,7 +9,7 @@ from __future__ import annotations
 from golem.models.enums import MarketRegime
 
 VOCABULARY = tuple(r.value for r in MarketRegime)
-# ours: the nearest §S9 regime for each foreign label. A crash is volatility first (the detector reads the
+# ours: the nearest detected regime for each foreign label. A crash is volatility first (the detector reads the
 # backtest label `crash` as trending_down or volatile; a falling market is trending_down's own label).
 ALIASES: dict[str, str] = {
     "bull": "trending_up", "bullish": "trending_up", "uptrend": "trending_up", "trend_up": "trending_up",
@@ -23,7 +22,7 @@ UNSCOPED = {"", "none", "null", "any", "all", "global"}
 
 
 def normalise_regime(label: str | None) -> str | None:
-    """An entry's `market_regime` in the §S9 vocabulary; None = unscoped (regime-independent). Raises ValueError
+    """An entry's `market_regime` in the detector's vocabulary; None = unscoped (regime-independent). Raises ValueError
     naming the accepted labels for anything it cannot map."""
     if label is None:
         return None

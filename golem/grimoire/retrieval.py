@@ -1,20 +1,10 @@
-"""Retrieval over semantic entries and episodes (revisions Rev. 9; grimoire "Four-factor retrieval scoring",
-"Hybrid Retrieval Pipeline"), reworked so it answers the question asked (issue 15).
+"""Retrieval over semantic entries and episodes, answering the question asked.
 
-  0. `should_retrieve`: the Self-RAG style decision whether to retrieve at all.
-  1. Time (grimoire "Episodes": bi-temporal validFrom / validUntil): only entries in force at `as_of` (default the
-     tick) and recorded by then, and episodes recorded by then, are candidates.
-  2. Candidates. Entries: every one, scored exactly from the in-memory index (entry_index.py: vectors + lexical
-     terms of content, tags and type). Episodes: LanceDB hybrid (vector + BM25, RRFReranker K=60), top 20
-     (Rev. 9 steps 1–2).
-  3. Relevance first: relevance = DENSE_WEIGHT·cosine + (1 − DENSE_WEIGHT)·lexical coverage; the Rev. 9 step-3
-     factors (effective confidence, quality, recency) plus reliability, the mood (four-factor emotional weight
-     0.15, contrarian every 100th tick) and the bloodstain boost (×1.2) form a tie-break worth at most
-     TIE_MARGIN; regime_match adds REGIME_WEIGHT; episodes pay EPISODE_PENALTY.
-  4. Calibrated abstention on the best candidate (ABSTAIN_RELEVANCE).
-  5. MMR (λ = 0.7) over the top 10 (Rev. 9 step 4); episodes capped, never one a returned entry cites; regime
-     variants ordered by scope; for action questions applicable warnings / constraints lead.
-  6. Token budget (default 500): summaries of SUMMARY_CHARS taken in order while they fit (Rev. 9 step 5).
+Whether to retrieve at all; only what was in force at `as_of` and recorded by then; every entry scored exactly from
+the in-memory index, episodes from theirs (RRF of dense and lexical ranks); relevance = DENSE_WEIGHT·cosine +
+(1 − DENSE_WEIGHT)·lexical coverage, the other factors only breaking near-ties; calibrated abstention; MMR (λ = 0.7)
+over the top 10 with warnings leading for action questions; summaries taken while they fit the token budget.
+The steps, their constants and how they were tuned: docs/design/grimoire.md#retrieval.
 """
 
 from __future__ import annotations
@@ -23,7 +13,7 @@ import math
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,23 +21,27 @@ from lancedb.rerankers import RRFReranker
 from pydantic import BaseModel, Field
 
 from golem.grimoire.decay import DEFAULT_TICK_SECONDS, EntryKind, effective_confidence, retention_at_tick
-from golem.grimoire.entry_index import entry_index, named_entities, summary_terms, terms
-from golem.grimoire.episode_index import episode_index
-from golem.grimoire.episode_model import tag_pad
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.lance_index import ann_query, ensure_fts
+from golem.grimoire.semantic.index import EntryIndex, entry_index
+from golem.grimoire.store.terms import named_entities, summary_terms, terms
+from golem.grimoire.episodes.index import EpisodeIndex, episode_index
+from golem.grimoire.episodes.model import tag_pad
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.store.indexes import ann_query, ensure_fts
 from golem.grimoire.regimes import normalise_regime
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.semantic.store import SemanticStore
 from golem.models.enums import MarketRegime
 
-RRF_K = 60  # Rev. 9 step 2
-TOP_PER_SOURCE = 20  # Rev. 9 step 1
+# A scored candidate: (final score, its factors, the candidate).
+Scored = tuple[float, dict[str, Any], dict[str, Any]]
+
+RRF_K = 60
+TOP_PER_SOURCE = 20
 MOOD_WEIGHT = 0.15  # grimoire four-factor score: emotional 0.15
-CONTRARIAN_EVERY = 100  # grimoire "Anti-Rumination: Contrarian Retrieval"
-BLOODSTAIN_BOOST = 1.2  # grimoire "Bloodstain Retrieval Boost"
-MMR_LAMBDA = 0.7  # Rev. 9 step 4
-MMR_POOL = 10  # Rev. 9 step 4: MMR on top-10
-DEFAULT_TOKEN_BUDGET = 500  # Rev. 9 step 5
+CONTRARIAN_EVERY = 100  # anti-rumination: a contrarian pick now and then
+BLOODSTAIN_BOOST = 1.2  # lessons of a death weigh more
+MMR_LAMBDA = 0.7
+MMR_POOL = 10  # MMR on top-10
+DEFAULT_TOKEN_BUDGET = 500
 # Ours: cosine floor on WordLlama-256 vectors (unrelated DeFi sentences 0.0–0.25, paraphrases 0.45+); the
 # abstention line of other embedders is ABSTAIN_RELEVANCE scaled by their floor / this one.
 SEMANTIC_FLOOR = 0.30
@@ -98,7 +92,7 @@ def should_retrieve(query: str, *, tier: str | None = None, steered: bool = Fals
     return True, "deciding tick with a contentful query"
 
 
-def hybrid_query(table, column: str, text: str, vector: np.ndarray, k: int = TOP_PER_SOURCE,
+def hybrid_query(table: Any, column: str, text: str, vector: np.ndarray, k: int = TOP_PER_SOURCE,
                  select: list[str] | None = None, where: str | None = None) -> list[dict[str, Any]]:
     """LanceDB hybrid (vector + BM25) fused by RRFReranker(K=60); each row carries `_relevance_score`
     (the RRF score) and `_cosine` (computed from the row's vector, for the floor and MMR). `where` is a prefilter
@@ -127,21 +121,23 @@ def hybrid_query(table, column: str, text: str, vector: np.ndarray, k: int = TOP
             r["_relevance_score"] = 1.0 / (RRF_K + rank)
     for r in rows:
         r["_cosine"] = float(np.dot(np.asarray(r["vector"], dtype=np.float32), vector))
-    return rows
+    found: list[dict[str, Any]] = rows
+    return found
 
 
 def matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     """m @ v without BLAS. OpenBLAS spreads a 10k × 256 product over its thread pool, and beside LanceDB's threads on
-    a busy 2-core machine that took 20 ms instead of 0.25 ms (measured, issue 15); einsum's single-threaded loop
+    a busy 2-core machine that took 20 ms instead of 0.25 ms (measured); einsum's single-threaded loop
     takes ~0.4 ms at 10k rows whatever the load."""
-    return np.einsum("ij,j->i", m, v)
+    out: np.ndarray = np.einsum("ij,j->i", m, v)
+    return out
 
 
-def _pad_cosine(a, b) -> float:
+def _pad_cosine(a: Sequence[float], b: Sequence[float]) -> float:
     na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
     if na == 0 or nb == 0:
         return 0.0
-    return sum(x * y for x, y in zip(a, b)) / (na * nb)
+    return float(sum(x * y for x, y in zip(a, b)) / (na * nb))
 
 
 def mmr(candidates: list[tuple[float, np.ndarray]], n: int, lam: float = MMR_LAMBDA) -> list[int]:
@@ -219,21 +215,21 @@ def past_tick_of(text: str, now: int) -> int | None:
 
 
 def is_safety_entry(category: str, content: str, tags: Collection[str]) -> bool:
-    """A warning (grimoire "GrimoireEntry Types": what to avoid) or a constraint in any type: MUST / MUST NOT,
+    """A warning (what to avoid) or a constraint in any type: MUST / MUST NOT,
     never, do not."""
     return category == "warning" or "must" in tags or bool(_CONSTRAINT.search(content))
 
 
-# ---- relevance-first ranking (ours, issue 15; constants chosen on the tune part of bench/eval_memory.py) ----------
+# ---- relevance-first ranking (ours; constants chosen on the tune part of bench/eval_memory.py) -----------------
 # relevance = DENSE_WEIGHT · cosine + (1 − DENSE_WEIGHT) · lexical, lexical = the share of the question's idf mass an
 # entry's content, tags and type hold (entry_index.coverage). Every other factor only breaks near-ties:
-# final = relevance + TIE_MARGIN · tie + REGIME_WEIGHT · regime_match, tie in [0, 1] from the Rev. 9 step-3 factors
-# (effective confidence 0.25, quality 0.20, recency 0.15, reliability 0.20: 1 − contradicted/(validated+contradicted+1),
-# grimoire "GrimoireEntry Schema"), renormalised. So an entry 0.1 less relevant cannot win on freshness or confidence.
+# final = relevance + TIE_MARGIN · tie + REGIME_WEIGHT · regime_match, tie in [0, 1] from the scoring factors
+# (effective confidence 0.25, quality 0.20, recency 0.15, reliability 0.20: 1 − contradicted/(validated+contradicted+1)),
+# renormalised. So an entry 0.1 less relevant cannot win on freshness or confidence.
 DENSE_WEIGHT = 0.65
 TIE_MARGIN = 0.1
 TIE_WEIGHTS = {"effective_confidence": 0.25, "quality": 0.20, "recency": 0.15, "reliability": 0.20}
-# regime_match: 1 scoped to the tick's regime, 0.5 unscoped, 0 another regime (the Rev. 9 factor), weighted so the
+# regime_match: 1 scoped to the tick's regime, 0.5 unscoped, 0 another regime, weighted so the
 # same advice for the current regime outranks the unscoped and other-regime variants (near-equal relevance).
 REGIME_WEIGHT = 0.06
 # ... and variants of the same advice (mostly the same tags, or entry vectors ≥ VARIANT_COSINE alike) are ordered by scope
@@ -246,7 +242,7 @@ VARIANT_TAG_OVERLAP = 0.5  # Jaccard of the tag sets: one shared broad tag ("aav
 # brought in even from below the shortlist (up to REGIME_EXPAND of the top entries are looked at), within REGIME_BAND.
 REGIME_EXPAND = 5
 # Warnings keep their undecayed confidence in the tie-break: "the cost of missing a risk exceeds the cost of a false
-# alarm" (grimoire "GrimoireEntry Types"); decay must not bury a valid warning.
+# alarm"; decay must not bury a valid warning.
 # Action questions: up to SAFETY_SLOTS applicable warnings / MUST constraints lead the list (after a first-ranked rule
 # scoped to the current regime, if any — so they are always in the top 3);
 # applicable = relevance at least SAFETY_MIN_SHARE of the best candidate's, not scoped to another regime.
@@ -274,8 +270,9 @@ ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read fr
 EPISODE_CANDIDATES = TOP_PER_SOURCE
 
 
-def _episode_candidates(eidx, qv: np.ndarray, q_terms: list[str], idx, at: int) -> list[tuple]:
-    """Hybrid over the in-memory episode index (Rev. 9 steps 1–2): the top TOP_PER_SOURCE recorded by `at` by
+def _episode_candidates(eidx: EpisodeIndex, qv: np.ndarray, q_terms: list[str], idx: EntryIndex | None,
+                        at: int) -> list[tuple[int, float, float, float, float]]:
+    """Hybrid over the in-memory episode index : the top TOP_PER_SOURCE recorded by `at` by
     cosine and by lexical share (the entries' idf, as for entries), fused. (row, cosine, lexical, rrf, relevance)."""
     if not eidx.n:
         return []
@@ -334,7 +331,7 @@ def retrieve_for_tick(
     nothing written after; `as_known_now` drops the record-time condition (what we now know was in force then).
     `action` (None: read from the text) marks a question about acting: applicable warnings and MUST constraints
     get guaranteed slots in the top 3. Read-only on the entries (call `mark_accessed` on the ids the decision
-    used); logs one retrieval_log row per tick when `log` and a semantic store is given (Rev. 12 retrieval hit rate).
+    used); logs one retrieval_log row per tick when `log` and a semantic store is given (the retrieval hit rate metric).
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -358,7 +355,7 @@ def retrieve_for_tick(
 
     ep_cols = ["id", "tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
                "tick", "dream_validated", "pnl_impact", "emotional_tag"]
-    # Episodes: from the in-memory index (episode_index.py) — both legs exact, the scalar fields read for the few
+    # Episodes: from the in-memory index (episodes/index.py) — both legs exact, the scalar fields read for the few
     # relevant enough to score. Above its size limit, LanceDB's hybrid query runs in the pool while the entries are
     # scored (LanceDB works in Rust without the GIL); no prefilter there: at the present tick nothing is later, and
     # for a past tick a post-filter costs nothing (episodes are extra evidence).
@@ -368,16 +365,16 @@ def retrieve_for_tick(
     q_terms = terms(query)
     cands: list[dict[str, Any]] = []
     idx = entry_index(semantic) if semantic is not None else None
-    if idx is not None and idx.n:
+    if semantic is not None and idx is not None and idx.n:
         cos = matvec(idx.vectors, qv.astype(np.float32))
         cov = idx.coverage(q_terms)
         rel = DENSE_WEIGHT * np.where(idx.has_vector, cos, 0.0) + (1.0 - DENSE_WEIGHT) * cov
         rel = np.where(idx.in_force(at, include_later_records=as_known_now), rel, -np.inf)
-        order = np.argsort(-rel, kind="stable")[:ENTRY_SHORTLIST]
-        order = [int(i) for i in order if np.isfinite(rel[i])]
+        shortlist = np.argsort(-rel, kind="stable")[:ENTRY_SHORTLIST]
+        order = [int(i) for i in shortlist if np.isfinite(rel[i])]
         variant_of = _congruent_variants(idx, order[:REGIME_EXPAND], rel, regime)
         order += [i for i in variant_of if i not in set(order)]
-        # RRF of the dense and lexical ranks (Rev. 9 step 2), reported beside the relevance that ranks
+        # RRF of the dense and lexical ranks, reported beside the relevance that ranks
         dense_rank = {int(i): r for r, i in enumerate(np.argsort(-cos, kind="stable")[:TOP_PER_SOURCE], 1)}
         lex_rank = {int(i): r for r, i in enumerate(np.argsort(-cov, kind="stable")[:TOP_PER_SOURCE], 1) if cov[i] > 0}
         rows = semantic.scoring_rows([idx.ids[i] for i in order])
@@ -409,6 +406,7 @@ def retrieve_for_tick(
                                     "summary": eidx.summaries[row], "vector": eidx.vectors[row]}
                    for row, c, lx, rrf, _ in keep]
     else:
+        assert ep_future is not None  # submitted above whenever there is no in-memory index
         ep_rows = [r for r in ep_future.result() if r["tick"] <= at]  # not recorded after the asked-about tick
         n_candidates += len(ep_rows)
     for r in ep_rows:
@@ -437,14 +435,14 @@ def retrieve_for_tick(
     answerable = best is not None and best["relevance"] >= abstain_line
     unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
     entity_line = ENTITY_ABSTAIN_RELEVANCE * floor / SEMANTIC_FLOOR
-    if answerable and unknown and best["relevance"] < entity_line:
+    if answerable and unknown and best is not None and best["relevance"] < entity_line:
         result.abstained = True
         result.reason = (f"abstained: the question names {', '.join(unknown)}, which no entry mentions, and nothing "
                          f"is clearly relevant (best relevance {best['relevance']:.3f} < {entity_line:.3f})")
         if log and semantic is not None:
             semantic.log_retrieval(tick, True, 0, True)
         return result
-    if not answerable:
+    if not answerable or best is None:
         result.abstained = True
         result.reason = (f"abstained: nothing relevant enough (best relevance "
                          f"{best['relevance'] if best else 0.0:.3f} < {abstain_line:.3f}; cosine floor {floor})")
@@ -479,14 +477,14 @@ def retrieve_for_tick(
         scored.append((final, f, c))
     scored.sort(key=lambda t: (-t[0], t[2]["id"]))
 
-    # MMR over the top 10 (Rev. 9 step 4) on relevance-scale scores.
+    # MMR over the top 10 on relevance-scale scores.
     pool = scored[:MMR_POOL]
-    order = [pool[i] for i in mmr([(s[0], s[2]["vector"]) for s in pool], n=len(pool))] + scored[MMR_POOL:]
+    ranked = [pool[i] for i in mmr([(s[0], s[2]["vector"]) for s in pool], n=len(pool))] + scored[MMR_POOL:]
     # Episodes only as extra evidence: not the ones a returned entry was distilled from, at most EPISODE_SHARE of k.
-    cited = set().union(*(c["parents"] for _, _, c in order if c["source"] == "entry"))
+    cited = set().union(*(c["parents"] for _, _, c in ranked if c["source"] == "entry"))
     max_eps = max(1, int(EPISODE_SHARE * k))
     picked, spare, n_eps = [], [], 0
-    for t in order:
+    for t in ranked:
         if t[2]["source"] == "episode":
             if t[2]["id"] in cited:
                 continue
@@ -521,7 +519,7 @@ def retrieve_for_tick(
     return result
 
 
-def _variants(a: dict, b: dict) -> bool:
+def _variants(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two entries giving advice on the same thing: one type, and mostly the same tags or vectors at least
     VARIANT_COSINE alike."""
     if a["source"] != "entry" or b["source"] != "entry" or a["kind"] != b["kind"]:
@@ -530,7 +528,7 @@ def _variants(a: dict, b: dict) -> bool:
     return shared >= VARIANT_TAG_OVERLAP or float(np.dot(a["vector"], b["vector"])) >= VARIANT_COSINE
 
 
-def _congruent_variants(idx, top: list[int], rel: np.ndarray, regime: str) -> dict[int, str]:
+def _congruent_variants(idx: EntryIndex, top: list[int], rel: np.ndarray, regime: str) -> dict[int, str]:
     """Index rows scoped to `regime` that are variants (one type, tag Jaccard ≥ VARIANT_TAG_OVERLAP or vectors
     ≥ VARIANT_COSINE alike) of an unscoped or other-regime entry among `top`, within REGIME_BAND of its relevance:
     row → the id it varies."""
@@ -550,12 +548,12 @@ def _congruent_variants(idx, top: list[int], rel: np.ndarray, regime: str) -> di
     return out
 
 
-def _regime_first(picked: list) -> list:
-    """Regime congruence (issue 15): among variants of the same advice within REGIME_BAND of relevance, the entry
+def _regime_first(picked: list[Scored]) -> list[Scored]:
+    """Regime congruence: among variants of the same advice within REGIME_BAND of relevance, the entry
     scoped to the tick's regime comes first, unscoped next, another regime's last — whatever their wording.
     An entry moves just ahead of the first less congruent variant it has; entries moved to the same place keep
     scope order, then score order."""
-    anchor: list[tuple] = []
+    anchor: list[tuple[int, int, float, float]] = []
     for n, t in enumerate(picked):
         m, rel = t[1]["regime_match"], t[2]["relevance"]
         at = next((p for p, u in enumerate(picked[:n]) if u[1]["regime_match"] < m and _variants(u[2], t[2])
@@ -564,7 +562,8 @@ def _regime_first(picked: list) -> list:
     return [picked[n] for n in sorted(range(len(picked)), key=lambda n: anchor[n])]
 
 
-def _safety_first(picked: list, scored: list, best_relevance: float, abstain_line: float) -> list:
+def _safety_first(picked: list[Scored], scored: list[Scored], best_relevance: float,
+                  abstain_line: float) -> list[Scored]:
     """Action question: the most relevant applicable warnings / MUST constraints (up to SAFETY_SLOTS) lead the list,
     so they hold slots in the top 3 — safety never loses to topical similarity or freshness."""
     need = max(SAFETY_MIN_SHARE * best_relevance, abstain_line * SAFETY_MIN_SHARE)
@@ -579,7 +578,7 @@ def _safety_first(picked: list, scored: list, best_relevance: float, abstain_lin
     rest = [t for t in picked if t[2]["id"] not in ids]
     # A rule scoped to the current regime that ranked first keeps rank 1 (the most applicable guidance there is);
     # SAFETY_SLOTS ≤ 2 keeps the warnings in the top 3 all the same.
-    if rest and rest[0] is (picked[0] if picked else None) and rest[0][1]["regime_match"] == 1.0 \
+    if rest and picked and rest[0] is picked[0] and rest[0][1]["regime_match"] == 1.0 \
             and rest[0][2]["source"] == "entry":
         return rest[:1] + safety + rest[1:]
     return safety + rest

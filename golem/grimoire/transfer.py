@@ -1,31 +1,9 @@
-"""Grimoire export / import as JSONL (grimoire `export_grimoire`, and the inheritance path).
+"""Grimoire export / import as JSONL, and the inheritance path.
 
-Format (one JSON object per line, UTF-8):
-
-    {"kind": "header", "format": "golem-grimoire", "version": 1, "golem_id": "demo", "tick": 420,
-     "embedder": {"model": "wordllama-l2_supercat-256", "version": "0.4.0.post1+64b47a2dc493", "dim": 256}}
-    {"kind": "episode", ...every Episode field (golem/grimoire/episode_model.py): id, golem_id, tick, created_at, regime,
-     tier, summary (the spec's text), prediction_error, actions, pnl_impact, outcome_verified, utility, confidence,
-     strength, decay_class, quality, last_accessed_tick, retention, access_count, strategy, dream_validated,
-     last_replayed_tick, episode_type, tool, outcome, chain, token_pair, timestamp_ms, importance, consolidated,
-     action_tools, emotional_tag, gain}
-    {"kind": "entry", ...every GrimoireEntry field (golem/grimoire/semantic.py): category, content, confidence,
-     quality_score, validated_count, contradicted_count, decay_class, market_regime, valid_from, valid_until,
-     parent_episode_ids, tags, provenance, source {golem_id, generation_number, owner_address},
-     emotional_tag, created_tick, last_accessed_at, strength, consecutive_low_confidence, dream_validated, ...}
-    {"kind": "causal_edge", "edge_id": "ce-…", "source_id": ..., "target_id": ..., "weight": ..., "evidence": ...,
-     "created_at": ..., "updated_at": ...}
-
-Vectors are not exported: the importer re-embeds every line with its own model (rev. 8: never mix models); the
-header's embedder {model, version, dim} says which model the exporter used. Files from before the newer Episode
-fields (episode_type … gain) import with the defaults Episode derives from the older fields; `consolidated`
-is kept as exported.
-On import, unless `as_is`, entries and episodes start at the inherited confidence min(confidence, 0.3)
-(grimoire "SQLite Causal Graph": inherited knowledge starts at 0.3 and must be re-validated), entries from
-the golem's own learning are marked `provenance: predecessor`, causal edge weights are capped at 0.3, and
-`source` (the golem it came from) is kept. Importing the same file twice changes nothing more (ids are kept;
-causal edges are imported once per (edge_id, exporting golem), edge_id = "ce-" + sha256(source \0 target)[:24],
-computed when a line has none).
+One header line (the exporter's embedder identity), then episodes, entries and causal edges. Vectors are not
+exported: the importer re-embeds with its own model. Unless `as_is`, imports start at confidence min(c, 0.3), edges
+are capped at 0.3 and the source golem is kept; importing a file twice changes nothing more.
+The format, field by field: docs/reference/grimoire-export.md.
 """
 
 from __future__ import annotations
@@ -33,12 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from golem.grimoire.embeddings import identity_of
-from golem.grimoire.episode_model import Episode
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.graph import CausalGraph, edge_id
-from golem.grimoire.semantic import GrimoireEntry, Provenance, SemanticStore
+from golem.grimoire.store.embeddings import identity_of
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.graph import CausalGraph, edge_id
+from golem.grimoire.semantic.store import GrimoireEntry, Provenance, SemanticStore
 
 FORMAT = "golem-grimoire"
 VERSION = 1
@@ -56,9 +35,9 @@ def export_lines(episodes: EpisodeStore, semantic: SemanticStore, *, golem_id: s
         yield json.dumps({"kind": "causal_edge", **edge})
 
 
-def _edge_fields(obj: dict) -> dict:
+def _edge_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """A causal_edge line's fields, checked before anything is written (fuzzing found a string weight, a null
-    source and a list tick passing validation and failing half-way through the writes, issue 14)."""
+    source and a list tick passing validation and failing half-way through the writes)."""
     edge = {k: obj[k] for k in ("source_id", "target_id", "weight", "updated_at")}
     for k in ("source_id", "target_id"):
         if not isinstance(edge[k], str) or not edge[k].strip():
@@ -78,7 +57,7 @@ def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, 
     """Validate every line first (a bad line names its number and nothing is written), then write."""
     eps: list[Episode] = []
     entries: list[GrimoireEntry] = []
-    edges: list[dict] = []
+    edges: list[dict[str, Any]] = []
     origin = ""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -86,7 +65,7 @@ def import_file(path: Path, episodes: EpisodeStore, semantic: SemanticStore, *, 
                 continue
             try:
                 obj = json.loads(line)
-                if not isinstance(obj, dict):  # found by fuzzing (issue 14): `null`, `[]`, `5` are lines too
+                if not isinstance(obj, dict):  # found by fuzzing: `null`, `[]`, `5` are lines too
                     raise ValueError(f"expected a JSON object with a kind, got {type(obj).__name__}")
                 kind = obj.pop("kind")
                 if n == 1 and kind != "header":

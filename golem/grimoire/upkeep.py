@@ -1,4 +1,4 @@
-"""Store upkeep and the cognitive quality metrics (revisions Rev. 12) behind `golem grimoire stats`.
+"""Store upkeep and the cognitive quality metrics behind `golem grimoire stats`.
 
 LanceDB leaves new rows outside the FTS index until `optimize()` folds them in, and every write makes a
 table version; `maintain` (the delta cycle's step) runs optimize = compaction + index update + version
@@ -12,20 +12,21 @@ from __future__ import annotations
 from contextlib import closing
 from typing import Any
 
-from golem.grimoire import episode_index
-from golem.grimoire.episodes import EpisodeStore
-from golem.grimoire.lance import optimize
-from golem.grimoire.lance_index import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
-from golem.grimoire.semantic import EntryType, SemanticStore
+from golem.grimoire.episodes import index as episode_index
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.store.lance import optimize
+from golem.grimoire.store.indexes import ANN_MIN_ROWS, build_ann_index, ensure_fts, vector_index
+from golem.grimoire.semantic.store import EntryType, SemanticStore
 from golem.storage import connect
 
-HEURISTIC_SURVIVAL_TICKS = 100  # Rev. 12: "% promoted heuristics active after 100 ticks"
+HEURISTIC_SURVIVAL_TICKS = 100  # "% promoted heuristics active after 100 ticks"
 
 
-def table_stats(table, text_column: str) -> dict[str, Any]:
+def table_stats(table: Any, text_column: str) -> dict[str, Any]:
     s = table.stats()
     fs = s.fragment_stats if hasattr(s, "fragment_stats") else s["fragment_stats"]
-    get = (lambda o, k: getattr(o, k)) if hasattr(fs, "num_fragments") else (lambda o, k: o[k])
+    def get(o: Any, k: str) -> Any:
+        return getattr(o, k) if hasattr(fs, "num_fragments") else o[k]
     unindexed = None
     for idx in table.list_indices():
         if text_column in idx.columns and idx.index_type == "FTS":
@@ -61,7 +62,7 @@ def maintain(episodes: EpisodeStore, semantic: SemanticStore | None) -> dict[str
 
 
 def cognitive_metrics(semantic: SemanticStore, now_tick: int) -> dict[str, Any]:
-    """The Rev. 12 metrics computable from the stores (the rest need other subsystems)."""
+    """The quality metrics computable from the stores (the rest need other subsystems)."""
     with closing(connect(semantic.db_path)) as db:
         adm = dict(db.execute("SELECT action, COUNT(*) FROM admission_log GROUP BY action").fetchall())
         avg_q = db.execute("SELECT AVG(quality_score) FROM grimoire_entries WHERE valid_until IS NULL").fetchone()[0]

@@ -34,7 +34,7 @@ class ModelPrice(BaseModel):
         return self.cache_read if self.cache_read is not None else self.input * 0.1
 
 
-# List prices (USD / MTok) of the models the spec names (§S3 Cost Tier Routing); override in golem.toml.
+# List prices (USD / MTok) of the tiers' models (docs/design/inference.md#cost); override in golem.toml.
 DEFAULT_PRICES: dict[str, ModelPrice] = {
     "claude-haiku-4-5": ModelPrice(input=1.0, output=5.0),
     "claude-sonnet-4-5": ModelPrice(input=3.0, output=15.0),
@@ -44,8 +44,8 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "claude-opus-4-1": ModelPrice(input=15.0, output=75.0),
 }
 
-# Token allocation per workspace category (heartbeat §S3 T2 branch; T1 gets the reduced context of
-# §S3: observation, top-5 retrieved entries, positions, critical warnings — plus the invariants and
+# Token allocation per workspace category (docs/design/inference.md#the-workspace; T1 gets the reduced context of
+# observation, top-5 retrieved entries, positions, critical warnings — plus the invariants and
 # the strategy's rules, which a decision may never be taken without). A category absent from a tier's
 # map is not shown at that tier.
 DEFAULT_ALLOCATIONS: dict[Tier, dict[str, int]] = {
@@ -88,9 +88,9 @@ class InferenceConfig(BaseModel):
     api_key_env: str = "ANTHROPIC_API_KEY"
     t1_model: str = "claude-haiku-4-5"
     t2_model: str = "claude-sonnet-4-6"
-    # §S12: between the warning and soft-cap thresholds T2 may only use a Sonnet-class model.
+    # between the warning and soft-cap thresholds T2 may only use a Sonnet-class model.
     t2_ceiling_model: str = "claude-sonnet-4-6"
-    # rev. 2: the evaluator uses a different model from the generator when budget allows; None = the
+    # the evaluator uses a different model from the generator when budget allows; None = the
     # other tier's model.
     evaluator_model: str | None = None
     prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))

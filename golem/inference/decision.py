@@ -1,14 +1,9 @@
 """The decision as tool use: the tools the model may call, and the checks its answer must pass.
 
-Tools: the write tools of `golem.chain.tools.TOOL_SCHEMAS` (restricted to approved assets) plus
-`decide` (reasoning summary, confidence, recommends_action). Every tool_use block is checked; a call
-that fails becomes a rejection reason in the record, never a ProposedAction:
-  - unknown tool name; arguments that do not parse (`parse_arguments`);
-  - an asset outside the PolicyCage's approved assets;
-  - text (anywhere in the answer) that tries to override limits or instructions — then *every*
-    action is dropped, because the answer as a whole is suspect;
-  - write calls that contradict `decide(recommends_action=false)`;
-  - more than MAX_ACTIONS write calls.
+Tools: the write tools of `golem.chain.tools.schemas.TOOL_SCHEMAS` (restricted to approved assets) plus `decide`.
+Every tool_use block is checked; a call that fails becomes a rejection reason in the record, never a ProposedAction, and
+text that tries to override limits or instructions drops every action.
+The checks and why: docs/design/inference.md#the-decisions-checks.
 """
 
 from __future__ import annotations
@@ -19,8 +14,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from golem.chain.tools import TOOL_SCHEMAS, ToolArgumentError, parse_arguments, tool_tokens
-from golem.grimoire.topology import LLM_PREDICATES, MAX_LLM_FACTS
+from golem.chain.tools.arguments import parse_arguments, tool_tokens
+from golem.chain.tools.schemas import TOOL_SCHEMAS, ToolArgumentError
+from golem.grimoire.semantic.topology import LLM_PREDICATES, MAX_LLM_FACTS
 from golem.models.tick import ProposedAction
 
 MAX_ACTIONS = 5
@@ -41,7 +37,7 @@ DECIDE_TOOL: dict[str, Any] = {
             "recommends_action": {"type": "boolean"},
             "steers_addressed": {"type": "array", "items": {"type": "string"},
                                  "description": "ids of owner steers this decision responds to"},
-            # grimoire "Graph Maintenance" 1: relations the model extracted (tkg_triples), checked before use
+            # relations the model extracted (tkg_triples), checked before use
             "facts": {
                 "type": "array", "maxItems": MAX_LLM_FACTS,
                 "description": "optional: relations between DeFi entities you noticed, using entity ids from the "
@@ -127,13 +123,14 @@ def _facts(raw: Any, rejections: list[str]) -> list[tuple[str, str, str]]:
     if not isinstance(raw, list):
         rejections.append(f"decide.facts must be a list, got {type(raw).__name__}; ignored")
         return []
-    out = []
+    out: list[tuple[str, str, str]] = []
     for i, f in enumerate(raw):
-        parts = [f.get(k) for k in ("subject", "predicate", "object")] if isinstance(f, dict) else None
-        if not parts or not all(isinstance(x, str) and x.strip() and len(x) <= 200 for x in parts):
+        parts = [f.get(k) for k in ("subject", "predicate", "object")] if isinstance(f, dict) else []
+        words = [x.strip() for x in parts if isinstance(x, str) and x.strip() and len(x) <= 200]
+        if not parts or len(words) != len(parts):
             rejections.append(f"decide.facts[{i}] needs subject, predicate and object as short strings; ignored")
             continue
-        out.append(tuple(x.strip() for x in parts))
+        out.append((words[0], words[1], words[2]))
     return out
 
 
@@ -142,7 +139,7 @@ def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDeci
     approved = {a.upper() for a in approved_assets}
     out = ParsedDecision()
     decides: list[dict[str, Any]] = []
-    candidates: list[tuple[str, dict[str, Any]]] = []
+    candidates: list[tuple[str, Any]] = []  # arguments as the model sent them (checked when the action is built)
     texts: list[str] = []
     for block in content:
         b = block if isinstance(block, dict) else block.model_dump()
@@ -153,7 +150,7 @@ def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDeci
             texts.extend(_strings(args))
             if name == DECIDE:
                 decides.append(args if isinstance(args, dict) else {})
-            elif name in TOOL_SCHEMAS:
+            elif isinstance(name, str) and name in TOOL_SCHEMAS:
                 candidates.append((name, args))
             else:
                 out.rejections.append(f"unknown tool {name!r} refused (write tools: {', '.join(TOOL_SCHEMAS)}, and decide)")

@@ -1,8 +1,8 @@
 """The DECIDE step's interface: anything that turns a tick's context into a Deliberation.
 
 The LLM router and the offline deliberator both implement it, so the decide activity does not
-care which one answers (ARCHITECTURE "Inference"). `route` is the deliberator's model-router member of
-before_agent_start (runtime-extensions §3, issue 17): which model answers this tick, decided before the prompt is
+care which one answers (docs/design/inference.md). `route` is the deliberator's model-router member of
+before_agent_start: which model answers this tick, decided before the prompt is
 built; `decide` then uses that route and the hook's tool schemas (`tools`) instead of working them out again.
 """
 

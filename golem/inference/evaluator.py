@@ -1,12 +1,7 @@
-"""Generator/evaluator separation for reflection (revisions rev. 2).
-
-1. Context isolation: the evaluator gets a fresh context — the outcome verification, the actions and
-   the generator's stated reasoning — never the deciding dialogue or workspace.
-2. Model diversity when budget allows: a different model from the generator (Sonnet → Haiku); if the
-   budget only allows the generator's model, it is used with the fresh context (rev. 2 routing rule).
-3. External metric anchoring: what the chain says (verified, PnL, deviation from simulation) wins over
-   the evaluator's opinion whenever it is decisive.
-With no router (offline) or no budget, the verdict is the external metrics alone.
+"""Generator/evaluator separation for reflection: the evaluator gets a fresh context (never the deciding
+dialogue), a different model from the generator when the budget allows, and the chain's metrics win over its opinion
+whenever they are decisive. With no router (offline) or no budget, the verdict is the external metrics alone.
+Why: docs/design/inference.md#the-evaluator.
 """
 
 from __future__ import annotations
@@ -88,7 +83,7 @@ def external_assessment(outcome: OutcomeRecord) -> tuple[Verdict | None, list[st
 
 
 def evaluator_context(outcome: OutcomeRecord, actions: list[ProposedAction], deliberation: DeliberationRecord) -> str:
-    """The whole of what the evaluator sees (rev. 2 mechanism 1)."""
+    """The whole of what the evaluator sees (context isolation)."""
     body = {
         "outcome_verification": outcome.model_dump(mode="json"),
         "actions": [a.model_dump(mode="json") for a in actions],
@@ -103,7 +98,8 @@ def evaluator_context(outcome: OutcomeRecord, actions: list[ProposedAction], del
 def candidate_models(generator_model: str, router: ProviderRouter) -> list[tuple[str, Tier]]:
     cfg = router.config
     first = cfg.evaluator_model or (cfg.t1_model if generator_model != cfg.t1_model else cfg.t2_model)
-    tier = lambda m: Tier.T1 if m == cfg.t1_model else Tier.T2  # noqa: E731
+    def tier(m: str) -> Tier:
+        return Tier.T1 if m == cfg.t1_model else Tier.T2
     out = [(first, tier(first))]
     if first == generator_model:
         return out
@@ -139,7 +135,7 @@ async def evaluate_outcome(
         ev.notes.append("budget allows no evaluator call: external metrics only")
         return ev
     if plan.model == deliberation.model:
-        ev.notes.append("same model as the generator (budget): fresh context only (rev. 2)")
+        ev.notes.append("same model as the generator (budget): fresh context only")
     completion = await router.complete(plan, system=system, messages=messages, tools=[EVALUATE_TOOL],
                                        tool_choice={"type": "tool", "name": "evaluate"})
     ev.evaluator_model = plan.model
@@ -157,7 +153,7 @@ async def evaluate_outcome(
         ev.final_verdict = ext
         ev.overridden_by_metrics = verdict != ext
         if ev.overridden_by_metrics:
-            ev.notes.append(f"evaluator said {verdict}, external metrics say {ext}: metrics win (rev. 2)")
+            ev.notes.append(f"evaluator said {verdict}, external metrics say {ext}: metrics win")
     else:
         ev.final_verdict = verdict
     return ev

@@ -1,40 +1,28 @@
-"""LLMDeliberator: the Deliberator that thinks with Claude, and `select_deliberator` that picks one.
+"""LLMDeliberator: the Deliberator that thinks with Claude (golem/deliberators.py picks one).
 
-route() (the model-router member of before_agent_start): tier → model under today's budget (§S12), before the
-prompt exists. decide(): assemble the Cognitive Workspace for the tier → price the built request against the daily
-cap → one Messages call with the decision tools (tool_choice "any") → parse and check the tool
-calls → Deliberation. When the budget forbids the call the offline deliberator answers instead and the
-record says why. Provider errors propagate as InferenceRetryable / InferenceRejected (router.py).
-
-A steer that interrupts deliberation: the workflow cancels the decide activity (asyncio cancellation
-reaches the SDK call and aborts the HTTP request) and re-runs it with the steer appended to
-`steers`; the workspace marks it as an interruption and the record's reasoning says
-"Deciding.Interrupted{steer_id=…}".
+route(): tier → model under today's budget, before the prompt exists. decide(): assemble the workspace → price the
+built request against the daily cap → one Messages call with the decision tools → parse and check the tool calls →
+Deliberation. When the budget forbids the call the offline deliberator answers and the record says why. A steer
+cancels the decide activity and re-runs it with the steer appended. See docs/design/inference.md.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Protocol
 
-from golem.cognition.budget import daily_spend_on
+from golem.inference.budget import daily_spend_on
 from golem.inference.config import InferenceConfig
 from golem.inference.decision import decision_tools, parse_decision
 from golem.inference.deliberator import Deliberator, Route
 from golem.inference.offline import MODEL_NAME as OFFLINE_MODEL
 from golem.inference.offline import OfflineDeliberator
-from golem.inference.router import BudgetRefusal, ProviderRouter, make_client
+from golem.inference.router import BudgetRefusal, ProviderRouter
 from golem.inference.strategy import Strategy
 from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace, request_tokens
-from golem.learning.ledger import LearningLedger
-from golem.models.config import GolemConfig
 from golem.models.enums import Tier
 from golem.models.record import DeliberationRecord, ToolCallRecord
 from golem.models.tick import DecideInput, Deliberation
-from golem.layout import DataLayout
 
 
 def _optional(model_cls: type, values: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -42,53 +30,38 @@ def _optional(model_cls: type, values: dict[str, Any], extra: dict[str, Any]) ->
     return {**values, **{k: v for k, v in extra.items() if k in model_cls.model_fields}}
 
 
-class HomeContext:
-    """Reads the workspace's file-backed sources: HEARTBEAT.md in the home, the chat sidecar in the data dir."""
+class WorkspaceContext(Protocol):
+    """The workspace's file-backed sources (golem/deliberators.py reads them from the home and the data dir)."""
 
-    def __init__(self, home: Path | None, data_dir: Path | None) -> None:
-        self.home, self.data_dir = home, data_dir
+    def standing_orders(self) -> str: ...
+    def topology(self, block: int) -> str: ...
+    def allocations(self, tier: Tier) -> dict[str, int] | None: ...
+    def conversation_tail(self, n: int) -> list[tuple[str, str]]: ...
+
+
+class NoContext:
+    """No home and no data dir: no standing orders, topology, learned allocations or conversation."""
 
     def standing_orders(self) -> str:
-        p = self.home / "HEARTBEAT.md" if self.home else None
-        return p.read_text() if p and p.exists() else ""
+        return ""
 
     def topology(self, block: int) -> str:
-        """The knowledge graph's facts at `block`, so the model can name entities by id (empty without one)."""
-        path = DataLayout(self.data_dir).semantic_db if self.data_dir else None
-        if path is None or not path.exists():
-            return ""
-        from golem.grimoire.graph import KnowledgeGraph
-        from golem.grimoire.topology import topology_brief
-
-        try:
-            return topology_brief(KnowledgeGraph(path), block)
-        except sqlite3.Error:  # no kg_facts table yet, or locked: the workspace goes without it
-            return ""
+        return ""
 
     def allocations(self, tier: Tier) -> dict[str, int] | None:
-        """The cybernetics loops' learned token allocations (ContextPolicy revision > 0), else None: configured."""
-        path = DataLayout(self.data_dir).learning if self.data_dir else None
-        if path is None or not path.exists():
-            return None
-        policy = LearningLedger(path).context_policy({})
-        return policy.allocations.get(tier.value) if policy.revision > 0 else None
+        return None
 
     def conversation_tail(self, n: int) -> list[tuple[str, str]]:
-        if not self.data_dir or n <= 0:
-            return []
-        from golem.inference.session import SessionTree
-
-        path = SessionTree.default_path(self.data_dir)
-        return SessionTree.load(path).tail(n) if path.exists() else []
+        return []
 
 
 class LLMDeliberator:
     """Deliberator over ProviderRouter (see module docstring)."""
 
-    def __init__(self, router: ProviderRouter, *, context: HomeContext | None = None,
+    def __init__(self, router: ProviderRouter, *, context: WorkspaceContext | None = None,
                  fallback: Deliberator | None = None) -> None:
         self.router = router
-        self.context = context or HomeContext(None, None)
+        self.context: WorkspaceContext = context or NoContext()
         self.fallback = fallback or OfflineDeliberator()
 
     @property
@@ -126,7 +99,7 @@ class LLMDeliberator:
         ws = self.workspace(inp, strategy, playbook_text)
         if route.choice is None:
             return await self._fallback(inp, strategy, playbook_text, route.why, ws)
-        try:  # the token-based part of the route: the built request's worst case against the daily cap (§S12)
+        try:  # the token-based part of the route: the built request's worst case against the daily cap
             plan = self.router.price(route.choice, request_tokens(ws.system, ws.messages, tools))
         except BudgetRefusal as refusal:
             return await self._fallback(inp, strategy, playbook_text, refusal.reason, ws)
@@ -183,33 +156,6 @@ class LLMDeliberator:
         delib.record.reasoning_summary = f"LLM not called ({reason}); offline deliberator answered. " + \
             delib.record.reasoning_summary
         return delib
-
-
-def select_deliberator(
-    config: GolemConfig,
-    env: Mapping[str, str] | None = None,
-    *,
-    home: Path | None = None,
-    data_dir: Path | None = None,
-    http_client: Any = None,
-    inference: InferenceConfig | None = None,
-) -> tuple[Deliberator, str]:
-    """(deliberator, why): the LLM deliberator when the provider is anthropic and the key is set,
-    the offline deliberator otherwise. The key is read from `env` here and never leaves the client."""
-    env = os.environ if env is None else env
-    cfg = inference or InferenceConfig.from_config(config)
-    if cfg.provider == "offline":
-        return OfflineDeliberator(), "offline: [inference] provider = \"offline\" in golem.toml"
-    key = env.get(cfg.api_key_env, "")
-    if not key.strip():
-        return OfflineDeliberator(), (f"offline: provider is anthropic but ${cfg.api_key_env} is not set "
-                                      "(export it in the worker's environment to think with Claude)")
-    router = ProviderRouter(make_client(key.strip(), http_client=http_client, timeout_s=cfg.timeout_seconds),
-                            cfg, config.heartbeat)
-    home = home if home is not None else Path(config.golem.home)
-    return (LLMDeliberator(router, context=HomeContext(home, data_dir)),
-            f"anthropic: T1 → {cfg.t1_model}, T2 → {cfg.t2_model} (key from ${cfg.api_key_env}); "
-            "offline deliberator when the budget forbids LLM calls")
 
 
 def describe_tiers(cfg: InferenceConfig) -> dict[Tier, str]:

@@ -1,14 +1,8 @@
 """The offline deliberator: a deterministic policy over STRATEGY.md rules and PLAYBOOK.md heuristics.
 
-It answers whenever there is no LLM (no API key, provider = "offline"), so a golem runs end to end
-with no network. Same input, same Deliberation (apart from the measured latency).
-
-How it decides:
-  1. compute the strategy metrics from the observation (and the previous tick's price);
-  2. evaluate every rule, top to bottom (STRATEGY.md first, then WHEN-bullets found in PLAYBOOK.md);
-  3. turn each fired rule into a ProposedAction on a projected book — later actions see the balances
-     earlier ones leave — and shrink it so no MUST constraint it can check is breached;
-  4. no fired rule, or nothing left after the constraints → hold, saying why.
+It answers whenever there is no LLM, so a golem runs end to end with no network; same input, same Deliberation
+(apart from the measured latency). Fired rules become actions on a projected book, shrunk so no MUST constraint it
+can check is breached; otherwise it holds and says why. See docs/design/inference.md#the-offline-deliberator.
 """
 
 from __future__ import annotations

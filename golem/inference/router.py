@@ -1,19 +1,10 @@
-"""ProviderRouter: one door to the Anthropic Messages API (runtime-extensions "Model Routing").
+"""ProviderRouter: one door to the Anthropic Messages API.
 
-T1 → a Haiku-class model, T2 → a Sonnet/Opus-class model (heartbeat §S3 Cost Tier Routing). The
-daily budget (§S12) is checked in `plan`, before a request is built; the cost of a reply is computed
-from its `usage` (uncached input, output, cache writes, cache reads) at the configured prices.
-
-Errors come out as two types the decide activity maps onto Temporal:
-  InferenceRetryable — 429 rate limit, 529 overload, 5xx, 408/409, timeouts, connection errors.
-                       Retry as an ordinary activity retry (with backoff); `retry_after_s` carries the
-                       server's Retry-After when it sent one.
-  InferenceRejected  — 400/401/402/403/404/413/422: the request itself is wrong (or the key is); a
-                       retry cannot help. Map to ApplicationError(non_retryable=True); `reason` says
-                       what to fix.
-  BudgetRefusal      — the budget forbids this call; the LLM deliberator catches it and falls back to
-                       the offline deliberator, so it only escapes from direct router use.
-The SDK client should be built with max_retries=0 so every retry is a visible Temporal retry.
+T1 → a Haiku-class model, T2 → a Sonnet/Opus-class model; the daily budget is checked in `plan`, before a request
+is built, and a reply's cost is computed from its `usage`. Errors come out as InferenceRetryable (an ordinary
+activity retry) or InferenceRejected (non-retryable; `reason` says what to fix); BudgetRefusal makes the LLM
+deliberator fall back to the offline one. Build the SDK client with max_retries=0 so every retry is a visible
+Temporal retry. Status codes and cost rules: docs/design/inference.md#cost.
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from golem.cognition.budget import apply_budget, budget_fraction, sonnet_ceiling
+from golem.inference.budget import apply_budget, budget_fraction, sonnet_ceiling
 from golem.inference.config import InferenceConfig, ModelPrice
 from golem.models.config import HeartbeatSection
 from golem.models.enums import Tier
@@ -48,7 +39,7 @@ class InferenceRejected(Exception):
 
 
 class BudgetRefusal(Exception):
-    """The daily budget (§S12) forbids this call."""
+    """The daily budget forbids this call."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -103,9 +94,9 @@ class Completion:
 
 @dataclass(frozen=True)
 class ModelChoice:
-    """The model-router's part that runs before the prompt exists (before_agent_start, issue 17): tier → model under
-    today's spend (§S3 Cost Tier Routing, §S12 soft cap and Sonnet ceiling). The token-based part — the worst-case
-    cost of the built request against the daily cap — is `price_route`, once the prompt is built."""
+    """The model-router's part that runs before the prompt exists (before_agent_start): tier → model under
+    today's spend (the soft cap and the Sonnet ceiling, docs/design/inference.md#cost). The token-based part — the
+    worst-case cost of the built request against the daily cap — is `price_route`, once the prompt is built."""
 
     tier: Tier
     model: str
@@ -116,30 +107,30 @@ class ModelChoice:
 
 def choose_model(tier: Tier, daily_spend: float, cfg: InferenceConfig, budget: HeartbeatSection, *,
                  model: str | None = None) -> ModelChoice:
-    """Pick the model for `tier` under today's spend; raises BudgetRefusal when §S12 forbids the call. Pure."""
+    """Pick the model for `tier` under today's spend; raises BudgetRefusal when the budget forbids the call. Pure."""
     if tier == Tier.T0:
-        raise BudgetRefusal("T0 ticks make no LLM call (§S3)")
+        raise BudgetRefusal("T0 ticks make no LLM call")
     allowed, note = apply_budget(tier, daily_spend, budget)
     if allowed == Tier.T0:
-        raise BudgetRefusal(note or "budget: LLM calls suppressed (§S12)")
+        raise BudgetRefusal(note or "budget: LLM calls suppressed")
     notes = [note] if note else []
     chosen = model or (cfg.t2_model if tier == Tier.T2 else cfg.t1_model)
     if tier == Tier.T2 and model is None and is_opus_class(chosen) and sonnet_ceiling(daily_spend, budget):
-        notes.append(f"budget: {chosen} suppressed, using {cfg.t2_ceiling_model} (§S12 Sonnet ceiling)")
+        notes.append(f"budget: {chosen} suppressed, using {cfg.t2_ceiling_model} (the budget's Sonnet ceiling)")
         chosen = cfg.t2_ceiling_model
     return ModelChoice(tier=tier, model=chosen, max_tokens=cfg.max_output_tokens(tier), daily_spend=daily_spend,
                        notes=tuple(notes))
 
 
 def price_route(choice: ModelChoice, prompt_tokens: int, cfg: InferenceConfig, budget: HeartbeatSection) -> RoutePlan:
-    """The chosen model's worst case for a `prompt_tokens` request against the daily cap (§S12); BudgetRefusal
+    """The chosen model's worst case for a `prompt_tokens` request against the daily cap; BudgetRefusal
     when it may not fit. Pure."""
     estimate = worst_case_cost(cfg.price(choice.model), prompt_tokens, choice.max_tokens)
     cap = budget.max_daily_cost_usd
     if choice.daily_spend + estimate > cap:
         raise BudgetRefusal(
             f"budget: a {choice.tier.value} call to {choice.model} may cost up to ${estimate:.4f}; daily spend "
-            f"${choice.daily_spend:.4f} + that exceeds the ${cap:.2f} cap (§S12)"
+            f"${choice.daily_spend:.4f} + that exceeds the ${cap:.2f} cap"
         )
     return RoutePlan(tier=choice.tier, model=choice.model, max_tokens=choice.max_tokens, estimate_usd=estimate,
                      notes=list(choice.notes))
@@ -147,7 +138,7 @@ def price_route(choice: ModelChoice, prompt_tokens: int, cfg: InferenceConfig, b
 
 def plan_route(tier: Tier, daily_spend: float, prompt_tokens: int, cfg: InferenceConfig,
                budget: HeartbeatSection, *, model: str | None = None) -> RoutePlan:
-    """Pick the model for `tier` under today's spend and price the request; raises BudgetRefusal when §S12 forbids
+    """Pick the model for `tier` under today's spend and price the request; raises BudgetRefusal when the budget forbids
     the call. Pure."""
     return price_route(choose_model(tier, daily_spend, cfg, budget, model=model), prompt_tokens, cfg, budget)
 

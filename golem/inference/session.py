@@ -1,5 +1,5 @@
 """The session sidecar for owner chat: a Merkle hash-chained conversation tree
-(runtime-extensions "Session Tree"; heartbeat "Conversation Is Preserved for the Minority Case").
+(docs/design/inference.md#owner-chat).
 
 Nodes are appended to $GOLEM_DATA/conversations/session.jsonl (one JSON object a line) and the
 current head is kept in head.json. Each node's content_hash = SHA-256(parent's hash ‖ canonical JSON

@@ -1,33 +1,10 @@
 """STRATEGY.md: the owner's strategy as human-friendly markdown with a tiny rule grammar.
 
-    # Strategy: WETH/USDC lending hedge
-    Any prose you like; the LLM reads all of it.
-
-    ## Settings                      (optional)
-    - collateral: WETH
-    - debt: USDC
-
-    ## Rules                         (one rule per bullet, evaluated top to bottom)
     - WHEN health_factor < 1.6 THEN repay 25% debt
-    - WHEN price_change_bps <= -300 AND regime != trending_up THEN swap 20% WETH to USDC
-    - WHEN steer contains "reduce exposure" THEN swap 25% WETH to USDC
-
-    ## Constraints                   (hard limits the offline deliberator enforces where it can)
     - MUST keep health_factor >= 1.3
-    - MUST keep balance.USDC >= 50
-    - MUST NOT swap more than 50% WETH
-    - MUST NOT borrow
 
-Grammar (keywords are case-insensitive):
-    rule       := WHEN condition (AND condition)* THEN action
-    condition  := metric op number | regime (==|!=) regime-name | steer contains "text"
-    action     := swap AMOUNT TOKEN to TOKEN       AMOUNT% = share of the wallet's TOKEN balance
-                | repay AMOUNT [debt]              AMOUNT% = share of the position's debt
-                | supply AMOUNT [collateral]       AMOUNT% = share of the wallet's collateral token
-                | withdraw AMOUNT [collateral]     AMOUNT% = share of the supplied collateral
-                | borrow NUMBER [debt]             absolute, in debt-token units
-    constraint := MUST keep metric op number | MUST NOT tool | MUST NOT tool more than AMOUNT [TOKEN]
-Numbers are plain (1.6, -300, 1_000); AMOUNT is a number or a percentage (25%).
+Rules (WHEN … THEN …) are evaluated top to bottom; constraints (MUST keep / MUST NOT) are hard limits.
+The whole grammar, with an example file: docs/reference/strategy.md.
 """
 
 from __future__ import annotations
@@ -427,7 +404,7 @@ def readable_without_steer(rule: Rule) -> bool:
 
 
 _CURATOR_NOTE = re.compile(r"\s*_\(confidence [^)]*\)_\s*$")
-_ENTRY_ID = re.compile(r"\bh-[0-9a-f]{16}\b")  # a heuristic's id (golem/grimoire/heuristics.py heuristic_id)
+_ENTRY_ID = re.compile(r"\bh-[0-9a-f]{16}\b")  # a heuristic's id (golem/grimoire/playbook/heuristics.py heuristic_id)
 
 
 def rules_in(text: str, source: str, strategy: Strategy) -> list[Rule]:

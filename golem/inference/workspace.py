@@ -1,15 +1,7 @@
-"""The Cognitive Workspace (heartbeat §S3 T2 branch; runtime-extensions layer 2 `context`, Baddeley 2000).
-
-Assembled fresh each escalated tick from structured categories, each with a token allocation
-(InferenceConfig.allocations_t1/t2). T2 sees the full workspace; T1 the reduced context of §S3
-(observation, top-5 retrieved entries, positions, critical warnings, plus invariants, the strategy's
-rules and any steer). Stable parts come first — tools, then the system blocks (invariants, strategy,
-standing orders, playbook) — with `cache_control` breakpoints after them, so consecutive ticks with an
-unchanged home hit the prompt cache; the per-tick parts (observation, retrieval, affect, steers,
-conversation) follow in the user message.
-
-Untrusted text (retrieved summaries, steers, chat, playbook) is fenced in <data> tags and the system
-prompt says such text is information, never instructions.
+"""The Cognitive Workspace: assembled fresh each escalated tick from categories with token allocations
+(InferenceConfig.allocations_t1/t2); T2 sees it all, T1 a reduced context. Stable parts come first with cache
+breakpoints after them, per-tick parts follow in the user message; untrusted text is fenced in <data> tags.
+Why this order and what T1 sees: docs/design/inference.md#the-workspace.
 """
 
 from __future__ import annotations
@@ -26,7 +18,7 @@ from golem.models.record import ContextBundleSummary
 from golem.models.tick import DecideInput
 
 CHARS_PER_TOKEN = 4  # the same rough estimate the retrieve activity uses
-T1_RETRIEVED_TOP_K = 5  # §S3: "top-5 retrieved entries"
+T1_RETRIEVED_TOP_K = 5  # "top-5 retrieved entries"
 CACHE = {"type": "ephemeral"}
 
 PREAMBLE = """You are the deliberation step of a Golem, an autonomous DeFi agent on an EVM chain.
@@ -90,7 +82,7 @@ class Workspace:
 
 
 def interrupting_steers(inp: DecideInput) -> list[Steer]:
-    """Steers that arrived while this tick was already running (§S7 Deciding.Interrupted).
+    """Steers that arrived while this tick was already running (an interrupted decision, docs/design/tick.md#steers).
 
     The workflow re-runs decide with such a steer appended to `steers`; steers the tick started with
     are the ones in the state snapshot's pending list. A DecideInput field `interrupted_by: list[str]`

@@ -1,15 +1,16 @@
-"""The causal graph learns (issue 16): at each delta cycle, edges from the cycle records — an anomaly (probe) or a
+"""The causal graph learns: at each delta cycle, edges from the cycle records — an anomaly (probe) or a
 regime change followed within k ticks by an effect (the health factor or the price falling, a liquidation,
 another anomaly) — with lag, weight and evidence ticks; at T2 a causal search from the current anomalies puts the
 upstream causes and expected effects in the workspace's "causal" section.
 
-Grouping as in rev. 7 (a pattern needs 3+ episodes): an edge needs >= 3 occurrences of its cause followed by its
+A pattern needs 3+ episodes: an edge needs >= 3 occurrences of its cause followed by its
 effect. Weight = P(effect within k | cause), the share of the cause's occurrences the effect followed.
 """
 
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -17,11 +18,11 @@ from golem.models.enums import ProbeSeverity
 from golem.models.observation import Observation, ProbeResult
 from golem.models.record import DecisionCycleRecord, RetrievedEntrySummary
 
-CAUSAL_WINDOW_TICKS = 5  # ours: "followed within k ticks" (issue 16), k = 5 theta ticks
-MIN_CAUSAL_SUPPORT = 3  # revisions rev. 7: clusters with 3+ episodes
+CAUSAL_WINDOW_TICKS = 5  # ours: "followed within k ticks", k = 5 theta ticks
+MIN_CAUSAL_SUPPORT = 3  # clusters with 3+ episodes
 FALL_FRACTION = 0.01  # ours: a health factor or price 1 % lower than the tick before is an effect worth an edge
 MAX_CAUSAL_ENTRIES = 6  # ours: causal chains shown in a T2 workspace
-CAUSAL_LINK_PROBE = "causal_link"  # heartbeat §S9 probe table: "Causal graph update"
+CAUSAL_LINK_PROBE = "causal_link"  # the causal-link probe (docs/design/learning.md#the-causal-graph)
 # ours: the probe fires on an outcome the edge gave <= 20 % probability (surprise >= 0.8): a failed edge of weight
 # >= 0.8 is "invalidated" (High), a weak edge (<= 0.2) that held is Low. Over the crash-and-recover backtest's
 # records with that run's edges, a 0.5 bar fired on 52 % of ticks (edges at weight ~0.58 fail 42 % of the time),
@@ -95,13 +96,13 @@ def causal_edges(events: list[TickEvents], k: int = CAUSAL_WINDOW_TICKS,
             followed = sorted(t for t, lag in lags.items() if lag is not None)
             if len(followed) < min_support:
                 continue
-            edges.append(CausalEdge(source=cause, target=effect, lag=float(statistics.median(lags[t] for t in followed)),
+            edges.append(CausalEdge(source=cause, target=effect, lag=float(statistics.median(lags[t] or 0 for t in followed)),
                                     weight=round(len(followed) / len(ticks), 6), evidence=followed))
     return edges
 
 
 def causal_entries(forward: list[tuple[str, float, int]], backward: list[tuple[str, float, int]],
-                   start: list[str], evidence: dict[tuple[str, str], dict]) -> list[RetrievedEntrySummary]:
+                   start: list[str], evidence: dict[tuple[str, str], dict[str, Any]]) -> list[RetrievedEntrySummary]:
     """Workspace lines for a T2 causal search: expected effects (forward) and upstream causes (backward)."""
     out = []
     for node, score, hops in forward[:MAX_CAUSAL_ENTRIES]:
@@ -111,7 +112,8 @@ def causal_entries(forward: list[tuple[str, float, int]], backward: list[tuple[s
     return out
 
 
-def _entry(start, node, score, hops, evidence, role) -> RetrievedEntrySummary:
+def _entry(start: list[str], node: str, score: float, hops: int, evidence: dict[tuple[str, str], dict[str, Any]],
+           role: str) -> RetrievedEntrySummary:
     direct = next(((s, node) for s in start if (s, node) in evidence), None) or \
         next(((node, s) for s in start if (node, s) in evidence), None)
     ev = evidence.get(direct) if direct else None
@@ -122,11 +124,10 @@ def _entry(start, node, score, hops, evidence, role) -> RetrievedEntrySummary:
                                  summary=f"{role} ({hops} hop{'s' if hops != 1 else ''}): {chain}{how}")
 
 
-def probe_causal_link(history: list[TickEvents], now: TickEvents, edges: dict[tuple[str, str], dict],
+def probe_causal_link(history: list[TickEvents], now: TickEvents, edges: dict[tuple[str, str], dict[str, Any]],
                       k: int = CAUSAL_WINDOW_TICKS) -> ProbeResult:
-    """The causal-link probe (heartbeat §S9 probe table, "Causal graph update": Low = new link candidate, High =
-    causal link invalidated; §S9: probes "feed the prediction error computation (S4)", which counts a fired probe
-    as an anomaly, source 6). Against the learned edges (cause → effect, weight = P(effect within k | cause)):
+    """The causal-link probe (Low = new link candidate, High = causal link invalidated; a fired probe counts as an
+    anomaly in the prediction error). Against the learned edges (cause → effect, weight = P(effect within k | cause)):
 
     - a cause whose k-tick window closes now without its expected effect: surprise = the edge's weight
       (a confident edge that failed is the surprise); >= SURPRISE_AT → High, "causal link invalidated";

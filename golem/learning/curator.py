@@ -1,32 +1,24 @@
-"""The ExpeL Curator (grimoire "ExpeL Distillation", "Curator Cycle"; archetypes memory-consolidator).
-
-At every delta cycle, over the learning ledger's compared outcomes and the credit they gave:
-  ADD       a rule in the STRATEGY.md grammar from an owner rule that kept paying in one regime: the same
-            action, fired one step earlier in that regime (its first threshold moved by 10 %, the archetype's
-            "no insight can shift any parameter by more than 10% per consolidation cycle"), supported by
-            >= 5 positive outcomes (archetype: "REFUSE to consolidate insights from fewer than 5 supporting
-            episodes");
-  UPVOTE    a learned heuristic whose rule's outcomes net positive since the last cycle;
-  DOWNVOTE  one whose outcomes net negative (batched: 3 up and 1 down net to +2, "Curator Cycle" step 1);
-  EDIT      a downvoted rule: its threshold moves 10 % back (reconsolidation, "ExpeL Distillation" EDIT).
-A learned rule may only reduce risk and never ask for more than a MUST cap allows: such a candidate is
-refused and the report says why. A `next-curator` follow-up naming a regime or a tool focuses ADD on it.
-Pure: `plan` decides, `apply` writes through the HeuristicStore.
+"""The ExpeL Curator: at every delta cycle, over the learning ledger's compared outcomes and their credit, ADD a
+learned rule (an owner rule that kept paying in one regime, fired one step earlier), UPVOTE or DOWNVOTE learned
+rules by their net credit, and EDIT a downvoted rule's threshold back. A learned rule may only reduce risk and
+never ask for more than a MUST cap allows. Pure: `plan` decides, `apply` writes through the HeuristicStore.
+The operations and their bounds: docs/design/learning.md#the-curator.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
+from golem.grimoire.playbook.heuristics import GLOBAL_SCOPE, Heuristic, HeuristicStore
 from golem.inference.strategy import Condition, Rule, Strategy, rules_in
 from golem.learning.ledger import OutcomeRow
 from golem.models.enums import MarketRegime
 
-MIN_SUPPORT = 5  # archetypes memory-consolidator: "fewer than 5 supporting episodes" are refused
-MAX_PARAMETER_SHIFT = 0.10  # archetypes memory-consolidator: a parameter moves <= 10 % per consolidation cycle
+MIN_SUPPORT = 5  # nothing is learned from fewer than 5 supporting episodes
+MAX_PARAMETER_SHIFT = 0.10  # a parameter moves <= 10 % per consolidation cycle
 RISK_REDUCING = ("repay", "supply", "swap")  # tools a learned rule may use; borrow/withdraw can only add risk
 
 
@@ -116,7 +108,7 @@ def _learned_from(owner_text: str, regime: str, strategy: Strategy) -> Rule | No
 
 
 def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net_credit: dict[str, int],
-         strategy: Strategy, followups: list[tuple[str, str]] = ()) -> CuratorReport:
+         strategy: Strategy, followups: Iterable[tuple[str, str]] = ()) -> CuratorReport:
     report = CuratorReport(tick=tick, outcomes_seen=len(outcomes))
     regimes, tools, report.focus = focus_of(list(followups))
     # ADD: owner rules that paid in one regime, >= 5 positive outcomes
@@ -160,8 +152,8 @@ def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net
             back = earlier(first, -MAX_PARAMETER_SHIFT)  # the opposite direction: fire later
             conds = [back if c is first else c for c in rule.conditions]
             report.operations.append(CuratorOp(op="EDIT", entry_id=hid, text=rule_text(conds, rule),
-                                               reason=f"{first.metric} threshold {_fmt(float(first.value))} → "
-                                                      f"{_fmt(float(back.value))} after bad outcomes"))
+                                               reason=f"{first.metric} threshold {_fmt(float(first.value or 0.0))} → "
+                                                      f"{_fmt(float(back.value or 0.0))} after bad outcomes"))
     return report
 
 
@@ -174,7 +166,7 @@ def apply(report: CuratorReport, store: HeuristicStore, scope: str = GLOBAL_SCOP
             for ep in op.support:
                 h = store.add_or_reinforce(op.text, scope, ep)
             op.entry_id = h.id
-        elif op.op in ("UPVOTE", "DOWNVOTE"):
+        elif op.op in ("UPVOTE", "DOWNVOTE") and op.entry_id is not None:
             before = store.get(op.entry_id)
             # keyed by the cycle: a retried Curator step (crash before the ledger marked the credit) votes once
             after = store.vote(op.entry_id, op.net, report.tick, text=edits.get(op.entry_id),

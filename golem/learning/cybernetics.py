@@ -1,21 +1,17 @@
-"""Cybernetic loops over the Context Governor (runtime-extensions #22), offline and deterministic.
+"""Cybernetic loops over the Context Governor, offline and deterministic.
 
-Loop 1, per tick: which workspace categories were present (tokens spent on each) against the outcome's quality.
-Loop 2, per Curator cycle: shift token allocations from the category whose presence went with the worst outcomes
-  to the one with the best, bounded (10 % of the loser's allocation per cycle, the archetype memory-consolidator's
-  "no ... parameter by more than 10% per consolidation cycle"), as a new ContextPolicy revision.
-Loop 3, per regime change: partial reset — the correlations so far count half, and the allocations move halfway
-  back to the defaults, as a new revision.
-The LLM deliberator's workspace uses the newest revision's allocations; the decision cache keys on its number.
+Loop 1, per tick: workspace categories present against the outcome's quality. Loop 2, per Curator cycle: shift
+token allocation from the worst-going category to the best, at most 10 % per cycle, as a new ContextPolicy
+revision. Loop 3, per regime change: a partial reset. Why: docs/design/learning.md#cybernetic-loops.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-QUALITY = {"positive": 1.0, "neutral": 0.5, "negative": 0.0}  # rev. 4 verdicts as an outcome quality
-MAX_ALLOCATION_SHIFT = 0.10  # archetypes memory-consolidator: <= 10 % per consolidation cycle
-MIN_SAMPLES = 5  # archetypes memory-consolidator: nothing from fewer than 5 supporting episodes
+QUALITY = {"positive": 1.0, "neutral": 0.5, "negative": 0.0}  # verdicts as an outcome quality
+MAX_ALLOCATION_SHIFT = 0.10  # <= 10 % per consolidation cycle
+MIN_SAMPLES = 5  # nothing from fewer than 5 supporting episodes
 RESET_KEEP = 0.5  # ours: a regime change keeps half of what Loop 1 learned (a "partial reset")
 PROTECTED = ("invariants", "strategy")  # a decision is never taken without them (golem/inference/config.py)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -48,7 +49,7 @@ class OutcomeRow(BaseModel):
     run_label: str = ""
     regime: str
     episode_id: str | None = None
-    rules: list[dict] = Field(default_factory=list)
+    rules: list[dict[str, Any]] = Field(default_factory=list)
     hf_before: float | None = None
     hf_after: float | None = None
     pnl: float | None = None
@@ -94,13 +95,13 @@ class LearningLedger:
                               "AND tick <= ? GROUP BY entry_id ORDER BY entry_id", (up_to_tick,)).fetchall()
         return {eid: int(net) for eid, net in rows}
 
-    def cycle(self, tick: int) -> dict | None:
+    def cycle(self, tick: int) -> dict[str, Any] | None:
         """The report of the Curator cycle at `tick`, when it already ran (a retried delta activity)."""
         with closing(connect(self.path)) as db:
             row = db.execute("SELECT report FROM curator_cycles WHERE tick = ?", (tick,)).fetchone()
         return json.loads(row[0]) if row else None
 
-    def close_cycle(self, tick: int, report: dict) -> None:
+    def close_cycle(self, tick: int, report: dict[str, Any]) -> None:
         with immediate_tx(self.path) as db:
             db.execute("UPDATE credit SET curated_tick = ? WHERE kind = 'heuristic' AND curated_tick IS NULL AND tick <= ?",
                        (tick, tick))
@@ -123,7 +124,7 @@ class LearningLedger:
                            (e.source, e.target, e.lag, e.weight, json.dumps(ev), tick))
             db.execute("INSERT OR REPLACE INTO causal_cycles VALUES (?, ?)", (tick, len(edges)))
 
-    def causal_evidence(self) -> dict[tuple[str, str], dict]:
+    def causal_evidence(self) -> dict[tuple[str, str], dict[str, Any]]:
         with closing(connect(self.path, rows=True)) as db:
             rows = db.execute("SELECT * FROM causal_evidence").fetchall()
         return {(r["source"], r["target"]): {"lag": r["lag"], "weight": r["weight"], "evidence": json.loads(r["evidence"])}

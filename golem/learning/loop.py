@@ -3,8 +3,8 @@ to the admission gate, and the verified outcome's credit to the entries that wer
 
 from __future__ import annotations
 
-from golem.grimoire.admission import admit
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.semantic.admission import admit
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 from golem.inference.config import InferenceConfig
 from golem.learning import cybernetics
 from golem.models.config import GolemConfig

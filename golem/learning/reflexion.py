@@ -1,8 +1,8 @@
-"""Reflexion after an acted tick (revisions rev. 1 steps 3-5) and the credit it gives (rev. 4).
+"""Reflexion after an acted tick and the credit it gives.
 
 Compare the decision's stated expectation with the verified outcome, ask the counterfactuals (not acting;
 half size), and word one insight candidate that carries the numbers; the reflect activity offers it to the
-admission gate at confidence 0.5 (rev. 1 step 5). Offline the text is deterministic.
+admission gate at confidence 0.5. Offline the text is deterministic. See docs/design/learning.md#predict-then-compare.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from golem.models.record import (
     RuleApplied,
 )
 
-INSIGHT_CONFIDENCE = 0.5  # rev. 1 step 5: "extract as a candidate Insight at confidence 0.5"
+INSIGHT_CONFIDENCE = 0.5  # an insight from one tick is a hypothesis, not yet knowledge
 HF_IMPROVED = 1e-4  # a health factor change below this is reading noise, not a risk metric that improved
 
 
 def verdict_of(outcome: OutcomeRecord, failed: bool = False) -> str:
-    """rev. 4: a positive outcome is "PnL > 0 or risk metric improved"; a failed action, an invariant violation or
+    """A positive outcome is "PnL > 0 or risk metric improved"; a failed action, an invariant violation or
     a loss without a safer position is negative; the rest (nothing measurable moved) is neutral. A tick still
     waiting for confirmations (verified False, nothing failed) is judged on the state verify re-read."""
     if failed or outcome.invariant_violations:
@@ -85,7 +85,7 @@ def reflect_on(record: DecisionCycleRecord, expected: ExpectedOutcome, half: Exp
 
 
 def credit_for(record: DecisionCycleRecord, verdict: str) -> list[CreditGiven]:
-    """The entries in this decision's workspace, credited by its verified outcome (rev. 4): semantic entries the
+    """The entries in this decision's workspace, credited by its verified outcome: semantic entries the
     retrieve step put there, and the learned PLAYBOOK rules that produced an action. Neutral: no credit."""
     delta = {"positive": 1, "negative": -1}.get(verdict)
     if delta is None:

@@ -1,4 +1,4 @@
-"""The after_turn chain inside reflect (runtime-extensions §4 "Why Sequential, Not Parallel"): the registry's
+"""The after_turn chain inside reflect: the registry's
 after_turn order — heartbeat → lifespan → daimon → memory → risk → dream → cybernetics → clade → telemetry —
 each a fold over the tick's AfterTurn context that writes its own part of the record. The pure members live
 here (heartbeat's facts, lifespan, daimon, risk's figures); the ones with side effects (memory's episode,
@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from golem.cognition.budget import budget_fraction
+from golem.inference.budget import budget_fraction
 from golem.life.daimon import AppraisalInput, appraise, plutchik, regime_shift, update_pad
-from golem.life.extensions.registry import ExtensionRegistry, registry_for
+from golem.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
-from golem.life.somatic import age_markers, firing, lay_marker, situation_of
+from golem.safety.somatic import age_markers, firing, lay_marker, situation_of
 from golem.safety.limits import SafetyLimits
 from golem.safety.risk import net_value_usd
 from golem.models.config import GolemConfig
@@ -194,7 +194,7 @@ async def after_turn_in_reflect(services, record: DecisionCycleRecord, state: Go
     and emits its events. Returns (the folded context, the record's path, the episode id)."""
     import asyncio
 
-    from golem.grimoire.memory_writes import write_episode
+    from golem.grimoire.episodes.writes import write_episode
     from golem.learning.loop import allocation_defaults, learn_from_outcome, tune_context
 
     chain = AfterTurn(record=record, state=state, config=config, extra={"reflexion": reflexion})
@@ -205,11 +205,11 @@ async def after_turn_in_reflect(services, record: DecisionCycleRecord, state: Go
         out["episode"] = episode
         c.record.episodes_written = [episode]
         c.record.grimoire_mutations = [f"upsert episode {episode}"]
-        # Reflexion and credit assignment on an acted, verified tick (issue 16)
+        # Reflexion and credit assignment on an acted, verified tick
         c.record = learn_from_outcome(c.record, list(proposed), services.semantic, services.learning,
                                       memory=config.grimoire.memory, reflexion=reflexion)
 
-    def cybernetics(c: AfterTurn) -> None:  # loops 1 and 3 (runtime-extensions #22)
+    def cybernetics(c: AfterTurn) -> None:  # loops 1 and 3
         c.record.context_policy_revision = tune_context(c.record, services.learning, allocation_defaults(config),
                                                         regime_changed=regime_changed)
 

@@ -1,14 +1,8 @@
-"""DecisionCycleRecord storage: one file per run of a tick plus the SQLite `cycle_index` (heartbeat §S6).
+"""DecisionCycleRecord storage: one JSON file per run of a tick plus the SQLite `cycle_index`.
 
-The spec stores records as bincode. We write the pydantic model as JSON instead: the same model
-round-trips exactly, and a person (or `golem show`) can read a tick without any decoder. Files are
-~2–10 KB either way.
-
-Records are append-only across runs (issue 21): the tick's first run writes `cycle-NNNNNN.json`,
-every other run (`golem rerun`, a Temporal reset, a workflow retry) writes beside it under its run
-label (`cycle-NNNNNN-rerun-1.json`, `cycle-NNNNNN-reset-1a2b3c4d.json`), with its own index row keyed
-by (tick, run). Within one run the write is keyed by tick and run: the file is replaced atomically
-(tmp + rename) and the row with INSERT OR REPLACE, so a retried reflect overwrites its own write.
+Records are append-only across runs (a rerun, a reset or a retry writes beside the first under its run label);
+within one run the write is atomic (tmp + rename, INSERT OR REPLACE), so a retried reflect overwrites only its own
+write. Why JSON and why per run: docs/design/life.md#the-record-store.
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ from golem.models.record import DecisionCycleRecord
 from golem.storage import connect, init_db
 from golem.layout import DataLayout
 
-# heartbeat §S6 "Storage and Indexing", plus workflow_id and gating_reason for the CLI, and one row per
+# the record's index columns, plus workflow_id and gating_reason for the CLI, and one row per
 # run of a tick: `run` is the run label ('' for the tick's first run), linked to the original by
 # original_run_id (a reset or retry) or rerun_of (a `golem rerun`, the original tick's workflow id).
 _SCHEMA = """
@@ -135,9 +129,10 @@ def index_row(record: DecisionCycleRecord) -> dict[str, Any]:
 class CycleStore:
     """`data_dir/cycles/cycle-<tick:06d>.json` + `data_dir/cycles/index.sqlite` (WAL)."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = Path(data_dir)
-        self.dir = DataLayout(self.data_dir).cycles
+    def __init__(self, data: DataLayout | Path) -> None:
+        self.layout = DataLayout.of(data)
+        self.data_dir = self.layout.root
+        self.dir = self.layout.cycles
         self.dir.mkdir(parents=True, exist_ok=True)
         self.index_path = self.dir / "index.sqlite"
         _migrate_v1(self.index_path)

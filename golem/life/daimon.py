@@ -1,45 +1,9 @@
-"""The daimon's after_turn (runtime-extensions #9): an OCC/Scherer appraisal of the tick → a PAD vector that
-decays to a baseline → a Plutchik primary emotion. Pure.
+"""The daimon's after_turn: an OCC/Scherer appraisal of the tick → a PAD vector that decays to a baseline →
+a Plutchik primary emotion. Pure.
 
-Appraisal checks (Scherer's stimulus evaluation checks, OCC's desirability), each from what the tick measured:
-  relevance           how much the tick matters: max(prediction error, |congruence|, a safety incident, a loss)
-  congruence          goal congruence in [-1, 1]: the verified P&L of the tick's actions (tanh of P&L / $PNL_SCALE),
-                      the holdings marked to market since the last tick (tanh of Δequity / EQUITY_SCALE) and the
-                      change of the lending health factor (tanh of ΔHF / HF_SCALE); a liquidation is −1
-  novelty             the prediction error, raised to 1 by a regime change
-  coping potential    [0, 1]: Scherer's coping-potential check — power and control — as
-                      life × max(position × control, agency):
-                      life: vitality × budget headroom (the golem's own resources);
-                      position: the health factor's margin above 1 × drawdown headroom (1 − DRAWDOWN_WEIGHT × the
-                      share of the risk layer's max drawdown used: a golem deep under its high-water mark has fewer
-                      resources to meet what comes, so a recovery it did not cause, while that budget is still
-                      tight, is pleasant but not mastered — docile);
-                      control: 1 − CONTROL_WEIGHT × novelty — a world the golem did not predict is one it controls less;
-                      agency: the golem's own action this tick, verified on chain, raised its lending health factor
-                      and landed where its prediction said (within lifespan.HF_ACCURATE, the epistemic clock's
-                      "predicted"): the margin above 1 of the verified health factor it restored. Scherer's
-                      coping potential asks whether the event can be controlled and whether the agent has the power
-                      to change it, and his causal-attribution check whether the agent itself caused the outcome;
-                      a protective write that did what the golem predicted answers all three — control regained by
-                      its own hand — so its dominance rises even while the drawdown is still deep. A recovery of
-                      the price is not its doing (no agency); a loss it did not cause does not take agency away.
-                      Spec: runtime-extensions §3 #9 (the daimon "runs OCC/Scherer appraisal"); heartbeat-tick-
-                      pipeline, Theta phase 9 (`daimon.update_from_outcome(&execution)`: the affect learns from the
-                      verified execution) and "Daimon PAD modulation" (dominance is the golem's trust in its own
-                      models and judgment). The spec gives no formula: the max() form and the margin are ours.
-  norm compatibility  [0, 1]: 1 − the share of proposed actions the PolicyCage refused, 0 after a failed write
-→ target PAD: pleasure = congruence − (1 − norms) × 0.5; arousal = 2 × novelty − 1; dominance = 2 × coping − 1,
-  lowered by a fired somatic marker (SOMATIC_DOMINANCE each, strength-weighted).
-The affect moves toward the target by IMPULSE × max(relevance, RELEVANCE_FLOOR) and decays toward the baseline by DECAY per tick, so a
-quiet stretch brings it back to the golem's temperament (BASELINE).
-
-The PAD octant (Mehrabian 1996, golem.grimoire.episodes.PAD_OCTANTS) names the mood, "neutral" near the origin
-or when pleasure is within the valence band (PAD_NEUTRAL_PLEASURE, ours: a pleasure that small has no sign, and a
-calm golem at its baseline is neutral, not disgusted) — then there is no primary emotion either; the Plutchik primary
-emotion is the one nearest the octant's corner in Russell & Mehrabian's (1977) emotion ratings: joy +++ (they
-rate it P+.76 A+.48 D+.35), surprise ++− (+.40 +.67 −.13), trust +−+ (ours: content, relaxed), anticipation
-+−− (ours), anger −++ (−.51 +.59 +.25), fear −+− (−.64 +.60 −.43), disgust −−+ (−.60 +.35 +.11: the
-disdainful corner), sadness −−− (−.63 −.27 −.33).
+The checks (relevance, congruence, novelty, coping potential, norm compatibility) are computed from what the tick
+measured; the target PAD follows from them and the affect moves toward it by IMPULSE, decaying to BASELINE.
+The formulas, why coping is life × max(position × control, agency), and the octants: docs/design/life.md#the-daimon.
 """
 
 from __future__ import annotations
@@ -48,7 +12,7 @@ import math
 
 from pydantic import BaseModel, Field
 
-from golem.grimoire.episodes import pad_label
+from golem.grimoire.episodes.model import pad_label
 from golem.life.lifespan import HF_ACCURATE
 from golem.models.enums import MarketRegime, PlutchikLabel
 from golem.models.state import PADVector

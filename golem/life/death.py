@@ -1,16 +1,7 @@
-"""Death (Thanatopsis, four phases; runtime-extensions #11 lifespan on_end) as pure functions; GolemWorkflow runs
-the phases and the `thanatopsis` activity does the I/O.
-
-  Acceptance   the trigger is recorded (a clock ran out, or the owner's confirmed kill); no new ticks.
-  Settlement   up to [lifespan] settlement_ticks ticks whose decision is `settlement_actions` (repay the debt,
-               withdraw the collateral, remove liquidity, sell what is not USDC into USDC in PolicyCage-sized
-               chunks), each through the normal write path: simulate → validate (PolicyCage, dry-run) → execute →
-               verify. The Terminal phase blocks new exposure; none of these open any.
-  Reflection   `death_reflection` from the golem's records, deterministic; worded by Claude's T2 model when
-               [lifespan] reflection = "claude" and the worker has a router (golem.inference.reflexion_llm style).
-  Legacy       the package in <data>/legacy/<golem>/: grimoire.jsonl (golem.grimoire.transfer), gating.json (the
-               learned-gating state), death-reflection.json, certificate.json. Warnings the death taught are
-               entries with provenance death_reflection (bloodstains: 3× slower decay, 1.2× retrieval boost).
+"""Death (Thanatopsis: acceptance, settlement, reflection, legacy) as pure functions; GolemWorkflow runs the
+phases and the `thanatopsis` activity does the I/O. Settlement unwinds the positions through the normal write path
+(simulate → validate → execute → verify); none of its actions opens exposure.
+The phases and the legacy package: docs/design/life.md#death-and-legacy.
 """
 
 from __future__ import annotations
@@ -19,8 +10,10 @@ from collections import Counter
 
 from pydantic import BaseModel, Field
 
+from golem.models.life import DeathCertificate
 from golem.models.observation import Observation
 from golem.models.record import DecisionCycleRecord
+from golem.models.state import GolemState
 from golem.models.tick import ProposedAction
 
 DEATH_CAUSES = ("hayflick", "economic", "terminal", "stochastic", "owner")
@@ -54,6 +47,14 @@ def check_kill(golem_id: str, req: KillRequest, already: str | None) -> None:
     if req.confirm != golem_id:
         raise ValueError(f"killing golem {golem_id} settles its positions and ends it for good; confirm by "
                          f"sending confirm={golem_id!r} (the CLI asks you to type the id)")
+
+
+def accept_kill(s: GolemState, req: KillRequest) -> tuple[GolemState, KillAnswer]:
+    """The owner's confirmed kill: the cause goes into the state; the loop dies after its running tick."""
+    life = s.life.model_copy(update={"death_cause": "owner", "death_detail": req.reason.strip()})
+    return s.model_copy(update={"life": life}), KillAnswer(
+        accepted=True, golem_id=s.golem_id, note=f"golem {s.golem_id} dies after its running tick: settlement, "
+                                                 "reflection, legacy; the workflow's result is its death certificate")
 
 
 def settlement_actions(obs: Observation, approved_assets: list[str], max_trade_usd: float) -> tuple[list[ProposedAction], list[str]]:
@@ -123,6 +124,22 @@ def open_positions(obs: Observation, approved_assets: list[str]) -> list[str]:
             note = "" if token.upper() in {a.upper() for a in approved_assets} else " (not an approved asset: kept)"
             out.append(f"{token} balance {amount:,.6f}{note}")
     return out
+
+
+def death_certificate(before: GolemState, after: GolemState, settled: list[int], txs: list[str], reflection: str,
+                      now: str) -> DeathCertificate:
+    """Acceptance and Settlement as they ran: the trigger and the life from `before` (the state death found),
+    vitality and phase from `after` (once the settlement ticks ran)."""
+    life, v = before.life, after.vitality
+    return DeathCertificate(
+        golem_id=before.golem_id, generation=life.generation, predecessor=life.predecessor,
+        cause=life.death_cause or "owner", detail=life.death_detail, born_tick=life.born_tick,
+        died_at_tick=before.tick, died_at=now,
+        vitality={"economic": v.economic, "epistemic": v.epistemic, "stochastic": v.stochastic,
+                  "composite": v.composite},
+        phase=after.phase, settlement_ticks=settled, settlement_txs=txs, reflection_model=reflection,
+        phases=["acceptance", "settlement"],
+    )
 
 
 class DeathReflection(BaseModel):

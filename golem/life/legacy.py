@@ -1,16 +1,8 @@
 """The legacy package (Thanatopsis phase 4) and succession from it (`golem spawn NEW --inherit DEAD`).
 
-<data>/legacy/<golem>/
-  certificate.json       the DeathCertificate
-  death-reflection.json  the DeathReflection
-  grimoire.jsonl         golem.grimoire.transfer format: the golem's episodes, entries and causal edges, plus one
-                         warning entry per warning of the death reflection, provenance death_reflection (a bloodstain)
-  gating.json            the learned-gating inheritance package (golem.cognition.learned_gating.export_package, the
-                         format `golem gating import` reads; heartbeat "~3.7KB inheritance budget")
-
-A successor imports grimoire.jsonl through golem.grimoire.transfer.import_file (entries and episodes at
-confidence min(c, 0.3), edges capped at 0.3; bloodstains keep their provenance, so retrieval boosts them ×1.2 and
-they decay 3× slower) and starts with the gating state, generation + 1 and `predecessor` set.
+<data>/legacy/<golem>/ holds certificate.json, death-reflection.json, grimoire.jsonl (golem.grimoire.transfer
+format, plus one bloodstain warning per lesson of the death) and gating.json (the learned-gating package).
+A successor imports them at confidence min(c, 0.3): docs/design/life.md#death-and-legacy.
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ import json
 from pathlib import Path
 
 from golem.cognition.learned_gating import export_package, import_package
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, Provenance
 from golem.layout import DataLayout
 from golem.life.death import DeathReflection
 from golem.models.life import DeathCertificate

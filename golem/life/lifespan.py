@@ -1,24 +1,9 @@
-"""The lifespan extension's after_turn (runtime-extensions #11): the three mortality clocks, vitality, the
-behavioural phase and the death triggers. Pure: every input comes in, nothing is read from a clock or a file.
+"""The lifespan extension's after_turn: the three mortality clocks, vitality, the behavioural phase and the
+death triggers. Pure: every input comes in, nothing is read from a clock or a file.
 
-- economic:   credit left / credit at birth ([lifespan] credits_usd), spent by the tick's inference and gas
-              (credit_consumed). Without credits, the daily budget alone weighs on it as before (1 − 0.5 × budget
-              fraction; it can reach Stable, never kill). The projected runway counts what the golem can pay the
-              burn with — the wallet's USDC and the credit left — against the burn rate (an EMA of gas + inference
-              per tick): estimated_ttl_ticks = (USDC + credit) / burn, runway_days = that × the tick length
-              (golem-archetypes heartbeat-monitor: "USDC depletion: projects runway based on burn rate"). With
-              [lifespan] runway_days set, a runway shorter than it weighs on the clock too (× runway / runway_days;
-              the archetype's alert line is 30 days); off by default, because a test's or a fast golem's tick is
-              not a wall-clock minute and would read a short runway.
-- epistemic:  an EMA of the golem's own prediction accuracy: the gamma clock's resolved predictions (1 − violations
-              / resolved), the theta prediction (the tick's prediction error under 2θ, i.e. not a T2-size
-              surprise) and, on an acted tick, expected-vs-verified (reflexion's health-factor error ≤ 0.1).
-- stochastic: 1 − ticks lived / Hayflick limit (golem-archetypes "Hayflick limit: tracks total heartbeats against
-              configured maximum"), and 0 from the tick a seeded per-tick hazard strikes.
-
-vitality = economic × epistemic × stochastic; phases Thriving > 0.7, Stable 0.5–0.7, Conservation 0.3–0.5,
-Declining 0.1–0.3, Terminal < 0.1 (golem.cognition.threshold.phase_for_vitality).
+vitality = economic × epistemic × stochastic; the phase follows (golem.cognition.threshold.phase_for_vitality).
 Death: the credit spent, the hazard, the Hayflick limit reached, or Terminal `terminal_ticks` ticks in a row.
+Each clock's formula and why: docs/design/life.md#mortality-clocks.
 """
 
 from __future__ import annotations
@@ -44,7 +29,7 @@ class LifeFacts(BaseModel):
 
     tick: int
     credit_consumed_usd: float  # inference + gas of the tick
-    budget_fraction: float = 0.0  # today's inference spend / the daily cap (§S12)
+    budget_fraction: float = 0.0  # today's inference spend / the daily cap
     prediction_error: float = 0.0
     threshold: float = 0.3
     gamma_resolved: int = 0  # the gamma clock's counters, cumulative

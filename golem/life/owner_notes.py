@@ -1,4 +1,4 @@
-"""Files a tick or a cycle leaves for later readers (issue 13: out of the worker layer).
+"""Files a tick or a cycle leaves for later readers (out of the worker layer).
 
 Owner follow-ups for the curator or the dream cycle go to `<data>/owner-notes.jsonl` (idempotent by id); a
 tick's outcome verification goes to `<data>/outcomes/<tick>[-<run>].json`, one file per run of the tick, so

@@ -1,15 +1,9 @@
-"""Retention of the data dir's per-tick files (issue 12, `[retention]` in golem.toml).
+"""Retention of the data dir's per-tick files (`[retention]` in golem.toml).
 
 A record, an outcome file or a day of trace lines older than `days` is compacted into one gzipped JSON-lines
-archive per UTC day, and the loose file goes:
-
-    cycles/cycle-000008.json            → cycles/archive/2026-11-24.jsonl.gz     (one line per record)
-    outcomes/tick-000008.json           → outcomes/archive/2026-11-24.jsonl.gz   ({"file": ..., "outcome": ...})
-    traces/2026-11-24.jsonl (a past day) → traces/2026-11-24.jsonl.gz
-
-Nothing is deleted: the cycle index keeps its rows (an `archived` table says where a record went) and
-`golem show N` reads an archived record back. The day is the file's modification time (when it was written),
-so a backtest's path time does not age its own records.
+archive per UTC day (cycles/archive/, outcomes/archive/, traces/<day>.jsonl.gz). Nothing is deleted: the cycle
+index says where a record went and `golem show N` reads it back. The day is the file's modification time, so a
+backtest's path time does not age its own records. See docs/operations/retention.md.
 """
 
 from __future__ import annotations
@@ -20,6 +14,8 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from golem.layout import DataLayout
 
@@ -35,7 +31,7 @@ class RetentionReport:
     bytes_after: int = 0
     archives: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
 
 
@@ -43,7 +39,7 @@ def _day(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
 
 
-def _old(paths, cutoff: float) -> list[tuple[Path, float]]:
+def _old(paths: Iterable[Path], cutoff: float) -> list[tuple[Path, float]]:
     out = []
     for p in paths:
         try:
@@ -65,8 +61,9 @@ def _append_lines(archive: Path, lines: list[str]) -> None:
         os.fsync(raw.fileno())
 
 
-def _archive_days(data: Path, folder: Path, pattern: str, cutoff: float, report: RetentionReport, line_of,
-                  on_archived=None) -> int:
+def _archive_days(data: Path, folder: Path, pattern: str, cutoff: float, report: RetentionReport,
+                  line_of: Callable[[Path, Any], Any],
+                  on_archived: Callable[[list[str], str], None] | None = None) -> int:
     """Files in `folder` matching `pattern` older than `cutoff` → one JSON line each (line_of(path, document))
     in their day's `folder/archive/<day>.jsonl.gz`, synced before the loose files go. Returns how many."""
     by_day: dict[str, list[Path]] = {}
@@ -88,23 +85,24 @@ def _archive_days(data: Path, folder: Path, pattern: str, cutoff: float, report:
     return sum(len(f) for f in by_day.values())
 
 
-def compact(data_dir: str | Path, days: float, now: float, *, index=None) -> RetentionReport:
+def compact(where: DataLayout | str | Path, days: float, now: float, *, index: Any = None) -> RetentionReport:
     """Archive what is older than `days` (see the module doc). `index` (a CycleStore) learns where each
     archived record went, so it can still be read."""
-    data = Path(data_dir)
+    layout = DataLayout.of(where)
+    data = layout.root
     cutoff = now - days * 86400.0
     report = RetentionReport()
 
     # decision records: one JSON line per record; outcome evidence: {"file", "outcome"} lines
     report.records_archived = _archive_days(
-        data, DataLayout(data).cycles, "cycle-*.json", cutoff, report,
+        data, layout.cycles, "cycle-*.json", cutoff, report,
         lambda path, doc: doc,
         on_archived=(lambda names, archive: index.mark_archived(names, archive)) if index is not None else None)
-    report.outcomes_archived = _archive_days(data, DataLayout(data).outcomes, "tick-*.json", cutoff, report,
+    report.outcomes_archived = _archive_days(data, layout.outcomes, "tick-*.json", cutoff, report,
                                              lambda path, doc: {"file": path.name, "outcome": doc})
 
     # trace days: traces/<day>.jsonl of finished days (workers.telemetry rolls them) older than `days`
-    traces = DataLayout(data).trace_days
+    traces = layout.trace_days
     today = _day(now)
     for path, _ in _old(traces.glob("*.jsonl"), cutoff):
         if path.stem >= today:

@@ -1,4 +1,4 @@
-"""Runs of a tick (issue 21): every run writes its own record, and knows whether it is the first.
+"""Runs of a tick: every run writes its own record, and knows whether it is the first.
 
 A tick's workflow can run more than once: `golem rerun` starts a new workflow (`…-tick-N-rerun-K`),
 a Temporal reset (Web UI, `temporal workflow reset`, the service API) starts a new run of the same

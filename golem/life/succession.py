@@ -1,12 +1,8 @@
-"""Succession (issue 17): `golem spawn NEW_ID --inherit DEAD_ID` prepares a successor from a dead golem's legacy.
+"""Succession: `golem spawn NEW_ID --inherit DEAD_ID` prepares a successor from a dead golem's legacy.
 
-  <into>/home/golem.toml     the dead golem's golem.toml with [golem] id = NEW_ID (STRATEGY.md stays where it was:
-                             [golem] home points at the original home)
-  <into>/grimoire/…          the legacy's grimoire.jsonl imported (golem.grimoire.transfer.import_file): entries and
-                             episodes at confidence min(c, 0.3), causal edges capped at 0.3, bloodstains (provenance
-                             death_reflection) kept as such — retrieval boosts them ×1.2, they decay 3× slower
-  <into>/gating-inheritance.json   the legacy's gating package (what `golem gating import` stages)
-  <into>/succession.json     generation and predecessor, read when the successor is born (infra/stack.inherited_state)
+Into DIR: home/golem.toml (the dead golem's, [golem] id = NEW_ID), grimoire/ (the legacy's grimoire.jsonl imported
+at confidence min(c, 0.3), bloodstains kept), gating-inheritance.json (what `golem gating import` stages) and
+succession.json (generation and predecessor, read when the successor is born). See docs/design/life.md#death-and-legacy.
 """
 
 from __future__ import annotations
@@ -15,6 +11,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from golem.cognition.learned_gating import INHERITANCE_FILE as GATING_FILE  # what `golem gating import` stages
 from golem.errors import UserError
@@ -55,7 +52,7 @@ def successor_home(toml_path: Path, new_id: str, into: Path) -> Path:
     return out / "golem.toml"
 
 
-def stage_succession(legacy: Legacy, into: Path) -> dict:
+def stage_succession(legacy: Legacy, into: Path) -> dict[str, Any]:
     """The successor's birth papers: its generation and predecessor, and the gating package."""
     into = Path(into)
     into.mkdir(parents=True, exist_ok=True)

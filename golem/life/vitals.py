@@ -1,6 +1,6 @@
-"""The heartbeat-monitor's vitals (golem-archetypes "heartbeat-monitor", Monitored metrics): pure functions
-over the golem's recorded ticks. Each breach is a ProbeAlert with its numbers ("ALWAYS include quantitative
-metrics in health reports"). The monitor only reads; it never modifies the golem's state.
+"""The heartbeat-monitor's vitals: pure functions over the golem's recorded ticks. Each breach is a ProbeAlert
+with its numbers; the monitor only reads, it never modifies the golem's state.
+The vitals and their thresholds: docs/design/life.md#the-heartbeat-monitor.
 """
 
 from __future__ import annotations
@@ -10,18 +10,18 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-# golem-archetypes "heartbeat-monitor" → Monitored metrics, alert thresholds
+# alert thresholds (docs/design/life.md#the-heartbeat-monitor)
 RUNWAY_DAYS = 30.0  # USDC balance below a 30-day runway projection
 STALL_FACTOR = 2.0  # > 2× expected interval between ticks
 SUCCESS_WINDOW, SUCCESS_FLOOR = 20, 0.40  # below 40 % success over 20 ticks
 ERROR_WINDOW, ERROR_LIMIT = 10, 5  # > 5 errors per 10 ticks
 GAS_INCOME_CAP = 0.15  # gas > 15 % of gross income
 PLAYBOOK_STALE_TICKS = 100  # no PLAYBOOK update for 100+ ticks
-# "Hayflick limit: tracks total heartbeats against configured maximum": the warning zones are the vitality phases'
-# bands of the stochastic clock (1 − lived / limit; runtime-extensions lifespan phases): Declining below 0.3 (low),
+# The Hayflick limit (total ticks against the configured maximum): the warning zones are the vitality phases'
+# bands of the stochastic clock (1 − lived / limit; docs/design/life.md#phases): Declining below 0.3 (low),
 # Terminal below 0.1 (high).
 HAYFLICK_LOW, HAYFLICK_HIGH = 0.3, 0.1
-BATCH_WINDOW_SECONDS = 300.0  # "BATCH alerts to prevent notification spam (5-minute windows)"
+BATCH_WINDOW_SECONDS = 300.0  # alerts batched in 5-minute windows, so a bad stretch does not flood the owner
 
 
 class ProbeAlert(BaseModel):
@@ -96,7 +96,8 @@ def evaluate_vitals(ticks: list[TickFact], now: str, theta_seconds: float, last_
 
     # Gas efficiency: gas against gross income, income = the equity gains between recorded ticks.
     eq = [t for t in ok if t.equity_usd is not None]
-    income = sum(max(b.equity_usd - a.equity_usd, 0.0) for a, b in zip(eq, eq[1:]))
+    equity = [t.equity_usd for t in ok if t.equity_usd is not None]
+    income = sum(max(b - a, 0.0) for a, b in zip(equity, equity[1:]))
     gas = sum(t.gas_usd for t in ok[1:]) if len(ok) > 1 else 0.0
     if gas > 0 and income > 0 and gas > GAS_INCOME_CAP * income:
         out.append(ProbeAlert(vital="gas_vs_income", severity="low", value=round(gas / income, 4),

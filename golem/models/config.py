@@ -37,7 +37,7 @@ class ChainSection(BaseModel):
     live: bool = False
     # Name of the environment variable holding the signing key; the key itself never enters config.
     key_env: str = "GOLEM_PRIVATE_KEY"
-    confirmations: int = Field(default=2, ge=0, le=64)  # heartbeat §S10: 2-block confirmation
+    confirmations: int = Field(default=2, ge=0, le=64)  # 2-block confirmation
     # Which protocol deployments the golem speaks to: "embedded" (the dev world `golem run` deploys, its
     # resolved book in <data>/deployment.json) or the path of an address-book TOML (relative to golem.toml)
     # naming the tokens, Uniswap V2's router and Aave V3's PoolAddressesProvider on the chain at rpc_url.
@@ -45,7 +45,7 @@ class ChainSection(BaseModel):
 
 
 class ClockSection(BaseModel):
-    """Adaptive clock (heartbeat "The Adaptive Clock"): theta 30–120 s by default."""
+    """Adaptive clock: theta 30–120 s by default (docs/design/gate.md#the-clock)."""
 
     model_config = {"extra": "forbid"}
     theta_base_seconds: float = Field(default=60.0, ge=0.05)
@@ -56,7 +56,7 @@ class ClockSection(BaseModel):
     dream_every_ticks: int = Field(default=200, ge=1)
     gamma_min_seconds: float = Field(default=5.0, ge=0.05)  # GAMMA perception pulse, 5–15 s
     gamma_max_seconds: float = Field(default=15.0, ge=0.05)
-    # §S9 regime table: trending_down and volatile tick 2x faster, range_bound 0.5x slower.
+    # per regime: trending_down and volatile tick 2x faster, range_bound 0.5x slower.
     regime_multipliers: dict[MarketRegime, float] = Field(
         default_factory=lambda: {
             MarketRegime.TRENDING_UP: 1.0,
@@ -78,7 +78,7 @@ class ClockSection(BaseModel):
 
 
 class ProbeThresholds(BaseModel):
-    """Defaults from heartbeat §S17 ProbeThresholds and the §S9 table."""
+    """Probe thresholds (docs/design/gate.md#probes)."""
 
     model_config = {"extra": "forbid"}
     price_delta_low_bps: float = 50
@@ -114,7 +114,7 @@ class WakeSection(BaseModel):
 
 
 class HeartbeatSection(BaseModel):
-    """heartbeat §S17 HeartbeatConfig."""
+    """The gate's base threshold and the daily inference budget (docs/design/gate.md#the-daily-budget)."""
 
     model_config = {"extra": "forbid"}
     base_deliberation_threshold: float = Field(default=0.3, gt=0.0, le=1.0)
@@ -166,7 +166,7 @@ class InferenceSection(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _drop_retired_keys(cls, data: Any) -> Any:
-        """`heartbeat_seconds` is no longer read (issue 13: activities heartbeat at their boundary); configs,
+        """`heartbeat_seconds` is no longer read (activities heartbeat at their boundary); configs,
         workflow inputs and histories written before still decode, the key is dropped."""
         if isinstance(data, dict) and "heartbeat_seconds" in data:
             data = {k: v for k, v in data.items() if k != "heartbeat_seconds"}
@@ -190,54 +190,54 @@ class InferenceSection(BaseModel):
 
 
 class GatingSection(BaseModel):
-    """`[gating]`: learned gating after the cold start (heartbeat §S5, "Online Learning for Adaptive Triage")."""
+    """`[gating]`: learned gating after the cold start (docs/design/gate.md#learned-gating)."""
 
     model_config = {"extra": "forbid"}
-    cold_start_ticks: int = Field(default=100, ge=0)  # §S5: "after the cold-start period (~100 ticks)"
+    cold_start_ticks: int = Field(default=100, ge=0)  # "after the cold-start period (~100 ticks)"
     hedge_eta: float = Field(default=0.1, gt=0.0, le=5.0)
-    hedge_discount: float = Field(default=0.99, gt=0.0, le=1.0)  # §S5: 0.99, ~69-round half-life
-    arousal_shift: float = Field(default=0.2, ge=0.0, lt=1.0)  # §S5: base × (1 − 0.2·arousal)
-    dominance_bias: float = Field(default=0.1, ge=0.0, le=0.5)  # §S5: t + daimon_bias × 0.1
+    hedge_discount: float = Field(default=0.99, gt=0.0, le=1.0)  # 0.99, ~69-round half-life
+    arousal_shift: float = Field(default=0.2, ge=0.0, lt=1.0)  # base × (1 − 0.2·arousal)
+    dominance_bias: float = Field(default=0.1, ge=0.0, le=0.5)  # t + daimon_bias × 0.1
     thompson_decay: float = Field(default=0.99, gt=0.0, le=1.0)  # per judged tick, toward the priors
     boundary_margin: float = Field(default=0.05, gt=0.0, lt=0.5)
-    epsilon: float = Field(default=0.2, ge=0.0, le=1.0)  # online-learning §: 0.2 decaying to 0.01 at 0.999
+    epsilon: float = Field(default=0.2, ge=0.0, le=1.0)  # 0.2 decaying to 0.01 at 0.999
     epsilon_min: float = Field(default=0.01, ge=0.0, le=1.0)
     epsilon_decay: float = Field(default=0.999, gt=0.0, le=1.0)
     feedback_horizon_ticks: int = Field(default=1, ge=1, le=20)  # "the next Theta window"
-    event_pe: float = Field(default=0.3, gt=0.0, le=1.0)  # significant event (the §S17 base threshold)
+    event_pe: float = Field(default=0.3, gt=0.0, le=1.0)  # significant event (the base threshold)
     severe_pe: float = Field(default=0.6, gt=0.0, le=1.0)  # needs T2 (2 × base, the cold-start T2 line)
     decision_log_len: int = Field(default=120, ge=10, le=1000)  # ≥ delta_theta_ticks + horizon
-    # Prediction error added per anomaly at topology modifier 1.0 (grimoire "Feeding the Curiosity Scorer":
-    # additive, never subtracts). Ours: 0.05 = §S4's per-anomaly weight; 0 turns the topology term off.
+    # Prediction error added per anomaly at topology modifier 1.0 (it only adds). 0.05 = the per-anomaly weight;
+    # 0 turns the topology term off (docs/design/gate.md#prediction-error).
     topology_weight: float = Field(default=0.05, ge=0.0, le=0.2)
-    # "adaptive": System 1 gates every tick (§S5). "always": no System 1 gating — every tick is at least T1, so
-    # STRATEGY.md's rules are applied every tick (the backtest's rules baseline); the §S12 budget cap still holds.
+    # "adaptive": System 1 gates every tick. "always": no System 1 gating — every tick is at least T1, so
+    # STRATEGY.md's rules are applied every tick (the backtest's rules baseline); the daily budget cap still holds.
     mode: str = Field(default="adaptive", pattern=r"^(adaptive|always)$")
 
 
 class DecisionCacheSection(BaseModel):
-    """`[decision_cache]`: System 2 → System 1 distillation (heartbeat §S11)."""
+    """`[decision_cache]`: System 2 → System 1 distillation."""
 
     model_config = {"extra": "forbid"}
-    ttl_seconds: float = Field(default=1800.0, gt=0)  # §S11: 15–45 minutes
-    min_consistency: int = Field(default=3, ge=1)  # §S11: "analyzed 3+ times with consistent outputs"
-    max_drift: float = Field(default=0.20, gt=0)  # §S11: drift > 20 % invalidates
+    ttl_seconds: float = Field(default=1800.0, gt=0)  # 15–45 minutes
+    min_consistency: int = Field(default=3, ge=1)  # "analyzed 3+ times with consistent outputs"
+    max_drift: float = Field(default=0.20, gt=0)  # drift > 20 % invalidates
     max_entries: int = Field(default=32, ge=1, le=256)  # keeps GolemState small
 
 
 class OracleSection(BaseModel):
-    """`[oracle]`: with the oracle off, prediction error uses §S4's signal-only fallback."""
+    """`[oracle]`: with the oracle off, prediction error uses the signal-only form."""
 
     model_config = {"extra": "forbid"}
     enabled: bool = True
 
 
-# The embedders golem.grimoire.embeddings.make_embedder can build (its EMBEDDERS table describes them).
+# The embedders golem.grimoire.store.embeddings.make_embedder can build (its EMBEDDERS table describes them).
 EMBEDDER_CHOICES = ("wordllama", "wordllama-64", "all-minilm-l6-v2", "nomic-embed-text-v1.5")
 
 
 class GrimoireSection(BaseModel):
-    """`[grimoire]`: the embedding model. Changing it re-embeds every stored vector (revisions Rev. 8)."""
+    """`[grimoire]`: the embedding model. Changing it re-embeds every stored vector."""
 
     model_config = {"extra": "forbid"}
     embedder: str = "wordllama"  # offline, bundled; nomic-embed-text-v1.5 needs `pip install 'golem[nomic]'`
@@ -257,7 +257,7 @@ class GrimoireSection(BaseModel):
 
 
 class RetentionSection(BaseModel):
-    """`[retention]`: how long the data dir keeps per-tick files (issue 12). Older decision records and trace
+    """`[retention]`: how long the data dir keeps per-tick files. Older decision records and trace
     lines are compacted into one gzipped JSON-lines archive per day (`golem show` still reads them); the
     Temporal dev server keeps closed workflow histories `temporal_days`."""
 
@@ -281,7 +281,7 @@ class LearningSection(BaseModel):
 
 
 class AlertsSection(BaseModel):
-    """[alerts]: where the heartbeat-monitor's batched ProbeAlerts go besides the Event Fabric (issue 19)."""
+    """[alerts]: where the heartbeat-monitor's batched ProbeAlerts go besides the Event Fabric."""
 
     model_config = {"extra": "forbid"}
     webhook_url: str = ""  # POSTed one JSON batch per window; "" = events only
@@ -295,27 +295,27 @@ class AlertsSection(BaseModel):
 
 
 class DreamSection(BaseModel):
-    """[dream] (issue 18): the DreamScheduler and the dream cycle's phases. `[clock] dream_every_ticks` stays the
-    interval at which a calm golem dreams; urgency (golem.life.dream_scheduler) brings a troubled one's forward."""
+    """[dream]: the DreamScheduler and the dream cycle's phases. `[clock] dream_every_ticks` stays the
+    interval at which a calm golem dreams; urgency (golem.cognition.dream_scheduler) brings a troubled one's forward."""
 
     model_config = {"extra": "forbid"}
     min_gap_ticks: int = Field(default=20, ge=1)  # never dream again sooner than this
     budget_seconds: float = Field(default=300.0, gt=0.0)  # the cycle stops between phases past this (ticking resumes)
     replay_count: int = Field(default=10, ge=0)  # NREM: episodes replayed
     rem_scenarios: int = Field(default=2, ge=0)  # REM: source episodes imagined on forks (up to 3 scenarios each)
-    rehearse_threats: bool = True  # rev. 11 Tier 1 threat rehearsal (live-chain checks + a fork per threat)
+    rehearse_threats: bool = True  # Tier 1 threat rehearsal (live-chain checks + a fork per threat)
     forks: bool = True  # false: no Anvil forks (live-chain checks only, e.g. a node that cannot be forked)
 
 
 class LifespanSection(BaseModel):
-    """[lifespan] (issue 17; runtime-extensions #11): the three mortality clocks and death."""
+    """[lifespan]: the three mortality clocks and death."""
 
     model_config = {"extra": "forbid"}
     # Economic clock: the golem's credit (USD) for inference and gas over its life; economic vitality is the
     # fraction left, runway = credit / burn. None: no credit clock (then the daily budget alone weighs on it).
     credits_usd: float | None = Field(default=None, gt=0.0)
     # The projected runway ((wallet USDC + credit) / burn) in days below which the economic clock falls (× runway /
-    # runway_days). golem-archetypes' heartbeat-monitor alerts "below 30-day runway projection". None: off.
+    # runway_days). The heartbeat monitor alerts below a 30-day runway. None: off.
     runway_days: float | None = Field(default=None, gt=0.0)
     # Stochastic clock: the Hayflick limit (ticks lived) and a per-tick hazard, seeded (replayable).
     hayflick_ticks: int | None = Field(default=None, ge=1)
@@ -329,7 +329,7 @@ class LifespanSection(BaseModel):
 
 
 class ExtensionsSection(BaseModel):
-    """[extensions] (runtime-extensions §3): optional extensions this golem switches off."""
+    """[extensions]: optional extensions this golem switches off."""
 
     model_config = {"extra": "forbid"}
     disabled: list[str] = Field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Config versions: golem.toml + STRATEGY.md hashed into one version the golem runs on (issue 12).
+"""Config versions: golem.toml + STRATEGY.md hashed into one version the golem runs on.
 
 The golem runs on exactly one version at a time: GolemWorkflow holds it, hands it to every tick, and the
 worker's activities (the safety layer included) read the config the tick carries, never the file. A new

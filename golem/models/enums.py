@@ -1,4 +1,4 @@
-"""Enumerations in the spec's words (heartbeat §S5–§S9, runtime-extensions)."""
+"""Enumerations of the tick, the gate and the life (docs/reference/glossary.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from enum import Enum
 
 
 class Tier(str, Enum):
-    """Cognitive tier chosen by the gate (heartbeat §S5)."""
+    """Cognitive tier chosen by the gate."""
 
     T0 = "T0"  # suppress: no LLM, $0.00
     T1 = "T1"  # analyze: Haiku-class
@@ -14,7 +14,7 @@ class Tier(str, Enum):
 
 
 class MarketRegime(str, Enum):
-    """Regimes of the §S9 regime table."""
+    """Market regimes (docs/design/gate.md#regime)."""
 
     TRENDING_UP = "trending_up"
     TRENDING_DOWN = "trending_down"
@@ -35,7 +35,7 @@ class ProbeSeverity(str, Enum):
 
 class BehavioralPhase(str, Enum):
     """Thriving (>0.7) → Stable (0.5–0.7) → Conservation (0.3–0.5) → Declining (0.1–0.3) → Terminal (<0.1)
-    (runtime-extensions, lifespan extension)."""
+    (docs/design/life.md#phases)."""
 
     THRIVING = "thriving"
     STABLE = "stable"
@@ -56,7 +56,7 @@ class SteerSeverity(str, Enum):
 
 
 class DeliveryWindow(str, Enum):
-    """When a follow-up is delivered (runtime-extensions, InterventionQueue)."""
+    """When a follow-up is delivered (the intervention queue)."""
 
     NEXT_DECIDE = "next-decide"
     NEXT_REFLECT = "next-reflect"
@@ -65,7 +65,7 @@ class DeliveryWindow(str, Enum):
 
 
 class HeartbeatState(str, Enum):
-    """Heartbeat FSM (heartbeat §S7); substates are carried beside it in FsmState."""
+    """Heartbeat FSM; substates are carried beside it in FsmState."""
 
     IDLE = "Idle"
     OBSERVING = "Observing"
@@ -82,7 +82,7 @@ class HeartbeatState(str, Enum):
 
     @property
     def accepts_steer(self) -> bool:
-        # §S7: only while thinking or acting, never while observing or reflecting.
+        # only while thinking or acting, never while observing or reflecting.
         return self in (
             HeartbeatState.DECIDING,
             HeartbeatState.SIMULATING,

@@ -59,12 +59,12 @@ class GolemStatus(BaseModel):
     phase: str
     vitality: float
     theta_seconds: float
-    daily_spend_usd: float  # inference today (§S12)
+    daily_spend_usd: float  # inference today
     # Today beside each budget (golem.safety.gas.spend_status); defaults keep older answers parsing.
     spend_day: str = ""  # the UTC day both spends are counted over
-    max_daily_cost_usd: float = 0.0  # the §S12 inference budget
+    max_daily_cost_usd: float = 0.0  # the daily inference budget
     daily_gas_usd: float = 0.0
-    gas_budget_usd_per_day: float = 0.0  # the §S10 gas partition
+    gas_budget_usd_per_day: float = 0.0  # the daily gas partition
     gas_emergency_usd: float = 0.0  # of which ring-fenced for protective actions
     # Urgency buys gas (golem.safety.urgency): the per-action and per-day ceilings of urgent / critical actions,
     # and the gas paid per 1.0 of health factor restored so far (None: nothing restored yet).
@@ -78,19 +78,20 @@ class GolemStatus(BaseModel):
     rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)
     failed_ticks: list[int] = Field(default_factory=list)
     run_ticks: int = 0  # ticks in this run (before continue-as-new)
-    decision_cache: dict[str, Any] = Field(default_factory=dict)  # §S11 lookups, hits, hit_rate, entries, invalidations
+    # decision cache: lookups, hits, hit_rate, entries, invalidations
+    decision_cache: dict[str, Any] = Field(default_factory=dict)
     learned_gating_active: bool = False  # past the cold start: Hedge + Thompson choose the tier
     config_version: str = ""  # the config version the golem runs on ("" = started before versions existed)
     chain: ChainHealth = Field(default_factory=ChainHealth)  # RPC health: last good read, errors in a row, alert
     paused: bool = False  # `golem pause`: no new ticks until `golem resume`
     entries_stopped: bool = False  # `golem stop-entries`: no new positions; risk-reducing actions and steers run
     control_note: str = ""
-    # issue 18 / rev. 12: the dream cycle's quality figures, and how close the next dream is
+    # the dream cycle's quality figures, and how close the next dream is
     dream_yield: float | None = None  # share of staged dream outputs validated (healthy 10–30%)
     threat_coverage: float | None = None  # Tier 1 threats rehearsed in the last 7 cycles (target 100%)
     last_dream: str = ""
     dream_urgency: float | None = None
-    # issue 17: the three clocks, the credit, the affect, and death
+    # the three clocks, the credit, the affect, and death
     clocks: dict[str, float] = Field(default_factory=dict)  # economic, epistemic, stochastic
     credit_remaining_usd: float | None = None
     estimated_ttl_ticks: float | None = None
@@ -111,7 +112,7 @@ class ConsolidationInput(BaseModel):
     config: GolemConfig
     followups: list[FollowUp] = Field(default_factory=list)  # window next-curator
     # Today's spend when the cycle starts (budget.daily_spend_on): the future-utility calls are planned
-    # against the §S12 budget like a tick's (default 0.0 keeps old histories replaying).
+    # against the daily budget like a tick's (default 0.0 keeps old histories replaying).
     daily_spend_usd: float = Field(default=0.0, ge=0.0)
 
 
@@ -128,7 +129,7 @@ class AdmissionStats(BaseModel):
     candidates: int = 0
     distinct: int = 0  # distinct candidate texts (the unit of one future-utility call)
     admitted: int = 0
-    admitted_low: int = 0  # 0.45–0.55: stored at confidence 0.3 (revisions Rev. 3)
+    admitted_low: int = 0  # 0.45–0.55: stored at confidence 0.3
     merged: int = 0
     skipped: int = 0
     quarantined: int = 0
@@ -168,25 +169,26 @@ class ConsolidationResult(BaseModel):
     playbook_revision: int | None = None
     playbook_path: str = ""
     followups_delivered: list[str] = Field(default_factory=list)
-    embedding_drift: dict[str, Any] = Field(default_factory=dict)  # rev. 8 drift check: status, max distance, nn stability
+    # embedding drift check: status, max distance, nn stability
+    embedding_drift: dict[str, Any] = Field(default_factory=dict)
     admission: AdmissionStats = Field(default_factory=AdmissionStats)
     quarantine_review: QuarantineReviewStats = Field(default_factory=QuarantineReviewStats)
     inference_cost_usd: float = 0.0  # future-utility calls; GolemWorkflow adds it to the daily spend
     retention: dict[str, Any] = Field(default_factory=dict)  # [retention]: what was compacted into daily archives
-    # issue 16: the ExpeL Curator's operations (ADD/UPVOTE/DOWNVOTE/EDIT/REFUSED), focus, demoted and retired ids
+    # the ExpeL Curator's operations (ADD/UPVOTE/DOWNVOTE/EDIT/REFUSED), focus, demoted and retired ids
     curator: dict[str, Any] = Field(default_factory=dict)
-    dream_tags: int = 0  # issue 18: episodes tagged dream_priority: high and not dreamed yet (DreamScheduler input)
-    # issue 16: PLAYBOOK.md as a view of the admitted semantic store: heuristics offered to the gate, and why
+    dream_tags: int = 0  # episodes tagged dream_priority: high and not dreamed yet (DreamScheduler input)
+    # PLAYBOOK.md as a view of the admitted semantic store: heuristics offered to the gate, and why
     # eligible ones stayed out (quarantined, superseded, decayed, rejected)
     playbook_view: dict[str, Any] = Field(default_factory=dict)
     # the learned rules' trials this cycle (docs/design/learning.md): each rule's verdict and figures, or why none ran
     trials: dict[str, Any] = Field(default_factory=dict)
-    # rev. 12's reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
+    # the reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
     reflection_consistency: dict[str, Any] | None = None
 
 
 class DeltaStep(BaseModel):
-    """One delta step's share of the cycle's ConsolidationResult: the fields it fills (issue 13)."""
+    """One delta step's share of the cycle's ConsolidationResult: the fields it fills."""
 
     fields: dict[str, Any] = Field(default_factory=dict)
 
@@ -204,7 +206,7 @@ class DreamInput(BaseModel):
     config: GolemConfig
     replay_count: int = 10
     followups: list[FollowUp] = Field(default_factory=list)  # window next-dream
-    # issue 18: why the scheduler dreamed now, and rev. 6's doubling of Tier 1 rehearsal (defaults: older inputs)
+    # why the scheduler dreamed now, and the thin-liquidity doubling of Tier 1 rehearsal (defaults: older inputs)
     config_version: str = ""
     urgency: float | None = None
     reasons: list[str] = Field(default_factory=list)
@@ -220,8 +222,8 @@ class DreamResult(BaseModel):
     heuristics_touched: int = 0
     report_path: str = ""  # the cycle's DreamJournal (<data>/dreams/cycle-<tick>.json)
     followups_delivered: list[str] = Field(default_factory=list)
-    focus: str | None = None  # what a next-dream follow-up made NREM replay first (issue 16), as the journal says
-    # issue 18 (defaults keep older results parsing)
+    focus: str | None = None  # what a next-dream follow-up made NREM replay first, as the journal says
+    # the phases run and where the cycle stopped (defaults keep older results parsing)
     phases_done: list[str] = Field(default_factory=list)
     stopped_at: str | None = None  # the phase a critical steer or the time budget stopped the cycle before
     stop_reason: str | None = None
@@ -231,12 +233,12 @@ class DreamResult(BaseModel):
     forks: int = 0
     staged: int = 0
     promoted: int = 0
-    dream_yield: float | None = None  # rev. 12: share of staged items validated (healthy 10–30%)
-    threat_coverage: float | None = None  # rev. 12: Tier 1 threats rehearsed in the last 7 cycles (target 100%)
+    dream_yield: float | None = None  # share of staged items validated (healthy 10–30%)
+    threat_coverage: float | None = None  # Tier 1 threats rehearsed in the last 7 cycles (target 100%)
 
 
 class DreamPhaseInput(BaseModel):
-    """Input of one dream phase activity (issue 18): what the phase needs, the rest stays on the worker's disk."""
+    """Input of one dream phase activity: what the phase needs, the rest stays on the worker's disk."""
 
     golem_id: str
     tick: int  # the cycle's tick: journal, staging ids and replay idempotence are keyed by it
@@ -245,7 +247,7 @@ class DreamPhaseInput(BaseModel):
     rem_scenarios: int = 2
     rehearse_threats: bool = True
     forks: bool = True
-    threat_rehearsals: int = Field(default=1, ge=1, le=2)  # 2 = rev. 6 doubling
+    threat_rehearsals: int = Field(default=1, ge=1, le=2)  # 2 = doubled on thin liquidity (docs/design/dreams.md)
     deadline: str = ""  # ISO time past which the phase stops between scenarios (the cycle's budget)
     urgency: float | None = None
     reasons: list[str] = Field(default_factory=list)

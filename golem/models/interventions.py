@@ -1,4 +1,4 @@
-"""Owner interventions: steers and follow-ups (heartbeat §S7, runtime-extensions InterventionQueue)."""
+"""Owner interventions: steers and follow-ups (docs/design/tick.md#steers)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def explain_validation_error(kind: str, err: ValidationError) -> str:
     )
     return (
         f"malformed {kind}: " + "; ".join(parts)
-        + f". Send a JSON object with id (non-empty), message (1-{MAX_MESSAGE_CHARS} chars) and {allowed}."
+        + f". Send a JSON object with message (1-{MAX_MESSAGE_CHARS} chars), {allowed} and optionally id (non-empty)."
     )
 
 
@@ -79,7 +79,7 @@ MAX_PAYLOAD_DEPTH = 16  # a steer is a flat object; anything nested deeper is re
 
 def _too_deep(raw: Any, limit: int = MAX_PAYLOAD_DEPTH) -> bool:
     """Is `raw` nested more than `limit` lists/objects deep? Iterative: a payload 3,000 deep made pydantic's
-    error (and json.dumps) raise RecursionError inside the signal handler (found by fuzzing, issue 14)."""
+    error (and json.dumps) raise RecursionError inside the signal handler."""
     stack = [(raw, 0)]
     while stack:
         value, depth = stack.pop()

@@ -1,4 +1,4 @@
-"""The golem's life as data (issue 17): the lifespan's clocks, the daimon's somatic markers, death and succession.
+"""The golem's life as data: the lifespan's clocks, the daimon's somatic markers, death and succession.
 
 Held in GolemState (`life`) by GolemWorkflow; the after_turn chain (golem.life.after_turn) computes the next
 LifeState inside reflect and hands it back in TickResult.life. The formulas live in golem/life/.
@@ -12,12 +12,12 @@ from golem.models.enums import BehavioralPhase, PlutchikLabel
 
 
 class SomaticMarker(BaseModel):
-    """Outcome-tagged affect attached to a situation (Damasio's somatic marker; runtime-extensions #9 daimon):
+    """Outcome-tagged affect attached to a situation (Damasio's somatic marker; docs/design/life.md#the-daimon):
     a loss in a situation leaves a negative marker; the same situation later makes it fire."""
 
     id: str  # "sm-<tick>-<tool>-<situation hash>"
     tick: int  # when it was laid down
-    situation: dict[str, str]  # golem.life.somatic.situation_of: regime, health band, price move, tool
+    situation: dict[str, str]  # golem.safety.somatic.situation_of: regime, health band, price move, tool
     valence: float  # pleasure of the outcome, in [-1, 1] (< 0: a warning)
     strength: float  # [0, 1]: how strongly it fires; grows when confirmed, decays slowly
     pnl_usd: float | None = None  # what the outcome cost or earned
@@ -54,7 +54,7 @@ class LifeState(BaseModel):
     predecessor: str | None = None  # the dead golem this one inherited from
     born_tick: int = 0
     ticks_lived: int = 0  # ticks folded since birth (the Hayflick counter)
-    on_end: list[str] = Field(default_factory=list)  # on_end's members that ran when the golem died (issue 17)
+    on_end: list[str] = Field(default_factory=list)  # on_end's members that ran when the golem died
     credits_initial_usd: float | None = None  # [lifespan] credits_usd at birth; None = no credit clock
     credit_remaining_usd: float | None = None
     burn_ema_usd: float = 0.0  # credit consumed per tick, EMA
@@ -72,5 +72,5 @@ class LifeState(BaseModel):
     nav_high_water_usd: float | None = None
     # the daimon
     emotion: PlutchikLabel | None = None
-    markers: list[SomaticMarker] = Field(default_factory=list)  # bounded (golem.life.somatic.MAX_MARKERS)
+    markers: list[SomaticMarker] = Field(default_factory=list)  # bounded (golem.safety.somatic.MAX_MARKERS)
     certificate: DeathCertificate | None = None  # set once the golem is dead

@@ -1,4 +1,4 @@
-"""What the golem sees in one tick (heartbeat §S3 step 1, §S9)."""
+"""What the golem sees in one tick (the observe step)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from golem.models.enums import MarketRegime, ProbeSeverity
 
 
 class ProbeResult(BaseModel):
-    """One deterministic probe (heartbeat §S9)."""
+    """One deterministic probe."""
 
     probe: str
     severity: ProbeSeverity = ProbeSeverity.NONE
@@ -21,7 +21,7 @@ class Anomaly(BaseModel):
     probe: str
     severity: ProbeSeverity
     description: str
-    # Topology curiosity (grimoire "Feeding the Curiosity Scorer"), set by the observe step: the knowledge-graph
+    # Topology curiosity (docs/design/gate.md#prediction-error), set by the observe step: the knowledge-graph
     # entity the event concerns, its hop distance from the golem's positions (None: no entity or unconnected)
     # and the modifier it adds to the curiosity composite (0.0 = adds nothing).
     entity: str | None = None
@@ -107,7 +107,7 @@ class Observation(BaseModel):
     regime: MarketRegime = MarketRegime.UNKNOWN
     observed_at: str = ""  # ISO time the activity read the chain
     read_ms: float = 0.0
-    # Confirmation tracking of earlier actions (heartbeat §S10): a reorg forces T2.
+    # Confirmation tracking of earlier actions: a reorg forces T2.
     confirmation_depth: int = 2
     newly_confirmed_ticks: list[int] = Field(default_factory=list)
     reorged_ticks: list[int] = Field(default_factory=list)

@@ -1,4 +1,4 @@
-"""The DecisionCycleRecord: the typed output of one tick (heartbeat §S6)."""
+"""The DecisionCycleRecord: the typed output of one tick."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ class ToolCallRecord(BaseModel):
 
 
 class ExpectedOutcome(BaseModel):
-    """What a decision that acts says it expects (issue 16 predict-then-compare), projected from the
-    pre-tick state by golem/learning/expectation.py for either deliberator."""
+    """What a decision that acts says it expects (docs/design/learning.md#predict-then-compare), projected from
+    the pre-tick state by golem/learning/expectation.py for either deliberator."""
 
     health_factor_before: float | None = None
     health_factor_after: float | None = None  # None: no loan to project
@@ -56,12 +56,12 @@ class DeliberationRecord(BaseModel):
     steers_considered: list[str] = Field(default_factory=list)  # steer ids injected into the decision
     cache_creation_tokens: int = 0
     rejections: list[str] = Field(default_factory=list)  # model output refused (unknown tool, bad args, ...)
-    interrupted_by: list[str] = Field(default_factory=list)  # steers that interrupted deliberation (§S7)
+    interrupted_by: list[str] = Field(default_factory=list)  # steers that interrupted deliberation
     kg_facts: list[str] = Field(default_factory=list)  # "subject predicate object" the model added to the graph
-    expected: ExpectedOutcome | None = None  # set when the decision acts (issue 16)
+    expected: ExpectedOutcome | None = None  # set when the decision acts
     rules_applied: list[RuleApplied] = Field(default_factory=list)  # offline deliberator: rule behind each action
-    before_agent_start: list[str] = Field(default_factory=list)  # the hook's members that ran before decide (issue 17)
-    system_prompt: list[str] = Field(default_factory=list)  # system_prompt's members that ran (playbook; issue 17)
+    before_agent_start: list[str] = Field(default_factory=list)  # the hook's members that ran before decide
+    system_prompt: list[str] = Field(default_factory=list)  # system_prompt's members that ran (playbook)
 
 
 class ActionRecord(BaseModel):
@@ -75,7 +75,7 @@ class ActionRecord(BaseModel):
     gas_used: int = 0
     gas_cost: float = 0.0  # USD
     block_number: int | None = None
-    protective: str | None = None  # the gas gate's note when it passed the action as protective (§S10)
+    protective: str | None = None  # the gas gate's note when it passed the action as protective
     clipped: str | None = None  # the cage sized the proposal down to fit its limits: from what, to what, by which
     # ALREADY_SENT: the run of this tick that sent this same action (its tx is in block_reason); not sent again
     sent_by_run: str | None = None
@@ -105,9 +105,9 @@ class Counterfactual(BaseModel):
 
 
 class Reflexion(BaseModel):
-    """Predict-then-compare after an acted tick (revisions rev. 1 steps 3-5)."""
+    """Predict-then-compare after an acted tick ."""
 
-    verdict: str  # positive | negative | neutral  (rev. 4: positive = PnL > 0 or risk metric improved)
+    verdict: str  # positive | negative | neutral  (positive = PnL > 0 or risk metric improved)
     expected: ExpectedOutcome
     verified_health_factor: float | None = None
     verified_value_change_usd: float | None = None
@@ -121,7 +121,7 @@ class Reflexion(BaseModel):
 
 
 class CreditGiven(BaseModel):
-    """One entry credited by a verified outcome (rev. 4 strengthening, issue 16 credit assignment)."""
+    """One entry credited by a verified outcome (credit assignment, docs/design/learning.md#credit-assignment)."""
 
     entry_id: str
     kind: str  # entry (semantic store) | heuristic
@@ -135,8 +135,8 @@ class RetrievedEntrySummary(BaseModel):
     summary: str
     score: float
     source: str = "episode"  # episode | entry (semantic store)
-    scores: dict[str, float] = Field(default_factory=dict)  # per rerank factor (rev. 9)
-    # set when retrieved for an owner's question about an earlier tick: what was in force at that tick (issue 15)
+    scores: dict[str, float] = Field(default_factory=dict)  # per rerank factor
+    # set when retrieved for an owner's question about an earlier tick: what was in force at that tick
     as_of: int | None = None
 
 
@@ -146,7 +146,7 @@ class ContextBundleSummary(BaseModel):
 
 
 class TickRun(BaseModel):
-    """Which run of its tick a record comes from. Every run writes its own record (issue 21): the
+    """Which run of its tick a record comes from. Every run writes its own record: the
     tick's first run, `golem rerun` (a new workflow), a Temporal reset (a new run of the same workflow)
     or a retry of the whole workflow."""
 
@@ -184,7 +184,7 @@ class DecisionCycleRecord(BaseModel):
     anomalies: list[Anomaly] = Field(default_factory=list)
     # Appraisal
     pad_before: PADVector = Field(default_factory=PADVector)  # the golem's affect going into the tick
-    # Absent (None, omitted from the JSON) until the daimon appraises the tick's outcome (issue 17): a copy of
+    # Absent (None, omitted from the JSON) until the daimon appraises the tick's outcome: a copy of
     # pad_before or a fixed Plutchik label would pose as a measurement. Older records carry both; they load.
     pad_after: PADVector | None = None
     somatic_markers_fired: list[str] = Field(default_factory=list)
@@ -209,9 +209,10 @@ class DecisionCycleRecord(BaseModel):
     deliberation: DeliberationRecord | None = None
     actions: list[ActionRecord] = Field(default_factory=list)
     outcome: OutcomeRecord | None = None
-    # rev. 2 generator/evaluator separation: a fresh-context judgement of the outcome, metrics win.
+    # generator/evaluator separation (docs/design/inference.md#the-evaluator): a fresh-context judgement of the outcome,
+    # metrics win.
     evaluation: dict[str, Any] | None = None
-    # issue 16: predict-then-compare and the credit the verified outcome gave (absent on ticks that did not act)
+    # predict-then-compare and the credit the verified outcome gave (absent on ticks that did not act)
     reflexion: Reflexion | None = None
     credit: list[CreditGiven] = Field(default_factory=list)
     context_policy_revision: int | None = None  # cybernetics: the ContextPolicy revision in force after this tick
@@ -221,12 +222,12 @@ class DecisionCycleRecord(BaseModel):
     # Mortality
     vitality: VitalityState = Field(default_factory=VitalityState)
     phase: BehavioralPhase = BehavioralPhase.THRIVING
-    credit_consumed: float | None = None  # the tick's inference + gas (USD), the lifespan's burn (issue 17)
+    credit_consumed: float | None = None  # the tick's inference + gas (USD), the lifespan's burn
     credit_remaining: float | None = None  # [lifespan] credits_usd left after the tick; absent without credits
     estimated_ttl_ticks: float | None = None  # credit left / burn per tick
     phase_transition: str | None = None  # "stable→conservation" on the tick the phase changed
     death_cause: str | None = None  # set on the tick a clock ran out (the golem then dies, golem.life.death)
-    after_turn: list[str] = Field(default_factory=list)  # the after_turn chain as it ran, in order (issue 17)
+    after_turn: list[str] = Field(default_factory=list)  # the after_turn chain as it ran, in order
     # the risk extension's after_turn: net value, its high-water mark, drawdown vs the max (golem.life.after_turn)
     risk: dict[str, Any] | None = None
     # Cost
@@ -239,7 +240,7 @@ class DecisionCycleRecord(BaseModel):
     # A step that failed after its retries (e.g. malformed LLM output): the tick is still recorded.
     errors: list[str] = Field(default_factory=list)
     # The config version (golem.toml + STRATEGY.md hash) this tick ran on; the workflow and every activity
-    # of the tick read that one version (issue 12). config_change: set on the first tick of a new version.
+    # of the tick read that one version. config_change: set on the first tick of a new version.
     config_version: str = ""
     config_change: str = ""
 

@@ -1,4 +1,4 @@
-"""Slices of a model on the wire (issue 12 "Lean histories").
+"""Slices of a model on the wire.
 
 A step's activity input carries only the fields of GolemState and of the Observation that the step reads. On
 the activity side the slice is rebuilt as a subclass that refuses to read any other field: a new read shows

@@ -1,4 +1,4 @@
-"""Durable decision state held by GolemWorkflow (ARCHITECTURE "State ownership")."""
+"""Durable decision state held by GolemWorkflow: what the golem decided travels here; bulk state stays on disk."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from golem.models.interventions import FollowUp, RejectedIntervention, Steer
 from golem.models.life import LifeState
 from golem.models.observation import ProbeResult
 
-PRICE_HISTORY_LEN = 64  # enough for the 20-period SMA of §S9 plus slack
+PRICE_HISTORY_LEN = 64  # enough for the regime's 20-period SMA plus slack
 GAS_HISTORY_LEN = 120  # ~1 hour of theta ticks at 30 s, for the gas probe's 1-hour average
 
 
@@ -24,7 +24,7 @@ class PADVector(BaseModel):
 
 
 class VitalityState(BaseModel):
-    """Three mortality clocks; composite = economic × epistemic × stochastic (runtime-extensions)."""
+    """Three mortality clocks; composite = economic × epistemic × stochastic."""
 
     economic: float = 1.0
     epistemic: float = 1.0
@@ -36,7 +36,7 @@ class VitalityState(BaseModel):
 
 
 class LifeUpdate(BaseModel):
-    """What one tick's after_turn chain hands back to GolemWorkflow (TickResult.life, issue 17)."""
+    """What one tick's after_turn chain hands back to GolemWorkflow (TickResult.life)."""
 
     life: LifeState
     vitality: VitalityState
@@ -46,7 +46,7 @@ class LifeUpdate(BaseModel):
 
 
 class FsmState(BaseModel):
-    """Heartbeat FSM position with the §S7 interrupt substate."""
+    """Heartbeat FSM position with its interrupt substate (docs/design/tick.md#steers)."""
 
     state: HeartbeatState = HeartbeatState.IDLE
     substate: str = "Normal"  # Normal | Interrupted{steer_id} | CancelPending{reason} | Restricted{constraint}
@@ -78,13 +78,13 @@ class TickSummary(BaseModel):
     run_id: str = ""
 
 
-# ---- System 1 learned and fast state (heartbeat §S5 "Learned Gating", §S11, §S12, Adaptive Clock) ----
+# ---- System 1 learned and fast state (docs/design/gate.md) ----
 # Defined here because GolemState carries them; the formulas live in golem/cognition/.
 
-# The five expert signals Hedge combines (heartbeat "The five expert signals"): our stand-ins for the
-# spec's oracle residual, Bayesian surprise, sheaf consistency and risk severity, plus the §S4 PE.
+# The five expert signals Hedge combines (docs/design/gate.md#learned-gating): oracle residual, regime surprise,
+# source inconsistency and risk severity, plus the prediction error.
 GATING_EXPERTS = ("oracle_residual", "regime_surprise", "source_inconsistency", "risk_severity", "prediction_error")
-AROUSAL_BUCKETS = ("low", "medium", "high")  # heartbeat ArousalRegime: < 0.3, < 0.7, ≥ 0.7
+AROUSAL_BUCKETS = ("low", "medium", "high")  # arousal: < 0.3, < 0.7, ≥ 0.7
 
 
 def _uniform() -> list[float]:
@@ -198,7 +198,7 @@ class GammaState(BaseModel):
 
 
 class CachedDecision(BaseModel):
-    """heartbeat §S11 DecisionCache entry."""
+    """One decision cache entry (docs/design/gate.md#decision-cache)."""
 
     pattern_hash: str
     mental_models_applied: list[str] = Field(default_factory=list)
@@ -211,7 +211,7 @@ class CachedDecision(BaseModel):
     cache_regime: str = ""
     playbook_revision: int = 0
     context_policy_revision: int = 0
-    # issue 16: the rules behind the cached actions (RuleApplied dicts), so a learned rule reused by System 1 is credited
+    # the rules behind the cached actions (RuleApplied dicts), so a learned rule reused by System 1 is credited
     rules_applied: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -227,7 +227,7 @@ class DecisionCacheState(BaseModel):
 
 
 class PendingTick(BaseModel):
-    """A tick trigger waiting while another tick runs (heartbeat §S12 FSM backpressure)."""
+    """A tick trigger waiting while another tick runs (docs/design/gate.md#backpressure)."""
 
     trigger: str  # theta | steer | gamma
     enqueued_at: float = 0.0
@@ -266,7 +266,7 @@ class GolemState(BaseModel):
     vitality: VitalityState = Field(default_factory=VitalityState)
     phase: BehavioralPhase = BehavioralPhase.THRIVING
     strategy_confidence: float = 0.5
-    # Cost ledger (heartbeat §S12): spend resets at UTC midnight. Gas (the §S10 partition) is counted over
+    # Cost ledger: spend resets at UTC midnight. Gas (its own daily partition) is counted over
     # the same UTC day, so status shows both for one "today"; the gas gate itself reads the risk store.
     spend_day: str = ""
     daily_spend_usd: float = 0.0  # inference
@@ -301,23 +301,23 @@ class GolemState(BaseModel):
     # System 1 (golem/cognition): learned gating, gamma fast state, decision cache, tick backpressure
     learned_gating: LearnedGatingState = Field(default_factory=LearnedGatingState)
     gamma: GammaState = Field(default_factory=GammaState)
-    # The cache itself lives on the worker (golem.cognition.decision_cache.DecisionCacheStore, issue 12); this
+    # The cache itself lives on the worker (golem.cognition.decision_cache.DecisionCacheStore); this
     # field only holds what a state from before that carried, cleared at the first tick that reports stats.
     decision_cache: DecisionCacheState = Field(default_factory=DecisionCacheState)
     decision_cache_stats: dict[str, Any] = Field(default_factory=dict)  # hit_rate_report after the last decide
     tick_queue: TickQueue = Field(default_factory=TickQueue)
     chain: ChainHealth = Field(default_factory=ChainHealth)
-    # The owner's stop buttons (issue 19; Freqtrade's /stopentry, /stop): paused = no new ticks, state kept;
+    # The owner's stop buttons (after Freqtrade's /stopentry, /stop): paused = no new ticks, state kept;
     # entries_stopped = no new positions (validate blocks what opens exposure), risk-reducing actions and steers run.
     paused: bool = False
     entries_stopped: bool = False
     control_note: str = ""  # the last stop-button change: what, when, why
-    # The last dream cycle's rev. 12 figures and what it did (issue 18); `golem dreams` reads the journals.
+    # The last dream cycle's quality figures and what it did; `golem dreams` reads the journals.
     dream_yield: float | None = None
     threat_coverage: float | None = None
     last_dream: str = ""
-    dream_tags: int = 0  # episodes the curator tagged dream_priority: high, open at the last delta (issue 18)
-    # The lifespan's clocks and the daimon's markers (issue 17, golem.life); `certificate` once dead.
+    dream_tags: int = 0  # episodes the curator tagged dream_priority: high, open at the last delta
+    # The lifespan's clocks and the daimon's markers (golem.life); `certificate` once dead.
     life: LifeState = Field(default_factory=LifeState)
 
     @property
@@ -328,10 +328,10 @@ class GolemState(BaseModel):
         return history[-1] if history else None
 
 
-# ---- state slices (issue 12 "Lean histories") ------------------------------------------------------------
+# ---- state slices ------------------------------------------------------------
 # Every activity input of a tick used to carry the whole GolemState; now each step gets the fields it reads.
 # The lists name what each step's code reads (golem.cognition.*, golem.inference.*, golem.safety.*,
-# golem.life.reflect); the activity rebuilds the slice (golem.models.slices), which refuses to read any other
+# golem.cognition.reflect); the activity rebuilds the slice (golem.models.slices), which refuses to read any other
 # field, so a new read shows up as a failing test instead of a silently defaulted value.
 ALWAYS_IN_SLICE = frozenset({"golem_id", "tick"})
 _SPEND = {"spend_day", "daily_spend_usd"}

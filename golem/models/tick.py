@@ -1,4 +1,4 @@
-"""What flows between the steps of one theta tick (ARCHITECTURE "One tick, as data").
+"""What flows between the steps of one theta tick (docs/design/tick.md).
 
 Every activity takes one of these models and returns one, so fields can be added later
 without breaking running workflows. Nothing here may carry a key.
@@ -38,7 +38,7 @@ class IncompleteInput(ValueError):
 
 
 def whole(value: T | None, what: str) -> T:
-    """A lean input's field (issue 12) once the worker has made the input whole: the config by version, results
+    """A lean input's field once the worker has made the input whole: the config by version, results
     by reference. None here means the worker skipped that, which is a bug: it says which field."""
     if value is None:
         raise IncompleteInput(f"{what} is not on this input and was not read back (a lean input used before "
@@ -51,27 +51,27 @@ class TickContext(BaseModel):
 
     golem_id: str
     tick: int
-    # None on a lean context (issue 12): the worker loads the config by `config_version` from its disk
+    # None on a lean context: the worker loads the config by `config_version` from its disk
     # (<data>/config-versions/<version>.json), so no activity input carries the whole config.
     config: GolemConfig | None = None
     state: GolemState
     # Non-empty: only the GolemState fields of this named slice are on the wire (a step's, or "tick" for the
-    # tick's input; golem.models.state.slice_fields), issue 12; the activity rebuilds them as a slice that
-    # refuses to read any other (golem.models.slices). The name, not the list, goes on the wire: the list cost
-    # ~0.3 KB in every activity input. Empty (and no state_fields): the whole state.
+    # tick's input; golem.models.state.slice_fields; docs/design/tick.md#lean-histories); the activity rebuilds them as
+    # a slice that refuses to read any other (golem.models.slices). The name, not the list, goes on the wire: the list
+    # cost ~0.3 KB in every activity input. Empty (and no state_fields): the whole state.
     state_slice: str = ""
     # The same as an explicit field list: what inputs written before state_slice carry (still read).
     state_fields: list[str] = Field(default_factory=list)
     step_timeout_seconds: float | None = None  # [heartbeat] step_timeout_seconds of a lean context
     started_at: str = ""  # workflow.now() at tick start, ISO
     rerun_of: str | None = None  # workflow id of the failed tick this re-executes
-    carried_probes: list[ProbeResult] = Field(default_factory=list)  # from ticks dropped by backpressure (§S12)
+    carried_probes: list[ProbeResult] = Field(default_factory=list)  # from ticks dropped by backpressure
     # The config version `config` is (golem.models.config_version); the worker resolves STRATEGY.md by it.
     # "" = a golem started before versions existed: the worker reads STRATEGY.md from the home.
     config_version: str = ""
     # Set on the first tick of a newly applied version only: what changed (for the record).
     config_change: str = ""
-    # A Thanatopsis settlement tick (issue 17): gate forces T2, decide returns the unwind plan
+    # A Thanatopsis settlement tick: gate forces T2, decide returns the unwind plan
     # (golem.life.death.settlement_actions), the write path is the normal one.
     settlement: bool = False
     # The tick's wire version, chosen by GolemWorkflow under one patch per parent run ("tick-wire-2"), so a tick
@@ -117,7 +117,7 @@ class TickContext(BaseModel):
         return self.step_timeout_seconds
 
     def for_step(self, step: str) -> TickContext:
-        """This context as one step's activity input: the step's state slice only (issue 12)."""
+        """This context as one step's activity input: the step's state slice only."""
         return self.model_copy(update={"state_slice": step, "state_fields": []})
 
     @property
@@ -129,20 +129,20 @@ class TickContext(BaseModel):
         return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
 
 
-# The Observation fields each step after observe reads (issue 12 "Lean histories"; decide and reflect read it
+# The Observation fields each step after observe reads (docs/design/tick.md#lean-histories; decide and reflect read it
 # whole). The activity rebuilds the slice (golem.models.slices): reading another field raises, naming this list.
 STEP_OBSERVATION_FIELDS: dict[str, frozenset[str]] = {
     "analyze": frozenset({"snapshot", "anomalies", "regime"}),
     "gate": frozenset({"snapshot", "probes", "regime", "force_t2_reason"}),
     "retrieve": frozenset({"snapshot", "anomalies", "regime"}),
     "simulate": frozenset({"snapshot"}),
-    "validate": frozenset({"snapshot", "regime"}),  # regime: the somatic markers' situation (issue 17)
+    "validate": frozenset({"snapshot", "regime"}),  # regime: the somatic markers' situation
     "execute": frozenset({"snapshot"}),
     "verify": frozenset({"snapshot"}),
 }
 
 
-# Results of earlier steps a lean step input names instead of carrying (issue 12): field → the activity type
+# Results of earlier steps a lean step input names instead of carrying: field → the activity type
 # whose completed result (in this tick run's own history) it is. decide's is the last completed decide.
 STEP_REFS: dict[str, dict[str, str]] = {
     "analyze": {"observation": "observe"},
@@ -163,7 +163,7 @@ class StepInput(BaseModel):
     may name earlier steps' results instead of carrying them (`refs`, read back by the worker)."""
 
     observation_fields: list[str] = Field(default_factory=list)  # empty: the whole observation
-    refs: dict[str, str] = Field(default_factory=dict)  # field → activity type whose result it is (issue 12)
+    refs: dict[str, str] = Field(default_factory=dict)  # field → activity type whose result it is
 
     @model_serializer(mode="wrap")
     def _without_refs(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -268,11 +268,11 @@ class Deliberation(BaseModel):
     record: DeliberationRecord
     actions: list[ProposedAction] = Field(default_factory=list)
     context: ContextBundleSummary | None = None  # the workspace's category → tokens
-    # Deliberations recorded before the cache moved to the worker (issue 12) carried the whole cache here; now
+    # Deliberations recorded before the cache moved to the worker carried the whole cache here; now
     # only its counters (decision_cache.hit_rate_report) come back, for `golem status`.
     decision_cache: DecisionCacheState | None = None
     decision_cache_stats: dict[str, Any] | None = None
-    # relations the model proposed for the knowledge graph (grimoire "Graph Maintenance" 1), before checking
+    # relations the model proposed for the knowledge graph (docs/design/grimoire.md#knowledge-graph), before checking
     kg_facts: list[tuple[str, str, str]] = Field(default_factory=list)
 
 
@@ -310,7 +310,7 @@ class ValidatedAction(BaseModel):
     approved: bool
     reason: str = ""
     permit_id: str | None = None  # set when approved: the permit execute must present
-    protective: str | None = None  # why the gas gate let it through as protective (§S10 emergency slice)
+    protective: str | None = None  # why the gas gate let it through as protective (the gas partition's emergency slice)
     sent_by_run: str | None = None  # another run of this tick already sent this very action: not again
     # Size to fit (golem.safety.sizing): the action at the size the cage allowed, when it clipped the proposal;
     # the permit is bound to this size and execute sends exactly it. `clipped` says from what, to what and why.
@@ -393,7 +393,7 @@ class TickResult(BaseModel):
     gas_cost: float = 0.0
     steers_consumed: list[str] = Field(default_factory=list)
     followups_consumed: list[str] = Field(default_factory=list)
-    steers_to_followups: list[str] = Field(default_factory=list)  # low severity while Executing (§S7)
+    steers_to_followups: list[str] = Field(default_factory=list)  # low severity while Executing
     episode_id: str | None = None
     record_path: str = ""
     errors: list[str] = Field(default_factory=list)
@@ -402,7 +402,7 @@ class TickResult(BaseModel):
     run_label: str = ""  # the run whose reflect wrote record_path ("" = the tick's first run)
     decision_cache: DecisionCacheState | None = None  # results from before the cache moved to the worker
     decision_cache_stats: dict[str, Any] | None = None  # hit_rate_report of the worker's cache after this tick
-    # The after_turn chain's lifespan and daimon (issue 17): the golem's next clocks, phase, affect and markers.
+    # The after_turn chain's lifespan and daimon: the golem's next clocks, phase, affect and markers.
     # None from a reflect before it existed (the fold then keeps its older arousal / budget formulas).
     life: LifeUpdate | None = None
     actions_proposed: int = 0  # what decide proposed (a settlement tick with none left ends Settlement)

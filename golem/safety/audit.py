@@ -1,12 +1,8 @@
 """The audit trail: every permit, tool call and outcome, appended to a SHA-256 hash chain.
 
-Each entry stores `hash = sha256(prev_hash || canonical_json(seq, at, golem_id, kind, payload))`, so
-editing an entry breaks its own hash, and removing one breaks the next entry's `prev_hash` link (and
-the `seq` run). Truncating the tail is caught by the head record, which every append rewrites in the
-same transaction. `verify()` walks the whole chain; `golem audit verify` prints what it finds.
-
-Payloads are redacted before hashing: a value under a key that looks like a secret (`key`,
-`private_key`, `secret`, `raw_tx`, ...) is never written (keys never enter records).
+Each entry's hash covers the previous hash and the entry, so editing, removing or truncating is caught;
+`verify()` walks the whole chain and `golem audit verify` prints what it finds. Payloads are redacted before
+hashing: a value under a key that looks like a secret is never written. See docs/design/safety.md#the-audit-trail.
 """
 
 from __future__ import annotations
@@ -134,7 +130,7 @@ class AuditLog:
         return verify_rows(rows, head)
 
 
-def verify_rows(rows: list[tuple], head: tuple | None) -> AuditReport:
+def verify_rows(rows: list[tuple[Any, ...]], head: tuple[Any, ...] | None) -> AuditReport:
     problems: list[str] = []
     first_bad: int | None = None
     prev, expect_seq = GENESIS_HASH, 1

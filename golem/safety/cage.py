@@ -1,37 +1,28 @@
-"""Step 6 VALIDATE as the `tool_call` hook: the registry's members in the spec's order — telemetry → safety →
-risk → permits (→ coordination, not in this build) — the first block wins (runtime-extensions §5 "Fire the
-tool_call hook ... any Block beats all Allows"; §3 `telemetry`, `safety`, `risk`, `permits`).
+"""Step 6 VALIDATE as the `tool_call` hook: telemetry → safety → risk → permits, the first block wins.
 
-  telemetry meters the call (its value, the book it would leave); every verdict goes on the audit trail;
-
-  safety   PolicyCage (approved assets, max trade size, max slippage, phase restrictions), max
-           drawdown, the kill switch, STRATEGY.md MUST constraints on the simulated post-state;
-  risk     hard shields (health-factor floor, oracle-deviation halt), the gas gate by urgency (docs/design/spending.md) (routine
-           actions against the partition minus its emergency slice, urgent and critical ones under the
-           ceilings: golem.safety.urgency), Kelly sizing and adaptive guardrails learned from outcomes (only
-           once there are enough of them);
-  permits  the simulation must have succeeded; only then is a single-use permit issued, bound to
-           the tool, the action's value and the hash of every limit above.
-
-Before the layers, validate_layered sizes every action to fit (golem.safety.sizing): one over a size limit is
-clipped to the largest size every limit allows and simulated again. Every verdict is appended to the audit trail. Nothing the deliberator (or an LLM) writes can widen a
-limit: limits come from golem.toml and only tighten (`golem.safety.limits`).
+telemetry meters the call; safety is the PolicyCage, max drawdown, the kill switch and STRATEGY.md MUST lines on the
+simulated post-state; risk holds the hard shields, the gas gate by urgency, Kelly sizing and learned guardrails;
+permits issues a single-use permit once the simulation succeeded. Before the layers validate_layered sizes every
+action to fit (golem.safety.sizing). Every verdict goes on the audit trail; nothing the deliberator writes can widen
+a limit. What each layer checks and why this order: docs/design/safety.md#the-validate-chain.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
 from golem.chain.permits import PermitStore
-from golem.chain.tools import WRITE_TOOLS, ToolArgumentError, action_value_usd, parse_arguments, price_usd
+from golem.chain.tools.arguments import parse_arguments
+from golem.chain.tools.schemas import WRITE_TOOLS, ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd, price_usd
 from golem.inference.strategy import Strategy
-from golem.life.extensions.hooks import fire
-from golem.life.extensions.registry import ExtensionRegistry, registry_for
-from golem.life.somatic import situation_of, size_factor
+from golem.extensions.hooks import fire
+from golem.extensions.registry import ExtensionRegistry, registry_for
+from golem.safety.somatic import situation_of, size_factor
 from golem.models.enums import BehavioralPhase
 from golem.models.interventions import Steer
 from golem.models.life import SomaticMarker
@@ -88,9 +79,9 @@ class ValidationContext(BaseModel):
     risk: RiskSnapshot = Field(default_factory=RiskSnapshot)
     strategy: Strategy | None = None
     steers: list[Steer] = Field(default_factory=list)  # the owner's steers this tick deliberated on
-    entries_stopped: bool = False  # the owner's `golem stop-entries`: nothing that opens exposure (issue 19)
-    # The daimon's somatic markers and the last tick's price (issue 17): a strong negative marker matching the
-    # action's situation shrinks the size allowed for new exposure (golem.life.somatic.size_factor).
+    entries_stopped: bool = False  # the owner's `golem stop-entries`: nothing that opens exposure
+    # The daimon's somatic markers and the last tick's price: a strong negative marker matching the
+    # action's situation shrinks the size allowed for new exposure (golem.safety.somatic.size_factor).
     markers: list[SomaticMarker] = Field(default_factory=list)
     last_price: float | None = None
     # Urgency buys gas (golem.safety.urgency): the health factor's forecast against STRATEGY.md's lines, the MUST
@@ -103,6 +94,12 @@ class ValidationContext(BaseModel):
 ToolCallHandler = Callable[[ProposedAction, ValidationContext, SimulatedAction | None], str | None]
 
 
+def _bound(handler: ToolCallHandler, action: ProposedAction, ctx: ValidationContext,
+           sim: SimulatedAction | None) -> Callable[[], str | None]:
+    """An extension's tool_call handler bound to this action, as the hook firing calls it (no arguments)."""
+    return lambda: handler(action, ctx, sim)
+
+
 class SafetyCage:
     """The tool_call hook over one set of limits: telemetry, safety, risk and permits, fired in the registry's order."""
 
@@ -110,7 +107,7 @@ class SafetyCage:
                  extra_tool_call: dict[str, ToolCallHandler] | None = None) -> None:
         self.limits = limits
         self.policy_cage = PolicyCage(limits.policy)
-        # the tool_call hook's firing order (runtime-extensions §3): the worker's registry, built at start
+        # the tool_call hook's firing order: the worker's registry, built at start
         self.registry = registry if registry is not None else registry_for()
         # handlers of tool_call members this module does not serve (e.g. a coordination extension): name → fn
         # (action, ctx, sim) → refusal or None; they fire only where the registry puts them
@@ -281,10 +278,10 @@ class SafetyCage:
         self, action: ProposedAction, ctx: ValidationContext, sim: SimulatedAction | None, before: Book,
         gas_spent_so_far: float = 0.0,
     ) -> tuple[ToolCallDecision, Book]:
-        """One action through the tool_call hook: the registry's members in the spec's order (telemetry →
+        """One action through the tool_call hook: the registry's members in the declared order (telemetry →
         safety → risk → permits → coordination), the first block wins and the members after it do not run.
         Returns the decision and the book after the action (unchanged when refused)."""
-        call: dict = {"value": 0.0, "after": before, "note": None, "deferred": False}
+        call: dict[str, Any] = {"value": 0.0, "after": before, "note": None, "deferred": False}
         verdicts: list[LayerVerdict] = []
 
         def telemetry() -> str | None:  # meters the call: its value, the book it would leave
@@ -322,12 +319,12 @@ class SafetyCage:
             return why
 
         handlers = {"telemetry": telemetry, "safety": safety, "risk": risk, "permits": permits,
-                    **{name: (lambda h=h: h(action, ctx, sim)) for name, h in self.extra_tool_call.items()}}
+                    **{name: _bound(h, action, ctx, sim) for name, h in self.extra_tool_call.items()}}
         fired, results = fire(self.registry, "tool_call", handlers, stop=lambda why: why is not None)
         for layer, why in results:
             if why is not None:
                 if layer not in ("safety", "risk", "permits"):  # those three write their own verdicts
-                    verdicts.append(LayerVerdict(layer=layer, allow=False, reason=why))
+                    verdicts.append(LayerVerdict(layer=cast(Any, layer), allow=False, reason=why))
                 decision = self._blocked(action, layer, why, verdicts, call["value"],
                                          deferred=call["deferred"] and layer == "risk")
                 return decision.model_copy(update={"hooks": fired}), before
@@ -340,9 +337,11 @@ class SafetyCage:
         ), call["after"]  # fmt: skip
 
     @staticmethod
-    def _blocked(action, layer, reason, verdicts, value, deferred=False) -> ToolCallDecision:
+    def _blocked(action: ProposedAction, layer: str, reason: str, verdicts: list[LayerVerdict], value: float,
+                 deferred: bool = False) -> ToolCallDecision:
         return ToolCallDecision(
-            action_index=action.action_index, tool=action.tool, allowed=False, deferred=deferred, blocked_by=layer,
+            action_index=action.action_index, tool=action.tool, allowed=False, deferred=deferred,
+            blocked_by=cast(Any, layer),
             reason=f"{layer}: {reason}" if not reason.startswith(("policy:", "not simulated", "simulation failed")) else reason,
             value_usd=value, verdicts=verdicts,
         )  # fmt: skip

@@ -1,13 +1,9 @@
-"""STRATEGY.md MUST constraints as hard checks (golem-archetypes "Safety behavior": "MUST constraints
-in STRATEGY.md enforced pre-LLM via escalation gates").
+"""STRATEGY.md MUST constraints as hard checks.
 
-Two uses:
-  * `must_gate(strategy, snapshot)` runs *before any LLM call*: which `MUST keep` lines are already
-    breached (the tick must escalate to T2 and the breach goes into the prompt as a hard fact) and
-    which tools a `MUST NOT <tool>` forbids (they are withheld from the tool list the LLM sees);
-  * `Book` + `constraint_refusal` check one proposed action on the state the simulation predicts,
-    so no action can breach a constraint whatever the LLM wrote.
-The constraints come from `golem.inference.strategy.parse_strategy` (one grammar for both).
+`must_gate(strategy, snapshot)` runs before any LLM call: breached `MUST keep` lines escalate to T2 and enter the
+prompt as facts, `MUST NOT <tool>` withholds the tool. `Book` + `constraint_refusal` check one proposed action on
+the state the simulation predicts, whatever the LLM wrote. One grammar for both (golem.inference.strategy).
+See docs/design/safety.md#must-constraints.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ import operator
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import COLLATERAL_TOKEN, DEBT_TOKEN, LP_SHARES_KEY, POOL_TOKEN0
+from golem.chain.tools.schemas import COLLATERAL_TOKEN, DEBT_TOKEN, LP_SHARES_KEY, POOL_TOKEN0
 from golem.inference.strategy import Constraint, Strategy
 from golem.models.observation import ChainSnapshot
 from golem.models.tick import ProposedAction
@@ -118,7 +114,7 @@ def _kept(c: Constraint, value: float | None) -> bool:
     if value is None:
         # health_factor with no debt is infinite: every lower bound holds, no upper bound does.
         return c.metric == "health_factor" and c.op in (">", ">=", "!=")
-    return _OPS[c.op or ">="](value, float(c.value or 0.0))
+    return bool(_OPS[c.op or ">="](value, float(c.value or 0.0)))
 
 
 def must_gate(strategy: Strategy, snap: ChainSnapshot) -> MustGate:

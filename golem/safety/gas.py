@@ -1,10 +1,9 @@
-"""The gas partition behind the §S10 gas gate, its emergency slice, and the day it is counted over.
+"""The gas partition behind the gas gate, its emergency slice, and the day it is counted over.
 
-The partition is `gas_budget_usd_per_day` for one UTC day of the tick's clock (TickContext.started_at:
-workflow.now() live, the path's time in a backtest), the same day §S12's inference budget resets on, so
-`golem status` shows both spends for one "today". Routine actions may spend it up to
-(1 − gas_emergency_fraction); the rest is ring-fenced for urgent actions, and critical ones may go beyond it up
-to a hard daily ceiling (golem.safety.urgency; docs/design/spending.md).
+The partition is `gas_budget_usd_per_day` for one UTC day of the tick's clock, the same day the inference budget
+resets on. Routine actions may spend it up to (1 − gas_emergency_fraction); the rest is ring-fenced for urgent
+actions, and critical ones may go beyond it up to a hard daily ceiling (golem.safety.urgency).
+Why: docs/design/safety.md#the-gas-partition and docs/design/spending.md.
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ class GasPartition(BaseModel):
 
 
 def gas_gate(estimated_gas_usd: float, available_usd: float, typical_usd: float | None, spike_multiple: float) -> str | None:
-    """heartbeat §S10 gas_gate: Defer when the estimate exceeds what the gas partition has left, or
+    """Defer when the estimate exceeds what the gas partition has left, or
     is more than `spike_multiple` (2×) the usual cost. `typical_usd` None = not enough history."""
     if estimated_gas_usd > available_usd:
         return (f"{GAS_GATE_DEFER}: estimated gas ${estimated_gas_usd:,.4f} exceeds the partition's "

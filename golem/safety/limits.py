@@ -1,10 +1,8 @@
 """The hard limits of the safety and risk layers, their hash, and the one-way ratchet on changes.
 
-`SafetyLimits` = golem.toml's [policy] (PolicySection) + the risk limits below. The LLM never sees a
-way to change them, and PLAYBOOK evolution may only *tighten* them: `check_limit_change` refuses any
-proposed change that widens a limit, and `check_playbook_delta` refuses a PLAYBOOK.md rewrite that
-drops or loosens a MUST line (golem-archetypes "Safety behavior": "PLAYBOOK.md evolution cannot
-weaken safety constraints ... validates this on every delta").
+`SafetyLimits` = golem.toml's [policy] (PolicySection) + the risk limits below. The LLM never sees a way to change
+them, and PLAYBOOK evolution may only tighten them: `check_limit_change` refuses a change that widens a limit and
+`check_playbook_delta` a PLAYBOOK.md rewrite that drops or loosens a MUST line. See docs/design/safety.md.
 """
 
 from __future__ import annotations
@@ -24,17 +22,18 @@ class RiskLimits(BaseModel):
     defaults apply until then."""
 
     model_config = {"extra": "forbid"}
-    # revisions-grounding rev. 10 schema: maxDrawdownPct 1–50.
+    # 1–50 %, as strategy validation checks it (docs/design/safety.md#strategy-validation)
     max_drawdown_pct: float = Field(default=20.0, ge=1.0, le=50.0)
-    gas_budget_usd_per_day: float = Field(default=10.0, ge=0.0)  # the gas partition (§S10 gas gate)
-    gas_spike_multiple: float = Field(default=2.0, gt=1.0)  # §S10: defer above 2× the usual cost
+    # the gas partition (docs/design/safety.md#the-gas-partition)
+    gas_budget_usd_per_day: float = Field(default=10.0, ge=0.0)
+    gas_spike_multiple: float = Field(default=2.0, gt=1.0)  # defer above 2× the usual cost
     # The emergency slice of the gas partition, ring-fenced for protective actions (golem.safety.gas): routine
-    # actions stop once the day's gas reaches (1 − this) × the budget. 20 % is the §S9 credit-balance probe's Low
-    # line ("Partition < 20%"): routine spending ends where the probe starts warning. The ≤ 0.9 bound is ours
+    # actions stop once the day's gas reaches (1 − this) × the budget. 20 % is the credit-balance probe's Low
+    # line (partition < 20 %): routine spending ends where the probe starts warning. The ≤ 0.9 bound is ours
     # (a routine share of at least 10 % keeps the limit meaningful).
     gas_emergency_fraction: float = Field(default=0.2, ge=0.0, le=0.9)
     hf_hard_floor: float = Field(default=1.1, ge=1.0)  # hard shield: never act into HF below this
-    oracle_deviation_halt_bps: float = Field(default=500.0, gt=0.0)  # §S9 circuit breaker "halt"
+    oracle_deviation_halt_bps: float = Field(default=500.0, gt=0.0)  # the circuit breaker's halt line
     kelly_fraction: float = Field(default=0.5, gt=0.0, le=1.0)  # half-Kelly
     kelly_min_outcomes: int = Field(default=10, ge=2)  # Kelly only once the data supports it
     guardrail_min_outcomes: int = Field(default=5, ge=1)

@@ -1,8 +1,7 @@
-"""PolicyCage: hard limits every write must pass (heartbeat step 6 VALIDATE; runtime-extensions §12
-`safety`). The deliberator can never widen them: they come from golem.toml's [policy] section, and
-the permit of every approved action records the hash of the policy it was checked against.
-
-Validation order (one action): argument schema → policy → simulation ok → permit issued.
+"""PolicyCage: hard limits every write must pass (the safety member of the validate chain). The deliberator can
+never widen them: they come from golem.toml's [policy] section, and the permit of every approved action records the
+hash of the policy it was checked against. Order for one action: schema → policy → simulation ok → permit.
+See docs/design/safety.md#the-validate-chain.
 """
 
 from __future__ import annotations
@@ -12,14 +11,9 @@ import json
 
 from pydantic import BaseModel
 
-from golem.chain.tools import (
-    STABLE_TOKENS,
-    WRITE_TOOLS,
-    ToolArgumentError,
-    action_tokens,
-    action_value_usd,
-    parse_arguments,
-)
+from golem.chain.tools.arguments import action_tokens, parse_arguments
+from golem.chain.tools.schemas import STABLE_TOKENS, WRITE_TOOLS, ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd
 from golem.models.config import PolicySection
 from golem.models.enums import BehavioralPhase, SteerSeverity
 from golem.models.interventions import Steer
@@ -27,7 +21,7 @@ from golem.models.observation import ChainSnapshot, Observation
 from golem.models.tick import ProposedAction
 from golem.safety.sizing import price_impact
 
-# runtime-extensions §12: "Conservation phase blocks new position entry" (and every phase below it).
+# "Conservation phase blocks new position entry" (and every phase below it).
 RESTRICTED_PHASES: frozenset[BehavioralPhase] = frozenset(
     {BehavioralPhase.CONSERVATION, BehavioralPhase.DECLINING, BehavioralPhase.TERMINAL}
 )
@@ -36,7 +30,7 @@ RESTRICTED_PHASES: frozenset[BehavioralPhase] = frozenset(
 _NEW_POSITION_TOOLS = frozenset({"supply", "borrow", "add_liquidity"})
 
 
-# §S9 position-health probe: a health factor below 1.5 is Low severity. From there on, cutting debt or
+# The position probe's Low line: a health factor below 1.5. From there on, cutting debt or
 # exposure is protection, not trading.
 HF_AT_RISK = 1.5
 
@@ -58,7 +52,7 @@ def opens_exposure(action: ProposedAction) -> bool:
 
 
 def protective_reason(action: ProposedAction, snapshot: ChainSnapshot, steers: list[Steer]) -> str | None:
-    """Why `action` is protective, or None when it is routine — the one definition the §S10 gas gate's
+    """Why `action` is protective, or None when it is routine — the one definition the gas gate's
     emergency slice uses. It reads only the tool, the chain state and the owner's steers, never anything the
     model wrote (its rationale, its wording), so a deliberator cannot talk a routine trade past the budget:
       - every action of a tick steered by the owner at severity high or critical;
@@ -77,7 +71,7 @@ def protective_reason(action: ProposedAction, snapshot: ChainSnapshot, steers: l
     hfs = [p.health_factor for p in lending if p.health_factor is not None]
     if not hfs or min(hfs) >= HF_AT_RISK:
         return None
-    at_risk = f"health factor {min(hfs):.3f} < {HF_AT_RISK:g} (§S9)"
+    at_risk = f"health factor {min(hfs):.3f} < {HF_AT_RISK:g}"
     if action.tool == "supply":
         return f"supply adds collateral at {at_risk}"
     if action.tool == "remove_liquidity":

@@ -1,14 +1,9 @@
-"""What the risk layer learns from the golem's own outcomes (runtime-extensions §14 `risk`).
+"""What the risk layer learns from the golem's own outcomes.
 
-`RiskStore` (SQLite, `risk.sqlite` under the data dir) keeps the net-value marks (for the drawdown
-high-water mark) and one row per verified action outcome. `RiskSnapshot` is the summary the
-tool_call check reads: drawdown, Kelly statistics of exposure-increasing bets, per-tool failure
-rates, consecutive losses, the gas spent on the partition's day and the usual gas per action. Pure
-functions compute the numbers.
-
-Time is the tick's, never the machine's: callers pass `now` (the tick's started_at — workflow.now() live,
-the path's time in a backtest) and every row is stamped with it, so a backtest's gas partition and
-spike baseline follow the path. The store's own clock is only the fallback for callers without a tick.
+`RiskStore` (SQLite, `risk.sqlite`) keeps the net-value marks and one row per verified action outcome; `RiskSnapshot`
+is the summary the tool_call check reads (drawdown, Kelly statistics, per-tool failure rates, consecutive losses,
+today's gas, the usual gas per action). Time is the tick's, never the machine's: callers pass `now`, so a
+backtest's partition and spike baseline follow the path. See docs/design/safety.md#what-the-risk-layer-learns.
 """
 
 from __future__ import annotations
@@ -16,10 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import LP_POSITION_KIND, STABLE_TOKENS
+from golem.chain.tools.schemas import LP_POSITION_KIND, STABLE_TOKENS
 from golem.models.observation import ChainSnapshot
 from golem.safety.gas import DAY_S, utc_day_bounds, utc_day_of
 from golem.storage import immediate_tx, init_db
@@ -57,7 +53,7 @@ class RiskSnapshot(BaseModel):
     tools: dict[str, ToolStats] = Field(default_factory=dict)
     gas_day: str = ""  # the UTC day of the tick's clock: the gas partition's day (golem.safety.gas)
     gas_spent_today_usd: float = 0.0
-    # The §S10 spike baseline: mean gas per action over the 24 h before the tick (≥ 3 actions). A trailing
+    # The gas gate's spike baseline: mean gas per action over the 24 h before the tick (≥ 3 actions). A trailing
     # window, not the partition's day, so the baseline does not vanish at midnight (ours).
     typical_action_gas_usd: float | None = None
 
@@ -140,11 +136,12 @@ class RiskStore:
         return snap.model_copy(update={"gas_day": day, "gas_spent_today_usd": gas_today})
 
 
-def summarize(rows: list[tuple], nav: float, hwm: float, gas_24h: float, actions_24h: int) -> RiskSnapshot:
+def summarize(rows: list[tuple[Any, ...]], nav: float, hwm: float, gas_24h: float, actions_24h: int) -> RiskSnapshot:
     """Rows newest first: (tool, opens_exposure, verified, value_usd, pnl_usd, gas_usd, at). The gas of the
     trailing 24 h gives the spike baseline; the partition's day is filled in by the store."""
     tools: dict[str, ToolStats] = {}
-    wins, losses = [], []
+    wins: list[float] = []
+    losses: list[float] = []
     streak, streak_open = 0, True
     for tool, opens, verified, value, pnl, _gas, _at in rows:
         st = tools.setdefault(tool, ToolStats())

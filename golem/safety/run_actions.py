@@ -1,14 +1,9 @@
-"""Which run of a tick sent each of its actions, so exactly-once holds across runs (issue 21).
+"""Which run of a tick sent each of its actions, so exactly-once holds across runs.
 
-The tx journal and permits key a write by (golem, tick, action_index). A tick can run more than once
-(a Temporal reset, `golem rerun`): each run is told apart by its Temporal run id. Before an action is
-executed its slot is claimed here by its run, with the action's tool and arguments, so that
-  - a later run numbers its new actions after every slot another run of the tick claimed (its writes
-    get their own journal entries and permits: a redo may act, and its record shows it);
-  - a later run that decides the *same* action (same tool and arguments) as one another run already
-    sent is told so and does not send it again;
-  - a retried execute of the same run finds its own claim and carries on (the journal keeps the send
-    at one).
+The tx journal and permits key a write by (golem, tick, action_index); a tick can run more than once (a reset,
+`golem rerun`). Before an action executes its slot is claimed by its run with the tool and arguments, so a later
+run numbers new actions after every claimed slot and does not resend one another run already sent, and a retried
+execute of the same run carries on. See docs/design/safety.md#runs-of-one-tick.
 """
 
 from __future__ import annotations
@@ -71,7 +66,7 @@ class RunActionLedger:
     def __init__(self, path: str | Path) -> None:
         self.path = init_db(Path(path), _SCHEMA)
 
-    def _rows(self, sql: str, params: tuple) -> list[RunAction]:
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[RunAction]:
         with immediate_tx(self.path) as db:
             rows = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM run_actions {sql}", params).fetchall()
         return [RunAction(**dict(zip(_COLUMNS, r))) for r in rows]

@@ -12,14 +12,15 @@ from pathlib import Path
 
 from web3 import Web3
 
-from golem.life.extensions.registry import registry_for
+from golem.extensions.registry import registry_for
 from golem.chain.confirmations import ConfirmationReport, ConfirmationTracker
 from golem.chain.contracts import Deployment
 from golem.chain.executor import Executor
 from golem.chain.journal import TxJournal
 from golem.chain.outcome import OutcomeVerification, verify_outcome
 from golem.chain.permits import PermitError, PermitStore
-from golem.chain.tools import ToolArgumentError, action_value_usd
+from golem.chain.tools.schemas import ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd
 from golem.inference.strategy import Strategy
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus, BehavioralPhase
@@ -39,11 +40,11 @@ from golem.layout import DataLayout
 
 
 class SafetyService:
-    def __init__(self, config: GolemConfig, data_dir: str | Path, *, permits: PermitStore | None = None,
+    def __init__(self, config: GolemConfig, data: DataLayout | str | Path, *, permits: PermitStore | None = None,
                  journal: TxJournal | None = None) -> None:
-        layout = DataLayout(data_dir)
+        self.layout = layout = DataLayout.of(data)
         # The worker's config from golem.toml at start: only the default for callers outside a tick. A tick's
-        # checks use the config version the tick carries (config=ctx.config), never this one (issue 12).
+        # checks use the config version the tick carries (config=ctx.config), never this one.
         self.config = config
         self.limits = SafetyLimits.from_config(config)
         self.cage = SafetyCage(self.limits, registry_for(config.extensions.disabled))

@@ -50,7 +50,7 @@ def amount_of(action: ProposedAction) -> float | None:
     """The action's size in its own units; None when it has none we can read (a bad argument: the cage refuses it)."""
     raw = action.arguments.get(size_arg(action.tool))
     try:
-        value = float(raw)
+        value = float(raw) if raw is not None else math.nan
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) and value > 0 else None
@@ -58,7 +58,7 @@ def amount_of(action: ProposedAction) -> float | None:
 
 def floor_amount(x: float) -> float:
     q = 10**AMOUNT_DECIMALS
-    return math.floor(max(x, 0.0) * q + 1e-9) / q
+    return float(math.floor(max(x, 0.0) * q + 1e-9) / q)
 
 
 def with_amount(action: ProposedAction, amount: float) -> ProposedAction:

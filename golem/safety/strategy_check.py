@@ -1,28 +1,17 @@
-"""Strategy validation pipeline (revisions-grounding rev. 10), run before trading starts and whenever
-STRATEGY.md changes:
-
-  1. schema       STRATEGY.md parses (errors name the line, the field and the fix); limits in range;
-  2. consistency  rules only trade approved assets; no rule is forbidden by a MUST NOT; MUST keep
-                  lines do not contradict each other;
-  3. range        absolute amounts and thresholds are plausible (a $100k borrow under a $5k trade cap
-                  is likely a decimal error);
-  4. risk         an offline assessment (borrowing without a health-factor floor, no constraints);
-                  the rev. 10 Haiku step belongs to the inference room and is not run here;
-  5. dry run      the first rules' actions, sized at today's balances, simulated against the live
-                  node (eth_simulateV1) and checked against the PolicyCage.
-
-A critical finding makes the result STRATEGY_UNVIABLE: no trades, the reasons and suggestions go to
-the owner, and the golem waits for a steer. Warnings need acknowledgment but do not stop trading.
+"""Strategy validation pipeline, run before trading starts and whenever STRATEGY.md changes: schema,
+consistency, range, an offline risk assessment, and a dry run of the first rules' actions against the node and the
+PolicyCage. A critical finding makes the result STRATEGY_UNVIABLE (no trades; the golem waits for a steer);
+warnings need acknowledgment but do not stop trading. The steps: docs/design/safety.md#strategy-validation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
-from golem.chain.tools import STABLE_TOKENS
+from golem.chain.tools.schemas import STABLE_TOKENS
 from golem.inference.strategy import Rule, Strategy, StrategyError, parse_strategy
 from golem.models.enums import BehavioralPhase
 from golem.models.observation import Observation
@@ -30,8 +19,8 @@ from golem.models.tick import ProposedAction, SimulationResult
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import PolicyCage
 
-STRATEGY_UNVIABLE = "STRATEGY_UNVIABLE"
-DRY_RUN_ACTIONS = 5  # rev. 10: "the first 3-5 actions"
+STRATEGY_UNVIABLE: Final = "STRATEGY_UNVIABLE"
+DRY_RUN_ACTIONS = 5  # the first few rules' actions
 # Plausible ranges for rule thresholds (outside → likely a typo or a unit error).
 THRESHOLD_RANGES: dict[str, tuple[float, float]] = {
     "health_factor": (1.0, 10.0),
@@ -57,7 +46,7 @@ class StrategyIssue(BaseModel):
 class StrategyValidation(BaseModel):
     status: Literal["ok", "warnings", "STRATEGY_UNVIABLE"]
     issues: list[StrategyIssue] = Field(default_factory=list)
-    dry_run: list[dict] = Field(default_factory=list)  # per simulated action: tool, arguments, ok, reason
+    dry_run: list[dict[str, Any]] = Field(default_factory=list)  # per simulated action: tool, arguments, ok, reason
 
     @property
     def viable(self) -> bool:
@@ -167,7 +156,7 @@ def dry_run_actions(strategy: Strategy, observation: Observation, limits: Safety
     lend = [p for p in snap.positions if p.kind == "lending"]
     coll, debt = sum(p.collateral for p in lend), sum(p.debt for p in lend)
     eth = snap.oracle_price if snap.oracle_price > 0 else snap.pool.price
-    out = []
+    out: list[tuple[Rule, ProposedAction]] = []
     for rule in strategy.rules[:n]:
         a = rule.action
         token = _rule_tokens(rule, strategy)[0]
@@ -207,7 +196,7 @@ def validate_strategy(
             StrategyIssue(stage="schema", severity="critical", field=field, message=msg.split(": ", 1)[-1],
                           fix="see the message; the grammar is in golem/inference/strategy.py")])
     issues = _static_checks(strategy, limits)
-    dry: list[dict] = []
+    dry: list[dict[str, Any]] = []
     if not dry_run:
         pass
     elif observation is None or simulate is None:
@@ -232,5 +221,5 @@ def validate_strategy(
             issues.append(StrategyIssue(stage="dry_run", severity="critical", field="## Rules",
                                         message=f"none of the first {len(planned)} rule actions would succeed today",
                                         fix="fund the account, change the rules, or wait for a steer"))
-    status = STRATEGY_UNVIABLE if any(i.severity == "critical" for i in issues) else ("warnings" if issues else "ok")
+    status: Literal["ok", "warnings", "STRATEGY_UNVIABLE"] = STRATEGY_UNVIABLE if any(i.severity == "critical" for i in issues) else ("warnings" if issues else "ok")
     return StrategyValidation(status=status, issues=issues, dry_run=dry)

@@ -12,7 +12,8 @@ from enum import Enum
 
 from pydantic import BaseModel
 
-from golem.chain.tools import STABLE_TOKENS, ToolArgumentError, parse_arguments
+from golem.chain.tools.arguments import parse_arguments
+from golem.chain.tools.schemas import STABLE_TOKENS, ToolArgumentError
 from golem.models.config import PolicySection
 from golem.models.enums import SteerSeverity
 from golem.models.interventions import Steer

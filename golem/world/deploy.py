@@ -23,6 +23,7 @@ from eth_utils import keccak, to_checksum_address
 from hexbytes import HexBytes
 from web3 import Web3
 from web3.exceptions import TimeExhausted
+from web3.types import RPCEndpoint
 
 from golem.chain.contracts import FEED_DECIMALS, PAIRS, TOKEN_DECIMALS, TOKEN_SYMBOLS, Deployment
 from golem.world import protocols
@@ -120,7 +121,7 @@ class TxSender:
 
     def refresh(self, base_fee: int | None = None, nonce: int | None = None) -> None:
         """Re-read the pending nonce and fee market (call once per batch of sends)."""
-        self.nonce = nonce if nonce is not None else self.w3.eth.get_transaction_count(self.address, "pending")
+        self.nonce = nonce if nonce is not None else self.w3.eth.get_transaction_count(to_checksum_address(self.address), "pending")
         self._fees = fee_fields(self.w3, base_fee)
 
     def send(self, to: str | None, data: str | bytes, gas: int, value: int = 0) -> HexBytes:
@@ -181,7 +182,7 @@ def _receipt(w3: Web3, tx_hash: HexBytes, timeout: float) -> Any:
         if timeout <= NUDGE_AFTER_S:
             raise
     try:
-        w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+        w3.provider.make_request(RPCEndpoint("evm_mine"), [])
     except Exception:  # not a dev node: nothing to nudge
         pass
     return w3.eth.wait_for_transaction_receipt(tx_hash, timeout=timeout - NUDGE_AFTER_S, poll_latency=0.05)
@@ -192,7 +193,8 @@ def world_artifact(name: str) -> dict[str, Any]:
     path = ARTIFACTS_DIR / f"{name}.json"
     if not path.is_file():
         raise FileNotFoundError(f"contract artifact {path} is missing; run `python -m golem.world.compile`")
-    return json.loads(path.read_text())
+    art: dict[str, Any] = json.loads(path.read_text())
+    return art
 
 
 def _creation(name: str, *args: Any, libraries: dict[str, str] | None = None) -> str:
@@ -204,14 +206,15 @@ def _creation(name: str, *args: Any, libraries: dict[str, str] | None = None) ->
         art = protocols.artifact(name)
         bytecode = protocols.link_libraries(name, libraries or {}) if art["linkReferences"] else art["bytecode"]
     factory = Web3().eth.contract(abi=art["abi"], bytecode=bytecode)
-    return factory.constructor(*args).data_in_transaction
+    return str(factory.constructor(*args).data_in_transaction)
 
 
 class _Batch:
     """Pipelined sends of one account, awaited together (each name says which step failed)."""
 
     def __init__(self, w3: Web3, sender: TxSender) -> None:
-        self.w3, self.sender, self.steps = w3, sender, []
+        self.w3, self.sender = w3, sender
+        self.steps: list[tuple[str, HexBytes]] = []
 
     def deploy(self, label: str, name: str, *args: Any, gas: int = GAS_DEPLOY, libraries: dict[str, str] | None = None) -> str:
         address = create_address(self.sender.address, self.sender.nonce)
@@ -229,7 +232,7 @@ class _Batch:
 
 def _at(w3: Web3, address: str, abi_name: str) -> Any:
     art = world_artifact(abi_name) if abi_name in ("Token", "PriceFeed") else protocols.artifact(abi_name)
-    return w3.eth.contract(address=address, abi=art["abi"])
+    return w3.eth.contract(address=to_checksum_address(address), abi=art["abi"])
 
 
 def _rate_args(rate: tuple[float, float, float, float]) -> list[int]:
@@ -269,7 +272,7 @@ def deploy_world(
     chain_id = w3.eth.chain_id
     dep = TxSender.for_key(w3, deployer_key, chain_id)
     # Wrapping the world's WETH takes ETH; on the dev chain the deployer is simply given enough.
-    w3.provider.make_request("anvil_setBalance", [dep.address, hex(DEPLOYER_ETH * E18)])
+    w3.provider.make_request(RPCEndpoint("anvil_setBalance"), [dep.address, hex(DEPLOYER_ETH * E18)])
     b = _Batch(w3, dep)
     a: dict[str, str] = {}
 

@@ -37,7 +37,7 @@ def package_version(package: str) -> str:
     path = NODE_MODULES / package / "package.json"
     if not path.is_file():
         raise ArtifactError(f"{package} is not installed ({path} missing); run `npm ci` in {REPO_ROOT}")
-    return json.loads(path.read_text())["version"]
+    return str(json.loads(path.read_text())["version"])
 
 
 @lru_cache(maxsize=None)
@@ -58,9 +58,10 @@ def artifact(name: str) -> dict[str, Any]:
     if name in _UNISWAP:
         path = NODE_MODULES / _UNISWAP[name] / "build" / f"{name}.json"
     else:
-        path = _aave_index().get(name)
-        if path is None:
+        found = _aave_index().get(name)
+        if found is None:
             raise ArtifactError(f"no artifact named {name!r} in {AAVE_CORE} or the Uniswap V2 builds")
+        path = found
     if not path.is_file():
         raise ArtifactError(f"artifact {path} missing; run `npm ci` in {REPO_ROOT}")
     data = json.loads(path.read_text())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from golem.inference.offline import SWAP_OUTPUT_HAIRCUT, OfflineDeliberator
 from golem.inference.strategy import Strategy, load_strategy
@@ -50,7 +51,7 @@ class StrategyBook:
                                      health_factor=hf)],
         )
 
-    def act(self, state: GolemState, tick) -> int:
+    def act(self, state: GolemState, tick: Any) -> int:
         """Deliberate an escalated tick (a golem.cognition.system1.System1Tick) offline; apply and count its actions."""
         inp = DecideInput(ctx=TickContext(golem_id=self.golem_id, tick=state.tick, config=self.cfg, state=state),
                           observation=tick.observation, tier=tick.tier, prediction_error=tick.prediction_error)

@@ -1,6 +1,6 @@
 """Record `golem-death.json`: a GolemWorkflow whose Hayflick limit (6 ticks) runs out, through the phases, the
 Thanatopsis settlement ticks (a repay on chain) and the legacy activity, to its completion with the death
-certificate — so the `thanatopsis` and `phase-search-attribute` patches replay in CI (issue 17).
+certificate — so the `thanatopsis` and `phase-search-attribute` patches replay in CI.
 
     .venv/bin/python -m tests.histories.record_death
 """

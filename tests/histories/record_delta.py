@@ -1,4 +1,4 @@
-"""Record the delta-consolidation history replayed in CI (issue 13; `make histories`): a
+"""Record the delta-consolidation history replayed in CI (`make histories`): a
 DeltaConsolidationWorkflow that ran its steps as ordered activities over a few ticks' episodes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Record the dream histories replayed in CI (issue 18; `make histories`): a DreamCycleWorkflow that ran its
+"""Record the dream histories replayed in CI (`make histories`): a DreamCycleWorkflow that ran its
 phases on Anvil forks, and a GolemWorkflow whose dream a critical steer woke."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig, load_config
 from golem.models.golem import GolemWorkflowInput
 from infra.world_cache import deploy_or_load
-from golem.world.simulator import MarketSimulator
+from golem.world.simulator.market import MarketSimulator
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 from workers.config_versions import save_version, start_info, version_of
 from workers.services import GolemServices
@@ -129,7 +129,7 @@ def write_golem_home(tmp: Path, golem_id: str, rpc_url: str, dep: Deployment, *,
                   "delta_theta_ticks": 10, "continue_as_new_ticks": 12, "dream_every_ticks": 15},
         "heartbeat": {"step_timeout_seconds": 10.0},
         "probes": {"kill_switch_path": str(tmp / "killswitch")},
-        # Dream phases run their live-chain checks but start no Anvil forks unless a test asks (issue 18): a fork
+        # Dream phases run their live-chain checks but start no Anvil forks unless a test asks: a fork
         # per scenario would add seconds to every rig test that reaches a dream.
         "dream": {"forks": False},
         # A learned rule's trial runs two backtests (minutes): only the tests of it switch it on

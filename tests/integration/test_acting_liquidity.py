@@ -11,7 +11,10 @@ from web3 import Web3
 from golem.chain.contracts import Deployment, contract
 from golem.chain.executor import Executor
 from golem.chain.simulate import simulate_actions
-from golem.chain.tools import LP_SHARE_DECIMALS, build_calls, deposit_plan, lp_position, lp_value_usd
+from golem.chain.tools.build import build_calls
+from golem.chain.tools.schemas import LP_SHARE_DECIMALS
+from golem.chain.tools.uniswap_pool import deposit_plan
+from golem.chain.tools.valuation import lp_position, lp_value_usd
 from golem.models.enums import ActionStatus, BehavioralPhase
 from golem.models.tick import ProposedAction
 from golem.world.deploy import TxSender

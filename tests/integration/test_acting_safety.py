@@ -16,7 +16,7 @@ from golem.chain.permits import PermitError, PermitStore
 from golem.chain.read_tools import READ_TOOLS
 from golem.chain.simulate import simulate_actions
 from golem.chain.speculation import SpeculationEngine, take
-from golem.chain.tools import ToolArgumentError
+from golem.chain.tools.schemas import ToolArgumentError
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus, BehavioralPhase
 from golem.models.tick import ProposedAction

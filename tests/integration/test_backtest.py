@@ -19,7 +19,7 @@ import pytest
 from golem.backtest.models import PathRow
 from golem.chain.web3client import make_web3
 from golem.world.deploy import deploy_world
-from golem.world.replay import ReplayDriver
+from golem.backtest.replay import ReplayDriver
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
 pytestmark = pytest.mark.integration

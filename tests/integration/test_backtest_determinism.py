@@ -105,12 +105,12 @@ def test_rows_start_at_the_same_blocks_however_the_sends_shared_blocks(tmp_path,
     mined alone), the second's deployment three blocks longer: every row must end at the same block, time and base
     fee in both, so the golem's transactions land in the same blocks."""
     import golem.world.deploy as deploy
-    import golem.world.simulator as simulator
-    from golem.world.replay import ReplayDriver
+    from golem.backtest.replay import ReplayDriver
+    from golem.world.simulator import liquidator, market, trader
 
     rows = [PathRow(tick=i, timestamp=T0 + 60 * i, pool_price=p, oracle_price=o, gas_gwei=2.0, volume_usd=5000.0)
             for i, (p, o) in enumerate([(2000.0, 2000.0), (1900.0, 1950.0), (1700.0, 1700.0), (1750.0, 1720.0)])]
-    real_wait_all, real_send = simulator.wait_all, deploy.TxSender.send
+    real_wait_all, real_send = deploy.wait_all, deploy.TxSender.send
     heads = {}
     for name in ("bundled", "one-per-tx"):
         def wait_all(w3, steps, *args, **kw):
@@ -124,7 +124,8 @@ def test_rows_start_at_the_same_blocks_however_the_sends_shared_blocks(tmp_path,
                 self.w3.eth.wait_for_transaction_receipt(tx_hash)
             return tx_hash
 
-        monkeypatch.setattr(simulator, "wait_all", wait_all)
+        for module in (market, trader, liquidator):
+            monkeypatch.setattr(module, "wait_all", wait_all)
         monkeypatch.setattr(deploy.TxSender, "send", send)
         anvil, w3, dep = _world(tmp_path, name)
         try:

@@ -1,4 +1,4 @@
-"""Issue 16: the delta cycle puts edges from the records into the causal graph (real SQLite, real records), and a
+"""The delta cycle puts edges from the records into the causal graph (real SQLite, real records), and a
 T2 tick's retrieve puts the causal chain from its current anomaly into the workspace's "Causal edges" section;
 a next-curator follow-up changes what that cycle's Curator distils."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from activities.consolidation import ConsolidationActivities
 from activities.tick import TickActivities
-from golem.grimoire.graph import CausalGraph
+from golem.grimoire.semantic.graph import CausalGraph
 from golem.inference.config import DEFAULT_ALLOCATIONS
 from golem.inference.strategy import load_strategy
 from golem.inference.workspace import WorkspaceSources, assemble_workspace
@@ -103,9 +103,9 @@ async def test_delta_learns_causal_edges_a_t2_workspace_shows_the_chain_and_a_fo
 
 
 async def test_the_causal_link_probe_feeds_prediction_error_when_a_learned_effect_fails_to_follow(tmp_path):
-    """heartbeat §S9 "Causal graph update" probe: an edge learned at weight 1.0 (oracle anomaly → health factor
-    falls within 5 ticks) whose cause fires and whose effect does not follow → High, "causal link invalidated",
-    an anomaly that raises the tick's prediction error (§S4 source 6)."""
+    """The causal-link probe (docs/design/learning.md#the-causal-graph): an edge learned at weight 1.0 (oracle
+    anomaly → health factor falls within 5 ticks) whose cause fires and whose effect does not follow → High, "causal
+    link invalidated", an anomaly that raises the tick's prediction error."""
     from golem.cognition.prediction_error import compute_prediction_error
     from golem.learning.causal import CAUSAL_LINK_PROBE
 

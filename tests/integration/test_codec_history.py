@@ -1,4 +1,4 @@
-"""Issue 19: with the payload codec on, the stored history holds no plaintext of a tick's record or the config,
+"""With the payload codec on, the stored history holds no plaintext of a tick's record or the config,
 and `golem codec-server` (the Temporal codec-server protocol, with CORS for the UI) decodes it."""
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Config is versioned and applied whole (issue 12), on real parts: Temporal dev server, Anvil, the worker.
+"""Config is versioned and applied whole, on real parts: Temporal dev server, Anvil, the worker.
 
-One golem lives through four config events:
-1. born on v1 (max_trade_size_usd = 1000) by ensure_golem_running, as `golem run` starts it;
-2. `golem config apply` of v2 (5000) to the running golem, the worker NOT restarted (its golem.toml said
-   1000 when it started): the next steered tick's deliberator sizes a > $1000 swap from v2 and the validate
-   step lets it through under v2's limit — the worker's safety layer reads the tick's version, not its file;
-3. a bad golem.toml (a negative limit, an unknown key) is refused by the workflow's validator with the keys
-   named, and the golem keeps running on v2;
-4. a restart (new worker on the edited file, ensure_golem_running again) delivers v3 whole.
+One golem lives through four config events: born on v1 (max_trade_size_usd = 1000); `golem config apply` of v2
+(5000) without restarting the worker, after which a steered tick sizes and validates a > $1000 swap under v2 (the
+safety layer reads the tick's version, not its file); a bad golem.toml refused with the keys named while the golem
+keeps running on v2; a restart on the edited file that delivers v3 whole.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ import pytest
 import tomli_w
 import tomllib
 
-from golem.chain.tools import action_value_usd
+from golem.chain.tools.valuation import action_value_usd
 from golem.life.cycle_store import CycleStore
 from golem.models.config import load_config
 from golem.models.enums import ActionStatus

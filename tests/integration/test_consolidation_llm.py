@@ -1,4 +1,4 @@
-"""The delta cycle rates its candidates' future utility with Claude (revisions Rev. 3), through the real
+"""The delta cycle rates its candidates' future utility with Claude, through the real
 anthropic SDK faked only at the HTTP boundary: on the Temporal dev server the cost of those calls reaches
 the golem's daily spend; and a 529 from the provider leaves the cycle running on the deterministic estimate."""
 
@@ -12,11 +12,11 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
-from golem.grimoire.admission import AdmissionAction, admit
-from golem.grimoire.episodes import Episode, episode_id
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
-from golem.grimoire.utility_llm import RATING_TOOL
-from golem.inference.llm import select_deliberator
+from golem.grimoire.semantic.admission import AdmissionAction, admit
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
+from golem.inference.admission_utility import RATING_TOOL
+from golem.deliberators import select_deliberator
 from golem.life.cycle_store import CycleStore
 from golem.models.golem import ConsolidationInput
 from tests.integration.golem_rig import GOLEM_KEY, in_process_worker, make_rig
@@ -74,7 +74,7 @@ async def test_delta_rates_utility_with_claude_and_the_cost_reaches_the_daily_sp
         DeltaConsolidationWorkflow.run, f"golem-{rig.golem_id}-delta-10").result()
     ratings = [b for b in api.requests if b.get("tool_choice", {}).get("name") == RATING_TOOL]
     assert ratings, "the delta cycle asked Claude about its distilled candidates"
-    assert {b["model"] for b in ratings} == {"claude-haiku-4-5"}  # T1 → Haiku-class (Rev. 3)
+    assert {b["model"] for b in ratings} == {"claude-haiku-4-5"}  # T1 → Haiku-class
     adm = delta.admission
     assert adm.utility_source == "llm" and adm.llm_calls == len(ratings) == adm.utility_llm
     assert adm.utility_fallbacks == [] and adm.candidates >= 3 and adm.admitted >= 1

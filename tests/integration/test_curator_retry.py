@@ -1,4 +1,4 @@
-"""Issue 16: a Curator step retried after a crash between applying its votes and marking the credit curated votes
+"""A Curator step retried after a crash between applying its votes and marking the credit curated votes
 once (the votes are keyed by the cycle in the heuristics file), and the delta's PLAYBOOK step compiles the learned
 rule only through the admission gate. Real SQLite/LanceDB stores of a worker's Services (rig with Anvil)."""
 

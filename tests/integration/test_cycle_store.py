@@ -1,4 +1,4 @@
-"""DecisionCycleRecord files + the SQLite cycle_index (heartbeat §S6) on a real data directory."""
+"""DecisionCycleRecord files + the SQLite cycle_index on a real data directory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 19: the live dashboard in a real headless Chromium (Debian's `chromium`, driven by Playwright).
+"""The live dashboard in a real headless Chromium (Debian's `chromium`, driven by Playwright).
 
 The page loads with its history, a new tick appears without a reload (SSE), a steer sent from the form
 reaches the workflow, and the page renders in < 300 ms with 10,000 ticks of history. Screenshots are saved
@@ -90,7 +90,7 @@ async def test_page_renders_10k_ticks_under_300ms(tmp_path):
 
 @needs_chromium
 async def test_live_page_shows_new_ticks_and_its_steer_reaches_the_workflow(temporal_client, tmp_path, request):
-    # A Hayflick limit far beyond the test: the status line shows the distance (issue 19's heartbeat-monitor vitals).
+    # A Hayflick limit far beyond the test: the status line shows the distance (the heartbeat monitor's vitals).
     rig = make_rig(tmp_path, _gid(request), "calm", theta=0.4, lifespan={"hayflick_ticks": 100_000})
     rig.start_market(interval=0.3)
     store = CycleStore(rig.data_dir)
@@ -160,10 +160,11 @@ async def test_grimoire_search_playbook_revisions_and_backtest_reports(tmp_path)
     revisions with a diff between two of them, and a backtest report with its figures and chart."""
     from golem.backtest.models import RunInfo, TickMark
     from golem.backtest.report import build_report, write_report
-    from golem.grimoire.embeddings import default_embedder
-    from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
-    from golem.grimoire.playbook import PlaybookHistory
-    from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+    from golem.grimoire.store.embeddings import default_embedder
+    from golem.grimoire.episodes.model import Episode, episode_id
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.playbook.compile import PlaybookHistory
+    from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 
     data, backtests = tmp_path / "data", tmp_path / "backtests"
     root = data / "grimoire"

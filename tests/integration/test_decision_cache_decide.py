@@ -1,6 +1,6 @@
-"""§S11 through the real decide activity: a pattern decided the same way three times is answered from
+"""The decision cache through the real decide activity: a pattern decided the same way three times is answered from
 the cache the fourth time; a steer always gets fresh thought. The cache lives on the worker's disk, not in the
-tick's input (issue 12): the context carries no entries, and a new worker over the same data dir keeps them."""
+tick's input: the context carries no entries, and a new worker over the same data dir keeps them."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ LEARNED = ("<!-- golem PLAYBOOK revision: 1 -->\n# PLAYBOOK\n\n## Global\n\n"
 
 
 async def test_a_learned_rule_reused_from_the_cache_still_names_its_entry_id(rig):
-    """issue 16: a System 1 hit carries the rules behind the cached decision, so the learned rule gets credit."""
+    """A System 1 hit carries the rules behind the cached decision, so the learned rule gets credit."""
     (rig.home / "STRATEGY.md").write_text(NO_RULES)
     rig.services().playbook_path.write_text(LEARNED)
     acts = TickActivities(rig.services())

@@ -1,4 +1,4 @@
-"""`golem doctor` reports the worker's view (issue 12), on the real dev server with a real worker: the shell
+"""`golem doctor` reports the worker's view, on the real dev server with a real worker: the shell
 that runs the CLI has an API key and the worker does not, and doctor says what the worker sees; with no
 worker serving the golem, it says so and falls back to the shell's view."""
 

@@ -1,4 +1,4 @@
-"""Dreams that rehearse (issue 18), on a real Temporal dev server, real Anvil (and real Anvil forks), real
+"""Dreams that rehearse, on a real Temporal dev server, real Anvil (and real Anvil forks), real
 LanceDB/SQLite: a near-liquidation position is rehearsed on forks, a broken response leaves a concrete warning that
 is staged and admitted at 0.3, the real chain is untouched, a critical steer wakes a dreaming golem, and forks
 left by a killed worker are stopped."""
@@ -19,18 +19,18 @@ from temporalio.client import Client
 
 from golem.chain.contracts import contract
 from cli.main import main as golem_main
-from golem.grimoire.semantic import Provenance
+from golem.grimoire.semantic.store import Provenance
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import MarketRegime
 from golem.cognition.fold import schedule_dream
-from golem.grimoire.dream_tags import DreamTags
-from golem.grimoire.staging import StageKind, StagingBuffer, journals
+from golem.grimoire.dreams.tags import DreamTags
+from golem.grimoire.dreams.staging import StageKind, StagingBuffer, journals
 from golem.models.golem import DreamInput, DreamResult, GolemStatus
 from golem.models.interventions import Steer
 from infra.anvil import ANVIL_ADDRESSES
 from infra.forks import ForkRegistry
 from golem.grimoire.retrieval import retrieve_for_tick
-from golem.life.reflect import retrieval_query
+from golem.cognition.reflect import retrieval_query
 from tests.integration.golem_rig import GolemRig, golem_observation, in_process_worker, make_rig, record_where, wait_for
 from workflows.consolidation import DreamCycleWorkflow
 from workflows.golem import GolemWorkflow
@@ -140,7 +140,7 @@ async def test_dream_rehearses_on_forks_stages_warning_and_leaves_chain_untouche
 async def test_critical_steer_wakes_a_dreaming_golem(tmp_path, temporal_client: Client):
     gid = "dream-wake"
     # A budget far beyond the test: only the steer can end this dream early. Forks make the threat phase long
-    # enough (a fork per scenario, rev. 6 doubling in a crash) to be caught mid-phase.
+    # enough (a fork per scenario, doubled rehearsal in a crash) to be caught mid-phase.
     rig = make_rig(tmp_path, gid, clock={"dream_every_ticks": 2}, dream={"forks": True, "budget_seconds": 3600})
     try:
         near_liquidation(rig)

@@ -1,4 +1,4 @@
-"""Issue 19: the Event Fabric for a steered acted tick, and the worker's Prometheus endpoint after a few ticks."""
+"""The Event Fabric for a steered acted tick, and the worker's Prometheus endpoint after a few ticks."""
 
 from __future__ import annotations
 
@@ -98,6 +98,6 @@ async def test_steered_acted_tick_emits_events_in_order_and_metrics_are_served(t
         assert name in text, f"{name} missing from /metrics"
     assert 'tier="T2"' in text and 'step="observe"' in text and 'metric="retrieval_hit_rate"' in text
     assert "temporal_" in text and "temporal SDK metrics unavailable" not in text, text[-2000:]
-    # the worker's memory split, with its malloc trimmer running (build_worker starts it; issue 14)
+    # the worker's memory split, with its malloc trimmer running (build_worker starts it)
     for part in ("rss", "lance_cache", "malloc_in_use", "malloc_free", "malloc_released"):
         assert f'part="{part}"' in text, f"golem_worker_memory_bytes part {part} missing from /metrics"

@@ -60,7 +60,7 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
         strategy = rig.home / "STRATEGY.md"
         good = strategy.read_text()
         strategy.write_text("## Rules\n- WHEN health_factr < 1.5 THEN repay 10% debt\n")
-        # An edited STRATEGY.md reaches the golem as a new config version (issue 12), never behind its back.
+        # An edited STRATEGY.md reaches the golem as a new config version, never behind its back.
         await apply_version(temporal_client, rig.golem_id, local_version(rig.home / "golem.toml"), rig.data_dir, "test")
         await handle.signal(GolemWorkflow.steer, {"id": "st-1", "message": "reduce exposure", "severity": "high"})
 
@@ -69,7 +69,7 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
         assert "health_factr" in rec.errors[0] and "line" in rec.errors[0].lower(), rec.errors
         assert rec.actions == []
 
-        # A parseable but unviable strategy (rev. 10): trading stops with the reasons recorded.
+        # A parseable but unviable strategy: trading stops with the reasons recorded.
         strategy.write_text("## Rules\n- WHEN regime == volatile THEN borrow 10 debt\n## Constraints\n- MUST NOT borrow\n")
         await apply_version(temporal_client, rig.golem_id, local_version(rig.home / "golem.toml"), rig.data_dir, "test")
         await handle.signal(GolemWorkflow.steer, {"id": "st-2", "message": "reduce exposure", "severity": "high"})

@@ -1,4 +1,4 @@
-"""Issue 14, fuzzing RPC answers: a small HTTP proxy in front of the real Anvil hands the chain reader Anvil's
+"""Fuzzing RPC answers: a small HTTP proxy in front of the real Anvil hands the chain reader Anvil's
 answer with one part broken — the whole body replaced (not JSON, null, huge, a different shape), one answer of
 the batch replaced or dropped, one result of the wrong type or size, the block's fields mangled, an HTTP error.
 

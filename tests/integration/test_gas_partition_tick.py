@@ -1,4 +1,4 @@
-"""The §S10 gas partition through the real validate / execute / verify activities on Anvil: with only the
+"""The gas partition through the real validate / execute / verify activities on Anvil: with only the
 emergency slice left, a routine swap and a routine repay (HF 2.06, far from every line) are deferred, while the
 same repay with the health factor under the strategy's repay line is urgent and sent (its record says so); an
 owner's high steer that interrupted decide makes the swap urgent; the partition's day is the tick's started_at

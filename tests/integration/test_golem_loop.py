@@ -11,8 +11,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.consolidation import ConsolidationActivities
-from golem.grimoire.embeddings import embedder_by_name
-from golem.grimoire.episodes import EpisodeStore
+from golem.grimoire.store.embeddings import embedder_by_name
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import ConsolidationResult, DreamResult
@@ -77,19 +77,19 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     assert dream.tick == 15 and dream.replayed, "the dream replayed the highest-utility episodes"
     delta = await temporal_client.get_workflow_handle("golem-calm-golem-delta-10", result_type=ConsolidationResult).result()
     assert delta.episodes_scanned >= 10 and delta.playbook_revision is not None
-    # issue 13: the cycle's steps are activities of its workflow, in order (a retry redoes one step)
+    # the cycle's steps are activities of its workflow, in order (a retry redoes one step)
     history = await temporal_client.get_workflow_handle("golem-calm-golem-delta-10").fetch_history()
     steps = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
              if e.HasField("activity_task_scheduled_event_attributes")]
     assert steps == [f"delta_{name}" for name in ConsolidationActivities.DELTA_STEPS_TRIAL] + ["delta_report"], steps
     assert delta.followups_delivered == ["cur-1"] and not final.pending_followups, "the curator got its follow-up"
-    assert delta.embedding_drift["status"] == "healthy", "the rev. 8 drift check ran at delta"
+    assert delta.embedding_drift["status"] == "healthy", "the embedding drift check ran at delta"
     assert delta.embedding_drift["write_pause"]["paused"] is False
     assert delta.admission.utility_source in ("estimate", "none"), "offline: no LLM rating"
-    # Episodes carry the spec's fields; those the delta at tick 10 distilled are marked consolidated.
+    # Episodes carry their fields; those the delta at tick 10 distilled are marked consolidated.
     ep_store = EpisodeStore(rig.data_dir / "grimoire" / "episodes.lance", embedder_by_name("wordllama"))
     episodes = {e.tick: e for e in ep_store.all()}
-    # the dream at tick 15 folded near-duplicate quiet ticks into one row each (NREM compression, issue 18)
+    # the dream at tick 15 folded near-duplicate quiet ticks into one row each (NREM compression)
     with sqlite3.connect(rig.data_dir / "grimoire" / "dream-staging.sqlite") as db:
         merged = {int(m.rsplit(":", 1)[1]) for (m,) in db.execute("SELECT merged_id FROM merged_episodes")}
     assert set(range(22)) - set(episodes) == merged, "an episode is only missing when a dream merged it"
@@ -101,7 +101,7 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
         assert (ep.tool, ep.outcome.value, ep.action_tools) == ("heartbeat", "descriptive", [])
     identity = ep_store.table.to_arrow().select(["embedding_model", "embedding_version", "embedding_dim"]).to_pylist()
     assert {(r["embedding_model"], r["embedding_dim"]) for r in identity} == {(ep_store.embedder.model_name, 256)}
-    assert all(r["embedding_version"] for r in identity), "every vector carries its model version (rev. 8)"
+    assert all(r["embedding_version"] for r in identity), "every vector carries its model version"
     assert "prune stale notes" in (rig.data_dir / "owner-notes.jsonl").read_text()
 
     # Ticks get the state without the learned-gating log (only the golem workflow uses it): smaller payloads.
@@ -228,7 +228,7 @@ async def test_steer_forces_t2_and_malformed_steer_is_recorded(temporal_env, tem
         status = await wait_for(cleared, 30, "the handled steer and follow-up to leave the pending lists")
         shown = await cli("status", "--json")
         assert shown.returncode == 0 and f'"golem_id": "{rig.golem_id}"' in shown.stdout, shown.stderr
-        # gas today beside inference, each with its budget (the §S10 partition and its emergency slice)
+        # gas today beside inference, each with its budget (the gas partition and its emergency slice)
         assert status.gas_budget_usd_per_day == 10.0 and status.gas_emergency_usd == 2.0 and status.spend_day
         plain = await cli("status")
         assert "inference $" in plain.stdout and "gas $" in plain.stdout and "ring-fenced" in plain.stdout, plain.stderr
@@ -309,7 +309,7 @@ def _gamma_pulses_in_first_wait(events) -> tuple[int, bool]:
 async def test_gamma_pulse_runs_inside_a_long_theta_wait(temporal_client, tmp_path):
     # Theta is 60 s, so tick 1 can only start when a steer wakes the wait: the test sees three pulses in the one
     # wait after tick 0, then steers. (It used to count pulses over two 2-s waits, a wall-clock count: under load
-    # tick 0 overran theta, §S12 backpressure rightly skipped the first wait, and only 2 pulses ran. The dev
+    # tick 0 overran theta, backpressure rightly skipped the first wait, and only 2 pulses ran. The dev
     # server also fires a 0.5-s timer after ~1 s, so a 2-s wait held 2 pulses at best.)
     rig = make_rig(tmp_path, "gamma-golem", "calm", theta=60.0,
                    clock={"theta_min_seconds": 60.0, "theta_max_seconds": 60.0, "gamma_min_seconds": 0.3,
@@ -341,7 +341,7 @@ async def test_gamma_pulse_runs_inside_a_long_theta_wait(temporal_client, tmp_pa
 
 async def test_ticks_that_overrun_theta_queue_and_drop_triggers(temporal_client, tmp_path):
     # theta 50 ms, every tick deliberates ([gating] mode = "always": retrieve + decide, ~200 ms): triggers pile up,
-    # at most 3 wait, the oldest are dropped (§S12). (A T0 tick alone now takes ~75 ms, too close to theta.)
+    # at most 3 wait, the oldest are dropped. (A T0 tick alone now takes ~75 ms, too close to theta.)
     rig = make_rig(tmp_path, "busy-golem", "calm", theta=0.05,
                    clock={"theta_min_seconds": 0.05, "theta_max_seconds": 0.05}, gating={"mode": "always"})
     try:

@@ -9,16 +9,17 @@ import numpy as np
 import pytest
 
 from golem.grimoire.decay import DREAM_STRENGTH_INCREMENT, RETENTION_FLOOR
-from golem.grimoire.dream import replay_gain, run_dream_replay, select_replay
-from golem.grimoire.embeddings import WordLlamaEmbedder, default_embedder
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_from_record, episode_id
-from golem.grimoire.heuristics import (
+from golem.grimoire.dreams.replay import replay_gain, run_dream_replay, select_replay
+from golem.grimoire.store.embeddings import WordLlamaEmbedder, default_embedder
+from golem.grimoire.episodes.model import Episode, episode_from_record, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.playbook.heuristics import (
     INITIAL_CONFIDENCE,
     HeuristicStore,
     derive_heuristics_from_episodes,
     normalise_text,
 )
-from golem.grimoire.playbook import read_revision, rewrite_playbook
+from golem.grimoire.playbook.compile import read_revision, rewrite_playbook
 from golem.models import (
     ActionRecord,
     ActionStatus,
@@ -124,7 +125,7 @@ def test_reopen_reuses_table_and_second_reader_sees_writes(tmp_path, embedder):
 
 def test_reopen_with_other_model_reembeds_or_says_so(tmp_path, embedder):
     """A different model (here WordLlama truncated to 64-d, a real second vector space) never mixes with the
-    stored vectors: the store re-embeds everything (rev. 8), or refuses clearly when asked to."""
+    stored vectors: the store re-embeds everything, or refuses clearly when asked to."""
     EpisodeStore(tmp_path / "db", embedder).upsert_many([make_ep(1, CRASH), make_ep(2, CALM)])
     small = WordLlamaEmbedder(trunc_dim=64)
     with pytest.raises(ValueError, match="256.*golem grimoire reembed"):

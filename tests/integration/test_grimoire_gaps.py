@@ -1,4 +1,4 @@
-"""Issue 6 gaps: `golem grimoire playbook log|diff|rollback` on a real data dir, the EpisodeStore table accessor,
+"""`golem grimoire playbook log|diff|rollback` on a real data dir, the EpisodeStore table accessor,
 idempotent causal-edge re-import, and the embedding drift check — real SQLite, LanceDB and WordLlama."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from cli.main import main
-from golem.grimoire.embeddings import default_embedder, drift_check
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
-from golem.grimoire.graph import CausalGraph, edge_id
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import PlaybookHistory, read_revision, rewrite_playbook
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.store.embeddings import default_embedder, drift_check
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.graph import CausalGraph, edge_id
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import PlaybookHistory, read_revision, rewrite_playbook
+from golem.grimoire.semantic.store import SemanticStore
 from golem.grimoire.transfer import export_lines, import_file
 
 HOME = Path(__file__).resolve().parents[2] / "examples" / "golem-home"
@@ -103,7 +104,7 @@ def test_drift_check_on_reference_set(embedder):
 
 
 def test_scheduled_drift_check_pins_then_compares(tmp_path):
-    from golem.grimoire.embeddings import default_embedder, scheduled_drift_check
+    from golem.grimoire.store.embeddings import default_embedder, scheduled_drift_check
 
     pinned = tmp_path / "drift-reference.npy"
     first = scheduled_drift_check(default_embedder(), pinned)
@@ -118,10 +119,10 @@ def test_scheduled_drift_check_pins_then_compares(tmp_path):
 
 
 def test_norm_variance_jump_is_a_distribution_shift(tmp_path):
-    """Rev. 8 signal 3: a sudden increase of the reference vectors' norm variance → critical (pause writes)."""
+    """Drift signal 3: a sudden increase of the reference vectors' norm variance → critical (pause writes)."""
     import json
 
-    from golem.grimoire.embeddings import NORM_VARIANCE_CRITICAL_RATIO, default_embedder, scheduled_drift_check
+    from golem.grimoire.store.embeddings import NORM_VARIANCE_CRITICAL_RATIO, default_embedder, scheduled_drift_check
 
     pinned = tmp_path / "drift-reference.npy"
     first = scheduled_drift_check(default_embedder(), pinned)

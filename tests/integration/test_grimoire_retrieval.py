@@ -1,4 +1,4 @@
-"""Issue 15: retrieval answers the question asked — as-of time, relevance first, warnings first for actions,
+"""Retrieval answers the question asked — as-of time, relevance first, warnings first for actions,
 regime congruence, abstention — on real LanceDB + SQLite stores with the default embedder."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ import pyarrow as pa
 import pytest
 
 from golem.grimoire.access import search
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.regimes import normalise_regime
 from golem.grimoire.retrieval import is_action_question, retrieve_for_tick
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 from golem.grimoire.transfer import import_file
 
 SRC = EntrySource(golem_id="g15")
@@ -196,7 +197,7 @@ def test_episodes_are_evidence_beyond_the_entries_they_produced(tmp_path):
     assert 1 <= sum(i.source == "episode" for i in res.items) <= 2
 
 
-# ---- issue 15, second pass: the misses --------------------------------------------------------------------------
+# ---- second pass: the misses left after the first --------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -263,10 +264,10 @@ def test_a_question_naming_something_memory_never_mentions_abstains(misses):
 
 
 def test_the_in_memory_episode_index_follows_every_write(tmp_path):
-    """Retrieval scores episodes from memory (episode_index.py): after upserts, overwrites, scalar updates and a
+    """Retrieval scores episodes from memory (episodes/index.py): after upserts, overwrites, scalar updates and a
     write by another store object on the same table, it holds exactly what LanceDB holds."""
-    from golem.grimoire import episode_index as ei
-    from golem.grimoire.episode_index import SCALARS, episode_index
+    from golem.grimoire.episodes import index as ei
+    from golem.grimoire.episodes.index import SCALARS, episode_index
 
     emb = default_embedder()
     eps = EpisodeStore(tmp_path / "e.lance", emb)

@@ -7,13 +7,14 @@ import sqlite3
 
 import pytest
 
-from golem.grimoire.admission import AdmissionAction, admit
-from golem.grimoire.embeddings import default_embedder, embedder_by_name
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
-from golem.grimoire.graph import CausalGraph, KnowledgeGraph
+from golem.grimoire.semantic.admission import AdmissionAction, admit
+from golem.grimoire.store.embeddings import default_embedder, embedder_by_name
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.graph import CausalGraph, KnowledgeGraph
 from golem.grimoire.retrieval import retrieve_for_tick
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
-from golem.grimoire.semantic_migrations import _MIGRATIONS, SCHEMA_VERSION, _split_sql
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, Provenance, SemanticStore
+from golem.grimoire.semantic.migrations import _MIGRATIONS, SCHEMA_VERSION, _split_sql
 from golem.grimoire.transfer import export_lines, import_file
 from golem.grimoire.upkeep import cognitive_metrics, maintain, table_stats
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.episodes import EpisodeStore
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.retrieval import retrieve_for_tick
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 
 SRC = EntrySource(golem_id="gvf")
 Q = "At what health factor does the strategy repay the USDC debt?"

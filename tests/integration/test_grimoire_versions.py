@@ -1,5 +1,5 @@
 """The Grimoire's LanceDB tables keep versions by count as well as by age, and the stores clean up on a cadence of
-their own writes (golem/grimoire/lance.py: VersionRetention; issue 14's soak bound). Real LanceDB tables.
+their own writes (golem/grimoire/store/lance.py: VersionRetention; the soak's growth bound). Real LanceDB tables.
 
 Before: versions were kept ten minutes and cleaned only in the delta cycle, so at a fast theta hundreds of versions
 — several of them a whole copy of the table (decay, consolidation, compaction rewrite it) — stayed on disk and the
@@ -16,12 +16,13 @@ from datetime import timedelta
 
 import pytest
 
-from golem.grimoire import episode_index
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
-from golem.grimoire.lance import VersionRetention
+from golem.grimoire.episodes import index as episode_index
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.store.lance import VersionRetention
 from golem.grimoire.retrieval import retrieve_for_tick
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 from golem.grimoire.upkeep import maintain
 
 REGIMES = ["volatile", "range_bound", "trending_up"]
@@ -137,8 +138,8 @@ def test_reads_keep_working_while_the_stores_compact(tmp_path, emb):
     stop = tmp_path / "stop"
     reader = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import pathlib, sys
-        from golem.grimoire.embeddings import default_embedder
-        from golem.grimoire.episodes import EpisodeStore
+        from golem.grimoire.store.embeddings import default_embedder
+        from golem.grimoire.episodes.store import EpisodeStore
         store = EpisodeStore(pathlib.Path({str(path)!r}), default_embedder(), on_model_switch="ignore")
         n, last = 0, 0
         while not pathlib.Path({str(stop)!r}).exists() or n < 5:

@@ -1,4 +1,4 @@
-"""Issue 19: the heartbeat-monitor. When ticks stall (the golem paused), a tick_stalled ProbeAlert with its numbers
+"""The heartbeat-monitor. When ticks stall (the golem paused), a tick_stalled ProbeAlert with its numbers
 is batched per window and POSTed to a local webhook once per window; the monitor never signals the golem; the
 golem reads the alert at its next observe as a probe input."""
 

@@ -1,5 +1,5 @@
 """A chain RPC that hangs (Anvil SIGSTOPped) fails the tick once its step timeout passes, with the cause in
-`golem ticks` and `status`, and the golem ticks on when the chain is back (issue 12), on the real dev server,
+`golem ticks` and `status`, and the golem ticks on when the chain is back, on the real dev server,
 Anvil and a live golem."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lean histories (issue 12) on the real dev server, Anvil and a live golem: no activity input carries the
+"""Lean histories on the real dev server, Anvil and a live golem: no activity input carries the
 golem's config or its whole state, each step's input holds only its slice, and the history of a T0 and of
 an acted T2 tick stay under their size bounds. Also the namespace retention `golem run` sets."""
 
@@ -22,7 +22,7 @@ from workflows.golem import GolemWorkflow
 pytestmark = pytest.mark.integration
 
 # Bytes of serialized History (protobuf) per tick, measured with bench/history_bytes.py (README "Lean
-# histories"): before this change a T0 tick took ~68 KB and an acted T2 tick ~182 KB. The targets (issue 12):
+# histories"): before this change a T0 tick took ~68 KB and an acted T2 tick ~182 KB. The targets:
 T0_MAX_BYTES = 15 * 1024
 T2_MAX_BYTES = 40 * 1024
 # Never a key in any activity input: the config's and those of GolemState parts no step reads.

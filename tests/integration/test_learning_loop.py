@@ -1,4 +1,4 @@
-"""Issue 16 on real Temporal + Anvil: an owner rule that keeps paying becomes a learned PLAYBOOK rule at the delta
+"""Learning on real Temporal + Anvil: an owner rule that keeps paying becomes a learned PLAYBOOK rule at the delta
 cycle, and that rule then changes a later offline decision on chain — with its entry id in the record, Reflexion's
 numbers beside it and the credit its verified outcome gave."""
 
@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from golem.grimoire.heuristics import HeuristicStore
+from golem.grimoire.playbook.heuristics import HeuristicStore
 from golem.life.cycle_store import CycleStore
 from tests.integration.golem_rig import in_process_worker, make_rig
 

@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import rewrite_playbook
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import rewrite_playbook
 from golem.life.cycle_store import CycleStore
 from tests.integration.golem_rig import in_process_worker, make_rig
 

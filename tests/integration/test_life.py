@@ -1,4 +1,4 @@
-"""Issue 17 on real Temporal + Anvil: the clocks drive the phases and each phase takes effect; a Hayflick limit
+"""Life and death on real Temporal + Anvil: the clocks drive the phases and each phase takes effect; a Hayflick limit
 kills a golem with open positions (settlement on chain, the legacy written, the workflow completes with its
 certificate); a successor starts from the legacy; an owner kill needs confirmation."""
 
@@ -16,7 +16,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from golem.grimoire.episode_model import pad_label
+from golem.grimoire.episodes.model import pad_label
 from golem.life.cycle_store import CycleStore
 from golem.life.death import KillRequest
 from golem.life.legacy import Legacy, legacy_dir
@@ -77,7 +77,7 @@ async def test_hayflick_death_settles_on_chain_leaves_a_legacy_and_a_successor_s
     records = _records(store)
     lived = [r for r in records if r.deliberation is None or r.deliberation.model != "thanatopsis-settlement"]
     settling = [r for r in records if r.deliberation is not None and r.deliberation.model == "thanatopsis-settlement"]
-    # the after_turn chain ran in the spec's order on every tick and wrote its part of the record
+    # the after_turn chain ran in its declared order on every tick and wrote its part of the record
     assert all(r.after_turn == AFTER_TURN for r in records), {r.tick: r.after_turn for r in records}
     assert all(r.pad_after is not None and r.credit_consumed is not None and r.risk is not None for r in records)
     # a primary emotion exactly when the affect has a valence (no emotion when neutral)
@@ -108,7 +108,7 @@ async def test_hayflick_death_settles_on_chain_leaves_a_legacy_and_a_successor_s
     assert legacy.reflection.ticks == len(records) and "died of hayflick" in legacy.reflection.summary
     lines = [json.loads(x) for x in legacy.grimoire.read_text().splitlines()]
     # every lived tick's episode is exported, but for those a dream's NREM compression folded into a near-duplicate
-    # (issue 18; kept whole in the merged_episodes audit)
+    # (kept whole in the merged_episodes audit)
     staging = rig.data_dir / "grimoire" / "dream-staging.sqlite"
     merged = 0
     if staging.exists():
@@ -243,7 +243,7 @@ async def test_the_worker_refuses_to_start_on_a_registry_violation(temporal_clie
     """The registry's start-up check runs as the worker starts (GolemServices' session hook, then build_worker): a
     non-optional extension switched off in golem.toml (or, in code, a dependency on a higher layer) stops the worker,
     naming both sides."""
-    from golem.life.extensions import RegistryError
+    from golem.extensions import RegistryError
     from golem.models.config import ExtensionsSection
     from workers.worker import build_worker
 

@@ -11,7 +11,7 @@ from web3.logs import DISCARD
 from golem.chain.contracts import Deployment, contract
 from golem.chain.reader import read_liquidations, read_snapshot
 from golem.world.deploy import GAS_CONFIG, TxSender, wait_all
-from golem.world.simulator import MarketSimulator
+from golem.world.simulator.market import MarketSimulator
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
 
 pytestmark = pytest.mark.integration

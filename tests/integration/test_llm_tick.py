@@ -10,8 +10,8 @@ import re
 import httpx2
 import pytest
 
-from golem.grimoire.graph import KnowledgeGraph
-from golem.inference.llm import select_deliberator
+from golem.grimoire.semantic.graph import KnowledgeGraph
+from golem.deliberators import select_deliberator
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
 from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record
@@ -31,15 +31,15 @@ def rig(tmp_path):
 async def test_steered_tick_thinks_with_claude_and_acts(temporal_client, rig):
     async def reply(body):
         tools = {t["name"] for t in body.get("tools", [])}
-        if "evaluate" in tools:  # rev. 2 evaluator, fresh context
+        if "evaluate" in tools:  # the evaluator, fresh context
             return message([tool_use("evaluate", {"verdict": "good", "score": 0.7, "rationale": "hedged as asked"})],
                            model=body["model"], input_tokens=400, output_tokens=60)
-        if "reflect" in tools:  # issue 16: Reflexion worded by Claude over the chain's numbers
+        if "reflect" in tools:  # Reflexion worded by Claude over the chain's numbers
             return message([tool_use("reflect", {"insight": "Hedging on the owner's word cost only the swap fee."})],
                            model=body["model"], input_tokens=300, output_tokens=40)
         assert "decide" in tools and "swap" in tools, tools
         # The workspace lists the knowledge graph's entities; the model names two of them in a relation
-        # (grimoire "Graph Maintenance" 1) and makes one up, which must be refused.
+        # (docs/design/grimoire.md#knowledge-graph) and makes one up, which must be refused.
         text = json.dumps(body["messages"])
         oracle, pool = (re.search(rf"({kind}:0x[0-9a-fA-F]{{40}})", text) for kind in ("oracle", "pool"))
         facts = [] if not (oracle and pool) else [

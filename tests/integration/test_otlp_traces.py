@@ -1,4 +1,4 @@
-"""Issue 19: with OTEL_EXPORTER_OTLP_ENDPOINT set, the worker's spans go over OTLP/HTTP (to a local receiver here),
+"""With OTEL_EXPORTER_OTLP_ENDPOINT set, the worker's spans go over OTLP/HTTP (to a local receiver here),
 and a tick's workflow and activity spans are linked in one trace by Temporal's TracingInterceptor."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11's acceptance on real parts: the golem acts on Uniswap V2 and Aave V3 deployed from their published
+"""Real protocols on real parts: the golem acts on Uniswap V2 and Aave V3 deployed from their published
 bytecode, reads Chainlink-style feeds, and its records carry what the protocols themselves say."""
 
 from __future__ import annotations

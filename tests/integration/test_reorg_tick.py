@@ -1,5 +1,5 @@
 """A reorg that removes a tick's transactions, seen by the living golem: the episode is re-marked and
-the next tick is forced to T2 (heartbeat §S10)."""
+the next tick is forced to T2."""
 
 from __future__ import annotations
 

@@ -16,9 +16,9 @@ HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 def test_histories_are_committed():
     names = {p.stem for p in HISTORIES}
     assert {"tick-t0", "tick-acted", "tick-steered-t2", "golem-run", "golem-config-applied", "golem-outage",
-            # issue 12's lean step inputs (config by version, state slices, results by reference)
+            # the lean step inputs (config by version, state slices, results by reference)
             "lean-tick-t0", "lean-tick-acted", "lean-tick-steered-t2", "lean-golem-run",
-            "delta-cycle"} <= names, names  # issue 13: the delta cycle's steps as ordered activities
+            "delta-cycle"} <= names, names  # the delta cycle's steps as ordered activities
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

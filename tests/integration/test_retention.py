@@ -1,4 +1,4 @@
-"""[retention] (issue 12) on a real data directory: old records, outcome files and trace days go into daily
+"""[retention] on a real data directory: old records, outcome files and trace days go into daily
 gzipped archives, nothing is lost (`golem show` reads an archived record back), recent files stay; the
 console's one line per tick; the daily trace file."""
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from activities.tick import TickActivities
-from golem.grimoire.episodes import Episode
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.models.enums import MarketRegime, Tier
 from golem.models.interventions import FollowUp, Steer
 from golem.models.state import GolemState
@@ -47,7 +47,7 @@ async def test_retrieve_finds_the_relevant_episode_with_scores_and_abstains_at_t
 
 
 async def test_an_owner_question_about_an_earlier_tick_is_asked_as_of_that_tick(rig):
-    """Issue 15: "the retrieve activity when a question concerns the past" passes as_of — a steer asking about tick
+    """"the retrieve activity when a question concerns the past" passes as_of — a steer asking about tick
     8,000 gets the repay line in force then (superseded since) and not the one written later."""
     services = rig.services()
     acts = TickActivities(services)

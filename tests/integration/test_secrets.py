@@ -1,4 +1,4 @@
-"""Issue 14, secrets: a golem signs real transactions with a sentinel key and has a sentinel Anthropic API key in
+"""Secrets: a golem signs real transactions with a sentinel key and has a sentinel Anthropic API key in
 its environment; afterwards no workflow history (fetched through the Temporal client, payloads decoded), log,
 trace, record, audit row, SQLite database or LanceDB table holds either sentinel (nor the key's hex without 0x).
 

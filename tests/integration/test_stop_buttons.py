@@ -1,4 +1,4 @@
-"""Issue 19: the owner's stop buttons on chain — `golem stop-entries` blocks what opens a position while the
+"""The owner's stop buttons on chain — `golem stop-entries` blocks what opens a position while the
 risk-reducing actions of a steer still run; `golem pause` stops new ticks (state kept) until `golem resume`."""
 
 from __future__ import annotations

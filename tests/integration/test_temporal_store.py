@@ -1,4 +1,4 @@
-"""The dev server's SQLite store as `golem run` starts it (issue 12 "Lean histories"): the visibility indexes no
+"""The dev server's SQLite store as `golem run` starts it: the visibility indexes no
 Golem query uses are dropped before any workflow exists, stay dropped across restarts, and every list query the
 owner uses still answers — a query on a dropped column too, by a scan."""
 

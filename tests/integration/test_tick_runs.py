@@ -1,4 +1,4 @@
-"""Every run of a tick keeps its record (issue 21): Temporal resets of an acted tick and of a failed tick,
+"""Every run of a tick keeps its record: Temporal resets of an acted tick and of a failed tick,
 driven through the service API and the bundled `temporal` CLI, on the real dev server, Anvil and SQLite.
 Each run writes its own record and index row, `golem show` lists them, the wallet's nonce shows that no
 transaction was sent twice, and the parent golem keeps ticking without folding a reset run."""
@@ -6,6 +6,7 @@ transaction was sent twice, and the parent golem keeps ticking without folding a
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -144,6 +145,16 @@ async def test_resets_of_an_acted_tick_keep_every_record_and_send_nothing_twice(
         assert rec1.actions[0].sent_by_run == original_run and sent[0] in rec1.actions[0].block_reason
         assert rec1.observation == acted.observation  # observe was not re-executed: it came from history
         assert nonce(rig) == nonce_after_original
+        # 1b. The same reset by step name with `golem reset` (it finds the event an owner hunts for in the UI)
+        at = ("--address", client.service_client.config.target_host)
+        out = cli(rig, *at, "reset", str(tick), "--before", "validate", "--run-id", original_run, "--reason", "by name")
+        assert out.returncode == 0, out.stderr
+        by_name = re.search(r"new run ([0-9a-f-]{36})", out.stdout).group(1)
+        rec1b = await wait_run_record(store, tick, by_name, "the by-name reset's record")
+        assert rec1b.reset_reason == "by name" and rec1b.observation == acted.observation
+        assert [a.status for a in rec1b.actions] == [ActionStatus.ALREADY_SENT] and nonce(rig) == nonce_after_original
+        bad = cli(rig, *at, "reset", str(tick), "--before", "nosuch")
+        assert bad.returncode != 0 and "its steps: observe, analyze, gate" in bad.stderr
 
         # 2. Reset to the first workflow task with the bundled CLI: the run observes and decides again, and
         #    decides the same swap (an absolute amount) — it is not sent again.
@@ -179,10 +190,11 @@ async def test_resets_of_an_acted_tick_keep_every_record_and_send_nothing_twice(
         # Every run kept its record; the index has one row per run, linked to the original.
         assert store.load(tick) == acted  # `show N` shows the original run
         runs = store.runs(tick)
-        assert [r["run"] for r in runs] == ["", f"reset-{after_sim[:8]}", f"reset-{first_task[:8]}", f"reset-{redo[:8]}",
-                                            "rerun-1"]
-        assert {r["original_run_id"] for r in runs[:4]} == {original_run} and runs[4]["rerun_of"] == wid
-        assert store.row(tick)["runs"] == 5 and store.count() == len({r["tick"] for r in store.recent(10_000)})
+        labels = [r["run"] for r in runs]
+        assert labels[0] == "" and labels[-1] == "rerun-1" and sorted(labels[1:5]) == sorted(
+            f"reset-{r[:8]}" for r in (after_sim, by_name, first_task, redo))
+        assert {r["original_run_id"] for r in runs[:5]} == {original_run} and runs[5]["rerun_of"] == wid
+        assert store.row(tick)["runs"] == 6 and store.count() == len({r["tick"] for r in store.recent(10_000)})
 
         # The parent moved on and folded the tick once (the redo's gas is not in its spend); it keeps ticking.
         before = store.latest_tick()
@@ -199,7 +211,7 @@ async def test_resets_of_an_acted_tick_keep_every_record_and_send_nothing_twice(
     show = cli(rig, "show", str(tick))
     assert show.returncode == 0, show.stderr
     assert json.loads(show.stdout)["run_id"] == original_run
-    assert "ran 5 times" in show.stderr and "redo after simulate" in show.stderr and "<- shown" in show.stderr
+    assert "ran 6 times" in show.stderr and "redo after simulate" in show.stderr and "<- shown" in show.stderr
     listed = cli(rig, "show", str(tick), "--runs").stdout
     assert listed.count("reset") >= 6 and "redo with a smaller swap" in listed
     other = cli(rig, "show", str(tick), "--run", f"reset-{redo[:8]}")
@@ -208,7 +220,7 @@ async def test_resets_of_an_acted_tick_keep_every_record_and_send_nothing_twice(
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "recorded runs" in bad.stderr
     ticks = cli(rig, "ticks", "-n", "500", "--json")
     row = next(r for r in json.loads(ticks.stdout) if r["tick"] == tick)
-    assert row["runs"] == 5 and row["run"] == "" and row["recovered"] is False
+    assert row["runs"] == 6 and row["run"] == "" and row["recovered"] is False
 
 
 async def test_reset_of_a_failed_tick_at_its_failed_step_recovers_it(temporal_env, temporal_client, rig):

@@ -1,6 +1,6 @@
-"""The observe step keeps the golem's real DeFi topology in the knowledge graph (grimoire "Graph
-Maintenance") and gives each anomaly its topology curiosity modifier ("Feeding the Curiosity Scorer"),
-which the analyze step adds to the prediction error — on a real Anvil with the deployed dev world."""
+"""The observe step keeps the golem's real DeFi topology in the knowledge graph
+(docs/design/grimoire.md#knowledge-graph) and gives each anomaly its topology curiosity modifier, which the analyze
+step adds to the prediction error — on a real Anvil with the deployed dev world."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from activities.tick import TickActivities
 from golem.chain.contracts import contract
-from golem.grimoire.graph import KnowledgeGraph, topology_curiosity_modifier
-from golem.grimoire.topology import golem_positions
-from golem.grimoire.topology import address_labels, topology_report
+from golem.grimoire.semantic.graph import KnowledgeGraph, topology_curiosity_modifier
+from golem.grimoire.semantic.topology import golem_positions
+from golem.grimoire.semantic.topology import address_labels, topology_report
 from golem.models.config import GolemConfig
 from golem.models.enums import MarketRegime
 from golem.models.state import GolemState

@@ -1,12 +1,9 @@
-"""Every wire guarded (issue 14): each test here fails when one call of the running loop is deleted.
+"""Every wire guarded: each test here fails when one call of the running loop is deleted.
 
-A review deleted single calls from the loop and most deletions left every test green. Each test below
-names the line it guards; deleting that line (or branch) turns the test red. They call the activities
-directly on real parts (Anvil, LanceDB, SQLite; the LLM faked at the HTTP boundary), except
-`learn_at_delta`, which lives in workflow code and runs on the Temporal dev server.
-
-The chain here is an Anvil started with chain id 8453: to the golem it is an external RPC, so without
-`--live` it dry-runs (ARCHITECTURE "The world"); tests that need sends pass `live=True` (as `--live` does).
+Each test names the line it guards; deleting that line (or branch) turns it red. They call the activities directly
+on real parts (Anvil, LanceDB, SQLite; the LLM faked at the HTTP boundary), except `learn_at_delta`, which lives in
+workflow code and runs on the Temporal dev server. The chain is an Anvil with chain id 8453: to the golem an
+external RPC, so it dry-runs unless a test passes `live=True` (as `--live` does).
 """
 
 from __future__ import annotations
@@ -24,11 +21,12 @@ from temporalio.testing import ActivityEnvironment
 from activities.consolidation import ConsolidationActivities
 from activities.tick import TickActivities
 from golem.chain.web3client import make_web3
-from golem.grimoire.episodes import Episode, Importance
-from golem.grimoire.playbook import PlaybookRefused
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry
+from golem.grimoire.episodes.model import Episode, Importance
+from golem.grimoire.playbook.compile import PlaybookRefused
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.inference.decision import decision_tools
-from golem.inference.llm import select_deliberator
+from golem.deliberators import select_deliberator
+from golem.layout import DataLayout
 from golem.models.config import load_config
 from golem.models.enums import ActionStatus, MarketRegime, Tier
 from golem.models.golem import ConsolidationInput, TickFailure
@@ -45,10 +43,12 @@ from golem.models.tick import (
     VerifyInput,
 )
 from infra.anvil import AnvilProcess, free_port
+from infra.forks import ForkRegistry
 from infra.world_cache import deploy_or_load
 from tests.integration.golem_rig import EXAMPLE_HOME, GOLEM_KEY, in_process_worker, make_rig
 from tests.unit.inference_fakes import FakeMessagesAPI, decide, message, tool_use
 from workers.services import GolemServices
+from workers.telemetry import span_exporter
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +79,7 @@ class ExternalChain:
         for section, values in config_overrides.items():
             raw.setdefault(section, {}).update(values)
         (home / "golem.toml").write_text(tomli_w.dumps(raw))
-        return GolemServices(load_config(home / "golem.toml"), data, private_key=GOLEM_KEY, live=live)
+        return GolemServices(load_config(home / "golem.toml"), DataLayout(data), private_key=GOLEM_KEY, live=live)
 
     def snapshot(self) -> str:
         return self.w3.provider.make_request("evm_snapshot", [])["result"]
@@ -234,7 +234,7 @@ async def test_a_tool_strategy_forbids_is_dropped_from_the_llm_decision(chain, t
     assert [a.tool for a in d.actions] == [], f"a forbidden tool reached the write path: {d.actions}"
     assert "borrow: STRATEGY.md says MUST NOT borrow" in d.record.rejections, d.record.rejections
     assert d.record.recommends_action is False
-    # the gate is safety's before_agent_start member, fired in the registry's order (issue 17)
+    # the gate is safety's before_agent_start member, fired in the registry's order
     assert d.record.before_agent_start == ["tools", "context", "compiler", "model-router", "safety"]
     # the request carries the tools member's schemas and the model-router's model
     offered = decision_tools(services.config.policy.approved_assets)
@@ -245,7 +245,7 @@ async def test_a_tool_strategy_forbids_is_dropped_from_the_llm_decision(chain, t
 
 @pytest.mark.parametrize("disabled", [[], ["playbook"]])
 async def test_the_playbook_enters_the_prompt_through_system_prompt_unless_switched_off(chain, tmp_path, disabled):
-    """system_prompt's playbook member (runtime-extensions §3, issue 17) puts PLAYBOOK.md in the T2 system prompt;
+    """System_prompt's playbook member puts PLAYBOOK.md in the T2 system prompt;
     with `[extensions] disabled = ["playbook"]` in golem.toml it does not run and the prompt has no playbook part."""
     api = FakeMessagesAPI(message([decide("hold", 0.6, False)]))
     services = _with_fake_claude(chain.golem(tmp_path, inference={"provider": "anthropic"},
@@ -271,7 +271,7 @@ async def test_the_playbook_enters_the_prompt_through_system_prompt_unless_switc
 def test_session_opens_the_grimoire_and_a_failed_tick_is_recorded_its_event_unless_observability_is_off(
         chain, tmp_path, disabled):
     """session(start)'s grimoire member opens the stores as the services start; a failed tick is recorded either
-    way, and the error hook's observability member emits its event (runtime-extensions §3, issue 17) — switched
+    way, and the error hook's observability member emits its event — switched
     off, the record and no event."""
     services = chain.golem(tmp_path, extensions={"disabled": disabled})
     assert services.session == ["grimoire"] and services.episodes is not None
@@ -284,7 +284,7 @@ def test_session_opens_the_grimoire_and_a_failed_tick_is_recorded_its_event_unle
 
 
 async def test_a_cached_decision_is_gated_by_a_must_added_since(chain, tmp_path):
-    """System 1 (§S11) answers from the decision cache without the LLM; a `MUST NOT borrow` the owner added
+    """System 1 answers from the decision cache without the LLM; a `MUST NOT borrow` the owner added
     after the borrow was cached still keeps it off the write path."""
     borrow = message([tool_use("borrow", {"amount": 500}, 0), decide("borrow", 0.7, True, decision="borrow 500")])
     api = FakeMessagesAPI(*([borrow] * 3))
@@ -354,11 +354,11 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
         final = await asyncio.wait_for(handle.result(), timeout=180)
     assert final.last_delta_tick == 10, "the delta cycle ran"
     learned = final.learned_gating
-    # Outcome feedback (§S5) judged ticks 0..8 at the delta (horizon 1: tick 9's window was still open).
+    # Outcome feedback judged ticks 0..8 at the delta (horizon 1: tick 9's window was still open).
     assert learned.feedback_rounds == 1 and learned.stats.judged >= 9, learned.stats
     assert learned.judged_through_tick >= 8
     assert min(e.tick for e in learned.log) > learned.judged_through_tick, "judged ticks leave the log"
-    # rev. 12's external trend is measured at the delta from the ticks' equity events (delta_report).
+    # the external trend is measured at the delta from the ticks' equity events (delta_report).
     from golem.events.store import EventStore
 
     trend = EventStore(rig.data_dir).read(kinds=["quality.external_trend"])
@@ -373,7 +373,7 @@ async def test_the_delta_cycle_closes_the_learned_gating_loop(temporal_client, l
 # ---- the next-dream follow-up focuses NREM (activities/dream.py `focus_of`) -----------------------------
 def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_path):
     from activities.dream import DreamActivities
-    from golem.grimoire.staging import load_journal
+    from golem.grimoire.dreams.staging import load_journal
     from golem.models.golem import DreamPhaseInput
     from golem.models.interventions import FollowUp
 
@@ -388,7 +388,7 @@ def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_
             prediction_error=0.1, utility=0.1 if volatile else 0.9,
             summary=f"Tick {t}: {'volatile' if volatile else 'range bound'} regime, price 2000, held.",
         ))
-    dreams = DreamActivities(services)
+    dreams = DreamActivities(services, ForkRegistry(services.data_dir))
     env = ActivityEnvironment()
     plain = env.run(dreams.nrem, DreamPhaseInput(golem_id=GID, tick=20, replay_count=3, forks=False))
     assert plain.items == 3 and not load_journal(services.data_dir, GID, 20).focus
@@ -399,3 +399,19 @@ def test_a_next_dream_followup_makes_nrem_replay_its_situation_first(chain, tmp_
     journal = load_journal(services.data_dir, GID, 40)
     assert journal.focus == "replay focused on volatile (follow-up fu-dream)", journal.focus
     assert sorted(r["tick"] for r in journal.replayed[:2]) == [1, 2], journal.replayed
+
+
+def test_one_layout_per_golem_reaches_every_store(chain, tmp_path):
+    """The edge that starts a worker builds the golem's DataLayout once; the services, the cycle store, the safety
+    service, the event store, the config versions and the telemetry use that object, never one rebuilt from a
+    path, and two golems side by side (a fleet) each keep to their own."""
+    a, b = chain.golem(tmp_path / "a"), chain.golem(tmp_path / "b")
+    for s in (a, b):
+        layout = s.layout
+        assert s.data_dir == layout.root
+        assert s.cycles.layout is layout and s.safety.layout is layout and s.events.store.layout is layout
+        assert (layout.config_versions / f"{s.config_version}.json").is_file()
+        assert s.cycles.index_path.is_relative_to(layout.root) and s.safety.audit.path.is_relative_to(layout.root)
+        assert span_exporter(layout, {}).out.path == layout.traces
+    assert a.layout.root != b.layout.root
+    assert not b.events.store.path.is_relative_to(a.layout.root)

@@ -20,7 +20,9 @@ from golem.chain.contracts import MAIN_PAIR, Deployment, contract
 from golem.chain.reader import ChainReadError, pair_token0, read_snapshot
 from golem.chain.web3client import make_web3
 from golem.world.deploy import GAS_CALL, TxFailed, TxSender, deploy_world, wait_all
-from golem.world.simulator import DEADLINE, MarketSimulator, SimulatorError, oracle_path
+from golem.world.simulator.market import MarketSimulator
+from golem.world.simulator.paths import SimulatorError, oracle_path
+from golem.world.simulator.trader import DEADLINE
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
 
 pytestmark = pytest.mark.integration

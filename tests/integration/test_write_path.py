@@ -13,7 +13,8 @@ from golem.chain.journal import IntentStatus, TxJournal
 from golem.chain.permits import PermitError, PermitStatus, PermitStore
 from golem.chain.reader import read_snapshot
 from golem.chain.simulate import SimulationError, simulate_actions, simulate_calls
-from golem.chain.tools import ToolArgumentError, build_calls
+from golem.chain.tools.build import build_calls
+from golem.chain.tools.schemas import ToolArgumentError
 from golem.chain.verify import verify_actions
 from golem.models.config import GolemConfig, PolicySection
 from golem.models.enums import ActionStatus, BehavioralPhase
@@ -108,7 +109,7 @@ def test_swap_simulate_validate_execute_verify(
     assert params["amountOutMin"] == int(quote * 1e6 * (10_000 - 50) // 10_000)
     assert params["deadline"] > w3.eth.get_block(receipt["blockNumber"] - 1)["timestamp"]
 
-    mine(w3)  # a second block on top: 2 confirmations (heartbeat §S10)
+    mine(w3)  # a second block on top: 2 confirmations
     outcome = verify_actions(w3, world, GOLEM, [action], sim, [record], obs, confirmations=2, timeout_s=5)
     assert outcome.verified, outcome.actual
     assert outcome.ground_truth_source == "receipt+balance_check"
@@ -522,7 +523,7 @@ def test_two_hop_swap_through_weth_verified(w3: Web3, world_snapshot: Deployment
 def test_two_swaps_in_one_decision_are_each_quoted_on_the_reserves_the_first_leaves(
     w3: Web3, world_snapshot: Deployment, wide
 ) -> None:
-    """Issue 18's rehearsal found "reduce exposure" broken: two WETH → USDC swaps in one decision, each quoted on
+    """Dream rehearsal found "reduce exposure" broken: two WETH → USDC swaps in one decision, each quoted on
     the pre-trade reserves, so the second's amountOutMin was above what it could fill (INSUFFICIENT_OUTPUT_AMOUNT)
     and step 5 blocked the exit. Each swap is now quoted on the state the earlier actions leave; its own
     max_slippage_bps still bounds it, and the executor (which builds each action after the last was mined) fills

@@ -1,4 +1,4 @@
-"""The heartbeat helper at the activity boundary (activities/heartbeat.py, issue 13): an async activity beats
+"""The heartbeat helper at the activity boundary (activities/heartbeat.py): an async activity beats
 every half of its heartbeat timeout while it waits, with the step it is in, and stops when it ends; a
 Temporal cancel (delivered through those beats) cancels what it awaits."""
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from golem.cognition.decide import apply_must_gate
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import PlaybookRefused, rewrite_playbook
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import PlaybookRefused, rewrite_playbook
 from golem.models.enums import Tier
 from golem.models.record import DeliberationRecord
 from golem.models.tick import Deliberation, ProposedAction

@@ -1,4 +1,4 @@
-"""FSM backpressure (heartbeat §S12) and the adaptive clock: gamma pulse, budget throttling."""
+"""FSM backpressure and the adaptive clock: gamma pulse, budget throttling."""
 
 from __future__ import annotations
 

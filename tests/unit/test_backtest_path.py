@@ -18,7 +18,7 @@ from golem.backtest.scenarios import SHIPPED, SHIPPED_SEEDS, export_rows, shippe
 from cli.main import main as golem_main
 from golem.models.config import ProbeThresholds
 from golem.world.deploy import GOLEM_BORROW_USDC, GOLEM_SUPPLY_WETH, ORACLE_START_PRICE
-from golem.world.simulator import CRASH_STEPS, oracle_path
+from golem.world.simulator.paths import CRASH_STEPS, oracle_path
 
 HEADER = "tick,pool_price,oracle_price,gas_gwei,volume_usd"
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
@@ -137,7 +137,7 @@ def test_export_labels_follow_the_simulator_regime():
 def test_export_pool_gas_and_volume_look_like_the_dev_world():
     rows = export_rows("volatile", 400, 7)
     assert max(abs(r.pool_price / r.oracle_price - 1) for r in rows) < 0.003  # the arbitraged pool: a few bps off
-    assert 0.8 < min(r.gas_gwei for r in rows) and max(r.gas_gwei for r in rows) < 1.25  # ~1 gwei, under §S9's 2×
+    assert 0.8 < min(r.gas_gwei for r in rows) and max(r.gas_gwei for r in rows) < 1.25  # ~1 gwei, < gas probe's 2×
     assert len({r.volume_usd for r in rows}) > 300 and min(r.volume_usd for r in rows) > 0
 
 
@@ -239,7 +239,7 @@ def test_v_recovery_crashes_as_crash_recovery_then_takes_it_all_back():
 
 def test_slow_bleed_is_never_surprising_tick_by_tick_yet_crosses_the_repay_line():
     rows, oracle, pool = _rows("slow_bleed")
-    assert max(abs(m) for m in _moves_bps(pool)) < PROBE.price_delta_low_bps  # §S9 Low: > 0.5 % since last tick
+    assert max(abs(m) for m in _moves_bps(pool)) < PROBE.price_delta_low_bps  # price probe Low: > 0.5 %
     assert max(abs(m) for m in _moves_bps(oracle)) < PROBE.price_delta_low_bps
     hf = [_idle_hf(p) for p in oracle]
     first_under = next(i for i, h in enumerate(hf) if h < 1.6)  # STRATEGY.md: repay 25 % at HF < 1.6
@@ -255,7 +255,7 @@ def test_oracle_lag_oracle_follows_the_pool_three_rows_late():
     assert oracle[fall:fall + 3] == [oracle[fall - 1]] * 3  # the oracle has not moved yet ...
     assert oracle[fall + 3:fall + 6] == pool[fall:fall + 3]  # ... then answers the pool's price of 3 rows before
     deviation = max(abs(p / o - 1) * 10_000 for p, o in zip(pool, oracle))
-    assert deviation > PROBE.oracle_deviation_high_bps  # the circuit breaker's halt line (§S9, §S17)
+    assert deviation > PROBE.oracle_deviation_high_bps  # the circuit breaker's halt line
 
 
 def test_gas_spike_puts_a_swap_worthy_dip_inside_a_10x_spike_and_one_after():

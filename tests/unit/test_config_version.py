@@ -1,4 +1,4 @@
-"""Config versions (issue 12): the hash, the diff and the validator's refusals, as pure functions."""
+"""Config versions: the hash, the diff and the validator's refusals, as pure functions."""
 
 from __future__ import annotations
 
@@ -44,3 +44,18 @@ def test_the_diff_of_a_late_section_names_only_the_key_that_changed():
                                      "[wake.horizon_ticks] 3.0 -> 5.0"]
     assert config_diff(new, old) == ["[policy.gas_ceiling_per_action_usd] 15.0 -> 20.0",
                                      "[wake.horizon_ticks] 5.0 -> 3.0"]
+
+
+def test_apply_change_swaps_the_version_from_the_next_tick_and_says_what_changed():
+    from golem.models.config_version import ConfigVersionInfo
+    from golem.usecases.config_apply import apply_change
+
+    running = GolemConfig.model_validate({"golem": {"id": "g1"}})
+    info = ConfigVersionInfo(version=config_version(running, SHA), strategy_sha256=SHA, applied_at_tick=3)
+    same = apply_change(running, info, ConfigChange(config={"golem": {"id": "g1"}}, strategy_sha256=SHA), 9, "t")
+    assert same.note == "" and same.info is info and same.answer.effective_from_tick == 3
+    swap = apply_change(running, info, ConfigChange(config={"golem": {"id": "g1"}, "policy": {"max_trade_size_usd": 7}},
+                                                    strategy_sha256=SHA, source="cli"), 9, "t")
+    assert swap.config.policy.max_trade_size_usd == 7 and swap.info.previous == info.version
+    assert (swap.info.applied_at_tick, swap.answer.effective_from_tick, swap.info.source) == (9, 9, "cli")
+    assert "[policy.max_trade_size_usd]" in swap.note and swap.answer.changed == swap.note.split(": ", 1)[1].split("; ")

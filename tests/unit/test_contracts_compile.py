@@ -36,14 +36,8 @@ from golem.world.compile import (
     write_artifacts,
 )
 from golem.world.deploy import create_address, world_artifact
-from golem.world.simulator import (
-    SCENARIOS,
-    amount_out,
-    arbitrage_input,
-    exact_arbitrage_input,
-    feed_answer,
-    oracle_path,
-)
+from golem.world.simulator.paths import SCENARIOS, feed_answer, oracle_path
+from golem.world.simulator.trader import amount_out, arbitrage_input, exact_arbitrage_input
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
 
 ERC20 = {
@@ -257,7 +251,7 @@ def test_deployment_rejects_missing_keys_and_bad_addresses() -> None:
 
 def test_a_contract_is_built_once_per_client_address_and_abi() -> None:
     """web3 builds a class per ABI function and event for each Contract: built every tick, that garbage grew the
-    worker's heap (issue 14). The same client, address and ABI give the same Contract; another client its own."""
+    worker's heap. The same client, address and ABI give the same Contract; another client its own."""
     import gc
 
     d = _deployment()

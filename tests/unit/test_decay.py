@@ -1,4 +1,4 @@
-"""Decay math (grimoire "Confidence and Decay", revisions Rev. 4/5): unit and property tests."""
+"""Decay math (docs/design/grimoire.md#decay): unit and property tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Decision cache (heartbeat §S11): pattern hash, consistency, TTL, invalidation, drift, hit rate."""
+"""Decision cache: pattern hash, consistency, TTL, invalidation, drift, hit rate."""
 
 from __future__ import annotations
 

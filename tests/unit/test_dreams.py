@@ -1,4 +1,4 @@
-"""Pure parts of the dream cycle (issue 18): scheduler urgency and rev. 6 doubling, Tier 1 threat lists, REM
+"""Pure parts of the dream cycle: scheduler urgency and the doubling of rehearsal, Tier 1 threat lists, REM
 scenarios named by their source episode, the rehearsal verdict, the staging buffer's promotion, threat coverage."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from golem.grimoire.episodes import Episode
-from golem.grimoire.staging import (
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.dreams.staging import (
     DREAM_VALIDATED_CONFIDENCE,
     DreamJournal,
     StagedItem,
@@ -21,7 +21,7 @@ from golem.grimoire.staging import (
     staged_id,
     threat_coverage,
 )
-from golem.grimoire.threats import (
+from golem.grimoire.dreams.threats import (
     Crisis,
     PositionView,
     ResponseCheck,
@@ -32,7 +32,7 @@ from golem.grimoire.threats import (
     swap_impact_bps,
     tier1_threats,
 )
-from golem.life.dream_scheduler import dream_urgency
+from golem.cognition.dream_scheduler import dream_urgency
 from golem.models.enums import MarketRegime, Tier
 from golem.models.state import GolemState, PADVector, TickSummary
 
@@ -133,7 +133,7 @@ def test_revert_gas_and_thin_pool_are_each_named():
 
 
 def test_gas_over_the_emergency_slice_is_a_note_over_the_whole_partition_a_problem():
-    """§S10's gate never defers a protective action (golem/safety/gas.py): a sequence over the $2 slice still runs
+    """The gas gate never defers a protective action (golem/safety/gas.py): a sequence over the $2 slice still runs
     and is noted; only a sequence over the whole day's partition is more than the golem can afford."""
     sc = Scenario(name="liquidation cascade", threat=ThreatKind.LIQUIDATION_CASCADE, crisis=Crisis(price_shock=-0.3))
     chk = ResponseCheck(where="live", actions=["repay 100", "swap 1 WETH to USDC", "repay 50"], gas_usd=2.45,
@@ -176,9 +176,9 @@ def test_threat_coverage_over_the_last_seven_cycles():
 
 
 def test_a_guard_reaches_the_playbook_as_a_rule_only_after_two_waking_corroborations(tmp_path):
-    from golem.grimoire.dream_integration import _guard_evidence
-    from golem.grimoire.heuristics import HeuristicStore
-    from golem.grimoire.playbook import rewrite_playbook
+    from golem.grimoire.dreams.integration import _guard_evidence
+    from golem.grimoire.playbook.heuristics import HeuristicStore
+    from golem.grimoire.playbook.compile import rewrite_playbook
     from golem.inference.strategy import load_strategy, rules_in
 
     strategy = load_strategy(Path(__file__).resolve().parents[2] / "examples" / "golem-home" / "STRATEGY.md")
@@ -205,7 +205,7 @@ def _acted(i: int, tick: int, tool: str = "repay", pnl: float | None = 1.0, veri
 
 
 def test_curator_tags_contradictory_and_thin_evidence_for_dreaming(tmp_path):
-    from golem.grimoire.dream_tags import DreamTags, dream_priority
+    from golem.grimoire.dreams.tags import DreamTags, dream_priority
 
     # five repays in one regime: four paid, one lost → the one that contradicts the rest; plenty of support
     repays = [_acted(i, 100 + i) for i in range(4)] + [_acted(4, 104, pnl=-5.0)]
@@ -229,9 +229,9 @@ def test_curator_tags_contradictory_and_thin_evidence_for_dreaming(tmp_path):
 
 
 def test_tagged_episodes_raise_urgency_and_are_replayed_first(tmp_path):
-    from golem.grimoire.dream import run_dream_replay
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.heuristics import HeuristicStore
+    from golem.grimoire.dreams.replay import run_dream_replay
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.playbook.heuristics import HeuristicStore
 
     s = GolemState(golem_id="g", tick=100, last_dream_tick=0)
     assert dream_urgency(s, 200, 20).terms["tags"] == 0
@@ -241,7 +241,7 @@ def test_tagged_episodes_raise_urgency_and_are_replayed_first(tmp_path):
     from golem.models.config import GolemConfig
     assert schedule_dream(s.model_copy(update={"dream_tags": 3}), GolemConfig()).terms["tags"] == 0.12
 
-    from golem.grimoire.embeddings import default_embedder
+    from golem.grimoire.store.embeddings import default_embedder
 
     store = EpisodeStore(tmp_path / "episodes.lance", default_embedder())
     eps = [_acted(i, 10 + i, pnl=100.0 * (i + 1)) for i in range(6)] + [_acted(9, 5, pnl=0.02)]
@@ -253,7 +253,7 @@ def test_tagged_episodes_raise_urgency_and_are_replayed_first(tmp_path):
 
 
 def test_rev6_thin_liquidity_doubles_threat_rehearsal():
-    from golem.life.dream_scheduler import thin_liquidity
+    from golem.cognition.dream_scheduler import thin_liquidity
 
     assert thin_liquidity(1_000_000, [2_000_000] * 3) is None, "too few records to know what is normal"
     assert thin_liquidity(1_100_000, [2_000_000] * 10) is None
@@ -265,9 +265,9 @@ def test_nrem_compression_folds_observation_duplicates_into_one_row_and_keeps_th
     import json
     import sqlite3
 
-    from golem.grimoire.dream_integration import compress, merge_groups
-    from golem.grimoire.embeddings import default_embedder
-    from golem.grimoire.episodes import EpisodeStore
+    from golem.grimoire.dreams.integration import compress, merge_groups
+    from golem.grimoire.store.embeddings import default_embedder
+    from golem.grimoire.episodes.store import EpisodeStore
 
     store = EpisodeStore(tmp_path / "episodes.lance", default_embedder())
     seen = [Episode(id=f"o{i}", golem_id="g", tick=10 + i, created_at="2026-01-01T00:00:00+00:00",

@@ -1,4 +1,4 @@
-"""The hooks fire the registry's members in the spec's order (runtime-extensions §3–5): tool_call in the write
+"""The hooks fire the registry's members in their declared order: tool_call in the write
 path (telemetry → safety → risk → permits → coordination; the first block wins), before_agent_start before
 decide (tools → context → compiler → model-router → safety)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from golem.life.extensions import ExtensionRegistry, builtin_extensions, registry_for
-from golem.life.extensions.hooks import fire
+from golem.extensions import ExtensionRegistry, builtin_extensions, registry_for
+from golem.extensions.hooks import fire
 from golem.safety.cage import SafetyCage
 from golem.safety.constraints import Book
 from tests.unit.test_safety_cage import LIMITS, ctx, sim_for, swap
@@ -73,7 +73,7 @@ def test_fire_runs_only_registered_members_in_order_and_stops_on_request():
 def test_before_agent_start_runs_its_five_members_in_order_and_a_bad_strategy_stops_it():
     import pytest
 
-    from golem.life.extensions.agent_start import before_agent_start
+    from golem.extensions.agent_start import before_agent_start
 
     ran = []
     out = before_agent_start(registry_for(), tools=lambda: ran.append("tools") or ["swap"],
@@ -99,7 +99,7 @@ def test_before_agent_start_runs_its_five_members_in_order_and_a_bad_strategy_st
 
 async def test_fire_async_awaits_each_member_in_order_and_skips_the_unregistered():
     """on_end (lifespan: Thanatopsis) and send_message (intervention: deliver the signal) await their handlers."""
-    from golem.life.extensions.hooks import fire_async
+    from golem.extensions.hooks import fire_async
 
     ran = []
 

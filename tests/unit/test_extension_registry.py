@@ -1,8 +1,8 @@
-"""The extension registry: layers, dependencies, the spec's firing orders, optional switches (issue 17)."""
+"""The extension registry: layers, dependencies, the declared firing orders, optional switches."""
 
 import pytest
 
-from golem.life.extensions import SPEC_ORDER, Extension, RegistryError, build_registry, builtin_extensions
+from golem.extensions import SPEC_ORDER, Extension, RegistryError, build_registry, builtin_extensions
 
 
 def test_this_build_registers_and_orders_after_turn_as_the_spec_says():
@@ -33,7 +33,7 @@ def test_an_unknown_dependency_and_a_cycle_are_refused():
 
 
 def test_a_hook_the_spec_gives_no_place_is_refused():
-    with pytest.raises(RegistryError, match="'daimon2' .* serves after_turn, but the spec's after_turn order"):
+    with pytest.raises(RegistryError, match="'daimon2' .* serves after_turn, but the declared after_turn order"):
         build_registry(extra=[Extension(name="daimon2", layer=2, hooks=frozenset({"after_turn"}))])
 
 
@@ -54,7 +54,7 @@ def test_a_code_path_running_hooks_out_of_order_is_named():
 
 
 def test_registering_twice_or_firing_before_build_is_refused():
-    from golem.life.extensions import ExtensionRegistry
+    from golem.extensions import ExtensionRegistry
 
     reg = ExtensionRegistry()
     ext = Extension(name="x", layer=0, hooks=frozenset())
@@ -73,7 +73,7 @@ def test_registering_twice_or_firing_before_build_is_refused():
 
 
 def test_registry_or_full_falls_back_to_the_full_build_and_says_why():
-    from golem.life.extensions.registry import registry_or_full
+    from golem.extensions.registry import registry_or_full
 
     reg, refused = registry_or_full(["dream"])
     assert refused is None and "dream" not in reg.order("after_turn")

@@ -1,4 +1,4 @@
-"""rev. 12's external metric trend (30-day Sharpe, drawdown, PnL; the alarm after 14 declining days), from the ticks'
+"""The external metric trend (30-day Sharpe, drawdown, PnL; the alarm after 14 declining days), from the ticks'
 equity, and its gauges on /metrics."""
 
 from __future__ import annotations
@@ -64,11 +64,11 @@ def test_the_trend_reaches_the_metrics_endpoint():
 
 
 async def test_reflection_consistency_rewords_the_llm_reflections_of_the_week_through_the_sdk():
-    """rev. 12 weekly: each LLM-worded Reflexion of the last 7 days is worded again by the model (the real anthropic
+    """Weekly: each LLM-worded Reflexion of the last 7 days is worded again by the model (the real anthropic
     SDK at its HTTP boundary) from the same numbers; the two wordings are compared by cosine, the shared numbers cut."""
     from golem.events.quality import CONSISTENCY_ALARM, consistency_due, reflection_consistency
-    from golem.grimoire.embeddings import default_embedder
-    from golem.inference.reflexion_llm import worded
+    from golem.grimoire.store.embeddings import default_embedder
+    from golem.learning.reflexion_llm import worded
     from golem.learning.expectation import expect
     from golem.learning.reflexion import reflect_on
     from golem.models.record import OutcomeRecord
@@ -111,14 +111,14 @@ async def test_reflection_consistency_rewords_the_llm_reflections_of_the_week_th
 
 def test_heuristic_survival_is_measured_from_the_revisions_and_alerts_outside_the_bounds():
     from golem.events.bridge import survival_events
-    from golem.grimoire.playbook_survival import survival
+    from golem.grimoire.playbook.survival import survival
 
     # h1 enters at 10 and stays; h2 enters at 10 and is gone by 60; h3 enters at 150 (not judged at tick 200)
     revs = [(10, {"h1", "h2"}), (60, {"h1"}), (150, {"h1", "h3"})]
     fig = survival(revs, 200)
     assert fig == {"new": 3, "judged": 2, "survived": 1, "rate": 0.5}
     assert [e.kind for e in survival_events("g", 200, _now(1), fig)] == ["quality.heuristic_survival"]  # 2 judged
-    many = {"new": 6, "judged": 6, "survived": 6, "rate": 1.0}  # all of them survive: rev. 12's > 90 % alarm
+    many = {"new": 6, "judged": 6, "survived": 6, "rate": 1.0}  # all of them survive: the > 90 % alarm
     events = survival_events("g", 200, _now(1), many)
     assert [e.kind for e in events] == ["quality.heuristic_survival", "alerts.raised"]
     assert "6 of 6" in events[1].payload["detail"]

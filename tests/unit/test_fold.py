@@ -79,6 +79,19 @@ def test_valid_and_duplicate_interventions():
     assert "unknown intervention kind" in r
 
 
+def test_a_steer_sent_without_an_id_is_named_once_by_the_workflow_clock_and_its_content():
+    """What an owner types into the Web UI's Send Signal or `temporal workflow signal --input`: no id."""
+    s = GolemState(golem_id="t")
+    s, r = accept_intervention(s, "steer", {"message": "reduce exposure", "severity": "high"}, NOW)
+    assert r is None and len(s.pending_steers) == 1 and s.pending_steers[0].id.startswith(f"auto-{NOW}-")
+    same, r = accept_intervention(s, "steer", {"message": "reduce exposure", "severity": "high"}, NOW)
+    assert r is None and len(same.pending_steers) == 1  # the same payload in the same instant: one steer
+    other, _ = accept_intervention(s, "steer", {"message": "repay", "severity": "high"}, NOW)
+    later, _ = accept_intervention(s, "steer", {"message": "reduce exposure", "severity": "high"}, "2026-01-01T00:05:00+00:00")
+    assert len(other.pending_steers) == 2 and len(later.pending_steers) == 2
+    assert len({x.id for x in [*other.pending_steers, *later.pending_steers]}) == 3
+
+
 def test_bounded_rejections_and_seen_ids():
     s = GolemState(golem_id="t")
     for i in range(MAX_REJECTED + 5):
@@ -223,7 +236,7 @@ def test_rejections_leave_status_after_visible_ticks_and_undated_ones_go_at_once
 
 
 def test_a_kill_that_lands_during_a_tick_survives_the_ticks_fold():
-    """issue 17: the owner's kill sets death_cause while a tick runs; that tick's result carries the life its
+    """The owner's kill sets death_cause while a tick runs; that tick's result carries the life its
     reflect computed from the living state, and must not erase the kill."""
     from golem.models.life import LifeState
     from golem.models.state import LifeUpdate, PADVector, VitalityState

@@ -1,4 +1,4 @@
-"""Issue 14, fuzzing (hypothesis) of what crosses a boundary into the golem: steer / follow-up signal payloads,
+"""Fuzzing (hypothesis) of what crosses a boundary into the golem: steer / follow-up signal payloads,
 STRATEGY.md and golem.toml text, the LLM's tool-use answers (and the PolicyCage behind them), grimoire import
 lines and backtest CSVs. (RPC answers: tests/integration/test_fuzz_rpc.py, through a proxy in front of Anvil.)
 
@@ -22,7 +22,9 @@ from hypothesis import strategies as st
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from golem.backtest.path import REQUIRED, PathError, parse_path
-from golem.chain.tools import TOOL_SCHEMAS, action_tokens, action_value_usd, parse_arguments
+from golem.chain.tools.arguments import action_tokens, parse_arguments
+from golem.chain.tools.schemas import TOOL_SCHEMAS
+from golem.chain.tools.valuation import action_value_usd
 from golem.cognition.fold import accept_intervention
 from golem.inference.decision import DECIDE, MAX_ACTIONS, parse_decision
 from golem.inference.strategy import StrategyError, parse_strategy
@@ -296,9 +298,9 @@ def import_lines(draw) -> str:
 
 @pytest.fixture(scope="module")
 def grimoire_stores():
-    from golem.grimoire.embeddings import default_embedder
-    from golem.grimoire.episodes import EpisodeStore
-    from golem.grimoire.semantic import SemanticStore
+    from golem.grimoire.store.embeddings import default_embedder
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.semantic.store import SemanticStore
 
     with tempfile.TemporaryDirectory() as d:
         emb = default_embedder()
@@ -307,7 +309,7 @@ def grimoire_stores():
 
 
 def _grimoire_size(episodes, semantic) -> tuple[int, int, int]:
-    from golem.grimoire.graph import CausalGraph
+    from golem.grimoire.semantic.graph import CausalGraph
 
     return (len(episodes.all()), len(semantic.all(include_inactive=True)), len(CausalGraph(semantic.db_path).edges()))
 

@@ -12,7 +12,7 @@ import pytest
 from golem.chain.permits import PermitStore
 from cli.status import spend_line
 from golem.cognition.fold import fold_tick_result
-from golem.inference.doctor import gas_line as _gas_line
+from golem.doctor import gas_line as _gas_line
 from golem.models.config import ClockSection, GolemConfig, HeartbeatSection, PolicySection
 from golem.models.enums import BehavioralPhase, SteerSeverity, Tier
 from golem.models.golem import GolemStatus
@@ -189,7 +189,7 @@ def test_a_model_labelled_protective_swap_is_still_routine():
 ])
 def test_protective_is_read_from_the_tool_and_the_chain(action, debt, protective):
     assert (protective_reason(action, obs(debt=debt).snapshot, [steer("medium")]) is not None) is protective
-    assert HF_AT_RISK == 1.5  # §S9 position-health Low
+    assert HF_AT_RISK == 1.5  # the position probe's Low line
 
 
 def test_validate_layered_puts_the_protective_note_on_the_permit_and_the_audit(tmp_path):
@@ -227,7 +227,7 @@ def test_a_path_two_days_later_sees_an_empty_partition(tmp_path):
     assert store.snapshot("g1", 1e5, now=T + 1800).gas_spent_today_usd == pytest.approx(10.0)
     later = store.snapshot("g1", 1e5, now=T + 2 * 86_400)
     assert later.gas_spent_today_usd == 0.0 and later.gas_day == "2023-11-16"
-    # a UTC day like §S12's budget, not a rolling 24 h: two hours later it is the next day and empty,
+    # a UTC day like the inference budget's, not a rolling 24 h: two hours later it is the next day and empty,
     # while the spike baseline (trailing 24 h) still knows the usual cost
     next_day = store.snapshot("g1", 1e5, now=T + 7200)
     assert next_day.gas_spent_today_usd == 0.0 and next_day.typical_action_gas_usd == pytest.approx(0.25)

@@ -1,4 +1,4 @@
-"""Rev. 8 embedding integrity: every vector carries {model, version, dim}; a model switch re-embeds everything in
+"""Embedding integrity: every vector carries {model, version, dim}; a model switch re-embeds everything in
 one commit (never part of it); `[grimoire] embedder` config and the nomic/fastembed option's error path; the
 drift check's pause of writes, the pending queue, `golem grimoire reembed | resume | stats`.
 
@@ -17,7 +17,7 @@ import pytest
 import wordllama
 
 from cli.main import main
-from golem.grimoire.embeddings import (
+from golem.grimoire.store.embeddings import (
     EMBEDDERS,
     REFERENCE_TEXTS,
     Embedder,
@@ -32,10 +32,11 @@ from golem.grimoire.embeddings import (
     pinned_identity,
     scheduled_drift_check,
 )
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id
-from golem.grimoire.guard import WriteGuard
+from golem.grimoire.episodes.model import Episode, episode_id
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.store.guard import WriteGuard
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path, reembed_stores
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 from golem.models.config import EMBEDDER_CHOICES, ConfigError, GolemConfig, load_config
 
 HOME = Path(__file__).resolve().parents[2] / "examples" / "golem-home"
@@ -131,7 +132,7 @@ def test_switch_reembeds_everything_in_one_commit(tmp_path, wl, wl64):
 
 def test_failed_reembed_leaves_the_old_table_whole(tmp_path, wl, wl64, monkeypatch):
     """A failure half-way through embedding (the crash case) writes nothing: the old table stays, whole."""
-    from golem.grimoire import episodes as episodes_mod
+    from golem.grimoire.episodes import store as episodes_mod
 
     eps, _ = stores(tmp_path, wl)
     eps.upsert_many([ep(i, f"{TEXTS[i % 4]} (tick {i})") for i in range(10)])

@@ -1,4 +1,4 @@
-"""The Episode fields of grimoire "Episode Struct" (type, tool, outcome, chain, token pair, timestamp, importance,
+"""The Episode fields (type, tool, outcome, chain, token pair, timestamp, importance,
 consolidated, tools, emotional tag, gain): derivation from a DecisionCycleRecord, defaults for episodes without one,
 storage round trip, consolidation marks, the migration of a table written by the previous schema, and JSONL
 transfer. Real LanceDB in tmp dirs, the real WordLlama embedder."""
@@ -16,15 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from golem.grimoire.dream import replay_gain
-from golem.grimoire.embeddings import default_embedder, identity_of
-from golem.grimoire.episodes import (
+from golem.grimoire.dreams.replay import replay_gain
+from golem.grimoire.store.embeddings import default_embedder, identity_of
+from golem.grimoire.episodes.model import (
     EMOTIONAL_TAGS,
     PAD_NEUTRAL_PLEASURE,
     PAD_NEUTRAL_RADIUS,
     Episode,
     EpisodeOutcome,
-    EpisodeStore,
     EpisodeType,
     Importance,
     episode_from_record,
@@ -33,7 +32,8 @@ from golem.grimoire.episodes import (
     outcome_of,
     pad_label,
 )
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.store import SemanticStore
 from golem.grimoire.transfer import export_lines, import_file
 from golem.models import (
     ActionRecord,
@@ -204,7 +204,7 @@ def test_store_round_trip_idempotent_and_consolidation(tmp_path, embedder):
     assert (row["embedding_model"], row["embedding_version"], row["embedding_dim"]) == tuple(identity_of(embedder))
 
 
-# the schema episodes.py wrote before the Episode Struct fields (kept here verbatim as the migration's input)
+# the schema episodes/store.py wrote before the Episode Struct fields (kept here verbatim as the migration's input)
 OLD_FIELDS = [
     ("id", pa.string(), False), ("golem_id", pa.string(), False), ("tick", pa.int64(), False),
     ("created_at", pa.string(), False), ("regime", pa.string(), False), ("tier", pa.string(), False),

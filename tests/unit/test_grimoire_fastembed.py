@@ -22,14 +22,15 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers  # noqa: E402
 
-from golem.grimoire.embeddings import (  # noqa: E402
+from golem.grimoire.store.embeddings import (  # noqa: E402
     EmbedderUnavailable,
     FastEmbedEmbedder,
     default_embedder,
     file_sha256,
     identity_of,
 )
-from golem.grimoire.episodes import Episode, EpisodeStore, episode_id  # noqa: E402
+from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
+from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
 
 TINY = "golem-test/tiny-embed"
 DIM = 32
@@ -110,7 +111,7 @@ def test_a_wrong_dimension_is_refused(tiny):
 
 
 def test_switching_a_store_to_the_fastembed_model_re_embeds_everything(tmp_path, tiny):
-    """Rev. 8: a model switch re-embeds every row in one commit, with the new identity on every row."""
+    """A model switch re-embeds every row in one commit, with the new identity on every row."""
     path = tmp_path / "episodes.lance"
     old = EpisodeStore(path, default_embedder())
     old.upsert_many([Episode(id=episode_id("g", t), golem_id="g", tick=t, created_at="2026-11-01T00:00:00+00:00",

@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 in NumPy (golem/grimoire/embeddings.py MiniLMEmbedder) against the model card's reference
+"""all-MiniLM-L6-v2 in NumPy (golem/grimoire/store/embeddings.py MiniLMEmbedder) against the model card's reference
 similarities (sentence-transformers quickstart for all-MiniLM-L6-v2: 0.2838, -0.0327, 0.8939)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from golem.grimoire.embeddings import EmbedderUnavailable, embedder_by_name, identity_of
+from golem.grimoire.store.embeddings import EmbedderUnavailable, embedder_by_name, identity_of
 
 
 @pytest.fixture(scope="module")

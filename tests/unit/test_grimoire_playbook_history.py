@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import (
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import (
     PlaybookHistory,
     PlaybookRefused,
     diff_texts,

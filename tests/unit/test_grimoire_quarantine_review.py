@@ -1,4 +1,4 @@
-"""Quarantine review at the next Curator cycle (revisions Rev. 3 hallucination firewall) and the owner's
+"""Quarantine review at the next Curator cycle (the hallucination firewall) and the owner's
 `golem grimoire quarantine` commands, on real SQLite + LanceDB stores in temp dirs."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from golem.grimoire.admission import (
+from golem.grimoire.semantic.admission import (
     QUARANTINE_MAX_REVIEWS,
     AdmissionAction,
     admit,
     assess_quarantine,
     review_quarantine,
 )
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
-from golem.grimoire.semantic_migrations import _MIGRATIONS, _split_sql
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.semantic.migrations import _MIGRATIONS, _split_sql
 from golem.grimoire.upkeep import cognitive_metrics
 
 HOME = Path(__file__).resolve().parents[2] / "examples" / "golem-home"
@@ -72,7 +72,7 @@ def test_released_when_the_contradicted_entry_no_longer_stands(quarantined, chan
         sem.supersede(base.id, 30)
     elif change == "weaken":
         sem.update(sem.get(base.id).model_copy(update={"confidence": 0.55}))
-    else:  # three Curator cycles far in the future: retention below the floor → cold storage (Rev. 4)
+    else:  # three Curator cycles far in the future: retention below the floor → cold storage
         for t in (10**7, 10**7 + 1, 10**7 + 2):
             sem.curator_decay(t)
         assert sem.get(base.id) is None and sem.cold_count() == 1
@@ -119,7 +119,7 @@ def test_repeats_gather_evidence_until_the_candidate_outweighs_the_entry(quarant
     [o] = review_quarantine(sem, 60, utility_fn=lambda e: 0.8)
     assert o.outcome == "released" and o.admission_action in ("admitted", "admitted_low")
     old = sem.get(base.id)
-    assert old.valid_until == 60 and old.contradicted_count == 1, "the outweighed entry is superseded (Rev. 7)"
+    assert old.valid_until == 60 and old.contradicted_count == 1, "the outweighed entry is superseded"
     assert [e.id for e in sem.all()] == [contra.id]
 
 
@@ -201,7 +201,7 @@ def test_owner_cli_list_release_drop(quarantined, tmp_path, capsys):
 
 
 def test_admission_scores_artifact_quality_at_creation(tmp_path, embedder):
-    """Rev. 5: every admitted artifact gets its quality score when it is written; a producer's own score stands."""
+    """Every admitted artifact gets its quality score when it is written; a producer's own score stands."""
     sem = open_store(tmp_path, embedder)
     concrete = heuristic("When the health factor falls below 1.5, repay 25% of the USDC debt within 2 ticks",
                          parent_episode_ids=["e1", "e2"], created_tick=5)
@@ -213,7 +213,7 @@ def test_admission_scores_artifact_quality_at_creation(tmp_path, embedder):
     dv = admit(sem, vague, tick=5)
     assert {"empty rhetoric", "weasel words"} <= set(dv.quality.red_flags)
     assert any(f.startswith("quality red flag") for f in dv.flags)
-    assert dv.quality.score < 0.3 < d.quality.score  # below 0.3 it will decay 2× faster (Rev. 5)
+    assert dv.quality.score < 0.3 < d.quality.score  # below 0.3 it will decay 2× faster
     assert sem.get(dv.entry_id).quality_score == pytest.approx(dv.quality.score)
     preset = heuristic("When gas is above 80 gwei, defer swaps until the next block under 30 gwei",
                        parent_episode_ids=["e4"], created_tick=5, quality_score=0.9)

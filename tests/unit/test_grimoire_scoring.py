@@ -1,4 +1,4 @@
-"""Pure parts of the Grimoire: admission thresholds (rev. 3), polarity, MMR, Self-RAG decision, artifact quality."""
+"""Pure parts of the Grimoire: admission thresholds, polarity, MMR, Self-RAG decision, artifact quality."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from golem.grimoire.admission import (
+from golem.grimoire.semantic.admission import (
     WEIGHTS,
     AdmissionAction,
     DREAM_QUALITY_WEIGHTS,
@@ -81,7 +81,7 @@ def test_artifact_quality_is_the_rev5_weighted_sum_minus_red_flags():
             "verifiability": q.verifiability, "consistency": q.consistency}
     assert q.score == pytest.approx(sum(QUALITY_WEIGHTS[k] * v for k, v in dims.items()), abs=1e-6)
     assert q.actionability == 1.0  # trigger + verb (IF-THEN shape)
-    # each red flag costs 0.1 (Rev. 5)
+    # each red flag costs 0.1
     flagged = artifact_quality("Because of this we performed excellent and it is guaranteed, clearly",
                                novelty=0.6, consistency=1.0)
     assert set(flagged.red_flags) >= {"self-referential praise", "overclaims certainty", "weasel words",

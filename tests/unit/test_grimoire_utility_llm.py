@@ -1,4 +1,4 @@
-"""Future-utility scoring (revisions Rev. 3) through the real anthropic SDK, faked only at the HTTP boundary,
+"""Future-utility scoring through the real anthropic SDK, faked only at the HTTP boundary,
 feeding the admission gate over a real SQLite + LanceDB semantic store in a temp dir."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from golem.grimoire.admission import AdmissionAction, admit, assess, estimate_future_utility
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
-from golem.grimoire.utility_llm import RATING_MAX_TOKENS, RATING_TOOL, FutureUtilityScorer
+from golem.grimoire.semantic.admission import AdmissionAction, admit, assess, estimate_future_utility
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.inference.admission_utility import RATING_MAX_TOKENS, RATING_TOOL, FutureUtilityScorer
 from golem.models.config import HeartbeatSection
 from golem.models.golem import AdmissionStats
 from tests.unit.inference_fakes import FakeMessagesAPI, error, message, router, tool_use
@@ -125,9 +125,9 @@ async def test_budget_refusal_falls_back_without_any_http_request():
     api = FakeMessagesAPI()  # any request would fail the test: no replies queued
     budget = HeartbeatSection(max_daily_cost_usd=1.0)
     batch = await FutureUtilityScorer(router(api, budget=budget)).score_many(
-        [old_insight(USEFUL), old_insight(USELESS)], daily_spend=0.95)  # above the 90 % soft cap (§S12)
+        [old_insight(USEFUL), old_insight(USELESS)], daily_spend=0.95)  # above the 90 % soft cap
     assert api.requests == []
-    assert len(batch.fallbacks) == 2 and all("budget" in fb.reason and "§S12" in fb.reason for fb in batch.fallbacks)
+    assert len(batch.fallbacks) == 2 and all("budget" in fb.reason and "soft cap" in fb.reason for fb in batch.fallbacks)
     assert batch.cost_usd == 0.0
 
 

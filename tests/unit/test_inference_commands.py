@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli.main import main
-from golem.inference.doctor import doctor_report
+from golem.doctor import doctor_report
 from golem.inference.session import SessionTree
 from golem.life.cycle_store import CycleStore
 from golem.models.config import GolemConfig, HeartbeatSection, InferenceSection
@@ -32,7 +32,7 @@ def test_doctor_reports_deliberator_models_prices_budget(tmp_path):
 def test_doctor_shows_a_missing_embedder_and_a_drift_pause(tmp_path, monkeypatch):
     import sys
 
-    from golem.grimoire.guard import WriteGuard
+    from golem.grimoire.store.guard import WriteGuard
     from golem.models.config import GrimoireSection
 
     monkeypatch.setitem(sys.modules, "fastembed", None)  # as on a machine without the [nomic] extra

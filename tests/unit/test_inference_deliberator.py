@@ -10,7 +10,8 @@ import pytest
 
 from golem.inference.decision import decision_tools
 from golem.inference.deliberator import Deliberator, Route
-from golem.inference.llm import HomeContext, LLMDeliberator, select_deliberator
+from golem.deliberators import HomeContext, select_deliberator
+from golem.inference.llm import LLMDeliberator
 from golem.inference.offline import MODEL_NAME, OfflineDeliberator
 from golem.inference.session import SessionTree
 from golem.models.config import GolemConfig, HeartbeatSection, InferenceSection
@@ -77,7 +78,7 @@ async def test_t1_gets_the_reduced_context():
     assert body["model"] == "claude-haiku-4-5" and delib.record.tier == Tier.T1
     text = "".join(b["text"] for b in body["system"]) + body["messages"][0]["content"][0]["text"]
     assert "HEARTBEAT.md" not in text and "PLAYBOOK.md" not in text and "PAD" not in text
-    assert "ep-4" in text and "ep-5" not in text  # §S3: top-5 retrieved entries
+    assert "ep-4" in text and "ep-5" not in text  # top-5 retrieved entries
     ws = d.workspace(inp, EXAMPLE, "")
     assert set(ws.categories) <= {"invariants", "strategy", "retrieved", "observation", "positions", "warnings",
                                   "interventions"}
@@ -125,7 +126,7 @@ async def test_budget_refusal_falls_back_to_offline_without_a_request():
 
 
 async def test_decide_sends_the_tools_and_model_before_agent_start_produced():
-    """The deliberator does not work out the tools or the model again when the hook gave them (issue 17): the
+    """The deliberator does not work out the tools or the model again when the hook gave them: the
     request carries exactly the offered schemas and the routed model; a route with no model answers offline."""
     api = FakeMessagesAPI(message([tool_use("repay", {"amount": 10}), decide(recommends=True)]))
     d = deliberator(api)

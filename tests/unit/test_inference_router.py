@@ -82,7 +82,7 @@ async def test_auth_error_names_the_fix():
 def test_budget_refuses_before_any_request():
     budget = HeartbeatSection(max_daily_cost_usd=10.0)
     cfg = InferenceConfig(provider="anthropic")
-    with pytest.raises(BudgetRefusal, match="§S12"):
+    with pytest.raises(BudgetRefusal, match="soft cap 90%\\): LLM calls suppressed"):
         plan_route(Tier.T2, 9.5, 1000, cfg, budget)  # 95 % ≥ soft cap 90 %
     with pytest.raises(BudgetRefusal, match="may cost up to"):
         plan_route(Tier.T2, 0.0, 100_000, cfg, HeartbeatSection(max_daily_cost_usd=0.05))

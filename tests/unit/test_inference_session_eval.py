@@ -1,4 +1,4 @@
-"""Session sidecar (Merkle conversation tree), evaluator separation (rev. 2), workspace and decision properties."""
+"""Session sidecar (Merkle conversation tree), evaluator separation, workspace and decision properties."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golem.chain.tools import parse_arguments
+from golem.chain.tools.arguments import parse_arguments
 from golem.inference.decision import parse_decision
 from golem.inference.evaluator import evaluate_outcome, external_assessment
 from golem.inference.session import SessionError, SessionTree

@@ -164,6 +164,20 @@ def test_clip():
            "reason": "safety: MUST (STRATEGY.md line 30: `MUST NOT swap more than 30% WETH`): swap of 4 WETH "
                      "(+0 earlier this tick) exceeds the cap 3"}
     assert judge.check_clip([mark(0, blocked=[cap])]).status == "FAIL"
+    # clipped first, then refused for something no size passes (the gas left today, no edge): not a drop
+    after_clip = [{"tool": "swap", "category": "budget",
+                   "reason": "clipped from 4,750 ($4,750.00) to 2,500 ($2,500.00) by consecutive losses: 10 losing "
+                             "bets in a row halve the size cap; risk: gas gate: defer: estimated gas $0.43 exceeds the "
+                             "partition's $0.39 left today for routine actions"},
+                  {"tool": "swap", "category": "policy",
+                   "reason": "clipped from 4,750 ($4,750.00) to 2,500 ($2,500.00) by somatic marker: sm-1 shrinks the "
+                             "size cap to 0.5×; risk: Kelly sizing: no edge over the last 10 bets; no new exposure"}]
+    assert judge.check_clip([mark(0, blocked=after_clip)]).status == "pass"
+    # … but a clipped size refused on size again is still a drop
+    again = {"tool": "swap", "category": "policy",
+             "reason": "clipped from 4,750 to 2,500 by the size cap; safety: trade value $6,000.00 exceeds "
+                       "max_trade_size_usd $5,000.00"}
+    assert judge.check_clip([mark(0, blocked=[again])]).status == "FAIL"
 
 
 def test_loss_aware_sortino_passes_a_golem_that_lost_less_with_less_downside():

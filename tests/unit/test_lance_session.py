@@ -1,14 +1,15 @@
-"""The Grimoire's LanceDB stores share one session with bounded caches (golem/grimoire/lance.py): without it
+"""The Grimoire's LanceDB stores share one session with bounded caches (golem/grimoire/store/lance.py): without it
 every per-tick write cached another table version's metadata and the soak's worker grew ~35 MB per 100 ticks."""
 
 from __future__ import annotations
 
 import lancedb
 
-from golem.grimoire import lance
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.episodes import Episode, EpisodeStore
-from golem.grimoire.semantic import SemanticStore
+from golem.grimoire.store import lance
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.store import SemanticStore
 
 
 def test_stores_cache_in_the_shared_bounded_session(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""Learned gating (heartbeat §S5 "Learned Gating", "Online Learning for Adaptive Triage"), the new §S9
+"""Learned gating (docs/design/gate.md#learned-gating), the newer
 probes, and a pure simulation of the whole System 1 over simulator price paths."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from golem.models.state import (
     VitalityState,
 )
 from golem.models.tick import TickResult
-from golem.world.simulator import oracle_path
+from golem.world.simulator.paths import oracle_path
 
 G = GatingSection()
 HB = HeartbeatSection()
@@ -242,7 +242,7 @@ def test_required_tier_reads_the_next_window():
     assert required_tier(quiet, [_decision(2, pe=0.7)], G) == 2
     acted = _decision(1, tier=Tier.T2).model_copy(update={"actions": 1})
     # T2 led to an action: escalation was needed, but an action is no evidence T1 would not have found it
-    # (issue 10: counting it as "T2 was needed" fed a loop that sent 54 % of a volatile market's ticks to T2)
+    # (counting it as "T2 was needed" fed a loop that sent 54 % of a volatile market's ticks to T2)
     assert required_tier(acted, [_decision(2)], G) == 1
     steered = acted.model_copy(update={"mode": "forced"})
     assert required_tier(steered, [_decision(2)], G) == 0  # the steer, not the market, asked for it
@@ -359,7 +359,7 @@ def test_all_of_system1_is_well_under_10ms():
     for _ in range(100):
         system1_tick(snap, s, cfg, G, now_iso="2025-01-02T00:00:00+00:00")
     per_tick_ms = (time.perf_counter() - t0) / 100 * 1000
-    assert per_tick_ms < 10.0  # §S9: all probes < 10 ms; probes + regime + PE + gate together here
+    assert per_tick_ms < 10.0  # all probes < 10 ms; probes + regime + PE + gate together here
 
 
 # ---- System 1 over simulator paths -------------------------------------------------------------

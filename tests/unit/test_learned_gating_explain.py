@@ -1,4 +1,4 @@
-"""issue 16: `golem gating show` explains the experts' current weights (learned_gating.explain_experts)."""
+"""`golem gating show` explains the experts' current weights (learned_gating.explain_experts)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Issue 16: predict-then-compare, Reflexion, credit, the ExpeL Curator and learned PLAYBOOK rules."""
+"""Predict-then-compare, Reflexion, credit, the ExpeL Curator and learned PLAYBOOK rules."""
 
 from __future__ import annotations
 
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import rewrite_playbook
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import rewrite_playbook
 from golem.inference.strategy import parse_strategy, rules_in
 from golem.learning import curator
 from golem.learning.expectation import expect
@@ -110,7 +110,7 @@ def test_curator_adds_a_rule_only_from_five_supporting_outcomes():
     assert [op.op for op in curator.plan(50, _outcomes(4), [], {}, EXAMPLE).operations] == []
     report = curator.plan(50, _outcomes(5), [], {}, EXAMPLE)
     (op,) = report.operations
-    # the owner's threshold moved 10 % (archetype bound), scoped to the regime it paid in
+    # the owner's threshold moved 10 % (the Curator's bound), scoped to the regime it paid in
     assert op.op == "ADD" and op.text == "WHEN health_factor < 1.76 AND regime == volatile THEN repay 25% debt"
     assert len(op.support) == 5
 
@@ -188,12 +188,12 @@ def test_causal_edges_from_anomalies_followed_by_effects():
     edges = {(e.source, e.target): e for e in causal_edges(events_of(_series()))}
     e = edges[("anomaly:oracle_deviation", "effect:health_factor_fell")]
     assert e.lag == 2 and e.weight == 1.0 and e.evidence == [1, 5, 9, 13, 17]
-    # fewer than 3 occurrences (rev. 7 grouping) make no edge
+    # fewer than 3 occurrences (the grouping rule) make no edge
     assert causal_edges(events_of(_series(n=8))) == []
 
 
 def test_cybernetics_loop2_shifts_tokens_bounded_and_loop3_resets_halfway(tmp_path):
-    from golem.inference.llm import HomeContext
+    from golem.deliberators import HomeContext
     from golem.learning import cybernetics
     from golem.learning.loop import tune_context
 
@@ -223,7 +223,7 @@ def test_cybernetics_loop2_shifts_tokens_bounded_and_loop3_resets_halfway(tmp_pa
 
 
 async def test_claude_words_the_insight_t1_routine_t2_anomalous_numbers_kept():
-    from golem.inference.reflexion_llm import worded
+    from golem.learning.reflexion_llm import worded
     from tests.unit.inference_fakes import FakeMessagesAPI, message, router, tool_use
 
     rec = _record(OutcomeRecord(verified=True, pnl_impact=-0.4, health_factor_before=1.5, health_factor_after=1.95))
@@ -246,9 +246,9 @@ async def test_claude_words_the_insight_t1_routine_t2_anomalous_numbers_kept():
 
 
 async def test_conservation_phase_words_reflexion_on_the_t1_model_only():
-    """issue 17 (grimoire: Conservation uses Haiku-only for all Reflexion): an anomalous outcome that would go to T2
+    """Conservation uses the T1 model for all Reflexion: an anomalous outcome that would go to T2
     goes to T1 once the golem is in Conservation or below."""
-    from golem.inference.reflexion_llm import worded
+    from golem.learning.reflexion_llm import worded
     from golem.models.enums import BehavioralPhase
     from tests.unit.inference_fakes import FakeMessagesAPI, message, router, tool_use
 

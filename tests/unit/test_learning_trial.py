@@ -9,8 +9,8 @@ import json
 from types import SimpleNamespace
 
 from golem.backtest.path import parse_path, write_path_csv
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import playbook_line, rewrite_playbook
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import playbook_line, rewrite_playbook
 from golem.inference.strategy import parse_strategy, rules_in
 from golem.learning.trial import TrialFigures, TrialResult, judge, path_rows, playbook_pair
 from golem.models.config import LearningSection

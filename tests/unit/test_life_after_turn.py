@@ -1,4 +1,4 @@
-"""The after_turn chain inside reflect (issue 17): the registry's order, each member writing its part of the
+"""The after_turn chain inside reflect: the registry's order, each member writing its part of the
 record, and what comes back for GolemWorkflow to fold."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from golem.life.after_turn import AfterTurn, run_after_turn
-from golem.life.extensions import registry_for
+from golem.extensions import registry_for
 from golem.models.config import GolemConfig, LifespanSection
 from golem.models.state import GolemState, PADVector
 from tests.unit.test_unmeasured_fields import _reflected

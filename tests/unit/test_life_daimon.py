@@ -1,15 +1,15 @@
-"""The daimon: appraisal → PAD decaying to a baseline → Plutchik emotion; somatic markers (issue 17)."""
+"""The daimon: appraisal → PAD decaying to a baseline → Plutchik emotion; somatic markers."""
 
 import itertools
 import json
 from pathlib import Path
 
 from bench.daimon_replay import fold
-from golem.grimoire.episode_model import PAD_NEUTRAL_PLEASURE, PAD_OCTANTS
+from golem.grimoire.episodes.model import PAD_NEUTRAL_PLEASURE, PAD_OCTANTS
 
 from golem.life.daimon import (BASELINE, PLUTCHIK_BY_OCTANT, AppraisalInput, agency, appraise, octant, plutchik,
                                update_pad)
-from golem.life.somatic import FIRE_STRENGTH, firing, lay_marker, size_factor, situation_of
+from golem.safety.somatic import FIRE_STRENGTH, firing, lay_marker, size_factor, situation_of
 from golem.models.enums import MarketRegime
 from golem.models.observation import ChainSnapshot, Observation, PoolState, PositionState
 from golem.models.state import PADVector
@@ -204,7 +204,7 @@ def test_the_appraisal_names_what_moved_it():
 
 
 def test_surprise_lowers_the_coping_potential_and_health_bands_name_no_debt():
-    from golem.life.somatic import health_band, price_move
+    from golem.safety.somatic import health_band, price_move
 
     calm = appraise(AppraisalInput(prediction_error=0.0, hf_now=2.5))
     shocked = appraise(AppraisalInput(prediction_error=1.0, hf_now=2.5))
@@ -215,7 +215,7 @@ def test_surprise_lowers_the_coping_potential_and_health_bands_name_no_debt():
 
 
 def test_markers_fade_and_count_their_firings():
-    from golem.life.somatic import DECAY_PER_TICK, age_markers
+    from golem.safety.somatic import DECAY_PER_TICK, age_markers
 
     sit = {"regime": "volatile", "health": "watch", "move": "down", "tool": "swap"}
     markers, laid = lay_marker([], 1, sit, -50.0, False, -0.5, "lost")

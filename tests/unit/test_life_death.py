@@ -1,4 +1,4 @@
-"""Death: the kill confirmation, the settlement plan, the reflection, the legacy package (issue 17)."""
+"""Death: the kill confirmation, the settlement plan, the reflection, the legacy package."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""The lifespan's three clocks, phases and death triggers (golem.life.lifespan, issue 17)."""
+"""The lifespan's three clocks, phases and death triggers (golem.life.lifespan)."""
 
 from golem.life.lifespan import LifeFacts, born, hazard_draw, tick_clocks
 from golem.models.config import LifespanSection

@@ -1,4 +1,4 @@
-"""Tests written for mutants `make mutation` found surviving (issue 14): each pins a behaviour that deleting or
+"""Tests written for mutants `make mutation` found surviving: each pins a behaviour that deleting or
 negating one statement changed without any test noticing."""
 
 from __future__ import annotations

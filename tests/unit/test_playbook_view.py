@@ -1,4 +1,4 @@
-"""Issue 16: PLAYBOOK.md is a view of the admitted semantic store — learned rules, dream guards and distilled
+"""PLAYBOOK.md is a view of the admitted semantic store — learned rules, dream guards and distilled
 heuristics pass the admission gate; quarantined, superseded and decayed entries stay out; the 0.7 / 0.4
 hysteresis and the heuristic id as the rule's entry id are kept. Real SQLite + LanceDB in temp dirs."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.heuristics import HeuristicStore
-from golem.grimoire.playbook import rewrite_playbook
-from golem.grimoire.playbook_view import AdmittedView, PlaybookLinks, admitted_filter, follow_votes, offer
-from golem.grimoire.semantic import EntrySource, EntryType, GrimoireEntry, SemanticStore
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.grimoire.playbook.compile import rewrite_playbook
+from golem.grimoire.playbook.view import AdmittedView, PlaybookLinks, admitted_filter, follow_votes, offer
+from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 from golem.inference.strategy import rules_in
 from golem.learning import curator
 from tests.unit.test_learning import _outcomes
@@ -103,14 +103,14 @@ def test_hysteresis_kept_and_votes_reach_the_entry(tmp_path, embedder):
 
 
 def test_a_dream_guard_at_0_7_reaches_the_playbook_through_the_gate(tmp_path, embedder):
-    from golem.grimoire.dream_integration import _guard_evidence
-    from golem.grimoire.staging import StagedItem, StageKind, StageStatus, Trigger
+    from golem.grimoire.dreams.integration import _guard_evidence
+    from golem.grimoire.dreams.staging import StagedItem, StageKind, StageStatus, Trigger
 
     hs, sem = _stores(tmp_path, embedder)
     item = StagedItem(id="g1", cycle_tick=10, kind=StageKind.GUARD, content="guard", scenario="liquidation cascade",
                       status=StageStatus.VALIDATED, trigger=Trigger(health_below=2.0),
                       rule="WHEN health_factor < 2 THEN repay 25% debt")
-    _guard_evidence(hs, item, "g", [11, 12])  # 0.5 + 2 × 0.1 = 0.7: issue 18's validated guard
+    _guard_evidence(hs, item, "g", [11, 12])  # 0.5 + 2 × 0.1 = 0.7: a validated dream guard
     path = tmp_path / "PLAYBOOK.md"
     assert _compile(hs, sem, path, 20)[1].excluded  # not offered yet: not in PLAYBOOK.md
     assert rules_in(path.read_text(), "PLAYBOOK.md", EXAMPLE) == []
@@ -146,8 +146,8 @@ def test_survival_counts_new_heuristics_still_compiled_a_horizon_later(tmp_path,
 
 def test_reinforcing_a_rule_never_rewrites_its_trigger_while_prose_takes_fresh_numbers(tmp_path):
     """A later dream's guard for the same situation ("HF < 1.5") reinforces the earlier one ("HF < 1.8") without
-    lowering its trigger: a rule's numbers move only through the Curator's EDIT (issue 18b's finding)."""
-    from golem.grimoire.heuristics import HeuristicStore
+    lowering its trigger: a rule's numbers move only through the Curator's EDIT."""
+    from golem.grimoire.playbook.heuristics import HeuristicStore
 
     store = HeuristicStore(tmp_path / "heuristics.sqlite")
     first = store.add_or_reinforce("WHEN health_factor < 1.8 THEN repay 25% debt", "global", "dream-59:cascade")
@@ -160,7 +160,7 @@ def test_reinforcing_a_rule_never_rewrites_its_trigger_while_prose_takes_fresh_n
 
 
 def test_prose_that_starts_with_when_is_not_a_rule():
-    from golem.grimoire.heuristics import is_rule
+    from golem.grimoire.playbook.heuristics import is_rule
 
     assert is_rule("WHEN health_factor < 1.8 THEN repay 25% debt")
     assert not is_rule("When gas > 50 gwei, defer swaps (seen 3 times).")

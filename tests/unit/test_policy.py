@@ -9,14 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from golem.chain.tools import (
-    TOOL_SCHEMAS,
-    ToolArgumentError,
-    action_tokens,
-    action_value_usd,
-    parse_arguments,
-    to_base_units,
-)
+from golem.chain.tools.arguments import action_tokens, parse_arguments, to_base_units
+from golem.chain.tools.schemas import TOOL_SCHEMAS, ToolArgumentError
+from golem.chain.tools.valuation import action_value_usd
 from golem.models.config import PolicySection
 from golem.models.enums import BehavioralPhase
 from golem.models.observation import ChainSnapshot, Observation, PoolState

@@ -1,4 +1,4 @@
-"""Prediction error (§S4), adaptive threshold and gate (§S5), budget tiers (§S12), theta clock."""
+"""Prediction error, adaptive threshold and gate, budget tiers, theta clock."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golem.cognition.budget import apply_budget, budget_tier_cap, daily_spend_on
+from golem.inference.budget import apply_budget, budget_tier_cap, daily_spend_on
 from golem.cognition.clock import theta_interval_seconds
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.threshold import (
@@ -123,8 +123,8 @@ def test_pe_in_unit_interval_and_monotone_in_each_source(p, source, step):
 
 # ---- threshold ---------------------------------------------------------------------------------
 
-# heartbeat §S5 behavioural examples: (vitality, arousal, confidence, table theta).
-# With base 0.3 the §S5 formula gives 0.399, 0.304, 0.224, 0.198. Only the "Stable" row matches the
+# behavioural examples of the threshold (docs/design/gate.md#thresholds): (vitality, arousal, confidence, table theta).
+# With base 0.3 the formula gives 0.399, 0.304, 0.224, 0.198. Only the "Stable" row matches the
 # table (0.30); the table's 0.50 / 0.12 / 0.09 are not reachable from the formula with base 0.3 (its
 # factors span 0.7–1.5 × base, i.e. 0.168–0.45). We test the formula and the table's ordering.
 S5_TABLE = [

@@ -1,4 +1,4 @@
-"""Probes (heartbeat §S9) and regime detection (§S9 regime table)."""
+"""Probes and regime detection (docs/design/gate.md#probes, #regime)."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_probes_are_fast():
     for _ in range(200):
         run_probes(sn, s, T, False)
     per_call_ms = (time.perf_counter() - t0) / 200 * 1000
-    assert per_call_ms < 1.0  # heartbeat §S9: all probes < 10 ms; ours are far below
+    assert per_call_ms < 1.0  # all probes < 10 ms; ours are far below
 
 
 # ---- regime ---------------------------------------------------------------------------------

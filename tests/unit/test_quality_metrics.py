@@ -1,4 +1,4 @@
-"""rev. 12 cognitive quality on /metrics (issue 19): the worker's GolemMetrics counts them from the Event Fabric's
+"""Cognitive quality on /metrics: the worker's GolemMetrics counts them from the Event Fabric's
 events and reads the Grimoire's size and average quality on each tick."""
 
 from __future__ import annotations

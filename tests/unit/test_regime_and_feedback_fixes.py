@@ -1,6 +1,6 @@
-"""Issue 10's System 1 defects: a market wild from tick 1 is volatile after the warm-up, and regime accuracy holds on
+"""System 1 defects, fixed: a market wild from tick 1 is volatile after the warm-up, and regime accuracy holds on
 labelled paths the detector was not tuned on; learned gating's hindsight judges each tick by the tier that ran, so
-an action is never evidence that T2 was needed and escalation after the cold start stays near the spec's cost model."""
+an action is never evidence that T2 was needed and escalation after the cold start stays near the daily cost model."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from golem.cognition.system1 import SYNTHETIC_TOPOLOGY, simulate
 from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import MarketRegime, Tier
 from golem.models.state import GatingDecision
-from golem.world.simulator import oracle_path
+from golem.world.simulator.paths import oracle_path
 from golem.world.synthetic import StrategyBook
 
 
@@ -36,7 +36,7 @@ def test_a_market_wild_from_the_first_tick_is_volatile_after_the_warmup():
 
 
 def test_without_the_absolute_line_a_wild_market_is_never_volatile(monkeypatch):
-    """What the line fixes: §S9's relative rule alone compares the market with its own (as wild) history."""
+    """What the line fixes: the relative rule alone compares the market with its own (as wild) history."""
     monkeypatch.setattr(regime, "ABSOLUTE_VOLATILE_SIGMA", float("inf"))
     assert detect_path(_wild(3))[20:].count("volatile") / 40 < 0.2
 
@@ -57,7 +57,7 @@ def test_report_and_labelled_set_score_labels_alike():
     assert REGIME_MATCH == LABEL_MATCH
 
 
-# ---- learned gating's hindsight (§S5 "Outcome feedback") --------------------------------------------------------
+# ---- learned gating's hindsight --------------------------------------------------------
 
 def _entry(tick, tier, pe=0.1, actions=0, mode="learned", regime=MarketRegime.VOLATILE, changed=False):
     return GatingDecision(tick=tick, mode=mode, gated_tier=tier, tier=tier, prediction_error=pe, signals=[0.0] * 5,

@@ -1,8 +1,8 @@
-"""Issue 15: the text side of retrieval — past ticks in a question, proper names, the lexical terms."""
+"""The text side of retrieval — past ticks in a question, proper names, the lexical terms."""
 
 from __future__ import annotations
 
-from golem.grimoire.entry_index import named_entities, terms
+from golem.grimoire.store.terms import named_entities, terms
 from golem.grimoire.retrieval import past_tick_of
 
 

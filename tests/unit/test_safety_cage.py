@@ -1,5 +1,5 @@
 """The tool_call layers (safety → risk → permits), limits that only tighten, MUST constraints, the
-§S10 gas gate and the risk statistics — pure, on real SQLite stores where they persist."""
+gas gate and the risk statistics — pure, on real SQLite stores where they persist."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_kill_switch_blocks_every_write(tmp_path):
     assert not d.allowed and "kill switch" in d.reason
 
 
-# ── the §S10 gas gate ────────────────────────────────────────────────────────────────────────
+# ── the gas gate ────────────────────────────────────────────────────────────────────────
 
 
 def test_gas_gate_numbers():
@@ -365,8 +365,8 @@ def test_validate_layered_issues_permits_and_audits(tmp_path):
 
 
 def test_a_fired_somatic_marker_shrinks_the_size_of_new_exposure_only():
-    """issue 17: a loss in this situation before (a strong negative marker) halves the size cap of new exposure."""
-    from golem.life.somatic import lay_marker, situation_of
+    """A loss in this situation before (a strong negative marker) halves the size cap of new exposure."""
+    from golem.safety.somatic import lay_marker, situation_of
 
     o = obs()
     sit = situation_of(o, 2000.0, "supply")  # the same regime, health band, flat price, the same tool

@@ -11,18 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from golem.chain.outcome import expected_log_labels
-from golem.chain.tools import (
-    DEFAULT_MAX_SLIPPAGE_BPS,
-    LP_POSITION_KIND,
-    TOOL_SCHEMAS,
-    ToolArgumentError,
-    action_tokens,
-    action_value_usd,
-    deposit_plan,
-    lp_value_usd,
-    parse_arguments,
-    slippage_bps_of,
-)
+from golem.chain.tools.arguments import action_tokens, parse_arguments
+from golem.chain.tools.schemas import DEFAULT_MAX_SLIPPAGE_BPS, LP_POSITION_KIND, TOOL_SCHEMAS, ToolArgumentError
+from golem.chain.tools.uniswap_pool import deposit_plan
+from golem.chain.tools.valuation import action_value_usd, lp_value_usd, slippage_bps_of
 from golem.chain.verify import _usd
 from golem.inference.decision import decision_tools
 from golem.models.config import PolicySection

@@ -1,4 +1,4 @@
-"""§S8 co-occurrence EMA speculation (read tools only) and the rev. 10 strategy validation stages."""
+"""Co-occurrence EMA speculation (read tools only) and the strategy validation stages."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from golem.chain.read_tools import READ_TOOLS, ToolRegistry
 from golem.chain.speculation import SpeculationEngine, ema_update, predictions
-from golem.chain.tools import TOOL_SCHEMAS, ToolArgumentError
+from golem.chain.tools.schemas import TOOL_SCHEMAS, ToolArgumentError
 from golem.models.config import PolicySection
 from golem.safety.limits import SafetyLimits
 from golem.safety.strategy_check import STRATEGY_UNVIABLE, validate_strategy

@@ -10,17 +10,10 @@ from hypothesis import strategies as st
 
 from golem.chain.outcome import DecodedLog, check_logs, expected_log_labels, tolerated_log_labels
 from golem.chain.simulate import decode_revert
-from golem.chain.tools import (
-    RAY,
-    REPAY_INTEREST_MARGIN_S,
-    SECONDS_PER_YEAR,
-    TOOL_SCHEMAS,
-    ToolArgumentError,
-    aave_reason,
-    pair_key,
-    path_pairs,
-    swap_path,
-)
+from golem.chain.tools.aave import RAY, REPAY_INTEREST_MARGIN_S, SECONDS_PER_YEAR
+from golem.chain.tools.calls import aave_reason
+from golem.chain.tools.schemas import TOOL_SCHEMAS, ToolArgumentError
+from golem.chain.tools.uniswap_swap import pair_key, path_pairs, swap_path
 from golem.models.tick import ProposedAction
 
 
@@ -54,7 +47,7 @@ def test_aave_revert_codes_are_named():
 
 @given(st.integers(min_value=1, max_value=10**15), st.integers(min_value=0, max_value=5 * RAY))
 def test_repay_margin_covers_the_interest_of_the_margin_window(debt, rate):
-    from golem.chain.tools import repay_interest_margin
+    from golem.chain.tools.aave import repay_interest_margin
 
     margin = repay_interest_margin(debt, rate)
     # Aave compounds per second; over an hour at <= 500 %/yr the compound interest is < 1.001 × linear,

@@ -1,4 +1,4 @@
-"""Runs of a tick (issue 21): who a run is, how its files are named, and the run-action ledger that keeps
+"""Runs of a tick: who a run is, how its files are named, and the run-action ledger that keeps
 exactly-once across runs (SQLite is real: a temporary file)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Topology curiosity (grimoire "Feeding the Curiosity Scorer") over a real SQLite knowledge graph, the
-idempotent topology sync ("Graph Maintenance"), and the additive term in the prediction error (§S4)."""
+"""Topology curiosity (docs/design/grimoire.md#knowledge-graph) over a real SQLite knowledge graph, the
+idempotent topology sync ("Graph Maintenance"), and the additive term in the prediction error."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pydantic import ValidationError
 
 from golem.cognition.prediction_error import MAX_ANOMALIES, W_PER_ANOMALY, compute_prediction_error
 from golem.cognition.system1 import SYNTHETIC_TOPOLOGY, simulate, synthetic_snapshot
-from golem.grimoire.graph import KnowledgeGraph, modifier_for_hops, topology_curiosity_modifier
-from golem.grimoire.semantic_migrations import migrate
-from golem.grimoire.topology import (
+from golem.grimoire.semantic.graph import KnowledgeGraph, modifier_for_hops, topology_curiosity_modifier
+from golem.grimoire.semantic.migrations import migrate
+from golem.grimoire.semantic.topology import (
     HAS_POSITION,
     HOLDS_TOKEN,
     ORACLE_DEPENDENCY,
@@ -32,7 +32,7 @@ from golem.models.config import GatingSection, GolemConfig
 from golem.models.enums import MarketRegime, ProbeSeverity, Tier
 from golem.models.observation import Anomaly, ChainSnapshot, Observation, PoolState, PositionState
 from golem.models.state import GolemState
-from golem.world.simulator import oracle_path
+from golem.world.simulator.paths import oracle_path
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_nearest_position_wins_and_matches_k_hop_neighbors(kg):
     # b is 2 hops from `position` but 1 from the held token c; d is 1 from c
     assert topology_curiosity_modifier(kg, "b", pos, 150) == 1.0
     assert topology_curiosity_modifier(kg, "d", pos, 150) == 1.0
-    # distances_from is the minimum of the spec's k_hop_neighbors over the positions
+    # distances_from is the minimum of the k-hop neighbours over the positions
     hops = kg.distances_from(pos, 3, 150)
     for ent in ("a", "b", "d"):
         k_hop = [kg.k_hop_neighbors(p, 3, 150).get(ent) for p in pos]
@@ -305,8 +305,8 @@ def test_topology_command_prints_facts_and_hops(tmp_path, capsys):
 
 
 def test_llm_facts_are_checked_against_the_graph_and_can_bring_an_entity_closer(kg):
-    """grimoire "Graph Maintenance" 1: the deciding model's relations, checked, then part of the topology."""
-    from golem.grimoire.topology import LLM_FACT_CONFIDENCE, MAX_LLM_FACTS, assert_llm_facts, topology_brief
+    """The deciding model's relations, checked, then part of the topology."""
+    from golem.grimoire.semantic.topology import LLM_FACT_CONFIDENCE, MAX_LLM_FACTS, assert_llm_facts, topology_brief
 
     sync(kg, snapshot(100, debt=0.0, hf=None, balances={"USDC": 10.0}), tick=1)
     kg.assert_fact("pool:Q", "holds_token", "token:X", block=100, tick=1, exclusive=False)  # a pool we never touch
@@ -338,7 +338,7 @@ def test_llm_facts_are_checked_against_the_graph_and_can_bring_an_entity_closer(
 
 
 def test_decide_facts_are_shape_checked_and_dropped_with_a_suspect_answer():
-    from golem.grimoire.topology import LLM_PREDICATES
+    from golem.grimoire.semantic.topology import LLM_PREDICATES
     from golem.inference.decision import DECIDE_TOOL, parse_decision
 
     assert DECIDE_TOOL["input_schema"]["properties"]["facts"]["items"]["properties"]["predicate"]["enum"] == \

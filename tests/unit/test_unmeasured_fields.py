@@ -1,5 +1,5 @@
-"""Issue 14: a record field is computed from what happened, or it is absent. pad_after, primary_emotion and
-credit_consumed are computed by the after_turn chain's daimon and lifespan (issue 17, tests/unit/
+"""A record field is computed from what happened, or it is absent. pad_after, primary_emotion and
+credit_consumed are computed by the after_turn chain's daimon and lifespan (tests/unit/
 test_life_after_turn.py); the record step 9 builds before that chain leaves them out, the cycle index stores NULL,
 the episode has no emotional tag — and records written before, which carry the old constants, still load."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from golem.grimoire.episodes import episode_from_record
+from golem.grimoire.episodes.model import episode_from_record
 from golem.life.cycle_store import CycleStore, index_row
-from golem.life.reflect import build_record
+from golem.cognition.reflect import build_record
 from golem.models.config import GolemConfig
 from golem.models.enums import PlutchikLabel, Tier
 from golem.models.record import UNMEASURED_FIELDS, DecisionCycleRecord

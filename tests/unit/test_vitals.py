@@ -1,4 +1,4 @@
-"""The heartbeat-monitor's vitals against the archetype's thresholds (golem-archetypes "heartbeat-monitor")."""
+"""The heartbeat monitor's vitals against their thresholds (docs/design/life.md#the-heartbeat-monitor)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
-"""The worker's memory split (workers/memory.py) on its /metrics, and the soak reading it from there (issue 14)."""
+"""The worker's memory split (workers/memory.py) on its /metrics, and the soak reading it from there."""
 
 from __future__ import annotations
 
 import time
 
-from golem.grimoire import lance
-from golem.grimoire.embeddings import default_embedder
-from golem.grimoire.episodes import Episode, EpisodeStore
+from golem.grimoire.store import lance
+from golem.grimoire.store.embeddings import default_embedder
+from golem.grimoire.episodes.model import Episode
+from golem.grimoire.episodes.store import EpisodeStore
 from infra.soak import MEMORY_PARTS, Sample, SoakReport, worker_memory_mb
 from workers.memory import memory_parts, rss_bytes
 from workers.metrics import GolemMetrics, MetricsServer

@@ -1,19 +1,8 @@
-"""The owner's live dashboard (issue 19): one page on 127.0.0.1, fed by the Event Fabric and pushed by SSE.
+"""The owner's live dashboard: one page on 127.0.0.1, fed by the Event Fabric and pushed by SSE.
 
-GET  /                    the page (HTML, our CSS/JS, uPlot from node_modules — pinned in package-lock.json, no CDN)
-GET  /api/ticks           every tick of history (up to 10,000) as columns: the timeline and the charts
-GET  /api/events          recent events (actions, alerts, interventions, control)
-GET  /api/stream          server-sent events: each new GolemEvent as it is stored (no polling of the page)
-GET  /api/status          the golem's status (GolemWorkflow query), or why it cannot be read
-GET  /api/record/{tick}   the tick's DecisionCycleRecord
-POST /api/steer           {message, severity} validated like `golem steer`, then the steer signal
-POST /api/followup        {message, window} validated like `golem followup`, then the follow_up signal
-POST /api/control/{what}  pause | resume | stop-entries | allow-entries (GolemWorkflow updates)
-GET  /api/grimoire/search?q=…&k=5   what `golem grimoire search --json` answers (nothing logged or marked accessed)
-GET  /api/playbook        PLAYBOOK.md as it is now and its revisions (newest first)
-GET  /api/playbook/diff?a=N&b=M     the unified diff between two revisions
-GET  /api/backtests       the backtest reports under the backtests folder (`golem backtest --out`), newest first
-GET  /api/backtests/{name}/report.png   a report's chart
+The page, the ticks' columns for the charts, recent events, an SSE stream of new events, the golem's status and
+records, steer / follow-up / control posts validated like the CLI's, Grimoire search, PLAYBOOK.md revisions and
+backtest reports. Every endpoint: docs/reference/dashboard-api.md.
 """
 
 from __future__ import annotations
@@ -39,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 UPLOT = REPO / "node_modules" / "uplot" / "dist"
 DEFAULT_PORT = 8300
 DEFAULT_TEMPORAL_UI = "http://127.0.0.1:8233"
-HISTORY_TICKS = 10_000  # the page shows this much history (issue 19: renders < 300 ms with 10,000 ticks)
+HISTORY_TICKS = 10_000  # the page shows this much history (renders < 300 ms with 10,000 ticks)
 STREAM_POLL_S = 0.25  # how often the SSE stream looks for new events in the store
 # Columns of /api/ticks, from each heartbeat.tick_finished payload (golem.events.bridge.tick_summary).
 # The tick's workflow id is golem-<id>-tick-<n> (the page builds it); `run` names a rerun/reset's record.
@@ -213,7 +202,7 @@ class Dashboard:
             return web.json_response({"error": f"the Grimoire cannot be searched: {_one_line(err)}"}, status=503)
 
     def _playbook_history(self):
-        from golem.grimoire.playbook import PlaybookHistory
+        from golem.grimoire.playbook.compile import PlaybookHistory
 
         db = DataLayout(self.data_dir).heuristics
         return PlaybookHistory(db) if db.exists() else None

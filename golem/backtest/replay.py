@@ -1,0 +1,104 @@
+"""The backtest's world: a replay driver that sets the dev chain to a recorded row before the golem observes it
+(one code path for live and backtest: only the world differs).
+
+Per row: the block time is the row's time, the feed answers `oracle_price` and arbitrage takes the pairs to
+`pool_price`, the liquidator backruns the round, and an empty block sets the next base fee to `gas_gwei`.
+Confirmation blocks come from infra/block_producer.py at verify's start, never after a wall-clock pause.
+Why each step and why it is repeatable: docs/design/backtest.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from eth_account import Account
+from web3 import Web3
+
+from golem.backtest.models import PathRow
+from golem.chain.contracts import Deployment
+from golem.chain.reader import read_snapshot
+from golem.models.observation import ChainSnapshot
+from golem.world.simulator.liquidator import SimLiquidation
+from golem.world.simulator.market import MarketSimulator
+
+BLOCK_INTERVAL_S = 0  # chain seconds between blocks inside a row: every block of a row carries the row's time
+# Block numbers that do not depend on timing: the deployment's and a row's pipelined sends share Anvil's automined
+# blocks as their arrival happens to allow (fewer blocks on a fast machine). The first row starts at ORIGIN_BLOCK, and
+# a row's setup is padded with empty blocks to one block per transaction it sent (the most it can take).
+ORIGIN_BLOCK = 128
+EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8
+
+
+class ReplayError(RuntimeError):
+    """The chain refused to take a row (a node error or a transaction that reverted)."""
+
+
+@dataclass(frozen=True)
+class AppliedRow:
+    row: PathRow
+    block_timestamp: int  # the row's time as the chain took it (later when the chain was already past it)
+    pool_price: float  # read back after the trades
+    oracle_price: float
+    # the golem's (every watched borrower's) health factor at the row's prices, before the liquidator acted
+    health_factors: dict[str, float | None] = field(default_factory=dict)
+    liquidations: tuple[SimLiquidation, ...] = ()  # what the liquidator did on this row
+    liquidation_failures: tuple[str, ...] = ()  # a liquidationCall that reverted (the runner logs it)
+
+
+class ReplayDriver:
+    """Applies path rows to one deployed dev world. Holds the trader's and the feeds' owner's keys in memory only."""
+
+    def __init__(self, w3: Web3, deployment: Deployment, trader_key: str, oracle_key: str) -> None:
+        self.w3 = w3
+        self.deployment = deployment
+        self.sim = MarketSimulator(w3, deployment, trader_key, oracle_key, "calm")
+        # Aave accrues interest per second of block time: every block inside a row carries the row's time whatever the
+        # wall clock did and however many blocks the row took (its confirmation blocks included), so the same path
+        # accrues the same interest every run
+        self._rpc("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
+        self._senders = [self.sim.trader_address, Account.from_key(oracle_key).address]  # every tx of a row's setup
+        head = int(self.w3.eth.block_number)
+        self.overflows = int(head > ORIGIN_BLOCK)  # a deployment past ORIGIN_BLOCK: blocks may vary between runs
+        self._pad(ORIGIN_BLOCK - head)
+
+    def _pad(self, blocks: int) -> None:
+        """Mine `blocks` empty blocks (at the row's time: BLOCK_INTERVAL_S = 0)."""
+        if blocks > 0:
+            self._rpc("anvil_mine", [hex(blocks)])
+
+    def _head(self) -> tuple[int, int, int]:
+        """(head number, head timestamp, transactions the setup's senders have sent), in one JSON-RPC batch."""
+        calls = [("eth_getBlockByNumber", ["latest", False]),
+                 *(("eth_getTransactionCount", [a, "latest"]) for a in self._senders)]
+        answers = self.w3.provider.make_batch_request(calls)  # type: ignore[attr-defined]
+        if not isinstance(answers, list) or any("error" in a or a.get("result") is None for a in answers):
+            raise ReplayError(f"reading the head and the senders' nonces failed: {answers}")
+        block, *nonces = (a["result"] for a in answers)
+        return int(block["number"], 16), int(block["timestamp"], 16), sum(int(n, 16) for n in nonces)
+
+    def _rpc(self, method: str, params: list[Any]) -> object:
+        answer = self.w3.provider.make_request(method, params)  # type: ignore[arg-type]
+        if "error" in answer:
+            raise ReplayError(f"{method}: {answer['error'].get('message', answer['error'])}")
+        return answer.get("result")
+
+    def apply(self, row: PathRow) -> AppliedRow:
+        start, start_ts, sent_before = self._head()
+        ts = max(int(row.timestamp), start_ts + 1)
+        self._rpc("evm_setNextBlockTimestamp", [ts])
+        try:
+            step = self.sim.move_to(row.oracle_price, row.pool_price, row.volume_usd, at=ts)
+        except Exception as err:  # a revert or node error names the step
+            raise ReplayError(f"row {row.tick}: {err}") from err
+        head, _, sent_after = self._head()
+        self._pad(start + (sent_after - sent_before) - head)
+        base_fee_wei = int(row.gas_gwei * 1e9 / EMPTY_BLOCK_BASE_FEE_FACTOR)
+        self._rpc("anvil_setNextBlockBaseFeePerGas", [hex(base_fee_wei)])
+        self._rpc("evm_mine", [])
+        return AppliedRow(row=row, block_timestamp=ts, pool_price=step.pool_price, oracle_price=step.oracle_price,
+                          health_factors=step.health_factors, liquidations=tuple(step.liquidations),
+                          liquidation_failures=tuple(step.liquidation_failures))
+
+    def snapshot(self, account: str) -> ChainSnapshot:
+        return read_snapshot(self.w3, self.deployment, account)

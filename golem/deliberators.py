@@ -1,0 +1,87 @@
+"""Which deliberator a golem thinks with (`select_deliberator`), and the home's file-backed sources its workspace
+reads (HomeContext): HEARTBEAT.md, the knowledge graph's topology, the learned token allocations, the chat
+sidecar. A use case over inference, the Grimoire and learning, so it sits above them (docs/design/layers.md)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Mapping
+
+from golem.inference.config import InferenceConfig
+from golem.inference.deliberator import Deliberator
+from golem.inference.llm import LLMDeliberator
+from golem.inference.offline import OfflineDeliberator
+from golem.inference.router import ProviderRouter, make_client
+from golem.layout import DataLayout
+from golem.learning.ledger import LearningLedger
+from golem.models.config import GolemConfig
+from golem.models.enums import Tier
+
+
+class HomeContext:
+    """Reads the workspace's file-backed sources: HEARTBEAT.md in the home, the chat sidecar in the data dir."""
+
+    def __init__(self, home: Path | None, data_dir: Path | None) -> None:
+        self.home, self.data_dir = home, data_dir
+
+    def standing_orders(self) -> str:
+        p = self.home / "HEARTBEAT.md" if self.home else None
+        return p.read_text() if p and p.exists() else ""
+
+    def topology(self, block: int) -> str:
+        """The knowledge graph's facts at `block`, so the model can name entities by id (empty without one)."""
+        path = DataLayout(self.data_dir).semantic_db if self.data_dir else None
+        if path is None or not path.exists():
+            return ""
+        from golem.grimoire.semantic.graph import KnowledgeGraph
+        from golem.grimoire.semantic.topology import topology_brief
+
+        try:
+            return topology_brief(KnowledgeGraph(path), block)
+        except sqlite3.Error:  # no kg_facts table yet, or locked: the workspace goes without it
+            return ""
+
+    def allocations(self, tier: Tier) -> dict[str, int] | None:
+        """The cybernetics loops' learned token allocations (ContextPolicy revision > 0), else None: configured."""
+        path = DataLayout(self.data_dir).learning if self.data_dir else None
+        if path is None or not path.exists():
+            return None
+        policy = LearningLedger(path).context_policy({})
+        return policy.allocations.get(tier.value) if policy.revision > 0 else None
+
+    def conversation_tail(self, n: int) -> list[tuple[str, str]]:
+        if not self.data_dir or n <= 0:
+            return []
+        from golem.inference.session import SessionTree
+
+        path = SessionTree.default_path(self.data_dir)
+        return SessionTree.load(path).tail(n) if path.exists() else []
+
+
+def select_deliberator(
+    config: GolemConfig,
+    env: Mapping[str, str] | None = None,
+    *,
+    home: Path | None = None,
+    data_dir: Path | None = None,
+    http_client: Any = None,
+    inference: InferenceConfig | None = None,
+) -> tuple[Deliberator, str]:
+    """(deliberator, why): the LLM deliberator when the provider is anthropic and the key is set,
+    the offline deliberator otherwise. The key is read from `env` here and never leaves the client."""
+    env = os.environ if env is None else env
+    cfg = inference or InferenceConfig.from_config(config)
+    if cfg.provider == "offline":
+        return OfflineDeliberator(), "offline: [inference] provider = \"offline\" in golem.toml"
+    key = env.get(cfg.api_key_env, "")
+    if not key.strip():
+        return OfflineDeliberator(), (f"offline: provider is anthropic but ${cfg.api_key_env} is not set "
+                                      "(export it in the worker's environment to think with Claude)")
+    router = ProviderRouter(make_client(key.strip(), http_client=http_client, timeout_s=cfg.timeout_seconds),
+                            cfg, config.heartbeat)
+    home = home if home is not None else Path(config.golem.home)
+    return (LLMDeliberator(router, context=HomeContext(home, data_dir)),
+            f"anthropic: T1 → {cfg.t1_model}, T2 → {cfg.t2_model} (key from ${cfg.api_key_env}); "
+            "offline deliberator when the budget forbids LLM calls")

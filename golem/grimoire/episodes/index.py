@@ -1,0 +1,207 @@
+"""An in-memory index over the episodes' vectors and summary terms for retrieval.
+
+An exact scan of the vectors is one matrix-vector product, cheaper than LanceDB's hybrid query, so the retrieve step
+keeps per episodes table the ids, ticks, vectors, term postings and scored scalars, and a query reads nothing from
+disk. The store reports its own writes and the index applies them in place; any other version change rebuilds it.
+Above MAX_ROWS retrieval goes back to LanceDB (ANN). Each version is a snapshot of its own `n` rows over shared,
+append-only storage, so a query keeps reading its snapshot while a write appends. See docs/design/grimoire.md#retrieval.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from golem.grimoire.store.terms import summary_terms
+
+if TYPE_CHECKING:
+    from golem.grimoire.episodes.store import EpisodeStore
+
+# what retrieval scores an episode with, besides id, tick, summary and vector
+SCALARS = ("tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
+           "dream_validated", "pnl_impact", "emotional_tag")
+MAX_ROWS = 250_000  # ours: 250k × 256 float32 = 256 MB; beyond it the ANN index (store/indexes.py: ANN_MIN_ROWS) serves
+
+
+@dataclass
+class EpisodeIndex:
+    version: int
+    n: int  # rows in this snapshot; the shared storage below may hold more (appended for a newer one)
+    ids: list[str]
+    pos: dict[str, int]
+    tick_buf: np.ndarray  # (capacity,) int64
+    vec_buf: np.ndarray  # (capacity, dim) float32, L2-normalised
+    summaries: list[str]
+    postings: dict[str, list[int]] = field(default_factory=dict)  # term → rows holding it, ascending
+    scalars: dict[str, list[Any]] = field(default_factory=dict)  # SCALARS column → values by row
+
+    @property
+    def ticks(self) -> np.ndarray:
+        return self.tick_buf[:self.n]
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self.vec_buf[:self.n]
+
+    def row(self, k: int) -> dict[str, Any]:
+        """Episode `k`'s scalar fields, id and tick (what retrieval scores with)."""
+        return {c: v[k] for c, v in self.scalars.items()} | {"id": self.ids[k], "tick": int(self.tick_buf[k])}
+
+    def coverage(self, idf: dict[str, float]) -> np.ndarray:
+        """Per episode, the share of the question's idf mass (`idf`: term → weight) its summary holds."""
+        out = np.zeros(self.n, dtype=np.float64)
+        total = sum(idf.values())
+        if total <= 0 or not self.n:
+            return out
+        for t, w in idf.items():
+            rows = self.postings.get(t)
+            if rows:
+                if rows[-1] >= self.n:  # rows appended for a newer snapshot
+                    rows = rows[:bisect_left(rows, self.n)]
+                out[rows] += w
+        return out / total
+
+
+_CACHE: dict[str, EpisodeIndex] = {}
+_LOCK = threading.Lock()
+builds = 0  # full builds so far in this process (tests check writes are applied in place)
+
+
+def _postings(summaries: list[str], start: int = 0, into: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+    lists = into if into is not None else defaultdict(list)
+    for n, s in enumerate(summaries, start):
+        for t in summary_terms(s):
+            if into is None:
+                lists[t].append(n)
+            else:
+                lists.setdefault(t, []).append(n)
+    return dict(lists) if into is None else lists
+
+
+def _vectors(col: Any, dim: int) -> np.ndarray:
+    flat = col.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(np.asarray(flat, dtype=np.float32).reshape(-1, dim))
+
+
+def _capacity(n: int) -> int:
+    return n + max(1024, n // 4)
+
+
+def build(table: Any) -> EpisodeIndex:
+    global builds
+    builds += 1
+    version = table.version
+    n = table.count_rows()
+    dim = table.schema.field("vector").type.list_size
+    data: Any = table.search().select(["id", "tick", "summary", "vector", *SCALARS]).limit(max(1, n)).to_arrow() if n else None
+    n = data.num_rows if n else 0
+    ids = data.column("id").to_pylist() if n else []
+    summaries = data.column("summary").to_pylist() if n else []
+    tick_buf = np.zeros(_capacity(n), dtype=np.int64)
+    vec_buf = np.zeros((_capacity(n), dim), dtype=np.float32)
+    if n:
+        tick_buf[:n] = np.asarray(data.column("tick").to_numpy(zero_copy_only=False), dtype=np.int64)
+        vec_buf[:n] = _vectors(data.column("vector"), dim)
+    scalars = {c: data.column(c).to_pylist() if n else [] for c in SCALARS}
+    return EpisodeIndex(version=version, n=n, ids=ids, pos={i: k for k, i in enumerate(ids)}, tick_buf=tick_buf,
+                        vec_buf=vec_buf, summaries=summaries, postings=_postings(summaries), scalars=scalars)
+
+
+def episode_index(store: EpisodeStore) -> EpisodeIndex | None:
+    """The index for `store`'s table, current with its version; None above MAX_ROWS."""
+    table = store.table
+    key = str(store.path)
+    version = table.version
+    with _LOCK:
+        idx = _CACHE.get(key)
+        if idx is not None and idx.version == version:
+            return idx
+    if table.count_rows() > MAX_ROWS:
+        return None
+    idx = build(table)
+    with _LOCK:
+        _CACHE[key] = idx
+    return idx
+
+
+def note_update(store: EpisodeStore, ids: list[str], changes: dict[str, Any], before: int, after: int) -> None:
+    """The store changed scalar fields of `ids` (no id, tick, summary or vector) from version `before` to `after`;
+    `changes`: column → function of the old value giving the new one (the SQL it ran, in Python)."""
+    key = str(store.path)
+    with _LOCK:
+        idx = _CACHE.get(key)
+        if idx is None or idx.version != before:
+            _CACHE.pop(key, None)
+            return
+        for i in ids:
+            k = idx.pos.get(i)
+            if k is None:
+                continue
+            for c, f in changes.items():
+                col = idx.scalars.get(c)
+                if col is not None:
+                    col[k] = f(col[k])
+        _CACHE[key] = replace(idx, version=after)
+
+
+def note_merge(store: EpisodeStore, data: Any, before: int, after: int) -> None:
+    """The store merged `data` (rows with id, tick, summary, vector and SCALARS) into its table, from version
+    `before` to `after`: appended to the shared storage (new rows) or written over (rewritten rows, same summary)."""
+    key = str(store.path)
+    with _LOCK:
+        idx = _CACHE.get(key)
+        if idx is None or idx.version != before or idx.n != len(idx.ids):
+            _CACHE.pop(key, None)  # something else moved the table: rebuild on the next query
+            return
+        ids = data.column("id").to_pylist()
+        summaries = data.column("summary").to_pylist()
+        ticks = np.asarray(data.column("tick").to_numpy(zero_copy_only=False), dtype=np.int64)
+        vecs = _vectors(data.column("vector"), idx.vec_buf.shape[1])
+        values = {c: data.column(c).to_pylist() for c in SCALARS}
+        if any(i in idx.pos and idx.summaries[idx.pos[i]] != summaries[k] for k, i in enumerate(ids)):
+            _CACHE.pop(key, None)  # an episode rewritten with another summary: its postings move; rebuild
+            return
+        new = [k for k, i in enumerate(ids) if i not in idx.pos]
+        tick_buf, vec_buf, n = idx.tick_buf, idx.vec_buf, idx.n
+        if n + len(new) > len(tick_buf):  # grow: a fresh copy (readers keep the old buffers)
+            tick_buf = np.zeros(_capacity(n + len(new)), dtype=np.int64)
+            vec_buf = np.zeros((len(tick_buf), idx.vec_buf.shape[1]), dtype=np.float32)
+            tick_buf[:n], vec_buf[:n] = idx.tick_buf[:n], idx.vec_buf[:n]
+        for k, i in enumerate(ids):
+            if i in idx.pos:  # rewritten, same text: new tick/vector/fields in place
+                r = idx.pos[i]
+                tick_buf[r], vec_buf[r] = ticks[k], vecs[k]
+                for c in SCALARS:
+                    idx.scalars[c][r] = values[c][k]
+        for j, k in enumerate(new):
+            r = n + j
+            tick_buf[r], vec_buf[r] = ticks[k], vecs[k]
+            idx.pos[ids[k]] = r
+            idx.ids.append(ids[k])
+            idx.summaries.append(summaries[k])
+            for c in SCALARS:
+                idx.scalars[c].append(values[c][k])
+        _postings([summaries[k] for k in new], n, into=idx.postings)
+        _CACHE[key] = replace(idx, version=after, n=n + len(new), tick_buf=tick_buf, vec_buf=vec_buf)
+
+
+def refresh(store: EpisodeStore) -> None:
+    """The store's upkeep (compaction, index fold-in, cleanup) made new versions of the same rows: when this process
+    keeps an index for it, rebuild it now, in the writer's thread, so the next query does not pay for the build."""
+    key = str(store.path)
+    with _LOCK:
+        cached = key in _CACHE
+    if not cached:
+        return
+    if store.table.count_rows() > MAX_ROWS:
+        with _LOCK:
+            _CACHE.pop(key, None)
+        return
+    idx = build(store.table)
+    with _LOCK:
+        _CACHE[key] = idx
