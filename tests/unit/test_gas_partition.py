@@ -93,6 +93,19 @@ def decide(action, *, spent=0.0, typical=None, o=None, steers=(), forecast=None,
 # ── the partition and its emergency slice ────────────────────────────────────────────────────
 
 
+def test_the_emergency_slice_is_kept_for_the_repay_not_the_sell_that_would_fund_it():
+    """busy_day_crash: a day of urgent sells into USDC in a chop spent the slice, and the repay under the 1.6 line
+    waited at HF 1.32 for want of $0.58. An urgent sell pays from the routine share only."""
+    sell = decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT)  # $0.10 routine, $2.10 in all
+    assert not sell.allowed and sell.deferred and "emergency slice is kept for actions" in sell.reason
+    assert decide(swap(), spent=7.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT).allowed  # within the routine share
+    repay = decide(act("repay"), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT)
+    assert repay.allowed and "uses the emergency slice" in repay.protective
+    # critical (under the MUST floor) goes beyond the partition for a sell too, and an owner's steer buys the slice
+    assert decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=CRITICAL).allowed
+    assert decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT, steers=[steer("high")]).allowed
+
+
 def test_routine_action_is_deferred_once_only_the_emergency_slice_remains():
     assert decide(swap(), spent=7.7).allowed  # $0.30 of the $8 routine share left
     d = decide(swap(), spent=7.9)  # $2.10 of the partition left, but only $0.10 outside the slice
