@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 from argparse import Namespace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cli.common import Command, arun, client, golem_config, query_golem
 from cli.life import life_line
@@ -15,12 +17,32 @@ if TYPE_CHECKING:
     from golem.models.interventions import RejectedIntervention
     from golem.models.state import ChainHealth
 
+ALERT_WINDOW_MIN = 10  # the monitor's alerts `golem status` mentions: the last ten minutes
+
+
+def alerts_line(data: Path, now: datetime | None = None) -> str | None:
+    """The heartbeat-monitor's alerts of the last ten minutes, the worst and newest first, or None: a golem whose
+    ticks stalled says so here, not only in `golem alerts`."""
+    from golem.events.store import EventStore
+    from golem.layout import DataLayout
+
+    if not DataLayout(data).events.exists():  # a golem that never ran: nothing to say
+        return None
+    since = ((now or datetime.now(timezone.utc)) - timedelta(minutes=ALERT_WINDOW_MIN)).isoformat()
+    events = EventStore(data).read(kinds=["alerts.probe"], since=since, limit=1000)
+    if not events:
+        return None
+    rank = {"critical": 3, "high": 2, "medium": 1, "low": 0}
+    worst = max(events, key=lambda e: (rank.get(e.payload.get("severity", "low"), 0), e.seq or 0))
+    p = worst.payload
+    return (f"  alerts:     {len(events)} in the last {ALERT_WINDOW_MIN} min; worst {p.get('vital')} "
+            f"{p.get('value')} (threshold {p.get('threshold')}, {p.get('severity')}) at {worst.time[11:19]} UTC "
+            "— `golem alerts` lists them")
+
 
 async def _status(args: Namespace) -> int:
     from golem.models.golem import GolemStatus
     from golem.models.state import FsmState
-
-    from pathlib import Path
 
     from infra.supervisor import supervision_note
 
@@ -53,6 +75,9 @@ async def _status(args: Namespace) -> int:
               f"{'entries stopped (no new positions)' if st.entries_stopped else ''} — {st.control_note}")
     if st.chain.alert:
         print(f"  ALERT:      {st.chain.alert}")
+    recent = alerts_line(Path(args.data))
+    if recent:
+        print(recent)
     if last:
         print(f"  last tick:  {last.tick} tier {last.tier.value if last.tier else '-'}"
               + (" FAILED: " + (last.error or "") if last.failed else ""))

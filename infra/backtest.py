@@ -9,6 +9,7 @@ row's time to GolemWorkflow's replay clock. All data stays under the output dire
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -177,6 +178,9 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
             info.gas_limits = gas_limits(cfg)  # the partition and the urgency ceilings, shown in the report
             run.marks, run.final_state = await _replay_golem(opts, rows, driver, cfg, data, client, info, run.phases)
         run.loop_cpu_seconds = time.process_time() - cpu
+        if driver.overflows:
+            _log(opts, f"  {name}: the deployment ran past golem/backtest/replay.py's ORIGIN_BLOCK; block numbers may "
+                       "differ from another run's")
         info.wall_seconds = round(time.perf_counter() - started, 3)
         return run
     finally:
@@ -268,6 +272,7 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
 
     layout = DataLayout(data)  # the backtest golem's one layout, handed to its services and stores
     services = await asyncio.to_thread(GolemServices, cfg, layout, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
+    client = await client  # the Temporal server started while the chain was set up (_backtest)
     info.deliberator = services.deliberator_reason
     router = getattr(services.deliberator, "router", None)
     prices = getattr(getattr(router, "config", None), "prices", None)
@@ -331,17 +336,39 @@ async def _all_or_none(coros: list) -> list:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _earlier_run(out: Path) -> list[str]:
+    """What an earlier run left in `out`: its Temporal history and golem data dirs."""
+    found = [out / "temporal.sqlite", out / "data", *(out / name / "data" for name in (*BASELINES, "golem"))]
+    return [str(p.relative_to(out)) for p in found if p.exists() or p.is_symlink()]
+
+
 async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantRun]:
     from infra.anvil import free_port
     from infra.temporal import TemporalDevServer
     from workers.client import connect
 
-    server = TemporalDevServer(opts.out / "temporal.sqlite", port=free_port(), ui_port=free_port(), headless=True,
-                               log_path=opts.out / "logs" / "temporal.log", sqlite_pragmas=SERVER_PRAGMAS)
+    left = _earlier_run(opts.out)
+    if left:
+        # a golem started on an earlier run's data inherits its transaction journal (actions it thinks already
+        # sent are not sent again), records, decision cache and Grimoire: the same path would act differently
+        raise BacktestError(f"--out {opts.out} holds an earlier run ({', '.join(left)}); give a new directory or "
+                            "remove it (a run never starts on another's data)")
+
+    db = opts.out / "temporal.sqlite"
     (opts.out / "logs").mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(_empty_server_db, db)
+    server = TemporalDevServer(db, port=free_port(), ui_port=free_port(), headless=True,
+                               log_path=opts.out / "logs" / "temporal.log", sqlite_pragmas=SERVER_PRAGMAS)
+    # the server starts while each variant starts its Anvil, deploys and opens its stores; a golem variant awaits
+    # the client only to build its worker
+    started = asyncio.ensure_future(_to_the_end(server.start))
+
+    async def connected():
+        await started
+        return await connect(server.address)
+
+    client = asyncio.ensure_future(connected())
     try:
-        await _to_the_end(server.start)
-        client = await connect(server.address)
         plan: list[tuple[str, dict | None]] = []
         if opts.compare:
             plan += list(BASELINES.items())
@@ -354,7 +381,49 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
             for name, overrides in plan
         ])
     finally:
+        client.cancel()
+        await asyncio.wait([started, client])  # a start under way ends first, so stop() finds the process it spawned
+        for task in (started, client):  # a failure there was raised to the golem's variant, or no one needed it
+            if not task.cancelled():
+                task.exception()
         await asyncio.to_thread(server.stop)
+
+
+def _template_db() -> Path:
+    """Where this machine keeps an empty backtest server database: keyed by the temporal binary and everything
+    that shapes the schema (search attributes, kept indexes, pragmas)."""
+    from infra.temporal import KEEP_VISIBILITY_INDEXES, SEARCH_ATTRIBUTES, temporal_cli
+
+    cli = temporal_cli()
+    stat = cli.stat()
+    key = json.dumps([str(cli), stat.st_size, stat.st_mtime_ns, SEARCH_ATTRIBUTES, sorted(KEEP_VISIBILITY_INDEXES),
+                      SERVER_PRAGMAS])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "golem"
+    return cache / f"backtest-temporal-{hashlib.sha256(key.encode()).hexdigest()[:16]}.sqlite"
+
+
+def _empty_server_db(db: Path) -> None:
+    """Start the run's server on a copy of an empty database (schema written, unused indexes dropped). A new file
+    costs the server a start, a stop and a second start (TemporalDevServer.start), ~3 s of every backtest's start-up
+    here; the copy is made once per machine."""
+    from infra.anvil import free_port
+    from infra.temporal import TemporalDevServer
+
+    template = _template_db()
+    if not template.exists():
+        template.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=template.parent) as tmp:
+            made = Path(tmp) / "empty.sqlite"
+            server = TemporalDevServer(made, port=free_port(), ui_port=free_port(), headless=True,
+                                       log_path=Path(tmp) / "temporal.log", sqlite_pragmas=SERVER_PRAGMAS)
+            try:
+                server.start()
+            finally:
+                server.stop()
+            with closing(sqlite3.connect(made)) as con:  # the file alone holds everything: no WAL beside it
+                con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            os.replace(made, template)  # atomic: another run making it at the same time loses nothing
+    shutil.copyfile(template, db)
 
 
 def run_backtest(opts: BacktestOptions) -> list[VariantRun]:

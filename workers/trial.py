@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import sys
@@ -35,7 +36,7 @@ def trial_home(config: GolemConfig, strategy_text: str, home: Path) -> Path:
     raw["clock"].update(delta_theta_ticks=NEVER, dream_every_ticks=NEVER)
     raw["chain"]["address_book"] = "embedded"  # the trial's world is the dev world, whatever chain the golem is on
     raw["dream"]["min_gap_ticks"] = NEVER
-    raw["learning"]["trial"] = False
+    raw.setdefault("learning", {})["trial"] = False  # a default [learning] is left out of the dump
     home.mkdir(parents=True, exist_ok=True)
     (home / "golem.toml").write_text(tomli_w.dumps(raw))
     (home / "STRATEGY.md").write_text(strategy_text)
@@ -65,6 +66,11 @@ class BacktestTrialRunner:
         home = trial_home(config, strategy_text, out / "home")
         figures = []
         for arm, playbook in zip(ARMS, playbooks):
+            # a retried step runs into the directory its earlier attempt left: each arm starts from nothing, or it
+            # would inherit that attempt's transaction journal, records and Grimoire (run_backtest refuses that)
+            for left in (out / arm, out / f"{arm}-source"):
+                shutil.rmtree(left, ignore_errors=True)
+            (out / f"{arm}.json").unlink(missing_ok=True)
             spec = {"path": str(out / "path.csv"), "home": str(home), "out": str(out / arm),
                     "grimoire": str(_grimoire_source(out / f"{arm}-source", playbook)),
                     "figures": str(out / f"{arm}.json"), "warmup": warmup}

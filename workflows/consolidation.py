@@ -74,16 +74,19 @@ class DreamCycleWorkflow:
         if not workflow.patched("dream-phases"):
             return await workflow.execute_activity_method(ConsolidationActivities.dream, inp, **options.cycle_step())
         d = inp.config.dream
-        deadline = workflow.now() + timedelta(seconds=d.budget_seconds)
+        # a backtest's dream has no wall-clock budget: where it stopped would depend on the machine's load
+        untimed = inp.clock == "replay" and workflow.patched("replay-dream-untimed")
+        deadline = None if untimed else workflow.now() + timedelta(seconds=d.budget_seconds)
         phase_inp = DreamPhaseInput(
             golem_id=inp.golem_id, tick=inp.tick, config_version=inp.config_version, replay_count=d.replay_count,
             rem_scenarios=d.rem_scenarios, rehearse_threats=d.rehearse_threats, forks=d.forks,
-            threat_rehearsals=inp.threat_rehearsals, deadline=deadline.isoformat(), urgency=inp.urgency,
+            threat_rehearsals=inp.threat_rehearsals, deadline=deadline.isoformat() if deadline else "",
+            urgency=inp.urgency,
             reasons=inp.reasons, followups=inp.followups,  # next-dream notes focus NREM (activities/dream.py)
         )
         stopped_at = stop_reason = None
         for name, method, minutes in _PHASES:
-            if self._wake is not None or workflow.now() >= deadline:
+            if self._wake is not None or (deadline is not None and workflow.now() >= deadline):
                 stopped_at, stop_reason = name, self._wake or f"time budget of {d.budget_seconds:g} s spent"
                 break
             # Waits for a cancelled phase to end, so it cannot write its journal part after integration; phases

@@ -152,14 +152,15 @@ async def consolidate(held: Held, cfg: GolemConfig, now: Callable[[], datetime])
         held.state = held.s.model_copy(update={"dream_tags": result.dream_tags})
 
 
-async def dream(held: Held, cfg: GolemConfig, urgency: DreamUrgency, config_version: str) -> None:
+async def dream(held: Held, cfg: GolemConfig, urgency: DreamUrgency, config_version: str,
+                replay: bool = False) -> None:
     """The phased dream cycle; ticking waits until it ends, a critical steer wakes it (held.dream)."""
     s = held.s
     held.activity = "dreaming"
     held.state = s.model_copy(update={"dreaming": True})
     inp = DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=held.window("next-dream"),
                      config_version=config_version, urgency=urgency.urgency, reasons=urgency.reasons,
-                     threat_rehearsals=urgency.threat_rehearsals)
+                     threat_rehearsals=urgency.threat_rehearsals, clock="replay" if replay else "wall")
     try:
         held.dream = await workflow.start_child_workflow(
             DreamCycleWorkflow.run, inp, id=ids.cycle_workflow_id(s.golem_id, "dream", s.tick),

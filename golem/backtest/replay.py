@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eth_account import Account
 from web3 import Web3
 
 from golem.backtest.models import PathRow
@@ -22,6 +23,10 @@ from golem.world.simulator.liquidator import SimLiquidation
 from golem.world.simulator.market import MarketSimulator
 
 BLOCK_INTERVAL_S = 0  # chain seconds between blocks inside a row: every block of a row carries the row's time
+# Block numbers that do not depend on timing: the deployment's and a row's pipelined sends share Anvil's automined
+# blocks as their arrival happens to allow (fewer blocks on a fast machine). The first row starts at ORIGIN_BLOCK, and
+# a row's setup is padded with empty blocks to one block per transaction it sent (the most it can take).
+ORIGIN_BLOCK = 128
 EMPTY_BLOCK_BASE_FEE_FACTOR = 0.875  # EIP-1559: an empty parent lowers the base fee by 1/8
 
 
@@ -52,6 +57,25 @@ class ReplayDriver:
         # wall clock did and however many blocks the row took (its confirmation blocks included), so the same path
         # accrues the same interest every run
         self._rpc("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
+        self._senders = [self.sim.trader_address, Account.from_key(oracle_key).address]  # every tx of a row's setup
+        head = int(self.w3.eth.block_number)
+        self.overflows = int(head > ORIGIN_BLOCK)  # a deployment past ORIGIN_BLOCK: blocks may vary between runs
+        self._pad(ORIGIN_BLOCK - head)
+
+    def _pad(self, blocks: int) -> None:
+        """Mine `blocks` empty blocks (at the row's time: BLOCK_INTERVAL_S = 0)."""
+        if blocks > 0:
+            self._rpc("anvil_mine", [hex(blocks)])
+
+    def _head(self) -> tuple[int, int, int]:
+        """(head number, head timestamp, transactions the setup's senders have sent), in one JSON-RPC batch."""
+        calls = [("eth_getBlockByNumber", ["latest", False]),
+                 *(("eth_getTransactionCount", [a, "latest"]) for a in self._senders)]
+        answers = self.w3.provider.make_batch_request(calls)  # type: ignore[attr-defined]
+        if not isinstance(answers, list) or any("error" in a or a.get("result") is None for a in answers):
+            raise ReplayError(f"reading the head and the senders' nonces failed: {answers}")
+        block, *nonces = (a["result"] for a in answers)
+        return int(block["number"], 16), int(block["timestamp"], 16), sum(int(n, 16) for n in nonces)
 
     def _rpc(self, method: str, params: list[Any]) -> object:
         answer = self.w3.provider.make_request(method, params)  # type: ignore[arg-type]
@@ -60,13 +84,15 @@ class ReplayDriver:
         return answer.get("result")
 
     def apply(self, row: PathRow) -> AppliedRow:
-        latest = self.w3.eth.get_block("latest")
-        ts = max(int(row.timestamp), int(latest["timestamp"]) + 1)
+        start, start_ts, sent_before = self._head()
+        ts = max(int(row.timestamp), start_ts + 1)
         self._rpc("evm_setNextBlockTimestamp", [ts])
         try:
             step = self.sim.move_to(row.oracle_price, row.pool_price, row.volume_usd, at=ts)
         except Exception as err:  # a revert or node error names the step
             raise ReplayError(f"row {row.tick}: {err}") from err
+        head, _, sent_after = self._head()
+        self._pad(start + (sent_after - sent_before) - head)
         base_fee_wei = int(row.gas_gwei * 1e9 / EMPTY_BLOCK_BASE_FEE_FACTOR)
         self._rpc("anvil_setNextBlockBaseFeePerGas", [hex(base_fee_wei)])
         self._rpc("evm_mine", [])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from golem.inference.strategy import Metrics, Rule, Strategy, evaluate_condition, metrics_from, readable_without_steer, rule_fires
+from golem.inference.strategy import (Metrics, Rule, Strategy, evaluate_condition, metrics_from,
+                                     readable_without_steer, rule_fires)
 from golem.models.config import ProbeThresholds, WakeSection
 from golem.models.enums import Tier
 from golem.models.observation import Observation

@@ -211,6 +211,9 @@ class DreamInput(BaseModel):
     urgency: float | None = None
     reasons: list[str] = Field(default_factory=list)
     threat_rehearsals: int = Field(default=1, ge=1, le=2)
+    # "replay": a backtest's golem, whose path time stands still while it dreams: the cycle runs every phase, with
+    # no wall-clock budget to cut it short by how loaded the machine is (docs/how-to/backtesting.md)
+    clock: Literal["wall", "replay"] = "wall"
 
 
 class DreamResult(BaseModel):

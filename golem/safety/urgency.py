@@ -46,12 +46,16 @@ class UrgencyVerdict(BaseModel):
     level: Urgency
     reason: str
     restores: bool = False  # the action moves the health factor up or funds it (repay, supply, sell to a stable)
+    direct: bool = False  # it moves the health factor up by itself (repay, supply, remove_liquidity): the slice's use
+
+
+DIRECT_TOOLS = ("repay", "supply", "remove_liquidity")  # restore the health factor by themselves
 
 
 def restores_health(action: ProposedAction) -> bool:
     """Actions that answer a falling health factor: repay, supply, remove_liquidity (frees assets to repay with)
     and a swap into a stable (sells exposure). Nothing else can be urgent on the position's account."""
-    if action.tool in ("repay", "supply", "remove_liquidity"):
+    if action.tool in DIRECT_TOOLS:
         return True
     if action.tool == "swap":
         try:
@@ -67,11 +71,11 @@ def classify(action: ProposedAction, forecast: Forecast | None, steers: list[Ste
     otherwise only an action that restores health can be urgent, and only as urgent as the position is: critical
     when a MUST floor or the liquidation line is crossed or within the forecast horizon, urgent when a rule's line
     is, routine otherwise (however protective the tool sounds). `floor`: STRATEGY.md's MUST health-factor floor."""
-    restores = restores_health(action)
+    restores, direct = restores_health(action), action.tool in DIRECT_TOOLS
     steer = max((s for s in steers if s.severity.rank >= SteerSeverity.HIGH.rank), key=lambda s: s.severity.rank,
                 default=None)
     if steer is not None:
-        return UrgencyVerdict(level=Urgency.URGENT, restores=restores,
+        return UrgencyVerdict(level=Urgency.URGENT, restores=restores, direct=True,  # the owner's call: the slice too
                               reason=f"owner steer {steer.id} ({steer.severity.value}) governs this tick")
     if not restores:
         return UrgencyVerdict(level=Urgency.ROUTINE, reason=f"{action.tool} does not restore the health factor")
@@ -83,10 +87,13 @@ def classify(action: ProposedAction, forecast: Forecast | None, steers: list[Ste
     if f.crossed:
         deepest = max(x for x in (floor, LIQUIDATION) if x is not None)
         kind = Urgency.CRITICAL if f.health_factor <= deepest else Urgency.URGENT
-        return UrgencyVerdict(level=kind, restores=True, reason=f"{at}: crossed")
+        under = max(f.crossed)  # the forecast's `line` is the next one below, not yet reached, once it is under one
+        reason = (f"{at}: crossed" if under == f.line else
+                  f"health factor {f.health_factor:.3f} is under the line {under:g} (next: {f.line:g}, {f.line_label})")
+        return UrgencyVerdict(level=kind, restores=True, direct=direct, reason=reason)
     if f.within_horizon:
         kind = Urgency.CRITICAL if f.line_kind in FLOOR_KINDS else Urgency.URGENT
-        return UrgencyVerdict(level=kind, restores=True,
+        return UrgencyVerdict(level=kind, restores=True, direct=direct,
                               reason=f"{at}: {soon:.1f} ticks away (horizon {f.horizon_ticks:g})")
     when = "not falling" if soon is None else f"{soon:.1f} ticks away at the worst move"
     return UrgencyVerdict(level=Urgency.ROUTINE, restores=True,
@@ -125,6 +132,12 @@ def gas_decision(
                 f"ceiling ${cap:,.4f} (min of ${policy.gas_ceiling_per_action_usd:,.2f} and "
                 f"{policy.gas_ceiling_share_of_protected:.1%} of ${value_usd:,.2f} protected)"), None
     left = partition.left_usd
+    if level is Urgency.URGENT and not verdict.direct and est_usd > partition.routine_left_usd:
+        # a sell into a stable only funds a repay: the ring-fenced slice waits for the repay itself, which a day of
+        # sells in a chop had spent (docs/design/spending.md#the-slice-is-for-repays)
+        return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} exceeds the routine share's "
+                f"${max(partition.routine_left_usd, 0.0):,.4f} left today; the emergency slice is kept for actions "
+                "that restore the health factor by themselves (repay, supply)"), None
     if level is Urgency.URGENT and est_usd > left:
         return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} exceeds the partition's "
                 f"${max(left, 0.0):,.4f} left today; only a critical action goes beyond it"), None

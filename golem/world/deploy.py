@@ -22,6 +22,7 @@ from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
 from hexbytes import HexBytes
 from web3 import Web3
+from web3.exceptions import TimeExhausted
 from web3.types import RPCEndpoint
 
 from golem.chain.contracts import FEED_DECIMALS, PAIRS, TOKEN_DECIMALS, TOKEN_SYMBOLS, Deployment
@@ -154,18 +155,37 @@ def fee_fields(w3: Web3, base_fee: int | None = None) -> dict[str, int]:
     return {"maxFeePerGas": 2 * int(base_fee) + PRIORITY_FEE_WEI, "maxPriorityFeePerGas": PRIORITY_FEE_WEI}
 
 
+NUDGE_AFTER_S = 2.0  # a pipelined send still unmined this long on a dev node gets a block of its own
+
+
 def wait_all(w3: Web3, steps: Sequence[tuple[str, HexBytes]], timeout: float = 60.0) -> list[Any]:
     """Wait for every (step name, tx hash); raise TxFailed naming the first that reverted."""
     receipts = []
     for name, tx_hash in steps:
         try:
-            receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=timeout, poll_latency=0.05)
+            receipt = _receipt(w3, tx_hash, timeout)
         except Exception as exc:  # TimeExhausted and transport errors: say which step
             raise TxFailed(f"{name}: no receipt for {tx_hash.hex()} ({exc})") from exc
         if receipt["status"] != 1:
             raise TxFailed(f"{name}: transaction {tx_hash.hex()} reverted (block {receipt['blockNumber']})")
         receipts.append(receipt)
     return receipts
+
+
+def _receipt(w3: Web3, tx_hash: HexBytes, timeout: float) -> Any:
+    """The receipt, asking a dev node to mine once when a send sits in its pool: Anvil's automine now and then leaves
+    the last of several sends arriving together unmined until another arrives (seen under load: a replay row's last
+    swap waited out the whole timeout). A node without `evm_mine` just keeps being waited for."""
+    try:
+        return w3.eth.wait_for_transaction_receipt(tx_hash, timeout=min(NUDGE_AFTER_S, timeout), poll_latency=0.05)
+    except TimeExhausted:
+        if timeout <= NUDGE_AFTER_S:
+            raise
+    try:
+        w3.provider.make_request(RPCEndpoint("evm_mine"), [])
+    except Exception:  # not a dev node: nothing to nudge
+        pass
+    return w3.eth.wait_for_transaction_receipt(tx_hash, timeout=timeout - NUDGE_AFTER_S, poll_latency=0.05)
 
 
 def world_artifact(name: str) -> dict[str, Any]:

@@ -93,6 +93,19 @@ def decide(action, *, spent=0.0, typical=None, o=None, steers=(), forecast=None,
 # ── the partition and its emergency slice ────────────────────────────────────────────────────
 
 
+def test_the_emergency_slice_is_kept_for_the_repay_not_the_sell_that_would_fund_it():
+    """busy_day_crash: a day of urgent sells into USDC in a chop spent the slice, and the repay under the 1.6 line
+    waited at HF 1.32 for want of $0.58. An urgent sell pays from the routine share only."""
+    sell = decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT)  # $0.10 routine, $2.10 in all
+    assert not sell.allowed and sell.deferred and "emergency slice is kept for actions" in sell.reason
+    assert decide(swap(), spent=7.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT).allowed  # within the routine share
+    repay = decide(act("repay"), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT)
+    assert repay.allowed and "uses the emergency slice" in repay.protective
+    # critical (under the MUST floor) goes beyond the partition for a sell too, and an owner's steer buys the slice
+    assert decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=CRITICAL).allowed
+    assert decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT, steers=[steer("high")]).allowed
+
+
 def test_routine_action_is_deferred_once_only_the_emergency_slice_remains():
     assert decide(swap(), spent=7.7).allowed  # $0.30 of the $8 routine share left
     d = decide(swap(), spent=7.9)  # $2.10 of the partition left, but only $0.10 outside the slice
@@ -190,6 +203,15 @@ def test_a_model_labelled_protective_swap_is_still_routine():
 def test_protective_is_read_from_the_tool_and_the_chain(action, debt, protective):
     assert (protective_reason(action, obs(debt=debt).snapshot, [steer("medium")]) is not None) is protective
     assert HF_AT_RISK == 1.5  # the position probe's Low line
+
+
+def test_an_urgency_under_a_line_names_that_line_not_the_next_one():
+    from golem.safety.urgency import classify
+    f = Forecast(health_factor=1.85, line=1.6, line_label="STRATEGY.md:21", line_kind="rule", crossed=[1.9],
+                 ticks_at_worst=40.0, horizon_ticks=3.0, within_horizon=True)
+    repay = ProposedAction(action_index=0, tool="repay", arguments={"amount": 100.0}, rationale="t")
+    v = classify(repay, f, [])
+    assert v.reason == "health factor 1.850 is under the line 1.9 (next: 1.6, STRATEGY.md:21)"
 
 
 def test_validate_layered_puts_the_protective_note_on_the_permit_and_the_audit(tmp_path):

@@ -13,14 +13,23 @@ import threading
 from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
 from golem.grimoire.store.terms import summary_terms
 
-if TYPE_CHECKING:
-    from golem.grimoire.episodes.store import EpisodeStore
+
+class EpisodeStore(Protocol):
+    """What the index reads of the store (golem.grimoire.episodes.store.EpisodeStore): its table and path."""
+
+    @property
+    def table(self) -> Any: ...
+
+    @property
+    def path(self) -> Path: ...
+
 
 # what retrieval scores an episode with, besides id, tick, summary and vector
 SCALARS = ("tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
