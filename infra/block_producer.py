@@ -41,7 +41,8 @@ class BlockProducer(Interceptor):
         head = self.w3.eth.get_block("latest")
         for _ in range(self.blocks):
             # keep the head's base fee: an empty confirmation block is not a gas-market event
-            answer = self.w3.provider.make_request(RPCEndpoint("anvil_setNextBlockBaseFeePerGas"), [hex(int(head["baseFeePerGas"]))])
+            answer = self.w3.provider.make_request(RPCEndpoint("anvil_setNextBlockBaseFeePerGas"),
+                                                   [hex(int(head["baseFeePerGas"]))])
             if "error" not in answer:
                 answer = self.w3.provider.make_request(RPCEndpoint("evm_mine"), [])
             if "error" in answer:

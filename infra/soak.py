@@ -187,7 +187,8 @@ def _payload_bytes(payloads: Payloads | None) -> int:
     return sum(len(p.data) + sum(len(v) for v in p.metadata.values()) for p in payloads.payloads) if payloads else 0
 
 
-async def inspect_histories(client: Client, golem_id: str, last_tick: int, opts: SoakOptions, report: SoakReport) -> None:
+async def inspect_histories(client: Client, golem_id: str, last_tick: int, opts: SoakOptions,
+                            report: SoakReport) -> None:
     wid = golem_workflow_id(golem_id)
     async for wf in client.list_workflows(f"WorkflowId = '{wid}'"):
         hist = await client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()

@@ -54,7 +54,8 @@ def deploy_or_load(w3: Web3, rpc_url: str, *, use_cache: bool = True) -> tuple[D
             if w3.eth.get_code(Web3.to_checksum_address(dep.addresses["AAVE_POOL"])):
                 # Chain time resumes where the dump stopped, so the feeds' rounds are as fresh as when deployed
                 # (a dump made days ago would otherwise show every feed stale at the first new block).
-                w3.provider.make_request(RPCEndpoint("anvil_setTime"), [int(w3.eth.get_block("latest")["timestamp"]) + 1])
+                w3.provider.make_request(RPCEndpoint("anvil_setTime"),
+                                         [int(w3.eth.get_block("latest")["timestamp"]) + 1])
                 return dep.model_copy(update={"rpc_url": rpc_url}), False
     dep = deploy_mod.deploy_world(
         w3, ANVIL_KEYS[0], ANVIL_ADDRESSES[GOLEM_KEY_INDEX], ANVIL_ADDRESSES[1],

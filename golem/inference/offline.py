@@ -252,7 +252,8 @@ class _Decision:
                 for sid in matched:  # a steer only counts as matched when its rule fired
                     steer_matches[sid].append(rule.label)
 
-        kill = any(p.probe == "kill_switch" and p.severity == ProbeSeverity.HIGH for p in whole(inp.observation, "observation").probes)
+        probes = whole(inp.observation, "observation").probes
+        kill = any(p.probe == "kill_switch" and p.severity == ProbeSeverity.HIGH for p in probes)
         actions: list[ProposedAction] = []
         applied: list[RuleApplied] = []
         if not kill:

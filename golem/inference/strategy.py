@@ -347,8 +347,9 @@ def parse_strategy(text: str) -> Strategy:
 # ---- evaluating rules (pure: the offline deliberator and System 1's rule preview share it) ------------
 
 Metrics = dict[str, float | str | None]
-_OPS: dict[str, Callable[[float | str, float | str], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-        "!=": operator.ne}
+_OPS: dict[str, Callable[[float | str, float | str], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
+}
 
 
 def metrics_from(observation: Observation, last_price: float | None) -> Metrics:

@@ -52,13 +52,15 @@ def _now() -> str:
 
 
 class Dashboard:
-    def __init__(self, data_dir: Path, golem_id: str, *, client: Client | None = None, temporal_ui: str = DEFAULT_TEMPORAL_UI,
-                 namespace: str = "default", home: Path | None = None, backtests: Path | None = None) -> None:
+    def __init__(self, data_dir: Path, golem_id: str, *, client: Client | None = None,
+                 temporal_ui: str = DEFAULT_TEMPORAL_UI, namespace: str = "default", home: Path | None = None,
+                 backtests: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.golem_id = golem_id
         self.home = Path(home) if home is not None else None  # the golem home: the embedder the Grimoire uses
         self.backtests = Path(backtests) if backtests is not None else None  # where `golem backtest` wrote reports
-        self._stores: tuple[EpisodeStore, SemanticStore] | None = None  # the Grimoire's stores, opened at the first search (the embedder loads once)
+        # the Grimoire's stores, opened at the first search (the embedder loads once)
+        self._stores: tuple[EpisodeStore, SemanticStore] | None = None
         self._stores_lock = threading.Lock()
         self.store = EventStore(self.data_dir)
         self.client = client  # a Temporal client; None: status and steering answer that Temporal is unreachable
