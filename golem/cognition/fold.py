@@ -7,7 +7,6 @@ untouched, and every list it grows is bounded so the state stays small across co
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any, Literal
 
@@ -104,10 +103,7 @@ def accept_intervention(
     try:
         if kind not in ("steer", "follow_up"):
             raise ValueError(f"unknown intervention kind {kind!r}: use 'steer' or 'follow_up'")
-        if isinstance(raw, dict) and "id" not in raw:  # a Web UI or `temporal workflow signal` sender: name it
-            seed = json.dumps([now_iso, raw], sort_keys=True, default=str).encode()
-            raw = {**raw, "id": f"auto-{hashlib.sha256(seed).hexdigest()[:12]}"}  # same payload, same instant: one
-        item: Steer | FollowUp = parse_intervention(kind, raw)
+        item: Steer | FollowUp = parse_intervention(kind, raw, received_at=now_iso)
     except ValueError as err:
         reason = str(err)
         new.rejected_interventions = _bounded(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -90,8 +92,10 @@ def _too_deep(raw: Any, limit: int = MAX_PAYLOAD_DEPTH) -> bool:
     return False
 
 
-def parse_intervention(kind: str, raw: Any) -> Steer | FollowUp:
-    """Validate a raw signal payload; raises ValueError with a helpful message."""
+def parse_intervention(kind: str, raw: Any, received_at: str = "") -> Steer | FollowUp:
+    """Validate a raw signal payload; raises ValueError with a helpful message. A flat payload without an id (typed
+    into the Web UI's Send Signal) is named from `received_at` and its content: the same payload in the same
+    instant is one intervention."""
     model = Steer if kind == "steer" else FollowUp
     if isinstance(raw, (Steer, FollowUp)):
         raw = raw.model_dump(mode="json")
@@ -105,6 +109,9 @@ def parse_intervention(kind: str, raw: Any) -> Steer | FollowUp:
             f"malformed {kind}: nested more than {MAX_PAYLOAD_DEPTH} levels deep. "
             'Send a flat JSON object, e.g. {"id": "s-1", "message": "reduce exposure", "severity": "high"}'
         )
+    if "id" not in raw:  # only now: the depth check above keeps json.dumps off a payload nested thousands deep
+        seed = json.dumps([received_at, raw], sort_keys=True, default=str).encode()
+        raw = {**raw, "id": f"auto-{hashlib.sha256(seed).hexdigest()[:12]}"}
     try:
         return model.model_validate(raw)
     except ValidationError as e:
