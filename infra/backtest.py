@@ -22,7 +22,8 @@ from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import tomli_w
 
@@ -32,6 +33,16 @@ from golem.models.config import load_config
 from golem.safety.gas import gas_limits
 from golem.ids import golem_workflow_id, task_queue
 from golem.layout import DataLayout
+
+if TYPE_CHECKING:  # annotations only: these load in the functions that use them (start-up stays short)
+    from temporalio.client import Client
+
+    from golem.backtest.replay import AppliedRow, ReplayDriver
+    from golem.models.config import GolemConfig
+    from golem.models.observation import ChainSnapshot
+    from workers.services import GolemServices
+
+T = TypeVar("T")
 
 GOLEM_KEY_INDEX = 2  # the dev world's golem account (infra/stack.py)
 GENESIS_LEAD_S = 3600  # ours: the chain starts an hour before the path so the deployment's blocks precede row 0
@@ -43,7 +54,7 @@ SERVER_PRAGMAS = ("synchronous=OFF", "journal_mode=WAL")
 STEPS = ("local", "activities")  # BacktestOptions.steps
 
 # The --compare runs, in the order they are printed; "golem" is the golem as configured (the base of the deltas).
-BASELINES: dict[str, dict] = {
+BASELINES: dict[str, dict[str, Any]] = {
     "hold": {},  # no golem: the position as deployed, marked every row
     "rules": {"gating": {"mode": "always"}},  # STRATEGY.md's rules every tick, no System 1 gating
     "memory-off": {"grimoire": {"memory": False}},  # retrieval returns nothing, nothing admitted
@@ -92,7 +103,8 @@ def _iso(ts: int) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
 
 
-def _write_home(src_home: Path, dst_home: Path, golem_id: str, rpc_url: str, run_dir: Path, overrides: dict):
+def _write_home(src_home: Path, dst_home: Path, golem_id: str, rpc_url: str, run_dir: Path,
+                overrides: dict[str, Any]) -> GolemConfig:
     """A copy of the owner's golem home pointed at this run's chain, with the variant's overrides."""
     raw = tomllib.loads((src_home / "golem.toml").read_text())
     raw.setdefault("golem", {})["id"] = golem_id
@@ -109,7 +121,7 @@ def _write_home(src_home: Path, dst_home: Path, golem_id: str, rpc_url: str, run
     return load_config(dst_home / "golem.toml")
 
 
-def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
+def _inherit_grimoire(services: GolemServices, source: Path, scratch: Path) -> dict[str, int]:
     """Start from another run's Grimoire: its distilled entries and causal edges, imported as inherited
     (confidence 0.3, as a successor inherits: docs/design/life.md#death-and-legacy); its episodes are that run's
     own experience and stay there."""
@@ -141,12 +153,15 @@ def _inherit_grimoire(services, source: Path, scratch: Path) -> dict[str, int]:
     return counts
 
 
-async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, overrides: dict | None,
-                       client, run_dir: Path) -> VariantRun:
+async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, overrides: dict[str, Any] | None,
+                       client: asyncio.Future[Client], run_dir: Path) -> VariantRun:
     from golem.chain.web3client import make_web3
     from golem.world.deploy import deploy_world
     from golem.backtest.replay import BLOCK_INTERVAL_S, ReplayDriver
-    from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS, AnvilProcess, free_port
+    from web3.types import RPCEndpoint
+
+    from golem.world.devchain import ANVIL_ADDRESSES, ANVIL_KEYS
+    from infra.anvil import AnvilProcess, free_port
 
     started = time.perf_counter()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -159,7 +174,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         w3 = make_web3(anvil.rpc_url)
         # chain time is path time from the genesis on: a block carries its row's time, not the wall clock's, so the
         # interest Aave accrues from the golem's borrow on is the same every run (golem/backtest/replay.py)
-        w3.provider.make_request("anvil_setBlockTimestampInterval", [BLOCK_INTERVAL_S])
+        w3.provider.make_request(RPCEndpoint("anvil_setBlockTimestampInterval"), [BLOCK_INTERVAL_S])
         golem_account = ANVIL_ADDRESSES[GOLEM_KEY_INDEX]
         dep = await asyncio.to_thread(deploy_world, w3, ANVIL_KEYS[0], golem_account, ANVIL_ADDRESSES[1],
                                       golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX], rpc_url=anvil.rpc_url)
@@ -189,7 +204,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
 
 
 @contextmanager
-def _in_memory(data: Path):
+def _in_memory(data: Path) -> Iterator[Path]:
     """The run's golem data dir in RAM (/dev/shm) while it runs, reached through a symlink at `data`, then moved to
     `data` itself (also on a failure or a kill). Its stores commit with fsync (records, events, the tx journal,
     LanceDB versions): on a busy disk that was a row's largest wait, and a backtest's data is rebuilt by running it
@@ -210,7 +225,7 @@ def _in_memory(data: Path):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _to_the_end(start) -> None:
+async def _to_the_end(start: Callable[[], object]) -> None:
     """`start()` (a process's) in a thread, awaited to its end even when the run is cancelled meanwhile (`kill`
     during start-up), then the cancel goes on: the caller's `finally` stops the process once it exists. A plain
     `await asyncio.to_thread(start)` returns at the cancel while the thread still spawns the process, and the
@@ -223,7 +238,7 @@ async def _to_the_end(start) -> None:
         raise
 
 
-def _apply(opts: BacktestOptions, driver, row: PathRow):
+def _apply(opts: BacktestOptions, driver: ReplayDriver, row: PathRow) -> tuple[AppliedRow, int]:
     """Apply a row; returns it with the block the chain was at before (the row's events come after it)."""
     before = driver.w3.eth.block_number
     applied = driver.apply(row)
@@ -232,7 +247,8 @@ def _apply(opts: BacktestOptions, driver, row: PathRow):
     return applied, before
 
 
-def _row_liquidation_kwargs(driver, account: str, applied, before: int, snap) -> dict:
+def _row_liquidation_kwargs(driver: ReplayDriver, account: str, applied: AppliedRow, before: int,
+                            snap: ChainSnapshot) -> dict[str, Any]:
     """The row's LiquidationCall events against `account`, read from the Aave Pool's logs, and whether its health
     factor was under 1.0 at the row's prices (as the liquidator read it, before anyone acted)."""
     from golem.chain.reader import read_liquidations
@@ -247,7 +263,8 @@ def _timed(phases: dict[str, float], name: str, since: float) -> float:
     return now
 
 
-async def _replay_hold(opts, rows, driver, account, phases: dict[str, float]) -> list[TickMark]:
+async def _replay_hold(opts: BacktestOptions, rows: list[PathRow], driver: ReplayDriver, account: str,
+                       phases: dict[str, float]) -> list[TickMark]:
     marks = []
     for i, row in enumerate(rows):
         t = time.perf_counter()
@@ -260,19 +277,20 @@ async def _replay_hold(opts, rows, driver, account, phases: dict[str, float]) ->
     return marks
 
 
-async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunInfo,
+async def _replay_golem(opts: BacktestOptions, rows: list[PathRow], driver: ReplayDriver, cfg: GolemConfig,
+                        data: Path, connecting: asyncio.Future[Client], info: RunInfo,
                         phases: dict[str, float]) -> tuple[list[TickMark], Any]:
     from golem.life.cycle_store import CycleStore
     from golem.models.golem import GolemWorkflowInput, WorldTime
     from infra.block_producer import BlockProducer
-    from infra.anvil import ANVIL_KEYS
+    from golem.world.devchain import ANVIL_KEYS
     from workers.services import GolemServices
     from workers.worker import build_worker
     from workflows.golem import GolemWorkflow
 
     layout = DataLayout(data)  # the backtest golem's one layout, handed to its services and stores
     services = await asyncio.to_thread(GolemServices, cfg, layout, private_key=ANVIL_KEYS[GOLEM_KEY_INDEX])
-    client = await client  # the Temporal server started while the chain was set up (_backtest)
+    client = await connecting  # the Temporal server started while the chain was set up (_backtest)
     info.deliberator = services.deliberator_reason
     router = getattr(services.deliberator, "router", None)
     prices = getattr(getattr(router, "config", None), "prices", None)
@@ -320,7 +338,7 @@ async def _replay_golem(opts, rows, driver, cfg, data: Path, client, info: RunIn
     return marks, final
 
 
-async def _all_or_none(coros: list) -> list:
+async def _all_or_none(coros: list[Coroutine[Any, Any, T]]) -> list[T]:
     """Run side by side and return the results in order; the first failure (or a cancel of the caller) cancels the
     others and waits for their clean-up (each stops its own Anvil and worker) before it is raised."""
     tasks = [asyncio.ensure_future(c) for c in coros]
@@ -363,13 +381,13 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
     # the client only to build its worker
     started = asyncio.ensure_future(_to_the_end(server.start))
 
-    async def connected():
+    async def connected() -> Client:
         await started
         return await connect(server.address)
 
     client = asyncio.ensure_future(connected())
     try:
-        plan: list[tuple[str, dict | None]] = []
+        plan: list[tuple[str, dict[str, Any] | None]] = []
         if opts.compare:
             plan += list(BASELINES.items())
         plan.append(("golem", {} if opts.memory else {"grimoire": {"memory": False}}))
@@ -445,7 +463,7 @@ def run_backtest(opts: BacktestOptions) -> list[VariantRun]:
 
 
 @contextmanager
-def _worker_log(path: Path):
+def _worker_log(path: Path) -> Iterator[None]:
     """The in-process worker logs to a file under --out, as `golem run`'s worker does; the console stays the report's."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path)
