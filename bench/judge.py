@@ -282,17 +282,12 @@ def check_sortino(golem: Json, hold: Json | None) -> Check:
 
 
 def loss_aware_sortino(marks: list[Json]) -> float | None:
-    """Sortino per row with Israelsen's refinement (mean × downside when the mean is negative), from the marks'
-    equity; the judge's own, so a report written before the golem computed it is judged the same way."""
+    """Loss-aware Sortino per row (golem.backtest.report's formula) from the marks' equity, so a report written
+    before the golem computed the figure is judged the same way."""
+    from golem.backtest.report import sortino_loss_aware
+
     eq = [m.get("equity_usd") for m in marks]
-    rets = [b / a - 1.0 for a, b in zip(eq, eq[1:]) if a and b is not None]
-    if len(rets) < 2:
-        return None
-    mean = sum(rets) / len(rets)
-    down = math.sqrt(sum(min(r, 0.0) ** 2 for r in rets) / len(rets))
-    if down <= 0:
-        return None
-    return mean / down if mean >= 0 else mean * down
+    return sortino_loss_aware([b / a - 1.0 for a, b in zip(eq, eq[1:]) if a and b is not None])
 
 
 def check_loss_aware(golem: Json, hold: Json | None) -> Check:

@@ -125,12 +125,13 @@ def forecast(hf_history: list[float], hf_now: float | None, lines: HealthLines, 
                     horizon_ticks=horizon, samples=len(series), within_horizon=within, reason=reason)
 
 
-def preview_rules(strategy: Strategy | None, observation: Observation, last_price: float | None) -> list[RuleHit]:
+def preview_rules(strategy: Strategy | None, observation: Observation, last_price: float | None,
+                  metrics: Metrics | None = None) -> list[RuleHit]:
     """Every rule System 1 can read (no steer condition) that would fire now, by the offline deliberator's
     evaluator (strategy.rule_fires on strategy.metrics_from), in the strategy's order."""
     if strategy is None:
         return []
-    metrics = metrics_from(observation, last_price)
+    metrics = metrics if metrics is not None else metrics_from(observation, last_price)
     hits = []
     for rule in strategy.rules:
         if not readable_without_steer(rule):
@@ -153,9 +154,10 @@ def wake_check(strategy: Strategy | None, observation: Observation, health_histo
                last_price: float | None, probes: ProbeThresholds, wake: WakeSection) -> Wakefulness:
     """The tick's wake check: the forecast toward the strategy's nearest line and the rules that would fire, and
     the floor they put under the tier — T1 when a rule would fire or a line is within the horizon."""
-    lines = live_lines(strategy_lines(strategy, probes, wake), strategy, metrics_from(observation, last_price))
+    metrics = metrics_from(observation, last_price)  # read once: the live lines and the preview share it
+    lines = live_lines(strategy_lines(strategy, probes, wake), strategy, metrics)
     f = forecast(health_history, observation.min_health_factor(), lines, wake)
-    hits = preview_rules(strategy, observation, last_price) if wake.preview_rules else []
+    hits = preview_rules(strategy, observation, last_price, metrics) if wake.preview_rules else []
     why = [f"rule {h.rule} `{h.text}` would fire ({' and '.join(h.evidence)})" for h in hits]
     if f is not None and f.within_horizon:
         why.append(f.reason)

@@ -46,7 +46,9 @@ class UrgencyVerdict(BaseModel):
     level: Urgency
     reason: str
     restores: bool = False  # the action moves the health factor up or funds it (repay, supply, sell to a stable)
-    direct: bool = False  # it moves the health factor up by itself (repay, supply, remove_liquidity): the slice's use
+    # may draw on the ring-fenced slice: it moves the health factor up by itself (repay, supply, remove_liquidity),
+    # or the owner steered the tick (docs/design/spending.md#the-slice-is-for-repays)
+    uses_slice: bool = False
 
 
 DIRECT_TOOLS = ("repay", "supply", "remove_liquidity")  # restore the health factor by themselves
@@ -75,7 +77,7 @@ def classify(action: ProposedAction, forecast: Forecast | None, steers: list[Ste
     steer = max((s for s in steers if s.severity.rank >= SteerSeverity.HIGH.rank), key=lambda s: s.severity.rank,
                 default=None)
     if steer is not None:
-        return UrgencyVerdict(level=Urgency.URGENT, restores=restores, direct=True,  # the owner's call: the slice too
+        return UrgencyVerdict(level=Urgency.URGENT, restores=restores, uses_slice=True,
                               reason=f"owner steer {steer.id} ({steer.severity.value}) governs this tick")
     if not restores:
         return UrgencyVerdict(level=Urgency.ROUTINE, reason=f"{action.tool} does not restore the health factor")
@@ -90,10 +92,10 @@ def classify(action: ProposedAction, forecast: Forecast | None, steers: list[Ste
         under = max(f.crossed)  # the forecast's `line` is the next one below, not yet reached, once it is under one
         reason = (f"{at}: crossed" if under == f.line else
                   f"health factor {f.health_factor:.3f} is under the line {under:g} (next: {f.line:g}, {f.line_label})")
-        return UrgencyVerdict(level=kind, restores=True, direct=direct, reason=reason)
+        return UrgencyVerdict(level=kind, restores=True, uses_slice=direct, reason=reason)
     if f.within_horizon:
         kind = Urgency.CRITICAL if f.line_kind in FLOOR_KINDS else Urgency.URGENT
-        return UrgencyVerdict(level=kind, restores=True, direct=direct,
+        return UrgencyVerdict(level=kind, restores=True, uses_slice=direct,
                               reason=f"{at}: {soon:.1f} ticks away (horizon {f.horizon_ticks:g})")
     when = "not falling" if soon is None else f"{soon:.1f} ticks away at the worst move"
     return UrgencyVerdict(level=Urgency.ROUTINE, restores=True,
@@ -132,7 +134,7 @@ def gas_decision(
                 f"ceiling ${cap:,.4f} (min of ${policy.gas_ceiling_per_action_usd:,.2f} and "
                 f"{policy.gas_ceiling_share_of_protected:.1%} of ${value_usd:,.2f} protected)"), None
     left = partition.left_usd
-    if level is Urgency.URGENT and not verdict.direct and est_usd > partition.routine_left_usd:
+    if level is Urgency.URGENT and not verdict.uses_slice and est_usd > partition.routine_left_usd:
         # a sell into a stable only funds a repay: the ring-fenced slice waits for the repay itself, which a day of
         # sells in a chop had spent (docs/design/spending.md#the-slice-is-for-repays)
         return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} exceeds the routine share's "
