@@ -21,7 +21,7 @@ from golem.life.cycle_store import CycleStore
 from golem.life.death import KillRequest
 from golem.life.legacy import Legacy, legacy_dir
 from golem.models.config import load_config
-from golem.models.enums import ActionStatus, BehavioralPhase
+from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime
 from golem.models.golem import GolemWorkflowInput
 from golem.models.state import GolemState
 from infra.stack import inherited_state
@@ -266,15 +266,20 @@ async def test_a_loss_lays_a_somatic_marker_that_fires_in_the_same_situation_and
     strategy.write_text(strategy.read_text().replace(
         '- WHEN steer contains "repay" THEN repay 25% debt\n',
         '- WHEN steer contains "repay" THEN repay 25% debt\n- WHEN steer contains "buy weth" THEN swap 20% USDC to WETH\n'))
-    rig.start_market(interval=0.3)
+    # No market: the price moves only by the golem's own swaps, so the situation (regime, health band, price move,
+    # tool) at the second buy is the first one's by construction, not by the luck of a random walk.
     store = CycleStore(rig.data_dir)
     try:
         async with in_process_worker(temporal_client, rig):
             handle = await rig.start_golem(temporal_client, max_ticks=None)
-            await wait_for(lambda: store.count() >= 3, 90, "three ticks")
+            await wait_for_record(store, lambda r: r.regime == MarketRegime.RANGE_BOUND, "a settled regime",
+                                  n=5, timeout=120)
             await handle.signal(GolemWorkflow.steer, {"id": "buy1", "severity": "high", "message": "buy weth"})
             first = await wait_for_record(store, lambda r: any(x.id == "buy1" for x in r.active_interventions),
                                           "the first buy", n=40, timeout=90)
+            # the swap moved the price: wait until a tick has seen the new price and the regime is settled again
+            await wait_for_record(store, lambda r: r.tick > first.tick + 1 and r.regime == first.regime,
+                                  "the market settled after the first buy", n=5, timeout=120)
             await handle.signal(GolemWorkflow.steer, {"id": "buy2", "severity": "high", "message": "buy weth"})
             second = await wait_for_record(store, lambda r: any(x.id == "buy2" for x in r.active_interventions),
                                            "the second buy", n=40, timeout=90)
