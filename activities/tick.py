@@ -29,12 +29,13 @@ from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
+from golem.chain.tick_reads import TickReads
 from golem.chain.tools.schemas import ToolArgumentError
 from golem.events import bridge as events
 from golem.grimoire.semantic.graph import KnowledgeGraph
 from golem.grimoire.playbook.compile import read_revision
 from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
-from golem.inference.decision import decision_tools
+from golem.inference.decision import DECIDE, decision_tools
 from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.inference.strategy import Strategy
@@ -276,7 +277,7 @@ class TickActivities(ActivitySet):
         try:
             deliberation = await decide_with_cache(
                 inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
-                tools=start.tools, route=start.route,
+                tools=start.tools, route=start.route, reads=self._reads(obs, start.tools),
                 playbook_text=prompt.playbook_text, playbook_revision=read_revision(self.s.playbook_path),
                 context_policy_revision=policy.revision, remember_facts=lambda d: self._remember_facts(inp, d),
             )
@@ -296,6 +297,11 @@ class TickActivities(ActivitySet):
                                                    "reasoning_summary": f"{record.reasoning_summary} | carried: {carried}"})
                 deliberation = deliberation.model_copy(update={"record": record, "actions": actions})
         return self._numbered(inp, deliberation)
+
+    def _reads(self, obs: Observation, tools: list[dict[str, Any]]) -> TickReads:
+        """The tool loop's reads and `speculate`, for the write tools offered this tick (golem.chain.tick_reads)."""
+        return TickReads(self.s.w3, self.s.deployment, self.s.account, obs,
+                         write_tools=[t["name"] for t in tools or [] if t["name"] != DECIDE])
 
     def _before_agent_start(self, inp: DecideInput, obs: Observation) -> AgentStart:
         ctx = inp.ctx

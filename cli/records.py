@@ -76,6 +76,9 @@ def brief(rec: DecisionCycleRecord) -> list[str]:
         out.append(f"  decided:  {d.decision or '(nothing)'}  [{d.model}]")
         if d.reasoning_summary:
             out.append(f"  because:  {d.reasoning_summary[:400]}")
+        for r in d.reads:  # the tool loop's reads and speculation, as the model got them
+            args = f" {json.dumps(r.arguments, separators=(',', ':'))}" if r.arguments else ""
+            out.append(f"  read {r.round}:   {r.tool_name}{args[:120]} → {(r.error or r.result)[:160]}")
     for a in rec.actions:
         extra = [f"tx {a.tx_hash}" if a.tx_hash else "", f"gas ${a.gas_cost:.2f}" if a.gas_cost else "",
                  f"clipped: {a.clipped}" if a.clipped else "", a.block_reason or ""]

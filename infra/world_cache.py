@@ -65,8 +65,10 @@ def deploy_or_load(w3: Web3, rpc_url: str, *, use_cache: bool = True) -> tuple[D
         dump = w3.provider.make_request(RPCEndpoint("anvil_dumpState"), [])
         if isinstance(dump.get("result"), str):
             cache_dir().mkdir(parents=True, exist_ok=True)
-            tmp = state_path.with_suffix(".tmp")
-            tmp.write_text(dump["result"])
-            tmp.replace(state_path)
-            dep_path.write_text(json.dumps(json.loads(dep.model_dump_json())))
+            # the address book first, each file whole (a private temp file, then an atomic rename): two test
+            # sessions deploying at once each write a complete pair, and a reader never sees half of one
+            for path, text in ((dep_path, json.dumps(json.loads(dep.model_dump_json()))), (state_path, dump["result"])):
+                tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+                tmp.write_text(text)
+                tmp.replace(path)
     return dep, True

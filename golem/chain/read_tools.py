@@ -166,6 +166,9 @@ class ToolRegistry:
         if overlap:
             raise ValueError(f"tool names used as both read and write: {sorted(overlap)}")
 
+    def read_tools(self) -> list[ReadTool]:
+        return list(self._read.values())
+
     def read_tool(self, name: str) -> ReadTool | None:
         """A read tool, or None — for a write tool too ."""
         return self._read.get(name)

@@ -26,7 +26,7 @@ from golem.cognition.decision_cache import (
     pattern_hash,
     record_decision,
 )
-from golem.inference.deliberator import Deliberator, Route
+from golem.inference.deliberator import Deliberator, Route, ToolReads
 from golem.inference.strategy import Strategy
 from golem.learning.expectation import expect
 from golem.models.record import DeliberationRecord, RuleApplied, ToolCallRecord
@@ -124,12 +124,13 @@ async def decide_with_cache(
     remember_facts: Callable[[Deliberation], Deliberation] | None = None,
     tools: list[dict[str, Any]] | None = None,
     route: Route | None = None,
+    reads: ToolReads | None = None,
 ) -> Deliberation:
     """One tick's decision: System 1 from the cache when it may answer, else System 2, then recorded.
 
     `remember_facts` (blocking; run on a thread) puts the model's knowledge-graph facts in memory before the
     decision is cached. The cache lives on the worker's disk, loaded and saved here. `tools` and `route`
-    are what before_agent_start produced for System 2 (the offered schemas, the model)."""
+    are what before_agent_start produced for System 2 (the offered schemas, the model); `reads` what it may read."""
     key = cache_key(inp, playbook_revision, context_policy_revision)
     obs = whole(inp.observation, "observation")
     cache = await asyncio.to_thread(cache_store.load)
@@ -138,7 +139,7 @@ async def decide_with_cache(
         if hit is not None:
             await asyncio.to_thread(cache_store.save, cache)
             return _finished(hit, cache, must, inp)
-    deliberation = await deliberator.decide(inp, strategy, playbook_text, tools=tools, route=route)
+    deliberation = await deliberator.decide(inp, strategy, playbook_text, tools=tools, route=route, reads=reads)
     if deliberation.kg_facts and remember_facts is not None:
         deliberation = await asyncio.to_thread(remember_facts, deliberation)
     cache = record_decision(

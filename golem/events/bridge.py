@@ -91,6 +91,9 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
         out.append(ev("interventions.steer_rejected", _short(rej.received_at + rej.payload_excerpt), tick=None,
                       what=rej.kind, reason=rej.reason, excerpt=rej.payload_excerpt, received_at=rej.received_at))
     if record.deliberation is not None:
+        for i, read in enumerate(record.deliberation.reads):
+            out.append(ev("actions.read", f"r{i}", index=i, round=read.round, tool=read.tool_name,
+                          arguments=read.arguments, error=read.error, ms=read.ms))
         for i, call in enumerate(record.deliberation.tool_calls):
             out.append(ev("actions.proposed", str(i), index=i, tool=call.tool_name, arguments=call.arguments,
                           model=record.deliberation.model))

@@ -37,6 +37,7 @@ KINDS: dict[str, str] = {
     "interventions.steer_applied": "a steer the tick deliberated on",
     "interventions.steer_rejected": "a steer or follow-up refused, with the reason",
     "interventions.followup_delivered": "a follow-up handed to its window",
+    "actions.read": "the deliberator read the chain or speculated a write in its tool loop",
     "actions.proposed": "the decision proposed a tool call",
     "actions.blocked": "the write path blocked an action, and why",
     "actions.executed": "an action's transaction was mined",

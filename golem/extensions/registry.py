@@ -198,7 +198,8 @@ def builtin_extensions() -> list[Extension]:
            session="worker start: GolemServices opens or creates the memory stores (services.session)"),
         _x("tools", 0, {"before_agent_start"}, what="the write and read tools offered to the model",
            before_agent_start="decide: the write-tool schemas offered to the model (golem.inference.decision."
-                              "decision_tools); the deliberator sends them"),
+                              "decision_tools) and the reads and speculate of the tool loop "
+                              "(golem.chain.tick_reads); the deliberator sends them"),
         _x("heartbeat", 0, {"session", "after_turn"}, what="the 9-step tick (ThetaTickWorkflow)",
            session="GolemWorkflow.run: the loop's state (new, or carried by continue-as-new)",
            after_turn="reflect: the DecisionCycleRecord and the tick's facts"),
@@ -228,7 +229,10 @@ def builtin_extensions() -> list[Extension]:
            what="hard shields, gas gate, Kelly sizing (shrunk by fired somatic markers), guardrails",
            tool_call="golem.safety.cage.SafetyCage.risk_layer",
            after_turn="reflect: net value, high-water mark, drawdown vs max into the record (record.risk)"),
-        _x("result-filter", 3, {"tool_result"}, ["safety"], optional=True, present=False),
+        _x("result-filter", 3, {"tool_result"}, ["safety"], optional=True,
+           what="a read's or speculation's result made fit for the model's context",
+           tool_result="decide: the tool loop filters each read's JSON before the model sees it "
+                       "(golem.inference.result_filter; the loop: golem.inference.tool_loop)"),
         _x("coordination", 3, {"tool_call"}, ["tools"], optional=True, present=False),
         _x("compiler", 3, {"before_agent_start"}, ["tools"], what="STRATEGY.md → typed strategy",
            before_agent_start="decide: load STRATEGY.md, its viability (golem.extensions.agent_start)"),

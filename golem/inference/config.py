@@ -79,6 +79,7 @@ DEFAULT_ALLOCATIONS: dict[Tier, dict[str, int]] = {
 SECTION_KEYS = (
     "t2_ceiling_model", "evaluator_model", "prices", "max_output_tokens_t1", "max_output_tokens_t2",
     "timeout_seconds", "allocations_t1", "allocations_t2", "conversation_tail",
+    "tool_rounds_t1", "tool_rounds_t2", "tool_loop_max_tokens",
 )
 
 
@@ -100,6 +101,11 @@ class InferenceConfig(BaseModel):
     allocations_t1: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_ALLOCATIONS[Tier.T1]))
     allocations_t2: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_ALLOCATIONS[Tier.T2]))
     conversation_tail: int = Field(default=8, ge=0, le=200)
+    # the tool loop (docs/design/inference.md#the-tool-loop): rounds of reads/speculation before the decision
+    # (0 = decide in one call), and a token cap over the whole loop after which the next call must decide
+    tool_rounds_t1: int = Field(default=2, ge=0, le=8)
+    tool_rounds_t2: int = Field(default=4, ge=0, le=8)
+    tool_loop_max_tokens: int = Field(default=60_000, ge=1_000, le=1_000_000)
 
     @model_validator(mode="after")
     def _priced(self) -> "InferenceConfig":
@@ -128,6 +134,9 @@ class InferenceConfig(BaseModel):
 
     def allocations(self, tier: Tier) -> dict[str, int]:
         return self.allocations_t2 if tier == Tier.T2 else self.allocations_t1
+
+    def tool_rounds(self, tier: Tier) -> int:
+        return self.tool_rounds_t2 if tier == Tier.T2 else self.tool_rounds_t1
 
     def max_output_tokens(self, tier: Tier) -> int:
         return self.max_output_tokens_t2 if tier == Tier.T2 else self.max_output_tokens_t1

@@ -26,6 +26,13 @@ class Route:
     why: str = ""
 
 
+class ToolReads(Protocol):
+    """What the deliberator may read (and speculate) during a tick: golem.chain.tick_reads.TickReads."""
+
+    def schemas(self) -> list[dict[str, Any]]: ...
+    def run(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
+
+
 @runtime_checkable
 class Deliberator(Protocol):
     def route(self, inp: DecideInput) -> Route:
@@ -33,7 +40,9 @@ class Deliberator(Protocol):
         ...
 
     async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str, *,
-                     tools: list[dict[str, Any]] | None = None, route: Route | None = None) -> Deliberation:
+                     tools: list[dict[str, Any]] | None = None, route: Route | None = None,
+                     reads: ToolReads | None = None) -> Deliberation:
         """Decide what to do this tick. Proposed actions are in human units and token symbols. `tools` and
-        `route` are what before_agent_start produced (None: the deliberator works them out itself)."""
+        `route` are what before_agent_start produced (None: the deliberator works them out itself); `reads`
+        the chain reads and speculation it may use (None: none)."""
         ...

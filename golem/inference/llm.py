@@ -1,8 +1,8 @@
 """LLMDeliberator: the Deliberator that thinks with Claude (golem/deliberators.py picks one).
 
-route(): tier → model under today's budget, before the prompt exists. decide(): assemble the workspace → price the
-built request against the daily cap → one Messages call with the decision tools → parse and check the tool calls →
-Deliberation. When the budget forbids the call the offline deliberator answers and the record says why. A steer
+route(): tier → model under today's budget, before the prompt exists. decide(): assemble the workspace → the tool
+loop (reads and speculation for a few rounds, each call priced against the daily cap) → a reply with the decision
+tools → parse and check the tool calls → Deliberation. When the budget forbids the call the offline deliberator answers and the record says why. A steer
 cancels the decide activity and re-runs it with the steer appended. See docs/design/inference.md.
 """
 
@@ -16,14 +16,15 @@ from pydantic import BaseModel
 from golem.inference.budget import daily_spend_on
 from golem.inference.config import InferenceConfig
 from golem.inference.decision import decision_tools, parse_decision
-from golem.inference.deliberator import Deliberator, Route
+from golem.inference.deliberator import Deliberator, Route, ToolReads
 from golem.inference.offline import MODEL_NAME as OFFLINE_MODEL
 from golem.inference.offline import OfflineDeliberator
-from golem.inference.router import BudgetRefusal, ProviderRouter
+from golem.inference.router import BudgetRefusal, Completion, ProviderRouter
+from golem.inference.tool_loop import LoopCutShort, run_tool_loop
 from golem.inference.strategy import Strategy
-from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace, request_tokens
+from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace
 from golem.models.enums import Tier
-from golem.models.record import DeliberationRecord, ToolCallRecord
+from golem.models.record import DeliberationRecord, ReadCallRecord, ToolCallRecord
 from golem.models.tick import DecideInput, Deliberation, whole
 
 
@@ -95,21 +96,25 @@ class LLMDeliberator:
         return Route(model=choice.model, choice=choice)
 
     async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str, *,
-                     tools: list[dict[str, Any]] | None = None, route: Route | None = None) -> Deliberation:
+                     tools: list[dict[str, Any]] | None = None, route: Route | None = None,
+                     reads: ToolReads | None = None) -> Deliberation:
         route = route or self.route(inp)
         tools = decision_tools(inp.ctx.cfg.policy.approved_assets) if tools is None else tools
         ws = self.workspace(inp, strategy, playbook_text)
         if route.choice is None:
             return await self._fallback(inp, strategy, playbook_text, route.why, ws)
-        try:  # the token-based part of the route: the built request's worst case against the daily cap
-            plan = self.router.price(route.choice, request_tokens(ws.system, ws.messages, tools))
+        try:  # each call's built request, worst case, against the daily cap (with what the loop already spent)
+            loop = await run_tool_loop(self.router, route.choice, system=ws.system, messages=ws.messages,
+                                       decision_tools=tools, reads=reads, rounds=self.config.tool_rounds(inp.tier),
+                                       max_tokens=self.config.tool_loop_max_tokens,
+                                       result_filter="result-filter" not in inp.ctx.cfg.extensions.disabled)
         except BudgetRefusal as refusal:
             return await self._fallback(inp, strategy, playbook_text, refusal.reason, ws)
-
-        completion = await self.router.complete(
-            plan, system=ws.system, messages=ws.messages, tools=tools, tool_choice={"type": "any"},
-        )
-        parsed = parse_decision(list(completion.message.content), inp.ctx.cfg.policy.approved_assets)
+        except LoopCutShort as cut:
+            return self._spent(await self._fallback(inp, strategy, playbook_text, cut.reason, ws, reads=reads),
+                               cut.completions, cut.reads)
+        completion, plan = loop.final, loop.final.plan
+        parsed = parse_decision(loop.content, inp.ctx.cfg.policy.approved_assets)
         if completion.message.stop_reason == "max_tokens":
             parsed.rejections.append("reply cut off at max_tokens; raise [inference] max_output_tokens if this repeats")
 
@@ -118,6 +123,10 @@ class LLMDeliberator:
             lead.append("Deciding.Interrupted{steer_id=" + ",".join(ws.interrupting_steers)
                         + "}: the earlier request was cancelled and re-prompted with the steer.")
         lead += plan.notes
+        if loop.reads:
+            lead.append(f"Read {len(loop.reads)} time(s) in {len(loop.completions)} call(s): "
+                        + ", ".join(r.tool_name for r in loop.reads) + ".")
+        lead += loop.notes
         tail: list[str] = []
         if parsed.rejections:
             tail.append("Rejected: " + "; ".join(parsed.rejections) + ".")
@@ -131,21 +140,23 @@ class LLMDeliberator:
         base = dict(
             model=completion.model,
             tier=inp.tier,
-            input_tokens=completion.input_tokens,
-            output_tokens=completion.output_tokens,
-            cache_read_tokens=completion.cache_read_tokens,
+            input_tokens=loop.total("input_tokens"),  # the whole loop: every call is paid for
+            output_tokens=loop.total("output_tokens"),
+            cache_read_tokens=loop.total("cache_read_tokens"),
             reasoning_summary=summary,
             tool_calls=[ToolCallRecord(tool_name=a.tool, arguments=a.arguments, rationale=a.rationale)
                         for a in parsed.actions],
             decision=decision,
             confidence=parsed.confidence,
-            latency_ms=completion.latency_ms,
-            cost=round(completion.cost, 8),
+            latency_ms=round(loop.total("latency_ms"), 3),
+            cost=round(loop.total("cost"), 8),
             recommends_action=parsed.recommends_action and bool(parsed.actions),
             steers_considered=[s.id for s in inp.steers],
         )
         record = DeliberationRecord(**_optional(DeliberationRecord, base, {
-            "cache_creation_tokens": completion.cache_creation_tokens,
+            "cache_creation_tokens": loop.total("cache_creation_tokens"),
+            "reads": loop.reads,
+            "tool_rounds": len(loop.completions),
             "rejections": parsed.rejections,
             "interrupted_by": ws.interrupting_steers,
         }))
@@ -153,11 +164,23 @@ class LLMDeliberator:
                                         {"context": ws.summary(), "kg_facts": parsed.facts}))
 
     async def _fallback(self, inp: DecideInput, strategy: Strategy, playbook_text: str, reason: str,
-                        ws: Workspace) -> Deliberation:
-        delib = await self.fallback.decide(inp, strategy, playbook_text)
+                        ws: Workspace, reads: ToolReads | None = None) -> Deliberation:
+        delib = await self.fallback.decide(inp, strategy, playbook_text, reads=reads)
         delib.record.reasoning_summary = f"LLM not called ({reason}); offline deliberator answered. " + \
             delib.record.reasoning_summary
         return delib
+
+    @staticmethod
+    def _spent(delib: Deliberation, completions: list[Completion], reads: list[ReadCallRecord]) -> Deliberation:
+        """The offline answer after a cut-short loop still carries what the loop's calls cost and read."""
+        record = delib.record.model_copy(update={
+            "input_tokens": sum(c.input_tokens for c in completions),
+            "output_tokens": sum(c.output_tokens for c in completions),
+            "cache_read_tokens": sum(c.cache_read_tokens for c in completions),
+            "cache_creation_tokens": sum(c.cache_creation_tokens for c in completions),
+            "cost": round(sum(c.cost for c in completions), 8), "tool_rounds": len(completions),
+            "reads": [*reads, *delib.record.reads]})
+        return delib.model_copy(update={"record": record})
 
 
 def describe_tiers(cfg: InferenceConfig) -> dict[Tier, str]:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from golem.inference.deliberator import Route
+from golem.inference.deliberator import Route, ToolReads
 from golem.inference.strategy import (
     Action,
     Constraint,
@@ -73,10 +73,15 @@ class OfflineDeliberator:
         return Route(model=MODEL_NAME, why="the offline deliberator answers without a model")
 
     async def decide(self, inp: DecideInput, strategy: Strategy, playbook_text: str, *,
-                     tools: list[dict[str, Any]] | None = None, route: Route | None = None) -> Deliberation:
+                     tools: list[dict[str, Any]] | None = None, route: Route | None = None,
+                     reads: ToolReads | None = None) -> Deliberation:
         """`tools` and `route` are ignored: the offline deliberator proposes what STRATEGY.md's and PLAYBOOK.md's
-        rules say (the PolicyCage refuses the rest), with no model."""
-        return self.decide_now(inp, strategy, playbook_text)
+        rules say (the PolicyCage refuses the rest), with no model. With `reads`, each swap it proposes is
+        speculated and the answer goes on the record (`reads`)."""
+        delib = self.decide_now(inp, strategy, playbook_text)
+        if reads is None or not any(a.tool == "swap" for a in delib.actions):
+            return delib
+        return await speculated(delib, reads)
 
     def decide_now(self, inp: DecideInput, strategy: Strategy, playbook_text: str = "") -> Deliberation:
         started = time.perf_counter()
@@ -326,3 +331,14 @@ class _Decision:
             return f"swap {_fmt(a.arguments['amount_in'])} {a.arguments['token_in']}→{a.arguments['token_out']}"
         tok = self.strategy.debt_token if a.tool in ("repay", "borrow") else self.strategy.collateral_token
         return f"{a.tool} {_fmt(a.arguments['amount'])} {tok}"
+
+
+async def speculated(delib: Deliberation, reads: ToolReads) -> Deliberation:
+    """Each proposed swap tried on the current block (the tool loop's `speculate`), its answer on the record: what
+    the rule would fill at, or why it would revert. The proposal stands either way (the cage's own simulation
+    decides whether it is sent), and the reasoning is the rules' alone, so a backtest decides as before."""
+    from golem.inference.tool_loop import speculate_each
+
+    records = await speculate_each(reads, [(a.tool, a.arguments) for a in delib.actions if a.tool == "swap"])
+    record = delib.record.model_copy(update={"reads": [*delib.record.reads, *records]})
+    return delib.model_copy(update={"record": record})

@@ -186,6 +186,9 @@ class InferenceSection(BaseModel):
     timeout_seconds: float | None = None
     allocations_t1: dict[str, int] | None = None
     allocations_t2: dict[str, int] | None = None
+    tool_rounds_t1: int | None = None  # read/speculate rounds before a T1 decision (0: decide in one call)
+    tool_rounds_t2: int | None = None  # the same at T2
+    tool_loop_max_tokens: int | None = None  # tokens over a whole tool loop; past it the next call must decide
     conversation_tail: int | None = None
 
 

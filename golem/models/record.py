@@ -19,6 +19,18 @@ class ToolCallRecord(BaseModel):
     rationale: str = ""
 
 
+class ReadCallRecord(BaseModel):
+    """One read or speculation the deliberator ran in its tool loop, as the model got it (after the result-filter)."""
+
+    round: int
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    result: str = ""  # the filtered JSON text the model read
+    error: str | None = None  # what the tool refused, or why the read failed
+    filtered: list[str] = Field(default_factory=list)  # what the result-filter cut or withheld
+    ms: float = 0.0
+
+
 class ExpectedOutcome(BaseModel):
     """What a decision that acts says it expects (docs/design/learning.md#predict-then-compare), projected from
     the pre-tick state by golem/learning/expectation.py for either deliberator."""
@@ -62,6 +74,8 @@ class DeliberationRecord(BaseModel):
     rules_applied: list[RuleApplied] = Field(default_factory=list)  # offline deliberator: rule behind each action
     before_agent_start: list[str] = Field(default_factory=list)  # the hook's members that ran before decide
     system_prompt: list[str] = Field(default_factory=list)  # system_prompt's members that ran (playbook)
+    reads: list[ReadCallRecord] = Field(default_factory=list)  # the tool loop's reads and speculations, in order
+    tool_rounds: int = 0  # Messages calls the tool loop made (0: no model was called)
 
 
 class ActionRecord(BaseModel):
