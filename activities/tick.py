@@ -30,6 +30,7 @@ from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
 from golem.chain.tick_reads import TickReads
+from golem.grimoire.memory_tools import CombinedReads, MemoryReads
 from golem.chain.tools.schemas import ToolArgumentError
 from golem.events import bridge as events
 from golem.grimoire.semantic.graph import KnowledgeGraph
@@ -277,7 +278,7 @@ class TickActivities(ActivitySet):
         try:
             deliberation = await decide_with_cache(
                 inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
-                tools=start.tools, route=start.route, reads=self._reads(obs, start.tools),
+                tools=start.tools, route=start.route, reads=self._reads(inp, obs, start.tools),
                 playbook_text=prompt.playbook_text, playbook_revision=read_revision(self.s.playbook_path),
                 context_policy_revision=policy.revision, remember_facts=lambda d: self._remember_facts(inp, d),
             )
@@ -298,10 +299,14 @@ class TickActivities(ActivitySet):
                 deliberation = deliberation.model_copy(update={"record": record, "actions": actions})
         return self._numbered(inp, deliberation)
 
-    def _reads(self, obs: Observation, tools: list[dict[str, Any]]) -> TickReads:
-        """The tool loop's reads and `speculate`, for the write tools offered this tick (golem.chain.tick_reads)."""
-        return TickReads(self.s.w3, self.s.deployment, self.s.account, obs,
-                         write_tools=[t["name"] for t in tools or [] if t["name"] != DECIDE])
+    def _reads(self, inp: DecideInput, obs: Observation, tools: list[dict[str, Any]]) -> CombinedReads:
+        """The tool loop's reads and `speculate` for the write tools offered this tick (golem.chain.tick_reads), and
+        the memory tools (golem.grimoire.memory_tools)."""
+        chain = TickReads(self.s.w3, self.s.deployment, self.s.account, obs,
+                          write_tools=[t["name"] for t in tools or [] if t["name"] != DECIDE])
+        memory = MemoryReads(self.s.episodes, self.s.semantic, golem_id=inp.ctx.golem_id, tick=inp.ctx.tick,
+                             regime=obs.regime.value)
+        return CombinedReads(chain, memory)
 
     def _before_agent_start(self, inp: DecideInput, obs: Observation) -> AgentStart:
         ctx = inp.ctx

@@ -20,6 +20,7 @@ from workflows.golem import GolemWorkflow
 pytestmark = pytest.mark.integration
 
 BIG = {"token_in": "WETH", "token_out": "USDC", "amount_in": 8.0}
+PROPOSAL = "When the owner asks to reduce exposure, size the sale to the pool's depth first."
 
 
 def _results(body: dict) -> list[dict]:
@@ -44,8 +45,11 @@ async def test_claude_reads_depth_speculates_and_decides_a_smaller_swap(temporal
         results = _results(body)
         if not steered:
             return message([decide("nothing to do")], model=body["model"])
-        if not results:  # round 1: how deep is the pool?
-            return message([tool_use("get_pool_state", {}, 1)], model=body["model"], input_tokens=2000)
+        if not results:  # round 1: how deep is the pool? (and a thought worth keeping, for review)
+            seen["offered"] = tools
+            return message([tool_use("get_pool_state", {}, 1),
+                            tool_use("propose_entry", {"category": "insight", "content": PROPOSAL}, 4)],
+                           model=body["model"], input_tokens=2000)
         answer = json.loads(results[0]["content"])
         if "reserve0" in answer:  # round 2: try the big sale
             seen["pool"] = answer
@@ -75,7 +79,15 @@ async def test_claude_reads_depth_speculates_and_decides_a_smaller_swap(temporal
         rig.stop()
     d = rec.deliberation
     assert rec.tier == Tier.T2 and d.tool_rounds == 3
-    assert [r.tool_name for r in d.reads] == ["get_pool_state", "speculate"] and not any(r.error for r in d.reads)
+    assert {"get_pool_state", "speculate", "search_memory", "read_memory", "propose_entry"} <= seen["offered"]
+    assert [r.tool_name for r in d.reads] == ["get_pool_state", "propose_entry", "speculate"]
+    assert not any(r.error for r in d.reads)
+    # the model's proposal waits in the quarantine; it is not knowledge the golem acts on
+    from golem.grimoire.access import open_stores
+
+    _, semantic = open_stores(rig.data_dir, rig.home)
+    (row,) = [r for r in semantic.quarantined("pending") if r["entry"].content == PROPOSAL]
+    assert semantic.get(row["id"]) is None and f"tick {rec.tick}" in row["reason"]
     # the reads were the chain's: the pool the tick observed, and a real eth_simulateV1 of the big sale
     pool = rec.observation.snapshot.pool
     assert seen["pool"]["reserve0"] == pytest.approx(pool.reserve0, rel=1e-3)
@@ -88,4 +100,4 @@ async def test_claude_reads_depth_speculates_and_decides_a_smaller_swap(temporal
     assert [c.arguments["amount_in"] for c in d.tool_calls] == [2.0]
     assert d.input_tokens >= 2000 + 2600 and d.cost > 0 and rec.inference_cost >= d.cost
     reads = [p for _, tick, _, p in EventStore(rig.data_dir).payloads("actions.read") if tick == rec.tick]
-    assert [p["tool"] for p in reads] == ["get_pool_state", "speculate"]
+    assert [p["tool"] for p in reads] == ["get_pool_state", "propose_entry", "speculate"]
