@@ -144,7 +144,8 @@ async def decide_with_cache(
         deliberation = await asyncio.to_thread(remember_facts, deliberation)
     cache = record_decision(
         cache, key.pattern, canonical_actions(deliberation.actions), key.conditions,
-        mental_models=[r.entry_id for r in deliberation.record.rules_applied if r.entry_id],
+        mental_models=[r.entry_id for r in deliberation.record.rules_applied if r.entry_id]
+        + deliberation.record.mental_models,
         now=key.now, tick=inp.ctx.tick, regime=obs.regime.value,
         playbook_revision=key.playbook_revision, context_policy_revision=key.context_policy_revision,
         cfg=inp.ctx.cfg.decision_cache,

@@ -37,6 +37,9 @@ DECIDE_TOOL: dict[str, Any] = {
             "recommends_action": {"type": "boolean"},
             "steers_addressed": {"type": "array", "items": {"type": "string"},
                                  "description": "ids of owner steers this decision responds to"},
+            "mental_models": {"type": "array", "items": {"type": "string"}, "maxItems": 5,
+                              "description": "ids of the mental models this decision applied (mm-…, or a retrieved "
+                                             "entry tagged mental-model)"},
             # relations the model extracted (tkg_triples), checked before use
             "facts": {
                 "type": "array", "maxItems": MAX_LLM_FACTS,
@@ -97,6 +100,7 @@ class ParsedDecision:
     recommends_action: bool = False
     steers_addressed: list[str] = field(default_factory=list)
     facts: list[tuple[str, str, str]] = field(default_factory=list)  # (subject, predicate, object), shape-checked
+    mental_models: list[str] = field(default_factory=list)  # as the model named them, known ids only
     rejections: list[str] = field(default_factory=list)
     text: str = ""  # free text the model wrote outside tools
 
@@ -134,8 +138,22 @@ def _facts(raw: Any, rejections: list[str]) -> list[tuple[str, str, str]]:
     return out
 
 
-def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDecision:
-    """Turn the reply's content blocks (SDK objects or dicts) into a checked decision. Pure."""
+def _models(raw: Any, known: set[str] | None, rejections: list[str]) -> list[str]:
+    """decide.mental_models → the ids the prompt offered (core models, retrieved entries); others refused."""
+    if raw is None:
+        return []
+    names = [m for m in raw if isinstance(m, str)] if isinstance(raw, list) else []
+    out = [m for m in names if known is None or m in known]
+    unknown = [m for m in names if m not in out]
+    if unknown or not isinstance(raw, list):
+        rejections.append(f"decide.mental_models: {', '.join(unknown) or repr(raw)} not offered this tick; ignored")
+    return list(dict.fromkeys(out))[:5]
+
+
+def parse_decision(content: list[Any], approved_assets: list[str],
+                   known_models: set[str] | None = None) -> ParsedDecision:
+    """Turn the reply's content blocks (SDK objects or dicts) into a checked decision. Pure. `known_models`: the
+    mental-model ids the prompt offered (None: any id is taken)."""
     approved = {a.upper() for a in approved_assets}
     out = ParsedDecision()
     decides: list[dict[str, Any]] = []
@@ -177,6 +195,7 @@ def parse_decision(content: list[Any], approved_assets: list[str]) -> ParsedDeci
         steers = d.get("steers_addressed") or []
         out.steers_addressed = [s for s in steers if isinstance(s, str)] if isinstance(steers, list) else []
         out.facts = _facts(d.get("facts"), out.rejections)
+        out.mental_models = _models(d.get("mental_models"), known_models, out.rejections)
 
     injected = _OVERRIDE.search(out.text)
     if injected:

@@ -17,6 +17,7 @@ from golem.inference.budget import daily_spend_on
 from golem.inference.config import InferenceConfig
 from golem.inference.decision import decision_tools, parse_decision
 from golem.inference.deliberator import Deliberator, Route, ToolReads
+from golem.inference.mental_models import CORE_MODELS
 from golem.inference.offline import MODEL_NAME as OFFLINE_MODEL
 from golem.inference.offline import OfflineDeliberator
 from golem.inference.router import BudgetRefusal, Completion, ProviderRouter
@@ -114,7 +115,8 @@ class LLMDeliberator:
             return self._spent(await self._fallback(inp, strategy, playbook_text, cut.reason, ws, reads=reads),
                                cut.completions, cut.reads)
         completion, plan = loop.final, loop.final.plan
-        parsed = parse_decision(loop.content, inp.ctx.cfg.policy.approved_assets)
+        offered = set(CORE_MODELS) | {e.id for e in (inp.retrieved.entries if inp.retrieved else [])}
+        parsed = parse_decision(loop.content, inp.ctx.cfg.policy.approved_assets, offered)
         if completion.message.stop_reason == "max_tokens":
             parsed.rejections.append("reply cut off at max_tokens; raise [inference] max_output_tokens if this repeats")
 
@@ -157,6 +159,7 @@ class LLMDeliberator:
             "cache_creation_tokens": loop.total("cache_creation_tokens"),
             "reads": loop.reads,
             "tool_rounds": len(loop.completions),
+            "mental_models": parsed.mental_models,
             "rejections": parsed.rejections,
             "interrupted_by": ws.interrupting_steers,
         }))

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from golem.inference.mental_models import core_models_text
 from golem.inference.strategy import Strategy
 from golem.models.enums import ProbeSeverity, Tier
 from golem.models.interventions import Steer
@@ -218,6 +219,10 @@ def assemble_workspace(inp: DecideInput, sources: WorkspaceSources, allocations:
         block = take("strategy", _strategy_rules(sources.strategy))
         if block:
             stable.append(block)
+    if tier == Tier.T2:  # always in a T2 prompt, stable text: inside the cached prefix
+        models = core_models_text()
+        cats["mental_models"] = approx_tokens(models)
+        stable.append(models)
     if stable:
         system.append({"type": "text", "text": "\n\n".join(stable)})
     system[-1]["cache_control"] = dict(CACHE)  # breakpoint: everything above is reused across ticks

@@ -76,6 +76,7 @@ class DeliberationRecord(BaseModel):
     system_prompt: list[str] = Field(default_factory=list)  # system_prompt's members that ran (playbook)
     reads: list[ReadCallRecord] = Field(default_factory=list)  # the tool loop's reads and speculations, in order
     tool_rounds: int = 0  # Messages calls the tool loop made (0: no model was called)
+    mental_models: list[str] = Field(default_factory=list)  # the models the LLM said it applied (its own output)
 
 
 class ActionRecord(BaseModel):

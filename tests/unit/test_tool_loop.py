@@ -157,3 +157,17 @@ async def test_the_offline_deliberator_speculates_each_swap_it_proposes_and_deci
     assert [(n, a["tool"]) for n, a in reads.calls] == [("speculate", "swap")] * len(swaps)
     assert [r.tool_name for r in tried.record.reads] == ["speculate"] * len(swaps)
     assert json.loads(tried.record.reads[0].result)["ok"] is True and plain.record.reads == []
+
+
+async def test_t2_prompts_carry_the_core_mental_models_and_the_record_keeps_the_ones_named():
+    from golem.inference.mental_models import CORE_MODELS
+
+    api = FakeMessagesAPI(message([decide("buffer first", mental_models=["mm-margin-of-safety", "mm-made-up"])]),
+                          message([decide()], model="claude-haiku-4-5"))
+    delib = await deliberator(api).decide(decide_input(), EXAMPLE, "")
+    t1 = await deliberator(api).decide(decide_input(tier=Tier.T1), EXAMPLE, "")
+    cached = "".join(b["text"] for b in api.requests[0]["system"])  # the system blocks end at the cache breakpoint
+    assert len(CORE_MODELS) == 13 and all(mid in cached for mid in CORE_MODELS)
+    assert "mm-kelly" not in json.dumps(api.requests[1]["system"])  # T1's reduced context goes without
+    assert delib.record.mental_models == ["mm-margin-of-safety"] and t1.record.mental_models == []
+    assert any("mm-made-up not offered this tick" in r for r in delib.record.rejections)
