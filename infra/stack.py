@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 from golem.ids import golem_workflow_id, task_queue
+from golem.errors import UserError
 from golem.layout import DataLayout
 from golem.world.devchain import ANVIL_KEYS
 from infra.anvil import AnvilError, AnvilProcess
@@ -166,13 +167,31 @@ def supervised_wait(fn: Callable[[], T], supervisor: Supervisor, stopped: Callab
     return values[0]
 
 
+def after_recorded_ticks(config: GolemConfig, data_dir: Path | None, state: GolemState | None) -> GolemState | None:
+    """A golem started without its workflow state on a data dir that holds records (its Temporal history gone or
+    unreadable) numbers its ticks on from the last recorded one: tick N's record is never overwritten."""
+    from golem.cognition.fold import new_golem_state
+    from golem.life.cycle_store import CycleStore
+
+    last = CycleStore(data_dir).recent(1) if data_dir is not None and DataLayout(data_dir).cycles.is_dir() else []
+    if not last:
+        return state
+    base = state or new_golem_state(config)
+    return base.model_copy(update={"tick": max(base.tick, int(last[0]["tick"]) + 1)})
+
+
+class GolemStuck(UserError):
+    """The golem's workflow is running but its task fails on this build: the stack stays up so the owner can act."""
+
+
 async def ensure_golem_running(address: str, config: GolemConfig, data_dir: Path | None = None) -> str:
     """Start GolemWorkflow, or resume the running one; a closed one restarts from its last state.
     The config version on disk (golem.toml + STRATEGY.md) is what the golem runs on afterwards: a running
     golem on another version gets it through its apply_config update (refused whole if bad: the old
     version keeps running and the answer says why)."""
     from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+    from temporalio.service import RPCError, RPCStatusCode
 
     from golem.models.config_version import short
     from golem.models.golem import GolemWorkflowInput
@@ -189,29 +208,52 @@ async def ensure_golem_running(address: str, config: GolemConfig, data_dir: Path
     local = version_of(config)
     if data_dir is not None:
         save_version(data_dir, local)
-    state = previous = None
+
+    async def resume() -> str:
+        try:
+            applied = await apply_version(client, config.golem.id, local, data_dir, "golem run")
+        except RPCError as err:
+            if "failed state" not in str(err):
+                raise
+            raise GolemStuck(
+                f"{wid} is running but its workflow task fails on this build, so it cannot take the config (the "
+                f"worker log says why, e.g. a nondeterminism error after an upgrade: {DataLayout(data_dir or Path('.')).logs}"
+                f"/worker.log). Reset it to before the change (`golem ticks`, then `golem reset N`), or end it "
+                f"(`temporal workflow terminate --workflow-id {wid}`) and `golem run` again: it restarts from its "
+                "last state, its records and Grimoire kept. The stack stays up meanwhile.") from None
+        except ConfigRefused as err:
+            return f"resumed; the changed config was REFUSED and the golem keeps its running version:\n{err}"
+        if applied.version == applied.previous:
+            return f"resumed (config {short(applied.version)})"
+        return (f"resumed; config {short(applied.version)} applied (was {short(applied.previous)}) from tick "
+                f"{applied.effective_from_tick}: " + ("; ".join(applied.changed) or "no value changed"))
+
+    state = previous = desc_seen = None
     try:
         desc = await handle.describe()
         if desc.status == WorkflowExecutionStatus.RUNNING:
-            try:
-                applied = await apply_version(client, config.golem.id, local, data_dir, "golem run")
-            except ConfigRefused as err:
-                return f"resumed; the changed config was REFUSED and the golem keeps its running version:\n{err}"
-            if applied.version == applied.previous:
-                return f"resumed (config {short(applied.version)})"
-            return (f"resumed; config {short(applied.version)} applied (was {short(applied.previous)}) from tick "
-                    f"{applied.effective_from_tick}: " + ("; ".join(applied.changed) or "no value changed"))
+            return await resume()
+        desc_seen = desc.status.name.lower() if desc.status else "closed"
         state = await handle.query(GolemWorkflow.state)
         previous = await handle.query(GolemWorkflow.config_version)
-    except RPCError:  # never started: a newborn, possibly with an inherited gating package
-        state = inherited_state(config, data_dir) if data_dir else None
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND and desc_seen is None:  # a busy server is not a golem never born
+            raise
+        if desc_seen is not None:  # closed, and its last state cannot be read back (its history fails to replay)
+            say(f"{wid} is closed ({desc_seen}) and its last state could not be read ({err.message}); starting it "
+                "fresh — its records and Grimoire are kept")
+        state = inherited_state(config, data_dir) if data_dir else None  # a newborn, maybe with inherited gating
+        state = after_recorded_ticks(config, data_dir, state)
     info = start_info(local, state.tick if state else 0, "golem run", previous)
-    await client.start_workflow(
-        GolemWorkflow.run,
-        GolemWorkflowInput(config=config, state=state, config_info=info),
-        id=wid,
-        task_queue=task_queue(config.golem.id),
-    )
+    try:
+        await client.start_workflow(
+            GolemWorkflow.run,
+            GolemWorkflowInput(config=config, state=state, config_info=info),
+            id=wid,
+            task_queue=task_queue(config.golem.id),
+        )
+    except WorkflowAlreadyStartedError:  # it was (re)started between our look and our start: resume it
+        return await resume()
     return ("restarted" if state and state.tick else "started") + f" (config {short(local.version)})"
 
 
@@ -371,8 +413,11 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         dashboard.start()
 
         def start_golem() -> str:
-            return (asyncio.run(ensure_golem_running(temporal.address, config, data_dir)) + "; "
-                    + asyncio.run(ensure_monitor_running(temporal.address, config)))
+            try:
+                how = asyncio.run(ensure_golem_running(temporal.address, config, data_dir))
+            except GolemStuck as err:  # the owner fixes it with the stack up (reset, terminate, the Web UI)
+                how = f"is STUCK — {err}"
+            return how + "; " + asyncio.run(ensure_monitor_running(temporal.address, config))
 
         try:
             how = supervised_wait(start_golem, supervisor, lambda: stopping, logs / "worker.log")
