@@ -395,6 +395,8 @@ def _rule_text(regime: str, tier: str, acted: bool, members: builtins.list[Episo
         verdict = f"acting has lost money: mean pnl {mean_pnl:+.2f}; prefer holding or smaller size"
     return (
         f"When the regime is {regime} and the gate escalates to {tier}, {verdict} "
-        f"over {len(with_pnl)} measured actions ({wins} profitable, {verified} verified on chain"
-        + (f", {n_settled} settled in hindsight" if n_settled else "") + ")."
+        # the settled count is always worded (numbers are masked in a rule's identity), so the text keeps one
+        # identity whether or not its episodes were settled yet
+        f"over {len(with_pnl)} measured actions ({wins} profitable, {verified} verified on chain, "
+        f"{n_settled} settled in hindsight)."
     )
