@@ -9,6 +9,7 @@ meanwhile (heartbeating from a worker thread is not allowed in an async activity
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import shutil
 import sqlite3
@@ -56,7 +57,7 @@ from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.inference.admission_utility import FutureUtilityScorer, UtilityBatch
 from golem.inference.strategy import parse_strategy
-from golem.learning import causal, curator, cybernetics
+from golem.learning import causal, curator, cybernetics, settlement
 from golem.backtest.models import PathRow
 from golem.learning.trial import TrialResult, TrialRunner, judge, path_rows, playbook_pair
 from golem.learning.loop import allocation_defaults
@@ -134,6 +135,14 @@ class ConsolidationActivities(ActivitySet):
                                 tick_seconds=inp.config.clock.theta_base_seconds)
         return DeltaStep(fields={"episodes_scanned": report.scanned, "episodes_decayed": report.decayed,
                                  "below_prune_floor": report.below_prune_floor})
+
+    @activity.defn(name="delta_settle")
+    @auto_heartbeat
+    async def settle(self, inp: ConsolidationInput) -> DeltaStep:
+        """Hindsight settlement (docs/design/learning.md#hindsight-settlement): every acted tick at least
+        `settle_ticks` old is judged by what its exposure change was worth since, before the distillation and the
+        Curator read the ledger. Once per row (a retried step settles nothing twice); prices from the records only."""
+        return DeltaStep(fields={"settlement": await blocking("settle", self._settle, inp)})
 
     @activity.defn(name="delta_distill")
     @auto_heartbeat
@@ -376,6 +385,10 @@ class ConsolidationActivities(ActivitySet):
     # since the trial step: it runs after the Curator and before PLAYBOOK.md is compiled (workflow.patched("delta-trial"))
     DELTA_STEPS_TRIAL = ("decay", "distill", "upkeep", "dream_promotion", "learn", "trial", "playbook", "followups",
                          "retention", "drift")
+    # since hindsight settlement: it runs before the distillation and the Curator read the ledger
+    # (workflow.patched("delta-settle"))
+    DELTA_STEPS_SETTLE = ("decay", "settle", "distill", "upkeep", "dream_promotion", "learn", "trial", "playbook",
+                          "followups", "retention", "drift")
 
     @activity.defn(name="delta_consolidate")
     @auto_heartbeat
@@ -390,11 +403,30 @@ class ConsolidationActivities(ActivitySet):
         return result
 
     # ---- steps (blocking; run on threads) ----------------------------------------------------
+    def _settle(self, inp: ConsolidationInput) -> dict[str, Any]:
+        try:
+            token = self.s.load_strategy(None).collateral_token
+        except ValueError as err:  # a broken STRATEGY.md names no collateral token; the rows wait for a fixed one
+            return {"skipped": f"STRATEGY.md: {err}"}
+
+        @functools.lru_cache(maxsize=None)  # a tick's record is read once per step, however many rows it settles
+        def snapshot_of(tick: int, run: str) -> Any:
+            try:
+                return self.s.cycles.load(tick, run or None).observation.snapshot
+            except (LookupError, ValueError):
+                return None
+
+        return settlement.settle_due(self.s.learning, snapshot_of, k=inp.config.learning.settle_ticks,
+                                     cycle_tick=inp.tick, token=token)
+
     def _distill(self, inp: ConsolidationInput) -> Distilled:
         scanned = self.s.episodes.all()
         if not inp.config.grimoire.memory:  # memory off: nothing is distilled or admitted
             return Distilled(processed=[e.id for e in scanned if not e.consolidated])
-        derived = derive_heuristics_from_episodes(scanned)
+        # an acted episode's pnl as settled in hindsight where its tick is settled (its fee alone otherwise)
+        settled = {o.episode_id: o.settled_pnl for o in self.s.learning.outcomes()
+                   if o.episode_id and o.settled_verdict is not None and o.settled_pnl is not None}
+        derived = derive_heuristics_from_episodes(scanned, settled=settled)
         out = Distilled(heuristics_derived=len(derived), processed=[e.id for e in scanned if not e.consolidated])
         for text, scope, episode_id in derived:
             self.s.heuristics.add_or_reinforce(text, scope, episode_id)

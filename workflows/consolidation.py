@@ -46,7 +46,10 @@ class DeltaConsolidationWorkflow:
         fields: dict[str, Any] = {"tick": inp.tick}
         # since learned rules pay for themselves: a trial step between the Curator and PLAYBOOK.md's compile
         trial = workflow.patched("delta-trial")
-        for name in ConsolidationActivities.DELTA_STEPS_TRIAL if trial else ConsolidationActivities.DELTA_STEPS:
+        # since acted ticks are settled in hindsight: a settle step before the distillation and the Curator
+        steps = (ConsolidationActivities.DELTA_STEPS_SETTLE if trial and workflow.patched("delta-settle")
+                 else ConsolidationActivities.DELTA_STEPS_TRIAL if trial else ConsolidationActivities.DELTA_STEPS)
+        for name in steps:
             opts = options.trial_step(inp.config.learning.trial_timeout_seconds) if name == "trial" \
                 else options.cycle_step()
             step: DeltaStep = await workflow.execute_activity_method(getattr(ConsolidationActivities, name), inp, **opts)

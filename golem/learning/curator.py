@@ -111,16 +111,24 @@ def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net
          strategy: Strategy, followups: Iterable[tuple[str, str]] = ()) -> CuratorReport:
     report = CuratorReport(tick=tick, outcomes_seen=len(outcomes))
     regimes, tools, report.focus = focus_of(list(followups))
-    # ADD: owner rules that paid in one regime, >= 5 positive outcomes
+    # ADD: owner rules that paid in one regime, >= 5 positive outcomes — a swap's as settled in hindsight (its
+    # immediate verdict is its fee; an unsettled one waits), a repay's by the health factor it restored
+    # and more often than it lost there (a rule that lost as often as it paid has not kept paying)
     support: dict[tuple[str, str], list[str]] = {}
+    losses: dict[tuple[str, str], int] = {}
     for o in outcomes:
-        if o.verdict != "positive" or (regimes and o.regime not in regimes):
+        verdict = o.judged
+        if verdict not in ("positive", "negative") or (regimes and o.regime not in regimes):
             continue
         for r in o.rules:
             if r.get("origin") == "owner" and r.get("text") and (not tools or r.get("tool") in tools):
-                support.setdefault((o.regime, r["text"]), []).append(o.episode_id or f"tick-{o.tick}{o.run_label}")
+                key = (o.regime, r["text"])
+                if verdict == "positive":
+                    support.setdefault(key, []).append(o.episode_id or f"tick-{o.tick}{o.run_label}")
+                else:
+                    losses[key] = losses.get(key, 0) + 1
     for (regime, owner_text), eps in sorted(support.items()):
-        if len(eps) < MIN_SUPPORT:
+        if len(eps) < MIN_SUPPORT or len(eps) <= losses.get((regime, owner_text), 0):
             continue
         learned = _learned_from(owner_text, regime, strategy)
         if learned is None:
@@ -131,7 +139,8 @@ def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net
             continue
         report.operations.append(CuratorOp(
             op="ADD", text=learned.text, support=eps,
-            reason=f"owner rule `{owner_text}` paid {len(eps)} times in {regime}; fire it "
+            reason=f"owner rule `{owner_text}` paid {len(eps)} times in {regime}"
+                   f" ({losses.get((regime, owner_text), 0)} lost); fire it "
                    f"{MAX_PARAMETER_SHIFT:.0%} earlier there"))
     # UPVOTE / DOWNVOTE / EDIT by the credit since the last cycle
     by_id = {h.id: h for h in heuristics}

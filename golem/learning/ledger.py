@@ -1,6 +1,7 @@
 """The learning ledger: each acted tick's compared outcome and the credit it gave, in SQLite beside the
 Grimoire (grimoire/learning.sqlite). Keyed by tick and run, so a retried reflect overwrites its own rows and
-credits an entry once; the Curator nets the uncurated credits per entry at its cycle and marks them."""
+credits an entry once; the Curator nets the uncurated credits per entry at its cycle and marks them. An acted
+tick's outcome is settled k ticks later beside the immediate one (docs/design/learning.md#hindsight-settlement)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ CREATE TABLE IF NOT EXISTS outcomes (
     tick INTEGER NOT NULL, run_label TEXT NOT NULL, regime TEXT NOT NULL, episode_id TEXT,
     rules TEXT NOT NULL,          -- JSON: [{rule, origin, entry_id, tool, text}]
     hf_before REAL, hf_after REAL, pnl REAL, verdict TEXT NOT NULL,
+    settled_pnl REAL, settled_verdict TEXT, settled_tick INTEGER, settled_cycle INTEGER,
     PRIMARY KEY (tick, run_label)
 );
 CREATE TABLE IF NOT EXISTS credit (
@@ -42,6 +44,15 @@ CREATE TABLE IF NOT EXISTS context_policy (    -- cybernetics loops 2 and 3: eve
     revision INTEGER PRIMARY KEY, tick INTEGER NOT NULL, allocations TEXT NOT NULL, reason TEXT NOT NULL
 );
 """
+# hindsight settlement (a ledger from before it gains the columns on open; its rows settle at the next cycle)
+_OUTCOME_COLUMNS_ADDED = (("settled_pnl", "REAL"), ("settled_verdict", "TEXT"), ("settled_tick", "INTEGER"),
+                          ("settled_cycle", "INTEGER"))
+_OUTCOME_COLUMNS = ("tick", "run_label", "regime", "episode_id", "rules", "hf_before", "hf_after", "pnl", "verdict")
+# A credit row still waiting for its outcome's settlement: a learned rule's swap whose tick is not settled yet
+# (its immediate verdict is the fee; the Curator neither counts nor closes it until the settle step has judged it).
+_PENDING = """EXISTS (SELECT 1 FROM outcomes o, json_each(o.rules) j WHERE o.tick = credit.tick
+    AND o.run_label = credit.run_label AND o.settled_verdict IS NULL
+    AND json_extract(j.value, '$.entry_id') = credit.entry_id AND json_extract(j.value, '$.tool') = 'swap')"""
 
 
 class OutcomeRow(BaseModel):
@@ -54,11 +65,33 @@ class OutcomeRow(BaseModel):
     hf_after: float | None = None
     pnl: float | None = None
     verdict: str
+    settled_pnl: float | None = None  # the hindsight outcome k ticks later (None: not settled yet)
+    settled_verdict: str | None = None
+    settled_tick: int | None = None  # the tick whose price settled it
+    settled_cycle: int | None = None  # the delta cycle that settled it
+
+    @property
+    def swapped(self) -> bool:
+        """A rule behind the tick swapped: its immediate verdict reads the fee, not what the trade was for."""
+        return any(r.get("tool") == "swap" for r in self.rules)
+
+    @property
+    def judged(self) -> str | None:
+        """The verdict the Curator learns from: the settled one where the row is settled; a swap not settled yet
+        waits (None); any other row (a repay, a supply) is judged at the tick, by the health factor it restored."""
+        if self.settled_verdict is not None:
+            return self.settled_verdict
+        return None if self.swapped else self.verdict
 
 
 class LearningLedger:
     def __init__(self, path: Path) -> None:
         self.path = init_db(Path(path), _SCHEMA)
+        with immediate_tx(self.path) as db:
+            have = {r[1] for r in db.execute("PRAGMA table_info(outcomes)")}
+            for name, decl in _OUTCOME_COLUMNS_ADDED:
+                if name not in have:
+                    db.execute(f"ALTER TABLE outcomes ADD COLUMN {name} {decl}")
 
     def record(self, record: DecisionCycleRecord, reflexion: Reflexion, credit: list[CreditGiven]) -> list[CreditGiven]:
         """Store the tick's compared outcome and its credit; returns the credit not given before (a retried
@@ -70,7 +103,8 @@ class LearningLedger:
         o = record.outcome
         fresh: list[CreditGiven] = []
         with immediate_tx(self.path) as db:
-            db.execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            db.execute(f"INSERT OR REPLACE INTO outcomes ({', '.join(_OUTCOME_COLUMNS)}) VALUES "
+                       f"({', '.join('?' for _ in _OUTCOME_COLUMNS)})",
                        (record.tick, record.run_label, record.regime.value,
                         record.episodes_written[0] if record.episodes_written else None, json.dumps(rules),
                         o.health_factor_before if o else None, o.health_factor_after if o else None,
@@ -88,11 +122,40 @@ class LearningLedger:
                               (regime,) if regime else ()).fetchall()
         return [OutcomeRow(**{**dict(r), "rules": json.loads(r["rules"])}) for r in rows]
 
+    def unsettled(self, up_to_tick: int) -> list[OutcomeRow]:
+        """Rows acted at or before `up_to_tick` and not settled yet, oldest first."""
+        with closing(connect(self.path, rows=True)) as db:
+            rows = db.execute("SELECT * FROM outcomes WHERE settled_verdict IS NULL AND tick <= ? ORDER BY tick, run_label",
+                              (up_to_tick,)).fetchall()
+        return [OutcomeRow(**{**dict(r), "rules": json.loads(r["rules"])}) for r in rows]
+
+    def settle(self, row: OutcomeRow, pnl: float | None, verdict: str, at_tick: int, cycle: int) -> bool:
+        """Store a row's settled outcome once (a retried settle step, or a later cycle, changes nothing); a learned
+        rule's credit for that tick, not yet curated, takes the settled verdict. True when this call settled it."""
+        delta = {"positive": 1, "negative": -1}.get(verdict, 0)
+        with immediate_tx(self.path) as db:
+            cur = db.execute("UPDATE outcomes SET settled_pnl = ?, settled_verdict = ?, settled_tick = ?, settled_cycle = ? "
+                             "WHERE tick = ? AND run_label = ? AND settled_verdict IS NULL",
+                             (pnl, verdict, at_tick, cycle, row.tick, row.run_label))
+            if not cur.rowcount:
+                return False
+            for r in row.rules:
+                if r.get("origin") != "learned" or not r.get("entry_id"):
+                    continue
+                reason = (f"learned rule {r.get('rule')}; outcome settled at tick {at_tick}: {verdict}"
+                          + (f" (pnl {pnl:+.2f})" if pnl is not None else ""))
+                db.execute("INSERT INTO credit VALUES (?, ?, ?, 'heuristic', ?, ?, NULL) "
+                           "ON CONFLICT (tick, run_label, entry_id) DO UPDATE SET delta = excluded.delta, "
+                           "reason = excluded.reason WHERE credit.curated_tick IS NULL",
+                           (row.tick, row.run_label, r["entry_id"], delta, reason))
+        return True
+
     def uncurated(self, up_to_tick: int) -> dict[str, int]:
-        """Net credit per heuristic not yet consumed by a Curator cycle."""
+        """Net credit per heuristic not yet consumed by a Curator cycle; a swap's credit waits for its settlement."""
         with closing(connect(self.path)) as db:
             rows = db.execute("SELECT entry_id, SUM(delta) FROM credit WHERE kind = 'heuristic' AND curated_tick IS NULL "
-                              "AND tick <= ? GROUP BY entry_id ORDER BY entry_id", (up_to_tick,)).fetchall()
+                              f"AND tick <= ? AND NOT {_PENDING} GROUP BY entry_id ORDER BY entry_id",
+                              (up_to_tick,)).fetchall()
         return {eid: int(net) for eid, net in rows}
 
     def cycle(self, tick: int) -> dict[str, Any] | None:
@@ -103,8 +166,8 @@ class LearningLedger:
 
     def close_cycle(self, tick: int, report: dict[str, Any]) -> None:
         with immediate_tx(self.path) as db:
-            db.execute("UPDATE credit SET curated_tick = ? WHERE kind = 'heuristic' AND curated_tick IS NULL AND tick <= ?",
-                       (tick, tick))
+            db.execute("UPDATE credit SET curated_tick = ? WHERE kind = 'heuristic' AND curated_tick IS NULL AND tick <= ? "
+                       f"AND NOT {_PENDING}", (tick, tick))
             db.execute("INSERT OR REPLACE INTO curator_cycles VALUES (?, ?)", (tick, json.dumps(report)))
 
     # ---- causal graph evidence ------------------------------------------------------------------

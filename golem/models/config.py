@@ -277,6 +277,7 @@ class LearningSection(BaseModel):
     trial_rows: int = Field(default=60, ge=5, le=2000)  # the last N recorded ticks a trial replays (bounds its time)
     trial_warmup_rows: int = Field(default=20, ge=0, le=500)  # rows replayed before the judged window (probes and regime warm up)
     trial_every: int = Field(default=1, ge=1)  # re-judge promoted rules every k delta cycles (an ADD is judged at once)
+    settle_ticks: int = Field(default=10, ge=1, le=1000)  # an acted tick's outcome is settled this many ticks later
     trial_timeout_seconds: float = Field(default=360.0, gt=0)  # the cycle's time for trials (the delta cycle has 10 min)
     sortino_margin: float = Field(default=0.0, ge=0.0)  # Sortino per tick must beat the run without the rule by more
     drawdown_tolerance: float = Field(default=0.0, ge=0.0)  # max drawdown may be worse by at most this (fraction)

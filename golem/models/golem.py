@@ -183,6 +183,8 @@ class ConsolidationResult(BaseModel):
     playbook_view: dict[str, Any] = Field(default_factory=dict)
     # the learned rules' trials this cycle (docs/design/learning.md): each rule's verdict and figures, or why none ran
     trials: dict[str, Any] = Field(default_factory=dict)
+    # hindsight settlement this cycle (docs/design/learning.md#hindsight-settlement): rows settled, their verdicts, waiting
+    settlement: dict[str, Any] = Field(default_factory=dict)
     # the reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
     reflection_consistency: dict[str, Any] | None = None
 

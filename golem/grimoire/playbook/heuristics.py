@@ -13,6 +13,7 @@ import json
 import re
 import sqlite3
 from collections import defaultdict
+from collections.abc import Mapping
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
@@ -339,14 +340,16 @@ class HeuristicStore:
 
 
 def derive_heuristics_from_episodes(
-    episodes: builtins.list[Episode], min_support: int = MIN_PATTERN_SUPPORT
+    episodes: builtins.list[Episode], min_support: int = MIN_PATTERN_SUPPORT,
+    settled: Mapping[str, float] | None = None,
 ) -> builtins.list[tuple[str, str, str]]:
     """ExpeL-style distillation without an LLM (zero cost).
 
     Groups episodes by (strategy scope, regime, tier, acted). A group seen at least `min_support`
     times becomes one rule computed from its members. Returns one (text, scope, episode_id) per
     supporting episode, so feeding them to `add_or_reinforce` counts each episode as evidence once.
-    Deterministic: the same episodes always give the same tuples in the same order.
+    Deterministic: the same episodes always give the same tuples in the same order. `settled`: episode id → its
+    tick's pnl settled in hindsight (the learning ledger), read instead of the tick's own pnl (a swap's fee).
     """
     if min_support < 1:
         raise ValueError(f"min_support must be >= 1, got {min_support}")
@@ -360,14 +363,15 @@ def derive_heuristics_from_episodes(
         if len(members) < min_support:
             continue
         members = sorted(members, key=lambda e: (e.tick, e.id))
-        text = _rule_text(regime.replace("_", " "), tier, acted, members)
+        text = _rule_text(regime.replace("_", " "), tier, acted, members, settled or {})
         if text is None:
             continue
         out.extend((text, scope, ep.id) for ep in members)
     return out
 
 
-def _rule_text(regime: str, tier: str, acted: bool, members: builtins.list[Episode]) -> str | None:
+def _rule_text(regime: str, tier: str, acted: bool, members: builtins.list[Episode],
+               settled: Mapping[str, float]) -> str | None:
     n = len(members)
     mean_pe = sum(e.prediction_error for e in members) / n
     if not acted:
@@ -375,7 +379,8 @@ def _rule_text(regime: str, tier: str, acted: bool, members: builtins.list[Episo
             f"When the regime is {regime} and the gate settles at {tier}, holding has been the norm: "
             f"{n} ticks without action, mean prediction error {mean_pe:.3f}."
         )
-    with_pnl = [e.pnl_impact for e in members if e.pnl_impact is not None]
+    with_pnl = [p for p in (settled.get(e.id, e.pnl_impact) for e in members) if p is not None]
+    n_settled = sum(1 for e in members if e.id in settled)
     if not with_pnl:
         return (
             f"When the regime is {regime} and the gate escalates to {tier}, actions have gone unmeasured: "
@@ -390,5 +395,8 @@ def _rule_text(regime: str, tier: str, acted: bool, members: builtins.list[Episo
         verdict = f"acting has lost money: mean pnl {mean_pnl:+.2f}; prefer holding or smaller size"
     return (
         f"When the regime is {regime} and the gate escalates to {tier}, {verdict} "
-        f"over {len(with_pnl)} measured actions ({wins} profitable, {verified} verified on chain)."
+        # the settled count is always worded (numbers are masked in a rule's identity), so the text keeps one
+        # identity whether or not its episodes were settled yet
+        f"over {len(with_pnl)} measured actions ({wins} profitable, {verified} verified on chain, "
+        f"{n_settled} settled in hindsight)."
     )
