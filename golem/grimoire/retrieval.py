@@ -180,6 +180,7 @@ _ACTION_VERBS = re.compile(
     r"deposit|post|leverage|lever|hedge|close|open|exit|move|bridge|stake|lend|lending|increase|reduce|take)\b",
     re.IGNORECASE)
 _PROPOSAL = re.compile(r"^\s*(should|shall|can|could|may|do|is it (ok|safe|wise|fine)|let's|let me|time to|"
+                       r"is (now|this|it) (a |the )?(good|right|safe|bad) (time|moment)|"
                        r"swap|borrow|repay|supply|withdraw|pull|approve|send|trade|buy|sell|give|skip|rebalance|"
                        r"add|remove|deposit|post|close|open|exit|move|bridge|stake|lend|increase|reduce|take|rely)\b",
                        re.IGNORECASE)
