@@ -27,7 +27,7 @@ from golem.grimoire.episodes.index import EpisodeIndex, episode_index
 from golem.grimoire.episodes.model import tag_pad
 from golem.grimoire.episodes.store import EpisodeStore
 from golem.grimoire.store.indexes import ann_query, ensure_fts
-from golem.grimoire.regimes import normalise_regime
+from golem.grimoire.regimes import normalise_regime, regime_named_in
 from golem.grimoire.semantic.store import SemanticStore
 from golem.models.enums import MarketRegime
 
@@ -263,11 +263,6 @@ EPISODE_SHARE = 0.3
 # tune questions fell below it, its templated memory scoring lower than written prose). Other embedders scale it by
 # their floor / 0.30.
 ABSTAIN_RELEVANCE = 0.19
-# ... and a question whose content words the memory has (almost) never seen — UNKNOWN_SHARE of its terms in no entry
-# and no episode summary — is about something else unless a candidate reaches UNKNOWN_ABSTAIN_RELEVANCE (dense
-# similarity alone then finds only topical neighbours: "the governance vote", "the bridge transfer").
-UNKNOWN_SHARE = 0.9
-UNKNOWN_ABSTAIN_RELEVANCE = 0.45
 # ... and a question naming something the memory has never mentioned (a proper name no entry contains: "Solana",
 # "Arbitrum") is about something else unless a candidate is clearly relevant: its line is ENTITY_ABSTAIN_RELEVANCE
 # (tune part: the two unanswerable questions that cleared 0.24 both named an unknown chain).
@@ -297,15 +292,6 @@ def _episode_candidates(eidx: EpisodeIndex, qv: np.ndarray, q_terms: list[str], 
             rrf[i] = rrf.get(i, 0.0) + 1.0 / (RRF_K + r)
     return [(i, float(cos[i]), float(lex[i]), rrf[i], DENSE_WEIGHT * float(cos[i]) + (1.0 - DENSE_WEIGHT) * float(lex[i]))
             for i in rrf]
-
-
-def _unseen_share(q_terms: list[str], idx: EntryIndex | None, eidx: EpisodeIndex | None) -> float:
-    """The share of the question's distinct terms no entry and no episode summary holds (0 with no index)."""
-    uniq = set(q_terms)
-    if not uniq or idx is None or not idx.n:
-        return 0.0
-    seen = [t for t in uniq if t in idx.df or (eidx is not None and t in eidx.postings)]
-    return 1.0 - len(seen) / len(uniq)
 
 
 def _regime_match(entry_regime: str | None, regime: str) -> float:
@@ -354,6 +340,8 @@ def retrieve_for_tick(
     if token_budget < 1:
         raise ValueError(f"token_budget must be >= 1, got {token_budget}")
     regime = normalise_regime(regime) or MarketRegime.UNKNOWN.value  # a foreign label maps, or says what is valid
+    # a question naming a regime asks about that regime's variants, not the tick's
+    regime = regime_named_in(query) or regime
     at = tick if as_of is None else int(as_of)
     if at < 0:
         raise ValueError(f"as_of must be a tick >= 0, got {at}")
@@ -455,15 +443,6 @@ def retrieve_for_tick(
         result.abstained = True
         result.reason = (f"abstained: the question names {', '.join(unknown)}, which no entry mentions, and nothing "
                          f"is clearly relevant (best relevance {best['relevance']:.3f} < {entity_line:.3f})")
-        if log and semantic is not None:
-            semantic.log_retrieval(tick, True, 0, True)
-        return result
-    unseen = _unseen_share(q_terms, idx, eidx)
-    unseen_line = UNKNOWN_ABSTAIN_RELEVANCE * floor / SEMANTIC_FLOOR
-    if answerable and best is not None and unseen >= UNKNOWN_SHARE and best["relevance"] < unseen_line:
-        result.abstained = True
-        result.reason = (f"abstained: {unseen:.0%} of the question's words appear in no entry or episode, and nothing "
-                         f"is clearly relevant (best relevance {best['relevance']:.3f} < {unseen_line:.3f})")
         if log and semantic is not None:
             semantic.log_retrieval(tick, True, 0, True)
         return result
