@@ -2,12 +2,10 @@
 
     python bench/eval_memory.py [--json OUT] [--questions] [--embedder NAME] [--only written|lives] [--no-sealed]
 
-Two sets, each asked through the code behind `golem grimoire search --json` beside BM25 and dense baselines: the
-hand-written set (bench/memory_eval/dataset.py; tune and held-out parts) and the set generated from recorded lives
-(bench/memory_eval/lives.py; tune and sealed parts — the sealed files must match their recorded sha256), then the
-search latency over a 10k-entry Grimoire. A figure, never a pass/fail. The metrics:
-docs/development/tests.md#what-each-benchmark-measures.
-"""
+Two sets asked through `golem grimoire search --json`'s code beside BM25 and dense baselines: the hand-written set
+(memory_eval/dataset.py; tune and held-out parts) and the lives set (memory_eval/lives.py; tune and sealed parts, the
+sealed files checked against their sha256); then the search latency over a 10k-entry Grimoire. A figure, never a
+pass/fail: docs/development/tests.md#what-each-benchmark-measures."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The second memory set: questions with answers known from a golem's own recorded lives (backtests), not written.
 
-    python bench/memory_eval/lives.py --from /work/bt/s2/after [--only tune|sealed]
+    python bench/memory_eval/lives.py --from BT_ROOT [--only tune|sealed] [--reseal]
 
 Each path's life (<root>/{shipped,heldout}/<path>/golem/data) becomes one Grimoire import file (its export, with the
 playbook's revisions as a chain of superseding heuristics scoped to the regime their text names) and questions
@@ -299,8 +299,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--from", dest="root", required=True, help="a backtest output root holding shipped/ and heldout/")
     ap.add_argument("--only", choices=list(SPLITS), help="write one split only")
+    ap.add_argument("--reseal", action="store_true", help="overwrite the sealed part (a new sealed set)")
     a = ap.parse_args()
     for split in [a.only] if a.only else list(SPLITS):
+        if split == "sealed" and SEALED_SHA256 and not a.reseal:
+            print("sealed: kept (written once; --reseal writes a new sealed set, whose new hash then replaces "
+                  "SEALED_SHA256 with a note saying why)")
+            continue
         qs = write_split(Path(a.root), split, HERE / split)
         print(f"{split}: {len(qs)} questions from {len({q['life'] for q in qs})} lives")
         if split == "sealed":
