@@ -1,15 +1,16 @@
 """`make eval-memory`: does the Grimoire answer the question asked?
 
-    python bench/eval_memory.py [--json OUT] [--questions] [--embedder NAME]
+    python bench/eval_memory.py [--json OUT] [--questions] [--embedder NAME] [--only written|lives] [--no-sealed]
 
-Builds the labelled set (bench/memory_eval/dataset.py), imports it and asks every question through the code behind
-`golem grimoire search --json`, beside BM25 and dense baselines; prints the tuned and held-out parts and the figures
-per category. A figure, never a pass/fail. The metrics: docs/development/tests.md#what-each-benchmark-measures.
-"""
+Two sets asked through `golem grimoire search --json`'s code beside BM25 and dense baselines: the hand-written set
+(memory_eval/dataset.py; tune and held-out parts) and the lives set (memory_eval/lives.py; tune and sealed parts, the
+sealed files checked against their sha256); then the search latency over a 10k-entry Grimoire. A figure, never a
+pass/fail: docs/development/tests.md#what-each-benchmark-measures."""
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import re
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory_eval.dataset import CATEGORIES, build, write_jsonl  # noqa: E402
+from memory_eval import lives as lives_set  # noqa: E402
 
 from golem.grimoire.access import search as grimoire_search  # noqa: E402
 from golem.grimoire.store.embeddings import default_embedder, embedder_by_name  # noqa: E402
@@ -137,13 +139,14 @@ def load(embedder_name: str | None = None) -> dict:
             "import_seconds": time.perf_counter() - t0}
 
 
-def ask_grimoire(env: dict, questions: list[dict], show: bool = False) -> tuple[list[tuple[dict, dict]], list[float]]:
+def ask_grimoire(env: dict, questions: list[dict], show: bool = False,
+                 sources: tuple[str, ...] = ("entry",)) -> tuple[list[tuple[dict, dict]], list[float]]:
     rows, lat = [], []
     for q in questions:
         t0 = time.perf_counter()
         res = grimoire_search(env["eps"], env["sem"], q["text"], regime=q["regime"], tick=q["tick"], k=K)
         lat.append(time.perf_counter() - t0)
-        ranked = [i.id for i in res.items if i.source == "entry"]
+        ranked = [i.id for i in res.items if i.source in sources]
         rows.append((q, score_question(q, ranked, res.abstained or not res.items)))
         if show:
             print(f"{q['id']:22s} {q['split']:8s} abst={res.abstained!s:5s} {ranked[:5]}  gold={q['gold']}")
@@ -151,6 +154,7 @@ def ask_grimoire(env: dict, questions: list[dict], show: bool = False) -> tuple[
 
 
 def run(embedder_name: str | None = None, show_questions: bool = False) -> dict:
+    """The hand-written set: its tune and held-out parts."""
     env = load(embedder_name)
     data = env["data"]
     docs = [(e["id"], e["content"]) for e in data["entries"]]
@@ -172,6 +176,85 @@ def run(embedder_name: str | None = None, show_questions: bool = False) -> dict:
     return report
 
 
+def lives_questions(split: str) -> tuple[Path, list[dict]]:
+    """A part of the lives set; the sealed part only when its files hash to the recorded sha256."""
+    d = lives_set.HERE / split
+    if split == "sealed":
+        got = lives_set.sealed_digest(d)
+        if got != lives_set.SEALED_SHA256:
+            raise SystemExit(f"the sealed lives set in {d} was changed (sha256 {got}, recorded "
+                             f"{lives_set.SEALED_SHA256}): restore it with `git checkout {d}`; a new sealed set "
+                             "is generated once and its hash recorded, never edited")
+    qs = [json.loads(line) for line in (d / "questions.jsonl").read_text().splitlines() if line.strip()]
+    return d, qs
+
+
+def load_life(path: Path, emb) -> dict:
+    """One recorded life's Grimoire, imported into fresh stores as `golem grimoire import --as-is` would."""
+    d = Path(tempfile.mkdtemp(prefix="eval-lives-"))
+    plain = d / "life.jsonl"
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    lines = [json.loads(x) for x in plain.read_text().splitlines() if x.strip()]
+    docs = [(x["id"], x["content"]) for x in lines if x["kind"] == "entry"] + \
+           [(x["id"], x["summary"]) for x in lines if x["kind"] == "episode"]
+    eps = EpisodeStore(d / "grimoire" / "episodes.lance", emb)
+    sem = SemanticStore(d / "grimoire" / "semantic.sqlite", d / "grimoire" / "semantic.lance", emb)
+    counts = import_file(plain, eps, sem, as_is=True)
+    return {"eps": eps, "sem": sem, "docs": docs, "counts": counts}
+
+
+def run_lives(splits: tuple[str, ...], embedder_name: str | None = None, show_questions: bool = False) -> dict:
+    """The lives set: every life imported on its own, its questions asked of it (entries and episodes both answer)."""
+    emb = default_embedder() if embedder_name is None else embedder_by_name(embedder_name)
+    per: dict[str, list[tuple[dict, dict]]] = {"grimoire": [], "BM25": [], "dense": []}
+    n_entries = n_episodes = 0
+    t0 = time.perf_counter()
+    for split in splits:
+        d, qs = lives_questions(split)
+        for life in sorted({q["life"] for q in qs}):
+            env = load_life(d / f"{life}.jsonl.gz", emb)
+            n_entries += env["counts"]["entries"]
+            n_episodes += env["counts"]["episodes"]
+            mine = [q for q in qs if q["life"] == life]
+            rows, _ = ask_grimoire(env, mine, show_questions and split != "sealed", sources=("entry", "episode"))
+            per["grimoire"] += rows
+            for name, b in (("BM25", BM25(env["docs"])), ("dense", Dense(env["docs"], emb))):
+                for q in mine:
+                    r = b.search(q["text"])
+                    per[name].append((q, score_question(q, r, not r)))
+    report = {"embedder": getattr(emb, "model_name", "?"), "entries": n_entries, "episodes": n_episodes,
+              "seconds": round(time.perf_counter() - t0, 1), "splits": {}}
+    for split in splits:
+        report["splits"][split] = {name: aggregate(rows, split) for name, rows in per.items()}
+    return report
+
+
+def latency_at(n_entries: int, embedder_name: str | None = None) -> dict:
+    """Search latency over a Grimoire of `n_entries` entries (the hand-written set padded with its filler) and the
+    set's 1,200 episodes: p50 / p90 over its questions asked twice, after one warm-up query builds the indexes."""
+    base = len(build(n_filler=0)["entries"])
+    data = build(n_filler=max(0, n_entries - base))
+    emb = default_embedder() if embedder_name is None else embedder_by_name(embedder_name)
+    d = Path(tempfile.mkdtemp(prefix="eval-latency-"))
+    path = write_jsonl(data, d / "set.jsonl")
+    eps = EpisodeStore(d / "grimoire" / "episodes.lance", emb)
+    sem = SemanticStore(d / "grimoire" / "semantic.sqlite", d / "grimoire" / "semantic.lance", emb)
+    counts = import_file(path, eps, sem, as_is=True)
+    env = {"eps": eps, "sem": sem}
+    ask_grimoire(env, data["questions"][:1])
+    cpu = []
+    for q in data["questions"] * 2:  # CPU time too: on a shared machine the wall clock measures the neighbours
+        c0 = time.process_time()
+        ask_grimoire(env, [q])
+        cpu.append(time.process_time() - c0)
+    _, lat = ask_grimoire(env, data["questions"] * 2)
+    lat.sort()
+    cpu.sort()
+    return {"entries": counts["entries"], "episodes": counts["episodes"],
+            "p50_ms": round(lat[len(lat) // 2] * 1000, 1), "p90_ms": round(lat[int(len(lat) * 0.9)] * 1000, 1),
+            "cpu_p50_ms": round(cpu[len(cpu) // 2] * 1000, 1)}
+
+
 def aggregate(rows: list[tuple[dict, dict]], split: str) -> dict:
     chosen = [m for q, m in rows if split == "all" or q["split"] == split]
     cats = {c: summarise([m for q, m in rows if q["category"] == c and (split == "all" or q["split"] == split)])
@@ -179,46 +262,78 @@ def aggregate(rows: list[tuple[dict, dict]], split: str) -> dict:
     return {"overall": summarise(chosen), "categories": cats}
 
 
-def print_report(rep: dict) -> None:
-    print(f"memory eval: {rep['imported']['entries']} entries, {rep['imported']['episodes']} episodes, embedder "
-          f"{rep['embedder']}; import {rep['import_seconds']} s; grimoire search p50 {rep['latency_p50_ms']} ms")
-    rows = [("recall@5 / MRR@10, all questions", lambda o: f"{fmt(o['overall']['recall5'])} / {fmt(o['overall']['mrr10'])}", "≥ 0.80 / ≥ 0.75"),
-            ("knowledge update: a superseded entry returned", lambda o: fmt(o["categories"]["knowledge_update"]["stale"]), "≤ 0.05"),
-            ("as of a past tick: wrong-time entry above the right one", lambda o: fmt(o["categories"]["as_of"]["wrong_time"]), "≤ 0.10"),
-            ("regime-congruent entry ranked first", lambda o: fmt(o["categories"]["regime"]["regime1"]), "≥ 0.80"),
-            ("a warning in the top 3 for an action question", lambda o: fmt(o["overall"]["warn3"]), "1.00"),
-            ("abstains when nothing relevant exists / false abstention",
-             lambda o: f"{fmt(o['categories']['abstention']['abstain'])} / {fmt(o['overall']['false_abst'])}",
-             "≥ 0.80 / ≤ 0.05")]
-    for split in ("tune", "held_out"):
-        s = rep["splits"][split]
-        n = s["grimoire"]["overall"]["n"]
-        print(f"\n### {split.replace('_', '-')} part ({n} questions)\n")
-        print("| | Grimoire | BM25 | dense | goal |\n|---|---|---|---|---|")
-        for label, f, goal in rows:
-            print(f"| {label} | {f(s['grimoire'])} | {f(s['BM25'])} | {f(s['dense'])} | {goal} |")
-    print("\n### per category, all 84 questions (Grimoire | BM25 | dense)\n")
-    print("| category | recall@5 | MRR@10 | category metric |\n|---|---|---|---|")
-    special = {"knowledge_update": ("stale", "superseded returned"), "as_of": ("wrong_time", "wrong-time above right"),
-               "regime": ("regime1", "regime-congruent first"), "safety": ("warn3", "warning in top 3"),
-               "abstention": ("abstain", "abstained")}
+ROWS = [("recall@5 / MRR@10, all questions", lambda o: f"{fmt(o['overall']['recall5'])} / {fmt(o['overall']['mrr10'])}", "≥ 0.80 / ≥ 0.75"),
+        ("knowledge update: a superseded entry returned", lambda o: fmt(o["categories"]["knowledge_update"]["stale"]), "≤ 0.05"),
+        ("as of a past tick: wrong-time entry above the right one", lambda o: fmt(o["categories"]["as_of"]["wrong_time"]), "≤ 0.10"),
+        ("regime-congruent entry ranked first", lambda o: fmt(o["categories"]["regime"]["regime1"]), "≥ 0.80"),
+        ("a warning in the top 3 for an action question", lambda o: fmt(o["overall"]["warn3"]), "1.00"),
+        ("abstains when nothing relevant exists / false abstention",
+         lambda o: f"{fmt(o['categories']['abstention']['abstain'])} / {fmt(o['overall']['false_abst'])}",
+         "≥ 0.80 / ≤ 0.05")]
+SPECIAL = {"knowledge_update": ("stale", "superseded returned"), "as_of": ("wrong_time", "wrong-time above right"),
+           "regime": ("regime1", "regime-congruent first"), "safety": ("warn3", "warning in top 3"),
+           "abstention": ("abstain", "abstained")}
+
+
+def print_split(title: str, s: dict) -> None:
+    print(f"\n### {title} ({s['grimoire']['overall']['n']} questions)\n")
+    print("| | Grimoire | BM25 | dense | goal |\n|---|---|---|---|---|")
+    for label, f, goal in ROWS:
+        print(f"| {label} | {f(s['grimoire'])} | {f(s['BM25'])} | {f(s['dense'])} | {goal} |")
+
+
+def print_categories(title: str, s: dict) -> None:
+    print(f"\n### per category, {title} (Grimoire | BM25 | dense)\n")
+    print("| category | n | recall@5 | MRR@10 | category metric |\n|---|---|---|---|---|")
     for c in CATEGORIES:
-        cs = [rep["splits"]["all"][n]["categories"][c] for n in ("grimoire", "BM25", "dense")]
+        cs = [s[n]["categories"][c] for n in ("grimoire", "BM25", "dense")]
+        if not cs[0]["n"]:
+            continue
         trio = lambda k: " \\| ".join(fmt(x[k]) for x in cs)  # noqa: E731
-        extra = f"{special[c][1]}: {trio(special[c][0])}" if c in special else ""
+        extra = f"{SPECIAL[c][1]}: {trio(SPECIAL[c][0])}" if c in SPECIAL else ""
         if c == "abstention":
-            print(f"| {c} | – | – | {extra} |")
+            print(f"| {c} | {cs[0]['n']} | – | – | {extra} |")
         else:
-            print(f"| {c} | {trio('recall5')} | {trio('mrr10')} | {extra} |")
+            print(f"| {c} | {cs[0]['n']} | {trio('recall5')} | {trio('mrr10')} | {extra} |")
+
+
+def print_report(rep: dict) -> None:
+    if "written" in rep:
+        w = rep["written"]
+        print(f"## hand-written set: {w['imported']['entries']} entries, {w['imported']['episodes']} episodes, "
+              f"embedder {w['embedder']}; import {w['import_seconds']} s; search p50 {w['latency_p50_ms']} ms")
+        print_split("tune part", w["splits"]["tune"])
+        print_split("held-out part", w["splits"]["held_out"])
+        print_categories("all questions of the hand-written set", w["splits"]["all"])
+    if "lives" in rep:
+        v = rep["lives"]
+        print(f"\n## lives set (recorded backtests, one Grimoire per path): {v['entries']} entries, {v['episodes']} "
+              f"episodes in all, embedder {v['embedder']}; {v['seconds']} s")
+        for split, s in v["splits"].items():
+            print_split(f"{split} part (by path)", s)
+            print_categories(f"{split} part", s)
+    if "latency" in rep:
+        lt = rep["latency"]
+        print(f"\n## latency: Grimoire search over {lt['entries']} entries and {lt['episodes']} episodes: p50 "
+              f"{lt['p50_ms']} ms, p90 {lt['p90_ms']} ms (goal p50 ≤ 30 ms); CPU time per query p50 {lt['cpu_p50_ms']} ms")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", help="also write the report as JSON here")
-    ap.add_argument("--questions", action="store_true", help="print each question's top 5")
+    ap.add_argument("--questions", action="store_true", help="print each question's top 5 (never the sealed part's)")
     ap.add_argument("--embedder", default=None, help="wordllama (default) | wordllama-64 | ...")
+    ap.add_argument("--only", choices=["written", "lives"], help="one set only (and no latency run)")
+    ap.add_argument("--no-sealed", action="store_true", help="the lives set's tune part only (while tuning)")
+    ap.add_argument("--latency-entries", type=int, default=10_000)
     a = ap.parse_args()
-    rep = run(a.embedder, a.questions)
+    rep: dict = {}
+    if a.only in (None, "written"):
+        rep["written"] = run(a.embedder, a.questions)
+    if a.only in (None, "lives"):
+        rep["lives"] = run_lives(("tune",) if a.no_sealed else ("tune", "sealed"), a.embedder, a.questions)
+    if a.only is None:
+        rep["latency"] = latency_at(a.latency_entries, a.embedder)
     print_report(rep)
     if a.json:
         Path(a.json).write_text(json.dumps(rep, indent=2))

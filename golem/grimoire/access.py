@@ -72,10 +72,13 @@ def search(episodes: EpisodeStore, semantic: SemanticStore, query: str, *, regim
            floor: float | None = None, as_of: int | None = None, as_known_now: bool = False,
            action: bool | None = None) -> RetrievalResult:
     """What `golem grimoire search` runs (and bench/eval_memory.py scores): retrieval as an owner's steer would
-    ask it (no Self-RAG skip), nothing logged, nothing marked accessed. `tick` is now; `as_of` (default: tick) the
-    valid time asked about; `action` None reads it from the question's text."""
-    from golem.grimoire.retrieval import retrieve_for_tick
+    ask it (no Self-RAG skip), nothing logged, nothing marked accessed. `tick` is now; `as_of` the valid time asked
+    about (None: the earlier tick the question names — "as of tick 8,000", "30 ticks ago" — as the retrieve step reads
+    an owner's steer, else `tick`); `action` None reads it from the question's text."""
+    from golem.grimoire.retrieval import past_tick_of, retrieve_for_tick
 
+    if as_of is None:
+        as_of = past_tick_of(query, tick)
     return retrieve_for_tick(episodes, semantic, query, regime=regime, tick=tick, k=k, token_budget=budget,
                              steered=True, log=False, floor=floor, as_of=as_of, as_known_now=as_known_now,
                              action=action)

@@ -6,6 +6,8 @@ refused with the list of what is accepted, never kept as a string the retriever 
 
 from __future__ import annotations
 
+import re
+
 from golem.models.enums import MarketRegime
 
 VOCABULARY = tuple(r.value for r in MarketRegime)
@@ -19,6 +21,10 @@ ALIASES: dict[str, str] = {
     "high_vol": "volatile", "highvol": "volatile", "crisis": "volatile", "crash": "volatile", "whipsaw": "volatile",
 }
 UNSCOPED = {"", "none", "null", "any", "all", "global"}
+# A question that names a regime asks about it, whatever the tick's: the detector's labels and the aliases that mean
+# nothing else in DeFi text ("range", "crash" and "calm" do: an LP range, a price crash of any regime).
+_NAMED = re.compile(r"\b(volatile|trending[ _-]up|trending[ _-]down|range[ _-]bound|rangebound|uptrend|downtrend|"
+                    r"sideways|bull(?:ish)?|bear(?:ish)?)\b", re.IGNORECASE)
 
 
 def normalise_regime(label: str | None) -> str | None:
@@ -36,3 +42,10 @@ def normalise_regime(label: str | None) -> str | None:
     raise ValueError(
         f"market_regime {label!r} is not a regime the golem detects; use one of {', '.join(VOCABULARY)} "
         f"(or null for an unscoped entry); mapped on the way in: {', '.join(sorted(ALIASES))}")
+
+
+def regime_named_in(text: str) -> str | None:
+    """The one regime a question names ("in a volatile market", "while trending down"); None when it names none or
+    more than one."""
+    found = {normalise_regime(m.group(1)) for m in _NAMED.finditer(text or "")}
+    return found.pop() if len(found) == 1 else None

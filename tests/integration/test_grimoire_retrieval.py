@@ -86,6 +86,17 @@ def test_as_of_returns_the_entry_in_force_then_not_a_later_one(stores):
     assert all(int(i.id.rsplit("-", 1)[-1]) <= 8_000 for i in then.items if i.source == "episode")
 
 
+def test_search_reads_the_as_of_tick_the_question_names(stores):
+    eps, sem = stores
+    # asked now, about tick 8,000 by its words alone: the line in force then, not the one that superseded it
+    then = ids(search(eps, sem, "As of tick 8,000, at what health factor did the strategy repay USDC debt?",
+                      regime="range_bound", tick=NOW, k=10))
+    assert "repay-1.5" in then and "repay-1.6" not in then
+    now = ids(search(eps, sem, "At what health factor does the strategy repay USDC debt?", regime="range_bound",
+                     tick=NOW, k=10))
+    assert "repay-1.6" in now and "repay-1.5" not in now
+
+
 def test_as_of_record_time(stores):
     eps, sem = stores
     q = "What swap fee did the WETH/USDC pool charge?"
@@ -95,6 +106,11 @@ def test_as_of_record_time(stores):
     known_now = retrieve_for_tick(eps, sem, q, regime="range_bound", tick=NOW, as_of=10_000, as_known_now=True,
                                   steered=True, log=False, k=10)
     assert "fee-late" in ids(known_now)
+
+
+def test_is_now_a_good_time_to_act_is_an_action_question():
+    assert is_action_question("Is now a good time to send a swap, with fees this high?")
+    assert not is_action_question("Is now a good time to read the pool's history?")  # no action named
 
 
 def test_old_valid_warning_outranks_fresh_loosely_related_insight_for_an_action(stores):
@@ -119,6 +135,14 @@ def test_unscoped_entry_ranks_between_congruent_and_other_regime(stores):
         got = ids(retrieve_for_tick(eps, sem, q, regime=regime, tick=NOW, steered=True, log=False, k=10))
         mine = "lp-c-volatile" if regime == "volatile" else "lp-a-range"
         assert got.index(mine) < got.index("lp-b-unscoped") < got.index(other), (regime, got)
+
+
+def test_a_question_naming_a_regime_gets_that_regimes_variant_first(stores):
+    eps, sem = stores
+    # the tick is range bound, the question is about a volatile market: the volatile variant leads
+    got = ids(retrieve_for_tick(eps, sem, "How wide should the LP range be in a volatile market?", regime="range_bound",
+                                tick=NOW, steered=True, log=False, k=10))
+    assert got.index("lp-c-volatile") < got.index("lp-b-unscoped") < got.index("lp-a-range"), got
 
 
 def test_regime_variant_worded_differently_still_comes_first(stores):
