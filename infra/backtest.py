@@ -155,8 +155,8 @@ def _inherit_grimoire(services: GolemServices, source: Path, scratch: Path) -> d
 
 async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, overrides: dict[str, Any] | None,
                        client: asyncio.Future[Client], run_dir: Path) -> VariantRun:
-    from golem.chain.web3client import make_web3
     from golem.world.deploy import deploy_world
+    from golem.world.rpc import lean_web3
     from golem.backtest.replay import BLOCK_INTERVAL_S, ReplayDriver
     from web3.types import RPCEndpoint
 
@@ -171,7 +171,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
     stack = ExitStack()
     try:
         await _to_the_end(anvil.start)
-        w3 = make_web3(anvil.rpc_url)
+        w3 = lean_web3(anvil.rpc_url)  # the driver's: a dozen calls a row (golem/world/rpc.py)
         # chain time is path time from the genesis on: a block carries its row's time, not the wall clock's, so the
         # interest Aave accrues from the golem's borrow on is the same every run (golem/backtest/replay.py)
         w3.provider.make_request(RPCEndpoint("anvil_setBlockTimestampInterval"), [BLOCK_INTERVAL_S])
@@ -240,11 +240,10 @@ async def _to_the_end(start: Callable[[], object]) -> None:
 
 def _apply(opts: BacktestOptions, driver: ReplayDriver, row: PathRow) -> tuple[AppliedRow, int]:
     """Apply a row; returns it with the block the chain was at before (the row's events come after it)."""
-    before = driver.w3.eth.block_number
     applied = driver.apply(row)
     for msg in applied.liquidation_failures:
         _log(opts, f"  row {row.tick}: the liquidator's call failed: {msg}")
-    return applied, before
+    return applied, applied.start_block
 
 
 def _row_liquidation_kwargs(driver: ReplayDriver, account: str, applied: AppliedRow, before: int,

@@ -5,7 +5,8 @@ out as one JSON-RPC batch. Keys stay inside."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from eth_account import Account
@@ -15,7 +16,7 @@ from web3 import Web3
 
 from golem.chain.contracts import FEED_DECIMALS, MAIN_PAIR, PAIRS, STABLE_SYMBOLS, TOKEN_SYMBOLS, Deployment, contract
 from golem.chain.reader import ChainReadError, _Read, _eth_call, _quantity, _uint256, _words
-from golem.world.deploy import TxSender, wait_all
+from golem.world.deploy import TxSender
 from golem.world.simulator.liquidator import BORROW_TOPIC, WAD, Liquidator, SimLiquidation
 from golem.world.simulator.paths import (
     DEFAULT_CRASH_AFTER,
@@ -131,8 +132,9 @@ class MarketSimulator(Liquidator):
 
     # ---- reads --------------------------------------------------------------------------------------
 
-    def _read_state(self) -> dict[str, Any]:
-        """Pairs, the trader's balances and nonce, the feed owner's nonce, every feed's latest round, the head."""
+    def _read_state(self, control: Sequence[tuple[str, list[Any]]] = ()) -> dict[str, Any]:
+        """Pairs, the trader's balances and nonce, the feed owner's nonce, every feed's latest round, the head (and
+        `control`'s calls in the same batch)."""
         a, t = self.deployment.addresses, self._trader.address
         reads = [
             _Read("trader nonce", "eth_getTransactionCount", [t, "pending"]),
@@ -143,7 +145,7 @@ class MarketSimulator(Liquidator):
         reads += [_eth_call(f"{p.key}.getReserves()", p.address, "getReserves()") for p in self.pairs]
         reads += [_eth_call(f"{s}.balanceOf({t})", a[s], "balanceOf(address)", t) for s in self.symbols]
         reads += [_eth_call(f"FEED_{s}.latestRoundData()", f.address, "latestRoundData()") for s, f in self._feeds.items()]
-        res = self._batch(reads)
+        res = self._batch(reads, control)
         block = res[2]
         if not isinstance(block, dict):
             raise ChainReadError(f"eth_getBlockByNumber(latest): malformed block {block!r}")
@@ -174,9 +176,9 @@ class MarketSimulator(Liquidator):
             "rounds": rounds,
         }
 
-    def _begin_batch(self) -> dict[str, Any]:
+    def _begin_batch(self, control: Sequence[tuple[str, list[Any]]] = ()) -> dict[str, Any]:
         """Read pairs, balances, nonces, rounds and the fee market once; the senders' nonces and fees follow."""
-        state = self._read_state()
+        state = self._read_state(control)
         base_fee = state["base_fee"] if state["base_fee"] >= 0 else None
         self._trader.refresh(base_fee, state["trader_nonce"])
         if self._oracle is not self._trader:
@@ -247,7 +249,7 @@ class MarketSimulator(Liquidator):
 
     def _finish(self, i: int, price: float, steps: list[tuple[str, HexBytes]], state: dict[str, Any],
                 side: str, size: float, stables_posted: dict[str, float]) -> SimStep:
-        receipts = wait_all(self.w3, steps)
+        receipts = self._settle(steps)
         scan_to = max([int(r["blockNumber"]) for r in receipts], default=state["block_number"])
         after = self._read_after(scan_to)
         liquidations, failures = self._liquidate(after["health"])
@@ -288,14 +290,15 @@ class MarketSimulator(Liquidator):
         return self._finish(i, new_price, steps, state, side, size, posted)
 
     def move_to(self, oracle_price: float, pool_price: float, noise_volume_usd: float = 0.0,
-                at: int | None = None) -> SimStep:
+                at: int | None = None, state: dict[str, Any] | None = None) -> SimStep:
         """Set the world to a recorded row (the backtest's replay driver): the ETH/USD feed answers `oracle_price`
         (a round is posted when the answer changes, or when half its heartbeat has passed at time `at`; the
         stables post 1.0 on the same heartbeat rule), `noise_volume_usd` trades round-trip through the WETH/USDC
         pair (half bought, half sold back), then one uncapped arbitrage trade takes each pair exactly to
-        `pool_price`. Feed and pairs may diverge. The liquidator then runs as in `step`."""
+        `pool_price`. Feed and pairs may diverge. The liquidator then runs as in `step`. `state`: what `begin_row`
+        read, when the caller read it."""
         i = self.step_index
-        state = self._begin_batch()
+        state = state if state is not None else self._begin_batch()
         oracle_price = max(MIN_PRICE, oracle_price)
         now = at if at is not None else state["timestamp"]
         steps: list[tuple[str, HexBytes]] = []
@@ -310,6 +313,30 @@ class MarketSimulator(Liquidator):
             if pair.key == MAIN_PAIR:
                 side, size = s, z
         return self._finish(i, oracle_price, steps, state, side, size, posted)
+
+    def begin_row(self, control: Sequence[tuple[str, list[Any]]] = ()) -> dict[str, Any]:
+        """The chain state a `move_to` starts from (one JSON-RPC batch, with `control`'s calls), its senders refreshed."""
+        return self._begin_batch(control)
+
+    @property
+    def sent(self) -> int:
+        """Transactions the trader and the feeds' owner have sent (their next nonces)."""
+        return self._trader.nonce + (self._oracle.nonce if self._oracle is not self._trader else 0)
+
+    @contextmanager
+    def one_block(self, with_first: Sequence[tuple[str, list[Any]]] = ()) -> Iterator[None]:
+        """Within: every send is held and sent with the others of its block in one JSON-RPC batch, then mined with
+        `evm_mine` (the caller turned the node's automine off); `with_first`'s calls go with the first batch.
+        `mined` counts the blocks. A stable's top-up for a swap gets a block before the swap."""
+        outbox: list[tuple[HexBytes, HexBytes]] = []
+        self._outbox, self._with_first, self.mined = outbox, list(with_first), 0
+        self._trader.outbox = self._oracle.outbox = outbox
+        try:
+            yield
+            self._settle([])  # anything left (a row that sent nothing still takes its calls)
+        finally:
+            self._trader.outbox = self._oracle.outbox = None
+            self._outbox, self._with_first = None, []
 
     def run(self, steps: int) -> list[SimStep]:
         return [self.step() for _ in range(steps)]
