@@ -90,6 +90,8 @@ class VariantRun:
     phases: dict[str, float] = field(default_factory=dict)
     final_state: Any = None  # the GolemWorkflow's result (GolemState) once the last row is done; None for hold
     loop_cpu_seconds: float = 0.0  # this process's CPU (every thread) from the golem's start to the last row (bench)
+    # the same span's CPU seconds of the run's Anvil and of the Temporal server (Linux: read from /proc; bench)
+    loop_child_cpu_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def _log(opts: BacktestOptions, msg: str) -> None:
@@ -154,7 +156,8 @@ def _inherit_grimoire(services: GolemServices, source: Path, scratch: Path) -> d
 
 
 async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, overrides: dict[str, Any] | None,
-                       client: asyncio.Future[Client], run_dir: Path) -> VariantRun:
+                       client: asyncio.Future[Client], run_dir: Path,
+                       server_pid: Callable[[], int | None] = lambda: None) -> VariantRun:
     from golem.world.deploy import deploy_world
     from golem.world.rpc import lean_web3
     from golem.backtest.replay import BLOCK_INTERVAL_S, ReplayDriver
@@ -184,7 +187,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         driver = ReplayDriver(w3, dep, ANVIL_KEYS[1], ANVIL_KEYS[0])
         info = RunInfo(name=name, path=str(opts.path), rows=len(rows), started_at=datetime.now(timezone.utc).isoformat())
         run = VariantRun(name=name, info=info, out_dir=run_dir)
-        cpu = time.process_time()
+        cpu, kids = time.process_time(), {"anvil": _cpu_of(anvil.pid), "temporal": _cpu_of(server_pid())}
         if overrides is None or name == "hold":
             run.marks = await _replay_hold(opts, rows, driver, golem_account, run.phases)
         else:
@@ -193,6 +196,10 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
             info.gas_limits = gas_limits(cfg)  # the partition and the urgency ceilings, shown in the report
             run.marks, run.final_state = await _replay_golem(opts, rows, driver, cfg, data, client, info, run.phases)
         run.loop_cpu_seconds = time.process_time() - cpu
+        for kid, pid in (("anvil", anvil.pid), ("temporal", server_pid())):
+            now, then = _cpu_of(pid), kids[kid]
+            if now is not None and then is not None:
+                run.loop_child_cpu_seconds[kid] = now - then
         if driver.overflows:
             _log(opts, f"  {name}: the deployment ran past golem/backtest/replay.py's ORIGIN_BLOCK; block numbers may "
                        "differ from another run's")
@@ -201,6 +208,16 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
     finally:
         await asyncio.to_thread(anvil.stop)
         await asyncio.to_thread(stack.close)  # the golem's data moves from memory to --out
+
+
+def _cpu_of(pid: int | None) -> float | None:
+    """CPU seconds (user + system) a process has used so far; None where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @contextmanager
@@ -394,7 +411,8 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
         # --compare's variants share nothing but the Temporal server (each its own Anvil, golem id, task queue and
         # data dir), so they run side by side: one's Python runs while another waits on its chain or Temporal
         return await _all_or_none([
-            _run_variant(opts, rows, name, overrides, client, opts.out / name if opts.compare else opts.out)
+            _run_variant(opts, rows, name, overrides, client, opts.out / name if opts.compare else opts.out,
+                         server_pid=lambda: server.proc.pid if server.proc is not None else None)
             for name, overrides in plan
         ])
     finally:

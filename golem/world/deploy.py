@@ -235,14 +235,18 @@ def receipts_of(w3: Web3, steps: Sequence[tuple[str, HexBytes]]) -> list[Any]:
         return []
     hashes = ["0x" + h.hex().removeprefix("0x") for _, h in steps]
     answers = _control(w3, [("eth_getTransactionReceipt", [h]) for h in hashes])
+    return [wait_all(w3, [step])[0] if answer is None else checked_receipts([step], [answer])[0]
+            for step, answer in zip(steps, answers)]
+
+
+def checked_receipts(steps: Sequence[tuple[str, HexBytes]], answers: Sequence[Any]) -> list[Any]:
+    """Receipts read raw (JSON-RPC), formatted as web3's get_transaction_receipt returns them; raises TxFailed naming
+    the first step that reverted."""
     receipts = []
     for (name, tx_hash), answer in zip(steps, answers):
-        if answer is None:
-            [receipt] = wait_all(w3, [(name, tx_hash)])
-        else:
-            receipt = AttributeDict.recursive(receipt_formatter(answer))  # as web3's get_transaction_receipt returns it
-            if receipt["status"] != 1:
-                raise TxFailed(f"{name}: transaction {tx_hash.hex()} reverted (block {receipt['blockNumber']})")
+        receipt = AttributeDict.recursive(receipt_formatter(answer))
+        if receipt["status"] != 1:
+            raise TxFailed(f"{name}: transaction {tx_hash.hex()} reverted (block {receipt['blockNumber']})")
         receipts.append(receipt)
     return receipts
 

@@ -107,6 +107,7 @@ def test_rows_start_at_the_same_blocks_however_the_sends_shared_blocks(tmp_path,
     same blocks."""
     from golem.backtest.replay import ReplayDriver
     from golem.world import deploy
+    from golem.world.rpc import lean_web3
     from golem.world.simulator import trader
 
     rows = [PathRow(tick=i, timestamp=T0 + 60 * i, pool_price=p, oracle_price=o, gas_gwei=2.0, volume_usd=5000.0)
@@ -128,15 +129,25 @@ def test_rows_start_at_the_same_blocks_however_the_sends_shared_blocks(tmp_path,
         try:
             if name == "one-per-tx":  # the deployment's sends took three blocks more
                 w3.provider.make_request("anvil_mine", [hex(3)])
-            driver = ReplayDriver(w3, dep, ANVIL_KEYS[1], ANVIL_KEYS[0])
-            heads[name], sent = [], driver.sim.sent
+            driver = ReplayDriver(lean_web3(anvil.rpc_url), dep, ANVIL_KEYS[1], ANVIL_KEYS[0])  # as infra/backtest's
+            heads[name], sent, calls = [], driver.sim.sent, []
+
+            def counted(data, _real=driver.w3.provider._post):  # every HTTP post the rows make
+                calls.append(data)
+                return _real(data)
+            monkeypatch.setattr(driver.w3.provider, "_post", counted)
+            row_calls = []
             for row in rows:
+                before = len(calls)
                 driver.apply(row)
+                row_calls.append(len(calls) - before)
                 block = w3.eth.get_block("latest")
                 heads[name].append((block["number"], block["timestamp"], block["baseFeePerGas"]))
                 assert not block["transactions"], "the row ends on an empty block (it sets the next base fee)"
             assert driver.overflows == 0
             assert driver.sim.sent - sent >= 3 * len(rows), "each row sent a feed round and its trades"
+            if name == "one-block":  # the state read, the sends, the block, the receipts, the pad, base fee, block
+                assert row_calls == [7] * len(rows), calls
         finally:
             anvil.stop()
     assert heads["one-block"] == heads["one-per-tx"]

@@ -16,7 +16,7 @@ from web3 import Web3
 
 from golem.chain.contracts import FEED_DECIMALS, MAIN_PAIR, PAIRS, STABLE_SYMBOLS, TOKEN_SYMBOLS, Deployment, contract
 from golem.chain.reader import ChainReadError, _Read, _eth_call, _quantity, _uint256, _words
-from golem.world.deploy import TxSender
+from golem.world.deploy import TxSender, checked_receipts
 from golem.world.simulator.liquidator import BORROW_TOPIC, WAD, Liquidator, SimLiquidation
 from golem.world.simulator.paths import (
     DEFAULT_CRASH_AFTER,
@@ -185,8 +185,9 @@ class MarketSimulator(Liquidator):
             self._oracle.refresh(base_fee, state["oracle_nonce"])
         return state
 
-    def _read_after(self, scan_to: int) -> dict[str, Any]:
-        """After the step's trades: pair prices, the ETH/USD round, watched borrowers' health, new borrowers."""
+    def _read_after(self, scan_to: int, receipts: Sequence[tuple[str, HexBytes]] = ()) -> dict[str, Any]:
+        """After the step's trades: pair prices, the ETH/USD round, watched borrowers' health, new borrowers (and the
+        receipts of `receipts`, mined already, in the same batch)."""
         a = self.deployment.addresses
         reads = [_eth_call(f"{p.key}.getReserves()", p.address, "getReserves()") for p in self.pairs]
         reads.append(_eth_call("FEED_WETH.latestRoundData()", a["FEED_WETH"], "latestRoundData()"))
@@ -200,7 +201,11 @@ class MarketSimulator(Liquidator):
                 "address": a["AAVE_POOL"], "fromBlock": hex(self._scan_from), "toBlock": hex(scan_to),
                 "topics": [BORROW_TOPIC],
             }]))  # fmt: skip
+        n = len(reads)
+        reads += [_Read(f"{name}: receipt of {h.hex()}", "eth_getTransactionReceipt", ["0x" + h.hex().removeprefix("0x")])
+                  for name, h in receipts]
         res = self._batch(reads)
+        checked = checked_receipts(receipts, res[n:])
         prices = {}
         for k, p in enumerate(self.pairs):
             prices[p.key] = p.price(*p.reserves(_words(reads[k], res[k], 3)))
@@ -211,15 +216,15 @@ class MarketSimulator(Liquidator):
             words = _words(reads[k + 1 + j], res[k + 1 + j], 6)
             health[u] = words[5] if words[1] > 0 else MAX_UINT256  # no debt: infinite health
         if scan:
-            logs = res[-1]
+            logs = res[n - 1]
             if not isinstance(logs, list):
-                raise ChainReadError(f"{reads[-1].name}: expected a list of logs, got {logs!r}")
+                raise ChainReadError(f"{reads[n - 1].name}: expected a list of logs, got {logs!r}")
             for lg in logs:
                 topics = lg.get("topics") or []
                 if len(topics) >= 3:
                     self.watch("0x" + topics[2][-40:])  # onBehalfOf: whose debt it is
             self._scan_from = scan_to + 1
-        return {"prices": prices, "round_id": round_id, "health": health}
+        return {"prices": prices, "round_id": round_id, "health": health, "receipts": checked}
 
 
     def _post_feeds(self, state: dict[str, Any], weth_price: float, stable_prices: dict[str, float], now: int,
@@ -249,9 +254,12 @@ class MarketSimulator(Liquidator):
 
     def _finish(self, i: int, price: float, steps: list[tuple[str, HexBytes]], state: dict[str, Any],
                 side: str, size: float, stables_posted: dict[str, float]) -> SimStep:
-        receipts = self._settle(steps)
-        scan_to = max([int(r["blockNumber"]) for r in receipts], default=state["block_number"])
-        after = self._read_after(scan_to)
+        if self._outbox is None:
+            receipts = self._settle(steps)
+            after = self._read_after(max([int(r["blockNumber"]) for r in receipts], default=state["block_number"]))
+        else:  # a one-block row: mined now, the receipts read with what follows (its head: the blocks it mined)
+            self._settle([])
+            after = self._read_after(state["block_number"] + self.mined, receipts=steps)
         liquidations, failures = self._liquidate(after["health"])
         self.oracle_price = price
         self.step_index += 1
