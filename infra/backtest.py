@@ -273,6 +273,14 @@ def _row_liquidation_kwargs(driver: ReplayDriver, account: str, applied: Applied
             "row_health_factor": applied.health_factors.get(account)}
 
 
+def _mark_reads(driver: ReplayDriver, store: Any, tick: int | None, account: str, applied: AppliedRow,
+                before: int) -> tuple[Any, ChainSnapshot, dict[str, Any]]:
+    """What a golem row's mark reads, in one thread hop: the tick's record, the chain after it, the row's liquidations."""
+    record = store.load(tick) if tick is not None else None
+    snap = driver.snapshot(account)
+    return record, snap, _row_liquidation_kwargs(driver, account, applied, before, snap)
+
+
 def _timed(phases: dict[str, float], name: str, since: float) -> float:
     now = time.perf_counter()
     phases[name] = phases.get(name, 0.0) + now - since
@@ -286,8 +294,7 @@ async def _replay_hold(opts: BacktestOptions, rows: list[PathRow], driver: Repla
         t = time.perf_counter()
         applied, before = await asyncio.to_thread(_apply, opts, driver, row)
         t = _timed(phases, "apply", t)
-        snap = await asyncio.to_thread(driver.snapshot, account)
-        liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, account, applied, before, snap)
+        _, snap, liq = await asyncio.to_thread(_mark_reads, driver, None, None, account, applied, before)
         marks.append(mark_row(i, row, snap, None, gas_paid_before=0.0, **liq))
         _timed(phases, "mark", t)
     return marks
@@ -340,9 +347,9 @@ async def _replay_golem(opts: BacktestOptions, rows: list[PathRow], driver: Repl
             t = _timed(phases, "golem", t0)
             wall_ms = (t - t0) * 1000.0 if done.tick is not None else None
             producer.check()
-            record = await asyncio.to_thread(store.load, done.tick) if done.tick is not None and not done.failed else None
-            snap = await asyncio.to_thread(driver.snapshot, services.account)
-            liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, services.account, applied, before, snap)
+            ticked = done.tick if done.tick is not None and not done.failed else None
+            record, snap, liq = await asyncio.to_thread(_mark_reads, driver, store, ticked, services.account, applied,
+                                                        before)
             mark = mark_row(i, row, snap, record, gas_paid_before=gas_paid, wall_ms=wall_ms, **liq)
             gas_paid += mark.gas_usd
             marks.append(mark)
