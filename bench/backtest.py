@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 REPO = Path(__file__).resolve().parents[1]
+GOAL_ROWS_S = 10  # the goal on 2 cores (docs/how-to/backtesting.md#how-fast)
 
 
 def _cpu() -> tuple[float, float]:
@@ -77,12 +78,18 @@ def main() -> None:
         t0 = [m.wall_ms for m in run.marks if m.tier == "T0" and m.wall_ms is not None]
         ticks = sum(1 for m in run.marks if m.tick is not None)
         print(f"  route {route:10}  end to end {wall:6.1f} s = {n / wall:5.2f} rows/s   row loop {loop:6.1f} s = "
-              f"{n / loop:5.2f} rows/s ({floor_loop / (n / loop):4.1f}x floor's time per row)   ticks {ticks}")
+              f"{n / loop:5.2f} rows/s (goal {GOAL_ROWS_S:g}; {floor_loop / (n / loop):4.1f}x floor's time per row)   ticks {ticks}")
         print(f"    per row ms: " + "  ".join(f"{k} {v:6.1f}" for k, v in per_row.items())
               + f"   T0 tick median {statistics.median(t0) if t0 else float('nan'):6.1f} ms")
         print(f"    CPU s: this process {cpu1[0] - cpu0[0]:6.1f} ({1000 * run.loop_cpu_seconds / n:5.1f} ms per row over "
               f"the rows), its Temporal + Anvil {cpu1[1] - cpu0[1]:6.1f}; all {1000 * (cpu1[0] - cpu0[0] + cpu1[1] - cpu0[1]) / n:6.1f} ms per "
               f"row, start-up included")
+        kids = run.loop_child_cpu_seconds
+        if kids:
+            per_row = {"python": run.loop_cpu_seconds, **kids}
+            print("    CPU ms per row over the rows: " + "  ".join(f"{k} {1000 * v / n:5.1f}" for k, v in per_row.items())
+                  + f"  = {1000 * sum(per_row.values()) / n:5.1f}; at 2 cores the CPU alone allows "
+                  f"{2 * n / sum(per_row.values()):5.1f} rows/s (goal {GOAL_ROWS_S:g})")
     if len(marks) > 1:
         first, *others = marks.values()
         print(f"  same marks on every route (ticks, tiers, actions, figures; wall_ms aside): "

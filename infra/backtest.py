@@ -90,6 +90,8 @@ class VariantRun:
     phases: dict[str, float] = field(default_factory=dict)
     final_state: Any = None  # the GolemWorkflow's result (GolemState) once the last row is done; None for hold
     loop_cpu_seconds: float = 0.0  # this process's CPU (every thread) from the golem's start to the last row (bench)
+    # the same span's CPU seconds of the run's Anvil and of the Temporal server (Linux: read from /proc; bench)
+    loop_child_cpu_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def _log(opts: BacktestOptions, msg: str) -> None:
@@ -154,9 +156,10 @@ def _inherit_grimoire(services: GolemServices, source: Path, scratch: Path) -> d
 
 
 async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, overrides: dict[str, Any] | None,
-                       client: asyncio.Future[Client], run_dir: Path) -> VariantRun:
-    from golem.chain.web3client import make_web3
+                       client: asyncio.Future[Client], run_dir: Path,
+                       server_pid: Callable[[], int | None] = lambda: None) -> VariantRun:
     from golem.world.deploy import deploy_world
+    from golem.world.rpc import lean_web3
     from golem.backtest.replay import BLOCK_INTERVAL_S, ReplayDriver
     from web3.types import RPCEndpoint
 
@@ -171,7 +174,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
     stack = ExitStack()
     try:
         await _to_the_end(anvil.start)
-        w3 = make_web3(anvil.rpc_url)
+        w3 = lean_web3(anvil.rpc_url)  # the driver's: a dozen calls a row (golem/world/rpc.py)
         # chain time is path time from the genesis on: a block carries its row's time, not the wall clock's, so the
         # interest Aave accrues from the golem's borrow on is the same every run (golem/backtest/replay.py)
         w3.provider.make_request(RPCEndpoint("anvil_setBlockTimestampInterval"), [BLOCK_INTERVAL_S])
@@ -184,7 +187,7 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         driver = ReplayDriver(w3, dep, ANVIL_KEYS[1], ANVIL_KEYS[0])
         info = RunInfo(name=name, path=str(opts.path), rows=len(rows), started_at=datetime.now(timezone.utc).isoformat())
         run = VariantRun(name=name, info=info, out_dir=run_dir)
-        cpu = time.process_time()
+        cpu, kids = time.process_time(), {"anvil": _cpu_of(anvil.pid), "temporal": _cpu_of(server_pid())}
         if overrides is None or name == "hold":
             run.marks = await _replay_hold(opts, rows, driver, golem_account, run.phases)
         else:
@@ -193,6 +196,10 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
             info.gas_limits = gas_limits(cfg)  # the partition and the urgency ceilings, shown in the report
             run.marks, run.final_state = await _replay_golem(opts, rows, driver, cfg, data, client, info, run.phases)
         run.loop_cpu_seconds = time.process_time() - cpu
+        for kid, pid in (("anvil", anvil.pid), ("temporal", server_pid())):
+            now, then = _cpu_of(pid), kids[kid]
+            if now is not None and then is not None:
+                run.loop_child_cpu_seconds[kid] = now - then
         if driver.overflows:
             _log(opts, f"  {name}: the deployment ran past golem/backtest/replay.py's ORIGIN_BLOCK; block numbers may "
                        "differ from another run's")
@@ -201,6 +208,16 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
     finally:
         await asyncio.to_thread(anvil.stop)
         await asyncio.to_thread(stack.close)  # the golem's data moves from memory to --out
+
+
+def _cpu_of(pid: int | None) -> float | None:
+    """CPU seconds (user + system) a process has used so far; None where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @contextmanager
@@ -240,11 +257,10 @@ async def _to_the_end(start: Callable[[], object]) -> None:
 
 def _apply(opts: BacktestOptions, driver: ReplayDriver, row: PathRow) -> tuple[AppliedRow, int]:
     """Apply a row; returns it with the block the chain was at before (the row's events come after it)."""
-    before = driver.w3.eth.block_number
     applied = driver.apply(row)
     for msg in applied.liquidation_failures:
         _log(opts, f"  row {row.tick}: the liquidator's call failed: {msg}")
-    return applied, before
+    return applied, applied.start_block
 
 
 def _row_liquidation_kwargs(driver: ReplayDriver, account: str, applied: AppliedRow, before: int,
@@ -255,6 +271,14 @@ def _row_liquidation_kwargs(driver: ReplayDriver, account: str, applied: Applied
 
     return {"liquidations": read_liquidations(driver.w3, driver.deployment, account, before + 1, snap.block_number),
             "row_health_factor": applied.health_factors.get(account)}
+
+
+def _mark_reads(driver: ReplayDriver, store: Any, tick: int | None, account: str, applied: AppliedRow,
+                before: int) -> tuple[Any, ChainSnapshot, dict[str, Any]]:
+    """What a golem row's mark reads, in one thread hop: the tick's record, the chain after it, the row's liquidations."""
+    record = store.load(tick) if tick is not None else None
+    snap = driver.snapshot(account)
+    return record, snap, _row_liquidation_kwargs(driver, account, applied, before, snap)
 
 
 def _timed(phases: dict[str, float], name: str, since: float) -> float:
@@ -270,8 +294,7 @@ async def _replay_hold(opts: BacktestOptions, rows: list[PathRow], driver: Repla
         t = time.perf_counter()
         applied, before = await asyncio.to_thread(_apply, opts, driver, row)
         t = _timed(phases, "apply", t)
-        snap = await asyncio.to_thread(driver.snapshot, account)
-        liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, account, applied, before, snap)
+        _, snap, liq = await asyncio.to_thread(_mark_reads, driver, None, None, account, applied, before)
         marks.append(mark_row(i, row, snap, None, gas_paid_before=0.0, **liq))
         _timed(phases, "mark", t)
     return marks
@@ -324,9 +347,9 @@ async def _replay_golem(opts: BacktestOptions, rows: list[PathRow], driver: Repl
             t = _timed(phases, "golem", t0)
             wall_ms = (t - t0) * 1000.0 if done.tick is not None else None
             producer.check()
-            record = await asyncio.to_thread(store.load, done.tick) if done.tick is not None and not done.failed else None
-            snap = await asyncio.to_thread(driver.snapshot, services.account)
-            liq = await asyncio.to_thread(_row_liquidation_kwargs, driver, services.account, applied, before, snap)
+            ticked = done.tick if done.tick is not None and not done.failed else None
+            record, snap, liq = await asyncio.to_thread(_mark_reads, driver, store, ticked, services.account, applied,
+                                                        before)
             mark = mark_row(i, row, snap, record, gas_paid_before=gas_paid, wall_ms=wall_ms, **liq)
             gas_paid += mark.gas_usd
             marks.append(mark)
@@ -395,7 +418,8 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
         # --compare's variants share nothing but the Temporal server (each its own Anvil, golem id, task queue and
         # data dir), so they run side by side: one's Python runs while another waits on its chain or Temporal
         return await _all_or_none([
-            _run_variant(opts, rows, name, overrides, client, opts.out / name if opts.compare else opts.out)
+            _run_variant(opts, rows, name, overrides, client, opts.out / name if opts.compare else opts.out,
+                         server_pid=lambda: server.proc.pid if server.proc is not None else None)
             for name, overrides in plan
         ])
     finally:

@@ -100,49 +100,57 @@ def _world(tmp_path: Path, name: str):
 
 
 def test_rows_start_at_the_same_blocks_however_the_sends_shared_blocks(tmp_path, monkeypatch):
-    """Anvil automines pipelined sends into as many blocks as their arrival allows: few on a fast machine, one per
-    transaction on a slow one. Two worlds at the two extremes (every send of a row's setup in one block; each send
-    mined alone), the second's deployment three blocks longer: every row must end at the same block, time and base
-    fee in both, so the golem's transactions land in the same blocks."""
-    import golem.world.deploy as deploy
+    """A row's setup takes as many blocks as its sends were mined in: the driver mines them in one (a stable's top-up
+    and the liquidator's round in their own), an automining node in as many as their arrival allowed. Two worlds at
+    the two extremes (every send of a row in one block; each send mined alone), the second's deployment three blocks
+    longer: every row must end at the same block, time and base fee in both, so the golem's transactions land in the
+    same blocks."""
     from golem.backtest.replay import ReplayDriver
-    from golem.world.simulator import liquidator, market, trader
+    from golem.world import deploy
+    from golem.world.rpc import lean_web3
+    from golem.world.simulator import trader
 
     rows = [PathRow(tick=i, timestamp=T0 + 60 * i, pool_price=p, oracle_price=o, gas_gwei=2.0, volume_usd=5000.0)
             for i, (p, o) in enumerate([(2000.0, 2000.0), (1900.0, 1950.0), (1700.0, 1700.0), (1750.0, 1720.0)])]
-    real_wait_all, real_send = deploy.wait_all, deploy.TxSender.send
+
+    def one_per_tx(w3, outbox, with_first=()):  # each held send in a block of its own
+        sends, mined = list(outbox), 0
+        outbox.clear()
+        if with_first:
+            deploy._control(w3, list(with_first))
+        for held in sends:
+            mined += deploy.mine_held(w3, [held])
+        return mined
+
     heads = {}
-    for name in ("bundled", "one-per-tx"):
-        def wait_all(w3, steps, *args, **kw):
-            if name == "bundled":  # automine off: what was sent so far goes into one block
-                w3.provider.make_request("evm_mine", [])
-            return real_wait_all(w3, steps, *args, **kw)
-
-        def send(self, *args, **kw):
-            tx_hash = real_send(self, *args, **kw)
-            if name == "one-per-tx":
-                self.w3.eth.wait_for_transaction_receipt(tx_hash)
-            return tx_hash
-
-        for module in (market, trader, liquidator):
-            monkeypatch.setattr(module, "wait_all", wait_all)
-        monkeypatch.setattr(deploy.TxSender, "send", send)
+    for name in ("one-block", "one-per-tx"):
+        monkeypatch.setattr(trader, "mine_held", one_per_tx if name == "one-per-tx" else deploy.mine_held)
         anvil, w3, dep = _world(tmp_path, name)
         try:
             if name == "one-per-tx":  # the deployment's sends took three blocks more
                 w3.provider.make_request("anvil_mine", [hex(3)])
-            else:
-                w3.provider.make_request("evm_setAutomine", [False])
-            driver = ReplayDriver(w3, dep, ANVIL_KEYS[1], ANVIL_KEYS[0])
-            heads[name] = []
+            driver = ReplayDriver(lean_web3(anvil.rpc_url), dep, ANVIL_KEYS[1], ANVIL_KEYS[0])  # as infra/backtest's
+            heads[name], sent, calls = [], driver.sim.sent, []
+
+            def counted(data, _real=driver.w3.provider._post):  # every HTTP post the rows make
+                calls.append(data)
+                return _real(data)
+            monkeypatch.setattr(driver.w3.provider, "_post", counted)
+            row_calls = []
             for row in rows:
+                before = len(calls)
                 driver.apply(row)
+                row_calls.append(len(calls) - before)
                 block = w3.eth.get_block("latest")
                 heads[name].append((block["number"], block["timestamp"], block["baseFeePerGas"]))
+                assert not block["transactions"], "the row ends on an empty block (it sets the next base fee)"
             assert driver.overflows == 0
+            assert driver.sim.sent - sent >= 3 * len(rows), "each row sent a feed round and its trades"
+            if name == "one-block":  # the state read, the sends, the block, the receipts, the pad, base fee, block
+                assert row_calls == [7] * len(rows), calls
         finally:
             anvil.stop()
-    assert heads["bundled"] == heads["one-per-tx"]
+    assert heads["one-block"] == heads["one-per-tx"]
 
 
 def test_a_run_never_starts_on_an_earlier_runs_data(tmp_path):

@@ -14,7 +14,7 @@ from web3 import Web3
 
 from golem.chain.contracts import FEED_DECIMALS, HEALTH_FACTOR_DECIMALS, TOKEN_DECIMALS
 from golem.chain.reader import LIQUIDATION_CALL_TOPIC, _Read, _eth_call, _quantity, _uint256
-from golem.world.deploy import TxFailed, wait_all
+from golem.world.deploy import TxFailed
 from golem.world.simulator.trader import MAX_UINT256, Trader
 
 
@@ -100,11 +100,11 @@ class Liquidator(Trader):
                                       gas=GAS_LIQUIDATION)
             sent.append((u, tx, health[u] / WAD))
         done, failures = [], []
-        wait_all(self.w3, funding)
+        self._settle(funding)
         symbols = {a[s].lower(): s for s in self.symbols}
         for u, tx, hf in sent:
             try:
-                [receipt] = wait_all(self.w3, [(f"liquidationCall({u})", tx)])
+                [receipt] = self._settle([(f"liquidationCall({u})", tx)])
             except TxFailed as err:
                 failures.append(str(err))
                 continue

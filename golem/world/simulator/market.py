@@ -5,7 +5,8 @@ out as one JSON-RPC batch. Keys stay inside."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from eth_account import Account
@@ -15,7 +16,7 @@ from web3 import Web3
 
 from golem.chain.contracts import FEED_DECIMALS, MAIN_PAIR, PAIRS, STABLE_SYMBOLS, TOKEN_SYMBOLS, Deployment, contract
 from golem.chain.reader import ChainReadError, _Read, _eth_call, _quantity, _uint256, _words
-from golem.world.deploy import TxSender, wait_all
+from golem.world.deploy import TxSender, checked_receipts
 from golem.world.simulator.liquidator import BORROW_TOPIC, WAD, Liquidator, SimLiquidation
 from golem.world.simulator.paths import (
     DEFAULT_CRASH_AFTER,
@@ -131,8 +132,9 @@ class MarketSimulator(Liquidator):
 
     # ---- reads --------------------------------------------------------------------------------------
 
-    def _read_state(self) -> dict[str, Any]:
-        """Pairs, the trader's balances and nonce, the feed owner's nonce, every feed's latest round, the head."""
+    def _read_state(self, control: Sequence[tuple[str, list[Any]]] = ()) -> dict[str, Any]:
+        """Pairs, the trader's balances and nonce, the feed owner's nonce, every feed's latest round, the head (and
+        `control`'s calls in the same batch)."""
         a, t = self.deployment.addresses, self._trader.address
         reads = [
             _Read("trader nonce", "eth_getTransactionCount", [t, "pending"]),
@@ -143,7 +145,7 @@ class MarketSimulator(Liquidator):
         reads += [_eth_call(f"{p.key}.getReserves()", p.address, "getReserves()") for p in self.pairs]
         reads += [_eth_call(f"{s}.balanceOf({t})", a[s], "balanceOf(address)", t) for s in self.symbols]
         reads += [_eth_call(f"FEED_{s}.latestRoundData()", f.address, "latestRoundData()") for s, f in self._feeds.items()]
-        res = self._batch(reads)
+        res = self._batch(reads, control)
         block = res[2]
         if not isinstance(block, dict):
             raise ChainReadError(f"eth_getBlockByNumber(latest): malformed block {block!r}")
@@ -174,17 +176,18 @@ class MarketSimulator(Liquidator):
             "rounds": rounds,
         }
 
-    def _begin_batch(self) -> dict[str, Any]:
+    def _begin_batch(self, control: Sequence[tuple[str, list[Any]]] = ()) -> dict[str, Any]:
         """Read pairs, balances, nonces, rounds and the fee market once; the senders' nonces and fees follow."""
-        state = self._read_state()
+        state = self._read_state(control)
         base_fee = state["base_fee"] if state["base_fee"] >= 0 else None
         self._trader.refresh(base_fee, state["trader_nonce"])
         if self._oracle is not self._trader:
             self._oracle.refresh(base_fee, state["oracle_nonce"])
         return state
 
-    def _read_after(self, scan_to: int) -> dict[str, Any]:
-        """After the step's trades: pair prices, the ETH/USD round, watched borrowers' health, new borrowers."""
+    def _read_after(self, scan_to: int, receipts: Sequence[tuple[str, HexBytes]] = ()) -> dict[str, Any]:
+        """After the step's trades: pair prices, the ETH/USD round, watched borrowers' health, new borrowers (and the
+        receipts of `receipts`, mined already, in the same batch)."""
         a = self.deployment.addresses
         reads = [_eth_call(f"{p.key}.getReserves()", p.address, "getReserves()") for p in self.pairs]
         reads.append(_eth_call("FEED_WETH.latestRoundData()", a["FEED_WETH"], "latestRoundData()"))
@@ -198,7 +201,11 @@ class MarketSimulator(Liquidator):
                 "address": a["AAVE_POOL"], "fromBlock": hex(self._scan_from), "toBlock": hex(scan_to),
                 "topics": [BORROW_TOPIC],
             }]))  # fmt: skip
+        n = len(reads)
+        reads += [_Read(f"{name}: receipt of {h.hex()}", "eth_getTransactionReceipt", ["0x" + h.hex().removeprefix("0x")])
+                  for name, h in receipts]
         res = self._batch(reads)
+        checked = checked_receipts(receipts, res[n:])
         prices = {}
         for k, p in enumerate(self.pairs):
             prices[p.key] = p.price(*p.reserves(_words(reads[k], res[k], 3)))
@@ -209,15 +216,15 @@ class MarketSimulator(Liquidator):
             words = _words(reads[k + 1 + j], res[k + 1 + j], 6)
             health[u] = words[5] if words[1] > 0 else MAX_UINT256  # no debt: infinite health
         if scan:
-            logs = res[-1]
+            logs = res[n - 1]
             if not isinstance(logs, list):
-                raise ChainReadError(f"{reads[-1].name}: expected a list of logs, got {logs!r}")
+                raise ChainReadError(f"{reads[n - 1].name}: expected a list of logs, got {logs!r}")
             for lg in logs:
                 topics = lg.get("topics") or []
                 if len(topics) >= 3:
                     self.watch("0x" + topics[2][-40:])  # onBehalfOf: whose debt it is
             self._scan_from = scan_to + 1
-        return {"prices": prices, "round_id": round_id, "health": health}
+        return {"prices": prices, "round_id": round_id, "health": health, "receipts": checked}
 
 
     def _post_feeds(self, state: dict[str, Any], weth_price: float, stable_prices: dict[str, float], now: int,
@@ -247,9 +254,12 @@ class MarketSimulator(Liquidator):
 
     def _finish(self, i: int, price: float, steps: list[tuple[str, HexBytes]], state: dict[str, Any],
                 side: str, size: float, stables_posted: dict[str, float]) -> SimStep:
-        receipts = wait_all(self.w3, steps)
-        scan_to = max([int(r["blockNumber"]) for r in receipts], default=state["block_number"])
-        after = self._read_after(scan_to)
+        if self._outbox is None:
+            receipts = self._settle(steps)
+            after = self._read_after(max([int(r["blockNumber"]) for r in receipts], default=state["block_number"]))
+        else:  # a one-block row: mined now, the receipts read with what follows (its head: the blocks it mined)
+            self._settle([])
+            after = self._read_after(state["block_number"] + self.mined, receipts=steps)
         liquidations, failures = self._liquidate(after["health"])
         self.oracle_price = price
         self.step_index += 1
@@ -288,14 +298,15 @@ class MarketSimulator(Liquidator):
         return self._finish(i, new_price, steps, state, side, size, posted)
 
     def move_to(self, oracle_price: float, pool_price: float, noise_volume_usd: float = 0.0,
-                at: int | None = None) -> SimStep:
+                at: int | None = None, state: dict[str, Any] | None = None) -> SimStep:
         """Set the world to a recorded row (the backtest's replay driver): the ETH/USD feed answers `oracle_price`
         (a round is posted when the answer changes, or when half its heartbeat has passed at time `at`; the
         stables post 1.0 on the same heartbeat rule), `noise_volume_usd` trades round-trip through the WETH/USDC
         pair (half bought, half sold back), then one uncapped arbitrage trade takes each pair exactly to
-        `pool_price`. Feed and pairs may diverge. The liquidator then runs as in `step`."""
+        `pool_price`. Feed and pairs may diverge. The liquidator then runs as in `step`. `state`: what `begin_row`
+        read, when the caller read it."""
         i = self.step_index
-        state = self._begin_batch()
+        state = state if state is not None else self._begin_batch()
         oracle_price = max(MIN_PRICE, oracle_price)
         now = at if at is not None else state["timestamp"]
         steps: list[tuple[str, HexBytes]] = []
@@ -310,6 +321,30 @@ class MarketSimulator(Liquidator):
             if pair.key == MAIN_PAIR:
                 side, size = s, z
         return self._finish(i, oracle_price, steps, state, side, size, posted)
+
+    def begin_row(self, control: Sequence[tuple[str, list[Any]]] = ()) -> dict[str, Any]:
+        """The chain state a `move_to` starts from (one JSON-RPC batch, with `control`'s calls), its senders refreshed."""
+        return self._begin_batch(control)
+
+    @property
+    def sent(self) -> int:
+        """Transactions the trader and the feeds' owner have sent (their next nonces)."""
+        return self._trader.nonce + (self._oracle.nonce if self._oracle is not self._trader else 0)
+
+    @contextmanager
+    def one_block(self, with_first: Sequence[tuple[str, list[Any]]] = ()) -> Iterator[None]:
+        """Within: every send is held and sent with the others of its block in one JSON-RPC batch, then mined with
+        `evm_mine` (the caller turned the node's automine off); `with_first`'s calls go with the first batch.
+        `mined` counts the blocks. A stable's top-up for a swap gets a block before the swap."""
+        outbox: list[tuple[HexBytes, HexBytes]] = []
+        self._outbox, self._with_first, self.mined = outbox, list(with_first), 0
+        self._trader.outbox = self._oracle.outbox = outbox
+        try:
+            yield
+            self._settle([])  # anything left (a row that sent nothing still takes its calls)
+        finally:
+            self._trader.outbox = self._oracle.outbox = None
+            self._outbox, self._with_first = None, []
 
     def run(self, steps: int) -> list[SimStep]:
         return [self.step() for _ in range(steps)]

@@ -4,6 +4,7 @@ trade), makes a small noise trade, and tops itself up where the dev chain allows
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from hexbytes import HexBytes
@@ -12,7 +13,7 @@ from web3.types import RPCEndpoint
 
 from golem.chain.contracts import PAIRS, Deployment, decimals_of
 from golem.chain.reader import _Read, _result, _send, pair_token0
-from golem.world.deploy import GAS_CALL, TxSender, wait_all
+from golem.world.deploy import GAS_CALL, TxSender, mine_held, receipts_of, wait_all
 from golem.world.simulator.paths import SimulatorError
 
 
@@ -108,8 +109,28 @@ class Trader:
     _router: Any
     _can_mint: dict[str, bool]
 
-    def _batch(self, reads: list[_Read]) -> list[Any]:
-        return [_result(r, ans) for r, ans in zip(reads, _send(self.w3, reads))]
+    # one-block rows (MarketSimulator.one_block): the sends held until settled, the calls that go with the first
+    # settle, and the blocks mined since the row began
+    _outbox: list[tuple[HexBytes, HexBytes]] | None = None
+    _with_first: list[tuple[str, list[Any]]] = []
+    mined: int = 0
+
+    def _batch(self, reads: list[_Read], control: Sequence[tuple[str, list[Any]]] = ()) -> list[Any]:
+        """The reads' results, in one JSON-RPC batch with `control`'s calls (answers unread but for an error)."""
+        answers = _send(self.w3, [*reads, *(_Read(m, m, p) for m, p in control)])
+        for (method, _), answer in zip(control, answers[len(reads):]):
+            if answer.get("error") is not None:
+                raise SimulatorError(f"{method}: {answer['error'].get('message', answer['error'])}")
+        return [_result(r, ans) for r, ans in zip(reads, answers)]
+
+    def _settle(self, steps: list[tuple[str, HexBytes]]) -> list[Any]:
+        """The receipts of `steps`: awaited as automine mines them, or (one-block rows) every held send sent in one
+        batch and mined in one block first."""
+        if self._outbox is None:
+            return wait_all(self.w3, steps)
+        self.mined += mine_held(self.w3, self._outbox, self._with_first)
+        self._with_first = []
+        return receipts_of(self.w3, steps)
 
     def _ensure_allowances(self) -> None:
         a, steps = self.deployment.addresses, list[tuple[str, HexBytes]]()
@@ -147,8 +168,8 @@ class Trader:
         if self._can_mint.get(sym):
             top_up = 2 * need - balance
             # mined before the swap is sent: another sender's tx may be ordered after it
-            wait_all(self.w3, [(f"top up trader {sym} for {label}",
-                                self._oracle.call_fn(self._tokens[sym], "mint", self._trader.address, top_up))])
+            self._settle([(f"top up trader {sym} for {label}",
+                           self._oracle.call_fn(self._tokens[sym], "mint", self._trader.address, top_up))])
             return need
         return balance
 
