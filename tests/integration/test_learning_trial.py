@@ -62,7 +62,9 @@ async def test_a_rule_that_does_not_pay_on_the_golems_own_rows_is_demoted_with_i
         # the rule that sold into the fall: better Sortino, drawdown not worse; kept and still compiled
         (kept,) = store.trials(pays.id)
         assert (pays.status, pays.trial_verdict, kept["verdict"]) == ("active", "kept", "kept"), kept
-        assert kept["result"]["with_rule"]["sortino_per_tick"] > kept["result"]["without_rule"]["sortino_per_tick"]
+        # the trial ranks by the loss-aware Sortino (docs/design/judging.md): the plain ratio may invert when both lose
+        w_k, o_k = kept["result"]["with_rule"], kept["result"]["without_rule"]
+        assert w_k["sortino_loss_aware_per_tick"] > o_k["sortino_loss_aware_per_tick"], (w_k, o_k)
         playbook = (rig.data_dir / "PLAYBOOK.md").read_text()
         assert pays.id in playbook and costs.id not in playbook
     finally:
