@@ -2,8 +2,9 @@
 
 route(): tier → model under today's budget, before the prompt exists. decide(): assemble the workspace → the tool
 loop (reads and speculation for a few rounds, each call priced against the daily cap) → a reply with the decision
-tools → parse and check the tool calls → Deliberation. When the budget forbids the call the offline deliberator answers and the record says why. A steer
-cancels the decide activity and re-runs it with the steer appended. See docs/design/inference.md.
+tools → parse and check the tool calls → Deliberation. When the budget forbids a call the offline deliberator
+answers and the record says why. A steer cancels the decide activity and re-runs it with the steer appended.
+See docs/design/inference.md.
 """
 
 from __future__ import annotations
@@ -112,8 +113,8 @@ class LLMDeliberator:
         except BudgetRefusal as refusal:
             return await self._fallback(inp, strategy, playbook_text, refusal.reason, ws)
         except LoopCutShort as cut:
-            return self._spent(await self._fallback(inp, strategy, playbook_text, cut.reason, ws, reads=reads),
-                               cut.completions, cut.reads)
+            return self._spent(await self._fallback(inp, strategy, playbook_text, cut.reason, ws, reads=reads,
+                                                    called=True), cut.completions, cut.reads)
         completion, plan = loop.final, loop.final.plan
         offered = set(CORE_MODELS) | {e.id for e in (inp.retrieved.entries if inp.retrieved else [])}
         parsed = parse_decision(loop.content, inp.ctx.cfg.policy.approved_assets, offered)
@@ -167,9 +168,10 @@ class LLMDeliberator:
                                         {"context": ws.summary(), "kg_facts": parsed.facts}))
 
     async def _fallback(self, inp: DecideInput, strategy: Strategy, playbook_text: str, reason: str,
-                        ws: Workspace, reads: ToolReads | None = None) -> Deliberation:
+                        ws: Workspace, reads: ToolReads | None = None, called: bool = False) -> Deliberation:
         delib = await self.fallback.decide(inp, strategy, playbook_text, reads=reads)
-        delib.record.reasoning_summary = f"LLM not called ({reason}); offline deliberator answered. " + \
+        said = "LLM stopped before deciding" if called else "LLM not called"
+        delib.record.reasoning_summary = f"{said} ({reason}); offline deliberator answered. " + \
             delib.record.reasoning_summary
         return delib
 
