@@ -75,14 +75,15 @@ def select_deliberator(
     env = os.environ if env is None else env
     cfg = inference or InferenceConfig.from_config(config)
     if cfg.provider == "offline":
-        return OfflineDeliberator(), "offline: [inference] provider = \"offline\" in golem.toml"
+        return OfflineDeliberator(cfg.offline_speculate), "offline: [inference] provider = \"offline\" in golem.toml"
     key = env.get(cfg.api_key_env, "")
     if not key.strip():
-        return OfflineDeliberator(), (f"offline: provider is anthropic but ${cfg.api_key_env} is not set "
+        return OfflineDeliberator(cfg.offline_speculate), (f"offline: provider is anthropic but ${cfg.api_key_env} is not set "
                                       "(export it in the worker's environment to think with Claude)")
     router = ProviderRouter(make_client(key.strip(), http_client=http_client, timeout_s=cfg.timeout_seconds),
                             cfg, config.heartbeat)
     home = home if home is not None else Path(config.golem.home)
-    return (LLMDeliberator(router, context=HomeContext(home, data_dir)),
+    return (LLMDeliberator(router, context=HomeContext(home, data_dir),
+                           fallback=OfflineDeliberator(cfg.offline_speculate)),
             f"anthropic: T1 → {cfg.t1_model}, T2 → {cfg.t2_model} (key from ${cfg.api_key_env}); "
             "offline deliberator when the budget forbids LLM calls")

@@ -79,7 +79,7 @@ DEFAULT_ALLOCATIONS: dict[Tier, dict[str, int]] = {
 SECTION_KEYS = (
     "t2_ceiling_model", "evaluator_model", "prices", "max_output_tokens_t1", "max_output_tokens_t2",
     "timeout_seconds", "allocations_t1", "allocations_t2", "conversation_tail",
-    "tool_rounds_t1", "tool_rounds_t2", "tool_loop_max_tokens",
+    "tool_rounds_t1", "tool_rounds_t2", "tool_loop_max_tokens", "offline_speculate",
 )
 
 
@@ -106,6 +106,8 @@ class InferenceConfig(BaseModel):
     tool_rounds_t1: int = Field(default=2, ge=0, le=8)
     tool_rounds_t2: int = Field(default=4, ge=0, le=8)
     tool_loop_max_tokens: int = Field(default=60_000, ge=1_000, le=1_000_000)
+    # the offline deliberator speculates each swap it proposes (record only): two simulations more a swap tick
+    offline_speculate: bool = False
 
     @model_validator(mode="after")
     def _priced(self) -> "InferenceConfig":

@@ -65,9 +65,13 @@ def _floor(x: float) -> float:
 
 
 class OfflineDeliberator:
-    """Deterministic Deliberator (see module docstring)."""
+    """Deterministic Deliberator (see module docstring). `speculate`: try each proposed swap on the chain first and
+    put the answer on the record ([inference] offline_speculate; off by default: two more simulations a swap tick)."""
 
     model = MODEL_NAME
+
+    def __init__(self, speculate: bool = False) -> None:
+        self.speculate = speculate
 
     def route(self, inp: DecideInput) -> Route:
         return Route(model=MODEL_NAME, why="the offline deliberator answers without a model")
@@ -76,10 +80,10 @@ class OfflineDeliberator:
                      tools: list[dict[str, Any]] | None = None, route: Route | None = None,
                      reads: ToolReads | None = None) -> Deliberation:
         """`tools` and `route` are ignored: the offline deliberator proposes what STRATEGY.md's and PLAYBOOK.md's
-        rules say (the PolicyCage refuses the rest), with no model. With `reads`, each swap it proposes is
-        speculated and the answer goes on the record (`reads`)."""
+        rules say (the PolicyCage refuses the rest), with no model. With `reads` and `speculate`, each swap it proposes
+        is speculated and the answer goes on the record (`reads`)."""
         delib = self.decide_now(inp, strategy, playbook_text)
-        if reads is None or not any(a.tool == "swap" for a in delib.actions):
+        if reads is None or not self.speculate or not any(a.tool == "swap" for a in delib.actions):
             return delib
         return await speculated(delib, reads)
 

@@ -189,6 +189,7 @@ class InferenceSection(BaseModel):
     tool_rounds_t1: int | None = None  # read/speculate rounds before a T1 decision (0: decide in one call)
     tool_rounds_t2: int | None = None  # the same at T2
     tool_loop_max_tokens: int | None = None  # tokens over a whole tool loop; past it the next call must decide
+    offline_speculate: bool | None = None  # the offline deliberator tries each swap it proposes (record only)
     conversation_tail: int | None = None
 
 

@@ -151,7 +151,9 @@ async def test_the_offline_deliberator_speculates_each_swap_it_proposes_and_deci
     reads = Reads()
     inp = decide_input(price=1800, prev=2000)
     plain = await OfflineDeliberator().decide(inp, EXAMPLE, "")
-    tried = await OfflineDeliberator().decide(inp, EXAMPLE, "", reads=reads)
+    tried = await OfflineDeliberator(speculate=True).decide(inp, EXAMPLE, "", reads=reads)
+    unasked = await OfflineDeliberator().decide(inp, EXAMPLE, "", reads=Reads())  # off by default
+    assert unasked.record.reads == []
     swaps = [a for a in plain.actions if a.tool == "swap"]
     assert swaps and tried.actions == plain.actions  # the rules decide; speculation only informs the record
     assert [(n, a["tool"]) for n, a in reads.calls] == [("speculate", "swap")] * len(swaps)
