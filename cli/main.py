@@ -40,8 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that open a Temporal client: the SDK's runtime threads can still be calling into Python
 # while the interpreter finalizes ("PyGILState_Release ... finalizing", seen in CI), so these leave
 # with os._exit once their output is flushed.
-_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "gating", "backtest", "config",
-                    "pause", "resume", "stop-entries", "allow-entries", "kill", "spawn"}
+_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "reset", "doctor", "gating", "backtest", "config",
+                    "pause", "resume", "stop-entries", "allow-entries", "kill", "spawn", "chat", "extensions"}
 
 
 def _user_error_message(args: argparse.Namespace, err: BaseException) -> str | None:
