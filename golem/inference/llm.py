@@ -22,7 +22,7 @@ from golem.inference.mental_models import CORE_MODELS
 from golem.inference.offline import MODEL_NAME as OFFLINE_MODEL
 from golem.inference.offline import OfflineDeliberator
 from golem.inference.router import BudgetRefusal, Completion, ProviderRouter
-from golem.inference.tool_loop import LoopCutShort, run_tool_loop
+from golem.inference.tool_loop import LoopCutShort, run_tool_loop, total
 from golem.inference.strategy import Strategy
 from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace
 from golem.models.enums import Tier
@@ -178,12 +178,10 @@ class LLMDeliberator:
     @staticmethod
     def _spent(delib: Deliberation, completions: list[Completion], reads: list[ReadCallRecord]) -> Deliberation:
         """The offline answer after a cut-short loop still carries what the loop's calls cost and read."""
+        usage = {k: total(completions, k)
+                 for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")}
         record = delib.record.model_copy(update={
-            "input_tokens": sum(c.input_tokens for c in completions),
-            "output_tokens": sum(c.output_tokens for c in completions),
-            "cache_read_tokens": sum(c.cache_read_tokens for c in completions),
-            "cache_creation_tokens": sum(c.cache_creation_tokens for c in completions),
-            "cost": round(sum(c.cost for c in completions), 8), "tool_rounds": len(completions),
+            **usage, "cost": round(total(completions, "cost"), 8), "tool_rounds": len(completions),
             "reads": [*reads, *delib.record.reads]})
         return delib.model_copy(update={"record": record})
 

@@ -31,7 +31,12 @@ class LoopResult:
     notes: list[str] = field(default_factory=list)
 
     def total(self, attr: str) -> Any:
-        return sum(getattr(c, attr) for c in self.completions)
+        return total(self.completions, attr)
+
+
+def total(completions: list[Completion], attr: str) -> Any:
+    """One usage figure (tokens, cost, latency) summed over a loop's calls: every call is paid for."""
+    return sum(getattr(c, attr) for c in completions)
 
 
 class LoopCutShort(Exception):
