@@ -19,6 +19,7 @@ from golem.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
 from golem.safety.somatic import age_markers, firing, lay_marker, situation_of
 from golem.safety.limits import SafetyLimits
+from golem.safety.attribution import Holdings, Interval, attribute, holdings_of, interval_of
 from golem.safety.risk import net_value_usd
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus
@@ -177,16 +178,32 @@ def max_drawdown_pct(config: GolemConfig) -> float:
 
 def risk_after_turn(ctx: AfterTurn) -> None:
     """The risk extension's after_turn: fold the tick's net value into the high-water mark (LifeState) and write
-    the risk figures to the record — net value, high-water mark, drawdown against the risk layer's max drawdown."""
+    the risk figures to the record — net value, high-water mark, drawdown against the risk layer's max drawdown —
+    and the return attribution since the last recorded tick."""
     nav = net_value_usd(ctx.record.observation.snapshot)
     top = max(ctx.life.nav_high_water_usd or 0.0, nav)
     cap = max_drawdown_pct(ctx.config)
     dd = drawdown_pct(nav, top)
     ctx.record.risk = {"nav_usd": round(nav, 6), "high_water_usd": round(top, 6), "drawdown_pct": round(dd, 4),
                        "max_drawdown_pct": cap, "drawdown_used": round(dd / cap, 4)}
-    ctx.life = ctx.life.model_copy(update={"nav_high_water_usd": round(top, 6)})
+    ctx.record.attribution, basis = attribution_step(ctx.life.attribution_basis, ctx.record)
+    ctx.life = ctx.life.model_copy(update={"nav_high_water_usd": round(top, 6), "attribution_basis": basis})
     if ctx.update is not None:
         ctx.update = ctx.update.model_copy(update={"life": ctx.life})
+
+
+def attribution_step(basis: dict[str, Any] | None,
+                     record: DecisionCycleRecord) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the change since the last recorded tick, split — None on the first — , the basis the next tick splits from):
+    the last tick's holdings and what its actions sent (golem.safety.attribution)."""
+    now = holdings_of(record.observation.snapshot)
+    split = None
+    if basis is not None:
+        last = basis.get("tick")
+        split = attribute([Holdings.model_validate(basis["holdings"]), now],
+                          [Interval.model_validate(basis["interval"])]).model_dump()
+        split["since_tick"] = last
+    return split, {"tick": record.tick, "holdings": now.model_dump(), "interval": interval_of(record).model_dump()}
 
 
 PURE: dict[str, Handler] = {"heartbeat": heartbeat_after_turn, "lifespan": lifespan_after_turn,
