@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from golem.inference.budget import budget_fraction
 from golem.life.daimon import AppraisalInput, appraise, plutchik, regime_shift, update_pad
+from golem.extensions.hooks import fire
 from golem.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
 from golem.safety.somatic import age_markers, firing, lay_marker, situation_of
@@ -231,8 +232,8 @@ async def after_turn_in_reflect(services: TurnStores, record: DecisionCycleRecor
                                 regime_changed: bool,
                                 emit: Callable[[DecisionCycleRecord], object]) -> tuple[AfterTurn, str, str]:
     """Step 9's after_turn with the worker's stores: memory writes the tick's episode (tagged with the daimon's
-    PAD octant) and learns from the outcome, cybernetics tunes the context policy, telemetry persists the record
-    and emits its events. Returns (the folded context, the record's path, the episode id)."""
+    PAD octant) and learns from the outcome, cybernetics tunes the context policy, telemetry persists the record;
+    then turn_end's ui-bridge emits its events. Returns (the folded context, the record's path, the episode id)."""
     import asyncio
 
     from golem.grimoire.episodes.writes import write_episode
@@ -256,12 +257,13 @@ async def after_turn_in_reflect(services: TurnStores, record: DecisionCycleRecor
 
     def telemetry(c: AfterTurn) -> None:
         out["path"] = str(services.cycles.persist(c.record))
-        emit(c.record)
 
     def threaded(fn: Callable[[AfterTurn], None]) -> Callable[[AfterTurn], Awaitable[None]]:
         return lambda c: asyncio.to_thread(fn, c)
 
-    await run_after_turn(registry_for(config.extensions.disabled), chain,
-                         {"memory": threaded(memory), "cybernetics": threaded(cybernetics),
-                          "telemetry": threaded(telemetry)})
+    registry = registry_for(config.extensions.disabled)
+    await run_after_turn(registry, chain, {"memory": threaded(memory), "cybernetics": threaded(cybernetics),
+                                           "telemetry": threaded(telemetry)})
+    # turn_end, once the record is persisted: the ui-bridge emits its events (tick_finished last)
+    await asyncio.to_thread(fire, registry, "turn_end", {"ui-bridge": lambda: emit(chain.record)})
     return chain, out["path"], out["episode"]

@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from golem.events.store import EventStore
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus
 from golem.models.golem import GolemStatus
@@ -96,5 +97,18 @@ async def test_a_high_steer_while_executing_cancels_the_next_action_through_the_
             intents = db.execute("SELECT action_index, nonce FROM tx_intents").fetchall()
         assert {i for i, _ in intents} == {sent.action_index}, intents  # the first action's calls, nothing else
         assert rig.w3.eth.get_transaction_count(rig.deployment.golem_account) == nonce + len(intents)
+        # The ui-bridge's hooks, as the owner's event stream shows them: the tick's start (turn_start), the first
+        # action going out, each of its transactions and where it landed (tool_execution_start / _update / _end),
+        # the cancelled one only in the record's events, and the tick's end last (turn_end)
+        stream = [(e.kind, e.payload.get("index")) for e in EventStore(rig.data_dir).read()
+                  if e.kind.startswith(("actions.", "heartbeat.tick_"))]
+        assert stream[0] == ("heartbeat.tick_started", None) and stream[-1] == ("heartbeat.tick_finished", None)
+        live = [k for k, i in stream if k in ("actions.sending", "actions.tx", "actions.landed")]
+        assert live == ["actions.sending"] + ["actions.tx"] * len(intents) + ["actions.landed"], stream
+        assert all(i == sent.action_index for k, i in stream if k in live), stream
+        assert stream.index(("actions.landed", 0)) < stream.index(("actions.executed", 0)) \
+            < stream.index(("actions.failed", 1)), stream
+        landed = EventStore(rig.data_dir).read(kinds=["actions.landed"])[0].payload
+        assert landed["status"] == "executed" and landed["tx_hash"] == sent.tx_hash, landed
     finally:
         rig.stop()
