@@ -163,6 +163,7 @@ class LLMDeliberator:
             "mental_models": parsed.mental_models,
             "rejections": parsed.rejections,
             "interrupted_by": ws.interrupting_steers,
+            **_paid(loop.completions),
         }))
         return Deliberation(**_optional(Deliberation, {"record": record, "actions": parsed.actions},
                                         {"context": ws.summary(), "kg_facts": parsed.facts}))
@@ -182,8 +183,15 @@ class LLMDeliberator:
                  for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")}
         record = delib.record.model_copy(update={
             **usage, "cost": round(total(completions, "cost"), 8), "tool_rounds": len(completions),
-            "reads": [*reads, *delib.record.reads]})
+            "reads": [*reads, *delib.record.reads], **_paid(completions)})
         return delib.model_copy(update={"record": record})
+
+
+def _paid(completions: list[Completion]) -> dict[str, Any]:
+    """The record's x402 part: every payment of the loop's calls, and the before_provider_request members that ran
+    (empty when nothing fired: no payer)."""
+    fired = next((c.before_provider_request for c in completions if c.before_provider_request), [])
+    return {"payments": [p for c in completions for p in c.payments], "before_provider_request": list(fired)}
 
 
 def describe_tiers(cfg: InferenceConfig) -> dict[Tier, str]:

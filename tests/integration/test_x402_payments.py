@@ -1,0 +1,165 @@
+"""The golem pays for its thinking with x402 on real Anvil: the router's call goes to the paid gateway (in-process
+ASGI), which answers 402, takes the golem's EIP-3009 authorization, verifies and settles it through the x402 SDK's
+facilitator on chain, and forwards to the model (faked at the HTTP boundary). Refusals: a replayed or tampered
+authorization (facilitator), a quote above the cap (golem). A call whose answer was lost after settlement is paid once
+when retried."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx2
+import pytest
+
+from golem.chain.contracts import at
+from golem.deliberators import Wallet, select_deliberator
+from golem.inference.config import InferenceConfig
+from golem.inference.payment import BudgetRefusal, PaymentJournal, payment_scope
+from golem.inference.router import InferenceRetryable, RoutePlan
+from golem.models.config import GolemConfig
+from golem.models.enums import Tier
+from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
+from infra.x402_gateway import Gateway, GatewayConfig, quote_amount
+from tests.unit.inference_fakes import FakeMessagesAPI, decide, message
+
+pytestmark = pytest.mark.integration
+
+GOLEM_KEY, GOLEM = ANVIL_KEYS[2], ANVIL_ADDRESSES[2]
+PAY_TO, FACILITATOR_KEY = ANVIL_ADDRESSES[4], ANVIL_KEYS[5]
+SYSTEM = [{"type": "text", "text": "You are a DeFi agent."}]
+MESSAGES = [{"role": "user", "content": [{"type": "text", "text": "Health factor 2.1, ETH flat. Decide."}]}]
+
+
+async def answer(body):
+    return message([decide("nothing to do", 0.7, False)], model=body["model"], input_tokens=900, output_tokens=80)
+
+
+class Rig:
+    def __init__(self, w3, world, tmp_path, *, cap: float = 0.25, replies=None, drop_first_paid: bool = False):
+        self.w3, self.usdc = w3, at(w3, world.address("USDC"), "ERC20")
+        self.api = FakeMessagesAPI(*(replies or [answer] * 4))
+        self.gateway = Gateway(GatewayConfig(
+            rpc_url=w3.provider.endpoint_uri, asset=self.usdc.address, pay_to=PAY_TO, facilitator_key=FACILITATOR_KEY,
+            upstream_url="http://upstream.test", prices=dict(InferenceConfig().prices),
+            store_path=tmp_path / "gateway.sqlite"), upstream=httpx2.MockTransport(self.api.handler))
+        self.audit: list[tuple[dict, str | None]] = []
+        inner = httpx2.ASGITransport(app=self.gateway)
+        self.to_gateway: httpx2.AsyncBaseTransport = _DropFirstPaidAnswer(inner) if drop_first_paid else inner
+        config = GolemConfig.model_validate({"inference": {"provider": "anthropic", "payment": "x402",
+                                                           "max_payment_usd": cap,
+                                                           "gateway_url": "http://gateway.test"}})
+        self.journal_path = tmp_path / "x402_payments.sqlite"
+        wallet = Wallet(private_key=GOLEM_KEY, w3=w3, asset=self.usdc.address, journal_path=self.journal_path,
+                        on_paid=lambda rec, scope: self.audit.append((rec.model_dump(), scope)))
+        self.deliberator, self.why = select_deliberator(config, {}, home=tmp_path, data_dir=tmp_path, wallet=wallet,
+                                                        transport=self.to_gateway)
+        self.router = self.deliberator.router
+
+    def balances(self) -> tuple[int, int]:
+        return (self.usdc.functions.balanceOf(GOLEM).call(), self.usdc.functions.balanceOf(PAY_TO).call())
+
+    def plan(self, model="claude-sonnet-4-6") -> RoutePlan:
+        return RoutePlan(tier=Tier.T2, model=model, max_tokens=1500, estimate_usd=0.03, daily_spend=0.0)
+
+    async def call(self, model="claude-sonnet-4-6"):
+        return await self.router.complete(self.plan(model), system=SYSTEM, messages=MESSAGES)
+
+
+class _DropFirstPaidAnswer(httpx2.AsyncBaseTransport):
+    """The worker dies after its payment went out and the gateway settled it, before the answer arrives."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner, self.dropped = inner, 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        if "payment-signature" in request.headers and response.status_code == 200 and not self.dropped:
+            self.dropped += 1
+            raise httpx2.ReadError("connection lost after the gateway answered", request=request)
+        return response
+
+
+def _quote(rig: Rig) -> int:
+    return quote_amount({"model": "claude-sonnet-4-6", "max_tokens": 1500, "system": SYSTEM, "messages": MESSAGES},
+                        rig.gateway.cfg.prices, 1.0)
+
+
+async def test_a_paid_call_moves_usdc_on_chain_and_gets_its_answer(w3, world_snapshot, tmp_path):
+    rig = Rig(w3, world_snapshot, tmp_path)
+    assert rig.why.startswith("anthropic via x402"), rig.why
+    golem_before, gateway_before = rig.balances()
+    with payment_scope("golem-a/run-1/decide-7") as scope:
+        completion = await rig.call()
+    price = _quote(rig)
+    assert rig.balances() == (golem_before - price, gateway_before + price)
+    assert completion.message.content[0].name == "decide", "the model's answer came through the gateway"
+    assert completion.before_provider_request == ["x402-payment"]
+    [paid] = completion.payments
+    assert scope.payments == [paid] and paid.amount == price and paid.pay_to == PAY_TO
+    assert completion.cost == pytest.approx(price / 1e6), "the call's cost is what left the wallet"
+    assert rig.usdc.functions.authorizationState(GOLEM, bytes.fromhex(paid.nonce[2:])).call() is True
+    receipt = w3.eth.get_transaction_receipt(paid.settlement_tx)
+    assert receipt.status == 1 and receipt["to"] == rig.usdc.address
+    assert rig.audit == [(paid.model_dump(), "golem-a/run-1/decide-7")]
+    assert rig.api.headers[0].get("x-api-key") != "x402-wallet-pays", "the golem sends no provider key upstream"
+    journal = PaymentJournal(rig.journal_path).all()
+    assert [(r["nonce"], r["settlement_tx"]) for r in journal] == [(paid.nonce, paid.settlement_tx)]
+    assert GOLEM_KEY[2:] not in json.dumps(journal) and GOLEM_KEY[2:] not in json.dumps(rig.audit)
+
+
+async def test_a_replayed_or_tampered_authorization_is_refused(w3, world_snapshot, tmp_path):
+    rig = Rig(w3, world_snapshot, tmp_path)
+    with payment_scope("golem-a/run-1/decide-8"):
+        await rig.call()
+    [row] = PaymentJournal(rig.journal_path).all()
+    payload = json.loads(base64.b64decode(row["header"]))
+    body = json.dumps({"model": "claude-sonnet-4-6", "max_tokens": 1500, "system": SYSTEM,
+                       "messages": [{"role": "user", "content": "another question"}]}).encode()
+
+    async def present(p: dict, body: bytes) -> tuple[int, str]:
+        status, headers, out = await rig.gateway.handle(
+            "POST", "/v1/messages", {"payment-signature": base64.b64encode(json.dumps(p).encode()).decode()}, body)
+        return status, json.loads(out).get("error", "")
+
+    # the same authorization for another request: the gateway knows it paid for the first one only
+    assert await present(payload, body) == (402, "this authorization paid for another request")
+    # replayed to a gateway that never saw it (a fresh store): the facilitator finds the nonce used on chain
+    fresh = Gateway(GatewayConfig(rpc_url=rig.gateway.cfg.rpc_url, asset=rig.usdc.address, pay_to=PAY_TO,
+                                  facilitator_key=FACILITATOR_KEY, upstream_url="http://upstream.test",
+                                  prices=rig.gateway.cfg.prices), upstream=httpx2.MockTransport(rig.api.handler))
+    first = json.dumps({"model": "claude-sonnet-4-6", "max_tokens": 1500, "system": SYSTEM,
+                        "messages": MESSAGES}).encode()
+    status, headers, out = await fresh.handle("POST", "/v1/messages", {"payment-signature": row["header"]}, first)
+    assert (status, json.loads(out)["error"]) == (402, "invalid_exact_evm_nonce_already_used")
+    # tampered: the amount raised after signing (the signature no longer matches the authorization)
+    tampered = json.loads(json.dumps(payload))
+    tampered["payload"]["authorization"]["nonce"] = "0x" + "11" * 32
+    status, headers, out = await fresh.handle(
+        "POST", "/v1/messages", {"payment-signature": base64.b64encode(json.dumps(tampered).encode()).decode()}, first)
+    assert status == 402 and "signature" in json.loads(out)["error"]
+    assert len(rig.api.requests) == 1, "no refused payment reached the model"
+
+
+async def test_a_quote_above_the_cap_is_refused_by_the_golem(w3, world_snapshot, tmp_path):
+    rig = Rig(w3, world_snapshot, tmp_path, cap=0.001)
+    before = rig.balances()
+    with payment_scope("golem-a/run-1/decide-9"), pytest.raises(BudgetRefusal, match="above \\[inference\\] max_payment"):
+        await rig.call()
+    assert rig.balances() == before and rig.api.requests == [] and PaymentJournal(rig.journal_path).all() == []
+
+
+async def test_a_lost_answer_after_settlement_is_paid_once_on_retry(w3, world_snapshot, tmp_path):
+    rig = Rig(w3, world_snapshot, tmp_path, drop_first_paid=True)
+    before = rig.balances()
+    with payment_scope("golem-a/run-1/decide-10"), pytest.raises(InferenceRetryable):
+        await rig.call()
+    price = _quote(rig)
+    assert rig.balances() == (before[0] - price, before[1] + price), "the gateway settled before the answer was lost"
+    with payment_scope("golem-a/run-1/decide-10"):  # the activity's retry: same workflow run and activity id
+        completion = await rig.call()
+    assert completion.message.content[0].name == "decide"
+    assert rig.balances() == (before[0] - price, before[1] + price), "paid once"
+    assert len(rig.api.requests) == 1, "the gateway answered the retry from its store, not the model again"
+    [paid] = completion.payments
+    assert paid.reused and paid.settlement_tx
