@@ -83,7 +83,7 @@ def quote_amount(body: dict[str, Any], prices: dict[str, ModelPrice], markup: fl
         raise ValueError("max_tokens must be a positive integer")
     tokens = request_tokens(body.get("system") or [], body.get("messages") or [], body.get("tools") or [])
     usd = worst_case_cost(prices[model], tokens, max_tokens) * markup
-    return max(1, math.ceil(usd * 10**decimals))
+    return max(1, int(math.ceil(usd * 10**decimals)))
 
 
 class SettledStore:

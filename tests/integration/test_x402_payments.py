@@ -132,7 +132,7 @@ async def test_a_replayed_or_tampered_authorization_is_refused(w3, world_snapsho
                         "messages": MESSAGES}).encode()
     status, headers, out = await fresh.handle("POST", "/v1/messages", {"payment-signature": row["header"]}, first)
     assert (status, json.loads(out)["error"]) == (402, "invalid_exact_evm_nonce_already_used")
-    # tampered: the amount raised after signing (the signature no longer matches the authorization)
+    # tampered: the nonce changed after signing (the signature no longer matches the authorization)
     tampered = json.loads(json.dumps(payload))
     tampered["payload"]["authorization"]["nonce"] = "0x" + "11" * 32
     status, headers, out = await fresh.handle(
@@ -163,3 +163,69 @@ async def test_a_lost_answer_after_settlement_is_paid_once_on_retry(w3, world_sn
     assert len(rig.api.requests) == 1, "the gateway answered the retry from its store, not the model again"
     [paid] = completion.payments
     assert paid.reused and paid.settlement_tx
+
+
+async def test_a_t2_tick_pays_the_gateway_from_the_golems_wallet(temporal_client, tmp_path):
+    """On real Temporal: the steered T2 tick's decide pays on chain and gets its answer; the first paid answer is
+    lost after settlement (the worker's connection dies), Temporal retries decide, and the call is paid once."""
+    from golem.life.cycle_store import CycleStore
+    from tests.integration.golem_rig import GOLEM_KEY as RIG_KEY, in_process_worker, make_rig, wait_for, wait_for_record
+    from tests.unit.inference_fakes import tool_use
+    from workflows.golem import GolemWorkflow
+
+    rig = make_rig(tmp_path, "x402-golem", "calm", theta=0.25,
+                   inference={"provider": "anthropic", "payment": "x402", "gateway_url": "http://gateway.test"})
+    try:
+        async def reply(body):
+            tools = {t["name"] for t in body.get("tools", [])}
+            if "evaluate" in tools:
+                return message([tool_use("evaluate", {"verdict": "good", "score": 0.6, "rationale": "held"})],
+                               model=body["model"], input_tokens=300, output_tokens=40)
+            if "reflect" in tools:
+                return message([tool_use("reflect", {"insight": "Holding cost nothing."})], model=body["model"],
+                               input_tokens=300, output_tokens=30)
+            return message([decide("owner asked to hold; nothing to do", 0.7, False, decision="hold")],
+                           model=body["model"], input_tokens=1800, output_tokens=90)
+
+        api = FakeMessagesAPI(*([reply] * 12))
+        usdc = at(rig.w3, rig.deployment.address("USDC"), "ERC20")
+        gateway = Gateway(GatewayConfig(
+            rpc_url=rig.anvil.rpc_url, asset=usdc.address, pay_to=PAY_TO, facilitator_key=FACILITATOR_KEY,
+            upstream_url="http://upstream.test", prices=dict(InferenceConfig().prices),
+            store_path=tmp_path / "gateway.sqlite"), upstream=httpx2.MockTransport(api.handler))
+        services = rig.services()
+        dropper = _DropFirstPaidAnswer(httpx2.ASGITransport(app=gateway))
+        deliberator, why = select_deliberator(rig.config, {}, home=rig.home, data_dir=rig.data_dir,
+                                              wallet=services.wallet(RIG_KEY), transport=dropper)
+        services.use_deliberator(deliberator, why)
+        golem_before, gateway_before = (usdc.functions.balanceOf(a).call() for a in (GOLEM, PAY_TO))
+        store = CycleStore(rig.data_dir)
+        rig.start_market(interval=0.25)
+        async with in_process_worker(temporal_client, rig, services=services):
+            handle = await rig.start_golem(temporal_client, max_ticks=None)
+            await wait_for(lambda: store.count() >= 2, 60, "two ticks")
+            await handle.signal(GolemWorkflow.steer, {"id": "pay-1", "message": "hold", "severity": "high"})
+            rec = await wait_for_record(
+                store, lambda rec: any(i.id == "pay-1" for i in rec.active_interventions), "the steered tick",
+                timeout=90)
+            await handle.terminate("test done")
+        trail = [e.payload for e in services.safety.audit.entries(kind_prefix="x402.payment")]
+        golem_after, gateway_after = (usdc.functions.balanceOf(a).call() for a in (GOLEM, PAY_TO))
+    finally:
+        rig.stop()
+
+    assert rec.tier == Tier.T2 and dropper.dropped == 1
+    d = rec.deliberation
+    assert d.model == "claude-sonnet-4-6" and d.decision.startswith("hold"), d.reasoning_summary
+    assert d.before_provider_request == ["x402-payment"]
+    [paid] = d.payments
+    assert paid.reused and paid.settlement_tx and paid.pay_to == PAY_TO
+    assert d.cost == pytest.approx(paid.price_usd) and rec.inference_cost >= d.cost
+    decide_calls = [b for b in api.requests if "decide" in {t["name"] for t in b.get("tools", [])}]
+    assert len(decide_calls) == 1, "the retry was answered from the gateway's store: one model call, one payment"
+    assert paid.nonce in [p["nonce"] for p in trail]
+    # every paid call of the tick (decide, and the evaluator's and Reflexion's if they ran) left the wallet once
+    spent = sum(p["amount"] for p in trail)
+    assert (golem_before - golem_after, gateway_after - gateway_before) == (spent, spent)
+    assert rig.config.inference.payment == "x402"
+    assert RIG_KEY[2:] not in (rig.data_dir / "cycles" / f"cycle-{rec.tick:06d}.json").read_text()
