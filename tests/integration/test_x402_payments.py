@@ -229,3 +229,43 @@ async def test_a_t2_tick_pays_the_gateway_from_the_golems_wallet(temporal_client
     assert (golem_before - golem_after, gateway_after - gateway_before) == (spent, spent)
     assert rig.config.inference.payment == "x402"
     assert RIG_KEY[2:] not in (rig.data_dir / "cycles" / f"cycle-{rec.tick:06d}.json").read_text()
+
+
+def test_golem_run_starts_the_gateway_as_a_supervised_child(tmp_path):
+    """`golem run`'s child for payment = "x402": the gateway process serves 402 quotes in the world's USDC on this
+    chain at gateway_url (and payment = "none" starts none)."""
+    import time as _time
+
+    from golem.models.config import load_config
+    from infra.anvil import free_port
+    from infra.stack import gateway_child
+    from tests.integration.golem_rig import make_rig
+
+    port = free_port()
+    rig = make_rig(tmp_path, "x402-run", inference={"provider": "anthropic", "payment": "x402",
+                                                    "gateway_url": f"http://127.0.0.1:{port}"})
+    (rig.data_dir / "logs").mkdir(exist_ok=True)
+    child = gateway_child(rig.config, rig.home, rig.data_dir)
+    try:
+        assert child is not None and child.name == "x402-gateway"
+        child.start()
+        deadline, health = _time.monotonic() + 60, None
+        while _time.monotonic() < deadline and child.exit_code() is None:
+            try:
+                health = httpx2.get(f"http://127.0.0.1:{port}/x402/health", timeout=2).json()
+                break
+            except httpx2.HTTPError:
+                _time.sleep(0.3)
+        assert health is not None, (rig.data_dir / "logs" / "x402-gateway.log").read_text()[-2000:]
+        assert health["asset"] == rig.deployment.address("USDC") and health["network"] == f"eip155:{rig.w3.eth.chain_id}"
+        r = httpx2.post(f"http://127.0.0.1:{port}/v1/messages", json={
+            "model": "claude-haiku-4-5", "max_tokens": 200, "messages": MESSAGES}, timeout=10)
+        assert r.status_code == 402 and r.json()["accepts"][0]["payTo"] == PAY_TO
+        assert int(r.json()["accepts"][0]["amount"]) > 0 and "payment-required" in r.headers
+    finally:
+        if child is not None:
+            child.stop()
+        rig.stop()
+    unpaid = load_config(rig.home / "golem.toml").model_copy(deep=True)
+    unpaid.inference.payment = "none"
+    assert gateway_child(unpaid, rig.home, rig.data_dir) is None
