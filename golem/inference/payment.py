@@ -24,19 +24,17 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 
 from golem.chain.eip3009 import Authorization, TokenDomain, derive_nonce, sign_authorization
-from golem.inference.router import BudgetRefusal
+from golem.inference.router import BudgetRefusal, PaymentRefused
 from golem.models.record import PaymentRecord
 from golem.storage import connect, init_db
 
 if TYPE_CHECKING:
     from web3 import Web3
 
+__all__ = ["BudgetRefusal", "PaymentRefused", "PaymentJournal", "X402Payer", "X402Transport", "payment_scope"]
+
 PAYMENT_REQUIRED_HEADER, PAYMENT_SIGNATURE_HEADER, PAYMENT_RESPONSE_HEADER = (
     "PAYMENT-REQUIRED", "PAYMENT-SIGNATURE", "PAYMENT-RESPONSE")
-
-
-class PaymentRefused(BudgetRefusal):
-    """The golem will not (or cannot) pay this quote; the deliberator falls back as for any budget refusal."""
 
 
 @dataclass

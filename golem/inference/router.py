@@ -49,6 +49,11 @@ class BudgetRefusal(Exception):
         self.reason = reason
 
 
+class PaymentRefused(BudgetRefusal):
+    """x402: the golem will not (or cannot) pay this quote (golem.inference.payment); a cheaper model may fit, else
+    the deliberator falls back as for any budget refusal."""
+
+
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 
 

@@ -282,3 +282,27 @@ def test_golem_run_starts_the_gateway_as_a_supervised_child(tmp_path):
     unpaid = load_config(rig.home / "golem.toml").model_copy(deep=True)
     unpaid.inference.payment = "none"
     assert gateway_child(unpaid, rig.home, rig.data_dir) is None
+
+
+@pytest.mark.parametrize("cap, thinker", [(0.02, "claude-haiku-4-5"), (0.001, "offline-deliberator")])
+async def test_a_refused_t2_quote_falls_back_to_the_cheaper_tier_then_offline(w3, world_snapshot, tmp_path, cap, thinker):
+    """The deliberator under a cap between Haiku's and Sonnet's quotes thinks with Haiku (paid); under a cap below
+    both, the offline deliberator answers and the record says why. Neither fails."""
+    from tests.unit.test_offline_deliberator import EXAMPLE, decide_input
+
+    rig = Rig(w3, world_snapshot, tmp_path, cap=cap)
+    before = rig.balances()
+    with payment_scope("golem-a/run-1/decide-12"):
+        d = await rig.deliberator.decide(decide_input(tier=Tier.T2), EXAMPLE, "")
+    r = d.record
+    assert r.model == thinker and r.tier == Tier.T2, r.reasoning_summary
+    assert "above [inference] max_payment_usd" in r.reasoning_summary
+    if thinker == "claude-haiku-4-5":
+        assert "the cheaper claude-haiku-4-5 thought instead" in r.reasoning_summary
+        [paid] = r.payments
+        assert paid.model == "claude-haiku-4-5" and paid.price_usd <= cap and r.cost == pytest.approx(paid.price_usd)
+        assert rig.balances() == (before[0] - paid.amount, before[1] + paid.amount)
+        assert [b["model"] for b in rig.api.requests] == ["claude-haiku-4-5"]
+    else:
+        assert r.reasoning_summary.startswith("LLM not called (x402: ") and r.payments == [] and r.cost == 0.0
+        assert rig.balances() == before and rig.api.requests == []
