@@ -204,6 +204,16 @@ class X402Payer:
         balance = int(usdc.functions.balanceOf(self.address).call())
         return balance / 10**self.decimals, int(self.w3.eth.get_block("latest")["timestamp"])
 
+    def _lapsed(self, row: dict[str, Any], nonce: str, chain_now: int) -> bool:
+        """A journaled authorization that can no longer settle: past its window (the facilitator wants 6 s of it
+        left) and its nonce unused on chain."""
+        if row["settlement_tx"] or int(row["valid_before"]) >= max(int(time.time()), chain_now) + 6:
+            return False
+        from golem.chain.contracts import at
+
+        used = at(self.w3, self.asset, "ERC20").functions.authorizationState(self.address, bytes.fromhex(nonce[2:]))
+        return not bool(used.call())
+
     def paid(self, record: PaymentRecord, scope_key: str | None) -> None:
         """A call went through paid: its settlement into the journal, the payment onto the audit trail."""
         if record.settlement_tx:
@@ -221,9 +231,12 @@ class X402Payer:
         record = PaymentRecord(model=call.model, price_usd=price, amount=quote.amount, asset=self.asset,
                                pay_to=quote.pay_to, network=self.network, nonce=nonce)
         known = await asyncio.to_thread(self.journal.get, nonce)
-        if known is not None:  # a retry of a call already authorized: the same authorization, paid at most once
-            return known["header"], record.model_copy(update={"reused": True})
         balance, chain_now = await asyncio.to_thread(self._chain_reads)
+        if known is not None:  # a retry of a call already authorized: the same authorization, paid at most once
+            if not await asyncio.to_thread(self._lapsed, known, nonce, chain_now):
+                return known["header"], record.model_copy(update={"reused": True})
+            # it expired unused: signed again under the same nonce, so at most one of the two can ever settle
+            record = record.model_copy(update={"reused": True})
         check_quote(price, call.model, call.daily_spend, self.max_payment_usd, self.daily_cap_usd, balance)
         if not quote.name or not quote.version:
             raise PaymentRefused("x402: the gateway's quote lacks the token's EIP-712 name and version")

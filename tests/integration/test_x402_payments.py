@@ -36,16 +36,19 @@ async def answer(body):
 
 
 class Rig:
-    def __init__(self, w3, world, tmp_path, *, cap: float = 0.25, replies=None, drop_first_paid: bool = False):
+    def __init__(self, w3, world, tmp_path, *, cap: float = 0.25, replies=None, drop_first_paid: bool = False,
+                 die_before_paying: bool = False, timeout_s: int = 300):
         self.w3, self.usdc = w3, at(w3, world.address("USDC"), "ERC20")
         self.api = FakeMessagesAPI(*(replies or [answer] * 4))
         self.gateway = Gateway(GatewayConfig(
             rpc_url=w3.provider.endpoint_uri, asset=self.usdc.address, pay_to=PAY_TO, facilitator_key=FACILITATOR_KEY,
             upstream_url="http://upstream.test", prices=dict(InferenceConfig().prices),
-            store_path=tmp_path / "gateway.sqlite"), upstream=httpx2.MockTransport(self.api.handler))
+            store_path=tmp_path / "gateway.sqlite", max_timeout_seconds=timeout_s),
+            upstream=httpx2.MockTransport(self.api.handler))
         self.audit: list[tuple[dict, str | None]] = []
         inner = httpx2.ASGITransport(app=self.gateway)
-        self.to_gateway: httpx2.AsyncBaseTransport = _DropFirstPaidAnswer(inner) if drop_first_paid else inner
+        self.to_gateway: httpx2.AsyncBaseTransport = (_DropFirstPaidAnswer(inner) if drop_first_paid else
+                                                      _DieBeforeFirstPayment(inner) if die_before_paying else inner)
         config = GolemConfig.model_validate({"inference": {"provider": "anthropic", "payment": "x402",
                                                            "max_payment_usd": cap,
                                                            "gateway_url": "http://gateway.test"}})
@@ -64,6 +67,19 @@ class Rig:
 
     async def call(self, model="claude-sonnet-4-6"):
         return await self.router.complete(self.plan(model), system=SYSTEM, messages=MESSAGES)
+
+
+class _DieBeforeFirstPayment(httpx2.AsyncBaseTransport):
+    """The worker dies after signing (the authorization is journaled) and before the payment leaves."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner, self.died = inner, 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if "payment-signature" in request.headers and not self.died:
+            self.died += 1
+            raise httpx2.ConnectError("the worker died before sending the payment", request=request)
+        return await self.inner.handle_async_request(request)
 
 
 class _DropFirstPaidAnswer(httpx2.AsyncBaseTransport):
@@ -306,3 +322,24 @@ async def test_a_refused_t2_quote_falls_back_to_the_cheaper_tier_then_offline(w3
     else:
         assert r.reasoning_summary.startswith("LLM not called (x402: ") and r.payments == [] and r.cost == 0.0
         assert rig.balances() == before and rig.api.requests == []
+
+
+async def test_a_worker_killed_after_signing_pays_once_even_after_its_authorization_expired(w3, world_snapshot,
+                                                                                           tmp_path):
+    """Signed and journaled, never sent; the retry comes after the authorization's window closed: it is signed again
+    under the same nonce (so at most one could settle) and paid once."""
+    import asyncio
+
+    rig = Rig(w3, world_snapshot, tmp_path, die_before_paying=True, timeout_s=8)
+    before = rig.balances()
+    with payment_scope("golem-a/run-1/decide-13"), pytest.raises(InferenceRetryable):
+        await rig.call()
+    [first] = PaymentJournal(rig.journal_path).all()
+    assert rig.balances() == before and first["settlement_tx"] is None
+    await asyncio.sleep(3.5)  # 8 s window, the facilitator wants 6 s of it left: this one can no longer settle
+    with payment_scope("golem-a/run-1/decide-13"):
+        completion = await rig.call()
+    [paid] = completion.payments
+    [row] = PaymentJournal(rig.journal_path).all()
+    assert paid.reused and row["nonce"] == first["nonce"] == paid.nonce and row["header"] != first["header"]
+    assert rig.balances() == (before[0] - paid.amount, before[1] + paid.amount), "paid once"
