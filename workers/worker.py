@@ -47,7 +47,7 @@ class PaymentScopeInterceptor(Interceptor):
 
 class _Scoped(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:  # the activity's own result
-        from golem.inference.payment import payment_scope
+        from golem.inference.payment_scope import payment_scope
 
         info = activity.info()
         with payment_scope(f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"):

@@ -14,16 +14,16 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx2
 
 from golem.chain.eip3009 import Authorization, TokenDomain, derive_nonce, sign_authorization
+from golem.inference.payment_scope import _CALL, _SCOPE, PaymentScope, PendingCall, current_scope, payment_scope
 from golem.inference.router import BudgetRefusal, PaymentRefused
 from golem.models.record import PaymentRecord
 from golem.storage import connect, init_db
@@ -31,49 +31,11 @@ from golem.storage import connect, init_db
 if TYPE_CHECKING:
     from web3 import Web3
 
-__all__ = ["BudgetRefusal", "PaymentRefused", "PaymentJournal", "X402Payer", "X402Transport", "payment_scope"]
+__all__ = ["BudgetRefusal", "PaymentRefused", "PaymentJournal", "PaymentScope", "PendingCall", "X402Payer",
+           "X402Transport", "current_scope", "payment_scope"]
 
 PAYMENT_REQUIRED_HEADER, PAYMENT_SIGNATURE_HEADER, PAYMENT_RESPONSE_HEADER = (
     "PAYMENT-REQUIRED", "PAYMENT-SIGNATURE", "PAYMENT-RESPONSE")
-
-
-@dataclass
-class PaymentScope:
-    """One activity's model calls: `key` is the same on every retry of the activity (None: nonces are random)."""
-
-    key: str | None
-    calls: int = 0
-    payments: list[PaymentRecord] = field(default_factory=list)
-
-
-@dataclass
-class PendingCall:
-    """What before_provider_request hands the transport for the next request."""
-
-    model: str
-    daily_spend: float
-    scope: PaymentScope
-    index: int
-    payments: list[PaymentRecord] = field(default_factory=list)
-
-
-_SCOPE: ContextVar[PaymentScope | None] = ContextVar("golem_payment_scope", default=None)
-_CALL: ContextVar[PendingCall | None] = ContextVar("golem_payment_call", default=None)
-
-
-@contextmanager
-def payment_scope(key: str | None) -> Iterator[PaymentScope]:
-    """Scope the payments of the calls made inside (an activity: `key` = its workflow run and activity id)."""
-    scope = PaymentScope(key)
-    token = _SCOPE.set(scope)
-    try:
-        yield scope
-    finally:
-        _SCOPE.reset(token)
-
-
-def current_scope() -> PaymentScope | None:
-    return _SCOPE.get()
 
 
 _JOURNAL = """
