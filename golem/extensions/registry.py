@@ -240,7 +240,11 @@ def builtin_extensions() -> list[Extension]:
            what="tier → model; Conservation and below: T1 only for reflexion",
            before_agent_start="decide: tier → model under today's spend (Deliberator.route, router.choose_model); "
                               "the built prompt's cost is checked in System 2 (router.price_route)"),
-        _x("x402-payment", 3, {"before_provider_request"}, ["provider-adapter"], optional=True, present=False),
+        _x("x402-payment", 3, {"before_provider_request"}, ["provider-adapter"], optional=True,
+           what="pays each model call from the golem's wallet (x402, USDC transferWithAuthorization)",
+           before_provider_request="ProviderRouter.complete fires it when [inference] payment = \"x402\": "
+                                   "X402Payer readies the call, X402Transport pays the gateway's 402 "
+                                   "(golem.inference.payment)"),
         # Layer 4 – Cognition
         _x("turn-context", 4, {"context"}, ["context"], optional=True, present=False),
         _x("dream", 4, {"after_turn"}, ["grimoire", "daimon"], optional=True, what="DreamScheduler and dream cycle",

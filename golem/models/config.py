@@ -191,6 +191,12 @@ class InferenceSection(BaseModel):
     tool_loop_max_tokens: int | None = None  # tokens over a whole tool loop; past it the next call must decide
     offline_speculate: bool | None = None  # the offline deliberator tries each swap it proposes (record only)
     conversation_tail: int | None = None
+    # "none": the provider bills the API key; "x402": the golem pays each call from its wallet (docs/how-to/x402.md)
+    payment: str = Field(default="none", pattern=r"^(none|x402)$")
+    gateway_url: str = "http://127.0.0.1:8402"  # the paid inference gateway (x402); `golem run` starts it there
+    max_payment_usd: float = Field(default=0.25, gt=0.0)  # x402: refuse a quote above this for one call
+    gateway_upstream_url: str = "https://api.anthropic.com"  # where the gateway forwards paid calls
+    gateway_price_markup: float = Field(default=1.0, ge=1.0, le=10.0)  # the gateway's price over list price
 
 
 class GatingSection(BaseModel):

@@ -95,6 +95,8 @@ class GolemStatus(BaseModel):
     clocks: dict[str, float] = Field(default_factory=dict)  # economic, epistemic, stochastic
     credit_remaining_usd: float | None = None
     estimated_ttl_ticks: float | None = None
+    runway_days: float | None = None  # the same runway in days of ticks
+    burn_usd_per_tick: float | None = None  # what a tick costs (gas + inference, paid or billed), smoothed
     ticks_lived: int = 0
     hayflick_ticks: int | None = None  # [lifespan] hayflick_ticks: the Hayflick distance is this − ticks_lived
     generation: int = 0

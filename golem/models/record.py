@@ -52,6 +52,20 @@ class RuleApplied(BaseModel):
     text: str = ""  # the rule as written
 
 
+class PaymentRecord(BaseModel):
+    """One x402 payment for a model call: what the gateway quoted, the authorization's nonce, the settlement."""
+
+    model: str
+    price_usd: float  # the amount paid, in USD (USDC at par)
+    amount: int  # in the asset's base units
+    asset: str
+    pay_to: str
+    network: str  # CAIP-2, e.g. eip155:31337
+    nonce: str  # the EIP-3009 authorization nonce, 0x-hex
+    settlement_tx: str | None = None  # the facilitator's transferWithAuthorization
+    reused: bool = False  # a retried call presented the journaled authorization again (paid once)
+
+
 class DeliberationRecord(BaseModel):
     model: str  # "offline-deliberator" when no LLM was used
     tier: Tier
@@ -77,6 +91,8 @@ class DeliberationRecord(BaseModel):
     reads: list[ReadCallRecord] = Field(default_factory=list)  # the tool loop's reads and speculations, in order
     tool_rounds: int = 0  # Messages calls the tool loop made (0: no model was called)
     mental_models: list[str] = Field(default_factory=list)  # the models the LLM said it applied (its own output)
+    before_provider_request: list[str] = Field(default_factory=list)  # the hook's members that ran (x402-payment)
+    payments: list[PaymentRecord] = Field(default_factory=list)  # x402 payments for this decision's model calls
 
 
 class ActionRecord(BaseModel):

@@ -36,6 +36,7 @@ def golem_status(s: GolemState, config: GolemConfig | None, *, activity: str, ti
         dream_urgency=schedule_dream(s, config).urgency if config is not None else None,
         clocks={"economic": v.economic, "epistemic": v.epistemic, "stochastic": v.stochastic},
         credit_remaining_usd=life.credit_remaining_usd, estimated_ttl_ticks=life.estimated_ttl_ticks,
+        runway_days=life.runway_days, burn_usd_per_tick=life.burn_ema_usd if life.ticks_lived else None,
         ticks_lived=life.ticks_lived, generation=life.generation, predecessor=life.predecessor,
         hayflick_ticks=config.lifespan.hayflick_ticks if config is not None else None,
         pad={"pleasure": s.pad.pleasure, "arousal": s.pad.arousal, "dominance": s.pad.dominance},
