@@ -164,7 +164,8 @@ class PolicySection(BaseModel):
         data = handler(self)
         if isinstance(data, dict):
             for name in LATE_POLICY_KEYS:
-                if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                if name in data and getattr(self, name) == type(self).model_fields[name].get_default(
+                        call_default_factory=True):
                     del data[name]
         return data
 
