@@ -144,3 +144,14 @@ def test_the_cage_lets_a_privileged_tool_through_only_as_an_approved_request():
 def test_status_and_config_carry_the_keys():
     cfg = GolemConfig.model_validate({"policy": {"privileged_tools": ["supply"], "approval_ttl_ticks": 4}})
     assert cfg.policy.privileged_tools == ["supply"] and cfg.policy.approval_ttl_ticks == 4
+
+
+def test_a_limit_proposal_may_take_tools_back_from_the_grant_never_hand_them_out():
+    from golem.safety.limits import check_limit_change
+
+    current = SafetyLimits(policy=PolicySection(privileged_tools=["borrow"]))
+    assert check_limit_change(current, {"privileged_tools": ["borrow", "withdraw"]}).applied == {
+        "privileged_tools": ["borrow", "withdraw"]}
+    shrink = check_limit_change(current, {"privileged_tools": []})
+    assert not shrink.ok and "may not shrink (would grant borrow without approval)" in shrink.refused[0]
+    assert not check_limit_change(current, {"approval_ttl_ticks": 40}).ok  # a longer wait is wider
