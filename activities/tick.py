@@ -511,6 +511,7 @@ class TickActivities(ActivitySet):
         """The owner's answers to privileged requests, and the ones that expired, on the audit trail."""
         for request in inp.requests:
             self.s.safety.audit.append(inp.golem_id, f"approval.{request.status.value}", audit_payload(request))
+        self.s.events.emit([events.approval_event(inp.golem_id, r, _now_iso()) for r in inp.requests])
 
     @activity.defn(name="record_failure")
     def record_failure(self, inp: TickFailure) -> None:

@@ -15,6 +15,7 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from cli.control import _answer
 from golem.deliberators import select_deliberator
+from golem.events.store import EventStore
 from golem.life.cycle_store import CycleStore
 from golem.models.approvals import ApprovalAnswer, ApprovalDecision, ApprovalStatus
 from golem.models.enums import ActionStatus
@@ -137,6 +138,10 @@ async def test_privileged_requests_approved_denied_and_expired(temporal_client, 
     assert {("approval.approved", ids[0]), ("approval.denied", ids[1]), ("approval.expired", ids[2])} <= kinds
     assert any(e.kind == "tool_call.allowed" and e.payload.get("approval_id") == ids[0] for e in entries)
     assert AuditLog(audit_path).verify().ok
+    # ... and on the Event Fabric (the dashboard refreshes on them; `golem events` lists them)
+    fabric = EventStore(rig.data_dir)
+    assert [p["id"] for kind in ("approved", "denied", "expired")
+            for *_, p in fabric.payloads(f"control.approval_{kind}")] == ids
 
 
 async def _pending(handle, n: int) -> GolemStatus | None:
