@@ -89,6 +89,8 @@ async def _status(args: Namespace) -> int:
         f"\n    - [{s.severity}] {s.message} ({s.id})" for s in st.pending_steers))
     print(f"  follow-ups: {len(st.pending_followups)} pending" + "".join(
         f"\n    - [{f.window}] {f.message} ({f.id})" for f in st.pending_followups))
+    for line in approval_lines(st):
+        print(line)
     dc = st.decision_cache
     print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
           f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
@@ -118,6 +120,24 @@ def chain_line(chain: ChainHealth) -> str:
     if not chain.errors_in_row:
         return f"  chain RPC:  ok, {good}"
     return f"  chain RPC:  {chain.errors_in_row} failed reads in a row, {good}; last error: {chain.last_error}"
+
+
+def approval_lines(st: GolemStatus) -> list[str]:
+    """Privileged requests: the open ones with what to type, then the last few answered."""
+    open_ = [a for a in st.approvals if a.status.open]
+    done = [a for a in st.approvals if not a.status.open][-3:]
+    if not open_ and not done:
+        return []
+    out = [f"  approvals:  {sum(a.status.value == 'pending' for a in open_)} pending"]
+    for a in open_:
+        args = ", ".join(f"{k}={v}" for k, v in a.arguments.items())
+        when = (f"expires at tick {a.expires_at_tick}: golem approve {a.id} | golem deny {a.id}"
+                if a.status.value == "pending" else f"approved by {a.decided_by}: runs on the next tick")
+        out.append(f"    - {a.id} {a.tool}({args}) asked at tick {a.tick}: {a.reason}\n      {when}")
+    for a in done:
+        out.append(f"    - {a.id} {a.tool} {a.status.value}" + (f" by {a.decided_by}" if a.decided_by else "")
+                   + (f": {a.outcome}" if a.outcome else "") + (f" ({a.note})" if a.note else ""))
+    return out
 
 
 def rejection_line(r: RejectedIntervention) -> str:

@@ -25,6 +25,7 @@ from golem.inference.router import BudgetRefusal, Completion, ModelChoice, Payme
 from golem.inference.tool_loop import LoopCutShort, run_tool_loop, total
 from golem.inference.strategy import Strategy
 from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace
+from golem.models.approvals import PrivilegedRequest
 from golem.models.enums import Tier
 from golem.models.record import DeliberationRecord, ReadCallRecord, ToolCallRecord
 from golem.models.tick import DecideInput, Deliberation, whole
@@ -101,7 +102,8 @@ class LLMDeliberator:
                      tools: list[dict[str, Any]] | None = None, route: Route | None = None,
                      reads: ToolReads | None = None) -> Deliberation:
         route = route or self.route(inp)
-        tools = decision_tools(inp.ctx.cfg.policy.approved_assets) if tools is None else tools
+        policy = inp.ctx.cfg.policy
+        tools = decision_tools(policy.approved_assets, list(policy.privileged_tools)) if tools is None else tools
         ws = self.workspace(inp, strategy, playbook_text)
         if route.choice is None:
             return await self._fallback(inp, strategy, playbook_text, route.why, ws)
@@ -128,7 +130,9 @@ class LLMDeliberator:
                                                     called=True), cut.completions, cut.reads)
         completion, plan = loop.final, loop.final.plan
         offered = set(CORE_MODELS) | {e.id for e in (inp.retrieved.entries if inp.retrieved else [])}
-        parsed = parse_decision(loop.content, inp.ctx.cfg.policy.approved_assets, offered)
+        parsed = parse_decision(loop.content, policy.approved_assets, offered, list(policy.privileged_tools))
+        requests = [PrivilegedRequest(id=f"apr-{inp.ctx.tick}-{i}", tick=inp.ctx.tick, tool=tool, arguments=args,
+                                      reason=why) for i, (tool, args, why) in enumerate(parsed.requests)]
         if completion.message.stop_reason == "max_tokens":
             parsed.rejections.append("reply cut off at max_tokens; raise [inference] max_output_tokens if this repeats")
 
@@ -137,6 +141,8 @@ class LLMDeliberator:
             lead.append("Deciding.Interrupted{steer_id=" + ",".join(ws.interrupting_steers)
                         + "}: the earlier request was cancelled and re-prompted with the steer.")
         lead += [*plan.notes, *refused]
+        if requests:
+            lead.append("Asked the owner: " + "; ".join(f"{r.id} {r.tool} {r.arguments}" for r in requests) + ".")
         if loop.reads:
             lead.append(f"Read {len(loop.reads)} time(s) in {len(loop.completions)} call(s): "
                         + ", ".join(r.tool_name for r in loop.reads) + ".")
@@ -175,9 +181,10 @@ class LLMDeliberator:
             "rejections": parsed.rejections,
             "interrupted_by": ws.interrupting_steers,
             **_paid(loop.completions),
+            "privileged_requests": requests,
         }))
         return Deliberation(**_optional(Deliberation, {"record": record, "actions": parsed.actions},
-                                        {"context": ws.summary(), "kg_facts": parsed.facts}))
+                                        {"context": ws.summary(), "kg_facts": parsed.facts, "requests": requests}))
 
     async def _fallback(self, inp: DecideInput, strategy: Strategy, playbook_text: str, reason: str,
                         ws: Workspace, reads: ToolReads | None = None, called: bool = False) -> Deliberation:

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from golem.models.approvals import PrivilegedRequest
 from golem.models.config import GolemConfig
 from golem.models.config_version import ConfigVersionInfo
 from golem.models.interventions import FollowUp, InterventionSummary, RejectedIntervention
@@ -76,6 +77,8 @@ class GolemStatus(BaseModel):
     pending_steers: list[InterventionSummary] = Field(default_factory=list)
     pending_followups: list[InterventionSummary] = Field(default_factory=list)
     rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)
+    # privileged requests: pending (`golem approve | deny ID`), approved (run next tick), then the last decided
+    approvals: list[PrivilegedRequest] = Field(default_factory=list)
     failed_ticks: list[int] = Field(default_factory=list)
     run_ticks: int = 0  # ticks in this run (before continue-as-new)
     # decision cache: lookups, hits, hit_rate, entries, invalidations

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
+from golem.models.approvals import PrivilegedRequest
 from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime, PlutchikLabel, Tier
 from golem.models.interventions import InterventionSummary, RejectedIntervention
 from golem.models.observation import Anomaly, Observation, ProbeResult
@@ -82,6 +83,7 @@ class DeliberationRecord(BaseModel):
     steers_considered: list[str] = Field(default_factory=list)  # steer ids injected into the decision
     cache_creation_tokens: int = 0
     rejections: list[str] = Field(default_factory=list)  # model output refused (unknown tool, bad args, ...)
+    privileged_requests: list[PrivilegedRequest] = Field(default_factory=list)  # asked of the owner this tick
     interrupted_by: list[str] = Field(default_factory=list)  # steers that interrupted deliberation
     kg_facts: list[str] = Field(default_factory=list)  # "subject predicate object" the model added to the graph
     expected: ExpectedOutcome | None = None  # set when the decision acts

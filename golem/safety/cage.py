@@ -29,6 +29,7 @@ from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
 from golem.models.wake import Forecast
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, ValidatedAction, ValidationResult
+from golem.safety.approvals import grant_refusal
 from golem.safety.audit import AuditLog
 from golem.safety.constraints import Book, constraint_caps, constraint_refusal, mark_used
 from golem.safety.gas import GasPartition
@@ -89,6 +90,7 @@ class ValidationContext(BaseModel):
     forecast: Forecast | None = None
     floor: float | None = None
     gas_history: list[float] = Field(default_factory=list)
+    approvals: dict[str, str] = Field(default_factory=dict)  # the owner's approved privileged requests: id → tool
 
 
 ToolCallHandler = Callable[[ProposedAction, ValidationContext, SimulatedAction | None], str | None]
@@ -124,6 +126,9 @@ class SafetyCage:
         verdict = self.policy_cage.check(action, ctx.observation, ctx.phase)
         if not verdict.ok:
             return f"policy: {verdict.reason}"
+        ungranted = grant_refusal(action, list(self.limits.policy.privileged_tools), ctx.approvals)
+        if ungranted:
+            return ungranted
         exposure = opens_exposure(action)
         if exposure and ctx.entries_stopped:
             return (f"stop-entries: the owner stopped new positions ({action.tool} opens exposure); risk-reducing "
@@ -424,7 +429,7 @@ def validate_layered(
                 "tick": ctx.tick, "action_index": action.action_index, "tool": action.tool,
                 "arguments": action.arguments, "value_usd": decision.value_usd, "reason": decision.reason,
                 "blocked_by": decision.blocked_by, "deferred": decision.deferred, "protective": decision.protective,
-                "policy_hash": policy_hash,
+                "policy_hash": policy_hash, **({"approval_id": action.approval_id} if action.approval_id else {}),
             })  # fmt: skip
         if not decision.allowed:
             permit = permits.record_blocked(ctx.golem_id, ctx.tick, action.action_index, action.tool, policy_hash,

@@ -91,7 +91,7 @@ class SafetyService:
         steers: list[Steer] | None = None, now: float | None = None, run_id: str | None = None,
         config: GolemConfig | None = None, entries_stopped: bool = False, markers: list[SomaticMarker] | None = None,
         last_price: float | None = None, resimulate: Resimulate | None = None, forecast: Forecast | None = None,
-        floor: float | None = None, gas_history: list[float] | None = None,
+        floor: float | None = None, gas_history: list[float] | None = None, approvals: dict[str, str] | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
         """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
         `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None;
@@ -99,14 +99,16 @@ class SafetyService:
         validated again (no permit), its verdict names the run that sent it. `config`: the tick's config
         version, whose limits the cage enforces (the worker's own config when None). `resimulate`: simulates the
         actions again at the sizes the cage clipped them to (golem.safety.sizing); without it a clip is refused.
-        `forecast`, `floor`, `gas_history`: what urgency is read from (golem.safety.urgency)."""
+        `forecast`, `floor`, `gas_history`: what urgency is read from (golem.safety.urgency). `approvals`: the owner's
+        approved privileged requests (id → tool), the only way a privileged tool passes (golem.safety.approvals)."""
         sent = self.sent_by_other_runs(golem_id, tick, actions, run_id) if run_id else {}
         if sent:
             fresh = [a for a in actions if a.action_index not in sent]
             result, decisions = self.validate(golem_id, tick, phase, fresh, simulation, observation, strategy=strategy,
                                               steers=steers, now=now, config=config, entries_stopped=entries_stopped,
                                               markers=markers, last_price=last_price, resimulate=resimulate,
-                                              forecast=forecast, floor=floor, gas_history=gas_history)
+                                              forecast=forecast, floor=floor, gas_history=gas_history,
+                                              approvals=approvals)
             verdicts = {v.action_index: v for v in result.actions}
             for index, claim in sent.items():
                 intents = self.journal.intents_for(golem_id, tick, claim.action_index)
@@ -127,7 +129,7 @@ class SafetyService:
                                 risk=self.risk.snapshot(golem_id, nav, now=now), strategy=strategy,
                                 steers=list(steers or []), entries_stopped=entries_stopped,
                                 markers=list(markers or []), last_price=last_price, forecast=forecast, floor=floor,
-                                gas_history=list(gas_history or []))
+                                gas_history=list(gas_history or []), approvals=dict(approvals or {}))
         for sim in simulation.actions:
             if not sim.ok:
                 self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,

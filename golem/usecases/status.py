@@ -26,6 +26,7 @@ def golem_status(s: GolemState, config: GolemConfig | None, *, activity: str, ti
         pending_steers=[summarize(x) for x in s.pending_steers],
         pending_followups=[summarize(x) for x in s.pending_followups],
         rejected_interventions=s.rejected_interventions[-5:],
+        approvals=s.approvals,
         failed_ticks=s.failed_ticks[-10:],
         run_ticks=run_ticks,
         decision_cache=s.decision_cache_stats or hit_rate_report(s.decision_cache),

@@ -125,7 +125,35 @@
       const hayflick = s.hayflick_ticks ? `<span id="hayflick">Hayflick ${s.ticks_lived}/${s.hayflick_ticks} (${Math.max(s.hayflick_ticks - s.ticks_lived, 0)} left)</span> · ` : "";
       $("status").innerHTML = `${s.activity} · next tick ${s.tick} · ${s.regime} · ${s.phase} · vitality ${fmt(s.vitality, 2)} · ${hayflick}` +
         `θ ${fmt(s.theta_seconds, 1)}s · steers pending ${s.pending_steers.length}${flags}`;
+      showApprovals(s.approvals || []);
     } catch (err) { $("status").textContent = "status unavailable: " + err; }
+  }
+  // Privileged requests the model asked for: the pending ones get Approve / Deny (GolemWorkflow's updates).
+  function showApprovals(list) {
+    const ul = $("approvals");
+    ul.textContent = "";
+    list.filter((a) => a.status === "pending" || a.status === "approved").forEach((a) => {
+      const li = document.createElement("li");
+      li.id = `approval-${a.id}`;
+      li.textContent = `${a.id} ${a.status}: ${a.tool} ${JSON.stringify(a.arguments || {})} — ${a.reason || ""} `;
+      if (a.status === "pending") {
+        ["approve", "deny"].forEach((what) => {
+          const b = document.createElement("button");
+          b.textContent = what === "approve" ? "Approve" : "Deny";
+          b.dataset.answer = what;
+          b.addEventListener("click", () => answer(a.id, what));
+          li.appendChild(b);
+        });
+      }
+      ul.appendChild(li);
+    });
+  }
+  async function answer(id, what) {
+    const r = await fetch(`/api/approvals/${encodeURIComponent(id)}/${what}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    const body = await r.json();
+    $("control-msg").className = "msg " + (r.ok ? "ok" : "error");
+    $("control-msg").textContent = r.ok ? body.message : body.error;
+    refreshStatus();
   }
   async function control(what) {
     const r = await fetch(`/api/control/${what}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
