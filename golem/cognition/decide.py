@@ -35,14 +35,24 @@ from golem.models.tick import DecideInput, Deliberation, ProposedAction, whole
 from golem.safety.constraints import MustGate
 
 
+def offered(tools: list[dict[str, Any]] | None, must: MustGate | None) -> list[dict[str, Any]] | None:
+    """The tool schemas the deliberator is offered: without the tools a MAY line keeps for a strategy that is not
+    active (docs/design/strategies.md)."""
+    if tools is None or must is None or not must.withheld:
+        return tools
+    return [t for t in tools if t.get("name") not in must.withheld]
+
+
 def apply_must_gate(deliberation: Deliberation, must: MustGate) -> Deliberation:
-    """Drop proposed calls of tools STRATEGY.md forbids, and say so; note breached MUST lines."""
-    kept = [a for a in deliberation.actions if a.tool not in must.forbidden_tools]
-    dropped = [a for a in deliberation.actions if a.tool in must.forbidden_tools]
+    """Drop proposed calls of tools STRATEGY.md forbids, or a MAY line keeps for an inactive strategy, and say so;
+    note breached MUST lines."""
+    out = {**must.withheld, **{t: f"STRATEGY.md says MUST NOT {t}" for t in must.forbidden_tools}}
+    kept = [a for a in deliberation.actions if a.tool not in out]
+    dropped = [a for a in deliberation.actions if a.tool in out]
     if not dropped and not must.breached:
         return deliberation
     record = deliberation.record.model_copy(deep=True)
-    record.rejections += [f"{a.tool}: STRATEGY.md says MUST NOT {a.tool}" for a in dropped]
+    record.rejections += [f"{a.tool}: {out[a.tool]}" for a in dropped]
     if must.breached:
         record.reasoning_summary += " | MUST breached: " + "; ".join(must.breached)
     record.recommends_action = record.recommends_action and bool(kept)
