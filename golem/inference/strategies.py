@@ -25,7 +25,7 @@ STRATEGIES_DIR = "strategies"  # beside STRATEGY.md in the golem home
 # How the files travel as one text in a config version: STRATEGY.md's text, then each other file after a marker
 # line. With no other file the bundle is STRATEGY.md's text exactly, so existing versions keep their hashes.
 _MARKER = "<!-- golem:strategy-file {path} -->"
-_MARKER_RE = re.compile(r"^<!-- golem:strategy-file (?P<path>\S+) -->$", re.M)
+_MARKER_RE = re.compile(r"^<!-- golem:strategy-file (?P<path>.+) -->$", re.M)
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 
