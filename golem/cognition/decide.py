@@ -88,8 +88,10 @@ def cache_key(inp: DecideInput, playbook_revision: int, context_policy_revision:
     """The tick's clock (path time in a backtest), not the wall clock, dates the lookup."""
     now = datetime.fromisoformat(inp.ctx.started_at).timestamp() if inp.ctx.started_at else time.time()
     obs = whole(inp.observation, "observation")
-    return CacheKey(pattern_hash(obs, inp.ctx.state.last_price), cache_conditions(obs), now, playbook_revision,
-                    context_policy_revision)
+    pattern = pattern_hash(obs, inp.ctx.state.last_price)
+    if obs.strategies is not None and obs.strategies.active:  # another set of active strategies, another decision
+        pattern += "+" + ",".join(sorted(obs.strategies.active))
+    return CacheKey(pattern, cache_conditions(obs), now, playbook_revision, context_policy_revision)
 
 
 def cache_lookup(inp: DecideInput, key: CacheKey, cache: DecisionCacheState) -> tuple[DecisionCacheState,

@@ -109,6 +109,11 @@ class Rule(BaseModel):
     def label(self) -> str:
         return f"{self.source}:{self.line}"
 
+    @property
+    def owner(self) -> bool:
+        """The owner wrote it (STRATEGY.md or a file under strategies/), not the Curator (PLAYBOOK.md)."""
+        return self.source == "STRATEGY.md" or self.source.startswith("strategies/")
+
 
 class Constraint(BaseModel):
     line: int
