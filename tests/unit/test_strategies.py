@@ -3,6 +3,9 @@ completion) with its errors, the bundle, and how a tick moves a strategy between
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -297,3 +300,34 @@ def test_errors_ride_on_the_activity():
     sset = _set(("strategies/bad.md", "## Completion\n- someday\n"), ("strategies/w.md", WINDOW))
     act = advance(sset, [], 1, utc(2026, 1, 1, 0, 12), {"price": 1.0})
     assert act.active == ["w"] and act.errors and act.errors[0].startswith("strategies/bad.md line 2")
+
+
+# ---- golem strategy-check over every file ---------------------------------------------------------------------------
+
+def _check(home: Path, tmp: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli", "--home", str(home), "--data", str(tmp), "strategy-check"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def test_strategy_check_validates_every_file_and_says_what_to_fix(tmp_path):
+    home = tmp_path / "home"
+    (home / "strategies").mkdir(parents=True)
+    (home / "STRATEGY.md").write_text(MAIN)
+    (home / "golem.toml").write_text('[golem]\nid = "sc"\n[chain]\nrpc_url = "http://127.0.0.1:1"\n')
+    (home / "strategies" / "dca.md").write_text(DCA)
+    ok = _check(home, tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "STRATEGY.md: ok" in ok.stdout and "strategies/dca.md: ok" in ok.stdout, ok.stdout
+    (home / "strategies" / "cron.md").write_text("# C\n## Schedule\n- cron: 0 14 * *\n")
+    (home / "strategies" / "level.md").write_text("# L\n## Constraints\n- COULD swap\n")
+    (home / "strategies" / "field.md").write_text("# F\n## Schedule\n- every: 5m\n")
+    (home / "strategies" / "borrow.md").write_text("# B\n## Constraints\n- MAY borrow\n")  # STRATEGY.md: MUST NOT borrow
+    bad = _check(home, tmp_path)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stdout + bad.stderr
+    out = bad.stdout
+    assert "strategies/cron.md: STRATEGY_UNVIABLE" in out and "has 4 fields, not 5: write minute hour" in out
+    assert "strategies/level.md line 3" in out and "unknown level 'COULD'" in out and "Levels: MUST" in out
+    assert "unknown schedule field 'every'" in out and "Schedule fields: `cron:" in out
+    assert "`MAY borrow` can never happen: STRATEGY.md line" in out and "MUST NOT borrow" in out
+    assert "strategies/dca.md: ok" in out  # the good file is still judged on its own
