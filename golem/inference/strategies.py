@@ -89,6 +89,9 @@ class StrategySet:
             "should": [*self.main.should, *(c for s in on for c in s.should)],
             "may": [m for s in on for m in s.may],
             "may_gated": gated,
+            # what the LLM reads: STRATEGY.md, then each active strategy's own file
+            "text": self.main.text + "".join(f"\n\n---\nActive strategy `{s.id}` ({s.source}):\n\n{s.text}"
+                                              for s in on),
         })
 
 

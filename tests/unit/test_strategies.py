@@ -228,6 +228,9 @@ def test_effective_joins_the_active_and_gates_may_tools():
     on = sset.effective(["dca"])
     assert on is not None and on.rules[-1].source == "strategies/dca.md" and on.may_gated == {}
     assert len(on.should) == 3 and on.constraints[-1].text == "MUST NOT borrow"
+    # the LLM reads STRATEGY.md and the active strategy's file
+    assert on.text.startswith(MAIN) and "Active strategy `dca` (strategies/dca.md)" in on.text and DCA in on.text
+    assert idle.text == MAIN
     assert StrategySet(main=None).effective(["dca"]) is None
 
 
