@@ -133,3 +133,29 @@ def test_the_fold_keeps_the_runs_and_status_shows_them(tmp_path):
     lines = strategy_lines(st, Namespace(data=str(tmp_path)))
     assert lines == ["  strategy:   hedge: complete at tick 4 (2026-01-01T00:04:00+00:00): 1 action(s) executed",
                      "  strategy:   dca: active since tick 4 (2026-01-01T00:04:00+00:00), 0 action(s)"]
+
+
+# ---- what the LLM reads ------------------------------------------------------------------------------------------------
+
+def test_the_invariants_name_active_should_lines_and_what_may_lines_hold_back():
+    from golem.inference.workspace import invariants_text
+    from tests.unit.test_offline_deliberator import decide_input
+
+    inp = decide_input()
+    on = invariants_text(inp, effective(["hedge"]))
+    assert "strategies/hedge.md line 4: SHOULD NOT swap more than 10% WETH (soft: a larger action is shrunk" in on
+    assert "Not available now" not in on and "STRATEGY.md line 4: MUST keep balance.USDC >= 500" in on
+    idle = invariants_text(inp, effective([]))
+    assert "SHOULD" not in idle and "Not available now: borrow is allowed only while strategy hedge is active" in idle
+
+
+async def test_the_offline_deliberator_acts_on_an_active_strategys_rule_as_the_owners():
+    from golem.inference.offline import OfflineDeliberator
+    from tests.unit.test_offline_deliberator import decide_input
+
+    text = "# Buy\n## Rules\n- WHEN price > 0 THEN swap 1% USDC to WETH\n"
+    sset = parse_set(bundle(MAIN, [("strategies/buy.md", text)]))
+    d = await OfflineDeliberator().decide(decide_input(), sset.effective(["buy"]), "")
+    assert [(r.rule, r.origin) for r in d.record.rules_applied] == [("strategies/buy.md:3", "owner")]
+    idle = await OfflineDeliberator().decide(decide_input(), sset.effective([]), "")
+    assert idle.actions == []
