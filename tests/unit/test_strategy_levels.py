@@ -159,3 +159,30 @@ async def test_the_offline_deliberator_acts_on_an_active_strategys_rule_as_the_o
     assert [(r.rule, r.origin) for r in d.record.rules_applied] == [("strategies/buy.md:3", "owner")]
     idle = await OfflineDeliberator().decide(decide_input(), sset.effective([]), "")
     assert idle.actions == []
+
+
+def test_show_and_status_read_the_record_strategies(tmp_path, capsys):
+    from cli.records import cmd_show
+    from golem.cognition.system1 import synthetic_snapshot
+    from golem.life.cycle_store import CycleStore
+    from golem.models.observation import Observation
+    from golem.models.record import DecisionCycleRecord
+    from golem.models.strategy_runs import StrategyActivity, StrategyEvent
+
+    obs = Observation(snapshot=synthetic_snapshot(2000.0, 0, debt_usdc=8000.0), observed_at="t")
+    act = StrategyActivity(runs=[StrategyRun(id="w", status="complete", completed_tick=9, completion="1 action(s)")],
+                           events=[StrategyEvent(strategy="w", kind="completed", why="1 action(s) executed")],
+                           errors=["strategies/bad.md line 3: bad cron"])
+    rec = DecisionCycleRecord(tick=9, timestamp="2026-01-01T00:09:00+00:00", golem_id="g", observation=obs,
+                              regime=obs.regime, prediction_error=0.1, deliberation_threshold=0.3, tier=Tier.T1,
+                              gating_reason="wake", strategies=act)
+    CycleStore(tmp_path).persist(rec)
+    assert cmd_show(Namespace(data=str(tmp_path), tick=9, run=None, runs=False, brief=True)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "  strategy: w completed: 1 action(s) executed" in out
+    assert "  strategy file error: strategies/bad.md line 3: bad cron" in out
+    cfg = GolemConfig.model_validate({"golem": {"id": "g"}})
+    st = golem_status(new_golem_state(cfg), cfg, activity="waiting", tick_workflow_id=None, run_ticks=1,
+                      config_version="v")
+    assert strategy_lines(st, Namespace(data=str(tmp_path))) == [
+        "  STRATEGY FILE ERROR (left out, the others run): strategies/bad.md line 3: bad cron"]
