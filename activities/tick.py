@@ -29,6 +29,7 @@ from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
+from golem.chain.journal import TxIntent
 from golem.chain.tick_reads import TickReads
 from golem.grimoire.memory_tools import CombinedReads, MemoryReads
 from golem.chain.tools.schemas import ToolArgumentError
@@ -424,12 +425,38 @@ class TickActivities(ActivitySet):
                                  protective=verdict.protective, clipped=verdict.clipped)
                 )
                 continue
-            record = self.s.execute(inp.ctx, action, verdict.permit_id, obs,
-                                    run_id=_run_id())
+            record = self._execute_one(inp, action, verdict.permit_id, obs)
             records.append(record.model_copy(update={"protective": verdict.protective, "clipped": verdict.clipped,
                                                      "should": verdict.should}))
             activity.heartbeat(f"action {action.action_index} done")
         return ExecuteResult(records=records)
+
+    def _execute_one(self, inp: ExecuteInput, action: ProposedAction, permit_id: str, obs: Observation) -> ActionRecord:
+        """One permitted action, with tool_execution_start / _update / _end fired around it (the ui-bridge's live
+        actions.sending, actions.tx and actions.landed events)."""
+        ctx = inp.ctx
+        registry = registry_for(ctx.cfg.extensions.disabled)
+
+        def emit(stage: str, key: str = "", **payload: Any) -> None:
+            self.s.events.emit([events.execution_event(ctx.golem_id, ctx.tick, _now_iso(), stage, action.action_index,
+                                                       action.tool, key=key, **payload)])
+
+        fire(registry, "tool_execution_start", {"ui-bridge": lambda: emit("sending", permit_id=permit_id,
+                                                                           arguments=action.arguments)})
+        try:
+            record = self.s.execute(ctx, action, permit_id, obs, run_id=_run_id())
+        except Exception as err:
+            fire(registry, "tool_execution_end", {"ui-bridge": lambda: emit("landed", status="error",
+                                                                             reason=str(err)[:300])})
+            raise
+        for intent in self.s.safety.journal.intents_for(ctx.golem_id, ctx.tick, action.action_index):
+            def tx(i: TxIntent = intent) -> None:
+                emit("tx", str(i.call_index), tx_hash=i.tx_hash, nonce=i.nonce, label=i.label, status=i.status)
+            fire(registry, "tool_execution_update", {"ui-bridge": tx})
+        fire(registry, "tool_execution_end", {"ui-bridge": lambda: emit(
+            "landed", status=record.status.value, tx_hash=record.tx_hash, block=record.block_number,
+            gas_used=record.gas_used, gas_usd=record.gas_cost, reason=record.block_reason)})
+        return record
 
     @activity.defn(name="verify")
     def verify(self, inp: VerifyInput) -> OutcomeRecord:

@@ -6,7 +6,7 @@ import sys
 from argparse import Namespace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cli.common import Command, arun, client, golem_config, query_golem
 from cli.life import life_line
@@ -97,6 +97,8 @@ async def _status(args: Namespace) -> int:
         print(woke)
     for line in strategy_lines(st, args):
         print(line)
+    if (split := attribution_line(args, cfg.clock.delta_theta_ticks)) is not None:
+        print(split)
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -181,6 +183,41 @@ def strategy_lines(st: GolemStatus, args: Namespace) -> list[str]:
     if rec is not None and rec.strategies is not None:
         out += [f"  STRATEGY FILE ERROR (left out, the others run): {e}" for e in rec.strategies.errors]
     return out
+
+
+def attribution_line(args: Namespace, window_ticks: int) -> str | None:
+    """The return of the last delta window (and the last tick) split into market, strategy, knowledge and noise,
+    with the loop that should answer a loss (golem.safety.attribution); None without two records to read."""
+    from cli.common import data_dir
+    from golem.errors import UserError
+    from golem.life.cycle_store import CycleStore
+    from golem.safety.attribution import PERSISTENT_WINDOWS, window_report
+
+    try:
+        store = CycleStore(data_dir(args))
+        records = []
+        for row in reversed(store.recent(PERSISTENT_WINDOWS * window_ticks + 1)):
+            try:
+                records.append(store.load(row["tick"], row.get("run") or None))
+            except (LookupError, ValueError):
+                continue
+    except (OSError, LookupError, ValueError, UserError):
+        return None
+    w = window_report(records, window_ticks)
+    if w is None:
+        return None
+
+    def parts(a: dict[str, Any]) -> str:
+        return (f"market {a['market_beta']:+.2f}  strategy {a['strategy_alpha']:+.2f}  "
+                f"knowledge {a['knowledge_alpha']:+.2f}  noise {a['noise']:+.2f}  = {a['total']:+.2f} $")
+
+    last = records[-1].attribution
+    line = f"  return:     last {w['intervals']} ticks: {parts(w)}"
+    if w["responsible_loop"]:
+        line += f"\n              answered by {w['responsible_loop']}"
+    if last is not None:
+        line += f"\n              tick {records[-1].tick}: {parts(last)}"
+    return line
 
 
 def spend_line(st: GolemStatus) -> str:

@@ -68,6 +68,14 @@ def tick_started(golem: str, tick: int, time: str, observation: Observation, pen
     return out
 
 
+def execution_event(golem: str, tick: int, time: str, stage: str, action_index: int, tool: str, *, key: str = "",
+                    **payload: Any) -> GolemEvent:
+    """A write as it happens in the execute step (the ui-bridge's tool_execution_* members): `stage` is sending,
+    tx or landed; the record's actions.* events follow at the end of the tick."""
+    return make_event(golem, tick, time, f"actions.{stage}", f"{action_index}" + (f":{key}" if key else ""),
+                      index=action_index, tool=tool, **payload)
+
+
 def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str | None = None,
                   budgets: dict[str, float] | None = None, spend_today: dict[str, float] | None = None,
                   ) -> list[GolemEvent]:

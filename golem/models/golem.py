@@ -187,6 +187,9 @@ class ConsolidationResult(BaseModel):
     trials: dict[str, Any] = Field(default_factory=dict)
     # hindsight settlement this cycle (docs/design/learning.md#hindsight-settlement): rows settled, their verdicts, waiting
     settlement: dict[str, Any] = Field(default_factory=dict)
+    # the window's return split into market beta, strategy / knowledge alpha and noise, and the loop that should
+    # answer a loss (golem.safety.attribution); absent before the settle step existed or with under two records
+    attribution: dict[str, Any] | None = None
     # the reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
     reflection_consistency: dict[str, Any] | None = None
 

@@ -251,6 +251,9 @@ class DecisionCycleRecord(BaseModel):
     after_turn: list[str] = Field(default_factory=list)  # the after_turn chain as it ran, in order
     # the risk extension's after_turn: net value, its high-water mark, drawdown vs the max (golem.life.after_turn)
     risk: dict[str, Any] | None = None
+    # the change since the last recorded tick split into market beta, strategy / knowledge alpha and noise
+    # (golem.safety.attribution); absent on a golem's first tick
+    attribution: dict[str, Any] | None = None
     # Cost
     inference_cost: float = 0.0
     gas_cost: float = 0.0
@@ -278,4 +281,5 @@ class DecisionCycleRecord(BaseModel):
 # Record fields only set when their system measured something on the tick (the daimon's appraisal, the lifespan's
 # credit ledger, a phase transition, a death); None is left out of the JSON record and NULL in the cycle index.
 UNMEASURED_FIELDS = ("pad_after", "primary_emotion", "credit_consumed", "appraisal", "somatic_marker_laid",
-                     "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause", "risk", "wake")
+                     "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause", "risk", "wake",
+                     "attribution")

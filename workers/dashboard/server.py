@@ -252,7 +252,8 @@ class Dashboard:
                             "mtime": f.stat().st_mtime})
                 continue
             out.append({"name": f.parent.name, "mtime": f.stat().st_mtime, "info": report.get("info"),
-                        "figures": report.get("figures"), "png": (f.parent / "report.png").exists()})
+                        "figures": report.get("figures"), "attribution": report.get("attribution"),
+                        "png": (f.parent / "report.png").exists()})
         return sorted(out, key=lambda r: -r["mtime"])
 
     async def backtest_list(self, request: web.Request) -> web.Response:

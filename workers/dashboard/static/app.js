@@ -201,6 +201,10 @@
         ["return", pct(f.total_return)], ["max drawdown", pct(f.max_drawdown)], ["min health factor", fmt(f.min_health_factor, 3)],
         ["liquidations", f.liquidations ?? "–"], ["tier mix", mix], ["transactions", f.transactions ?? "–"],
         ["gas / inference $", `${fmt(f.gas_usd, 2)} / ${fmt(f.inference_usd, 2)}`], ["blocked (protective)", `${Object.entries(f.blocked || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "none"} (${f.protective_blocked ?? 0})`]];
+      const a = rep.attribution;  // golem.safety.attribution: the path's return split, $ net of gas
+      if (a) rows.push(["return attribution $", `<span class="attribution">market ${fmt(a.market_beta, 2)} · strategy ${fmt(a.strategy_alpha, 2)} · ` +
+        `knowledge ${fmt(a.knowledge_alpha, 2)} · noise ${fmt(a.noise, 2)} = ${fmt(a.total, 2)}</span>` +
+        (a.dominant ? ` (loss mostly ${esc(a.dominant.replace("_", " "))}: ${esc(a.responsible_loop)})` : "")]);
       el.innerHTML = `<table><caption>${esc(rep.name)}</caption>${rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("")}</table>` +
         (rep.png ? `<img alt="${esc(rep.name)} chart" src="/api/backtests/${encodeURIComponent(rep.name)}/report.png">` : "");
       div.appendChild(el);
