@@ -56,6 +56,7 @@ from golem.grimoire.playbook.view import AdmittedView
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.grimoire.upkeep import maintain
 from golem.inference.admission_utility import FutureUtilityScorer, UtilityBatch
+from golem.inference.strategies import unbundle
 from golem.inference.strategy import parse_strategy
 from golem.learning import causal, curator, cybernetics, settlement
 from golem.backtest.models import PathRow
@@ -99,7 +100,7 @@ def _prune_trials(root: Path) -> None:
 def _hf_floor(strategy_text: str) -> float | None:
     """STRATEGY.md's MUST floor on the health factor (`MUST keep health_factor >= X`), if it names one."""
     try:
-        strategy = parse_strategy(strategy_text)
+        strategy = parse_strategy(unbundle(strategy_text)[0])  # STRATEGY.md's own lines, not a scheduled file's
     except ValueError:
         return None
     floors = [c.value for c in strategy.constraints

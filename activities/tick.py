@@ -21,7 +21,7 @@ from web3.exceptions import Web3Exception
 from activities import ActivitySet
 from activities.heartbeat import auto_heartbeat
 from golem.inference.budget import apply_budget, daily_spend_on, escalate_every_tick
-from golem.cognition.decide import decide_with_cache
+from golem.cognition.decide import decide_with_cache, offered
 from golem.cognition.learned_gating import gate_tick, tick_seed
 from golem.cognition.lines import forecast, lift, strategy_lines, wake_check
 from golem.cognition.prediction_error import compute_prediction_error
@@ -40,6 +40,7 @@ from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import DECIDE, REQUEST_PRIVILEGED, decision_tools, requestable
 from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
+from golem.inference.strategies import StrategySet
 from golem.inference.strategy import Strategy
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
@@ -48,7 +49,7 @@ from golem.life.death import settlement_deliberation
 from golem.extensions.agent_start import AgentStart, before_agent_start, system_prompt
 from golem.extensions.hooks import fire
 from golem.extensions.registry import registry_for
-from golem.cognition.reflect import build_record, tick_result
+from golem.cognition.reflect import build_record, strategies_after, tick_result
 from golem.models.enums import ActionStatus, Tier
 from golem.models.config import GolemConfig
 from golem.models.golem import TickFailure
@@ -124,7 +125,7 @@ class TickActivities(ActivitySet):
             loop = None
         self.results = StepResults(temporal, loop) if temporal is not None else None
         self._topology: TopologyTracker | None = None
-        self._strategies: dict[str, Strategy] = {}  # config version → its STRATEGY.md, parsed once for System 1
+        self._strategies: dict[str, StrategySet] = {}  # config version → its strategy files, parsed once
 
     def _results(self) -> StepResults:
         if self.results is None:
@@ -186,23 +187,37 @@ class TickActivities(ActivitySet):
     def observe(self, inp: ObserveInput) -> Observation:
         """The tick's perception (golem.usecases.observe), on its config version's STRATEGY.md."""
         inp = self._resolved(inp, "observe")
-        return observe_tick(self.s, inp.ctx, self._strategy_or_none(inp.ctx), self.topology())
+        return observe_tick(self.s, inp.ctx, self._strategy_set(inp.ctx), self.topology())
 
-    def _strategy_or_none(self, ctx: TickContext) -> Strategy | None:
-        """STRATEGY.md of the tick's version, parsed once per version (observe, gate, validate and a settlement read it);
-        None when it does not parse (the decide step reports that error; System 1 then keeps the [probes] defaults)."""
+    def _strategy_set(self, ctx: TickContext) -> StrategySet:
+        """The strategy files of the tick's version, parsed once per version (every step reads them); STRATEGY.md's
+        error in `main_error` when it does not parse (decide reports it; System 1 keeps the [probes] defaults)."""
         version = ctx.config_version
-        if version and version in self._strategies:  # a version's STRATEGY.md never changes
+        if version and version in self._strategies:  # a version's files never change
             return self._strategies[version]
         try:
-            strategy = self.s.load_strategy(ctx)
-        except ValueError as err:
-            activity.logger.warning("STRATEGY.md unreadable (System 1 keeps the [probes] defaults): %s", err)
-            return None
+            strategies = self.s.load_strategies(ctx)
+        except ValueError as err:  # the version is not on this disk: not kept, read again next time
+            return StrategySet(main=None, main_error=str(err))
+        if strategies.main is None:
+            activity.logger.warning("STRATEGY.md unreadable (System 1 keeps the [probes] defaults): %s",
+                                    strategies.main_error)
         if version:
             if len(self._strategies) >= 16:  # a few golems' current versions; an old one is re-read if it returns
                 self._strategies.pop(next(iter(self._strategies)))
-            self._strategies[version] = strategy
+            self._strategies[version] = strategies
+        return strategies
+
+    def _strategy_or_none(self, ctx: TickContext, obs: Observation) -> Strategy | None:
+        """The tick's effective strategy: STRATEGY.md joined by the strategies observe found active (None when
+        STRATEGY.md does not parse)."""
+        return self._strategy_set(ctx).effective(obs.strategies.active if obs.strategies is not None else [])
+
+    def _compiled(self, ctx: TickContext, obs: Observation) -> Strategy:
+        """decide's compiler: the effective strategy, or STRATEGY.md's error (a bad input the tick records)."""
+        strategy = self._strategy_or_none(ctx, obs)
+        if strategy is None:
+            raise ValueError(self._strategy_set(ctx).main_error)
         return strategy
 
     @activity.defn(name="gamma")
@@ -226,7 +241,7 @@ class TickActivities(ActivitySet):
         ctx = inp.ctx
         threshold = compute_adaptive_threshold(ctx.state, ctx.cfg.heartbeat.base_deliberation_threshold)
         # System 1 never lets a line of STRATEGY.md be crossed in silence (docs/design/wakefulness.md)
-        strategy = self._strategy_or_none(ctx)
+        strategy = self._strategy_or_none(ctx, obs)
         wake = wake_check(strategy, obs, ctx.state.health_history, ctx.state.last_price, ctx.cfg.probes, ctx.cfg.wake)
         if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full
             return GateResult(tier=Tier.T2, threshold=threshold, forced=True, wake=wake,
@@ -273,7 +288,7 @@ class TickActivities(ActivitySet):
         obs = whole(inp.observation, "observation")
         ctx = inp.ctx
         if ctx.settlement:  # Thanatopsis: the unwind plan, no model, no cache (golem.life.death)
-            return self._numbered(inp, settlement_deliberation(obs, ctx.cfg, self._strategy_or_none(ctx)))
+            return self._numbered(inp, settlement_deliberation(obs, ctx.cfg, self._strategy_or_none(ctx, obs)))
         try:  # before_agent_start: tools → context → compiler → model-router → safety (extensions.agent_start)
             start = await asyncio.to_thread(self._before_agent_start, inp, obs)
         except ValueError as err:
@@ -284,7 +299,7 @@ class TickActivities(ActivitySet):
         try:
             deliberation = await decide_with_cache(
                 inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
-                tools=start.tools, route=start.route, reads=self._reads(inp, obs, start.tools),
+                tools=offered(start.tools, must), route=start.route, reads=self._reads(inp, obs, offered(start.tools, must) or []),
                 playbook_text=prompt.playbook_text, playbook_revision=read_revision(self.s.playbook_path),
                 context_policy_revision=policy.revision, remember_facts=lambda d: self._remember_facts(inp, d),
             )
@@ -338,7 +353,7 @@ class TickActivities(ActivitySet):
             registry_for(ctx.cfg.extensions.disabled),
             tools=lambda: decision_tools(ctx.cfg.policy.approved_assets, list(ctx.cfg.policy.privileged_tools)),
             context=lambda: self.s.learning.context_policy(allocation_defaults(ctx.cfg)),
-            compile=lambda: self.s.load_strategy(ctx), viability=viable, route=lambda: self.s.deliberator.route(inp),
+            compile=lambda: self._compiled(ctx, obs), viability=viable, route=lambda: self.s.deliberator.route(inp),
             # before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run)
             safety=lambda strategy: self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, obs))
 
@@ -375,7 +390,7 @@ class TickActivities(ActivitySet):
         obs = whole(inp.observation, "observation")
         # safety → risk → permits, most restrictive wins; STRATEGY.md MUST lines are checked too.
         ctx = inp.ctx
-        strategy = self._strategy_or_none(ctx)  # parsed once per config version
+        strategy = self._strategy_or_none(ctx, obs)  # parsed once per config version
         lines = strategy_lines(strategy, ctx.cfg.probes, ctx.cfg.wake)
         # The gas partition's day is the tick's clock (path time in a backtest), and the owner's high/critical
         # steers of this tick make its actions protective (golem.safety.gas).
@@ -409,7 +424,7 @@ class TickActivities(ActivitySet):
         for action in inp.actions:
             verdict = verdicts.get(action.action_index)
             base: dict[str, Any] = dict(action_index=action.action_index, action_type=action.tool,
-                                        tool_name=action.tool)
+                                        tool_name=action.tool, should=verdict.should if verdict is not None else [])
             if verdict is not None and verdict.sent_by_run:  # another run of this tick sent this very action
                 records.append(ActionRecord(**base, status=ActionStatus.ALREADY_SENT, block_reason=verdict.reason,
                                             sent_by_run=verdict.sent_by_run))
@@ -428,7 +443,8 @@ class TickActivities(ActivitySet):
                 )
                 continue
             record = self._execute_one(inp, action, verdict.permit_id, obs)
-            records.append(record.model_copy(update={"protective": verdict.protective, "clipped": verdict.clipped}))
+            records.append(record.model_copy(update={"protective": verdict.protective, "clipped": verdict.clipped,
+                                                     "should": verdict.should}))
             activity.heartbeat(f"action {action.action_index} done")
         return ExecuteResult(records=records)
 
@@ -476,6 +492,8 @@ class TickActivities(ActivitySet):
         if inp.run is not None and inp.run.kind == "reset" and inp.run.reset_reason is None and self.temporal:
             inp = inp.model_copy(update={"run": await reset_origin(self.temporal, inp.workflow_id, inp.run)})
         record = build_record(inp, inp.ctx.started_at or _now_iso())  # the tick's clock (path time in a backtest)
+        if record.observation.strategies is not None:  # what the strategies' rules executed; completions
+            record.strategies = strategies_after(record, self._strategy_set(inp.ctx), record.timestamp)
         if record.outcome is not None and inp.deliberation is not None:
             spend = daily_spend_on(inp.ctx.state, inp.ctx.started_at)
             evaluation = await self.s.evaluate(record, inp.deliberation.actions, spend)
@@ -514,6 +532,8 @@ class TickActivities(ActivitySet):
             result.approvals_ran = approvals_ran(proposed, chain.record.actions)
         result.gating = gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache_stats = inp.deliberation.decision_cache_stats if inp.deliberation else None
+        if record.strategies is not None:
+            result.strategy_runs = record.strategies.runs
         return result
 
     def _reflexion(self, record: DecisionCycleRecord, proposed: list[ProposedAction]) -> Reflexion | None:

@@ -83,6 +83,9 @@ def brief(rec: DecisionCycleRecord) -> list[str]:
         extra = [f"tx {a.tx_hash}" if a.tx_hash else "", f"gas ${a.gas_cost:.2f}" if a.gas_cost else "",
                  f"clipped: {a.clipped}" if a.clipped else "", a.block_reason or ""]
         out.append(f"  action {a.action_index}: {a.tool_name} {a.status.value}  " + "; ".join(x for x in extra if x))
+    if rec.strategies is not None:  # docs/how-to/strategies.md
+        out += [f"  strategy: {e.strategy} {e.kind}: {e.why}" for e in rec.strategies.events]
+        out += [f"  strategy file error: {e}" for e in rec.strategies.errors]
     o = rec.outcome
     if o is not None:
         hb, ha = o.health_factor_before, o.health_factor_after

@@ -39,8 +39,9 @@ def cmd_audit(args: Namespace) -> int:
 
 
 def cmd_strategy_check(args: Namespace) -> int:
+    from golem.inference.strategies import read_bundle
     from golem.safety.limits import SafetyLimits
-    from golem.safety.strategy_check import validate_strategy
+    from golem.safety.strategy_check import validate_strategies
 
     cfg = config(args)
     path = Path(cfg.golem.home) / "STRATEGY.md"
@@ -78,16 +79,18 @@ def cmd_strategy_check(args: Namespace) -> int:
 
         chain_account, simulate = account, simulate_on_chain
 
-    result = validate_strategy(path.read_text(), limits, observation=observation, simulate=simulate,
-                               dry_run=args.chain)
-    print(f"{path}: {result.status}")
+    # STRATEGY.md and every strategies/*.md, each on its own (docs/how-to/strategies.md)
+    results = validate_strategies(read_bundle(cfg.golem.home), limits, observation=observation, simulate=simulate,
+                                  dry_run=args.chain)
+    for name, result in results:
+        print(f"{Path(cfg.golem.home) / name}: {result.status}")
+        for issue in result.issues:
+            print(f"  {issue}")
+        for d in result.dry_run:
+            print(f"  dry-run {d['rule']}: {d['tool']} {d['arguments']} → {'ok' if d['ok'] else d['reason']}")
     if not args.chain:
-        print("  dry run not asked for: --chain also tries the first rule actions against the chain")
-    for issue in result.issues:
-        print(f"  {issue}")
-    for d in result.dry_run:
-        print(f"  dry-run {d['rule']}: {d['tool']} {d['arguments']} → {'ok' if d['ok'] else d['reason']}")
-    return 0 if result.viable else 2
+        print("dry run not asked for: --chain also tries the first rule actions against the chain")
+    return 0 if all(r.viable for _, r in results) else 2
 
 
 def register(command: Command) -> None:
@@ -96,7 +99,7 @@ def register(command: Command) -> None:
     p.add_argument("-n", type=int, default=20, help="tail: how many entries")
     p.add_argument("--kind", help="tail: only entries whose kind starts with this (e.g. permit.)")
     p.set_defaults(fn=cmd_audit)
-    p = command("strategy-check", "run the strategy validation pipeline on STRATEGY.md")
+    p = command("strategy-check", "run the strategy validation pipeline on STRATEGY.md and strategies/*.md")
     p.add_argument("--chain", action="store_true", help="also dry-run the first rule actions on the chain")
     p.add_argument("--account", help="account to dry-run as (default: the deployment's golem account)")
     p.set_defaults(fn=cmd_strategy_check)

@@ -97,6 +97,8 @@ async def _status(args: Namespace) -> int:
     print(dream_line(st))
     if (woke := wake_line(args)) is not None:
         print(woke)
+    for line in strategy_lines(st, args):
+        print(line)
     if (split := attribution_line(args, cfg.clock.delta_theta_ticks)) is not None:
         print(split)
     for r in st.rejected_interventions:
@@ -174,6 +176,33 @@ def wake_line(args: Namespace) -> str | None:
     if rec is None or rec.wake is None:
         return None
     return f"  wake:       tick {rec.tick}: {wake_summary(rec.wake)}"
+
+
+def strategy_lines(st: GolemStatus, args: Namespace) -> list[str]:
+    """Each strategy under strategies/: waiting, active since, or complete (when and why); and the newest record's
+    files in error (docs/how-to/strategies.md)."""
+    from cli.common import data_dir
+    from golem.errors import UserError
+    from golem.life.cycle_store import CycleStore
+
+    out = []
+    for r in st.strategies:
+        if r.status == "active":
+            what = f"active since tick {r.started_tick} ({r.started_at}), {r.actions} action(s)"
+        elif r.status == "complete":
+            what = f"complete at tick {r.completed_tick} ({r.completed_at}): {r.completion}"
+        else:
+            what = "waiting" + (f" (last run from tick {r.started_tick})" if r.started_tick is not None else "")
+        out.append(f"  strategy:   {r.id}: {what}")
+    try:
+        store = CycleStore(data_dir(args))
+        rows = store.recent(1)
+        rec = store.load(rows[0]["tick"]) if rows else None
+    except (OSError, LookupError, ValueError, UserError):
+        rec = None
+    if rec is not None and rec.strategies is not None:
+        out += [f"  STRATEGY FILE ERROR (left out, the others run): {e}" for e in rec.strategies.errors]
+    return out
 
 
 def attribution_line(args: Namespace, window_ticks: int) -> str | None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # types only: importing this module stays cheap and free of I
     from golem.grimoire.semantic.store import SemanticStore
     from golem.inference.deliberator import Deliberator
     from golem.inference.router import ProviderRouter
+    from golem.inference.strategies import StrategySet
     from golem.inference.strategy import Strategy
     from golem.layout import DataLayout
     from golem.learning.ledger import LearningLedger
@@ -73,6 +74,8 @@ class Services(Protocol):
     def config_for(self, version: str) -> GolemConfig: ...
 
     def load_strategy(self, ctx: TickContext | None = None) -> Strategy: ...
+
+    def load_strategies(self, ctx: TickContext | None = None) -> StrategySet: ...
 
     def strategy_viability(self, observation: Observation, phase: BehavioralPhase,
                            ctx: TickContext | None = None) -> StrategyValidation: ...

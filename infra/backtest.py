@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import tomli_w
 
+from golem.inference.strategies import STRATEGIES_DIR
 from golem.backtest.marks import mark_row
 from golem.backtest.models import PathRow, RunInfo, TickMark
 from golem.models.config import load_config
@@ -120,6 +121,8 @@ def _write_home(src_home: Path, dst_home: Path, golem_id: str, rpc_url: str, run
     for name in ("STRATEGY.md", "HEARTBEAT.md"):
         if (src_home / name).exists():
             shutil.copy(src_home / name, dst_home / name)
+    if (src_home / STRATEGIES_DIR).is_dir():  # the strategies beside STRATEGY.md (golem.inference.strategies)
+        shutil.copytree(src_home / STRATEGIES_DIR, dst_home / STRATEGIES_DIR, dirs_exist_ok=True)
     return load_config(dst_home / "golem.toml")
 
 

@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 
 from golem.models.config import ConfigError, GolemConfig, parse_config_table, read_config_table
 from golem.ids import golem_workflow_id
+from golem.inference.strategies import read_bundle
 from golem.layout import DataLayout
 from golem.models.config_version import (
     ConfigApplied,
@@ -55,9 +56,9 @@ class LocalVersion:
 
 
 def read_strategy(home: str | Path) -> str:
-    """STRATEGY.md's text ("" when there is none: the tick's decide step reports that)."""
-    path = Path(home) / "STRATEGY.md"
-    return path.read_text() if path.exists() else ""
+    """STRATEGY.md's text ("" when there is none: the tick's decide step reports that), and the files under
+    strategies/ after it (golem.inference.strategies.bundle: with none, STRATEGY.md's text as it is)."""
+    return read_bundle(home)
 
 
 def local_version(toml_path: str | Path) -> LocalVersion:

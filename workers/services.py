@@ -36,6 +36,7 @@ from golem.grimoire.semantic.store import SemanticStore
 from golem.inference.deliberator import Deliberator
 from golem.inference.evaluator import Evaluation, evaluate_outcome
 from golem.deliberators import Wallet, select_deliberator
+from golem.inference.strategies import StrategySet, parse_set, read_bundle, unbundle
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.layout import DataLayout
 from golem.life.cycle_store import CycleStore
@@ -175,10 +176,10 @@ class GolemServices:
         return self.layout.playbook
 
     def strategy_text(self) -> str:
-        try:
-            return self.strategy_path.read_text()
-        except FileNotFoundError:
-            raise ValueError(f"{self.strategy_path}: not found. Create it (see examples/golem-home/STRATEGY.md).") from None
+        """STRATEGY.md and the files under strategies/, as one text (golem.inference.strategies.bundle)."""
+        if not self.strategy_path.exists():
+            raise ValueError(f"{self.strategy_path}: not found. Create it (see examples/golem-home/STRATEGY.md).")
+        return read_bundle(self.home)
 
     def strategy_text_for(self, ctx: TickContext | None) -> str:
         """STRATEGY.md of the config version the tick runs on: from `<data>/config-versions/`, or the file
@@ -215,13 +216,18 @@ class GolemServices:
 
     def load_strategy(self, ctx: TickContext | None = None) -> Strategy:
         """STRATEGY.md of the tick's config version, read on every decision."""
-        return parse_strategy(self.strategy_text_for(ctx))
+        return parse_strategy(unbundle(self.strategy_text_for(ctx))[0])
+
+    def load_strategies(self, ctx: TickContext | None = None) -> StrategySet:
+        """Every strategy file of the tick's config version, each parsed on its own (a bad one is an error beside
+        the others, never a stop)."""
+        return parse_set(self.strategy_text_for(ctx))
 
     def strategy_viability(self, observation: Observation, phase: BehavioralPhase,
                            ctx: TickContext | None = None) -> StrategyValidation:
         """The strategy validation pipeline (schema, consistency, range, risk, dry-run), once per version of the
         file and of the limits (the tick's config version's, not the worker's file)."""
-        text = self.strategy_text_for(ctx)
+        text = unbundle(self.strategy_text_for(ctx))[0]  # STRATEGY.md: the other files are checked by strategy-check
         limits = self.safety.limits_for(ctx.config if ctx is not None else None)
         key = f"{hashlib.sha256(text.encode()).hexdigest()}:{limits.policy_hash()}:{phase.value}"
         if key not in self._strategy_checks:
@@ -283,4 +289,5 @@ class GolemServices:
         return await evaluate_outcome(
             record.outcome, actions, record.deliberation,
             router=self.router, daily_spend=daily_spend,
+            should=[s for a in record.actions for s in a.should],  # SHOULD lines the proposals went past
         )

@@ -35,14 +35,24 @@ from golem.models.tick import DecideInput, Deliberation, ProposedAction, whole
 from golem.safety.constraints import MustGate
 
 
+def offered(tools: list[dict[str, Any]] | None, must: MustGate | None) -> list[dict[str, Any]] | None:
+    """The tool schemas the deliberator is offered: without the tools a MAY line keeps for a strategy that is not
+    active (docs/design/strategies.md)."""
+    if tools is None or must is None or not must.withheld:
+        return tools
+    return [t for t in tools if t.get("name") not in must.withheld]
+
+
 def apply_must_gate(deliberation: Deliberation, must: MustGate) -> Deliberation:
-    """Drop proposed calls of tools STRATEGY.md forbids, and say so; note breached MUST lines."""
-    kept = [a for a in deliberation.actions if a.tool not in must.forbidden_tools]
-    dropped = [a for a in deliberation.actions if a.tool in must.forbidden_tools]
+    """Drop proposed calls of tools STRATEGY.md forbids, or a MAY line keeps for an inactive strategy, and say so;
+    note breached MUST lines."""
+    out = {**must.withheld, **{t: f"STRATEGY.md says MUST NOT {t}" for t in must.forbidden_tools}}
+    kept = [a for a in deliberation.actions if a.tool not in out]
+    dropped = [a for a in deliberation.actions if a.tool in out]
     if not dropped and not must.breached:
         return deliberation
     record = deliberation.record.model_copy(deep=True)
-    record.rejections += [f"{a.tool}: STRATEGY.md says MUST NOT {a.tool}" for a in dropped]
+    record.rejections += [f"{a.tool}: {out[a.tool]}" for a in dropped]
     if must.breached:
         record.reasoning_summary += " | MUST breached: " + "; ".join(must.breached)
     record.recommends_action = record.recommends_action and bool(kept)
@@ -78,8 +88,10 @@ def cache_key(inp: DecideInput, playbook_revision: int, context_policy_revision:
     """The tick's clock (path time in a backtest), not the wall clock, dates the lookup."""
     now = datetime.fromisoformat(inp.ctx.started_at).timestamp() if inp.ctx.started_at else time.time()
     obs = whole(inp.observation, "observation")
-    return CacheKey(pattern_hash(obs, inp.ctx.state.last_price), cache_conditions(obs), now, playbook_revision,
-                    context_policy_revision)
+    pattern = pattern_hash(obs, inp.ctx.state.last_price)
+    if obs.strategies is not None and obs.strategies.active:  # another set of active strategies, another decision
+        pattern += "+" + ",".join(sorted(obs.strategies.active))
+    return CacheKey(pattern, cache_conditions(obs), now, playbook_revision, context_policy_revision)
 
 
 def cache_lookup(inp: DecideInput, key: CacheKey, cache: DecisionCacheState) -> tuple[DecisionCacheState,

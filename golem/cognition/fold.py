@@ -167,6 +167,8 @@ def fold_tick_result(
     new.health_history = next_health_history(state.health_history, min(result.position_health.values(), default=None))
     if result.deferred_intents is not None:  # deferred by the gas gate, not dropped (golem.safety.urgency)
         new.deferred_intents = list(result.deferred_intents)
+    if result.strategy_runs is not None:  # the strategies' states after the tick (golem.inference.strategies)
+        new.strategy_runs = list(result.strategy_runs)
 
     consumed_steers = set(result.steers_consumed)
     consumed_followups = set(result.followups_consumed)

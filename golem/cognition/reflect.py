@@ -3,7 +3,11 @@ episode text, and the TickResult GolemWorkflow folds into its state."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from golem.cognition.fold import rejections_for_record
+from golem.inference.strategies import StrategySet, after_actions
+from golem.models.strategy_runs import StrategyActivity
 from golem.models.interventions import summarize
 from golem.models.record import ContextBundleSummary, DecisionCycleRecord, TickRun
 from golem.models.observation import Observation
@@ -103,3 +107,14 @@ def tick_result(rec: DecisionCycleRecord, record_path: str, episode_id: str | No
         errors=rec.errors,
         phase=rec.phase.value,
     )
+
+
+def strategies_after(rec: DecisionCycleRecord, strategies: StrategySet, timestamp: str) -> StrategyActivity | None:
+    """The strategies after the tick: observe's view, with the actions each strategy's rules executed counted and
+    the completions that makes (golem.inference.strategies.after_actions)."""
+    seen = rec.observation.strategies
+    if seen is None:
+        return None
+    executed = {a.action_index for a in rec.actions if a.status.value == "executed"}
+    rules = [r.rule for r in (rec.deliberation.rules_applied if rec.deliberation else []) if r.action_index in executed]
+    return after_actions(seen, strategies, rules, rec.tick, datetime.fromisoformat(timestamp))

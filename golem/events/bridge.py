@@ -113,6 +113,11 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
         out.append(ev(kind, str(a.action_index), index=a.action_index, tool=a.tool_name, status=a.status.value,
                       reason=a.block_reason, tx_hash=a.tx_hash, block=a.block_number, gas_usd=a.gas_cost,
                       protective=a.protective))
+    if record.strategies is not None:  # docs/design/strategies.md
+        for se in record.strategies.events:
+            out.append(ev(f"strategies.{se.kind}", f"{se.strategy}:{se.kind}", strategy=se.strategy, why=se.why))
+        for i, err in enumerate(record.strategies.errors):
+            out.append(ev("strategies.error", f"err{i}", error=err))
     if record.outcome is not None:
         o = record.outcome
         out.append(ev("actions.verified", verified=o.verified, violations=o.invariant_violations,

@@ -25,6 +25,7 @@ class Subsystem(str, Enum):
     ALERTS = "alerts"  # chain RPC, probe alerts
     CONTROL = "control"  # pause / resume / stop-entries (the owner's stop buttons)
     QUALITY = "quality"  # cognitive quality measured at a cycle (docs/design/events.md#quality-figures)
+    STRATEGIES = "strategies"  # a strategy under strategies/ started, ended, completed, or its file is in error
 
 
 # Every kind the fabric emits, with the subsystem it belongs to. `golem events --kind` is checked against it.
@@ -70,6 +71,10 @@ KINDS: dict[str, str] = {
     "control.approval_expired": "a privileged request expired unanswered",
     "quality.reflection_consistency": "the weekly cosine between LLM-worded reflections and their rewording",
     "quality.heuristic_survival": "the share of PLAYBOOK heuristics still in force 100 ticks after they entered",
+    "strategies.started": "a strategy under strategies/ became active (its schedule opened, its trigger held)",
+    "strategies.ended": "an active strategy's window closed; it waits for the next",
+    "strategies.completed": "a strategy completed for good, and which completion line held",
+    "strategies.error": "a strategy file does not parse: left out of the tick, the others keep running",
     "quality.external_trend": "the 30-day Sharpe, drawdown and PnL, and how many days the PnL has declined",
 }
 

@@ -53,6 +53,7 @@ class Evaluation(BaseModel):
     rationale: str = ""
     external_verdict: Verdict | None = None
     external_facts: list[str] = Field(default_factory=list)
+    should_breached: list[str] = Field(default_factory=list)  # SHOULD lines the proposals went past
     final_verdict: Verdict = "neutral"
     overridden_by_metrics: bool = False
     cost: float = 0.0
@@ -82,7 +83,16 @@ def external_assessment(outcome: OutcomeRecord) -> tuple[Verdict | None, list[st
     return None, facts or ["verified; no PnL or deviation to judge by"]
 
 
-def evaluator_context(outcome: OutcomeRecord, actions: list[ProposedAction], deliberation: DeliberationRecord) -> str:
+def weigh_should(verdict: Verdict, should: list[str]) -> tuple[Verdict, str | None]:
+    """A decision that went past a SHOULD line of the owner's strategy is at best neutral, however the chain
+    judged it (sizing shrank it; the owner asked for less). docs/design/strategies.md."""
+    if should and verdict == "good":
+        return "neutral", f"good by the metrics, but past {len(should)} SHOULD line(s): " + "; ".join(should)
+    return verdict, None
+
+
+def evaluator_context(outcome: OutcomeRecord, actions: list[ProposedAction], deliberation: DeliberationRecord,
+                      should: list[str] | None = None) -> str:
     """The whole of what the evaluator sees (context isolation)."""
     body = {
         "outcome_verification": outcome.model_dump(mode="json"),
@@ -90,6 +100,8 @@ def evaluator_context(outcome: OutcomeRecord, actions: list[ProposedAction], del
         "stated_reasoning": deliberation.reasoning_summary,
         "stated_decision": deliberation.decision,
         "stated_confidence": deliberation.confidence,
+        # the owner's soft limits the proposal went past (sizing shrank it): weigh them against the decision
+        **({"should_lines_exceeded": should} if should else {}),
     }
     text = json.dumps(body, indent=1).replace("</data", "</ data")
     return f"<data name=\"decision\">\n{text}\n</data>"
@@ -113,14 +125,26 @@ async def evaluate_outcome(
     *,
     router: ProviderRouter | None = None,
     daily_spend: float = 0.0,
+    should: list[str] | None = None,
 ) -> Evaluation:
+    """`should`: the SHOULD lines the decision's proposals went past; they keep the final verdict from 'good'."""
+    ev = await _evaluate(outcome, actions, deliberation, router=router, daily_spend=daily_spend, should=should or [])
+    ev.should_breached = list(should or [])
+    ev.final_verdict, note = weigh_should(ev.final_verdict, ev.should_breached)
+    if note:
+        ev.notes.append(note)
+    return ev
+
+
+async def _evaluate(outcome: OutcomeRecord, actions: list[ProposedAction], deliberation: DeliberationRecord, *,
+                    router: ProviderRouter | None, daily_spend: float, should: list[str]) -> Evaluation:
     ext, facts = external_assessment(outcome)
     ev = Evaluation(generator_model=deliberation.model, external_verdict=ext, external_facts=facts,
                     final_verdict=ext or "neutral")
     if router is None:
         ev.notes.append("no LLM evaluator configured: external metrics only")
         return ev
-    context = evaluator_context(outcome, actions, deliberation)
+    context = evaluator_context(outcome, actions, deliberation, should)
     system = [{"type": "text", "text": EVALUATOR_SYSTEM}]
     messages = [{"role": "user", "content": [{"type": "text", "text": context}]}]
     prompt_tokens = approx_tokens(EVALUATOR_SYSTEM + context + json.dumps(EVALUATE_TOOL))

@@ -270,14 +270,14 @@ class _Decision:
             # and every action is cut by the MUST constraints, so a learned rule can never widen a limit
             for rule, _ in fired:
                 owner = next((a for a in applied if a.origin == "owner" and actions[a.action_index].tool == rule.action.tool),
-                             None) if rule.source != "STRATEGY.md" else None
+                             None) if not rule.owner else None
                 if owner is not None:  # the owner's rule already decided this tool this tick: it wins
                     self.notes.append(f"{rule.label}: learned {rule.action.tool} skipped, owner rule {owner.rule} wins")
                     continue
                 proposed = self._propose(rule, len(actions))
                 if proposed is not None:
                     applied.append(RuleApplied(action_index=len(actions), rule=rule.label,
-                                               origin="owner" if rule.source == "STRATEGY.md" else "learned",
+                                               origin="owner" if rule.owner else "learned",
                                                entry_id=rule.entry_id, text=rule.text))
                     actions.append(proposed)
 

@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import operator
 import re
+from datetime import datetime
 from pathlib import Path
 from collections.abc import Callable
 from typing import Literal, TypeGuard, get_args
 
 from pydantic import BaseModel, Field
 
+from golem.inference.schedule import (
+    Schedule,
+    ScheduleError,
+    parse_cron,
+    parse_duration,
+    parse_instant,
+    parse_window,
+)
 from golem.models.enums import MarketRegime
 from golem.models.observation import Observation
 
@@ -100,11 +109,18 @@ class Rule(BaseModel):
     def label(self) -> str:
         return f"{self.source}:{self.line}"
 
+    @property
+    def owner(self) -> bool:
+        """The owner wrote it (STRATEGY.md or a file under strategies/), not the Curator (PLAYBOOK.md)."""
+        return self.source == "STRATEGY.md" or self.source.startswith("strategies/")
+
 
 class Constraint(BaseModel):
     line: int
     text: str
     kind: Literal["keep", "forbid", "cap"]
+    level: Literal["must", "should"] = "must"  # MUST binds (the cage refuses); SHOULD weighs (sizing shrinks)
+    source: str = "STRATEGY.md"  # the file the line is in
     metric: str | None = None  # keep
     op: Op | None = None  # keep
     value: float | None = None  # keep
@@ -113,13 +129,52 @@ class Constraint(BaseModel):
     token: str | None = None  # cap (swap: token_in)
 
 
+class MayLine(BaseModel):
+    """`MAY <tool>`: the tool may be proposed only while this strategy is active."""
+
+    line: int
+    text: str
+    tool: Tool
+    source: str = "STRATEGY.md"
+
+
+class Trigger(BaseModel):
+    """A `## Trigger` bullet: when every condition holds, a strategy in season starts."""
+
+    line: int
+    text: str
+    conditions: list[Condition]
+
+
+class CompletionLine(BaseModel):
+    """A `## Completion` bullet: the first that holds ends the strategy for good."""
+
+    line: int
+    text: str
+    kind: Literal["when", "actions", "ticks", "at"]
+    conditions: list[Condition] = Field(default_factory=list)  # when
+    count: int = 0  # actions / ticks
+    at: datetime | None = None  # at (an expiry)
+
+
 class Strategy(BaseModel):
     title: str = ""
     rules: list[Rule] = Field(default_factory=list)
-    constraints: list[Constraint] = Field(default_factory=list)
+    constraints: list[Constraint] = Field(default_factory=list)  # MUST lines
     collateral_token: str = "WETH"
     debt_token: str = "USDC"
     text: str = ""  # the whole file, for LLM prompts
+    # Several strategies (docs/design/strategies.md): STRATEGY.md is "main" and always active; a file under
+    # strategies/ has an id (its name), may have a schedule, triggers and completion lines.
+    id: str = "main"
+    source: str = "STRATEGY.md"
+    schedule: Schedule | None = None
+    triggers: list[Trigger] = Field(default_factory=list)
+    completion: list[CompletionLine] = Field(default_factory=list)
+    should: list[Constraint] = Field(default_factory=list)  # SHOULD lines
+    may: list[MayLine] = Field(default_factory=list)
+    # The tick's effective strategy only: tools a MAY line names whose strategy is not active → why not
+    may_gated: dict[str, str] = Field(default_factory=dict)
 
 
 # ---- parsing ---------------------------------------------------------------------------------
@@ -129,9 +184,14 @@ _STEER = re.compile(r"""^steer\s+contains\s+(?P<q>["'])(?P<text>.*?)(?P=q)$""", 
 _COMPARE = re.compile(r"^(?P<metric>[A-Za-z_][A-Za-z_.]*)\s*(?P<op><=|>=|==|!=|<|>|=)\s*(?P<value>\S+)$")
 _SWAP = re.compile(r"^swap\s+(?P<amt>\S+)\s+(?P<tin>[A-Za-z]+)\s+(?:to|for|->)\s+(?P<tout>[A-Za-z]+)$", re.I)
 _LEND = re.compile(r"^(?P<tool>repay|borrow|supply|withdraw)\s+(?P<amt>\S+)(?:\s+(?P<obj>[A-Za-z]+))?$", re.I)
-_KEEP = re.compile(r"^MUST\s+keep\s+(?P<rest>.+)$", re.I)
-_CAP = re.compile(r"^MUST\s+NOT\s+(?P<tool>[A-Za-z]+)\s+more\s+than\s+(?P<amt>\S+)(?:\s+(?P<tok>[A-Za-z]+))?$", re.I)
-_FORBID = re.compile(r"^MUST\s+NOT\s+(?P<tool>[A-Za-z]+)$", re.I)
+_KEEP = re.compile(r"^(?P<level>MUST|SHOULD)\s+keep\s+(?P<rest>.+)$", re.I)
+_CAP = re.compile(r"^(?P<level>MUST|SHOULD)\s+NOT\s+(?P<tool>[A-Za-z]+)\s+more\s+than\s+(?P<amt>\S+)"
+                  r"(?:\s+(?P<tok>[A-Za-z]+))?$", re.I)
+_FORBID = re.compile(r"^(?P<level>MUST|SHOULD)\s+NOT\s+(?P<tool>[A-Za-z]+)$", re.I)
+_MAY = re.compile(r"^MAY\s+(?P<tool>[A-Za-z_]+)$", re.I)
+_LEVELS = ("MUST", "SHOULD", "MAY")
+_FIELD = re.compile(r"^(?P<key>[A-Za-z_]+)\s*:\s*(?P<value>.+)$")
+SCHEDULE_FIELDS = ("cron", "window", "duration", "from", "until")
 _SETTING = re.compile(r"^(?P<key>[A-Za-z_]+)\s*[:=]\s*(?P<value>\S+)$")
 
 _RULE_FIX = (
@@ -142,7 +202,8 @@ _RULE_FIX = (
 _CONSTRAINT_FIX = (
     'Write constraints as "MUST keep <metric> <op> <number>", "MUST NOT <tool>" or '
     '"MUST NOT <tool> more than <amount> [TOKEN]", e.g. "MUST keep health_factor >= 1.3", '
-    f'"MUST NOT swap more than 50% WETH". Tools: {", ".join(TOOLS)}.'
+    f'"MUST NOT swap more than 50% WETH"; SHOULD in place of MUST for a soft limit; "MAY <tool>". '
+    f'Tools: {", ".join(TOOLS)}.'
 )
 
 
@@ -271,23 +332,98 @@ def _rule(body: str, line_no: int, line: str, strategy: Strategy, source: str) -
     return Rule(line=line_no, text=body, conditions=conds, action=action, source=source)
 
 
-def _constraint(body: str, line_no: int, line: str) -> Constraint:
+def _level(word: str) -> Literal["must", "should"]:
+    return "should" if word.lower() == "should" else "must"
+
+
+def _constraint(body: str, line_no: int, line: str, source: str) -> Constraint | MayLine:
+    level_word = body.split()[0] if body.split() else ""
+    if level_word.upper() not in _LEVELS:
+        if level_word.isalpha() and level_word.isupper():
+            raise _err(line_no, line, f"unknown level {level_word!r}",
+                       "Levels: MUST (a hard limit), SHOULD (a soft one: sizing shrinks what breaks it), "
+                       "MAY (a tool allowed only while this strategy is active).")
+        raise _err(line_no, line, "cannot read the constraint", _CONSTRAINT_FIX)
+    if m := _MAY.match(body):
+        tool = m["tool"].lower()
+        if not _is_tool(tool):
+            raise _err(line_no, line, f"unknown tool {m['tool']!r}", f"Write MAY <tool>; tools: {', '.join(TOOLS)}.")
+        return MayLine(line=line_no, text=body, tool=tool, source=source)
+    if level_word.upper() == "MAY":
+        raise _err(line_no, line, "cannot read the MAY line", f"Write MAY <tool>, e.g. `MAY borrow`; tools: {', '.join(TOOLS)}.")
     if m := _KEEP.match(body):
         metric, op, value = _comparison(m["rest"], line_no, line)
         if metric == "regime" or isinstance(value, str):  # only regime compares with a name
             raise _err(line_no, line, "regime cannot be kept", _CONSTRAINT_FIX)
-        return Constraint(line=line_no, text=body, kind="keep", metric=metric, op=op, value=value)
+        return Constraint(line=line_no, text=body, kind="keep", metric=metric, op=op, value=value,
+                          level=_level(m["level"]), source=source)
     for pattern, kind in ((_CAP, "cap"), (_FORBID, "forbid")):
         if m := pattern.match(body):
             tool = m["tool"].lower()
             if not _is_tool(tool):
                 raise _err(line_no, line, f"unknown tool {m['tool']!r}", _CONSTRAINT_FIX)
+            level = _level(m["level"])
             if kind == "forbid":
-                return Constraint(line=line_no, text=body, kind="forbid", tool=tool)
+                return Constraint(line=line_no, text=body, kind="forbid", tool=tool, level=level, source=source)
             token = _token(m["tok"], line_no, line) if m["tok"] else None
             return Constraint(line=line_no, text=body, kind="cap", tool=tool, amount=_amount(m["amt"], line_no, line),
-                              token=token)
+                              token=token, level=level, source=source)
     raise _err(line_no, line, "cannot read the constraint", _CONSTRAINT_FIX)
+
+
+def _schedule_line(body: str, line_no: int, line: str, schedule: Schedule) -> None:
+    m = _FIELD.match(body)
+    key = m["key"].lower() if m else ""
+    if not m or key not in SCHEDULE_FIELDS:
+        raise _err(line_no, line, f"unknown schedule field {(m['key'] if m else body)!r}",
+                   "Schedule fields: `cron: 0 14 * * mon`, `window: 14:00-16:00`, `duration: 2h`, "
+                   "`from: 2026-12-01T00:00Z`, `until: 2026-12-31T00:00Z` (all UTC).")
+    value = m["value"].strip()
+    try:
+        if key == "cron":
+            schedule.crons.append(parse_cron(value))
+        elif key == "window":
+            schedule.windows.append(parse_window(value))
+        elif key == "duration":
+            schedule.duration = parse_duration(value)
+        elif key == "from":
+            schedule.not_before = parse_instant(value)
+        else:
+            schedule.not_after = parse_instant(value)
+    except ScheduleError as e:
+        raise _err(line_no, line, f"bad {key}", str(e) + ".") from None
+
+
+_AFTER = re.compile(r"^after\s+(?P<n>\d+)\s+(?P<what>actions?|ticks?)$", re.I)
+_AT = re.compile(r"^(?:at|expires?)\s*:?\s+(?P<when>.+)$", re.I)
+_COMPLETION_FIX = ("Completion lines: `WHEN <condition> [AND ...]`, `after <n> actions`, `after <n> ticks`, "
+                   "`at 2026-12-01T00:00Z` (UTC).")
+
+
+def _conditions_line(body: str, line_no: int, line: str, what: str) -> list[Condition]:
+    m = re.match(r"^WHEN\s+(?P<cond>.+)$", body, re.I)
+    if not m:
+        raise _err(line_no, line, f"a {what} needs WHEN <condition>",
+                   'e.g. "WHEN price_change_bps <= -200" or "WHEN regime == trending_up AND gas_gwei < 30".')
+    return [_condition(c, line_no, line) for c in _split_and(m["cond"])]
+
+
+def _completion_line(body: str, line_no: int, line: str) -> CompletionLine:
+    if body.upper().startswith("WHEN"):
+        return CompletionLine(line=line_no, text=body, kind="when",
+                              conditions=_conditions_line(body, line_no, line, "completion"))
+    if m := _AFTER.match(body):
+        n = int(m["n"])
+        if n <= 0:
+            raise _err(line_no, line, f"after {n}: the count must be at least 1", _COMPLETION_FIX)
+        return CompletionLine(line=line_no, text=body, kind="actions" if m["what"].lower().startswith("action")
+                              else "ticks", count=n)
+    if m := _AT.match(body):
+        try:
+            return CompletionLine(line=line_no, text=body, kind="at", at=parse_instant(m["when"]))
+        except ScheduleError as e:
+            raise _err(line_no, line, "bad completion time", str(e) + ".") from None
+    raise _err(line_no, line, "unknown completion line", _COMPLETION_FIX)
 
 
 def _bullet(line: str) -> str | None:
@@ -297,9 +433,23 @@ def _bullet(line: str) -> str | None:
     return None
 
 
-def parse_strategy(text: str) -> Strategy:
-    """Parse STRATEGY.md. Raises StrategyError naming the line number, the bad field and the fix."""
-    strategy = Strategy(text=text)
+_SECTIONS = ("rules", "constraints", "settings", "schedule", "trigger", "triggers", "completion")
+
+
+def parse_strategy(text: str, source: str = "STRATEGY.md", strategy_id: str = "main") -> Strategy:
+    """Parse STRATEGY.md (or a file under strategies/, named by `source`). Raises StrategyError naming the file,
+    the line, the bad field and the fix."""
+    try:
+        return _parse(text, source, strategy_id)
+    except StrategyError as e:
+        raise StrategyError(str(e).replace("STRATEGY.md", source, 1)) from None
+
+
+def _parse(text: str, source: str, strategy_id: str) -> Strategy:
+    main = strategy_id == "main"
+    strategy = Strategy(text=text, id=strategy_id, source=source)
+    schedule = Schedule()
+    has_schedule = False
     section = ""
     seen_rules = False
     in_comment = False
@@ -317,12 +467,15 @@ def parse_strategy(text: str) -> Strategy:
                 strategy.title = heading
             section = heading.lower() if s.startswith("## ") else section if s.startswith("###") else ""
             seen_rules = seen_rules or section == "rules"
+            if main and section in ("schedule", "trigger", "triggers", "completion"):
+                raise _err(line_no, line, f"STRATEGY.md is always active and cannot have a ## {heading} section",
+                           "Put a scheduled strategy in its own file under strategies/ (e.g. strategies/dca.md).")
             continue
-        if not s or section not in ("rules", "constraints", "settings"):
+        if not s or section not in _SECTIONS:
             continue
         body = _bullet(line)
         if body is None:
-            if re.match(r"^(WHEN|MUST)\b", s, re.I):
+            if re.match(r"^(WHEN|MUST|SHOULD|MAY)\b", s, re.I):
                 raise _err(line_no, line, "rules and constraints must be bullets", 'Start the line with "- ".')
             continue  # prose inside the section
         if section == "settings":
@@ -331,14 +484,36 @@ def parse_strategy(text: str) -> Strategy:
                 raise _err(line_no, line, "unknown setting", "Settings: `- collateral: WETH`, `- debt: USDC`.")
             setattr(strategy, f"{m['key'].lower()}_token", _token(m["value"], line_no, line))
         elif section == "rules":
-            strategy.rules.append(_rule(body, line_no, line, strategy, "STRATEGY.md"))
+            strategy.rules.append(_rule(body, line_no, line, strategy, source))
+        elif section == "schedule":
+            _schedule_line(body, line_no, line, schedule)
+            has_schedule = True
+        elif section in ("trigger", "triggers"):
+            strategy.triggers.append(Trigger(line=line_no, text=body,
+                                             conditions=_conditions_line(body, line_no, line, "trigger")))
+        elif section == "completion":
+            strategy.completion.append(_completion_line(body, line_no, line))
         else:
-            strategy.constraints.append(_constraint(body, line_no, line))
-    if not seen_rules:
+            c = _constraint(body, line_no, line, source)
+            if isinstance(c, MayLine):
+                strategy.may.append(c)
+            elif c.level == "should":
+                strategy.should.append(c)
+            else:
+                strategy.constraints.append(c)
+    if main and not seen_rules:
         raise StrategyError(
             'STRATEGY.md: no "## Rules" section. Add one with a bullet per rule, e.g. '
             '"- WHEN health_factor < 1.6 THEN repay 25% debt" (an empty section means: always hold).'
         )
+    if main and strategy.may:
+        first = strategy.may[0]
+        raise _err(first.line, first.text, "STRATEGY.md is always active, so a MAY line there widens nothing",
+                   "Put MAY lines in a strategy file under strategies/, whose activity they follow.")
+    if has_schedule:
+        if schedule.not_before and schedule.not_after and schedule.not_after <= schedule.not_before:
+            raise StrategyError(f"{source}: ## Schedule `until` is not after `from`. Swap or fix the two times.")
+        strategy.schedule = schedule
     if strategy.collateral_token == strategy.debt_token:
         raise StrategyError("STRATEGY.md: collateral and debt are the same token. Set different tokens under ## Settings.")
     return strategy

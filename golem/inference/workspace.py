@@ -105,7 +105,10 @@ def invariants_text(inp: DecideInput, strategy: Strategy) -> str:
         "- A kill switch present (probe kill_switch high) means: observe and record only, no actions.",
         "- Behavioural phase restrictions of the PolicyCage apply (declining/terminal phases may only reduce exposure).",
     ]
-    lines += [f"- STRATEGY.md line {c.line}: {c.text}" for c in strategy.constraints]
+    lines += [f"- {c.source} line {c.line}: {c.text}" for c in strategy.constraints]
+    # an active strategy's soft limits and the tools its MAY lines keep for later (docs/design/strategies.md)
+    lines += [f"- {c.source} line {c.line}: {c.text} (soft: a larger action is shrunk to it)" for c in strategy.should]
+    lines += [f"- Not available now: {why}." for why in strategy.may_gated.values()]
     return "Invariants (hard limits, enforced after you answer):\n" + "\n".join(lines)
 
 

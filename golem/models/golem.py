@@ -11,6 +11,7 @@ from golem.models.config import GolemConfig
 from golem.models.config_version import ConfigVersionInfo
 from golem.models.interventions import FollowUp, InterventionSummary, RejectedIntervention
 from golem.models.state import ChainHealth, FsmState, GolemState, TickSummary
+from golem.models.strategy_runs import StrategyRun
 
 
 class GolemWorkflowInput(BaseModel):
@@ -109,6 +110,7 @@ class GolemStatus(BaseModel):
     somatic_markers: int = 0
     dying: str | None = None  # the death cause once death is triggered
     certificate: dict[str, Any] | None = None  # the DeathCertificate once dead
+    strategies: list[StrategyRun] = Field(default_factory=list)  # each strategies/*.md: waiting, active, complete
 
 
 class ConsolidationInput(BaseModel):

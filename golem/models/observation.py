@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from golem.models.strategy_runs import StrategyActivity
 from golem.models.enums import MarketRegime, ProbeSeverity
 
 
@@ -114,6 +115,8 @@ class Observation(BaseModel):
     force_t2_reason: str | None = None
     # Liquidations of the golem's position found since the previous observation (Aave LiquidationCall).
     liquidations: list[LiquidationEvent] = Field(default_factory=list)
+    # The strategies under strategies/ as this tick's clock found them (None: the golem has only STRATEGY.md)
+    strategies: StrategyActivity | None = None
 
     @property
     def primary_price(self) -> float:

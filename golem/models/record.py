@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from golem.models.approvals import PrivilegedRequest
+from golem.models.strategy_runs import StrategyActivity
 from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime, PlutchikLabel, Tier
 from golem.models.interventions import InterventionSummary, RejectedIntervention
 from golem.models.observation import Anomaly, Observation, ProbeResult
@@ -110,6 +111,8 @@ class ActionRecord(BaseModel):
     block_number: int | None = None
     protective: str | None = None  # the gas gate's note when it passed the action as protective
     clipped: str | None = None  # the cage sized the proposal down to fit its limits: from what, to what, by which
+    # SHOULD lines the proposal went past (sizing shrank it; the evaluator weighs it): "<file> line N `text`"
+    should: list[str] = Field(default_factory=list)
     # ALREADY_SENT: the run of this tick that sent this same action (its tx is in block_reason); not sent again
     sent_by_run: str | None = None
 
@@ -233,6 +236,9 @@ class DecisionCycleRecord(BaseModel):
     # System 1's wake check (docs/design/wakefulness.md): forecast to the nearest STRATEGY.md line, rules previewed
     # to fire, the floor under the tier; absent on records from before it existed
     wake: Wakefulness | None = None
+    # The strategies under strategies/ after this tick: started, ended, completed (and why), files in error;
+    # absent when the golem has only STRATEGY.md (docs/design/strategies.md)
+    strategies: StrategyActivity | None = None
     # Context
     context_bundle_summary: ContextBundleSummary = Field(default_factory=ContextBundleSummary)
     retrieved_entries: list[RetrievedEntrySummary] = Field(default_factory=list)

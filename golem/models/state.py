@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from golem.models.approvals import PrivilegedRequest
+from golem.models.strategy_runs import StrategyRun
 from golem.models.enums import BehavioralPhase, HeartbeatState, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer
 from golem.models.life import LifeState
@@ -322,6 +323,8 @@ class GolemState(BaseModel):
     dream_tags: int = 0  # episodes the curator tagged dream_priority: high, open at the last delta
     # The lifespan's clocks and the daimon's markers (golem.life); `certificate` once dead.
     life: LifeState = Field(default_factory=LifeState)
+    # Each strategy file under strategies/: waiting, active or complete (golem.inference.strategies)
+    strategy_runs: list[StrategyRun] = Field(default_factory=list)
 
     @property
     def last_price(self) -> float | None:
@@ -343,7 +346,7 @@ _SPEND = {"spend_day", "daily_spend_usd"}
 LAST_PRICE = "price_history[-1:]"
 STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
     "observe": frozenset({"price_history", "gas_history", "last_oracle_price", "last_tvl", "range_bound_run",
-                          "regime", "pending_steers", *_SPEND}),
+                          "regime", "pending_steers", "strategy_runs", *_SPEND}),
     "analyze": frozenset({"pending_steers", "pending_followups", "position_health", LAST_PRICE, "regime"}),
     "gate": frozenset({"pad", "pending_steers", "pending_followups", "strategy_confidence", "vitality",
                        "learned_gating", "regime", "phase", LAST_PRICE, "position_health", "health_history",

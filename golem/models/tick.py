@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_seri
 
 from golem.ids import task_queue
 from golem.models.approvals import PrivilegedRequest
+from golem.models.strategy_runs import StrategyRun
 from golem.models.config import GolemConfig
 from golem.models.enums import Tier
 from golem.models.interventions import FollowUp, Steer
@@ -134,10 +135,10 @@ class TickContext(BaseModel):
 # whole). The activity rebuilds the slice (golem.models.slices): reading another field raises, naming this list.
 STEP_OBSERVATION_FIELDS: dict[str, frozenset[str]] = {
     "analyze": frozenset({"snapshot", "anomalies", "regime"}),
-    "gate": frozenset({"snapshot", "probes", "regime", "force_t2_reason"}),
+    "gate": frozenset({"snapshot", "probes", "regime", "force_t2_reason", "strategies"}),
     "retrieve": frozenset({"snapshot", "anomalies", "regime"}),
     "simulate": frozenset({"snapshot"}),
-    "validate": frozenset({"snapshot", "regime"}),  # regime: the somatic markers' situation
+    "validate": frozenset({"snapshot", "regime", "strategies"}),  # regime: the somatic markers' situation
     "execute": frozenset({"snapshot"}),
     "verify": frozenset({"snapshot"}),
 }
@@ -320,6 +321,7 @@ class ValidatedAction(BaseModel):
     # the permit is bound to this size and execute sends exactly it. `clipped` says from what, to what and why.
     action: ProposedAction | None = None
     clipped: str | None = None
+    should: list[str] = Field(default_factory=list)  # SHOULD lines the proposal went past (sizing shrank it)
     deferred: bool = False  # the gas gate said "later", not "never": the intent waits in GolemState
 
 
@@ -417,3 +419,5 @@ class TickResult(BaseModel):
     hf_restored: float | None = None  # the health factor this tick's actions restored (re-read after − before, > 0)
     privileged_requests: list[PrivilegedRequest] = Field(default_factory=list)  # asked this tick: pending from now
     approvals_ran: dict[str, str] = Field(default_factory=dict)  # approved request id → what the act path made of it
+    # The strategies' states after this tick (golem.inference.strategies); None: the golem has only STRATEGY.md
+    strategy_runs: list[StrategyRun] | None = None

@@ -39,6 +39,7 @@ from golem.safety.risk import RiskSnapshot, kelly_fraction
 from golem.safety.urgency import classify, gas_decision, recent_median
 from golem.safety.sizing import (
     Fit,
+    SOFT_LAYER,
     SizeCap,
     amount_of,
     clip_note,
@@ -46,6 +47,7 @@ from golem.safety.sizing import (
     hf_borrow_cap,
     hf_withdraw_cap,
     impact_cap_amount,
+    soft_floor,
     value_cap,
 )
 
@@ -244,6 +246,9 @@ class SafetyCage:
         if ctx.strategy is not None:
             caps += [SizeCap(limit="STRATEGY.md", layer="safety", max_amount=cap, why=why)
                      for cap, why in constraint_caps(ctx.strategy, action, book)]
+            # SHOULD lines: soft caps (sizing.soft_floor keeps them from refusing), docs/design/strategies.md
+            caps += [SizeCap(limit="SHOULD", layer=SOFT_LAYER, max_amount=cap, why=why)
+                     for cap, why in constraint_caps(ctx.strategy, action, book, should=True)]
         if opens_exposure(action):
             shrink, fired = (size_factor(ctx.markers, situation_of(ctx.observation, ctx.last_price, tool))
                              if ctx.markers else (1.0, []))
@@ -365,7 +370,9 @@ def size_to_fit(cage: SafetyCage, actions: list[ProposedAction], simulation: Sim
     for action in actions:
         caps, unit = cage.size_caps(action, ctx, book)
         sim = sims.get(action.action_index)
-        f = fit(action, caps, cage.min_worth(unit, cage.gas_usd(sim, ctx)))
+        least = cage.min_worth(unit, cage.gas_usd(sim, ctx))
+        caps, past = soft_floor(caps, least, amount_of(action))
+        f = fit(action, caps, least).model_copy(update={"should": past})
         fits.append(f)
         if f.action is None:
             continue
@@ -439,7 +446,7 @@ def validate_layered(
                                                               "action_index": action.action_index,
                                                               "reason": decision.reason})
             out.append(ValidatedAction(action_index=action.action_index, approved=False, reason=decision.reason,
-                                       deferred=decision.deferred))
+                                       deferred=decision.deferred, should=f.should))
             continue
         gas_so_far += cage.gas_usd(sim, ctx)
         permit = permits.issue(ctx.golem_id, ctx.tick, action.action_index, action.tool, decision.value_usd, policy_hash)
@@ -450,5 +457,5 @@ def validate_layered(
             })  # fmt: skip
         out.append(ValidatedAction(action_index=action.action_index, approved=True, reason=decision.reason,
                                    permit_id=permit.id, protective=decision.protective,
-                                   action=action if note is not None else None, clipped=note))
+                                   action=action if note is not None else None, clipped=note, should=f.should))
     return ValidationResult(actions=out, simulation=resimulated), decisions

@@ -25,11 +25,15 @@ _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge
 # (tests/unit/test_safety_liquidity.py checks the two agree).
 FALLBACK_LIQUIDATION_THRESHOLD = 0.825
 _ACCOUNT_METRICS = ("health_factor", "debt", "collateral")
+# `SHOULD NOT <tool>` (no amount): the action is sized to this share of what was proposed; a SHOULD weighs, never
+# forbids (docs/design/strategies.md)
+SHOULD_NOT_FACTOR = 0.5
 
 
 class MustGate(BaseModel):
     breached: list[str] = Field(default_factory=list)  # "line 12 `MUST keep health_factor >= 1.3`: is 1.21"
     forbidden_tools: list[str] = Field(default_factory=list)
+    withheld: dict[str, str] = Field(default_factory=dict)  # tools a MAY line of an inactive strategy names → why
 
     @property
     def force_t2(self) -> bool:
@@ -120,7 +124,7 @@ def _kept(c: Constraint, value: float | None) -> bool:
 def must_gate(strategy: Strategy, snap: ChainSnapshot) -> MustGate:
     """Before any LLM call: breached `MUST keep` lines and tools `MUST NOT <tool>` forbids."""
     book = Book.of(snap)
-    gate = MustGate()
+    gate = MustGate(withheld=dict(strategy.may_gated))
     for c in strategy.constraints:
         if c.kind == "forbid" and c.tool and c.tool not in gate.forbidden_tools:
             gate.forbidden_tools.append(c.tool)
@@ -129,7 +133,8 @@ def must_gate(strategy: Strategy, snap: ChainSnapshot) -> MustGate:
             if value is None and c.metric not in ("health_factor",):
                 continue  # a metric we cannot read here is not a breach
             if not _kept(c, value):
-                gate.breached.append(f"line {c.line} `{c.text}`: is {_fmt(value)}")
+                gate.breached.append(f"{'' if c.source == 'STRATEGY.md' else c.source + ' '}line {c.line} `{c.text}`: "
+                                     f"is {_fmt(value)}")
     return gate
 
 
@@ -165,10 +170,13 @@ def _basis(tool: str, token: str, book: Book) -> float:
 def constraint_refusal(
     strategy: Strategy, action: ProposedAction, before: Book, after: Book, opens_exposure: bool
 ) -> str | None:
-    """The first MUST line the action would break (on the simulated post-state), or None."""
+    """The first MUST line the action would break (on the simulated post-state), or None; a tool a MAY line of an
+    inactive strategy names is refused too (docs/design/strategies.md)."""
     tool, token, amount = action.tool, _token_of(action), _amount_of(action)
+    if tool in strategy.may_gated:
+        return f"MAY: {strategy.may_gated[tool]}"
     for c in strategy.constraints:
-        why = f"MUST (STRATEGY.md line {c.line}: `{c.text}`)"
+        why = f"MUST ({c.source} line {c.line}: `{c.text}`)"
         if c.kind == "forbid" and c.tool == tool:
             return f"{why} forbids {tool}"
         if c.kind == "cap" and c.tool == tool and (c.token is None or c.token == token) and c.amount:
@@ -206,15 +214,19 @@ def mark_used(book: Book, action: ProposedAction) -> None:
     book.used[key] = book.used.get(key, 0.0) + _amount_of(action)
 
 
-def constraint_caps(strategy: Strategy, action: ProposedAction, book: Book) -> list[tuple[float, str]]:
+def constraint_caps(strategy: Strategy, action: ProposedAction, book: Book,
+                    should: bool = False) -> list[tuple[float, str]]:
     """(the most of `action` each MUST line allows, the line in words) — for the lines a size can satisfy: a cap
     (`MUST NOT swap more than 30% WETH`) and a keep line the action moves toward its bound (health factor for
     borrow/withdraw, a balance the action spends, debt for borrow, collateral for withdraw). A line no size can
     satisfy (`MUST NOT borrow`) gives no cap: constraint_refusal refuses it whole."""
     tool, token = action.tool, _token_of(action)
     out: list[tuple[float, str]] = []
-    for c in strategy.constraints:
-        why = f"MUST (STRATEGY.md line {c.line}: `{c.text}`)"
+    for c in (strategy.should if should else strategy.constraints):  # `should`: the same caps from SHOULD lines
+        why = f"{c.level.upper()} ({c.source} line {c.line}: `{c.text}`)"
+        if should and c.kind == "forbid" and c.tool == tool:  # SHOULD NOT <tool>: weighs it down by half
+            out.append((_amount_of(action) * SHOULD_NOT_FACTOR, why))
+            continue
         if c.kind == "cap" and c.tool == tool and (c.token is None or c.token == token) and c.amount:
             cap = c.amount.value / 100.0 * _basis(tool, token, book) if c.amount.percent else c.amount.value
             out.append((cap - book.used.get(f"{tool}:{token}", 0.0), why))

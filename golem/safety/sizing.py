@@ -36,6 +36,7 @@ class Fit(BaseModel):
     amount: float
     binding: SizeCap | None = None  # the smallest cap, when it clipped the action
     refusal: str | None = None  # set when the clipped size is below the minimum worth doing
+    should: list[str] = []  # the SHOULD lines the proposal went past (their caps shrank it)
 
     @property
     def clipped(self) -> bool:
@@ -69,6 +70,25 @@ def with_amount(action: ProposedAction, amount: float) -> ProposedAction:
     if action.tool == "add_liquidity" and old > 0:
         args["amount_usdc"] = floor_amount(float(args.get("amount_usdc", 0.0)) * amount / old)
     return action.model_copy(update={"arguments": args, "clipped_from": action.clipped_from or dict(action.arguments)})
+
+
+SOFT_LAYER = "strategy"  # a SHOULD line's cap: it shrinks an action, never refuses it
+
+
+def soft_floor(caps: list[SizeCap], min_amount: float, proposed: float | None) -> tuple[list[SizeCap], list[str]]:
+    """SHOULD caps raised to the minimum worth doing (so a SHOULD never refuses an action), and the SHOULD lines the
+    proposal went past. Other caps unchanged."""
+    if proposed is None:
+        return caps, []
+    least = min(math.ceil(min_amount * 10**AMOUNT_DECIMALS) / 10**AMOUNT_DECIMALS, proposed)
+    out, past = [], []
+    for c in caps:
+        if c.layer == SOFT_LAYER:
+            if c.max_amount < proposed:
+                past.append(c.why)
+            c = c.model_copy(update={"max_amount": max(c.max_amount, least)})
+        out.append(c)
+    return out, past
 
 
 def fit(action: ProposedAction, caps: list[SizeCap], min_amount: float) -> Fit:

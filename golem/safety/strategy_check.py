@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, Field
 
 from golem.chain.tools.schemas import STABLE_TOKENS
+from golem.inference.strategies import parse_set, strategy_id, unbundle
 from golem.inference.strategy import Rule, Strategy, StrategyError, parse_strategy
 from golem.models.enums import BehavioralPhase
 from golem.models.observation import Observation
@@ -71,7 +72,7 @@ def _static_checks(strategy: Strategy, limits: SafetyLimits) -> list[StrategyIss
     forbidden = {c.tool for c in strategy.constraints if c.kind == "forbid"}
     usable = 0
     for rule in strategy.rules:
-        where = f"STRATEGY.md line {rule.line}"
+        where = f"{strategy.source} line {rule.line}"
         bad = [t for t in _rule_tokens(rule, strategy) if t not in approved]
         if bad:
             issues.append(StrategyIssue(
@@ -126,13 +127,13 @@ def _static_checks(strategy: Strategy, limits: SafetyLimits) -> list[StrategyIss
         elif c.op in ("<=", "<"):
             highs[c.metric] = min(highs.get(c.metric, (float("inf"), 0)), (c.value, c.line))
         if c.metric == "health_factor" and c.op in (">=", ">") and c.value < 1.0:
-            issues.append(StrategyIssue(stage="risk", severity="warning", field=f"STRATEGY.md line {c.line}",
+            issues.append(StrategyIssue(stage="risk", severity="warning", field=f"{strategy.source} line {c.line}",
                                         message=f"health_factor floor {c.value:g} is below 1.0 (liquidatable)",
                                         fix="keep the floor at 1.2 or above"))
     for metric, (lo, lo_line) in lows.items():
         if metric in highs and highs[metric][0] < lo:
             hi, hi_line = highs[metric]
-            issues.append(StrategyIssue(stage="consistency", severity="critical", field=f"STRATEGY.md lines {lo_line}, {hi_line}",
+            issues.append(StrategyIssue(stage="consistency", severity="critical", field=f"{strategy.source} lines {lo_line}, {hi_line}",
                                         message=f"MUST keep {metric} >= {lo:g} and <= {hi:g} cannot both hold",
                                         fix="remove or correct one of the two lines"))
     # risk (offline)
@@ -183,15 +184,17 @@ def validate_strategy(
     simulate: Callable[[list[ProposedAction], Observation], SimulationResult] | None = None,
     phase: BehavioralPhase = BehavioralPhase.THRIVING,
     dry_run: bool = True,
+    source: str = "STRATEGY.md",
+    strategy_id: str = "main",
 ) -> StrategyValidation:
     """Run the five stages; `simulate` is e.g. `lambda acts, obs: simulate_actions(w3, dep, account, acts, obs)`.
     Without an observation and a simulator the dry run is skipped (and says so); `dry_run=False` leaves it
     out on purpose (`golem strategy-check` without --chain), which is no warning about the chain."""
     try:
-        strategy = parse_strategy(text)
+        strategy = parse_strategy(text, source=source, strategy_id=strategy_id)
     except StrategyError as e:
         msg = str(e)
-        field = msg.split(":", 1)[0] if msg.startswith("STRATEGY.md") else "STRATEGY.md"
+        field = msg.split(":", 1)[0] if msg.startswith(source) else source
         return StrategyValidation(status=STRATEGY_UNVIABLE, issues=[
             StrategyIssue(stage="schema", severity="critical", field=field, message=msg.split(": ", 1)[-1],
                           fix="see the message; the grammar is in golem/inference/strategy.py")])
@@ -223,3 +226,37 @@ def validate_strategy(
                                         fix="fund the account, change the rules, or wait for a steer"))
     status: Literal["ok", "warnings", "STRATEGY_UNVIABLE"] = STRATEGY_UNVIABLE if any(i.severity == "critical" for i in issues) else ("warnings" if issues else "ok")
     return StrategyValidation(status=status, issues=issues, dry_run=dry)
+
+
+def validate_strategies(text: str, limits: SafetyLimits, *,
+                        observation: Observation | None = None,
+                        simulate: Callable[[list[ProposedAction], Observation], SimulationResult] | None = None,
+                        dry_run: bool = True) -> list[tuple[str, StrategyValidation]]:
+    """Every strategy file of a home (golem.inference.strategies.bundle's text), each through the pipeline, then what
+    only the files together show: a file name that is no id, and a MAY line STRATEGY.md's MUST NOT makes empty."""
+    main_text, others = unbundle(text)
+    out = [("STRATEGY.md", validate_strategy(main_text, limits, observation=observation, simulate=simulate,
+                                             dry_run=dry_run))]
+    sset = parse_set(text)
+    forbidden = {c.tool: c for c in (sset.main.constraints if sset.main else []) if c.kind == "forbid"}
+    for path, body in others:
+        sid = strategy_id(path)
+        bad_id = next((e for e in sset.errors if e.startswith(f"{path}: ")), None)
+        if bad_id:
+            out.append((path, StrategyValidation(status=STRATEGY_UNVIABLE, issues=[StrategyIssue(
+                stage="schema", severity="critical", field=path, message=bad_id.split(": ", 1)[1],
+                fix="rename the file")])))
+            continue
+        result = validate_strategy(body, limits, observation=observation, simulate=simulate, dry_run=dry_run,
+                                   source=path, strategy_id=sid)
+        parsed = next((s for s in sset.others if s.id == sid), None)
+        for m in parsed.may if parsed else []:
+            if m.tool in forbidden:
+                c = forbidden[m.tool]
+                result.issues.append(StrategyIssue(
+                    stage="consistency", severity="critical", field=f"{path} line {m.line}",
+                    message=f"`{m.text}` can never happen: STRATEGY.md line {c.line} says `{c.text}` (a MUST wins)",
+                    fix=f"remove the MAY line, or the MUST NOT {m.tool} line in STRATEGY.md"))
+                result.status = STRATEGY_UNVIABLE
+        out.append((path, result))
+    return out

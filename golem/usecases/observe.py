@@ -21,7 +21,8 @@ from golem.extensions.hooks import fire
 from golem.extensions.registry import registry_for
 from golem.grimoire.episodes.writes import mark_reorged
 from golem.grimoire.semantic.topology import TopologyTracker
-from golem.inference.strategy import Strategy
+from golem.inference.strategies import StrategySet, advance
+from golem.inference.strategy import metrics_from
 from golem.learning import causal
 from golem.models.observation import Observation
 from golem.models.tick import TickContext
@@ -32,10 +33,13 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def observe(services: Services, ctx: TickContext, strategy: Strategy | None, topology: TopologyTracker) -> Observation:
-    """The tick's Observation; `strategy` is its config version's STRATEGY.md (None: the [probes] defaults)."""
+def observe(services: Services, ctx: TickContext, strategies: StrategySet, topology: TopologyTracker) -> Observation:
+    """The tick's Observation; `strategies` are its config version's strategy files (STRATEGY.md that does not
+    parse: the [probes] defaults). The strategies under strategies/ move on the tick's clock here."""
     t0 = time.perf_counter()
     cfg, state = ctx.cfg, ctx.state
+    # the lines of STRATEGY.md and of the strategies active after the last tick
+    strategy = strategies.effective([r.id for r in state.strategy_runs if r.status == "active"])
     snapshot = services.read_snapshot()
     lines = strategy_lines(strategy, cfg.probes, cfg.wake)  # the position probe's lines come from STRATEGY.md
     probes = run_probes(
@@ -62,6 +66,10 @@ def observe(services: Services, ctx: TickContext, strategy: Strategy | None, top
         force_t2_reason=force_t2_reason(report.force_t2, reorged, report.reorg_detected_at, liquidations),
     )
     observation = with_causal_link_probe(services, ctx.tick, observation)
+    if strategies.others or strategies.errors:  # waiting → active → complete, on the tick's clock
+        now = datetime.fromisoformat(ctx.started_at) if ctx.started_at else datetime.now(timezone.utc)
+        observation.strategies = advance(strategies, state.strategy_runs, ctx.tick, now,
+                                         metrics_from(observation, state.last_price))
     # turn_start: the ui-bridge puts the tick's start and vitals on the Event Fabric
     fire(registry_for(cfg.extensions.disabled), "turn_start", {"ui-bridge": lambda: services.events.emit(
         events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, state.pending_steers))})

@@ -44,4 +44,5 @@ def golem_status(s: GolemState, config: GolemConfig | None, *, activity: str, ti
         emotion=life.emotion.value if life.emotion else None, somatic_markers=len(life.markers),
         dying=life.death_cause,
         certificate=life.certificate.model_dump(mode="json") if life.certificate else None,
+        strategies=list(s.strategy_runs),
     )
