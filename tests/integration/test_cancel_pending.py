@@ -64,28 +64,22 @@ async def test_a_high_steer_while_executing_cancels_the_next_action_through_the_
         async with in_process_worker(temporal_client, rig, interceptors=[_Hold()]):
             handle = await rig.start_golem(temporal_client, max_ticks=1)
 
-            async def executing() -> bool:
+            async def fsm() -> str:
                 st = await handle.query(GolemWorkflow.status, result_type=GolemStatus)
                 if not st.current_tick_workflow_id:
-                    return False
-                fsm = await temporal_client.get_workflow_handle(st.current_tick_workflow_id).query(
+                    return ""
+                now = await temporal_client.get_workflow_handle(st.current_tick_workflow_id).query(
                     "fsm", result_type=FsmState)
-                seen.append(f"{fsm.state.value}[{fsm.substate}]")
-                return fsm.state.value == "Executing"
+                seen.append(f"{now.state.value}[{now.substate}]")
+                return seen[-1]
 
-            await wait_for(executing, 60, "the tick to start sending")
+            async def fsm_is(prefix: str) -> bool:
+                return (await fsm()).startswith(prefix)
+
+            await wait_for(lambda: fsm_is("Executing["), 60, "the tick to start sending")
             await handle.signal(GolemWorkflow.steer, {"id": "stop-1", "message": "stop everything", "severity": "high"})
-
-            async def cancel_pending() -> bool:
-                st = await handle.query(GolemWorkflow.status, result_type=GolemStatus)
-                if not st.current_tick_workflow_id:
-                    return False
-                fsm = await temporal_client.get_workflow_handle(st.current_tick_workflow_id).query(
-                    "fsm", result_type=FsmState)
-                seen.append(f"{fsm.state.value}[{fsm.substate}]")
-                return fsm.substate.startswith("CancelPending")
-
-            await wait_for(cancel_pending, HOLD_S, "the FSM to show CancelPending while the first action is held")
+            await wait_for(lambda: fsm_is("Executing[CancelPending"), HOLD_S,
+                           "the FSM to show CancelPending while the first action is held")
             await asyncio.wait_for(handle.result(), timeout=120)
         assert "Executing[CancelPending{reason=stop everything}]" in seen, seen
         rec = CycleStore(rig.data_dir).load(0)
