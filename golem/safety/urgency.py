@@ -197,8 +197,10 @@ def gas_decision(
     reserve = est_usd * REPAY_RESERVE_ACTIONS
     if (level is Urgency.URGENT and verdict.keeps_reserve and est_usd > partition.routine_left_usd
             and left - est_usd < reserve):
+        # worded "left today": a deferral for the day's gas, released by a new day or a rise in urgency (_cause)
         return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} would leave the emergency slice "
-                f"${max(left - est_usd, 0.0):,.4f}, under the ${reserve:,.4f} a repay needs (the slice keeps it)"), None
+                f"${max(left - est_usd, 0.0):,.4f} left today, under the ${reserve:,.4f} a repay needs (the slice "
+                "keeps it)"), None
     if level is Urgency.URGENT and not verdict.uses_slice and est_usd > partition.routine_left_usd:
         # a sell into a stable only funds a repay: the ring-fenced slice waits for the repay itself, which a day of
         # sells in a chop had spent (docs/design/spending.md#the-slice-is-for-repays)

@@ -140,6 +140,8 @@ def test_a_sell_on_its_rules_crossed_line_is_urgent_and_may_draw_on_the_slice_le
     assert "uses the emergency slice" in sell.protective
     kept = decide(swap(), spent=9.5, o=obs(debt=at_2_0), lines=lines)  # $0.50 left: $0.30 after, under 2 × $0.20
     assert not kept.allowed and kept.deferred and "under the $0.4000 a repay needs" in kept.reason
+    from golem.safety.urgency import _cause
+    assert _cause(kept.reason.removeprefix("risk: ")) == ("budget", "urgent")  # released by a new day, not by gas
     assert decide(act("repay"), spent=9.5, o=obs(debt=at_2_0), forecast=fc(1.55)).allowed  # the repay finds it
     plain = decide(swap(), spent=7.9, o=obs(debt=at_2_0))  # the same sell, no line rule firing: routine share only
     assert not plain.allowed and "left today for routine actions" in plain.reason
