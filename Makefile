@@ -77,6 +77,7 @@ histories: setup
 	$(PY) -m tests.histories.record_dreams
 	$(PY) -m tests.histories.record_delta
 	$(PY) -m tests.histories.record_death
+	$(PY) -m tests.histories.record_approvals
 
 ## Reliability (README "Reliability"): a 300-tick live golem whose worker, Temporal dev server and Anvil are killed
 ## (TICKS=, WORKER_KILLS=, OUT= to keep its data); `make test` runs a 40-tick version (pytest -m chaos).

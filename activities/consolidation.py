@@ -73,6 +73,7 @@ from golem.models.golem import (
     DreamResult,
     QuarantineReviewStats,
 )
+from golem.safety.attribution import PERSISTENT_WINDOWS, window_report
 from golem.safety.limits import check_playbook_delta
 from golem.services import Services
 
@@ -142,7 +143,8 @@ class ConsolidationActivities(ActivitySet):
         """Hindsight settlement (docs/design/learning.md#hindsight-settlement): every acted tick at least
         `settle_ticks` old is judged by what its exposure change was worth since, before the distillation and the
         Curator read the ledger. Once per row (a retried step settles nothing twice); prices from the records only."""
-        return DeltaStep(fields={"settlement": await blocking("settle", self._settle, inp)})
+        return DeltaStep(fields={"settlement": await blocking("settle", self._settle, inp),
+                                 "attribution": await blocking("attribution", self._attribution, inp)})
 
     @activity.defn(name="delta_distill")
     @auto_heartbeat
@@ -421,6 +423,19 @@ class ConsolidationActivities(ActivitySet):
 
         return settlement.settle_due(self.s.learning, snapshot_of, k=inp.config.learning.settle_ticks,
                                      cycle_tick=inp.tick, token=token)
+
+    def _attribution(self, inp: ConsolidationInput) -> dict[str, Any] | None:
+        """The return since the last cycle split into market, strategy, knowledge and noise, with the loop that
+        should answer a loss (golem.safety.attribution), from the records of the last windows."""
+        window = inp.config.clock.delta_theta_ticks
+        records = []
+        for row in reversed(self.s.cycles.recent(PERSISTENT_WINDOWS * window + 1)):
+            if row["tick"] <= inp.tick:
+                try:
+                    records.append(self.s.cycles.load(row["tick"], row.get("run") or None))
+                except (LookupError, ValueError):
+                    continue  # an archived or unreadable record: the window spans the gap
+        return window_report(records, window)
 
     def _distill(self, inp: ConsolidationInput) -> Distilled:
         scanned = self.s.episodes.all()

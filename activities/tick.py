@@ -29,6 +29,7 @@ from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.simulate import SimulationError
+from golem.chain.journal import TxIntent
 from golem.chain.tick_reads import TickReads
 from golem.grimoire.memory_tools import CombinedReads, MemoryReads
 from golem.chain.tools.schemas import ToolArgumentError
@@ -36,7 +37,7 @@ from golem.events import bridge as events
 from golem.grimoire.semantic.graph import KnowledgeGraph
 from golem.grimoire.playbook.compile import read_revision
 from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
-from golem.inference.decision import DECIDE, decision_tools
+from golem.inference.decision import DECIDE, REQUEST_PRIVILEGED, decision_tools, requestable
 from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.safety.urgency import LineRule, line_rules
@@ -83,6 +84,8 @@ from golem.models.tick import (
     ValidationResult,
     VerifyInput,
 )
+from golem.models.approvals import ApprovalAudit
+from golem.safety.approvals import approvals_ran, approved, audit_payload, with_approved
 from golem.safety.run_actions import renumbered
 from golem.safety.gas import utc_day_of
 from golem.safety.urgency import next_deferred, release_reason, with_deferred
@@ -246,6 +249,9 @@ class TickActivities(ActivitySet):
             tier, note = escalate_every_tick(tier, spend, ctx.cfg.heartbeat)
             reason = f"{reason}; {note}" if note else reason
         tier, reason, wake = lift(tier, reason, wake)  # the wake floor: last, so nothing above keeps it at T0
+        waiting = approved(ctx.state)
+        if tier is Tier.T0 and waiting:  # the owner approved a privileged request: it runs on this tick
+            tier, reason = Tier.T1, f"{reason}; lifted to T1: the owner approved {', '.join(a.id for a in waiting)}"
         if tier is Tier.T0:  # a deferred intent comes back once gas falls or urgency rises (golem.safety.urgency)
             released = release_reason(ctx.state.deferred_intents, obs.snapshot.gas_price_gwei, ctx.state.gas_history,
                                       wake.forecast, strategy_lines(strategy, ctx.cfg.probes, ctx.cfg.wake).floor,
@@ -298,15 +304,26 @@ class TickActivities(ActivitySet):
                 record = record.model_copy(update={"recommends_action": True,
                                                    "reasoning_summary": f"{record.reasoning_summary} | carried: {carried}"})
                 deliberation = deliberation.model_copy(update={"record": record, "actions": actions})
+        waiting = approved(ctx.state)
+        if waiting:  # the owner's approved privileged requests run now, judged by the whole validate chain
+            actions = with_approved(deliberation.actions, waiting)
+            ran = ", ".join(f"{a.tool} ({a.approval_id})" for a in actions[len(deliberation.actions):])
+            record = deliberation.record.model_copy(update={
+                "recommends_action": True, "reasoning_summary": f"{deliberation.record.reasoning_summary} | approved by "
+                                                                f"the owner: {ran}"})
+            deliberation = deliberation.model_copy(update={"record": record, "actions": actions})
         return self._numbered(inp, deliberation)
 
     def _reads(self, inp: DecideInput, obs: Observation, tools: list[dict[str, Any]]) -> CombinedReads:
         """The tool loop's reads and `speculate` for the write tools offered this tick (golem.chain.tick_reads), and
         the memory tools (golem.grimoire.memory_tools)."""
-        chain = TickReads(self.s.w3, self.s.deployment, self.s.account, obs,
-                          write_tools=[t["name"] for t in tools or [] if t["name"] != DECIDE])
+        policy = inp.ctx.cfg.policy  # speculate tries the grant's write tools and the privileged ones it may ask for
+        granted = [t["name"] for t in tools or [] if t["name"] not in (DECIDE, REQUEST_PRIVILEGED)]
+        asked = requestable(policy.approved_assets, list(policy.privileged_tools)) if any(
+            t["name"] == REQUEST_PRIVILEGED for t in tools or []) else []
+        chain = TickReads(self.s.w3, self.s.deployment, self.s.account, obs, write_tools=[*granted, *asked])
         memory = MemoryReads(self.s.episodes, self.s.semantic, golem_id=inp.ctx.golem_id, tick=inp.ctx.tick,
-                             regime=obs.regime.value)
+                             regime=obs.regime.value, block=obs.snapshot.block_number)
         return CombinedReads(chain, memory)
 
     def _before_agent_start(self, inp: DecideInput, obs: Observation) -> AgentStart:
@@ -320,7 +337,7 @@ class TickActivities(ActivitySet):
 
         return before_agent_start(
             registry_for(ctx.cfg.extensions.disabled),
-            tools=lambda: decision_tools(ctx.cfg.policy.approved_assets),
+            tools=lambda: decision_tools(ctx.cfg.policy.approved_assets, list(ctx.cfg.policy.privileged_tools)),
             context=lambda: self.s.learning.context_policy(allocation_defaults(ctx.cfg)),
             compile=lambda: self.s.load_strategy(ctx), viability=viable, route=lambda: self.s.deliberator.route(inp),
             # before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run)
@@ -375,6 +392,7 @@ class TickActivities(ActivitySet):
             floor=lines.floor, gas_history=ctx.state.gas_history,
             # a sell answering a rule's crossed line (STRATEGY.md's or a learned one in PLAYBOOK.md) is urgent
             line_rules=self._line_rules(strategy, obs, ctx.state.last_price),
+            approvals={a.id: a.tool for a in approved(ctx.state)},  # the owner widened the grant for these alone
         )
         return result
 
@@ -420,11 +438,37 @@ class TickActivities(ActivitySet):
                                  protective=verdict.protective, clipped=verdict.clipped)
                 )
                 continue
-            record = self.s.execute(inp.ctx, action, verdict.permit_id, obs,
-                                    run_id=_run_id())
+            record = self._execute_one(inp, action, verdict.permit_id, obs)
             records.append(record.model_copy(update={"protective": verdict.protective, "clipped": verdict.clipped}))
             activity.heartbeat(f"action {action.action_index} done")
         return ExecuteResult(records=records)
+
+    def _execute_one(self, inp: ExecuteInput, action: ProposedAction, permit_id: str, obs: Observation) -> ActionRecord:
+        """One permitted action, with tool_execution_start / _update / _end fired around it (the ui-bridge's live
+        actions.sending, actions.tx and actions.landed events)."""
+        ctx = inp.ctx
+        registry = registry_for(ctx.cfg.extensions.disabled)
+
+        def emit(stage: str, key: str = "", **payload: Any) -> None:
+            self.s.events.emit([events.execution_event(ctx.golem_id, ctx.tick, _now_iso(), stage, action.action_index,
+                                                       action.tool, key=key, **payload)])
+
+        fire(registry, "tool_execution_start", {"ui-bridge": lambda: emit("sending", permit_id=permit_id,
+                                                                           arguments=action.arguments)})
+        try:
+            record = self.s.execute(ctx, action, permit_id, obs, run_id=_run_id())
+        except Exception as err:
+            fire(registry, "tool_execution_end", {"ui-bridge": lambda: emit("landed", status="error",
+                                                                             reason=str(err)[:300])})
+            raise
+        for intent in self.s.safety.journal.intents_for(ctx.golem_id, ctx.tick, action.action_index):
+            def tx(i: TxIntent = intent) -> None:
+                emit("tx", str(i.call_index), tx_hash=i.tx_hash, nonce=i.nonce, label=i.label, status=i.status)
+            fire(registry, "tool_execution_update", {"ui-bridge": tx})
+        fire(registry, "tool_execution_end", {"ui-bridge": lambda: emit(
+            "landed", status=record.status.value, tx_hash=record.tx_hash, block=record.block_number,
+            gas_used=record.gas_used, gas_usd=record.gas_cost, reason=record.block_reason)})
+        return record
 
     @activity.defn(name="verify")
     def verify(self, inp: VerifyInput) -> OutcomeRecord:
@@ -476,6 +520,9 @@ class TickActivities(ActivitySet):
         result.deferred_intents = next_deferred(inp.ctx.state.deferred_intents, record.tick, proposed,
                                                 chain.record.actions, record.observation.snapshot.gas_price_gwei,
                                                 day=utc_day_of(inp.ctx.started_ts) if inp.ctx.started_ts is not None else "")
+        if inp.deliberation is not None:  # privileged requests: asked this tick, and the approved ones it ran
+            result.privileged_requests = list(inp.deliberation.requests)
+            result.approvals_ran = approvals_ran(proposed, chain.record.actions)
         result.gating = gate.gating  # folded into the learned-gating log for delta feedback
         result.decision_cache_stats = inp.deliberation.decision_cache_stats if inp.deliberation else None
         return result
@@ -496,6 +543,13 @@ class TickActivities(ActivitySet):
             activity.logger.info("half-size counterfactual not simulated at block %s: %s", block, err)
             return None
         return hf, f"eth_simulateV1 at the pre-tick block {block}"
+
+    @activity.defn(name="audit_approvals")
+    def audit_approvals(self, inp: ApprovalAudit) -> None:
+        """The owner's answers to privileged requests, and the ones that expired, on the audit trail."""
+        for request in inp.requests:
+            self.s.safety.audit.append(inp.golem_id, f"approval.{request.status.value}", audit_payload(request))
+        self.s.events.emit([events.approval_event(inp.golem_id, r, _now_iso()) for r in inp.requests])
 
     @activity.defn(name="record_failure")
     def record_failure(self, inp: TickFailure) -> None:

@@ -1,4 +1,5 @@
-"""`golem pause | resume | stop-entries | allow-entries`: the stop buttons (GolemWorkflow updates, by name)."""
+"""`golem pause | resume | stop-entries | allow-entries`: the stop buttons; `golem approve | deny ID`: the owner's
+answer to a privileged request (GolemWorkflow updates, by name)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,32 @@ def cmd_control(args: Namespace) -> int:
     return arun(_control(args))
 
 
+async def _answer(args: Namespace) -> int:
+    """`golem approve ID` / `golem deny ID`: GolemWorkflow's approve / deny update."""
+    from golem.models.approvals import ApprovalAnswer, ApprovalDecision
+
+    req = ApprovalDecision(id=args.request_id, note=args.note or "", source="cli")
+    cfg = golem_config(args)
+    temporal = await client(args)
+    handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
+    try:
+        answer = await handle.execute_update(args.cmd, req, result_type=ApprovalAnswer)
+    except Exception as err:
+        if rpc_status(err) == "NOT_FOUND":
+            raise UserError(f"no golem '{cfg.golem.id}' on Temporal at {address(args)}: start it with `golem run`") from None
+        if type(err).__name__ != "WorkflowUpdateFailedError":
+            raise
+        raise UserError(root_cause(err)) from None  # the validator's reason, e.g. "no privileged request ..."
+    print(f"golem {cfg.golem.id}: {answer.message}")
+    return 0
+
+
+def cmd_answer(args: Namespace) -> int:
+    if args.note is not None and len(args.note) > 500:
+        raise UserError(f"--note is {len(args.note)} characters; keep it under 500")
+    return arun(_answer(args))
+
+
 def register(command: Command) -> None:
     for name, what in (("pause", "no new ticks (the running one finishes; state kept) until `golem resume`"),
                        ("resume", "resume ticking after `golem pause`"),
@@ -61,3 +88,10 @@ def register(command: Command) -> None:
         s = command(name, what)
         s.add_argument("--reason", help="why (kept in status and the golem's log)")
         s.set_defaults(fn=cmd_control)
+    for name, what in (("approve", "approve a privileged request (`golem status` lists them): it runs on the next "
+                                   "tick, through every safety check"),
+                       ("deny", "deny a privileged request: it never runs")):
+        s = command(name, what)
+        s.add_argument("request_id", metavar="ID", help="the request's id, e.g. apr-12-0")
+        s.add_argument("--note", help="a note kept with the answer (status, the audit trail)")
+        s.set_defaults(fn=cmd_answer)

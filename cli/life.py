@@ -154,9 +154,12 @@ def life_line(st: GolemStatus) -> str:
     clocks = (f"economic {c.get('economic', 1):.2f} × epistemic {c.get('epistemic', 1):.2f} × stochastic "
               f"{c.get('stochastic', 1):.2f}")
     credit = f"   credit ${st.credit_remaining_usd:,.4f}" if st.credit_remaining_usd is not None else ""
-    if st.estimated_ttl_ticks is not None:  # (wallet USDC + credit) / burn
+    if st.estimated_ttl_ticks is not None:  # (wallet USDC + credit) / burn of gas and inference (x402: paid from it)
         runway = _ticks(st.estimated_ttl_ticks)
-        credit += f" (runway {runway})" if credit else f"   runway {runway} (wallet USDC / burn)"
+        if st.runway_days is not None:
+            runway += f", ~{st.runway_days:,.1f} days"
+        burn = f" at ${st.burn_usd_per_tick:.4f}/tick of gas + inference" if st.burn_usd_per_tick else ""
+        credit += f" (runway {runway}{burn})" if credit else f"   runway {runway} (wallet USDC / burn{burn})"
     gen = f"   generation {st.generation} (of {st.predecessor})" if st.predecessor else ""
     p = st.pad or {}
     mood = st.emotion or ("neutral" if st.pad else "-")  # no primary emotion: the affect has no valence

@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 # while the interpreter finalizes ("PyGILState_Release ... finalizing", seen in CI), so these leave
 # with os._exit once their output is flushed.
 _CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "reset", "doctor", "gating", "backtest", "config",
-                    "pause", "resume", "stop-entries", "allow-entries", "kill", "spawn", "chat", "extensions"}
+                    "pause", "resume", "stop-entries", "allow-entries", "approve", "deny", "kill", "spawn", "chat", "extensions"}
 
 
 def _user_error_message(args: argparse.Namespace, err: BaseException) -> str | None:

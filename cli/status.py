@@ -6,7 +6,7 @@ import sys
 from argparse import Namespace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cli.common import Command, arun, client, golem_config, query_golem
 from cli.life import life_line
@@ -89,12 +89,16 @@ async def _status(args: Namespace) -> int:
         f"\n    - [{s.severity}] {s.message} ({s.id})" for s in st.pending_steers))
     print(f"  follow-ups: {len(st.pending_followups)} pending" + "".join(
         f"\n    - [{f.window}] {f.message} ({f.id})" for f in st.pending_followups))
+    for line in approval_lines(st):
+        print(line)
     dc = st.decision_cache
     print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
           f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
     print(dream_line(st))
     if (woke := wake_line(args)) is not None:
         print(woke)
+    if (split := attribution_line(args, cfg.clock.delta_theta_ticks)) is not None:
+        print(split)
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -116,6 +120,24 @@ def chain_line(chain: ChainHealth) -> str:
     if not chain.errors_in_row:
         return f"  chain RPC:  ok, {good}"
     return f"  chain RPC:  {chain.errors_in_row} failed reads in a row, {good}; last error: {chain.last_error}"
+
+
+def approval_lines(st: GolemStatus) -> list[str]:
+    """Privileged requests: the open ones with what to type, then the last few answered."""
+    open_ = [a for a in st.approvals if a.status.open]
+    done = [a for a in st.approvals if not a.status.open][-3:]
+    if not open_ and not done:
+        return []
+    out = [f"  approvals:  {sum(a.status.value == 'pending' for a in open_)} pending"]
+    for a in open_:
+        args = ", ".join(f"{k}={v}" for k, v in a.arguments.items())
+        when = (f"expires at tick {a.expires_at_tick}: golem approve {a.id} | golem deny {a.id}"
+                if a.status.value == "pending" else f"approved by {a.decided_by}: runs on the next tick")
+        out.append(f"    - {a.id} {a.tool}({args}) asked at tick {a.tick}: {a.reason}\n      {when}")
+    for a in done:
+        out.append(f"    - {a.id} {a.tool} {a.status.value}" + (f" by {a.decided_by}" if a.decided_by else "")
+                   + (f": {a.outcome}" if a.outcome else "") + (f" ({a.note})" if a.note else ""))
+    return out
 
 
 def rejection_line(r: RejectedIntervention) -> str:
@@ -152,6 +174,41 @@ def wake_line(args: Namespace) -> str | None:
     if rec is None or rec.wake is None:
         return None
     return f"  wake:       tick {rec.tick}: {wake_summary(rec.wake)}"
+
+
+def attribution_line(args: Namespace, window_ticks: int) -> str | None:
+    """The return of the last delta window (and the last tick) split into market, strategy, knowledge and noise,
+    with the loop that should answer a loss (golem.safety.attribution); None without two records to read."""
+    from cli.common import data_dir
+    from golem.errors import UserError
+    from golem.life.cycle_store import CycleStore
+    from golem.safety.attribution import PERSISTENT_WINDOWS, window_report
+
+    try:
+        store = CycleStore(data_dir(args))
+        records = []
+        for row in reversed(store.recent(PERSISTENT_WINDOWS * window_ticks + 1)):
+            try:
+                records.append(store.load(row["tick"], row.get("run") or None))
+            except (LookupError, ValueError):
+                continue
+    except (OSError, LookupError, ValueError, UserError):
+        return None
+    w = window_report(records, window_ticks)
+    if w is None:
+        return None
+
+    def parts(a: dict[str, Any]) -> str:
+        return (f"market {a['market_beta']:+.2f}  strategy {a['strategy_alpha']:+.2f}  "
+                f"knowledge {a['knowledge_alpha']:+.2f}  noise {a['noise']:+.2f}  = {a['total']:+.2f} $")
+
+    last = records[-1].attribution
+    line = f"  return:     last {w['intervals']} ticks: {parts(w)}"
+    if w["responsible_loop"]:
+        line += f"\n              answered by {w['responsible_loop']}"
+    if last is not None:
+        line += f"\n              tick {records[-1].tick}: {parts(last)}"
+    return line
 
 
 def spend_line(st: GolemStatus) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -61,6 +62,18 @@ class HomeContext:
         return SessionTree.load(path).tail(n) if path.exists() else []
 
 
+@dataclass(frozen=True)
+class Wallet:
+    """What paying with x402 needs from the worker: the golem's key (kept in memory, never shown), its chain and
+    the USDC it pays in, and where the payment journal lives."""
+
+    private_key: str = field(repr=False)
+    w3: Any
+    asset: str
+    journal_path: Path
+    on_paid: Any = None  # (PaymentRecord, scope key) → None: the worker puts each payment on the audit trail
+
+
 def select_deliberator(
     config: GolemConfig,
     env: Mapping[str, str] | None = None,
@@ -69,13 +82,18 @@ def select_deliberator(
     data_dir: DataLayout | Path | None = None,
     http_client: Any = None,
     inference: InferenceConfig | None = None,
+    wallet: Wallet | None = None,
+    transport: Any = None,
 ) -> tuple[Deliberator, str]:
-    """(deliberator, why): the LLM deliberator when the provider is anthropic and the key is set,
-    the offline deliberator otherwise. The key is read from `env` here and never leaves the client."""
+    """(deliberator, why): the LLM deliberator when the provider is anthropic and the key is set (or, with
+    `payment = "x402"`, the wallet pays the gateway), the offline deliberator otherwise. The key is read from `env`
+    here and never leaves the client. `transport`: the x402 client's HTTP transport under the payer (tests)."""
     env = os.environ if env is None else env
     cfg = inference or InferenceConfig.from_config(config)
     if cfg.provider == "offline":
         return OfflineDeliberator(cfg.offline_speculate), "offline: [inference] provider = \"offline\" in golem.toml"
+    if cfg.payment == "x402":
+        return _paying_deliberator(config, cfg, wallet, home, data_dir, transport)
     key = env.get(cfg.api_key_env, "")
     if not key.strip():
         return OfflineDeliberator(cfg.offline_speculate), (f"offline: provider is anthropic but ${cfg.api_key_env} is not set "
@@ -87,3 +105,33 @@ def select_deliberator(
                            fallback=OfflineDeliberator(cfg.offline_speculate)),
             f"anthropic: T1 → {cfg.t1_model}, T2 → {cfg.t2_model} (key from ${cfg.api_key_env}); "
             "offline deliberator when the budget forbids LLM calls")
+
+
+def _paying_deliberator(config: GolemConfig, cfg: InferenceConfig, wallet: Wallet | None, home: Path | None,
+                        data_dir: DataLayout | Path | None, transport: Any) -> tuple[Deliberator, str]:
+    """The LLM deliberator whose calls the golem's wallet pays through the gateway (golem.inference.payment)."""
+    import httpx2
+
+    from golem.extensions import registry_for
+    from golem.inference.payment import PaymentJournal, X402Payer, X402Transport
+
+    offline = OfflineDeliberator(cfg.offline_speculate)
+    if wallet is None:
+        return offline, (f"offline: [inference] payment = \"x402\" but the worker has no golem key to pay with "
+                         f"(set ${config.chain.key_env})")
+    registry = registry_for(config.extensions.disabled)
+    if not registry.active("x402-payment"):
+        return offline, ("offline: [inference] payment = \"x402\" but the x402-payment extension is switched off in "
+                         "[extensions] disabled")
+    payer = X402Payer(wallet.private_key, w3=wallet.w3, asset=wallet.asset, journal=PaymentJournal(wallet.journal_path),
+                      max_payment_usd=cfg.max_payment_usd, daily_cap_usd=config.heartbeat.max_daily_cost_usd,
+                      on_paid=wallet.on_paid)
+    http = httpx2.AsyncClient(transport=X402Transport(payer, transport or httpx2.AsyncHTTPTransport()))
+    # no API key: the wallet is the key (the gateway holds the provider's); the SDK wants some string
+    client = make_client("x402-wallet-pays", http_client=http, timeout_s=cfg.timeout_seconds, base_url=cfg.gateway_url)
+    router = ProviderRouter(client, cfg, config.heartbeat, payer=payer, registry=registry)
+    home = home if home is not None else Path(config.golem.home)
+    return (LLMDeliberator(router, context=HomeContext(home, data_dir), fallback=offline),
+            f"anthropic via x402: T1 → {cfg.t1_model}, T2 → {cfg.t2_model}, each call paid from {payer.address} "
+            f"through {cfg.gateway_url} (≤ ${cfg.max_payment_usd:g} a call); offline deliberator when a quote is "
+            "refused")

@@ -57,6 +57,9 @@ def doctor_report(config: GolemConfig, env: Mapping[str, str], home: Path, data_
         f"api key: ${cfg.api_key_env} is {'set' if env.get(cfg.api_key_env, '').strip() else 'not set'}",
         "models (USD per MTok: input / output / cache write / cache read):",
     ]
+    if cfg.payment == "x402":  # the wallet pays; the key above is the gateway's (docs/how-to/x402.md)
+        lines.insert(2, f"payment: x402, each call paid from the golem's wallet through {cfg.gateway_url} "
+                        f"(at most ${cfg.max_payment_usd:g} a call); the gateway holds ${cfg.api_key_env}")
     for label, model in (("T1", cfg.t1_model), ("T2", cfg.t2_model), ("T2 ceiling (budget warning band)", cfg.t2_ceiling_model),
                          ("evaluator", cfg.evaluator_model or "the other tier's model")):
         p = cfg.prices.get(model)

@@ -321,6 +321,17 @@ def _port_env(name: str, default: int) -> int:
     return int(raw)
 
 
+def gateway_child(config: GolemConfig, home: Path, data_dir: Path) -> ProcessChild | None:
+    """With `[inference] payment = "x402"`: the paid inference gateway the worker's calls pay, supervised like the rest
+    (docs/how-to/x402.md). It holds the provider's API key (from this environment); the worker pays from the golem's
+    wallet. None otherwise."""
+    if config.inference.payment != "x402":
+        return None
+    log_path = DataLayout(data_dir).logs / "x402-gateway.log"
+    cmd = [sys.executable, "-m", "infra.x402_gateway", "--home", str(home), "--data", str(data_dir)]
+    return ProcessChild("x402-gateway", lambda: _spawn(cmd, log_path), log_path)
+
+
 def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None,
               quiet: bool = False) -> int:
     """The embedded stack in the foreground until a stop signal (docs/operations/supervision.md). Every console line also goes
@@ -379,9 +390,10 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address)  # no key: it only signals and queries
     dashboard = ProcessChild("dashboard", lambda: _spawn(dash_cmd, logs / "dashboard.log", env=dash_env),
                              logs / "dashboard.log")
-    # Started in this order, stopped in reverse: the dashboard, the worker, the simulator, Anvil (which dumps its
-    # state), the dev server last. Every one is supervised, the dev server included.
-    children[:] = [temporal_child, anvil_child, sim, worker, dashboard]
+    gateway = gateway_child(config, home, data_dir)
+    # Started in this order, stopped in reverse: the dashboard, the worker, the gateway, the simulator, Anvil (which
+    # dumps its state), the dev server last. Every one is supervised, the dev server included.
+    children[:] = [temporal_child, anvil_child, sim, *([gateway] if gateway else []), worker, dashboard]
     journal = SupervisionJournal(data_dir, config.golem.id)
     supervisor = Supervisor(children, notify=journal)
     # Explicit handlers: a shell may start us with SIGINT ignored, and Ctrl-C must still stop cleanly; SIGHUP: the
@@ -409,6 +421,9 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         if stopping:
             return 0
         sim.start()
+        if gateway is not None:
+            gateway.start()
+            say(f"x402 gateway at {config.inference.gateway_url}: each model call is paid from the golem's wallet")
         worker.start()
         dashboard.start()
 

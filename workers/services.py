@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from typing import Any
 from pathlib import Path
 
 from eth_account import Account
@@ -34,7 +35,7 @@ from golem.learning.ledger import LearningLedger
 from golem.grimoire.semantic.store import SemanticStore
 from golem.inference.deliberator import Deliberator
 from golem.inference.evaluator import Evaluation, evaluate_outcome
-from golem.deliberators import select_deliberator
+from golem.deliberators import Wallet, select_deliberator
 from golem.inference.strategy import Strategy, parse_strategy
 from golem.layout import DataLayout
 from golem.life.cycle_store import CycleStore
@@ -137,13 +138,25 @@ class GolemServices:
         # The LLM deliberator when [inference] provider = "anthropic" and its key is in the environment;
         # the offline deliberator otherwise.
         self.use_deliberator(*select_deliberator(
-            config, os.environ, home=self.home, data_dir=layout
+            config, os.environ, home=self.home, data_dir=layout, wallet=self.wallet(key)
         ))
         self._executor = (
             Executor(self.w3, self.deployment, self._signer, self.journal, self.permits, on_event=fault_point)
             if self._signer else None
         )
         log.info("golem %s services ready: account %s, live=%s", config.golem.id, self.account, self.live)
+
+    def wallet(self, key: str | None) -> Wallet | None:
+        """What x402 payments need (golem.deliberators.Wallet): None without a key or a USDC in the address book."""
+        if not key or not self.deployment.has("USDC"):
+            return None
+        golem_id = self.config.golem.id
+
+        def audited(record: Any, scope: str | None) -> None:  # the signature and the key never go on the trail
+            self.safety.audit.append(golem_id, "x402.payment", {**record.model_dump(mode="json"), "scope": scope})
+
+        return Wallet(private_key=key, w3=self.w3, asset=self.deployment.address("USDC"),
+                      journal_path=self.layout.root / "x402_payments.sqlite", on_paid=audited)
 
     def use_deliberator(self, deliberator: Deliberator, reason: str) -> None:
         """The deliberator and its LLM router (when Claude is configured; the evaluator, Reflexion's wording and

@@ -9,8 +9,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+from typing import Any
+
+from temporalio import activity
 from temporalio.client import Client
-from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import (ActivityInboundInterceptor, ExecuteActivityInput, Interceptor,
+                               UnsandboxedWorkflowRunner, Worker)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.consolidation import ConsolidationActivities
@@ -31,6 +35,23 @@ from workers.trial import BacktestTrialRunner
 from workflows import ALL_WORKFLOWS
 
 log = logging.getLogger("golem.worker")
+
+
+class PaymentScopeInterceptor(Interceptor):
+    """Every activity's model calls pay inside one x402 payment scope keyed by its workflow run and activity id, the
+    same on each retry: a retried call presents the authorization it signed before (docs/design/payments.md)."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _Scoped(next)
+
+
+class _Scoped(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:  # the activity's own result
+        from golem.inference.payment_scope import payment_scope
+
+        info = activity.info()
+        with payment_scope(f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"):
+            return await self.next.execute_activity(input)
 
 
 def build_worker(
@@ -68,7 +89,7 @@ def build_worker(
         # Sync activities (web3, LanceDB, SQLite) run on threads; the workflow loop stays free.
         activity_executor=ThreadPoolExecutor(max_workers=8),
         max_cached_workflows=max_cached_workflows,
-        interceptors=list(interceptors),
+        interceptors=[PaymentScopeInterceptor(), *interceptors],
         # sandboxed=False (a backtest's fast route): the same workflow code without the sandbox, which re-imported
         # every workflows/ module for each new tick workflow; the sandbox's checks still run on `golem run` and in
         # the replay tests (docs/how-to/backtesting.md)

@@ -29,11 +29,13 @@ with workflow.unsafe.imports_passed_through():
     from golem.models.config import GolemConfig
     from golem.models.config_version import (ConfigApplied, ConfigChange, ConfigVersionInfo, RunningConfig, short,
                                              validate_change)
+    from golem.models.approvals import ApprovalAnswer, ApprovalAudit, ApprovalDecision, PrivilegedRequest
     from golem.models.enums import SteerSeverity
     from golem.models.golem import (ControlRequest, ControlState, GolemStatus, GolemWorkflowInput, WorldAdvanced,
                                     WorldTime)
     from golem.models.state import GolemState
     from golem.models.tick import TickResult
+    from golem.safety import approvals as privileged
     from golem.usecases.config_apply import apply_change
     from golem.usecases.status import golem_status
     from golem.usecases.tick import fold_tick, missed_triggers, tick_context
@@ -179,6 +181,55 @@ class GolemWorkflow:
         if self._held.state is None:
             raise ValueError("the golem has not started yet; retry in a moment")
         check_kill(self._held.state.golem_id, req, self._held.state.life.death_cause)
+
+    # ---- privileged requests: the owner's answer, an update validated before it enters history ------
+    @workflow.update
+    async def approve(self, req: ApprovalDecision) -> ApprovalAnswer:
+        """`golem approve ID`: the request runs on the next tick to start, through every safety check."""
+        return await self._answer(req, approve=True)
+
+    @approve.validator
+    def _check_approve(self, req: ApprovalDecision) -> None:
+        privileged.check_decision(self._held.state, req)
+
+    @workflow.update
+    async def deny(self, req: ApprovalDecision) -> ApprovalAnswer:
+        """`golem deny ID`: the request never runs."""
+        return await self._answer(req, approve=False)
+
+    @deny.validator
+    def _check_deny(self, req: ApprovalDecision) -> None:
+        privileged.check_decision(self._held.state, req)
+
+    async def _answer(self, req: ApprovalDecision, approve: bool) -> ApprovalAnswer:
+        try:  # the validator passed it in this same task; a refusal here fails only the update
+            self._held.state, answer = privileged.decide(self._s, req, approve, self._now().isoformat())
+        except ValueError as err:
+            raise ApplicationError(str(err), type="ApprovalRefused", non_retryable=True) from None
+        workflow.logger.info("golem %s: %s", self._s.golem_id, answer.message)
+        self._show_approvals()
+        await self._audit_approvals([answer.request])
+        return answer
+
+    async def _audit_approvals(self, requests: list[PrivilegedRequest]) -> None:
+        """Every answer and expiry on the audit trail (an activity: the trail is a file on the golem's worker)."""
+        await workflow.execute_activity_method(
+            TickActivities.audit_approvals, ApprovalAudit(golem_id=self._s.golem_id, requests=requests),
+            task_queue=ids.task_queue(self._s.golem_id), **options.audit())
+
+    def _show_approvals(self) -> None:
+        """Open requests in the Temporal UI's current details (no command: replays are unaffected)."""
+        lines = [f"{a.id} {a.status.value}: {a.tool} {a.arguments} (tick {a.tick}; {a.reason})"
+                 + (f"; expires at tick {a.expires_at_tick}: `golem approve {a.id}` or `golem deny {a.id}`"
+                    if a.status.value == "pending" else "; runs on the next tick")
+                 for a in self._s.approvals if a.status.open]
+        text = ("Privileged requests:\n" + "\n".join(lines)) if lines else ""
+        if text or workflow.get_current_details():
+            workflow.set_current_details(text)
+
+    @workflow.query
+    def approvals(self) -> list[PrivilegedRequest]:
+        return list(self._s.approvals) if self._held.state is not None else []
 
     # ---- config versions: a new golem.toml + STRATEGY.md, validated, applied whole ----------
     @workflow.update
@@ -366,6 +417,13 @@ class GolemWorkflow:
                 workflow.upsert_search_attributes([SA_PHASE.value_set(self._s.phase.value)])
         workflow.deprecate_patch("rejection-expiry")  # rejections leave `status` some ticks after their tick
         self._held.state = expire_rejections(self._s)
+        self._held.state, expired = privileged.expire(self._s)  # unanswered privileged requests, before the next tick
+        if expired:
+            workflow.logger.info("golem %s: privileged request(s) expired: %s", self._s.golem_id,
+                                 ", ".join(a.id for a in expired))
+            await self._audit_approvals(expired)
+        if self._s.approvals:
+            self._show_approvals()
         return result
 
     def _dying(self) -> bool:

@@ -56,6 +56,11 @@ def record_failure() -> Options:
     return {"start_to_close_timeout": RECORD_TIMEOUT, "retry_policy": IO_RETRY}
 
 
+def audit() -> Options:
+    """Putting the owner's answer (or an expiry) on the audit trail: small, retried like I/O."""
+    return {"start_to_close_timeout": RECORD_TIMEOUT, "retry_policy": IO_RETRY}
+
+
 def gamma(step_timeout_s: float) -> Options:
     """The gamma pulse's chain read."""
     return {"start_to_close_timeout": timedelta(seconds=step_timeout_s), "retry_policy": ONE_RETRY}

@@ -9,6 +9,7 @@ from golem.backtest.models import ActionMark, BlockedAction, LiquidationMark, Pa
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, LiquidationEvent
 from golem.models.record import ActionRecord, DecisionCycleRecord
+from golem.safety.attribution import holdings_of
 from golem.safety.risk import net_value_usd
 
 def blocked_category(reason: str) -> str:
@@ -72,6 +73,7 @@ def mark_row(
     `liquidations`: the Pool's LiquidationCall events against the golem on this row; `row_health_factor`: its health
     factor at the row's prices before anyone acted (as the world's liquidator read it)."""
     gas = record.gas_cost if record is not None else 0.0
+    held = holdings_of(snapshot)
     hfs = [p.health_factor for p in snapshot.positions if p.kind == "lending" and p.health_factor is not None]
     hf = min(hfs) if hfs else None
     mark = TickMark(
@@ -82,6 +84,8 @@ def mark_row(
         oracle_price=snapshot.oracle_price,
         gas_gwei=row.gas_gwei,
         equity_usd=net_value_usd(snapshot) - gas_paid_before - gas,
+        exposure=round(held.exposure, 9),
+        stable_usd=round(held.stable_usd, 6),
         health_factor=hf,
         liquidatable=hf is not None and hf < 1.0,
         row_health_factor=row_health_factor,
@@ -93,9 +97,11 @@ def mark_row(
     if record is None:
         return mark
     d = record.deliberation
+    learned = {r.action_index for r in d.rules_applied if r.origin == "learned"} if d is not None else set()
     actions = [
         ActionMark(tool=a.tool_name, status=a.status.value, gas_usd=a.gas_cost, protective=_protective(a),
-                   block=a.block_number, clipped=a.clipped is not None, urgency=urgency_of(a))
+                   block=a.block_number, clipped=a.clipped is not None, urgency=urgency_of(a),
+                   learned=a.action_index in learned)
         for a in record.actions
     ]
     out = record.outcome

@@ -38,6 +38,7 @@ class ActionMark(BaseModel):
     block: int | None = None  # the block its transaction landed in (None: nothing sent)
     clipped: bool = False  # the cage sized it down to fit its limits (golem.safety.sizing)
     urgency: str | None = None  # routine | urgent | critical, when the gas gate classed it (golem.safety.urgency)
+    learned: bool = False  # a learned PLAYBOOK rule proposed it (the offline deliberator's rules_applied)
 
 
 class LiquidationMark(BaseModel):
@@ -69,6 +70,9 @@ class TickMark(BaseModel):
     # The golem's account marked to market at the oracle price: wallet tokens + pool share + lending
     # collateral − debt, minus the cumulative gas paid (native ETH is left out: it only pays gas).
     equity_usd: float
+    # the same account as exposure to the collateral token's price + stable value (golem.safety.attribution)
+    exposure: float | None = None
+    stable_usd: float | None = None
     health_factor: float | None = None  # None: no debt
     liquidatable: bool = False  # the market's liquidation condition (HF < 1) still holds after the row
     # the health factor at the row's prices before the liquidator and the golem acted (None: no debt or not read),

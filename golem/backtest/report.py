@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from golem.backtest.models import TickMark, RunInfo
+from golem.safety.attribution import Attribution, Holdings, Interval, Source, attribute
 
 # Path labels → the detector's regimes that count as right (golem/cognition/regime.py outputs trending_up,
 # trending_down, range_bound, volatile, unknown; "unknown" is always a miss).
@@ -113,6 +114,9 @@ class BacktestReport(BaseModel):
     effect_sizes: list[EffectSize] = Field(default_factory=list)  # per-row returns, regime against regime
     tick_wall_ms_p50: float | None = None  # timings: differ between runs of the same path
     tick_wall_ms_p90: float | None = None
+    # the path's return net of gas split into market beta, strategy / knowledge alpha and noise
+    # (golem.safety.attribution); None for marks written before the holdings were marked
+    attribution: Attribution | None = None
 
 
 # ---- figures ---------------------------------------------------------------------------------
@@ -295,6 +299,21 @@ def _percentile(xs: list[float], q: float) -> float | None:
     return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
 
 
+def path_attribution(marks: list[TickMark]) -> Attribution | None:
+    """The whole path as one window: each mark is read after its row's tick acted, so the change into a row's
+    holdings belongs to that row's actions and gas."""
+    if len(marks) < 2 or any(m.exposure is None or m.stable_usd is None for m in marks):
+        return None
+    states = [Holdings(exposure=m.exposure or 0.0, stable_usd=m.stable_usd or 0.0, price=m.oracle_price or m.pool_price)
+              for m in marks]
+    intervals = []
+    for m in marks[1:]:
+        sent = [a for a in m.actions if a.status in ("executed", "failed")]
+        source: Source | None = None if not sent else "knowledge" if any(a.learned for a in sent) else "strategy"
+        intervals.append(Interval(source=source, gas_usd=m.gas_usd))
+    return attribute(states, intervals)
+
+
 def build_report(info: RunInfo, marks: list[TickMark]) -> BacktestReport:
     rets = _returns(marks)
     by_row = _row_returns(marks)
@@ -327,6 +346,7 @@ def build_report(info: RunInfo, marks: list[TickMark]) -> BacktestReport:
         regime_source="label" if labelled else "detected",
         by_regime=by_regime, effect_sizes=effects,
         tick_wall_ms_p50=_percentile(walls, 0.5), tick_wall_ms_p90=_percentile(walls, 0.9),
+        attribution=path_attribution(marks),
     )
 
 
@@ -381,6 +401,12 @@ def render_table(report: BacktestReport) -> str:
         lines.append(f"| gas partition / slice / ceilings | ${g.get('budget_usd', 0):.2f}/day, ${g.get('slice_usd', 0):.2f} "
                      f"ring-fenced; urgent ≤ ${g.get('per_action_usd', 0):.2f} and {g.get('share_of_protected', 0):.1%} "
                      f"of value protected per action, critical ≤ ${g.get('per_day_usd', 0):.2f}/day |")
+    a = report.attribution
+    if a is not None:
+        lines.append(f"| return attribution $ (market / strategy / knowledge / noise = total) | {a.market_beta:+.2f} / "
+                     f"{a.strategy_alpha:+.2f} / {a.knowledge_alpha:+.2f} / {a.noise:+.2f} = {a.total:+.2f}"
+                     + (f"; dominant loss: {a.dominant.replace('_', ' ')} → {a.responsible_loop}" if a.dominant else "")
+                     + " |")
     rd = report.regime_detection
     if rd is not None:
         lines.append(f"| regime accuracy (after {rd.warmup_ticks}-tick warm-up / all) | "

@@ -14,6 +14,7 @@ from golem.grimoire.retrieval import RetrievedItem, past_tick_of, retrieve_for_t
 from golem.grimoire.semantic.store import SemanticStore
 from golem.learning.causal import causal_entries
 from golem.learning.ledger import LearningLedger
+from golem.cognition.mental_models import domain_model_entries
 from golem.cognition.reflect import retrieval_query
 from golem.models.enums import Tier
 from golem.models.observation import Observation
@@ -77,8 +78,11 @@ def retrieve_for_decide(inp: RetrieveInput, episodes: EpisodeStore, semantic: Se
     ]
     causal = causal_search(obs, ctx.tick, semantic, learning) if inp.tier == Tier.T2 else []
     entries += causal
+    # T2: the domain mental models that outrank the core thirteen for this situation come first
+    models = domain_model_entries(semantic, query, ctx.tick) if inp.tier == Tier.T2 else []
+    entries = [*models, *(e for e in entries if e.id not in {m.id for m in models})]
     return RetrievedKnowledge(
-        query=query, reason=result.reason, abstained=result.abstained and not past_items and not causal,
+        query=query, reason=result.reason, abstained=result.abstained and not past_items and not causal and not models,
         entries=entries,
         summary=ContextBundleSummary(categories={"retrieved": tokens}, total_tokens=tokens),
         past_questions=past,

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from golem.events.models import GolemEvent, make_event
+from golem.models.approvals import PrivilegedRequest
 from golem.models.observation import Observation, ProbeResult
 from golem.models.record import DecisionCycleRecord
 from golem.safety.risk import net_value_usd
@@ -66,6 +67,14 @@ def tick_started(golem: str, tick: int, time: str, observation: Observation, pen
         out.append(make_event(golem, tick, time, "alerts.raised", "force-t2", alert="forced_t2",
                               detail=observation.force_t2_reason))
     return out
+
+
+def execution_event(golem: str, tick: int, time: str, stage: str, action_index: int, tool: str, *, key: str = "",
+                    **payload: Any) -> GolemEvent:
+    """A write as it happens in the execute step (the ui-bridge's tool_execution_* members): `stage` is sending,
+    tx or landed; the record's actions.* events follow at the end of the tick."""
+    return make_event(golem, tick, time, f"actions.{stage}", f"{action_index}" + (f":{key}" if key else ""),
+                      index=action_index, tool=tool, **payload)
 
 
 def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str | None = None,
@@ -251,6 +260,13 @@ def control_event(golem: str, what: str, answer: ControlState, time: str) -> Gol
     """A stop button the golem accepted (its update's answer), stored by whoever pressed it (CLI, dashboard)."""
     return make_event(golem, None, time, CONTROL_KINDS[what], _short(answer.note), paused=answer.paused,
                       entries_stopped=answer.entries_stopped, next_tick=answer.tick, note=answer.note)
+
+
+def approval_event(golem: str, request: PrivilegedRequest, time: str) -> GolemEvent:
+    """An owner's answer to a privileged request, or its expiry (written where it is audited)."""
+    return make_event(golem, None, time, f"control.approval_{request.status.value}", request.id, id=request.id,
+                      tool=request.tool, arguments=request.arguments, reason=request.reason,
+                      decided_by=request.decided_by, note=request.note)
 
 
 def alert_probes(store: EventStore) -> list[ProbeResult]:

@@ -190,7 +190,7 @@ def builtin_extensions() -> list[Extension]:
         # Layer 0 – Foundation
         _x("provider-adapter", 0, set(), what="LLM calls through the anthropic SDK (golem.inference.llm)"),
         _x("telemetry", 0, {"after_turn", "tool_call"}, what="record, events, metrics, traces",
-           after_turn="reflect: persist the record, emit events (golem.life.after_turn)",
+           after_turn="reflect: persist the record (golem.life.after_turn); its events go out at turn_end (ui-bridge)",
            tool_call="golem.safety.cage.SafetyCage.tool_call: meters the call (value, post-state); "
                      "validate_layered puts every verdict on the audit trail"),
         _x("audit", 0, set(), what="hash-chained audit trail (golem.safety.audit), written in validate"),
@@ -240,7 +240,11 @@ def builtin_extensions() -> list[Extension]:
            what="tier → model; Conservation and below: T1 only for reflexion",
            before_agent_start="decide: tier → model under today's spend (Deliberator.route, router.choose_model); "
                               "the built prompt's cost is checked in System 2 (router.price_route)"),
-        _x("x402-payment", 3, {"before_provider_request"}, ["provider-adapter"], optional=True, present=False),
+        _x("x402-payment", 3, {"before_provider_request"}, ["provider-adapter"], optional=True,
+           what="pays each model call from the golem's wallet (x402, USDC transferWithAuthorization)",
+           before_provider_request="ProviderRouter.complete fires it when [inference] payment = \"x402\": "
+                                   "X402Payer readies the call, X402Transport pays the gateway's 402 "
+                                   "(golem.inference.payment)"),
         # Layer 4 – Cognition
         _x("turn-context", 4, {"context"}, ["context"], optional=True, present=False),
         _x("dream", 4, {"after_turn"}, ["grimoire", "daimon"], optional=True, what="DreamScheduler and dream cycle",
@@ -250,9 +254,15 @@ def builtin_extensions() -> list[Extension]:
         _x("clade", 4, {"after_turn"}, ["grimoire", "coordination"], optional=True, present=False,
            what="clade sync: not in this build (there is no clade yet; its after_turn slot stays empty)"),
         # Layer 5 – UX
-        _x("ui-bridge", 5, {"agent_start", "turn_start", "turn_end", "agent_end", "tool_execution_start",
-                            "tool_execution_update", "tool_execution_end"}, ["telemetry"], optional=True,
-           present=False),
+        # not optional: the dashboard, `golem events` and the heartbeat monitor read what it emits
+        _x("ui-bridge", 5, {"turn_start", "turn_end", "tool_execution_start", "tool_execution_update",
+                            "tool_execution_end"}, ["telemetry"],
+           what="hook firings as Event Fabric events (golem.events.bridge); agent_start / agent_end: not yet",
+           turn_start="observe: heartbeat.tick_started with the tick's vitals and pending steers",
+           turn_end="reflect, after after_turn: the record's events, heartbeat.tick_finished last",
+           tool_execution_start="execute: actions.sending before an approved action is signed",
+           tool_execution_update="execute: actions.tx for each of the action's journaled transactions",
+           tool_execution_end="execute: actions.landed with the action's status, block and gas"),
         _x("observability", 5, {"debug", "error"}, ["telemetry"], optional=True, what="structured logs",
            debug="golem status / show (not a fired hook)",
            error="the record_failure activity: the tick_failed event (the failure record is written either way)"),

@@ -1,6 +1,6 @@
-"""The deliberator's memory tools: search the Grimoire (by regime, as of a past tick), read one episode or entry, and
-propose an entry — which lands in the quarantine for review, never in the knowledge the golem acts on
-(docs/design/inference.md#memory-tools).
+"""The deliberator's memory tools: search the Grimoire (by regime, as of a past tick), read one episode or entry, read
+the topology (knowledge-graph facts, as of a past tick, and causal edges), and propose an entry or a causal edge —
+both land in the quarantine for review, never in the knowledge the golem acts on (docs/design/inference.md#memory-tools).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from golem.chain.tools.schemas import ToolArgumentError
 from golem.grimoire.access import search
 from golem.grimoire.episodes.store import EpisodeStore
+from golem.grimoire.semantic.graph import MAX_HOPS, CausalGraph, KnowledgeGraph
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
 
 MAX_PROPOSALS_PER_TICK = 2
@@ -42,6 +43,21 @@ SCHEMAS: list[dict[str, Any]] = [
                            "regime": {"type": "string", "enum": _REGIMES},
                            "evidence": {"type": "array", "items": {"type": "string"}, "maxItems": 5}},
                           ["category", "content"])},
+    {"name": "link_causal",
+     "description": "Propose a causal edge between two memories (episode or entry ids from search_memory): the cause "
+                    "leads to the effect. It goes to the quarantine for review like propose_entry; once admitted it "
+                    "joins the causal graph that retrieval follows.",
+     "input_schema": _obj({"cause": {"type": "string"}, "effect": {"type": "string"},
+                           "weight": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                      "description": "how strongly, 0-1 (default 0.5)"},
+                           "reason": {"type": "string", "minLength": 10, "maxLength": 400}},
+                          ["cause", "effect", "reason"])},
+    {"name": "read_topology",
+     "description": "Read the golem's topology: the knowledge-graph facts about an entity (ids as in the Positions "
+                    "topology, e.g. pool:…, lending_market:…) and its neighbours within `hops`, optionally as known "
+                    "at a past tick; or, for a memory id, its causal edges (causes and consequences).",
+     "input_schema": _obj({"entity": {"type": "string"}, "hops": {"type": "integer", "minimum": 1, "maximum": MAX_HOPS},
+                           "as_of_tick": {"type": "integer", "minimum": 0}}, ["entity"])},
 ]
 
 
@@ -49,9 +65,9 @@ class MemoryReads:
     """One tick's memory tools over the worker's stores (`tick` is now, `regime` the tick's)."""
 
     def __init__(self, episodes: EpisodeStore, semantic: SemanticStore, *, golem_id: str, tick: int,
-                 regime: str) -> None:
+                 regime: str, block: int = 0) -> None:
         self.episodes, self.semantic = episodes, semantic
-        self.golem_id, self.tick, self.regime = golem_id, tick, regime
+        self.golem_id, self.tick, self.regime, self.block = golem_id, tick, regime, block
         self.proposed = 0
 
     def schemas(self) -> list[dict[str, Any]]:
@@ -68,7 +84,8 @@ class MemoryReads:
             raise ToolArgumentError(f"{name}: " + "; ".join(
                 ([f"unexpected argument(s) {', '.join(extra)}"] if extra else [])
                 + ([f"missing {', '.join(missing)}"] if missing else [])) + f"; allowed: {', '.join(props)}")
-        return {"search_memory": self._search, "read_memory": self._read, "propose_entry": self._propose}[name](arguments)
+        return {"search_memory": self._search, "read_memory": self._read, "propose_entry": self._propose,
+                "link_causal": self._link, "read_topology": self._topology}[name](arguments)
 
     def _search(self, a: dict[str, Any]) -> dict[str, Any]:
         as_of = a.get("as_of_tick")
@@ -116,6 +133,68 @@ class MemoryReads:
             self.semantic.quarantine(entry, f"proposed by the model at tick {self.tick}: awaits review "
                                             "(golem grimoire quarantine release|drop)", [], self.tick)
         return {"quarantined": qid, "status": "pending review; not in force"}
+
+    def _known(self, ident: str) -> bool:
+        return self.episodes.get(ident) is not None or self.semantic.get(ident) is not None
+
+    def _link(self, a: dict[str, Any]) -> dict[str, Any]:
+        cause, effect, reason = str(a["cause"]), str(a["effect"]), str(a["reason"]).strip()
+        if cause == effect:
+            raise ToolArgumentError("link_causal: cause and effect must be two different memories")
+        unknown = [i for i in (cause, effect) if not self._known(i)]
+        if unknown:
+            raise ToolArgumentError(f"link_causal: no episode or entry {', '.join(unknown)}; take ids from search_memory")
+        weight = a.get("weight", 0.5)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < weight <= 1.0:
+            raise ToolArgumentError(f"link_causal.weight: a number in (0, 1], got {weight!r}")
+        if not 10 <= len(reason) <= 400:
+            raise ToolArgumentError(f"link_causal.reason: 10 to 400 characters, got {len(reason)}")
+        if self.proposed >= MAX_PROPOSALS_PER_TICK:
+            raise ToolArgumentError(f"link_causal: at most {MAX_PROPOSALS_PER_TICK} proposals per tick")
+        key = hashlib.sha256(f"{self.golem_id}|{self.tick}|{cause}|{effect}".encode()).hexdigest()[:12]
+        qid = f"prop-{key}"
+        self.proposed += 1
+        if self.semantic.quarantined_one(qid) is None:
+            entry = GrimoireEntry(id=qid, category=EntryType.CAUSAL_LINK, content=f"{cause} leads to {effect}: {reason}",
+                                  confidence=PROPOSED_CONFIDENCE, market_regime=self.regime, valid_from=self.tick,
+                                  parent_episode_ids=[i for i in (cause, effect) if self.episodes.get(i) is not None],
+                                  tags=["proposed-by-model", *edge_tags(cause, effect, float(weight))],
+                                  source=EntrySource(golem_id=self.golem_id), created_tick=self.tick)
+            self.semantic.quarantine(entry, f"causal edge proposed by the model at tick {self.tick}: awaits review "
+                                            "(golem grimoire quarantine release|drop)", [], self.tick)
+        return {"quarantined": qid, "edge": f"{cause} -> {effect}", "status": "pending review; not in the graph"}
+
+    def _topology(self, a: dict[str, Any]) -> dict[str, Any]:
+        entity = str(a["entity"])
+        hops = a.get("hops") or 1
+        as_of = a.get("as_of_tick")
+        if not isinstance(hops, int) or not 1 <= hops <= MAX_HOPS:
+            raise ToolArgumentError(f"read_topology.hops: 1 to {MAX_HOPS}, got {hops!r}")
+        if as_of is not None and (not isinstance(as_of, int) or as_of < 0 or as_of > self.tick):
+            raise ToolArgumentError(f"read_topology.as_of_tick: a tick from 0 to now ({self.tick}), got {as_of!r}")
+        if self._known(entity):  # a memory: its place in the causal graph
+            graph = CausalGraph(self.semantic.db_path)
+            return {"entity": entity, "kind": "memory",
+                    "consequences": [{"id": i, "score": round(s, 4), "hops": h}
+                                     for i, s, h in graph.bfs([entity], now_tick=self.tick, max_hops=hops)][:10],
+                    "causes": [{"id": i, "score": round(s, 4), "hops": h} for i, s, h in
+                               graph.bfs([entity], now_tick=self.tick, max_hops=hops, direction="backward")][:10]}
+        kg = KnowledgeGraph(self.semantic.db_path)
+        facts = (kg.query_as_known_at(entity, as_of) if as_of is not None
+                 else kg.query_at_block(entity, self.block))
+        if not facts:
+            raise ToolArgumentError(f"read_topology: nothing known about {entity!r}"
+                                    + (f" as of tick {as_of}" if as_of is not None else "")
+                                    + "; use an entity id from the topology or a memory id from search_memory")
+        near = kg.k_hop_neighbors(entity, hops, self.block) if hops > 1 else {}
+        return {"entity": entity, "kind": "entity", "as_of_tick": as_of if as_of is not None else self.tick,
+                "facts": [f"{f.subject} --{f.predicate}--> {f.object}" for f in facts][:20],
+                "neighbours": [{"id": e, "hops": h} for e, h in sorted(near.items(), key=lambda t: (t[1], t[0]))][:20]}
+
+
+def edge_tags(cause: str, effect: str, weight: float) -> list[str]:
+    """A proposed causal edge, as the tags of its quarantined entry (read back by `proposed_edge` on release)."""
+    return ["causal-edge", f"cause:{cause}", f"effect:{effect}", f"weight:{weight:g}"]
 
 
 class CombinedReads:

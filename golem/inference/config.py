@@ -80,6 +80,7 @@ SECTION_KEYS = (
     "t2_ceiling_model", "evaluator_model", "prices", "max_output_tokens_t1", "max_output_tokens_t2",
     "timeout_seconds", "allocations_t1", "allocations_t2", "conversation_tail",
     "tool_rounds_t1", "tool_rounds_t2", "tool_loop_max_tokens", "offline_speculate",
+    "payment", "gateway_url", "max_payment_usd", "gateway_upstream_url", "gateway_price_markup",
 )
 
 
@@ -108,6 +109,13 @@ class InferenceConfig(BaseModel):
     tool_loop_max_tokens: int = Field(default=60_000, ge=1_000, le=1_000_000)
     # the offline deliberator speculates each swap it proposes (record only): two simulations more a swap tick
     offline_speculate: bool = False
+    # x402 (docs/design/payments.md): the golem pays each call from its wallet through the gateway at gateway_url,
+    # refusing a quote above max_payment_usd; the gateway forwards to gateway_upstream_url at list price × markup
+    payment: str = Field(default="none", pattern=r"^(none|x402)$")
+    gateway_url: str = "http://127.0.0.1:8402"
+    max_payment_usd: float = Field(default=0.25, gt=0.0)
+    gateway_upstream_url: str = "https://api.anthropic.com"
+    gateway_price_markup: float = Field(default=1.0, ge=1.0, le=10.0)
 
     @model_validator(mode="after")
     def _priced(self) -> "InferenceConfig":

@@ -1,7 +1,7 @@
 """The decision as tool use: the tools the model may call, and the checks its answer must pass.
 
-Tools: the write tools of `golem.chain.tools.schemas.TOOL_SCHEMAS` (restricted to approved assets) plus `decide`.
-Every tool_use block is checked; a call that fails becomes a rejection reason in the record, never a ProposedAction, and
+Tools: the grant's write tools of `golem.chain.tools.schemas.TOOL_SCHEMAS` (restricted to approved assets), `decide`,
+and `request_privileged` for tools outside the grant (a request for the owner, never an action). Every call is checked; a call that fails becomes a rejection reason in the record, never a ProposedAction, and
 text that tries to override limits or instructions drops every action.
 The checks and why: docs/design/inference.md#the-decisions-checks.
 """
@@ -21,6 +21,32 @@ from golem.models.tick import ProposedAction
 
 MAX_ACTIONS = 5
 DECIDE = "decide"
+REQUEST_PRIVILEGED = "request_privileged"
+MAX_REQUESTS = 3  # privileged requests in one tick
+
+
+def request_tool(privileged: list[str]) -> dict[str, Any]:
+    """Ask the owner for a write outside the grant: nothing runs this tick (docs/design/inference.md#privileged-tools)."""
+    return {
+        "name": REQUEST_PRIVILEGED,
+        "description": (
+            "Ask the owner to approve a write this golem may not make on its own (outside its grant: "
+            f"{', '.join(privileged)}). Nothing runs this tick and the rest of your decision goes on. If the owner "
+            "approves, the action runs on a later tick through every safety check (limits, simulation) like any "
+            "other; if they deny it or do not answer in time, it never runs. Call it beside `decide`."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "tool": {"type": "string", "enum": list(privileged), "description": "the privileged write tool"},
+                "arguments": {"type": "object", "description": "that tool's arguments, as its own schema has them"},
+                "reason": {"type": "string", "maxLength": 500,
+                           "description": "why, for the owner: what it does and why now, citing the facts"},
+            },
+            "required": ["tool", "arguments", "reason"],
+            "additionalProperties": False,
+        },
+    }
 
 DECIDE_TOOL: dict[str, Any] = {
     "name": DECIDE,
@@ -71,8 +97,24 @@ _OVERRIDE = re.compile(
 )
 
 
-def decision_tools(approved_assets: list[str]) -> list[dict[str, Any]]:
-    """Write tools (token enums narrowed to approved assets) + decide; the last carries a cache breakpoint."""
+def decision_tools(approved_assets: list[str], privileged: list[str] | None = None) -> list[dict[str, Any]]:
+    """The grant's write tools (token enums narrowed to approved assets; `privileged` ones left out) + decide, and
+    `request_privileged` for the privileged tools the approved assets allow; the last carries a cache breakpoint."""
+    tools = [t for t in _write_tools(approved_assets) if t["name"] not in (privileged or [])]
+    askable = requestable(approved_assets, privileged)
+    if askable:
+        tools.append(request_tool(askable))
+    tools.append(copy.deepcopy(DECIDE_TOOL))
+    tools[-1]["cache_control"] = {"type": "ephemeral"}
+    return tools
+
+
+def requestable(approved_assets: list[str], privileged: list[str] | None) -> list[str]:
+    """The privileged tools whose assets are all approved: approval widens the grant, never the approved assets."""
+    return [t["name"] for t in _write_tools(approved_assets) if t["name"] in (privileged or [])]
+
+
+def _write_tools(approved_assets: list[str]) -> list[dict[str, Any]]:
     approved = [a.upper() for a in approved_assets]
     tools = []
     for name, schema in TOOL_SCHEMAS.items():
@@ -86,8 +128,6 @@ def decision_tools(approved_assets: list[str]) -> list[dict[str, Any]]:
             tools.append(s)
         elif all(t in approved for t in tool_tokens(name, {})):  # every asset the tool moves is approved
             tools.append(copy.deepcopy(schema))
-    tools.append(copy.deepcopy(DECIDE_TOOL))
-    tools[-1]["cache_control"] = {"type": "ephemeral"}
     return tools
 
 
@@ -103,6 +143,7 @@ class ParsedDecision:
     mental_models: list[str] = field(default_factory=list)  # as the model named them, known ids only
     rejections: list[str] = field(default_factory=list)
     text: str = ""  # free text the model wrote outside tools
+    requests: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)  # (tool, arguments, reason), checked
 
 
 def _plain(v: Any) -> Any:
@@ -150,14 +191,40 @@ def _models(raw: Any, known: set[str] | None, rejections: list[str]) -> list[str
     return list(dict.fromkeys(out))[:5]
 
 
+def _request(args: Any, askable: list[str], approved: set[str]) -> tuple[str, dict[str, Any], str] | str:
+    """One request_privileged call checked like a write call (its tool's own argument check, approved assets), or
+    the reason it is refused."""
+    if not isinstance(args, dict):
+        return "request_privileged needs an object with tool, arguments and reason"
+    tool, arguments, reason = args.get("tool"), args.get("arguments"), args.get("reason")
+    if tool not in askable:
+        return (f"request_privileged: {tool!r} cannot be requested (privileged tools this golem may ask for: "
+                f"{', '.join(askable) or 'none'})")
+    if not isinstance(reason, str) or not reason.strip():
+        return f"request_privileged({tool}) needs a reason for the owner"
+    if not isinstance(arguments, dict):
+        return f"request_privileged({tool}).arguments must be an object of {tool}'s arguments"
+    try:
+        parsed = parse_arguments(tool, arguments)
+    except ToolArgumentError as err:
+        return f"request_privileged({tool}) refused: {err}"
+    bad = [t for t in tool_tokens(tool, parsed) if t not in approved]
+    if bad:
+        return f"request_privileged({tool}) refused: {', '.join(bad)} not in approved assets"
+    return tool, {k: _plain(v) for k, v in parsed.items() if v is not None}, reason.strip()[:500]
+
+
 def parse_decision(content: list[Any], approved_assets: list[str],
-                   known_models: set[str] | None = None) -> ParsedDecision:
+                   known_models: set[str] | None = None, privileged: list[str] | None = None) -> ParsedDecision:
     """Turn the reply's content blocks (SDK objects or dicts) into a checked decision. Pure. `known_models`: the
-    mental-model ids the prompt offered (None: any id is taken)."""
+    mental-model ids the prompt offered (None: any id is taken). `privileged`: tools outside the grant — a direct
+    call to one is refused, a request_privileged for one is kept as a request."""
     approved = {a.upper() for a in approved_assets}
+    askable = requestable(approved_assets, privileged)
     out = ParsedDecision()
     decides: list[dict[str, Any]] = []
     candidates: list[tuple[str, Any]] = []  # arguments as the model sent them (checked when the action is built)
+    asks: list[Any] = []
     texts: list[str] = []
     for block in content:
         b = block if isinstance(block, dict) else block.model_dump()
@@ -168,6 +235,10 @@ def parse_decision(content: list[Any], approved_assets: list[str],
             texts.extend(_strings(args))
             if name == DECIDE:
                 decides.append(args if isinstance(args, dict) else {})
+            elif name == REQUEST_PRIVILEGED:
+                asks.append(args)
+            elif isinstance(name, str) and name in (privileged or []):
+                out.rejections.append(f"{name} is outside this golem's grant: ask the owner with request_privileged")
             elif isinstance(name, str) and name in TOOL_SCHEMAS:
                 candidates.append((name, args))
             else:
@@ -201,8 +272,19 @@ def parse_decision(content: list[Any], approved_assets: list[str],
     if injected:
         out.rejections.append(f"answer tries to override limits or instructions (\"{injected.group(0)}\"): "
                               f"all {len(candidates)} proposed action(s) refused")
-        candidates = []
+        candidates, asks = [], []
         out.facts = []  # the answer as a whole is suspect: its facts are not remembered either
+    if asks and not decides:
+        out.rejections.append(f"{len(asks)} request_privileged call(s) without a `decide` call: refused")
+        asks = []
+    for args in asks:
+        checked = _request(args, askable, approved)
+        if isinstance(checked, str):
+            out.rejections.append(checked)
+        elif len(out.requests) >= MAX_REQUESTS:
+            out.rejections.append(f"request_privileged: more than {MAX_REQUESTS} requests in one tick; refused")
+        else:
+            out.requests.append(checked)
     if candidates and decides and not out.recommends_action:
         out.rejections.append(f"{len(candidates)} write call(s) contradict decide(recommends_action=false): refused")
         candidates = []

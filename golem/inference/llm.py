@@ -21,10 +21,11 @@ from golem.inference.deliberator import Deliberator, Route, ToolReads
 from golem.inference.mental_models import CORE_MODELS
 from golem.inference.offline import MODEL_NAME as OFFLINE_MODEL
 from golem.inference.offline import OfflineDeliberator
-from golem.inference.router import BudgetRefusal, Completion, ProviderRouter
+from golem.inference.router import BudgetRefusal, Completion, ModelChoice, PaymentRefused, ProviderRouter
 from golem.inference.tool_loop import LoopCutShort, run_tool_loop, total
 from golem.inference.strategy import Strategy
 from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace
+from golem.models.approvals import PrivilegedRequest
 from golem.models.enums import Tier
 from golem.models.record import DeliberationRecord, ReadCallRecord, ToolCallRecord
 from golem.models.tick import DecideInput, Deliberation, whole
@@ -101,23 +102,37 @@ class LLMDeliberator:
                      tools: list[dict[str, Any]] | None = None, route: Route | None = None,
                      reads: ToolReads | None = None) -> Deliberation:
         route = route or self.route(inp)
-        tools = decision_tools(inp.ctx.cfg.policy.approved_assets) if tools is None else tools
+        policy = inp.ctx.cfg.policy
+        tools = decision_tools(policy.approved_assets, list(policy.privileged_tools)) if tools is None else tools
         ws = self.workspace(inp, strategy, playbook_text)
         if route.choice is None:
             return await self._fallback(inp, strategy, playbook_text, route.why, ws)
-        try:  # each call's built request, worst case, against the daily cap (with what the loop already spent)
-            loop = await run_tool_loop(self.router, route.choice, system=ws.system, messages=ws.messages,
+        async def loop_with(choice: ModelChoice) -> Any:
+            return await run_tool_loop(self.router, choice, system=ws.system, messages=ws.messages,
                                        decision_tools=tools, reads=reads, rounds=self.config.tool_rounds(inp.tier),
                                        max_tokens=self.config.tool_loop_max_tokens,
                                        result_filter="result-filter" not in inp.ctx.cfg.extensions.disabled)
+
+        refused: list[str] = []
+        try:  # each call's built request, worst case, against the daily cap (with what the loop already spent)
+            try:
+                loop = await loop_with(route.choice)
+            except PaymentRefused as refusal:  # x402: a quote refused before anything was paid; a cheaper tier may fit
+                cheaper = cheaper_choice(route.choice, self.config)
+                if cheaper is None:
+                    raise
+                refused.append(f"{refusal.reason}; the cheaper {cheaper.model} thought instead")
+                loop = await loop_with(cheaper)
         except BudgetRefusal as refusal:
-            return await self._fallback(inp, strategy, playbook_text, refusal.reason, ws)
+            return await self._fallback(inp, strategy, playbook_text, "; ".join([*refused, refusal.reason]), ws)
         except LoopCutShort as cut:
             return self._spent(await self._fallback(inp, strategy, playbook_text, cut.reason, ws, reads=reads,
                                                     called=True), cut.completions, cut.reads)
         completion, plan = loop.final, loop.final.plan
         offered = set(CORE_MODELS) | {e.id for e in (inp.retrieved.entries if inp.retrieved else [])}
-        parsed = parse_decision(loop.content, inp.ctx.cfg.policy.approved_assets, offered)
+        parsed = parse_decision(loop.content, policy.approved_assets, offered, list(policy.privileged_tools))
+        requests = [PrivilegedRequest(id=f"apr-{inp.ctx.tick}-{i}", tick=inp.ctx.tick, tool=tool, arguments=args,
+                                      reason=why) for i, (tool, args, why) in enumerate(parsed.requests)]
         if completion.message.stop_reason == "max_tokens":
             parsed.rejections.append("reply cut off at max_tokens; raise [inference] max_output_tokens if this repeats")
 
@@ -125,7 +140,9 @@ class LLMDeliberator:
         if ws.interrupting_steers:
             lead.append("Deciding.Interrupted{steer_id=" + ",".join(ws.interrupting_steers)
                         + "}: the earlier request was cancelled and re-prompted with the steer.")
-        lead += plan.notes
+        lead += [*plan.notes, *refused]
+        if requests:
+            lead.append("Asked the owner: " + "; ".join(f"{r.id} {r.tool} {r.arguments}" for r in requests) + ".")
         if loop.reads:
             lead.append(f"Read {len(loop.reads)} time(s) in {len(loop.completions)} call(s): "
                         + ", ".join(r.tool_name for r in loop.reads) + ".")
@@ -163,9 +180,11 @@ class LLMDeliberator:
             "mental_models": parsed.mental_models,
             "rejections": parsed.rejections,
             "interrupted_by": ws.interrupting_steers,
+            **_paid(loop.completions),
+            "privileged_requests": requests,
         }))
         return Deliberation(**_optional(Deliberation, {"record": record, "actions": parsed.actions},
-                                        {"context": ws.summary(), "kg_facts": parsed.facts}))
+                                        {"context": ws.summary(), "kg_facts": parsed.facts, "requests": requests}))
 
     async def _fallback(self, inp: DecideInput, strategy: Strategy, playbook_text: str, reason: str,
                         ws: Workspace, reads: ToolReads | None = None, called: bool = False) -> Deliberation:
@@ -182,8 +201,23 @@ class LLMDeliberator:
                  for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")}
         record = delib.record.model_copy(update={
             **usage, "cost": round(total(completions, "cost"), 8), "tool_rounds": len(completions),
-            "reads": [*reads, *delib.record.reads]})
+            "reads": [*reads, *delib.record.reads], **_paid(completions)})
         return delib.model_copy(update={"record": record})
+
+
+def cheaper_choice(choice: ModelChoice, cfg: InferenceConfig) -> ModelChoice | None:
+    """The cheaper tier's model for a call whose x402 quote was refused (None: already the cheapest). Pure."""
+    if choice.model == cfg.t1_model:
+        return None
+    return ModelChoice(tier=choice.tier, model=cfg.t1_model, max_tokens=cfg.max_output_tokens(Tier.T1),
+                       daily_spend=choice.daily_spend, notes=choice.notes)
+
+
+def _paid(completions: list[Completion]) -> dict[str, Any]:
+    """The record's x402 part: every payment of the loop's calls, and the before_provider_request members that ran
+    (empty when nothing fired: no payer)."""
+    fired = next((c.before_provider_request for c in completions if c.before_provider_request), [])
+    return {"payments": [p for c in completions for p in c.payments], "before_provider_request": list(fired)}
 
 
 def describe_tiers(cfg: InferenceConfig) -> dict[Tier, str]:

@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from golem.extensions.hooks import fire
+from golem.extensions.registry import ExtensionRegistry
 from golem.inference.budget import apply_budget, budget_fraction, sonnet_ceiling
 from golem.inference.config import InferenceConfig, ModelPrice
 from golem.models.config import HeartbeatSection
 from golem.models.enums import Tier
+from golem.models.record import PaymentRecord
 
 if TYPE_CHECKING:  # the SDK is imported where it is used: a worker on the offline deliberator never loads it,
     import anthropic  # and a restarted worker serves again seconds sooner (the chaos run's recovery time)
@@ -44,6 +47,11 @@ class BudgetRefusal(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class PaymentRefused(BudgetRefusal):
+    """x402: the golem will not (or cannot) pay this quote (golem.inference.payment); a cheaper model may fit, else
+    the deliberator falls back as for any budget refusal."""
 
 
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
@@ -74,6 +82,7 @@ class RoutePlan:
     max_tokens: int
     estimate_usd: float
     notes: list[str] = field(default_factory=list)
+    daily_spend: float = 0.0  # today's spend before this call (what a payment for it is checked against)
 
 
 @dataclass
@@ -86,6 +95,8 @@ class Completion:
     cache_creation_tokens: int
     cost: float
     latency_ms: float
+    payments: list[PaymentRecord] = field(default_factory=list)  # x402: what this call paid (its cost)
+    before_provider_request: list[str] = field(default_factory=list)  # the hook's members that ran
 
     @property
     def model(self) -> str:
@@ -133,7 +144,7 @@ def price_route(choice: ModelChoice, prompt_tokens: int, cfg: InferenceConfig, b
             f"${choice.daily_spend:.4f} + that exceeds the ${cap:.2f} cap"
         )
     return RoutePlan(tier=choice.tier, model=choice.model, max_tokens=choice.max_tokens, estimate_usd=estimate,
-                     notes=list(choice.notes))
+                     notes=list(choice.notes), daily_spend=choice.daily_spend)
 
 
 def plan_route(tier: Tier, daily_spend: float, prompt_tokens: int, cfg: InferenceConfig,
@@ -160,6 +171,15 @@ def _retry_after(err: anthropic.APIStatusError) -> float | None:
         return None
 
 
+def _budget_cause(err: BaseException) -> BudgetRefusal | None:
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, BudgetRefusal):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def classify(err: Exception) -> Exception:
     """Map an SDK exception onto InferenceRetryable / InferenceRejected."""
     import anthropic
@@ -175,6 +195,7 @@ def classify(err: Exception) -> Exception:
             return InferenceRetryable(what, status=status, retry_after_s=_retry_after(err))
         hint = {
             401: " — check the API key in the environment variable named by [inference.api_key_env]",
+            402: " — the endpoint wants payment: set [inference] payment = \"x402\" and gateway_url",
             403: " — the key may not access this model",
             404: " — check [inference] t1_model/t2_model",
             413: " — the workspace is too large; lower the [inference] allocations",
@@ -183,11 +204,21 @@ def classify(err: Exception) -> Exception:
     return InferenceRejected(f"{type(err).__name__}: {err}")
 
 
-class ProviderRouter:
-    """Routes a tier to a model and sends one Messages request through the async SDK client."""
+class PaysForCalls(Protocol):
+    """The x402-payment member (golem.inference.payment.X402Payer): readies the next request to be paid for."""
 
-    def __init__(self, client: anthropic.AsyncAnthropic, config: InferenceConfig, budget: HeartbeatSection) -> None:
+    def before_provider_request(self, model: str, daily_spend: float) -> Any: ...
+
+
+class ProviderRouter:
+    """Routes a tier to a model and sends one Messages request through the async SDK client. With a payer (and the
+    registry that orders before_provider_request) each request fires the hook: x402-payment pays a 402 from the
+    wallet (docs/design/payments.md)."""
+
+    def __init__(self, client: anthropic.AsyncAnthropic, config: InferenceConfig, budget: HeartbeatSection, *,
+                 payer: PaysForCalls | None = None, registry: ExtensionRegistry | None = None) -> None:
         self.client, self.config, self.budget = client, config, budget
+        self.payer, self.registry = payer, registry
 
     def plan(self, tier: Tier, daily_spend: float, prompt_tokens: int, *, model: str | None = None) -> RoutePlan:
         return plan_route(tier, daily_spend, prompt_tokens, self.config, self.budget, model=model)
@@ -224,6 +255,13 @@ class ProviderRouter:
             kwargs["tools"] = tools
         if tool_choice:
             kwargs["tool_choice"] = tool_choice
+        call: Any = None
+        fired: list[str] = []
+        if self.payer is not None and self.registry is not None:
+            payer = self.payer
+            fired, results = fire(self.registry, "before_provider_request", {
+                "x402-payment": lambda: payer.before_provider_request(plan.model, plan.daily_spend)})
+            call = results[0][1] if results else None
         started = time.perf_counter()
         try:
             # The SDK enforces `timeout` per attempt; the outer bound also covers a stuck transport.
@@ -232,15 +270,19 @@ class ProviderRouter:
         except TimeoutError:
             raise InferenceRetryable(f"no reply from {plan.model} within {self.config.timeout_seconds:g}s") from None
         except anthropic.AnthropicError as err:
-            raise classify(err) from None
+            refusal = _budget_cause(err)  # the payer refused inside the transport: the SDK wrapped it
+            raise (refusal or classify(err)) from None
         latency = (time.perf_counter() - started) * 1000.0
         u = message.usage
         cache_read = u.cache_read_input_tokens or 0
         cache_creation = u.cache_creation_input_tokens or 0
         cost = cost_usd(self.config.price(plan.model), u.input_tokens, u.output_tokens, cache_read, cache_creation)
+        payments = list(getattr(call, "payments", []))
+        if payments:  # paid per call: what left the wallet is the cost
+            cost = sum(p.price_usd for p in payments)
         return Completion(plan=plan, message=message, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                           cache_read_tokens=cache_read, cache_creation_tokens=cache_creation, cost=cost,
-                          latency_ms=round(latency, 3))
+                          latency_ms=round(latency, 3), payments=payments, before_provider_request=fired)
 
 
 async def tool_text(router: ProviderRouter, plan: RoutePlan, system: str, context: str, tool: dict[str, Any],
@@ -256,11 +298,14 @@ async def tool_text(router: ProviderRouter, plan: RoutePlan, system: str, contex
     return (text if isinstance(text, str) and text.strip() else None), completion.cost
 
 
-def make_client(api_key: str, *, http_client: Any = None, timeout_s: float = 45.0) -> anthropic.AsyncAnthropic:
+def make_client(api_key: str, *, http_client: Any = None, timeout_s: float = 45.0,
+                base_url: str | None = None) -> anthropic.AsyncAnthropic:
     """The async client as the router wants it: no SDK-internal retries (Temporal retries instead)."""
     import anthropic
 
     kwargs: dict[str, Any] = {"api_key": api_key, "max_retries": 0, "timeout": timeout_s}
+    if base_url:
+        kwargs["base_url"] = base_url
     if http_client is not None:
         kwargs["http_client"] = http_client
     return anthropic.AsyncAnthropic(**kwargs)

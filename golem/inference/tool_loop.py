@@ -102,8 +102,14 @@ async def run_tool_loop(router: ProviderRouter, choice: ModelChoice, *, system: 
                 raise
             raise LoopCutShort(f"tool loop cut short after {len(completions)} call(s): {refusal.reason}",
                                completions, records) from None
-        completion = await router.complete(plan, system=system, messages=messages, tools=offered,
-                                           tool_choice={"type": "any"})
+        try:
+            completion = await router.complete(plan, system=system, messages=messages, tools=offered,
+                                               tool_choice={"type": "any"})
+        except BudgetRefusal as refusal:  # the x402 payer refused this call's quote: keep what was paid so far
+            if not completions:
+                raise
+            raise LoopCutShort(f"tool loop cut short after {len(completions)} call(s): {refusal.reason}",
+                               completions, records) from None
         completions.append(completion)
         blocks = _blocks(completion)
         uses = [b for b in blocks if b.get("type") == "tool_use"]

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from golem.inference.budget import budget_fraction
 from golem.life.daimon import AppraisalInput, appraise, plutchik, regime_shift, update_pad
+from golem.extensions.hooks import fire
 from golem.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
 from golem.safety.somatic import age_markers, firing, lay_marker, situation_of
 from golem.safety.limits import SafetyLimits
+from golem.safety.attribution import Holdings, Interval, attribute, holdings_of, interval_of
 from golem.safety.risk import net_value_usd
 from golem.models.config import GolemConfig
 from golem.models.enums import ActionStatus
@@ -177,16 +179,32 @@ def max_drawdown_pct(config: GolemConfig) -> float:
 
 def risk_after_turn(ctx: AfterTurn) -> None:
     """The risk extension's after_turn: fold the tick's net value into the high-water mark (LifeState) and write
-    the risk figures to the record — net value, high-water mark, drawdown against the risk layer's max drawdown."""
+    the risk figures to the record — net value, high-water mark, drawdown against the risk layer's max drawdown —
+    and the return attribution since the last recorded tick."""
     nav = net_value_usd(ctx.record.observation.snapshot)
     top = max(ctx.life.nav_high_water_usd or 0.0, nav)
     cap = max_drawdown_pct(ctx.config)
     dd = drawdown_pct(nav, top)
     ctx.record.risk = {"nav_usd": round(nav, 6), "high_water_usd": round(top, 6), "drawdown_pct": round(dd, 4),
                        "max_drawdown_pct": cap, "drawdown_used": round(dd / cap, 4)}
-    ctx.life = ctx.life.model_copy(update={"nav_high_water_usd": round(top, 6)})
+    ctx.record.attribution, basis = attribution_step(ctx.life.attribution_basis, ctx.record)
+    ctx.life = ctx.life.model_copy(update={"nav_high_water_usd": round(top, 6), "attribution_basis": basis})
     if ctx.update is not None:
         ctx.update = ctx.update.model_copy(update={"life": ctx.life})
+
+
+def attribution_step(basis: dict[str, Any] | None,
+                     record: DecisionCycleRecord) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the change since the last recorded tick, split — None on the first — , the basis the next tick splits from):
+    the last tick's holdings and what its actions sent (golem.safety.attribution)."""
+    now = holdings_of(record.observation.snapshot)
+    split = None
+    if basis is not None:
+        last = basis.get("tick")
+        split = attribute([Holdings.model_validate(basis["holdings"]), now],
+                          [Interval.model_validate(basis["interval"])]).model_dump()
+        split["since_tick"] = last
+    return split, {"tick": record.tick, "holdings": now.model_dump(), "interval": interval_of(record).model_dump()}
 
 
 PURE: dict[str, Handler] = {"heartbeat": heartbeat_after_turn, "lifespan": lifespan_after_turn,
@@ -214,8 +232,8 @@ async def after_turn_in_reflect(services: TurnStores, record: DecisionCycleRecor
                                 regime_changed: bool,
                                 emit: Callable[[DecisionCycleRecord], object]) -> tuple[AfterTurn, str, str]:
     """Step 9's after_turn with the worker's stores: memory writes the tick's episode (tagged with the daimon's
-    PAD octant) and learns from the outcome, cybernetics tunes the context policy, telemetry persists the record
-    and emits its events. Returns (the folded context, the record's path, the episode id)."""
+    PAD octant) and learns from the outcome, cybernetics tunes the context policy, telemetry persists the record;
+    then turn_end's ui-bridge emits its events. Returns (the folded context, the record's path, the episode id)."""
     import asyncio
 
     from golem.grimoire.episodes.writes import write_episode
@@ -239,12 +257,13 @@ async def after_turn_in_reflect(services: TurnStores, record: DecisionCycleRecor
 
     def telemetry(c: AfterTurn) -> None:
         out["path"] = str(services.cycles.persist(c.record))
-        emit(c.record)
 
     def threaded(fn: Callable[[AfterTurn], None]) -> Callable[[AfterTurn], Awaitable[None]]:
         return lambda c: asyncio.to_thread(fn, c)
 
-    await run_after_turn(registry_for(config.extensions.disabled), chain,
-                         {"memory": threaded(memory), "cybernetics": threaded(cybernetics),
-                          "telemetry": threaded(telemetry)})
+    registry = registry_for(config.extensions.disabled)
+    await run_after_turn(registry, chain, {"memory": threaded(memory), "cybernetics": threaded(cybernetics),
+                                           "telemetry": threaded(telemetry)})
+    # turn_end, once the record is persisted: the ui-bridge emits its events (tick_finished last)
+    await asyncio.to_thread(fire, registry, "turn_end", {"ui-bridge": lambda: emit(chain.record)})
     return chain, out["path"], out["episode"]

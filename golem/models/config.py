@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -124,6 +124,10 @@ class HeartbeatSection(BaseModel):
     step_timeout_seconds: float = Field(default=60.0, ge=1.0)
 
 
+# The write tools' names (golem.chain.tools.schemas.WRITE_TOOLS, which a unit test holds this to): config names them.
+WriteToolName = Literal["swap", "supply", "withdraw", "borrow", "repay", "add_liquidity", "remove_liquidity"]
+
+
 class PolicySection(BaseModel):
     """PolicyCage limits. The LLM can never widen these."""
 
@@ -143,6 +147,15 @@ class PolicySection(BaseModel):
     gas_ceiling_share_of_protected: float = Field(default=0.02, ge=0.0, le=1.0)
     # a critical action may take the day's gas beyond the partition up to this total, never further
     gas_ceiling_per_day_usd: float = Field(default=30.0, ge=0.0)
+    # Privileged tools (docs/how-to/approvals.md): write tools outside the golem's grant; the model may only ask the
+    # owner for them (`golem approve | deny ID`), and an approved one still passes every limit above
+    privileged_tools: list[WriteToolName] = Field(default_factory=list)
+    approval_ttl_ticks: int = Field(default=20, ge=1, le=10_000)  # an unanswered request expires after this many ticks
+
+    @field_validator("privileged_tools")
+    @classmethod
+    def _once(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(v))
 
     @model_serializer(mode="wrap")
     def _omit_default_late_keys(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -151,13 +164,14 @@ class PolicySection(BaseModel):
         data = handler(self)
         if isinstance(data, dict):
             for name in LATE_POLICY_KEYS:
-                if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                if name in data and getattr(self, name) == type(self).model_fields[name].get_default(
+                        call_default_factory=True):
                     del data[name]
         return data
 
 
 LATE_POLICY_KEYS = ("max_price_impact_bps", "min_trade_usd", "min_trade_gas_multiple", "gas_ceiling_per_action_usd",
-                    "gas_ceiling_share_of_protected", "gas_ceiling_per_day_usd")
+                    "gas_ceiling_share_of_protected", "gas_ceiling_per_day_usd", "privileged_tools", "approval_ttl_ticks")
 
 
 class InferenceSection(BaseModel):
@@ -191,6 +205,12 @@ class InferenceSection(BaseModel):
     tool_loop_max_tokens: int | None = None  # tokens over a whole tool loop; past it the next call must decide
     offline_speculate: bool | None = None  # the offline deliberator tries each swap it proposes (record only)
     conversation_tail: int | None = None
+    # "none": the provider bills the API key; "x402": the golem pays each call from its wallet (docs/how-to/x402.md)
+    payment: str = Field(default="none", pattern=r"^(none|x402)$")
+    gateway_url: str = "http://127.0.0.1:8402"  # the paid inference gateway (x402); `golem run` starts it there
+    max_payment_usd: float = Field(default=0.25, gt=0.0)  # x402: refuse a quote above this for one call
+    gateway_upstream_url: str = "https://api.anthropic.com"  # where the gateway forwards paid calls
+    gateway_price_markup: float = Field(default=1.0, ge=1.0, le=10.0)  # the gateway's price over list price
 
 
 class GatingSection(BaseModel):

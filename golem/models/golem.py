@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from golem.models.approvals import PrivilegedRequest
 from golem.models.config import GolemConfig
 from golem.models.config_version import ConfigVersionInfo
 from golem.models.interventions import FollowUp, InterventionSummary, RejectedIntervention
@@ -76,6 +77,8 @@ class GolemStatus(BaseModel):
     pending_steers: list[InterventionSummary] = Field(default_factory=list)
     pending_followups: list[InterventionSummary] = Field(default_factory=list)
     rejected_interventions: list[RejectedIntervention] = Field(default_factory=list)
+    # privileged requests: pending (`golem approve | deny ID`), approved (run next tick), then the last decided
+    approvals: list[PrivilegedRequest] = Field(default_factory=list)
     failed_ticks: list[int] = Field(default_factory=list)
     run_ticks: int = 0  # ticks in this run (before continue-as-new)
     # decision cache: lookups, hits, hit_rate, entries, invalidations
@@ -95,6 +98,8 @@ class GolemStatus(BaseModel):
     clocks: dict[str, float] = Field(default_factory=dict)  # economic, epistemic, stochastic
     credit_remaining_usd: float | None = None
     estimated_ttl_ticks: float | None = None
+    runway_days: float | None = None  # the same runway in days of ticks
+    burn_usd_per_tick: float | None = None  # what a tick costs (gas + inference, paid or billed), smoothed
     ticks_lived: int = 0
     hayflick_ticks: int | None = None  # [lifespan] hayflick_ticks: the Hayflick distance is this − ticks_lived
     generation: int = 0
@@ -185,6 +190,9 @@ class ConsolidationResult(BaseModel):
     trials: dict[str, Any] = Field(default_factory=dict)
     # hindsight settlement this cycle (docs/design/learning.md#hindsight-settlement): rows settled, their verdicts, waiting
     settlement: dict[str, Any] = Field(default_factory=dict)
+    # the window's return split into market beta, strategy / knowledge alpha and noise, and the loop that should
+    # answer a loss (golem.safety.attribution); absent before the settle step existed or with under two records
+    attribution: dict[str, Any] | None = None
     # the reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
     reflection_consistency: dict[str, Any] | None = None
 

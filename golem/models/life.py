@@ -6,6 +6,8 @@ LifeState inside reflect and hands it back in TickResult.life. The formulas live
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from golem.models.enums import BehavioralPhase, PlutchikLabel
@@ -70,6 +72,9 @@ class LifeState(BaseModel):
     # the risk extension's after_turn: the net-value high-water mark the drawdown is measured from (the daimon's
     # coping reads the drawdown against the risk layer's max drawdown)
     nav_high_water_usd: float | None = None
+    # return attribution (docs/design/attribution.md): the last tick's holdings and what its actions sent, so the
+    # next tick can split the change between them into market, strategy, knowledge and noise
+    attribution_basis: dict[str, Any] | None = None
     # the daimon
     emotion: PlutchikLabel | None = None
     markers: list[SomaticMarker] = Field(default_factory=list)  # bounded (golem.safety.somatic.MAX_MARKERS)

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
+from golem.models.approvals import PrivilegedRequest
 from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime, PlutchikLabel, Tier
 from golem.models.interventions import InterventionSummary, RejectedIntervention
 from golem.models.observation import Anomaly, Observation, ProbeResult
@@ -52,6 +53,20 @@ class RuleApplied(BaseModel):
     text: str = ""  # the rule as written
 
 
+class PaymentRecord(BaseModel):
+    """One x402 payment for a model call: what the gateway quoted, the authorization's nonce, the settlement."""
+
+    model: str
+    price_usd: float  # the amount paid, in USD (USDC at par)
+    amount: int  # in the asset's base units
+    asset: str
+    pay_to: str
+    network: str  # CAIP-2, e.g. eip155:31337
+    nonce: str  # the EIP-3009 authorization nonce, 0x-hex
+    settlement_tx: str | None = None  # the facilitator's transferWithAuthorization
+    reused: bool = False  # a retried call presented the journaled authorization again (paid once)
+
+
 class DeliberationRecord(BaseModel):
     model: str  # "offline-deliberator" when no LLM was used
     tier: Tier
@@ -68,6 +83,7 @@ class DeliberationRecord(BaseModel):
     steers_considered: list[str] = Field(default_factory=list)  # steer ids injected into the decision
     cache_creation_tokens: int = 0
     rejections: list[str] = Field(default_factory=list)  # model output refused (unknown tool, bad args, ...)
+    privileged_requests: list[PrivilegedRequest] = Field(default_factory=list)  # asked of the owner this tick
     interrupted_by: list[str] = Field(default_factory=list)  # steers that interrupted deliberation
     kg_facts: list[str] = Field(default_factory=list)  # "subject predicate object" the model added to the graph
     expected: ExpectedOutcome | None = None  # set when the decision acts
@@ -77,6 +93,8 @@ class DeliberationRecord(BaseModel):
     reads: list[ReadCallRecord] = Field(default_factory=list)  # the tool loop's reads and speculations, in order
     tool_rounds: int = 0  # Messages calls the tool loop made (0: no model was called)
     mental_models: list[str] = Field(default_factory=list)  # the models the LLM said it applied (its own output)
+    before_provider_request: list[str] = Field(default_factory=list)  # the hook's members that ran (x402-payment)
+    payments: list[PaymentRecord] = Field(default_factory=list)  # x402 payments for this decision's model calls
 
 
 class ActionRecord(BaseModel):
@@ -245,6 +263,9 @@ class DecisionCycleRecord(BaseModel):
     after_turn: list[str] = Field(default_factory=list)  # the after_turn chain as it ran, in order
     # the risk extension's after_turn: net value, its high-water mark, drawdown vs the max (golem.life.after_turn)
     risk: dict[str, Any] | None = None
+    # the change since the last recorded tick split into market beta, strategy / knowledge alpha and noise
+    # (golem.safety.attribution); absent on a golem's first tick
+    attribution: dict[str, Any] | None = None
     # Cost
     inference_cost: float = 0.0
     gas_cost: float = 0.0
@@ -272,4 +293,5 @@ class DecisionCycleRecord(BaseModel):
 # Record fields only set when their system measured something on the tick (the daimon's appraisal, the lifespan's
 # credit ledger, a phase transition, a death); None is left out of the JSON record and NULL in the cycle index.
 UNMEASURED_FIELDS = ("pad_after", "primary_emotion", "credit_consumed", "appraisal", "somatic_marker_laid",
-                     "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause", "risk", "wake")
+                     "credit_remaining", "estimated_ttl_ticks", "phase_transition", "death_cause", "risk", "wake",
+                     "attribution")

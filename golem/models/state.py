@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from golem.models.approvals import PrivilegedRequest
 from golem.models.enums import BehavioralPhase, HeartbeatState, MarketRegime, Tier
 from golem.models.interventions import FollowUp, RejectedIntervention, Steer
 from golem.models.life import LifeState
@@ -289,6 +290,8 @@ class GolemState(BaseModel):
     # The min health factor of the last ticks with a loan, oldest first (golem.cognition.lines: the forecast)
     health_history: list[float] = Field(default_factory=list)
     deferred_intents: list[DeferredIntent] = Field(default_factory=list)  # deferred by the gas gate, waiting
+    # Privileged requests the model made (golem.safety.approvals): open ones, then the last decided ones for status
+    approvals: list[PrivilegedRequest] = Field(default_factory=list)
     range_bound_run: int = 0
     # Loop bookkeeping
     theta_seconds: float = 60.0
@@ -344,13 +347,13 @@ STEP_STATE_FIELDS: dict[str, frozenset[str]] = {
     "analyze": frozenset({"pending_steers", "pending_followups", "position_health", LAST_PRICE, "regime"}),
     "gate": frozenset({"pad", "pending_steers", "pending_followups", "strategy_confidence", "vitality",
                        "learned_gating", "regime", "phase", LAST_PRICE, "position_health", "health_history",
-                       "deferred_intents", "gas_history",
+                       "deferred_intents", "gas_history", "approvals",
                        *_SPEND}),
     "retrieve": frozenset({"pad", "pending_steers", "pending_followups"}),
-    "decide": frozenset({LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence", "deferred_intents",
+    "decide": frozenset({LAST_PRICE, "phase", "pad", "pending_steers", "strategy_confidence", "deferred_intents", "approvals",
                          "vitality", "regime", *_SPEND}),
     "simulate": frozenset(),
-    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", "life", LAST_PRICE,
+    "validate": frozenset({"phase", "pending_steers", "daily_gas_usd", "entries_stopped", "life", LAST_PRICE, "approvals",
                            "health_history", "gas_history", *_SPEND}),
     "execute": frozenset(),
     "verify": frozenset({"regime"}),

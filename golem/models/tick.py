@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_serializer, model_serializer
 
 from golem.ids import task_queue
+from golem.models.approvals import PrivilegedRequest
 from golem.models.config import GolemConfig
 from golem.models.enums import Tier
 from golem.models.interventions import FollowUp, Steer
@@ -251,6 +252,7 @@ class ProposedAction(BaseModel):
     # Size to fit: the proposal's own arguments when the cage clipped it (a rerun of the tick proposing them again
     # finds the action already sent: golem.safety.run_actions)
     clipped_from: dict[str, Any] | None = None
+    approval_id: str | None = None  # a privileged request the owner approved (golem.safety.approvals)
 
 
 class DecideInput(StepInput):
@@ -274,6 +276,8 @@ class Deliberation(BaseModel):
     decision_cache_stats: dict[str, Any] | None = None
     # relations the model proposed for the knowledge graph (docs/design/grimoire.md#knowledge-graph), before checking
     kg_facts: list[tuple[str, str, str]] = Field(default_factory=list)
+    # writes outside the grant the model asked the owner for (decision.request_privileged), checked, with ids
+    requests: list[PrivilegedRequest] = Field(default_factory=list)
 
 
 class SimulatedAction(BaseModel):
@@ -411,3 +415,5 @@ class TickResult(BaseModel):
     # before they existed (the fold keeps the state's).
     deferred_intents: list[DeferredIntent] | None = None
     hf_restored: float | None = None  # the health factor this tick's actions restored (re-read after − before, > 0)
+    privileged_requests: list[PrivilegedRequest] = Field(default_factory=list)  # asked this tick: pending from now
+    approvals_ran: dict[str, str] = Field(default_factory=dict)  # approved request id → what the act path made of it

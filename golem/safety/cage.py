@@ -29,6 +29,7 @@ from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
 from golem.models.wake import Forecast
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, ValidatedAction, ValidationResult
+from golem.safety.approvals import grant_refusal
 from golem.safety.audit import AuditLog
 from golem.safety.constraints import Book, constraint_caps, constraint_refusal, mark_used
 from golem.safety.gas import GasPartition
@@ -91,6 +92,7 @@ class ValidationContext(BaseModel):
     gas_history: list[float] = Field(default_factory=list)
     # the rules (STRATEGY.md and learned) firing now on a crossed health-factor line with a sell (urgency.line_rules)
     line_rules: list[LineRule] = Field(default_factory=list)
+    approvals: dict[str, str] = Field(default_factory=dict)  # the owner's approved privileged requests: id → tool
 
 
 ToolCallHandler = Callable[[ProposedAction, ValidationContext, SimulatedAction | None], str | None]
@@ -126,6 +128,9 @@ class SafetyCage:
         verdict = self.policy_cage.check(action, ctx.observation, ctx.phase)
         if not verdict.ok:
             return f"policy: {verdict.reason}"
+        ungranted = grant_refusal(action, list(self.limits.policy.privileged_tools), ctx.approvals)
+        if ungranted:
+            return ungranted
         exposure = opens_exposure(action)
         if exposure and ctx.entries_stopped:
             return (f"stop-entries: the owner stopped new positions ({action.tool} opens exposure); risk-reducing "
@@ -426,7 +431,7 @@ def validate_layered(
                 "tick": ctx.tick, "action_index": action.action_index, "tool": action.tool,
                 "arguments": action.arguments, "value_usd": decision.value_usd, "reason": decision.reason,
                 "blocked_by": decision.blocked_by, "deferred": decision.deferred, "protective": decision.protective,
-                "policy_hash": policy_hash,
+                "policy_hash": policy_hash, **({"approval_id": action.approval_id} if action.approval_id else {}),
             })  # fmt: skip
         if not decision.allowed:
             permit = permits.record_blocked(ctx.golem_id, ctx.tick, action.action_index, action.tool, policy_hash,

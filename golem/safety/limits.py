@@ -82,6 +82,7 @@ TIGHTER: dict[str, str] = {
     "hf_hard_floor": "up",
     "kelly_min_outcomes": "up",
     "guardrail_min_outcomes": "up",
+    "approval_ttl_ticks": "down",  # a request that waits less asks the owner for less
 }
 
 
@@ -124,6 +125,15 @@ def check_limit_change(current: SafetyLimits, proposed: dict[str, Any], *, sourc
                 refused.append(f"{source}: approved_assets may not grow (would add {', '.join(added)})")
             elif {str(a).upper() for a in new} != {a.upper() for a in old}:
                 applied[key] = [str(a).upper() for a in new]
+            continue
+        if key == "privileged_tools":  # the grant: a tool taken back may not be handed out again here
+            if not isinstance(new, (list, tuple)):
+                refused.append(f"{source}: privileged_tools must be a list of write tools")
+            elif set(old) - set(new):
+                refused.append(f"{source}: privileged_tools may not shrink (would grant "
+                               f"{', '.join(sorted(set(old) - set(new)))} without approval)")
+            elif set(new) != set(old):
+                applied[key] = list(new)
             continue
         if isinstance(new, bool) or not isinstance(new, (int, float)):
             refused.append(f"{source}: {key} must be a number, got {new!r}")

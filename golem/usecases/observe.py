@@ -17,6 +17,8 @@ from golem.cognition.lines import strategy_lines
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
 from golem.events import bridge as events
+from golem.extensions.hooks import fire
+from golem.extensions.registry import registry_for
 from golem.grimoire.episodes.writes import mark_reorged
 from golem.grimoire.semantic.topology import TopologyTracker
 from golem.inference.strategy import Strategy
@@ -60,7 +62,9 @@ def observe(services: Services, ctx: TickContext, strategy: Strategy | None, top
         force_t2_reason=force_t2_reason(report.force_t2, reorged, report.reorg_detected_at, liquidations),
     )
     observation = with_causal_link_probe(services, ctx.tick, observation)
-    services.events.emit(events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, state.pending_steers))
+    # turn_start: the ui-bridge puts the tick's start and vitals on the Event Fabric
+    fire(registry_for(cfg.extensions.disabled), "turn_start", {"ui-bridge": lambda: services.events.emit(
+        events.tick_started(ctx.golem_id, ctx.tick, _now_iso(), observation, state.pending_steers))})
     return observation
 
 

@@ -11,6 +11,7 @@ from golem.models.config import GolemConfig
 from golem.models.observation import ProbeResult
 from golem.models.state import TICK_SLICE, DecisionCacheState, GolemState, PendingTick
 from golem.models.tick import TickContext, TickResult
+from golem.safety.approvals import add_requests, mark_ran
 
 
 def tick_context(s: GolemState, cfg: GolemConfig, *, version: str, change: str, started_at: str,
@@ -62,4 +63,6 @@ def fold_tick(s: GolemState, result: TickResult, cfg: GolemConfig, now: datetime
     elif result.decision_cache is not None:  # a tick result from before the cache moved to the worker
         s = s.model_copy(update={"decision_cache": result.decision_cache})
     s, warnings = queue_missed(s, missed, now.timestamp())
+    # privileged requests: the approved ones the tick ran, then the ones it asked (pending from now)
+    s = add_requests(mark_ran(s, result.approvals_ran, tick), result.privileged_requests, cfg.policy.approval_ttl_ticks)
     return fold_chain_read(s, tick, now.isoformat()), warnings

@@ -140,14 +140,28 @@ def _decisions(report: dict) -> dict:
 def test_backtest_end_to_end_repeatable(tmp_path):
     csv = _path_csv(tmp_path / "crash40.csv")
     runs = []
-    for k in (1, 2):
+    for k in (1, 2):  # the second pass is --compare: its golem run must decide as the first did
         out = tmp_path / f"run{k}"
-        proc = _backtest(csv, out)
+        proc = _backtest(csv, out, *(("--compare",) if k == 2 else ()))
         assert proc.returncode == 0, proc.stderr[-3000:]
         report = json.loads(proc.stdout)
+        if k == 2:
+            compared = {r["info"]["name"]: r for r in report}
+            report = compared["golem"]
+            out = out / "golem"
         report["_dir"] = str(out)
         runs.append(report)
     report = runs[0]
+    # --compare's four runs, side by side on one Temporal server, and the table over them
+    assert sorted(compared) == ["golem", "hold", "memory-off", "rules"], sorted(compared)
+    table = json.loads((tmp_path / "run2" / "compare.json").read_text())
+    assert table["base"] == "golem" and "hold" in (tmp_path / "run2" / "compare.md").read_text()
+    hold, golem = compared["hold"], compared["golem"]
+    assert hold["figures"]["transactions"] == 0 and hold["figures"]["ticks"] == 0, hold["figures"]
+    # holding is all market by construction; the golem's market part is the same start, held
+    assert hold["attribution"]["market_beta"] == pytest.approx(hold["attribution"]["total"], abs=1e-3)
+    assert golem["attribution"]["market_beta"] == pytest.approx(hold["attribution"]["market_beta"], rel=1e-6)
+    assert golem["attribution"]["strategy_alpha"] != 0, golem["attribution"]  # it acted
     for f in ("report.json", "report.md", "report.png"):
         assert (tmp_path / "run1" / f).stat().st_size > 0
     marks = json.loads((tmp_path / "run1" / "report.json").read_text())["marks"]
@@ -162,7 +176,7 @@ def test_backtest_end_to_end_repeatable(tmp_path):
     assert all(m["timestamp"] == T0 + 60 * m["row"] for m in marks)
     # the second pass over the same CSV decides the same, figure for figure, its transactions in the same blocks
     assert _decisions(runs[0]) == _decisions(runs[1])
-    infos = [json.loads((tmp_path / f"run{k}" / "report.json").read_text())["report"]["info"] for k in (1, 2)]
+    infos = [json.loads((Path(r["_dir"]) / "report.json").read_text())["report"]["info"] for r in runs]
     assert infos[0]["confirmation_blocks"] == infos[1]["confirmation_blocks"] > 0
     assert all(m["verified"] for m in marks if any(a["block"] is not None for a in m["actions"]))
     # the run's Temporal data stays under --out: the replay-clock GolemWorkflow history replays with Replayer

@@ -187,7 +187,7 @@ async def test_grimoire_search_playbook_revisions_and_backtest_reports(tmp_path)
     (data / "PLAYBOOK.md").write_text(v2)
     marks = [TickMark(row=i, timestamp=1_795_000_000 + 30 * i, pool_price=2000 - 10 * i, oracle_price=2000 - 10 * i,
                       gas_gwei=1.0, equity_usd=60_000 - 100 * i, health_factor=2.0 - 0.05 * i, tick=i,
-                      tier="T0" if i % 3 else "T2") for i in range(12)]
+                      tier="T0" if i % 3 else "T2", exposure=10.0, stable_usd=40_000.0) for i in range(12)]
     write_report(build_report(RunInfo(name="golem", path="examples/scenarios/crash_recovery.csv", rows=12), marks),
                  marks, backtests / "crash_recovery-1")
 
@@ -221,6 +221,9 @@ async def test_grimoire_search_playbook_revisions_and_backtest_reports(tmp_path)
         await report.wait_for(timeout=10_000)
         text = await report.inner_text()
         assert "crash_recovery.csv" in text and "max drawdown" in text
+        # 10 WETH held while the price fell 110: all of the loss is the market's, and no loop is asked to answer it
+        assert "market -1100.00 · strategy 0.00 · knowledge 0.00 · noise 0.00 = -1100.00" in text, text
+        assert "loss mostly market beta: none: wait" in text, text
         await page.wait_for_function(
             "document.querySelector(\".report[data-name='crash_recovery-1'] img\")?.naturalWidth > 0", timeout=10_000)
         await page.screenshot(path=str(ARTIFACTS / "dashboard-panels.png"), full_page=True)

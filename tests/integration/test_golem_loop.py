@@ -16,6 +16,7 @@ from golem.grimoire.episodes.store import EpisodeStore
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
 from golem.models.golem import ConsolidationResult, DreamResult
+from golem.safety.risk import net_value_usd
 from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record
 from workers.replay import recorded_tick_input, replay_history
 from workflows.golem import GolemWorkflow
@@ -86,6 +87,11 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     assert delta.embedding_drift["status"] == "healthy", "the embedding drift check ran at delta"
     assert delta.embedding_drift["write_pause"]["paused"] is False
     assert delta.admission.utility_source in ("estimate", "none"), "offline: no LLM rating"
+    # the window's return split (golem.safety.attribution): ticks 0-10 of a calm golem, delta every 10 ticks
+    a = delta.attribution
+    assert a is not None and a["window_ticks"] == 10 and 1 <= a["intervals"] <= 10, a
+    assert sum(a[k] for k in ("market_beta", "strategy_alpha", "knowledge_alpha", "noise")) == \
+        pytest.approx(a["total"], abs=1e-3)
     # Episodes carry their fields; those the delta at tick 10 distilled are marked consolidated.
     ep_store = EpisodeStore(rig.data_dir / "grimoire" / "episodes.lance", embedder_by_name("wordllama"))
     episodes = {e.tick: e for e in ep_store.all()}
@@ -152,6 +158,17 @@ async def test_crash_escalates_and_acts_on_chain(temporal_client, crash_rig):
                 assert receipt["status"] == 1
     # Every transaction the golem sent is one journaled intent: no duplicates.
     _assert_each_intent_sent_once(w3, rig.data_dir, w3.eth.get_transaction_count(account) - nonce_before)
+    # Return attribution: each tick's change since the one before, split exactly (golem.safety.attribution)
+    assert records[0].attribution is None
+    for prev, r in zip(records, records[1:]):
+        a = r.attribution
+        assert a is not None and a["since_tick"] == prev.tick, r.tick
+        assert sum(a[k] for k in ("market_beta", "strategy_alpha", "knowledge_alpha", "noise")) == \
+            pytest.approx(a["total"], abs=1e-3)
+        assert a["total"] == pytest.approx(net_value_usd(r.observation.snapshot)
+                                           - net_value_usd(prev.observation.snapshot) - prev.gas_cost, abs=1e-3)
+    assert all(records[r.tick + 1].attribution["strategy_alpha"] != 0 for r in acted if r.tick + 1 < 18)
+    assert sum(r.attribution["market_beta"] for r in records[1:]) < 0, "the crash is the market's"
 
 
 def _assert_each_intent_sent_once(w3, data_dir, nonce_delta: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -81,6 +82,16 @@ async def test_stalled_ticks_raise_a_batched_alert_at_the_webhook(temporal_env, 
             # the alerts are on the Event Fabric too
             probes = EventStore(rig.data_dir).read(kinds=["alerts.probe"])
             assert {e.payload["batch_id"] for e in probes} >= {received[0]["batch_id"]}
+            # ... and `golem alerts` shows them to the owner, and nothing but alerts
+            shown = await _cli(temporal_env, rig, "alerts", "--json", "-n", "500")
+            assert shown.returncode == 0, shown.stderr
+            listed = [json.loads(line) for line in shown.stdout.splitlines() if line.strip()]
+            assert {e["payload"].get("batch_id") for e in listed if e["kind"] == "alerts.probe"} >= \
+                {received[0]["batch_id"]}, listed
+            assert listed and all(e["kind"].startswith("alerts.") for e in listed), {e["kind"] for e in listed}
+            table = await _cli(temporal_env, rig, "alerts")
+            assert table.returncode == 0 and "alerts.probe" in table.stdout and "tick_stalled" in table.stdout, \
+                table.stdout[-2000:]
 
             # the monitor only reads: the golem's history holds our pause and no signal or update from it
             await monitor.terminate("test done")

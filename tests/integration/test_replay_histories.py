@@ -18,7 +18,8 @@ def test_histories_are_committed():
     assert {"tick-t0", "tick-acted", "tick-steered-t2", "golem-run", "golem-config-applied", "golem-outage",
             # the lean step inputs (config by version, state slices, results by reference)
             "lean-tick-t0", "lean-tick-acted", "lean-tick-steered-t2", "lean-golem-run",
-            "delta-cycle"} <= names, names  # the delta cycle's steps as ordered activities
+            "delta-cycle",  # the delta cycle's steps as ordered activities
+            "golem-approvals"} <= names, names  # privileged requests: approve / deny updates, audits, an expiry
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

@@ -6,6 +6,7 @@ SQLite file and ports, and the outage reaches the status file and the Event Fabr
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,8 @@ import tomli_w
 
 from golem.layout import DataLayout
 from infra.anvil import free_port
+from infra.temporal import temporal_cli
+from workflows.monitor import monitor_workflow_id
 
 pytestmark = pytest.mark.integration
 
@@ -156,6 +159,14 @@ def test_ctrl_c_through_a_dead_pipe_after_a_worker_restart_leaves_nothing(tmp_pa
         assert status.returncode == 0, status.stderr
         assert "temporal restarted 1x (last outage" in status.stdout and "worker restarted 1x" in status.stdout, \
             status.stdout
+        # `golem run` started the heartbeat-monitor beside the golem, and it runs through the dev server's restart
+        gid = tomllib.loads((home / "golem.toml").read_text())["golem"]["id"]
+        assert f"heartbeat-monitor {monitor_workflow_id(gid)} started" in run_log.read_text()
+        described = subprocess.run([str(temporal_cli()), "workflow", "describe", "--workflow-id",
+                                    monitor_workflow_id(gid), "--address", f"127.0.0.1:{env['GOLEM_TEMPORAL_PORT']}",
+                                    "-o", "json"], capture_output=True, text=True, timeout=60)
+        assert described.returncode == 0, described.stderr
+        assert json.loads(described.stdout)["workflowExecutionInfo"]["status"] == "WORKFLOW_EXECUTION_STATUS_RUNNING"
         events = subprocess.run([sys.executable, "-m", "cli", "events", "--data", str(data), "--kind", "alerts"],
                                 capture_output=True, text=True, cwd=REPO, env=env, timeout=60).stdout
         assert events.count("alerts.process_died") == 2 and events.count("alerts.process_restarted") == 2, events

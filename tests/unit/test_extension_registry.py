@@ -79,3 +79,14 @@ def test_registry_or_full_falls_back_to_the_full_build_and_says_why():
     assert refused is None and "dream" not in reg.order("after_turn")
     reg, refused = registry_or_full(["safety"])  # not optional: refused, and the caller goes on with everything
     assert isinstance(refused, RegistryError) and "'safety'" in str(refused) and "safety" in reg.order("tool_call")
+
+
+def test_x402_payment_is_present_and_serves_before_provider_request():
+    from golem.extensions.registry import build_registry
+
+    reg = build_registry()
+    ext = reg.get("x402-payment")
+    assert ext.present and ext.optional and ext.depends_on == ("provider-adapter",)
+    assert "golem.inference.payment" in ext.where["before_provider_request"]
+    assert reg.order("before_provider_request") == ["x402-payment"]
+    assert build_registry(["x402-payment"]).order("before_provider_request") == []

@@ -27,6 +27,10 @@ def test_doctor_reports_deliberator_models_prices_budget(tmp_path):
     text = doctor_report(cfg, {"ANTHROPIC_API_KEY": "sk-do-not-print"}, HOME, tmp_path)
     assert "LLMDeliberator" in text and "is set" in text and "sk-do-not-print" not in text
     assert "t1_model through the router" in text
+    paid = GolemConfig(inference=InferenceSection(provider="anthropic", payment="x402", max_payment_usd=0.05))
+    text = doctor_report(paid, {}, HOME, tmp_path)
+    assert "payment: x402, each call paid from the golem's wallet through http://127.0.0.1:8402 (at most $0.05" in text
+    assert "no golem key to pay with" in text  # the CLI holds no key: only a worker can pay
 
 
 def test_doctor_shows_a_missing_embedder_and_a_drift_pause(tmp_path, monkeypatch):

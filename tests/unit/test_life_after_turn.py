@@ -53,6 +53,8 @@ def test_status_shows_the_clocks_the_credit_the_affect_and_death():
                      pad={"pleasure": -0.4, "arousal": 0.6, "dominance": -0.2}, emotion="fear", somatic_markers=2)
     line = life_line(st)
     assert "economic 0.50 × epistemic 0.80 × stochastic 1.00" in line and "credit $1.5000 (runway ~12 ticks)" in line
+    paid = life_line(st.model_copy(update={"credit_remaining_usd": None, "runway_days": 0.5, "burn_usd_per_tick": 0.0125}))
+    assert "runway ~12 ticks, ~0.5 days (wallet USDC / burn at $0.0125/tick of gas + inference)" in paid
     assert "generation 1 (of old)" in line and "fear (P -0.40 A +0.60 D -0.20)" in line and "DEAD" not in line
     dead = life_line(st.model_copy(update={"certificate": {"cause": "hayflick", "detail": "30 ticks", "legacy_dir": "x"}}))
     assert "DEAD:       hayflick (30 ticks); legacy in x" in dead

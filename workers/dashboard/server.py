@@ -89,6 +89,7 @@ class Dashboard:
         app.router.add_post("/api/steer", self.steer)
         app.router.add_post("/api/followup", self.followup)
         app.router.add_post("/api/control/{what}", self.control)
+        app.router.add_post("/api/approvals/{id}/{answer}", self.answer)
         app.router.add_get("/api/grimoire/search", self.grimoire_search)
         app.router.add_get("/api/playbook", self.playbook)
         app.router.add_get("/api/playbook/diff", self.playbook_diff)
@@ -252,7 +253,8 @@ class Dashboard:
                             "mtime": f.stat().st_mtime})
                 continue
             out.append({"name": f.parent.name, "mtime": f.stat().st_mtime, "info": report.get("info"),
-                        "figures": report.get("figures"), "png": (f.parent / "report.png").exists()})
+                        "figures": report.get("figures"), "attribution": report.get("attribution"),
+                        "png": (f.parent / "report.png").exists()})
         return sorted(out, key=lambda r: -r["mtime"])
 
     async def backtest_list(self, request: web.Request) -> web.Response:
@@ -323,6 +325,29 @@ class Dashboard:
         from golem.events.bridge import control_event
 
         await asyncio.to_thread(self.store.append, [control_event(self.golem_id, update, result, _now())])
+        return web.Response(text=result.model_dump_json(), content_type="application/json")
+
+
+    async def answer(self, request: web.Request) -> web.Response:
+        """Approve or deny a privileged request: GolemWorkflow's approve / deny update, as `golem approve | deny ID`."""
+        from golem.models.approvals import ApprovalAnswer, ApprovalDecision
+
+        answer = request.match_info["answer"]
+        if answer not in ("approve", "deny"):
+            return web.json_response({"error": f"unknown answer {answer!r}: use approve or deny"}, status=404)
+        if self.client is None:
+            return web.json_response({"error": "Temporal not reachable from the dashboard"}, status=503)
+        try:
+            body = await request.json() if request.can_read_body else {}
+        except json.JSONDecodeError:
+            body = {}
+        note = (body or {}).get("note", "") if isinstance(body, dict) else ""
+        try:
+            req = ApprovalDecision(id=request.match_info["id"], note=str(note)[:500], source="dashboard")
+            result = await self.client.get_workflow_handle(golem_workflow_id(self.golem_id)).execute_update(
+                answer, req, result_type=ApprovalAnswer)
+        except Exception as err:
+            return web.json_response({"error": _one_line(_root(err))}, status=409)
         return web.Response(text=result.model_dump_json(), content_type="application/json")
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from golem.grimoire.semantic.graph import CausalGraph
 from golem.grimoire.semantic.store import EntryType, GrimoireEntry, SemanticStore
 from golem.models.golem import QuarantineOutcome
 
@@ -447,6 +448,7 @@ def apply_quarantine_review(
         if qa.releasable:
             d = admit(store, qa.entry, tick=tick, utility_fn=utility_fn)
             if d.action != AdmissionAction.QUARANTINED:
+                link_proposed_edge(store, qa.entry, tick)
                 store.resolve_quarantine(qa.id, "released", tick, qa.reason, admission_action=d.action.value,
                                          entry_id=d.entry_id)
                 out.append(QuarantineOutcome(id=qa.id, outcome="released", reason=qa.reason,
@@ -478,9 +480,30 @@ def owner_release(store: SemanticStore, quarantine_id: str, tick: int) -> Admiss
     deterministic utility estimate): stored at its composite's confidence, at least at 0.3, or merged."""
     q = _pending_row(store, quarantine_id)
     d = admit(store, q["entry"], tick=tick, vouched=True)
+    link_proposed_edge(store, q["entry"], tick)
     store.resolve_quarantine(quarantine_id, "released", tick, "owner release (firewall overridden)",
                              admission_action=d.action.value, entry_id=d.entry_id)
     return d
+
+
+def proposed_edge(entry: GrimoireEntry) -> tuple[str, str, float] | None:
+    """(cause, effect, weight) of a causal edge the model proposed (link_causal's tags), or None."""
+    if entry.category != EntryType.CAUSAL_LINK or "causal-edge" not in entry.tags:
+        return None
+    tag = {k: v for k, _, v in (t.partition(":") for t in entry.tags) if v}
+    try:
+        return tag["cause"], tag["effect"], float(tag["weight"])
+    except (KeyError, ValueError):
+        return None
+
+
+def link_proposed_edge(store: SemanticStore, entry: GrimoireEntry, tick: int) -> bool:
+    """A released link_causal proposal joins the causal graph (admitted, its edge is knowledge like any other)."""
+    edge = proposed_edge(entry)
+    if edge is None:
+        return False
+    CausalGraph(store.db_path).add_edge(edge[0], edge[1], weight=min(max(edge[2], 1e-6), 1.0), tick=tick)
+    return True
 
 
 def owner_drop(store: SemanticStore, quarantine_id: str, tick: int, reason: str = "") -> None:

@@ -125,7 +125,35 @@
       const hayflick = s.hayflick_ticks ? `<span id="hayflick">Hayflick ${s.ticks_lived}/${s.hayflick_ticks} (${Math.max(s.hayflick_ticks - s.ticks_lived, 0)} left)</span> · ` : "";
       $("status").innerHTML = `${s.activity} · next tick ${s.tick} · ${s.regime} · ${s.phase} · vitality ${fmt(s.vitality, 2)} · ${hayflick}` +
         `θ ${fmt(s.theta_seconds, 1)}s · steers pending ${s.pending_steers.length}${flags}`;
+      showApprovals(s.approvals || []);
     } catch (err) { $("status").textContent = "status unavailable: " + err; }
+  }
+  // Privileged requests the model asked for: the pending ones get Approve / Deny (GolemWorkflow's updates).
+  function showApprovals(list) {
+    const ul = $("approvals");
+    ul.textContent = "";
+    list.filter((a) => a.status === "pending" || a.status === "approved").forEach((a) => {
+      const li = document.createElement("li");
+      li.id = `approval-${a.id}`;
+      li.textContent = `${a.id} ${a.status}: ${a.tool} ${JSON.stringify(a.arguments || {})} — ${a.reason || ""} `;
+      if (a.status === "pending") {
+        ["approve", "deny"].forEach((what) => {
+          const b = document.createElement("button");
+          b.textContent = what === "approve" ? "Approve" : "Deny";
+          b.dataset.answer = what;
+          b.addEventListener("click", () => answer(a.id, what));
+          li.appendChild(b);
+        });
+      }
+      ul.appendChild(li);
+    });
+  }
+  async function answer(id, what) {
+    const r = await fetch(`/api/approvals/${encodeURIComponent(id)}/${what}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    const body = await r.json();
+    $("control-msg").className = "msg " + (r.ok ? "ok" : "error");
+    $("control-msg").textContent = r.ok ? body.message : body.error;
+    refreshStatus();
   }
   async function control(what) {
     const r = await fetch(`/api/control/${what}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
@@ -201,6 +229,10 @@
         ["return", pct(f.total_return)], ["max drawdown", pct(f.max_drawdown)], ["min health factor", fmt(f.min_health_factor, 3)],
         ["liquidations", f.liquidations ?? "–"], ["tier mix", mix], ["transactions", f.transactions ?? "–"],
         ["gas / inference $", `${fmt(f.gas_usd, 2)} / ${fmt(f.inference_usd, 2)}`], ["blocked (protective)", `${Object.entries(f.blocked || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "none"} (${f.protective_blocked ?? 0})`]];
+      const a = rep.attribution;  // golem.safety.attribution: the path's return split, $ net of gas
+      if (a) rows.push(["return attribution $", `<span class="attribution">market ${fmt(a.market_beta, 2)} · strategy ${fmt(a.strategy_alpha, 2)} · ` +
+        `knowledge ${fmt(a.knowledge_alpha, 2)} · noise ${fmt(a.noise, 2)} = ${fmt(a.total, 2)}</span>` +
+        (a.dominant ? ` (loss mostly ${esc(a.dominant.replace("_", " "))}: ${esc(a.responsible_loop)})` : "")]);
       el.innerHTML = `<table><caption>${esc(rep.name)}</caption>${rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("")}</table>` +
         (rep.png ? `<img alt="${esc(rep.name)} chart" src="/api/backtests/${encodeURIComponent(rep.name)}/report.png">` : "");
       div.appendChild(el);
