@@ -60,7 +60,7 @@ from golem.inference.strategies import unbundle
 from golem.inference.strategy import parse_strategy
 from golem.learning import causal, curator, cybernetics, settlement
 from golem.backtest.models import PathRow
-from golem.learning.trial import TrialResult, TrialRunner, judge, path_rows, playbook_pair
+from golem.learning.trial import StartPosition, TrialResult, TrialRunner, judge, path_rows, playbook_pair, start_position
 from golem.learning.loop import allocation_defaults
 from golem.life.owner_notes import deliver_followups
 from golem.life.retention import compact
@@ -242,7 +242,10 @@ class ConsolidationActivities(ActivitySet):
         # the judged window is the last trial_rows; the warm-up rows before it let the trial golem's probes, regime
         # and baselines start where the live golem's were (a cold start read the first rows differently)
         span = cfg.trial_rows + cfg.trial_warmup_rows
-        rows = path_rows(await blocking("trial rows", self._recent_records, span), span)
+        records = await blocking("trial rows", self._recent_records, span)
+        # the trial's world opens the loan and wallet the golem had at the first row, not the dev world's
+        # (docs/design/learning.md#the-trial-starts-where-the-golem-was)
+        rows, position = path_rows(records, span), start_position(records, span)
         strategy_text = self.s.strategy_text()
         floor = _hf_floor(strategy_text)
         deadline = time.monotonic() + cfg.trial_timeout_seconds
@@ -254,7 +257,7 @@ class ConsolidationActivities(ActivitySet):
             if done:  # a retried step: this cycle's verdict is recorded
                 result = TrialResult.model_validate(done[0]["result"])
             else:
-                result = await self._trial_one(inp, h, occasion, rows, strategy_text, floor, deadline)
+                result = await self._trial_one(inp, h, occasion, rows, strategy_text, floor, deadline, position)
                 await blocking("trial verdict", self.s.heuristics.record_trial, h.id, inp.tick, occasion,
                                result.verdict, result.model_dump_json(by_alias=True), run)
             judged.append({"id": h.id, "occasion": occasion, "verdict": result.verdict, "summary": result.summary()})
@@ -264,7 +267,7 @@ class ConsolidationActivities(ActivitySet):
         return DeltaStep(fields={"trials": {"judged": judged, "rows": len(rows)}})
 
     async def _trial_one(self, inp: ConsolidationInput, h: Heuristic, occasion: str, rows: list[PathRow], strategy_text: str,
-                         floor: float | None, deadline: float) -> TrialResult:
+                         floor: float | None, deadline: float, position: StartPosition | None = None) -> TrialResult:
         base: dict[str, Any] = {"heuristic_id": h.id, "text": h.text, "tick": inp.tick, "occasion": occasion,
                                 "rows": len(rows)}
 
@@ -284,7 +287,7 @@ class ConsolidationActivities(ActivitySet):
         try:
             with_rule, without_rule = await asyncio.wait_for(
                 self.trials.run(rows, inp.config, strategy_text, playbooks, out,
-                                warmup=max(0, len(rows) - inp.config.learning.trial_rows)), left)
+                                warmup=max(0, len(rows) - inp.config.learning.trial_rows), position=position), left)
         except asyncio.TimeoutError:
             return none_ran(f"ran past this cycle's trial time ({budget:g} s); next cycle")
         verdict, reasons = judge(with_rule, without_rule, inp.config.learning, floor)

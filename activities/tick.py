@@ -41,7 +41,8 @@ from golem.inference.decision import DECIDE, REQUEST_PRIVILEGED, decision_tools,
 from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.inference.strategies import StrategySet
-from golem.inference.strategy import Strategy
+from golem.safety.urgency import LineRule, line_rules
+from golem.inference.strategy import Strategy, metrics_from, rules_in
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
@@ -404,9 +405,19 @@ class TickActivities(ActivitySet):
             # urgency buys gas: the health factor's forecast against STRATEGY.md's lines (golem.safety.urgency)
             forecast=forecast(ctx.state.health_history, obs.min_health_factor(), lines, ctx.cfg.wake),
             floor=lines.floor, gas_history=ctx.state.gas_history,
+            # a sell answering a rule's crossed line (STRATEGY.md's or a learned one in PLAYBOOK.md) is urgent
+            line_rules=self._line_rules(strategy, obs, ctx.state.last_price),
             approvals={a.id: a.tool for a in approved(ctx.state)},  # the owner widened the grant for these alone
         )
         return result
+
+    def _line_rules(self, strategy: Strategy | None, obs: Observation, last_price: float | None) -> list[LineRule]:
+        """The rules decide read (STRATEGY.md's and PLAYBOOK.md's) that fire now on a crossed health-factor line with
+        a sell (golem.safety.urgency.line_rules)."""
+        if strategy is None:
+            return []
+        rules = [*strategy.rules, *rules_in(self.s.playbook_text(), "PLAYBOOK.md", strategy)]
+        return line_rules(rules, metrics_from(obs, last_price))
 
     @activity.defn(name="execute")
     def execute(self, inp: ExecuteInput) -> ExecuteResult:

@@ -39,7 +39,9 @@ if TYPE_CHECKING:  # annotations only: these load in the functions that use them
     from temporalio.client import Client
 
     from golem.backtest.replay import AppliedRow, ReplayDriver
+    from golem.learning.trial import StartPosition
     from golem.models.config import GolemConfig
+    from golem.world.deploy import GolemPosition
     from golem.models.observation import ChainSnapshot
     from workers.services import GolemServices
 
@@ -79,6 +81,17 @@ class BacktestOptions:
     # default, docs/how-to/backtesting.md); "activities": every step an activity task in the sandbox, as `golem run` runs
     # them. The same decisions and figures either way.
     steps: str = "local"
+    # the golem's loan and wallet at row 0 (every variant's world opens it); None: the dev world's (golem.world.deploy)
+    position: GolemPosition | None = None
+
+
+def world_position(held: StartPosition) -> GolemPosition:
+    """The world's opening position from what a golem held (a learned rule's trial: golem.learning.trial)."""
+    from golem.world.deploy import GolemPosition
+
+    b = {k.upper(): v for k, v in held.balances.items()}
+    return GolemPosition(collateral=held.collateral, debt=held.debt, weth=b.get("WETH", 0.0), usdc=b.get("USDC", 0.0),
+                         dai=b.get("DAI", 0.0))
 
 
 @dataclass
@@ -183,7 +196,8 @@ async def _run_variant(opts: BacktestOptions, rows: list[PathRow], name: str, ov
         w3.provider.make_request(RPCEndpoint("anvil_setBlockTimestampInterval"), [BLOCK_INTERVAL_S])
         golem_account = ANVIL_ADDRESSES[GOLEM_KEY_INDEX]
         dep = await asyncio.to_thread(deploy_world, w3, ANVIL_KEYS[0], golem_account, ANVIL_ADDRESSES[1],
-                                      golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX], rpc_url=anvil.rpc_url)
+                                      golem_key=ANVIL_KEYS[GOLEM_KEY_INDEX], rpc_url=anvil.rpc_url,
+                                      position=opts.position)
         data = run_dir / "data"
         stack.enter_context(_in_memory(data))
         dep.save(DataLayout(data).deployment)

@@ -22,7 +22,7 @@ import tomli_w
 
 from golem.backtest.models import PathRow
 from golem.backtest.path import write_path_csv
-from golem.learning.trial import TrialFigures
+from golem.learning.trial import StartPosition, TrialFigures
 from golem.models.config import GolemConfig
 
 ARMS = ("with", "without")
@@ -59,7 +59,8 @@ class BacktestTrialRunner:
         self.python = python
 
     async def run(self, rows: list[PathRow], config: GolemConfig, strategy_text: str,
-                  playbooks: tuple[str, str], out: Path, warmup: int = 0) -> tuple[TrialFigures, TrialFigures]:
+                  playbooks: tuple[str, str], out: Path, warmup: int = 0,
+                  position: StartPosition | None = None) -> tuple[TrialFigures, TrialFigures]:
         out.mkdir(parents=True, exist_ok=True)
         with (out / "path.csv").open("w") as f:
             write_path_csv(rows, f)
@@ -73,7 +74,8 @@ class BacktestTrialRunner:
             (out / f"{arm}.json").unlink(missing_ok=True)
             spec = {"path": str(out / "path.csv"), "home": str(home), "out": str(out / arm),
                     "grimoire": str(_grimoire_source(out / f"{arm}-source", playbook)),
-                    "figures": str(out / f"{arm}.json"), "warmup": warmup}
+                    "figures": str(out / f"{arm}.json"), "warmup": warmup,
+                    "position": position.model_dump(mode="json") if position is not None else None}
             (out / f"{arm}-spec.json").write_text(json.dumps(spec))
             await self._child(out / f"{arm}-spec.json", out / f"{arm}.log")
             figures.append(TrialFigures.model_validate_json((out / f"{arm}.json").read_text()))

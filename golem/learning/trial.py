@@ -1,6 +1,7 @@
 """A learned rule's trial: the golem's own recent path replayed with and without the rule, and the verdict.
 
-Pure: `path_rows` turns decision records into the backtest's path rows, `figures_of` reads a run's figures,
+Pure: `path_rows` turns decision records into the backtest's path rows (`start_position`: what the golem held at
+the first), `figures_of` reads a run's figures,
 `judge` applies the keep/demote rule, `playbook_pair` writes the two PLAYBOOKs the runs start from. Running the
 two backtests is a side effect (workers/trial.py, handed to the delta cycle's trial activity). The rule and
 why: docs/design/learning.md.
@@ -71,12 +72,23 @@ class TrialResult(BaseModel):
                 f"{o.transactions}" + (f" ({'; '.join(self.reasons)})" if self.reasons else ""))
 
 
+class StartPosition(BaseModel):
+    """What the live golem held when the replayed rows start: its Aave loan (WETH supplied, USDC owed) and wallet.
+    The trial's world opens it at row 0 instead of the dev world's loan (golem.world.deploy.GolemPosition)."""
+
+    collateral: float = 0.0
+    debt: float = 0.0
+    balances: dict[str, float] = Field(default_factory=dict)  # symbol → human units
+
+
 class TrialRunner(Protocol):
     """Runs a trial's two arms on `rows`: the golem as `config`, each arm starting from one of `playbooks` (with the
-    rule, without it); returns their figures over the rows after the first `warmup`. Built in workers/ (workers/trial.py) and handed to the trial step."""
+    rule, without it) and from `position` (None: the dev world's loan); returns their figures over the rows after
+    the first `warmup`. Built in workers/ (workers/trial.py) and handed to the trial step."""
 
     async def run(self, rows: list[PathRow], config: GolemConfig, strategy_text: str, playbooks: tuple[str, str],
-                  out: Path, warmup: int = 0) -> tuple[TrialFigures, TrialFigures]: ...
+                  out: Path, warmup: int = 0,
+                  position: StartPosition | None = None) -> tuple[TrialFigures, TrialFigures]: ...
 
 
 def _pct(x: float | None, places: int = 2) -> str:
@@ -87,21 +99,39 @@ def _num(x: float | None, places: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{places}f}"
 
 
+def _window(records: Iterable[DecisionCycleRecord], last: int) -> list[DecisionCycleRecord]:
+    """The records of the last `last` rows, oldest first: reruns of a tick and records whose block time does not
+    advance are left out (a path's time strictly increases)."""
+    kept: list[DecisionCycleRecord] = []
+    for r in sorted((r for r in records if not r.run_label), key=lambda r: r.tick):
+        if kept and r.observation.snapshot.block_timestamp <= kept[-1].observation.snapshot.block_timestamp:
+            continue
+        kept.append(r)
+    return kept[-last:] if last > 0 else []
+
+
 def path_rows(records: Iterable[DecisionCycleRecord], last: int) -> list[PathRow]:
     """The last `last` recorded ticks as path rows (oldest first): the pool and oracle price, the base fee and the
-    block time the golem read. A record holds no market volume, so rows carry none (no noise trades). Reruns of a
-    tick and rows whose block time does not advance are left out (a path's time strictly increases)."""
-    ordered = sorted((r for r in records if not r.run_label), key=lambda r: r.tick)
-    rows: list[PathRow] = []
-    for r in ordered:
+    block time the golem read. A record holds no market volume, so rows carry none (no noise trades)."""
+    rows = []
+    for i, r in enumerate(_window(records, last)):
         snap = r.observation.snapshot
-        if rows and snap.block_timestamp <= rows[-1].timestamp:
-            continue
-        rows.append(PathRow(tick=len(rows), timestamp=snap.block_timestamp, pool_price=snap.pool.price,
+        rows.append(PathRow(tick=i, timestamp=snap.block_timestamp, pool_price=snap.pool.price,
                             oracle_price=snap.oracle_price, gas_gwei=max(0.0, snap.gas_price_gwei - WORLD_TIP_GWEI),
                             volume_usd=0.0))
-    rows = rows[-last:]
-    return [row.model_copy(update={"tick": i}) for i, row in enumerate(rows)]
+    return rows
+
+
+def start_position(records: Iterable[DecisionCycleRecord], last: int) -> StartPosition | None:
+    """What the golem held as the first of `path_rows(records, last)` was read (before that tick acted): its Aave
+    lending position and wallet. None without records."""
+    window = _window(records, last)
+    if not window:
+        return None
+    snap = window[0].observation.snapshot
+    loans = [p for p in snap.positions if p.kind == "lending"]
+    return StartPosition(collateral=sum(p.collateral for p in loans), debt=sum(p.debt for p in loans),
+                         balances={k.upper(): v for k, v in snap.balances.items()})
 
 
 def figures_of(figures: Figures, actions: list[str]) -> TrialFigures:

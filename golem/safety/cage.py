@@ -36,7 +36,7 @@ from golem.safety.gas import GasPartition
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import PolicyCage, opens_exposure, protective_reason
 from golem.safety.risk import RiskSnapshot, kelly_fraction
-from golem.safety.urgency import classify, gas_decision, recent_median
+from golem.safety.urgency import LineRule, classify, gas_decision, recent_median
 from golem.safety.sizing import (
     Fit,
     SOFT_LAYER,
@@ -92,6 +92,8 @@ class ValidationContext(BaseModel):
     forecast: Forecast | None = None
     floor: float | None = None
     gas_history: list[float] = Field(default_factory=list)
+    # the rules (STRATEGY.md and learned) firing now on a crossed health-factor line with a sell (urgency.line_rules)
+    line_rules: list[LineRule] = Field(default_factory=list)
     approvals: dict[str, str] = Field(default_factory=dict)  # the owner's approved privileged requests: id → tool
 
 
@@ -166,7 +168,7 @@ class SafetyCage:
             gas_usd = sim.gas_estimate * snap.gas_price_gwei * 1e-9 * price_usd("WETH", ctx.observation)
             partition = GasPartition(budget_usd=r.gas_budget_usd_per_day, emergency_fraction=r.gas_emergency_fraction,
                                      spent_usd=ctx.risk.gas_spent_today_usd + gas_spent_so_far)
-            verdict = classify(action, ctx.forecast, ctx.steers, ctx.floor)
+            verdict = classify(action, ctx.forecast, ctx.steers, ctx.floor, ctx.line_rules)
             why, note = gas_decision(gas_usd, partition, ctx.risk.typical_action_gas_usd, r.gas_spike_multiple, verdict,
                                      protective_reason(action, snap, ctx.steers), snap.gas_price_gwei,
                                      recent_median(ctx.gas_history), self.limits.policy, value)

@@ -38,6 +38,7 @@ from golem.safety.limits import SafetyLimits
 from golem.safety.policy import opens_exposure
 from golem.safety.risk import RiskStore, net_value_usd
 from golem.safety.run_actions import RunAction, RunActionLedger, SlotTaken, same_action
+from golem.safety.urgency import LineRule
 from golem.layout import DataLayout
 
 
@@ -92,6 +93,7 @@ class SafetyService:
         config: GolemConfig | None = None, entries_stopped: bool = False, markers: list[SomaticMarker] | None = None,
         last_price: float | None = None, resimulate: Resimulate | None = None, forecast: Forecast | None = None,
         floor: float | None = None, gas_history: list[float] | None = None, approvals: dict[str, str] | None = None,
+        line_rules: list[LineRule] | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
         """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
         `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None;
@@ -99,8 +101,9 @@ class SafetyService:
         validated again (no permit), its verdict names the run that sent it. `config`: the tick's config
         version, whose limits the cage enforces (the worker's own config when None). `resimulate`: simulates the
         actions again at the sizes the cage clipped them to (golem.safety.sizing); without it a clip is refused.
-        `forecast`, `floor`, `gas_history`: what urgency is read from (golem.safety.urgency). `approvals`: the owner's
-        approved privileged requests (id → tool), the only way a privileged tool passes (golem.safety.approvals)."""
+        `forecast`, `floor`, `gas_history`, `line_rules`: what urgency is read from (golem.safety.urgency). `approvals`:
+        the owner's approved privileged requests (id → tool), the only way a privileged tool passes
+        (golem.safety.approvals)."""
         sent = self.sent_by_other_runs(golem_id, tick, actions, run_id) if run_id else {}
         if sent:
             fresh = [a for a in actions if a.action_index not in sent]
@@ -108,7 +111,7 @@ class SafetyService:
                                               steers=steers, now=now, config=config, entries_stopped=entries_stopped,
                                               markers=markers, last_price=last_price, resimulate=resimulate,
                                               forecast=forecast, floor=floor, gas_history=gas_history,
-                                              approvals=approvals)
+                                              approvals=approvals, line_rules=line_rules)
             verdicts = {v.action_index: v for v in result.actions}
             for index, claim in sent.items():
                 intents = self.journal.intents_for(golem_id, tick, claim.action_index)
@@ -129,7 +132,8 @@ class SafetyService:
                                 risk=self.risk.snapshot(golem_id, nav, now=now), strategy=strategy,
                                 steers=list(steers or []), entries_stopped=entries_stopped,
                                 markers=list(markers or []), last_price=last_price, forecast=forecast, floor=floor,
-                                gas_history=list(gas_history or []), approvals=dict(approvals or {}))
+                                gas_history=list(gas_history or []), approvals=dict(approvals or {}),
+                                line_rules=list(line_rules or []))
         for sim in simulation.actions:
             if not sim.ok:
                 self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,

@@ -1,8 +1,8 @@
 """Urgency buys gas: each proposed action is classed by the danger it answers, read from the chain (the health
-factor's forecast against STRATEGY.md's lines), the strategy and the owner's steer — never from the model's words.
-routine pays routine gas (and a routine "protective" action waits while gas is above its recent median); urgent
-may spend the whole partition; critical may go beyond it, up to the hard daily ceiling. Both urgent classes are
-held to the per-action ceiling. Formulas and thresholds: docs/design/spending.md.
+factor's forecast against STRATEGY.md's lines, the line a firing rule draws), the strategy, PLAYBOOK.md and the
+owner's steer — never from the model's words. routine pays routine gas (a routine "protective" action waits while
+gas is above its recent median); urgent may spend the partition; critical may go beyond it, up to the hard daily
+ceiling. Both urgent classes are held to the per-action ceiling. Formulas and thresholds: docs/design/spending.md.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from golem.chain.tools.arguments import parse_arguments
 from golem.chain.tools.schemas import STABLE_TOKENS, ToolArgumentError
+from golem.inference.strategy import Metrics, Rule, evaluate_condition, readable_without_steer
 from golem.models.config import PolicySection
 from golem.models.enums import SteerSeverity
 from golem.models.interventions import Steer
@@ -30,6 +31,9 @@ MEDIAN_MIN_SAMPLES = 5  # fewer recent gas prices than this: no median, nothing 
 # "Above the median" means above it by more than the noise of one block's base-fee step (EIP-1559 moves it up to 12.5 %
 # a block): at flat gas a routine action must not wait on 1.0001 against 1.0000 gwei (docs/design/spending.md).
 MEDIAN_TOLERANCE = 0.10
+# A sell whose own rule's line is crossed may draw on the slice only while it leaves this many actions' gas at its
+# price there: a repay (and its approval) must still find its gas (docs/design/spending.md#a-line-sell-is-urgent)
+REPAY_RESERVE_ACTIONS = 2.0
 
 
 class Urgency(str, Enum):
@@ -49,6 +53,49 @@ class UrgencyVerdict(BaseModel):
     # may draw on the ring-fenced slice: it moves the health factor up by itself (repay, supply, remove_liquidity),
     # or the owner steered the tick (docs/design/spending.md#the-slice-is-for-repays)
     uses_slice: bool = False
+    # a sell on its rule's crossed line: the slice, less a repay's gas kept in it (REPAY_RESERVE_ACTIONS)
+    keeps_reserve: bool = False
+
+
+class LineRule(BaseModel):
+    """A rule (STRATEGY.md or a learned one in PLAYBOOK.md) that fires now because the health factor is under the
+    line it draws, and sells into a stable: a proposed sell like it answers that line."""
+
+    label: str
+    text: str
+    line: float
+    health_factor: float
+    token_out: str
+
+
+def line_rules(rules: list[Rule], metrics: Metrics) -> list[LineRule]:
+    """The rules whose every condition holds now, one of them `health_factor <` / `<=` a line, whose action is a swap
+    into a stable (rules that need the owner's words are the steer's business)."""
+    hf = metrics.get("health_factor")
+    out = []
+    for rule in rules:
+        act = rule.action
+        if act.tool != "swap" or (act.token_out or "").upper() not in STABLE_TOKENS or not readable_without_steer(rule):
+            continue
+        lines = [float(c.value) for c in rule.conditions if c.metric == "health_factor" and c.op in ("<", "<=")
+                 and isinstance(c.value, (int, float))]
+        if not lines or not isinstance(hf, float) or not all(evaluate_condition(c, metrics, [])[0]
+                                                                for c in rule.conditions):
+            continue
+        out.append(LineRule(label=rule.label, text=rule.text, line=min(lines), health_factor=hf,
+                            token_out=(act.token_out or "").upper()))
+    return out
+
+
+def _answers_line(action: ProposedAction, rules: list[LineRule]) -> LineRule | None:
+    """The crossed line a proposed sell answers: a firing line rule selling into the same stable."""
+    if action.tool != "swap" or not rules:
+        return None
+    try:
+        out = str(parse_arguments("swap", action.arguments)["token_out"]).upper()
+    except ToolArgumentError:
+        return None
+    return next((r for r in rules if r.token_out == out), None)
 
 
 DIRECT_TOOLS = ("repay", "supply", "remove_liquidity")  # restore the health factor by themselves
@@ -68,11 +115,24 @@ def restores_health(action: ProposedAction) -> bool:
 
 
 def classify(action: ProposedAction, forecast: Forecast | None, steers: list[Steer],
-             floor: float | None = None) -> UrgencyVerdict:
+             floor: float | None = None, lines: list[LineRule] | None = None) -> UrgencyVerdict:
     """The urgency an action answers. An owner's high or critical steer makes every action of its tick urgent;
     otherwise only an action that restores health can be urgent, and only as urgent as the position is: critical
     when a MUST floor or the liquidation line is crossed or within the forecast horizon, urgent when a rule's line
-    is, routine otherwise (however protective the tool sounds). `floor`: STRATEGY.md's MUST health-factor floor."""
+    is, routine otherwise (however protective the tool sounds). `floor`: STRATEGY.md's MUST health-factor floor.
+    `lines`: the line rules firing now (line_rules): a sell answering one is urgent on that line's account and may
+    draw on the slice, less a repay's reserve."""
+    verdict = _classify(action, forecast, steers, floor)
+    rule = _answers_line(action, lines or [])
+    if rule is None or verdict.level is Urgency.CRITICAL or verdict.uses_slice:
+        return verdict
+    return UrgencyVerdict(level=Urgency.URGENT, restores=True, uses_slice=True, keeps_reserve=True,
+                          reason=f"health factor {rule.health_factor:.3f} is under the line {rule.line:g} of "
+                                 f"{rule.label} `{rule.text}`, which this sell answers")
+
+
+def _classify(action: ProposedAction, forecast: Forecast | None, steers: list[Steer],
+              floor: float | None = None) -> UrgencyVerdict:
     restores, direct = restores_health(action), action.tool in DIRECT_TOOLS
     steer = max((s for s in steers if s.severity.rank >= SteerSeverity.HIGH.rank), key=lambda s: s.severity.rank,
                 default=None)
@@ -134,6 +194,13 @@ def gas_decision(
                 f"ceiling ${cap:,.4f} (min of ${policy.gas_ceiling_per_action_usd:,.2f} and "
                 f"{policy.gas_ceiling_share_of_protected:.1%} of ${value_usd:,.2f} protected)"), None
     left = partition.left_usd
+    reserve = est_usd * REPAY_RESERVE_ACTIONS
+    if (level is Urgency.URGENT and verdict.keeps_reserve and est_usd > partition.routine_left_usd
+            and left - est_usd < reserve):
+        # worded "left today": a deferral for the day's gas, released by a new day or a rise in urgency (_cause)
+        return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} would leave the emergency slice "
+                f"${max(left - est_usd, 0.0):,.4f} left today, under the ${reserve:,.4f} a repay needs (the slice "
+                "keeps it)"), None
     if level is Urgency.URGENT and not verdict.uses_slice and est_usd > partition.routine_left_usd:
         # a sell into a stable only funds a repay: the ring-fenced slice waits for the repay itself, which a day of
         # sells in a chop had spent (docs/design/spending.md#the-slice-is-for-repays)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -47,6 +48,8 @@ GOLEM_DAI = 1_000
 GOLEM_SUPPLY_WETH = 10
 GOLEM_BORROW_USDC = 8_000
 DEPLOYER_ETH = 100_000  # anvil_setBalance on the dev chain: enough ETH to wrap every WETH the world needs
+# The highest loan-to-value the golem's borrow is opened at when the feed must be raised for it (WETH's LTV is 80 %)
+OPENING_LTV = 0.75
 
 GAS_DEPLOY = 3_000_000
 GAS_DEPLOY_LARGE = 8_000_000  # Aave's Pool, PoolConfigurator and logic libraries
@@ -309,6 +312,40 @@ class _Batch:
         return receipts
 
 
+@dataclass(frozen=True)
+class GolemPosition:
+    """What the golem holds when the world is deployed: WETH supplied to Aave (`collateral`), USDC borrowed at a
+    variable rate (`debt`), and its wallet (the borrowed USDC included). The default is the dev world's loan; a
+    learned rule's trial opens the live golem's own (docs/design/learning.md#the-trial-starts-where-the-golem-was)."""
+
+    collateral: float = GOLEM_SUPPLY_WETH
+    debt: float = GOLEM_BORROW_USDC
+    weth: float = GOLEM_WETH
+    usdc: float = GOLEM_USDC
+    dai: float = GOLEM_DAI
+
+    def check(self) -> None:
+        """A clear error for a position the world cannot open."""
+        named = {"collateral": self.collateral, "debt": self.debt, "weth": self.weth, "usdc": self.usdc, "dai": self.dai}
+        bad = [f"{k} = {v!r}" for k, v in named.items() if not (v >= 0 and v < 1e12)]
+        if bad:
+            raise ValueError(f"golem position: {', '.join(bad)}: every amount must be a finite number ≥ 0")
+        if self.debt > 0 and self.collateral <= 0:
+            raise ValueError(f"golem position: debt {self.debt:g} USDC with no WETH collateral cannot be borrowed")
+
+    def opening_price(self) -> float:
+        """The ETH/USD answer the borrow is opened at: the genesis price, or higher when the debt needs it (the
+        replay posts the first row's price before the golem reads anything)."""
+        if self.debt <= 0:
+            return float(ORACLE_START_PRICE)
+        return max(float(ORACLE_START_PRICE), self.debt / (self.collateral * OPENING_LTV))
+
+
+def _units(amount: float, unit: int) -> int:
+    """Human units to base units, rounded down (a wallet never gets more than the record said it held)."""
+    return int(amount * unit)
+
+
 def _at(w3: Web3, address: str, abi_name: str) -> Any:
     art = world_artifact(abi_name) if abi_name in ("Token", "PriceFeed") else protocols.artifact(abi_name)
     return w3.eth.contract(address=to_checksum_address(address), abi=art["abi"])
@@ -327,6 +364,7 @@ def deploy_world(
     trader_address: str,
     golem_key: str | None = None,
     rpc_url: str | None = None,
+    position: GolemPosition | None = None,
 ) -> Deployment:
     """Deploy the embedded world from the protocols' published bytecode and seed it.
 
@@ -336,13 +374,15 @@ def deploy_world(
     implementations, DefaultReserveInterestRateStrategy; WETH, USDC and DAI reserves configured through the
     PoolConfigurator), USDC and DAI as our mintable ERC-20s. With `golem_key` the golem opens its own Aave
     position: 10 WETH supplied, 8,000 USDC borrowed at a variable rate (HF ≈ 2.06 at $2,000); its wallet
-    then holds 20 WETH, 20,000 USDC and 1,000 DAI.
+    then holds 20 WETH, 20,000 USDC and 1,000 DAI. `position` opens another one (GolemPosition).
     """
     if not Web3.is_address(golem_address) or not Web3.is_address(trader_address):
         raise ValueError(f"golem_address/trader_address must be addresses, got {golem_address!r}, {trader_address!r}")
     golem_address = to_checksum_address(golem_address)
     trader_address = to_checksum_address(trader_address)
     golem_account = None
+    held = position if position is not None else GolemPosition()
+    held.check()
     if golem_key is not None:
         golem_account = Account.from_key(golem_key)
         if golem_account.address != golem_address:
@@ -428,8 +468,8 @@ def deploy_world(
     router = _at(w3, a["UNI_ROUTER"], "UniswapV2Router02")
     stables = {"USDC": (usdc, E6), "DAI": (dai, E18)}
     trader_weth = TRADER_WETH
-    golem_weth = GOLEM_WETH + (GOLEM_SUPPLY_WETH if golem_account else 0)
-    wrap = 2 * POOL_SEED_WETH + AAVE_LIQUIDITY_WETH + trader_weth + golem_weth
+    golem_weth = held.weth + (held.collateral if golem_account else 0)
+    wrap = math.ceil(2 * POOL_SEED_WETH + AAVE_LIQUIDITY_WETH + trader_weth + golem_weth)
     b.call("wrap WETH", weth, "deposit", value=wrap * E18, gas=GAS_CALL)
     deadline = 2**63
     for sym, (tok, unit) in stables.items():
@@ -447,10 +487,17 @@ def deploy_world(
     b.call("fund trader WETH", weth, "transfer", trader_address, trader_weth * E18)
     b.call("fund trader USDC", usdc, "mint", trader_address, TRADER_USDC * E6)
     b.call("fund trader DAI", dai, "mint", trader_address, TRADER_USDC * E18)
-    golem_usdc = GOLEM_USDC - (GOLEM_BORROW_USDC if golem_account else 0)
-    b.call("fund golem WETH", weth, "transfer", golem_address, golem_weth * E18)
-    b.call("fund golem USDC", usdc, "mint", golem_address, golem_usdc * E6)
-    b.call("fund golem DAI", dai, "mint", golem_address, GOLEM_DAI * E18)
+    # the borrow adds the debt to the wallet: mint the rest, and hand back what the wallet held less than the debt
+    golem_usdc = held.usdc - (held.debt if golem_account else 0)
+    b.call("fund golem WETH", weth, "transfer", golem_address, _units(golem_weth, E18))
+    if golem_usdc > 0:
+        b.call("fund golem USDC", usdc, "mint", golem_address, _units(golem_usdc, E6))
+    if held.dai > 0:
+        b.call("fund golem DAI", dai, "mint", golem_address, _units(held.dai, E18))
+    opening = held.opening_price() if golem_account else float(ORACLE_START_PRICE)
+    if opening > ORACLE_START_PRICE:  # a loan opened on a higher price than genesis: the feed says so while it opens
+        b.call("feed at the opening price", _at(w3, a["FEED_WETH"], "PriceFeed"), "post_round",
+               int(round(opening * 10**FEED_DECIMALS)))
     receipts = b.wait()
     factory = _at(w3, a["UNI_FACTORY"], "UniswapV2Factory")
     for key, (t0, t1) in PAIRS.items():
@@ -459,11 +506,21 @@ def deploy_world(
     # 5. the golem opens its own position (only after its funding is mined: another sender)
     if golem_account is not None:
         g = _Batch(w3, TxSender.for_key(w3, golem_key, chain_id))  # type: ignore[arg-type]
-        g.call("golem approve WETH", weth, "approve", a["AAVE_POOL"], GOLEM_SUPPLY_WETH * E18)
-        g.call("golem supply", pool, "supply", a["WETH"], GOLEM_SUPPLY_WETH * E18, golem_address, 0, gas=GAS_CONFIG)
-        g.call("golem borrow", pool, "borrow", a["USDC"], GOLEM_BORROW_USDC * E6, VARIABLE_RATE, 0, golem_address,
-               gas=GAS_CONFIG)
-        receipts = g.wait()
+        if held.collateral > 0:
+            supplied = _units(held.collateral, E18)
+            g.call("golem approve WETH", weth, "approve", a["AAVE_POOL"], supplied)
+            g.call("golem supply", pool, "supply", a["WETH"], supplied, golem_address, 0, gas=GAS_CONFIG)
+        if held.debt > 0:
+            g.call("golem borrow", pool, "borrow", a["USDC"], _units(held.debt, E6), VARIABLE_RATE, 0, golem_address,
+                   gas=GAS_CONFIG)
+        if golem_usdc < 0:
+            g.call("golem hands back USDC", usdc, "transfer", dep.address, _units(-golem_usdc, E6))
+        if g.steps:
+            receipts = g.wait()
+        if opening > ORACLE_START_PRICE:
+            b.call("feed back at genesis", _at(w3, a["FEED_WETH"], "PriceFeed"), "post_round",
+                   ORACLE_START_PRICE * 10**FEED_DECIMALS)
+            receipts = b.wait()
 
     if rpc_url is None:
         rpc_url = getattr(w3.provider, "endpoint_uri", None) or ""

@@ -86,3 +86,30 @@ def test_only_protective_actions_reach_the_emergency_slice_on_the_ticks_clock(ri
     # two days later on the path the partition is fresh: the same routine swap goes through as routine
     _, _, val = validate(ctx(102, T + timedelta(days=2)), [swap])
     assert val.actions[0].approved and val.actions[0].protective is None
+
+
+def test_a_learned_sell_on_its_crossed_line_draws_on_the_slice_the_routine_sells_spent(rig):
+    """Urgency, not the tool: with the day's routine share spent, a sell into USDC waits — unless a rule it answers
+    fires on a health-factor line the position is under. Here that rule is a learned one in PLAYBOOK.md (HF 2.06
+    under its 2.5 line): the validate activity reads it, the sell is urgent and draws on the slice."""
+    acts = TickActivities(rig.services())
+    for i in range(32):  # $8.00 of the $10 partition spent: nothing left outside the $2 slice
+        acts.s.safety.risk.record_outcome(rig.golem_id, i, 0, "swap", opens_exposure=False, verified=True,
+                                          value_usd=100, pnl_usd=0, gas_usd=0.25, now=T.timestamp())
+    c = TickContext(golem_id=rig.golem_id, tick=100, config=rig.config, state=GolemState(golem_id=rig.golem_id),
+                    started_at=(T + timedelta(hours=1)).isoformat())
+    sell = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 0.2})
+
+    def validated():
+        obs = acts.observe(ObserveInput(ctx=c))
+        sim = acts.simulate(SimulateInput(ctx=c, observation=obs, actions=[sell]))
+        return acts.validate(ValidateInput(ctx=c, observation=obs, actions=[sell], simulation=sim)).actions[0]
+
+    before = validated()
+    assert before.deferred and "emergency slice is kept" not in before.reason and "routine" in before.reason
+    acts.s.playbook_path.write_text("<!-- golem PLAYBOOK revision: 1 -->\n# PLAYBOOK\n\n## Global\n\n"
+                                    "- WHEN health_factor < 2.5 THEN swap 1% WETH to USDC "
+                                    "_(confidence 0.90, 5 episodes, h-0123456789abcdef)_\n")
+    after = validated()
+    assert after.approved and after.protective.startswith("urgent"), after.reason
+    assert "under the line 2.5 of PLAYBOOK.md:6" in after.protective and "emergency slice" in after.protective

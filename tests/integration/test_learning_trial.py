@@ -6,6 +6,7 @@ repay every tick only spends gas and is demoted, its figures in the trial histor
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -92,7 +93,44 @@ async def test_a_rule_the_curator_adds_is_judged_before_it_reaches_the_playbook(
         assert trial["verdict"] in ("demoted", "no effect") and trial["result"]["reasons"]
         assert learned.id not in (rig.data_dir / "PLAYBOOK.md").read_text()
         records = [CycleStore(rig.data_dir).load(r["tick"]) for r in CycleStore(rig.data_dir).recent(30)]
+        # the trial started from what the golem held at the first row it replayed, not from the dev world's loan
+        (spec,) = (rig.data_dir / "trials").glob(f"*-{learned.id}/without-spec.json")
+        start = min(records, key=lambda r: r.tick).observation.snapshot
+        (loan,) = [p for p in start.positions if p.kind == "lending"]
+        held = json.loads(spec.read_text())["position"]
+        assert held is not None and (held["collateral"], held["debt"]) == (loan.collateral, loan.debt), held
+        assert held["balances"] == {k.upper(): v for k, v in start.balances.items()}
         assert not [r.tick for r in records if r.deliberation and
                     any(a.entry_id == learned.id for a in r.deliberation.rules_applied)]
     finally:
         rig.stop()
+
+
+def test_a_trial_opens_the_position_the_golem_held_at_its_first_row(tmp_path):
+    """The trial's world opens the live golem's loan and wallet at row 0, not the dev world's (10 WETH supplied,
+    8,000 USDC owed): here a loan the genesis price could not open (9,000 USDC on 5 WETH needs the feed at $2,400
+    while it opens) and a wallet holding less USDC than it owes. Both arms' golems read that position at row 0."""
+    from golem.backtest.path import load_path
+    from golem.learning.trial import StartPosition, playbook_pair
+    from golem.models.config import load_config
+    from tests.integration.test_backtest import REPO, T0
+    from workers.trial import BacktestTrialRunner
+
+    home = REPO / "examples" / "golem-home"
+    csv = tmp_path / "flat.csv"
+    csv.write_text("tick,timestamp,pool_price,oracle_price,gas_gwei,volume_usd\n" +
+                   "".join(f"{i},{T0 + 60 * i},3000,3000,1.0,0\n" for i in range(6)))
+    held = StartPosition(collateral=5.0, debt=9000.0, balances={"WETH": 4.25, "USDC": 1000.0, "DAI": 0.0})
+    playbooks = playbook_pair("", "h-never", "- WHEN health_factor < 0.5 THEN repay 1% debt "
+                                             "_(confidence 0.90, 5 episodes, h-never)_")
+    out = tmp_path / "trial"
+    asyncio.run(BacktestTrialRunner().run(load_path(csv), load_config(home / "golem.toml"),
+                                          (home / "STRATEGY.md").read_text(), playbooks, out, position=held))
+    for arm in ("with", "without"):
+        store = CycleStore(out / arm / "data")
+        first = store.load(min(r["tick"] for r in store.recent(50))).observation.snapshot
+        (loan,) = [p for p in first.positions if p.kind == "lending"]
+        assert loan.collateral == pytest.approx(5.0, rel=1e-6) and loan.debt == pytest.approx(9000.0, rel=1e-4), loan
+        assert loan.health_factor == pytest.approx(5.0 * 3000 * 0.825 / 9000, rel=1e-3)  # at the row's price
+        assert first.balances["WETH"] == pytest.approx(4.25) and first.balances["USDC"] == pytest.approx(1000.0)
+        assert first.balances.get("DAI", 0.0) == pytest.approx(0.0)

@@ -81,11 +81,12 @@ URGENT = fc(1.55)  # under the strategy's repay line 1.6
 CRITICAL = fc(1.25, line=1.3, kind="must")  # under the MUST floor
 
 
-def decide(action, *, spent=0.0, typical=None, o=None, steers=(), forecast=None, gas_history=()):
+def decide(action, *, spent=0.0, typical=None, o=None, steers=(), forecast=None, gas_history=(), lines=()):
     o = o or obs()
     risk = RiskSnapshot(nav_usd=1e5, high_water_usd=1e5, gas_spent_today_usd=spent, typical_action_gas_usd=typical)
     c = ValidationContext(golem_id="g1", tick=1, phase=BehavioralPhase.THRIVING, observation=o, risk=risk,
-                          steers=list(steers), forecast=forecast, floor=1.3, gas_history=list(gas_history))
+                          steers=list(steers), forecast=forecast, floor=1.3, gas_history=list(gas_history),
+                          line_rules=list(lines))
     decision, _ = CAGE.tool_call(action, c, sim(action), Book.of(o.snapshot))
     return decision
 
@@ -104,6 +105,48 @@ def test_the_emergency_slice_is_kept_for_the_repay_not_the_sell_that_would_fund_
     # critical (under the MUST floor) goes beyond the partition for a sell too, and an owner's steer buys the slice
     assert decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=CRITICAL).allowed
     assert decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT, steers=[steer("high")]).allowed
+
+
+LEARNED = """# PLAYBOOK
+
+- WHEN health_factor < 2.09 AND balance.WETH > 10 AND regime == trending_down THEN swap 30% WETH to USDC _(confidence 0.90, 8 episodes, h-aaaaaaaaaaaaaaaa)_
+- WHEN price_change_bps <= -300 THEN swap 10% WETH to USDC
+- WHEN health_factor < 2.5 THEN repay 1% debt
+- WHEN health_factor < 2.5 AND steer contains "sell" THEN swap 5% WETH to USDC
+"""
+
+
+def _line_rules(hf_debt: float, regime: str = "trending_down"):
+    from golem.inference.strategy import metrics_from, parse_strategy, rules_in
+    from golem.models.enums import MarketRegime
+    from golem.safety.urgency import line_rules
+
+    strategy = parse_strategy("## Rules\n- WHEN health_factor < 1.6 THEN repay 25% debt\n")
+    o = obs(debt=hf_debt).model_copy(update={"regime": MarketRegime(regime)})
+    return line_rules([*strategy.rules, *rules_in(LEARNED, "PLAYBOOK.md", strategy)], metrics_from(o, 2100.0))
+
+
+def test_a_sell_on_its_rules_crossed_line_is_urgent_and_may_draw_on_the_slice_less_a_repays_reserve():
+    """Urgency, not the tool: a learned sell whose own line (HF 2.09) the position is under answers that line, so it
+    is urgent and draws on the ring-fenced slice the day's routine sells spent, keeping a repay's gas there. A sell
+    no line rule answers (the -3 % rule, a steer's rule) stays on the routine share."""
+    at_2_0 = 10 * 2000 * 0.8 / 2.0  # HF 2.0: under the learned 2.09 line, above every STRATEGY.md line
+    lines = _line_rules(at_2_0)
+    assert [(r.label, r.line, r.token_out) for r in lines] == [("PLAYBOOK.md:3", 2.09, "USDC")]
+    assert _line_rules(at_2_0, regime="volatile") == []  # its other conditions do not hold: no line to answer
+    assert _line_rules(10 * 2000 * 0.8 / 2.2) == []  # above the line
+    sell = decide(swap(), spent=7.9, o=obs(debt=at_2_0), lines=lines)  # $0.10 routine, $2.10 in all
+    assert sell.allowed and "under the line 2.09 of PLAYBOOK.md:3" in sell.protective
+    assert "uses the emergency slice" in sell.protective
+    kept = decide(swap(), spent=9.5, o=obs(debt=at_2_0), lines=lines)  # $0.50 left: $0.30 after, under 2 × $0.20
+    assert not kept.allowed and kept.deferred and "under the $0.4000 a repay needs" in kept.reason
+    from golem.safety.urgency import _cause
+    assert _cause(kept.reason.removeprefix("risk: ")) == ("budget", "urgent")  # released by a new day, not by gas
+    assert decide(act("repay"), spent=9.5, o=obs(debt=at_2_0), forecast=fc(1.55)).allowed  # the repay finds it
+    plain = decide(swap(), spent=7.9, o=obs(debt=at_2_0))  # the same sell, no line rule firing: routine share only
+    assert not plain.allowed and "left today for routine actions" in plain.reason
+    into_weth = decide(swap(tin="USDC", tout="WETH"), spent=7.9, o=obs(debt=at_2_0), lines=lines)
+    assert not into_weth.allowed  # a buy answers no line
 
 
 def test_routine_action_is_deferred_once_only_the_emergency_slice_remains():

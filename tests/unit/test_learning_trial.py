@@ -218,3 +218,40 @@ def test_a_rule_that_loses_less_with_less_downside_is_kept_where_the_plain_ratio
     # trials stored before the loss-aware figure existed compare the plain one
     old_w = with_rule.model_copy(update={"sortino_loss_aware_per_tick": None})
     assert judge(old_w, without, LIMITS)[0] == "demoted"
+
+
+def test_the_trial_starts_from_the_position_read_at_its_first_row():
+    """start_position: the loan and wallet of the first record path_rows keeps (a rerun and a row whose block time
+    does not advance are left out the same way), as that tick read them before acting."""
+    from golem.learning.trial import start_position
+    from golem.models.observation import PositionState
+
+    recs = []
+    for tick, (ts, debt, weth) in enumerate([(100, 8000.0, 20.0), (160, 7000.0, 16.0), (220, 6500.0, 12.0)]):
+        r = _record(OutcomeRecord(verified=True), tick=tick)
+        snap = r.observation.snapshot.model_copy(update={
+            "block_timestamp": ts, "balances": {"weth": weth, "USDC": 9000.0},
+            "positions": [PositionState(id="lending:x", collateral=10.0 - tick, debt=debt, health_factor=2.0),
+                          PositionState(id="lp:x", kind="lp", collateral=99.0)]})
+        recs.append(r.model_copy(update={"observation": r.observation.model_copy(update={"snapshot": snap})}))
+    rerun = recs[1].model_copy(update={"run_label": "r2"})
+    held = start_position([rerun, *recs], last=2)  # the window is ticks 1 and 2
+    assert (held.collateral, held.debt, held.balances) == (9.0, 7000.0, {"WETH": 16.0, "USDC": 9000.0})
+    assert path_rows(recs, last=2)[0].timestamp == 160
+    assert start_position([], last=5) is None
+
+
+def test_the_world_opens_a_loan_genesis_cannot_carry_at_a_raised_feed():
+    from golem.world.deploy import ORACLE_START_PRICE, GolemPosition
+
+    assert GolemPosition().opening_price() == ORACLE_START_PRICE  # the dev world's loan: the genesis price
+    assert GolemPosition(collateral=5.0, debt=9000.0).opening_price() == 2400.0  # 9,000 at 75 % LTV on 5 WETH
+    assert GolemPosition(collateral=0.0, debt=0.0).opening_price() == ORACLE_START_PRICE
+    for bad, why in ((GolemPosition(debt=100.0, collateral=0.0), "no WETH collateral"),
+                     (GolemPosition(weth=float("nan")), "weth = nan"), (GolemPosition(usdc=-1.0), "usdc = -1.0")):
+        try:
+            bad.check()
+        except ValueError as err:
+            assert why in str(err)
+        else:
+            raise AssertionError(f"{bad} passed")
