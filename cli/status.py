@@ -13,6 +13,7 @@ from cli.life import life_line
 from golem.ids import golem_workflow_id
 
 if TYPE_CHECKING:
+    from golem.models.record import DecisionCycleRecord
     from golem.models.golem import GolemStatus
     from golem.models.interventions import RejectedIntervention
     from golem.models.state import ChainHealth
@@ -95,11 +96,11 @@ async def _status(args: Namespace) -> int:
     print(f"  gating:     {'learned (Hedge + Thompson)' if st.learned_gating_active else 'cold start (fixed thresholds)'}"
           f"   decision cache: {dc.get('hits', 0)}/{dc.get('lookups', 0)} hits, {dc.get('entries', 0)} entries")
     print(dream_line(st))
-    if (woke := wake_line(args)) is not None:
+    if (woke := wake_line(args, st.tick)) is not None:
         print(woke)
     for line in strategy_lines(st, args):
         print(line)
-    if (split := attribution_line(args, cfg.clock.delta_theta_ticks)) is not None:
+    if (split := attribution_line(args, cfg.clock.delta_theta_ticks, st.tick)) is not None:
         print(split)
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
@@ -159,23 +160,37 @@ def dream_line(st: GolemStatus) -> str:
             f"(target 100%){urgency}" + (f"\n    last: {st.last_dream}" if st.last_dream else ""))
 
 
-def wake_line(args: Namespace) -> str | None:
-    """The newest record's wake check (forecast to the nearest STRATEGY.md line, rules previewed), from the data dir
-    on this host; None when there is none to read."""
+def records_before(args: Namespace, upto: int, n: int) -> list[DecisionCycleRecord]:
+    """The records of the last `n` ticks before `upto` (the golem's next tick), oldest first, from the data dir on this
+    host: a data dir may still hold a former golem's records numbered past this one's ticks."""
     from cli.common import data_dir
-    from golem.cognition.lines import wake_summary
     from golem.errors import UserError
     from golem.life.cycle_store import CycleStore
 
     try:
         store = CycleStore(data_dir(args))
-        rows = store.recent(1)
-        rec = store.load(rows[0]["tick"]) if rows else None
-    except (OSError, LookupError, ValueError, UserError):
+    except (OSError, ValueError, UserError):
+        return []
+    out: list[DecisionCycleRecord] = []
+    for tick in range(upto - 1, max(-1, upto - 1 - n), -1):
+        try:
+            row = store.row(tick)
+            if row is not None:
+                out.append(store.load(tick, row.get("run") or None))
+        except (OSError, LookupError, ValueError):
+            continue  # archived or unreadable: the window spans the gap
+    return out[::-1]
+
+
+def wake_line(args: Namespace, upto: int) -> str | None:
+    """The last tick's wake check (forecast to the nearest STRATEGY.md line, rules previewed); None when there is
+    none to read."""
+    from golem.cognition.lines import wake_summary
+
+    recs = records_before(args, upto, 1)
+    if not recs or recs[-1].wake is None:
         return None
-    if rec is None or rec.wake is None:
-        return None
-    return f"  wake:       tick {rec.tick}: {wake_summary(rec.wake)}"
+    return f"  wake:       tick {recs[-1].tick}: {wake_summary(recs[-1].wake)}"
 
 
 def strategy_lines(st: GolemStatus, args: Namespace) -> list[str]:
@@ -205,24 +220,12 @@ def strategy_lines(st: GolemStatus, args: Namespace) -> list[str]:
     return out
 
 
-def attribution_line(args: Namespace, window_ticks: int) -> str | None:
+def attribution_line(args: Namespace, window_ticks: int, upto: int) -> str | None:
     """The return of the last delta window (and the last tick) split into market, strategy, knowledge and noise,
     with the loop that should answer a loss (golem.safety.attribution); None without two records to read."""
-    from cli.common import data_dir
-    from golem.errors import UserError
-    from golem.life.cycle_store import CycleStore
     from golem.safety.attribution import PERSISTENT_WINDOWS, window_report
 
-    try:
-        store = CycleStore(data_dir(args))
-        records = []
-        for row in reversed(store.recent(PERSISTENT_WINDOWS * window_ticks + 1)):
-            try:
-                records.append(store.load(row["tick"], row.get("run") or None))
-            except (LookupError, ValueError):
-                continue
-    except (OSError, LookupError, ValueError, UserError):
-        return None
+    records = records_before(args, upto, PERSISTENT_WINDOWS * window_ticks + 1)
     w = window_report(records, window_ticks)
     if w is None:
         return None

@@ -148,7 +148,8 @@ def test_status_prints_the_window_split_and_the_loop_that_answers(tmp_path):
         rec = _record(t, price, weth, usdc, learned=learned, gas=2.0 if learned else 0.0)
         rec.attribution, basis = attribution_step(basis, rec)
         store.persist(rec)
-    line = attribution_line(Namespace(data=str(tmp_path)), window_ticks=4)
+    store.persist(_record(90, 100, 0, 0))  # a former golem's record numbered past this golem's ticks: not read
+    line = attribution_line(Namespace(data=str(tmp_path)), window_ticks=4, upto=5)
     assert "last 4 ticks: market -4000.00  strategy +0.00  knowledge +1558.00  noise +0.00  = -2442.00 $" in line, line
     assert "answered by none: wait" in line and "tick 4: market -600.00" in line, line
-    assert attribution_line(Namespace(data=str(tmp_path / "missing")), window_ticks=4) is None
+    assert attribution_line(Namespace(data=str(tmp_path / "missing")), window_ticks=4, upto=5) is None

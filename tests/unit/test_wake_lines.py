@@ -235,6 +235,7 @@ def test_ticks_show_and_status_say_when_and_why_the_golem_woke(tmp_path, capsys)
     err = capsys.readouterr().err
     floor_line = next(c.line for c in EXAMPLE.constraints if c.metric == "health_factor")
     assert f"wake: HF 1.590, line 1.3 (STRATEGY.md:{floor_line}): 9.7 ticks at the recent slope" in err and "rules would fire: STRATEGY.md:" in err and "lifted T0→T1" in err
-    line = wake_line(Namespace(data=str(tmp_path)))
+    line = wake_line(Namespace(data=str(tmp_path)), 8)
     assert line is not None and line.strip().startswith("wake:       tick 7: HF 1.590")
-    assert wake_line(Namespace(data=str(tmp_path / "none"))) is None
+    assert wake_line(Namespace(data=str(tmp_path / "none")), 8) is None
+    assert wake_line(Namespace(data=str(tmp_path)), 7) is None  # the golem's next tick is 7: tick 7 is a former golem's
