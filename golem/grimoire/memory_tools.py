@@ -6,6 +6,7 @@ both land in the quarantine for review, never in the knowledge the golem acts on
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from golem.chain.tools.schemas import ToolArgumentError
@@ -118,21 +119,24 @@ class MemoryReads:
         content = str(a["content"]).strip()
         if not 10 <= len(content) <= 600:
             raise ToolArgumentError(f"propose_entry.content: 10 to 600 characters, got {len(content)}")
+        qid = self._quarantine("propose_entry", f"{a['category']}|{content}", "proposed", lambda qid: GrimoireEntry(
+            id=qid, category=EntryType(a["category"]), content=content, confidence=PROPOSED_CONFIDENCE,
+            market_regime=a.get("regime") or self.regime, valid_from=self.tick,
+            parent_episode_ids=[str(e) for e in a.get("evidence") or []], tags=["proposed-by-model"],
+            source=EntrySource(golem_id=self.golem_id), created_tick=self.tick))
+        return {"quarantined": qid, "status": "pending review; not in force"}
+
+    def _quarantine(self, tool: str, what: str, kind: str, entry: Callable[[str], GrimoireEntry]) -> str:
+        """A model's proposal into the quarantine, never in force: one id per (golem, tick, proposal), so a retried or
+        reset decide proposes the same row once; at most MAX_PROPOSALS_PER_TICK a tick."""
         if self.proposed >= MAX_PROPOSALS_PER_TICK:
-            raise ToolArgumentError(f"propose_entry: at most {MAX_PROPOSALS_PER_TICK} proposals per tick")
-        # one id per (golem, tick, proposal): a retried or reset decide proposes the same row once
-        key = hashlib.sha256(f"{self.golem_id}|{self.tick}|{a['category']}|{content}".encode()).hexdigest()[:12]
-        qid = f"prop-{key}"
+            raise ToolArgumentError(f"{tool}: at most {MAX_PROPOSALS_PER_TICK} proposals per tick")
+        qid = "prop-" + hashlib.sha256(f"{self.golem_id}|{self.tick}|{what}".encode()).hexdigest()[:12]
         self.proposed += 1
         if self.semantic.quarantined_one(qid) is None:
-            entry = GrimoireEntry(id=qid, category=EntryType(a["category"]), content=content,
-                                  confidence=PROPOSED_CONFIDENCE, market_regime=a.get("regime") or self.regime,
-                                  valid_from=self.tick, parent_episode_ids=[str(e) for e in a.get("evidence") or []],
-                                  tags=["proposed-by-model"], source=EntrySource(golem_id=self.golem_id),
-                                  created_tick=self.tick)
-            self.semantic.quarantine(entry, f"proposed by the model at tick {self.tick}: awaits review "
-                                            "(golem grimoire quarantine release|drop)", [], self.tick)
-        return {"quarantined": qid, "status": "pending review; not in force"}
+            self.semantic.quarantine(entry(qid), f"{kind} by the model at tick {self.tick}: awaits review "
+                                                 "(golem grimoire quarantine release|drop)", [], self.tick)
+        return qid
 
     def _known(self, ident: str) -> bool:
         return self.episodes.get(ident) is not None or self.semantic.get(ident) is not None
@@ -149,19 +153,12 @@ class MemoryReads:
             raise ToolArgumentError(f"link_causal.weight: a number in (0, 1], got {weight!r}")
         if not 10 <= len(reason) <= 400:
             raise ToolArgumentError(f"link_causal.reason: 10 to 400 characters, got {len(reason)}")
-        if self.proposed >= MAX_PROPOSALS_PER_TICK:
-            raise ToolArgumentError(f"link_causal: at most {MAX_PROPOSALS_PER_TICK} proposals per tick")
-        key = hashlib.sha256(f"{self.golem_id}|{self.tick}|{cause}|{effect}".encode()).hexdigest()[:12]
-        qid = f"prop-{key}"
-        self.proposed += 1
-        if self.semantic.quarantined_one(qid) is None:
-            entry = GrimoireEntry(id=qid, category=EntryType.CAUSAL_LINK, content=f"{cause} leads to {effect}: {reason}",
-                                  confidence=PROPOSED_CONFIDENCE, market_regime=self.regime, valid_from=self.tick,
-                                  parent_episode_ids=[i for i in (cause, effect) if self.episodes.get(i) is not None],
-                                  tags=["proposed-by-model", *edge_tags(cause, effect, float(weight))],
-                                  source=EntrySource(golem_id=self.golem_id), created_tick=self.tick)
-            self.semantic.quarantine(entry, f"causal edge proposed by the model at tick {self.tick}: awaits review "
-                                            "(golem grimoire quarantine release|drop)", [], self.tick)
+        qid = self._quarantine("link_causal", f"{cause}|{effect}", "causal edge proposed", lambda qid: GrimoireEntry(
+            id=qid, category=EntryType.CAUSAL_LINK, content=f"{cause} leads to {effect}: {reason}",
+            confidence=PROPOSED_CONFIDENCE, market_regime=self.regime, valid_from=self.tick,
+            parent_episode_ids=[i for i in (cause, effect) if self.episodes.get(i) is not None],
+            tags=["proposed-by-model", *edge_tags(cause, effect, float(weight))],
+            source=EntrySource(golem_id=self.golem_id), created_tick=self.tick))
         return {"quarantined": qid, "edge": f"{cause} -> {effect}", "status": "pending review; not in the graph"}
 
     def _topology(self, a: dict[str, Any]) -> dict[str, Any]:

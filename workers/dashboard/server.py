@@ -301,32 +301,39 @@ class Dashboard:
     async def followup(self, request: web.Request) -> web.Response:
         return await self._signal(request, "follow_up", "window", "next-decide")
 
-    async def control(self, request: web.Request) -> web.Response:
-        what = request.match_info["what"]
-        update = CONTROL_UPDATES.get(what)
-        if update is None:
-            return web.json_response({"error": f"unknown control {what!r}: use {', '.join(CONTROL_UPDATES)}"},
-                                     status=404)
+    async def _update(self, request: web.Request, field: str,
+                      call: Callable[[str], Awaitable[Any]]) -> web.Response | tuple[Any, str]:
+        """The steps both owner updates share: Temporal reachable, the optional JSON body's `field`, the update run
+        (`call(value)`); an error response, or (the update's result, the value)."""
         if self.client is None:
             return web.json_response({"error": "Temporal not reachable from the dashboard"}, status=503)
         try:
             body = await request.json() if request.can_read_body else {}
         except json.JSONDecodeError:
             body = {}
-        reason = (body or {}).get("reason", "") if isinstance(body, dict) else ""
+        value = str((body or {}).get(field, "") if isinstance(body, dict) else "")
         try:
-            from golem.models.golem import ControlRequest, ControlState
-
-            result = await self.client.get_workflow_handle(golem_workflow_id(self.golem_id)).execute_update(
-                update, ControlRequest(reason=reason or "from the dashboard", source="dashboard"),
-                result_type=ControlState)
+            return await call(value), value
         except Exception as err:
             return web.json_response({"error": _one_line(_root(err))}, status=409)
+
+    async def control(self, request: web.Request) -> web.Response:
+        from golem.models.golem import ControlRequest, ControlState
+
+        what = request.match_info["what"]
+        update = CONTROL_UPDATES.get(what)
+        if update is None:
+            return web.json_response({"error": f"unknown control {what!r}: use {', '.join(CONTROL_UPDATES)}"},
+                                     status=404)
+        out = await self._update(request, "reason", lambda reason: self._handle().execute_update(
+            update, ControlRequest(reason=reason or "from the dashboard", source="dashboard"), result_type=ControlState))
+        if isinstance(out, web.Response):
+            return out
+        result, _ = out
         from golem.events.bridge import control_event
 
         await asyncio.to_thread(self.store.append, [control_event(self.golem_id, update, result, _now())])
         return web.Response(text=result.model_dump_json(), content_type="application/json")
-
 
     async def answer(self, request: web.Request) -> web.Response:
         """Approve or deny a privileged request: GolemWorkflow's approve / deny update, as `golem approve | deny ID`."""
@@ -335,20 +342,16 @@ class Dashboard:
         answer = request.match_info["answer"]
         if answer not in ("approve", "deny"):
             return web.json_response({"error": f"unknown answer {answer!r}: use approve or deny"}, status=404)
-        if self.client is None:
-            return web.json_response({"error": "Temporal not reachable from the dashboard"}, status=503)
-        try:
-            body = await request.json() if request.can_read_body else {}
-        except json.JSONDecodeError:
-            body = {}
-        note = (body or {}).get("note", "") if isinstance(body, dict) else ""
-        try:
-            req = ApprovalDecision(id=request.match_info["id"], note=str(note)[:500], source="dashboard")
-            result = await self.client.get_workflow_handle(golem_workflow_id(self.golem_id)).execute_update(
-                answer, req, result_type=ApprovalAnswer)
-        except Exception as err:
-            return web.json_response({"error": _one_line(_root(err))}, status=409)
-        return web.Response(text=result.model_dump_json(), content_type="application/json")
+        out = await self._update(request, "note", lambda note: self._handle().execute_update(
+            answer, ApprovalDecision(id=request.match_info["id"], note=note[:500], source="dashboard"),
+            result_type=ApprovalAnswer))
+        if isinstance(out, web.Response):
+            return out
+        return web.Response(text=out[0].model_dump_json(), content_type="application/json")
+
+    def _handle(self) -> Any:
+        assert self.client is not None  # _update answered 503 otherwise
+        return self.client.get_workflow_handle(golem_workflow_id(self.golem_id))
 
 
 def _root(err: BaseException) -> BaseException:
