@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from web3.exceptions import Web3Exception
 
 from activities import ActivitySet
 from activities.heartbeat import auto_heartbeat
+from golem import ids
 from golem.inference.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decide import decide_with_cache, offered
 from golem.cognition.learned_gating import gate_tick, tick_seed
@@ -430,6 +432,11 @@ class TickActivities(ActivitySet):
             return ExecuteResult(records=self.s.safety.cancel_unsent(
                 ctx.golem_id, ctx.tick, inp.actions, validation, inp.cancelled_reason
             ))
+        if inp.restricted:  # Restricted: an earlier action of the batch failed, nothing approved after it is sent
+            cut = self.s.safety.cancel_unsent(ctx.golem_id, ctx.tick, inp.actions, validation, inp.restricted,
+                                              restricted=True)
+            if cut:
+                return ExecuteResult(records=cut)  # else not approved anyway, or already on its way: as below
         records: list[ActionRecord] = []
         verdicts = {v.action_index: v for v in validation.actions}
         for action in inp.actions:
@@ -528,6 +535,7 @@ class TickActivities(ActivitySet):
             self.s, record, inp.ctx.state, inp.ctx.cfg, proposed=proposed, reflexion=reflexion,
             regime_changed=regime_changed,
             emit=lambda r: self.s.events.emit(events.record_events(r, _now_iso(), **events.tick_context(inp.ctx, r))))
+        await self._self_steer(inp, chain.record)
         result = tick_result(chain.record, path, episode, wire=inp.ctx.wire)
         result.life = chain.update
         result.actions_proposed = len(proposed)
@@ -546,6 +554,23 @@ class TickActivities(ActivitySet):
         if record.strategies is not None:
             result.strategy_runs = record.strategies.runs
         return result
+
+    async def _self_steer(self, inp: ReflectInput, record: DecisionCycleRecord) -> None:
+        """The record's self-steers go to the golem's workflow as `steer` signals (docs/design/tick.md#self-steers),
+        the owner's pathway, so the Temporal UI shows each with its source. Only the golem's own tick sends them (a
+        `golem rerun` of an old tick must not steer today's golem); a retried reflect resends the same ids, which the
+        golem drops."""
+        if not record.self_steers or self.temporal is None:
+            return
+        golem = inp.ctx.golem_id
+        if activity.info().workflow_id != ids.tick_workflow_id(golem, inp.ctx.tick):
+            return
+        handle = self.temporal.get_workflow_handle(ids.golem_workflow_id(golem))
+        for steer in record.self_steers:
+            try:
+                await handle.signal("steer", steer.model_dump(mode="json"))
+            except RPCError as err:  # the golem's workflow is gone (a test's lone tick): the record keeps the steer
+                activity.logger.warning("self-steer %s not delivered: %s", steer.id, err)
 
     def _reflexion(self, record: DecisionCycleRecord, proposed: list[ProposedAction]) -> Reflexion | None:
         return reflexion_of(record, proposed, self._half_size(record, proposed))

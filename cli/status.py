@@ -87,7 +87,8 @@ async def _status(args: Namespace) -> int:
     print(f"  theta:      {st.theta_seconds:.1f}s")
     print(spend_line(st))
     print(f"  steers:     {len(st.pending_steers)} pending" + "".join(
-        f"\n    - [{s.severity}] {s.message} ({s.id})" for s in st.pending_steers))
+        f"\n    - [{s.severity}] {s.message} ({s.id}" + (f", from the {s.source}" if s.source != "owner" else "") + ")"
+        for s in st.pending_steers))
     print(f"  follow-ups: {len(st.pending_followups)} pending" + "".join(
         f"\n    - [{f.window}] {f.message} ({f.id})" for f in st.pending_followups))
     for line in approval_lines(st):

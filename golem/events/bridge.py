@@ -92,7 +92,7 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
     for iv in record.active_interventions:
         if iv.kind == "steer" and (iv.id in considered or record.deliberation is not None):
             out.append(ev("interventions.steer_applied", iv.id, steer_id=iv.id, message=iv.message,
-                          severity=iv.severity, tier=record.tier.value))
+                          severity=iv.severity, source=iv.source, tier=record.tier.value))
         elif iv.kind == "follow_up":
             out.append(ev("interventions.followup_delivered", iv.id, followup_id=iv.id, window=iv.window,
                           message=iv.message))
@@ -124,6 +124,9 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
                       deviations_bps=o.deviations_bps, pnl_impact=o.pnl_impact))
         if o.invariant_violations:
             out.append(ev("safety.incident", violations=o.invariant_violations))
+    for st in record.self_steers:
+        out.append(ev("interventions.self_steer", st.id, steer_id=st.id, source=st.source,
+                      severity=st.severity.value, message=st.message))
     if record.total_cost > 0:
         figures: dict[str, Any] = {**(spend_today or {}), **(budgets or {})}  # payload keys, never ev's own
         out.append(ev("budget.spend", inference_usd=record.inference_cost, gas_usd=record.gas_cost,

@@ -36,6 +36,7 @@ KINDS: dict[str, str] = {
     "heartbeat.tick_failed": "a tick failed; its root cause",
     "interventions.steer_accepted": "a steer the golem took (it is in the tick's state)",
     "interventions.steer_applied": "a steer the tick deliberated on",
+    "interventions.self_steer": "a steer the golem's own risk daemon, mortality engine or PolicyCage sent after the tick",
     "interventions.steer_rejected": "a steer or follow-up refused, with the reason",
     "interventions.followup_delivered": "a follow-up handed to its window",
     "actions.read": "the deliberator read the chain or speculated a write in its tool loop",

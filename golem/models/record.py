@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrap
 from golem.models.approvals import PrivilegedRequest
 from golem.models.strategy_runs import StrategyActivity
 from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime, PlutchikLabel, Tier
-from golem.models.interventions import InterventionSummary, RejectedIntervention
+from golem.models.interventions import InterventionSummary, RejectedIntervention, Steer
 from golem.models.observation import Anomaly, Observation, ProbeResult
 from golem.models.state import PADVector, VitalityState
 from golem.models.wake import Wakefulness
@@ -272,6 +272,9 @@ class DecisionCycleRecord(BaseModel):
     # the change since the last recorded tick split into market beta, strategy / knowledge alpha and noise
     # (golem.safety.attribution); absent on a golem's first tick
     attribution: dict[str, Any] | None = None
+    # steers the golem's own systems sent after this tick (risk daemon, mortality engine, PolicyCage;
+    # golem.life.self_steer), each also a signal to the golem's workflow
+    self_steers: list[Steer] = Field(default_factory=list)
     # Cost
     inference_cost: float = 0.0
     gas_cost: float = 0.0

@@ -347,6 +347,7 @@ class ExecuteInput(StepInput):
     actions: list[ProposedAction]
     validation: ValidationResult | None = None  # None on the wire when refs names it
     cancelled_reason: str | None = None  # a high-severity steer cancelled what was not yet sent
+    restricted: str | None = None  # a constraint hit earlier in the batch blocks the rest (docs/design/tick.md#steers)
 
 
 class ExecuteResult(BaseModel):

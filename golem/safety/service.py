@@ -183,8 +183,9 @@ class SafetyService:
         return record
 
     def cancel_unsent(self, golem_id: str, tick: int, actions: list[ProposedAction], validation: ValidationResult,
-                      reason: str) -> list[ActionRecord]:
-        """A high-severity steer during EXECUTING: cancel every approved action with nothing sent yet."""
+                      reason: str, *, restricted: bool = False) -> list[ActionRecord]:
+        """A high-severity steer during EXECUTING (CancelPending), or a constraint hit earlier in the batch
+        (Restricted, `restricted`): cancel every approved action with nothing sent yet."""
         verdicts = {v.action_index: v for v in validation.actions}
         out = []
         for action in actions:
@@ -198,8 +199,10 @@ class SafetyService:
             self.audit.append(golem_id, "permit.cancelled", {"tick": tick, "action_index": action.action_index,
                                                             "permit_id": v.permit_id, "reason": reason})
             out.append(ActionRecord(action_index=action.action_index, action_type=action.tool, tool_name=action.tool,
-                                    permit_id=v.permit_id, status=ActionStatus.CANCELLED,
-                                    block_reason=f"cancelled before sending: {reason}"))
+                                    permit_id=v.permit_id,
+                                    status=ActionStatus.BLOCKED if restricted else ActionStatus.CANCELLED,
+                                    block_reason=(f"restricted, not sent: {reason}" if restricted
+                                                  else f"cancelled before sending: {reason}")))
         return out
 
     # ── verify ──────────────────────────────────────────────────────────────────────────────

@@ -169,6 +169,31 @@ async def test_crash_escalates_and_acts_on_chain(temporal_client, crash_rig):
                                            - net_value_usd(prev.observation.snapshot) - prev.gas_cost, abs=1e-3)
     assert all(records[r.tick + 1].attribution["strategy_alpha"] != 0 for r in acted if r.tick + 1 < 18)
     assert sum(r.attribution["market_beta"] for r in records[1:]) < 0, "the crash is the market's"
+    await _assert_the_risk_daemon_steered(temporal_client, handle, records)
+
+
+async def _assert_the_risk_daemon_steered(client, handle, records) -> None:
+    """Self-steers (golem.life.self_steer): the crash takes the drawdown into the risk daemon's bands; each band
+    entered steers once, as a `steer` signal to the golem's workflow naming its source, and the next tick takes it."""
+    import json
+
+    steers = [(r.tick, s) for r in records for s in r.self_steers if s.source == "risk-daemon"]
+    assert steers, [(r.tick, r.risk) for r in records]
+    assert len(steers) <= 2, steers  # once per band entered, not on every tick the drawdown stays in it
+    tick, steer = steers[0]
+    assert steer.id == f"self-risk-{tick}" and records[tick].risk["drawdown_used"] >= 0.5
+    if tick + 1 < len(records):
+        nxt = records[tick + 1]
+        assert nxt.tier == Tier.T2 and f"{steer.id} from the risk-daemon" in nxt.gating_reason, nxt.gating_reason
+        assert any(iv.id == steer.id and iv.source == "risk-daemon" for iv in nxt.active_interventions)
+    signals = []
+    for run_id in {handle.first_execution_run_id, None}:  # the golem continues as new every 12 ticks in the rig
+        async for event in client.get_workflow_handle(handle.id, run_id=run_id).fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                attrs = event.workflow_execution_signaled_event_attributes
+                signals.append((attrs.signal_name, json.loads(attrs.input.payloads[0].data)))
+    sent = [p for n, p in signals if n == "steer" and p.get("source") == "risk-daemon"]
+    assert [p["id"] for p in sent] == [s.id for _, s in steers], signals
 
 
 def _assert_each_intent_sent_once(w3, data_dir, nonce_delta: int) -> None:
