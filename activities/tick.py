@@ -36,6 +36,7 @@ from golem.chain.tick_reads import TickReads
 from golem.grimoire.memory_tools import CombinedReads, MemoryReads
 from golem.chain.tools.schemas import ToolArgumentError
 from golem.events import bridge as events
+from golem.events.models import make_event
 from golem.grimoire.semantic.graph import KnowledgeGraph
 from golem.grimoire.playbook.compile import read_revision
 from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
@@ -60,6 +61,7 @@ from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import (
     ActionRecord,
     DecisionCycleRecord,
+    DeliberationRecord,
     OutcomeRecord,
     Reflexion,
 )
@@ -299,6 +301,22 @@ class TickActivities(ActivitySet):
         strategy, must, policy = start.strategy, start.must, start.context_policy
         prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.extensions.agent_start)
             system_prompt, registry_for(ctx.cfg.extensions.disabled), playbook=self.s.playbook_text)
+        registry = registry_for(ctx.cfg.extensions.disabled)
+        # agent_start: the session is set up, nothing asked yet — the ui-bridge's heartbeat.deliberation_started
+        agent_start, _ = fire(registry, "agent_start", {"ui-bridge": lambda: self._emit(ctx, "heartbeat.deliberation_started", dict(
+            tier=inp.tier.value, model=start.route.model if start.route else None,
+            tools=[t["name"] for t in offered(start.tools, must) or []], steers=[s.id for s in inp.steers]))})
+        ended: list[str] = []
+
+        def agent_end(outcome: str, record: DeliberationRecord | None = None) -> None:
+            """agent_end: the session closes (answered or not) — the ui-bridge's heartbeat.deliberation_ended."""
+            figures = {} if record is None else dict(
+                model=record.model, decision=record.decision, cost_usd=record.cost, tool_rounds=record.tool_rounds,
+                input_tokens=record.input_tokens, output_tokens=record.output_tokens,
+                reads=len(record.reads), actions=len(record.tool_calls))
+            fired, _ = fire(registry, "agent_end", {"ui-bridge": lambda: self._emit(
+                ctx, "heartbeat.deliberation_ended", dict(tier=inp.tier.value, outcome=outcome, **figures))})
+            ended[:] = fired
         try:
             deliberation = await decide_with_cache(
                 inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
@@ -307,12 +325,16 @@ class TickActivities(ActivitySet):
                 context_policy_revision=policy.revision, remember_facts=lambda d: self._remember_facts(inp, d),
             )
         except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
+            agent_end(f"retrying: {err.reason}"[:200])
             delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
             raise ApplicationError(err.reason, type="InferenceRetryable", next_retry_delay=delay) from None
         except InferenceRejected as err:  # a bad request will not get better by retrying
+            agent_end(f"rejected: {err.reason}"[:200])
             raise bad_input(err.reason, "InferenceRejected") from None
+        agent_end("answered", deliberation.record)
         record = deliberation.record.model_copy(update={"before_agent_start": start.fired,
-                                                        "system_prompt": prompt.fired})
+                                                        "system_prompt": prompt.fired, "agent_start": agent_start,
+                                                        "agent_end": list(ended)})
         deliberation = deliberation.model_copy(update={"record": record})
         if ctx.state.deferred_intents:  # the gas gate's deferred intents come back and are judged again
             actions = with_deferred(deliberation.actions, ctx.state.deferred_intents)
@@ -330,6 +352,10 @@ class TickActivities(ActivitySet):
                                                                 f"the owner: {ran}"})
             deliberation = deliberation.model_copy(update={"record": record, "actions": actions})
         return self._numbered(inp, deliberation)
+
+    def _emit(self, ctx: TickContext, kind: str, payload: dict[str, Any]) -> None:
+        """One live event of this tick (the ui-bridge's members), outside the record's own events."""
+        self.s.events.emit([make_event(ctx.golem_id, ctx.tick, _now_iso(), kind, "", **payload)])
 
     def _reads(self, inp: DecideInput, obs: Observation, tools: list[dict[str, Any]]) -> CombinedReads:
         """The tool loop's reads and `speculate` for the write tools offered this tick (golem.chain.tick_reads), and

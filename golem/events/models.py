@@ -39,6 +39,8 @@ KINDS: dict[str, str] = {
     "interventions.self_steer": "a steer the golem's own risk daemon, mortality engine or PolicyCage sent after the tick",
     "interventions.steer_rejected": "a steer or follow-up refused, with the reason",
     "interventions.followup_delivered": "a follow-up handed to its window",
+    "heartbeat.deliberation_started": "decide set up the session (tier, model, tools offered) and is about to ask (agent_start)",
+    "heartbeat.deliberation_ended": "the session closed: answered (model, cost, rounds, tokens) or not (agent_end)",
     "actions.read": "the deliberator read the chain or speculated a write in its tool loop",
     "actions.proposed": "the decision proposed a tool call",
     "actions.blocked": "the write path blocked an action, and why",

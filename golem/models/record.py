@@ -90,6 +90,8 @@ class DeliberationRecord(BaseModel):
     expected: ExpectedOutcome | None = None  # set when the decision acts
     rules_applied: list[RuleApplied] = Field(default_factory=list)  # offline deliberator: rule behind each action
     before_agent_start: list[str] = Field(default_factory=list)  # the hook's members that ran before decide
+    agent_start: list[str] = Field(default_factory=list)  # agent_start's members that ran (ui-bridge)
+    agent_end: list[str] = Field(default_factory=list)  # agent_end's members that ran once decide answered
     system_prompt: list[str] = Field(default_factory=list)  # system_prompt's members that ran (playbook)
     reads: list[ReadCallRecord] = Field(default_factory=list)  # the tool loop's reads and speculations, in order
     tool_rounds: int = 0  # Messages calls the tool loop made (0: no model was called)
