@@ -113,3 +113,22 @@ def test_decide_offers_the_active_strategies_and_checks_the_named_one():
     assert bad.strategy == "" and len(bad.actions) == 1  # the action stands; it is credited as if none were named
     assert bad.rejections == ["decide.strategy 'dcb' is not an active strategy (active: dca; or STRATEGY.md); "
                               "not credited to any"]
+
+
+def test_a_t1_prompt_shows_the_active_strategies_files_whole():
+    """At T1 the prompt lists rules, not files; a strategy that says in words what to do (no rule) is shown whole."""
+    from golem.inference.config import InferenceConfig
+    from golem.inference.workspace import WorkspaceSources, assemble_workspace
+    from tests.unit.test_offline_deliberator import decide_input
+
+    sset = _set()
+    inp = decide_input(tier=Tier.T1)
+    alloc = InferenceConfig().allocations(Tier.T1)
+
+    def prompt(active: list[str]) -> str:
+        ws = assemble_workspace(inp, WorkspaceSources(strategy=sset.effective(active)), alloc)
+        return "\n".join(b["text"] for b in ws.system)
+
+    shown = prompt(["dca"])
+    assert "Active strategy `dca` (strategies/dca.md):\n# DCA\n## Schedule\n- window: 00:10-00:20" in shown
+    assert "Active strategy" not in prompt([])
