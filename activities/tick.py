@@ -43,7 +43,7 @@ from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import DECIDE, REQUEST_PRIVILEGED, decision_tools, requestable
 from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
-from golem.inference.strategies import StrategySet
+from golem.inference.strategies import StrategySet, credits
 from golem.safety.urgency import LineRule, line_rules
 from golem.inference.strategy import Strategy, metrics_from, rules_in
 from golem.learning.expectation import scaled
@@ -336,6 +336,7 @@ class TickActivities(ActivitySet):
                                                         "system_prompt": prompt.fired, "agent_start": agent_start,
                                                         "agent_end": list(ended)})
         deliberation = deliberation.model_copy(update={"record": record})
+        own = list(deliberation.actions)  # the decision's own proposals: the strategies they serve are credited below
         if ctx.state.deferred_intents:  # the gas gate's deferred intents come back and are judged again
             actions = with_deferred(deliberation.actions, ctx.state.deferred_intents)
             if len(actions) > len(deliberation.actions):
@@ -351,7 +352,20 @@ class TickActivities(ActivitySet):
                 "recommends_action": True, "reasoning_summary": f"{deliberation.record.reasoning_summary} | approved by "
                                                                 f"the owner: {ran}"})
             deliberation = deliberation.model_copy(update={"record": record, "actions": actions})
-        return self._numbered(inp, deliberation)
+        return self._credited(inp, obs, own, self._numbered(inp, deliberation))
+
+    def _credited(self, inp: DecideInput, obs: Observation, own: list[ProposedAction],
+                  deliberation: Deliberation) -> Deliberation:
+        """Which active strategy each of the decision's own actions serves, on its record (reflect counts the executed
+        ones toward `after N actions`: golem.inference.strategies.credits). Numbered as the actions that go on."""
+        if obs.strategies is None or not obs.strategies.active or not own:
+            return deliberation
+        rec = deliberation.record
+        found = credits(own, {r.action_index: r.rule for r in rec.rules_applied}, rec.strategy,
+                        self._strategy_set(inp.ctx), obs.strategies.active)
+        moved = {a.action_index: b.action_index for a, b in zip(own, deliberation.actions)}  # a rerun renumbers
+        found = [c.model_copy(update={"action_index": moved[c.action_index]}) for c in found]
+        return deliberation.model_copy(update={"record": rec.model_copy(update={"credits": found})})
 
     def _emit(self, ctx: TickContext, kind: str, payload: dict[str, Any]) -> None:
         """One live event of this tick (the ui-bridge's members), outside the record's own events."""
@@ -380,7 +394,8 @@ class TickActivities(ActivitySet):
 
         return before_agent_start(
             registry_for(ctx.cfg.extensions.disabled),
-            tools=lambda: decision_tools(ctx.cfg.policy.approved_assets, list(ctx.cfg.policy.privileged_tools)),
+            tools=lambda: decision_tools(ctx.cfg.policy.approved_assets, list(ctx.cfg.policy.privileged_tools),
+                                         obs.strategies.active if obs.strategies is not None else []),
             context=lambda: self.s.learning.context_policy(allocation_defaults(ctx.cfg)),
             compile=lambda: self._compiled(ctx, obs), viability=viable, route=lambda: self.s.deliberator.route(inp),
             # before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run)

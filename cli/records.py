@@ -88,6 +88,8 @@ def brief(rec: DecisionCycleRecord) -> list[str]:
         out.append(f"  action {a.action_index}: {a.tool_name} {a.status.value}  " + "; ".join(x for x in extra if x))
     if rec.strategies is not None:  # docs/how-to/strategies.md
         out += [f"  strategy: {e.strategy} {e.kind}: {e.why}" for e in rec.strategies.events]
+        out += [f"  strategy: {c.strategy} counts action {c.action_index} ({c.tool}): {c.why}"
+                for c in rec.strategies.credited]
         out += [f"  strategy file error: {e}" for e in rec.strategies.errors]
     o = rec.outcome
     if o is not None:

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from golem.models.approvals import PrivilegedRequest
-from golem.models.strategy_runs import StrategyActivity
+from golem.models.strategy_runs import StrategyActivity, StrategyCredit
 from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime, PlutchikLabel, Tier
 from golem.models.interventions import InterventionSummary, RejectedIntervention, Steer
 from golem.models.observation import Anomaly, Observation, ProbeResult
@@ -98,6 +98,10 @@ class DeliberationRecord(BaseModel):
     mental_models: list[str] = Field(default_factory=list)  # the models the LLM said it applied (its own output)
     before_provider_request: list[str] = Field(default_factory=list)  # the hook's members that ran (x402-payment)
     payments: list[PaymentRecord] = Field(default_factory=list)  # x402 payments for this decision's model calls
+    # The strategy the LLM said its decision serves (decide.strategy, checked against the active ones; "" when it named
+    # none), and which active strategy each of the decision's own actions serves (docs/design/strategies.md)
+    strategy: str = ""
+    credits: list[StrategyCredit] = Field(default_factory=list)
 
 
 class ActionRecord(BaseModel):
