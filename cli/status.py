@@ -84,7 +84,10 @@ async def _status(args: Namespace) -> int:
               + (" FAILED: " + (last.error or "") if last.failed else ""))
     print(f"  regime:     {st.regime}   phase: {st.phase}   vitality: {st.vitality:.2f}")
     print(life_line(st))  # the clocks, the credit, the affect, death
-    print(f"  theta:      {st.theta_seconds:.1f}s")
+    q = st.tick_queue
+    print(f"  theta:      {st.theta_seconds:.1f}s" + (
+        f"   queue: {len(q.pending)} pending, {q.dropped} dropped ({q.dropped_during_dream} while dreaming)"
+        if q.pending or q.dropped else ""))
     print(spend_line(st))
     print(f"  steers:     {len(st.pending_steers)} pending" + "".join(
         f"\n    - [{s.severity}] {s.message} ({s.id}" + (f", from the {s.source}" if s.source != "owner" else "") + ")"
