@@ -52,7 +52,7 @@ ERC20 = {
     "transferFrom": ["address", "address", "uint256"],
 }
 INTERFACE: dict[str, dict[str, list[str]]] = {
-    "Token": {**ERC20, "mint": ["address", "uint256"], "minter": []},
+    "Token": {**ERC20, "mint": ["address", "uint256"], "minter": [], "isMinter": ["address"]},
     # Chainlink AggregatorV2V3Interface (what AaveOracle and the golem's probes call) + the owner's post_round
     "PriceFeed": {
         "decimals": [],
