@@ -1,6 +1,6 @@
 """Deploy the embedded world once and reuse it: an Anvil state dump of a freshly deployed world.
 
-Deploying the real protocols takes ~80 transactions. Tests and `golem run` on a fresh data dir would
+Deploying the real protocols takes ~90 transactions. Tests and `golem run` on a fresh data dir would
 redeploy every time; instead the first deploy is dumped with `anvil_dumpState` into a cache keyed by
 everything that shapes the world (the published artifacts' package versions, our compiled contracts, the
 deploy script, the Anvil build), and later Anvils `anvil_loadState` it. A stale key simply redeploys.

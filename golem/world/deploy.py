@@ -323,7 +323,8 @@ def _deploy_usdc(w3: Web3, b: _Batch, owner: str) -> str:
     the proxy as "USD Coin" / USDC / 6 decimals with `owner` as master minter, pauser, blacklister, owner and its one
     minter (no cap). Returns the proxy's address: the token everyone uses. Why: docs/design/chain.md#usdc."""
     checker = b.deploy("SignatureChecker", "SignatureChecker")
-    impl = b.deploy("FiatTokenV2_2 impl", "FiatTokenV2_2", gas=GAS_DEPLOY_LARGE, libraries={"SignatureChecker": checker})
+    impl = b.deploy("FiatTokenV2_2 impl", "FiatTokenV2_2", gas=GAS_DEPLOY_LARGE,
+                    libraries={"SignatureChecker": checker})
     impl_c = _at(w3, impl, "FiatTokenV2_2")
     b.call("USDC impl initialize", impl_c, "initialize", "", "", "", 0, *[THROWAWAY_ADDRESS] * 4, gas=GAS_CONFIG)
     b.call("USDC impl initializeV2", impl_c, "initializeV2", "")

@@ -123,7 +123,8 @@ def test_vendored_abis_are_current(compiled: dict) -> None:
     pool = _functions(load_abi("AavePool"))
     assert [i["type"] for i in pool["liquidationCall"]["inputs"]] == ["address", "address", "address", "uint256", "bool"]
     # Circle's USDC: EIP-3009 with both signature forms (v, r, s and a bytes signature), as the x402 SDK calls it
-    auth = [[i["type"] for i in f["inputs"]] for f in load_abi("FiatToken") if f.get("name") == "transferWithAuthorization"]
+    auth = [[i["type"] for i in f["inputs"]] for f in load_abi("FiatToken")
+            if f.get("name") == "transferWithAuthorization"]
     base = ["address", "address", "uint256", "uint256", "uint256", "bytes32"]
     assert sorted(auth) == sorted([base + ["uint8", "bytes32", "bytes32"], base + ["bytes"]])
     router = _functions(load_abi("UniswapV2Router02"))
