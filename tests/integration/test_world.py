@@ -120,6 +120,18 @@ def test_usdc_is_circles_published_fiat_token_behind_its_proxy(w3: Web3, world_s
             "x", "x", "x", 6, TRADER, TRADER, TRADER, TRADER).call({"from": TRADER})
 
 
+def test_the_world_cache_keeps_a_world_per_chain_id(tmp_path, monkeypatch) -> None:
+    """A world cached from an Anvil with another chain id (the tests' "external RPC") is not loaded into a 31337 one:
+    its address book would name the other chain, and the simulator refuses a book for another chain."""
+    from infra.world_cache import deploy_or_load
+
+    monkeypatch.setenv("GOLEM_WORLD_CACHE", str(tmp_path / "cache"))
+    for chain_id, fresh in ((8453, True), (31337, True), (31337, False)):
+        with AnvilProcess(port=free_port(), chain_id=chain_id) as anvil:
+            dep, deployed_now = deploy_or_load(make_web3(anvil.rpc_url), anvil.rpc_url)
+            assert (dep.chain_id, deployed_now) == (chain_id, fresh)
+
+
 def test_deploy_world_twice_gives_independent_worlds(w3: Web3, world_snapshot: Deployment) -> None:
     second = deploy_world(w3, ANVIL_KEYS[0], ANVIL_ADDRESSES[3], TRADER)  # no golem key: no position
     assert set(second.addresses.values()).isdisjoint(world_snapshot.addresses.values())
