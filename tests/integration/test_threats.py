@@ -191,3 +191,64 @@ def test_a_feed_that_jumps_and_reverts_refuses_borrowing_and_a_pool_run_from_its
     assert om.fired and om.source == "pool", om.detail
     assert val.actions[0].approved and not val.actions[1].approved
     assert "oracle manipulation" in val.actions[1].reason
+
+
+# ── through the golem: the validate activity reads the recent blocks itself ──────────────────────────────────
+
+
+@pytest.fixture
+def rig(tmp_path):
+    from tests.integration.golem_rig import make_rig
+
+    rig = make_rig(tmp_path, "threats", "calm", theta=0.3)
+    yield rig
+    rig.stop()
+
+
+async def test_a_steered_swap_after_a_flash_loan_shaped_move_is_held_on_the_record(temporal_client, rig):
+    import uuid
+    from datetime import datetime, timezone
+
+    from golem.life.cycle_store import CycleStore
+    from golem.models.enums import ActionStatus
+    from tests.integration.golem_rig import in_process_worker, wait_for_record
+    from workflows.golem import GolemWorkflow
+
+    store = CycleStore(rig.data_dir)
+    w3 = rig.w3
+    async with in_process_worker(temporal_client, rig):
+        handle = await rig.start_golem(temporal_client, max_ticks=None)
+        first = await wait_for_record(store, lambda r: True, "a first tick")
+        sim = rig.simulator()
+        feed, price = first.observation.snapshot.oracle_price, first.observation.snapshot.pool.price
+        move(w3, sim, feed, price * 1.08)  # a flash-loan-shaped push of the pool, restored in the next block
+        move(w3, sim, feed, price)
+        await handle.signal(GolemWorkflow.steer, {
+            "id": f"steer-{uuid.uuid4().hex[:8]}", "message": "reduce exposure now", "severity": "medium",
+            "created_at": datetime.now(timezone.utc).isoformat()})
+        rec = await wait_for_record(store, lambda r: bool(r.deliberation and r.deliberation.steers_considered),
+                                    "the steered tick", timeout=90)
+        await handle.terminate("test done")
+    swaps = [a for a in rec.actions if a.tool_name == "swap"]
+    assert swaps, [(a.tool_name, a.status, a.block_reason) for a in rec.actions]
+    held = swaps[0]
+    assert held.status is ActionStatus.DEFERRED and "flash-loan-shaped" in (held.block_reason or ""), held
+    assert any(t.startswith("flash_loan:") for t in held.threats)
+    from golem.safety.audit import AuditLog
+    from golem.layout import DataLayout
+
+    audit = AuditLog(DataLayout.of(rig.data_dir).audit)
+    entries = [e for e in audit.entries(kind_prefix="threat.flash_loan") if e.payload["tick"] == rec.tick]
+    assert entries and entries[-1].payload["fired"] and entries[-1].payload["response"] == "held"
+    # the ui-bridge's event and alert, and `golem status`'s line, read the record
+    from argparse import Namespace
+
+    from cli.status import threats_line
+    from golem.events.store import EventStore
+
+    events = EventStore(rig.data_dir)
+    threat_events = [e for e in events.read(kinds=["safety.threat"]) if e.tick == rec.tick]
+    assert threat_events and threat_events[0].payload["detector"] == "flash_loan"
+    assert any(e.payload.get("alert") == "flash_loan" for e in events.read(kinds=["alerts.raised"]) if e.tick == rec.tick)
+    line = threats_line(Namespace(data=str(rig.data_dir)), rec.tick + 1)
+    assert line is not None and f"tick {rec.tick}: flash_loan: the pool moved +" in line
