@@ -45,6 +45,7 @@ from golem.safety.threats import (
     market_threats,
     safe_amount,
     safe_tolerance,
+    within,
 )
 from golem.safety.urgency import LineRule, classify, gas_decision, recent_median
 from golem.safety.sizing import (
@@ -418,7 +419,7 @@ def sandwich_guard(cage: SafetyCage, f: Fit, ctx: ValidationContext, least: floa
         return ThreatVerdict(detector="sandwich", fired=fired, response=response, detail=detail,
                              figures={**figures, **more}, action_index=action.action_index)
 
-    if e.loss_bps <= bound:
+    if within(e.loss_bps, bound):
         detail = (f"no sandwich pays at the {slip:g} bps slippage bound (the attacker's fees and "
                   f"${gas_usd:,.2f} of gas exceed what it could take)" if e.front_run <= 0
                   else f"{seen}: within the {bound:g} bps bound")

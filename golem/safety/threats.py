@@ -101,6 +101,11 @@ def sandwich_exposure(amount_in: float, reserve_in: float, reserve_out: float, m
                             victim_loss=max(quote - victim, 0.0))
 
 
+def within(loss_bps: float, bound_bps: float) -> bool:
+    """A loss within the bound (a loss of exactly the tolerance may round a hair above it)."""
+    return loss_bps <= bound_bps + 1e-9
+
+
 def min_out_of(amount_in: float, reserve_in: float, reserve_out: float, slippage_bps: float,
                min_amount_out: float | None) -> float:
     """The executor's minimum: the quote less the slippage bound, or min_amount_out when that is higher."""
@@ -118,8 +123,8 @@ def safe_tolerance(amount_in: float, reserve_in: float, reserve_out: float, slip
                    min_amount_out: float | None, bound_bps: float, cost_in: float) -> float:
     """The largest slippage bound ≤ `slippage_bps` (to 0.01 bps) at which the best sandwich takes ≤ `bound_bps`.
     The victim's loss never exceeds its tolerance, so the answer is at least min(bound, slippage)."""
-    def ok(s: float) -> bool:  # (a loss of exactly the tolerance may round a hair above it)
-        return exposure_at(amount_in, reserve_in, reserve_out, s, min_amount_out, cost_in).loss_bps <= bound_bps + 1e-9
+    def ok(s: float) -> bool:
+        return within(exposure_at(amount_in, reserve_in, reserve_out, s, min_amount_out, cost_in).loss_bps, bound_bps)
 
     if ok(slippage_bps):
         return slippage_bps
@@ -135,7 +140,7 @@ def safe_amount(amount_in: float, reserve_in: float, reserve_out: float, slippag
     """The largest amount ≤ `amount_in` whose best sandwich at `slippage_bps` takes ≤ `bound_bps` (a smaller swap
     moves the price less, so less is left for a front-runner once its fees and gas are paid)."""
     def ok(a: float) -> bool:
-        return exposure_at(a, reserve_in, reserve_out, slippage_bps, None, cost_in).loss_bps <= bound_bps
+        return within(exposure_at(a, reserve_in, reserve_out, slippage_bps, None, cost_in).loss_bps, bound_bps)
 
     if ok(amount_in):
         return amount_in
