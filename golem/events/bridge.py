@@ -14,6 +14,7 @@ from golem.events.models import GolemEvent, make_event
 from golem.models.approvals import PrivilegedRequest
 from golem.models.observation import Observation, ProbeResult
 from golem.models.record import DecisionCycleRecord
+from golem.models.threats import detector_of
 from golem.safety.risk import net_value_usd
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
             if threat in seen_threats:
                 continue
             seen_threats.add(threat)
-            detector = threat.split(" ", 1)[0].split(":", 1)[0]
+            detector = detector_of(threat)
             out.append(ev("safety.threat", _short(threat), detector=detector, detail=threat, index=a.action_index))
             if detector == "flash_loan":  # a suspect observation is the owner's business too
                 out.append(ev("alerts.raised", f"threat:{_short(threat)}", alert="flash_loan", detail=threat))

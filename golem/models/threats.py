@@ -41,3 +41,8 @@ class ThreatVerdict(BaseModel):
     figures: dict[str, float] = Field(default_factory=dict)
     action_index: int | None = None  # the sandwich check's action; None for the market-wide detectors
     source: str | None = None  # the manipulated price: pool | feed
+
+
+def detector_of(threat: str) -> str:
+    """The detector named at the head of a threat line on an action ("sandwich (tightened): …", "flash_loan: …")."""
+    return threat.split(" ", 1)[0].split(":", 1)[0]

@@ -512,10 +512,12 @@ def validate_layered(
                                            "write must be simulated before it is approved", [], 0.0)
         else:
             decision, book = cage.tool_call(action, ctx, sim, book, gas_so_far)
-            if action.action_index in clips:
+            if f.clipped:
                 unit = decision.value_usd / f.amount if f.amount > 0 else 0.0
-                note = "; ".join([*([clip_note(f, unit)] if f.clipped else []), *([f.tightened] if f.tightened else [])])
+                note = clip_note(f, unit)
                 decision = decision.model_copy(update={"clipped": note, "reason": f"{note}; {decision.reason}"})
+            if f.tightened and decision.allowed:  # the tightening is the threat's, not a size clip (record.threats)
+                decision = decision.model_copy(update={"reason": f"{f.tightened}; {decision.reason}"})
         decisions.append(decision)
         threats = [f"{v.detector}: {v.detail}" for v in ctx.market_verdicts if v.fired]
         if f.threat is not None:
@@ -557,7 +559,8 @@ def validate_layered(
             })  # fmt: skip
         out.append(ValidatedAction(action_index=action.action_index, approved=True, reason=decision.reason,
                                    permit_id=permit.id, protective=decision.protective,
-                                   action=action if note is not None else None, clipped=note, should=f.should,
+                                   action=action if note is not None or f.tightened else None, clipped=note,
+                                   should=f.should,
                                    threats=threats))
     market = [v.model_copy(update={"response": bore.get(v.detector, "none")}) for v in ctx.market_verdicts]
     if audit is not None:  # every verdict, fired or not, with its figures
