@@ -40,6 +40,7 @@ from golem.safety.risk import RiskSnapshot, kelly_fraction
 from golem.safety.threats import (
     MIN_TOLERANCE_BPS,
     SANDWICH_GAS,
+    amount_out,
     exposure_at,
     market_refusal,
     market_threats,
@@ -383,8 +384,10 @@ class SafetyCage:
 Resimulate = Callable[[list[ProposedAction]], SimulationResult]
 
 
-def sandwich_guard(cage: SafetyCage, f: Fit, ctx: ValidationContext, least: float) -> Fit:
-    """A swap on the observed pair, at its fitted size, against the best sandwich its reserves allow: within
+def sandwich_guard(cage: SafetyCage, f: Fit, ctx: ValidationContext, least: float,
+                   reserves: dict[str, float] | None = None) -> Fit:
+    """A swap on the observed pair, at its fitted size, against the best sandwich its reserves allow (`reserves`:
+    symbol → reserve as the tick's earlier swaps leave them; the observed ones when None): within
     max_sandwich_loss_bps it goes on as it is; above, its slippage bound is tightened until the best sandwich takes no
     more; when that would go below MIN_TOLERANCE_BPS it is clipped instead (refused when what is left is not worth
     doing). The verdict rides on the Fit (docs/design/safety.md#defi-threats)."""
@@ -399,7 +402,8 @@ def sandwich_guard(cage: SafetyCage, f: Fit, ctx: ValidationContext, least: floa
     tin, tout = args["token_in"], args["token_out"]
     if {tin, tout} != {pool.token0.upper(), pool.token1.upper()}:
         return f
-    rin, rout = (pool.reserve0, pool.reserve1) if tin == pool.token0.upper() else (pool.reserve1, pool.reserve0)
+    held = reserves or {pool.token0.upper(): pool.reserve0, pool.token1.upper(): pool.reserve1}
+    rin, rout = held[tin], held[tout]
     amount, slip = float(args["amount_in"]), float(args["max_slippage_bps"])
     floor_out = float(args["min_amount_out"]) if args["min_amount_out"] is not None else None
     price_in, price_out = price_usd(tin, obs), price_usd(tout, obs)
@@ -453,6 +457,8 @@ def size_to_fit(cage: SafetyCage, actions: list[ProposedAction], simulation: Sim
     before it leave (their simulated deltas, scaled to their clipped size)."""
     sims = {s.action_index: s for s in simulation.actions}
     book = Book.of(ctx.observation.snapshot)
+    pool = ctx.observation.snapshot.pool
+    reserves = {pool.token0.upper(): pool.reserve0, pool.token1.upper(): pool.reserve1}  # as earlier swaps leave them
     fits: list[Fit] = []
     for action in actions:
         caps, unit = cage.size_caps(action, ctx, book)
@@ -460,10 +466,15 @@ def size_to_fit(cage: SafetyCage, actions: list[ProposedAction], simulation: Sim
         least = cage.min_worth(unit, cage.gas_usd(sim, ctx))
         caps, past = soft_floor(caps, least, amount_of(action))
         f = fit(action, caps, least).model_copy(update={"should": past})
-        f = sandwich_guard(cage, f, ctx, least)
+        f = sandwich_guard(cage, f, ctx, least, reserves)
         fits.append(f)
         if f.action is None:
             continue
+        if f.threat is not None:  # a swap on the pair: the next one meets the reserves this one leaves
+            tin, tout = str(f.action.arguments["token_in"]).upper(), str(f.action.arguments["token_out"]).upper()
+            sold = float(f.action.arguments["amount_in"])
+            bought = amount_out(sold, reserves[tin], reserves[tout])
+            reserves = {**reserves, tin: reserves[tin] + sold, tout: reserves[tout] - bought}
         ratio = f.amount / f.proposed_amount if f.proposed_amount > 0 else 1.0
         expected = sim.expected if sim is not None and sim.ok else {}
         book = book.after({k: v * ratio for k, v in expected.items()})

@@ -209,3 +209,14 @@ def test_the_market_detectors_refuse_and_hold_through_the_cage(tmp_path):
     calm = ctx().model_copy(update={"market": window([2000, 2002, 1999, 2001, 2000], [2000] * 5)})
     res, _, _ = _validate(_cage(), [sell, buy, borrow], calm, tmp_path / "c")
     assert all(a.approved for a in res.actions) and not any(v.fired for v in res.threats)
+
+
+def test_the_second_swap_of_a_tick_is_judged_on_the_reserves_the_first_leaves(tmp_path):
+    from tests.unit.test_safety_cage import ctx, swap
+
+    first, second = swap(5.0, max_slippage_bps=300, idx=0), swap(5.0, max_slippage_bps=300, idx=1)
+    res, _, _ = _validate(_cage(), [first, second], ctx(), tmp_path, [])
+    a, b = (v.figures for v in res.threats)
+    assert (a["reserve_in"], a["reserve_out"]) == (500.0, 1_000_000.0)
+    assert b["reserve_in"] == pytest.approx(505.0)
+    assert b["reserve_out"] == pytest.approx(1_000_000.0 - amount_out(5.0, 500.0, 1_000_000.0))
