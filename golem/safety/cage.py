@@ -534,7 +534,7 @@ def validate_layered(
         if f.threat is not None:
             verdicts_out.append(f.threat)
             if f.threat.fired:
-                threats.append(f"sandwich ({f.threat.response}): {f.threat.detail}")
+                threats.append(f"sandwich ({f.threat.response}): {f.threat.detail.removeprefix('sandwich: ')}")
         for v in ctx.market_verdicts:
             if v.fired and not decision.allowed and v.detail in decision.reason:
                 bore[v.detector] = "held" if decision.deferred else "refused"
