@@ -30,6 +30,8 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
+from golem.chain.market_window import read_market_window
+from golem.chain.reader import ChainReadError
 from golem.chain.simulate import SimulationError
 from golem.chain.journal import TxIntent
 from golem.chain.tick_reads import TickReads
@@ -66,6 +68,7 @@ from golem.models.record import (
     Reflexion,
 )
 from golem.models.slices import as_slice
+from golem.models.threats import MarketWindow
 from golem.models.tick import (
     whole,
     AnalyzeInput,
@@ -451,8 +454,18 @@ class TickActivities(ActivitySet):
             # a sell answering a rule's crossed line (STRATEGY.md's or a learned one in PLAYBOOK.md) is urgent
             line_rules=self._line_rules(strategy, obs, ctx.state.last_price),
             approvals={a.id: a.tool for a in approved(ctx.state)},  # the owner widened the grant for these alone
+            market=self._market_window(obs, ctx.cfg.policy.threat_window_blocks),  # the DeFi threat detectors
         )
         return result
+
+    def _market_window(self, obs: Observation, blocks: int) -> MarketWindow:
+        """The pair and the feed over the blocks before the observation (golem.chain.market_window); a node that cannot
+        answer leaves it empty, and the detectors' verdicts say they had nothing to judge."""
+        try:
+            return read_market_window(self.s.w3, self.s.deployment, obs.snapshot.block_number, blocks)
+        except ChainReadError as e:
+            activity.logger.warning("threat detectors: the recent blocks could not be read: %s", e)
+            return MarketWindow()
 
     def _line_rules(self, strategy: Strategy | None, obs: Observation, last_price: float | None) -> list[LineRule]:
         """The rules decide read (STRATEGY.md's and PLAYBOOK.md's) that fire now on a crossed health-factor line with
@@ -483,7 +496,8 @@ class TickActivities(ActivitySet):
         for action in inp.actions:
             verdict = verdicts.get(action.action_index)
             base: dict[str, Any] = dict(action_index=action.action_index, action_type=action.tool,
-                                        tool_name=action.tool, should=verdict.should if verdict is not None else [])
+                                        tool_name=action.tool, should=verdict.should if verdict is not None else [],
+                                        threats=verdict.threats if verdict is not None else [])
             if verdict is not None and verdict.sent_by_run:  # another run of this tick sent this very action
                 records.append(ActionRecord(**base, status=ActionStatus.ALREADY_SENT, block_reason=verdict.reason,
                                             sent_by_run=verdict.sent_by_run))
@@ -503,7 +517,7 @@ class TickActivities(ActivitySet):
                 continue
             record = self._execute_one(inp, action, verdict.permit_id, obs)
             records.append(record.model_copy(update={"protective": verdict.protective, "clipped": verdict.clipped,
-                                                     "should": verdict.should}))
+                                                     "should": verdict.should, "threats": verdict.threats}))
             activity.heartbeat(f"action {action.action_index} done")
         return ExecuteResult(records=records)
 

@@ -106,6 +106,8 @@ async def _status(args: Namespace) -> int:
         print(line)
     if (split := attribution_line(args, cfg.clock.delta_theta_ticks, st.tick)) is not None:
         print(split)
+    if (threat := threats_line(args, st.tick)) is not None:
+        print(threat)
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -195,6 +197,22 @@ def wake_line(args: Namespace, upto: int) -> str | None:
     if not recs or recs[-1].wake is None:
         return None
     return f"  wake:       tick {recs[-1].tick}: {wake_summary(recs[-1].wake)}"
+
+
+THREAT_TICKS = 20  # the ticks `golem status` looks back over for a DeFi threat detector that fired
+
+
+def threats_line(args: Namespace, upto: int) -> str | None:
+    """The DeFi threat detectors that fired on the last ticks' writes, newest first (docs/design/safety.md#defi-threats);
+    None when no record of those ticks proposed a write."""
+    recs = [r for r in records_before(args, upto, THREAT_TICKS) if r.actions]
+    if not recs:
+        return None
+    fired = [(r.tick, t) for r in reversed(recs) for t in dict.fromkeys(t for a in r.actions for t in a.threats)]
+    if not fired:
+        return f"  threats:    none fired on the writes of the last {THREAT_TICKS} ticks"
+    return f"  threats:    {len(fired)} on the writes of the last {THREAT_TICKS} ticks" + "".join(
+        f"\n    - tick {tick}: {t}" for tick, t in fired[:3])
 
 
 def strategy_lines(st: GolemStatus, args: Namespace) -> list[str]:

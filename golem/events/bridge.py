@@ -14,6 +14,7 @@ from golem.events.models import GolemEvent, make_event
 from golem.models.approvals import PrivilegedRequest
 from golem.models.observation import Observation, ProbeResult
 from golem.models.record import DecisionCycleRecord
+from golem.models.threats import detector_of
 from golem.safety.risk import net_value_usd
 
 if TYPE_CHECKING:
@@ -113,6 +114,16 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
         out.append(ev(kind, str(a.action_index), index=a.action_index, tool=a.tool_name, status=a.status.value,
                       reason=a.block_reason, tx_hash=a.tx_hash, block=a.block_number, gas_usd=a.gas_cost,
                       protective=a.protective))
+    seen_threats: set[str] = set()  # a market-wide threat rides on every action of the tick: one event each
+    for a in record.actions:
+        for threat in a.threats:
+            if threat in seen_threats:
+                continue
+            seen_threats.add(threat)
+            detector = detector_of(threat)
+            out.append(ev("safety.threat", _short(threat), detector=detector, detail=threat, index=a.action_index))
+            if detector == "flash_loan":  # a suspect observation is the owner's business too
+                out.append(ev("alerts.raised", f"threat:{_short(threat)}", alert="flash_loan", detail=threat))
     if record.strategies is not None:  # docs/design/strategies.md
         for se in record.strategies.events:
             out.append(ev(f"strategies.{se.kind}", f"{se.strategy}:{se.kind}", strategy=se.strategy, why=se.why))

@@ -60,6 +60,7 @@ KINDS: dict[str, str] = {
     "dreams.cycle_finished": "a dream cycle ended",
     "mortality.phase_changed": "the behavioural phase changed",
     "safety.incident": "an invariant was violated after execution",
+    "safety.threat": "a DeFi threat detector fired on a write (sandwich exposure, oracle manipulation, flash-loan move)",
     "alerts.raised": "something needs the owner's attention",
     "alerts.probe": "the heartbeat-monitor's ProbeAlert (a vital past its threshold), batched per window",
     "alerts.process_died": "`golem run`'s supervisor saw a process of the stack exit (Temporal, Anvil, worker, ...)",

@@ -121,6 +121,9 @@ class ActionRecord(BaseModel):
     should: list[str] = Field(default_factory=list)
     # ALREADY_SENT: the run of this tick that sent this same action (its tx is in block_reason); not sent again
     sent_by_run: str | None = None
+    # the DeFi threat detectors that fired on this action's tick (sandwich exposure, oracle manipulation, flash-loan
+    # moves) and what the cage did, in words (docs/design/safety.md#defi-threats)
+    threats: list[str] = Field(default_factory=list)
 
 
 class OutcomeRecord(BaseModel):
