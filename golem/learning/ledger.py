@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from golem.learning.causal import CausalEdge
 from golem.learning.cybernetics import ContextPolicy, ContextSample
+from golem.learning.reflexion import credit_weight, evaluator_of
 from golem.models.record import CreditGiven, DecisionCycleRecord, Reflexion
 from golem.storage import connect, immediate_tx, init_db
 
@@ -46,8 +47,9 @@ CREATE TABLE IF NOT EXISTS context_policy (    -- cybernetics loops 2 and 3: eve
 """
 # hindsight settlement (a ledger from before it gains the columns on open; its rows settle at the next cycle)
 _OUTCOME_COLUMNS_ADDED = (("settled_pnl", "REAL"), ("settled_verdict", "TEXT"), ("settled_tick", "INTEGER"),
-                          ("settled_cycle", "INTEGER"))
-_OUTCOME_COLUMNS = ("tick", "run_label", "regime", "episode_id", "rules", "hf_before", "hf_after", "pnl", "verdict")
+                          ("settled_cycle", "INTEGER"), ("evaluator", "TEXT"))
+_OUTCOME_COLUMNS = ("tick", "run_label", "regime", "episode_id", "rules", "hf_before", "hf_after", "pnl", "verdict",
+                    "evaluator")
 # A credit row still waiting for its outcome's settlement: a learned rule's swap whose tick is not settled yet
 # (its immediate verdict is the fee; the Curator neither counts nor closes it until the settle step has judged it).
 _PENDING = """EXISTS (SELECT 1 FROM outcomes o, json_each(o.rules) j WHERE o.tick = credit.tick
@@ -69,6 +71,7 @@ class OutcomeRow(BaseModel):
     settled_verdict: str | None = None
     settled_tick: int | None = None  # the tick whose price settled it
     settled_cycle: int | None = None  # the delta cycle that settled it
+    evaluator: str | None = None  # the evaluator model's verdict on the decision (None: no evaluator judged it)
 
     @property
     def swapped(self) -> bool:
@@ -108,7 +111,7 @@ class LearningLedger:
                        (record.tick, record.run_label, record.regime.value,
                         record.episodes_written[0] if record.episodes_written else None, json.dumps(rules),
                         o.health_factor_before if o else None, o.health_factor_after if o else None,
-                        o.pnl_impact if o else None, reflexion.verdict))
+                        o.pnl_impact if o else None, reflexion.verdict, evaluator_of(record)))
             for c in credit:
                 cur = db.execute("INSERT OR IGNORE INTO credit VALUES (?, ?, ?, ?, ?, ?, NULL)",
                                  (record.tick, record.run_label, c.entry_id, c.kind, c.delta, c.reason))
@@ -132,7 +135,7 @@ class LearningLedger:
     def settle(self, row: OutcomeRow, pnl: float | None, verdict: str, at_tick: int, cycle: int) -> bool:
         """Store a row's settled outcome once (a retried settle step, or a later cycle, changes nothing); a learned
         rule's credit for that tick, not yet curated, takes the settled verdict. True when this call settled it."""
-        delta = {"positive": 1, "negative": -1}.get(verdict, 0)
+        delta = {"positive": 1, "negative": -1}.get(verdict, 0) * credit_weight(row.evaluator, verdict)
         with immediate_tx(self.path) as db:
             cur = db.execute("UPDATE outcomes SET settled_pnl = ?, settled_verdict = ?, settled_tick = ?, settled_cycle = ? "
                              "WHERE tick = ? AND run_label = ? AND settled_verdict IS NULL",

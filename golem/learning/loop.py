@@ -49,7 +49,8 @@ def learn_from_outcome(record: DecisionCycleRecord, proposed: list[ProposedActio
     fresh = ledger.record(record, reflexion, credit)  # a retried reflect credits nothing twice
     entries = [c for c in fresh if c.kind == "entry"]
     semantic.reinforce([c.entry_id for c in entries if c.delta > 0], record.tick, positive_outcome=True)
-    semantic.weaken([c.entry_id for c in entries if c.delta < 0], record.tick)
+    for times in range(max((-c.delta for c in entries), default=0)):  # a weight-2 loss weakens twice
+        semantic.weaken([c.entry_id for c in entries if -c.delta > times], record.tick)
     record.reflexion, record.credit = reflexion, credit
     return record
 

@@ -84,13 +84,29 @@ def reflect_on(record: DecisionCycleRecord, expected: ExpectedOutcome, half: Exp
                      insight=text)
 
 
+def evaluator_of(record: DecisionCycleRecord) -> str | None:
+    """The evaluator's own verdict on the decision (good / neutral / bad), None when no evaluator model judged it
+    (offline: the chain's metrics alone, which are the outcome itself, not a second opinion)."""
+    return (record.evaluation or {}).get("evaluator_verdict")
+
+
+def credit_weight(evaluator: str | None, verdict: str) -> int:
+    """A loss the evaluator had judged a bad decision counts twice; every other credit once
+    (docs/design/learning.md#credit-assignment)."""
+    return 2 if verdict == "negative" and evaluator == "bad" else 1
+
+
 def credit_for(record: DecisionCycleRecord, verdict: str) -> list[CreditGiven]:
     """The entries in this decision's workspace, credited by its verified outcome: semantic entries the
-    retrieve step put there, and the learned PLAYBOOK rules that produced an action. Neutral: no credit."""
-    delta = {"positive": 1, "negative": -1}.get(verdict)
-    if delta is None:
+    retrieve step put there, and the learned PLAYBOOK rules that produced an action. Neutral: no credit. A loss the
+    evaluator rejected weighs double."""
+    sign = {"positive": 1, "negative": -1}.get(verdict)
+    if sign is None:
         return []
-    word = "strengthened" if delta > 0 else "weakened"
+    evaluator = evaluator_of(record)
+    delta = sign * credit_weight(evaluator, verdict)
+    word = ("strengthened" if delta > 0 else "weakened") + (" twice: the evaluator judged it bad" if abs(delta) > 1
+                                                            else "")
     rules: list[RuleApplied] = record.deliberation.rules_applied if record.deliberation else []
     # a learned rule's admitted entry has the heuristic's id (playbook_view): retrieved too, it is credited once,
     # as the rule, and the Curator's vote reaches the entry

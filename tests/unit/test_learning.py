@@ -287,3 +287,41 @@ def test_causal_link_probe_surprise_from_learned_edges():
     # an effect after a cause with no edge between them: a new link candidate, named, not fired
     new = probe_causal_link(hist, TickEvents(tick=7, effects=["effect:acted_badly"]), edges)
     assert new.severity == ProbeSeverity.NONE and "new link candidate: anomaly:gas at tick 5" in new.detail
+
+
+def test_a_loss_the_evaluator_rejected_weighs_double_from_credit_to_settlement_to_the_curator(tmp_path):
+    from golem.grimoire.semantic.store import SemanticStore
+    from golem.grimoire.store.embeddings import default_embedder
+    from golem.learning.loop import learn_from_outcome
+    from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
+
+    rules = [RuleApplied(action_index=0, rule="PLAYBOOK.md:7", origin="learned", entry_id="h-1", text=OWNER)]
+    retrieved = [RetrievedEntrySummary(id="e1", source="entry", summary="s", score=1.0)]
+    lost = OutcomeRecord(verified=True, pnl_impact=-5.0, health_factor_before=1.5, health_factor_after=1.5)
+    rejected = _record(lost, rules, retrieved).model_copy(update={"evaluation": {"evaluator_verdict": "bad"}})
+    approved = _record(lost, rules, retrieved).model_copy(update={"evaluation": {"evaluator_verdict": "good"}})
+    offline = _record(lost, rules, retrieved).model_copy(update={"evaluation": {"external_verdict": "bad",
+                                                                                "final_verdict": "bad"}})
+    assert [c.delta for c in credit_for(rejected, "negative")] == [-2, -2]
+    assert [c.delta for c in credit_for(approved, "negative")] == [-1, -1]
+    assert [c.delta for c in credit_for(offline, "negative")] == [-1, -1]  # the metrics are the outcome, not a 2nd view
+    assert [c.delta for c in credit_for(rejected, "positive")] == [1, 1]
+    # the semantic entry in the workspace is weakened twice; the ledger keeps the weight for the Curator
+    sem = SemanticStore(tmp_path / "s.sqlite", tmp_path / "s.lance", default_embedder())
+    sem.put_many([GrimoireEntry(id="e1", category=EntryType.INSIGHT, content="repay early in a volatile market",
+                                confidence=0.8, source=EntrySource(golem_id="t"))])
+    ledger = LearningLedger(tmp_path / "learning.sqlite")
+    out = learn_from_outcome(rejected, REPAY, sem, ledger, memory=False)
+    assert [c.delta for c in out.credit] == [-2, -2]
+    assert abs(sem.get("e1").confidence - 0.5) < 1e-9  # 0.8 - 2 x 0.15
+    assert ledger.uncurated(10) == {"h-1": -2}
+    # a swap's credit waits for its settlement, which keeps the evaluator's weight
+    swap = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC",
+                                                                  "amount_in": 1.0})
+    swapped = rejected.model_copy(update={"tick": 6, "actions": [ActionRecord(
+        action_index=0, action_type="swap", tool_name="swap", status=ActionStatus.EXECUTED)]})
+    learn_from_outcome(swapped, [swap], sem, ledger, memory=False)
+    [row] = [r for r in ledger.unsettled(10) if r.tick == 6]
+    assert row.evaluator == "bad"
+    assert ledger.settle(row, -3.0, "negative", at_tick=9, cycle=1)
+    assert ledger.uncurated(10) == {"h-1": -4}
