@@ -22,7 +22,11 @@ def cmd_ticks(args: Namespace) -> int:
     if args.n < 0:
         raise UserError(f"-n must be >= 0, got {args.n} (-n 5 lists the 5 newest ticks)")
     store = CycleStore(data_dir(args))
-    rows = store.recent(args.n)
+    rows = store.recent(args.n, former=args.all)
+    former = 0 if args.all else store.former_ticks()
+    if former:  # on stderr: the table (and --json) stay the golem's own ticks
+        print(f"({former} records numbered past this golem's last tick are a former life's in this data dir: "
+              "`golem ticks --all` lists them too)", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return 0
@@ -146,6 +150,8 @@ def register(command: Command) -> None:
     s = command("ticks", "recent ticks from the cycle index")
     s.add_argument("-n", type=int, default=20)
     s.add_argument("--json", action="store_true")
+    s.add_argument("--all", action="store_true",
+                   help="also records numbered past the golem's last tick (a former life's left in the data dir)")
     s.set_defaults(fn=cmd_ticks)
     s = command("show", "print tick N's DecisionCycleRecord (and list its other runs)")
     s.add_argument("tick", type=int)

@@ -38,7 +38,8 @@ def alerts_line(data: Path, now: datetime | None = None) -> str | None:
     p = worst.payload
     return (f"  alerts:     {len(events)} in the last {ALERT_WINDOW_MIN} min; worst {p.get('vital')} "
             f"{p.get('value')} (threshold {p.get('threshold')}, {p.get('severity')}) at {worst.time[11:19]} UTC "
-            "— `golem alerts` lists them")
+            + (f"({p['detail']}) " if p.get("detail") else "")  # the figure's unit and meaning, as the monitor wrote it
+            + "— `golem alerts` lists them")
 
 
 async def _status(args: Namespace) -> int:

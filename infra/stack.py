@@ -173,7 +173,8 @@ def after_recorded_ticks(config: GolemConfig, data_dir: Path | None, state: Gole
     from golem.cognition.fold import new_golem_state
     from golem.life.cycle_store import CycleStore
 
-    last = CycleStore(data_dir).recent(1) if data_dir is not None and DataLayout(data_dir).cycles.is_dir() else []
+    last = (CycleStore(data_dir).recent(1, former=True)  # past every record, a former life's included
+            if data_dir is not None and DataLayout(data_dir).cycles.is_dir() else [])
     if not last:
         return state
     base = state or new_golem_state(config)

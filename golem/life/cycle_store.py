@@ -240,14 +240,27 @@ class CycleStore:
         d["recovered"] = bool(d["recovered"])
         return d
 
-    def recent(self, n: int = 20) -> list[dict[str, Any]]:
+    # The tick the golem recorded last (its newest first run, by write order). Ticks above it are a former life's
+    # left in the data dir (an abandoned timeline after a reset, or a golem restarted on it before its ticks were
+    # numbered on from the records): `recent` leaves them out unless asked.
+    _CURRENT = ("p.tick <= COALESCE((SELECT c.tick FROM cycle_index c WHERE c.run = '' ORDER BY c.rowid DESC LIMIT 1),"
+                " p.tick)")
+
+    def recent(self, n: int = 20, *, former: bool = False) -> list[dict[str, Any]]:
         """The newest n ticks, newest first: one row per tick (the run an owner cares about), with
-        `runs` (how many runs the tick had) and `recovered` (its first run failed, a later one recorded)."""
+        `runs` (how many runs the tick had) and `recovered` (its first run failed, a later one recorded). `former`:
+        also the ticks numbered past the last one recorded (a former life's, see _CURRENT)."""
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
+        where = "" if former else f" WHERE {self._CURRENT}"
         with closing(self._connect()) as conn:
-            rows = conn.execute(f"{self._PRIMARY} ORDER BY p.tick DESC LIMIT ?", (n,)).fetchall()
+            rows = conn.execute(f"{self._PRIMARY}{where} ORDER BY p.tick DESC LIMIT ?", (n,)).fetchall()
         return [self._primary_dict(r) for r in rows]
+
+    def former_ticks(self) -> int:
+        """How many recorded ticks are numbered past the last one recorded (a former life's)."""
+        with closing(self._connect()) as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM cycle_primary p WHERE NOT ({self._CURRENT})").fetchone()[0])
 
     def row(self, tick: int) -> dict[str, Any] | None:
         """Tick N's primary row (see recent), or None when no run of it recorded."""

@@ -31,3 +31,16 @@ def test_a_fresh_start_on_records_numbers_on_from_the_last_tick(tmp_path):
     assert inherited is not None and (inherited.tick, inherited.theta_seconds) == (42, 9.0)
     ahead = after_recorded_ticks(cfg, tmp_path, GolemState(golem_id="g", tick=100))
     assert ahead is not None and ahead.tick == 100
+
+
+def test_a_former_lifes_records_numbered_past_the_golems_last_tick_are_left_out_of_recent(tmp_path):
+    store = CycleStore(tmp_path)
+    for t in range(10):  # a former life, ticks 0..9
+        store.persist(_record(t))
+    assert [r["tick"] for r in store.recent(3)] == [9, 8, 7] and store.former_ticks() == 0
+    for t in range(4):  # a golem restarted on the data dir before its ticks were numbered on (its tick 0..3)
+        store.persist(_record(t))
+    assert [r["tick"] for r in store.recent(3)] == [3, 2, 1]
+    assert [r["tick"] for r in store.recent(3, former=True)] == [9, 8, 7] and store.former_ticks() == 6
+    fresh = after_recorded_ticks(GolemConfig(), tmp_path, None)
+    assert fresh is not None and fresh.tick == 10  # a new start still numbers past every record

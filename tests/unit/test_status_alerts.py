@@ -14,7 +14,8 @@ NOW = datetime(2026, 11, 27, 7, 40, tzinfo=timezone.utc)
 def alert(minutes_ago: float, vital: str, severity: str, value: float, threshold: float):
     at = (NOW - timedelta(minutes=minutes_ago)).isoformat()
     return make_event("g", 7, at, "alerts.probe", f"b{minutes_ago}:{vital}", batch_id=f"b{minutes_ago}", vital=vital,
-                      severity=severity, value=value, threshold=threshold, detail="")
+                      severity=severity, value=value, threshold=threshold,
+                      detail=f"no tick for {value}s" if vital == "tick_stalled" else "")
 
 
 def test_the_worst_recent_alert_is_named_and_old_ones_are_not(tmp_path):
@@ -25,7 +26,7 @@ def test_the_worst_recent_alert_is_named_and_old_ones_are_not(tmp_path):
     store.append([alert(4, "tick_stalled", "high", 170.0, 10.0), alert(2, "playbook_stale", "low", 2, 1)])
     line = alerts_line(tmp_path, NOW)
     assert line is not None and line.startswith("  alerts:     2 in the last 10 min; worst tick_stalled 170.0")
-    assert "(threshold 10.0, high) at 07:36:00 UTC" in line and "`golem alerts`" in line
+    assert "(threshold 10.0, high) at 07:36:00 UTC (no tick for 170.0s) — `golem alerts`" in line
 
 
 def test_status_prints_the_alerts_line(tmp_path, monkeypatch, capsys):
