@@ -255,3 +255,24 @@ def test_the_world_opens_a_loan_genesis_cannot_carry_at_a_raised_feed():
             assert why in str(err)
         else:
             raise AssertionError(f"{bad} passed")
+
+
+def test_a_rule_added_without_a_trial_stays_out_of_the_playbook_until_one_measures_it(tmp_path):
+    """The cycle's trial time was spent (or too few ticks were recorded): the rule the Curator ADDed is held back as
+    `untried`, whatever its confidence — no rule reaches PLAYBOOK.md unmeasured — and the next trial decides."""
+    store = HeuristicStore(tmp_path / "h.sqlite")
+    for i in range(5):
+        h = store.add_or_reinforce(RULE, "global", f"ep-{i}")
+    assert h.status == "active"  # five supports: the votes alone would promote it
+    h = store.record_trial(h.id, 150, "add", "no trial", _result(h.id, 150, "no trial"))
+    assert h.status == "candidate" and h.held and h.trial_verdict == "untried"
+    rewrite_playbook(store, tmp_path / "PLAYBOOK.md", tick=150)
+    assert "health_factor < 1.76" not in (tmp_path / "PLAYBOOK.md").read_text()
+    # the next cycle cannot run it either: still untried; one that finds it changes nothing holds it as no effect
+    assert store.record_trial(h.id, 200, "rejudge", "no trial", _result(h.id, 200, "no trial", "rejudge")).held
+    assert store.record_trial(h.id, 250, "rejudge", "no effect",
+                              _result(h.id, 250, "no effect", "rejudge")).trial_verdict == "no effect"
+    kept = store.record_trial(h.id, 300, "rejudge", "kept", _result(h.id, 300, "kept", "rejudge"))
+    assert kept.status == "active" and not kept.held
+    rewrite_playbook(store, tmp_path / "PLAYBOOK.md", tick=300)
+    assert "health_factor < 1.76" in (tmp_path / "PLAYBOOK.md").read_text()

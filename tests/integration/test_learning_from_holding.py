@@ -1,0 +1,48 @@
+"""The delta cycle's Curator reads what holding lost from the golem's own decision records: a window read as
+trending_down whose price bled gives the owner's downtrend sell, one step earlier, before that rule ever fired.
+Real SQLite/LanceDB stores of a worker's Services (rig with Anvil); the records are persisted as a tick does."""
+
+from __future__ import annotations
+
+import pytest
+
+from activities.consolidation import ConsolidationActivities
+from activities.tick import TickActivities
+from golem.models.enums import MarketRegime, Tier
+from golem.models.golem import ConsolidationInput
+from golem.models.record import DecisionCycleRecord
+from golem.models.state import GolemState
+from golem.models.tick import ObserveInput, TickContext
+from tests.integration.golem_rig import make_rig
+
+pytestmark = pytest.mark.integration
+
+LEARNED = "WHEN health_factor < 2.09 AND balance.WETH > 10 AND regime == trending_down THEN swap 30% WETH to USDC"
+
+
+def _held(obs, tick: int, price: float) -> DecisionCycleRecord:
+    snap = obs.snapshot.model_copy(update={"oracle_price": price})
+    seen = obs.model_copy(update={"snapshot": snap, "regime": MarketRegime.TRENDING_DOWN})
+    return DecisionCycleRecord(
+        tick=tick, timestamp="2026-11-27T00:00:00+00:00", golem_id="hold-golem", observation=seen,
+        regime=MarketRegime.TRENDING_DOWN, tier=Tier.T0, prediction_error=0.1, deliberation_threshold=0.3,
+        gating_reason="test")
+
+
+async def test_the_curator_learns_the_downtrend_hedge_from_what_holding_lost_in_the_records(tmp_path):
+    rig = make_rig(tmp_path, "hold-golem", "calm")
+    try:
+        services = rig.services()
+        ctx = TickContext(golem_id="hold-golem", tick=1, config=rig.config, state=GolemState(golem_id="hold-golem"),
+                          started_at="2026-11-27T00:00:00+00:00")
+        obs = TickActivities(services).observe(ObserveInput(ctx=ctx))
+        assert obs.snapshot.balances["WETH"] > 10  # the dev world's wallet: the owner's floor leaves room to sell
+        for t in range(1, 50):  # 0.2 % a tick, never an action: the owner's rule waits for health factor 1.9
+            services.cycles.persist(_held(obs, t, 2000.0 * (1 - 0.002) ** t))
+        report = ConsolidationActivities(services)._curate(
+            ConsolidationInput(golem_id="hold-golem", tick=50, config=rig.config))
+        (add,) = [op for op in report["operations"] if op["op"] == "ADD"]
+        assert add["text"] == LEARNED and "holding WETH in trending_down lost" in add["reason"]
+        assert services.heuristics.get(add["entry_id"]).text == LEARNED
+    finally:
+        rig.stop()
