@@ -46,3 +46,27 @@ async def test_the_curator_learns_the_downtrend_hedge_from_what_holding_lost_in_
         assert services.heuristics.get(add["entry_id"]).text == LEARNED
     finally:
         rig.stop()
+
+
+async def test_a_learned_rule_in_the_playbook_wakes_the_tick_it_would_fire_on(tmp_path):
+    """The gate previews PLAYBOOK.md's learned rules with STRATEGY.md's: decide applies them, so a tick on which one
+    would fire is at least T1 (a learned line is not crossed in silence); without the file's rule the tick sleeps."""
+    from golem.models.enums import Tier
+    from golem.models.tick import GateInput
+
+    rig = make_rig(tmp_path, "wake-golem", "calm")
+    try:
+        services = rig.services()
+        ctx = TickContext(golem_id="wake-golem", tick=1, config=rig.config, state=GolemState(golem_id="wake-golem"),
+                          started_at="2026-11-27T00:00:00+00:00")
+        ticks = TickActivities(services)
+        obs = ticks.observe(ObserveInput(ctx=ctx))
+        calm = ticks.gate(GateInput(ctx=ctx, observation=obs, prediction_error=0.0))
+        assert calm.tier == Tier.T0 and calm.wake is not None and calm.wake.rule_hits == []
+        learned = "WHEN health_factor < 3 AND balance.WETH > 10 THEN swap 30% WETH to USDC"  # HF ~2.06, 20 WETH
+        services.playbook_path.write_text(f"# PLAYBOOK\n\n## Global\n\n- {learned} _(confidence 0.90, h-test)_\n")
+        woke = ticks.gate(GateInput(ctx=ctx, observation=obs, prediction_error=0.0))
+        assert woke.tier == Tier.T1 and [h.text for h in woke.wake.rule_hits] == [learned]
+        assert woke.wake.rule_hits[0].rule.startswith("PLAYBOOK.md:") and "wake: T0→T1" in woke.reason
+    finally:
+        rig.stop()
