@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from web3.exceptions import Web3Exception
 
 from activities import ActivitySet
 from activities.heartbeat import auto_heartbeat
+from golem import ids
 from golem.inference.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decide import decide_with_cache, offered
 from golem.cognition.learned_gating import gate_tick, tick_seed
@@ -28,19 +30,22 @@ from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
+from golem.chain.market_window import read_market_window
+from golem.chain.reader import ChainReadError
 from golem.chain.simulate import SimulationError
 from golem.chain.journal import TxIntent
 from golem.chain.tick_reads import TickReads
 from golem.grimoire.memory_tools import CombinedReads, MemoryReads
 from golem.chain.tools.schemas import ToolArgumentError
 from golem.events import bridge as events
+from golem.events.models import make_event
 from golem.grimoire.semantic.graph import KnowledgeGraph
 from golem.grimoire.playbook.compile import read_revision
 from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import DECIDE, REQUEST_PRIVILEGED, decision_tools, requestable
 from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
-from golem.inference.strategies import StrategySet
+from golem.inference.strategies import StrategySet, credits
 from golem.safety.urgency import LineRule, line_rules
 from golem.inference.strategy import Strategy, metrics_from, rules_in
 from golem.learning.expectation import scaled
@@ -58,10 +63,12 @@ from golem.models.observation import ChainSnapshot, Observation
 from golem.models.record import (
     ActionRecord,
     DecisionCycleRecord,
+    DeliberationRecord,
     OutcomeRecord,
     Reflexion,
 )
 from golem.models.slices import as_slice
+from golem.models.threats import MarketWindow
 from golem.models.tick import (
     whole,
     AnalyzeInput,
@@ -300,6 +307,22 @@ class TickActivities(ActivitySet):
         strategy, must, policy = start.strategy, start.must, start.context_policy
         prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.extensions.agent_start)
             system_prompt, registry_for(ctx.cfg.extensions.disabled), playbook=self.s.playbook_text)
+        registry = registry_for(ctx.cfg.extensions.disabled)
+        # agent_start: the session is set up, nothing asked yet — the ui-bridge's heartbeat.deliberation_started
+        agent_start, _ = fire(registry, "agent_start", {"ui-bridge": lambda: self._emit(ctx, "heartbeat.deliberation_started", dict(
+            tier=inp.tier.value, model=start.route.model if start.route else None,
+            tools=[t["name"] for t in offered(start.tools, must) or []], steers=[s.id for s in inp.steers]))})
+        ended: list[str] = []
+
+        def agent_end(outcome: str, record: DeliberationRecord | None = None) -> None:
+            """agent_end: the session closes (answered or not) — the ui-bridge's heartbeat.deliberation_ended."""
+            figures = {} if record is None else dict(
+                model=record.model, decision=record.decision, cost_usd=record.cost, tool_rounds=record.tool_rounds,
+                input_tokens=record.input_tokens, output_tokens=record.output_tokens,
+                reads=len(record.reads), actions=len(record.tool_calls))
+            fired, _ = fire(registry, "agent_end", {"ui-bridge": lambda: self._emit(
+                ctx, "heartbeat.deliberation_ended", dict(tier=inp.tier.value, outcome=outcome, **figures))})
+            ended[:] = fired
         try:
             deliberation = await decide_with_cache(
                 inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
@@ -308,13 +331,18 @@ class TickActivities(ActivitySet):
                 context_policy_revision=policy.revision, remember_facts=lambda d: self._remember_facts(inp, d),
             )
         except InferenceRetryable as err:  # rate limit, overload, timeout: Temporal retries with backoff
+            agent_end(f"retrying: {err.reason}"[:200])
             delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
             raise ApplicationError(err.reason, type="InferenceRetryable", next_retry_delay=delay) from None
         except InferenceRejected as err:  # a bad request will not get better by retrying
+            agent_end(f"rejected: {err.reason}"[:200])
             raise bad_input(err.reason, "InferenceRejected") from None
+        agent_end("answered", deliberation.record)
         record = deliberation.record.model_copy(update={"before_agent_start": start.fired,
-                                                        "system_prompt": prompt.fired})
+                                                        "system_prompt": prompt.fired, "agent_start": agent_start,
+                                                        "agent_end": list(ended)})
         deliberation = deliberation.model_copy(update={"record": record})
+        own = list(deliberation.actions)  # the decision's own proposals: the strategies they serve are credited below
         if ctx.state.deferred_intents:  # the gas gate's deferred intents come back and are judged again
             actions = with_deferred(deliberation.actions, ctx.state.deferred_intents)
             if len(actions) > len(deliberation.actions):
@@ -330,7 +358,24 @@ class TickActivities(ActivitySet):
                 "recommends_action": True, "reasoning_summary": f"{deliberation.record.reasoning_summary} | approved by "
                                                                 f"the owner: {ran}"})
             deliberation = deliberation.model_copy(update={"record": record, "actions": actions})
-        return self._numbered(inp, deliberation)
+        return self._credited(inp, obs, own, self._numbered(inp, deliberation))
+
+    def _credited(self, inp: DecideInput, obs: Observation, own: list[ProposedAction],
+                  deliberation: Deliberation) -> Deliberation:
+        """Which active strategy each of the decision's own actions serves, on its record (reflect counts the executed
+        ones toward `after N actions`: golem.inference.strategies.credits). Numbered as the actions that go on."""
+        if obs.strategies is None or not obs.strategies.active or not own:
+            return deliberation
+        rec = deliberation.record
+        found = credits(own, {r.action_index: r.rule for r in rec.rules_applied}, rec.strategy,
+                        self._strategy_set(inp.ctx), obs.strategies.active)
+        moved = {a.action_index: b.action_index for a, b in zip(own, deliberation.actions)}  # a rerun renumbers
+        found = [c.model_copy(update={"action_index": moved[c.action_index]}) for c in found]
+        return deliberation.model_copy(update={"record": rec.model_copy(update={"credits": found})})
+
+    def _emit(self, ctx: TickContext, kind: str, payload: dict[str, Any]) -> None:
+        """One live event of this tick (the ui-bridge's members), outside the record's own events."""
+        self.s.events.emit([make_event(ctx.golem_id, ctx.tick, _now_iso(), kind, "", **payload)])
 
     def _reads(self, inp: DecideInput, obs: Observation, tools: list[dict[str, Any]]) -> CombinedReads:
         """The tool loop's reads and `speculate` for the write tools offered this tick (golem.chain.tick_reads), and
@@ -355,7 +400,8 @@ class TickActivities(ActivitySet):
 
         return before_agent_start(
             registry_for(ctx.cfg.extensions.disabled),
-            tools=lambda: decision_tools(ctx.cfg.policy.approved_assets, list(ctx.cfg.policy.privileged_tools)),
+            tools=lambda: decision_tools(ctx.cfg.policy.approved_assets, list(ctx.cfg.policy.privileged_tools),
+                                         obs.strategies.active if obs.strategies is not None else []),
             context=lambda: self.s.learning.context_policy(allocation_defaults(ctx.cfg)),
             compile=lambda: self._compiled(ctx, obs), viability=viable, route=lambda: self.s.deliberator.route(inp),
             # before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run)
@@ -411,8 +457,18 @@ class TickActivities(ActivitySet):
             # a sell answering a rule's crossed line (STRATEGY.md's or a learned one in PLAYBOOK.md) is urgent
             line_rules=self._line_rules(strategy, obs, ctx.state.last_price),
             approvals={a.id: a.tool for a in approved(ctx.state)},  # the owner widened the grant for these alone
+            market=self._market_window(obs, ctx.cfg.policy.threat_window_blocks),  # the DeFi threat detectors
         )
         return result
+
+    def _market_window(self, obs: Observation, blocks: int) -> MarketWindow:
+        """The pair and the feed over the blocks before the observation (golem.chain.market_window); a node that cannot
+        answer leaves it empty, and the detectors' verdicts say they had nothing to judge."""
+        try:
+            return read_market_window(self.s.w3, self.s.deployment, obs.snapshot.block_number, blocks)
+        except ChainReadError as e:
+            activity.logger.warning("threat detectors: the recent blocks could not be read: %s", e)
+            return MarketWindow()
 
     def _line_rules(self, strategy: Strategy | None, obs: Observation, last_price: float | None) -> list[LineRule]:
         """The rules decide read (STRATEGY.md's and PLAYBOOK.md's) that fire now on a crossed health-factor line with
@@ -433,12 +489,18 @@ class TickActivities(ActivitySet):
             return ExecuteResult(records=self.s.safety.cancel_unsent(
                 ctx.golem_id, ctx.tick, inp.actions, validation, inp.cancelled_reason
             ))
+        if inp.restricted:  # Restricted: an earlier action of the batch failed, nothing approved after it is sent
+            cut = self.s.safety.cancel_unsent(ctx.golem_id, ctx.tick, inp.actions, validation, inp.restricted,
+                                              restricted=True)
+            if cut:
+                return ExecuteResult(records=cut)  # else not approved anyway, or already on its way: as below
         records: list[ActionRecord] = []
         verdicts = {v.action_index: v for v in validation.actions}
         for action in inp.actions:
             verdict = verdicts.get(action.action_index)
             base: dict[str, Any] = dict(action_index=action.action_index, action_type=action.tool,
-                                        tool_name=action.tool, should=verdict.should if verdict is not None else [])
+                                        tool_name=action.tool, should=verdict.should if verdict is not None else [],
+                                        threats=verdict.threats if verdict is not None else [])
             if verdict is not None and verdict.sent_by_run:  # another run of this tick sent this very action
                 records.append(ActionRecord(**base, status=ActionStatus.ALREADY_SENT, block_reason=verdict.reason,
                                             sent_by_run=verdict.sent_by_run))
@@ -458,7 +520,7 @@ class TickActivities(ActivitySet):
                 continue
             record = self._execute_one(inp, action, verdict.permit_id, obs)
             records.append(record.model_copy(update={"protective": verdict.protective, "clipped": verdict.clipped,
-                                                     "should": verdict.should}))
+                                                     "should": verdict.should, "threats": verdict.threats}))
             activity.heartbeat(f"action {action.action_index} done")
         return ExecuteResult(records=records)
 
@@ -531,6 +593,7 @@ class TickActivities(ActivitySet):
             self.s, record, inp.ctx.state, inp.ctx.cfg, proposed=proposed, reflexion=reflexion,
             regime_changed=regime_changed,
             emit=lambda r: self.s.events.emit(events.record_events(r, _now_iso(), **events.tick_context(inp.ctx, r))))
+        await self._self_steer(inp, chain.record)
         result = tick_result(chain.record, path, episode, wire=inp.ctx.wire)
         result.life = chain.update
         result.actions_proposed = len(proposed)
@@ -549,6 +612,23 @@ class TickActivities(ActivitySet):
         if record.strategies is not None:
             result.strategy_runs = record.strategies.runs
         return result
+
+    async def _self_steer(self, inp: ReflectInput, record: DecisionCycleRecord) -> None:
+        """The record's self-steers go to the golem's workflow as `steer` signals (docs/design/tick.md#self-steers),
+        the owner's pathway, so the Temporal UI shows each with its source. Only the golem's own tick sends them (a
+        `golem rerun` of an old tick must not steer today's golem); a retried reflect resends the same ids, which the
+        golem drops."""
+        if not record.self_steers or self.temporal is None:
+            return
+        golem = inp.ctx.golem_id
+        if activity.info().workflow_id != ids.tick_workflow_id(golem, inp.ctx.tick):
+            return
+        handle = self.temporal.get_workflow_handle(ids.golem_workflow_id(golem))
+        for steer in record.self_steers:
+            try:
+                await handle.signal("steer", steer.model_dump(mode="json"))
+            except RPCError as err:  # the golem's workflow is gone (a test's lone tick): the record keeps the steer
+                activity.logger.warning("self-steer %s not delivered: %s", steer.id, err)
 
     def _reflexion(self, record: DecisionCycleRecord, proposed: list[ProposedAction]) -> Reflexion | None:
         return reflexion_of(record, proposed, self._half_size(record, proposed))

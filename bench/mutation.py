@@ -48,7 +48,8 @@ TESTS: dict[str, list[str]] = {
     "golem/safety/policy.py": [U + "test_policy.py", U + "test_safety_cage.py", U + "test_safety_liquidity.py",
                                U + "test_gas_partition.py"],
     "golem/safety/cage.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py",
-                             U + "test_safety_write_tools.py", U + "test_policy.py"],
+                             U + "test_safety_write_tools.py", U + "test_policy.py", U + "test_threats.py"],
+    "golem/safety/threats.py": [U + "test_threats.py", I + "test_threats.py"],  # the DeFi threat detectors
     "golem/safety/limits.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py",
                                U + "test_safety_speculation_and_strategy.py", I + "test_acting_safety.py"],
     "golem/safety/risk.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py"],
@@ -111,6 +112,11 @@ CUTS: dict[str, tuple[str, str, str, list[str]]] = {
     "temporal-supervised": ("infra/stack.py", "children[:] = [temporal_child, anvil_child,",
                             "children[:] = [anvil_child,",
                             [I + "test_run_shutdown.py::test_ctrl_c_through_a_dead_pipe_after_a_worker_restart_leaves_nothing"]),
+    # the validate activity's read of the recent blocks, and the verdicts carried onto the record's actions
+    "threat-window": ("activities/tick.py", "market=self._market_window(obs, ctx.cfg.policy.threat_window_blocks)",
+                      "market=None", [I + "test_threats.py::test_a_steered_swap_after_a_flash_loan_shaped_move_is_held_on_the_record"]),
+    "threat-record": ("activities/tick.py", "threats=verdict.threats if verdict is not None else [])", "threats=[])",
+                      [I + "test_threats.py::test_a_steered_swap_after_a_flash_loan_shaped_move_is_held_on_the_record"]),
     "sweep-groups": ("infra/supervisor.py", "(ppid == parent or pgrp in groups)", "(ppid == parent)",
                      [U + "test_stop_sweep.py"]),
 }

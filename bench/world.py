@@ -1,5 +1,5 @@
-"""Bringing up the embedded world: deploying Uniswap V2 + Aave V3 + feeds from their published bytecode, vs
-loading the cached Anvil state dump of an earlier deploy, vs one observe-step read of the result.
+"""Bringing up the embedded world: deploying Uniswap V2 + Aave V3 + Circle's USDC + feeds from their published
+bytecode, vs loading the cached Anvil state dump of an earlier deploy, vs one observe-step read of the result.
 
     python bench/world.py [-n 5]
 

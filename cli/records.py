@@ -70,7 +70,10 @@ def brief(rec: DecisionCycleRecord) -> list[str]:
            f"HF {'—' if hf is None else f'{hf:.3f}'}  price {rec.observation.snapshot.pool.price:,.2f}",
            f"  why:      {rec.gating_reason}"]
     for iv in rec.active_interventions:
-        out.append(f"  {iv.kind}:    {iv.id} \"{iv.message}\"" + (f" ({iv.severity})" if iv.severity else ""))
+        out.append(f"  {iv.kind}:    {iv.id} \"{iv.message}\"" + (f" ({iv.severity})" if iv.severity else "")
+                   + (f" from the {iv.source}" if iv.source != "owner" else ""))
+    for st in rec.self_steers:  # what the golem's own systems steered after this tick
+        out.append(f"  self-steer: {st.id} [{st.severity.value}] from the {st.source}: {st.message}")
     d = rec.deliberation
     if d is not None:
         out.append(f"  decided:  {d.decision or '(nothing)'}  [{d.model}]")
@@ -85,6 +88,8 @@ def brief(rec: DecisionCycleRecord) -> list[str]:
         out.append(f"  action {a.action_index}: {a.tool_name} {a.status.value}  " + "; ".join(x for x in extra if x))
     if rec.strategies is not None:  # docs/how-to/strategies.md
         out += [f"  strategy: {e.strategy} {e.kind}: {e.why}" for e in rec.strategies.events]
+        out += [f"  strategy: {c.strategy} counts action {c.action_index} ({c.tool}): {c.why}"
+                for c in rec.strategies.credited]
         out += [f"  strategy file error: {e}" for e in rec.strategies.errors]
     o = rec.outcome
     if o is not None:

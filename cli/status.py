@@ -84,10 +84,14 @@ async def _status(args: Namespace) -> int:
               + (" FAILED: " + (last.error or "") if last.failed else ""))
     print(f"  regime:     {st.regime}   phase: {st.phase}   vitality: {st.vitality:.2f}")
     print(life_line(st))  # the clocks, the credit, the affect, death
-    print(f"  theta:      {st.theta_seconds:.1f}s")
+    q = st.tick_queue
+    print(f"  theta:      {st.theta_seconds:.1f}s" + (
+        f"   queue: {len(q.pending)} pending, {q.dropped} dropped ({q.dropped_during_dream} while dreaming)"
+        if q.pending or q.dropped else ""))
     print(spend_line(st))
     print(f"  steers:     {len(st.pending_steers)} pending" + "".join(
-        f"\n    - [{s.severity}] {s.message} ({s.id})" for s in st.pending_steers))
+        f"\n    - [{s.severity}] {s.message} ({s.id}" + (f", from the {s.source}" if s.source != "owner" else "") + ")"
+        for s in st.pending_steers))
     print(f"  follow-ups: {len(st.pending_followups)} pending" + "".join(
         f"\n    - [{f.window}] {f.message} ({f.id})" for f in st.pending_followups))
     for line in approval_lines(st):
@@ -102,6 +106,8 @@ async def _status(args: Namespace) -> int:
         print(line)
     if (split := attribution_line(args, cfg.clock.delta_theta_ticks, st.tick)) is not None:
         print(split)
+    if (threat := threats_line(args, st.tick)) is not None:
+        print(threat)
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -191,6 +197,22 @@ def wake_line(args: Namespace, upto: int) -> str | None:
     if not recs or recs[-1].wake is None:
         return None
     return f"  wake:       tick {recs[-1].tick}: {wake_summary(recs[-1].wake)}"
+
+
+THREAT_TICKS = 20  # the ticks `golem status` looks back over for a DeFi threat detector that fired
+
+
+def threats_line(args: Namespace, upto: int) -> str | None:
+    """The DeFi threat detectors that fired on the last ticks' writes, newest first (docs/design/safety.md#defi-threats);
+    None when no record of those ticks proposed a write."""
+    recs = [r for r in records_before(args, upto, THREAT_TICKS) if r.actions]
+    if not recs:
+        return None
+    fired = [(r.tick, t) for r in reversed(recs) for t in dict.fromkeys(t for a in r.actions for t in a.threats)]
+    if not fired:
+        return f"  threats:    none fired on the writes of the last {THREAT_TICKS} ticks"
+    return f"  threats:    {len(fired)} on the writes of the last {THREAT_TICKS} ticks" + "".join(
+        f"\n    - tick {tick}: {t}" for tick, t in fired[:3])
 
 
 def strategy_lines(st: GolemStatus, args: Namespace) -> list[str]:

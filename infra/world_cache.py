@@ -1,9 +1,10 @@
 """Deploy the embedded world once and reuse it: an Anvil state dump of a freshly deployed world.
 
-Deploying the real protocols takes ~80 transactions. Tests and `golem run` on a fresh data dir would
+Deploying the real protocols takes ~90 transactions. Tests and `golem run` on a fresh data dir would
 redeploy every time; instead the first deploy is dumped with `anvil_dumpState` into a cache keyed by
 everything that shapes the world (the published artifacts' package versions, our compiled contracts, the
-deploy script, the Anvil build), and later Anvils `anvil_loadState` it. A stale key simply redeploys.
+deploy script, the Anvil build) and the chain id, and later Anvils `anvil_loadState` it. A stale key simply
+redeploys.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def world_key() -> str:
 def deploy_or_load(w3: Web3, rpc_url: str, *, use_cache: bool = True) -> tuple[Deployment, bool]:
     """The dev world on the (fresh) Anvil behind `w3`: loaded from the cached state dump when there is one,
     deployed (and then cached) otherwise. Returns (deployment, deployed_now)."""
-    key = world_key()
+    # the chain id too: a world deployed on an Anvil started with another chain id (an "external" RPC in the tests)
+    # carries that id in its address book, and loaded elsewhere it would claim the wrong chain
+    key = f"{world_key()}-{int(w3.eth.chain_id)}"
     state_path, dep_path = cache_dir() / f"{key}.state", cache_dir() / f"{key}.json"
     if use_cache and state_path.is_file() and dep_path.is_file():
         resp = w3.provider.make_request(RPCEndpoint("anvil_loadState"), [state_path.read_text().strip()])

@@ -131,7 +131,7 @@ class Gateway:
         w3 = Web3(Web3.HTTPProvider(cfg.rpc_url))
         self.chain_id = int(w3.eth.chain_id)
         self.network = f"eip155:{self.chain_id}"
-        token = at(w3, cfg.asset, "ERC20")
+        token = at(w3, cfg.asset, "FiatToken")  # EIP-3009 tokens (Circle's USDC) carry an EIP-712 version
         self.token_name, self.token_version = token.functions.name().call(), token.functions.version().call()
         self.signer = FacilitatorWeb3Signer(cfg.facilitator_key, cfg.rpc_url, confirmation_timeout_seconds=30)
         self.facilitator = register_exact_evm_facilitator(x402FacilitatorSync(), self.signer, networks=self.network)

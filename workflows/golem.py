@@ -311,7 +311,7 @@ class GolemWorkflow:
             urgency = schedule_dream(self._s, cfg)
             if urgency.due:
                 await golem_steps.dream(self._held, cfg, urgency, self._config_info.version,
-                                         replay=self._clock.replay)
+                                         replay=self._clock.replay, now=self._now)
             if should_run_delta(self._s, cfg.clock):
                 await golem_steps.consolidate(self._held, cfg, self._now)
 

@@ -27,6 +27,8 @@ with workflow.unsafe.imports_passed_through():
     from golem.cognition.learned_gating import learn_at_delta
     from golem.life.death import death_certificate
     from golem.cognition.dream_scheduler import DreamUrgency
+    from golem.cognition.backpressure import DREAM_TRIGGER
+    from golem.usecases.tick import missed_triggers, queue_missed
     from golem.models.config import GolemConfig
     from golem.models.golem import ConsolidationInput, DreamInput, DreamResult, TickFailure
     from golem.models.interventions import FollowUp
@@ -153,9 +155,12 @@ async def consolidate(held: Held, cfg: GolemConfig, now: Callable[[], datetime])
 
 
 async def dream(held: Held, cfg: GolemConfig, urgency: DreamUrgency, config_version: str,
-                replay: bool = False) -> None:
-    """The phased dream cycle; ticking waits until it ends, a critical steer wakes it (held.dream)."""
+                replay: bool = False, now: Callable[[], datetime] | None = None) -> None:
+    """The phased dream cycle; ticking waits until it ends, a critical steer wakes it (held.dream). On the wall clock,
+    the theta triggers that fell due meanwhile are queued like a slow tick's (at most 3, the oldest dropped as
+    heartbeat.tick_dropped_during_dream; docs/design/dreams.md#the-heartbeat-while-dreaming)."""
     s = held.s
+    started = now() if now is not None else None
     held.activity = "dreaming"
     held.state = s.model_copy(update={"dreaming": True})
     inp = DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=held.window("next-dream"),
@@ -174,6 +179,12 @@ async def dream(held: Held, cfg: GolemConfig, urgency: DreamUrgency, config_vers
         held.dream = None
         # the dream replayed the tagged episodes (tagged first); the next delta recounts what is open
         held.state = held.s.model_copy(update={"dreaming": False, "last_dream_tick": s.tick, "dream_tags": 0})
+    if started is not None and now is not None and not replay and workflow.patched("dream-tick-queue"):
+        end = now()
+        held.state, lines = queue_missed(held.s, missed_triggers(started, end, held.s.theta_seconds),
+                                         end.timestamp(), trigger=DREAM_TRIGGER)
+        for line in lines:
+            workflow.logger.warning(line)
 
 
 async def thanatopsis(held: Held, cfg: GolemConfig, settlement_tick: Callable[[], Awaitable[TickResult | None]],

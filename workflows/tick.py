@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.models.observation import Observation
     from golem.models.record import ActionRecord, StepTiming, TickRun
     from golem.models.state import FsmState
+    from golem.safety.restricted import restriction
     from golem.models.tick import (
         AnalyzeInput,
         DecideInput,
@@ -302,13 +303,20 @@ class ThetaTickWorkflow:
         sized_simulation = validation.simulation
         # Step 7: EXECUTE — one activity per action so a steer can cancel what is not yet sent.
         self._enter(HeartbeatState.EXECUTING)
+        restricted: str | None = None
         for action in actions:
             execute_input = ExecuteInput(
                 ctx=self._for(ctx, "execute"), **self._seen("execute", validation=validation), observation=observation, actions=[action], validation=validation,
-                cancelled_reason=self._cancel_reason,
+                cancelled_reason=self._cancel_reason, restricted=restricted,
             )
             result = await self._step(TickActivities.execute, execute_input, ctx, heartbeat=options.EXECUTE_HEARTBEAT)
             self._records.extend(result.records)
+            hit = restriction(result.records)
+            if hit and restricted is None and self._cancel_reason is None:  # the rest of the batch is blocked
+                restricted = hit
+                self._fsm = FsmState(state=HeartbeatState.EXECUTING, substate=f"Restricted{{constraint={hit}}}",
+                                     entered_at=self._fsm.entered_at)
+                self._trace.append(self._fsm.substate)  # the record's trace keeps the substate that blocked the rest
         if not any(r.tx_hash for r in self._records):
             return
         # Step 8: VERIFY

@@ -9,6 +9,7 @@ from golem.backtest.models import ActionMark, BlockedAction, LiquidationMark, Pa
 from golem.models.enums import ActionStatus
 from golem.models.observation import ChainSnapshot, LiquidationEvent
 from golem.models.record import ActionRecord, DecisionCycleRecord
+from golem.models.threats import detector_of
 from golem.safety.attribution import holdings_of
 from golem.safety.risk import net_value_usd
 
@@ -101,7 +102,7 @@ def mark_row(
     actions = [
         ActionMark(tool=a.tool_name, status=a.status.value, gas_usd=a.gas_cost, protective=_protective(a),
                    block=a.block_number, clipped=a.clipped is not None, urgency=urgency_of(a),
-                   learned=a.action_index in learned)
+                   learned=a.action_index in learned, threats=sorted({detector_of(t) for t in a.threats}))
         for a in record.actions
     ]
     out = record.outcome

@@ -39,6 +39,7 @@ class ActionMark(BaseModel):
     clipped: bool = False  # the cage sized it down to fit its limits (golem.safety.sizing)
     urgency: str | None = None  # routine | urgent | critical, when the gas gate classed it (golem.safety.urgency)
     learned: bool = False  # a learned PLAYBOOK rule proposed it (the offline deliberator's rules_applied)
+    threats: list[str] = Field(default_factory=list)  # the DeFi threat detectors that fired on it (golem.safety.threats)
 
 
 class LiquidationMark(BaseModel):

@@ -79,7 +79,8 @@ class Figures(BaseModel):
     blocked: dict[str, int] = Field(default_factory=dict)  # gate / budget / policy / other
     protective_blocked: int = 0
     clipped: int = 0  # actions the cage sized down to fit a limit and sent (golem.safety.sizing)
-    deferred: int = 0  # actions the gas gate deferred (they wait in GolemState; a later tick may send them)
+    deferred: int = 0  # actions the gas gate or a threat hold deferred (they wait in GolemState; a later tick may send them)
+    threats: dict[str, int] = Field(default_factory=dict)  # detector → actions it fired on (golem.safety.threats)
     max_gas_per_action_usd: float = 0.0  # the most one executed action paid for gas
     urgent_actions: int = 0  # executed actions the gas gate classed urgent or critical
     hf_restored: float = 0.0  # health factor restored by the ticks that raised it (sum of after − before)
@@ -216,6 +217,7 @@ def _figures(marks: list[TickMark], rets: list[float], contiguous: bool = True) 
     executed = [a for m in marks for a in m.actions if a.status == "executed"]
     f.clipped = sum(1 for a in executed if a.clipped)
     f.deferred = sum(1 for m in marks for a in m.actions if a.status == "deferred")
+    f.threats = dict(sorted(Counter(d for m in marks for a in m.actions for d in a.threats).items()))
     f.max_gas_per_action_usd = max((a.gas_usd for a in executed), default=0.0)
     f.urgent_actions = sum(1 for a in executed if a.urgency in ("urgent", "critical"))
     restoring = [m for m in marks if m.hf_restored]
@@ -380,7 +382,8 @@ HEADLINE: list[tuple[str, Callable[[Figures], str]]] = [
     ("blocked (gate/budget/policy)", lambda f: "/".join(str(f.blocked.get(c, 0)) for c in ("gate", "budget", "policy"))),
     ("protective blocked", lambda f: str(f.protective_blocked)),
     ("clipped (sent at the size the cage allowed)", lambda f: str(f.clipped)),
-    ("deferred by the gas gate", lambda f: str(f.deferred)),
+    ("deferred (the gas gate, a threat hold)", lambda f: str(f.deferred)),
+    ("threat detectors fired (actions)", lambda f: ", ".join(f"{d} {n}" for d, n in f.threats.items()) or "none"),
     ("max gas per action $", lambda f: f"{f.max_gas_per_action_usd:.2f}"),
     ("urgent / critical actions sent", lambda f: str(f.urgent_actions)),
     ("gas $ per 1.0 HF restored", lambda f: _num(f.gas_per_hf_restored, "{:.2f}") + f" ({f.hf_restored:.3f} HF restored)"),

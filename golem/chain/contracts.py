@@ -1,7 +1,7 @@
 """Contract ABIs and the resolved address book of the protocols a golem speaks.
 
-The ABIs (Uniswap V2, Aave V3, Chainlink-style feeds) are vendored in `golem/chain/abis/`. `Deployment` is the
-address book resolved against a chain: every address a tool, probe or verifier needs, found from the few that
+The ABIs (ERC-20, Circle's USDC, Uniswap V2, Aave V3, Chainlink-style feeds) are vendored in `golem/chain/abis/`.
+`Deployment` is the address book resolved against a chain: every address a tool, probe or verifier needs, found from the few that
 `golem.toml` names (golem.chain.addressbook.resolve_book). See docs/design/chain.md#the-address-book.
 """
 
@@ -19,6 +19,7 @@ from web3.contract import Contract
 ABIS_DIR = Path(__file__).resolve().parent / "abis"
 ABI_NAMES: tuple[str, ...] = (
     "ERC20",
+    "FiatToken",
     "WETH9",
     "UniswapV2Factory",
     "UniswapV2Router02",

@@ -16,10 +16,11 @@ from golem.models.state import PendingTick, TickQueue
 
 MAX_PENDING = 3
 WARN_DEPTH = 2
+DREAM_TRIGGER = "dream"  # a theta trigger that fell due while the golem dreamt
 
 
 class HeartbeatEvent(BaseModel):
-    kind: Literal["heartbeat.queue_warning", "heartbeat.tick_dropped"]
+    kind: Literal["heartbeat.queue_warning", "heartbeat.tick_dropped", "heartbeat.tick_dropped_during_dream"]
     depth: int
     trigger: str = ""
     detail: str = ""
@@ -33,21 +34,26 @@ def enqueue(queue: TickQueue, trigger: PendingTick, *, max_pending: int = MAX_PE
     pending = list(queue.pending)
     carried = list(queue.carried_probes)
     events: list[HeartbeatEvent] = []
-    dropped = queue.dropped
+    dropped, during_dream = queue.dropped, queue.dropped_during_dream
     while len(pending) >= max_pending:
         old = pending.pop(0)
         carried = merge_probe_results(carried, old.probes)
         dropped += 1
-        events.append(HeartbeatEvent(kind="heartbeat.tick_dropped", depth=len(pending) + 1, trigger=old.trigger,
-                                     detail=f"dropped the oldest queued {old.trigger} tick; "
-                                            f"{len(old.probes)} probe results carried into the next tick"))
+        dreamt = old.trigger == DREAM_TRIGGER  # fell due while the golem dreamt (the heartbeat was suspended)
+        during_dream += dreamt
+        events.append(HeartbeatEvent(
+            kind="heartbeat.tick_dropped_during_dream" if dreamt else "heartbeat.tick_dropped",
+            depth=len(pending) + 1, trigger=old.trigger,
+            detail=f"dropped the oldest queued {old.trigger} tick; "
+                   f"{len(old.probes)} probe results carried into the next tick"))
     pending.append(trigger)
     warnings = queue.warnings
     if len(pending) >= warn_depth:
         warnings += 1
         events.append(HeartbeatEvent(kind="heartbeat.queue_warning", depth=len(pending), trigger=trigger.trigger,
                                      detail=f"{len(pending)} ticks pending (max {max_pending})"))
-    return TickQueue(pending=pending, carried_probes=carried, dropped=dropped, warnings=warnings), events
+    return TickQueue(pending=pending, carried_probes=carried, dropped=dropped, warnings=warnings,
+                     dropped_during_dream=during_dream), events
 
 
 def dequeue(queue: TickQueue) -> tuple[TickQueue, PendingTick | None]:

@@ -156,9 +156,9 @@ def next_health_history(history: list[float], hf: float | None) -> list[float]:
 def wake_check(strategy: Strategy | None, observation: Observation, health_history: list[float],
                last_price: float | None, probes: ProbeThresholds, wake: WakeSection,
                learned: Sequence[Rule] = ()) -> Wakefulness:
-    """The tick's wake check: the forecast toward the strategy's nearest line and the rules that would fire (the
-    owner's, then `learned`: PLAYBOOK.md's), and the floor they put under the tier — T1 when a rule would fire or a
-    line is within the horizon."""
+    """The tick's wake check: the forecast toward the strategy's nearest line, the rules that would fire (the
+    owner's, then `learned`: PLAYBOOK.md's) and the strategies that started, and the floor they put under the tier —
+    T1 when a rule would fire, a line is within the horizon or a strategy starts."""
     metrics = metrics_from(observation, last_price)  # read once: the live lines and the preview share it
     lines = live_lines(strategy_lines(strategy, probes, wake), strategy, metrics)
     f = forecast(health_history, observation.min_health_factor(), lines, wake)
@@ -166,8 +166,12 @@ def wake_check(strategy: Strategy | None, observation: Observation, health_histo
     why = [f"rule {h.rule} `{h.text}` would fire ({' and '.join(h.evidence)})" for h in hits]
     if f is not None and f.within_horizon:
         why.append(f.reason)
-    return Wakefulness(forecast=f, rule_hits=hits, floor=Tier.T1 if why else None, reason="; ".join(why),
-                       probe_low=lines.probe_low, probe_high=lines.probe_high)
+    # a strategy that starts on this tick wakes the deliberator, whether or not a rule of it would fire now
+    started = [f"{e.strategy}: {e.why}" for e in (observation.strategies.events if observation.strategies else [])
+               if e.kind == "started"]
+    why += [f"strategy {s} started" for s in started]
+    return Wakefulness(forecast=f, rule_hits=hits, started=started, floor=Tier.T1 if why else None,
+                       reason="; ".join(why), probe_low=lines.probe_low, probe_high=lines.probe_high)
 
 
 _RANK = {Tier.T0: 0, Tier.T1: 1, Tier.T2: 2}
@@ -208,6 +212,8 @@ def wake_summary(wake: Wakefulness) -> str:
             parts.append(f"under {', '.join(f'{x:g}' for x in f.crossed)}")
     if wake.rule_hits:
         parts.append("rules would fire: " + ", ".join(h.rule for h in wake.rule_hits))
+    if wake.started:
+        parts.append("strategies started: " + ", ".join(s.split(":", 1)[0] for s in wake.started))
     if wake.probe_low is not None and wake.probe_high is not None:
         parts.append(f"position probe {wake.probe_low:g}/{wake.probe_high:g}")
     if wake.lifted_from is not None and wake.floor is not None:

@@ -110,11 +110,12 @@ def tick_result(rec: DecisionCycleRecord, record_path: str, episode_id: str | No
 
 
 def strategies_after(rec: DecisionCycleRecord, strategies: StrategySet, timestamp: str) -> StrategyActivity | None:
-    """The strategies after the tick: observe's view, with the actions each strategy's rules executed counted and
-    the completions that makes (golem.inference.strategies.after_actions)."""
+    """The strategies after the tick: observe's view, with the executed actions the decision credited to a strategy
+    (its rules, its MAY tools, the model's naming it) counted and the completions that makes
+    (golem.inference.strategies.after_actions)."""
     seen = rec.observation.strategies
     if seen is None:
         return None
     executed = {a.action_index for a in rec.actions if a.status.value == "executed"}
-    rules = [r.rule for r in (rec.deliberation.rules_applied if rec.deliberation else []) if r.action_index in executed]
-    return after_actions(seen, strategies, rules, rec.tick, datetime.fromisoformat(timestamp))
+    credited = [c for c in (rec.deliberation.credits if rec.deliberation else []) if c.action_index in executed]
+    return after_actions(seen, strategies, credited, rec.tick, datetime.fromisoformat(timestamp))

@@ -104,7 +104,10 @@ def gate(prediction_error: float, threshold: float, state: GolemState, steers: l
     """(tier, reason, forced). Forced T2 (active steer, imminent phase transition) always wins."""
     ids = active_steer_ids(state, steers)
     if ids:
-        return Tier.T2, f"forced T2: owner steer(s) {', '.join(ids)} active (PE {prediction_error:.3f})", True
+        source = {s.id: s.source for s in [*steers, *state.pending_steers]}
+        named = ", ".join(i if source.get(i, "owner") == "owner" else f"{i} from the {source[i]}" for i in ids)
+        who = "owner steer(s)" if all(source.get(i, "owner") == "owner" for i in ids) else "steer(s)"
+        return Tier.T2, f"forced T2: {who} {named} active (PE {prediction_error:.3f})", True
     imminent, why = phase_transition_imminent(state.vitality.composite)
     if imminent:
         return Tier.T2, f"forced T2: phase transition imminent, {why} (PE {prediction_error:.3f})", True

@@ -14,6 +14,7 @@ from golem.events.models import GolemEvent, make_event
 from golem.models.approvals import PrivilegedRequest
 from golem.models.observation import Observation, ProbeResult
 from golem.models.record import DecisionCycleRecord
+from golem.models.threats import detector_of
 from golem.safety.risk import net_value_usd
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
     for iv in record.active_interventions:
         if iv.kind == "steer" and (iv.id in considered or record.deliberation is not None):
             out.append(ev("interventions.steer_applied", iv.id, steer_id=iv.id, message=iv.message,
-                          severity=iv.severity, tier=record.tier.value))
+                          severity=iv.severity, source=iv.source, tier=record.tier.value))
         elif iv.kind == "follow_up":
             out.append(ev("interventions.followup_delivered", iv.id, followup_id=iv.id, window=iv.window,
                           message=iv.message))
@@ -113,6 +114,16 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
         out.append(ev(kind, str(a.action_index), index=a.action_index, tool=a.tool_name, status=a.status.value,
                       reason=a.block_reason, tx_hash=a.tx_hash, block=a.block_number, gas_usd=a.gas_cost,
                       protective=a.protective))
+    seen_threats: set[str] = set()  # a market-wide threat rides on every action of the tick: one event each
+    for a in record.actions:
+        for threat in a.threats:
+            if threat in seen_threats:
+                continue
+            seen_threats.add(threat)
+            detector = detector_of(threat)
+            out.append(ev("safety.threat", _short(threat), detector=detector, detail=threat, index=a.action_index))
+            if detector == "flash_loan":  # a suspect observation is the owner's business too
+                out.append(ev("alerts.raised", f"threat:{_short(threat)}", alert="flash_loan", detail=threat))
     if record.strategies is not None:  # docs/design/strategies.md
         for se in record.strategies.events:
             out.append(ev(f"strategies.{se.kind}", f"{se.strategy}:{se.kind}", strategy=se.strategy, why=se.why))
@@ -124,6 +135,9 @@ def record_events(record: DecisionCycleRecord, time: str, *, previous_phase: str
                       deviations_bps=o.deviations_bps, pnl_impact=o.pnl_impact))
         if o.invariant_violations:
             out.append(ev("safety.incident", violations=o.invariant_violations))
+    for st in record.self_steers:
+        out.append(ev("interventions.self_steer", st.id, steer_id=st.id, source=st.source,
+                      severity=st.severity.value, message=st.message))
     if record.total_cost > 0:
         figures: dict[str, Any] = {**(spend_today or {}), **(budgets or {})}  # payload keys, never ev's own
         out.append(ev("budget.spend", inference_usd=record.inference_cost, gas_usd=record.gas_cost,

@@ -255,9 +255,11 @@ def builtin_extensions() -> list[Extension]:
            what="clade sync: not in this build (there is no clade yet; its after_turn slot stays empty)"),
         # Layer 5 – UX
         # not optional: the dashboard, `golem events` and the heartbeat monitor read what it emits
-        _x("ui-bridge", 5, {"turn_start", "turn_end", "tool_execution_start", "tool_execution_update",
-                            "tool_execution_end"}, ["telemetry"],
-           what="hook firings as Event Fabric events (golem.events.bridge); agent_start / agent_end: not yet",
+        _x("ui-bridge", 5, {"agent_start", "agent_end", "turn_start", "turn_end", "tool_execution_start",
+                            "tool_execution_update", "tool_execution_end"}, ["telemetry"],
+           what="hook firings as Event Fabric events (golem.events.bridge)",
+           agent_start="decide: heartbeat.deliberation_started once the session is set up (tier, model, tools offered)",
+           agent_end="decide: heartbeat.deliberation_ended when it answered (model, cost, rounds, tokens) or failed",
            turn_start="observe: heartbeat.tick_started with the tick's vitals and pending steers",
            turn_end="reflect, after after_turn: the record's events, heartbeat.tick_finished last",
            tool_execution_start="execute: actions.sending before an approved action is signed",

@@ -23,6 +23,7 @@ MAX_ACTIONS = 5
 DECIDE = "decide"
 REQUEST_PRIVILEGED = "request_privileged"
 MAX_REQUESTS = 3  # privileged requests in one tick
+STRATEGY_MD = "STRATEGY.md"  # what decide.strategy names when a decision serves the always-on strategy
 
 
 def request_tool(privileged: list[str]) -> dict[str, Any]:
@@ -97,14 +98,21 @@ _OVERRIDE = re.compile(
 )
 
 
-def decision_tools(approved_assets: list[str], privileged: list[str] | None = None) -> list[dict[str, Any]]:
+def decision_tools(approved_assets: list[str], privileged: list[str] | None = None,
+                   strategies: list[str] | None = None) -> list[dict[str, Any]]:
     """The grant's write tools (token enums narrowed to approved assets; `privileged` ones left out) + decide, and
-    `request_privileged` for the privileged tools the approved assets allow; the last carries a cache breakpoint."""
+    `request_privileged` for the privileged tools the approved assets allow; the last carries a cache breakpoint.
+    `strategies`: the ids of the strategies active this tick; decide then asks which one the decision serves."""
     tools = [t for t in _write_tools(approved_assets) if t["name"] not in (privileged or [])]
     askable = requestable(approved_assets, privileged)
     if askable:
         tools.append(request_tool(askable))
     tools.append(copy.deepcopy(DECIDE_TOOL))
+    if strategies:  # absent with none active, so a golem without strategies/ sends the tool as before
+        tools[-1]["input_schema"]["properties"]["strategy"] = {
+            "type": "string", "enum": [*strategies, STRATEGY_MD],
+            "description": "which strategy this decision's writes serve: an active strategy's id (they count toward "
+                           f"its completion, e.g. `after N actions`), or {STRATEGY_MD} for the standing strategy"}
     tools[-1]["cache_control"] = {"type": "ephemeral"}
     return tools
 
@@ -144,6 +152,7 @@ class ParsedDecision:
     rejections: list[str] = field(default_factory=list)
     text: str = ""  # free text the model wrote outside tools
     requests: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)  # (tool, arguments, reason), checked
+    strategy: str = ""  # decide.strategy: an active strategy's id or STRATEGY.md ("" when not named or refused)
 
 
 def _plain(v: Any) -> Any:
@@ -191,6 +200,18 @@ def _models(raw: Any, known: set[str] | None, rejections: list[str]) -> list[str
     return list(dict.fromkeys(out))[:5]
 
 
+def _strategy(raw: Any, active: list[str], rejections: list[str]) -> str:
+    """decide.strategy → an active strategy's id or STRATEGY.md; anything else is refused (the actions stand, they are
+    credited as if no strategy were named)."""
+    if raw is None or raw == "":
+        return ""
+    if isinstance(raw, str) and raw in (*active, STRATEGY_MD):
+        return raw
+    rejections.append(f"decide.strategy {raw!r} is not an active strategy (active: {', '.join(active) or 'none'}; "
+                      f"or {STRATEGY_MD}); not credited to any")
+    return ""
+
+
 def _request(args: Any, askable: list[str], approved: set[str]) -> tuple[str, dict[str, Any], str] | str:
     """One request_privileged call checked like a write call (its tool's own argument check, approved assets), or
     the reason it is refused."""
@@ -215,10 +236,12 @@ def _request(args: Any, askable: list[str], approved: set[str]) -> tuple[str, di
 
 
 def parse_decision(content: list[Any], approved_assets: list[str],
-                   known_models: set[str] | None = None, privileged: list[str] | None = None) -> ParsedDecision:
+                   known_models: set[str] | None = None, privileged: list[str] | None = None,
+                   strategies: list[str] | None = None) -> ParsedDecision:
     """Turn the reply's content blocks (SDK objects or dicts) into a checked decision. Pure. `known_models`: the
     mental-model ids the prompt offered (None: any id is taken). `privileged`: tools outside the grant — a direct
-    call to one is refused, a request_privileged for one is kept as a request."""
+    call to one is refused, a request_privileged for one is kept as a request. `strategies`: the active strategies'
+    ids, which decide.strategy may name (besides STRATEGY.md)."""
     approved = {a.upper() for a in approved_assets}
     askable = requestable(approved_assets, privileged)
     out = ParsedDecision()
@@ -267,6 +290,7 @@ def parse_decision(content: list[Any], approved_assets: list[str],
         out.steers_addressed = [s for s in steers if isinstance(s, str)] if isinstance(steers, list) else []
         out.facts = _facts(d.get("facts"), out.rejections)
         out.mental_models = _models(d.get("mental_models"), known_models, out.rejections)
+        out.strategy = _strategy(d.get("strategy"), strategies or [], out.rejections)
 
     injected = _OVERRIDE.search(out.text)
     if injected:

@@ -103,7 +103,9 @@ class LLMDeliberator:
                      reads: ToolReads | None = None) -> Deliberation:
         route = route or self.route(inp)
         policy = inp.ctx.cfg.policy
-        tools = decision_tools(policy.approved_assets, list(policy.privileged_tools)) if tools is None else tools
+        seen = whole(inp.observation, "observation").strategies
+        active = seen.active if seen is not None else []  # decide.strategy may name these
+        tools = decision_tools(policy.approved_assets, list(policy.privileged_tools), active) if tools is None else tools
         ws = self.workspace(inp, strategy, playbook_text)
         if route.choice is None:
             return await self._fallback(inp, strategy, playbook_text, route.why, ws)
@@ -130,7 +132,7 @@ class LLMDeliberator:
                                                     called=True), cut.completions, cut.reads)
         completion, plan = loop.final, loop.final.plan
         offered = set(CORE_MODELS) | {e.id for e in (inp.retrieved.entries if inp.retrieved else [])}
-        parsed = parse_decision(loop.content, policy.approved_assets, offered, list(policy.privileged_tools))
+        parsed = parse_decision(loop.content, policy.approved_assets, offered, list(policy.privileged_tools), active)
         requests = [PrivilegedRequest(id=f"apr-{inp.ctx.tick}-{i}", tick=inp.ctx.tick, tool=tool, arguments=args,
                                       reason=why) for i, (tool, args, why) in enumerate(parsed.requests)]
         if completion.message.stop_reason == "max_tokens":
@@ -182,6 +184,7 @@ class LLMDeliberator:
             "interrupted_by": ws.interrupting_steers,
             **_paid(loop.completions),
             "privileged_requests": requests,
+            "strategy": parsed.strategy,
         }))
         return Deliberation(**_optional(Deliberation, {"record": record, "actions": parsed.actions},
                                         {"context": ws.summary(), "kg_facts": parsed.facts, "requests": requests}))

@@ -173,8 +173,8 @@ class X402Payer:
             return False
         from golem.chain.contracts import at
 
-        used = at(self.w3, self.asset, "ERC20").functions.authorizationState(self.address, bytes.fromhex(nonce[2:]))
-        return not bool(used.call())
+        token = at(self.w3, self.asset, "FiatToken")  # an EIP-3009 token: Circle's USDC
+        return not bool(token.functions.authorizationState(self.address, bytes.fromhex(nonce[2:])).call())
 
     def paid(self, record: PaymentRecord, scope_key: str | None) -> None:
         """A call went through paid: its settlement into the journal, the payment onto the audit trail."""

@@ -19,7 +19,8 @@ from golem.inference.strategy import (
     evaluate_condition,
     parse_strategy,
 )
-from golem.models.strategy_runs import StrategyActivity, StrategyEvent, StrategyRun
+from golem.models.strategy_runs import StrategyActivity, StrategyCredit, StrategyEvent, StrategyRun
+from golem.models.tick import ProposedAction
 
 STRATEGIES_DIR = "strategies"  # beside STRATEGY.md in the golem home
 # How the files travel as one text in a config version: STRATEGY.md's text, then each other file after a marker
@@ -89,6 +90,7 @@ class StrategySet:
             "should": [*self.main.should, *(c for s in on for c in s.should)],
             "may": [m for s in on for m in s.may],
             "may_gated": gated,
+            "active_files": {s.source: s.text for s in on},
             # what the LLM reads: STRATEGY.md, then each active strategy's own file
             "text": self.main.text + "".join(f"\n\n---\nActive strategy `{s.id}` ({s.source}):\n\n{s.text}"
                                               for s in on),
@@ -203,16 +205,48 @@ def advance(strategies: StrategySet, runs: list[StrategyRun], tick: int, now: da
     return out
 
 
-def after_actions(activity: StrategyActivity, strategies: StrategySet, executed_rules: list[str], tick: int,
+def credits(actions: list[ProposedAction], rules: dict[int, str], named: str, strategies: StrategySet,
+            active: list[str]) -> list[StrategyCredit]:
+    """Which active strategy each of a decision's own actions serves (its `after N actions` counts it), first match:
+    the file of the rule that made it; a tool only one active strategy's MAY line offers (it could not have been
+    proposed otherwise); the strategy the model named in decide; the only active strategy when the model named
+    none. An action of STRATEGY.md's or PLAYBOOK.md's rules, one the model said serves STRATEGY.md, and one the
+    owner approved are no strategy's. `rules`: action index → rule label (RuleApplied)."""
+    on = [s for s in strategies.others if s.id in active]
+    if not on:
+        return []
+    by_source = {s.source: s.id for s in on}
+    out: list[StrategyCredit] = []
+    for a in actions:
+        if a.approval_id:
+            continue
+        rule = rules.get(a.action_index)
+        mays = [s.id for s in on if any(m.tool == a.tool for m in s.may)]
+        if rule is not None:
+            sid = by_source.get(rule.rsplit(":", 1)[0])
+            why = f"its rule {rule}"
+        elif len(mays) == 1:
+            sid, why = mays[0], f"only strategy {mays[0]}'s MAY line offers {a.tool}"
+        elif named in by_source.values():
+            sid, why = named, "the decision named it (decide.strategy)"
+        elif not named and len(on) == 1:
+            sid, why = on[0].id, "the only active strategy (the decision named none)"
+        else:
+            sid = None
+        if sid is not None:
+            out.append(StrategyCredit(action_index=a.action_index, tool=a.tool, strategy=sid, why=why))
+    return out
+
+
+def after_actions(activity: StrategyActivity, strategies: StrategySet, credited: list[StrategyCredit], tick: int,
                   now: datetime) -> StrategyActivity:
-    """The end of a tick (reflect): the actions its rules executed are counted on each active strategy (by the
-    rule's file), and one whose `after <n> actions` or `after <n> ticks` line now holds completes on this tick."""
-    by_source = {s.source: s for s in strategies.others}
+    """The end of a tick (reflect): the executed actions credited to an active strategy (`credits`) are counted on
+    it, and one whose `after <n> actions` or `after <n> ticks` line now holds completes on this tick."""
+    active = {r.id for r in activity.runs if r.status == "active"}
+    counted = [c for c in credited if c.strategy in active]
     counts: dict[str, int] = {}
-    for label in executed_rules:
-        source = label.rsplit(":", 1)[0]
-        if source in by_source:
-            counts[by_source[source].id] = counts.get(by_source[source].id, 0) + 1
+    for c in counted:
+        counts[c.strategy] = counts.get(c.strategy, 0) + 1
     runs, events = [], list(activity.events)
     for run in activity.runs:
         s = next((x for x in strategies.others if x.id == run.id), None)
@@ -223,7 +257,7 @@ def after_actions(activity: StrategyActivity, strategies: StrategySet, executed_
                 run = _complete(run, tick, now, why)
                 events.append(StrategyEvent(strategy=run.id, kind="completed", why=why))
         runs.append(run)
-    return activity.model_copy(update={"runs": runs, "events": events})
+    return activity.model_copy(update={"runs": runs, "events": events, "credited": counted})
 
 
 def read_bundle(home: str | Path) -> str:

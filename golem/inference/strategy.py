@@ -175,6 +175,9 @@ class Strategy(BaseModel):
     may: list[MayLine] = Field(default_factory=list)
     # The tick's effective strategy only: tools a MAY line names whose strategy is not active → why not
     may_gated: dict[str, str] = Field(default_factory=dict)
+    # The tick's effective strategy only: each active strategy's file (source → text), for a T1 prompt that shows
+    # rules, not whole files (a strategy may have no rules: its text is what the model acts on)
+    active_files: dict[str, str] = Field(default_factory=dict)
 
 
 # ---- parsing ---------------------------------------------------------------------------------

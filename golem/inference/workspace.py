@@ -115,7 +115,10 @@ def invariants_text(inp: DecideInput, strategy: Strategy) -> str:
 def _strategy_rules(strategy: Strategy) -> str:
     rules = "\n".join(f"- line {r.line}: {r.text}" for r in strategy.rules) or "- (no rules: hold unless a steer says otherwise)"
     cons = "\n".join(f"- line {c.line}: {c.text}" for c in strategy.constraints) or "- (none)"
-    return f"Strategy '{strategy.title}': rules\n{rules}\nconstraints\n{cons}"
+    # the active strategies under strategies/, whole: one may say what to do in words, with no rule of its own
+    active = "".join(f"\n\nActive strategy `{source.rsplit('/', 1)[-1].removesuffix('.md')}` ({source}):\n{text.strip()}"
+                     for source, text in strategy.active_files.items())
+    return f"Strategy '{strategy.title}': rules\n{rules}\nconstraints\n{cons}{active}"
 
 
 def _observation(inp: DecideInput) -> str:

@@ -18,6 +18,7 @@ from golem.life.daimon import AppraisalInput, appraise, plutchik, regime_shift, 
 from golem.extensions.hooks import fire
 from golem.extensions.registry import ExtensionRegistry, registry_for
 from golem.life.lifespan import LifeFacts, tick_clocks
+from golem.life.self_steer import refused, risk_band, self_steers
 from golem.safety.somatic import age_markers, firing, lay_marker, situation_of
 from golem.safety.limits import SafetyLimits
 from golem.safety.attribution import Holdings, Interval, attribute, holdings_of, interval_of
@@ -188,7 +189,13 @@ def risk_after_turn(ctx: AfterTurn) -> None:
     ctx.record.risk = {"nav_usd": round(nav, 6), "high_water_usd": round(top, 6), "drawdown_pct": round(dd, 4),
                        "max_drawdown_pct": cap, "drawdown_used": round(dd / cap, 4)}
     ctx.record.attribution, basis = attribution_step(ctx.life.attribution_basis, ctx.record)
-    ctx.life = ctx.life.model_copy(update={"nav_high_water_usd": round(top, 6), "attribution_basis": basis})
+    # the risk daemon's and the cage's self-steers, and the mortality engine's (lifespan ran before: the phase is set)
+    band = risk_band(dd / cap) if cap > 0 else 0
+    streak = ctx.life.refusal_streak + 1 if refused(ctx.record) else 0
+    ctx.record.self_steers = self_steers(ctx.record, band_before=ctx.life.risk_band, band_now=band,
+                                         streak_now=streak, phase_before=ctx.state.phase)
+    ctx.life = ctx.life.model_copy(update={"nav_high_water_usd": round(top, 6), "attribution_basis": basis,
+                                           "risk_band": band, "refusal_streak": streak})
     if ctx.update is not None:
         ctx.update = ctx.update.model_copy(update={"life": ctx.life})
 

@@ -151,6 +151,13 @@ class PolicySection(BaseModel):
     # owner for them (`golem approve | deny ID`), and an approved one still passes every limit above
     privileged_tools: list[WriteToolName] = Field(default_factory=list)
     approval_ttl_ticks: int = Field(default=20, ge=1, le=10_000)  # an unanswered request expires after this many ticks
+    # DeFi threats (docs/design/safety.md#defi-threats): the most a front-runner may take from a swap, bps of its value
+    # (above it the cage tightens the swap's slippage bound, or clips it) ...
+    max_sandwich_loss_bps: float = Field(default=30.0, gt=0.0)
+    # ... a price move that counts as manipulation or a flash-loan-shaped move ...
+    threat_move_bps: float = Field(default=300.0, gt=0.0)
+    # ... and how many blocks before the observation the detectors read
+    threat_window_blocks: int = Field(default=5, ge=2, le=60)
 
     @field_validator("privileged_tools")
     @classmethod
@@ -171,7 +178,8 @@ class PolicySection(BaseModel):
 
 
 LATE_POLICY_KEYS = ("max_price_impact_bps", "min_trade_usd", "min_trade_gas_multiple", "gas_ceiling_per_action_usd",
-                    "gas_ceiling_share_of_protected", "gas_ceiling_per_day_usd", "privileged_tools", "approval_ttl_ticks")
+                    "gas_ceiling_share_of_protected", "gas_ceiling_per_day_usd", "privileged_tools", "approval_ttl_ticks",
+                    "max_sandwich_loss_bps", "threat_move_bps", "threat_window_blocks")
 
 
 class InferenceSection(BaseModel):

@@ -10,7 +10,7 @@ from golem.models.approvals import PrivilegedRequest
 from golem.models.config import GolemConfig
 from golem.models.config_version import ConfigVersionInfo
 from golem.models.interventions import FollowUp, InterventionSummary, RejectedIntervention
-from golem.models.state import ChainHealth, FsmState, GolemState, TickSummary
+from golem.models.state import ChainHealth, FsmState, GolemState, TickQueue, TickSummary
 from golem.models.strategy_runs import StrategyRun
 
 
@@ -56,6 +56,7 @@ class GolemStatus(BaseModel):
     activity: str  # "ticking" | "waiting" | "dreaming" | "consolidating" | "stopped"
     current_tick_workflow_id: str | None = None
     fsm: FsmState = Field(default_factory=FsmState)
+    tick_queue: TickQueue = Field(default_factory=TickQueue)  # triggers waiting, and those dropped (while dreaming too)
     last_tick: TickSummary | None = None
     regime: str
     phase: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
@@ -28,10 +28,17 @@ class _Intervention(BaseModel):
         return v.strip()
 
 
+# Who sent a steer: the owner, or one of the golem's own systems steering through the same pathway (a self-steer,
+# docs/design/tick.md#self-steers). A signal names its source; the owner's CLI and dashboard never set one.
+SELF_STEER_SOURCES = ("risk-daemon", "mortality-engine", "policy-cage")
+SteerSource = Literal["owner", "risk-daemon", "mortality-engine", "policy-cage"]
+
+
 class Steer(_Intervention):
     """A mid-execution interrupt: forces T2 on the next (or running) tick."""
 
     severity: SteerSeverity = SteerSeverity.MEDIUM
+    source: SteerSource = "owner"
 
 
 class FollowUp(_Intervention):
@@ -57,6 +64,7 @@ class InterventionSummary(BaseModel):
     message: str
     severity: str | None = None
     window: str | None = None
+    source: str = "owner"
 
 
 def explain_validation_error(kind: str, err: ValidationError) -> str:
@@ -120,5 +128,6 @@ def parse_intervention(kind: str, raw: Any, received_at: str = "") -> Steer | Fo
 
 def summarize(item: Steer | FollowUp) -> InterventionSummary:
     if isinstance(item, Steer):
-        return InterventionSummary(id=item.id, kind="steer", message=item.message, severity=item.severity.value)
+        return InterventionSummary(id=item.id, kind="steer", message=item.message, severity=item.severity.value,
+                                   source=item.source)
     return InterventionSummary(id=item.id, kind="follow_up", message=item.message, window=item.window.value)

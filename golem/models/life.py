@@ -72,6 +72,10 @@ class LifeState(BaseModel):
     # the risk extension's after_turn: the net-value high-water mark the drawdown is measured from (the daimon's
     # coping reads the drawdown against the risk layer's max drawdown)
     nav_high_water_usd: float | None = None
+    # self-steers (golem.life.self_steer): the drawdown band last seen and the run of ticks with a refused action, so
+    # the risk daemon and the cage steer once on entering, not on every tick that stays
+    risk_band: int = 0
+    refusal_streak: int = 0
     # return attribution (docs/design/attribution.md): the last tick's holdings and what its actions sent, so the
     # next tick can split the change between them into market, strategy, knowledge and noise
     attribution_basis: dict[str, Any] | None = None

@@ -7,9 +7,9 @@ from typing import Any
 from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from golem.models.approvals import PrivilegedRequest
-from golem.models.strategy_runs import StrategyActivity
+from golem.models.strategy_runs import StrategyActivity, StrategyCredit
 from golem.models.enums import ActionStatus, BehavioralPhase, MarketRegime, PlutchikLabel, Tier
-from golem.models.interventions import InterventionSummary, RejectedIntervention
+from golem.models.interventions import InterventionSummary, RejectedIntervention, Steer
 from golem.models.observation import Anomaly, Observation, ProbeResult
 from golem.models.state import PADVector, VitalityState
 from golem.models.wake import Wakefulness
@@ -90,12 +90,18 @@ class DeliberationRecord(BaseModel):
     expected: ExpectedOutcome | None = None  # set when the decision acts
     rules_applied: list[RuleApplied] = Field(default_factory=list)  # offline deliberator: rule behind each action
     before_agent_start: list[str] = Field(default_factory=list)  # the hook's members that ran before decide
+    agent_start: list[str] = Field(default_factory=list)  # agent_start's members that ran (ui-bridge)
+    agent_end: list[str] = Field(default_factory=list)  # agent_end's members that ran once decide answered
     system_prompt: list[str] = Field(default_factory=list)  # system_prompt's members that ran (playbook)
     reads: list[ReadCallRecord] = Field(default_factory=list)  # the tool loop's reads and speculations, in order
     tool_rounds: int = 0  # Messages calls the tool loop made (0: no model was called)
     mental_models: list[str] = Field(default_factory=list)  # the models the LLM said it applied (its own output)
     before_provider_request: list[str] = Field(default_factory=list)  # the hook's members that ran (x402-payment)
     payments: list[PaymentRecord] = Field(default_factory=list)  # x402 payments for this decision's model calls
+    # The strategy the LLM said its decision serves (decide.strategy, checked against the active ones; "" when it named
+    # none), and which active strategy each of the decision's own actions serves (docs/design/strategies.md)
+    strategy: str = ""
+    credits: list[StrategyCredit] = Field(default_factory=list)
 
 
 class ActionRecord(BaseModel):
@@ -115,6 +121,9 @@ class ActionRecord(BaseModel):
     should: list[str] = Field(default_factory=list)
     # ALREADY_SENT: the run of this tick that sent this same action (its tx is in block_reason); not sent again
     sent_by_run: str | None = None
+    # the DeFi threat detectors that fired on this action's tick (sandwich exposure, oracle manipulation, flash-loan
+    # moves) and what the cage did, in words (docs/design/safety.md#defi-threats)
+    threats: list[str] = Field(default_factory=list)
 
 
 class OutcomeRecord(BaseModel):
@@ -272,6 +281,9 @@ class DecisionCycleRecord(BaseModel):
     # the change since the last recorded tick split into market beta, strategy / knowledge alpha and noise
     # (golem.safety.attribution); absent on a golem's first tick
     attribution: dict[str, Any] | None = None
+    # steers the golem's own systems sent after this tick (risk daemon, mortality engine, PolicyCage;
+    # golem.life.self_steer), each also a signal to the golem's workflow
+    self_steers: list[Steer] = Field(default_factory=list)
     # Cost
     inference_cost: float = 0.0
     gas_cost: float = 0.0

@@ -241,6 +241,7 @@ class TickQueue(BaseModel):
     carried_probes: list[ProbeResult] = Field(default_factory=list)  # merged from dropped ticks
     dropped: int = 0
     warnings: int = 0
+    dropped_during_dream: int = 0  # of `dropped`: triggers that fell due while the golem dreamt
 
 
 class DeferredIntent(BaseModel):

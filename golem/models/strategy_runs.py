@@ -37,12 +37,24 @@ class StrategyEvent(BaseModel):
     why: str
 
 
+class StrategyCredit(BaseModel):
+    """An action of this tick's decision counted toward one strategy (its `after N actions`), and why it is that
+    strategy's: its rule, a tool only that strategy's MAY line offers, the strategy the model named, or the only one
+    active (golem.inference.strategies.credits)."""
+
+    action_index: int
+    tool: str
+    strategy: str
+    why: str
+
+
 class StrategyActivity(BaseModel):
     """The strategies as this tick saw them: their states after it, what changed, and files that do not parse."""
 
     runs: list[StrategyRun] = Field(default_factory=list)
     events: list[StrategyEvent] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)  # "strategies/dca.md line 4: …" (the others keep running)
+    credited: list[StrategyCredit] = Field(default_factory=list)  # executed actions counted at reflect, and why
 
     @property
     def active(self) -> list[str]:

@@ -28,6 +28,7 @@ from golem.models.record import (
     TickRun,
 )
 from golem.models.slices import slice_dump
+from golem.models.threats import ThreatVerdict
 from golem.models.state import DecisionCacheState, DeferredIntent, GatingDecision, GolemState, LifeUpdate, slice_fields
 from golem.models.wake import Wakefulness
 
@@ -323,10 +324,14 @@ class ValidatedAction(BaseModel):
     clipped: str | None = None
     should: list[str] = Field(default_factory=list)  # SHOULD lines the proposal went past (sizing shrank it)
     deferred: bool = False  # the gas gate said "later", not "never": the intent waits in GolemState
+    # the DeFi threat detectors that fired and bore on this action (golem.safety.threats), in words
+    threats: list[str] = Field(default_factory=list)
 
 
 class ValidationResult(BaseModel):
     actions: list[ValidatedAction] = Field(default_factory=list)
+    # every threat detector's verdict of the tick, fired or not (docs/design/safety.md#defi-threats)
+    threats: list[ThreatVerdict] = Field(default_factory=list)
     # The simulation of the tick's actions at their validated sizes, when any was clipped (None: the simulate
     # step's result stands); verify compares the receipts with this one.
     simulation: SimulationResult | None = None
@@ -347,6 +352,7 @@ class ExecuteInput(StepInput):
     actions: list[ProposedAction]
     validation: ValidationResult | None = None  # None on the wire when refs names it
     cancelled_reason: str | None = None  # a high-severity steer cancelled what was not yet sent
+    restricted: str | None = None  # a constraint hit earlier in the batch blocks the rest (docs/design/tick.md#steers)
 
 
 class ExecuteResult(BaseModel):

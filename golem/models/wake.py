@@ -68,7 +68,10 @@ class Wakefulness(BaseModel):
 
     forecast: Forecast | None = None  # None: no loan, so no health factor to forecast
     rule_hits: list[RuleHit] = Field(default_factory=list)
-    floor: Tier | None = None  # the lowest tier the tick may run at (T1 when a rule fires or a line is near)
+    # strategies under strategies/ that started on this tick (observe moved them waiting → active): the model must see
+    # a new strategy on the tick it starts, so each one is a reason for the floor ("morning: in season since …")
+    started: list[str] = Field(default_factory=list)
+    floor: Tier | None = None  # the lowest tier the tick may run at (T1 when a rule fires, a line is near, a strategy starts)
     lifted_from: Tier | None = None  # the tier gating chose before the floor lifted it (None: not lifted)
     reason: str = ""  # why the floor, in one line
     probe_low: float | None = None  # the position probe's lines this tick ran with

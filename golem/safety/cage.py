@@ -27,6 +27,7 @@ from golem.models.enums import BehavioralPhase
 from golem.models.interventions import Steer
 from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
+from golem.models.threats import MarketWindow, ThreatVerdict
 from golem.models.wake import Forecast
 from golem.models.tick import ProposedAction, SimulatedAction, SimulationResult, ValidatedAction, ValidationResult
 from golem.safety.approvals import grant_refusal
@@ -36,6 +37,17 @@ from golem.safety.gas import GasPartition
 from golem.safety.limits import SafetyLimits
 from golem.safety.policy import PolicyCage, opens_exposure, protective_reason
 from golem.safety.risk import RiskSnapshot, kelly_fraction
+from golem.safety.threats import (
+    MIN_TOLERANCE_BPS,
+    SANDWICH_GAS,
+    amount_out,
+    exposure_at,
+    market_refusal,
+    market_threats,
+    safe_amount,
+    safe_tolerance,
+    within,
+)
 from golem.safety.urgency import LineRule, classify, gas_decision, recent_median
 from golem.safety.sizing import (
     Fit,
@@ -95,6 +107,10 @@ class ValidationContext(BaseModel):
     # the rules (STRATEGY.md and learned) firing now on a crossed health-factor line with a sell (urgency.line_rules)
     line_rules: list[LineRule] = Field(default_factory=list)
     approvals: dict[str, str] = Field(default_factory=dict)  # the owner's approved privileged requests: id → tool
+    # The DeFi threat detectors (golem.safety.threats): the recent blocks' pair and feed, and the market-wide verdicts
+    # validate_layered reads from them once per tick
+    market: MarketWindow | None = None
+    market_verdicts: list[ThreatVerdict] = Field(default_factory=list)
 
 
 ToolCallHandler = Callable[[ProposedAction, ValidationContext, SimulatedAction | None], str | None]
@@ -163,6 +179,12 @@ class SafetyCage:
             if gap > r.oracle_deviation_halt_bps:
                 return (f"hard shield: pool price deviates {gap:.0f} bps from the oracle (halt above "
                         f"{r.oracle_deviation_halt_bps:g} bps; possible manipulation)"), False, None
+        # layers 4–5: a manipulated pool or feed refuses new exposure priced off it; a flash-loan-shaped move holds
+        # pool-priced writes for a tick (golem.safety.threats)
+        why, held = market_refusal(action.tool, opens_exposure(action), protective_reason(action, snap, ctx.steers),
+                                   ctx.market_verdicts)
+        if why:
+            return why, held, None
         note = None
         if sim is not None and sim.gas_estimate > 0:
             gas_usd = sim.gas_estimate * snap.gas_price_gwei * 1e-9 * price_usd("WETH", ctx.observation)
@@ -362,12 +384,81 @@ class SafetyCage:
 Resimulate = Callable[[list[ProposedAction]], SimulationResult]
 
 
+def sandwich_guard(cage: SafetyCage, f: Fit, ctx: ValidationContext, least: float,
+                   reserves: dict[str, float] | None = None) -> Fit:
+    """A swap on the observed pair, at its fitted size, against the best sandwich its reserves allow (`reserves`:
+    symbol → reserve as the tick's earlier swaps leave them; the observed ones when None): within
+    max_sandwich_loss_bps it goes on as it is; above, its slippage bound is tightened until the best sandwich takes no
+    more; when that would go below MIN_TOLERANCE_BPS it is clipped instead (refused when what is left is not worth
+    doing). The verdict rides on the Fit (docs/design/safety.md#defi-threats)."""
+    action = f.action
+    if action is None or action.tool != "swap":
+        return f
+    try:
+        args = parse_arguments("swap", action.arguments)
+    except ToolArgumentError:
+        return f
+    obs, pool = ctx.observation, ctx.observation.snapshot.pool
+    tin, tout = args["token_in"], args["token_out"]
+    if {tin, tout} != {pool.token0.upper(), pool.token1.upper()}:
+        return f
+    held = reserves or {pool.token0.upper(): pool.reserve0, pool.token1.upper(): pool.reserve1}
+    rin, rout = held[tin], held[tout]
+    amount, slip = float(args["amount_in"]), float(args["max_slippage_bps"])
+    floor_out = float(args["min_amount_out"]) if args["min_amount_out"] is not None else None
+    price_in, price_out = price_usd(tin, obs), price_usd(tout, obs)
+    gas_usd = SANDWICH_GAS * obs.snapshot.gas_price_gwei * 1e-9 * price_usd("WETH", obs)
+    cost_in = gas_usd / price_in if price_in > 0 else 0.0  # the attacker's gas, in what it trades
+    bound = cage.limits.policy.max_sandwich_loss_bps
+    e = exposure_at(amount, rin, rout, slip, floor_out, cost_in)
+    figures = {"amount_in": amount, "slippage_bps": slip, "front_run": e.front_run,
+               "attacker_profit": e.attacker_profit, "victim_loss": e.victim_loss, "loss_bps": round(e.loss_bps, 4),
+               "loss_usd": round(e.victim_loss * price_out, 4), "bound_bps": bound,
+               "reserve_in": rin, "reserve_out": rout, "attacker_gas_usd": round(gas_usd, 4)}
+    seen = (f"the best front-run of {e.front_run:,.6g} {tin} takes {e.loss_bps:.1f} bps (${e.victim_loss * price_out:,.2f})"
+            f" of the {amount:,.6g} {tin} swap at its {slip:g} bps slippage bound, the attacker nets "
+            f"{e.attacker_profit:,.6g} {tin} after gas")
+
+    def verdict(fired: bool, response: str, detail: str, **more: float) -> ThreatVerdict:
+        return ThreatVerdict(detector="sandwich", fired=fired, response=response, detail=detail,
+                             figures={**figures, **more}, action_index=action.action_index)
+
+    if within(e.loss_bps, bound):
+        detail = (f"no sandwich pays at the {slip:g} bps slippage bound (the attacker's fees and "
+                  f"${gas_usd:,.2f} of gas exceed what it could take)" if e.front_run <= 0
+                  else f"{seen}: within the {bound:g} bps bound")
+        return f.model_copy(update={"threat": verdict(False, "none", detail)})
+    tolerance = safe_tolerance(amount, rin, rout, slip, floor_out, bound, cost_in)
+    if tolerance >= MIN_TOLERANCE_BPS:
+        after = exposure_at(amount, rin, rout, tolerance, floor_out, cost_in)
+        note = (f"sandwich: {seen}, above the {bound:g} bps bound: slippage bound tightened from {slip:g} to "
+                f"{tolerance:g} bps (the best sandwich now takes {after.loss_bps:.1f} bps)")
+        tightened = action.model_copy(update={"arguments": {**action.arguments, "max_slippage_bps": tolerance},
+                                              "clipped_from": action.clipped_from or dict(action.arguments)})
+        return f.model_copy(update={"action": tightened, "tightened": note, "threat": verdict(
+            True, "tightened", note, tightened_bps=tolerance, loss_bps_after=round(after.loss_bps, 4))})
+    size = safe_amount(amount, rin, rout, MIN_TOLERANCE_BPS, bound, cost_in)
+    cap = SizeCap(limit="max_sandwich_loss_bps", layer="risk", max_amount=size,
+                  why=(f"sandwich: {seen}; even at a {MIN_TOLERANCE_BPS:g} bps slippage bound only {size:,.6g} {tin} "
+                       f"keeps the best sandwich within {bound:g} bps"))
+    at_floor = action.model_copy(update={"arguments": {**action.arguments, "max_slippage_bps": MIN_TOLERANCE_BPS},
+                                         "clipped_from": action.clipped_from or dict(action.arguments)})
+    clipped = fit(at_floor, [cap], least)
+    response = "clipped" if clipped.action is not None else "refused"
+    return clipped.model_copy(update={
+        "proposed_amount": f.proposed_amount, "should": f.should,
+        "threat": verdict(True, response, cap.why + (f": clipped to {size:,.6g}" if clipped.action is not None
+                                                     else f": {clipped.refusal}"), clipped_to=size)})
+
+
 def size_to_fit(cage: SafetyCage, actions: list[ProposedAction], simulation: SimulationResult,
                 ctx: ValidationContext) -> list[Fit]:
     """Each action clipped to the largest size every size limit allows, in order: each sees the book the ones
     before it leave (their simulated deltas, scaled to their clipped size)."""
     sims = {s.action_index: s for s in simulation.actions}
     book = Book.of(ctx.observation.snapshot)
+    pool = ctx.observation.snapshot.pool
+    reserves = {pool.token0.upper(): pool.reserve0, pool.token1.upper(): pool.reserve1}  # as earlier swaps leave them
     fits: list[Fit] = []
     for action in actions:
         caps, unit = cage.size_caps(action, ctx, book)
@@ -375,9 +466,15 @@ def size_to_fit(cage: SafetyCage, actions: list[ProposedAction], simulation: Sim
         least = cage.min_worth(unit, cage.gas_usd(sim, ctx))
         caps, past = soft_floor(caps, least, amount_of(action))
         f = fit(action, caps, least).model_copy(update={"should": past})
+        f = sandwich_guard(cage, f, ctx, least, reserves)
         fits.append(f)
         if f.action is None:
             continue
+        if f.threat is not None:  # a swap on the pair: the next one meets the reserves this one leaves
+            tin, tout = str(f.action.arguments["token_in"]).upper(), str(f.action.arguments["token_out"]).upper()
+            sold = float(f.action.arguments["amount_in"])
+            bought = amount_out(sold, reserves[tin], reserves[tout])
+            reserves = {**reserves, tin: reserves[tin] + sold, tout: reserves[tout] - bought}
         ratio = f.amount / f.proposed_amount if f.proposed_amount > 0 else 1.0
         expected = sim.expected if sim is not None and sim.ok else {}
         book = book.after({k: v * ratio for k, v in expected.items()})
@@ -399,8 +496,10 @@ def validate_layered(
     every limit allows and the clipped set is simulated again (`resimulate`); a clip below the minimum worth doing
     is refused. Then each goes through the tool_call hook at its size. Approved actions get a permit bound to that
     size; refused ones a blocked permit record; all go on the audit trail."""
+    if ctx.market is not None and not ctx.market_verdicts:  # layers 4–5, read once for the whole tick
+        ctx = ctx.model_copy(update={"market_verdicts": market_threats(ctx.market, cage.limits.policy.threat_move_bps)})
     fits = size_to_fit(cage, actions, simulation, ctx)
-    clips = {a.action_index: f for a, f in zip(actions, fits) if f.clipped}
+    clips = {a.action_index: f for a, f in zip(actions, fits) if f.clipped or f.tightened}
     resimulated: SimulationResult | None = None
     if clips and resimulate is not None:
         resimulated = resimulate([f.action for f in fits if f.action is not None])
@@ -410,6 +509,8 @@ def validate_layered(
     gas_so_far = 0.0
     out: list[ValidatedAction] = []
     decisions: list[ToolCallDecision] = []
+    verdicts_out: list[ThreatVerdict] = []  # the sandwich check's, one per swap on the pair
+    bore: dict[str, str] = {}  # market detector → what it did to an action (held | refused)
     for proposed, f in zip(actions, fits):
         action = f.action or proposed
         sim = sims.get(action.action_index)
@@ -422,11 +523,21 @@ def validate_layered(
                                            "write must be simulated before it is approved", [], 0.0)
         else:
             decision, book = cage.tool_call(action, ctx, sim, book, gas_so_far)
-            if action.action_index in clips:
+            if f.clipped:
                 unit = decision.value_usd / f.amount if f.amount > 0 else 0.0
                 note = clip_note(f, unit)
                 decision = decision.model_copy(update={"clipped": note, "reason": f"{note}; {decision.reason}"})
+            if f.tightened and decision.allowed:  # the tightening is the threat's, not a size clip (record.threats)
+                decision = decision.model_copy(update={"reason": f"{f.tightened}; {decision.reason}"})
         decisions.append(decision)
+        threats = [f"{v.detector}: {v.detail}" for v in ctx.market_verdicts if v.fired]
+        if f.threat is not None:
+            verdicts_out.append(f.threat)
+            if f.threat.fired:
+                threats.append(f"sandwich ({f.threat.response}): {f.threat.detail.removeprefix('sandwich: ')}")
+        for v in ctx.market_verdicts:
+            if v.fired and not decision.allowed and v.detail in decision.reason:
+                bore[v.detector] = "held" if decision.deferred else "refused"
         if audit is not None:
             if note is not None or f.refusal is not None:
                 audit.append(ctx.golem_id, "tool_call.clipped", {
@@ -448,7 +559,7 @@ def validate_layered(
                                                               "action_index": action.action_index,
                                                               "reason": decision.reason})
             out.append(ValidatedAction(action_index=action.action_index, approved=False, reason=decision.reason,
-                                       deferred=decision.deferred, should=f.should))
+                                       deferred=decision.deferred, should=f.should, threats=threats))
             continue
         gas_so_far += cage.gas_usd(sim, ctx)
         permit = permits.issue(ctx.golem_id, ctx.tick, action.action_index, action.tool, decision.value_usd, policy_hash)
@@ -459,5 +570,11 @@ def validate_layered(
             })  # fmt: skip
         out.append(ValidatedAction(action_index=action.action_index, approved=True, reason=decision.reason,
                                    permit_id=permit.id, protective=decision.protective,
-                                   action=action if note is not None else None, clipped=note, should=f.should))
-    return ValidationResult(actions=out, simulation=resimulated), decisions
+                                   action=action if note is not None or f.tightened else None, clipped=note,
+                                   should=f.should,
+                                   threats=threats))
+    market = [v.model_copy(update={"response": bore.get(v.detector, "none")}) for v in ctx.market_verdicts]
+    if audit is not None:  # every verdict, fired or not, with its figures
+        for v in [*market, *verdicts_out]:
+            audit.append(ctx.golem_id, f"threat.{v.detector}", {"tick": ctx.tick, **v.model_dump(mode="json")})
+    return ValidationResult(actions=out, simulation=resimulated, threats=[*market, *verdicts_out]), decisions

@@ -83,6 +83,9 @@ TIGHTER: dict[str, str] = {
     "kelly_min_outcomes": "up",
     "guardrail_min_outcomes": "up",
     "approval_ttl_ticks": "down",  # a request that waits less asks the owner for less
+    "max_sandwich_loss_bps": "down",
+    "threat_move_bps": "down",  # a smaller move already counts as a threat
+    "threat_window_blocks": "up",  # more blocks read back see more
 }
 
 

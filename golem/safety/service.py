@@ -29,6 +29,7 @@ from golem.models.interventions import Steer
 from golem.models.life import SomaticMarker
 from golem.models.observation import Observation
 from golem.models.record import ActionRecord
+from golem.models.threats import MarketWindow
 from golem.models.wake import Forecast
 from golem.models.tick import ProposedAction, SimulationResult, ValidatedAction, ValidationResult
 from golem.safety.audit import AuditLog
@@ -93,7 +94,7 @@ class SafetyService:
         config: GolemConfig | None = None, entries_stopped: bool = False, markers: list[SomaticMarker] | None = None,
         last_price: float | None = None, resimulate: Resimulate | None = None, forecast: Forecast | None = None,
         floor: float | None = None, gas_history: list[float] | None = None, approvals: dict[str, str] | None = None,
-        line_rules: list[LineRule] | None = None,
+        line_rules: list[LineRule] | None = None, market: MarketWindow | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
         """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
         `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None;
@@ -103,7 +104,8 @@ class SafetyService:
         actions again at the sizes the cage clipped them to (golem.safety.sizing); without it a clip is refused.
         `forecast`, `floor`, `gas_history`, `line_rules`: what urgency is read from (golem.safety.urgency). `approvals`:
         the owner's approved privileged requests (id → tool), the only way a privileged tool passes
-        (golem.safety.approvals)."""
+        (golem.safety.approvals). `market`: the recent blocks' pair and feed the DeFi threat detectors read
+        (golem.chain.market_window; without it only the sandwich check runs)."""
         sent = self.sent_by_other_runs(golem_id, tick, actions, run_id) if run_id else {}
         if sent:
             fresh = [a for a in actions if a.action_index not in sent]
@@ -111,7 +113,7 @@ class SafetyService:
                                               steers=steers, now=now, config=config, entries_stopped=entries_stopped,
                                               markers=markers, last_price=last_price, resimulate=resimulate,
                                               forecast=forecast, floor=floor, gas_history=gas_history,
-                                              approvals=approvals, line_rules=line_rules)
+                                              approvals=approvals, line_rules=line_rules, market=market)
             verdicts = {v.action_index: v for v in result.actions}
             for index, claim in sent.items():
                 intents = self.journal.intents_for(golem_id, tick, claim.action_index)
@@ -133,7 +135,7 @@ class SafetyService:
                                 steers=list(steers or []), entries_stopped=entries_stopped,
                                 markers=list(markers or []), last_price=last_price, forecast=forecast, floor=floor,
                                 gas_history=list(gas_history or []), approvals=dict(approvals or {}),
-                                line_rules=list(line_rules or []))
+                                line_rules=list(line_rules or []), market=market)
         for sim in simulation.actions:
             if not sim.ok:
                 self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,
@@ -183,8 +185,9 @@ class SafetyService:
         return record
 
     def cancel_unsent(self, golem_id: str, tick: int, actions: list[ProposedAction], validation: ValidationResult,
-                      reason: str) -> list[ActionRecord]:
-        """A high-severity steer during EXECUTING: cancel every approved action with nothing sent yet."""
+                      reason: str, *, restricted: bool = False) -> list[ActionRecord]:
+        """A high-severity steer during EXECUTING (CancelPending), or a constraint hit earlier in the batch
+        (Restricted, `restricted`): cancel every approved action with nothing sent yet."""
         verdicts = {v.action_index: v for v in validation.actions}
         out = []
         for action in actions:
@@ -198,8 +201,10 @@ class SafetyService:
             self.audit.append(golem_id, "permit.cancelled", {"tick": tick, "action_index": action.action_index,
                                                             "permit_id": v.permit_id, "reason": reason})
             out.append(ActionRecord(action_index=action.action_index, action_type=action.tool, tool_name=action.tool,
-                                    permit_id=v.permit_id, status=ActionStatus.CANCELLED,
-                                    block_reason=f"cancelled before sending: {reason}"))
+                                    permit_id=v.permit_id,
+                                    status=ActionStatus.BLOCKED if restricted else ActionStatus.CANCELLED,
+                                    block_reason=(f"restricted, not sent: {reason}" if restricted
+                                                  else f"cancelled before sending: {reason}")))
         return out
 
     # ── verify ──────────────────────────────────────────────────────────────────────────────

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from golem.models.threats import ThreatVerdict
 from golem.models.tick import ProposedAction
 
 AMOUNT_DECIMALS = 6  # clipped amounts are floored to this many decimals, so rounding never crosses a cap
@@ -37,6 +38,9 @@ class Fit(BaseModel):
     binding: SizeCap | None = None  # the smallest cap, when it clipped the action
     refusal: str | None = None  # set when the clipped size is below the minimum worth doing
     should: list[str] = []  # the SHOULD lines the proposal went past (their caps shrank it)
+    # the sandwich check tightened the swap's slippage bound (golem.safety.threats): from what, to what, why
+    tightened: str | None = None
+    threat: ThreatVerdict | None = None  # the sandwich check's verdict on this action (swaps on the pair only)
 
     @property
     def clipped(self) -> bool:

@@ -19,6 +19,7 @@ def golem_status(s: GolemState, config: GolemConfig | None, *, activity: str, ti
     return GolemStatus(
         golem_id=s.golem_id, tick=s.tick, activity=activity, current_tick_workflow_id=tick_workflow_id,
         fsm=FsmState(state=HeartbeatState.DREAMING) if s.dreaming else FsmState(),
+        tick_queue=s.tick_queue.model_copy(update={"carried_probes": []}),
         last_tick=s.recent_ticks[-1] if s.recent_ticks else None,
         regime=s.regime.value, phase=s.phase.value, vitality=v.composite, theta_seconds=s.theta_seconds,
         **spend_status(s, config),  # type: ignore[arg-type]  # the keys are GolemStatus fields

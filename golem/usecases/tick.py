@@ -35,14 +35,14 @@ def missed_triggers(started: datetime, now: datetime, theta_seconds: float) -> i
     return int((now - started).total_seconds() // max(theta_seconds, 1e-3))
 
 
-def queue_missed(s: GolemState, missed: int, now: float) -> tuple[GolemState, list[str]]:
+def queue_missed(s: GolemState, missed: int, now: float, trigger: str = "theta") -> tuple[GolemState, list[str]]:
     """Queue the missed triggers (at most 3, oldest dropped) and say, one line per kind, what was dropped: at a fast
     theta a slow tick misses dozens, and a line per trigger grew the worker log ~17 MB per 1,000 ticks."""
     if not missed:
         return s, []
     queue, seen = s.tick_queue, dict[str, list[HeartbeatEvent]]()
     for _ in range(missed):
-        queue, events = enqueue(queue, PendingTick(trigger="theta", enqueued_at=now))
+        queue, events = enqueue(queue, PendingTick(trigger=trigger, enqueued_at=now))
         for event in events:
             seen.setdefault(event.kind, []).append(event)
     lines = [f"{kind}: {events[-1].detail}" + (f" (x{len(events)} this tick)" if len(events) > 1 else "")

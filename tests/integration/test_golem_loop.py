@@ -9,6 +9,7 @@ import sqlite3
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from activities.consolidation import ConsolidationActivities
 from golem.grimoire.store.embeddings import embedder_by_name
@@ -25,6 +26,25 @@ from workflows.tick import ThetaTickWorkflow
 pytestmark = pytest.mark.integration
 
 WRITE_STEPS = {"Simulating", "Validating", "Executing", "Verifying"}
+
+
+DREAM_HOLD_S = 4.0
+
+
+class _SlowDreamPhase(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput):
+        from temporalio import activity
+
+        if activity.info().activity_type == "dream_nrem":
+            await asyncio.sleep(DREAM_HOLD_S)
+        return await self.next.execute_activity(input)
+
+
+class _SlowDream(Interceptor):
+    """A dream that takes a while, as a long one does: theta triggers fall due while the heartbeat is suspended."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _SlowDreamPhase(next)
 
 
 @pytest.fixture
@@ -45,7 +65,7 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     rig = calm_rig
     rig.start_market(interval=0.25)
     # max_cached_workflows=0: every workflow task replays the whole history (determinism check).
-    async with in_process_worker(temporal_client, rig, max_cached_workflows=0):
+    async with in_process_worker(temporal_client, rig, max_cached_workflows=0, interceptors=[_SlowDream()]):
         handle = await rig.start_golem(temporal_client, max_ticks=22)
         await handle.signal(GolemWorkflow.follow_up, {"id": "cur-1", "message": "prune stale notes", "window": "next-curator"})
         final = await asyncio.wait_for(handle.result(), timeout=180)
@@ -76,6 +96,12 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     assert final.last_dream_tick == 15, "the dream cycle ran when due (dream_every_ticks = 15)"
     dream = await temporal_client.get_workflow_handle("golem-calm-golem-dream-15", result_type=DreamResult).result()
     assert dream.tick == 15 and dream.replayed, "the dream replayed the highest-utility episodes"
+    # the heartbeat was suspended while it dreamt: the theta triggers that fell due were queued (at most 3), the
+    # oldest dropped as heartbeat.tick_dropped_during_dream
+    # (_SlowDream holds its NREM phase 4 s: at theta ≤ 0.75 s at least 5 triggers fall due, 3 are kept)
+    seen = await temporal_client.get_workflow_handle("golem-calm-golem-dream-15").describe()
+    slept = (seen.close_time - seen.start_time).total_seconds()
+    assert slept >= DREAM_HOLD_S and final.tick_queue.dropped_during_dream >= 2, (slept, final.tick_queue)
     delta = await temporal_client.get_workflow_handle("golem-calm-golem-delta-10", result_type=ConsolidationResult).result()
     assert delta.episodes_scanned >= 10 and delta.playbook_revision is not None
     # the cycle's steps are activities of its workflow, in order (a retry redoes one step)
@@ -169,6 +195,31 @@ async def test_crash_escalates_and_acts_on_chain(temporal_client, crash_rig):
                                            - net_value_usd(prev.observation.snapshot) - prev.gas_cost, abs=1e-3)
     assert all(records[r.tick + 1].attribution["strategy_alpha"] != 0 for r in acted if r.tick + 1 < 18)
     assert sum(r.attribution["market_beta"] for r in records[1:]) < 0, "the crash is the market's"
+    await _assert_the_risk_daemon_steered(temporal_client, handle, records)
+
+
+async def _assert_the_risk_daemon_steered(client, handle, records) -> None:
+    """Self-steers (golem.life.self_steer): the crash takes the drawdown into the risk daemon's bands; each band
+    entered steers once, as a `steer` signal to the golem's workflow naming its source, and the next tick takes it."""
+    import json
+
+    steers = [(r.tick, s) for r in records for s in r.self_steers if s.source == "risk-daemon"]
+    assert steers, [(r.tick, r.risk) for r in records]
+    assert len(steers) <= 2, steers  # once per band entered, not on every tick the drawdown stays in it
+    tick, steer = steers[0]
+    assert steer.id == f"self-risk-{tick}" and records[tick].risk["drawdown_used"] >= 0.5
+    if tick + 1 < len(records):
+        nxt = records[tick + 1]
+        assert nxt.tier == Tier.T2 and f"{steer.id} from the risk-daemon" in nxt.gating_reason, nxt.gating_reason
+        assert any(iv.id == steer.id and iv.source == "risk-daemon" for iv in nxt.active_interventions)
+    signals = []
+    for run_id in {handle.first_execution_run_id, None}:  # the golem continues as new every 12 ticks in the rig
+        async for event in client.get_workflow_handle(handle.id, run_id=run_id).fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                attrs = event.workflow_execution_signaled_event_attributes
+                signals.append((attrs.signal_name, json.loads(attrs.input.payloads[0].data)))
+    sent = [p for n, p in signals if n == "steer" and p.get("source") == "risk-daemon"]
+    assert [p["id"] for p in sent] == [s.id for _, s in steers], signals
 
 
 def _assert_each_intent_sent_once(w3, data_dir, nonce_delta: int) -> None:

@@ -1,8 +1,9 @@
-"""The dev world on a real Anvil: Uniswap V2 and Aave V3 deployed from their published bytecode, our feeds, reads,
-the market simulator's scenarios (feed rounds + Router02 arbitrage), persistence, reverts, the CLI."""
+"""The dev world on a real Anvil: Uniswap V2, Aave V3 and Circle's USDC deployed from their published bytecode, our
+feeds, reads, the market simulator's scenarios (feed rounds + Router02 arbitrage), persistence, reverts, the CLI."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import statistics
@@ -16,10 +17,11 @@ from eth_account import Account
 from web3 import Web3
 from web3.exceptions import ContractLogicError
 
-from golem.chain.contracts import MAIN_PAIR, Deployment, contract
+from golem.chain.contracts import MAIN_PAIR, Deployment, at, contract
 from golem.chain.reader import ChainReadError, pair_token0, read_snapshot
 from golem.chain.web3client import make_web3
-from golem.world.deploy import GAS_CALL, TxFailed, TxSender, deploy_world, wait_all
+from golem.world import protocols
+from golem.world.deploy import GAS_CALL, USDC_PROXY_ADMIN, TxFailed, TxSender, deploy_world, wait_all
 from golem.world.simulator.market import MarketSimulator
 from golem.world.simulator.paths import SimulatorError, oracle_path
 from golem.world.simulator.trader import DEADLINE
@@ -79,6 +81,55 @@ def test_world_deploys_and_snapshot_reads_seeded_numbers(w3: Web3, world_snapsho
         timings.append(time.perf_counter() - t0)
     # one batched round trip; the target is < 30 ms, the bound leaves room for a busy CI box
     assert statistics.median(timings) < 0.1, timings
+
+
+def test_usdc_is_circles_published_fiat_token_behind_its_proxy(w3: Web3, world_snapshot: Deployment) -> None:
+    """The world's USDC is Circle's FiatTokenV2_2 as published (byte for byte outside its library link) behind
+    Circle's FiatTokenProxy, initialised as USD Coin / USDC / 6 decimals / EIP-712 version 2, the deployer its only
+    minter; the proxy's admin is an account nobody else uses, since it cannot call the token through the proxy."""
+    usdc = at(w3, world_snapshot.address("USDC"), "FiatToken")
+    root = protocols.NODE_MODULES / protocols.STABLECOIN / "artifacts" / "hardhat" / "contracts"
+    proxy_art = json.loads((root / "v1/FiatTokenProxy.sol/FiatTokenProxy.json").read_text())
+    impl_art = json.loads((root / "v2/FiatTokenV2_2.sol/FiatTokenV2_2.json").read_text())
+    assert w3.eth.get_code(usdc.address).hex().removeprefix("0x") == proxy_art["deployedBytecode"][2:]
+
+    def slot(name: str) -> str:  # the zeppelinos slots FiatTokenProxy keeps its implementation and admin in
+        word = w3.eth.get_storage_at(usdc.address, Web3.keccak(text=f"org.zeppelinos.proxy.{name}"))
+        return Web3.to_checksum_address(word[-20:])
+
+    assert slot("admin") == USDC_PROXY_ADMIN
+    code = w3.eth.get_code(slot("implementation")).hex().removeprefix("0x")
+    published = impl_art["deployedBytecode"][2:]
+    holes = sorted(ref["start"] * 2 for per_source in impl_art["deployedLinkReferences"].values()
+                   for places in per_source.values() for ref in places)
+    assert len(code) == len(published) and holes
+    pos = 0
+    for start in holes:  # outside the 20-byte library placeholders, the published bytecode
+        assert code[pos:start] == published[pos:start]
+        pos = start + 40
+    assert code[pos:] == published[pos:]
+    f = usdc.functions
+    assert (f.name().call(), f.symbol().call(), f.decimals().call(), f.version().call(), f.currency().call()) == (
+        "USD Coin", "USDC", 6, "2", "USD")
+    assert f.masterMinter().call() == f.owner().call() == DEPLOYER and f.isMinter(DEPLOYER).call() is True
+    assert f.isMinter(TRADER).call() is False and f.paused().call() is False
+    with pytest.raises(ContractLogicError, match="Cannot call fallback function from the proxy admin"):
+        f.balanceOf(GOLEM).call({"from": USDC_PROXY_ADMIN})
+    with pytest.raises(ContractLogicError, match="already initialized"):  # nobody can take over the implementation
+        at(w3, slot("implementation"), "FiatToken").functions.initialize(
+            "x", "x", "x", 6, TRADER, TRADER, TRADER, TRADER).call({"from": TRADER})
+
+
+def test_the_world_cache_keeps_a_world_per_chain_id(tmp_path, monkeypatch) -> None:
+    """A world cached from an Anvil with another chain id (the tests' "external RPC") is not loaded into a 31337 one:
+    its address book would name the other chain, and the simulator refuses a book for another chain."""
+    from infra.world_cache import deploy_or_load
+
+    monkeypatch.setenv("GOLEM_WORLD_CACHE", str(tmp_path / "cache"))
+    for chain_id, fresh in ((8453, True), (31337, True), (31337, False)):
+        with AnvilProcess(port=free_port(), chain_id=chain_id) as anvil:
+            dep, deployed_now = deploy_or_load(make_web3(anvil.rpc_url), anvil.rpc_url)
+            assert (dep.chain_id, deployed_now) == (chain_id, fresh)
 
 
 def test_deploy_world_twice_gives_independent_worlds(w3: Web3, world_snapshot: Deployment) -> None:

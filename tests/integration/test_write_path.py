@@ -389,7 +389,10 @@ def test_bad_arguments_are_clear_tool_argument_errors(w3: Web3, world_snapshot: 
 
 # ── the Aave V3 Pool and two-hop routes, end to end with OutcomeVerification ───────────────────
 
-WIDE = PolicySection(approved_assets=["WETH", "USDC", "DAI"], max_trade_size_usd=50_000, max_slippage_bps=100)
+# max_sandwich_loss_bps at the slippage limit: these tests check the write path at the sizes and bounds they propose
+# (the sandwich check's tightening has its own tests, tests/integration/test_threats.py)
+WIDE = PolicySection(approved_assets=["WETH", "USDC", "DAI"], max_trade_size_usd=50_000, max_slippage_bps=100,
+                     max_sandwich_loss_bps=100)
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ async def answer(body):
 class Rig:
     def __init__(self, w3, world, tmp_path, *, cap: float = 0.25, replies=None, drop_first_paid: bool = False,
                  die_before_paying: bool = False, timeout_s: int = 300):
-        self.w3, self.usdc = w3, at(w3, world.address("USDC"), "ERC20")
+        self.w3, self.usdc = w3, at(w3, world.address("USDC"), "FiatToken")
         self.api = FakeMessagesAPI(*(replies or [answer] * 4))
         self.gateway = Gateway(GatewayConfig(
             rpc_url=w3.provider.endpoint_uri, asset=self.usdc.address, pay_to=PAY_TO, facilitator_key=FACILITATOR_KEY,

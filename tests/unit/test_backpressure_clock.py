@@ -159,3 +159,19 @@ def test_gamma_resolves_predictions_and_speeds_up_on_violations():
     # the next price prediction is corrected by the residual bias (ResidualCorrector)
     nxt = next(p for p in s3.gamma.pending if p.kind == "price")
     assert nxt.expected < 2004.0 * 0.94 and nxt.due_at == pytest.approx(131.0 + rep.interval_seconds)
+
+
+def test_a_trigger_that_fell_due_while_dreaming_is_dropped_as_such():
+    from golem.cognition.backpressure import DREAM_TRIGGER
+
+    queue, kinds = TickQueue(), []
+    for i in range(5):
+        queue, events = enqueue(queue, PendingTick(trigger=DREAM_TRIGGER, enqueued_at=float(i)))
+        kinds += [e.kind for e in events if "dropped" in e.kind]
+    assert kinds == ["heartbeat.tick_dropped_during_dream"] * 2
+    assert (len(queue.pending), queue.dropped, queue.dropped_during_dream) == (3, 2, 2)
+    queue, events = enqueue(queue, PendingTick(trigger="theta", enqueued_at=9.0))  # still a dream trigger pushed out
+    assert events[0].kind == "heartbeat.tick_dropped_during_dream" and queue.dropped_during_dream == 3
+    for i in range(3):
+        queue, events = enqueue(queue, PendingTick(trigger="theta", enqueued_at=10.0 + i))
+    assert events[0].kind == "heartbeat.tick_dropped" and (queue.dropped, queue.dropped_during_dream) == (6, 5)

@@ -52,7 +52,7 @@ ERC20 = {
     "transferFrom": ["address", "address", "uint256"],
 }
 INTERFACE: dict[str, dict[str, list[str]]] = {
-    "Token": {**ERC20, "mint": ["address", "uint256"], "minter": []},
+    "Token": {**ERC20, "mint": ["address", "uint256"], "minter": [], "isMinter": ["address"]},
     # Chainlink AggregatorV2V3Interface (what AaveOracle and the golem's probes call) + the owner's post_round
     "PriceFeed": {
         "decimals": [],
@@ -122,6 +122,11 @@ def test_vendored_abis_are_current(compiled: dict) -> None:
     assert load_abi("AavePool") == protocols.artifact("Pool")["abi"]
     pool = _functions(load_abi("AavePool"))
     assert [i["type"] for i in pool["liquidationCall"]["inputs"]] == ["address", "address", "address", "uint256", "bool"]
+    # Circle's USDC: EIP-3009 with both signature forms (v, r, s and a bytes signature), as the x402 SDK calls it
+    auth = [[i["type"] for i in f["inputs"]] for f in load_abi("FiatToken")
+            if f.get("name") == "transferWithAuthorization"]
+    base = ["address", "address", "uint256", "uint256", "uint256", "bytes32"]
+    assert sorted(auth) == sorted([base + ["uint8", "bytes32", "bytes32"], base + ["bytes"]])
     router = _functions(load_abi("UniswapV2Router02"))
     assert [i["type"] for i in router["swapExactTokensForTokens"]["inputs"]] == [
         "uint256", "uint256", "address[]", "address", "uint256"]  # fmt: skip

@@ -360,7 +360,10 @@ def test_validate_layered_issues_permits_and_audits(tmp_path):
     assert [d.blocked_by for d in decisions] == [None, "safety", "permits"]
     kinds = [e.kind for e in audit.entries()]
     assert kinds == ["tool_call.allowed", "permit.created", "tool_call.blocked", "permit.blocked",
-                     "tool_call.blocked", "permit.blocked"]
+                     "tool_call.blocked", "permit.blocked", "threat.sandwich", "threat.sandwich"]
+    # the sandwich check's verdict on each swap on the pair (1 WETH against 500: no sandwich pays), computed
+    assert [(v.action_index, v.fired) for v in res.threats] == [(0, False), (2, False)]
+    assert "no sandwich pays" in audit.entries(kind_prefix="threat.")[0].payload["detail"]
     assert audit.verify().ok
 
 

@@ -109,7 +109,7 @@ def test_validate_layered_clips_binds_the_permit_and_audits(tmp_path):
 
 
 def test_a_clip_below_the_minimum_is_refused_and_nothing_is_resimulated(tmp_path):
-    c = cage(min_trade_usd=100.0)
+    c = cage(min_trade_usd=100.0, max_sandwich_loss_bps=100.0)  # size to fit alone: the sandwich check stands aside
     # 20 WETH, 30 % cap = 6 WETH; 5.97 already swapped by the first → 0.03 WETH ($60) left for the second
     actions = [swap(2.45, idx=0), swap(2.45, idx=1), swap(1.07, idx=2), swap(1.0, idx=3)]
     context = ctx(strategy=STRATEGY)

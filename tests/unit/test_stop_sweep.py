@@ -27,11 +27,13 @@ def test_the_sweep_kills_and_names_what_the_stop_left_a_dead_childs_orphan_inclu
     worker = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
                                "p = subprocess.Popen(['sleep', '300']); open(sys.argv[1], 'w').write(str(p.pid)); "
                                "time.sleep(300)", str(marker)], start_new_session=True)
-    # a "dashboard" that ignores SIGTERM
-    dashboard = subprocess.Popen([sys.executable, "-c", "import signal, time; "
-                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"],
+    # a "dashboard" that ignores SIGTERM (once it says so: a SIGTERM before its handler is set would just end it)
+    ignoring = tmp_path / "dashboard.ready"
+    dashboard = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
+                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); open(sys.argv[1], 'w').write('1'); "
+                                  "time.sleep(300)", str(ignoring)],
                                  start_new_session=True)
-    _wait(lambda: marker.exists() and marker.read_text())
+    _wait(lambda: marker.exists() and marker.read_text() and ignoring.exists() and ignoring.read_text())
     orphan = int(marker.read_text())
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait()

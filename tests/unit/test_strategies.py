@@ -19,11 +19,13 @@ from golem.inference.strategies import (
     advance,
     after_actions,
     bundle,
+    credits,
     parse_set,
     read_bundle,
     unbundle,
 )
 from golem.inference.strategy import StrategyError, parse_strategy
+from golem.models.tick import ProposedAction
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = (REPO / "examples" / "golem-home" / "STRATEGY.md").read_text()
@@ -258,8 +260,12 @@ def test_a_window_starts_acts_and_completes():
     start = advance(sset, before.runs, 10, utc(2026, 1, 1, 0, 10), m)
     assert start.active == ["w"] and start.events[0].kind == "started"
     assert start.runs[0].started_at == "2026-01-01T00:10:00+00:00"
-    # reflect: one rule of the file executed → complete on that very tick
-    done = after_actions(start, sset, ["strategies/w.md:7", "STRATEGY.md:20"], 10, utc(2026, 1, 1, 0, 10))
+    # reflect: one rule of the file executed → complete on that very tick (STRATEGY.md's rule is nobody's)
+    acts = [ProposedAction(action_index=0, tool="swap"), ProposedAction(action_index=1, tool="repay")]
+    credited = credits(acts, {0: "strategies/w.md:7", 1: "STRATEGY.md:20"}, "", sset, start.active)
+    assert [(c.strategy, c.why) for c in credited] == [("w", "its rule strategies/w.md:7")]
+    done = after_actions(start, sset, credited, 10, utc(2026, 1, 1, 0, 10))
+    assert done.credited == credited
     run = done.runs[0]
     assert run.status == "complete" and run.completed_tick == 10 and run.actions == 1
     assert "1 action(s) executed" in run.completion and done.events[-1].kind == "completed"

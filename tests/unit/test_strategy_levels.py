@@ -167,12 +167,14 @@ def test_show_and_status_read_the_record_strategies(tmp_path, capsys):
     from golem.life.cycle_store import CycleStore
     from golem.models.observation import Observation
     from golem.models.record import DecisionCycleRecord
-    from golem.models.strategy_runs import StrategyActivity, StrategyEvent
+    from golem.models.strategy_runs import StrategyActivity, StrategyCredit, StrategyEvent
 
     obs = Observation(snapshot=synthetic_snapshot(2000.0, 0, debt_usdc=8000.0), observed_at="t")
     act = StrategyActivity(runs=[StrategyRun(id="w", status="complete", completed_tick=9, completion="1 action(s)")],
                            events=[StrategyEvent(strategy="w", kind="completed", why="1 action(s) executed")],
-                           errors=["strategies/bad.md line 3: bad cron"])
+                           errors=["strategies/bad.md line 3: bad cron"],
+                           credited=[StrategyCredit(action_index=0, tool="swap", strategy="w",
+                                                    why="the decision named it (decide.strategy)")])
     rec = DecisionCycleRecord(tick=9, timestamp="2026-01-01T00:09:00+00:00", golem_id="g", observation=obs,
                               regime=obs.regime, prediction_error=0.1, deliberation_threshold=0.3, tier=Tier.T1,
                               gating_reason="wake", strategies=act)
@@ -180,6 +182,7 @@ def test_show_and_status_read_the_record_strategies(tmp_path, capsys):
     assert cmd_show(Namespace(data=str(tmp_path), tick=9, run=None, runs=False, brief=True)) == 0
     out = capsys.readouterr().out.splitlines()
     assert "  strategy: w completed: 1 action(s) executed" in out
+    assert "  strategy: w counts action 0 (swap): the decision named it (decide.strategy)" in out
     assert "  strategy file error: strategies/bad.md line 3: bad cron" in out
     cfg = GolemConfig.model_validate({"golem": {"id": "g"}})
     st = golem_status(new_golem_state(cfg), cfg, activity="waiting", tick_workflow_id=None, run_ticks=1,

@@ -13,6 +13,7 @@ from eth_account import Account
 from hexbytes import HexBytes
 from pydantic import BaseModel, Field
 from web3 import Web3
+from web3.exceptions import BadFunctionCallOutput, ContractLogicError
 
 from golem.chain.contracts import FEED_DECIMALS, MAIN_PAIR, PAIRS, STABLE_SYMBOLS, TOKEN_SYMBOLS, Deployment, contract
 from golem.chain.reader import ChainReadError, _Read, _eth_call, _quantity, _uint256, _words
@@ -44,6 +45,15 @@ class SimStep(BaseModel):
     health_factors: dict[str, float | None] = Field(default_factory=dict)
     liquidations: list[SimLiquidation] = Field(default_factory=list)
     liquidation_failures: list[str] = Field(default_factory=list)  # a liquidationCall that reverted, and why
+
+
+def _is_minter(token: Any, account: str) -> bool:
+    """Whether `account` may mint `token`: Circle's USDC and the world's Vyper token both answer isMinter; a token
+    without it (a fork's DAI) is not ours to mint."""
+    try:
+        return bool(token.functions.isMinter(account).call())
+    except (ContractLogicError, BadFunctionCallOutput):
+        return False
 
 
 class MarketSimulator(Liquidator):
@@ -114,9 +124,7 @@ class MarketSimulator(Liquidator):
                     "give the key of the account that deployed the feeds (GOLEM_SIM_ORACLE_KEY)"
                 )
         # the feed owner is the deployer = minter in the dev world; then it can top the trader up
-        self._can_mint = {
-            s: self._tokens[s].functions.minter().call() == self._oracle.address for s in self.symbols if s != "WETH"
-        }
+        self._can_mint = {s: _is_minter(self._tokens[s], self._oracle.address) for s in self.symbols if s != "WETH"}
         self.oracle_price = self._feeds["WETH"].functions.latestAnswer().call() / 10**FEED_DECIMALS
         self._stable_value = {s: 1.0 for s in self.stables}  # the stables' own market price (~1.0)
         self.watched: list[str] = []
