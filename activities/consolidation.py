@@ -308,7 +308,8 @@ class ConsolidationActivities(ActivitySet):
                 continue
             if h.id in added and h.trial_verdict is None:
                 out.append((h, "add"))
-            elif rejudge and (h.status == "active" or h.held):
+            # a rule promoted without ever being measured (votes, a dream) is judged at once, not on the k-th cycle
+            elif (rejudge or h.trial_verdict is None) and (h.status == "active" or h.held):
                 out.append((h, "rejudge"))
         return out
 

@@ -70,3 +70,22 @@ async def test_a_learned_rule_in_the_playbook_wakes_the_tick_it_would_fire_on(tm
         assert woke.wake.rule_hits[0].rule.startswith("PLAYBOOK.md:") and "wake: T0→T1" in woke.reason
     finally:
         rig.stop()
+
+
+async def test_a_rule_promoted_without_a_trial_is_judged_at_the_next_cycle_not_the_kth(tmp_path):
+    """`trial_every = 2`: a rule that reached PLAYBOOK.md by its votes and was never measured is a trial candidate at
+    the next cycle, not only on a re-judging one; a measured rule waits for the k-th cycle."""
+    rig = make_rig(tmp_path, "cand-golem", "calm")
+    try:
+        services = rig.services()
+        for i in range(5):
+            h = services.heuristics.add_or_reinforce(LEARNED, "global", f"ep-{i}")
+        assert h.status == "active" and h.trial_verdict is None
+        cfg = rig.config.model_copy(update={"learning": rig.config.learning.model_copy(update={"trial_every": 2})})
+        cons = ConsolidationActivities(services)
+        odd = ConsolidationInput(golem_id="cand-golem", tick=50, config=cfg)  # cycle 1: not a re-judging one
+        assert [(c.id, occasion) for c, occasion in cons._trial_candidates(odd)] == [(h.id, "rejudge")]
+        services.heuristics.record_trial(h.id, 50, "rejudge", "kept", "{}")
+        assert cons._trial_candidates(odd) == []
+    finally:
+        rig.stop()

@@ -283,7 +283,8 @@ class HeuristicStore:
                      demoted twice is retired (ExpeL importance 0), its row kept;
           no effect  at ADD (or on an untried rule): held back (nothing measured is nothing paid); at a
                      re-judgement: nothing changes (a crash rule is not demoted because the last rows were calm);
-          no trial   at ADD: held back as "untried" until a trial measures it; later: nothing changes.
+          no trial   on a rule never measured (at ADD, or promoted by votes or a dream): held back as "untried"
+                     until a trial measures it; on a measured rule: nothing changes.
         `run`: the cycle's workflow run id (a retry of the step has the same one)."""
         with closing(self._connect()) as conn, conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -302,7 +303,7 @@ class HeuristicStore:
                 importance -= 1
             elif verdict == "no effect" and (occasion == "add" or standing == "untried"):
                 standing = "no effect"
-            elif verdict == "no trial" and occasion == "add" and standing is None:
+            elif verdict == "no trial" and standing is None:  # never measured (an ADD, or promoted by votes/dream)
                 standing = "untried"
             else:  # no effect at a re-judgement of a measured rule, or no trial: the standing verdict stays
                 return self._row(row)
