@@ -308,7 +308,8 @@ class ConsolidationActivities(ActivitySet):
                 continue
             if h.id in added and h.trial_verdict is None:
                 out.append((h, "add"))
-            elif rejudge and (h.status == "active" or h.held):
+            # a rule promoted without ever being measured (votes, a dream) is judged at once, not on the k-th cycle
+            elif (rejudge or h.trial_verdict is None) and (h.status == "active" or h.held):
                 out.append((h, "rejudge"))
         return out
 
@@ -495,13 +496,32 @@ class ConsolidationActivities(ActivitySet):
             return {"skipped": f"STRATEGY.md: {err}"}
         report = curator.plan(inp.tick, self.s.learning.outcomes(), self.s.heuristics.list(),
                               self.s.learning.uncurated(inp.tick), strategy,
-                              [(f.id, f.message) for f in inp.followups])
+                              [(f.id, f.message) for f in inp.followups],
+                              market=self._market(inp, strategy.collateral_token),
+                              settle_ticks=inp.config.learning.settle_ticks)
         report = curator.apply(report, self.s.heuristics)
         voted = [op.entry_id for op in report.operations if op.op in ("UPVOTE", "DOWNVOTE") and op.entry_id]
         playbook_view.follow_votes(self.s.heuristics, self.s.semantic, voted, inp.tick)
         # the ledger keeps the supporting episode ids; the workflow history gets the operations without them
         self.s.learning.close_cycle(inp.tick, report.model_dump(mode="json"))
         return report.model_dump(mode="json", exclude={"operations": {"__all__": {"support"}}})
+
+    def _market(self, inp: ConsolidationInput, token: str) -> list[curator.MarketTick]:
+        """The cycle window's ticks (plus k before it, so its first ticks settle) as the market read them: the
+        Curator's evidence of what holding lost in each regime (docs/design/learning.md#learning-from-what-holding-lost)."""
+        span = inp.config.clock.delta_theta_ticks + inp.config.learning.settle_ticks
+        out = []
+        for row in self.s.cycles.recent(span + 1):
+            if row["tick"] > inp.tick:
+                continue
+            try:
+                record = self.s.cycles.load(row["tick"], row.get("run") or None)
+            except (LookupError, ValueError):
+                continue  # an archived or unreadable record: the window spans the gap
+            snap = record.observation.snapshot
+            out.append(curator.MarketTick(tick=record.tick, regime=record.observation.regime.value,
+                                          price=settlement.price_of(snap), exposure=settlement.exposure(snap, token)))
+        return out
 
     def _causal(self, inp: ConsolidationInput) -> int:
         """Edges from this window's records (plus k ticks of overlap) into the causal graph, once per cycle tick."""

@@ -250,7 +250,10 @@ class TickActivities(ActivitySet):
         threshold = compute_adaptive_threshold(ctx.state, ctx.cfg.heartbeat.base_deliberation_threshold)
         # System 1 never lets a line of STRATEGY.md be crossed in silence (docs/design/wakefulness.md)
         strategy = self._strategy_or_none(ctx, obs)
-        wake = wake_check(strategy, obs, ctx.state.health_history, ctx.state.last_price, ctx.cfg.probes, ctx.cfg.wake)
+        # PLAYBOOK.md's learned rules too: decide applies them, so one that would fire wakes the tick as an owner's does
+        learned = rules_in(self.s.playbook_text(), "PLAYBOOK.md", strategy) if strategy is not None else []
+        wake = wake_check(strategy, obs, ctx.state.health_history, ctx.state.last_price, ctx.cfg.probes, ctx.cfg.wake,
+                          learned)
         if ctx.settlement:  # Thanatopsis: the dying golem's unwind is decided in full
             return GateResult(tier=Tier.T2, threshold=threshold, forced=True, wake=wake,
                               reason="forced T2: Thanatopsis settlement (the golem is dying: unwind)")

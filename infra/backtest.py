@@ -345,7 +345,9 @@ async def _replay_golem(opts: BacktestOptions, rows: list[PathRow], driver: Repl
     # a tick's confirmation blocks are mined as its verify step starts on this worker, not after a wall-clock pause
     # (golem/backtest/replay.py): the same path gives the same blocks however loaded the machine is
     producer = BlockProducer(driver.w3, blocks=cfg.chain.confirmations - 1)
-    worker = build_worker(client, services, interceptors=[producer], sandboxed=opts.steps == "activities")
+    # no deadlock detection: a loaded machine must not fail a tick's workflow task (workers/worker.py: worker_options)
+    worker = build_worker(client, services, interceptors=[producer], sandboxed=opts.steps == "activities",
+                          deadlock_detection=False)
     marks: list[TickMark] = []
     gas_paid = 0.0
     async with worker:

@@ -62,9 +62,10 @@ def build_worker(
     interceptors: Sequence[Interceptor] = (),
     sandboxed: bool = True,
     trials: TrialRunner | None | bool = True,
+    deadlock_detection: bool = True,
 ) -> Worker:
     """`trials`: the runner of learned rules' trials (default: backtests in a child process, workers/trial.py);
-    None: no trials on this worker."""
+    None: no trials on this worker. `deadlock_detection=False`: a backtest's worker (see worker_options)."""
     ticks = TickActivities(services, client)
     consolidation = ConsolidationActivities(services, trials=BacktestTrialRunner() if trials is True else trials or None)
     dream = DreamActivities(services, ForkRegistry(services.data_dir))
@@ -90,12 +91,24 @@ def build_worker(
         activity_executor=ThreadPoolExecutor(max_workers=8),
         max_cached_workflows=max_cached_workflows,
         interceptors=[PaymentScopeInterceptor(), *interceptors],
+        **worker_options(sandboxed=sandboxed, deadlock_detection=deadlock_detection),
+    )
+
+
+def worker_options(*, sandboxed: bool = True, deadlock_detection: bool = True) -> dict[str, Any]:
+    """How the worker runs workflow code. `deadlock_detection=False` (a backtest): the SDK fails a workflow task whose
+    activation does not yield within 2 s of wall clock; on a loaded machine a backtest's tick workflow, sharing the
+    GIL with its activities, tripped it, and its shutdown then waited forever on a workflow it could not evict. The
+    SDK's only switch is debug mode (activations run inline on the event loop), so a backtest runs with it
+    (docs/how-to/backtesting.md#the-same-path-gives-the-same-run-however-loaded-the-machine)."""
+    return {
         # sandboxed=False (a backtest's fast route): the same workflow code without the sandbox, which re-imported
         # every workflows/ module for each new tick workflow; the sandbox's checks still run on `golem run` and in
         # the replay tests (docs/how-to/backtesting.md)
-        workflow_runner=SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner(),
-        graceful_shutdown_timeout=timedelta(seconds=5),
-    )
+        "workflow_runner": SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner(),
+        "graceful_shutdown_timeout": timedelta(seconds=5),
+        "debug_mode": not deadlock_detection,
+    }
 
 
 async def run_worker(config: GolemConfig, layout: DataLayout, address: str | None = None,

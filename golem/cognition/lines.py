@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
+
 from golem.inference.strategy import (Metrics, Rule, Strategy, evaluate_condition, metrics_from,
                                      readable_without_steer, rule_fires)
 from golem.models.config import ProbeThresholds, WakeSection
@@ -126,14 +128,15 @@ def forecast(hf_history: list[float], hf_now: float | None, lines: HealthLines, 
 
 
 def preview_rules(strategy: Strategy | None, observation: Observation, last_price: float | None,
-                  metrics: Metrics | None = None) -> list[RuleHit]:
+                  metrics: Metrics | None = None, learned: Sequence[Rule] = ()) -> list[RuleHit]:
     """Every rule System 1 can read (no steer condition) that would fire now, by the offline deliberator's
-    evaluator (strategy.rule_fires on strategy.metrics_from), in the strategy's order."""
+    evaluator (strategy.rule_fires on strategy.metrics_from), in the strategy's order, then PLAYBOOK.md's learned
+    rules (`learned`: decide applies them too, so a learned line is not crossed in silence either)."""
     if strategy is None:
         return []
     metrics = metrics if metrics is not None else metrics_from(observation, last_price)
     hits = []
-    for rule in strategy.rules:
+    for rule in [*strategy.rules, *learned]:
         if not readable_without_steer(rule):
             continue
         holds, evidence, _ = rule_fires(rule, metrics, [])
@@ -151,14 +154,15 @@ def next_health_history(history: list[float], hf: float | None) -> list[float]:
 
 
 def wake_check(strategy: Strategy | None, observation: Observation, health_history: list[float],
-               last_price: float | None, probes: ProbeThresholds, wake: WakeSection) -> Wakefulness:
-    """The tick's wake check: the forecast toward the strategy's nearest line, the rules that would fire and the
-    strategies that started, and the floor they put under the tier — T1 when a rule would fire, a line is within the
-    horizon or a strategy starts."""
+               last_price: float | None, probes: ProbeThresholds, wake: WakeSection,
+               learned: Sequence[Rule] = ()) -> Wakefulness:
+    """The tick's wake check: the forecast toward the strategy's nearest line, the rules that would fire (the
+    owner's, then `learned`: PLAYBOOK.md's) and the strategies that started, and the floor they put under the tier —
+    T1 when a rule would fire, a line is within the horizon or a strategy starts."""
     metrics = metrics_from(observation, last_price)  # read once: the live lines and the preview share it
     lines = live_lines(strategy_lines(strategy, probes, wake), strategy, metrics)
     f = forecast(health_history, observation.min_health_factor(), lines, wake)
-    hits = preview_rules(strategy, observation, last_price, metrics) if wake.preview_rules else []
+    hits = preview_rules(strategy, observation, last_price, metrics, learned) if wake.preview_rules else []
     why = [f"rule {h.rule} `{h.text}` would fire ({' and '.join(h.evidence)})" for h in hits]
     if f is not None and f.within_horizon:
         why.append(f.reason)

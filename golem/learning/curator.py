@@ -1,5 +1,6 @@
 """The ExpeL Curator: at every delta cycle, over the learning ledger's compared outcomes and their credit, ADD a
-learned rule (an owner rule that kept paying in one regime, fired one step earlier), UPVOTE or DOWNVOTE learned
+learned rule (an owner rule that kept paying in one regime, or an owner's hedge for a regime in which holding kept
+losing, fired one step earlier), UPVOTE or DOWNVOTE learned
 rules by their net credit, and EDIT a downvoted rule's threshold back. A learned rule may only reduce risk and
 never ask for more than a MUST cap allows. Pure: `plan` decides, `apply` writes through the HeuristicStore.
 The operations and their bounds: docs/design/learning.md#the-curator.
@@ -8,7 +9,7 @@ The operations and their bounds: docs/design/learning.md#the-curator.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +21,55 @@ from golem.models.enums import MarketRegime
 MIN_SUPPORT = 5  # nothing is learned from fewer than 5 supporting episodes
 MAX_PARAMETER_SHIFT = 0.10  # a parameter moves <= 10 % per consolidation cycle
 RISK_REDUCING = ("repay", "supply", "swap")  # tools a learned rule may use; borrow/withdraw can only add risk
+# a k-tick price move counts for or against hedging only beyond what a hedge costs: a swap's fee and slippage on the
+# dev world's pool are about 0.8 % of its notional (docs/design/learning.md#hindsight-settlement)
+HEDGE_COST = 0.01
+
+
+class MarketTick(BaseModel):
+    """One recorded tick as the market read it: its regime, the collateral token's price and the units held."""
+
+    tick: int
+    regime: str
+    price: float
+    exposure: float  # collateral-token units (wallet + supplied)
+
+
+def holding_losses(market: Sequence[MarketTick], k: int) -> dict[str, tuple[list[int], int]]:
+    """Per regime: the ticks at which holding the collateral token lost more than a hedge costs over the next `k`
+    recorded ticks (the market-beta loss a sale would have avoided), and how many ticks it gained as much instead
+    (a sale would have missed it). Only ticks that held some exposure count; the settling price is the first
+    recorded tick from t + k on."""
+    rows = sorted(market, key=lambda m: m.tick)
+    out: dict[str, tuple[list[int], int]] = {}
+    j = 0
+    for i, m in enumerate(rows):
+        j = max(j, i)
+        while j < len(rows) and rows[j].tick < m.tick + k:
+            j += 1
+        if j >= len(rows):
+            break
+        if m.exposure <= 0 or m.price <= 0 or m.regime == MarketRegime.UNKNOWN.value:
+            continue
+        move = rows[j].price / m.price - 1.0
+        lost, gained = out.get(m.regime, ([], 0))
+        if move <= -HEDGE_COST:
+            lost = [*lost, m.tick]
+        elif move >= HEDGE_COST:
+            gained += 1
+        out[m.regime] = (lost, gained)
+    return out
+
+
+def _sells_collateral(rule: Rule, strategy: Strategy) -> bool:
+    a = rule.action
+    return (a.tool == "swap" and (a.token_in or "").upper() == strategy.collateral_token.upper()
+            and (a.token_out or "").upper() != strategy.collateral_token.upper())
+
+
+def _regime_of(rule: Rule) -> str | None:
+    return next((str(c.value) for c in rule.conditions
+                 if c.kind == "metric" and c.metric == "regime" and c.op == "=="), None)
 
 
 class CuratorOp(BaseModel):
@@ -108,7 +158,10 @@ def _learned_from(owner_text: str, regime: str, strategy: Strategy) -> Rule | No
 
 
 def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net_credit: dict[str, int],
-         strategy: Strategy, followups: Iterable[tuple[str, str]] = ()) -> CuratorReport:
+         strategy: Strategy, followups: Iterable[tuple[str, str]] = (), market: Sequence[MarketTick] = (),
+         settle_ticks: int = 10) -> CuratorReport:
+    """`market`: the cycle window's recorded ticks (regime, price, exposure), read for the market-beta losses of
+    holding in a regime; `settle_ticks`: how far ahead a tick's move is read (hindsight settlement's k)."""
     report = CuratorReport(tick=tick, outcomes_seen=len(outcomes))
     regimes, tools, report.focus = focus_of(list(followups))
     # ADD: owner rules that paid in one regime, >= 5 positive outcomes — a swap's as settled in hindsight (its
@@ -142,6 +195,31 @@ def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net
             reason=f"owner rule `{owner_text}` paid {len(eps)} times in {regime}"
                    f" ({losses.get((regime, owner_text), 0)} lost); fire it "
                    f"{MAX_PARAMETER_SHIFT:.0%} earlier there"))
+    # ADD from what holding lost: an owner's sell scoped to a regime (`regime == R`) waits for its other line (a
+    # health factor, a price move); when holding the collateral token in R lost more than a hedge costs over k ticks
+    # at >= 5 ticks, and more often than it gained as much, that hedge is fired one step earlier in R. The owner's
+    # rule cannot have paid yet (it has not fired), but the loss it hedges is already measured.
+    planned = {op.text for op in report.operations}
+    for regime, (lost, gained) in sorted(holding_losses(market, settle_ticks).items()):
+        if len(lost) < MIN_SUPPORT or len(lost) <= gained or (regimes and regime not in regimes):
+            continue
+        for owner in strategy.rules:
+            if _regime_of(owner) != regime or not _sells_collateral(owner, strategy) or (tools and "swap" not in tools):
+                continue
+            learned = _learned_from(owner.text, regime, strategy)
+            if learned is None or learned.text in planned:
+                continue
+            planned.add(learned.text)
+            why = refusal(learned, strategy)
+            evidence = [f"hold-{regime}-tick-{t}" for t in lost]
+            if why:
+                report.operations.append(CuratorOp(op="REFUSED", text=learned.text, reason=why, support=evidence))
+                continue
+            report.operations.append(CuratorOp(
+                op="ADD", text=learned.text, support=evidence,
+                reason=f"holding {strategy.collateral_token} in {regime} lost more than a hedge costs over "
+                       f"{settle_ticks} ticks at {len(lost)} ticks ({gained} gained as much); fire the owner's hedge "
+                       f"`{owner.text}` {MAX_PARAMETER_SHIFT:.0%} earlier there"))
     # UPVOTE / DOWNVOTE / EDIT by the credit since the last cycle
     by_id = {h.id: h for h in heuristics}
     for hid, net in sorted(net_credit.items()):

@@ -39,7 +39,7 @@ def exposure(snapshot: ChainSnapshot, token: str) -> float:
     return wallet + sum(p.collateral for p in snapshot.positions if p.kind == "lending")
 
 
-def _price(snapshot: ChainSnapshot) -> float:
+def price_of(snapshot: ChainSnapshot) -> float:
     # pnl_impact values the account at the oracle price (golem/chain/verify.py); the pool's when no oracle answered
     return snapshot.oracle_price if snapshot.oracle_price > 0 else snapshot.pool.price
 
@@ -54,7 +54,7 @@ def settle(*, pnl: float | None, verdict: str, hf_before: float | None, hf_after
     failure (negative with no loss measured: the ledger keeps no other trace of it). Otherwise the verdict is read
     as at the tick with the settled pnl: positive if it gained or the health factor improved."""
     delta = exposure(after, token) - exposure(at, token)
-    p0, p1 = _price(at), _price(later)
+    p0, p1 = price_of(at), price_of(later)
 
     def settled_as(value: float | None, judged: str) -> Settlement:
         return Settlement(pnl=value, verdict=judged, at_tick=later_tick, exposure_change=round(delta, 12),

@@ -325,3 +325,48 @@ def test_a_loss_the_evaluator_rejected_weighs_double_from_credit_to_settlement_t
     assert row.evaluator == "bad"
     assert ledger.settle(row, -3.0, "negative", at_tick=9, cycle=1)
     assert ledger.uncurated(10) == {"h-1": -4}
+
+
+DOWNTREND_SELL = "WHEN health_factor < 1.9 AND regime == trending_down AND balance.WETH > 10 THEN swap 30% WETH to USDC"
+
+
+def _market(prices, regime="trending_down", exposure=30.0, start=0):
+    return [curator.MarketTick(tick=start + i, regime=regime, price=p, exposure=exposure) for i, p in enumerate(prices)]
+
+
+def test_holding_losses_count_ticks_whose_k_tick_move_beats_a_hedges_cost():
+    # a bleed of 0.2 % a row: every tick whose next 10 ticks are recorded lost ~2 %, more than a hedge costs
+    bleed = _market([2000.0 * (1 - 0.002) ** i for i in range(30)])
+    lost, gained = curator.holding_losses(bleed, 10)["trending_down"]
+    assert lost == list(range(20)) and gained == 0  # ticks 20-29 have no tick 10 on: not read yet
+    # a chop within the hedge's cost is neither; a rise the size of a hedge counts against it
+    assert curator.holding_losses(_market([2000.0, 2010.0] * 10), 10)["trending_down"] == ([], 0)
+    assert curator.holding_losses(_market([2000.0 + 3 * i for i in range(30)]), 10)["trending_down"] == ([], 20)
+    # nothing held: no loss to hedge; a gap in the ticks: the first recorded tick from t + k settles it
+    assert curator.holding_losses(_market([2000.0 - 10 * i for i in range(30)], exposure=0.0), 10) == {}
+    gappy = [m for m in bleed if m.tick not in (10, 11)]
+    assert curator.holding_losses(gappy, 10)["trending_down"][0][:2] == [0, 1]
+
+
+def test_the_owners_regime_hedge_is_learned_earlier_from_what_holding_in_that_regime_lost():
+    """A bleed read as trending_down: the owner's downtrend sell waits for health factor 1.9 and has never fired, so
+    no outcome of it could have paid; what holding lost there is the evidence for firing it a step earlier."""
+    bleed = _market([2000.0 * (1 - 0.002) ** i for i in range(60)])
+    report = curator.plan(50, [], [], {}, EXAMPLE, market=bleed, settle_ticks=10)
+    (op,) = report.operations
+    assert op.op == "ADD" and op.text == ("WHEN health_factor < 2.09 AND balance.WETH > 10 AND regime == trending_down "
+                                          "THEN swap 30% WETH to USDC")
+    assert len(op.support) == 50 and op.support[0] == "hold-trending_down-tick-0" and "lost more than" in op.reason
+    # the learned text is the one the owner-win ADD would write: both lines of evidence reinforce one rule
+    wins = [OutcomeRow(tick=i, regime="trending_down", episode_id=f"ep-{i}", verdict="positive",
+                       rules=[{"origin": "owner", "tool": "swap", "text": DOWNTREND_SELL}]) for i in range(5)]
+    both = curator.plan(50, wins, [], {}, EXAMPLE, market=bleed, settle_ticks=10)
+    assert [op.op for op in both.operations] == ["ADD"] and both.operations[0].text == op.text
+    # fewer than 5 losing ticks, or as many gains as losses: nothing; nor in a regime no owner hedge names
+    assert curator.plan(50, [], [], {}, EXAMPLE, market=bleed[:14], settle_ticks=10).operations == []
+    vee = _market([2000.0 - 20 * i for i in range(10)] + [1800.0 + 20 * i for i in range(20)])
+    assert curator.plan(50, [], [], {}, EXAMPLE, market=vee, settle_ticks=10).operations == []
+    volatile = _market([2000.0 * (1 - 0.002) ** i for i in range(60)], regime="volatile")
+    assert curator.plan(50, [], [], {}, EXAMPLE, market=volatile, settle_ticks=10).operations == []
+    # a next-curator follow-up about repays leaves the sell alone
+    assert curator.plan(50, [], [], {}, EXAMPLE, [("f1", "look at repay")], market=bleed).operations == []

@@ -255,3 +255,38 @@ def test_the_world_opens_a_loan_genesis_cannot_carry_at_a_raised_feed():
             assert why in str(err)
         else:
             raise AssertionError(f"{bad} passed")
+
+
+def test_a_rule_added_without_a_trial_stays_out_of_the_playbook_until_one_measures_it(tmp_path):
+    """The cycle's trial time was spent (or too few ticks were recorded): the rule the Curator ADDed is held back as
+    `untried`, whatever its confidence — no rule reaches PLAYBOOK.md unmeasured — and the next trial decides."""
+    store = HeuristicStore(tmp_path / "h.sqlite")
+    for i in range(5):
+        h = store.add_or_reinforce(RULE, "global", f"ep-{i}")
+    assert h.status == "active"  # five supports: the votes alone would promote it
+    h = store.record_trial(h.id, 150, "add", "no trial", _result(h.id, 150, "no trial"))
+    assert h.status == "candidate" and h.held and h.trial_verdict == "untried"
+    rewrite_playbook(store, tmp_path / "PLAYBOOK.md", tick=150)
+    assert "health_factor < 1.76" not in (tmp_path / "PLAYBOOK.md").read_text()
+    # the next cycle cannot run it either: still untried; one that finds it changes nothing holds it as no effect
+    assert store.record_trial(h.id, 200, "rejudge", "no trial", _result(h.id, 200, "no trial", "rejudge")).held
+    assert store.record_trial(h.id, 250, "rejudge", "no effect",
+                              _result(h.id, 250, "no effect", "rejudge")).trial_verdict == "no effect"
+    kept = store.record_trial(h.id, 300, "rejudge", "kept", _result(h.id, 300, "kept", "rejudge"))
+    assert kept.status == "active" and not kept.held
+    rewrite_playbook(store, tmp_path / "PLAYBOOK.md", tick=300)
+    assert "health_factor < 1.76" in (tmp_path / "PLAYBOOK.md").read_text()
+
+
+def test_a_promoted_rule_never_measured_is_held_when_its_first_trial_cannot_run(tmp_path):
+    """A rule that reached PLAYBOOK.md by its votes (or a dream's promotion) and was never measured: a cycle whose
+    trial cannot run holds it back as untried; a measured rule's standing is untouched by a trial that did not run."""
+    store = HeuristicStore(tmp_path / "h.sqlite")
+    for i in range(5):
+        h = store.add_or_reinforce(RULE, "global", f"ep-{i}")
+    assert h.status == "active" and h.trial_verdict is None
+    h = store.record_trial(h.id, 50, "rejudge", "no trial", _result(h.id, 50, "no trial", "rejudge"))
+    assert h.trial_verdict == "untried" and h.status == "candidate"
+    h = store.record_trial(h.id, 100, "rejudge", "kept", _result(h.id, 100, "kept", "rejudge"))
+    h = store.record_trial(h.id, 150, "rejudge", "no trial", _result(h.id, 150, "no trial", "rejudge"))
+    assert h.trial_verdict == "kept" and h.status == "active"

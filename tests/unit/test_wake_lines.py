@@ -239,3 +239,13 @@ def test_ticks_show_and_status_say_when_and_why_the_golem_woke(tmp_path, capsys)
     assert line is not None and line.strip().startswith("wake:       tick 7: HF 1.590")
     assert wake_line(Namespace(data=str(tmp_path / "none")), 8) is None
     assert wake_line(Namespace(data=str(tmp_path)), 7) is None  # the golem's next tick is 7: tick 7 is a former golem's
+
+
+def test_preview_reads_the_learned_rules_after_the_owners():
+    from golem.inference.strategy import rules_in
+
+    learned = rules_in("- WHEN health_factor < 1.7 THEN repay 25% debt\n", "PLAYBOOK.md", EXAMPLE)
+    # HF 1.65: above the owner's 1.6 repay line, under the learned 1.7 one
+    assert preview_rules(EXAMPLE, _observation(1650.0), last_price=1650.0) == []
+    (hit,) = preview_rules(EXAMPLE, _observation(1650.0), last_price=1650.0, learned=learned)
+    assert hit.rule.startswith("PLAYBOOK.md:") and hit.evidence == ["health_factor 1.65 < 1.7"]

@@ -68,7 +68,9 @@ _COLUMNS_ADDED = (
     ("trial_verdict", "TEXT"),
     ("trial_tick", "INTEGER"),
 )
-HELD = ("demoted", "no effect")  # trial verdicts that keep a rule out of PLAYBOOK.md until a later trial keeps it
+# standing verdicts that keep a rule out of PLAYBOOK.md until a later trial keeps it; "untried": ADDed, but its trial
+# did not run (too few ticks, the cycle's trial time spent) — no rule enters PLAYBOOK.md unmeasured
+HELD = ("demoted", "no effect", "untried")
 
 
 def status_after(confidence: float, importance: int, status: str, held: bool = False) -> str:
@@ -279,8 +281,10 @@ class HeuristicStore:
           kept       the hold is lifted; back in PLAYBOOK.md when its confidence allows (>= 0.7, or active);
           demoted    out of PLAYBOOK.md (candidate), one DOWNVOTE's confidence and one importance lost — a rule
                      demoted twice is retired (ExpeL importance 0), its row kept;
-          no effect  at ADD: held back (nothing measured is nothing paid); at a re-judgement: nothing changes (a
-                     crash rule is not demoted because the last rows were calm).
+          no effect  at ADD (or on an untried rule): held back (nothing measured is nothing paid); at a
+                     re-judgement: nothing changes (a crash rule is not demoted because the last rows were calm);
+          no trial   on a rule never measured (at ADD, or promoted by votes or a dream): held back as "untried"
+                     until a trial measures it; on a measured rule: nothing changes.
         `run`: the cycle's workflow run id (a retry of the step has the same one)."""
         with closing(self._connect()) as conn, conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -297,9 +301,11 @@ class HeuristicStore:
                 standing = "demoted"
                 conf = round(max(CONFIDENCE_FLOOR, conf - DOWNVOTE), 6)
                 importance -= 1
-            elif verdict == "no effect" and occasion == "add":
+            elif verdict == "no effect" and (occasion == "add" or standing == "untried"):
                 standing = "no effect"
-            else:  # no effect at a re-judgement, or no trial: the standing verdict stays
+            elif verdict == "no trial" and standing is None:  # never measured (an ADD, or promoted by votes/dream)
+                standing = "untried"
+            else:  # no effect at a re-judgement of a measured rule, or no trial: the standing verdict stays
                 return self._row(row)
             status = row["status"]
             if status == "candidate" and standing == "kept" and conf >= PROMOTE_AT - 1e-9:
