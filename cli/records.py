@@ -22,8 +22,9 @@ def cmd_ticks(args: Namespace) -> int:
     if args.n < 0:
         raise UserError(f"-n must be >= 0, got {args.n} (-n 5 lists the 5 newest ticks)")
     store = CycleStore(data_dir(args))
-    rows = store.recent(args.n, former=args.all)
-    former = 0 if args.all else store.former_ticks()
+    everything = getattr(args, "all", False)
+    rows = store.recent(args.n, former=everything)
+    former = 0 if everything else store.former_ticks()
     if former:  # on stderr: the table (and --json) stay the golem's own ticks
         print(f"({former} records numbered past this golem's last tick are a former life's in this data dir: "
               "`golem ticks --all` lists them too)", file=sys.stderr)
