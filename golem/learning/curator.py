@@ -157,6 +157,14 @@ def _learned_from(owner_text: str, regime: str, strategy: Strategy) -> Rule | No
     return rule.model_copy(update={"conditions": conds, "text": text, "source": "PLAYBOOK.md"})
 
 
+def _add_or_refuse(learned: Rule, strategy: Strategy, support: list[str], reason: str) -> CuratorOp:
+    """ADD a learned rule with its support and reason, or REFUSED with why when it would widen a limit."""
+    why = refusal(learned, strategy)
+    if why:
+        return CuratorOp(op="REFUSED", text=learned.text, reason=why, support=support)
+    return CuratorOp(op="ADD", text=learned.text, support=support, reason=reason)
+
+
 def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net_credit: dict[str, int],
          strategy: Strategy, followups: Iterable[tuple[str, str]] = (), market: Sequence[MarketTick] = (),
          settle_ticks: int = 10) -> CuratorReport:
@@ -186,15 +194,10 @@ def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net
         learned = _learned_from(owner_text, regime, strategy)
         if learned is None:
             continue
-        why = refusal(learned, strategy)
-        if why:
-            report.operations.append(CuratorOp(op="REFUSED", text=learned.text, reason=why, support=eps))
-            continue
-        report.operations.append(CuratorOp(
-            op="ADD", text=learned.text, support=eps,
-            reason=f"owner rule `{owner_text}` paid {len(eps)} times in {regime}"
-                   f" ({losses.get((regime, owner_text), 0)} lost); fire it "
-                   f"{MAX_PARAMETER_SHIFT:.0%} earlier there"))
+        report.operations.append(_add_or_refuse(
+            learned, strategy, eps,
+            f"owner rule `{owner_text}` paid {len(eps)} times in {regime} ({losses.get((regime, owner_text), 0)} "
+            f"lost); fire it {MAX_PARAMETER_SHIFT:.0%} earlier there"))
     # ADD from what holding lost: an owner's sell scoped to a regime (`regime == R`) waits for its other line (a
     # health factor, a price move); when holding the collateral token in R lost more than a hedge costs over k ticks
     # at >= 5 ticks, and more often than it gained as much, that hedge is fired one step earlier in R. The owner's
@@ -210,16 +213,11 @@ def plan(tick: int, outcomes: list[OutcomeRow], heuristics: list[Heuristic], net
             if learned is None or learned.text in planned:
                 continue
             planned.add(learned.text)
-            why = refusal(learned, strategy)
-            evidence = [f"hold-{regime}-tick-{t}" for t in lost]
-            if why:
-                report.operations.append(CuratorOp(op="REFUSED", text=learned.text, reason=why, support=evidence))
-                continue
-            report.operations.append(CuratorOp(
-                op="ADD", text=learned.text, support=evidence,
-                reason=f"holding {strategy.collateral_token} in {regime} lost more than a hedge costs over "
-                       f"{settle_ticks} ticks at {len(lost)} ticks ({gained} gained as much); fire the owner's hedge "
-                       f"`{owner.text}` {MAX_PARAMETER_SHIFT:.0%} earlier there"))
+            report.operations.append(_add_or_refuse(
+                learned, strategy, [f"hold-{regime}-tick-{t}" for t in lost],
+                f"holding {strategy.collateral_token} in {regime} lost more than a hedge costs over {settle_ticks} "
+                f"ticks at {len(lost)} ticks ({gained} gained as much); fire the owner's hedge `{owner.text}` "
+                f"{MAX_PARAMETER_SHIFT:.0%} earlier there"))
     # UPVOTE / DOWNVOTE / EDIT by the credit since the last cycle
     by_id = {h.id: h for h in heuristics}
     for hid, net in sorted(net_credit.items()):

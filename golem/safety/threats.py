@@ -10,6 +10,7 @@ thresholds: docs/design/safety.md#defi-threats.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -126,13 +127,7 @@ def safe_tolerance(amount_in: float, reserve_in: float, reserve_out: float, slip
     def ok(s: float) -> bool:
         return within(exposure_at(amount_in, reserve_in, reserve_out, s, min_amount_out, cost_in).loss_bps, bound_bps)
 
-    if ok(slippage_bps):
-        return slippage_bps
-    lo, hi = 0.0, slippage_bps
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return math.floor(lo * 100) / 100
+    return slippage_bps if ok(slippage_bps) else math.floor(_bisect(slippage_bps, ok, 40) * 100) / 100
 
 
 def safe_amount(amount_in: float, reserve_in: float, reserve_out: float, slippage_bps: float, bound_bps: float,
@@ -142,13 +137,17 @@ def safe_amount(amount_in: float, reserve_in: float, reserve_out: float, slippag
     def ok(a: float) -> bool:
         return within(exposure_at(a, reserve_in, reserve_out, slippage_bps, None, cost_in).loss_bps, bound_bps)
 
-    if ok(amount_in):
-        return amount_in
-    lo, hi = 0.0, amount_in
-    for _ in range(60):
+    return amount_in if ok(amount_in) else floor_amount(_bisect(amount_in, ok, 60))
+
+
+def _bisect(top: float, ok: Callable[[float], bool], steps: int) -> float:
+    """The largest value in [0, top) that passes `ok`, to `steps` halvings (`ok` is monotone: true below some bound,
+    false above it)."""
+    lo, hi = 0.0, top
+    for _ in range(steps):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return floor_amount(lo)
+    return lo
 
 
 # ── the market's recent blocks ──────────────────────────────────────────────────────────────────────────────

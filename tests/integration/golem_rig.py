@@ -200,3 +200,10 @@ async def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
 async def wait_for_record(store: CycleStore, predicate, what: str, *, timeout: float = 60, n: int = 20):
     """Wait until one of the last n DecisionCycleRecords satisfies predicate; return the newest such."""
     return await wait_for(lambda: record_where(store, predicate, n), timeout, what)
+
+
+def tool_results(body: dict) -> list[dict]:
+    """The tool_result blocks of a Messages API request's last message (what the golem sent back to the model)."""
+    last = body["messages"][-1]
+    content = last["content"] if isinstance(last["content"], list) else []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]

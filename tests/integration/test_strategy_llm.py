@@ -20,7 +20,7 @@ from golem.grimoire.access import open_stores
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
-from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record
+from tests.integration.golem_rig import in_process_worker, make_rig, tool_results, wait_for, wait_for_record
 from tests.unit.inference_fakes import FakeMessagesAPI, decide, message, tool_use
 
 pytestmark = pytest.mark.integration
@@ -47,12 +47,6 @@ Sell about 0.5 WETH for USDC once, while the window is open; check what memory s
 
 
 WATCH = "# Strategy: keep watch\nNo actions of its own; it is active all along.\n\n## Completion\n- after 3 actions\n"
-
-
-def _results(body: dict) -> list[dict]:
-    last = body["messages"][-1]
-    content = last["content"] if isinstance(last["content"], list) else []
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
 
 
 async def test_a_scheduled_strategy_wakes_the_golem_claude_acts_for_it_and_it_completes(temporal_client, tmp_path):
@@ -82,7 +76,7 @@ async def test_a_scheduled_strategy_wakes_the_golem_claude_acts_for_it_and_it_co
             return message([decide("nothing to do", 0.6, False, strategy="watch")
                             if "strategy" in tools["decide"]["input_schema"]["properties"] else decide("nothing to do")],
                            model=body["model"])
-        results = _results(body)
+        results = tool_results(body)
         if not results:  # round 1: what memory says, now and as it stood at tick 1
             seen["decide"] = tools["decide"]["input_schema"]["properties"]["strategy"]
             return message([tool_use("search_memory", {"query": QUERY, "as_of_tick": 1}, 1),

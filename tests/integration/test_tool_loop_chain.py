@@ -13,7 +13,7 @@ from golem.deliberators import select_deliberator
 from golem.events.store import EventStore
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
-from tests.integration.golem_rig import in_process_worker, make_rig, wait_for, wait_for_record
+from tests.integration.golem_rig import in_process_worker, make_rig, tool_results, wait_for, wait_for_record
 from tests.unit.inference_fakes import FakeMessagesAPI, decide, message, tool_use
 from workflows.golem import GolemWorkflow
 
@@ -21,12 +21,6 @@ pytestmark = pytest.mark.integration
 
 BIG = {"token_in": "WETH", "token_out": "USDC", "amount_in": 8.0}
 PROPOSAL = "When the owner asks to reduce exposure, size the sale to the pool's depth first."
-
-
-def _results(body: dict) -> list[dict]:
-    last = body["messages"][-1]
-    content = last["content"] if isinstance(last["content"], list) else []
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
 
 
 async def test_claude_reads_depth_speculates_and_decides_a_smaller_swap(temporal_client, tmp_path):
@@ -42,7 +36,7 @@ async def test_claude_reads_depth_speculates_and_decides_a_smaller_swap(temporal
             return message([tool_use("reflect", {"insight": "A smaller sale moved the pool less."})],
                            model=body["model"], input_tokens=300, output_tokens=40)
         steered = "reduce exposure" in json.dumps(body["messages"])
-        results = _results(body)
+        results = tool_results(body)
         if not steered:
             return message([decide("nothing to do")], model=body["model"])
         if not results:  # round 1: how deep is the pool? (and a thought worth keeping, for review)
