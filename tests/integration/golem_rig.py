@@ -56,6 +56,20 @@ class GolemRig:
     def services(self) -> GolemServices:
         return GolemServices(self.config, self.data_dir, private_key=GOLEM_KEY)
 
+    def claude_services(self, handler) -> tuple[GolemServices, str]:
+        """The rig's services deciding with the real anthropic SDK, its HTTP answered by `handler` (a fake Messages
+        API at the transport); returns them and why that deliberator was chosen."""
+        import httpx2
+
+        from golem.deliberators import select_deliberator
+
+        services = self.services()
+        deliberator, why = select_deliberator(
+            self.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=self.home, data_dir=self.data_dir,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)))
+        services.use_deliberator(deliberator, why)
+        return services, why
+
     def simulator(self, **kw) -> MarketSimulator:
         return MarketSimulator(self.w3, self.deployment, ANVIL_KEYS[1], ANVIL_KEYS[0], self.scenario, seed=7, **kw)
 

@@ -14,7 +14,6 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
 from cli.control import _answer
-from golem.deliberators import select_deliberator
 from golem.events.store import EventStore
 from golem.life.cycle_store import CycleStore
 from golem.models.approvals import ApprovalAnswer, ApprovalDecision, ApprovalStatus
@@ -59,11 +58,7 @@ async def test_privileged_requests_approved_denied_and_expired(temporal_client, 
         return message([decide("nothing to do")], model=body["model"])
 
     api = FakeMessagesAPI(*([reply] * 60))
-    services = rig.services()
-    deliberator, _ = select_deliberator(
-        rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)))
-    services.use_deliberator(deliberator, "test")
+    services, _ = rig.claude_services(api.handler)
     store = CycleStore(rig.data_dir)
     runner = await start_dashboard(Dashboard(rig.data_dir, rig.golem_id, client=temporal_client), port=0)
     browser = pw = None

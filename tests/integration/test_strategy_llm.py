@@ -11,10 +11,8 @@ import json
 import time
 from datetime import datetime, timedelta, timezone
 
-import httpx2
 import pytest
 
-from golem.deliberators import select_deliberator
 from golem.events.store import EventStore
 from golem.grimoire.access import open_stores
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
@@ -88,11 +86,7 @@ async def test_a_scheduled_strategy_wakes_the_golem_claude_acts_for_it_and_it_co
                        model=body["model"], input_tokens=2200, output_tokens=90)
 
     api = FakeMessagesAPI(*([reply] * 80))
-    services = rig.services()
-    deliberator, why = select_deliberator(
-        rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)))
-    services.use_deliberator(deliberator, why)
+    services, _ = rig.claude_services(api.handler)
     store = CycleStore(rig.data_dir)
 
     def dca(rec):

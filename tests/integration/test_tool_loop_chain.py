@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 
-import httpx2
 import pytest
 
-from golem.deliberators import select_deliberator
 from golem.events.store import EventStore
 from golem.life.cycle_store import CycleStore
 from golem.models.enums import ActionStatus, Tier
@@ -55,11 +53,7 @@ async def test_claude_reads_depth_speculates_and_decides_a_smaller_swap(temporal
                        model=body["model"], input_tokens=2600, output_tokens=120)
 
     api = FakeMessagesAPI(*([reply] * 30))
-    services = rig.services()
-    deliberator, why = select_deliberator(
-        rig.config, {"ANTHROPIC_API_KEY": "sk-test-not-a-key"}, home=rig.home, data_dir=rig.data_dir,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)))
-    services.use_deliberator(deliberator, why)
+    services, _ = rig.claude_services(api.handler)
     store = CycleStore(rig.data_dir)
     try:
         async with in_process_worker(temporal_client, rig, services=services):
