@@ -305,16 +305,16 @@ class TickActivities(ActivitySet):
         except ValueError as err:
             raise bad_input(str(err), "StrategyError") from None
         strategy, must, policy = start.strategy, start.must, start.context_policy
-        prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.extensions.agent_start)
-            system_prompt, registry_for(ctx.cfg.extensions.disabled), playbook=self.s.playbook_text)
         registry = registry_for(ctx.cfg.extensions.disabled)
+        prompt = await asyncio.to_thread(  # system_prompt: playbook → PLAYBOOK.md (golem.extensions.agent_start)
+            system_prompt, registry, playbook=self.s.playbook_text)
+        tools = offered(start.tools, must)
         # agent_start: the session is set up, nothing asked yet — the ui-bridge's heartbeat.deliberation_started
         agent_start, _ = fire(registry, "agent_start", {"ui-bridge": lambda: self._emit(ctx, "heartbeat.deliberation_started", dict(
             tier=inp.tier.value, model=start.route.model if start.route else None,
-            tools=[t["name"] for t in offered(start.tools, must) or []], steers=[s.id for s in inp.steers]))})
-        ended: list[str] = []
+            tools=[t["name"] for t in tools or []], steers=[s.id for s in inp.steers]))})
 
-        def agent_end(outcome: str, record: DeliberationRecord | None = None) -> None:
+        def agent_end(outcome: str, record: DeliberationRecord | None = None) -> list[str]:
             """agent_end: the session closes (answered or not) — the ui-bridge's heartbeat.deliberation_ended."""
             figures = {} if record is None else dict(
                 model=record.model, decision=record.decision, cost_usd=record.cost, tool_rounds=record.tool_rounds,
@@ -322,11 +322,11 @@ class TickActivities(ActivitySet):
                 reads=len(record.reads), actions=len(record.tool_calls))
             fired, _ = fire(registry, "agent_end", {"ui-bridge": lambda: self._emit(
                 ctx, "heartbeat.deliberation_ended", dict(tier=inp.tier.value, outcome=outcome, **figures))})
-            ended[:] = fired
+            return fired
         try:
             deliberation = await decide_with_cache(
                 inp, deliberator=self.s.deliberator, cache_store=self.s.decision_cache, strategy=strategy, must=must,
-                tools=offered(start.tools, must), route=start.route, reads=self._reads(inp, obs, offered(start.tools, must) or []),
+                tools=tools, route=start.route, reads=self._reads(inp, obs, tools or []),
                 playbook_text=prompt.playbook_text, playbook_revision=read_revision(self.s.playbook_path),
                 context_policy_revision=policy.revision, remember_facts=lambda d: self._remember_facts(inp, d),
             )
@@ -337,10 +337,10 @@ class TickActivities(ActivitySet):
         except InferenceRejected as err:  # a bad request will not get better by retrying
             agent_end(f"rejected: {err.reason}"[:200])
             raise bad_input(err.reason, "InferenceRejected") from None
-        agent_end("answered", deliberation.record)
+        ended = agent_end("answered", deliberation.record)
         record = deliberation.record.model_copy(update={"before_agent_start": start.fired,
                                                         "system_prompt": prompt.fired, "agent_start": agent_start,
-                                                        "agent_end": list(ended)})
+                                                        "agent_end": ended})
         deliberation = deliberation.model_copy(update={"record": record})
         own = list(deliberation.actions)  # the decision's own proposals: the strategies they serve are credited below
         if ctx.state.deferred_intents:  # the gas gate's deferred intents come back and are judged again

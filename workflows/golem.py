@@ -310,8 +310,8 @@ class GolemWorkflow:
             workflow.deprecate_patch("dream-scheduler")
             urgency = schedule_dream(self._s, cfg)
             if urgency.due:
-                await golem_steps.dream(self._held, cfg, urgency, self._config_info.version,
-                                         replay=self._clock.replay, now=self._now)
+                await golem_steps.dream(self._held, cfg, urgency, self._config_info.version, self._now,
+                                         replay=self._clock.replay)
             if should_run_delta(self._s, cfg.clock):
                 await golem_steps.consolidate(self._held, cfg, self._now)
 

@@ -155,12 +155,12 @@ async def consolidate(held: Held, cfg: GolemConfig, now: Callable[[], datetime])
 
 
 async def dream(held: Held, cfg: GolemConfig, urgency: DreamUrgency, config_version: str,
-                replay: bool = False, now: Callable[[], datetime] | None = None) -> None:
+                now: Callable[[], datetime], replay: bool = False) -> None:
     """The phased dream cycle; ticking waits until it ends, a critical steer wakes it (held.dream). On the wall clock,
     the theta triggers that fell due meanwhile are queued like a slow tick's (at most 3, the oldest dropped as
     heartbeat.tick_dropped_during_dream; docs/design/dreams.md#the-heartbeat-while-dreaming)."""
     s = held.s
-    started = now() if now is not None else None
+    started = now()
     held.activity = "dreaming"
     held.state = s.model_copy(update={"dreaming": True})
     inp = DreamInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=held.window("next-dream"),
@@ -179,7 +179,7 @@ async def dream(held: Held, cfg: GolemConfig, urgency: DreamUrgency, config_vers
         held.dream = None
         # the dream replayed the tagged episodes (tagged first); the next delta recounts what is open
         held.state = held.s.model_copy(update={"dreaming": False, "last_dream_tick": s.tick, "dream_tags": 0})
-    if started is not None and now is not None and not replay and workflow.patched("dream-tick-queue"):
+    if not replay and workflow.patched("dream-tick-queue"):
         end = now()
         held.state, lines = queue_missed(held.s, missed_triggers(started, end, held.s.theta_seconds),
                                          end.timestamp(), trigger=DREAM_TRIGGER)
