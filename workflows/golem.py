@@ -108,8 +108,10 @@ class GolemWorkflow:
                 await self._held.dream.signal(DreamCycleWorkflow.wake, f"critical steer {steer.id}")
             except Exception as err:  # the dream may have just ended; the steer waits for the next tick anyway
                 workflow.logger.info("dream not woken: %s", err)
-        if kind == "steer" and len(self._s.pending_steers) > before and self._child is not None:
-            # forwarded to the running tick, which takes it only if its FSM accepts steers
+        if kind == "steer" and len(self._s.pending_steers) > before and self._child is not None and (
+                self._s.pending_steers[-1].source == "owner" or not workflow.patched("self-steers-wait")):
+            # forwarded to the running tick, which takes it only if its FSM accepts steers; a self-steer is not: the
+            # tick that sent it is finishing, and it is for the next one (docs/design/tick.md#self-steers)
             try:
                 await self._child.signal(ThetaTickWorkflow.steer, self._s.pending_steers[-1])
             except Exception as err:  # the tick may have just finished; the steer stays pending
