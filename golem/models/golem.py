@@ -198,6 +198,8 @@ class ConsolidationResult(BaseModel):
     attribution: dict[str, Any] | None = None
     # the reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
     reflection_consistency: dict[str, Any] | None = None
+    # the strategy judged by what it achieved over the window (golem.safety.experience); absent before that step
+    viability: dict[str, Any] | None = None
 
 
 class DeltaStep(BaseModel):
