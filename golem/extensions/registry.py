@@ -278,7 +278,10 @@ def builtin_extensions() -> list[Extension]:
                  "ThetaTickWorkflow.steer: interrupt or cancel the running tick",
            send_message="golem steer / followup: deliver the signal, validated first (cli/steer.py)"),
         # Layer 7 – Recovery
-        _x("compaction", 7, {"session"}, ["context"], optional=True, present=False),
+        _x("compaction", 7, {"session"}, ["context"], optional=True,
+           what="DeFi-aware compaction of the owner's chat session (golem.inference.compaction)",
+           session="before_compact: golem chat and the T2 workspace fold the turns older than the tail, keeping the "
+                   "cage's hash, positions, phase, PLAYBOOK heuristics and active warnings (golem.usecases.conversation)"),
     ]
 
 
