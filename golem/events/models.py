@@ -34,6 +34,7 @@ KINDS: dict[str, str] = {
     "heartbeat.gated": "the gate chose the tier (T0/T1/T2) and why",
     "heartbeat.tick_finished": "a tick was recorded: tier, regime, PE vs threshold, prices, HF, equity, costs, FSM trace",
     "heartbeat.tick_failed": "a tick failed; its root cause",
+    "heartbeat.debug_requested": "the owner asked what the golem thought at a tick (`golem show`: the debug hook)",
     "interventions.steer_accepted": "a steer the golem took (it is in the tick's state)",
     "interventions.steer_applied": "a steer the tick deliberated on",
     "interventions.self_steer": "a steer the golem's own risk daemon, mortality engine or PolicyCage sent after the tick",

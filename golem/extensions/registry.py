@@ -269,7 +269,8 @@ def builtin_extensions() -> list[Extension]:
            tool_execution_update="execute: actions.tx for each of the action's journaled transactions",
            tool_execution_end="execute: actions.landed with the action's status, block and gas"),
         _x("observability", 5, {"debug", "error"}, ["telemetry"], optional=True, what="structured logs",
-           debug="golem status / show (not a fired hook)",
+           debug="golem show N: the owner asked what the golem thought at a tick; the heartbeat.debug_requested event "
+                 "with its regime, phase, tier and cost (cli/records.py)",
            error="the record_failure activity: the tick_failed event (the failure record is written either way)"),
         # Layer 6 – Intervention
         _x("playbook", 6, {"system_prompt"}, ["grimoire"], optional=True,
