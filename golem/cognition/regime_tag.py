@@ -16,7 +16,9 @@ MIN_VOL_HISTORY = 10  # the quintile needs this many earlier rolling σ to rank 
 MIN_TREND_PRICES = 5
 MIN_GAS_HISTORY = 5
 GAS_BANDS = ((0.75, "low"), (1.5, "normal"), (3.0, "high"))  # gas / recent median; above 3×: "spike"
-# price impact of selling the golem's whole collateral-token exposure into the pool (constant product)
+# price impact of selling a tenth of the golem's collateral-token exposure into the pool (constant product): one
+# de-risking step (the shipped strategy's swaps are 10-30 %); the whole exposure read the dev pool as a crisis
+LIQUIDITY_TRADE_SHARE = 0.10
 LIQUIDITY_BANDS = ((0.005, "deep"), (0.02, "normal"), (0.10, "thin"))  # ≥ 10 %: "crisis"
 
 
@@ -81,6 +83,6 @@ def regime_tag(prices: list[float], gas_gwei: float, gas_history: list[float], e
     prices = [p for p in prices if p > 0 and math.isfinite(p)]
     q, sigma = volatility_quintile(prices)
     gas, ratio = gas_band(gas_gwei, gas_history)
-    liq, impact = liquidity_band(exposure, reserve)
+    liq, impact = liquidity_band(exposure * LIQUIDITY_TRADE_SHARE, reserve)
     return RegimeTag(volatility_quintile=q, trend=trend_of(prices), gas_band=gas, liquidity_band=liq,
                      volatility=sigma, gas_ratio=ratio, price_impact=impact)

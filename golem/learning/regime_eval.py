@@ -29,7 +29,7 @@ CUSUM_H = 15.0  # alarm line: 0.3 % of 300-tick series without a change alarm (t
 CUSUM_REFERENCE = 50  # ticks of a segment that set its mean and σ (30 let estimation error alone alarm 17 %)
 CUSUM_CLIP = 3.0  # |z| above it counts as 3: one crash tick does not declare a new regime
 CHANGE_POINT_LOOKBACK = 4  # windows of outcomes the detector reads each cycle
-GRACE_TICKS = 10  # a change point this soon after a change may be the change itself: it does not cut the window
+GRACE_TICKS = 10  # a change point this near a change may be the change itself: it bounds neither window
 
 
 class TickOutcome(BaseModel):
@@ -173,9 +173,10 @@ class Windows(BaseModel):
 def windows(series: Sequence[TickOutcome], change_tick: int, window: int,
             points: Sequence[ChangePoint]) -> Windows:
     """The before window: up to `window` ticks before the change, never reaching back across a change point. The after
-    window: up to `window` ticks from the change, cut at the first change point more than GRACE_TICKS after it (the
-    market's shift, not the change's)."""
-    start = max([change_tick - window, *(p.tick for p in points if p.tick <= change_tick)])
+    window: up to `window` ticks from the change, cut at the first change point after it. A change point within
+    GRACE_TICKS of the change either way is taken for the change's own effect (the CUSUM places an onset a few ticks
+    early or late) and bounds neither window."""
+    start = max([change_tick - window, *(p.tick for p in points if p.tick < change_tick - GRACE_TICKS)])
     cut = min((p.tick for p in points if p.tick > change_tick + GRACE_TICKS), default=None)
     end = change_tick + window if cut is None else min(change_tick + window, cut)
     return Windows(before=[o for o in series if start <= o.tick < change_tick],

@@ -64,6 +64,9 @@ def test_a_tick_tag_and_its_cell():
     assert (tag.trend, tag.gas_band, tag.liquidity_band) == ("up", "normal", "deep")
     assert tag.cell == f"v{tag.volatility_quintile}/up/gas-normal/liq-deep"
     assert RegimeTag().cell == "v?/?/gas-?/liq-?"
+    # liquidity: a tenth of the exposure (one de-risking step) sold into the pool — 30 of 300 into 1,000 is thin,
+    # where the whole 300 would read a crisis
+    assert regime_tag(prices, 12.0, [10.0] * 20, exposure=300.0, reserve=1000.0).liquidity_band == "thin"
 
 
 # ---- matching and the test -----------------------------------------------------------------------------
@@ -162,6 +165,8 @@ def test_a_change_point_clips_the_before_window_and_one_past_the_grace_cuts_the_
     soon = ChangePoint(tick=100 + GRACE_TICKS, alarm_tick=115, direction="down", statistic=16)
     late = ChangePoint(tick=130, alarm_tick=140, direction="down", statistic=16)
     assert windows(series, 100, 50, [soon]).after_cut is None  # the change's own effect: not the market's
+    at = ChangePoint(tick=100 - GRACE_TICKS, alarm_tick=104, direction="down", statistic=16)
+    assert windows(series, 100, 50, [at]).before_from == 50  # an onset placed a few ticks early: nor the before window
     w = windows(series, 100, 50, [soon, late])
     assert w.after_cut == 130 and max(o.tick for o in w.after) == 129
 
