@@ -93,6 +93,11 @@ async def test_a_rule_that_loses_in_matched_regimes_is_rolled_back_and_one_witho
         services = rig.services()
         episode = services.episodes.get(records[25].episodes_written[0])
         assert isinstance(services.episodes, EpisodeStore) and episode.regime_tag == tagged.cell
+        # so does the Reflexion insight an acted tick admitted into the Grimoire
+        admitted = [r for r in records.values() if r.reflexion and r.reflexion.insight_admission == "admitted"]
+        assert admitted, [(r.tick, r.reflexion.insight_admission) for r in records.values() if r.reflexion]
+        entry = services.semantic.get(admitted[0].reflexion.insight_entry_id)
+        assert entry.regime_tag == admitted[0].observation.regime_tag.cell
 
         events = EventStore(rig.data_dir).read(kinds=["grimoire.change_rolled_back"])
         assert harmful.id in [e.payload["ref"] for e in events] and {e.tick for e in events} == {30}
