@@ -99,9 +99,11 @@ def test_a_change_that_loses_in_matched_cells_is_harmful_and_one_that_gains_impr
     assert cmp is not None and cmp.verdict == "harmful" and cmp.z < -1.645 and cmp.d < -0.2, cmp
     assert cmp.effect_usd == pytest.approx(-20, abs=10)  # a bull market after it does not hide the loss
     # an effect only in falling cells counts at the before window's mix (80 % falling), not the after window's (20 %)
-    bear_only = [_market(r, 50 + t, trend, effect=-20.0 if trend == "down" else 0.0)
+    # (−40 $ in the falling cell: 0.8 × −40 = −32 at the before mix, 0.2 × −40 = −8 at the after mix)
+    r5 = random.Random(5)
+    bear_only = [_market(r5, 50 + t, trend, effect=-40.0 if trend == "down" else 0.0)
                  for t, trend in enumerate("up" if t % 5 else "down" for t in range(50))]
-    assert compare(before, bear_only, 10).effect_usd == pytest.approx(-16, abs=6)  # type: ignore[union-attr]
+    assert compare(before, bear_only, 10).effect_usd == pytest.approx(-32, abs=12)  # type: ignore[union-attr]
     better = [_market(r, 50 + t, "down" if t % 5 else "up", effect=+20.0) for t in range(50)]
     assert compare(before, better, 10).verdict == "improved"  # type: ignore[union-attr]
 
