@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 from temporalio import activity
 
 from activities import ActivitySet
@@ -76,6 +77,11 @@ from golem.models.golem import (
     QuarantineReviewStats,
 )
 from golem.safety.attribution import PERSISTENT_WINDOWS, window_report
+from golem.events.models import make_event
+from golem.models.config import ViabilitySection
+from golem.models.config_version import strategy_sha256
+from golem.safety import experience
+from golem.safety.experience import ViabilityStore
 from golem.safety.limits import check_playbook_delta
 from golem.services import Services
 
@@ -363,6 +369,40 @@ class ConsolidationActivities(ActivitySet):
         return DeltaStep(fields={"embedding_drift": {**drift.as_dict(), "write_pause": {
             "paused": pause["paused"], "reasons": sorted(pause["reasons"]), "pending": pause["pending"]}}})
 
+    @activity.defn(name="delta_viability")
+    @auto_heartbeat
+    async def viability(self, inp: ConsolidationInput) -> DeltaStep:
+        """The strategy judged by what it achieved over the last `[viability] window_ticks` records: a critical
+        finding restricts the golem until it stops binding or the owner acknowledges it (golem.safety.experience)."""
+        cfg = inp.config.viability
+        if not cfg.enabled:
+            return DeltaStep()
+        return DeltaStep(fields={"viability": await blocking("viability", self._viability, inp.tick, cfg)})
+
+    def _viability(self, tick: int, cfg: ViabilitySection) -> dict[str, Any]:
+        records = [r for r in self._recent_records(cfg.window_ticks) if r.tick <= tick]
+        settled = {row.tick: row.settled_pnl for row in self.s.learning.outcomes() if row.settled_pnl is not None
+                   and not row.run_label}
+        sha = strategy_sha256(self.s.strategy_text())
+        state, fresh = ViabilityStore(self.s.layout.viability).record(
+            experience.assess(records, cfg, tick=tick, settled=settled), sha)
+        now, a = _now_iso(), state.assessment
+        assert a is not None
+        self.s.events.emit([
+            make_event(self.s.config.golem.id, tick, now,
+                       "safety.strategy_unviable" if f.severity == "critical" else "safety.strategy_warning", f.kind,
+                       finding=f.kind, message=f.message, fix=f.fix, figures=f.figures,
+                       acknowledged=f.kind in state.acknowledged)
+            for f in a.findings])
+        url = self.s.config.alerts.webhook_url
+        if url and fresh:  # the operator hears of a new restriction once (idempotent by the cycle's tick)
+            body = {"golem": self.s.config.golem.id, "tick": tick, "status": a.status, "id": f"viability-{tick}",
+                    "findings": [f.model_dump() for f in fresh],
+                    "acknowledge": "golem strategy-check --ack (or change STRATEGY.md)"}
+            httpx.post(url, json=body, timeout=5.0).raise_for_status()  # a failing receiver: Temporal retries
+        ViabilityStore(self.s.layout.viability).notified(fresh)
+        return experience.summary(state, sha)
+
     @activity.defn(name="delta_report")
     def report(self, inp: DeltaReport) -> None:
         """The finished cycle on the Event Fabric, with the external trend measured over the ticks'
@@ -401,6 +441,8 @@ class ConsolidationActivities(ActivitySet):
     # (workflow.patched("delta-settle"))
     DELTA_STEPS_SETTLE = ("decay", "settle", "distill", "upkeep", "dream_promotion", "learn", "trial", "playbook",
                           "followups", "retention", "drift")
+    # since a strategy is judged by experience: the last step reads the window's records (workflow.patched("delta-viability"))
+    DELTA_STEPS_VIABILITY = (*DELTA_STEPS_SETTLE, "viability")
 
     @activity.defn(name="delta_consolidate")
     @auto_heartbeat

@@ -79,6 +79,8 @@ async def _status(args: Namespace) -> int:
               f"{'entries stopped (no new positions)' if st.entries_stopped else ''} — {st.control_note}")
     if st.chain.alert:
         print(f"  ALERT:      {st.chain.alert}")
+    for line in viability_lines(Path(args.data), cfg.golem.home):
+        print(line)
     recent = alerts_line(Path(args.data))
     if recent:
         print(recent)
@@ -245,6 +247,31 @@ def strategy_lines(st: GolemStatus, args: Namespace) -> list[str]:
     if rec is not None and rec.strategies is not None:
         out += [f"  STRATEGY FILE ERROR (left out, the others run): {e}" for e in rec.strategies.errors]
     return out
+
+
+def viability_lines(data: Path, home: str) -> list[str]:
+    """The last delta cycle's judgement of the strategy by experience: RESTRICTED while a critical finding binds,
+    else its warnings, until the owner acknowledges them (docs/how-to/strategies.md#unviable-from-experience)."""
+    from golem.inference.strategies import read_bundle
+    from golem.layout import DataLayout
+    from golem.models.config_version import strategy_sha256
+    from golem.safety.experience import ViabilityStore
+
+    try:
+        state = ViabilityStore(DataLayout(data).viability).load()
+        sha = strategy_sha256(read_bundle(Path(home)))
+    except (OSError, ValueError) as err:
+        return [f"  viability:  unreadable ({err})"]
+    a = state.assessment
+    if a is None or sha != state.strategy_sha or not a.findings:
+        return []
+    binding = {f.kind for f in state.binding(sha)}
+    head = (f"  RESTRICTED: strategy unviable from experience (delta cycle at tick {a.tick}); nothing that opens "
+            "exposure runs, no paid model — `golem strategy-check --ack` accepts it" if binding
+            else f"  viability:  findings at tick {a.tick}" + (" (acknowledged)" if all(
+                f.kind in state.acknowledged for f in a.findings) else " — `golem strategy-check --ack`"))
+    return [head, *(f"    - {'' if f.kind in binding or f.kind not in state.acknowledged else 'acknowledged '}"
+                    f"{f}" for f in a.findings)]
 
 
 def attribution_line(args: Namespace, window_ticks: int, upto: int) -> str | None:

@@ -246,7 +246,10 @@ def builtin_extensions() -> list[Extension]:
                                    "X402Payer readies the call, X402Transport pays the gateway's 402 "
                                    "(golem.inference.payment)"),
         # Layer 4 – Cognition
-        _x("turn-context", 4, {"context"}, ["context"], optional=True, present=False),
+        _x("turn-context", 4, {"context"}, ["context"], optional=True,
+           what="progressive disclosure: what the allocation held back stays on call (golem.inference.turn_context)",
+           context="decide: the tool loop's first turn lists the held-back sections and offers the `workspace` read "
+                   "that returns one whole (LLMDeliberator.decide)"),
         _x("dream", 4, {"after_turn"}, ["grimoire", "daimon"], optional=True, what="DreamScheduler and dream cycle",
            after_turn="GolemWorkflow between ticks (schedule_dream), DreamCycleWorkflow"),
         _x("cybernetics", 4, {"after_turn"}, ["context", "grimoire"], optional=True,
@@ -278,7 +281,10 @@ def builtin_extensions() -> list[Extension]:
                  "ThetaTickWorkflow.steer: interrupt or cancel the running tick",
            send_message="golem steer / followup: deliver the signal, validated first (cli/steer.py)"),
         # Layer 7 – Recovery
-        _x("compaction", 7, {"session"}, ["context"], optional=True, present=False),
+        _x("compaction", 7, {"session"}, ["context"], optional=True,
+           what="DeFi-aware compaction of the owner's chat session (golem.inference.compaction)",
+           session="before_compact: golem chat and the T2 workspace fold the turns older than the tail, keeping the "
+                   "cage's hash, positions, phase, PLAYBOOK heuristics and active warnings (golem.usecases.conversation)"),
     ]
 
 

@@ -316,6 +316,19 @@ class LearningSection(BaseModel):
     regime_rollback: bool = True  # false: a change found harmful in matched regimes is reported, not rolled back
 
 
+class ViabilitySection(BaseModel):
+    """[viability]: a strategy judged by what it achieved, at each delta cycle (docs/design/safety.md#unviable-from-experience)."""
+
+    model_config = {"extra": "forbid"}
+    enabled: bool = True  # false: only the validation pipeline (before trading, on a new STRATEGY.md) judges viability
+    window_ticks: int = Field(default=100, ge=10, le=5000)  # the recorded ticks each delta cycle judges
+    min_cost_usd: float = Field(default=5.0, ge=0.0)  # gas + inference below this is never "costs exceed returns"
+    min_trades: int = Field(default=3, ge=1)  # earning trades (not protective) needed before returns are judged
+    thin_liquidity_events: int = Field(default=3, ge=1)  # swaps clipped/refused for price impact or slippage
+    refusals: int = Field(default=5, ge=1)  # proposals the cage refused in the window...
+    refusal_share: float = Field(default=0.5, gt=0.0, le=1.0)  # ...and their share of all proposals
+
+
 class AlertsSection(BaseModel):
     """[alerts]: where the heartbeat-monitor's batched ProbeAlerts go besides the Event Fabric."""
 
@@ -390,6 +403,7 @@ class GolemConfig(BaseModel):
     lifespan: LifespanSection = Field(default_factory=LifespanSection)
     extensions: ExtensionsSection = Field(default_factory=ExtensionsSection)
     learning: LearningSection = Field(default_factory=LearningSection)
+    viability: ViabilitySection = Field(default_factory=ViabilitySection)
     # Read by the worker from golem.toml; kept out of the config version and of workflow payloads (exclude), so
     # adding the section changed no version hash and no recorded history. A new URL needs a worker restart.
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)
@@ -406,7 +420,7 @@ class GolemConfig(BaseModel):
         return data
 
 
-LATE_SECTIONS = ("wake", "learning")
+LATE_SECTIONS = ("wake", "learning", "viability")
 
 
 def read_config_table(path: str | Path) -> dict[str, Any]:

@@ -203,6 +203,8 @@ class ConsolidationResult(BaseModel):
     regime_eval: dict[str, Any] = Field(default_factory=dict)
     # rules that entered, were revised in or left PLAYBOOK.md this cycle (each judged at a later cycle)
     playbook_changes: list[dict[str, Any]] = Field(default_factory=list)
+    # the strategy judged by what it achieved over the window (golem.safety.experience); absent before that step
+    viability: dict[str, Any] | None = None
 
 
 class DeltaStep(BaseModel):
