@@ -390,7 +390,8 @@ class TickActivities(ActivitySet):
             t["name"] == REQUEST_PRIVILEGED for t in tools or []) else []
         chain = TickReads(self.s.w3, self.s.deployment, self.s.account, obs, write_tools=[*granted, *asked])
         memory = MemoryReads(self.s.episodes, self.s.semantic, golem_id=inp.ctx.golem_id, tick=inp.ctx.tick,
-                             regime=obs.regime.value, block=obs.snapshot.block_number)
+                             regime=obs.regime.value, block=obs.snapshot.block_number,
+                             regime_tag=obs.regime_tag.cell if obs.regime_tag is not None else None)
         return CombinedReads(chain, memory)
 
     def _before_agent_start(self, inp: DecideInput, obs: Observation) -> AgentStart:

@@ -74,6 +74,11 @@ def brief(rec: DecisionCycleRecord) -> list[str]:
            f"regime {rec.regime.value}  PE {rec.prediction_error:.3f} / θ {rec.deliberation_threshold:.3f}  "
            f"HF {'—' if hf is None else f'{hf:.3f}'}  price {rec.observation.snapshot.pool.price:,.2f}",
            f"  why:      {rec.gating_reason}"]
+    tag = rec.observation.regime_tag
+    if tag is not None:  # docs/design/learning.md#the-regime-tag
+        out.append(f"  tag:      {tag.cell}" + (f"  (σ {tag.volatility:.4%}" if tag.volatility is not None else "  (")
+                   + (f", gas ×{tag.gas_ratio:.2f}" if tag.gas_ratio is not None else "")
+                   + (f", impact {tag.price_impact:.2%})" if tag.price_impact is not None else ")"))
     for iv in rec.active_interventions:
         out.append(f"  {iv.kind}:    {iv.id} \"{iv.message}\"" + (f" ({iv.severity})" if iv.severity else "")
                    + (f" from the {iv.source}" if iv.source != "owner" else ""))

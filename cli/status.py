@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
+from collections import Counter
 from argparse import Namespace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -111,6 +113,8 @@ async def _status(args: Namespace) -> int:
         print(split)
     if (threat := threats_line(args, st.tick)) is not None:
         print(threat)
+    if (learned := learning_line(args)) is not None:
+        print(learned)
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -290,6 +294,39 @@ def attribution_line(args: Namespace, window_ticks: int, upto: int) -> str | Non
         line += f"\n              answered by {w['responsible_loop']}"
     if last is not None:
         line += f"\n              tick {records[-1].tick}: {parts(last)}"
+    return line
+
+
+def learning_line(args: Namespace) -> str | None:
+    """The learning changes judged in matched regimes (docs/design/learning.md#regime-matched-evaluation): how many
+    were rolled back, kept, still waiting, the last rollback and why, and the last shift of the outcomes; None
+    before any change was recorded."""
+    from cli.common import data_dir
+    from golem.errors import UserError
+    from golem.layout import DataLayout
+    from golem.learning.ledger import LearningLedger
+
+    try:
+        path = DataLayout.of(data_dir(args)).learning
+        if not path.exists():
+            return None
+        ledger = LearningLedger(path)
+        changes, points = ledger.changes(), ledger.change_points()
+    except (OSError, ValueError, UserError, sqlite3.Error):
+        return None
+    if not changes and not points:
+        return None
+    n = Counter(c.status for c in changes)
+    line = (f"  learning:   {len(changes)} changes: {n['rolled_back']} rolled back, {n['improved']} improved, "
+            f"{n['inconclusive']} inconclusive, {n['pending']} waiting"
+            + (f", {n['harmful']} harmful (rollback off)" if n["harmful"] else ""))
+    back = [c for c in changes if c.status == "rolled_back"]
+    if back:
+        last = max(back, key=lambda c: (c.judged_tick or 0, c.id))
+        line += f"\n              rolled back at tick {last.judged_tick}: {last.kind} {last.ref} ({last.op}) — {last.reason}"
+    if points:
+        p = points[-1]
+        line += f"\n              outcomes shifted {p['direction']} at tick {p['tick']} (CUSUM {p['statistic']:.1f}): windows restart there"
     return line
 
 

@@ -57,6 +57,7 @@ KINDS: dict[str, str] = {
     "grimoire.quarantined": "delta consolidation quarantined entries",
     "grimoire.superseded": "entries merged into or superseded by others",
     "grimoire.playbook_revised": "PLAYBOOK.md got a new revision",
+    "grimoire.change_rolled_back": "a learning change (loop-2 retune, PLAYBOOK rule) was worse in matched regimes: undone",
     "budget.spend": "what the tick spent (inference, gas) against today's budgets",
     "dreams.cycle_finished": "a dream cycle ended",
     "mortality.phase_changed": "the behavioural phase changed",
@@ -83,6 +84,7 @@ KINDS: dict[str, str] = {
     "strategies.ended": "an active strategy's window closed; it waits for the next",
     "strategies.completed": "a strategy completed for good, and which completion line held",
     "strategies.error": "a strategy file does not parse: left out of the tick, the others keep running",
+    "quality.outcome_change_point": "the per-tick outcomes shifted (CUSUM): matched before/after windows restart there",
     "quality.external_trend": "the 30-day Sharpe, drawdown and PnL, and how many days the PnL has declined",
 }
 

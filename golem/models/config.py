@@ -311,6 +311,9 @@ class LearningSection(BaseModel):
     sortino_margin: float = Field(default=0.0, ge=0.0)  # Sortino per tick must beat the run without the rule by more
     drawdown_tolerance: float = Field(default=0.0, ge=0.0)  # max drawdown may be worse by at most this (fraction)
     health_factor_tolerance: float = Field(default=0.0, ge=0.0)  # min HF may be lower by at most this
+    regime_window_ticks: int = Field(default=50, ge=5, le=2000)  # before/after window of a learning change's evaluation
+    regime_min_matched: int = Field(default=10, ge=3)  # matched ticks a side before a change is judged
+    regime_rollback: bool = True  # false: a change found harmful in matched regimes is reported, not rolled back
 
 
 class ViabilitySection(BaseModel):
