@@ -125,7 +125,11 @@ def _debug_requested(args: Namespace, rec: Any) -> None:
     from golem.extensions.hooks import fire
 
     now = datetime.now(timezone.utc).isoformat()
-    fire(registry_for(golem_config(args).extensions.disabled), "debug", {"observability": lambda: EventStore(
+    try:  # `golem show` reads records without a golem.toml too: then every extension is on
+        disabled = golem_config(args).extensions.disabled if getattr(args, "home", None) else []
+    except SystemExit:
+        disabled = []
+    fire(registry_for(disabled), "debug", {"observability": lambda: EventStore(
         data_dir(args)).append([make_event(
             rec.golem_id, rec.tick, now, "heartbeat.debug_requested", now, run=rec.run_label or "original",
             regime=rec.regime.value, phase=rec.phase.value, tier=rec.tier.value, cost_usd=rec.total_cost,
