@@ -268,7 +268,9 @@ class GolemWorkflow:
 
     @workflow.query
     def status(self) -> GolemStatus:
-        return golem_status(self._s, self._cfg, activity=self._held.activity, run_ticks=self._run_ticks,
+        activity = self._held.activity + (f"; delta cycle of tick {self._held.delta_tick} running beside the ticks"
+                                          if self._held.delta is not None else "")
+        return golem_status(self._s, self._cfg, activity=activity, run_ticks=self._run_ticks,
                             tick_workflow_id=self._child_id if self._child is not None else None,
                             config_version=self._config_info.version)
 
@@ -309,13 +311,18 @@ class GolemWorkflow:
                 if self._dying():
                     return await self._end(row)
             cfg = self._config  # an applied config version takes effect here, between ticks, whole
+            await golem_steps.finish_delta(self._held, self._now)  # a background cycle that ended: folded in
             workflow.deprecate_patch("dream-scheduler")
             urgency = schedule_dream(self._s, cfg)
-            if urgency.due:
+            if urgency.due and self._held.delta is None:  # a dream waits for a background delta cycle to end
                 await golem_steps.dream(self._held, cfg, urgency, self._config_info.version, self._now,
                                          replay=self._clock.replay)
-            if should_run_delta(self._s, cfg.clock):
-                await golem_steps.consolidate(self._held, cfg, self._now)
+            if should_run_delta(self._s, cfg.clock) and self._held.delta is None:
+                # the wall clock: the cycle runs beside the ticks (a trial takes minutes); the replay clock waits
+                if not replay and workflow.patched("delta-background"):
+                    await golem_steps.start_delta(self._held, cfg, self._now)
+                else:
+                    await golem_steps.consolidate(self._held, cfg, self._now)
 
             await self._tick()
             self._run_ticks += 1
@@ -327,6 +334,7 @@ class GolemWorkflow:
                     break
 
             if self._run_ticks >= cfg.clock.continue_as_new_ticks:
+                await golem_steps.finish_delta(self._held, self._now, wait=True)  # the new run would orphan it
                 self._held.activity = "continuing-as-new"
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 world_time, last_tick_at = self._world.carried() if replay else (None, None)
@@ -342,6 +350,7 @@ class GolemWorkflow:
                 workflow.deprecate_patch("backpressure")
                 continue
             await golem_steps.wait_theta(self._held, cfg, self._local_steps, self._now)
+        await golem_steps.finish_delta(self._held, self._now, wait=True)
         self._held.activity = "stopped"
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._s
@@ -444,6 +453,7 @@ class GolemWorkflow:
     async def _end(self, row: WorldTime | None = None, ticked: bool = False) -> GolemState:
         """on_end: lifespan's handler is Thanatopsis (`_die`); which members ran goes into life.on_end. Firing adds no
         command; only what the handler awaits (settlement ticks, the thanatopsis activity) is in history."""
+        await golem_steps.finish_delta(self._held, self._now, wait=True)  # the end would close a background cycle
         fired, _ = await fire_async(self._registry(), "on_end", {"lifespan": lambda: self._die(row, ticked)})
         self._held.state = self._s.model_copy(update={"life": self._s.life.model_copy(update={"on_end": fired})})
         return self._s

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from golem.cognition.backpressure import DREAM_TRIGGER
     from golem.usecases.tick import missed_triggers, queue_missed
     from golem.models.config import GolemConfig
-    from golem.models.golem import ConsolidationInput, DreamInput, DreamResult, TickFailure
+    from golem.models.golem import ConsolidationInput, ConsolidationResult, DreamInput, DreamResult, TickFailure
     from golem.models.interventions import FollowUp
     from golem.models.state import GolemState
     from golem.models.tick import TickResult
@@ -46,6 +46,9 @@ class Held:
     state: GolemState | None = None
     activity: str = "starting"
     dream: workflow.ChildWorkflowHandle[Any, DreamResult] | None = None  # the running dream: a critical steer wakes it
+    # a delta cycle running beside the ticks (wall clock): folded in when it ends (golem_steps.fold_delta)
+    delta: workflow.ChildWorkflowHandle[Any, ConsolidationResult] | None = None
+    delta_tick: int = 0  # the running background cycle's tick
 
     @property
     def s(self) -> GolemState:
@@ -128,28 +131,68 @@ async def wait_theta(held: Held, cfg: GolemConfig, local: bool, now: Callable[[]
         await gamma(held, cfg, local, now)
 
 
-async def consolidate(held: Held, cfg: GolemConfig, now: Callable[[], datetime]) -> None:
-    """Learned gating's feedback, then DeltaConsolidationWorkflow; its failure never stops the heartbeat."""
+def _delta_input(held: Held, cfg: GolemConfig, now: Callable[[], datetime]) -> ConsolidationInput:
     s = held.s
-    held.activity = "consolidating"
     held.state, feedback = learn_at_delta(s, cfg.gating)
     workflow.logger.info("gating feedback at tick %s: %s", s.tick, feedback)
-    inp = ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=held.window("next-curator"),
-                             daily_spend_usd=daily_spend_on(s, now().isoformat()))
+    return ConsolidationInput(golem_id=s.golem_id, tick=s.tick, config=cfg, followups=held.window("next-curator"),
+                              daily_spend_usd=daily_spend_on(s, now().isoformat()))
+
+
+async def consolidate(held: Held, cfg: GolemConfig, now: Callable[[], datetime]) -> None:
+    """Learned gating's feedback, then DeltaConsolidationWorkflow, ticking waits for it (the replay clock: a path's
+    learning lands on the same row however loaded the machine); its failure never stops the heartbeat."""
+    held.activity = "consolidating"
+    inp = _delta_input(held, cfg, now)
     try:
         result = await workflow.execute_child_workflow(
-            DeltaConsolidationWorkflow.run, inp, id=ids.cycle_workflow_id(s.golem_id, "delta", s.tick),
-            task_queue=ids.task_queue(s.golem_id), execution_timeout=timedelta(minutes=10))
+            DeltaConsolidationWorkflow.run, inp, id=ids.cycle_workflow_id(inp.golem_id, "delta", inp.tick),
+            task_queue=ids.task_queue(inp.golem_id), execution_timeout=timedelta(minutes=10))
     except ChildWorkflowError as err:
-        workflow.logger.error("delta cycle at tick %s failed: %s", s.tick, err.cause or err)
+        workflow.logger.error("delta cycle at tick %s failed: %s", inp.tick, err.cause or err)
         result = None
+    fold_delta(held, inp.tick, result, now)
+
+
+async def start_delta(held: Held, cfg: GolemConfig, now: Callable[[], datetime]) -> None:
+    """The wall clock: DeltaConsolidationWorkflow starts beside the ticks — a trial's backtests take minutes, and a
+    golem with a loan must not sleep through them (docs/design/tick.md#consolidation-beside-the-ticks). The cycle's
+    tick counts as its delta tick at once, so no second cycle starts while it runs."""
+    inp = _delta_input(held, cfg, now)
+    held.delta = await workflow.start_child_workflow(
+        DeltaConsolidationWorkflow.run, inp, id=ids.cycle_workflow_id(inp.golem_id, "delta", inp.tick),
+        task_queue=ids.task_queue(inp.golem_id), execution_timeout=timedelta(minutes=10))
+    held.delta_tick = inp.tick
+    held.state = held.s.model_copy(update={"last_delta_tick": inp.tick})
+
+
+async def finish_delta(held: Held, now: Callable[[], datetime], *, wait: bool = False) -> None:
+    """Fold a background delta cycle that ended (or, `wait`, wait for it: before continue-as-new or the end, which
+    would close the child)."""
+    handle = held.delta
+    if handle is None or not (wait or handle.done()):
+        return
+    if wait and not handle.done():
+        held.activity = "consolidating"
+    tick = held.delta_tick
+    try:
+        result = await handle
+    except ChildWorkflowError as err:
+        workflow.logger.error("delta cycle at tick %s failed: %s", tick, err.cause or err)
+        result = None
+    held.delta = None
+    fold_delta(held, tick, result, now)
+
+
+def fold_delta(held: Held, tick: int, result: ConsolidationResult | None, now: Callable[[], datetime]) -> None:
+    """A delta cycle's result into the golem's state."""
     if result is not None:
         held.drop_followups(result.followups_delivered)
     if result is not None and result.inference_cost_usd > 0:
         workflow.deprecate_patch("delta-inference-spend")  # the delta's LLM calls count against the daily budget
         held.state = fold_upkeep_cost(held.s, result.inference_cost_usd, now().isoformat())
     # A PLAYBOOK revision invalidates cached decisions: the worker's cache drops them at its next lookup.
-    held.state = held.s.model_copy(update={"last_delta_tick": s.tick})
+    held.state = held.s.model_copy(update={"last_delta_tick": max(tick, held.s.last_delta_tick)})
     if result is not None:  # the curator's dream_priority tags feed the dream scheduler
         held.state = held.s.model_copy(update={"dream_tags": result.dream_tags})
 

@@ -108,7 +108,7 @@ async def test_calm_golem_runs_twenty_ticks_mostly_t0(temporal_client, calm_rig)
     history = await temporal_client.get_workflow_handle("golem-calm-golem-delta-10").fetch_history()
     steps = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
              if e.HasField("activity_task_scheduled_event_attributes")]
-    assert steps == [f"delta_{name}" for name in ConsolidationActivities.DELTA_STEPS_SETTLE] + ["delta_report"], steps
+    assert steps == [f"delta_{name}" for name in ConsolidationActivities.DELTA_STEPS_VIABILITY] + ["delta_report"], steps
     assert delta.followups_delivered == ["cur-1"] and not final.pending_followups, "the curator got its follow-up"
     assert delta.embedding_drift["status"] == "healthy", "the embedding drift check ran at delta"
     assert delta.embedding_drift["write_pause"]["paused"] is False

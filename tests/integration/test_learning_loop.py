@@ -40,7 +40,9 @@ async def test_outcome_derived_rule_changes_a_later_offline_decision_on_chain(te
     (rig.home / "STRATEGY.md").write_text(STRATEGY)
     try:
         async with in_process_worker(temporal_client, rig):
-            handle = await rig.start_golem(temporal_client, max_ticks=12)
+            # the delta cycle of tick 10 runs beside ticks 10, 11; the continue-as-new after tick 11 waits for it, so
+            # ticks 12-15 decide with its PLAYBOOK.md
+            handle = await rig.start_golem(temporal_client, max_ticks=16)
             await asyncio.wait_for(handle.result(), timeout=240)  # the parent folded every tick
         store = CycleStore(rig.data_dir)
         records = [store.load(r["tick"]) for r in reversed(store.recent(30))]
@@ -68,7 +70,7 @@ async def test_outcome_derived_rule_changes_a_later_offline_decision_on_chain(te
         hid = learned[0].id
         assert hid in (rig.data_dir / "PLAYBOOK.md").read_text()
 
-        # a later tick (the delta cycle runs before tick 10): the owner's rule no longer fires (HF > 2.2), the learned one does, on chain
+        # a later tick (once the delta cycle of tick 10 ended): the owner's rule no longer fires (HF > 2.2), the learned one does, on chain
         later = [r for r in records if r.deliberation and any(a.entry_id == hid for a in r.deliberation.rules_applied)]
         assert later, [(r.tick, r.deliberation.decision) for r in records if r.deliberation]
         # far from every line the learned repay is routine: at a gas price over the recent median it waits (deferred,

@@ -7,6 +7,7 @@ that changed nothing is kept, marked inconclusive."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 
 import pytest
 
@@ -56,10 +57,15 @@ async def test_a_rule_that_loses_in_matched_regimes_is_rolled_back_and_one_witho
             handle = await rig.start_golem(temporal_client, max_ticks=34)
             # after the first delta cycle has compiled the benign rule, the harmful one is voted in: it enters
             # PLAYBOOK.md at the second (tick 20) and is judged at the third (tick 30) on ticks 10-19 vs 20-29
-            while store.count() < 12:
+            while store.count() < 11:  # the first delta cycle (tick 10) has started, beside the ticks
                 await asyncio.sleep(0.2)
+            await temporal_client.get_workflow_handle(f"golem-{rig.golem_id}-delta-10").result()
             harmful = _promote(heuristics, HARMFUL, "harmful")
             await asyncio.wait_for(handle.result(), timeout=420)
+            # the cycles run beside the ticks: the rule is in PLAYBOOK.md from the end of the tick-20 cycle to the
+            # end of the tick-30 one
+            entered, removed = [(await temporal_client.get_workflow_handle(
+                f"golem-{rig.golem_id}-delta-{t}").describe()).close_time for t in (20, 30)]
         ledger = LearningLedger(rig.data_dir / "grimoire" / "learning.sqlite")
         changes = {c.ref: c for c in ledger.changes()}
         assert (changes[benign.id].op, changes[benign.id].tick) == ("entered", 10), changes
@@ -83,7 +89,10 @@ async def test_a_rule_that_loses_in_matched_regimes_is_rolled_back_and_one_witho
         records = {r["tick"]: store.load(r["tick"]) for r in store.recent(40)}
         fired = [t for t, r in records.items() if r.deliberation
                  and any(a.entry_id == harmful.id for a in r.deliberation.rules_applied)]
-        assert fired and min(fired) >= 20 and max(fired) < 30, fired  # it acted only while it was in PLAYBOOK.md
+        # it acted only while it was in PLAYBOOK.md
+        when = {t: datetime.fromisoformat(records[t].timestamp) for t in fired}
+        assert fired and all(entered <= w <= removed for w in when.values()), (entered, removed, when)
+        assert any(datetime.fromisoformat(r.timestamp) > removed for r in records.values()), "ticks after it left"
         # every tick is tagged from what it observed (a tenth of 30 WETH sold into the pool's 500: 1.2 %, "normal"),
         # and its episode carries the cell
         tagged = records[25].observation.regime_tag
