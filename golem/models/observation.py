@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from golem.models.pheromones import PheromoneReadings
 from golem.models.strategy_runs import StrategyActivity
 from golem.models.enums import MarketRegime, ProbeSeverity
 
@@ -117,6 +118,8 @@ class Observation(BaseModel):
     liquidations: list[LiquidationEvent] = Field(default_factory=list)
     # The strategies under strategies/ as this tick's clock found them (None: the golem has only STRATEGY.md)
     strategies: StrategyActivity | None = None
+    # The clade's pheromone field on the entities this golem touches (None: no [clade], a lone golem)
+    pheromones: PheromoneReadings | None = None
 
     @property
     def primary_price(self) -> float:

@@ -1,0 +1,51 @@
+"""PheromoneFieldWorkflow: a clade's shared pheromone field, one per clade (id clade-<clade>-pheromones, on the
+clade's task queue). Deposits arrive as updates (a malformed one is refused by the validator, with the reason, and
+never reaches history); golems read it with a query. It keeps its history short by continuing as new with the
+live trails. Why a workflow and the formulas: docs/design/pheromones.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from golem.clade.field import apply_batch, parse_batch, pruned
+    from golem.models.pheromones import DepositReceipt, FieldInput, FieldState
+
+
+@workflow.defn
+class PheromoneFieldWorkflow:
+    @workflow.init
+    def __init__(self, inp: FieldInput) -> None:
+        self._state = inp.state
+
+    @workflow.query
+    def field(self) -> FieldState:
+        """The trails as laid (intensity at their last deposit); readers decay them to their own now."""
+        return self._state
+
+    @workflow.update
+    def deposit(self, raw: Any) -> DepositReceipt:
+        batch = parse_batch(raw)
+        self._state, applied = apply_batch(self._state, batch, workflow.now().timestamp())
+        return DepositReceipt(applied=applied, duplicate=applied == 0, trails=len(self._state.trails))
+
+    @deposit.validator
+    def _check(self, raw: Any) -> None:
+        try:
+            parse_batch(raw)
+        except ValueError as err:
+            raise ApplicationError(str(err), type="MalformedDeposit", non_retryable=True) from None
+
+    @workflow.run
+    async def run(self, inp: FieldInput) -> None:
+        await workflow.wait_condition(
+            lambda: workflow.info().get_current_history_length() >= inp.continue_after_events
+            or workflow.info().is_continue_as_new_suggested())
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        now = workflow.now().timestamp()
+        state = self._state.model_copy(update={"trails": pruned(self._state.trails, now)})
+        workflow.continue_as_new(FieldInput(state=state, continue_after_events=inp.continue_after_events))
