@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from golem.clade.field import apply_batch, parse_batch, pruned
-    from golem.models.pheromones import DepositReceipt, FieldInput, FieldState
+    from golem.models.pheromones import DepositBatch, DepositReceipt, FieldInput, FieldState
 
 
 @workflow.defn
@@ -29,16 +29,13 @@ class PheromoneFieldWorkflow:
 
     @workflow.update
     def deposit(self, raw: Any) -> DepositReceipt:
-        batch = parse_batch(raw)
+        batch = _parsed(raw)  # the validator refused a bad batch already; this keeps a bad one from failing the task
         self._state, applied = apply_batch(self._state, batch, workflow.now().timestamp())
         return DepositReceipt(applied=applied, duplicate=applied == 0, trails=len(self._state.trails))
 
     @deposit.validator
     def _check(self, raw: Any) -> None:
-        try:
-            parse_batch(raw)
-        except ValueError as err:
-            raise ApplicationError(str(err), type="MalformedDeposit", non_retryable=True) from None
+        _parsed(raw)
 
     @workflow.run
     async def run(self, inp: FieldInput) -> None:
@@ -49,3 +46,11 @@ class PheromoneFieldWorkflow:
         now = workflow.now().timestamp()
         state = self._state.model_copy(update={"trails": pruned(self._state.trails, now)})
         workflow.continue_as_new(FieldInput(state=state, continue_after_events=inp.continue_after_events))
+
+
+def _parsed(raw: Any) -> DepositBatch:
+    """The batch, or an ApplicationError saying what is wrong (a plain exception would fail the workflow task)."""
+    try:
+        return parse_batch(raw)
+    except ValueError as err:
+        raise ApplicationError(str(err), type="MalformedDeposit", non_retryable=True) from None

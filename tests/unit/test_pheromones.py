@@ -176,3 +176,14 @@ def test_the_pheromone_term_is_peer_threat_times_its_weight():
     unread = PheromoneReadings(clade="c", entities=[POOL], error="not read")
     assert compute_prediction_error(state, obs.model_copy(update={"pheromones": unread}))[1]["pheromone_threat"] == 0.0
 
+
+
+def test_a_backtest_golem_joins_no_clade(tmp_path):
+    """A backtest's golem never lays on a live clade's field, whatever its home's golem.toml says."""
+    from infra.backtest import _write_home
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "golem.toml").write_text('[golem]\nid = "owner"\n\n[clade]\nid = "my-fleet"\nthreat_half_life_s = 60\n')
+    cfg = _write_home(src, tmp_path / "dst", "bt", "http://127.0.0.1:1", tmp_path, {"clade": {"id": "x"}})
+    assert cfg.clade.id == "" and "clade" not in (tmp_path / "dst" / "golem.toml").read_text()
