@@ -235,7 +235,7 @@ class TickActivities(ActivitySet):
         batch = DepositBatch(id=f"{record.golem_id}/{record.tick}/{record.run_id or record.run_label or 'run'}",
                              deposits=deposits)
         try:
-            await asyncio.wait_for(self.pheromones.deposit(cfg.clade.id, batch), timeout=cfg.clade.read_timeout_s + 10)
+            await asyncio.wait_for(self.pheromones.deposit(cfg.clade.id, batch), timeout=cfg.clade.read_timeout_s + 3)
         except Exception as err:  # the clade's field is not reachable: this tick's deposits are not laid
             activity.logger.warning("pheromones of tick %s not laid on clade %s: %s", record.tick, cfg.clade.id, err)
             return []
