@@ -1,5 +1,6 @@
-"""The clade's pheromone field as the golem's activities use it: lay a tick's deposits (an update that starts the
-field if the clade has none yet) and read the field on the golem's entities (a query). Async, on the worker's
+"""The clade's pheromone field as the golem's activities use it: lay a tick's deposits (a signal that starts the
+field if the clade has none yet), deposit with an answer (an update, refused when malformed) and read the field on
+the golem's entities (a query). Async, on the worker's
 Temporal client; the pure parts are golem.clade.field. Design: docs/design/pheromones.md.
 """
 
@@ -48,6 +49,15 @@ class PheromoneLink:
         if state is None:
             return PheromoneReadings(clade=clade, entities=sorted(entities))
         return field.read(state, entities, me, time.time())
+
+    async def lay(self, clade: str, batch: DepositBatch, timeout_s: float) -> None:
+        """A tick's batch, as a signal (with start): the server keeps it even while no member's worker serves the
+        field, which takes it when one is back; so a tick never waits on the clade's workers. The batch is a
+        validated model already; a retried send is dropped by its id."""
+        await self.client.start_workflow(
+            FIELD_WORKFLOW, FieldInput(state=FieldState(clade=clade)), id=ids.pheromone_field_id(clade),
+            task_queue=ids.clade_queue(clade), id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            start_signal="lay", start_signal_args=[batch], rpc_timeout=timedelta(seconds=timeout_s))
 
     async def deposit(self, clade: str, batch: DepositBatch) -> DepositReceipt:
         """Lay a batch, starting the clade's field if it does not run yet. A batch id already applied is a no-op

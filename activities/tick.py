@@ -227,16 +227,16 @@ class TickActivities(ActivitySet):
 
     async def lay_pheromones(self, record: DecisionCycleRecord, cfg: GolemConfig) -> list[str]:
         """The clade member of after_turn: what the tick saw and did, laid on the clade's field (one batch per tick
-        run, so a retried reflect lays nothing twice). A field that cannot be reached loses this tick's deposits
-        and says so in the log; the tick goes on."""
+        run, so a retried reflect lays nothing twice). Temporal not answering loses this tick's deposits and says so
+        in the log; the tick goes on."""
         deposits = deposits_from(record, cfg.clade)
         if not deposits or self.pheromones is None:
             return []
         batch = DepositBatch(id=f"{record.golem_id}/{record.tick}/{record.run_id or record.run_label or 'run'}",
                              deposits=deposits)
         try:
-            await asyncio.wait_for(self.pheromones.deposit(cfg.clade.id, batch), timeout=cfg.clade.read_timeout_s + 3)
-        except Exception as err:  # the clade's field is not reachable: this tick's deposits are not laid
+            await self.pheromones.lay(cfg.clade.id, batch, timeout_s=cfg.clade.read_timeout_s + 3)
+        except Exception as err:  # Temporal itself is not reachable: this tick's deposits are not laid
             activity.logger.warning("pheromones of tick %s not laid on clade %s: %s", record.tick, cfg.clade.id, err)
             return []
         return [f"{d.kind} {d.intensity:.2f} on {d.entity}" for d in deposits]

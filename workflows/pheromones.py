@@ -1,6 +1,7 @@
 """PheromoneFieldWorkflow: a clade's shared pheromone field, one per clade (id clade-<clade>-pheromones, on the
-clade's task queue). Deposits arrive as updates (a malformed one is refused by the validator, with the reason, and
-never reaches history); golems read it with a query. It keeps its history short by continuing as new with the
+clade's task queue). A golem's tick lays its batch with a signal (kept by the server while no worker serves the
+field); a deposit that wants an answer is an update, a malformed one refused by the validator with the reason (it
+never reaches history); golems read the field with a query. It keeps its history short by continuing as new with the
 live trails. Why a workflow and the formulas: docs/design/pheromones.md.
 """
 
@@ -26,6 +27,16 @@ class PheromoneFieldWorkflow:
     def field(self) -> FieldState:
         """The trails as laid (intensity at their last deposit); readers decay them to their own now."""
         return self._state
+
+    @workflow.signal
+    def lay(self, raw: Any) -> None:
+        """A golem's tick batch. A signal cannot be refused: a malformed one (sent by hand) is logged and dropped."""
+        try:
+            batch = parse_batch(raw)
+        except ValueError as err:
+            workflow.logger.warning("pheromone batch dropped: %s", err)
+            return
+        self._state, _ = apply_batch(self._state, batch, workflow.now().timestamp())
 
     @workflow.update
     def deposit(self, raw: Any) -> DepositReceipt:

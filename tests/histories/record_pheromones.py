@@ -1,5 +1,5 @@
-"""Record `pheromone-field.json`: a clade's PheromoneFieldWorkflow taking deposit batches (one sent twice) until it
-continues as new, so the field's update handling replays in CI.
+"""Record `pheromone-field.json`: a clade's PheromoneFieldWorkflow taking deposit batches, as signals and as updates
+(one batch sent twice), until it continues as new, so the field's handlers replay in CI.
 
     .venv/bin/python -m tests.histories.record_pheromones
 """
@@ -47,8 +47,11 @@ async def record() -> Path:
                                                                             intensity=0.8, half_life_s=3600,
                                                                             depositor="golem-a")])
                         for i in range(2, 8)]
-            for b in batches:
-                await link.deposit(clade, b)
+            for i, b in enumerate(batches):  # the ticks' signals and the answered updates, interleaved
+                if i % 2:
+                    await link.lay(clade, b, timeout_s=10)
+                else:
+                    await link.deposit(clade, b)
             while (await env.client.get_workflow_handle(handle.id).describe()).run_id == handle.result_run_id:
                 await asyncio.sleep(0.1)
         history = await env.client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()

@@ -174,6 +174,10 @@ async def test_a_malformed_deposit_is_refused_with_the_reason_and_nothing_is_los
     assert after == before  # the good deposit of the refused batch was not laid either, and nothing else changed
     history = [e async for e in handle.fetch_history_events()]
     assert not any("panic" in str(e) for e in history), "a refused update never reaches the history"
+    # a malformed batch signalled by hand cannot be refused: the field logs and drops it, and nothing changes
+    await handle.signal("lay", bad)
+    assert await handle.query("field", result_type=FieldState) == before
+    assert (await handle.describe()).status.name == "RUNNING"
     # the field still takes deposits
     receipt = await link.deposit(clade, DepositBatch(id="b/1/r", deposits=[good.model_copy(update={"depositor": "golem-b"})]))
     assert receipt.applied == 1 and receipt.trails == 2
@@ -276,3 +280,50 @@ async def test_a_running_golem_lays_from_its_ticks_and_its_worker_serves_the_fie
             except subprocess.TimeoutExpired:
                 worker.kill()
         rig.stop()
+
+
+async def test_a_field_nobody_serves_costs_a_tick_its_timeout_and_keeps_what_it_laid(tmp_path, anvil, w3,
+                                                                                     world_snapshot, temporal_client):
+    """The field exists but no worker of the clade is up: observe waits read_timeout_s, then goes on with no readings
+    and the reason (the term adds nothing); reflect's deposits are kept by the server and reach the field when a
+    member's worker is back."""
+    import time
+
+    from activities.pheromones import PheromoneLink
+
+    clade_id = f"c{uuid.uuid4().hex[:10]}"
+    oracle = f"oracle:{world_snapshot.addresses['AAVE_ORACLE']}"
+    worker = build_clade_worker(temporal_client, GolemConfig.model_validate({"clade": {"id": clade_id}}))
+    assert worker is not None
+    async with worker:  # the field starts, then its only worker goes away
+        await PheromoneLink(temporal_client).deposit(clade_id, DepositBatch(id="x/0/r", deposits=[Deposit(
+            entity=oracle, kind="threat", intensity=0.9, half_life_s=600, depositor="golem-x")]))
+    a = golem(tmp_path, anvil, world_snapshot, temporal_client, "golem-a", clade_id)
+    b = golem(tmp_path, anvil, world_snapshot, temporal_client, "golem-b", clade_id)
+    b.s.config.clade.read_timeout_s = 1.0
+    t0 = time.monotonic()
+    ctx_b, obs_b = await observe(b, 0, GolemState(golem_id="golem-b"))
+    assert time.monotonic() - t0 < 10
+    assert obs_b.pheromones is not None and obs_b.pheromones.readings == []
+    assert obs_b.pheromones.error and f"pheromone field of clade {clade_id!r} not read" in obs_b.pheromones.error
+    assert (await asyncio.to_thread(b.analyze, AnalyzeInput(ctx=ctx_b, observation=obs_b))).sources[
+        "pheromone_threat"] == 0.0
+
+    # B's tick sees the oracle pushed and lays its threat at once, though nobody serves the field
+    before = push_the_oracle(w3, world_snapshot)
+    _, seen = await observe(b, 1, GolemState(golem_id="golem-b", regime=MarketRegime.RANGE_BOUND,
+                                              last_oracle_price=before))
+    t0 = time.monotonic()
+    assert await b.lay_pheromones(record_of(b, 1, seen, "run-1"), b.s.config) == [f"threat 0.80 on {oracle}"]
+    assert time.monotonic() - t0 < 3
+
+    # a member's worker comes back: the field takes what was laid meanwhile, and A reads B's mark (and X's)
+    worker = build_clade_worker(temporal_client, GolemConfig.model_validate({"clade": {"id": clade_id}}))
+    assert worker is not None
+    async with worker:
+        _, obs_a = await observe(a, 0, GolemState(golem_id="golem-a"))
+    assert sorted((r.depositor, r.entity) for r in obs_a.pheromones.readings) == [("golem-b", oracle),
+                                                                                    ("golem-x", oracle)]
+    x, bb = sorted(obs_a.pheromones.readings, key=lambda r: r.depositor != "golem-x")
+    assert bb.intensity == pytest.approx(0.8 * 0.5 ** (bb.age_s / HALF_LIFE), rel=1e-3)  # B lays with 3 s half-lives
+    assert obs_a.pheromones.intensity("threat", oracle) == pytest.approx(1 - (1 - x.intensity) * (1 - bb.intensity))
