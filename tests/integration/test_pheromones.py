@@ -47,7 +47,7 @@ async def clade(temporal_client):
         yield clade_id
 
 
-def golem(tmp_path, anvil, world, client, golem_id: str, clade_id: str | None) -> TickActivities:
+def golem(tmp_path, anvil, world, client, golem_id: str, clade_id: str | None, **sections) -> TickActivities:
     data = tmp_path / golem_id
     data.mkdir()
     world.save(data / "deployment.json")
@@ -55,6 +55,7 @@ def golem(tmp_path, anvil, world, client, golem_id: str, clade_id: str | None) -
            "probes": {"kill_switch_path": str(tmp_path / "no-killswitch")}}
     if clade_id:
         raw["clade"] = {"id": clade_id, "threat_half_life_s": HALF_LIFE}
+    raw.update(sections)
     return TickActivities(GolemServices(GolemConfig.model_validate(raw), data), client)
 
 
@@ -134,6 +135,11 @@ async def test_a_threat_laid_by_a_raises_b_prediction_error_and_fades(tmp_path, 
     assert obs_l.pheromones is None
     assert (await asyncio.to_thread(lone.analyze, AnalyzeInput(ctx=ctx_l, observation=obs_l))).sources[
         "pheromone_threat"] == 0.0
+
+    # A member that switched the clade extension off reads nothing either.
+    off = golem(tmp_path, anvil, world, temporal_client, "golem-off", clade, extensions={"disabled": ["clade"]})
+    _, obs_off = await observe(off, 1, GolemState(golem_id="golem-off"))
+    assert obs_off.pheromones is None
 
     # A retried reflect lays the same batch again: the field drops it.
     assert await a.lay_pheromones(rec, a.s.config) == laid
