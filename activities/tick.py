@@ -223,17 +223,22 @@ class TickActivities(ActivitySet):
                                      error="this worker has no Temporal client to read the pheromone field with")
         pending = asyncio.run_coroutine_threadsafe(
             self.pheromones.read(clade.id, entities, ctx.golem_id, clade.read_timeout_s), self._loop)
-        return pending.result(timeout=clade.read_timeout_s + 5)
+        try:
+            return pending.result(timeout=clade.read_timeout_s + 5)
+        except TimeoutError:  # the worker's event loop did not get to it: the tick goes on without the field
+            pending.cancel()
+            return PheromoneReadings(clade=clade.id, entities=entities,
+                                     error=f"pheromone field not read within {clade.read_timeout_s + 5:.0f} s")
 
     async def lay_pheromones(self, record: DecisionCycleRecord, cfg: GolemConfig) -> list[str]:
-        """The clade member of after_turn: what the tick saw and did, laid on the clade's field (one batch per tick
-        run, so a retried reflect lays nothing twice). Temporal not answering loses this tick's deposits and says so
+        """The clade member of after_turn: what the tick saw and did, laid on the clade's field (one batch per tick,
+        so a retried reflect or a reset run lays nothing twice). Temporal not answering loses this tick's deposits and says so
         in the log; the tick goes on."""
         deposits = deposits_from(record, cfg.clade)
         if not deposits or self.pheromones is None:
             return []
-        batch = DepositBatch(id=f"{record.golem_id}/{record.tick}/{record.run_id or record.run_label or 'run'}",
-                             deposits=deposits)
+        # one batch per tick: a retried reflect, or a reset run replaying the tick's old observation, lays nothing again
+        batch = DepositBatch(id=f"{record.golem_id}/{record.tick}", deposits=deposits)
         try:
             await self.pheromones.lay(cfg.clade.id, batch, timeout_s=cfg.clade.read_timeout_s + 3)
         except Exception as err:  # Temporal itself is not reachable: this tick's deposits are not laid
