@@ -56,6 +56,9 @@ def test_brief_of_a_clade_member_says_what_it_read_and_laid(tmp_path, capsys):
                               gating_reason="below threshold", prediction_error_sources={"pheromone_threat": 0.105},
                               pheromones_laid=["congestion 0.40 on chain:31337"])
     CycleStore(tmp_path).persist(rec)
-    assert cmd_show(Namespace(data=str(tmp_path), tick=3, run=None, runs=False, brief=True)) == 0
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "golem.toml").write_text('[golem]\nid = "g"\n')
+    assert cmd_show(Namespace(data=str(tmp_path), home=str(home), tick=3, run=None, runs=False, brief=True)) == 0
     assert (f"  clade:    fleet read threat 0.70 on {oracle} by golem-a (PE +0.105); laid congestion 0.40 on chain:31337"
             in capsys.readouterr().out.splitlines())
