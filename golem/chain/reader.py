@@ -116,7 +116,8 @@ def _send(w3: Web3, reads: list[_Read]) -> list[dict[str, Any]]:
     except ChainReadError:
         raise
     except Exception as exc:  # transport failures (connection refused, timeout, bad JSON)
-        raise ChainReadError(f"chain read batch of {len(reads)} calls failed: {exc}") from exc
+        what = reads[0].name if len(reads) == 1 else f"batch of {len(reads)} calls"
+        raise ChainReadError(f"chain read {what} failed: {exc}") from exc
     if isinstance(answers, dict):  # a batch rejected as a whole comes back as one error object
         raise ChainReadError(f"chain read batch was rejected: {answers.get('error', answers)}")
     if not isinstance(answers, list) or len(answers) != len(reads):
