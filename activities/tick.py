@@ -31,6 +31,8 @@ from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.market_window import read_market_window
+from golem.clade.deposits import deposits_from
+from golem.models.pheromones import DepositBatch, PheromoneReadings
 from golem.chain.reader import ChainReadError
 from golem.chain.simulate import SimulationError
 from golem.chain.journal import TxIntent
@@ -101,6 +103,7 @@ from golem.safety.approvals import approvals_ran, approved, audit_payload, with_
 from golem.safety.run_actions import renumbered
 from golem.safety.gas import utc_day_of
 from golem.safety.urgency import next_deferred, release_reason, with_deferred
+from activities.pheromones import PheromoneLink
 from activities.runs import reset_origin
 from activities.step_results import StepResults
 from golem.services import Services
@@ -136,6 +139,9 @@ class TickActivities(ActivitySet):
         except RuntimeError:
             loop = None
         self.results = StepResults(temporal, loop) if temporal is not None else None
+        self._loop = loop
+        # the clade's pheromone field, through the same client (docs/design/pheromones.md)
+        self.pheromones = PheromoneLink(temporal) if temporal is not None else None
         self._topology: TopologyTracker | None = None
         self._strategies: dict[str, StrategySet] = {}  # config version → its strategy files, parsed once
 
@@ -199,7 +205,50 @@ class TickActivities(ActivitySet):
     def observe(self, inp: ObserveInput) -> Observation:
         """The tick's perception (golem.usecases.observe), on its config version's STRATEGY.md."""
         inp = self._resolved(inp, "observe")
-        return observe_tick(self.s, inp.ctx, self._strategy_set(inp.ctx), self.topology())
+        obs = observe_tick(self.s, inp.ctx, self._strategy_set(inp.ctx), self.topology())
+        readings = self._read_field(inp.ctx, obs)
+        return obs.model_copy(update={"pheromones": readings}) if readings is not None else obs
+
+    def _entities(self, obs: Observation) -> list[str]:
+        """The topology entities this golem touches (its pool, the oracle, the lending market: the knowledge
+        graph's node ids) and its chain (where congestion is laid)."""
+        protocol = self.topology().protocol
+        return sorted({*(protocol.entities.values() if protocol is not None else ()),
+                       f"chain:{obs.snapshot.chain_id}"})
+
+    def _read_field(self, ctx: TickContext, obs: Observation) -> PheromoneReadings | None:
+        """The clade's pheromone field on this golem's entities (None: a lone golem, or clade switched off)."""
+        clade = ctx.cfg.clade
+        if not clade.id or not registry_for(ctx.cfg.extensions.disabled).active("clade"):
+            return None
+        entities = self._entities(obs)
+        if self.pheromones is None or self._loop is None:
+            return PheromoneReadings(clade=clade.id, entities=entities,
+                                     error="this worker has no Temporal client to read the pheromone field with")
+        pending = asyncio.run_coroutine_threadsafe(
+            self.pheromones.read(clade.id, entities, ctx.golem_id, clade.read_timeout_s), self._loop)
+        try:
+            return pending.result(timeout=clade.read_timeout_s + 5)
+        except TimeoutError:  # the worker's event loop did not get to it: the tick goes on without the field
+            pending.cancel()
+            return PheromoneReadings(clade=clade.id, entities=entities,
+                                     error=f"pheromone field not read within {clade.read_timeout_s + 5:.0f} s")
+
+    async def lay_pheromones(self, record: DecisionCycleRecord, cfg: GolemConfig) -> list[str]:
+        """The clade member of after_turn: what the tick saw and did, laid on the clade's field (one batch per tick,
+        so a retried reflect or a reset run lays nothing twice). Temporal not answering loses this tick's deposits and says so
+        in the log; the tick goes on."""
+        deposits = deposits_from(record, cfg.clade)
+        if not deposits or self.pheromones is None:
+            return []
+        # one batch per tick: a retried reflect, or a reset run replaying the tick's old observation, lays nothing again
+        batch = DepositBatch(id=f"{record.golem_id}/{record.tick}", deposits=deposits)
+        try:
+            await self.pheromones.lay(cfg.clade.id, batch, timeout_s=cfg.clade.read_timeout_s + 3)
+        except Exception as err:  # Temporal itself is not reachable: this tick's deposits are not laid
+            activity.logger.warning("pheromones of tick %s not laid on clade %s: %s", record.tick, cfg.clade.id, err)
+            return []
+        return [f"{d.kind} {d.intensity:.2f} on {d.entity}" for d in deposits]
 
     def _strategy_set(self, ctx: TickContext) -> StrategySet:
         """The strategy files of the tick's version, parsed once per version (every step reads them); STRATEGY.md's
@@ -616,7 +665,7 @@ class TickActivities(ActivitySet):
         # after_turn in the registry's order: heartbeat → lifespan → daimon → memory → … → telemetry
         chain, path, episode = await after_turn_in_reflect(
             self.s, record, inp.ctx.state, inp.ctx.cfg, proposed=proposed, reflexion=reflexion,
-            regime_changed=regime_changed,
+            regime_changed=regime_changed, clade=self._clade_member(inp),
             emit=lambda r: self.s.events.emit(events.record_events(r, _now_iso(), **events.tick_context(inp.ctx, r))))
         await self._self_steer(inp, chain.record)
         result = tick_result(chain.record, path, episode, wire=inp.ctx.wire)
@@ -637,6 +686,19 @@ class TickActivities(ActivitySet):
         if record.strategies is not None:
             result.strategy_runs = record.strategies.runs
         return result
+
+    def _clade_member(self, inp: ReflectInput) -> Any:
+        """after_turn's clade member for this run: lays the tick's pheromones. Only the golem's own tick lays (a
+        `golem rerun` of an old tick must not tell the clade about a market long gone)."""
+        if not inp.ctx.cfg.clade.id or self.pheromones is None:
+            return None
+        if activity.info().workflow_id != ids.tick_workflow_id(inp.ctx.golem_id, inp.ctx.tick):
+            return None
+        cfg = inp.ctx.cfg
+
+        async def clade(c: Any) -> None:
+            c.record.pheromones_laid = await self.lay_pheromones(c.record, cfg)
+        return clade
 
     async def _self_steer(self, inp: ReflectInput, record: DecisionCycleRecord) -> None:
         """The record's self-steers go to the golem's workflow as `steer` signals (docs/design/tick.md#self-steers),

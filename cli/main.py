@@ -6,15 +6,15 @@ import argparse
 import os
 import sys
 
-from cli import (backtest, config, control, dreams, events, gating, grimoire, inference, life, records, replay, safety,
-                 stack, status, steer)
+from cli import (backtest, config, control, dreams, events, gating, grimoire, inference, life, pheromones, records,
+                 replay, safety, stack, status, steer)
 from cli.common import address, default_data, default_home, one_line, rpc_error
 from golem.errors import UserError
 
 # Each module adds its commands with register(command), in this order (the order of `golem --help`). Every
 # module imports only the standard library at the top: what a command needs loads when that command runs.
 COMMAND_GROUPS = (stack, status, records, steer, replay, control, gating, grimoire, inference, safety, dreams,
-                  backtest, config, events, life)
+                  backtest, config, events, life, pheromones)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 # while the interpreter finalizes ("PyGILState_Release ... finalizing", seen in CI), so these leave
 # with os._exit once their output is flushed.
 _CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "reset", "doctor", "gating", "backtest", "config",
-                    "pause", "resume", "stop-entries", "allow-entries", "approve", "deny", "kill", "spawn", "chat", "extensions"}
+                    "pause", "resume", "stop-entries", "allow-entries", "approve", "deny", "kill", "spawn", "chat", "extensions",
+                    "pheromones"}
 
 
 def _user_error_message(args: argparse.Namespace, err: BaseException) -> str | None:

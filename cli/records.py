@@ -84,6 +84,12 @@ def brief(rec: DecisionCycleRecord) -> list[str]:
                    + (f" from the {iv.source}" if iv.source != "owner" else ""))
     for st in rec.self_steers:  # what the golem's own systems steered after this tick
         out.append(f"  self-steer: {st.id} [{st.severity.value}] from the {st.source}: {st.message}")
+    ph = rec.observation.pheromones
+    if ph is not None:  # a clade member: its siblings' marks it read, the term they added, what it laid
+        read = ph.error or ", ".join(f"{r.kind} {r.intensity:.2f} on {r.entity} by {r.depositor}"
+                                     for r in sorted(ph.readings, key=lambda r: -r.intensity)[:3]) or "nothing"
+        out.append(f"  clade:    {ph.clade} read {read} (PE +{rec.prediction_error_sources.get('pheromone_threat', 0.0):.3f});"
+                   f" laid {'; '.join(rec.pheromones_laid) or 'nothing'}")
     d = rec.deliberation
     if d is not None:
         out.append(f"  decided:  {d.decision or '(nothing)'}  [{d.model}]")

@@ -115,6 +115,8 @@ async def _status(args: Namespace) -> int:
         print(threat)
     if (learned := learning_line(args)) is not None:
         print(learned)
+    if cfg.clade.id:
+        print(pheromones_line(args, cfg.clade.id, st.tick))
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -220,6 +222,23 @@ def threats_line(args: Namespace, upto: int) -> str | None:
         return f"  threats:    none fired on the writes of the last {THREAT_TICKS} ticks"
     return f"  threats:    {len(fired)} on the writes of the last {THREAT_TICKS} ticks" + "".join(
         f"\n    - tick {tick}: {t}" for tick, t in fired[:3])
+
+
+def pheromones_line(args: Namespace, clade: str, upto: int) -> str:
+    """The clade's pheromone field as the last tick read it (peers' threat on this golem's entities, the term it added)
+    and what that tick laid (docs/how-to/clade.md)."""
+    recs = records_before(args, upto, 1)
+    head = f"  clade:      {clade}"
+    if not recs or recs[-1].observation.pheromones is None:
+        return head + " (no tick has read the pheromone field yet)"
+    rec, read = recs[-1], recs[-1].observation.pheromones
+    if read.error:
+        return head + f"; tick {rec.tick}: {read.error}"
+    strongest = sorted(read.readings, key=lambda r: -r.intensity)[:3]
+    seen = ", ".join(f"{r.kind} {r.intensity:.2f} on {r.entity} by {r.depositor}" for r in strongest) or "nothing"
+    term = rec.prediction_error_sources.get("pheromone_threat", 0.0)
+    laid = "; ".join(rec.pheromones_laid) or "nothing"
+    return head + f"; tick {rec.tick} read {seen} (prediction error +{term:.3f}); laid {laid}"
 
 
 def strategy_lines(st: GolemStatus, args: Namespace) -> list[str]:

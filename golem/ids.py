@@ -37,3 +37,13 @@ def monitor_workflow_id(golem_id: str) -> str:
 def doctor_workflow_id(golem_id: str, suffix: str) -> str:
     """A `golem doctor` run (suffix: a random hex string, so runs never collide)."""
     return f"golem-{golem_id}-doctor-{suffix}"
+
+
+def clade_queue(clade_id: str) -> str:
+    """The task queue of a clade's shared workflows (its pheromone field), served by every member's worker."""
+    return f"clade-{clade_id}"
+
+
+def pheromone_field_id(clade_id: str) -> str:
+    """PheromoneFieldWorkflow: one per clade, continued-as-new under the same id."""
+    return f"clade-{clade_id}-pheromones"

@@ -129,6 +129,8 @@ def _write_home(src_home: Path, dst_home: Path, golem_id: str, rpc_url: str, run
     raw.setdefault("probes", {})["kill_switch_path"] = str(run_dir / "killswitch")
     for section, values in overrides.items():
         raw.setdefault(section, {}).update(values)
+    # a backtest's golem runs alone: its marks would reach a live clade's field (docs/design/pheromones.md)
+    raw.pop("clade", None)
     dst_home.mkdir(parents=True, exist_ok=True)
     (dst_home / "golem.toml").write_text(tomli_w.dumps(raw))
     for name in ("STRATEGY.md", "HEARTBEAT.md"):

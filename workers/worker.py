@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from activities.life import LifeActivities
 from infra.forks import ForkRegistry
 from activities.monitor import MonitorActivities
 from activities.tick import TickActivities
-from golem.ids import task_queue
+from golem.ids import clade_queue, task_queue
 from golem.layout import DataLayout
 from golem.learning.trial import TrialRunner
 from golem.extensions import registry_for
@@ -33,6 +34,7 @@ from workers.memory import start_trimmer
 from workers.services import GolemServices
 from workers.trial import BacktestTrialRunner
 from workflows import ALL_WORKFLOWS
+from workflows.pheromones import PheromoneFieldWorkflow
 
 log = logging.getLogger("golem.worker")
 
@@ -95,6 +97,15 @@ def build_worker(
     )
 
 
+def build_clade_worker(client: Client, config: GolemConfig, *, sandboxed: bool = True) -> Worker | None:
+    """The worker of the golem's clade queue (clade-<id>): every member serves its clade's pheromone field, so the
+    field lives while any member's worker does (docs/design/pheromones.md). None for a lone golem."""
+    if not config.clade.id:
+        return None
+    return Worker(client, task_queue=clade_queue(config.clade.id), workflows=[PheromoneFieldWorkflow],
+                  **worker_options(sandboxed=sandboxed))
+
+
 def worker_options(*, sandboxed: bool = True, deadlock_detection: bool = True) -> dict[str, Any]:
     """How the worker runs workflow code. `deadlock_detection=False` (a backtest): the SDK fails a workflow task whose
     activation does not yield within 2 s of wall clock; on a loaded machine a backtest's tick workflow, sharing the
@@ -128,13 +139,18 @@ async def run_worker(config: GolemConfig, layout: DataLayout, address: str | Non
         interceptors.append(timed)
     client = await connect(address, runtime=runtime)
     worker = build_worker(client, services, interceptors=interceptors)
+    clade = build_clade_worker(client, config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("worker serving %s (data %s)", task_queue(config.golem.id), layout.root)
     try:
-        async with worker:  # graceful shutdown on exit: running activities get graceful_shutdown_timeout
+        async with contextlib.AsyncExitStack() as workers:  # graceful shutdown on exit (graceful_shutdown_timeout)
+            await workers.enter_async_context(worker)
+            if clade is not None:
+                await workers.enter_async_context(clade)
+                log.info("worker serving %s (the clade's pheromone field)", clade_queue(config.clade.id))
             await stop.wait()
         log.info("worker stopped")
     finally:

@@ -4,7 +4,8 @@ from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkfl
 from workflows.doctor import DoctorWorkflow
 from workflows.golem import GolemWorkflow
 from workflows.monitor import HeartbeatMonitorWorkflow
+from workflows.pheromones import PheromoneFieldWorkflow
 from workflows.tick import ThetaTickWorkflow
 
 ALL_WORKFLOWS = [GolemWorkflow, ThetaTickWorkflow, DeltaConsolidationWorkflow, DreamCycleWorkflow, DoctorWorkflow,
-                 HeartbeatMonitorWorkflow]
+                 HeartbeatMonitorWorkflow, PheromoneFieldWorkflow]

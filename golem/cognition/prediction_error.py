@@ -54,9 +54,11 @@ def expected_price(state: GolemState) -> float | None:
     return last if last is not None and last > 0 else None
 
 
-def max_pheromone_threat(state: GolemState) -> float:
-    """Peer threat intensity in [0, 1]. No pheromone field yet (no peers), so 0; the term is kept."""
-    return 0.0
+def max_pheromone_threat(observation: Observation) -> float:
+    """Peers' threat intensity in [0, 1] on the entities this golem touches, as observe read the clade's pheromone
+    field (docs/design/pheromones.md); 0 for a lone golem (no [clade]) or a field that could not be read."""
+    readings = observation.pheromones
+    return min(max(readings.max_threat_intensity(), 0.0), 1.0) if readings is not None else 0.0
 
 
 # Regimes whose first sighting is news even during warm-up (see regime_changed).
@@ -107,7 +109,7 @@ def compute_prediction_error(
             health += min(delta, HEALTH_DELTA_CAP) * W_POSITION_HEALTH
     src["position_health_delta"] = health
 
-    src["pheromone_threat"] = max_pheromone_threat(state) * W_PHEROMONE
+    src["pheromone_threat"] = max_pheromone_threat(observation) * W_PHEROMONE
 
     pending = len(state.pending_steers) + len(state.pending_followups)
     src["pending_interventions"] = min(pending, MAX_INTERVENTIONS) * W_PER_INTERVENTION
@@ -133,7 +135,7 @@ def signal_only_prediction_error(state: GolemState, observation: Observation,
         "regime_change": 1.0 if regime_changed(state.regime, observation.regime) else 0.0,
         "probe_anomalies": min(len(observation.anomalies), MAX_ANOMALIES) / MAX_ANOMALIES,
         "position_health_delta": min(health, 1.0),
-        "pheromone_threat": min(max_pheromone_threat(state), 1.0),
+        "pheromone_threat": max_pheromone_threat(observation),
     }
     pe = max(src.values())
     src[TOPOLOGY_SOURCE] = topology_relevance(observation) * max(topology_weight, 0.0) / W_PER_ANOMALY / MAX_ANOMALIES

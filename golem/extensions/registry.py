@@ -254,8 +254,13 @@ def builtin_extensions() -> list[Extension]:
            after_turn="GolemWorkflow between ticks (schedule_dream), DreamCycleWorkflow"),
         _x("cybernetics", 4, {"after_turn"}, ["context", "grimoire"], optional=True,
            what="context policy self-tuning", after_turn="reflect: golem.learning.cybernetics.tune_context"),
-        _x("clade", 4, {"after_turn"}, ["grimoire", "coordination"], optional=True, present=False,
-           what="clade sync: not in this build (there is no clade yet; its after_turn slot stays empty)"),
+        # The pheromone field only: it needs nothing of coordination (the LP range registry), not in this build;
+        # Grimoire entry exchange between siblings is not in this build either.
+        _x("clade", 4, {"after_turn"}, ["grimoire"], optional=True,
+           what="the clade's pheromone field ([clade] id; docs/design/pheromones.md): observe reads it on the golem's "
+                "entities, analyze weighs its threat; off for a lone golem",
+           after_turn="reflect: lays the tick's threats, opportunities and congestion on the clade's field "
+                      "(activities.tick.TickActivities.lay_pheromones; record.pheromones_laid)"),
         # Layer 5 – UX
         # not optional: the dashboard, `golem events` and the heartbeat monitor read what it emits
         _x("ui-bridge", 5, {"agent_start", "agent_end", "turn_start", "turn_end", "tool_execution_start",

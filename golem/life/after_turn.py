@@ -3,8 +3,8 @@ after_turn order — heartbeat → lifespan → daimon → memory → risk → d
 each a fold over the tick's AfterTurn context that writes its own part of the record. The pure members live
 here (heartbeat's facts, lifespan, daimon, risk's figures); the ones with side effects (memory's episode,
 cybernetics, the telemetry that persists the record) are given by the reflect activity. A member of the order with
-no handler here runs elsewhere in this build (dream: GolemWorkflow between ticks) or is not in this build (clade,
-switched off: there is no clade yet); `record.after_turn` lists what ran, in order.
+no handler here runs elsewhere in this build (dream: GolemWorkflow between ticks) or is given by the activity only
+when it applies (clade: a clade member lays its pheromones); `record.after_turn` lists what ran, in order.
 """
 
 from __future__ import annotations
@@ -237,10 +237,12 @@ async def run_after_turn(registry: ExtensionRegistry, ctx: AfterTurn, handlers: 
 async def after_turn_in_reflect(services: TurnStores, record: DecisionCycleRecord, state: GolemState,
                                 config: GolemConfig, *, proposed: list[ProposedAction], reflexion: Reflexion | None,
                                 regime_changed: bool,
-                                emit: Callable[[DecisionCycleRecord], object]) -> tuple[AfterTurn, str, str]:
+                                emit: Callable[[DecisionCycleRecord], object],
+                                clade: Handler | None = None) -> tuple[AfterTurn, str, str]:
     """Step 9's after_turn with the worker's stores: memory writes the tick's episode (tagged with the daimon's
     PAD octant) and learns from the outcome, cybernetics tunes the context policy, telemetry persists the record;
-    then turn_end's ui-bridge emits its events. Returns (the folded context, the record's path, the episode id)."""
+    then turn_end's ui-bridge emits its events. `clade`: the activity's member that lays the tick's pheromones on the
+    clade's field (None: a lone golem). Returns (the folded context, the record's path, the episode id)."""
     import asyncio
 
     from golem.grimoire.episodes.writes import write_episode
@@ -269,8 +271,11 @@ async def after_turn_in_reflect(services: TurnStores, record: DecisionCycleRecor
         return lambda c: asyncio.to_thread(fn, c)
 
     registry = registry_for(config.extensions.disabled)
-    await run_after_turn(registry, chain, {"memory": threaded(memory), "cybernetics": threaded(cybernetics),
-                                           "telemetry": threaded(telemetry)})
+    members: dict[str, Handler] = {"memory": threaded(memory), "cybernetics": threaded(cybernetics),
+                                   "telemetry": threaded(telemetry)}
+    if clade is not None:
+        members["clade"] = clade
+    await run_after_turn(registry, chain, members)
     # turn_end, once the record is persisted: the ui-bridge emits its events (tick_finished last)
     await asyncio.to_thread(fire, registry, "turn_end", {"ui-bridge": lambda: emit(chain.record)})
     return chain, out["path"], out["episode"]

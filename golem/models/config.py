@@ -384,6 +384,17 @@ class ExtensionsSection(BaseModel):
     disabled: list[str] = Field(default_factory=list)
 
 
+class CladeSection(BaseModel):
+    """[clade]: the golems of one owner sharing a pheromone field (docs/how-to/clade.md). Off by default."""
+
+    model_config = {"extra": "forbid"}
+    id: str = Field(default="", pattern=r"^$|^[a-z0-9][a-z0-9-]{0,40}$")  # the clade's name; "" = a lone golem
+    threat_half_life_s: float = Field(default=3600.0, gt=0, le=30 * 86400)  # how fast a threat we lay fades
+    opportunity_half_life_s: float = Field(default=900.0, gt=0, le=30 * 86400)  # ... an opportunity
+    congestion_half_life_s: float = Field(default=300.0, gt=0, le=30 * 86400)  # ... congestion (gas)
+    read_timeout_s: float = Field(default=2.0, gt=0, le=30)  # observe waits this long for the field, then goes on
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -404,6 +415,7 @@ class GolemConfig(BaseModel):
     extensions: ExtensionsSection = Field(default_factory=ExtensionsSection)
     learning: LearningSection = Field(default_factory=LearningSection)
     viability: ViabilitySection = Field(default_factory=ViabilitySection)
+    clade: CladeSection = Field(default_factory=CladeSection)
     # Read by the worker from golem.toml; kept out of the config version and of workflow payloads (exclude), so
     # adding the section changed no version hash and no recorded history. A new URL needs a worker restart.
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)
@@ -420,7 +432,7 @@ class GolemConfig(BaseModel):
         return data
 
 
-LATE_SECTIONS = ("wake", "learning", "viability")
+LATE_SECTIONS = ("wake", "learning", "viability", "clade")
 
 
 def read_config_table(path: str | Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from golem.models.pheromones import PheromoneReadings
 from golem.models.regime_tag import RegimeTag
 from golem.models.strategy_runs import StrategyActivity
 from golem.models.enums import MarketRegime, ProbeSeverity
@@ -121,6 +122,8 @@ class Observation(BaseModel):
     # the tick's regime cells (volatility quintile, trend, gas and liquidity bands); absent on observations from
     # before the tag existed (docs/design/learning.md#the-regime-tag)
     regime_tag: RegimeTag | None = None
+    # The clade's pheromone field on the entities this golem touches (None: no [clade], a lone golem)
+    pheromones: PheromoneReadings | None = None
 
     @property
     def primary_price(self) -> float:

@@ -286,6 +286,9 @@ class DecisionCycleRecord(BaseModel):
     # steers the golem's own systems sent after this tick (risk daemon, mortality engine, PolicyCage;
     # golem.life.self_steer), each also a signal to the golem's workflow
     self_steers: list[Steer] = Field(default_factory=list)
+    # what the clade member of after_turn laid on the clade's pheromone field ("threat 0.80 on oracle:0x…"); empty for a
+    # lone golem or a tick that saw nothing to share (docs/design/pheromones.md)
+    pheromones_laid: list[str] = Field(default_factory=list)
     # Cost
     inference_cost: float = 0.0
     gas_cost: float = 0.0

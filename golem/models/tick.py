@@ -135,7 +135,7 @@ class TickContext(BaseModel):
 # The Observation fields each step after observe reads (docs/design/tick.md#lean-histories; decide and reflect read it
 # whole). The activity rebuilds the slice (golem.models.slices): reading another field raises, naming this list.
 STEP_OBSERVATION_FIELDS: dict[str, frozenset[str]] = {
-    "analyze": frozenset({"snapshot", "anomalies", "regime"}),
+    "analyze": frozenset({"snapshot", "anomalies", "regime", "pheromones"}),
     "gate": frozenset({"snapshot", "probes", "regime", "force_t2_reason", "strategies"}),
     "retrieve": frozenset({"snapshot", "anomalies", "regime"}),
     "simulate": frozenset({"snapshot"}),

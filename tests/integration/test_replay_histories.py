@@ -19,7 +19,8 @@ def test_histories_are_committed():
             # the lean step inputs (config by version, state slices, results by reference)
             "lean-tick-t0", "lean-tick-acted", "lean-tick-steered-t2", "lean-golem-run",
             "delta-cycle",  # the delta cycle's steps as ordered activities
-            "golem-approvals"} <= names, names  # privileged requests: approve / deny updates, audits, an expiry
+            "golem-approvals",  # privileged requests: approve / deny updates, audits, an expiry
+            "pheromone-field"} <= names, names  # a clade's field: deposit updates (one a retry), continue-as-new
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

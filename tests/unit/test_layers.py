@@ -90,6 +90,7 @@ DOMAIN_ORDER: tuple[str, ...] = (
     "ids", "errors", "storage", "layout",  # ground modules
     "models",
     "extensions",
+    "clade",
     "chain",
     "grimoire",
     "inference",

@@ -42,3 +42,23 @@ def test_brief_says_why_what_and_what_it_cost(tmp_path, capsys):
     # without --brief: the JSON record, as before
     assert cmd_show(Namespace(data=str(tmp_path), tick=9, run=None, runs=False)) == 0
     assert capsys.readouterr().out.lstrip().startswith("{")
+
+
+def test_brief_of_a_clade_member_says_what_it_read_and_laid(tmp_path, capsys):
+    from golem.models.pheromones import PheromoneReading, PheromoneReadings
+
+    oracle = "oracle:0x" + "cd" * 20
+    obs = Observation(snapshot=synthetic_snapshot(1590.0, 0), observed_at="t", pheromones=PheromoneReadings(
+        clade="fleet", entities=[oracle], readings=[PheromoneReading(entity=oracle, kind="threat", intensity=0.7,
+                                                                     half_life_s=60, depositor="golem-a", age_s=3)]))
+    rec = DecisionCycleRecord(tick=3, timestamp="2026-01-01T00:03:00+00:00", golem_id="g", observation=obs,
+                              regime=obs.regime, prediction_error=0.105, deliberation_threshold=0.3, tier=Tier.T0,
+                              gating_reason="below threshold", prediction_error_sources={"pheromone_threat": 0.105},
+                              pheromones_laid=["congestion 0.40 on chain:31337"])
+    CycleStore(tmp_path).persist(rec)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "golem.toml").write_text('[golem]\nid = "g"\n')
+    assert cmd_show(Namespace(data=str(tmp_path), home=str(home), tick=3, run=None, runs=False, brief=True)) == 0
+    assert (f"  clade:    fleet read threat 0.70 on {oracle} by golem-a (PE +0.105); laid congestion 0.40 on chain:31337"
+            in capsys.readouterr().out.splitlines())
