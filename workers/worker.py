@@ -114,7 +114,7 @@ def worker_options(*, sandboxed: bool = True, deadlock_detection: bool = True) -
 async def run_worker(config: GolemConfig, layout: DataLayout, address: str | None = None,
                      live: bool | None = None) -> None:
     """Serve one golem's task queue on the data layout its entry built (one per golem: nothing reads a global)."""
-    from workers.client import connect
+    from workers.client import connect, frontend
     from workers.metrics import free_port, install_metrics, metrics_port, temporal_runtime
     from workers.telemetry import shutdown_tracing, tracing_interceptor
 
@@ -126,7 +126,9 @@ async def run_worker(config: GolemConfig, layout: DataLayout, address: str | Non
         runtime = temporal_runtime(core_port)
         _, server, timed = install_metrics(services, port, core_port)
         interceptors.append(timed)
-    client = await connect(address, runtime=runtime)
+    # [temporal] of golem.toml, GOLEM_TEMPORAL_* overrides, then address (--address): a bad key or an unreachable
+    # frontend stops the worker with one line naming it
+    client = await connect(target=frontend(config.temporal, address=address), runtime=runtime)
     worker = build_worker(client, services, interceptors=interceptors)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
