@@ -163,7 +163,10 @@ def why_refused(target: Frontend, err: BaseException) -> str:
                                                            "invalid content type")):
         return f"the frontend does not speak TLS: set {_name('tls')} = false, or check the address"
     mtls = isinstance(target.tls, TLSConfig) and bool(target.tls.client_cert)
-    if target.tls is not False and not mtls and any(s in low for s in ("unexpectedeof", "peer closed connection")):
+    # TLS 1.3: the client's handshake completes before the server checks its certificate, so a refused one shows as
+    # the connection closing under the first call (how depends on timing)
+    if target.tls is not False and not mtls and any(s in low for s in (
+            "unexpectedeof", "peer closed connection", "connection closed", "broken pipe", "connection reset")):
         return (f"the frontend closed the TLS connection, as one that requires client certificates (mTLS) does: set "
                 f"{_name('client_cert')} and {_name('client_key')}")
     if target.tls is False and any(s in low for s in ("connection reset", "broken pipe", "h2 protocol error",

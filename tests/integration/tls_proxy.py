@@ -66,14 +66,14 @@ def _issue(folder: Path, name: str, *, ca: tuple[x509.Certificate, ec.EllipticCu
 
 
 @dataclass
-class TestPki:
+class Pki:
     ca: Pem
     server: Pem
     client: Pem
     other_ca: Pem  # a CA that signed nothing here: a client trusting only it must be refused
 
 
-def make_pki(folder: Path, server_name: str = "temporal.test") -> TestPki:
+def make_pki(folder: Path, server_name: str = "temporal.test") -> Pki:
     """A CA, a server certificate for server_name and 127.0.0.1, a client certificate, and an unrelated CA."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_pem, ca_cert, ca_key = _issue(folder, "ca", ca=None)
@@ -81,7 +81,7 @@ def make_pki(folder: Path, server_name: str = "temporal.test") -> TestPki:
                           sans=[x509.DNSName(server_name), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
     client, _, _ = _issue(folder, "client", ca=(ca_cert, ca_key), client=True)
     other, _, _ = _issue(folder, "other-ca", ca=None)
-    return TestPki(ca_pem, server, client, other)
+    return Pki(ca_pem, server, client, other)
 
 
 @dataclass
