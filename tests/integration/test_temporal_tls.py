@@ -214,3 +214,59 @@ def test_a_frontend_that_does_not_answer_is_named(pki: Pki) -> None:
     target = frontend({"address": f"127.0.0.1:{free_port()}", "server_ca_cert": str(pki.ca.cert)}, env={})
     with pytest.raises(FrontendUnreachable, match=rf"cannot reach Temporal at {target.address} .*connection refused"):
         asyncio.run(connect(target=target))
+
+
+def test_golem_run_on_a_configured_frontend_over_mtls_starts_no_dev_server(tmp_path: Path, pki: Pki,
+                                                                          mtls_proxy: TlsProxy) -> None:
+    """`golem run` with [temporal] naming a frontend (here: over mTLS) starts Anvil, the simulator, the worker and the
+    dashboard but no dev server; the golem and its heartbeat-monitor start on that frontend and the golem ticks."""
+    import shutil
+    import signal
+    import time
+    import tomllib
+
+    from tests.integration.golem_rig import EXAMPLE_HOME
+
+    home, data = tmp_path / "home", tmp_path / "data"
+    home.mkdir()
+    for name in ("STRATEGY.md", "HEARTBEAT.md"):
+        shutil.copy(EXAMPLE_HOME / name, home / name)
+    raw = tomllib.loads((EXAMPLE_HOME / "golem.toml").read_text())
+    gid = f"run-mtls-{os.getpid()}"
+    raw["golem"].update(id=gid, home=".")
+    raw["chain"]["rpc_url"] = f"http://127.0.0.1:{free_port()}"
+    raw["clock"].update(theta_base_seconds=0.5, theta_min_seconds=0.25, theta_max_seconds=1.5)
+    raw["temporal"] = {"address": mtls_proxy.address, "server_ca_cert": str(pki.ca.cert),
+                       "client_cert": str(pki.client.cert), "client_key": str(pki.client.key)}
+    (home / "golem.toml").write_text(tomli_w.dumps(raw))
+    env = _env(GOLEM_DASHBOARD_PORT=str(free_port()), GOLEM_METRICS_PORT=str(free_port()), PYTHONUNBUFFERED="1")
+    log = data / "logs" / "golem-run.log"
+    before = len(mtls_proxy.handshakes)
+    run = subprocess.Popen([sys.executable, "-m", "cli", "run", "--home", str(home), "--data", str(data), "--quiet"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=REPO, env=env,
+                           start_new_session=True)
+
+    def wait(cond, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond():
+                return
+            assert run.poll() is None, f"golem run exited {run.returncode}: {log.read_text()[-3000:]}"
+            time.sleep(0.5)
+        raise AssertionError(f"timed out waiting for {what}: {log.read_text()[-3000:] if log.exists() else ''}")
+
+    try:
+        wait(lambda: log.exists() and f"golem '{gid}'" in log.read_text(), 300, "the golem to start")
+        text = log.read_text()
+        assert f"Temporal: the frontend at {mtls_proxy.address} (namespace default, mTLS)" in text, text
+        assert "starting Temporal dev server" not in text and not (data / "temporal.sqlite").exists()
+        assert "heartbeat-monitor" in text and "started" in text
+        wait(lambda: CycleStore(data).count() >= 2, 180, "two recorded ticks")
+        assert all(h == "ok" for h in mtls_proxy.handshakes[before:]) and len(mtls_proxy.handshakes) - before >= 3
+    finally:
+        os.killpg(run.pid, signal.SIGINT)
+        try:
+            run.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(10)
