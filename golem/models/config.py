@@ -373,13 +373,14 @@ TEMPORAL_PATH_KEYS = ("server_ca_cert", "client_cert", "client_key")
 
 
 class TemporalSection(BaseModel):
-    """[temporal]: the Temporal frontend this host's worker and CLI connect to (docs/how-to/fleet.md). Where to
+    """[temporal]: the Temporal frontend this host's worker and CLI connect to (docs/how-to/fleet.md); each key can be
+    overridden by GOLEM_TEMPORAL_<KEY> (GOLEM_TEMPORAL_ADDRESS, ...), and --address overrides the address. Where to
     connect, not how the golem behaves: kept out of the config version and of workflow payloads."""
 
     model_config = {"extra": "forbid"}
-    # host:port of the frontend; unset: GOLEM_TEMPORAL_ADDRESS, else the dev server `golem run` starts (127.0.0.1:7233)
+    # host:port of the frontend; unset: the dev server `golem run` starts (127.0.0.1:7233)
     address: str | None = None
-    namespace: str = Field(default="default", min_length=1)  # Temporal Cloud: "<namespace>.<account>"
+    namespace: str = Field(default="default", min_length=1)  # Temporal Cloud: "namespace.account-id"
     # TLS on/off; unset: on when a certificate or an API key is configured; true without a CA: the system's roots
     tls: bool | None = None
     server_ca_cert: str | None = None  # PEM of the CA that signed the frontend's certificate (relative: to golem.toml)
