@@ -262,6 +262,8 @@ def test_golem_run_on_a_configured_frontend_over_mtls_starts_no_dev_server(tmp_p
         assert "starting Temporal dev server" not in text and not (data / "temporal.sqlite").exists()
         assert "heartbeat-monitor" in text and "started" in text
         wait(lambda: CycleStore(data).count() >= 2, 180, "two recorded ticks")
+        dashboard = (data / "logs" / "dashboard.log").read_text()
+        assert "dashboard: http" in dashboard and "not reachable" not in dashboard, dashboard  # it reached Temporal
         assert all(h == "ok" for h in mtls_proxy.handshakes[before:]) and len(mtls_proxy.handshakes) - before >= 3
     finally:
         os.killpg(run.pid, signal.SIGINT)

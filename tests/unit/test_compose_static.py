@@ -114,6 +114,25 @@ def test_the_worker_serves_metrics_where_prometheus_scrapes_and_connects_where_t
     assert f"EXPOSE {port}" in (COMPOSE_DIR / "Dockerfile.worker").read_text()
 
 
+def test_the_worker_binds_its_metrics_where_the_compose_file_says(monkeypatch):
+    """GOLEM_METRICS_HOST reaches the worker's /metrics server (bound to 127.0.0.1, another container cannot scrape)."""
+    from workers.metrics import GolemMetrics, MetricsServer
+
+    host = _compose()["services"]["worker"]["environment"]["GOLEM_METRICS_HOST"]
+    monkeypatch.setenv("GOLEM_METRICS_HOST", host)
+    metrics = GolemMetrics("bind-check")
+    server = MetricsServer(metrics, 0)
+    try:
+        assert server.httpd.server_address[0] == host
+    finally:
+        server.httpd.server_close()
+        metrics.shutdown()
+    monkeypatch.delenv("GOLEM_METRICS_HOST")
+    server = MetricsServer(metrics, 0)
+    assert server.httpd.server_address[0] == "127.0.0.1", "outside a container the endpoint stays local"
+    server.httpd.server_close()
+
+
 def test_temporal_setup_registers_every_search_attribute_a_tick_sets():
     from infra.temporal import SEARCH_ATTRIBUTES
 

@@ -119,9 +119,10 @@ def _golem(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
                           env={**base, **(env or {})}, timeout=120)
 
 
-def test_cli_commands_name_a_bad_temporal_key_in_one_line(tmp_path):
+@pytest.mark.parametrize("command", [["status"], ["doctor"], ["pause"]])
+def test_cli_commands_name_a_bad_temporal_key_in_one_line(tmp_path, command):
     toml = _home(tmp_path, {"address": "t.internal:7233", "server_ca_cert": "certs/missing.pem"})
-    proc = _golem("--home", str(toml.parent), "--data", str(tmp_path), "status")
+    proc = _golem("--home", str(toml.parent), "--data", str(tmp_path), *command)
     err = proc.stderr.strip()
     assert proc.returncode != 0 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert "[temporal] server_ca_cert" in err and str(toml.parent / "certs" / "missing.pem") in err
