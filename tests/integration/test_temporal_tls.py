@@ -6,6 +6,7 @@ the dev server, Anvil, the worker process, the SDK's TLS client (rustls) and Pyt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -239,7 +240,9 @@ def test_golem_run_on_a_configured_frontend_over_mtls_starts_no_dev_server(tmp_p
     raw["temporal"] = {"address": mtls_proxy.address, "server_ca_cert": str(pki.ca.cert),
                        "client_cert": str(pki.client.cert), "client_key": str(pki.client.key)}
     (home / "golem.toml").write_text(tomli_w.dumps(raw))
-    env = _env(GOLEM_DASHBOARD_PORT=str(free_port()), GOLEM_METRICS_PORT=str(free_port()), PYTHONUNBUFFERED="1")
+    # (a dev server, if one were wrongly started, on ports of its own: not the owner's 7233)
+    env = _env(GOLEM_DASHBOARD_PORT=str(free_port()), GOLEM_METRICS_PORT=str(free_port()), PYTHONUNBUFFERED="1",
+               GOLEM_TEMPORAL_PORT=str(free_port()), GOLEM_TEMPORAL_UI_PORT=str(free_port()))
     log = data / "logs" / "golem-run.log"
     before = len(mtls_proxy.handshakes)
     run = subprocess.Popen([sys.executable, "-m", "cli", "run", "--home", str(home), "--data", str(data), "--quiet"],
@@ -266,9 +269,11 @@ def test_golem_run_on_a_configured_frontend_over_mtls_starts_no_dev_server(tmp_p
         assert "dashboard: http" in dashboard and "not reachable" not in dashboard, dashboard  # it reached Temporal
         assert all(h == "ok" for h in mtls_proxy.handshakes[before:]) and len(mtls_proxy.handshakes) - before >= 3
     finally:
-        os.killpg(run.pid, signal.SIGINT)
+        with contextlib.suppress(ProcessLookupError):  # it may have stopped by itself (a failure above)
+            os.killpg(run.pid, signal.SIGINT)
         try:
             run.wait(60)
         except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.pid, signal.SIGKILL)
             run.wait(10)

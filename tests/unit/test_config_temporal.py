@@ -137,5 +137,5 @@ def test_golem_run_with_a_frontend_configured_starts_no_dev_server(tmp_path):
     err = proc.stderr.strip()
     assert proc.returncode != 0 and "Traceback" not in err, err
     assert "cannot reach Temporal at 127.0.0.1:1" in err and "connection refused" in err, err
-    assert not (data / "temporal.sqlite").exists() and not (data / "logs" / "temporal.log").exists()
+    assert not data.exists(), "checked before anything started: no data dir, no dev server, no Anvil"
     assert "starting Temporal dev server" not in proc.stdout
