@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 from temporalio import activity
 
 from activities import ActivitySet
@@ -50,7 +51,7 @@ from golem.grimoire.semantic.graph import CausalGraph
 from golem.grimoire.playbook.heuristics import Heuristic, derive_heuristics_from_episodes, is_rule
 from golem.grimoire.integrity import apply_drift_report, drift_reference_path
 from golem.grimoire.playbook import view as playbook_view
-from golem.grimoire.playbook.compile import PlaybookRevision, playbook_line, rewrite_playbook
+from golem.grimoire.playbook.compile import PlaybookRevision, compiled_entries, playbook_line, rewrite_playbook
 from golem.grimoire.playbook.survival import revisions, survival
 from golem.grimoire.playbook.view import AdmittedView
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
@@ -58,7 +59,8 @@ from golem.grimoire.upkeep import maintain
 from golem.inference.admission_utility import FutureUtilityScorer, UtilityBatch
 from golem.inference.strategies import unbundle
 from golem.inference.strategy import parse_strategy
-from golem.learning import causal, curator, cybernetics, settlement
+from golem.learning import causal, curator, cybernetics, regime_eval, settlement
+from golem.learning.ledger import LearningChange
 from golem.backtest.models import PathRow
 from golem.learning.trial import StartPosition, TrialResult, TrialRunner, judge, path_rows, playbook_pair, start_position
 from golem.learning.loop import allocation_defaults
@@ -75,6 +77,11 @@ from golem.models.golem import (
     QuarantineReviewStats,
 )
 from golem.safety.attribution import PERSISTENT_WINDOWS, window_report
+from golem.events.models import make_event
+from golem.models.config import ViabilitySection
+from golem.models.config_version import strategy_sha256
+from golem.safety import experience
+from golem.safety.experience import ViabilityStore
 from golem.safety.limits import check_playbook_delta
 from golem.services import Services
 
@@ -218,11 +225,13 @@ class ConsolidationActivities(ActivitySet):
     @activity.defn(name="delta_learn")
     @auto_heartbeat
     async def learn(self, inp: ConsolidationInput) -> DeltaStep:
-        """ExpeL operations by credited outcomes, the causal graph, cybernetics loop 2."""
+        """The earlier learning changes judged in matched regimes (a harmful one rolled back), then ExpeL operations by
+        credited outcomes, the causal graph, cybernetics loop 2."""
+        judged = await blocking("regime evaluation", self._regime_eval, inp)
         curator = await blocking("curator", self._curate, inp)
         curator["causal_edges"] = await blocking("causal graph", self._causal, inp)
         curator["context_policy"] = await blocking("context policy", self._retune, inp)
-        return DeltaStep(fields={"curator": curator})
+        return DeltaStep(fields={"curator": curator, "regime_eval": judged})
 
     @activity.defn(name="delta_trial")
     @auto_heartbeat
@@ -325,9 +334,11 @@ class ConsolidationActivities(ActivitySet):
     @activity.defn(name="delta_playbook")
     @auto_heartbeat
     async def playbook(self, inp: ConsolidationInput) -> DeltaStep:
+        before = await blocking("playbook entries", self._compiled)
         revision, view = await blocking("playbook", self._playbook, inp)
+        changes = await blocking("playbook changes", self._playbook_changes, inp.tick, before, self._compiled())
         return DeltaStep(fields={"playbook_revision": revision.revision, "playbook_path": str(revision.path),
-                                 "playbook_view": view.summary()})
+                                 "playbook_view": view.summary(), "playbook_changes": changes})
 
     @activity.defn(name="delta_followups")
     @auto_heartbeat
@@ -357,6 +368,40 @@ class ConsolidationActivities(ActivitySet):
                                     pause["paused"])
         return DeltaStep(fields={"embedding_drift": {**drift.as_dict(), "write_pause": {
             "paused": pause["paused"], "reasons": sorted(pause["reasons"]), "pending": pause["pending"]}}})
+
+    @activity.defn(name="delta_viability")
+    @auto_heartbeat
+    async def viability(self, inp: ConsolidationInput) -> DeltaStep:
+        """The strategy judged by what it achieved over the last `[viability] window_ticks` records: a critical
+        finding restricts the golem until it stops binding or the owner acknowledges it (golem.safety.experience)."""
+        cfg = inp.config.viability
+        if not cfg.enabled:
+            return DeltaStep()
+        return DeltaStep(fields={"viability": await blocking("viability", self._viability, inp.tick, cfg)})
+
+    def _viability(self, tick: int, cfg: ViabilitySection) -> dict[str, Any]:
+        records = [r for r in self._recent_records(cfg.window_ticks) if r.tick <= tick]
+        settled = {row.tick: row.settled_pnl for row in self.s.learning.outcomes() if row.settled_pnl is not None
+                   and not row.run_label}
+        sha = strategy_sha256(self.s.strategy_text())
+        state, fresh = ViabilityStore(self.s.layout.viability).record(
+            experience.assess(records, cfg, tick=tick, settled=settled), sha)
+        now, a = _now_iso(), state.assessment
+        assert a is not None
+        self.s.events.emit([
+            make_event(self.s.config.golem.id, tick, now,
+                       "safety.strategy_unviable" if f.severity == "critical" else "safety.strategy_warning", f.kind,
+                       finding=f.kind, message=f.message, fix=f.fix, figures=f.figures,
+                       acknowledged=f.kind in state.acknowledged)
+            for f in a.findings])
+        url = self.s.config.alerts.webhook_url
+        if url and fresh:  # the operator hears of a new restriction once (idempotent by the cycle's tick)
+            body = {"golem": self.s.config.golem.id, "tick": tick, "status": a.status, "id": f"viability-{tick}",
+                    "findings": [f.model_dump() for f in fresh],
+                    "acknowledge": "golem strategy-check --ack (or change STRATEGY.md)"}
+            httpx.post(url, json=body, timeout=5.0).raise_for_status()  # a failing receiver: Temporal retries
+        ViabilityStore(self.s.layout.viability).notified(fresh)
+        return experience.summary(state, sha)
 
     @activity.defn(name="delta_report")
     def report(self, inp: DeltaReport) -> None:
@@ -396,6 +441,8 @@ class ConsolidationActivities(ActivitySet):
     # (workflow.patched("delta-settle"))
     DELTA_STEPS_SETTLE = ("decay", "settle", "distill", "upkeep", "dream_promotion", "learn", "trial", "playbook",
                           "followups", "retention", "drift")
+    # since a strategy is judged by experience: the last step reads the window's records (workflow.patched("delta-viability"))
+    DELTA_STEPS_VIABILITY = (*DELTA_STEPS_SETTLE, "viability")
 
     @activity.defn(name="delta_consolidate")
     @auto_heartbeat
@@ -548,6 +595,11 @@ class ConsolidationActivities(ActivitySet):
         fresh = cybernetics.retune(policy, self.s.learning.context_samples(), inp.tick)
         if fresh is not None:
             self.s.learning.save_policy(fresh)
+            # judged later in matched regimes; a rollback restores these allocations
+            self.s.learning.record_change(LearningChange(
+                id=f"context_policy:{fresh.revision}", tick=inp.tick, kind="context_policy", ref=str(fresh.revision),
+                op="retune", description=fresh.reason,
+                before={"revision": policy.revision, "allocations": policy.allocations}))
             policy = fresh
         return {"revision": policy.revision, "changed": fresh is not None, "reason": policy.reason}
 
@@ -557,6 +609,11 @@ class ConsolidationActivities(ActivitySet):
             return []
         return promote_with_waking_evidence(staging, self.s.semantic, inp.golem_id, inp.tick,
                                             waking_facts(self.s.cycles), self.s.heuristics)
+
+    def _compiled(self) -> dict[str, str]:
+        """The rules PLAYBOOK.md holds now: heuristic id → text."""
+        path = self.s.playbook_path
+        return compiled_entries(path.read_text(encoding="utf-8")) if path.exists() else {}
 
     def _playbook(self, inp: ConsolidationInput) -> tuple[PlaybookRevision, AdmittedView]:
         """PLAYBOOK.md as a view of the admitted semantic store: eligible heuristics not yet offered go
@@ -572,6 +629,79 @@ class ConsolidationActivities(ActivitySet):
             guard=lambda old, new: check_playbook_delta(old, new, limits).refused, tick=inp.tick, keep=keep,
         )
         return revision, view
+
+    def _playbook_changes(self, tick: int, old: dict[str, str], new: dict[str, str]) -> list[dict[str, Any]]:
+        """Each rule that entered, was revised in or left PLAYBOOK.md this cycle, recorded for its regime-matched
+        evaluation (docs/design/learning.md#regime-matched-evaluation); a rollback's own undoing is not a change."""
+        undone = {c.ref for c in self.s.learning.changes("rolled_back") if c.judged_tick == tick}
+        out = []
+        for hid in sorted(set(old) | set(new)):
+            if hid in undone or old.get(hid) == new.get(hid):
+                continue
+            op = "entered" if hid not in old else "left" if hid not in new else "revised"
+            before = {"in_playbook": False} if op == "entered" else {"in_playbook": True, "text": old[hid]}
+            change = LearningChange(id=f"heuristic:{hid}:{tick}", tick=tick, kind="heuristic", ref=hid, op=op,
+                                    description=f"{op}: {new.get(hid) or old.get(hid)}", before=before)
+            self.s.learning.record_change(change)
+            out.append({"id": change.id, "op": op, "heuristic": hid})
+        return out
+
+    def _regime_eval(self, inp: ConsolidationInput) -> dict[str, Any]:
+        """The outcomes' change points, then every pending learning change whose windows are ready judged in matched
+        regimes; a harmful one is rolled back. Once per cycle tick (a retried step returns its report)."""
+        done = self.s.learning.regime_eval_cycle(inp.tick)
+        if done is not None:
+            return done
+        cfg = inp.config.learning
+        window = cfg.regime_window_ticks
+        pending = [c for c in self.s.learning.changes("pending") if c.tick < inp.tick]
+        lookback = max([regime_eval.CHANGE_POINT_LOOKBACK * window, *(inp.tick - c.tick + window for c in pending)])
+        series = regime_eval.outcomes_of(self._records_upto(inp.tick, lookback + 1))
+        found = regime_eval.change_points(series)
+        fresh = self.s.learning.add_change_points([p.model_dump() for p in found], inp.tick)
+        points = [regime_eval.ChangePoint.model_validate(p) for p in self.s.learning.change_points()]
+        judged = []
+        for c in pending:
+            j = regime_eval.judge(series, c.tick, inp.tick, window, cfg.regime_min_matched, points)
+            if j.status == "pending":
+                continue
+            status = j.status
+            if status == "rolled_back":
+                if cfg.regime_rollback:
+                    self._roll_back(inp, c, j.reason)
+                else:
+                    status = "harmful"  # [learning] regime_rollback = false: judged, not undone
+            self.s.learning.judge_change(c.id, status, inp.tick, j.reason, j.model_dump(mode="json"))
+            judged.append({"id": c.id, "kind": c.kind, "ref": c.ref, "op": c.op, "status": status, "reason": j.reason,
+                           "made_tick": c.tick})
+        report = {"judged": judged, "pending": len(pending) - len(judged), "outcomes": len(series),
+                  "change_points": fresh, "last_change_point": points[-1].tick if points else None}
+        self.s.learning.close_regime_eval(inp.tick, report)
+        return report
+
+    def _roll_back(self, inp: ConsolidationInput, change: LearningChange, reason: str) -> None:
+        """Undo a harmful change through its own mechanism: a new ContextPolicy revision with the allocations before
+        it, or the heuristic restored and PLAYBOOK.md recompiled by this cycle's playbook step."""
+        if change.kind == "context_policy":
+            current = self.s.learning.context_policy(allocation_defaults(inp.config))
+            self.s.learning.save_policy(cybernetics.ContextPolicy(
+                revision=current.revision + 1, tick=inp.tick, allocations=change.before["allocations"],
+                reason=f"rollback of loop-2 revision {change.ref}: {reason}"))
+        elif change.kind == "heuristic":
+            self.s.heuristics.restore(change.ref, change.before, inp.tick)
+            playbook_view.follow_votes(self.s.heuristics, self.s.semantic, [change.ref], inp.tick)
+
+    def _records_upto(self, tick: int, n: int) -> list[Any]:
+        """The last `n` recorded ticks up to `tick`, in tick order (an archived or unreadable record leaves a gap)."""
+        out = []
+        for row in self.s.cycles.recent(n):
+            if row["tick"] > tick:
+                continue
+            try:
+                out.append(self.s.cycles.load(row["tick"], row.get("run") or None))
+            except (LookupError, ValueError):
+                continue
+        return out[::-1]
 
     # ---- dream ----------------------------------------------------------------------------------
     @activity.defn(name="dream_replay")

@@ -37,6 +37,8 @@ def tick_facts(store: EventStore, n: int = HISTORY) -> list[TickFact]:
 class MonitorActivities(ActivitySet):
     def __init__(self, services: Services) -> None:
         self.s = services
+        # the stall clock starts here at the earliest: the stack's downtime before this worker is no stall
+        self.serving_since = datetime.now(timezone.utc).isoformat()
 
     @activity.defn(name="check_vitals")
     def check_vitals(self, inp: VitalsInput) -> list[ProbeAlert]:
@@ -45,7 +47,7 @@ class MonitorActivities(ActivitySet):
         control = store.read(kinds=["control.paused", "control.resumed"], limit=1, newest=True)
         paused = control[0].payload.get("note", "paused") if control and control[0].kind == "control.paused" else None
         alerts = evaluate_vitals(tick_facts(store), inp.now, inp.theta_seconds, playbook[0].tick if playbook else None,
-                                 paused=paused)
+                                 paused=paused, serving_since=self.serving_since)
         # "LOG all metric readings for audit trail"
         log.info("vitals of %s at %s: %s", inp.golem_id, inp.now,
                  "; ".join(f"{a.vital}={a.value} (threshold {a.threshold})" for a in alerts) or "all within thresholds")

@@ -43,11 +43,14 @@ from golem.grimoire.semantic.graph import KnowledgeGraph
 from golem.grimoire.playbook.compile import read_revision
 from golem.grimoire.semantic.topology import TopologyTracker, assert_llm_facts
 from golem.inference.decision import DECIDE, REQUEST_PRIVILEGED, decision_tools, requestable
+from golem.inference.deliberator import Route
+from golem.inference.offline import MODEL_NAME as OFFLINE_MODEL
 from golem.learning.reflexion_llm import worded
 from golem.inference.router import InferenceRejected, InferenceRetryable
 from golem.inference.strategies import StrategySet, credits
 from golem.safety.urgency import LineRule, line_rules
 from golem.inference.strategy import Strategy, metrics_from, rules_in
+from golem.safety.experience import restriction_at
 from golem.learning.expectation import scaled
 from golem.learning.loop import allocation_defaults, reflexion_of
 from golem.life.after_turn import after_turn_in_reflect
@@ -69,6 +72,7 @@ from golem.models.record import (
 )
 from golem.models.slices import as_slice
 from golem.models.threats import MarketWindow
+from golem.models.config_version import strategy_sha256
 from golem.models.tick import (
     whole,
     AnalyzeInput,
@@ -386,7 +390,8 @@ class TickActivities(ActivitySet):
             t["name"] == REQUEST_PRIVILEGED for t in tools or []) else []
         chain = TickReads(self.s.w3, self.s.deployment, self.s.account, obs, write_tools=[*granted, *asked])
         memory = MemoryReads(self.s.episodes, self.s.semantic, golem_id=inp.ctx.golem_id, tick=inp.ctx.tick,
-                             regime=obs.regime.value, block=obs.snapshot.block_number)
+                             regime=obs.regime.value, block=obs.snapshot.block_number,
+                             regime_tag=obs.regime_tag.cell if obs.regime_tag is not None else None)
         return CombinedReads(chain, memory)
 
     def _before_agent_start(self, inp: DecideInput, obs: Observation) -> AgentStart:
@@ -403,9 +408,17 @@ class TickActivities(ActivitySet):
             tools=lambda: decision_tools(ctx.cfg.policy.approved_assets, list(ctx.cfg.policy.privileged_tools),
                                          obs.strategies.active if obs.strategies is not None else []),
             context=lambda: self.s.learning.context_policy(allocation_defaults(ctx.cfg)),
-            compile=lambda: self._compiled(ctx, obs), viability=viable, route=lambda: self.s.deliberator.route(inp),
+            compile=lambda: self._compiled(ctx, obs), viability=viable, route=lambda: self._route(inp),
             # before any LLM call: STRATEGY.md MUST lines (breaches audited; forbidden tools never run)
             safety=lambda strategy: self.s.safety.pre_llm_gate(ctx.golem_id, ctx.tick, strategy, obs))
+
+    def _route(self, inp: DecideInput) -> Route:
+        """The model-router's answer, except while the strategy is unviable from experience: then the offline
+        deliberator (its rules still protect the position) and no paid model call."""
+        restricted = self._restriction(inp.ctx)
+        if restricted:
+            return Route(model=OFFLINE_MODEL, why=f"restricted (strategy unviable from experience): {restricted[:200]}")
+        return self.s.deliberator.route(inp)
 
     def _numbered(self, inp: DecideInput, deliberation: Deliberation) -> Deliberation:
         """Another run of this tick (a reset, a rerun) already used action slots: this run's actions are
@@ -458,8 +471,20 @@ class TickActivities(ActivitySet):
             line_rules=self._line_rules(strategy, obs, ctx.state.last_price),
             approvals={a.id: a.tool for a in approved(ctx.state)},  # the owner widened the grant for these alone
             market=self._market_window(obs, ctx.cfg.policy.threat_window_blocks),  # the DeFi threat detectors
+            restricted=self._restriction(ctx),  # the strategy judged unviable by experience (golem.safety.experience)
         )
         return result
+
+    def _restriction(self, ctx: TickContext) -> str | None:
+        """The unacknowledged critical findings of the last delta cycle on the STRATEGY.md this tick runs (None: the
+        golem is not restricted)."""
+        if not ctx.cfg.viability.enabled:
+            return None
+        try:  # keyed by the home's STRATEGY.md (what the delta cycle judged): a new file lifts the restriction
+            text = self.s.strategy_text()
+        except ValueError:
+            return None
+        return restriction_at(self.s.layout.viability, strategy_sha256(text))
 
     def _market_window(self, obs: Observation, blocks: int) -> MarketWindow:
         """The pair and the feed over the blocks before the observation (golem.chain.market_window); a node that cannot

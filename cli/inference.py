@@ -94,8 +94,13 @@ def cmd_chat(args: Namespace) -> int:
     digest = state_digest(data)
     delib, _ = select_deliberator(cfg, os.environ, data_dir=data)
     if isinstance(delib, LLMDeliberator):
+        from golem.layout import DataLayout
+        from golem.usecases.conversation import conversation_context
+
+        # the turns before the tail, compacted with the invariants (session hook, before_compact)
+        compacted, tail = conversation_context(DataLayout(data), cfg, delib.config.conversation_tail or 8)
         try:
-            text, meta = arun(llm_reply(delib, tree.tail(delib.config.conversation_tail or 8), digest))
+            text, meta = arun(llm_reply(delib, tail, digest, compacted.text() if compacted is not None else ""))
         except Exception as err:  # provider down: still answer, honestly
             text, meta = offline_reply(args.message, digest) + f" (model unavailable: {err})", {}
     else:

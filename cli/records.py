@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sys
 from argparse import Namespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from cli.common import Command, data_dir
+from cli.common import Command, data_dir, golem_config
 from golem.errors import UserError
 
 if TYPE_CHECKING:
@@ -74,6 +74,11 @@ def brief(rec: DecisionCycleRecord) -> list[str]:
            f"regime {rec.regime.value}  PE {rec.prediction_error:.3f} / θ {rec.deliberation_threshold:.3f}  "
            f"HF {'—' if hf is None else f'{hf:.3f}'}  price {rec.observation.snapshot.pool.price:,.2f}",
            f"  why:      {rec.gating_reason}"]
+    tag = rec.observation.regime_tag
+    if tag is not None:  # docs/design/learning.md#the-regime-tag
+        out.append(f"  tag:      {tag.cell}" + (f"  (σ {tag.volatility:.4%}" if tag.volatility is not None else "  (")
+                   + (f", gas ×{tag.gas_ratio:.2f}" if tag.gas_ratio is not None else "")
+                   + (f", impact {tag.price_impact:.2%})" if tag.price_impact is not None else ")"))
     for iv in rec.active_interventions:
         out.append(f"  {iv.kind}:    {iv.id} \"{iv.message}\"" + (f" ({iv.severity})" if iv.severity else "")
                    + (f" from the {iv.source}" if iv.source != "owner" else ""))
@@ -109,6 +114,24 @@ def brief(rec: DecisionCycleRecord) -> list[str]:
     return out
 
 
+def _debug_requested(args: Namespace, rec: Any) -> None:
+    """The debug hook: the owner asked what the golem thought at a tick; the observability member puts it on the Event
+    Fabric with the tick's DeFi context (regime, phase, tier, cost)."""
+    from datetime import datetime, timezone
+
+    from golem.events.models import make_event
+    from golem.events.store import EventStore
+    from golem.extensions import registry_for
+    from golem.extensions.hooks import fire
+
+    now = datetime.now(timezone.utc).isoformat()
+    fire(registry_for(golem_config(args).extensions.disabled), "debug", {"observability": lambda: EventStore(
+        data_dir(args)).append([make_event(
+            rec.golem_id, rec.tick, now, "heartbeat.debug_requested", now, run=rec.run_label or "original",
+            regime=rec.regime.value, phase=rec.phase.value, tier=rec.tier.value, cost_usd=rec.total_cost,
+            view="brief" if getattr(args, "brief", False) else ("runs" if args.runs else "record"))])})
+
+
 def cmd_show(args: Namespace) -> int:
     from golem.life.cycle_store import CycleStore
 
@@ -129,6 +152,7 @@ def cmd_show(args: Namespace) -> int:
                  + (f" and {later} later run(s) failed too (golem show {args.tick} --runs)" if later else "")
                  + f"; `golem rerun {args.tick}` or a Temporal reset runs it again")
     lines = run_lines(store, args.tick, rec.run_label)
+    _debug_requested(args, rec)
     if args.runs:
         print(f"runs of tick {args.tick}:\n" + "\n".join(lines))
         return 0

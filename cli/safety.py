@@ -48,6 +48,8 @@ def cmd_strategy_check(args: Namespace) -> int:
     if not path.exists():
         print(f"golem strategy-check: {path} not found; copy examples/golem-home/STRATEGY.md")
         return 1
+    if args.ack:
+        return _acknowledge(args, cfg.golem.id)
     limits = SafetyLimits.from_config(cfg)
     observation: Observation | None = None
     simulate: Callable[[list[ProposedAction], Observation], SimulationResult] | None = None
@@ -93,6 +95,32 @@ def cmd_strategy_check(args: Namespace) -> int:
     return 0 if all(r.viable for _, r in results) else 2
 
 
+def _acknowledge(args: Namespace, golem_id: str) -> int:
+    """The owner accepts what the delta cycle found of the strategy by experience: the restriction lifts, the
+    acknowledgment is an event (and stays until STRATEGY.md changes or a new kind of finding appears)."""
+    from datetime import datetime, timezone
+
+    from golem.events.models import make_event
+    from golem.events.store import EventStore
+    from golem.layout import DataLayout
+    from golem.safety.experience import ViabilityStore
+
+    store = ViabilityStore(DataLayout(args.data).viability)
+    state = store.load()
+    if state.assessment is None or not state.assessment.findings:
+        print("golem strategy-check --ack: nothing to acknowledge (no delta cycle has found anything of the strategy)")
+        return 0
+    now = datetime.now(timezone.utc).isoformat()
+    findings = store.acknowledge(now, args.note or "")
+    EventStore(Path(args.data)).append([make_event(
+        golem_id, state.assessment.tick, now, "safety.strategy_acknowledged", now,
+        kinds=[f.kind for f in findings], note=args.note or "")])
+    for f in findings:
+        print(f"acknowledged {f}")
+    print("the restriction is lifted; a new kind of finding, or a new STRATEGY.md, starts over")
+    return 0
+
+
 def register(command: Command) -> None:
     p = command("audit", "verify or print the hash-chained audit trail of permits, tool calls and outcomes")
     p.add_argument("action", choices=["verify", "tail"])
@@ -102,4 +130,7 @@ def register(command: Command) -> None:
     p = command("strategy-check", "run the strategy validation pipeline on STRATEGY.md and strategies/*.md")
     p.add_argument("--chain", action="store_true", help="also dry-run the first rule actions on the chain")
     p.add_argument("--account", help="account to dry-run as (default: the deployment's golem account)")
+    p.add_argument("--ack", action="store_true",
+                   help="acknowledge what the delta cycle found of the strategy by experience (lifts the restriction)")
+    p.add_argument("--note", help="--ack: why (kept with the acknowledgment)")
     p.set_defaults(fn=cmd_strategy_check)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
+from collections import Counter
 from argparse import Namespace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -77,6 +79,8 @@ async def _status(args: Namespace) -> int:
               f"{'entries stopped (no new positions)' if st.entries_stopped else ''} — {st.control_note}")
     if st.chain.alert:
         print(f"  ALERT:      {st.chain.alert}")
+    for line in viability_lines(Path(args.data), cfg.golem.home):
+        print(line)
     recent = alerts_line(Path(args.data))
     if recent:
         print(recent)
@@ -109,6 +113,8 @@ async def _status(args: Namespace) -> int:
         print(split)
     if (threat := threats_line(args, st.tick)) is not None:
         print(threat)
+    if (learned := learning_line(args)) is not None:
+        print(learned)
     for r in st.rejected_interventions:
         print(f"  {rejection_line(r)}")
     if st.failed_ticks:
@@ -243,6 +249,31 @@ def strategy_lines(st: GolemStatus, args: Namespace) -> list[str]:
     return out
 
 
+def viability_lines(data: Path, home: str) -> list[str]:
+    """The last delta cycle's judgement of the strategy by experience: RESTRICTED while a critical finding binds,
+    else its warnings, until the owner acknowledges them (docs/how-to/strategies.md#unviable-from-experience)."""
+    from golem.inference.strategies import read_bundle
+    from golem.layout import DataLayout
+    from golem.models.config_version import strategy_sha256
+    from golem.safety.experience import ViabilityStore
+
+    try:
+        state = ViabilityStore(DataLayout(data).viability).load()
+        sha = strategy_sha256(read_bundle(Path(home)))
+    except (OSError, ValueError) as err:
+        return [f"  viability:  unreadable ({err})"]
+    a = state.assessment
+    if a is None or sha != state.strategy_sha or not a.findings:
+        return []
+    binding = {f.kind for f in state.binding(sha)}
+    head = (f"  RESTRICTED: strategy unviable from experience (delta cycle at tick {a.tick}); nothing that opens "
+            "exposure runs, no paid model — `golem strategy-check --ack` accepts it" if binding
+            else f"  viability:  findings at tick {a.tick}" + (" (acknowledged)" if all(
+                f.kind in state.acknowledged for f in a.findings) else " — `golem strategy-check --ack`"))
+    return [head, *(f"    - {'' if f.kind in binding or f.kind not in state.acknowledged else 'acknowledged '}"
+                    f"{f}" for f in a.findings)]
+
+
 def attribution_line(args: Namespace, window_ticks: int, upto: int) -> str | None:
     """The return of the last delta window (and the last tick) split into market, strategy, knowledge and noise,
     with the loop that should answer a loss (golem.safety.attribution); None without two records to read."""
@@ -263,6 +294,39 @@ def attribution_line(args: Namespace, window_ticks: int, upto: int) -> str | Non
         line += f"\n              answered by {w['responsible_loop']}"
     if last is not None:
         line += f"\n              tick {records[-1].tick}: {parts(last)}"
+    return line
+
+
+def learning_line(args: Namespace) -> str | None:
+    """The learning changes judged in matched regimes (docs/design/learning.md#regime-matched-evaluation): how many
+    were rolled back, kept, still waiting, the last rollback and why, and the last shift of the outcomes; None
+    before any change was recorded."""
+    from cli.common import data_dir
+    from golem.errors import UserError
+    from golem.layout import DataLayout
+    from golem.learning.ledger import LearningLedger
+
+    try:
+        path = DataLayout.of(data_dir(args)).learning
+        if not path.exists():
+            return None
+        ledger = LearningLedger(path)
+        changes, points = ledger.changes(), ledger.change_points()
+    except (OSError, ValueError, UserError, sqlite3.Error):
+        return None
+    if not changes and not points:
+        return None
+    n = Counter(c.status for c in changes)
+    line = (f"  learning:   {len(changes)} changes: {n['rolled_back']} rolled back, {n['improved']} improved, "
+            f"{n['inconclusive']} inconclusive, {n['pending']} waiting"
+            + (f", {n['harmful']} harmful (rollback off)" if n["harmful"] else ""))
+    back = [c for c in changes if c.status == "rolled_back"]
+    if back:
+        last = max(back, key=lambda c: (c.judged_tick or 0, c.id))
+        line += f"\n              rolled back at tick {last.judged_tick}: {last.kind} {last.ref} ({last.op}) — {last.reason}"
+    if points:
+        p = points[-1]
+        line += f"\n              outcomes shifted {p['direction']} at tick {p['tick']} (CUSUM {p['statistic']:.1f}): windows restart there"
     return line
 
 

@@ -24,9 +24,11 @@ from golem.models.enums import Tier
 class HomeContext:
     """Reads the workspace's file-backed sources: HEARTBEAT.md in the home, the chat sidecar in the data dir."""
 
-    def __init__(self, home: Path | None, data: DataLayout | Path | None) -> None:
-        # the worker hands down its layout, a CLI or a test a path (DataLayout.of takes either)
+    def __init__(self, home: Path | None, data: DataLayout | Path | None, config: GolemConfig | None = None) -> None:
+        # the worker hands down its layout, a CLI or a test a path (DataLayout.of takes either); `config`: the
+        # compaction of the chat's older turns reads its cage and extensions (None: the tail alone)
         self.home, self.layout = home, DataLayout.of(data) if data is not None else None
+        self.config = config
 
     def standing_orders(self) -> str:
         p = self.home / "HEARTBEAT.md" if self.home else None
@@ -59,7 +61,12 @@ class HomeContext:
         from golem.inference.session import SessionTree
 
         path = self.layout.conversation
-        return SessionTree.load(path).tail(n) if path.exists() else []
+        if self.config is None:
+            return SessionTree.load(path).tail(n) if path.exists() else []
+        from golem.usecases.conversation import conversation_context
+
+        compacted, tail = conversation_context(self.layout, self.config, n)
+        return ([("compaction", compacted.text())] if compacted is not None else []) + tail
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,7 @@ def select_deliberator(
     router = ProviderRouter(make_client(key.strip(), http_client=http_client, timeout_s=cfg.timeout_seconds),
                             cfg, config.heartbeat)
     home = home if home is not None else Path(config.golem.home)
-    return (LLMDeliberator(router, context=HomeContext(home, data_dir),
+    return (LLMDeliberator(router, context=HomeContext(home, data_dir, config),
                            fallback=OfflineDeliberator(cfg.offline_speculate)),
             f"anthropic: T1 → {cfg.t1_model}, T2 → {cfg.t2_model} (key from ${cfg.api_key_env}); "
             "offline deliberator when the budget forbids LLM calls")
@@ -131,7 +138,7 @@ def _paying_deliberator(config: GolemConfig, cfg: InferenceConfig, wallet: Walle
     client = make_client("x402-wallet-pays", http_client=http, timeout_s=cfg.timeout_seconds, base_url=cfg.gateway_url)
     router = ProviderRouter(client, cfg, config.heartbeat, payer=payer, registry=registry)
     home = home if home is not None else Path(config.golem.home)
-    return (LLMDeliberator(router, context=HomeContext(home, data_dir), fallback=offline),
+    return (LLMDeliberator(router, context=HomeContext(home, data_dir, config), fallback=offline),
             f"anthropic via x402: T1 → {cfg.t1_model}, T2 → {cfg.t2_model}, each call paid from {payer.address} "
             f"through {cfg.gateway_url} (≤ ${cfg.max_payment_usd:g} a call); offline deliberator when a quote is "
             "refused")

@@ -130,6 +130,11 @@ class DataLayout:
         return self.root / "risk.sqlite"
 
     @property
+    def viability(self) -> Path:
+        """The strategy judged by experience at each delta cycle, and the owner's acknowledgments."""
+        return self.root / "viability.json"
+
+    @property
     def run_actions(self) -> Path:
         return self.root / "run_actions.sqlite"
 

@@ -47,8 +47,11 @@ class DeltaConsolidationWorkflow:
         # since learned rules pay for themselves: a trial step between the Curator and PLAYBOOK.md's compile
         trial = workflow.patched("delta-trial")
         # since acted ticks are settled in hindsight: a settle step before the distillation and the Curator
-        steps = (ConsolidationActivities.DELTA_STEPS_SETTLE if trial and workflow.patched("delta-settle")
+        steps: tuple[str, ...] = (ConsolidationActivities.DELTA_STEPS_SETTLE if trial and workflow.patched("delta-settle")
                  else ConsolidationActivities.DELTA_STEPS_TRIAL if trial else ConsolidationActivities.DELTA_STEPS)
+        # since a strategy is judged by what it achieved: a last step over the window's records
+        if steps is ConsolidationActivities.DELTA_STEPS_SETTLE and workflow.patched("delta-viability"):
+            steps = ConsolidationActivities.DELTA_STEPS_VIABILITY
         for name in steps:
             opts = options.trial_step(inp.config.learning.trial_timeout_seconds) if name == "trial" \
                 else options.cycle_step()

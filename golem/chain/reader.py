@@ -1,7 +1,8 @@
 """Read the chain into a ChainSnapshot in one JSON-RPC batch (the observe step).
 
-All reads go out as a single batch request (one HTTP round trip) and are decoded here, so
-a failed or malformed answer can be reported by the name of the read that failed.
+The head's number is read first; every read of the batch then names that block, so a block mined while the batch
+is answered cannot split the snapshot between two states. Answers are decoded here, so a failed or malformed answer
+is reported by the name of the read that failed.
 """
 
 from __future__ import annotations
@@ -57,30 +58,40 @@ def _calldata(signature: str, arg_types: tuple[str, ...] = (), args: tuple[Any, 
     return "0x" + data.hex()
 
 
-def _eth_call(name: str, to: str, signature: str, *address_args: str) -> _Read:
+def _eth_call(name: str, to: str, signature: str, *address_args: str, block: str = "latest") -> _Read:
     data = _calldata(signature, ("address",) * len(address_args), address_args)
-    return _Read(name, "eth_call", [{"to": to, "data": data}, "latest"])
+    return _Read(name, "eth_call", [{"to": to, "data": data}, block])
 
 
-def _plan(deployment: Deployment, account: str) -> list[_Read]:
+BLOCK_READ = "eth_getBlockByNumber"
+
+
+def _plan(deployment: Deployment, account: str, block: str = "latest") -> list[_Read]:
+    """Every read at `block` (a hex number, or "latest")."""
     a = deployment.addresses
     reads = [
         _Read("eth_chainId", "eth_chainId", []),
-        _Read("eth_getBlockByNumber(latest)", "eth_getBlockByNumber", ["latest", False]),
+        _Read(BLOCK_READ, "eth_getBlockByNumber", [block, False]),
         _Read("eth_gasPrice", "eth_gasPrice", []),
-        _Read(f"eth_getBalance({account})", "eth_getBalance", [account, "latest"]),
-        _eth_call("PAIR.getReserves()", a[MAIN_PAIR], "getReserves()"),
-        _eth_call("AAVE_POOL.getUserAccountData", a["AAVE_POOL"], "getUserAccountData(address)", account),
-        _eth_call(f"A_WETH.balanceOf({account})", a["A_WETH"], "balanceOf(address)", account),
-        _eth_call(f"VDEBT_USDC.balanceOf({account})", a["VDEBT_USDC"], "balanceOf(address)", account),
-        _eth_call(f"PAIR.balanceOf({account})", a[MAIN_PAIR], "balanceOf(address)", account),
-        _eth_call("PAIR.totalSupply()", a[MAIN_PAIR], "totalSupply()"),
+        _Read(f"eth_getBalance({account})", "eth_getBalance", [account, block]),
+        _eth_call("PAIR.getReserves()", a[MAIN_PAIR], "getReserves()", block=block),
+        _eth_call("AAVE_POOL.getUserAccountData", a["AAVE_POOL"], "getUserAccountData(address)", account, block=block),
+        _eth_call(f"A_WETH.balanceOf({account})", a["A_WETH"], "balanceOf(address)", account, block=block),
+        _eth_call(f"VDEBT_USDC.balanceOf({account})", a["VDEBT_USDC"], "balanceOf(address)", account, block=block),
+        _eth_call(f"PAIR.balanceOf({account})", a[MAIN_PAIR], "balanceOf(address)", account, block=block),
+        _eth_call("PAIR.totalSupply()", a[MAIN_PAIR], "totalSupply()", block=block),
     ]
     for sym in BALANCE_TOKENS:
-        reads.append(_eth_call(f"{sym}.balanceOf({account})", a[sym], "balanceOf(address)", account))
+        reads.append(_eth_call(f"{sym}.balanceOf({account})", a[sym], "balanceOf(address)", account, block=block))
     for sym in feed_symbols(deployment):
-        reads.append(_eth_call(f"FEED_{sym}.latestRoundData()", a[f"FEED_{sym}"], "latestRoundData()"))
+        reads.append(_eth_call(f"FEED_{sym}.latestRoundData()", a[f"FEED_{sym}"], "latestRoundData()", block=block))
     return reads
+
+
+def head_number(w3: Web3) -> int:
+    """The chain head's number (its own request: the batch that follows reads at it)."""
+    read = _Read("eth_blockNumber", "eth_blockNumber", [])
+    return _quantity(read, _result(read, _send(w3, [read])[0]))
 
 
 def feed_symbols(deployment: Deployment) -> list[str]:
@@ -105,7 +116,8 @@ def _send(w3: Web3, reads: list[_Read]) -> list[dict[str, Any]]:
     except ChainReadError:
         raise
     except Exception as exc:  # transport failures (connection refused, timeout, bad JSON)
-        raise ChainReadError(f"chain read batch of {len(reads)} calls failed: {exc}") from exc
+        what = reads[0].name if len(reads) == 1 else f"batch of {len(reads)} calls"
+        raise ChainReadError(f"chain read {what} failed: {exc}") from exc
     if isinstance(answers, dict):  # a batch rejected as a whole comes back as one error object
         raise ChainReadError(f"chain read batch was rejected: {answers.get('error', answers)}")
     if not isinstance(answers, list) or len(answers) != len(reads):
@@ -174,7 +186,7 @@ def read_snapshot(w3: Web3, deployment: Deployment, account: str) -> ChainSnapsh
     if not Web3.is_address(account):
         raise ValueError(f"account must be an address, got {account!r}")
     account = to_checksum_address(account)
-    reads = _plan(deployment, account)
+    reads = _plan(deployment, account, hex(head_number(w3)))
     answers = _send(w3, reads)
     results = [_result(r, ans) for r, ans in zip(reads, answers)]
     by_name = dict(zip((r.name for r in reads), zip(reads, results)))
@@ -191,7 +203,7 @@ def read_snapshot(w3: Web3, deployment: Deployment, account: str) -> ChainSnapsh
         read, value = by_name[name]
         return _words(read, value, n)
 
-    block_read, block = by_name["eth_getBlockByNumber(latest)"]
+    block_read, block = by_name[BLOCK_READ]
     if not isinstance(block, dict) or "number" not in block or "timestamp" not in block:
         raise ChainReadError(f"{block_read.name}: malformed block {block!r}")
     block_number = _quantity(block_read, block["number"])

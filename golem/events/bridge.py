@@ -227,6 +227,13 @@ def consolidation_events(golem: str, time: str, result: ConsolidationResult) -> 
             out.append(make_event(golem, t, time, "alerts.raised", "reflection_consistency",
                                   alert="reflection_consistency_low",
                                   detail=f"regenerated reflections agree at cosine {rc['mean']:.2f} (alarm below 0.5)"))
+    regime = getattr(result, "regime_eval", None) or {}
+    for j in regime.get("judged", []):
+        if j.get("status") == "rolled_back":
+            out.append(make_event(golem, t, time, "grimoire.change_rolled_back", j["id"], change=j["id"], change_kind=j["kind"],
+                                  ref=j["ref"], op=j["op"], made_tick=j["made_tick"], reason=j["reason"]))
+    for cp in regime.get("change_points", []):
+        out.append(make_event(golem, t, time, "quality.outcome_change_point", str(cp), tick_of_change=cp))
     if result.playbook_revision is not None:
         out.append(make_event(golem, t, time, "grimoire.playbook_revised", str(result.playbook_revision),
                               revision=result.playbook_revision, path=result.playbook_path,

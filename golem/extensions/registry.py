@@ -246,7 +246,10 @@ def builtin_extensions() -> list[Extension]:
                                    "X402Payer readies the call, X402Transport pays the gateway's 402 "
                                    "(golem.inference.payment)"),
         # Layer 4 – Cognition
-        _x("turn-context", 4, {"context"}, ["context"], optional=True, present=False),
+        _x("turn-context", 4, {"context"}, ["context"], optional=True,
+           what="progressive disclosure: what the allocation held back stays on call (golem.inference.turn_context)",
+           context="decide: the tool loop's first turn lists the held-back sections and offers the `workspace` read "
+                   "that returns one whole (LLMDeliberator.decide)"),
         _x("dream", 4, {"after_turn"}, ["grimoire", "daimon"], optional=True, what="DreamScheduler and dream cycle",
            after_turn="GolemWorkflow between ticks (schedule_dream), DreamCycleWorkflow"),
         _x("cybernetics", 4, {"after_turn"}, ["context", "grimoire"], optional=True,
@@ -266,7 +269,8 @@ def builtin_extensions() -> list[Extension]:
            tool_execution_update="execute: actions.tx for each of the action's journaled transactions",
            tool_execution_end="execute: actions.landed with the action's status, block and gas"),
         _x("observability", 5, {"debug", "error"}, ["telemetry"], optional=True, what="structured logs",
-           debug="golem status / show (not a fired hook)",
+           debug="golem show N: the owner asked what the golem thought at a tick; the heartbeat.debug_requested event "
+                 "with its regime, phase, tier and cost (cli/records.py)",
            error="the record_failure activity: the tick_failed event (the failure record is written either way)"),
         # Layer 6 – Intervention
         _x("playbook", 6, {"system_prompt"}, ["grimoire"], optional=True,
@@ -278,7 +282,10 @@ def builtin_extensions() -> list[Extension]:
                  "ThetaTickWorkflow.steer: interrupt or cancel the running tick",
            send_message="golem steer / followup: deliver the signal, validated first (cli/steer.py)"),
         # Layer 7 – Recovery
-        _x("compaction", 7, {"session"}, ["context"], optional=True, present=False),
+        _x("compaction", 7, {"session"}, ["context"], optional=True,
+           what="DeFi-aware compaction of the owner's chat session (golem.inference.compaction)",
+           session="before_compact: golem chat and the T2 workspace fold the turns older than the tail, keeping the "
+                   "cage's hash, positions, phase, PLAYBOOK heuristics and active warnings (golem.usecases.conversation)"),
     ]
 
 

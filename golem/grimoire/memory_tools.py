@@ -66,9 +66,10 @@ class MemoryReads:
     """One tick's memory tools over the worker's stores (`tick` is now, `regime` the tick's)."""
 
     def __init__(self, episodes: EpisodeStore, semantic: SemanticStore, *, golem_id: str, tick: int,
-                 regime: str, block: int = 0) -> None:
+                 regime: str, block: int = 0, regime_tag: str | None = None) -> None:
         self.episodes, self.semantic = episodes, semantic
         self.golem_id, self.tick, self.regime, self.block = golem_id, tick, regime, block
+        self.regime_tag = regime_tag  # the tick's regime cell, on every entry it proposes
         self.proposed = 0
 
     def schemas(self) -> list[dict[str, Any]]:
@@ -121,7 +122,7 @@ class MemoryReads:
             raise ToolArgumentError(f"propose_entry.content: 10 to 600 characters, got {len(content)}")
         qid = self._quarantine("propose_entry", f"{a['category']}|{content}", "proposed", lambda qid: GrimoireEntry(
             id=qid, category=EntryType(a["category"]), content=content, confidence=PROPOSED_CONFIDENCE,
-            market_regime=a.get("regime") or self.regime, valid_from=self.tick,
+            market_regime=a.get("regime") or self.regime, valid_from=self.tick, regime_tag=self.regime_tag,
             parent_episode_ids=[str(e) for e in a.get("evidence") or []], tags=["proposed-by-model"],
             source=EntrySource(golem_id=self.golem_id), created_tick=self.tick))
         return {"quarantined": qid, "status": "pending review; not in force"}
@@ -155,7 +156,7 @@ class MemoryReads:
             raise ToolArgumentError(f"link_causal.reason: 10 to 400 characters, got {len(reason)}")
         qid = self._quarantine("link_causal", f"{cause}|{effect}", "causal edge proposed", lambda qid: GrimoireEntry(
             id=qid, category=EntryType.CAUSAL_LINK, content=f"{cause} leads to {effect}: {reason}",
-            confidence=PROPOSED_CONFIDENCE, market_regime=self.regime, valid_from=self.tick,
+            confidence=PROPOSED_CONFIDENCE, market_regime=self.regime, valid_from=self.tick, regime_tag=self.regime_tag,
             parent_episode_ids=[i for i in (cause, effect) if self.episodes.get(i) is not None],
             tags=["proposed-by-model", *edge_tags(cause, effect, float(weight))],
             source=EntrySource(golem_id=self.golem_id), created_tick=self.tick))

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from golem.extensions.hooks import fire
+from golem.extensions.registry import registry_for
 from golem.inference.budget import daily_spend_on
 from golem.inference.config import InferenceConfig
 from golem.inference.decision import decision_tools, parse_decision
@@ -23,6 +25,7 @@ from golem.inference.offline import MODEL_NAME as OFFLINE_MODEL
 from golem.inference.offline import OfflineDeliberator
 from golem.inference.router import BudgetRefusal, Completion, ModelChoice, PaymentRefused, ProviderRouter
 from golem.inference.tool_loop import LoopCutShort, run_tool_loop, total
+from golem.inference.turn_context import disclose
 from golem.inference.strategy import Strategy
 from golem.inference.workspace import Workspace, WorkspaceSources, assemble_workspace
 from golem.models.approvals import PrivilegedRequest
@@ -109,9 +112,17 @@ class LLMDeliberator:
         ws = self.workspace(inp, strategy, playbook_text)
         if route.choice is None:
             return await self._fallback(inp, strategy, playbook_text, route.why, ws)
+        rounds = self.config.tool_rounds(inp.tier)
+        messages, context = ws.messages, list[str]()
+        if reads is not None and rounds > 0 and ws.held:  # progressive disclosure (golem.inference.turn_context)
+            context, disclosed = fire(registry_for(inp.ctx.cfg.extensions.disabled), "context",
+                                      {"turn-context": lambda: disclose(ws, reads)})
+            if disclosed:
+                messages, reads = disclosed[0][1]
+
         async def loop_with(choice: ModelChoice) -> Any:
-            return await run_tool_loop(self.router, choice, system=ws.system, messages=ws.messages,
-                                       decision_tools=tools, reads=reads, rounds=self.config.tool_rounds(inp.tier),
+            return await run_tool_loop(self.router, choice, system=ws.system, messages=messages,
+                                       decision_tools=tools, reads=reads, rounds=rounds,
                                        max_tokens=self.config.tool_loop_max_tokens,
                                        result_filter="result-filter" not in inp.ctx.cfg.extensions.disabled)
 
@@ -185,6 +196,8 @@ class LLMDeliberator:
             **_paid(loop.completions),
             "privileged_requests": requests,
             "strategy": parsed.strategy,
+            "context": context,
+            "held_back": sorted(ws.held) if context else [],
         }))
         return Deliberation(**_optional(Deliberation, {"record": record, "actions": parsed.actions},
                                         {"context": ws.summary(), "kg_facts": parsed.facts, "requests": requests}))

@@ -73,6 +73,8 @@ class Workspace:
     categories: dict[str, int]
     truncated: list[str]
     interrupting_steers: list[str]
+    # what the allocation cut or left out, whole, by category: the turn-context extension keeps it on call
+    held: dict[str, str] = field(default_factory=dict)
 
     @property
     def total_tokens(self) -> int:
@@ -151,11 +153,14 @@ def _positions(inp: DecideInput) -> str:
     return f"wallet: {bal}\n" + ("\n".join(pos) if pos else "no lending position")
 
 
+NO_WARNINGS = "no critical warnings"
+
+
 def _warnings(inp: DecideInput) -> str:
     obs = whole(inp.observation, "observation")
     high = [f"{p.probe}: {p.detail or p.value}" for p in obs.probes if p.severity == ProbeSeverity.HIGH]
     high += [f"{a.probe}: {a.description}" for a in obs.anomalies if a.severity == ProbeSeverity.HIGH]
-    return "\n".join(dict.fromkeys(high)) or "no critical warnings"
+    return "\n".join(dict.fromkeys(high)) or NO_WARNINGS
 
 
 def _affect(inp: DecideInput) -> str:
@@ -197,12 +202,18 @@ def assemble_workspace(inp: DecideInput, sources: WorkspaceSources, allocations:
     truncated: list[str] = []
     interrupting = interrupting_steers(inp)
 
+    held: dict[str, str] = {}
+
     def take(name: str, text: str, fence: bool = False) -> str | None:
-        if name not in alloc or not text.strip():
+        if not text.strip():
+            return None
+        if name not in alloc:
+            held[name] = text.strip()
             return None
         body, cut = fit(text.strip(), alloc[name])
         if cut:
             truncated.append(name)
+            held[name] = text.strip()
         rendered = _fence(name, body) if fence else body
         cats[name] = approx_tokens(rendered)
         return rendered
@@ -248,29 +259,31 @@ def assemble_workspace(inp: DecideInput, sources: WorkspaceSources, allocations:
     section("Observation", "observation", _observation(inp))
     section("Positions", "positions", _positions(inp) + (
         "\nDeFi topology (knowledge graph):\n" + sources.topology if sources.topology else ""))
-    if "warnings" in alloc:
+    if "warnings" in alloc or _warnings(inp) != NO_WARNINGS:  # "none" is not worth holding back
         section("Critical warnings", "warnings", _warnings(inp))
     if "retrieved" in alloc:
         top = T1_RETRIEVED_TOP_K if tier == Tier.T1 else None
         text, cut = _entries(inp, None, {"causal"}, alloc["retrieved"], top)
         if cut:
             truncated.append("retrieved")
+        if cut or (top is not None and len(inp.retrieved.entries) > top):  # T1 shows the top few
+            held["retrieved"] = _entries(inp, None, {"causal"}, 10**9, None)[0]
         section("Retrieved memory (Grimoire)", "retrieved", text, fence=True)
     if "causal" in alloc:
         text, cut = _entries(inp, {"causal"}, set(), alloc["causal"], None)
         if cut:
             truncated.append("causal")
+            held["causal"] = _entries(inp, {"causal"}, set(), 10**9, None)[0]
         section("Causal edges", "causal", text, fence=True)
-    if "affect" in alloc:
-        section("Affect and vitality", "affect", _affect(inp))
+    section("Affect and vitality", "affect", _affect(inp))
     section("Owner interventions", "interventions", _interventions(inp, interrupting), fence=True)
-    if "conversation" in alloc and sources.conversation_tail:
+    if sources.conversation_tail:
         convo = "\n".join(f"{role}: {text}" for role, text in sources.conversation_tail)
         section("Conversation tail (owner chat)", "conversation", convo, fence=True)
     parts.append("Decide now: call the write tools you want (possibly none) and exactly one `decide`.")
     messages = [{"role": "user", "content": [{"type": "text", "text": "\n\n".join(parts)}]}]
     return Workspace(tier=tier, system=system, messages=messages, categories=cats, truncated=truncated,
-                     interrupting_steers=[s.id for s in interrupting])
+                     interrupting_steers=[s.id for s in interrupting], held={k: v for k, v in held.items() if v})
 
 
 def request_tokens(system: list[dict[str, Any]], messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:

@@ -44,6 +44,18 @@ CREATE TABLE IF NOT EXISTS context_samples (   -- cybernetics loop 1
 CREATE TABLE IF NOT EXISTS context_policy (    -- cybernetics loops 2 and 3: every revision kept
     revision INTEGER PRIMARY KEY, tick INTEGER NOT NULL, allocations TEXT NOT NULL, reason TEXT NOT NULL
 );
+-- learning changes (a loop-2 retune, a PLAYBOOK entry entering, revised or leaving) and their regime-matched verdicts
+-- (docs/design/learning.md#regime-matched-evaluation); `before` is what a rollback restores
+CREATE TABLE IF NOT EXISTS learning_changes (
+    id TEXT PRIMARY KEY, tick INTEGER NOT NULL, kind TEXT NOT NULL, ref TEXT NOT NULL, op TEXT NOT NULL,
+    description TEXT NOT NULL, before TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
+    judged_tick INTEGER, reason TEXT, figures TEXT
+);
+CREATE TABLE IF NOT EXISTS outcome_change_points (
+    tick INTEGER PRIMARY KEY, alarm_tick INTEGER NOT NULL, direction TEXT NOT NULL, statistic REAL NOT NULL,
+    found_cycle INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS regime_eval_cycles (tick INTEGER PRIMARY KEY, report TEXT NOT NULL);
 """
 # hindsight settlement (a ledger from before it gains the columns on open; its rows settle at the next cycle)
 _OUTCOME_COLUMNS_ADDED = (("settled_pnl", "REAL"), ("settled_verdict", "TEXT"), ("settled_tick", "INTEGER"),
@@ -85,6 +97,22 @@ class OutcomeRow(BaseModel):
         if self.settled_verdict is not None:
             return self.settled_verdict
         return None if self.swapped else self.verdict
+
+
+class LearningChange(BaseModel):
+    """A learning change and its regime-matched verdict (status: pending | rolled_back | improved | inconclusive)."""
+
+    id: str
+    tick: int  # the delta cycle that made it; its after window starts here
+    kind: str  # context_policy | heuristic
+    ref: str  # the ContextPolicy revision, or the heuristic id
+    op: str  # retune | entered | revised | left
+    description: str
+    before: dict[str, Any] = Field(default_factory=dict)  # what a rollback restores
+    status: str = "pending"
+    judged_tick: int | None = None
+    reason: str | None = None
+    figures: dict[str, Any] | None = None
 
 
 class LearningLedger:
@@ -224,3 +252,48 @@ class LearningLedger:
                        (policy.revision, policy.tick, json.dumps(policy.allocations), policy.reason))
             if keep_samples is not None:
                 db.execute("UPDATE context_samples SET weight = weight * ? WHERE tick < ?", (keep_samples, policy.tick))
+
+    # ---- regime-matched evaluation of learning changes ----------------------------------------------
+    def record_change(self, change: LearningChange) -> bool:
+        """Store a change once (a retried step records nothing twice); True when this call stored it."""
+        with immediate_tx(self.path) as db:
+            cur = db.execute("INSERT OR IGNORE INTO learning_changes (id, tick, kind, ref, op, description, before) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?)", (change.id, change.tick, change.kind, change.ref, change.op,
+                                                              change.description, json.dumps(change.before)))
+            return bool(cur.rowcount)
+
+    def changes(self, status: str | None = None) -> list[LearningChange]:
+        with closing(connect(self.path, rows=True)) as db:
+            rows = db.execute("SELECT * FROM learning_changes" + (" WHERE status = ?" if status else "")
+                              + " ORDER BY tick, id", (status,) if status else ()).fetchall()
+        return [LearningChange(**{**dict(r), "before": json.loads(r["before"]),
+                                  "figures": json.loads(r["figures"]) if r["figures"] else None}) for r in rows]
+
+    def judge_change(self, change_id: str, status: str, tick: int, reason: str, figures: dict[str, Any]) -> None:
+        with immediate_tx(self.path) as db:
+            db.execute("UPDATE learning_changes SET status = ?, judged_tick = ?, reason = ?, figures = ? WHERE id = ?",
+                       (status, tick, reason, json.dumps(figures), change_id))
+
+    def add_change_points(self, points: list[dict[str, Any]], cycle: int) -> list[int]:
+        """Store the change points not known yet; returns their ticks."""
+        fresh = []
+        with immediate_tx(self.path) as db:
+            for p in points:
+                cur = db.execute("INSERT OR IGNORE INTO outcome_change_points VALUES (?, ?, ?, ?, ?)",
+                                 (p["tick"], p["alarm_tick"], p["direction"], p["statistic"], cycle))
+                if cur.rowcount:
+                    fresh.append(int(p["tick"]))
+        return fresh
+
+    def change_points(self) -> list[dict[str, Any]]:
+        with closing(connect(self.path, rows=True)) as db:
+            return [dict(r) for r in db.execute("SELECT * FROM outcome_change_points ORDER BY tick").fetchall()]
+
+    def regime_eval_cycle(self, tick: int) -> dict[str, Any] | None:
+        with closing(connect(self.path)) as db:
+            row = db.execute("SELECT report FROM regime_eval_cycles WHERE tick = ?", (tick,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def close_regime_eval(self, tick: int, report: dict[str, Any]) -> None:
+        with immediate_tx(self.path) as db:
+            db.execute("INSERT OR REPLACE INTO regime_eval_cycles VALUES (?, ?)", (tick, json.dumps(report)))

@@ -42,6 +42,7 @@ def learn_from_outcome(record: DecisionCycleRecord, proposed: list[ProposedActio
             category=EntryType.INSIGHT, content=reflexion.insight, confidence=INSIGHT_CONFIDENCE,
             parent_episode_ids=list(record.episodes_written), created_tick=record.tick, valid_from=record.tick,
             market_regime=record.regime.value, tags=["reflexion", reflexion.verdict],
+            regime_tag=record.observation.regime_tag.cell if record.observation.regime_tag is not None else None,
             source=EntrySource(golem_id=record.golem_id),
         ), tick=record.tick)
         reflexion.insight_admission, reflexion.insight_entry_id = decision.action.value, decision.entry_id

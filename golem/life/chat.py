@@ -44,7 +44,9 @@ def offline_reply(question: str, digest: str) -> str:
             "to change what I do.")
 
 
-async def llm_reply(deliberator: Any, tail: list[tuple[str, str]], digest: str) -> tuple[str, dict[str, Any]]:
+async def llm_reply(deliberator: Any, tail: list[tuple[str, str]], digest: str,
+                    earlier: str = "") -> tuple[str, dict[str, Any]]:
+    """`earlier`: the compaction of the turns before `tail` (golem.usecases.conversation), read as data."""
     from golem.inference.router import BudgetRefusal
     from golem.models.enums import Tier
 
@@ -52,6 +54,8 @@ async def llm_reply(deliberator: Any, tail: list[tuple[str, str]], digest: str) 
     system = [{"type": "text", "text": "You are a Golem, an autonomous DeFi agent, chatting with your owner. "
                "Answer briefly from your records. You cannot act from chat; tell the owner to use `golem steer`."},
               {"type": "text", "text": f"<data name=\"records\">{digest}</data>", "cache_control": {"type": "ephemeral"}}]
+    if earlier:
+        system.append({"type": "text", "text": f"<data name=\"earlier-conversation\">{earlier}</data>"})
     messages = [{"role": "user" if role == "user" else "assistant", "content": text} for role, text in tail]
     try:
         plan = router.plan(Tier.T1, 0.0, sum(len(t) for _, t in tail) // 4 + 500)

@@ -60,9 +60,11 @@ def _ts(iso: str) -> float:
 
 
 def evaluate_vitals(ticks: list[TickFact], now: str, theta_seconds: float, last_playbook_tick: int | None,
-                    paused: str | None = None) -> list[ProbeAlert]:
+                    paused: str | None = None, serving_since: str | None = None) -> list[ProbeAlert]:
     """Every vital past its threshold, oldest tick first in `ticks`. paused: the owner's pause note when the
-    last stop button pressed was pause (a stall the owner asked for is reported, at low severity)."""
+    last stop button pressed was pause (a stall the owner asked for is reported, at low severity). serving_since:
+    when the worker reading the vitals started — the stall clock starts there at the earliest, so the hours a stopped
+    stack was down are not a stall (a worker that is down reads no vitals either)."""
     if not ticks:
         return []
     out: list[ProbeAlert] = []
@@ -73,11 +75,13 @@ def evaluate_vitals(ticks: list[TickFact], now: str, theta_seconds: float, last_
     times = [_ts(t.time) for t in ticks[-21:]]
     gaps = [b - a for a, b in zip(times, times[1:]) if b > a]
     expected = max(statistics.median(gaps) if gaps else theta_seconds, theta_seconds)
-    since = _ts(now) - times[-1]
+    start = max(times[-1], _ts(serving_since)) if serving_since else times[-1]
+    since = _ts(now) - start
     if since > STALL_FACTOR * expected:
         out.append(ProbeAlert(vital="tick_stalled", severity="low" if paused else "high", value=round(since, 3),
                               threshold=round(STALL_FACTOR * expected, 3), tick=last.tick, at=now,
-                              detail=f"no tick for {since:.1f}s; expected one every {expected:.1f}s (alert above "
+                              detail=f"no tick for {since:.1f}s" + (" since the worker started" if start > times[-1]
+                                                                     else "") + f"; expected one every {expected:.1f}s (alert above "
                                      f"{STALL_FACTOR:g}x)" + (f"; the golem is paused ({paused})" if paused else "")))
 
     recent = ticks[-SUCCESS_WINDOW:]

@@ -311,6 +311,22 @@ class LearningSection(BaseModel):
     sortino_margin: float = Field(default=0.0, ge=0.0)  # Sortino per tick must beat the run without the rule by more
     drawdown_tolerance: float = Field(default=0.0, ge=0.0)  # max drawdown may be worse by at most this (fraction)
     health_factor_tolerance: float = Field(default=0.0, ge=0.0)  # min HF may be lower by at most this
+    regime_window_ticks: int = Field(default=50, ge=5, le=2000)  # before/after window of a learning change's evaluation
+    regime_min_matched: int = Field(default=10, ge=3)  # matched ticks a side before a change is judged
+    regime_rollback: bool = True  # false: a change found harmful in matched regimes is reported, not rolled back
+
+
+class ViabilitySection(BaseModel):
+    """[viability]: a strategy judged by what it achieved, at each delta cycle (docs/design/safety.md#unviable-from-experience)."""
+
+    model_config = {"extra": "forbid"}
+    enabled: bool = True  # false: only the validation pipeline (before trading, on a new STRATEGY.md) judges viability
+    window_ticks: int = Field(default=100, ge=10, le=5000)  # the recorded ticks each delta cycle judges
+    min_cost_usd: float = Field(default=5.0, ge=0.0)  # gas + inference below this is never "costs exceed returns"
+    min_trades: int = Field(default=3, ge=1)  # earning trades (not protective) needed before returns are judged
+    thin_liquidity_events: int = Field(default=3, ge=1)  # swaps clipped/refused for price impact or slippage
+    refusals: int = Field(default=5, ge=1)  # proposals the cage refused in the window...
+    refusal_share: float = Field(default=0.5, gt=0.0, le=1.0)  # ...and their share of all proposals
 
 
 class AlertsSection(BaseModel):
@@ -438,6 +454,7 @@ class GolemConfig(BaseModel):
     lifespan: LifespanSection = Field(default_factory=LifespanSection)
     extensions: ExtensionsSection = Field(default_factory=ExtensionsSection)
     learning: LearningSection = Field(default_factory=LearningSection)
+    viability: ViabilitySection = Field(default_factory=ViabilitySection)
     # Read by the worker from golem.toml; kept out of the config version and of workflow payloads (exclude), so
     # adding the section changed no version hash and no recorded history. A new URL needs a worker restart.
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)
@@ -456,7 +473,7 @@ class GolemConfig(BaseModel):
         return data
 
 
-LATE_SECTIONS = ("wake", "learning")
+LATE_SECTIONS = ("wake", "learning", "viability")
 
 
 def read_config_table(path: str | Path) -> dict[str, Any]:

@@ -198,6 +198,13 @@ class ConsolidationResult(BaseModel):
     attribution: dict[str, Any] | None = None
     # the reflection consistency, measured weekly (golem.events.quality.ReflectionConsistency); None between
     reflection_consistency: dict[str, Any] | None = None
+    # earlier learning changes judged in matched regimes this cycle (rolled back, improved, inconclusive) and the
+    # outcome change points found (docs/design/learning.md#regime-matched-evaluation)
+    regime_eval: dict[str, Any] = Field(default_factory=dict)
+    # rules that entered, were revised in or left PLAYBOOK.md this cycle (each judged at a later cycle)
+    playbook_changes: list[dict[str, Any]] = Field(default_factory=list)
+    # the strategy judged by what it achieved over the window (golem.safety.experience); absent before that step
+    viability: dict[str, Any] | None = None
 
 
 class DeltaStep(BaseModel):

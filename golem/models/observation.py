@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from golem.models.regime_tag import RegimeTag
 from golem.models.strategy_runs import StrategyActivity
 from golem.models.enums import MarketRegime, ProbeSeverity
 
@@ -117,6 +118,9 @@ class Observation(BaseModel):
     liquidations: list[LiquidationEvent] = Field(default_factory=list)
     # The strategies under strategies/ as this tick's clock found them (None: the golem has only STRATEGY.md)
     strategies: StrategyActivity | None = None
+    # the tick's regime cells (volatility quintile, trend, gas and liquidity bands); absent on observations from
+    # before the tag existed (docs/design/learning.md#the-regime-tag)
+    regime_tag: RegimeTag | None = None
 
     @property
     def primary_price(self) -> float:

@@ -98,6 +98,8 @@ class DeliberationRecord(BaseModel):
     mental_models: list[str] = Field(default_factory=list)  # the models the LLM said it applied (its own output)
     before_provider_request: list[str] = Field(default_factory=list)  # the hook's members that ran (x402-payment)
     payments: list[PaymentRecord] = Field(default_factory=list)  # x402 payments for this decision's model calls
+    context: list[str] = Field(default_factory=list)  # the context hook's members that ran (turn-context)
+    held_back: list[str] = Field(default_factory=list)  # workspace sections held back, readable with `workspace`
     # The strategy the LLM said its decision serves (decide.strategy, checked against the active ones; "" when it named
     # none), and which active strategy each of the decision's own actions serves (docs/design/strategies.md)
     strategy: str = ""

@@ -95,6 +95,8 @@ class ValidationContext(BaseModel):
     strategy: Strategy | None = None
     steers: list[Steer] = Field(default_factory=list)  # the owner's steers this tick deliberated on
     entries_stopped: bool = False  # the owner's `golem stop-entries`: nothing that opens exposure
+    # the strategy judged unviable by experience, not acknowledged (golem.safety.experience): nothing that opens exposure
+    restricted: str | None = None
     # The daimon's somatic markers and the last tick's price: a strong negative marker matching the
     # action's situation shrinks the size allowed for new exposure (golem.safety.somatic.size_factor).
     markers: list[SomaticMarker] = Field(default_factory=list)
@@ -153,6 +155,10 @@ class SafetyCage:
         if exposure and ctx.entries_stopped:
             return (f"stop-entries: the owner stopped new positions ({action.tool} opens exposure); risk-reducing "
                     "actions still run (`golem allow-entries` lifts it)")
+        if exposure and ctx.restricted:
+            return (f"restricted: the strategy is unviable from experience ({ctx.restricted[:300]}); {action.tool} "
+                    "opens exposure, risk-reducing actions still run (`golem strategy-check --ack` or a new "
+                    "STRATEGY.md lifts it)")
         dd, cap = ctx.risk.drawdown_pct, self.limits.risk.max_drawdown_pct
         if exposure and dd > cap:
             return (f"max drawdown: net value ${ctx.risk.nav_usd:,.2f} is {dd:.1f}% below the high-water mark "

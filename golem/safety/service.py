@@ -94,7 +94,7 @@ class SafetyService:
         config: GolemConfig | None = None, entries_stopped: bool = False, markers: list[SomaticMarker] | None = None,
         last_price: float | None = None, resimulate: Resimulate | None = None, forecast: Forecast | None = None,
         floor: float | None = None, gas_history: list[float] | None = None, approvals: dict[str, str] | None = None,
-        line_rules: list[LineRule] | None = None, market: MarketWindow | None = None,
+        line_rules: list[LineRule] | None = None, market: MarketWindow | None = None, restricted: str | None = None,
     ) -> tuple[ValidationResult, list[ToolCallDecision]]:
         """`steers`: the owner's steers the tick deliberated on (high/critical make its actions protective);
         `now`: the tick's clock in unix seconds (the gas partition's day), the store's clock when None;
@@ -105,7 +105,8 @@ class SafetyService:
         `forecast`, `floor`, `gas_history`, `line_rules`: what urgency is read from (golem.safety.urgency). `approvals`:
         the owner's approved privileged requests (id → tool), the only way a privileged tool passes
         (golem.safety.approvals). `market`: the recent blocks' pair and feed the DeFi threat detectors read
-        (golem.chain.market_window; without it only the sandwich check runs)."""
+        (golem.chain.market_window; without it only the sandwich check runs). `restricted`: the binding findings of the
+        strategy judged by experience (golem.safety.experience): nothing that opens exposure passes."""
         sent = self.sent_by_other_runs(golem_id, tick, actions, run_id) if run_id else {}
         if sent:
             fresh = [a for a in actions if a.action_index not in sent]
@@ -113,7 +114,8 @@ class SafetyService:
                                               steers=steers, now=now, config=config, entries_stopped=entries_stopped,
                                               markers=markers, last_price=last_price, resimulate=resimulate,
                                               forecast=forecast, floor=floor, gas_history=gas_history,
-                                              approvals=approvals, line_rules=line_rules, market=market)
+                                              approvals=approvals, line_rules=line_rules, market=market,
+                                              restricted=restricted)
             verdicts = {v.action_index: v for v in result.actions}
             for index, claim in sent.items():
                 intents = self.journal.intents_for(golem_id, tick, claim.action_index)
@@ -135,7 +137,7 @@ class SafetyService:
                                 steers=list(steers or []), entries_stopped=entries_stopped,
                                 markers=list(markers or []), last_price=last_price, forecast=forecast, floor=floor,
                                 gas_history=list(gas_history or []), approvals=dict(approvals or {}),
-                                line_rules=list(line_rules or []), market=market)
+                                line_rules=list(line_rules or []), market=market, restricted=restricted)
         for sim in simulation.actions:
             if not sim.ok:
                 self.audit.append(golem_id, "simulation.reverted", {"tick": tick, "action_index": sim.action_index,

@@ -16,6 +16,7 @@ from golem.inference.budget import daily_spend_on
 from golem.cognition.lines import strategy_lines
 from golem.cognition.probes import anomalies_from, run_probes
 from golem.cognition.regime import detect_regime
+from golem.cognition.regime_tag import regime_tag
 from golem.events import bridge as events
 from golem.extensions.hooks import fire
 from golem.extensions.registry import registry_for
@@ -26,6 +27,7 @@ from golem.inference.strategy import metrics_from
 from golem.learning import causal
 from golem.models.observation import Observation
 from golem.models.tick import TickContext
+from golem.safety.attribution import holdings_of
 from golem.services import Services
 
 
@@ -64,6 +66,8 @@ def observe(services: Services, ctx: TickContext, strategies: StrategySet, topol
         confirmation_depth=report.depth, newly_confirmed_ticks=sorted({a.tick for a in report.newly_confirmed}),
         reorged_ticks=reorged,
         force_t2_reason=force_t2_reason(report.force_t2, reorged, report.reorg_detected_at, liquidations),
+        regime_tag=regime_tag([*state.price_history, snapshot.pool.price], snapshot.gas_price_gwei, state.gas_history,
+                              holdings_of(snapshot).exposure, snapshot.pool.reserve0),
     )
     observation = with_causal_link_probe(services, ctx.tick, observation)
     if strategies.others or strategies.errors:  # waiting → active → complete, on the tick's clock

@@ -149,3 +149,25 @@ def test_the_proxy_passes_the_real_chain_through(proxy, world):
     direct = read_snapshot(make_web3(world.rpc_url), world, ANVIL_ADDRESSES[2])
     proxied = read_snapshot(make_web3(proxy.url), world, ANVIL_ADDRESSES[2])
     assert proxied.block_number == direct.block_number and proxied.pool == direct.pool
+
+
+def test_a_block_mined_during_the_read_does_not_split_the_snapshot(proxy, w3, world_snapshot):
+    """A block mined between the head read and the batch (here: a transfer to the golem, mined the moment the proxy
+    has answered eth_blockNumber) is not seen: every read names the block the snapshot reports."""
+    golem = ANVIL_ADDRESSES[2]
+    before = read_snapshot(make_web3(world_snapshot.rpc_url), world_snapshot, golem)
+
+    def mine_after_head(req: Any, ans: bytes) -> tuple[int, bytes]:
+        calls = req if isinstance(req, list) else [req]
+        if [c.get("method") for c in calls] == ["eth_blockNumber"]:
+            w3.eth.send_transaction({"from": ANVIL_ADDRESSES[0], "to": golem, "value": 10**18})
+        return 200, ans
+
+    proxy.mutate = mine_after_head
+    try:
+        snap = read_snapshot(make_web3(proxy.url), world_snapshot, golem)
+    finally:
+        proxy.mutate = None
+    after = read_snapshot(make_web3(world_snapshot.rpc_url), world_snapshot, golem)
+    assert after.block_number == snap.block_number + 1 and after.native_balance_eth > before.native_balance_eth
+    assert snap.block_number == before.block_number and snap.native_balance_eth == before.native_balance_eth

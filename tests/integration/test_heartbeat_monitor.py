@@ -112,3 +112,31 @@ async def test_stalled_ticks_raise_a_batched_alert_at_the_webhook(temporal_env, 
     finally:
         rig.stop()
         await runner.cleanup()
+
+
+def test_a_stack_stopped_for_hours_is_not_a_stall_for_the_worker_that_just_started(tmp_path):
+    """The owner stopped `golem run` in the evening and starts it in the morning: the last tick event is hours old,
+    but the worker reading the vitals started seconds ago — no tick_stalled until it too has waited (a worker's real
+    stores; the tick events as reflect emits them)."""
+    from datetime import datetime, timedelta, timezone
+
+    from activities.monitor import MonitorActivities
+    from golem.events.models import make_event
+    from golem.life.vitals import VitalsInput
+
+    rig = make_rig(tmp_path, "mon-restart", "calm", theta=0.3)
+    try:
+        services = rig.services()
+        evening = datetime.now(timezone.utc) - timedelta(hours=10)
+        services.events.emit([make_event("mon-restart", t, (evening + timedelta(seconds=t)).isoformat(),
+                                         "heartbeat.tick_finished") for t in range(10)])
+        monitor = MonitorActivities(services)
+        now = datetime.now(timezone.utc)
+        assert [a.vital for a in monitor.check_vitals(VitalsInput(golem_id="mon-restart", now=now.isoformat(),
+                                                                  theta_seconds=0.3))] == []
+        monitor.serving_since = (now - timedelta(seconds=30)).isoformat()  # the new worker waited 30 s: a stall
+        (stall,) = [a for a in monitor.check_vitals(VitalsInput(golem_id="mon-restart", now=now.isoformat(),
+                                                                theta_seconds=0.3)) if a.vital == "tick_stalled"]
+        assert stall.value == 30.0 and "since the worker started" in stall.detail
+    finally:
+        rig.stop()

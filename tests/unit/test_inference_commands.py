@@ -65,3 +65,24 @@ def test_chat_offline_answers_from_records_and_keeps_a_verified_tree(tmp_path, c
     assert main(["chat", "--verify", *common]) == 0
     assert SessionTree.load(SessionTree.default_path(tmp_path)).nodes[tree.order[0]].branch is None
     assert main(["chat", "--navigate", "nope", *common]) == 2
+
+
+def test_golem_show_fires_the_debug_hook_onto_the_event_fabric(tmp_path, capsys):
+    """`golem show N` is the owner asking what the golem thought: the observability member of the debug hook records
+    it with the tick's regime, phase, tier and cost; switched off, nothing is recorded."""
+    from golem.events.store import EventStore
+
+    inp = decide_input()
+    CycleStore(tmp_path).persist(DecisionCycleRecord(
+        tick=7, timestamp="2025-01-01T00:00:00+00:00", golem_id="t", observation=inp.observation,
+        regime=MarketRegime.VOLATILE, prediction_error=0.7, deliberation_threshold=0.3, tier=Tier.T2,
+        gating_reason="steer", total_cost=0.0123))
+    assert main(["show", "7", "--brief", "--home", str(HOME), "--data", str(tmp_path)]) == 0
+    (e,) = EventStore(tmp_path).read(kinds=["heartbeat.debug_requested"], limit=5)
+    assert e.tick == 7 and e.payload["view"] == "brief" and e.payload["tier"] == "T2"
+    assert e.payload["regime"] == "volatile" and e.payload["cost_usd"] == 0.0123
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "golem.toml").write_text('[golem]\nid = "t"\n[extensions]\ndisabled = ["observability"]\n')
+    assert main(["show", "7", "--home", str(home), "--data", str(tmp_path)]) == 0
+    assert len(EventStore(tmp_path).read(kinds=["heartbeat.debug_requested"], limit=5)) == 1

@@ -70,3 +70,10 @@ def test_bad_arguments_say_what_to_fix(stores):
         t.run("propose_entry", {"category": "causal_link", "content": "a b c d e f g h i j"})
     with pytest.raises(ValueError, match="offered twice"):
         CombinedReads(t, tools(stores))
+
+
+def test_a_proposed_entry_carries_the_ticks_regime_cell(stores):
+    episodes, semantic, *_ = stores
+    t = MemoryReads(episodes, semantic, golem_id="g", tick=82, regime="volatile", regime_tag="v5/down/gas-spike/liq-thin")
+    out = t.run("propose_entry", {"category": "warning", "content": "Gas spikes with every crash on this path."})
+    assert semantic.quarantined_one(out["quarantined"])["entry"].regime_tag == "v5/down/gas-spike/liq-thin"

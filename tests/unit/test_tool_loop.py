@@ -173,3 +173,41 @@ async def test_t2_prompts_carry_the_core_mental_models_and_the_record_keeps_the_
     assert "mm-kelly" not in json.dumps(api.requests[1]["system"])  # T1's reduced context goes without
     assert delib.record.mental_models == ["mm-margin-of-safety"] and t1.record.mental_models == []
     assert any("mm-made-up not offered this tick" in r for r in delib.record.rejections)
+
+
+async def test_what_the_allocation_held_back_stays_on_call_through_the_workspace_read():
+    """turn-context (the context hook): memory past its allocation is not cut away but listed at the end of the first
+    turn and read whole with `workspace`; switched off, the first turn carries the cut text and no such tool."""
+    from golem.models.config import ExtensionsSection
+    from golem.models.record import RetrievedEntrySummary
+    from golem.models.tick import RetrievedKnowledge
+
+    def inp(**cfg):
+        i = decide_input()
+        i.retrieved = RetrievedKnowledge(entries=[RetrievedEntrySummary(
+            id=f"e{k}", kind="warning", score=0.9 - k / 100,
+            summary=f"warning {k}: a repay at 120 gwei in a flash crash cost $52 and changed nothing") for k in range(40)])
+        i.ctx.config = i.ctx.config.model_copy(update=cfg)
+        return i
+
+    api = FakeMessagesAPI(message([tool_use("workspace", {"section": "retrieved", "page": 3}, 1)]),
+                          message([decide("read the whole memory first")]))
+    small = {**LLMDeliberator(router(api)).config.allocations_t2, "retrieved": 120}
+    delib = await deliberator(api, allocations_t2=small).decide(inp(), EXAMPLE, "", reads=Reads())
+    first, second = api.requests
+    text = first["messages"][0]["content"][0]["text"]
+    assert "## Held back (call `workspace`" in text and "- retrieved: retrieved memory (Grimoire), ~" in text
+    assert "tokens in 4 page(s)" in text
+    assert "warning 39:" not in text and "workspace" in names(first)
+    page = json.loads(second["messages"][-1]["content"][0]["content"])
+    assert (page["page"], page["pages"]) == (3, 4) and "filtered" not in page  # a page passes the filter uncut
+    assert page["lines"][-1].startswith("- [warning e39 score 0.51] warning 39: a repay at 120 gwei")
+    r = delib.record
+    assert r.context == ["turn-context"] and "retrieved" in r.held_back
+    assert [x.tool_name for x in r.reads] == ["workspace"] and not r.reads[0].error
+    # switched off in golem.toml: the cut text alone, no workspace read
+    api = FakeMessagesAPI(message([decide()]))
+    off = inp(extensions=ExtensionsSection(disabled=["turn-context"]))
+    delib = await deliberator(api, allocations_t2=small).decide(off, EXAMPLE, "", reads=Reads())
+    assert "Held back" not in api.requests[0]["messages"][0]["content"][0]["text"]
+    assert "workspace" not in names(api.requests[0]) and delib.record.context == []

@@ -93,3 +93,17 @@ def test_tick_events_carry_the_hayflick_counter_the_lifespan_folds():
     assert budgets["ticks_lived"] == lived_after(state.life) == 41 and budgets["hayflick_ticks"] == 50
     plain = TickContext(golem_id="g", tick=41, config=GolemConfig(), state=state)
     assert "ticks_lived" not in tick_context(plain, record)["budgets"]
+
+
+def test_a_stack_that_was_stopped_is_not_a_stall_until_the_new_worker_waited_too():
+    """The last tick is hours old because the owner stopped `golem run`: the worker that reads the vitals started a
+    few seconds ago, so the stall clock starts there; once it too waits past the threshold, the stall is reported."""
+    ticks = _ticks(20)
+    hours_later = 19 * 30 + 6 * 3600
+    assert "tick_stalled" not in _vitals(evaluate_vitals(ticks, _at(hours_later), 30.0, 10,
+                                                         serving_since=_at(hours_later - 5)))
+    a = _vitals(evaluate_vitals(ticks, _at(hours_later), 30.0, 10, serving_since=_at(hours_later - 61)))["tick_stalled"]
+    assert a.value == 61.0 and a.detail.startswith("no tick for 61.0s since the worker started")
+    # the worker has been up all along: the clock runs from the last tick, as before
+    b = _vitals(evaluate_vitals(ticks, _at(19 * 30 + 61), 30.0, 10, serving_since=_at(0)))["tick_stalled"]
+    assert b.value == 61.0 and "since the worker started" not in b.detail

@@ -140,6 +140,8 @@ class Episode(BaseModel):
     action_tools: list[str] = Field(default_factory=list)  # tools called during the tick
     emotional_tag: str | None = None  # PAD-derived (pad_label); None = not recorded
     gain: float | None = Field(default=None, ge=0.0, le=1.0)  # replay gain (decay.replay_gain); default from pnl/PE
+    # the tick's regime cell (RegimeTag.cell, e.g. "v3/down/gas-normal/liq-deep"); None on rows from before the tag
+    regime_tag: str | None = None
 
     @field_validator("regime", mode="before")
     @classmethod
@@ -325,4 +327,5 @@ def episode_from_record(
         # the affect the tick left the golem in; no tag while nothing appraises it (pad_after absent)
         emotional_tag=pad_label(pad.pleasure, pad.arousal, pad.dominance) if pad is not None else None,
         gain=gain,
+        regime_tag=record.observation.regime_tag.cell if record.observation.regime_tag is not None else None,
     )

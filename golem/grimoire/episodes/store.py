@@ -88,6 +88,7 @@ def episode_arrow_schema(dim: int | EmbeddingIdentity, embedder_name: str | None
             pa.field("action_tools", pa.list_(pa.string()), nullable=False),
             pa.field("emotional_tag", pa.string(), nullable=True),
             pa.field("gain", pa.float64(), nullable=False),
+            pa.field("regime_tag", pa.string(), nullable=True),
             *vector_fields(ident),
         ],
         metadata=identity_metadata(ident),

@@ -64,6 +64,19 @@ def playbook_line(h: Heuristic) -> str:
     return f"- {text} _(confidence {h.confidence:.2f}, {h.evidence_count} episodes, {h.id})_"
 
 
+_LINE_RE = re.compile(r"^- (?P<text>.+) _\(confidence [0-9.]+, \d+ episodes, (?P<id>h-[0-9a-f]+)\)_\s*$")
+
+
+def compiled_entries(text: str) -> dict[str, str]:
+    """The heuristics a PLAYBOOK.md text holds: id → rule text (playbook_line read back)."""
+    out = {}
+    for line in text.splitlines():
+        m = _LINE_RE.match(line)
+        if m:
+            out[m.group("id")] = m.group("text")
+    return out
+
+
 def in_playbook(h: Heuristic, min_confidence: float = PROMOTION_THRESHOLD) -> bool:
     """An active heuristic stays until it falls below 0.4 (heuristics.status_after); retired rows never appear, nor
     a rule its trial held back (docs/design/learning.md)."""

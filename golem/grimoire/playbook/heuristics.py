@@ -274,6 +274,25 @@ class HeuristicStore:
             )
             return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
 
+    def restore(self, heuristic_id_: str, before: Mapping[str, Any], tick: int) -> Heuristic:
+        """Undo a PLAYBOOK change its regime-matched evaluation found harmful (docs/design/learning.md): a rule that
+        entered is retired (row kept); one that was revised or left goes back in with its earlier wording, at least at
+        the promotion line, its trial verdict cleared so the next trial measures it again."""
+        with closing(self._connect()) as conn, conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone()
+            if row is None:
+                raise KeyError(f"no heuristic {heuristic_id_!r} in {self.path}")
+            if not before.get("in_playbook"):
+                conn.execute("UPDATE heuristics SET status = 'retired', retired_tick = COALESCE(retired_tick, ?), "
+                             "updated_at = ? WHERE id = ?", (tick, _now(), heuristic_id_))
+            else:
+                conn.execute("UPDATE heuristics SET status = 'active', text = ?, confidence = MAX(confidence, ?), "
+                             "importance = MAX(importance, 1), retired_tick = NULL, trial_verdict = NULL, "
+                             "updated_at = ? WHERE id = ?",
+                             (str(before.get("text") or row["text"]), PROMOTE_AT, _now(), heuristic_id_))
+            return self._row(conn.execute("SELECT * FROM heuristics WHERE id = ?", (heuristic_id_,)).fetchone())
+
     def record_trial(self, heuristic_id_: str, tick: int, occasion: str, verdict: str, result: str,
                      run: str = "") -> Heuristic:
         """A trial's figures (`result`: TrialResult JSON) into the history, and what the verdict does, once per

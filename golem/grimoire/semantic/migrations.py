@@ -153,6 +153,10 @@ _MIGRATIONS: list[str] = [
         UPDATE entry_changes SET n = n + 1;
     END;
     """,
+    # v8: the regime cell of the tick that wrote an entry (docs/design/learning.md#the-regime-tag); NULL on older rows
+    """
+    ALTER TABLE grimoire_entries ADD COLUMN regime_tag TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

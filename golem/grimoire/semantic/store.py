@@ -119,6 +119,7 @@ class GrimoireEntry(BaseModel):
     contradicted_count: int = Field(default=0, ge=0)
     decay_class: DecayClass = DecayClass.TACTICAL
     market_regime: str | None = None
+    regime_tag: str | None = None  # the regime cell of the tick that wrote it (RegimeTag.cell); None: not a tick's
     # Valid time in ticks (bi-temporal): in force from valid_from until valid_until
     # (exclusive; None = still in force). Record time is created_tick. Imports may say valid_from_tick/valid_until_tick.
     valid_from: int = Field(default=0, ge=0, validation_alias=AliasChoices("valid_from", "valid_from_tick"))

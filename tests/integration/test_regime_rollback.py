@@ -1,0 +1,107 @@
+"""Regime-matched evaluation on real Temporal + Anvil: every tick is tagged (record, episode), each rule that enters
+PLAYBOOK.md at a delta cycle is recorded as a learning change, and at a later cycle it is judged on the golem's own
+per-tick outcomes in matched regime cells: a rule that makes the golem lose (a repay every tick in a calm market: gas
+for nothing) is rolled back — retired, out of the next PLAYBOOK.md revision, an event saying why — while a rule
+that changed nothing is kept, marked inconclusive."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from golem.events.store import EventStore
+from golem.grimoire.playbook.heuristics import HeuristicStore
+from golem.learning.ledger import LearningLedger
+from golem.life.cycle_store import CycleStore
+from tests.integration.golem_rig import in_process_worker, make_rig
+
+pytestmark = pytest.mark.integration
+
+STRATEGY = """# Strategy: hold the loan
+
+## Settings
+- collateral: WETH
+- debt: USDC
+
+## Rules
+- WHEN health_factor < 1.3 THEN repay 50% debt
+
+## Constraints
+- MUST keep health_factor >= 1.3
+- MUST keep balance.USDC >= 500
+- MUST NOT borrow
+"""
+BENIGN = "WHEN health_factor < 1.2 THEN repay 20% debt"  # never fires at the world's HF of about 2.06
+HARMFUL = "WHEN health_factor > 1.5 THEN repay 1% debt"  # fires every tick: the gas of a repay nothing needed
+
+
+def _promote(store: HeuristicStore, text: str, tag: str):
+    """A learned rule voted into PLAYBOOK.md, as the Curator's ADD and UPVOTEs leave it (0.5 + 2 × 0.1)."""
+    h = store.add_or_reinforce(text, "global", f"{tag}-episode")
+    return store.vote(h.id, 2, 0)
+
+
+async def test_a_rule_that_loses_in_matched_regimes_is_rolled_back_and_one_without_effect_kept(temporal_client,
+                                                                                                tmp_path):
+    rig = make_rig(tmp_path, "regime-rollback", "calm", gating={"mode": "always"},
+                   decision_cache={"min_consistency": 1000},
+                   learning={"regime_window_ticks": 10, "regime_min_matched": 4})
+    (rig.home / "STRATEGY.md").write_text(STRATEGY)
+    heuristics = HeuristicStore(rig.data_dir / "grimoire" / "heuristics.sqlite")
+    benign = _promote(heuristics, BENIGN, "benign")  # compiled into PLAYBOOK.md at the first delta cycle (tick 10)
+    store = CycleStore(rig.data_dir)
+    try:
+        async with in_process_worker(temporal_client, rig):
+            handle = await rig.start_golem(temporal_client, max_ticks=34)
+            # after the first delta cycle has compiled the benign rule, the harmful one is voted in: it enters
+            # PLAYBOOK.md at the second (tick 20) and is judged at the third (tick 30) on ticks 10-19 vs 20-29
+            while store.count() < 12:
+                await asyncio.sleep(0.2)
+            harmful = _promote(heuristics, HARMFUL, "harmful")
+            await asyncio.wait_for(handle.result(), timeout=420)
+        ledger = LearningLedger(rig.data_dir / "grimoire" / "learning.sqlite")
+        changes = {c.ref: c for c in ledger.changes()}
+        assert (changes[benign.id].op, changes[benign.id].tick) == ("entered", 10), changes
+        assert (changes[harmful.id].op, changes[harmful.id].tick) == ("entered", 20), changes
+
+        # the rule without effect: kept, inconclusive, still in PLAYBOOK.md
+        kept = changes[benign.id]
+        assert kept.status == "inconclusive" and kept.judged_tick == 20, kept
+        playbook = (rig.data_dir / "PLAYBOOK.md").read_text()
+        assert benign.id in playbook
+
+        # the rule that lost: rolled back at tick 30 with its figures, retired, out of PLAYBOOK.md
+        bad = changes[harmful.id]
+        assert bad.status == "rolled_back" and bad.judged_tick == 30, bad
+        cmp = bad.figures["comparison"]
+        assert cmp["verdict"] == "harmful" and cmp["effect_usd"] < 0 and cmp["z"] <= -1.645 and cmp["n_after"] >= 4
+        assert "worse in matched regimes" in bad.reason
+        assert heuristics.get(harmful.id).status == "retired"
+        assert harmful.id not in playbook
+
+        records = {r["tick"]: store.load(r["tick"]) for r in store.recent(40)}
+        fired = [t for t, r in records.items() if r.deliberation
+                 and any(a.entry_id == harmful.id for a in r.deliberation.rules_applied)]
+        assert fired and min(fired) >= 20 and max(fired) < 30, fired  # it acted only while it was in PLAYBOOK.md
+        # every tick is tagged from what it observed (a tenth of 30 WETH sold into the pool's 500: 1.2 %, "normal"),
+        # and its episode carries the cell
+        tagged = records[25].observation.regime_tag
+        assert tagged is not None and tagged.trend == "range" and tagged.liquidity_band == "normal"
+        from golem.grimoire.episodes.store import EpisodeStore  # noqa: PLC0415 (the worker's embedder, loaded once)
+
+        services = rig.services()
+        episode = services.episodes.get(records[25].episodes_written[0])
+        assert isinstance(services.episodes, EpisodeStore) and episode.regime_tag == tagged.cell
+        # so does the Reflexion insight an acted tick admitted into the Grimoire
+        admitted = [r for r in records.values() if r.reflexion and r.reflexion.insight_admission == "admitted"]
+        assert admitted, [(r.tick, r.reflexion.insight_admission) for r in records.values() if r.reflexion]
+        entry = services.semantic.get(admitted[0].reflexion.insight_entry_id)
+        assert entry.regime_tag == admitted[0].observation.regime_tag.cell
+
+        events = EventStore(rig.data_dir).read(kinds=["grimoire.change_rolled_back"])
+        assert harmful.id in [e.payload["ref"] for e in events] and {e.tick for e in events} == {30}
+        # a change the golem's own distillation made at the same cycle shares the harmful rule's windows, and verdict
+        assert {e.payload["made_tick"] for e in events} == {20}, [e.payload for e in events]
+    finally:
+        rig.stop()
