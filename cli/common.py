@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # types only: these modules load inside the helpers that need
     from temporalio.service import RPCError
 
     from golem.models.config import GolemConfig
+    from workers.client import Frontend
 
 T = TypeVar("T")
 
@@ -103,25 +104,46 @@ def arun(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+def temporal_target(args: Namespace) -> Frontend:
+    """The Temporal frontend the command talks to: [temporal] of --home's golem.toml (that section alone: a file
+    mid-edit elsewhere must not lock the owner out), GOLEM_TEMPORAL_* overrides, then --address. A missing or
+    non-TOML golem.toml leaves the defaults (the command's own config read reports it); a bad [temporal] key exits
+    naming it."""
+    from golem.models.config import ConfigError, read_config_table
+    from workers.client import frontend
+
+    try:
+        table = read_config_table(Path(args.home) / "golem.toml").get("temporal", {})
+    except ConfigError:
+        table = {}
+    return frontend(table, address=args.address)
+
+
 def address(args: Namespace) -> str:
-    """The Temporal address the command talks to: --address, else GOLEM_TEMPORAL_ADDRESS, else the default."""
+    """The Temporal address the command talks to: --address, else GOLEM_TEMPORAL_ADDRESS, else [temporal] address,
+    else the default."""
     from workers.client import temporal_address
 
-    return args.address or temporal_address()
+    try:
+        return temporal_target(args).address
+    except UserError:  # a bad [temporal] is reported where the command connects; a message still names an address
+        return args.address or temporal_address()
 
 
 async def client(args: Namespace) -> Client:
     """A Temporal client (the worker's converter and codec); an unreachable server exits with one line and the fix."""
-    from workers.client import connect
+    from workers.client import FrontendUnreachable, connect
 
+    target = temporal_target(args)  # a bad [temporal] key: a UserError naming it
     try:
-        return await connect(args.address)
-    except Exception as err:  # connection refused etc.
+        return await connect(target=target)
+    except FrontendUnreachable as err:
+        sys.exit(f"golem: {err}: is `golem run` (or the frontend) up, and --address (GOLEM_TEMPORAL_ADDRESS) or "
+                 "golem.toml's [temporal] right?")
+    except Exception as err:
         if type(err).__name__ == "CodecConfigError":  # a bad GOLEM_PAYLOAD_KEYS: its own fix, not Temporal's
             sys.exit(f"golem: {err}")
-        why = "connection refused" if "Connection refused" in str(err) else one_line(err)[:200]
-        sys.exit(f"golem: cannot reach Temporal at {address(args)} ({why}): is `golem run` up, "
-                 "and --address (GOLEM_TEMPORAL_ADDRESS) right?")
+        raise
 
 
 def rpc_error(err: BaseException) -> RPCError | None:

@@ -8,7 +8,7 @@ from argparse import Namespace
 from datetime import timedelta
 from pathlib import Path
 
-from cli.common import Command, address, arun, config
+from cli.common import Command, arun, config, temporal_target
 from golem.ids import doctor_workflow_id, task_queue
 
 WORKER_WAIT_SECONDS = 8.0
@@ -22,8 +22,9 @@ async def _ask_worker(args: Namespace, golem_id: str) -> str | None:
     from workers.client import connect
     from workflows.doctor import DoctorWorkflow
 
+    target = temporal_target(args)  # a bad [temporal] key exits naming it
     try:
-        client = await connect(address(args))
+        client = await connect(target=target)
     except Exception:  # no Temporal: there is no worker to ask either
         return None
     wid = doctor_workflow_id(golem_id, uuid.uuid4().hex[:8])

@@ -7,14 +7,14 @@ import argparse
 import os
 from pathlib import Path
 
-from cli.common import Command, arun, config, data_dir
+from cli.common import Command, arun, config, data_dir, temporal_target
 from golem.errors import UserError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from infra.stack import run_stack
 
-    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario, quiet=args.quiet)
+    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario, quiet=args.quiet, address=args.address)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -43,7 +43,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         raise UserError(f"--port {args.port} is not a TCP port (0-65535; 0 picks a free one)")
     cfg = config(args)
     try:
-        arun(run_dashboard(cfg.golem.id, data_dir(args), args.address, port=args.port, temporal_ui=args.temporal_ui,
+        arun(run_dashboard(cfg.golem.id, data_dir(args), target=temporal_target(args), port=args.port,
+                           temporal_ui=args.temporal_ui,
                            home=Path(args.home), backtests=Path(args.backtests).resolve()))
     except OSError as err:
         raise UserError(f"cannot serve on 127.0.0.1:{args.port} ({err.strerror or err}): pick another --port") from None

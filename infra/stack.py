@@ -114,15 +114,16 @@ def inherited_state(config: GolemConfig, data_dir: Path) -> GolemState | None:
     return state
 
 
-async def ensure_monitor_running(address: str, config: GolemConfig) -> str:
-    """The heartbeat-monitor beside the golem (golem-<id>-monitor): started once, left running across restarts."""
+async def ensure_monitor_running(address: str | None, config: GolemConfig) -> str:
+    """The heartbeat-monitor beside the golem (golem-<id>-monitor): started once, left running across restarts.
+    Connects as the worker does: config's [temporal], its GOLEM_TEMPORAL_* overrides, then address."""
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from golem.life.vitals import MonitorInput
-    from workers.client import connect
+    from workers.client import connect, frontend
     from workflows.monitor import HeartbeatMonitorWorkflow, monitor_workflow_id
 
-    client = await connect(address)
+    client = await connect(target=frontend(config.temporal, address=address))
     wid = monitor_workflow_id(config.golem.id)
     try:
         await client.start_workflow(
@@ -185,7 +186,7 @@ class GolemStuck(UserError):
     """The golem's workflow is running but its task fails on this build: the stack stays up so the owner can act."""
 
 
-async def ensure_golem_running(address: str, config: GolemConfig, data_dir: Path | None = None) -> str:
+async def ensure_golem_running(address: str | None, config: GolemConfig, data_dir: Path | None = None) -> str:
     """Start GolemWorkflow, or resume the running one; a closed one restarts from its last state.
     The config version on disk (golem.toml + STRATEGY.md) is what the golem runs on afterwards: a running
     golem on another version gets it through its apply_config update (refused whole if bad: the old
@@ -196,14 +197,21 @@ async def ensure_golem_running(address: str, config: GolemConfig, data_dir: Path
 
     from golem.models.config_version import short
     from golem.models.golem import GolemWorkflowInput
-    from workers.client import connect
+    from workers.client import connect, frontend
     from workers.config_versions import ConfigRefused, apply_version, save_version, start_info, version_of
     from workflows.golem import GolemWorkflow
 
-    client = await connect(address)
+    target = frontend(config.temporal, address=address)
+    client = await connect(target=target)
     from infra.temporal import set_retention
 
-    await set_retention(client, config.retention.temporal_days)  # [retention] temporal_days
+    try:
+        await set_retention(client, config.retention.temporal_days, client.namespace)  # [retention] temporal_days
+    except RPCError as err:
+        if not target.remote:
+            raise
+        # a shared cluster's namespace belongs to its operator (Temporal Cloud: the account's admins)
+        say(f"retention left as the cluster has it: updating namespace {client.namespace} was refused ({err.message})")
     wid = golem_workflow_id(config.golem.id)
     handle = client.get_workflow_handle(wid)
     local = version_of(config)
@@ -334,20 +342,29 @@ def gateway_child(config: GolemConfig, home: Path, data_dir: Path) -> ProcessChi
 
 
 def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None,
-              quiet: bool = False) -> int:
+              quiet: bool = False, address: str | None = None) -> int:
     """The embedded stack in the foreground until a stop signal (docs/operations/supervision.md). Every console line also goes
     to logs/golem-run.log, and a console that went away (`| tee` killed by the same Ctrl-C) costs nothing: the
-    stop is the same ordered, bounded stop of every child, restarted ones included, then a sweep of what is left."""
+    stop is the same ordered, bounded stop of every child, restarted ones included, then a sweep of what is left.
+    With a Temporal frontend configured (address, GOLEM_TEMPORAL_ADDRESS or [temporal] address) no dev server is
+    started: the golem runs on that frontend (docs/how-to/fleet.md)."""
     from golem.models.config import load_config
+    from workers.client import connect, frontend
 
     config = load_config(home / "golem.toml")
+    target = frontend(config.temporal, address=address)  # a bad [temporal] key stops here, named
+    if target.remote:  # fail before starting anything: every child would wait on it
+        asyncio.run(connect(target=target))
     data_dir.mkdir(parents=True, exist_ok=True)
     logs = DataLayout(data_dir).logs
     logs.mkdir(exist_ok=True)
     ignore_sigpipe()
     mirror_to(logs / "golem-run.log")
-    temporal = TemporalDevServer(DataLayout(data_dir).temporal_db, log_path=logs / "temporal.log",
-                                 port=_port_env(TEMPORAL_PORT_ENV, 7233), ui_port=_port_env(TEMPORAL_UI_PORT_ENV, 8233))
+    temporal = None if target.remote else TemporalDevServer(
+        DataLayout(data_dir).temporal_db, log_path=logs / "temporal.log", port=_port_env(TEMPORAL_PORT_ENV, 7233),
+        ui_port=_port_env(TEMPORAL_UI_PORT_ENV, 8233))
+    temporal_address = temporal.address if temporal is not None else target.address
+    ui_url = temporal.ui_url if temporal is not None else os.environ.get("GOLEM_TEMPORAL_UI")
     anvil_state = DataLayout(data_dir).anvil_state
     anvil = AnvilProcess(port=_rpc_port(config.chain.rpc_url), state_path=anvil_state,
                          log_path=logs / "anvil.log", new_session=True)
@@ -370,7 +387,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             timer.start()
         stopping = True
 
-    temporal_child = TemporalChild(temporal)
+    temporal_child = TemporalChild(temporal) if temporal is not None else None
     anvil_child = AnvilChild(anvil)  # checkpointed every few seconds: a crash loses at most that much chain
     interval = sim_interval or max(config.clock.theta_base_seconds / 2, 0.5)
     sim_cmd = [
@@ -380,21 +397,22 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         "--crash-after", str(int(20 * config.clock.theta_base_seconds / interval)),
     ]
     sim = ProcessChild("simulator", lambda: _spawn(sim_cmd, logs / "simulator.log"), logs / "simulator.log")
-    env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address, GOLEM_DATA=str(data_dir), GOLEM_HOME=str(home))
+    env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal_address, GOLEM_DATA=str(data_dir), GOLEM_HOME=str(home))
     env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
     worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(home), "--data", str(data_dir)]
     worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
                           stop_timeout=15)
     # The owner's window (docs/concepts/owners-window.md): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.
     dash_cmd = [sys.executable, "-m", "cli", "dashboard", "--home", str(home), "--data", str(data_dir),
-                "--port", str(DASHBOARD_PORT), "--temporal-ui", temporal.ui_url]
-    dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal.address)  # no key: it only signals and queries
+                "--port", str(DASHBOARD_PORT), *(["--temporal-ui", ui_url] if ui_url else [])]
+    dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal_address)  # no key: it only signals and queries
     dashboard = ProcessChild("dashboard", lambda: _spawn(dash_cmd, logs / "dashboard.log", env=dash_env),
                              logs / "dashboard.log")
     gateway = gateway_child(config, home, data_dir)
     # Started in this order, stopped in reverse: the dashboard, the worker, the gateway, the simulator, Anvil (which
     # dumps its state), the dev server last. Every one is supervised, the dev server included.
-    children[:] = [temporal_child, anvil_child, sim, *([gateway] if gateway else []), worker, dashboard]
+    children[:] = [*([temporal_child] if temporal_child else []), anvil_child, sim, *([gateway] if gateway else []),
+                   worker, dashboard]
     journal = SupervisionJournal(data_dir, config.golem.id)
     supervisor = Supervisor(children, notify=journal)
     # Explicit handlers: a shell may start us with SIGINT ignored, and Ctrl-C must still stop cleanly; SIGHUP: the
@@ -402,8 +420,11 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
     try:
-        say("starting Temporal dev server ...")
-        temporal_child.start()
+        if temporal_child is not None:
+            say("starting Temporal dev server ...")
+            temporal_child.start()
+        else:
+            say(f"Temporal: the frontend at {target.describe()} (no embedded dev server)")
         if stopping:
             return 0
         say("starting Anvil ...")
@@ -430,10 +451,10 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
 
         def start_golem() -> str:
             try:
-                how = asyncio.run(ensure_golem_running(temporal.address, config, data_dir))
+                how = asyncio.run(ensure_golem_running(temporal_address, config, data_dir))
             except GolemStuck as err:  # the owner fixes it with the stack up (reset, terminate, the Web UI)
                 how = f"is STUCK — {err}"
-            return how + "; " + asyncio.run(ensure_monitor_running(temporal.address, config))
+            return how + "; " + asyncio.run(ensure_monitor_running(temporal_address, config))
 
         try:
             how = supervised_wait(start_golem, supervisor, lambda: stopping, logs / "worker.log")
@@ -444,7 +465,8 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             return 0
         say(
             f"\ngolem '{config.golem.id}' {how}: workflow {golem_workflow_id(config.golem.id)}\n"
-            f"  Temporal Web UI: {temporal.ui_url}/namespaces/default/workflows\n"
+            + (f"  Temporal Web UI: {ui_url}/namespaces/{target.namespace}/workflows\n" if ui_url else
+               f"  Temporal:        {target.describe()} (GOLEM_TEMPORAL_UI=<its Web UI> links it)\n") +
             f"  dashboard:       http://127.0.0.1:{DASHBOARD_PORT}/   (events: golem events -f; {metrics_line()})\n"
             f"  Anvil RPC:       {config.chain.rpc_url}\n"
             f"  data dir:        {data_dir}   (logs in {logs}; this console in {logs / 'golem-run.log'})\n"

@@ -1,22 +1,139 @@
-"""Temporal client construction: the one place that connects (the project's data converter everywhere)."""
+"""Temporal client construction: the one place that connects (the project's data converter everywhere).
+
+Which frontend, namespace, TLS and API key come from golem.toml's [temporal] section with GOLEM_TEMPORAL_<KEY>
+environment overrides (docs/how-to/fleet.md); a bare address (a backtest's own dev server) connects in plain."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, Interceptor
 from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.runtime import Runtime
+from temporalio.service import TLSConfig
 
+from golem.errors import UserError
 from workers.converter import data_converter as lean_converter
+
+if TYPE_CHECKING:
+    from golem.models.config import TemporalSection
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 NAMESPACE = "default"
+ENV_PREFIX = "GOLEM_TEMPORAL_"
+
+
+class TemporalConfigError(UserError):
+    """A [temporal] setting (or its GOLEM_TEMPORAL_* override) that cannot work; the message names the key."""
+
+
+class FrontendUnreachable(UserError):
+    """No Temporal frontend answered at the configured address (or it refused this client); names the address."""
 
 
 def temporal_address() -> str:
     return os.environ.get("GOLEM_TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """A resolved connection: the certificates read, the API key taken from its environment variable."""
+
+    address: str
+    namespace: str = NAMESPACE
+    tls: TLSConfig | bool = False
+    api_key: str | None = field(default=None, repr=False)  # never printed, logged or recorded
+    api_key_env: str | None = None
+    remote: bool = False  # an address was configured: `golem run` starts no dev server of its own
+
+    def describe(self) -> str:
+        how = "plain" if self.tls is False else "TLS"
+        if isinstance(self.tls, TLSConfig) and self.tls.client_cert:
+            how = "mTLS"
+        if self.api_key:
+            how += f", API key from ${self.api_key_env}"
+        return f"{self.address} (namespace {self.namespace}, {how})"
+
+
+def env_key(key: str) -> str:
+    return ENV_PREFIX + key.upper()
+
+
+def _name(key: str) -> str:
+    return f"[temporal] {key} ({env_key(key)})"
+
+
+def _read_pem(key: str, path: str, *, private: bool = False) -> bytes:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise TemporalConfigError(f"{_name(key)}: no file at {p}: fix the path (relative paths resolve against "
+                                  "golem.toml's folder)") from None
+    except OSError as err:
+        raise TemporalConfigError(f"{_name(key)}: cannot read {p} ({err.strerror or err})") from None
+    marker = b"PRIVATE KEY-----" if private else b"-----BEGIN CERTIFICATE-----"
+    if marker not in data:
+        what = "a PEM private key" if private else "a PEM certificate"
+        raise TemporalConfigError(f"{_name(key)}: {p} is not {what}: point it at the .pem file")
+    return data
+
+
+def frontend(section: TemporalSection | Mapping[str, Any] | None = None, *, address: str | None = None,
+             env: Mapping[str, str] | None = None) -> Frontend:
+    """The frontend to connect to: [temporal] (validated, or its raw table, or the defaults), then GOLEM_TEMPORAL_<KEY>
+    from env, then an explicit address (--address). The certificate files and the API key are read here, so a bad
+    setting fails before any connection, naming its key."""
+    from pydantic import BaseModel, ValidationError
+
+    from golem.models.config import TemporalSection
+
+    env = os.environ if env is None else env
+    if isinstance(section, BaseModel):
+        values = section.model_dump(exclude_unset=True)
+    elif section is None or isinstance(section, Mapping):
+        values = dict(section or {})
+    else:
+        raise TemporalConfigError(f"[temporal] must be a table of keys, not {section!r}")
+    for key, spec in TemporalSection.model_fields.items():
+        raw = env.get(env_key(key))
+        if raw is None or raw == "":
+            continue
+        if spec.annotation in (bool, bool | None):
+            if raw.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise TemporalConfigError(f"{env_key(key)}={raw!r}: use true or false")
+            values[key] = raw.lower() in ("1", "true", "yes", "on")
+        else:
+            values[key] = raw
+    if address:
+        values["address"] = address
+    try:
+        cfg = TemporalSection.model_validate(values)
+    except ValidationError as err:
+        problems = "; ".join(
+            e["msg"].removeprefix("Value error, ") if str(e["msg"]).startswith("Value error, [temporal]")
+            else f"{_name('.'.join(str(x) for x in e['loc']))}: {e['msg']}" for e in err.errors())
+        raise TemporalConfigError(problems) from None
+    ca = _read_pem("server_ca_cert", cfg.server_ca_cert) if cfg.server_ca_cert else None
+    cert = _read_pem("client_cert", cfg.client_cert) if cfg.client_cert else None
+    private = _read_pem("client_key", cfg.client_key, private=True) if cfg.client_key else None
+    api_key = None
+    if cfg.api_key_env:
+        api_key = env.get(cfg.api_key_env, "").strip()
+        if not api_key:
+            raise TemporalConfigError(f"{_name('api_key_env')} names ${cfg.api_key_env}, which is not set in this "
+                                      "process's environment: export the API key there (never in golem.toml)")
+    on = cfg.tls if cfg.tls is not None else bool(ca or cert or cfg.server_name or api_key)
+    tls: TLSConfig | bool = False
+    if on:
+        tls = TLSConfig(server_root_ca_cert=ca, domain=cfg.server_name, client_cert=cert, client_private_key=private) \
+            if (ca or cert or cfg.server_name) else True
+    return Frontend(address=cfg.address or DEFAULT_ADDRESS, namespace=cfg.namespace, tls=tls, api_key=api_key,
+                    api_key_env=cfg.api_key_env, remote=cfg.address is not None)
 
 
 def data_converter(codec: PayloadCodec | None = None) -> DataConverter:
@@ -27,12 +144,54 @@ def data_converter(codec: PayloadCodec | None = None) -> DataConverter:
     return with_codec(lean_converter, codec if codec is not None else codec_from_env())
 
 
-async def connect(address: str | None = None, *, interceptors: Sequence[Interceptor] = (),
-                  runtime: Runtime | None = None, codec: PayloadCodec | None = None) -> Client:
-    return await Client.connect(
-        address or temporal_address(),
-        namespace=NAMESPACE,
-        data_converter=data_converter(codec),
-        interceptors=list(interceptors),
-        runtime=runtime,  # None: the SDK's default Runtime; the worker's serves the SDK's metrics
-    )
+def why_refused(target: Frontend, err: BaseException) -> str:
+    """One line on why the connection failed, with the setting most likely to fix it."""
+    text = " ".join(str(err).split())
+    low = text.lower()
+    if "connection refused" in low:
+        return "connection refused"
+    if any(s in low for s in ("dns error", "failed to lookup", "name or service not known")):
+        return f"cannot resolve the host: check {_name('address')}"
+    if "unknownissuer" in low.replace(" ", "") or "unknown issuer" in low or "certificate verify" in low:
+        return (f"the frontend's certificate is not signed by a CA this client trusts: set {_name('server_ca_cert')} "
+                "to the CA that signed it")
+    if "notvalidforname" in low.replace(" ", "") or "not valid for name" in low:
+        return f"the frontend's certificate does not carry this host name: set {_name('server_name')}"
+    if "certificate required" in low or "certificaterequired" in low.replace(" ", ""):
+        return f"the frontend requires a client certificate (mTLS): set {_name('client_cert')} and client_key"
+    if target.tls is not False and any(s in low for s in ("invalidcontenttype", "corrupt message", "wrong version",
+                                                           "invalid content type")):
+        return f"the frontend does not speak TLS: set {_name('tls')} = false, or check the address"
+    mtls = isinstance(target.tls, TLSConfig) and bool(target.tls.client_cert)
+    # TLS 1.3: the client's handshake completes before the server checks its certificate, so a refused one shows as
+    # the connection closing under the first call (how depends on timing)
+    if target.tls is not False and not mtls and any(s in low for s in (
+            "unexpectedeof", "peer closed connection", "connection closed", "broken pipe", "connection reset")):
+        return (f"the frontend closed the TLS connection, as one that requires client certificates (mTLS) does: set "
+                f"{_name('client_cert')} and {_name('client_key')}")
+    if target.tls is False and any(s in low for s in ("connection reset", "broken pipe", "h2 protocol error",
+                                                       "frame with invalid size", "connection closed")):
+        return (f"the frontend closed a plaintext connection, as a TLS-only frontend does: set {_name('tls')} = true "
+                f"(and {_name('server_ca_cert')} for a private CA). ({text[:160]})")
+    return text[:240]
+
+
+async def connect(address: str | None = None, *, target: Frontend | None = None,
+                  interceptors: Sequence[Interceptor] = (), runtime: Runtime | None = None,
+                  codec: PayloadCodec | None = None) -> Client:
+    """A client on target (from frontend()), or in plain on address (GOLEM_TEMPORAL_ADDRESS, else the default) when
+    no target is given: a backtest's or a test's own dev server. FrontendUnreachable names the address and why."""
+    target = target if target is not None else Frontend(address or temporal_address())
+    converter = data_converter(codec)  # a bad GOLEM_PAYLOAD_KEYS fails here, with its own message
+    try:
+        return await Client.connect(
+            target.address,
+            namespace=target.namespace,
+            api_key=target.api_key,
+            tls=target.tls,
+            data_converter=converter,
+            interceptors=list(interceptors),
+            runtime=runtime,  # None: the SDK's default Runtime; the worker's serves the SDK's metrics
+        )
+    except RuntimeError as err:  # the SDK's core reports a failed connection as RuntimeError("Failed client connect: …")
+        raise FrontendUnreachable(f"cannot reach Temporal at {target.describe()}: {why_refused(target, err)}") from None

@@ -41,6 +41,11 @@ PREDICTION_ACCURACY_BPS = 50.0  # a verified action within 50 bps of the simulat
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
+def metrics_host() -> str:
+    """GOLEM_METRICS_HOST (default 127.0.0.1): 0.0.0.0 in a container, so a Prometheus beside it can scrape."""
+    return os.environ.get("GOLEM_METRICS_HOST", "").strip() or "127.0.0.1"
+
+
 def metrics_port() -> int | None:
     """GOLEM_METRICS_PORT (default 9464); 0 turns the endpoint off."""
     port = int(os.environ.get("GOLEM_METRICS_PORT", DEFAULT_PORT))
@@ -209,9 +214,11 @@ def temporal_runtime(port: int) -> Runtime:
 
 
 class MetricsServer:
-    """GET /metrics on 127.0.0.1:port: the golem's instruments, then the Temporal SDK's (read from its core)."""
+    """GET /metrics on host:port (GOLEM_METRICS_HOST, default 127.0.0.1): the golem's instruments, then the Temporal
+    SDK's (read from its core, which stays on 127.0.0.1)."""
 
-    def __init__(self, metrics: GolemMetrics, port: int, temporal_port: int | None = None) -> None:
+    def __init__(self, metrics: GolemMetrics, port: int, temporal_port: int | None = None,
+                 host: str | None = None) -> None:
         self.metrics, self.temporal_port = metrics, temporal_port
         outer = self
 
@@ -230,7 +237,8 @@ class MetricsServer:
             def log_message(self, format: str, *args: Any) -> None:  # scrapes are not worth a log line
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.host = host or metrics_host()
+        self.httpd = ThreadingHTTPServer((self.host, port), Handler)
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics", daemon=True)
 
@@ -246,7 +254,7 @@ class MetricsServer:
 
     def start(self) -> "MetricsServer":
         self._thread.start()
-        log.info("metrics on http://127.0.0.1:%s/metrics", self.port)
+        log.info("metrics on http://%s:%s/metrics", self.host, self.port)
         return self
 
     def stop(self) -> None:

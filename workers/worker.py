@@ -125,26 +125,31 @@ def worker_options(*, sandboxed: bool = True, deadlock_detection: bool = True) -
 async def run_worker(config: GolemConfig, layout: DataLayout, address: str | None = None,
                      live: bool | None = None) -> None:
     """Serve one golem's task queue on the data layout its entry built (one per golem: nothing reads a global)."""
-    from workers.client import connect
+    from workers.client import connect, frontend
     from workers.metrics import free_port, install_metrics, metrics_port, temporal_runtime
     from workers.telemetry import shutdown_tracing, tracing_interceptor
 
-    services = GolemServices(config, layout, live=live)
-    interceptors: list[Interceptor] = [tracing_interceptor(layout, config.golem.id)]
-    port, runtime, server = metrics_port(), None, None
+    # [temporal] of golem.toml, GOLEM_TEMPORAL_* overrides, then address (--address): a bad key or an unreachable
+    # frontend stops the worker with one line naming it, before its services load
+    target = frontend(config.temporal, address=address)
+    port, runtime, server, core_port = metrics_port(), None, None, 0
     if port:  # Prometheus /metrics with the Temporal SDK's own metrics (its core serves them inside)
         core_port = free_port()
         runtime = temporal_runtime(core_port)
+    client = await connect(target=target, runtime=runtime)
+    services = GolemServices(config, layout, live=live)
+    interceptors: list[Interceptor] = [tracing_interceptor(layout, config.golem.id)]
+    if port:
         _, server, timed = install_metrics(services, port, core_port)
         interceptors.append(timed)
-    client = await connect(address, runtime=runtime)
     worker = build_worker(client, services, interceptors=interceptors)
     clade = build_clade_worker(client, config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("worker serving %s (data %s)", task_queue(config.golem.id), layout.root)
+    log.info("worker serving %s (data %s) on Temporal at %s", task_queue(config.golem.id), layout.root,
+             target.describe())
     try:
         async with contextlib.AsyncExitStack() as workers:  # graceful shutdown on exit (graceful_shutdown_timeout)
             await workers.enter_async_context(worker)

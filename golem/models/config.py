@@ -395,6 +395,57 @@ class CladeSection(BaseModel):
     read_timeout_s: float = Field(default=2.0, gt=0, le=30)  # observe waits this long for the field, then goes on
 
 
+# The [temporal] keys, each also settable as GOLEM_TEMPORAL_<KEY> (workers/client.py applies the overrides).
+TEMPORAL_PATH_KEYS = ("server_ca_cert", "client_cert", "client_key")
+
+
+class TemporalSection(BaseModel):
+    """[temporal]: the Temporal frontend this host's worker and CLI connect to (docs/how-to/fleet.md); each key can be
+    overridden by GOLEM_TEMPORAL_<KEY> (GOLEM_TEMPORAL_ADDRESS, ...), and --address overrides the address. Where to
+    connect, not how the golem behaves: kept out of the config version and of workflow payloads."""
+
+    model_config = {"extra": "forbid"}
+    # host:port of the frontend; unset: the dev server `golem run` starts (127.0.0.1:7233)
+    address: str | None = None
+    namespace: str = Field(default="default", min_length=1)  # Temporal Cloud: "namespace.account-id"
+    # TLS on/off; unset: on when a certificate or an API key is configured; true without a CA: the system's roots
+    tls: bool | None = None
+    server_ca_cert: str | None = None  # PEM of the CA that signed the frontend's certificate (relative: to golem.toml)
+    server_name: str | None = None  # the name the frontend's certificate carries, when not the address' host
+    client_cert: str | None = None  # mTLS: this host's PEM certificate ...
+    client_key: str | None = None  # ... and its PEM private key (both or neither)
+    # Temporal Cloud API key: the NAME of the environment variable holding it; the key never goes in this file
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if "://" in v:
+            raise ValueError(f"[temporal] address {v!r}: write host:port without a scheme (TLS is the tls key)")
+        host, _, port = v.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"[temporal] address {v!r} is not host:port (e.g. \"temporal.internal:7233\")")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TemporalSection":
+        if self.client_key and not self.client_cert:
+            raise ValueError("[temporal] client_key is set without client_cert: mTLS needs both (or remove client_key)")
+        if self.client_cert and not self.client_key:
+            raise ValueError("[temporal] client_cert is set without client_key: mTLS needs both (or remove client_cert)")
+        if self.tls is False:
+            given = [k for k in (*TEMPORAL_PATH_KEYS, "server_name", "api_key_env") if getattr(self, k)]
+            if given:
+                raise ValueError(f"[temporal] tls = false but {', '.join(given)} set: those need TLS (an API key would "
+                                 "travel in clear); set tls = true or remove them")
+            if self.address and self.address.rpartition(":")[0].endswith(".tmprl.cloud"):
+                raise ValueError(f"[temporal] tls = false but address {self.address} is Temporal Cloud, which only "
+                                 "speaks TLS: set tls = true (with client_cert/client_key or api_key_env)")
+        return self
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -419,6 +470,8 @@ class GolemConfig(BaseModel):
     # Read by the worker from golem.toml; kept out of the config version and of workflow payloads (exclude), so
     # adding the section changed no version hash and no recorded history. A new URL needs a worker restart.
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)
+    # Where this host connects (workers/client.py), excluded the same way: a fleet's hosts differ in it.
+    temporal: TemporalSection = Field(default_factory=TemporalSection, exclude=True)
 
     @model_serializer(mode="wrap")
     def _omit_default_sections(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -436,8 +489,8 @@ LATE_SECTIONS = ("wake", "learning", "viability", "clade")
 
 
 def read_config_table(path: str | Path) -> dict[str, Any]:
-    """golem.toml as a TOML table, its relative paths (golem.home, chain.address_book) resolved against the
-    file's folder, not yet validated: what `golem config apply` sends and the workflow's validator checks."""
+    """golem.toml as a TOML table, its relative paths (golem.home, chain.address_book, [temporal]'s certificates)
+    resolved against the file's folder, not yet validated: what `golem config apply` sends and the workflow's validator checks."""
     p = Path(path)
     try:
         raw = tomllib.loads(p.read_text())
@@ -454,6 +507,12 @@ def read_config_table(path: str | Path) -> dict[str, Any]:
     book = chain.get("address_book") if isinstance(chain, dict) else None
     if isinstance(chain, dict) and isinstance(book, str) and book != "embedded" and not Path(book).is_absolute():
         chain["address_book"] = str((p.parent / book).resolve())
+    temporal = raw.get("temporal")
+    if isinstance(temporal, dict):
+        for key in TEMPORAL_PATH_KEYS:
+            value = temporal.get(key)
+            if isinstance(value, str) and value and not Path(value).is_absolute():
+                temporal[key] = str((p.parent / value).resolve())
     return raw
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from golem.grimoire.episodes.store import EpisodeStore
     from golem.grimoire.playbook.compile import PlaybookHistory
     from golem.grimoire.semantic.store import SemanticStore
+    from workers.client import Frontend
 
 log = logging.getLogger("golem.dashboard")
 
@@ -382,20 +383,21 @@ def bound_port(runner: web.AppRunner) -> int:
 
 async def run_dashboard(golem_id: str, data_dir: Path, address: str | None = None, *, port: int = DEFAULT_PORT,
                         temporal_ui: str = DEFAULT_TEMPORAL_UI, home: Path | None = None,
-                        backtests: Path | None = None) -> None:
-    """`golem dashboard`: serve until interrupted. Without Temporal the page still shows history and events."""
+                        backtests: Path | None = None, target: Frontend | None = None) -> None:
+    """`golem dashboard`: serve until interrupted. Without Temporal the page still shows history and events.
+    target: the configured frontend (workers.client.frontend); else plain on address."""
     import signal
 
-    from workers.client import connect, temporal_address
+    from workers.client import Frontend, connect, temporal_address  # noqa: F811 (the annotation's import is types-only)
 
+    target = target or Frontend(address or temporal_address())
     client = None
     try:
-        client = await connect(address)
+        client = await connect(target=target)
     except Exception as err:  # the page still renders history; status and steering say Temporal is unreachable
-        log.warning("Temporal at %s not reachable (%s): status and steering are off", address or temporal_address(),
-                    _one_line(err))
+        log.warning("Temporal at %s not reachable (%s): status and steering are off", target.address, _one_line(err))
     runner = await start_dashboard(Dashboard(data_dir, golem_id, client=client, temporal_ui=temporal_ui,
-                                                 home=home, backtests=backtests), port)
+                                             namespace=target.namespace, home=home, backtests=backtests), port)
     print(f"dashboard: http://127.0.0.1:{bound_port(runner)}/  (golem {golem_id}, data {data_dir})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
