@@ -21,7 +21,7 @@ from lancedb.rerankers import RRFReranker
 from pydantic import BaseModel, Field
 
 from golem.grimoire.decay import DEFAULT_TICK_SECONDS, EntryKind, effective_confidence, retention_at_tick
-from golem.grimoire.semantic.index import EntryIndex, entry_index
+from golem.grimoire.semantic.index import EntryIndex, entry_index, entry_text
 from golem.grimoire.store.terms import named_entities, summary_terms, terms
 from golem.grimoire.episodes.index import EpisodeIndex, episode_index
 from golem.grimoire.episodes.model import tag_pad
@@ -43,7 +43,7 @@ MMR_LAMBDA = 0.7
 MMR_POOL = 10  # MMR on top-10
 DEFAULT_TOKEN_BUDGET = 500
 # Ours: cosine floor on WordLlama-256 vectors (unrelated DeFi sentences 0.0–0.25, paraphrases 0.45+); the
-# abstention line of other embedders is ABSTAIN_RELEVANCE scaled by their floor / this one.
+# abstention evidence of other embedders is put on this scale (× this floor / theirs).
 SEMANTIC_FLOOR = 0.30
 SUMMARY_CHARS = 240
 RECENCY_TIME_CONSTANT_TICKS = 1440.0  # ours: recency_boost = exp(-age/1 day of 60 s ticks)
@@ -71,6 +71,8 @@ class RetrievalResult(BaseModel):
     abstained: bool = False  # retrieved, but nothing was relevant enough (calibrated abstention)
     as_of: int | None = None  # the valid time the entries were in force at (default: the tick)
     action: bool = False  # read as a question about acting: applicable warnings got the top-3 slots
+    # what the abstention decision read from the score distribution (abstention_evidence), and its P(unanswerable)
+    evidence: dict[str, float] = Field(default_factory=dict)
     items: list[RetrievedItem] = Field(default_factory=list)
     tokens: int = 0
     candidates: int = 0
@@ -258,15 +260,19 @@ SAFETY_MIN_LEXICAL = 0.14
 # (parent_episode_ids).
 EPISODE_PENALTY = 0.12
 EPISODE_SHARE = 0.3
-# Abstention: calibrated on the tune parts of both memory sets for WordLlama-256 — the best candidate's relevance
-# (dense and lexical sides fused) must reach ABSTAIN_RELEVANCE (0.24 before the lives set: 13% of its answerable
-# tune questions fell below it, its templated memory scoring lower than written prose). Other embedders scale it by
-# their floor / 0.30.
-ABSTAIN_RELEVANCE = 0.19
-# ... and a question naming something the memory has never mentioned (a proper name no entry contains: "Solana",
-# "Arbitrum") is about something else unless a candidate is clearly relevant: its line is ENTITY_ABSTAIN_RELEVANCE
-# (tune part: the two unanswerable questions that cleared 0.24 both named an unknown chain).
-ENTITY_ABSTAIN_RELEVANCE = 0.40
+# Items: besides the best, a candidate is returned when its relevance reaches ITEM_RELEVANCE (or ITEM_MIN_SHARE of the
+# best's); other embedders scale it by their floor / 0.30. (It was the abstention line until abstention became the
+# calibrated decision below.)
+ITEM_RELEVANCE = 0.19
+# Abstention is a calibrated decision, not a line: P(unanswerable) = σ(ABSTAIN_BIAS + Σ ABSTAIN_COEF · evidence) from
+# the score distribution (abstention_evidence), abstaining at ABSTAIN_PROBABILITY or above. Fitted by
+# bench/memory_eval/abstention.py on the tune parts of both memory sets (logistic, feature subsets and the line chosen
+# by leave-one-life-out cross-validation; cv on the tune parts: lives 0.81 abstained / 0.05 false, hand-written 1.00 /
+# 0.00). What it reads: the best candidate's cosine (the dominant term), the share of the dense top 5 the lexical top 5
+# agrees on, the share of the question's words no entry or episode holds, and a proper name no entry mentions.
+ABSTAIN_BIAS = 1.50
+ABSTAIN_COEF = {"cosine": -9.62, "agreement": -2.58, "unseen_words": 3.77, "unknown_name": 5.22}
+ABSTAIN_PROBABILITY = 0.7
 ITEM_MIN_SHARE = 0.5
 ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
@@ -292,6 +298,45 @@ def _episode_candidates(eidx: EpisodeIndex, qv: np.ndarray, q_terms: list[str], 
             rrf[i] = rrf.get(i, 0.0) + 1.0 / (RRF_K + r)
     return [(i, float(cos[i]), float(lex[i]), rrf[i], DENSE_WEIGHT * float(cos[i]) + (1.0 - DENSE_WEIGHT) * float(lex[i]))
             for i in rrf]
+
+
+ABSTAIN_FEATURES = ("relevance", "margin", "agreement", "coverage", "unseen", "unknown_name", "unseen_words",
+                    "cosine", "lexical", "spread")
+
+
+def unanswerable_probability(evidence: dict[str, float]) -> float:
+    """σ(ABSTAIN_BIAS + Σ ABSTAIN_COEF[f] · evidence[f]): the calibrated chance that nothing relevant exists."""
+    z = ABSTAIN_BIAS + sum(w * evidence.get(f, 0.0) for f, w in ABSTAIN_COEF.items())
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[str], best_terms: frozenset[str],
+                        query: str, idx: EntryIndex | None, eidx: EpisodeIndex | None,
+                        floor: float) -> dict[str, float]:
+    """What the abstention decision reads from one question's candidates — `pool`: (relevance, cosine, lexical) of
+    every scored entry and episode — on the WordLlama scale (relevance and cosine × SEMANTIC_FLOOR / floor):
+    relevance: the best candidate's; margin: best − second best; agreement: share of the dense top 5 also in the
+    lexical top 5; coverage: share of the question's distinct terms the best candidate holds; unseen: share of the
+    question's idf mass in terms no entry and no episode holds; unknown_name: a proper name no entry mentions."""
+    scale = SEMANTIC_FLOOR / floor if floor > 0 else 1.0
+    rel = sorted((p[0] for p in pool), reverse=True)
+    uniq = set(q_terms)
+    dense5 = {n for n, _ in sorted(enumerate(pool), key=lambda t: -t[1][1])[:5]}
+    lex5 = {n for n, _ in sorted(enumerate(pool), key=lambda t: -t[1][2])[:5] if pool[n][2] > 0}
+    idf = {t: idx.idf(t) for t in uniq} if idx is not None and idx.n else {t: 1.0 for t in uniq}
+    seen = {t for t in uniq if (idx is not None and t in idx.df) or (eidx is not None and eidx.postings.get(t))}
+    total = sum(idf.values())
+    unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
+    return {"relevance": scale * rel[0] if rel else 0.0,
+            "margin": scale * (rel[0] - rel[1]) if len(rel) > 1 else scale * rel[0] if rel else 0.0,
+            "agreement": len(dense5 & lex5) / 5.0,
+            "coverage": len(uniq & best_terms) / len(uniq) if uniq else 0.0,
+            "unseen": sum(v for t, v in idf.items() if t not in seen) / total if total > 0 else 1.0,
+            "unknown_name": float(bool(unknown)),
+            "unseen_words": len(uniq - seen) / len(uniq) if uniq else 1.0,
+            "cosine": scale * max((p[1] for p in pool), default=0.0),
+            "lexical": max((p[2] for p in pool), default=0.0),
+            "spread": scale * (rel[0] - float(np.mean(rel[:10]))) if rel else 0.0}
 
 
 def _regime_match(entry_regime: str | None, regime: str) -> float:
@@ -352,7 +397,7 @@ def retrieve_for_tick(
     qv = episodes.embedder.embed_query([query])[0]  # nomic needs its search_query prefix
     if floor is None:  # the embedder's own calibrated floor (cosine scales differ between models)
         floor = getattr(episodes.embedder, "semantic_floor", SEMANTIC_FLOOR)
-    abstain_line = ABSTAIN_RELEVANCE * floor / SEMANTIC_FLOOR
+    abstain_line = ITEM_RELEVANCE * floor / SEMANTIC_FLOOR
     mood = None
     if pad is not None:
         mood = tuple(-x for x in pad) if tick > 0 and tick % CONTRARIAN_EVERY == 0 else tuple(pad)
@@ -401,6 +446,7 @@ def retrieve_for_tick(
                               hard="must" in idx.tags[i] or bool(_CONSTRAINT.search(e["content"])),
                               parents=idx.parents[i], tags=idx.tags[i], variant_of=variant_of.get(i)))
     n_candidates = len(cands)
+    light: list[tuple[int, float, float, float, float]] = []
     if eidx is not None:
         light = _episode_candidates(eidx, qv, q_terms, idx, at)
         n_candidates += len(light)
@@ -435,21 +481,27 @@ def retrieve_for_tick(
 
     result = RetrievalResult(retrieved=True, reason=reason, candidates=n_candidates, as_of=at, action=acting)
     best = max(cands, key=lambda c: c["relevance"], default=None)
-    # Calibrated abstention on the best candidate's fused relevance.
-    answerable = best is not None and best["relevance"] >= abstain_line
-    unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
-    entity_line = ENTITY_ABSTAIN_RELEVANCE * floor / SEMANTIC_FLOOR
-    if answerable and unknown and best is not None and best["relevance"] < entity_line:
+    # every scored candidate, the episodes below the item line too (the in-memory index scored them all)
+    pool = [(c["relevance"], c["cosine"], c["lexical"]) for c in cands
+            if c["source"] == "entry" or eidx is None]
+    pool += [(c[4], c[1], c[2]) for c in light] if eidx is not None else []
+    best_terms = frozenset() if best is None else (
+        summary_terms(best["text"]) if best["source"] == "episode"
+        else frozenset(terms(entry_text(best["text"], sorted(best["tags"]), best["kind"]))))
+    result.evidence = abstention_evidence(pool, q_terms, best_terms, query, idx, eidx, floor)
+    # Calibrated abstention: P(unanswerable) from the score distribution.
+    p_unanswerable = unanswerable_probability(result.evidence)
+    result.evidence["p_unanswerable"] = round(p_unanswerable, 4)
+    if best is None or p_unanswerable >= ABSTAIN_PROBABILITY:
+        ev = result.evidence
+        unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
         result.abstained = True
-        result.reason = (f"abstained: the question names {', '.join(unknown)}, which no entry mentions, and nothing "
-                         f"is clearly relevant (best relevance {best['relevance']:.3f} < {entity_line:.3f})")
-        if log and semantic is not None:
-            semantic.log_retrieval(tick, True, 0, True)
-        return result
-    if not answerable or best is None:
-        result.abstained = True
-        result.reason = (f"abstained: nothing relevant enough (best relevance "
-                         f"{best['relevance'] if best else 0.0:.3f} < {abstain_line:.3f}; cosine floor {floor})")
+        result.reason = (f"abstained: nothing relevant enough (P(unanswerable) {p_unanswerable:.2f} ≥ "
+                         f"{ABSTAIN_PROBABILITY}: best cosine {ev.get('cosine', 0.0):.3f} on the scale of cosine floor "
+                         f"{SEMANTIC_FLOOR} (this embedder's floor {floor}), the best holds "
+                         f"{ev.get('coverage', 0.0):.0%} of the question's words"
+                         + (f"; the question names {', '.join(unknown)}, which no entry mentions" if unknown else "")
+                         + ")")
         if log and semantic is not None:
             semantic.log_retrieval(tick, True, 0, True)
         return result
