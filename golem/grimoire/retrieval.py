@@ -487,7 +487,7 @@ def retrieve_for_tick(
     pool += [(c[4], c[1], c[2]) for c in light] if eidx is not None else []
     best_terms = frozenset() if best is None else (
         summary_terms(best["text"]) if best["source"] == "episode"
-        else frozenset(terms(entry_text(best["text"], sorted(best["tags"]), best["kind"]))))
+        else frozenset(terms(entry_text(best["text"], sorted(best["tags"]), best["kind"], best["regime"]))))
     result.evidence = abstention_evidence(pool, q_terms, best_terms, query, idx, eidx, floor)
     # Calibrated abstention: P(unanswerable) from the score distribution.
     p_unanswerable = unanswerable_probability(result.evidence)
