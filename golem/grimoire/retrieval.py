@@ -339,6 +339,73 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
             "spread": scale * (rel[0] - float(np.mean(rel[:10]))) if rel else 0.0}
 
 
+# ---- a quantity crossing a line ("the last time the health factor fell below 1.5") -------------------------------
+# Text similarity does not compare numbers: such a question reads its quantity, direction and line, and every episode
+# whose summary shows that quantity on the asked side of the line (recorded by the as-of tick, in the regime the
+# question names, if any) is a candidate with CROSSING_BONUS of relevance; when it asks for the last (or first) time,
+# the newest (or oldest) of them gets CROSSING_BONUS more. Episodes only: the question asks for an event.
+CROSSING_BONUS = 0.15
+_QUANTITY = {"health factor": r"health[ _]factor|\bhf", "price": r"price", "gas": r"gas(?: price)?",
+             "prediction error": r"prediction[ _]error|\bpe"}
+_CROSS_Q = re.compile(r"\b(health factor|hf|price|gas(?: price)?|prediction error|pe)\b[^.?!;]{0,30}?\b(below|under|"
+                      r"beneath|less than|lower than|above|over|more than|higher than|past)\s+\$?(\d[\d,]*(?:\.\d+)?)",
+                      re.IGNORECASE)
+_WHEN = re.compile(r"\b(last|latest|most recent|previous|first|earliest)\s+time\b", re.IGNORECASE)
+_VALUES: dict[str, dict[str, tuple[float, ...]]] = {}
+_VALUES_MAX = 50_000
+
+
+def crossing_in(query: str) -> tuple[str, bool, float, str | None] | None:
+    """(quantity, below?, line, "last" | "first" | None) of a question comparing a quantity with a number."""
+    m = _CROSS_Q.search(query or "")
+    if not m:
+        return None
+    name = m.group(1).lower()
+    quantity = {"hf": "health factor", "pe": "prediction error", "gas price": "gas"}.get(name, name)
+    below = m.group(2).lower() in ("below", "under", "beneath", "less than", "lower than")
+    w = _WHEN.search(query)
+    when = None if w is None else ("first" if w.group(1).lower() in ("first", "earliest") else "last")
+    return quantity, below, float(m.group(3).replace(",", "")), when
+
+
+def quantity_values(text: str) -> dict[str, tuple[float, ...]]:
+    """The values a text states for each quantity ("health factor 1.328", "price 1288"), cached per text."""
+    got = _VALUES.get(text)
+    if got is None:
+        if len(_VALUES) >= _VALUES_MAX:
+            _VALUES.clear()
+        got = {}
+        for q, pat in _QUANTITY.items():
+            vals = [float(v) for v in re.findall(rf"(?:{pat})\s*(?:is|was|of|at|=|:)?\s*\$?(\d+(?:\.\d+)?)\b", text,
+                                                    flags=re.IGNORECASE)]
+            if vals:
+                got[q] = tuple(vals)
+        _VALUES[text] = got
+    return got
+
+
+def _episodes_crossing(eidx: EpisodeIndex, crossing: tuple[str, bool, float, str | None] | None, at: int,
+                       regime: str | None) -> dict[int, float]:
+    """Episode rows (recorded by `at`, in `regime` when given) whose summary shows the quantity on the asked side of
+    the line → their relevance bonus (see CROSSING_BONUS)."""
+    if crossing is None or not eidx.n:
+        return {}
+    quantity, below, line, when = crossing
+    ticks = eidx.ticks
+    regimes = eidx.scalars.get("regime")
+    out: dict[int, float] = {}
+    for row in range(eidx.n):
+        if ticks[row] > at or (regime is not None and regimes is not None and regimes[row] != regime):
+            continue
+        vals = quantity_values(eidx.summaries[row]).get(quantity, ())
+        if any(v < line if below else v > line for v in vals):
+            out[row] = CROSSING_BONUS
+    if out and when is not None:
+        pick = (max if when == "last" else min)(out, key=lambda r: (int(ticks[r]), r))
+        out[pick] += CROSSING_BONUS
+    return out
+
+
 def _regime_match(entry_regime: str | None, regime: str) -> float:
     return 0.5 if entry_regime is None else (1.0 if entry_regime == regime else 0.0)
 
@@ -386,7 +453,8 @@ def retrieve_for_tick(
         raise ValueError(f"token_budget must be >= 1, got {token_budget}")
     regime = normalise_regime(regime) or MarketRegime.UNKNOWN.value  # a foreign label maps, or says what is valid
     # a question naming a regime asks about that regime's variants, not the tick's
-    regime = regime_named_in(query) or regime
+    named_regime = regime_named_in(query)
+    regime = named_regime or regime
     at = tick if as_of is None else int(as_of)
     if at < 0:
         raise ValueError(f"as_of must be a tick >= 0, got {at}")
@@ -452,8 +520,20 @@ def retrieve_for_tick(
         n_candidates += len(light)
         best_rel = max([c["relevance"] for c in cands] + [c[4] for c in light], default=None)
         keep = [] if best_rel is None else [c for c in light if c[4] >= min(abstain_line, ITEM_MIN_SHARE * best_rel)]
+        # a question comparing a quantity with a number asks for the episodes where it happened, however worded
+        crossed = _episodes_crossing(eidx, crossing_in(query), at, named_regime)
+        if crossed:
+            kept = {c[0] for c in keep}
+            extra = [int(r) for r in crossed if r not in kept]
+            if extra:
+                xv = matvec(eidx.vectors[extra], qv.astype(np.float32))
+                xl = (eidx.coverage({t: idx.idf(t) for t in set(q_terms)})[extra] if idx is not None and idx.n
+                      else np.zeros(len(extra)))
+                keep += [(r, float(c), float(lx), 0.0, DENSE_WEIGHT * float(c) + (1.0 - DENSE_WEIGHT) * float(lx))
+                         for r, c, lx in zip(extra, xv, xl)]
         ep_rows = [eidx.row(row) | {"_cosine": c, "_lexical": lx, "_relevance_score": rrf,
-                                    "summary": eidx.summaries[row], "vector": eidx.vectors[row]}
+                                    "summary": eidx.summaries[row], "vector": eidx.vectors[row],
+                                    "_bonus": crossed.get(row, 0.0)}
                    for row, c, lx, rrf, _ in keep]
     else:
         assert ep_future is not None  # submitted above whenever there is no in-memory index
@@ -472,7 +552,8 @@ def retrieve_for_tick(
         if lexical is None:
             lexical = idx.text_coverage(q_terms, summary_terms(r["summary"])) if idx is not None and idx.n else 0.0
         cands.append(dict(id=r["id"], source="episode", kind=r["tier"], text=r["summary"],
-                          relevance=DENSE_WEIGHT * r["_cosine"] + (1.0 - DENSE_WEIGHT) * lexical,
+                          relevance=DENSE_WEIGHT * r["_cosine"] + (1.0 - DENSE_WEIGHT) * lexical
+                          + r.get("_bonus", 0.0),
                           cosine=r["_cosine"], lexical=lexical, rrf=r["_relevance_score"],
                           vector=np.asarray(r["vector"], np.float32), eff=effective_confidence(r["confidence"], ret),
                           quality=r["quality"], reliability=1.0, age=max(0, tick - r["tick"]), regime=r["regime"],
