@@ -463,6 +463,7 @@ def retrieve_for_tick(
         return RetrievalResult(retrieved=False, reason=reason, as_of=at)
     acting = is_action_question(query) if action is None else bool(action)
     qv = episodes.embedder.embed_query([query])[0]  # nomic needs its search_query prefix
+    owner_floor = floor  # [grimoire] semantic_floor: a hard cosine line on top of the calibrated decision
     if floor is None:  # the embedder's own calibrated floor (cosine scales differ between models)
         floor = getattr(episodes.embedder, "semantic_floor", SEMANTIC_FLOOR)
     abstain_line = ITEM_RELEVANCE * floor / SEMANTIC_FLOOR
@@ -573,7 +574,8 @@ def retrieve_for_tick(
     # Calibrated abstention: P(unanswerable) from the score distribution.
     p_unanswerable = unanswerable_probability(result.evidence)
     result.evidence["p_unanswerable"] = round(p_unanswerable, 4)
-    if best is None or p_unanswerable >= ABSTAIN_PROBABILITY:
+    below_owner_floor = owner_floor is not None and max((c["cosine"] for c in cands), default=0.0) < owner_floor
+    if best is None or p_unanswerable >= ABSTAIN_PROBABILITY or below_owner_floor:
         ev = result.evidence
         unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
         result.abstained = True
@@ -582,7 +584,8 @@ def retrieve_for_tick(
                          f"{SEMANTIC_FLOOR} (this embedder's floor {floor}), the best holds "
                          f"{ev.get('coverage', 0.0):.0%} of the question's words"
                          + (f"; the question names {', '.join(unknown)}, which no entry mentions" if unknown else "")
-                         + ")")
+                         + (f"; no cosine reaches the configured semantic_floor {owner_floor}" if below_owner_floor
+                            else "") + ")")
         if log and semantic is not None:
             semantic.log_retrieval(tick, True, 0, True)
         return result
