@@ -14,7 +14,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from lancedb.rerankers import RRFReranker
@@ -339,33 +339,56 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
             "spread": scale * (rel[0] - float(np.mean(rel[:10]))) if rel else 0.0}
 
 
-# ---- a quantity crossing a line ("the last time the health factor fell below 1.5") -------------------------------
-# Text similarity does not compare numbers: such a question reads its quantity, direction and line, and every episode
-# whose summary shows that quantity on the asked side of the line (recorded by the as-of tick, in the regime the
-# question names, if any) is a candidate with CROSSING_BONUS of relevance; when it asks for the last (or first) time,
-# the newest (or oldest) of them gets CROSSING_BONUS more. Episodes only: the question asks for an event.
-CROSSING_BONUS = 0.15
+# ---- numbers the question states for a quantity -------------------------------------------------------------------
+# Text similarity does not compare numbers. A question that puts a quantity (health factor, price, gas, prediction
+# error) past a line ("the last time the health factor fell below 1.5") or at a value ("my trade at a health factor
+# around 1.82") names the events it asks about by that number: every episode whose summary states the quantity in that
+# range (recorded by the as-of tick, in the regime the question names, if any), and every shortlisted entry whose text
+# does, gets NUMERIC_BONUS of relevance; when it asks for the last (or first) time, the newest (or oldest) such episode
+# gets NUMERIC_BONUS more. A value matches to the question's last digit (one unit of it after "around", "near", ...).
+NUMERIC_BONUS = 0.15
 _QUANTITY = {"health factor": r"health[ _]factor|\bhf", "price": r"price", "gas": r"gas(?: price)?",
              "prediction error": r"prediction[ _]error|\bpe"}
-_CROSS_Q = re.compile(r"\b(health factor|hf|price|gas(?: price)?|prediction error|pe)\b[^.?!;]{0,30}?\b(below|under|"
-                      r"beneath|less than|lower than|above|over|more than|higher than|past)\s+\$?(\d[\d,]*(?:\.\d+)?)",
-                      re.IGNORECASE)
+_Q_NAMES = r"health factor|hf|price|gas(?: price)?|prediction error|pe"
+_CROSS_Q = re.compile(rf"\b({_Q_NAMES})\b[^.?!;]{{0,30}}?\b(below|under|beneath|less than|lower than|above|over|"
+                      r"more than|higher than|past)\s+\$?(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
+_APPROX = r"around|near|about|close to|roughly|approximately|~"
+_VALUE_Q = re.compile(rf"(?:\b({_APPROX})\s+(?:an?\s+|the\s+|my\s+)?)?\b({_Q_NAMES})\b\s*(?:(?:of|at|was|is|=|:)\s+)?"
+                      rf"(?:({_APPROX})\s+)?\$?(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
 _WHEN = re.compile(r"\b(last|latest|most recent|previous|first|earliest)\s+time\b", re.IGNORECASE)
 _VALUES: dict[str, dict[str, tuple[float, ...]]] = {}
 _VALUES_MAX = 50_000
 
 
-def crossing_in(query: str) -> tuple[str, bool, float, str | None] | None:
-    """(quantity, below?, line, "last" | "first" | None) of a question comparing a quantity with a number."""
-    m = _CROSS_Q.search(query or "")
-    if not m:
-        return None
-    name = m.group(1).lower()
-    quantity = {"hf": "health factor", "pe": "prediction error", "gas price": "gas"}.get(name, name)
-    below = m.group(2).lower() in ("below", "under", "beneath", "less than", "lower than")
-    w = _WHEN.search(query)
+class NumericAsk(NamedTuple):
+    quantity: str
+    low: float  # the values that match: low <= v <= high
+    high: float
+    when: str | None  # "last" | "first" | None
+
+
+def _quantity(name: str) -> str:
+    name = name.lower()
+    return {"hf": "health factor", "pe": "prediction error", "gas price": "gas"}.get(name, name)
+
+
+def numeric_ask(query: str) -> NumericAsk | None:
+    """The quantity, range of values and last/first of a question that states a number for a quantity."""
+    w = _WHEN.search(query or "")
     when = None if w is None else ("first" if w.group(1).lower() in ("first", "earliest") else "last")
-    return quantity, below, float(m.group(3).replace(",", "")), when
+    m = _CROSS_Q.search(query or "")
+    if m:
+        line = float(m.group(3).replace(",", ""))
+        if m.group(2).lower() in ("below", "under", "beneath", "less than", "lower than"):
+            return NumericAsk(_quantity(m.group(1)), -math.inf, math.nextafter(line, -math.inf), when)
+        return NumericAsk(_quantity(m.group(1)), math.nextafter(line, math.inf), math.inf, when)
+    v = _VALUE_Q.search(query or "")
+    if v:
+        text = v.group(4).replace(",", "")
+        unit = 10.0 ** -(len(text.split(".")[1]) if "." in text else 0)
+        tol = unit if (v.group(1) or v.group(3)) else unit / 2
+        return NumericAsk(_quantity(v.group(2)), float(text) - tol, float(text) + tol, when)
+    return None
 
 
 def quantity_values(text: str) -> dict[str, tuple[float, ...]]:
@@ -376,7 +399,7 @@ def quantity_values(text: str) -> dict[str, tuple[float, ...]]:
             _VALUES.clear()
         got = {}
         for q, pat in _QUANTITY.items():
-            vals = [float(v) for v in re.findall(rf"(?:{pat})\s*(?:is|was|of|at|=|:)?\s*\$?(\d+(?:\.\d+)?)\b", text,
+            vals = [float(x) for x in re.findall(rf"(?:{pat})\s*(?:is|was|of|at|=|:)?\s*\$?(\d+(?:\.\d+)?)\b", text,
                                                     flags=re.IGNORECASE)]
             if vals:
                 got[q] = tuple(vals)
@@ -384,25 +407,27 @@ def quantity_values(text: str) -> dict[str, tuple[float, ...]]:
     return got
 
 
-def _episodes_crossing(eidx: EpisodeIndex, crossing: tuple[str, bool, float, str | None] | None, at: int,
-                       regime: str | None) -> dict[int, float]:
-    """Episode rows (recorded by `at`, in `regime` when given) whose summary shows the quantity on the asked side of
-    the line → their relevance bonus (see CROSSING_BONUS)."""
-    if crossing is None or not eidx.n:
+def states(text: str, ask: NumericAsk) -> bool:
+    """Whether `text` states the asked quantity at a value in the asked range."""
+    return any(ask.low <= v <= ask.high for v in quantity_values(text).get(ask.quantity, ()))
+
+
+def _episodes_stating(eidx: EpisodeIndex, ask: NumericAsk | None, at: int, regime: str | None) -> dict[int, float]:
+    """Episode rows (recorded by `at`, in `regime` when given) that state the asked quantity in the asked range →
+    their relevance bonus (see NUMERIC_BONUS)."""
+    if ask is None or not eidx.n:
         return {}
-    quantity, below, line, when = crossing
     ticks = eidx.ticks
     regimes = eidx.scalars.get("regime")
     out: dict[int, float] = {}
     for row in range(eidx.n):
         if ticks[row] > at or (regime is not None and regimes is not None and regimes[row] != regime):
             continue
-        vals = quantity_values(eidx.summaries[row]).get(quantity, ())
-        if any(v < line if below else v > line for v in vals):
-            out[row] = CROSSING_BONUS
-    if out and when is not None:
-        pick = (max if when == "last" else min)(out, key=lambda r: (int(ticks[r]), r))
-        out[pick] += CROSSING_BONUS
+        if states(eidx.summaries[row], ask):
+            out[row] = NUMERIC_BONUS
+    if out and ask.when is not None:
+        pick = (max if ask.when == "last" else min)(out, key=lambda r: (int(ticks[r]), r))
+        out[pick] += NUMERIC_BONUS
     return out
 
 
@@ -462,6 +487,7 @@ def retrieve_for_tick(
     if not go:
         return RetrievalResult(retrieved=False, reason=reason, as_of=at)
     acting = is_action_question(query) if action is None else bool(action)
+    ask = numeric_ask(query)
     qv = episodes.embedder.embed_query([query])[0]  # nomic needs its search_query prefix
     owner_floor = floor  # [grimoire] semantic_floor: a hard cosine line on top of the calibrated decision
     if floor is None:  # the embedder's own calibrated floor (cosine scales differ between models)
@@ -504,8 +530,9 @@ def retrieve_for_tick(
             eff = e["confidence"] if e["category"] == "warning" else effective_confidence(e["confidence"], ret)
             rrf = sum(1.0 / (RRF_K + r[i]) for r in (dense_rank, lex_rank) if i in r)
             pad_tag = (e["emotional_tag"] or {}).get("pad")
+            numeric = bool(ask and states(e["content"], ask))
             cands.append(dict(id=e["id"], source="entry", kind=e["category"], text=e["content"],
-                              relevance=float(rel[i]), cosine=float(cos[i]), lexical=float(cov[i]), rrf=rrf,
+                              relevance=float(rel[i]) + (NUMERIC_BONUS if numeric else 0.0), cosine=float(cos[i]), lexical=float(cov[i]), rrf=rrf,
                               vector=idx.vectors[i], eff=eff, quality=e["quality_score"],
                               reliability=_reliability(e["validated_count"], e["contradicted_count"]),
                               age=max(0, tick - e["created_tick"]), regime=e["market_regime"],
@@ -513,7 +540,8 @@ def retrieve_for_tick(
                               bloodstain=e["provenance"] == "death_reflection",
                               safety=is_safety_entry(e["category"], e["content"], idx.tags[i]),
                               hard="must" in idx.tags[i] or bool(_CONSTRAINT.search(e["content"])),
-                              parents=idx.parents[i], tags=idx.tags[i], variant_of=variant_of.get(i)))
+                              parents=idx.parents[i], tags=idx.tags[i], variant_of=variant_of.get(i),
+                              numeric=numeric))
     n_candidates = len(cands)
     light: list[tuple[int, float, float, float, float]] = []
     if eidx is not None:
@@ -522,7 +550,7 @@ def retrieve_for_tick(
         best_rel = max([c["relevance"] for c in cands] + [c[4] for c in light], default=None)
         keep = [] if best_rel is None else [c for c in light if c[4] >= min(abstain_line, ITEM_MIN_SHARE * best_rel)]
         # a question comparing a quantity with a number asks for the episodes where it happened, however worded
-        crossed = _episodes_crossing(eidx, crossing_in(query), at, named_regime)
+        crossed = _episodes_stating(eidx, ask, at, named_regime)
         if crossed:
             kept = {c[0] for c in keep}
             extra = [int(r) for r in crossed if r not in kept]
@@ -559,7 +587,7 @@ def retrieve_for_tick(
                           vector=np.asarray(r["vector"], np.float32), eff=effective_confidence(r["confidence"], ret),
                           quality=r["quality"], reliability=1.0, age=max(0, tick - r["tick"]), regime=r["regime"],
                           entry_pad=entry_pad, bloodstain=False, safety=False, hard=False, parents=set(),
-                          tags=set(), variant_of=None))
+                          tags=set(), variant_of=None, numeric=r.get("_bonus", 0.0) > 0))
 
     result = RetrievalResult(retrieved=True, reason=reason, candidates=n_candidates, as_of=at, action=acting)
     best = max(cands, key=lambda c: c["relevance"], default=None)
@@ -575,7 +603,10 @@ def retrieve_for_tick(
     p_unanswerable = unanswerable_probability(result.evidence)
     result.evidence["p_unanswerable"] = round(p_unanswerable, 4)
     below_owner_floor = owner_floor is not None and max((c["cosine"] for c in cands), default=0.0) < owner_floor
-    if best is None or p_unanswerable >= ABSTAIN_PROBABILITY or below_owner_floor:
+    # the memory states the number the question asks about: what it asks about happened, whatever the wording
+    stated = ask is not None and any(c["numeric"] for c in cands)
+    result.evidence["numeric_match"] = float(stated)
+    if best is None or (p_unanswerable >= ABSTAIN_PROBABILITY and not stated) or below_owner_floor:
         ev = result.evidence
         unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
         result.abstained = True

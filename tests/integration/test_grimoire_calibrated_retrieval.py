@@ -123,3 +123,24 @@ def test_abstention_is_decided_from_the_score_distribution(stores):
     assert hit.evidence["p_unanswerable"] < ABSTAIN_PROBABILITY
     # the evidence is part of what `golem grimoire search --json` prints
     assert "p_unanswerable" in json.loads(hit.model_dump_json())["evidence"]
+
+
+def test_a_value_the_question_states_finds_the_episodes_that_state_it(stores):
+    eps, sem = stores
+    t, r, hf = LIFE[20]
+    got = ids(search(eps, sem, f"Did my trade at a health factor around {hf:.2f} pay off?", regime="range_bound",
+                     tick=NOW, k=10))
+    assert got[0] == episode_id("g33", t), (hf, got)
+
+
+def test_a_stated_number_the_memory_holds_is_not_abstained_on(stores):
+    eps, sem = stores
+    t, r, hf = LIFE[25]
+    res = search(eps, sem, f"Recount that saga near health factor {hf:.2f}, the whole yarn.", regime="range_bound",
+                 tick=NOW, k=10)
+    assert not res.abstained and episode_id("g33", t) in ids(res)[:3], (res.reason, res.evidence, ids(res))
+    assert res.evidence["numeric_match"] == 1.0
+    # the same words with a number nothing states: unanswerable
+    miss = search(eps, sem, "Recount that saga near health factor 0.42, the whole yarn.", regime="range_bound",
+                  tick=NOW, k=10)
+    assert miss.abstained, (miss.reason, miss.evidence)
