@@ -136,11 +136,13 @@ def test_a_value_the_question_states_finds_the_episodes_that_state_it(stores):
 def test_a_stated_number_the_memory_holds_is_not_abstained_on(stores):
     eps, sem = stores
     t, r, hf = LIFE[25]
-    res = search(eps, sem, f"Recount that saga near health factor {hf:.2f}, the whole yarn.", regime="range_bound",
+    res = search(eps, sem, f"Tell me the zany anecdote of hf {hf:.2f}, with zeal and verve.", regime="range_bound",
                  tick=NOW, k=10)
-    assert not res.abstained and episode_id("g33", t) in ids(res)[:3], (res.reason, res.evidence, ids(res))
+    # words the memory never saw: the calibrated model alone would abstain ...
+    assert res.evidence["p_unanswerable"] >= ABSTAIN_PROBABILITY
+    # ... but an episode states that health factor
+    assert not res.abstained and ids(res)[0] == episode_id("g33", t), (res.reason, res.evidence, ids(res))
     assert res.evidence["numeric_match"] == 1.0
-    # the same words with a number nothing states: unanswerable
-    miss = search(eps, sem, "Recount that saga near health factor 0.42, the whole yarn.", regime="range_bound",
+    miss = search(eps, sem, "Tell me the zany anecdote of hf 5.55, with zeal and verve.", regime="range_bound",
                   tick=NOW, k=10)
-    assert miss.abstained, (miss.reason, miss.evidence)
+    assert miss.abstained and miss.evidence["numeric_match"] == 0.0, (miss.reason, miss.evidence)
