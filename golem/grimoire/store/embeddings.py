@@ -417,7 +417,8 @@ class OnnxMiniLMEmbedder:
         self._tok = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
         self._tok.enable_truncation(MAX_TOKENS)
         self._tok.no_padding()
-        self.dim = 384
+        width = self._session.get_outputs()[0].shape[-1]
+        self.dim = width if isinstance(width, int) else 384  # last_hidden_state (batch, sequence, dim)
         self.model_name = "all-minilm-l6-v2-onnx-int8"
         self.model_version = f"{version}+{file_sha256(Path(onnx_path))}"
         self.semantic_floor = 0.35  # MiniLM's, as for the NumPy forward pass
