@@ -412,19 +412,36 @@ def states(text: str, ask: NumericAsk) -> bool:
     return any(ask.low <= v <= ask.high for v in quantity_values(text).get(ask.quantity, ()))
 
 
+def _stated_values(eidx: EpisodeIndex) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per quantity, (rows, values) of every value the index's summaries state: parsed once per index snapshot, so a
+    question with a number costs a vector comparison (~0.1 ms at 10k episodes) instead of a loop (~7 ms)."""
+    got = getattr(eidx, "_stated", None)  # kept on the snapshot itself: it goes with it
+    if got is not None and got[0] == eidx.n:
+        stated: dict[str, tuple[np.ndarray, np.ndarray]] = got[1]
+        return stated
+    pairs: dict[str, tuple[list[int], list[float]]] = {}
+    for row in range(eidx.n):
+        for q, vals in quantity_values(eidx.summaries[row]).items():
+            rows, values = pairs.setdefault(q, ([], []))
+            rows += [row] * len(vals)
+            values += vals
+    out = {q: (np.asarray(r, dtype=np.int64), np.asarray(v, dtype=np.float64)) for q, (r, v) in pairs.items()}
+    setattr(eidx, "_stated", (eidx.n, out))
+    return out
+
+
 def _episodes_stating(eidx: EpisodeIndex, ask: NumericAsk | None, at: int, regime: str | None) -> dict[int, float]:
     """Episode rows (recorded by `at`, in `regime` when given) that state the asked quantity in the asked range →
     their relevance bonus (see NUMERIC_BONUS)."""
     if ask is None or not eidx.n:
         return {}
+    rows, values = _stated_values(eidx).get(ask.quantity, (np.zeros(0, np.int64), np.zeros(0)))
     ticks = eidx.ticks
+    hit = np.unique(rows[(values >= ask.low) & (values <= ask.high)])
+    hit = hit[ticks[hit] <= at]
     regimes = eidx.scalars.get("regime")
-    out: dict[int, float] = {}
-    for row in range(eidx.n):
-        if ticks[row] > at or (regime is not None and regimes is not None and regimes[row] != regime):
-            continue
-        if states(eidx.summaries[row], ask):
-            out[row] = NUMERIC_BONUS
+    out = {int(r): NUMERIC_BONUS for r in hit.tolist()
+           if regime is None or regimes is None or regimes[r] == regime}
     if out and ask.when is not None:
         pick = (max if ask.when == "last" else min)(out, key=lambda r: (int(ticks[r]), r))
         out[pick] += NUMERIC_BONUS
