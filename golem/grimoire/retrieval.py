@@ -524,6 +524,8 @@ def retrieve_for_tick(
     ep_future = None if eidx is not None else _pool().submit(
         hybrid_query, episodes.table, "summary", query, qv, EPISODE_CANDIDATES, ep_cols)
     q_terms = terms(query)
+    if named_regime is not None:  # "a wild market" asks about what the memory calls volatile
+        q_terms += [t for t in terms(named_regime.replace("_", " ")) if t not in q_terms]
     cands: list[dict[str, Any]] = []
     idx = entry_index(semantic) if semantic is not None else None
     if semantic is not None and idx is not None and idx.n:

@@ -50,6 +50,7 @@ def stores(tmp_path_factory):
               EntryType.HEURISTIC, market_regime="volatile", created_tick=80),
         entry("t1-down", "When the gate escalates to T1, hold for 5 ticks before acting.", EntryType.HEURISTIC,
               market_regime="trending_down", created_tick=80),
+        entry("reflexion", "In a volatile regime, acting (swap) at health factor 2.02 was negative.", created_tick=90),
         *(entry(f"obs-{n}", f"The WETH/USDC pool held {300 + 17 * n} WETH of reserves; a swap of {n % 3 + 1} WETH "
                 f"filled with {0.1 * n:.1f}% slippage.", created_tick=1 + n) for n in range(12)),
     ])
@@ -146,3 +147,11 @@ def test_a_stated_number_the_memory_holds_is_not_abstained_on(stores):
     miss = search(eps, sem, "Tell me the zany anecdote of hf 5.55, with zeal and verve.", regime="range_bound",
                   tick=NOW, k=10)
     assert miss.abstained and miss.evidence["numeric_match"] == 0.0, (miss.reason, miss.evidence)
+
+
+def test_a_regime_named_in_plain_words_asks_with_the_regimes_own_term(stores):
+    eps, sem = stores
+    res = search(eps, sem, "What came of it when I moved in a wild market?", regime="range_bound", tick=NOW, k=10)
+    by = {i.id: i for i in res.items}
+    # "wild" is no word of the memory's; "volatile" is, in the reflexion's text
+    assert "reflexion" in by and by["reflexion"].scores["lexical"] > 0, (ids(res), res.reason)
