@@ -20,12 +20,13 @@ from golem.grimoire import retrieval as R  # noqa: E402
 
 GRID = {
     # first session: DENSE_WEIGHT 0.55/0.65/0.75, TIE_MARGIN 0.05/0.1, SAFETY_MIN_SHARE 0.4/0.5/0.6 → 0.65, 0.1, 0.5
-    # (kept); second session (the misses left after the first): the band, the hard-constraint line, the entity line, the
-    # floor
-    "REGIME_BAND": [0.3, 0.35, 0.4, 0.45, 0.5],
-    "SAFETY_MIN_LEXICAL": [0.10, 0.12, 0.14, 0.15],
-    "ENTITY_ABSTAIN_RELEVANCE": [0.35, 0.40, 0.45],
-    "ABSTAIN_RELEVANCE": [0.22, 0.24, 0.26],
+    # (kept); second session: REGIME_BAND 0.45, SAFETY_MIN_LEXICAL 0.14 (kept; the abstention line and the entity line
+    # it also searched are now the calibrated decision, fitted by abstention.py). Not yet searched: the item line
+    # and the bonus of a number the question states (0.19 and 0.15, set by hand, measured on the lives tune part)
+    "REGIME_BAND": [0.4, 0.45, 0.5],
+    "SAFETY_MIN_LEXICAL": [0.12, 0.14],
+    "ITEM_RELEVANCE": [0.17, 0.19, 0.21],
+    "NUMERIC_BONUS": [0.10, 0.15, 0.20],
 }
 
 
@@ -41,6 +42,9 @@ def main() -> None:
     tune = [q for q in env["data"]["questions"] if q["split"] == "tune"]
     results = []
     keys = list(GRID)
+    for k in keys:
+        if not hasattr(R, k):
+            raise SystemExit(f"retrieval has no constant {k}: update GRID")
     for values in itertools.product(*(GRID[k] for k in keys)):
         for k, v in zip(keys, values):
             setattr(R, k, v)

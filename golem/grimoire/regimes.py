@@ -23,8 +23,15 @@ ALIASES: dict[str, str] = {
 UNSCOPED = {"", "none", "null", "any", "all", "global"}
 # A question that names a regime asks about it, whatever the tick's: the detector's labels and the aliases that mean
 # nothing else in DeFi text ("range", "crash" and "calm" do: an LP range, a price crash of any regime).
-_NAMED = re.compile(r"\b(volatile|trending[ _-]up|trending[ _-]down|range[ _-]bound|rangebound|uptrend|downtrend|"
-                    r"sideways|bull(?:ish)?|bear(?:ish)?)\b", re.IGNORECASE)
+_NAMED = re.compile(r"\b(volatile|trending[ _-]up|trending[ _-]down|range[ _-]bound|rangebound|uptrend(?:ing)?|"
+                    r"downtrend(?:ing)?|sideways|bull(?:ish)?|bear(?:ish)?)\b", re.IGNORECASE)
+# ... and a market described in plain words: "a falling market", "when the market was wild" (the adjective must be
+# about the market: a falling health factor names no regime).
+_DESCRIBED = {"rising": "trending_up", "climbing": "trending_up", "falling": "trending_down",
+              "dropping": "trending_down", "sliding": "trending_down", "wild": "volatile", "turbulent": "volatile",
+              "choppy": "volatile", "swinging": "volatile", "flat": "range_bound", "quiet": "range_bound"}
+_MARKET = re.compile(r"\b(?:(%s)\s+market|market\s+(?:is|was|has\s+been|keeps|kept)\s+(%s))\b"
+                     % ("|".join(_DESCRIBED), "|".join(_DESCRIBED)), re.IGNORECASE)
 
 
 def normalise_regime(label: str | None) -> str | None:
@@ -47,5 +54,7 @@ def normalise_regime(label: str | None) -> str | None:
 def regime_named_in(text: str) -> str | None:
     """The one regime a question names ("in a volatile market", "while trending down"); None when it names none or
     more than one."""
-    found = {normalise_regime(m.group(1)) for m in _NAMED.finditer(text or "")}
+    found = {normalise_regime(re.sub(r"ing$", "", m.group(1).lower()) if m.group(1).lower().endswith("trending")
+                              else m.group(1)) for m in _NAMED.finditer(text or "")}
+    found |= {_DESCRIBED[(m.group(1) or m.group(2)).lower()] for m in _MARKET.finditer(text or "")}
     return found.pop() if len(found) == 1 else None

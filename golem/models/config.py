@@ -265,7 +265,7 @@ class OracleSection(BaseModel):
 
 
 # The embedders golem.grimoire.store.embeddings.make_embedder can build (its EMBEDDERS table describes them).
-EMBEDDER_CHOICES = ("wordllama", "wordllama-64", "all-minilm-l6-v2", "nomic-embed-text-v1.5")
+EMBEDDER_CHOICES = ("wordllama", "wordllama-64", "all-minilm-l6-v2", "all-minilm-l6-v2-onnx", "nomic-embed-text-v1.5")
 
 
 class GrimoireSection(BaseModel):
@@ -274,7 +274,7 @@ class GrimoireSection(BaseModel):
     model_config = {"extra": "forbid"}
     embedder: str = "wordllama"  # offline, bundled; nomic-embed-text-v1.5 needs `pip install 'golem[nomic]'`
     model_cache_dir: str | None = None  # fastembed cache holding the nomic model (relative: to the golem home)
-    # Retrieval abstains below this cosine; default: the embedder's calibrated floor (0.30 for wordllama).
+    # Set: retrieval also abstains when no candidate's cosine reaches it; unset: the calibrated decision alone.
     semantic_floor: float | None = Field(default=None, ge=0.0, le=1.0)
     # Memory off (a backtest baseline, or an owner who wants a golem without learned knowledge): retrieval
     # returns nothing and delta consolidation admits nothing; episodes and records are still written.

@@ -30,5 +30,5 @@ def test_terms_fold_inflections_and_the_domain_synonyms_on_both_sides():
     assert terms("supplying") == terms("supply") and terms("fees") == terms("fee")
     assert terms("pay down what I owe") == terms("repay debt")
     assert terms("post more ETH") == terms("supply more WETH")
-    assert terms("the priority fee") == terms("gas") and terms("HF") == terms("health factor")
+    assert terms("the priority fee") == terms("fee gas") and terms("HF") == terms("health factor")  # a fee that is gas
     assert terms("how much and how many") == []

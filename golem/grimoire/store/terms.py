@@ -37,7 +37,7 @@ def stem(w: str) -> str:
 # Written from the world's vocabulary (README "The world"), kept small and generic.
 _PHRASES = [(re.compile(p), r) for p, r in (
     (r"\bpa(?:y|ys|ying|id) (?:down|back|off)\b", "repay"),
-    (r"\b(?:base|priority|transaction|network|tx) fees?\b", "gas"),
+    (r"\b(?:base|priority|transaction|network|tx) (fees?)\b", r"\1 gas"),  # a base fee is gas, and still a fee
     (r"\bblock ?space\b", "gas"),
 )]
 _ALIASES = {

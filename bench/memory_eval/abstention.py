@@ -1,0 +1,124 @@
+"""Fit retrieval's abstention decision on the *tune* parts of both memory sets (the hand-written set's tune part and
+the lives set's tune part; never a held-out or sealed question): each question's evidence (retrieval.
+abstention_evidence) labelled answerable or not, a logistic model per feature subset, scored by cross-validation
+grouped by life. Prints the best subsets; the chosen coefficients are written into golem/grimoire/retrieval.py.
+
+    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import eval_memory as ev  # noqa: E402
+
+from golem.grimoire.access import search  # noqa: E402
+from golem.grimoire.retrieval import ABSTAIN_FEATURES  # noqa: E402
+from golem.grimoire.store.embeddings import default_embedder, embedder_by_name  # noqa: E402
+
+
+def evidence_rows(embedder_name: str | None = None) -> list[dict]:
+    """(group, label, evidence) for every tune question of both sets."""
+    out = []
+    env = ev.load(embedder_name)
+    for q in env["data"]["questions"]:
+        if q["split"] != "tune":
+            continue
+        res = search(env["eps"], env["sem"], q["text"], regime=q["regime"], tick=q["tick"], k=ev.K)
+        out.append({"group": f"written-{len(out) % 4}", "set": "written", "unanswerable": q["category"] == "abstention",
+                    "evidence": res.evidence})
+    d, qs = ev.lives_questions("tune")
+    emb = default_embedder() if embedder_name is None else embedder_by_name(embedder_name)
+    for life in sorted({q["life"] for q in qs}):
+        lenv = ev.load_life(d / f"{life}.jsonl.gz", emb)
+        for q in qs:
+            if q["life"] == life:
+                res = search(lenv["eps"], lenv["sem"], q["text"], regime=q["regime"], tick=q["tick"], k=ev.K)
+                out.append({"group": life, "set": "lives", "unanswerable": q["category"] == "abstention",
+                            "evidence": res.evidence})
+    return out
+
+
+def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> np.ndarray:
+    """Weighted L2-regularised logistic regression by Newton's method: [bias, coefficients...]."""
+    X = np.hstack([np.ones((len(x), 1)), x])
+    beta = np.zeros(X.shape[1])
+    reg = np.full(X.shape[1], l2)
+    reg[0] = 0.0
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-X @ beta))
+        g = X.T @ (w * (p - y)) + reg * beta
+        H = (X * (w * p * (1 - p))[:, None]).T @ X + np.diag(reg) + 1e-9 * np.eye(X.shape[1])
+        step = np.linalg.solve(H, g)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta
+
+
+def prob(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-(beta[0] + x @ beta[1:])))
+
+
+def rates(p: np.ndarray, y: np.ndarray, sets: np.ndarray, line: float) -> dict[str, float]:
+    out = {}
+    for s in ("written", "lives"):
+        m = sets == s
+        out[f"{s}_abstain"] = float((p[m & (y == 1)] >= line).mean())
+        out[f"{s}_false"] = float((p[m & (y == 0)] >= line).mean())
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dump", help="write the evidence rows here (JSON)")
+    ap.add_argument("--load", help="read evidence rows from here instead of asking the sets")
+    ap.add_argument("--embedder", default=None, help="fit for this embedder (default: wordllama)")
+    a = ap.parse_args()
+    rows = json.loads(Path(a.load).read_text()) if a.load else evidence_rows(a.embedder)
+    if a.dump:
+        Path(a.dump).write_text(json.dumps(rows))
+    y = np.array([float(r["unanswerable"]) for r in rows])
+    sets = np.array([r["set"] for r in rows])
+    groups = np.array([r["group"] for r in rows])
+    # each set weighs the same, and within it answerable and unanswerable questions weigh the same
+    w = np.ones(len(rows))
+    for s in ("written", "lives"):
+        for lab in (0.0, 1.0):
+            m = (sets == s) & (y == lab)
+            w[m] = 0.25 * len(rows) / m.sum()
+    results = []
+    for n in range(1, min(4, len(ABSTAIN_FEATURES)) + 1):
+        for subset in itertools.combinations(ABSTAIN_FEATURES, n):
+            x = np.array([[r["evidence"][f] for f in subset] for r in rows])
+            for l2 in (0.1, 1.0):
+                p = np.zeros(len(rows))
+                for g in sorted(set(groups)):  # leave one life (a quarter of the written set) out
+                    m = groups == g
+                    beta = fit(x[~m], y[~m], w[~m], l2)
+                    p[m] = prob(beta, x[m])
+                for line in (0.5, 0.6, 0.7, 0.8):
+                    r = rates(p, y, sets, line)
+                    worst_false = max(r["written_false"], r["lives_false"])
+                    score = r["written_abstain"] + r["lives_abstain"] - 10 * max(0.0, worst_false - 0.05)
+                    results.append((score, subset, l2, line, r))
+    results.sort(key=lambda t: -t[0])
+    for score, subset, l2, line, r in results[:15]:
+        beta = fit(np.array([[r_["evidence"][f] for f in subset] for r_ in rows]), y, w, l2)
+        coef = ", ".join(f"{f} {b:+.2f}" for f, b in zip(subset, beta[1:]))
+        print(f"{score:.3f} l2={l2} line={line} cv {json.dumps({k: round(v, 2) for k, v in r.items()})}  bias {beta[0]:+.2f}, "
+              f"{coef}")
+
+
+if __name__ == "__main__":
+    main()
