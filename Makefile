@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup setup-run chromium run test test-unit docs bench eval-memory histories contracts clean-data mutation chaos soak
+.PHONY: setup setup-run chromium promtool run test test-unit docs bench eval-memory histories contracts clean-data mutation chaos soak
 
-setup: $(VENV)/.installed-test node_modules/.installed chromium
+setup: $(VENV)/.installed-test node_modules/.installed chromium promtool
 setup-run: $(VENV)/.installed-run node_modules/.installed
 
 # The dashboard's browser test drives Debian's chromium (Playwright never downloads a browser here).
@@ -13,6 +13,12 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null)) || \
 	  echo "chromium could not be installed (apt-get install chromium as root): the dashboard browser tests will be skipped"
+
+# infra/compose/prometheus.yml is checked with Debian's promtool (the prometheus package ships it).
+promtool:
+	@command -v promtool >/dev/null 2>&1 || \
+	  (apt-get install -y -q prometheus >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q prometheus >/dev/null)) || \
+	  echo "promtool could not be installed (apt-get install prometheus as root): the compose stack's promtool check will be skipped"
 
 $(VENV)/bin/python:
 	@echo "[setup] creating the virtualenv $(VENV)"
