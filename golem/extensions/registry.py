@@ -233,7 +233,9 @@ def builtin_extensions() -> list[Extension]:
            what="a read's or speculation's result made fit for the model's context",
            tool_result="decide: the tool loop filters each read's JSON before the model sees it "
                        "(golem.inference.result_filter; the loop: golem.inference.tool_loop)"),
-        _x("coordination", 3, {"tool_call"}, ["tools"], optional=True, present=False),
+        _x("coordination", 3, {"tool_call"}, ["tools"], optional=True, present=False,
+           what="cross-agent tool calls over the ERC-8001/8033/8183 typed interfaces: not in this build (no package "
+                "ships their contracts; siblings coordinate through the clade's Temporal workflows)"),
         _x("compiler", 3, {"before_agent_start"}, ["tools"], what="STRATEGY.md → typed strategy",
            before_agent_start="decide: load STRATEGY.md, its viability (golem.extensions.agent_start)"),
         _x("model-router", 3, {"before_agent_start"}, ["provider-adapter"],
