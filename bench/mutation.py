@@ -50,6 +50,11 @@ TESTS: dict[str, list[str]] = {
     "golem/safety/cage.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py",
                              U + "test_safety_write_tools.py", U + "test_policy.py", U + "test_threats.py"],
     "golem/safety/threats.py": [U + "test_threats.py", I + "test_threats.py"],  # the DeFi threat detectors
+    "golem/safety/experience.py": [U + "test_experience.py", I + "test_unviable_from_experience.py"],
+    "golem/inference/turn_context.py": [U + "test_tool_loop.py"],  # progressive disclosure
+    "golem/inference/compaction.py": [U + "test_compaction.py"],
+    "golem/usecases/conversation.py": [U + "test_compaction.py"],
+    "golem/life/vitals.py": [U + "test_vitals.py", I + "test_heartbeat_monitor.py"],
     "golem/safety/limits.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py",
                                U + "test_safety_speculation_and_strategy.py", I + "test_acting_safety.py"],
     "golem/safety/risk.py": [U + "test_safety_cage.py", U + "test_gas_partition.py", U + "test_safety_liquidity.py"],
@@ -119,7 +124,7 @@ CUTS: dict[str, tuple[str, str, str, list[str]]] = {
                      [I + "test_run_shutdown.py::test_ctrl_c_through_a_dead_pipe_after_a_worker_restart_leaves_nothing"]),
     "console-silence": ("infra/console.py", "        _silence(stream, fd)\n        return False\n    except OSError:",
                         "        return False\n    except OSError:", [U + "test_stop_sweep.py"]),
-    "temporal-supervised": ("infra/stack.py", "children[:] = [temporal_child, anvil_child,",
+    "temporal-supervised": ("infra/stack.py", "children[:] = [*([temporal_child] if temporal_child else []), anvil_child,",
                             "children[:] = [anvil_child,",
                             [I + "test_run_shutdown.py::test_ctrl_c_through_a_dead_pipe_after_a_worker_restart_leaves_nothing"]),
     # the validate activity's read of the recent blocks, and the verdicts carried onto the record's actions
@@ -129,6 +134,26 @@ CUTS: dict[str, tuple[str, str, str, list[str]]] = {
                       [I + "test_threats.py::test_a_steered_swap_after_a_flash_loan_shaped_move_is_held_on_the_record"]),
     "sweep-groups": ("infra/supervisor.py", "(ppid == parent or pgrp in groups)", "(ppid == parent)",
                      [U + "test_stop_sweep.py"]),
+    # the strategy judged by experience: validate's restriction, decide's model-router, the delta step
+    "viability-validate": ("activities/tick.py", "restricted=self._restriction(ctx),", "restricted=None,",
+                           [I + "test_unviable_from_experience.py"]),
+    "viability-route": ("activities/tick.py", "route=lambda: self._route(inp),",
+                        "route=lambda: self.s.deliberator.route(inp),", [I + "test_unviable_from_experience.py"]),
+    "viability-step": ("workflows/consolidation.py", 'and workflow.patched("delta-viability"):', "and False:",
+                       [I + "test_unviable_from_experience.py"]),
+    "turn-context": ("golem/inference/llm.py", '{"turn-context": lambda: disclose(ws, reads)}', "{}",
+                     [U + "test_tool_loop.py"]),
+    "compaction": ("golem/usecases/conversation.py", '"session", {"compaction": compaction}', '"session", {}',
+                   [U + "test_compaction.py"]),
+    "debug-hook": ("cli/records.py", "    _debug_requested(args, rec)\n", "",
+                   [U + "test_inference_commands.py"]),
+    "delta-background": ("workflows/golem.py", 'if not replay and workflow.patched("delta-background"):', "if False:",
+                         [I + "test_delta_beside_ticks.py"]),
+    "stall-since-start": ("activities/monitor.py", "paused=paused, serving_since=self.serving_since)", "paused=paused)",
+                          [I + "test_heartbeat_monitor.py::test_a_stack_stopped_for_hours_is_not_a_stall_for_the_worker_that_just_started"]),
+    "head-pinned": ("golem/chain/reader.py", "reads = _plan(deployment, account, hex(head_number(w3)))",
+                    "reads = _plan(deployment, account)",
+                    [I + "test_fuzz_rpc.py::test_a_block_mined_during_the_read_does_not_split_the_snapshot"]),
 }
 
 _LOG_ROOTS = {"log", "logger", "logging", "print"}
