@@ -151,6 +151,8 @@ CUTS: dict[str, tuple[str, str, str, list[str]]] = {
                          [I + "test_delta_beside_ticks.py"]),
     "stall-since-start": ("activities/monitor.py", "paused=paused, serving_since=self.serving_since)", "paused=paused)",
                           [I + "test_heartbeat_monitor.py::test_a_stack_stopped_for_hours_is_not_a_stall_for_the_worker_that_just_started"]),
+    "regime-cells": ("golem/learning/regime_eval.py", "return None if any(v is None for v in vals) else vals",
+                     'return ("all",)', [I + "test_regime_rollback.py::test_a_beta_loss_does_not_demote_a_heuristic"]),
     "head-pinned": ("golem/chain/reader.py", "reads = _plan(deployment, account, hex(head_number(w3)))",
                     "reads = _plan(deployment, account)",
                     [I + "test_fuzz_rpc.py::test_a_block_mined_during_the_read_does_not_split_the_snapshot"]),

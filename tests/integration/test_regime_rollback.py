@@ -114,3 +114,36 @@ async def test_a_rule_that_loses_in_matched_regimes_is_rolled_back_and_one_witho
         assert {e.payload["made_tick"] for e in events} == {20}, [e.payload for e in events]
     finally:
         rig.stop()
+
+
+async def test_a_beta_loss_does_not_demote_a_heuristic(temporal_client, tmp_path):
+    """Attribution on a bear path: a learned rule enters PLAYBOOK.md at the tick-10 cycle and the market crashes right
+    after. The golem loses, and the delta cycle of tick 20 puts the loss on market beta ("wait, do not overreact");
+    the rule is judged in matched regimes (the crash's cells have no before), so it is kept and stays active — a
+    naive before/after comparison would have blamed it for the crash."""
+    from golem.models.golem import ConsolidationResult
+
+    rig = make_rig(tmp_path, "beta-golem", "crash", theta=0.3, gating={"mode": "always"},
+                   decision_cache={"min_consistency": 1000},
+                   learning={"regime_window_ticks": 10, "regime_min_matched": 4})
+    (rig.home / "STRATEGY.md").write_text(STRATEGY)
+    heuristics = HeuristicStore(rig.data_dir / "grimoire" / "heuristics.sqlite")
+    benign = _promote(heuristics, BENIGN, "benign")
+    rig.start_market(interval=0.3, per_tick=True, crash_after=12)
+    try:
+        async with in_process_worker(temporal_client, rig):
+            handle = await rig.start_golem(temporal_client, max_ticks=24)
+            await asyncio.wait_for(handle.result(), timeout=420)
+            delta = await temporal_client.get_workflow_handle(f"golem-{rig.golem_id}-delta-20",
+                                                              result_type=ConsolidationResult).result()
+        a = delta.attribution
+        assert a is not None and a["total"] < 0 and a["market_beta"] < 0, a
+        assert a["dominant"] == "market_beta" and a["responsible_loop"].startswith("none"), a
+        (change,) = [c for c in LearningLedger(rig.data_dir / "grimoire" / "learning.sqlite").changes()
+                     if c.ref == benign.id]
+        assert change.op == "entered" and change.status != "rolled_back", change
+        assert heuristics.get(benign.id).status == "active" and benign.id in (rig.data_dir / "PLAYBOOK.md").read_text()
+        assert not [op for op in delta.curator.get("operations", []) if op.get("entry_id") == benign.id
+                    and op.get("op") in ("DOWNVOTE", "RETIRE")], delta.curator
+    finally:
+        rig.stop()
