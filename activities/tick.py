@@ -527,7 +527,7 @@ class TickActivities(ActivitySet):
     def _restriction(self, ctx: TickContext) -> str | None:
         """The unacknowledged critical findings of the last delta cycle on the STRATEGY.md this tick runs (None: the
         golem is not restricted)."""
-        if not ctx.cfg.viability.enabled:
+        if not ctx.cfg.viability.enabled or not self.s.layout.viability.exists():  # most ticks: no cycle judged yet
             return None
         try:  # keyed by the home's STRATEGY.md (what the delta cycle judged): a new file lifts the restriction
             text = self.s.strategy_text()

@@ -60,7 +60,7 @@ class Assessment(BaseModel):
 
 
 def _thin(text: str | None) -> bool:
-    return bool(text) and any(m in text for m in THIN_MARKERS)  # type: ignore[operator]
+    return text is not None and any(m in text for m in THIN_MARKERS)
 
 
 def assess(records: Iterable[DecisionCycleRecord], cfg: ViabilitySection, *, tick: int,
@@ -72,7 +72,7 @@ def assess(records: Iterable[DecisionCycleRecord], cfg: ViabilitySection, *, tic
                      last_tick=recs[-1].tick if recs else None)
     settled = settled or {}
     inference = sum(r.inference_cost for r in recs)
-    trades = gross = trade_gas = 0.0
+    trades, gross, trade_gas = 0, 0.0, 0.0
     proposals = refused = 0
     reasons: Counter[str] = Counter()
     swaps = thin = 0
@@ -97,11 +97,11 @@ def assess(records: Iterable[DecisionCycleRecord], cfg: ViabilitySection, *, tic
         out.findings.append(Finding(
             kind="costs_exceed_returns", severity="critical",
             message=(f"gas and inference (${cost:,.2f}: gas ${trade_gas:,.2f}, inference ${inference:,.2f}) exceed "
-                     f"what its {trades:.0f} trades returned before costs (${gross:,.2f}) over ticks "
+                     f"what its {trades} trades returned before costs (${gross:,.2f}) over ticks "
                      f"{out.first_tick}–{out.last_tick}"),
             fix="trade less often or in larger steps, raise the rules' thresholds, or use a cheaper model tier",
             figures={"cost_usd": round(cost, 4), "gas_usd": round(trade_gas, 4), "inference_usd": round(inference, 4),
-                     "gross_return_usd": round(gross, 4), "trades": trades}))
+                     "gross_return_usd": round(gross, 4), "trades": float(trades)}))
     if thin >= cfg.thin_liquidity_events:
         share = thin / swaps if swaps else 0.0
         out.findings.append(Finding(
