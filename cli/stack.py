@@ -27,7 +27,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     cfg = config(args)
     layout = DataLayout(Path(args.data))  # the worker's one layout, handed down to every store it opens
     try:
-        arun(run_worker(cfg, layout, args.address, live=True if args.live else None))
+        arun(run_worker(cfg, layout, args.address, live=True if args.live else None,
+                        wait_for_temporal=args.wait_for_temporal))
     except KeyboardInterrupt:
         pass
     return 0
@@ -104,6 +105,9 @@ def register(command: Command) -> None:
     s.set_defaults(fn=cmd_run)
     s = command("worker", "serve this golem's task queue")
     s.add_argument("--live", action="store_true", help="execute transactions even against an external RPC")
+    s.add_argument("--wait-for-temporal", type=float, default=0.0, metavar="SECONDS",
+                   help="a frontend not listening yet is tried again for this long before the worker gives up "
+                        "(golem run passes 60: its dev server may be restarting)")
     s.set_defaults(fn=cmd_worker)
     s = command("dashboard", "serve the live web dashboard on 127.0.0.1 (golem run starts it too)")
     s.add_argument("--port", type=int, default=int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300)))

@@ -60,6 +60,7 @@ from infra.world_cache import GOLEM_KEY_INDEX
 # The owner's window; GOLEM_DASHBOARD_PORT / GOLEM_METRICS_PORT move them.
 DASHBOARD_PORT = int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300))
 METRICS_PORT = int(os.environ.get("GOLEM_METRICS_PORT", 9464))
+WORKER_WAITS_FOR_TEMPORAL_SECONDS = 60  # a restarted worker waits this long for a dev server restarting beside it
 
 
 def metrics_line(port: int = METRICS_PORT) -> str:
@@ -399,7 +400,8 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     sim = ProcessChild("simulator", lambda: _spawn(sim_cmd, logs / "simulator.log"), logs / "simulator.log")
     env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal_address, GOLEM_DATA=str(data_dir), GOLEM_HOME=str(home))
     env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
-    worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(home), "--data", str(data_dir)]
+    worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(home), "--data", str(data_dir),
+                  "--wait-for-temporal", str(WORKER_WAITS_FOR_TEMPORAL_SECONDS)]
     worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
                           stop_timeout=15)
     # The owner's window (docs/concepts/owners-window.md): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.

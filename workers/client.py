@@ -5,7 +5,10 @@ environment overrides (docs/how-to/fleet.md); a bare address (a backtest's own d
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 NAMESPACE = "default"
 ENV_PREFIX = "GOLEM_TEMPORAL_"
+
+log = logging.getLogger(__name__)
 
 
 class TemporalConfigError(UserError):
@@ -169,6 +174,12 @@ def why_refused(target: Frontend, err: BaseException) -> str:
             "unexpectedeof", "peer closed connection", "connection closed", "broken pipe", "connection reset")):
         return (f"the frontend closed the TLS connection, as one that requires client certificates (mTLS) does: set "
                 f"{_name('client_cert')} and {_name('client_key')}")
+    # the same refusal seen later: the connection stood, then its first call failed at the transport (not an answer
+    # of the server's such as PermissionDenied for a key)
+    if target.tls is not False and not mtls and "call error after connection" in low and not any(
+            s in low for s in ("permissiondenied", "unauthenticated", "notfound", "invalidargument")):
+        return (f"the frontend dropped the first call over TLS, as one that requires client certificates (mTLS) does: "
+                f"set {_name('client_cert')} and {_name('client_key')} ({text[:200]})")
     if target.tls is False and any(s in low for s in ("connection reset", "broken pipe", "h2 protocol error",
                                                        "frame with invalid size", "connection closed")):
         return (f"the frontend closed a plaintext connection, as a TLS-only frontend does: set {_name('tls')} = true "
@@ -178,20 +189,33 @@ def why_refused(target: Frontend, err: BaseException) -> str:
 
 async def connect(address: str | None = None, *, target: Frontend | None = None,
                   interceptors: Sequence[Interceptor] = (), runtime: Runtime | None = None,
-                  codec: PayloadCodec | None = None) -> Client:
+                  codec: PayloadCodec | None = None, wait_seconds: float = 0.0) -> Client:
     """A client on target (from frontend()), or in plain on address (GOLEM_TEMPORAL_ADDRESS, else the default) when
-    no target is given: a backtest's or a test's own dev server. FrontendUnreachable names the address and why."""
+    no target is given: a backtest's or a test's own dev server. FrontendUnreachable names the address and why.
+
+    wait_seconds: a frontend that refuses the connection (not listening: a dev server being restarted) is tried again
+    every second for this long; any other refusal (TLS, a key) fails at once, since waiting cannot mend it."""
     target = target if target is not None else Frontend(address or temporal_address())
     converter = data_converter(codec)  # a bad GOLEM_PAYLOAD_KEYS fails here, with its own message
-    try:
-        return await Client.connect(
-            target.address,
-            namespace=target.namespace,
-            api_key=target.api_key,
-            tls=target.tls,
-            data_converter=converter,
-            interceptors=list(interceptors),
-            runtime=runtime,  # None: the SDK's default Runtime; the worker's serves the SDK's metrics
-        )
-    except RuntimeError as err:  # the SDK's core reports a failed connection as RuntimeError("Failed client connect: …")
-        raise FrontendUnreachable(f"cannot reach Temporal at {target.describe()}: {why_refused(target, err)}") from None
+    deadline = time.monotonic() + max(wait_seconds, 0.0)
+    said = False
+    while True:
+        try:
+            return await Client.connect(
+                target.address,
+                namespace=target.namespace,
+                api_key=target.api_key,
+                tls=target.tls,
+                data_converter=converter,
+                interceptors=list(interceptors),
+                runtime=runtime,  # None: the SDK's default Runtime; the worker's serves the SDK's metrics
+            )
+        except RuntimeError as err:  # the SDK's core reports a failed connection as RuntimeError("Failed client connect: …")
+            why = why_refused(target, err)
+            if why != "connection refused" or time.monotonic() >= deadline:
+                raise FrontendUnreachable(f"cannot reach Temporal at {target.describe()}: {why}") from None
+            if not said:
+                log.warning("Temporal at %s refuses connections (not up yet?): trying again for up to %.0fs",
+                            target.describe(), deadline - time.monotonic())
+                said = True
+            await asyncio.sleep(1.0)

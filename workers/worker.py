@@ -123,7 +123,7 @@ def worker_options(*, sandboxed: bool = True, deadlock_detection: bool = True) -
 
 
 async def run_worker(config: GolemConfig, layout: DataLayout, address: str | None = None,
-                     live: bool | None = None) -> None:
+                     live: bool | None = None, wait_for_temporal: float = 0.0) -> None:
     """Serve one golem's task queue on the data layout its entry built (one per golem: nothing reads a global)."""
     from workers.client import connect, frontend
     from workers.metrics import free_port, install_metrics, metrics_port, temporal_runtime
@@ -136,7 +136,8 @@ async def run_worker(config: GolemConfig, layout: DataLayout, address: str | Non
     if port:  # Prometheus /metrics with the Temporal SDK's own metrics (its core serves them inside)
         core_port = free_port()
         runtime = temporal_runtime(core_port)
-    client = await connect(target=target, runtime=runtime)
+    # under `golem run` a worker restarted while the dev server is restarting too waits for it instead of crashing
+    client = await connect(target=target, runtime=runtime, wait_seconds=wait_for_temporal)
     services = GolemServices(config, layout, live=live)
     interceptors: list[Interceptor] = [tracing_interceptor(layout, config.golem.id)]
     if port:

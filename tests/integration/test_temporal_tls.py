@@ -217,6 +217,41 @@ def test_a_frontend_that_does_not_answer_is_named(pki: Pki) -> None:
         asyncio.run(connect(target=target))
 
 
+def test_a_frontend_coming_up_is_waited_for_when_asked(tls_proxy: TlsProxy) -> None:
+    """wait_seconds (the worker's --wait-for-temporal, which `golem run` passes): a frontend that refuses connections
+    for the first seconds (a dev server restarting) is tried again until it listens, instead of the worker crashing."""
+    import time
+
+    port = free_port()
+    host, target_port = tls_proxy.target.rsplit(":", 1)
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(host, int(target_port))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def run() -> float:
+        async def listen_later() -> asyncio.Server:
+            await asyncio.sleep(2.5)
+            return await asyncio.start_server(forward, "127.0.0.1", port)
+
+        started = time.monotonic()
+        later = asyncio.create_task(listen_later())
+        client = await connect(f"127.0.0.1:{port}", wait_seconds=30)
+        waited = time.monotonic() - started
+        await client.workflow_service.get_system_info(GetSystemInfoRequest())
+        (await later).close()
+        return waited
+
+    assert asyncio.run(run()) >= 2.0
+
+
 def test_golem_run_on_a_configured_frontend_over_mtls_starts_no_dev_server(tmp_path: Path, pki: Pki,
                                                                           mtls_proxy: TlsProxy) -> None:
     """`golem run` with [temporal] naming a frontend (here: over mTLS) starts Anvil, the simulator, the worker and the

@@ -139,3 +139,23 @@ def test_golem_run_with_a_frontend_configured_starts_no_dev_server(tmp_path):
     assert "cannot reach Temporal at 127.0.0.1:1" in err and "connection refused" in err, err
     assert not data.exists(), "checked before anything started: no data dir, no dev server, no Anvil"
     assert "starting Temporal dev server" not in proc.stdout
+
+
+@pytest.mark.parametrize("status", [
+    'Status { code: Unavailable, message: "transport error", source: Some(tonic::transport::Error(Transport, '
+    'hyper::Error(Io, Custom { kind: InvalidData, error: "received fatal alert: CertificateRequired" }))) }',
+    'Status { code: Unknown, message: "h2 protocol error: error reading a body from connection" }',
+    'Status { code: Cancelled, message: "operation was canceled", source: Some(tonic::transport::Error(Transport)) }',
+])
+def test_a_dropped_first_call_over_tls_without_a_client_certificate_names_client_cert(status):
+    """A frontend that requires mTLS refuses a certificate-less client after the TLS 1.3 handshake: depending on
+    timing the refusal reaches the client as any of these transport failures of its first call."""
+    from workers.client import why_refused
+
+    err = RuntimeError(f"Failed client connect: `get_system_info` call error after connection: {status}")
+    why = why_refused(frontend({"address": "frontend.example:7233", "tls": True}, env={}), err)
+    assert "[temporal] client_cert" in why, why
+    # a key the server turned down is an answer, not a dropped connection: not blamed on a missing certificate
+    denied = RuntimeError('Failed client connect: `get_system_info` call error after connection: Status { code: '
+                          'PermissionDenied, message: "Request unauthorized." }')
+    assert "client_cert" not in why_refused(frontend({"address": "frontend.example:7233", "tls": True}, env={}), denied)
