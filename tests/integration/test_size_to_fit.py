@@ -73,7 +73,7 @@ def test_an_oversized_swap_is_sent_at_the_clipped_size_and_a_tiny_clip_is_refuse
         svc.execute(executor, "g1", 1, big, v.permit_id, obs)
     weth_before = golem_observation(w3, world).snapshot.balances["WETH"]
     rec = svc.execute(executor, "g1", 1, sized, v.permit_id, obs)
-    assert rec.status is ActionStatus.EXECUTED
+    assert rec.status is ActionStatus.EXECUTED, rec.block_reason
     assert weth_before - golem_observation(w3, world).snapshot.balances["WETH"] == pytest.approx(amount, abs=1e-9)
 
     # a clip below the minimum worth doing: a price-impact limit that leaves ~$10 of the swap

@@ -126,6 +126,26 @@ def test_swap_simulate_validate_execute_verify(
         assert bare_key not in text.lower()
 
 
+def test_a_swap_on_a_chain_idle_past_the_deadline_window_is_not_expired(
+    w3: Web3, world_snapshot: Deployment, stores, safety
+) -> None:
+    """A chain mined only when a transaction comes (Anvil; a test chain idle between tests) has a latest block older
+    than the swap's deadline window: the deadline is stamped from the time the next block will carry, not the
+    latest block's, so the swap is mined instead of reverting with EXPIRED."""
+    world = world_snapshot
+    journal, permits = stores
+    action = swap_1_weth()
+    obs, sim, val = approve_and_permit(w3, world, safety, [action])
+    assert val.actions[0].approved, val.actions[0].reason
+    w3.provider.make_request("evm_increaseTime", [900])  # 15 idle minutes, no block mined since
+    record = Executor(w3, world, Account.from_key(GOLEM_KEY), journal, permits).execute(
+        "g1", 1, action, val.actions[0].permit_id, obs)
+    assert record.status is ActionStatus.EXECUTED, record.block_reason
+    receipt = w3.eth.get_transaction_receipt(record.tx_hash)
+    params = contract(w3, world, "UNI_ROUTER").decode_function_input(w3.eth.get_transaction(record.tx_hash)["input"])[1]
+    assert params["deadline"] >= w3.eth.get_block(receipt["blockNumber"])["timestamp"]
+
+
 def test_verify_waits_for_confirmations(
     w3: Web3, world_snapshot: Deployment, stores, safety
 ) -> None:

@@ -72,7 +72,14 @@ def aave_reason(reason: str | None) -> str | None:
 
 
 def swap_deadline(w3: Web3) -> int:
-    return int(w3.eth.get_block("latest")["timestamp"]) + SWAP_DEADLINE_S
+    """From the time the next block will carry: on a chain mined only when a transaction comes (Anvil) the latest
+    block can be older than the deadline window, and a swap stamped from it would be EXPIRED when mined."""
+    latest = int(w3.eth.get_block("latest")["timestamp"])
+    try:
+        pending = int(w3.eth.get_block("pending")["timestamp"])
+    except Exception:  # a node that serves no pending block: the latest is within a slot of now there
+        pending = latest
+    return max(latest, pending) + SWAP_DEADLINE_S
 
 
 def revert_reason(e: ContractLogicError) -> str:
