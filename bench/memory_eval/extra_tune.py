@@ -50,6 +50,15 @@ WRITTEN_UNANSWERABLE = [
     ("range_bound", "How do I recover a wallet from its seed phrase?"),
     ("trending_down", "What is the tax rate on crypto capital gains this year?"),
     ("range_bound", "How many validators are in the beacon chain sync committee?"),
+    # proposals to act on something the memory knows nothing of (an action question must still abstain)
+    ("volatile", "Should I bridge my USDC to Arbitrum now?"),
+    ("range_bound", "Can I stake my WETH to earn a validator yield?"),
+    ("trending_up", "Should I buy the new memecoin everyone is talking about?"),
+    ("range_bound", "Should I mint an NFT to celebrate the profit?"),
+    ("volatile", "Can I take out a mortgage against my crypto holdings?"),
+    ("trending_down", "Should I move my savings into a money market fund?"),
+    ("range_bound", "Is it safe to sign the permit message this website shows me?"),
+    ("trending_up", "Should I open a short on the perpetual exchange?"),
 ]
 
 # Action questions in words of our own for the two hazards the lives' dreams rehearse (the generator's own

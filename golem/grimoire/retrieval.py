@@ -281,6 +281,7 @@ ABSTAIN_MODELS: dict[str, tuple[float, dict[str, float], float]] = {
                                            "unknown_name": 4.60}, 0.6),
 }
 ITEM_MIN_SHARE = 0.5
+WARNED_SHARE = 0.5  # see the abstention decision in retrieve_for_tick: a warning's share of the known idf mass
 ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
 
@@ -653,7 +654,16 @@ def retrieve_for_tick(
     # the memory states the number the question asks about: what it asks about happened, whatever the wording
     stated = ask is not None and any(c["numeric"] for c in cands)
     result.evidence["numeric_match"] = float(stated)
-    if best is None or (p_unanswerable >= line and not stated) or below_owner_floor:
+    # An action question about a hazard the memory warns of is answered with that warning, however unlike the rest
+    # of the memory it is worded ("add leverage while liquidations are piling up?"): a warning, not scoped to another
+    # regime, holding WARNED_SHARE of the idf mass of the question's words the memory knows, when the question names
+    # nothing the memory does not know. Missing a risk costs more than a false alarm.
+    known = 1.0 - result.evidence["unseen"]
+    warned = ({c["id"] for c in cands if c["safety"] and c["source"] == "entry" and known > 0
+               and c["lexical"] / known >= WARNED_SHARE and _regime_match(c["regime"], regime) > 0}
+              if acting and p_unanswerable >= line and not stated and not result.evidence["unknown_name"] else set())
+    result.evidence["warning_match"] = float(bool(warned))
+    if best is None or (p_unanswerable >= line and not stated and not warned) or below_owner_floor:
         ev = result.evidence
         unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
         result.abstained = True
@@ -680,7 +690,7 @@ def retrieve_for_tick(
     safety_need = max(SAFETY_MIN_SHARE * best_entry, abstain_line * SAFETY_MIN_SHARE)
     relevant = [c for c in cands if c["relevance"] >= item_line or c["variant_of"] is not None
                 or acting and c["hard"] and c["lexical"] >= SAFETY_MIN_LEXICAL
-                or acting and c["safety"] and c["relevance"] >= safety_need]
+                or acting and c["safety"] and c["relevance"] >= safety_need or c["id"] in warned]
     scored = []
     for c in relevant:
         f = {"relevance": c["relevance"], "semantic": c["cosine"], "lexical": c["lexical"], "rrf": c["rrf"],
@@ -724,7 +734,7 @@ def retrieve_for_tick(
     moved = {t[2]["id"] for t in promoted}
     picked = _regime_first(picked[:k] + promoted + [t for t in picked[k:] if t[2]["id"] not in moved])
     if acting:
-        picked = _safety_first(picked, scored, best_entry, abstain_line)
+        picked = _safety_first(picked, scored, best_entry, abstain_line, warned)
 
     used = 0
     for final, f, c in picked[:k]:
@@ -787,14 +797,15 @@ def _regime_first(picked: list[Scored]) -> list[Scored]:
 
 
 def _safety_first(picked: list[Scored], scored: list[Scored], best_relevance: float,
-                  abstain_line: float) -> list[Scored]:
+                  abstain_line: float, warned: Collection[str] = ()) -> list[Scored]:
     """Action question: the most relevant applicable warnings / MUST constraints (up to SAFETY_SLOTS) lead the list,
     so they hold slots in the top 3 — safety never loses to topical similarity or freshness."""
     need = max(SAFETY_MIN_SHARE * best_relevance, abstain_line * SAFETY_MIN_SHARE)
     # applicable: relevant enough (or a hard constraint on what the question names), and not scoped to another
     # regime (a volatile-market rule is no rule when calm)
     safety = [t for t in scored if t[2]["safety"] and t[1]["regime_match"] > 0
-              and (t[2]["relevance"] >= need or t[2]["hard"] and t[2]["lexical"] >= SAFETY_MIN_LEXICAL)]
+              and (t[2]["relevance"] >= need or t[2]["hard"] and t[2]["lexical"] >= SAFETY_MIN_LEXICAL
+                   or t[2]["id"] in warned)]
     safety = safety[:SAFETY_SLOTS]
     if not safety:
         return picked
