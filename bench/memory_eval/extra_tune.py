@@ -3,6 +3,7 @@ hand-written set's memory, and extra lives of the *shipped* paths (other recorde
 action questions in new words and events that never happened in them. Fits and checks only (abstention.py).
 
     python bench/memory_eval/extra_tune.py --from NAME=BT_DIR [--from ...]   # writes lives/tune-extra/
+    python bench/memory_eval/extra_tune.py --threats   # action questions on hazards the tune lives never rehearsed
 """
 
 from __future__ import annotations
@@ -90,6 +91,49 @@ NEVER = [
 ]
 
 
+# Dream warnings in the engine's own format (grimoire/dreams/threats.py judge()) for the Tier 1 hazards the tune lives
+# never rehearsed, added to each tune life and asked with the generator's action templates for them.
+THREAT_WARNINGS = {
+    "liquidation_cascade": "At health factor 1.84 and price 1811.20, dream rehearsal of liquidation_cascade (ETH/USD "
+                           "feed -41%): after the response the health factor is 0.962 on the crisis fork (liquidatable "
+                           "below 1).",
+    "reverting_exit": "At health factor 1.84 and price 1811.20, dream rehearsal of reverting_exit (ETH/USD feed -20%): "
+                      "swap 40% WETH to USDC reverts on the crisis fork: STF.",
+    "oracle_lag": "At health factor 1.84 and price 1811.20, dream rehearsal of oracle_stale (ETH/USD feed -25% (pool "
+                  "lagging), oracle silent for 3600 s): no response was decided on the crisis fork and the health "
+                  "factor fell to 0.981.",
+}
+
+
+def threat_check() -> tuple[int, int]:
+    """(misses, questions): the warning outside the top 3 of its action question, over the tune lives."""
+    import eval_memory as ev
+    from golem.grimoire.access import search
+    from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry
+    from golem.grimoire.store.embeddings import default_embedder
+
+    emb = default_embedder()
+    d, qs = ev.lives_questions("tune")
+    misses = total = 0
+    for life in sorted({q["life"] for q in qs}):
+        env = ev.load_life(d / f"{life}.jsonl.gz", emb)
+        q0 = next(q for q in qs if q["life"] == life)
+        env["sem"].put_many([GrimoireEntry(id=f"threat-{k}", category=EntryType.WARNING, content=text,
+                                           source=EntrySource(golem_id="bt-golem"),
+                                           tags=["dream", "threat_warning", k.replace("_", " ")],
+                                           created_tick=max(0, q0["tick"] - 50))
+                             for k, text in THREAT_WARNINGS.items()])
+        for k in THREAT_WARNINGS:
+            for text in lives_set.SCENARIO_ACTIONS[k]:
+                res = search(env["eps"], env["sem"], text, regime=q0["regime"], tick=q0["tick"], k=10)
+                top = [i.id for i in res.items[:3]]
+                total += 1
+                if f"threat-{k}" not in top:
+                    misses += 1
+                    print(f"{life}: {text!r} -> {top} (abstained {res.abstained})")
+    return misses, total
+
+
 def written_questions() -> list[dict[str, Any]]:
     """The extra unanswerable questions, in the hand-written set's question format (split "tune")."""
     return [{"id": f"abstention-x{n:02d}", "category": "abstention", "text": text, "regime": regime, "tick": NOW,
@@ -132,9 +176,16 @@ def extra_lives() -> tuple[Path, list[dict[str, Any]]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--from", dest="roots", action="append", required=True,
+    ap.add_argument("--from", dest="roots", action="append",
                     help="PREFIX=DIR: a directory of recorded shipped-path lives (<DIR>/<path>/golem/data)")
+    ap.add_argument("--threats", action="store_true", help="ask about hazards the tune lives never rehearsed")
     a = ap.parse_args()
+    if a.threats:
+        misses, total = threat_check()
+        print(f"warning outside the top 3: {misses} of {total}")
+        return
+    if not a.roots:
+        ap.error("--from PREFIX=DIR is required (or --threats)")
     shipped, sealed = life_names("tune"), life_names("sealed")
     EXTRA.mkdir(parents=True, exist_ok=True)
     for p in EXTRA.iterdir():
