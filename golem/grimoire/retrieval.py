@@ -281,6 +281,7 @@ ABSTAIN_MODELS: dict[str, tuple[float, dict[str, float], float]] = {
                                            "unknown_name": 4.60}, 0.6),
 }
 ITEM_MIN_SHARE = 0.5
+WARNED_SHARE = 0.5  # see the abstention decision in retrieve_for_tick: a warning's share of the known idf mass
 ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
 
@@ -308,7 +309,7 @@ def _episode_candidates(eidx: EpisodeIndex, qv: np.ndarray, q_terms: list[str], 
 
 
 ABSTAIN_FEATURES = ("relevance", "margin", "agreement", "coverage", "unseen", "unknown_name", "unseen_words",
-                    "cosine", "lexical", "spread")
+                    "cosine", "lexical", "spread", "cosine_z")
 
 
 def abstention_model(model_name: str | None) -> tuple[float, dict[str, float], float]:
@@ -326,12 +327,14 @@ def unanswerable_probability(evidence: dict[str, float], model_name: str | None 
 
 def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[str], best_terms: frozenset[str],
                         query: str, idx: EntryIndex | None, eidx: EpisodeIndex | None,
-                        floor: float) -> dict[str, float]:
+                        floor: float, entry_cosines: np.ndarray | None = None) -> dict[str, float]:
     """What the abstention decision reads from one question's candidates — `pool`: (relevance, cosine, lexical) of
     every scored entry and episode — on the WordLlama scale (relevance and cosine × SEMANTIC_FLOOR / floor):
     relevance: the best candidate's; margin: best − second best; agreement: share of the dense top 5 also in the
     lexical top 5; coverage: share of the question's distinct terms the best candidate holds; unseen: share of the
-    question's idf mass in terms no entry and no episode holds; unknown_name: a proper name no entry mentions."""
+    question's idf mass in terms no entry and no episode holds; unknown_name: a proper name no entry mentions;
+    cosine_z: how far the best entry's cosine stands above the question's cosine with every entry (z-score, so
+    scale-free) — a vague question is close to everything, an answered one to a few entries."""
     scale = SEMANTIC_FLOOR / floor if floor > 0 else 1.0
     rel = sorted((p[0] for p in pool), reverse=True)
     uniq = set(q_terms)
@@ -350,7 +353,15 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
             "unseen_words": len(uniq - seen) / len(uniq) if uniq else 1.0,
             "cosine": scale * max((p[1] for p in pool), default=0.0),
             "lexical": max((p[2] for p in pool), default=0.0),
-            "spread": scale * (rel[0] - float(np.mean(rel[:10]))) if rel else 0.0}
+            "spread": scale * (rel[0] - float(np.mean(rel[:10]))) if rel else 0.0,
+            "cosine_z": _zscore_of_best(entry_cosines)}
+
+
+def _zscore_of_best(cos: np.ndarray | None) -> float:
+    if cos is None or len(cos) < 2:
+        return 0.0
+    sd = float(cos.std())
+    return (float(cos.max()) - float(cos.mean())) / sd if sd > 1e-9 else 0.0
 
 
 # ---- numbers the question states for a quantity -------------------------------------------------------------------
@@ -541,9 +552,11 @@ def retrieve_for_tick(
     if named_regime is not None:  # "a wild market" asks about what the memory calls volatile
         q_terms += [t for t in terms(named_regime.replace("_", " ")) if t not in q_terms]
     cands: list[dict[str, Any]] = []
+    entry_cosines: np.ndarray | None = None
     idx = entry_index(semantic) if semantic is not None else None
     if semantic is not None and idx is not None and idx.n:
         cos = matvec(idx.vectors, qv.astype(np.float32))
+        entry_cosines = cos[idx.has_vector]
         cov = idx.coverage(q_terms)
         rel = DENSE_WEIGHT * np.where(idx.has_vector, cos, 0.0) + (1.0 - DENSE_WEIGHT) * cov
         rel = np.where(idx.in_force(at, include_later_records=as_known_now), rel, -np.inf)
@@ -631,7 +644,7 @@ def retrieve_for_tick(
     best_terms = frozenset() if best is None else (
         summary_terms(best["text"]) if best["source"] == "episode"
         else frozenset(terms(entry_text(best["text"], sorted(best["tags"]), best["kind"], best["regime"]))))
-    result.evidence = abstention_evidence(pool, q_terms, best_terms, query, idx, eidx, floor)
+    result.evidence = abstention_evidence(pool, q_terms, best_terms, query, idx, eidx, floor, entry_cosines)
     # Calibrated abstention: P(unanswerable) from the score distribution.
     model_name = getattr(episodes.embedder, "model_name", None)
     p_unanswerable = unanswerable_probability(result.evidence, model_name)
@@ -641,7 +654,16 @@ def retrieve_for_tick(
     # the memory states the number the question asks about: what it asks about happened, whatever the wording
     stated = ask is not None and any(c["numeric"] for c in cands)
     result.evidence["numeric_match"] = float(stated)
-    if best is None or (p_unanswerable >= line and not stated) or below_owner_floor:
+    # An action question about a hazard the memory warns of is answered with that warning, however unlike the rest
+    # of the memory it is worded ("add leverage while liquidations are piling up?"): a warning, not scoped to another
+    # regime, holding WARNED_SHARE of the idf mass of the question's words the memory knows, when the question names
+    # nothing the memory does not know. Missing a risk costs more than a false alarm.
+    known = 1.0 - result.evidence["unseen"]
+    warned = ({c["id"] for c in cands if c["safety"] and c["source"] == "entry" and known > 0
+               and c["lexical"] / known >= WARNED_SHARE and _regime_match(c["regime"], regime) > 0}
+              if acting and p_unanswerable >= line and not stated and not result.evidence["unknown_name"] else set())
+    result.evidence["warning_match"] = float(bool(warned))
+    if best is None or (p_unanswerable >= line and not stated and not warned) or below_owner_floor:
         ev = result.evidence
         unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
         result.abstained = True
@@ -661,8 +683,14 @@ def retrieve_for_tick(
     item_line = min(abstain_line, ITEM_MIN_SHARE * best["relevance"])
     # A current-regime variant of a top entry stays in however it is worded (within REGIME_BAND of that entry).
     # So does, for an action question, a hard constraint on what the question names (see _safety_first).
+    # For an action question a warning's applicability is measured against the best *entry* (the memory's lessons),
+    # not the best candidate: the tick records a life piles up share an action's everyday words ("send a swap now")
+    # and would hold a warning about the very hazard asked of ("fees this high") below the item line.
+    best_entry = max((c["relevance"] for c in cands if c["source"] == "entry"), default=0.0)
+    safety_need = max(SAFETY_MIN_SHARE * best_entry, abstain_line * SAFETY_MIN_SHARE)
     relevant = [c for c in cands if c["relevance"] >= item_line or c["variant_of"] is not None
-                or acting and c["hard"] and c["lexical"] >= SAFETY_MIN_LEXICAL]
+                or acting and c["hard"] and c["lexical"] >= SAFETY_MIN_LEXICAL
+                or acting and c["safety"] and c["relevance"] >= safety_need or c["id"] in warned]
     scored = []
     for c in relevant:
         f = {"relevance": c["relevance"], "semantic": c["cosine"], "lexical": c["lexical"], "rrf": c["rrf"],
@@ -706,7 +734,7 @@ def retrieve_for_tick(
     moved = {t[2]["id"] for t in promoted}
     picked = _regime_first(picked[:k] + promoted + [t for t in picked[k:] if t[2]["id"] not in moved])
     if acting:
-        picked = _safety_first(picked, scored, best["relevance"] if best else 0.0, abstain_line)
+        picked = _safety_first(picked, scored, best_entry, abstain_line, warned)
 
     used = 0
     for final, f, c in picked[:k]:
@@ -769,14 +797,15 @@ def _regime_first(picked: list[Scored]) -> list[Scored]:
 
 
 def _safety_first(picked: list[Scored], scored: list[Scored], best_relevance: float,
-                  abstain_line: float) -> list[Scored]:
+                  abstain_line: float, warned: Collection[str] = ()) -> list[Scored]:
     """Action question: the most relevant applicable warnings / MUST constraints (up to SAFETY_SLOTS) lead the list,
     so they hold slots in the top 3 — safety never loses to topical similarity or freshness."""
     need = max(SAFETY_MIN_SHARE * best_relevance, abstain_line * SAFETY_MIN_SHARE)
     # applicable: relevant enough (or a hard constraint on what the question names), and not scoped to another
     # regime (a volatile-market rule is no rule when calm)
     safety = [t for t in scored if t[2]["safety"] and t[1]["regime_match"] > 0
-              and (t[2]["relevance"] >= need or t[2]["hard"] and t[2]["lexical"] >= SAFETY_MIN_LEXICAL)]
+              and (t[2]["relevance"] >= need or t[2]["hard"] and t[2]["lexical"] >= SAFETY_MIN_LEXICAL
+                   or t[2]["id"] in warned)]
     safety = safety[:SAFETY_SLOTS]
     if not safety:
         return picked

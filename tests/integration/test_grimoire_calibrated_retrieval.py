@@ -157,3 +157,79 @@ def test_a_regime_named_in_plain_words_asks_with_the_regimes_own_term(stores):
     by = {i.id: i.scores["lexical"] for i in res.items}
     # "wild" is no word of the memory's; "volatile" is, in one reflexion's text
     assert by.get("reflexion", 0.0) > by.get("reflexion-calm", 0.0) > 0, (by, res.reason)
+
+
+@pytest.fixture(scope="module")
+def busy_life(tmp_path_factory):
+    """A life whose tick records share an action question's everyday words, beside two dream warnings."""
+    d = tmp_path_factory.mktemp("g33-busy")
+    emb = default_embedder()
+    eps = EpisodeStore(d / "e.lance", emb)
+    sem = SemanticStore(d / "s.sqlite", d / "s.lance", emb)
+    eps.upsert_many([Episode(id=episode_id("g33b", t), golem_id="g33b", tick=t, created_at="2026-01-01T00:00:00+00:00",
+                             regime="volatile", tier="T1",
+                             summary=f"Tick {t}: volatile regime, a good time to send a swap now; fees were high, "
+                                     f"the swap of {t % 4 + 1} WETH went through.")
+                     for t in range(10, NOW, 5)])
+    sem.put_many([
+        entry("gas-spike", "At health factor 2.02, dream rehearsal of gas_spike (ETH/USD feed -48%, base fee x50): "
+              "gas $18.69 on the crisis fork exceeds the whole day's $10.00 gas partition.", EntryType.WARNING,
+              created_tick=50),
+        entry("pool-drained", "At health factor 2.02, dream rehearsal of pool_drained (90% of the WETH/USDC pair's "
+              "liquidity removed): the exit swap fills 107 bps below spot: the pool cannot carry it.",
+              EntryType.WARNING, created_tick=50),
+        entry("guard", "PLAYBOOK guard candidate from a dream rehearsal (pool drained): WHEN price_change_bps <= -150 "
+              "THEN swap 5% WETH to USDC", EntryType.HEURISTIC, created_tick=60),
+    ])
+    return eps, sem
+
+
+def test_a_warning_applies_by_the_memorys_lessons_not_its_tick_records(busy_life):
+    eps, sem = busy_life
+    res = search(eps, sem, "Is now a good time to send a swap, with fees this high?", regime="volatile", tick=NOW,
+                 k=10)
+    # both rehearsed hazards lead the answer to an action question ...
+    assert res.action and {"gas-spike", "pool-drained"} <= set(ids(res)[:3]), ids(res)
+    # ... though the tick records are far more alike to it than the gas warning (below half the best's relevance)
+    scores = {i.id: i.scores for i in res.items}
+    best_episode = max(s["relevance"] for n, s in scores.items() if n.startswith("g33b"))
+    assert scores["gas-spike"]["relevance"] < 0.5 * best_episode, scores
+
+
+@pytest.fixture(scope="module")
+def small_life(tmp_path_factory):
+    """A small life: templated tick records and a few dream warnings, one about a hazard no action was taken in."""
+    d = tmp_path_factory.mktemp("g33-small")
+    emb = default_embedder()
+    eps = EpisodeStore(d / "e.lance", emb)
+    sem = SemanticStore(d / "s.sqlite", d / "s.lance", emb)
+    eps.upsert_many([Episode(id=episode_id("g33s", t), golem_id="g33s", tick=t, created_at="2026-01-01T00:00:00+00:00",
+                             regime="range_bound", tier="T0",
+                             summary=f"Tick {t}: range bound regime, gate chose T0; price {2000 + t % 9}. Lowest health "
+                                     f"factor 1.9. Decision: hold.")
+                     for t in range(10, NOW, 5)])
+    sem.put_many([
+        entry("cascade", "At health factor 1.84 and price 1811.20, dream rehearsal of liquidation_cascade (ETH/USD "
+              "feed -41%): after the response the health factor is 0.962 on the crisis fork (liquidatable below 1).",
+              EntryType.WARNING, created_tick=50),
+        entry("gas-spike", "At health factor 1.84, dream rehearsal of gas_spike (base fee x50): gas $18.69 on the "
+              "crisis fork exceeds the whole day's $10.00 gas partition.", EntryType.WARNING, created_tick=50),
+        entry("guard", "PLAYBOOK guard candidate from a dream rehearsal (gas spike): WHEN health_factor < 1.8 THEN "
+              "repay 25% debt", EntryType.HEURISTIC, created_tick=60),
+    ])
+    return eps, sem
+
+
+def test_an_action_on_a_hazard_the_memory_warns_of_is_answered_with_the_warning(small_life):
+    eps, sem = small_life
+    res = search(eps, sem, "Should I add leverage while liquidations are piling up?", regime="range_bound", tick=NOW,
+                 k=10)
+    # most of its words are new to this memory: the calibrated model alone would abstain ...
+    assert res.evidence["p_unanswerable"] >= ABSTAIN_PROBABILITY, res.evidence
+    # ... but the one it knows is the whole of a warning's subject
+    assert not res.abstained and ids(res)[0] == "cascade", (res.reason, res.evidence, ids(res))
+    assert res.evidence["warning_match"] == 1.0
+    # the same words asked as a question, not a proposal, abstain as before; so does a proposal naming the unknown
+    assert search(eps, sem, "What is a pile of leverage?", regime="range_bound", tick=NOW, k=10).abstained
+    assert search(eps, sem, "Should I add leverage on Solana while liquidations pile up?", regime="range_bound",
+                  tick=NOW, k=10).abstained

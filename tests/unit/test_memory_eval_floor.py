@@ -17,11 +17,12 @@ FLOORS = {
     "ku_mrr": 0.78,  # knowledge update MRR@10: 0.56 → 0.68 → 0.88
     "asof_recall": 0.77,  # as-of recall@5 (numbers compared, not read as text): 0.59 → 0.94
     "regime1": 0.90,  # 0.95 → 0.95 → 0.95
-    "warn3": 0.88,  # 0.81 → 0.81 → 0.95
+    "warn3": 0.97,  # 0.81 → 0.81 → 0.95 → 1.00 (warnings for actions judged against the best entry; an action on a
+    # hazard a warning names is answered with it)
     "abstain": 0.70,  # 0.67 → 0.60 → 0.80 (the calibrated decision)
 }
 CEILINGS = {
-    "false_abst": 0.05,  # 0.09 → 0.04 → 0.02: the acceptance line
+    "false_abst": 0.05,  # 0.09 → 0.04 → 0.02 → 0.02: the acceptance line
     "wrong_time": 0.05,  # 0.67 → 0.06 → 0.02
     "stale": 0.05,  # 0.00 throughout
 }
