@@ -3,7 +3,10 @@ the lives set's tune part; never a held-out or sealed question): each question's
 abstention_evidence) labelled answerable or not, a logistic model per feature subset, scored by cross-validation
 grouped by life. Prints the best subsets; the chosen coefficients are written into golem/grimoire/retrieval.py.
 
-    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE]
+    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE] [--extend]
+
+--extend: the model in code refitted alone and plus each other feature; a candidate "keeps" when no tune part abstains
+less or falsely more in-sample (not enough: docs/design/grimoire.md, "The refits not taken").
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ def main() -> None:
     ap.add_argument("--dump", help="write the evidence rows here (JSON)")
     ap.add_argument("--load", help="read evidence rows from here instead of asking the sets")
     ap.add_argument("--embedder", default=None, help="fit for this embedder (default: wordllama)")
+    ap.add_argument("--extend", action="store_true", help="the model in code plus one feature, constrained")
     a = ap.parse_args()
     rows = json.loads(Path(a.load).read_text()) if a.load else evidence_rows(a.embedder)
     if a.dump:
@@ -99,6 +103,8 @@ def main() -> None:
         for lab in (0.0, 1.0):
             m = (sets == s) & (y == lab)
             w[m] = 0.25 * len(rows) / m.sum()
+    if a.extend:
+        return extend(rows, y, w, sources, groups, a.embedder)
     results = []
     for n in range(1, min(4, len(ABSTAIN_FEATURES)) + 1):
         for subset in itertools.combinations(ABSTAIN_FEATURES, n):
@@ -117,7 +123,7 @@ def main() -> None:
                         - 10 * max(0.0, worst_false - 0.05)
                     results.append((score, subset, l2, line, r))
     results.sort(key=lambda t: -t[0])
-    # the model in retrieval.py (fitted before the extra tune data), on every part: the bar a new fit must clear
+    # the model in retrieval.py, on every part: the bar a new fit must clear
     bias, coef, line = abstention_model(None if a.embedder is None else embedder_by_name(a.embedder).model_name)
     p = prob(np.array([bias, *coef.values()]), np.array([[r["evidence"][f] for f in coef] for r in rows]))
     now = rates(p, y, sources, line, "part:")
@@ -127,6 +133,41 @@ def main() -> None:
         coef = ", ".join(f"{f} {b:+.2f}" for f, b in zip(subset, beta[1:]))
         print(f"{score:.3f} l2={l2} line={line} cv {json.dumps({k: round(v, 2) for k, v in r.items()})}  bias {beta[0]:+.2f}, "
               f"{coef}")
+
+
+def extend(rows: list[dict], y: np.ndarray, w: np.ndarray, sources: np.ndarray, groups: np.ndarray,
+           embedder: str | None) -> None:
+    """The model in code plus each other feature, and its own features alone, refitted; a candidate keeps when every
+    tune part's in-sample abstention and false abstention is at least as good as with the model in code."""
+    bias, coef, line = abstention_model(None if embedder is None else embedder_by_name(embedder).model_name)
+    now = rates(prob(np.array([bias, *coef.values()]), np.array([[r["evidence"][f] for f in coef] for r in rows])),
+                y, sources, line)
+    print(f"in code: {json.dumps({k: round(v, 3) for k, v in now.items()})}")
+    base = tuple(coef)
+    out = []
+    for extra in [f for f in ABSTAIN_FEATURES if f not in base] + [None]:
+        subset = base + ((extra,) if extra else ())
+        x = np.array([[r["evidence"][f] for f in subset] for r in rows])
+        for l2 in (0.03, 0.1, 0.3, 1.0):
+            p = np.zeros(len(rows))
+            for g in sorted(set(groups)):
+                m = groups == g
+                p[m] = prob(fit(x[~m], y[~m], w[~m], l2), x[m])
+            beta = fit(x, y, w, l2)
+            pin = prob(beta, x)
+            for ln in (0.6, 0.65, 0.7, 0.75, 0.8):
+                ins, cv = rates(pin, y, sources, ln), rates(p, y, sources, ln)
+                keeps = all(ins[k] >= now[k] - 1e-9 if k.endswith("_abstain") else ins[k] <= now[k] + 1e-9
+                            for k in now if not k.startswith("written-extra"))
+                score = sum(v for k, v in cv.items() if k.endswith("_abstain")) - 10 * cv["written_false"] \
+                    - 10 * max(0.0, cv["lives_false"] - 0.05)
+                out.append((keeps, score, subset, l2, ln, cv, ins, beta))
+    out.sort(key=lambda t: (not t[0], -t[1]))
+    for keeps, score, subset, l2, ln, cv, ins, beta in out[:10]:
+        print(f"keeps={keeps} {score:.3f} l2={l2} line={ln} bias {beta[0]:+.2f}, "
+              + ", ".join(f"{f} {b:+.2f}" for f, b in zip(subset, beta[1:]))
+              + f"\n   cv {json.dumps({k: round(v, 3) for k, v in cv.items()})}"
+              + f"\n   in-sample {json.dumps({k: round(v, 3) for k, v in ins.items()})}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,26 @@
+"""abstention.py --extend: a feature that separates answerable from unanswerable questions on every tune part is
+reported as keeping the figures of the model in code (docs/design/grimoire.md, "The refits not taken")."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.memory_eval import abstention
+from golem.grimoire.retrieval import ABSTAIN_FEATURES
+
+
+def test_a_feature_that_separates_every_part_keeps_the_figures(capsys):
+    rng = np.random.default_rng(33)
+    rows = []
+    for source, n in (("written", 40), ("written-extra", 20), ("lives", 60), ("lives-extra", 60)):
+        for i in range(n):
+            unanswerable = i % 3 == 0
+            ev = {f: float(rng.random()) for f in ABSTAIN_FEATURES}  # the model in code reads noise here...
+            ev["margin"] = (0.9 if unanswerable else 0.1) + 0.05 * float(rng.random())  # ...margin separates
+            rows.append({"group": f"{source}-{i % 4}", "set": "written" if source.startswith("written") else "lives",
+                         "source": source, "unanswerable": unanswerable, "evidence": ev})
+    y = np.array([float(r["unanswerable"]) for r in rows])
+    abstention.extend(rows, y, np.ones(len(rows)), np.array([r["source"] for r in rows]),
+                      np.array([r["group"] for r in rows]), None)
+    best = capsys.readouterr().out.splitlines()[1]
+    assert best.startswith("keeps=True") and "margin" in best, best
