@@ -1,5 +1,6 @@
 """Temporal workflows only: deterministic orchestration, no I/O."""
 
+from workflows.clade_exchange import CladeExchangeWorkflow
 from workflows.consolidation import DeltaConsolidationWorkflow, DreamCycleWorkflow
 from workflows.doctor import DoctorWorkflow
 from workflows.golem import GolemWorkflow
@@ -8,4 +9,4 @@ from workflows.pheromones import PheromoneFieldWorkflow
 from workflows.tick import ThetaTickWorkflow
 
 ALL_WORKFLOWS = [GolemWorkflow, ThetaTickWorkflow, DeltaConsolidationWorkflow, DreamCycleWorkflow, DoctorWorkflow,
-                 HeartbeatMonitorWorkflow, PheromoneFieldWorkflow]
+                 HeartbeatMonitorWorkflow, PheromoneFieldWorkflow, CladeExchangeWorkflow]
