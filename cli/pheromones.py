@@ -1,4 +1,6 @@
 """`golem pheromones [--json] [--clade ID]` — the clade's pheromone field: every trail with its intensity now.
+`golem clade [--json] [--stage S]` — the entry exchange as this golem sees it: what it shared, and every entry its
+siblings sent, by stage (quarantine, consensus, sandbox, adopted, rejected) with the reason.
 
 Reads the clade's PheromoneFieldWorkflow with a query (docs/how-to/clade.md); a golem without `[clade] id` has no
 field and the command says so.
@@ -64,8 +66,51 @@ def cmd_pheromones(args: Namespace) -> int:
         sys.exit(f"golem pheromones: {err}")
 
 
+def cmd_clade(args: Namespace) -> int:
+    """Reads the golem's own exchange ledger (<data>/clade/exchange.sqlite); no Temporal needed."""
+    from activities.clade import ledger_path
+    from golem.clade.exchange import CladeLedger
+    from golem.models.clade import STAGES
+
+    cfg = config(args)
+    path = ledger_path(Path(args.data))
+    if not path.exists():
+        where = (f"golem {cfg.golem.id} is in no clade (set [clade] id in golem.toml to join one)" if not cfg.clade.id
+                 else f"golem {cfg.golem.id} has exchanged nothing with clade {cfg.clade.id} yet (its first "
+                      f"tick shares and reads)")
+        if args.json:
+            print(json.dumps({"clade": cfg.clade.id, "sent": 0, "inbound": []}, indent=2))
+        else:
+            print(where)
+        return 0
+    ledger = CladeLedger(path)
+    items = ledger.inbound(args.stage)
+    if args.json:
+        print(json.dumps({"clade": cfg.clade.id, "sent": ledger.sent_count(), "stages": ledger.stage_counts(),
+                          "inbound": [i.model_dump(mode="json") for i in items]}, indent=2))
+        return 0
+    counts = ledger.stage_counts()
+    print(f"clade {cfg.clade.id or '(none now)'}: {ledger.sent_count()} entr(ies) shared; inbound "
+          + ", ".join(f"{s} {counts.get(s, 0)}" for s in STAGES))
+    for stage in [args.stage] if args.stage else STAGES:
+        rows = [i for i in items if i.stage == stage]
+        if not rows:
+            continue
+        print(f"{stage}:")
+        for i in rows:
+            conf = f"{i.adopted_confidence:.2f}" if i.adopted_confidence is not None else f"{i.confidence:.2f}"
+            mark = " [death]" if i.legacy else ""
+            print(f"  {i.category:<11} {conf}  from {', '.join(i.origins)}{mark}: {i.content[:90]}")
+            print(f"    {i.reason}")
+    return 0
+
+
 def register(command: Command) -> None:
     p = command("pheromones", "the clade's pheromone field: trails, intensity now, half-life, depositor, age")
     p.add_argument("--clade", default=None, help="the clade to read (default: [clade] id of golem.toml)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_pheromones)
+    c = command("clade", "the clade's entry exchange: entries shared, and siblings' entries by stage with the reason")
+    c.add_argument("--stage", choices=("quarantine", "consensus", "sandbox", "adopted", "rejected"), default=None)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(fn=cmd_clade)
