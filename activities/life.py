@@ -7,6 +7,7 @@ import asyncio
 
 from pydantic import BaseModel, Field
 from temporalio import activity
+from temporalio.client import Client
 
 from activities import ActivitySet
 from golem.grimoire.semantic.graph import CausalGraph
@@ -101,7 +102,7 @@ class LifeActivities(ActivitySet):
             unsettled = [f"not read: {type(err).__name__}: {err}"[:300]]
         return reflection, lines, unsettled
 
-    async def _legacy_to_clade(self, cert: DeathCertificate, reflection: DeathReflection) -> None:
+    async def _legacy_to_clade(self, cert: DeathCertificate, reflection: DeathReflection, client: Client) -> None:
         """The death's lessons reach the clade first among its entries (docs/design/clade.md#a-death-reaches-the-
         clade); the clade not answering leaves them in the legacy package, and the death goes on."""
         entries = [shared(e, cert.golem_id, legacy=True)
@@ -110,7 +111,7 @@ class LifeActivities(ActivitySet):
             return
         ledger = await asyncio.to_thread(CladeLedger, ledger_path(self.s.layout.root))
         try:
-            n = await share_entries(CladeBus(activity.client()), ledger, self.s.config.clade.id, entries,
+            n = await share_entries(CladeBus(client), ledger, self.s.config.clade.id, entries,
                                     cert.died_at_tick, self.s.config.clade.read_timeout_s + 3)
             activity.logger.info("golem %s: %d lessons of its death shared with clade %s", cert.golem_id, n,
                                  self.s.config.clade.id)
@@ -132,7 +133,7 @@ class LifeActivities(ActivitySet):
         activity.logger.info("golem %s is dead (%s); legacy in %s (reflection cost $%.4f)", cert.golem_id, cert.cause,
                              out, cost)
         if self.s.config.clade.id and self.s.config.clade.share:
-            await self._legacy_to_clade(cert, reflection)
+            await self._legacy_to_clade(cert, reflection, activity.client())
         return cert.model_copy(update={"legacy_dir": str(out)})
 
 
