@@ -207,3 +207,37 @@ async def test_a_death_reaches_the_clade_first(tmp_path, anvil, w3, world_snapsh
     first = CladeLedger(ledger_path(b.s.layout.root)).inbound()[0]
     assert first.legacy and first.category == "warning" and first.origins == ["golem-a"]
     assert "health factor 1.3" in first.content
+
+
+async def test_a_running_golem_shares_from_its_ticks_through_its_worker(temporal_env, temporal_client, tmp_path):
+    """The whole path: golem A runs in a real `golem worker` process, which also serves its clade's queue; a warning
+    in its Grimoire reaches the clade's bus from its tick's after_turn (the clade member), once however many ticks."""
+    from golem.grimoire.semantic.store import SemanticStore
+    from golem.grimoire.store.embeddings import make_embedder
+    from golem.layout import DataLayout
+    from tests.integration.golem_rig import make_rig
+
+    clade_id = f"x{uuid.uuid4().hex[:10]}"
+    rig = make_rig(tmp_path / "a", "golem-a", "calm", theta=0.3, clade={"id": clade_id})
+    layout = DataLayout(rig.data_dir)
+    semantic = SemanticStore(layout.semantic_db, layout.semantic_vectors, make_embedder(rig.config))
+    d = admit(semantic, GrimoireEntry(category=EntryType.WARNING, content=WARNING, confidence=0.7,
+                                      source=EntrySource(golem_id="golem-a")), tick=0)
+    worker = None
+    try:
+        worker = rig.worker_subprocess(temporal_env.client.service_client.config.target_host)
+        handle = await rig.start_golem(temporal_client, max_ticks=2)
+        await asyncio.wait_for(handle.result(), timeout=180)
+        bus = await CladeBus(temporal_client).state(clade_id, 10.0)  # A's worker is the only one serving it
+        assert bus is not None and [(e.entry.origin, e.entry.entry_id) for e in bus.entries] == [("golem-a", d.entry_id)]
+        assert CladeLedger(ledger_path(rig.data_dir)).sent_count() == 1
+        shared_events = rig.services().events.store.read(kinds=["grimoire.clade_shared"])
+        assert [e.payload["entries"] for e in shared_events] == [1]
+    finally:
+        if worker is not None:
+            worker.send_signal(2)
+            try:
+                worker.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        rig.stop()
