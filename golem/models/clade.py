@@ -122,3 +122,34 @@ class ExchangeStep(BaseModel):
 def exchange_id(clade: str) -> str:
     """CladeExchangeWorkflow: one per clade (beside its pheromone field, on the same clade queue)."""
     return f"clade-{clade}-exchange"
+
+
+class ConsolidatedGolem(BaseModel):
+    """One golem whose Grimoire a memory-consolidator reads: its id, data dir and home (for its embedder)."""
+
+    id: str = Field(pattern=GOLEM_ID)
+    data: str
+    home: str = ""
+
+
+class ConsolidatorInput(BaseModel):
+    """MemoryConsolidatorWorkflow's input: the consolidator's name, the clade whose queue runs it, the golems."""
+
+    name: str = Field(pattern=GOLEM_ID)
+    clade: str = Field(pattern=GOLEM_ID)
+    golems: list[ConsolidatedGolem] = Field(min_length=2)
+    min_support: int = Field(default=5, ge=5)  # the archetype refuses fewer
+    min_golems: int = Field(default=2, ge=2)
+
+
+class ConsolidatorReport(BaseModel):
+    golems_read: list[str] = Field(default_factory=list)
+    unreadable: dict[str, str] = Field(default_factory=dict)  # golem id → why its Grimoire was not read
+    episodes: int = 0
+    patterns: list[str] = Field(default_factory=list)
+    offered: dict[str, int] = Field(default_factory=dict)  # golem id → new proposals written to its inbox
+
+
+def consolidator_id(name: str) -> str:
+    """A memory-consolidator's Schedule and the workflow runs it starts."""
+    return f"consolidator-{name}"
