@@ -33,6 +33,7 @@ from golem.chain.liquidations import force_t2_reason
 from golem.chain.market_window import read_market_window
 from golem.clade.deposits import deposits_from
 from golem.clade.exchange import CladeLedger
+from golem.clade.proposals import ProposalInbox
 from golem.models.clade import ExchangeStep
 from golem.models.pheromones import DepositBatch, PheromoneReadings
 from golem.chain.reader import ChainReadError
@@ -719,7 +720,13 @@ class TickActivities(ActivitySet):
             self._clade_bus, ledger, self.s.semantic, self._recent_records, clade=cfg.clade.id, me=golem_id,
             tick=tick, timeout_s=cfg.clade.read_timeout_s + 3, window=cfg.clade.sandbox_ticks,
             quarantine_ticks=cfg.clade.quarantine_ticks)
-        events = exchange_events(golem_id, tick, _now_iso(), step)
+        # a memory-consolidator's proposals: this golem's own admission gate decides (docs/design/clade.md)
+        inbox = ProposalInbox(ledger.path)
+        decided = await asyncio.to_thread(inbox.decide, self.s.semantic, tick)
+        events = exchange_events(golem_id, tick, _now_iso(), step) + [
+            make_event(golem_id, tick, _now_iso(), "grimoire.proposal_decided", d.proposal.id, status=d.status,
+                       consolidator=d.proposal.consolidator, content=d.proposal.content[:200],
+                       score=round(d.score, 4) if d.score is not None else None) for d in decided]
         if events:
             await asyncio.to_thread(self.s.events.emit, events)
         if step.error:

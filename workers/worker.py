@@ -19,6 +19,7 @@ from temporalio.worker import (ActivityInboundInterceptor, ExecuteActivityInput,
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.consolidation import ConsolidationActivities
+from activities.consolidator import ConsolidatorActivities
 from activities.dream import DreamActivities
 from activities.doctor import DoctorActivities
 from activities.life import LifeActivities
@@ -35,6 +36,7 @@ from workers.services import GolemServices
 from workers.trial import BacktestTrialRunner
 from workflows import ALL_WORKFLOWS
 from workflows.clade_exchange import CladeExchangeWorkflow
+from workflows.consolidator import MemoryConsolidatorWorkflow
 from workflows.pheromones import PheromoneFieldWorkflow
 
 log = logging.getLogger("golem.worker")
@@ -104,7 +106,8 @@ def build_clade_worker(client: Client, config: GolemConfig, *, sandboxed: bool =
     if not config.clade.id:
         return None
     return Worker(client, task_queue=clade_queue(config.clade.id),
-                  workflows=[PheromoneFieldWorkflow, CladeExchangeWorkflow], **worker_options(sandboxed=sandboxed))
+                  workflows=[PheromoneFieldWorkflow, CladeExchangeWorkflow, MemoryConsolidatorWorkflow],
+                  activities=[ConsolidatorActivities().consolidate], **worker_options(sandboxed=sandboxed))
 
 
 def worker_options(*, sandboxed: bool = True, deadlock_detection: bool = True) -> dict[str, Any]:

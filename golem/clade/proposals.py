@@ -54,7 +54,7 @@ class ProposalInbox:
         return [Decided(proposal=Proposal.model_validate_json(r["body"]), status=r["status"],
                         decided_tick=r["decided_tick"], score=r["score"], entry_id=r["entry_id"]) for r in rows]
 
-    def decide(self, store: SemanticStore, golem_id: str, tick: int) -> list[Decided]:
+    def decide(self, store: SemanticStore, tick: int) -> list[Decided]:
         """The golem's own admission gate on every pending proposal (an insight from the clade: heuristics are
         derived locally); the decision is kept."""
         out = []

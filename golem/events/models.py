@@ -60,6 +60,7 @@ KINDS: dict[str, str] = {
     "grimoire.clade_shared": "the golem sent its own clade entries (warnings first) on the clade's bus",
     "grimoire.clade_received": "entries from siblings came in (quarantined)",
     "grimoire.clade_stage": "an inbound clade entry moved on: consensus, sandbox, adopted or rejected, and why",
+    "grimoire.proposal_decided": "the golem's admission gate decided on a memory-consolidator's proposal",
     "grimoire.clade_unreachable": "the clade's bus did not answer: nothing was marked sent, the next pass retries",
     "grimoire.change_rolled_back": "a learning change (loop-2 retune, PLAYBOOK rule) was worse in matched regimes: undone",
     "budget.spend": "what the tick spent (inference, gas) against today's budgets",

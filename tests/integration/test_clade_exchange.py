@@ -100,7 +100,8 @@ async def b_saw_the_oracle_pushed(acts: TickActivities, w3, world) -> None:
                                   prediction_error=0.5, deliberation_threshold=0.3, tier=Tier.T1,
                                   gating_reason="test")
         acts.s.cycles.persist(rec)
-        w3.provider.make_request("evm_mine", [])  # a path's block time strictly increases
+        w3.provider.make_request("evm_increaseTime", [60])  # a path's block time strictly increases
+        w3.provider.make_request("evm_mine", [])
 
 
 async def test_a_warning_learned_by_a_reaches_b_through_quarantine_and_consensus(
