@@ -20,7 +20,7 @@ from golem.clade.proposals import ProposalInbox
 from golem.grimoire.episodes.model import Episode
 from golem.grimoire.semantic.admission import admit
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, Provenance
-from golem.models.clade import consolidator_id
+from golem.models.clade import ConsolidatorReport, consolidator_id
 from golem.models.config import GolemConfig
 from golem.models.enums import MarketRegime, Tier
 from tests.integration.golem_rig import EXAMPLE_HOME, REPO
@@ -58,7 +58,7 @@ def episodes(acts: TickActivities, n: int, regime: MarketRegime, pnl: float, sta
         pnl_impact=pnl, outcome_verified=True) for t in range(start, start + n)])
 
 
-async def run_once(client, sid: str, seen: int) -> dict:
+async def run_once(client, sid: str, seen: int) -> ConsolidatorReport:
     """Trigger the Schedule and wait for the run it starts; its result (the consolidator's report)."""
     handle = client.get_schedule_handle(sid)
     await handle.trigger()
@@ -68,7 +68,9 @@ async def run_once(client, sid: str, seen: int) -> dict:
             break
         await asyncio.sleep(0.2)
     action = desc.info.recent_actions[-1].action
-    return await client.get_workflow_handle(action.workflow_id, run_id=action.first_execution_run_id).result()
+    run = client.get_workflow_handle(action.workflow_id, run_id=action.first_execution_run_id,
+                                     result_type=ConsolidatorReport)
+    return await asyncio.wait_for(run.result(), timeout=120)
 
 
 async def test_a_scheduled_consolidator_proposes_what_recurs_across_golems_and_each_gate_decides(
