@@ -103,8 +103,8 @@ class LifeActivities(ActivitySet):
         return reflection, lines, unsettled
 
     async def _legacy_to_clade(self, cert: DeathCertificate, reflection: DeathReflection, client: Client) -> None:
-        """The death's lessons reach the clade first among its entries (docs/design/clade.md#a-death-reaches-the-
-        clade); the clade not answering leaves them in the legacy package, and the death goes on."""
+        """The death's lessons reach the clade first among its entries (docs/design/clade.md#the-bus); the clade not
+        answering leaves them in the legacy package, and the death goes on."""
         entries = [shared(e, cert.golem_id, legacy=True)
                    for e in bloodstains(reflection, cert.generation, cert.died_at_tick)]
         if not entries:

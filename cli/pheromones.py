@@ -85,11 +85,15 @@ def cmd_clade(args: Namespace) -> int:
         else:
             print(where)
         return 0
+    from golem.clade.proposals import ProposalInbox
+
     ledger = CladeLedger(path)
     items = ledger.inbound(args.stage)
+    offers = ProposalInbox(path).all()
     if args.json:
         print(json.dumps({"clade": cfg.clade.id, "sent": ledger.sent_count(), "stages": ledger.stage_counts(),
-                          "inbound": [i.model_dump(mode="json") for i in items]}, indent=2))
+                          "inbound": [i.model_dump(mode="json") for i in items],
+                          "proposals": [d.model_dump(mode="json") for d in offers]}, indent=2))
         return 0
     counts = ledger.stage_counts()
     print(f"clade {cfg.clade.id or '(none now)'}: {ledger.sent_count()} entr(ies) shared; inbound "
@@ -104,6 +108,12 @@ def cmd_clade(args: Namespace) -> int:
             mark = " [death]" if i.legacy else ""
             print(f"  {i.category:<11} {conf}  from {', '.join(i.origins)}{mark}: {i.content[:90]}")
             print(f"    {i.reason}")
+    if offers and not args.stage:
+        print("proposals (a memory-consolidator's; this golem's admission gate decides at its next tick):")
+        for d in offers:
+            score = f" (score {d.score:.2f})" if d.score is not None else ""
+            print(f"  {d.status:<12} from {d.proposal.consolidator}, seen by {', '.join(d.proposal.golems)}{score}: "
+                  f"{d.proposal.content[:90]}")
     return 0
 
 

@@ -6,6 +6,7 @@ offers it to each golem's inbox once; each golem's own admission gate decides at
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -122,6 +123,10 @@ async def test_a_scheduled_consolidator_proposes_what_recurs_across_golems_and_e
     assert dc.status in ("skipped", "merged") and len(c.s.semantic.all()) == 1
     decided = a.s.events.store.read(kinds=["grimoire.proposal_decided"])
     assert [e.payload["status"] for e in decided] == [da.status]
+    shown = await asyncio.to_thread(subprocess.run, [
+        sys.executable, "-m", "cli.main", "--home", str(EXAMPLE_HOME), "--data", str(a.s.layout.root), "clade",
+        "--json"], capture_output=True, text=True, cwd=REPO, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert [p["status"] for p in json.loads(shown.stdout)["proposals"]] == [da.status], shown.stderr
     # B has not ticked: its proposal still waits
     assert [d.status for d in ProposalInbox(ledger_path(b.s.layout.root)).all()] == ["pending"]
     await temporal_client.get_schedule_handle(sid).delete()
