@@ -87,6 +87,21 @@ async def share_entries(bus: CladeBus, ledger: exchange.CladeLedger, clade: str,
     return len(todo)
 
 
+RESCAN_TICKS = 50  # a confidence that crossed a sharing line without a content change is seen within this many ticks
+
+
+def _scan_due(ledger: exchange.CladeLedger, changes: int, tick: int) -> bool:
+    """Reading the whole store each tick is the pass's cost: it is read when its entries changed since the last
+    read, or RESCAN_TICKS later (a confidence change alone does not count as a change)."""
+    return ledger.cursor("~semantic-changes") != changes or tick - ledger.cursor("~scanned-tick") >= RESCAN_TICKS \
+        or tick < ledger.cursor("~scanned-tick")
+
+
+def _scanned(ledger: exchange.CladeLedger, changes: int, tick: int) -> None:
+    ledger.set_cursor("~semantic-changes", changes)
+    ledger.set_cursor("~scanned-tick", tick)
+
+
 async def exchange_pass(bus: CladeBus, ledger: exchange.CladeLedger, semantic: SemanticStore,
                         recent: Callable[[int], list[DecisionCycleRecord]], *, clade: str, me: str, tick: int, timeout_s: float, window: int,
                         quarantine_ticks: int) -> ExchangeStep:
@@ -94,12 +109,15 @@ async def exchange_pass(bus: CladeBus, ledger: exchange.CladeLedger, semantic: S
     one stage. Temporal not answering skips the bus part of this pass and says so; the stages still move."""
     step = ExchangeStep()
     errors: list[str] = []
-    own = await asyncio.to_thread(
-        lambda: [exchange.shared(e, me) for e in semantic.all() if exchange.propagation(e) == "clade"])
-    try:
-        step.shared = await share_entries(bus, ledger, clade, own, tick, timeout_s)
-    except Exception as err:  # the bus unreachable: nothing marked sent, the next pass sends it
-        errors.append(f"not shared: {str(err)[:200]}")
+    changes = await asyncio.to_thread(semantic.change_count)
+    if await asyncio.to_thread(_scan_due, ledger, changes, tick):
+        own = await asyncio.to_thread(
+            lambda: [exchange.shared(e, me) for e in semantic.all() if exchange.propagation(e) == "clade"])
+        try:
+            step.shared = await share_entries(bus, ledger, clade, own, tick, timeout_s)
+            await asyncio.to_thread(_scanned, ledger, changes, tick)
+        except Exception as err:  # the bus unreachable: nothing marked sent, the next pass sends it
+            errors.append(f"not shared: {str(err)[:200]}")
     try:
         cursor = await asyncio.to_thread(ledger.cursor, clade)
         got = await bus.since(clade, cursor, me, timeout_s)

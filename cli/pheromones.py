@@ -148,7 +148,7 @@ async def _consolidator(args: Namespace) -> int:
         data, _, home = rest.partition("@")
         golems.append(ConsolidatedGolem(id=gid, data=str(Path(data).resolve()),
                                         home=str(Path(home).resolve()) if home else ""))
-    # default interval: every 50 ticks of this home's golem (the archetype's cadence)
+    # default interval: every 50 ticks of this home's golem (the consolidator's cadence)
     every = _duration(args.every) if args.every else 50 * cfg.clock.theta_base_seconds
     inp = ConsolidatorInput(name=args.name, clade=clade, golems=golems)
     sid = await schedule(c, inp, timedelta(seconds=every))

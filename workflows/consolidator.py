@@ -1,4 +1,4 @@
-"""MemoryConsolidatorWorkflow: the memory-consolidator archetype as a workflow kind — a golem without a wallet. A
+"""MemoryConsolidatorWorkflow: the memory-consolidator as a workflow kind — a golem without a wallet. A
 Temporal Schedule starts one run per interval on the clade's queue; the run's one activity reads the golems'
 episodes, runs the curator's distillation across them and writes proposals to each golem's inbox, which the golem's
 own admission gate decides on. Design: docs/design/clade.md#the-memory-consolidator.

@@ -1,4 +1,4 @@
-"""The memory-consolidator archetype's work, pure: the curator's episode distillation run over several golems'
+"""The memory-consolidator's work, pure: the curator's episode distillation run over several golems'
 episodes at once, keeping only the patterns that recur across golems (a golem's own delta cycle already finds the
 ones it sees alone), each turned into one proposal per golem. Proposals never write a Grimoire: each golem's own
 admission gate decides on them at its next tick (golem.clade.proposals). Rules and why: docs/design/clade.md.

@@ -138,7 +138,7 @@ class ConsolidatorInput(BaseModel):
     name: str = Field(pattern=GOLEM_ID)
     clade: str = Field(pattern=GOLEM_ID)
     golems: list[ConsolidatedGolem] = Field(min_length=2)
-    min_support: int = Field(default=5, ge=5)  # the archetype refuses fewer
+    min_support: int = Field(default=5, ge=5)  # the consolidator refuses fewer
     min_golems: int = Field(default=2, ge=2)
 
 

@@ -1,4 +1,4 @@
-"""The memory-consolidator archetype on real Temporal (docs/design/clade.md#the-memory-consolidator): a Temporal
+"""The memory-consolidator kind on real Temporal (docs/design/clade.md#the-memory-consolidator): a Temporal
 Schedule starts MemoryConsolidatorWorkflow on the clade's queue; its run reads three golems' episodes, keeps the
 curator's pattern that recurs across two of them (not the one only one golem saw, nor one under 5 episodes), and
 offers it to each golem's inbox once; each golem's own admission gate decides at its next exchange pass."""

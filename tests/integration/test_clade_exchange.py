@@ -124,8 +124,11 @@ async def test_a_warning_learned_by_a_reaches_b_through_quarantine_and_consensus
                                                                          ("insight", "golem-a")]
     assert bus.entries[0].entry.entry_id == warning_id and bus.entries[0].seq < bus.entries[1].seq
 
-    # Nothing is sent twice: A's next pass shares nothing, and a batch resent by hand adds nothing to the bus.
+    # Nothing is sent twice: A's next passes share nothing (one after its store changed: it reads it all again), and
+    # a batch resent by hand adds nothing to the bus.
     assert (await exchange(a, 11)).shared == 0
+    learn(a, "Gas above 40 gwei made small swaps cost more than they earned", EntryType.INSIGHT, 0.3, 11)
+    assert (await exchange(a, 12)).shared == 0
     await CladeBus(temporal_client).share(clade, ShareBatch(id="by-hand", entries=[bus.entries[0].entry]), 10.0)
     assert (await CladeBus(temporal_client).state(clade, 10.0)).seq == 2
 
