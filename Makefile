@@ -85,6 +85,7 @@ histories: setup
 	$(PY) -m tests.histories.record_death
 	$(PY) -m tests.histories.record_approvals
 	$(PY) -m tests.histories.record_pheromones
+	$(PY) -m tests.histories.record_clade_exchange
 
 ## Reliability (README "Reliability"): a 300-tick live golem whose worker, Temporal dev server and Anvil are killed
 ## (TICKS=, WORKER_KILLS=, OUT= to keep its data); `make test` runs a 40-tick version (pytest -m chaos).

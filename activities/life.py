@@ -7,13 +7,16 @@ import asyncio
 
 from pydantic import BaseModel, Field
 from temporalio import activity
+from temporalio.client import Client
 
 from activities import ActivitySet
 from golem.grimoire.semantic.graph import CausalGraph
 from golem.inference.router import ProviderRouter, tool_text
 from golem.grimoire.transfer import export_lines
 from golem.life.death import DeathReflection, death_reflection, open_positions
-from golem.life.legacy import write_legacy
+from golem.life.legacy import bloodstains, write_legacy
+from golem.clade.exchange import CladeLedger, shared
+from activities.clade import CladeBus, ledger_path, share_entries
 from golem.models.life import DeathCertificate, SomaticMarker
 from golem.models.observation import Observation
 from golem.models.record import DecisionCycleRecord
@@ -99,6 +102,23 @@ class LifeActivities(ActivitySet):
             unsettled = [f"not read: {type(err).__name__}: {err}"[:300]]
         return reflection, lines, unsettled
 
+    async def _legacy_to_clade(self, cert: DeathCertificate, reflection: DeathReflection, client: Client) -> None:
+        """The death's lessons reach the clade first among its entries (docs/design/clade.md#the-bus); the clade not
+        answering leaves them in the legacy package, and the death goes on."""
+        entries = [shared(e, cert.golem_id, legacy=True)
+                   for e in bloodstains(reflection, cert.generation, cert.died_at_tick)]
+        if not entries:
+            return
+        ledger = await asyncio.to_thread(CladeLedger, ledger_path(self.s.layout.root))
+        try:
+            n = await share_entries(CladeBus(client), ledger, self.s.config.clade.id, entries,
+                                    cert.died_at_tick, self.s.config.clade.read_timeout_s + 3)
+            activity.logger.info("golem %s: %d lessons of its death shared with clade %s", cert.golem_id, n,
+                                 self.s.config.clade.id)
+        except Exception as err:  # Temporal not answering: the legacy package still holds them
+            activity.logger.warning("death lessons of %s not shared with clade %s: %s", cert.golem_id,
+                                    self.s.config.clade.id, err)
+
     @activity.defn(name="thanatopsis")
     async def thanatopsis(self, inp: ThanatopsisInput) -> DeathCertificate:
         reflection, lines, unsettled = await asyncio.to_thread(self._reflect_and_export, inp)
@@ -112,6 +132,8 @@ class LifeActivities(ActivitySet):
                                       lines, inp.gating)
         activity.logger.info("golem %s is dead (%s); legacy in %s (reflection cost $%.4f)", cert.golem_id, cert.cause,
                              out, cost)
+        if self.s.config.clade.id and self.s.config.clade.share:
+            await self._legacy_to_clade(cert, reflection, activity.client())
         return cert.model_copy(update={"legacy_dir": str(out)})
 
 

@@ -32,6 +32,9 @@ from golem.cognition.threshold import compute_adaptive_threshold
 from golem.chain.liquidations import force_t2_reason
 from golem.chain.market_window import read_market_window
 from golem.clade.deposits import deposits_from
+from golem.clade.exchange import CladeLedger
+from golem.clade.proposals import ProposalInbox
+from golem.models.clade import ExchangeStep
 from golem.models.pheromones import DepositBatch, PheromoneReadings
 from golem.chain.reader import ChainReadError
 from golem.chain.simulate import SimulationError
@@ -104,6 +107,7 @@ from golem.safety.run_actions import renumbered
 from golem.safety.gas import utc_day_of
 from golem.safety.urgency import next_deferred, release_reason, with_deferred
 from activities.pheromones import PheromoneLink
+from activities.clade import CladeBus, exchange_events, exchange_pass, ledger_path
 from activities.runs import reset_origin
 from activities.step_results import StepResults
 from golem.services import Services
@@ -142,6 +146,8 @@ class TickActivities(ActivitySet):
         self._loop = loop
         # the clade's pheromone field, through the same client (docs/design/pheromones.md)
         self.pheromones = PheromoneLink(temporal) if temporal is not None else None
+        self._clade_bus: CladeBus | None = None  # the clade's entry exchange, on the same client
+        self._ledger: CladeLedger | None = None
         self._topology: TopologyTracker | None = None
         self._strategies: dict[str, StrategySet] = {}  # config version → its strategy files, parsed once
 
@@ -698,7 +704,49 @@ class TickActivities(ActivitySet):
 
         async def clade(c: Any) -> None:
             c.record.pheromones_laid = await self.lay_pheromones(c.record, cfg)
+            if cfg.clade.share:
+                await self.exchange_entries(c.record.golem_id, c.record.tick, cfg)
         return clade
+
+    async def exchange_entries(self, golem_id: str, tick: int, cfg: GolemConfig) -> ExchangeStep:
+        """The clade member's other half: share this golem's clade entries, take in its siblings', move each inbound
+        entry one stage on (docs/design/clade.md). Events say what moved; the tick never fails on the clade."""
+        if self.pheromones is None:
+            return ExchangeStep(error="no Temporal client on this worker")
+        if self._clade_bus is None:
+            self._clade_bus = CladeBus(self.pheromones.client)
+        ledger = self._clade_ledger()
+        step = await exchange_pass(
+            self._clade_bus, ledger, self.s.semantic, self._recent_records, clade=cfg.clade.id, me=golem_id,
+            tick=tick, timeout_s=cfg.clade.read_timeout_s + 3, window=cfg.clade.sandbox_ticks,
+            quarantine_ticks=cfg.clade.quarantine_ticks)
+        # a memory-consolidator's proposals: this golem's own admission gate decides (docs/design/clade.md)
+        inbox = ProposalInbox(ledger.path)
+        decided = await asyncio.to_thread(inbox.decide, self.s.semantic, tick)
+        events = exchange_events(golem_id, tick, _now_iso(), step) + [
+            make_event(golem_id, tick, _now_iso(), "grimoire.proposal_decided", d.proposal.id, status=d.status,
+                       consolidator=d.proposal.consolidator, content=d.proposal.content[:200],
+                       score=round(d.score, 4) if d.score is not None else None) for d in decided]
+        if events:
+            await asyncio.to_thread(self.s.events.emit, events)
+        if step.error:
+            activity.logger.warning("clade exchange of tick %s on clade %s: %s", tick, cfg.clade.id, step.error)
+        return step
+
+    def _clade_ledger(self) -> CladeLedger:
+        path = ledger_path(self.s.layout.root)
+        if self._ledger is None or self._ledger.path != path:
+            self._ledger = CladeLedger(path)
+        return self._ledger
+
+    def _recent_records(self, n: int) -> list[DecisionCycleRecord]:
+        out = []
+        for row in self.s.cycles.recent(n):
+            try:
+                out.append(self.s.cycles.load(row["tick"]))
+            except (LookupError, ValueError):
+                continue
+        return out
 
     async def _self_steer(self, inp: ReflectInput, record: DecisionCycleRecord) -> None:
         """The record's self-steers go to the golem's workflow as `steer` signals (docs/design/tick.md#self-steers),

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 # with os._exit once their output is flushed.
 _CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "reset", "doctor", "gating", "backtest", "config",
                     "pause", "resume", "stop-entries", "allow-entries", "approve", "deny", "kill", "spawn", "chat", "extensions",
-                    "pheromones"}
+                    "pheromones", "consolidator"}
 
 
 def _user_error_message(args: argparse.Namespace, err: BaseException) -> str | None:

@@ -1,4 +1,8 @@
 """`golem pheromones [--json] [--clade ID]` — the clade's pheromone field: every trail with its intensity now.
+`golem clade [--json] [--stage S]` — the entry exchange as this golem sees it: what it shared, and every entry its
+siblings sent, by stage (quarantine, consensus, sandbox, adopted, rejected) with the reason.
+`golem consolidator NAME --golem ID=DATA[@HOME] ... [--every 50m] [--clade ID] [--delete]` — a memory-consolidator
+on a Temporal Schedule over those golems' Grimoires (docs/how-to/clade.md).
 
 Reads the clade's PheromoneFieldWorkflow with a query (docs/how-to/clade.md); a golem without `[clade] id` has no
 field and the command says so.
@@ -64,8 +68,117 @@ def cmd_pheromones(args: Namespace) -> int:
         sys.exit(f"golem pheromones: {err}")
 
 
+def cmd_clade(args: Namespace) -> int:
+    """Reads the golem's own exchange ledger (<data>/clade/exchange.sqlite); no Temporal needed."""
+    from activities.clade import ledger_path
+    from golem.clade.exchange import CladeLedger
+    from golem.models.clade import STAGES
+
+    cfg = config(args)
+    path = ledger_path(Path(args.data))
+    if not path.exists():
+        where = (f"golem {cfg.golem.id} is in no clade (set [clade] id in golem.toml to join one)" if not cfg.clade.id
+                 else f"golem {cfg.golem.id} has exchanged nothing with clade {cfg.clade.id} yet (its first "
+                      f"tick shares and reads)")
+        if args.json:
+            print(json.dumps({"clade": cfg.clade.id, "sent": 0, "inbound": []}, indent=2))
+        else:
+            print(where)
+        return 0
+    from golem.clade.proposals import ProposalInbox
+
+    ledger = CladeLedger(path)
+    items = ledger.inbound(args.stage)
+    offers = ProposalInbox(path).all()
+    if args.json:
+        print(json.dumps({"clade": cfg.clade.id, "sent": ledger.sent_count(), "stages": ledger.stage_counts(),
+                          "inbound": [i.model_dump(mode="json") for i in items],
+                          "proposals": [d.model_dump(mode="json") for d in offers]}, indent=2))
+        return 0
+    counts = ledger.stage_counts()
+    print(f"clade {cfg.clade.id or '(none now)'}: {ledger.sent_count()} entr(ies) shared; inbound "
+          + ", ".join(f"{s} {counts.get(s, 0)}" for s in STAGES))
+    for stage in [args.stage] if args.stage else STAGES:
+        rows = [i for i in items if i.stage == stage]
+        if not rows:
+            continue
+        print(f"{stage}:")
+        for i in rows:
+            conf = f"{i.adopted_confidence:.2f}" if i.adopted_confidence is not None else f"{i.confidence:.2f}"
+            mark = " [death]" if i.legacy else ""
+            print(f"  {i.category:<11} {conf}  from {', '.join(i.origins)}{mark}: {i.content[:90]}")
+            print(f"    {i.reason}")
+    if offers and not args.stage:
+        print("proposals (a memory-consolidator's; this golem's admission gate decides at its next tick):")
+        for d in offers:
+            score = f" (score {d.score:.2f})" if d.score is not None else ""
+            print(f"  {d.status:<12} from {d.proposal.consolidator}, seen by {', '.join(d.proposal.golems)}{score}: "
+                  f"{d.proposal.content[:90]}")
+    return 0
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise ValueError(f"--every {text!r}: give seconds or a number with s/m/h/d, e.g. 50m") from None
+
+
+async def _consolidator(args: Namespace) -> int:
+    from datetime import timedelta
+
+    from activities.consolidator import schedule
+    from golem.models.clade import ConsolidatedGolem, ConsolidatorInput, consolidator_id
+
+    cfg = config(args)
+    c = await client(args)
+    if args.delete:
+        await c.get_schedule_handle(consolidator_id(args.name)).delete()
+        print(f"consolidator {args.name}: schedule {consolidator_id(args.name)} deleted")
+        return 0
+    clade = args.clade or cfg.clade.id
+    if not clade:
+        raise ValueError("a consolidator runs on a clade's queue: pass --clade ID or set [clade] id in golem.toml")
+    golems = []
+    for spec in args.golem:
+        gid, eq, rest = spec.partition("=")
+        if not eq or not rest:
+            raise ValueError(f"--golem {spec!r}: write ID=DATA_DIR or ID=DATA_DIR@HOME")
+        data, _, home = rest.partition("@")
+        golems.append(ConsolidatedGolem(id=gid, data=str(Path(data).resolve()),
+                                        home=str(Path(home).resolve()) if home else ""))
+    # default interval: every 50 ticks of this home's golem (the consolidator's cadence)
+    every = _duration(args.every) if args.every else 50 * cfg.clock.theta_base_seconds
+    inp = ConsolidatorInput(name=args.name, clade=clade, golems=golems)
+    sid = await schedule(c, inp, timedelta(seconds=every))
+    print(f"consolidator {args.name}: schedule {sid} runs every {every:.0f} s on clade {clade}'s queue over "
+          f"{', '.join(g.id for g in golems)}")
+    return 0
+
+
+def cmd_consolidator(args: Namespace) -> int:
+    from pydantic import ValidationError
+    try:
+        return arun(_consolidator(args))
+    except (ValueError, ValidationError) as err:
+        sys.exit(f"golem consolidator: {err}")
+
+
 def register(command: Command) -> None:
     p = command("pheromones", "the clade's pheromone field: trails, intensity now, half-life, depositor, age")
     p.add_argument("--clade", default=None, help="the clade to read (default: [clade] id of golem.toml)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_pheromones)
+    c = command("clade", "the clade's entry exchange: entries shared, and siblings' entries by stage with the reason")
+    c.add_argument("--stage", choices=("quarantine", "consensus", "sandbox", "adopted", "rejected"), default=None)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(fn=cmd_clade)
+    m = command("consolidator", "a memory-consolidator on a Temporal Schedule over several golems' Grimoires")
+    m.add_argument("name", help="the consolidator's name (its Schedule is consolidator-NAME)")
+    m.add_argument("--golem", action="append", default=[], metavar="ID=DATA[@HOME]",
+                   help="a golem whose Grimoire it reads (at least two)")
+    m.add_argument("--every", default=None, help="interval, e.g. 50m (default: 50 ticks of this home's golem)")
+    m.add_argument("--clade", default=None, help="the clade whose queue runs it (default: [clade] id)")
+    m.add_argument("--delete", action="store_true", help="delete the consolidator's Schedule")
+    m.set_defaults(fn=cmd_consolidator)

@@ -19,6 +19,7 @@ from temporalio.worker import (ActivityInboundInterceptor, ExecuteActivityInput,
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.consolidation import ConsolidationActivities
+from activities.consolidator import ConsolidatorActivities
 from activities.dream import DreamActivities
 from activities.doctor import DoctorActivities
 from activities.life import LifeActivities
@@ -34,6 +35,8 @@ from workers.memory import start_trimmer
 from workers.services import GolemServices
 from workers.trial import BacktestTrialRunner
 from workflows import ALL_WORKFLOWS
+from workflows.clade_exchange import CladeExchangeWorkflow
+from workflows.consolidator import MemoryConsolidatorWorkflow
 from workflows.pheromones import PheromoneFieldWorkflow
 
 log = logging.getLogger("golem.worker")
@@ -98,12 +101,13 @@ def build_worker(
 
 
 def build_clade_worker(client: Client, config: GolemConfig, *, sandboxed: bool = True) -> Worker | None:
-    """The worker of the golem's clade queue (clade-<id>): every member serves its clade's pheromone field, so the
-    field lives while any member's worker does (docs/design/pheromones.md). None for a lone golem."""
+    """The worker of the golem's clade queue (clade-<id>): every member serves its clade's pheromone field and entry
+    bus, so they live while any member's worker does (docs/design/pheromones.md). None for a lone golem."""
     if not config.clade.id:
         return None
-    return Worker(client, task_queue=clade_queue(config.clade.id), workflows=[PheromoneFieldWorkflow],
-                  **worker_options(sandboxed=sandboxed))
+    return Worker(client, task_queue=clade_queue(config.clade.id),
+                  workflows=[PheromoneFieldWorkflow, CladeExchangeWorkflow, MemoryConsolidatorWorkflow],
+                  activities=[ConsolidatorActivities().consolidate], **worker_options(sandboxed=sandboxed))
 
 
 def worker_options(*, sandboxed: bool = True, deadlock_detection: bool = True) -> dict[str, Any]:

@@ -256,13 +256,15 @@ def builtin_extensions() -> list[Extension]:
            after_turn="GolemWorkflow between ticks (schedule_dream), DreamCycleWorkflow"),
         _x("cybernetics", 4, {"after_turn"}, ["context", "grimoire"], optional=True,
            what="context policy self-tuning", after_turn="reflect: golem.learning.cybernetics.tune_context"),
-        # The pheromone field only: it needs nothing of coordination (the LP range registry), not in this build;
-        # Grimoire entry exchange between siblings is not in this build either.
+        # The pheromone field and the entry exchange: neither needs coordination (the LP range registry), not in
+        # this build.
         _x("clade", 4, {"after_turn"}, ["grimoire"], optional=True,
-           what="the clade's pheromone field ([clade] id; docs/design/pheromones.md): observe reads it on the golem's "
-                "entities, analyze weighs its threat; off for a lone golem",
+           what="the clade's pheromone field and entry exchange ([clade] id; docs/design/pheromones.md, "
+                "docs/design/clade.md): observe reads the field on the golem's entities, analyze weighs its threat; "
+                "siblings' entries pass quarantine, consensus, sandbox, adopt; off for a lone golem",
            after_turn="reflect: lays the tick's threats, opportunities and congestion on the clade's field "
-                      "(activities.tick.TickActivities.lay_pheromones; record.pheromones_laid)"),
+                      "(activities.tick.TickActivities.lay_pheromones; record.pheromones_laid), then shares and "
+                      "ingests Grimoire entries (TickActivities.exchange_entries; `golem clade`)"),
         # Layer 5 – UX
         # not optional: the dashboard, `golem events` and the heartbeat monitor read what it emits
         _x("ui-bridge", 5, {"agent_start", "agent_end", "turn_start", "turn_end", "tool_execution_start",

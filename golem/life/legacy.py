@@ -24,16 +24,19 @@ def legacy_dir(data_dir: Path, golem_id: str) -> Path:
     return DataLayout(data_dir).legacy(golem_id)
 
 
-def bloodstain_lines(reflection: DeathReflection, generation: int, tick: int) -> list[str]:
-    """The death's warnings as Grimoire entries (provenance death_reflection)."""
-    out = []
-    for i, text in enumerate(reflection.warnings):
-        e = GrimoireEntry(id=f"bloodstain-{reflection.golem_id}-{i}", category=EntryType.WARNING, content=text,
+def bloodstains(reflection: DeathReflection, generation: int, tick: int) -> list[GrimoireEntry]:
+    """The death's warnings as Grimoire entries (provenance death_reflection): the legacy's and the clade's."""
+    return [GrimoireEntry(id=f"bloodstain-{reflection.golem_id}-{i}", category=EntryType.WARNING, content=text,
                           confidence=0.9, quality_score=0.8, provenance=Provenance.DEATH_REFLECTION,
                           source=EntrySource(golem_id=reflection.golem_id, generation_number=generation),
                           created_tick=tick, tags=["bloodstain", "death_reflection"])
-        out.append(json.dumps({"kind": "entry", **e.model_dump(mode="json")}))
-    return out
+            for i, text in enumerate(reflection.warnings)]
+
+
+def bloodstain_lines(reflection: DeathReflection, generation: int, tick: int) -> list[str]:
+    """The bloodstains as lines of the legacy's grimoire.jsonl."""
+    return [json.dumps({"kind": "entry", **e.model_dump(mode="json")})
+            for e in bloodstains(reflection, generation, tick)]
 
 
 def write_legacy(out: Path, certificate: DeathCertificate, reflection: DeathReflection, grimoire_lines: list[str],

@@ -385,7 +385,8 @@ class ExtensionsSection(BaseModel):
 
 
 class CladeSection(BaseModel):
-    """[clade]: the golems of one owner sharing a pheromone field (docs/how-to/clade.md). Off by default."""
+    """[clade]: the golems of one owner sharing a pheromone field and their Grimoire entries (docs/how-to/clade.md).
+    Off by default."""
 
     model_config = {"extra": "forbid"}
     id: str = Field(default="", pattern=r"^$|^[a-z0-9][a-z0-9-]{0,40}$")  # the clade's name; "" = a lone golem
@@ -393,6 +394,9 @@ class CladeSection(BaseModel):
     opportunity_half_life_s: float = Field(default=900.0, gt=0, le=30 * 86400)  # ... an opportunity
     congestion_half_life_s: float = Field(default=300.0, gt=0, le=30 * 86400)  # ... congestion (gas)
     read_timeout_s: float = Field(default=2.0, gt=0, le=30)  # observe waits this long for the field, then goes on
+    share: bool = True  # exchange Grimoire entries with the siblings (docs/how-to/clade.md#the-entry-exchange)
+    sandbox_ticks: int = Field(default=50, ge=1, le=5000)  # own recent ticks a sibling's entry is replayed on
+    quarantine_ticks: int = Field(default=1440, ge=1)  # an entry without consensus this long is rejected
 
 
 # The [temporal] keys, each also settable as GOLEM_TEMPORAL_<KEY> (workers/client.py applies the overrides).

@@ -90,7 +90,6 @@ DOMAIN_ORDER: tuple[str, ...] = (
     "ids", "errors", "storage", "layout",  # ground modules
     "models",
     "extensions",
-    "clade",
     "chain",
     "grimoire",
     "inference",
@@ -99,6 +98,7 @@ DOMAIN_ORDER: tuple[str, ...] = (
     "backtest",
     "learning",
     "cognition",
+    "clade",  # the exchange replays a sibling's entry with the grimoire, learning and cognition
     "life",
     "events",
     "usecases",  # the top floor: one call per use case; it may also read services.py's Protocol
