@@ -88,14 +88,18 @@ class GolemServices:
         *,
         private_key: str | None = None,
         live: bool | None = None,
+        w3: Web3 | None = None,
+        embedder: Any = None,
     ) -> None:
+        """`w3`, `embedder`: a fleet worker's shared connection pool for the RPC URL and its one embedder
+        (docs/design/fleet.md); a single-golem worker builds its own."""
         self.config = config
         self.home = Path(config.golem.home)
         # One layout per golem, built by the edge that started the worker and handed to every store below.
         self.layout = layout = DataLayout.of(data)
         self.data_dir = layout.root
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.w3 = make_web3(config.chain.rpc_url)
+        self.w3 = w3 if w3 is not None else make_web3(config.chain.rpc_url)
         key = private_key or os.environ.get(config.chain.key_env)
         self._signer = Account.from_key(key) if key else None
         self.deployment = load_deployment(config, self.w3, layout, self._signer.address if self._signer else None)
@@ -108,9 +112,11 @@ class GolemServices:
         # Against an external RPC the golem dry-runs unless started live (docs/concepts/world.md).
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
 
+        shared = embedder
+
         def open_grimoire() -> None:
             # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full
-            embedder = make_embedder(config)
+            embedder = shared if shared is not None else make_embedder(config)
             self.decision_cache = DecisionCacheStore(layout.decision_cache)  # docs/design/gate.md#decision-cache
             self.episodes = EpisodeStore(layout.episodes, embedder)
             self.semantic = SemanticStore(layout.semantic_db, layout.semantic_vectors, embedder)

@@ -1,0 +1,68 @@
+"""Many golems, one worker, on real parts: Temporal dev server, Anvil, LanceDB, SQLite (docs/design/fleet.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from eth_account import Account
+
+from golem.fleet import FleetRegistry, prepare_home
+from golem.life.cycle_store import CycleStore
+from golem.world.devchain import dev_key
+from tests.integration.golem_rig import write_golem_home
+from workers.fleet import serving, start_placed
+
+pytestmark = pytest.mark.integration
+
+FIRST_KEY = 20  # dev accounts 20+ : no other test's account (0-6 are the world's and the rig's)
+
+
+def make_fleet(tmp: Path, rpc_url: str, world, ids: list[str], host: str, monkeypatch, w3,
+               root: Path | None = None) -> FleetRegistry:
+    """A host data dir with `ids` spawned on it: each its own home (golem.toml with its id and its key's env var),
+    its own funded wallet (dev account FIRST_KEY + i, i + 1 ETH: its reads show whose wallet it is)."""
+    template = tmp / "template" / "home"
+    if not template.exists():
+        (tmp / "template").mkdir(parents=True)
+        write_golem_home(tmp / "template", "template", rpc_url, world, theta=0.3)
+    registry = FleetRegistry(root or tmp / f"host-{host}")
+    registry.root.mkdir(parents=True, exist_ok=True)
+    world.save(registry.root / "deployment.json")
+    for gid in ids:
+        i = int(gid[1:])
+        key = dev_key(FIRST_KEY + i)
+        monkeypatch.setenv(f"GOLEM_TEST_KEY_{i}", key)
+        w3.provider.make_request("anvil_setBalance", [Account.from_key(key).address, hex((i + 1) * 10**18)])
+        prepare_home(registry, gid, template, key_env=f"GOLEM_TEST_KEY_{i}")
+        registry.place(gid, host)
+    return registry
+
+
+async def test_ten_golems_tick_concurrently_in_one_worker(temporal_client, anvil, w3, world_snapshot, tmp_path,
+                                                          monkeypatch):
+    ids = [f"g{i}" for i in range(10)]
+    registry = make_fleet(tmp_path, anvil.rpc_url, world_snapshot, ids, "solo", monkeypatch, w3)
+    ticks = 4
+    async with serving(temporal_client, registry.root, "solo") as fleet:
+        handles = [await start_placed(temporal_client, registry, gid, max_ticks=ticks) for gid in ids]
+        finals = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=300)
+        assert sorted(fleet.open_ids()) == ids, "one worker opened every golem's services"
+        assert len({id(fleet._open[g].services.episodes.embedder) for g in ids}) == 1, "one shared embedder"
+        assert len({id(fleet._open[g].services.w3) for g in ids}) == 1, "one web3 pool for the one RPC URL"
+    assert [f.tick for f in finals] == [ticks] * 10
+    spans = []
+    for i, gid in enumerate(ids):
+        store = CycleStore(registry.layout(gid).root)
+        rows = {r["tick"]: r for r in store.recent(50)}
+        assert sorted(rows) == list(range(ticks)), f"{gid}: its own records, every tick once"
+        recs = [store.load(t) for t in range(ticks)]
+        assert {r.golem_id for r in recs} == {gid}
+        assert all(r.workflow_id == f"golem-{gid}-tick-{r.tick}" for r in recs)
+        # its own wallet: the balance this test gave its account, nobody else's
+        assert {round(r.observation.snapshot.native_balance_eth, 3) for r in recs} == {float(i + 1)}, gid
+        assert (registry.layout(gid).episodes).exists(), f"{gid}: its own Grimoire under golems/{gid}/"
+        spans.append((recs[0].timestamp, recs[-1].timestamp))
+    # concurrently: every golem's first tick started before any golem's last tick
+    assert max(s for s, _ in spans) < min(e for _, e in spans), spans
