@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import inspect
 import logging
 import threading
@@ -43,6 +44,9 @@ log = logging.getLogger("golem.fleet")
 
 IDLE_SECONDS = 600.0  # a golem whose last activity ended this long ago has its services closed
 MAX_OPEN = 128  # golems with open services at once; the least recently used idle one closes first
+# What a halted golem carries to its next start (`golem stop`, then `spawn` again; `export`, then `import`): its state
+# and config version, in its data dir. Taken (renamed *.taken) once its workflow starts from it.
+MOVE_FILE = "carried-state.json"
 
 
 @dataclass
@@ -277,7 +281,8 @@ async def run_host(data: Path, host: str, address: str | None = None, live: bool
 
 
 async def start_placed(client: Client, registry: FleetRegistry, golem_id: str, *, max_ticks: int | None = None,
-                       state: Any = None, config_info: Any = None, source: str = "golem spawn") -> Any:
+                       state: Any = None, config_info: Any = None, config: GolemConfig | None = None,
+                       source: str = "golem spawn") -> Any:
     """Start a placed golem's GolemWorkflow on its host's queue: a newborn (state None) or one carrying the state an
     export took (its tick numbers go on). Returns the workflow handle."""
     from golem.ids import golem_workflow_id
@@ -289,14 +294,128 @@ async def start_placed(client: Client, registry: FleetRegistry, golem_id: str, *
     placement = registry.get(golem_id)
     if placement is None or not placement.running:
         raise ValueError(f"golem {golem_id} is not placed in {registry.root}: `golem spawn {golem_id}` first")
-    config = load_config(registry.home(golem_id) / "golem.toml")
     layout = registry.layout(golem_id)
+    carried_file = layout.root / MOVE_FILE
+    if state is None and carried_file.exists():  # a stopped golem started again: it goes on from its last tick
+        state, config_info, config = carried(json.loads(carried_file.read_text()))
+    if config is None:
+        config = load_config(registry.home(golem_id) / "golem.toml")
     if config_info is None:
         local = version_of(config)
         save_version(layout, local)
         config_info = start_info(local, state.tick if state is not None else 0, source, None)
     if state is None:
         state = inherited_state(config, layout.root)
-    return await client.start_workflow(
+    handle = await client.start_workflow(
         GolemWorkflow.run, GolemWorkflowInput(config=config, state=state, max_ticks=max_ticks, config_info=config_info),
         id=golem_workflow_id(golem_id), task_queue=host_queue(placement.host))
+    if carried_file.exists():
+        carried_file.replace(carried_file.with_suffix(".taken"))
+    return handle
+
+
+def carried(moved: dict[str, Any]) -> tuple[Any, Any, GolemConfig | None]:
+    """The state, config version and config a halted golem left in its carried-state file."""
+    from golem.models.config_version import ConfigVersionInfo
+    from golem.models.state import GolemState
+
+    state = GolemState.model_validate(moved["state"])
+    if not moved.get("was_paused"):  # paused by the halt only: it goes on ticking
+        state = state.model_copy(update={"paused": False})
+    info = ConfigVersionInfo.model_validate(moved["config_info"]) if moved.get("config_info") else None
+    config = GolemConfig.model_validate(moved["config"]) if moved.get("config") else None
+    return state, info, config
+
+
+
+
+async def halt(client: Client, golem_id: str, reason: str, timeout: float = 180.0) -> dict[str, Any]:
+    """End a golem's workflow between two ticks: pause it, wait until no tick, dream or delta cycle runs, take its
+    state and config version, terminate. Returns what a restart elsewhere needs (the move file's content)."""
+    from golem.ids import golem_workflow_id
+    from golem.models.golem import ControlRequest, ControlState
+    from workflows.golem import GolemWorkflow
+
+    handle = client.get_workflow_handle(golem_workflow_id(golem_id))
+    status = await handle.query(GolemWorkflow.status)
+    was_paused = status.paused
+    if not was_paused:
+        await handle.execute_update("pause", ControlRequest(reason=reason, source="fleet"), result_type=ControlState)
+    deadline = time.monotonic() + timeout
+    while True:
+        status = await handle.query(GolemWorkflow.status)
+        if status.activity == "paused" and status.current_tick_workflow_id is None:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"golem {golem_id} did not come to rest within {timeout:g}s (it is {status.activity})")
+        await asyncio.sleep(0.2)
+    state = await handle.query(GolemWorkflow.state)
+    running = await handle.query(GolemWorkflow.config_version)
+    if state is None:
+        raise RuntimeError(f"golem {golem_id} has no state yet (it has not started): try again in a moment")
+    await handle.terminate(reason=reason)
+    return {"golem_id": golem_id, "state": state.model_dump(mode="json"),
+            "config_info": running.info.model_dump(mode="json") if running is not None else None,
+            "config": running.config.model_dump(mode="json") if running is not None else None,
+            "was_paused": was_paused}
+
+
+async def stop_golem(client: Client, registry: FleetRegistry, golem_id: str, reason: str) -> dict[str, Any] | None:
+    """`golem stop`: halt the golem, keep what its next start needs in its data dir, mark it stopped here. None when
+    its workflow was not running."""
+    from temporalio.service import RPCError
+
+    try:
+        moved = await halt(client, golem_id, reason)
+    except RPCError as err:
+        if err.status.name != "NOT_FOUND":
+            raise
+        moved = None
+    if moved is not None:
+        (registry.layout(golem_id).root / MOVE_FILE).write_text(json.dumps(moved, indent=1))
+    registry.mark(golem_id, "stopped")
+    return moved
+
+
+async def export_golem(client: Client, registry: FleetRegistry, golem_id: str, out: Path) -> dict[str, Any]:
+    """`golem export`: halt the golem, pack its data dir (home included) and its move file into `out` (tar.gz), and
+    mark it moved here. Its next tick is the one after the state's."""
+    import tarfile
+
+    placement = registry.get(golem_id)
+    if placement is None or not placement.running:
+        raise ValueError(f"golem {golem_id} is not placed in {registry.root}" +
+                         (f" ({placement.status})" if placement else ""))
+    moved = await halt(client, golem_id, f"golem export: moving off host {placement.host}")
+    moved["from_host"] = placement.host
+    root = registry.layout(golem_id).root
+    (root / MOVE_FILE).write_text(json.dumps(moved, indent=1))
+    registry.mark(golem_id, "moved")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(root, arcname=golem_id)
+    return moved
+
+
+async def import_golem(client: Client, registry: FleetRegistry, bundle: Path, host: str, *,
+                       start: bool = True) -> tuple[str, Any]:
+    """`golem import`: unpack an export under `<data>/golems/<id>/`, place it on `host` and start its workflow there
+    with the state it left with (its tick numbers go on). Returns the id and the workflow handle (None: not started)."""
+    import tarfile
+
+    with tarfile.open(bundle, "r:gz") as tar:
+        names = {m.name.split("/", 1)[0] for m in tar.getmembers()}
+        if len(names) != 1:
+            raise ValueError(f"{bundle}: not a golem export (one folder named after the golem), found {sorted(names)}")
+        golem_id = names.pop()
+        dest = registry.layout(golem_id).root
+        if dest.exists() and any(dest.iterdir()):
+            raise ValueError(f"{dest} is not empty: golem {golem_id} already has data on this host")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tar.extractall(dest.parent, filter="data")
+    if not (dest / MOVE_FILE).exists():
+        raise ValueError(f"{bundle}: no {MOVE_FILE} in it: not made by `golem export`")
+    registry.place(golem_id, host)
+    handle = await start_placed(client, registry, golem_id, source="golem import") if start else None
+    return golem_id, handle
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,71 @@ async def test_ten_golems_tick_concurrently_in_one_worker(temporal_client, anvil
         spans.append((recs[0].timestamp, recs[-1].timestamp))
     # concurrently: every golem's first tick started before any golem's last tick
     assert max(s for s, _ in spans) < min(e for _, e in spans), spans
+
+
+def _golem(argv: list[str]) -> int:
+    from cli.main import main
+
+    return main(argv)
+
+
+async def _cli(capsys, *argv: str) -> str:
+    """A `golem` command run in-process (on a thread: it runs its own event loop); its stdout."""
+    capsys.readouterr()
+    code = await asyncio.to_thread(_golem, list(argv))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return out
+
+
+def _ticks(registry: FleetRegistry, gid: str) -> list[int]:
+    layout = registry.layout(gid)
+    return sorted(r["tick"] for r in CycleStore(layout).recent(200)) if layout.cycle_index.exists() else []
+
+
+async def test_spawn_list_stop_and_start_again(temporal_client, temporal_env, anvil, w3, world_snapshot, tmp_path,
+                                               monkeypatch, capsys):
+    from temporalio.client import WorkflowExecutionStatus
+
+    from tests.integration.golem_rig import wait_for
+
+    registry = make_fleet(tmp_path, anvil.rpc_url, world_snapshot, [], "h", monkeypatch, w3)
+    template = tmp_path / "template" / "home"
+    monkeypatch.setenv("GOLEM_TEMPORAL_ADDRESS", temporal_env.client.service_client.config.target_host)
+    monkeypatch.setenv("GOLEM_TEST_KEY_1", dev_key(FIRST_KEY + 1))
+    w3.provider.make_request("anvil_setBalance", [Account.from_key(dev_key(FIRST_KEY + 1)).address, hex(2 * 10**18)])
+    data = ["--home", str(template), "--data", str(registry.root)]
+    async with serving(temporal_client, registry.root, "h", reap_every=0.5) as fleet:
+        out = await _cli(capsys, *data, "spawn", "s1", "--host", "h", "--key-env", "GOLEM_TEST_KEY_1")
+        assert "placed on host h" in out and "started on golem-host-h" in out, out
+        await wait_for(lambda: len(_ticks(registry, "s1")) >= 3, 90, "s1's first ticks")
+        rows = {r["id"]: r for r in json.loads(await _cli(capsys, *data, "list", "--json"))}
+        row = rows["s1"]
+        assert row["host"] == "h" and isinstance(row["tick"], int) and row["tick"] >= 3, row
+        assert row["tier"] in ("T0", "T1", "T2") and row["phase"] != "-" and row["equity"].startswith("$"), row
+        assert row["spend_today"].startswith("$") and row["alerts"] != "-", row
+        # --golem: a golem command reads the placed golem's own data dir
+        out = await _cli(capsys, "--data", str(registry.root), "--golem", "s1", "ticks")
+        assert "T0" in out or "T1" in out, out
+
+        out = await _cli(capsys, *data, "stop", "s1")
+        assert "stopped before tick" in out, out
+        stopped_at = json.loads((registry.layout("s1").root / "carried-state.json").read_text())["state"]["tick"]
+        desc = await temporal_client.get_workflow_handle("golem-s1").describe()
+        assert desc.status == WorkflowExecutionStatus.TERMINATED
+        assert registry.get("s1").status == "stopped"
+        await wait_for(lambda: "s1" not in fleet.open_ids(), 10, "the host closing a stopped golem's services")
+        rows = {r["id"]: r for r in json.loads(await _cli(capsys, *data, "list", "--json"))}
+        assert rows["s1"]["state"] == "stopped", rows
+        assert _ticks(registry, "s1") == list(range(stopped_at)), "no tick after the stop"
+
+        await _cli(capsys, *data, "spawn", "s1", "--host", "h")  # again: it goes on from where it stopped
+        await wait_for(lambda: len(_ticks(registry, "s1")) >= stopped_at + 2, 90, "s1 ticking again")
+        await _stop_quietly(temporal_client, registry, "s1")
+    assert _ticks(registry, "s1")[: stopped_at + 2] == list(range(stopped_at + 2)), "its tick numbers went on"
+
+
+async def _stop_quietly(client, registry, gid):
+    from workers.fleet import stop_golem
+
+    await stop_golem(client, registry, gid, "test over")
