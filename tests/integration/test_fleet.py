@@ -125,13 +125,78 @@ async def test_spawn_list_stop_and_start_again(temporal_client, temporal_env, an
         assert rows["s1"]["state"] == "stopped", rows
         assert _ticks(registry, "s1") == list(range(stopped_at)), "no tick after the stop"
 
+        first_run = CycleStore(registry.layout("s1")).load(0).run_id
         await _cli(capsys, *data, "spawn", "s1", "--host", "h")  # again: it goes on from where it stopped
+        status = await temporal_client.get_workflow_handle("golem-s1").query("status")
+        assert status["tick"] >= stopped_at, (status["tick"], stopped_at)
         await wait_for(lambda: len(_ticks(registry, "s1")) >= stopped_at + 2, 90, "s1 ticking again")
         await _stop_quietly(temporal_client, registry, "s1")
     assert _ticks(registry, "s1")[: stopped_at + 2] == list(range(stopped_at + 2)), "its tick numbers went on"
+    assert CycleStore(registry.layout("s1")).load(0).run_id == first_run, "tick 0 was not run again"
 
 
 async def _stop_quietly(client, registry, gid):
     from workers.fleet import stop_golem
 
     await stop_golem(client, registry, gid, "test over")
+
+
+def _host_worker(root: Path, host: str, address: str, log: Path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.integration.golem_rig import REPO
+
+    return subprocess.Popen([sys.executable, "-m", "cli", "--data", str(root), "worker", "--host", host],
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO,
+                            env=dict(os.environ, GOLEM_TEMPORAL_ADDRESS=address))
+
+
+async def test_two_hosts_split_a_fleet_and_a_golem_moves_between_them(temporal_client, temporal_env, anvil, w3,
+                                                                      world_snapshot, tmp_path, monkeypatch, capsys):
+    from tests.integration.golem_rig import wait_for
+
+    address = temporal_env.client.service_client.config.target_host
+    monkeypatch.setenv("GOLEM_TEMPORAL_ADDRESS", address)
+    a = make_fleet(tmp_path, anvil.rpc_url, world_snapshot, ["m2", "m3"], "a", monkeypatch, w3)
+    b = make_fleet(tmp_path, anvil.rpc_url, world_snapshot, ["m4"], "b", monkeypatch, w3)
+    procs = [_host_worker(a.root, "a", address, tmp_path / "host-a.log"),
+             _host_worker(b.root, "b", address, tmp_path / "host-b.log")]
+    try:
+        for registry, gid in ((a, "m2"), (a, "m3"), (b, "m4")):
+            await start_placed(temporal_client, registry, gid)
+        for registry, gid in ((a, "m2"), (a, "m3"), (b, "m4")):
+            await wait_for(lambda: len(_ticks(registry, gid)) >= 3, 120, f"{gid} ticking on its host")
+        for registry, gid, host in ((a, "m2", "a"), (a, "m3", "a"), (b, "m4", "b")):
+            seen = await temporal_client.get_workflow_handle(f"golem-{gid}-tick-1").describe()
+            assert seen.task_queue == f"golem-host-{host}", (gid, seen.task_queue)
+            assert not (b if host == "a" else a).layout(gid).root.exists(), "its data is on its host only"
+        rows = {r["id"]: r for r in json.loads(await _cli(capsys, "--data", str(a.root), "list", "--json"))}
+        assert {g: rows[g]["host"] for g in ("m2", "m3", "m4")} == {"m2": "a", "m3": "a", "m4": "b"}, rows
+
+        bundle = tmp_path / "m2.golem.tar.gz"
+        out = await _cli(capsys, "--data", str(a.root), "export", "m2", "--out", str(bundle))
+        assert "exported" in out, out
+        left_at = json.loads((a.layout("m2").root / "carried-state.json").read_text())["state"]["tick"]
+        assert a.get("m2").status == "moved"
+        first_run = CycleStore(a.layout("m2")).load(0).run_id
+        out = await _cli(capsys, "--data", str(b.root), "import", str(bundle), "--host", "b")
+        assert "imported to host b" in out, out
+        status = await temporal_client.get_workflow_handle("golem-m2").query("status")
+        assert status["tick"] >= left_at, (status["tick"], left_at)
+        await wait_for(lambda: len(_ticks(b, "m2")) >= left_at + 2, 120, "m2 ticking on host b")
+        assert _ticks(b, "m2")[: left_at + 2] == list(range(left_at + 2)), "its tick numbers went on"
+        moved = await temporal_client.get_workflow_handle(f"golem-m2-tick-{left_at}").describe()
+        assert moved.task_queue == "golem-host-b", moved.task_queue
+        assert len(_ticks(a, "m2")) == left_at, "host a ran no tick of m2 after the export"
+        assert CycleStore(b.layout("m2")).load(0).run_id == first_run, "tick 0 was not run again on host b"
+        rows = {r["id"]: r for r in json.loads(await _cli(capsys, "--data", str(b.root), "list", "--json"))}
+        assert rows["m2"]["host"] == "b" and rows["m2"]["tick"] >= left_at + 2, rows["m2"]
+        for registry, gid in ((b, "m2"), (a, "m3"), (b, "m4")):
+            await _stop_quietly(temporal_client, registry, gid)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
