@@ -14,7 +14,10 @@ from golem.errors import UserError
 def cmd_run(args: argparse.Namespace) -> int:
     from infra.stack import run_stack
 
-    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario, quiet=args.quiet, address=args.address)
+    if args.golems < 0:
+        raise UserError(f"--golems {args.golems}: give a number of golems (1 or more), or leave it out for the demo golem")
+    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario, quiet=args.quiet, address=args.address,
+                     golems=args.golems)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -112,6 +115,8 @@ def register(command: Command) -> None:
     s = command("run", "start the embedded stack and a live golem (Ctrl-C stops it)")
     s.add_argument("--scenario", default="calm", choices=["calm", "trending", "volatile", "crash"])
     s.add_argument("--quiet", action="store_true", help="no line per tick on the console after start-up")
+    s.add_argument("--golems", type=int, default=0, metavar="N",
+                   help="N golems in one worker (<id>1..<id>N, each its own home, data dir and wallet)")
     s.set_defaults(fn=cmd_run)
     s = command("worker", "serve this golem's task queue, or with --host every golem placed on this host")
     s.add_argument("--host", help="serve golem-host-<HOST>: the golems `golem spawn` / `import` placed in --data")
