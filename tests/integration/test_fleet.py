@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,10 @@ async def test_ten_golems_tick_concurrently_in_one_worker(temporal_client, anvil
         assert sorted(fleet.open_ids()) == ids, "one worker opened every golem's services"
         assert len({id(fleet._open[g].services.episodes.embedder) for g in ids}) == 1, "one shared embedder"
         assert len({id(fleet._open[g].services.w3) for g in ids}) == 1, "one web3 pool for the one RPC URL"
+        # idle: closed once the idle time has passed since each one's last activity
+        assert fleet.close_idle(now=time.monotonic() + fleet.idle_seconds - 5) == []
+        assert sorted(fleet.close_idle(now=time.monotonic() + fleet.idle_seconds + 1)) == ids
+        assert fleet.open_ids() == []
     assert [f.tick for f in finals] == [ticks] * 10
     spans = []
     for i, gid in enumerate(ids):
