@@ -14,7 +14,7 @@ from golem.errors import UserError
 
 
 def spawn_placed(args: Namespace) -> int:
-    """`golem spawn ID [--archetype A] [--home DIR] [--host NAME]`: a new golem on this host, its home copied from
+    """`golem spawn ID [--kind K] [--home DIR] [--host NAME]`: a new golem on this host, its home copied from
     --home, its workflow started on the host's queue unless --no-start."""
     from golem.fleet import FleetRegistry, default_host, prepare_home
     from golem.ids import host_queue
@@ -29,8 +29,8 @@ def spawn_placed(args: Namespace) -> int:
             if not (registry.home(args.new_id) / "golem.toml").exists() else registry.home(args.new_id)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
-    registry.place(args.new_id, host, args.archetype)
-    print(f"golem {args.new_id} ({args.archetype}) placed on host {host}: data {registry.layout(args.new_id).root}, "
+    registry.place(args.new_id, host, args.kind)
+    print(f"golem {args.new_id} ({args.kind}) placed on host {host}: data {registry.layout(args.new_id).root}, "
           f"home {home}")
     if args.no_start:
         print(f"  start it: golem spawn {args.new_id} (again, without --no-start) beside `golem worker --host {host}`")

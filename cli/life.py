@@ -192,8 +192,8 @@ def register(command: Command) -> None:
     p = command("spawn", "place a new golem on this host (--home: the home it copies), or a successor (--inherit)")
     p.add_argument("new_id")
     p.add_argument("--inherit", metavar="DEAD_ID", help="the dead golem whose legacy (in --data) it inherits")
-    p.add_argument("--archetype", default="golem-instance", choices=["golem-instance"],
-                   help="the kind of golem (today: golem-instance, the trading golem)")
+    p.add_argument("--kind", default="golem-instance", choices=["golem-instance"],
+                   help="the kind of golem, a workflow kind (today: golem-instance, the trading golem)")
     p.add_argument("--host", help="the host it is placed on (GOLEM_HOST, else this machine's name)")
     p.add_argument("--key-env", help="the env var its host's worker reads its key from (default: its home's "
                                      "[chain] key_env)")

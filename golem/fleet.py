@@ -38,7 +38,7 @@ class Placement:
     golem_id: str
     host: str
     status: str  # placed | stopped | moved
-    archetype: str
+    kind: str  # the golem's workflow kind: golem-instance
     added_at: str
 
     @property
@@ -57,7 +57,7 @@ class FleetRegistry:
         self.root.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=10)
         db.execute("CREATE TABLE IF NOT EXISTS golems (id TEXT PRIMARY KEY, host TEXT NOT NULL, status TEXT NOT NULL,"
-                   " archetype TEXT NOT NULL, added_at TEXT NOT NULL)")
+                   " kind TEXT NOT NULL, added_at TEXT NOT NULL)")
         return db
 
     def layout(self, golem_id: str) -> DataLayout:
@@ -68,12 +68,12 @@ class FleetRegistry:
         """The golem's own home (golem.toml, STRATEGY.md), inside its data dir so a move carries both."""
         return self.layout(golem_id).root / "home"
 
-    def place(self, golem_id: str, host: str, archetype: str = "golem-instance") -> Placement:
+    def place(self, golem_id: str, host: str, kind: str = "golem-instance") -> Placement:
         check_golem_id(golem_id)
         at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         with closing(self._db()) as db, db:
             db.execute("INSERT INTO golems VALUES (?, ?, 'placed', ?, ?) ON CONFLICT(id) DO UPDATE SET host = "
-                       "excluded.host, status = 'placed', archetype = excluded.archetype", (golem_id, host, archetype, at))
+                       "excluded.host, status = 'placed', kind = excluded.kind", (golem_id, host, kind, at))
         placed = self.get(golem_id)
         assert placed is not None
         return placed
@@ -85,13 +85,13 @@ class FleetRegistry:
 
     def get(self, golem_id: str) -> Placement | None:
         with closing(self._db()) as db:
-            row = db.execute("SELECT id, host, status, archetype, added_at FROM golems WHERE id = ?",
+            row = db.execute("SELECT id, host, status, kind, added_at FROM golems WHERE id = ?",
                              (golem_id,)).fetchone()
         return Placement(*row) if row else None
 
     def all(self, host: str | None = None) -> list[Placement]:
         with closing(self._db()) as db:
-            rows = db.execute("SELECT id, host, status, archetype, added_at FROM golems ORDER BY id").fetchall()
+            rows = db.execute("SELECT id, host, status, kind, added_at FROM golems ORDER BY id").fetchall()
         return [Placement(*r) for r in rows if host is None or r[1] == host]
 
 

@@ -1,7 +1,7 @@
 """A fleet worker: one process serving every golem placed on its host, on the host's task queue golem-host-<name>.
 
-Each golem's services open on its first activity and close when idle; one embedder and one web3 connection pool per
-RPC URL serve them all. An activity finds its golem from its workflow id (golem.ids.golem_of), so the activity classes
+Each golem's services open on its first activity and close when idle; one web3 connection pool per RPC URL serves
+them all (and one embedder: embedder_by_name keeps one per process). An activity finds its golem from its workflow id (golem.ids.golem_of), so the activity classes
 are the single-golem worker's, one instance per golem (docs/design/fleet.md).
 """
 
@@ -31,7 +31,6 @@ from web3 import Web3
 from activities import ActivitySet
 from golem.chain.web3client import make_web3
 from golem.fleet import FleetRegistry
-from golem.grimoire.store.embeddings import make_embedder
 from golem.ids import clade_queue, golem_of, host_queue
 from golem.learning.trial import TrialRunner
 from golem.models.config import GolemConfig, load_config
@@ -73,7 +72,6 @@ class Fleet:
         self._lock = threading.Lock()
         self._opening: dict[str, threading.Lock] = {}
         self._web3: dict[str, Web3] = {}
-        self._embedders: dict[tuple[str, str | None], Any] = {}
         self.opened = 0  # services opened since start (a golem closed when idle and used again counts twice)
 
     # ---- shared pools ---------------------------------------------------------------------------
@@ -82,13 +80,6 @@ class Fleet:
             if rpc_url not in self._web3:
                 self._web3[rpc_url] = make_web3(rpc_url)
             return self._web3[rpc_url]
-
-    def embedder(self, config: GolemConfig) -> Any:
-        key = (config.grimoire.embedder, config.grimoire.model_cache_dir)
-        with self._lock:
-            if key not in self._embedders:
-                self._embedders[key] = make_embedder(config)
-            return self._embedders[key]
 
     # ---- golems -----------------------------------------------------------------------------------
     def config_of(self, golem_id: str) -> GolemConfig:
@@ -125,7 +116,7 @@ class Fleet:
             self._check_placed(golem_id)
             config = self.config_of(golem_id)
             services = GolemServices(config, self.registry.layout(golem_id), live=self.live,
-                                     w3=self.web3(config.chain.rpc_url), embedder=self.embedder(config))
+                                     w3=self.web3(config.chain.rpc_url))
             sets = activity_sets(self.client, services, self.trials, self.loop)
             hosted = Hosted(services, {type(s): s for s in sets})
             with self._lock:

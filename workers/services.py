@@ -56,6 +56,7 @@ from workers.config_versions import save_version, stored_config, stored_strategy
 log = logging.getLogger("golem.services")
 
 LOCAL_CHAIN_ID = 31337  # the embedded Anvil sandbox: the demo runs live on it
+MAX_KEPT = 32  # config versions and strategy checks kept per golem (the oldest goes first)
 
 
 def load_deployment(config: GolemConfig, w3: Web3, data: DataLayout | Path, account: str | None) -> Deployment:
@@ -89,10 +90,9 @@ class GolemServices:
         private_key: str | None = None,
         live: bool | None = None,
         w3: Web3 | None = None,
-        embedder: Any = None,
     ) -> None:
-        """`w3`, `embedder`: a fleet worker's shared connection pool for the RPC URL and its one embedder
-        (docs/design/fleet.md); a single-golem worker builds its own."""
+        """`w3`: a fleet worker's connection pool for the RPC URL, shared by its golems (docs/design/fleet.md); a
+        single-golem worker builds its own. The embedder is one per process already (embedder_by_name)."""
         self.config = config
         self.home = Path(config.golem.home)
         # One layout per golem, built by the edge that started the worker and handed to every store below.
@@ -112,11 +112,9 @@ class GolemServices:
         # Against an external RPC the golem dry-runs unless started live (docs/concepts/world.md).
         self.live = bool(self._signer) and (live if live is not None else (config.chain.live or chain_id == LOCAL_CHAIN_ID))
 
-        shared = embedder
-
         def open_grimoire() -> None:
             # [grimoire] embedder (EmbedderUnavailable says what to install); a model switch re-embeds in full
-            embedder = shared if shared is not None else make_embedder(config)
+            embedder = make_embedder(config)
             self.decision_cache = DecisionCacheStore(layout.decision_cache)  # docs/design/gate.md#decision-cache
             self.episodes = EpisodeStore(layout.episodes, embedder)
             self.semantic = SemanticStore(layout.semantic_db, layout.semantic_vectors, embedder)
@@ -217,6 +215,8 @@ class GolemServices:
                 raise ValueError(f"config version {short(version)} is not on this worker's disk "
                                  f"({self.layout.config_versions}); apply the current files with "
                                  f"`golem config apply`")
+            if len(self._configs) >= MAX_KEPT:  # bounded: a fleet worker keeps many golems' services
+                self._configs.pop(next(iter(self._configs)))
             self._configs[version] = config
         return config
 
@@ -237,6 +237,8 @@ class GolemServices:
         limits = self.safety.limits_for(ctx.config if ctx is not None else None)
         key = f"{hashlib.sha256(text.encode()).hexdigest()}:{limits.policy_hash()}:{phase.value}"
         if key not in self._strategy_checks:
+            if len(self._strategy_checks) >= MAX_KEPT:  # bounded, as _configs
+                self._strategy_checks.pop(next(iter(self._strategy_checks)))
             self._strategy_checks[key] = validate_strategy(
                 text, limits, observation=observation, simulate=self.simulate,
                 phase=phase,

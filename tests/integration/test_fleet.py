@@ -51,7 +51,7 @@ async def test_ten_golems_tick_concurrently_in_one_worker(temporal_client, anvil
         handles = [await start_placed(temporal_client, registry, gid, max_ticks=ticks) for gid in ids]
         finals = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=300)
         assert sorted(fleet.open_ids()) == ids, "one worker opened every golem's services"
-        assert len({id(fleet._open[g].services.episodes.embedder) for g in ids}) == 1, "one shared embedder"
+        assert len({id(fleet._open[g].services.episodes.embedder) for g in ids}) == 1, "one embedder"
         assert len({id(fleet._open[g].services.w3) for g in ids}) == 1, "one web3 pool for the one RPC URL"
         # idle: closed once the idle time has passed since each one's last activity
         assert fleet.close_idle(now=time.monotonic() + fleet.idle_seconds - 5) == []
@@ -112,7 +112,7 @@ async def test_spawn_list_stop_and_start_again(temporal_client, temporal_env, an
         await wait_for(lambda: len(_ticks(registry, "s1")) >= 3, 90, "s1's first ticks")
         rows = {r["id"]: r for r in json.loads(await _cli(capsys, *data, "list", "--json"))}
         row = rows["s1"]
-        assert row["host"] == "h" and isinstance(row["tick"], int) and row["tick"] >= 3, row
+        assert row["host"] == "h" and isinstance(row["tick"], int) and row["tick"] >= 2, row
         assert row["tier"] in ("T0", "T1", "T2") and row["phase"] != "-" and row["equity"].startswith("$"), row
         assert row["spend_today"].startswith("$") and row["alerts"] != "-", row
         # --golem: a golem command reads the placed golem's own data dir
