@@ -53,9 +53,14 @@ async def test_ten_golems_tick_concurrently_in_one_worker(temporal_client, anvil
         assert sorted(fleet.open_ids()) == ids, "one worker opened every golem's services"
         assert len({id(fleet._open[g].services.episodes.embedder) for g in ids}) == 1, "one embedder"
         assert len({id(fleet._open[g].services.w3) for g in ids}) == 1, "one web3 pool for the one RPC URL"
+        # bounded: past the cap the least recently used idle golems close first
+        recent = fleet.open_ids()[-4:]
+        fleet.max_open = 4
+        fleet._evict_over_cap()
+        assert fleet.open_ids() == recent
         # idle: closed once the idle time has passed since each one's last activity
         assert fleet.close_idle(now=time.monotonic() + fleet.idle_seconds - 5) == []
-        assert sorted(fleet.close_idle(now=time.monotonic() + fleet.idle_seconds + 1)) == ids
+        assert sorted(fleet.close_idle(now=time.monotonic() + fleet.idle_seconds + 1)) == sorted(recent)
         assert fleet.open_ids() == []
     assert [f.tick for f in finals] == [ticks] * 10
     spans = []
