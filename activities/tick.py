@@ -133,15 +133,17 @@ def bad_input(message: str, kind: str = "BadInput") -> ApplicationError:
 
 
 class TickActivities(ActivitySet):
-    def __init__(self, services: Services, temporal: Client | None = None) -> None:
+    def __init__(self, services: Services, temporal: Client | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.s = services
         # The worker's Temporal client: reflect reads a reset run's reason from its history, and lean step inputs
         # get the earlier steps' results they name from the tick run's history.
         self.temporal = temporal
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
+        if loop is None:  # a fleet worker builds a golem's activities on a thread and hands its loop in
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
         self.results = StepResults(temporal, loop) if temporal is not None else None
         self._loop = loop
         # the clade's pheromone field, through the same client (docs/design/pheromones.md)

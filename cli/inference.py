@@ -28,7 +28,10 @@ async def _ask_worker(args: Namespace, golem_id: str) -> str | None:
     except Exception:  # no Temporal: there is no worker to ask either
         return None
     wid = doctor_workflow_id(golem_id, uuid.uuid4().hex[:8])
-    handle = await client.start_workflow(DoctorWorkflow.run, golem_id, id=wid, task_queue=task_queue(golem_id),
+    from workers.client import golem_queue
+
+    queue = await golem_queue(client, golem_id)  # a fleet golem's host queue
+    handle = await client.start_workflow(DoctorWorkflow.run, golem_id, id=wid, task_queue=queue,
                                          execution_timeout=timedelta(seconds=60))
     try:
         return await asyncio.wait_for(handle.result(), WORKER_WAIT_SECONDS)

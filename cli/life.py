@@ -107,6 +107,10 @@ def _kill(args: Namespace) -> int:
 
 
 def _spawn(args: Namespace) -> int:
+    if not args.inherit:  # a new golem on this host's fleet (cli/fleet.py)
+        from cli.fleet import spawn_placed
+
+        return spawn_placed(args)
     from golem.grimoire.transfer import import_file
     from golem.life.succession import find_legacy, stage_succession, successor_home
 
@@ -185,9 +189,15 @@ def register(command: Command) -> None:
     p.add_argument("--reason", required=True, help="why (in the death certificate)")
     p.add_argument("--yes", action="store_true", help="do not ask; confirm with the golem's id from golem.toml")
     p.set_defaults(fn=_kill)
-    p = command("spawn", "start a successor from a dead golem's legacy")
+    p = command("spawn", "place a new golem on this host (--home: the home it copies), or a successor (--inherit)")
     p.add_argument("new_id")
-    p.add_argument("--inherit", required=True, metavar="DEAD_ID", help="the dead golem whose legacy (in --data) it inherits")
+    p.add_argument("--inherit", metavar="DEAD_ID", help="the dead golem whose legacy (in --data) it inherits")
+    p.add_argument("--kind", default="golem-instance", choices=["golem-instance"],
+                   help="the kind of golem, a workflow kind (today: golem-instance, the trading golem)")
+    p.add_argument("--host", help="the host it is placed on (GOLEM_HOST, else this machine's name)")
+    p.add_argument("--key-env", help="the env var its host's worker reads its key from (default: its home's "
+                                     "[chain] key_env)")
+    p.add_argument("--no-start", action="store_true", help="place it without starting its workflow")
     p.add_argument("--into", help="the successor's data dir (default: <data>-<NEW_ID> beside --data)")
-    p.add_argument("--start", action="store_true", help="also start its GolemWorkflow on Temporal (--address)")
+    p.add_argument("--start", action="store_true", help="--inherit: also start its GolemWorkflow on Temporal (--address)")
     p.set_defaults(fn=_spawn)

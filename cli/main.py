@@ -6,15 +6,15 @@ import argparse
 import os
 import sys
 
-from cli import (backtest, config, control, dreams, events, gating, grimoire, inference, life, pheromones, records,
-                 replay, safety, stack, status, steer)
+from cli import (backtest, config, control, dreams, events, fleet, gating, grimoire, inference, life, pheromones,
+                 records, replay, safety, stack, status, steer)
 from cli.common import address, default_data, default_home, one_line, rpc_error
 from golem.errors import UserError
 
 # Each module adds its commands with register(command), in this order (the order of `golem --help`). Every
 # module imports only the standard library at the top: what a command needs loads when that command runs.
 COMMAND_GROUPS = (stack, status, records, steer, replay, control, gating, grimoire, inference, safety, dreams,
-                  backtest, config, events, life, pheromones)
+                  backtest, config, events, life, fleet, pheromones)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,11 +22,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default=str(default_home()), help="golem home with golem.toml, STRATEGY.md (GOLEM_HOME)")
     p.add_argument("--data", default=str(default_data()), help="data directory (GOLEM_DATA)")
     p.add_argument("--address", default=os.environ.get("GOLEM_TEMPORAL_ADDRESS"), help="Temporal host:port")
+    p.add_argument("--golem", metavar="ID", help="a golem placed in --data (`golem list`): its home and data dir "
+                                                 "(<data>/golems/<ID>/) stand for --home and --data")
     # The same options are accepted after the command too (`golem show 3 --data DIR`).
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS)
     common.add_argument("--data", default=argparse.SUPPRESS)
     common.add_argument("--address", default=argparse.SUPPRESS)
+    common.add_argument("--golem", default=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
@@ -42,7 +45,22 @@ def build_parser() -> argparse.ArgumentParser:
 # with os._exit once their output is flushed.
 _CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "reset", "doctor", "gating", "backtest", "config",
                     "pause", "resume", "stop-entries", "allow-entries", "approve", "deny", "kill", "spawn", "chat", "extensions",
-                    "pheromones", "consolidator"}
+                    "pheromones", "consolidator", "list", "stop", "export", "import"}
+# Fleet commands name their golem themselves and read the host's data dir (--data), not a golem's.
+_FLEET_COMMANDS = {"spawn", "list", "stop", "export", "import"}
+
+
+def _resolve_golem(args: argparse.Namespace) -> None:
+    """`--golem ID`: the placed golem's own home and data dir stand for --home and --data (docs/how-to/fleet.md)."""
+    if not getattr(args, "golem", None) or args.cmd in _FLEET_COMMANDS:
+        return
+    from golem.fleet import FleetRegistry
+
+    registry = FleetRegistry(args.data)
+    if registry.get(args.golem) is None:
+        raise UserError(f"--golem {args.golem}: no such golem placed in {args.data} (`golem list`; `golem spawn "
+                        f"{args.golem}` places one)")
+    args.home, args.data = str(registry.home(args.golem)), str(registry.layout(args.golem).root)
 
 
 def _user_error_message(args: argparse.Namespace, err: BaseException) -> str | None:
@@ -76,6 +94,7 @@ def _stdout_closed() -> int:
 def _run(args: argparse.Namespace) -> int:
     """Run the command; user errors leave as SystemExit with one line (what, why, the fix)."""
     try:
+        _resolve_golem(args)
         code = args.fn(args) or 0
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
         return code

@@ -1,7 +1,7 @@
 """`golem pheromones [--json] [--clade ID]` — the clade's pheromone field: every trail with its intensity now.
 `golem clade [--json] [--stage S]` — the entry exchange as this golem sees it: what it shared, and every entry its
 siblings sent, by stage (quarantine, consensus, sandbox, adopted, rejected) with the reason.
-`golem consolidator NAME --golem ID=DATA[@HOME] ... [--every 50m] [--clade ID] [--delete]` — a memory-consolidator
+`golem consolidator NAME --member ID=DATA[@HOME] ... [--every 50m] [--clade ID] [--delete]` — a memory-consolidator
 on a Temporal Schedule over those golems' Grimoires (docs/how-to/clade.md).
 
 Reads the clade's PheromoneFieldWorkflow with a query (docs/how-to/clade.md); a golem without `[clade] id` has no
@@ -141,10 +141,10 @@ async def _consolidator(args: Namespace) -> int:
     if not clade:
         raise ValueError("a consolidator runs on a clade's queue: pass --clade ID or set [clade] id in golem.toml")
     golems = []
-    for spec in args.golem:
+    for spec in args.member:
         gid, eq, rest = spec.partition("=")
         if not eq or not rest:
-            raise ValueError(f"--golem {spec!r}: write ID=DATA_DIR or ID=DATA_DIR@HOME")
+            raise ValueError(f"--member {spec!r}: write ID=DATA_DIR or ID=DATA_DIR@HOME")
         data, _, home = rest.partition("@")
         golems.append(ConsolidatedGolem(id=gid, data=str(Path(data).resolve()),
                                         home=str(Path(home).resolve()) if home else ""))
@@ -176,7 +176,8 @@ def register(command: Command) -> None:
     c.set_defaults(fn=cmd_clade)
     m = command("consolidator", "a memory-consolidator on a Temporal Schedule over several golems' Grimoires")
     m.add_argument("name", help="the consolidator's name (its Schedule is consolidator-NAME)")
-    m.add_argument("--golem", action="append", default=[], metavar="ID=DATA[@HOME]",
+    # --member, since --golem ID is every command's choice of a placed golem
+    m.add_argument("--member", action="append", default=[], metavar="ID=DATA[@HOME]",
                    help="a golem whose Grimoire it reads (at least two)")
     m.add_argument("--every", default=None, help="interval, e.g. 50m (default: 50 ticks of this home's golem)")
     m.add_argument("--clade", default=None, help="the clade whose queue runs it (default: [clade] id)")

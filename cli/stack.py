@@ -14,7 +14,10 @@ from golem.errors import UserError
 def cmd_run(args: argparse.Namespace) -> int:
     from infra.stack import run_stack
 
-    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario, quiet=args.quiet, address=args.address)
+    if args.golems < 0:
+        raise UserError(f"--golems {args.golems}: give a number of golems (1 or more), or leave it out for the demo golem")
+    return run_stack(Path(args.home), Path(args.data), scenario=args.scenario, quiet=args.quiet, address=args.address,
+                     golems=args.golems)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -24,6 +27,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from workers.worker import run_worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.host:  # every golem placed on this host (<data>/fleet.sqlite), on golem-host-<name>
+        from workers.fleet import run_host
+
+        try:
+            arun(run_host(Path(args.data), args.host, args.address, live=True if args.live else None,
+                          wait_for_temporal=args.wait_for_temporal,
+                          config=config(args) if (Path(args.home) / "golem.toml").exists() else None))
+        except KeyboardInterrupt:
+            pass
+        return 0
     cfg = config(args)
     layout = DataLayout(Path(args.data))  # the worker's one layout, handed down to every store it opens
     try:
@@ -102,8 +115,11 @@ def register(command: Command) -> None:
     s = command("run", "start the embedded stack and a live golem (Ctrl-C stops it)")
     s.add_argument("--scenario", default="calm", choices=["calm", "trending", "volatile", "crash"])
     s.add_argument("--quiet", action="store_true", help="no line per tick on the console after start-up")
+    s.add_argument("--golems", type=int, default=0, metavar="N",
+                   help="N golems in one worker (<id>1..<id>N, each its own home, data dir and wallet)")
     s.set_defaults(fn=cmd_run)
-    s = command("worker", "serve this golem's task queue")
+    s = command("worker", "serve this golem's task queue, or with --host every golem placed on this host")
+    s.add_argument("--host", help="serve golem-host-<HOST>: the golems `golem spawn` / `import` placed in --data")
     s.add_argument("--live", action="store_true", help="execute transactions even against an external RPC")
     s.add_argument("--wait-for-temporal", type=float, default=0.0, metavar="SECONDS",
                    help="a frontend not listening yet is tried again for this long before the worker gives up "

@@ -47,3 +47,16 @@ def clade_queue(clade_id: str) -> str:
 def pheromone_field_id(clade_id: str) -> str:
     """PheromoneFieldWorkflow: one per clade, continued-as-new under the same id."""
     return f"clade-{clade_id}-pheromones"
+
+
+def host_queue(host: str) -> str:
+    """The task queue of a fleet host: the workflows and activities of every golem placed on it (docs/design/fleet.md)."""
+    return f"golem-host-{host}"
+
+
+def golem_of(workflow_id: str) -> str | None:
+    """The golem a workflow belongs to, from its id (golem-<id>, golem-<id>-tick-<n>, golem-<id>-<kind>-<tick>, ...):
+    how a fleet worker finds an activity's golem. Fleet golem ids have no '-' (golem.fleet.check_golem_id)."""
+    if not workflow_id.startswith("golem-"):
+        return None
+    return workflow_id[len("golem-"):].split("-", 1)[0] or None

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 from golem.ids import golem_workflow_id, task_queue
 from golem.errors import UserError
+from golem.fleet import default_host
 from golem.layout import DataLayout
 from golem.world.devchain import ANVIL_KEYS
 from infra.anvil import AnvilError, AnvilProcess
@@ -115,7 +116,7 @@ def inherited_state(config: GolemConfig, data_dir: Path) -> GolemState | None:
     return state
 
 
-async def ensure_monitor_running(address: str | None, config: GolemConfig) -> str:
+async def ensure_monitor_running(address: str | None, config: GolemConfig, queue: str | None = None) -> str:
     """The heartbeat-monitor beside the golem (golem-<id>-monitor): started once, left running across restarts.
     Connects as the worker does: config's [temporal], its GOLEM_TEMPORAL_* overrides, then address."""
     from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -130,7 +131,7 @@ async def ensure_monitor_running(address: str | None, config: GolemConfig) -> st
         await client.start_workflow(
             HeartbeatMonitorWorkflow.run, MonitorInput(golem_id=config.golem.id,
                                                        theta_seconds=config.clock.theta_base_seconds),
-            id=wid, task_queue=task_queue(config.golem.id))
+            id=wid, task_queue=queue or task_queue(config.golem.id))  # a fleet golem's: its host's queue
     except WorkflowAlreadyStartedError:
         return f"heartbeat-monitor {wid} running"
     return f"heartbeat-monitor {wid} started"
@@ -342,8 +343,78 @@ def gateway_child(config: GolemConfig, home: Path, data_dir: Path) -> ProcessChi
     return ProcessChild("x402-gateway", lambda: _spawn(cmd, log_path), log_path)
 
 
+FLEET_KEY_OFFSET = 10  # `golem run --golems N`: golem i > 1 signs with dev account 10 + i (0-6 are the world's)
+
+
+def fleet_members(config: GolemConfig, home: Path, data_dir: Path, n: int, rpc_url: str) -> list[str]:
+    """`golem run --golems N`: N golems placed on this host's data dir (<id>1 .. <id>N), each its own home (copied from
+    --home) and wallet: the first the demo's funded golem account, the others dev accounts given ETH for gas. Their
+    keys' env vars are GOLEM_FLEET_KEY_<i>; the keys themselves only in the worker's env (fleet_keys)."""
+    from eth_account import Account
+
+    from golem.chain.web3client import make_web3
+    from golem.fleet import FleetRegistry, prepare_home
+
+    registry = FleetRegistry(data_dir)
+    w3 = make_web3(rpc_url)
+    ids = []
+    for i in range(1, n + 1):
+        gid = f"{config.golem.id.replace('-', '_')}{i}"
+        if not (registry.home(gid) / "golem.toml").exists():
+            prepare_home(registry, gid, home, key_env=f"GOLEM_FLEET_KEY_{i}")
+        if i > 1:  # gas money for its own wallet (the first is the world's golem account, funded at deploy)
+            address = Account.from_key(fleet_key(i)).address
+            if w3.eth.get_balance(address) < 10**18:
+                w3.provider.make_request("anvil_setBalance", [address, hex(100 * 10**18)])  # type: ignore[arg-type]
+        placed = registry.get(gid)
+        if placed is None or placed.status != "placed":
+            registry.place(gid, default_host())
+        ids.append(gid)
+    return ids
+
+
+def fleet_key(i: int) -> str:
+    from golem.world.devchain import dev_key
+
+    return dev_key(GOLEM_KEY_INDEX if i == 1 else FLEET_KEY_OFFSET + i)
+
+
+async def ensure_fleet_running(address: str, data_dir: Path, ids: list[str]) -> str:
+    """Start each placed golem not running yet (a stopped one from where it stopped), and its heartbeat-monitor."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    from golem.fleet import FleetRegistry
+    from golem.ids import host_queue
+    from workers.client import connect
+    from workers.fleet import start_placed
+
+    client = await connect(address)
+    registry = FleetRegistry(data_dir)
+    started = 0
+    for gid in ids:
+        try:
+            running = (await client.get_workflow_handle(golem_workflow_id(gid)).describe()).status \
+                == WorkflowExecutionStatus.RUNNING
+        except RPCError:
+            running = False
+        if not running:
+            await start_placed(client, registry, gid, source="golem run --golems")
+            started += 1
+        placed = registry.get(gid)
+        assert placed is not None
+        await ensure_monitor_running(address, load_golem_config(registry.home(gid)), host_queue(placed.host))
+    return f"{started} started, {len(ids) - started} already running"
+
+
+def load_golem_config(home: Path) -> GolemConfig:
+    from golem.models.config import load_config
+
+    return load_config(home / "golem.toml")
+
+
 def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: float | None = None,
-              quiet: bool = False, address: str | None = None) -> int:
+              quiet: bool = False, address: str | None = None, golems: int = 0) -> int:
     """The embedded stack in the foreground until a stop signal (docs/operations/supervision.md). Every console line also goes
     to logs/golem-run.log, and a console that went away (`| tee` killed by the same Ctrl-C) costs nothing: the
     stop is the same ordered, bounded stop of every child, restarted ones included, then a sweep of what is left.
@@ -402,11 +473,15 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
     env[config.chain.key_env] = ANVIL_KEYS[GOLEM_KEY_INDEX]  # the key lives in the worker's env only
     worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(home), "--data", str(data_dir),
                   "--wait-for-temporal", str(WORKER_WAITS_FOR_TEMPORAL_SECONDS)]
+    if golems:  # one worker hosts them all (docs/how-to/fleet.md), each golem's key in its own env var
+        worker_cmd += ["--host", default_host()]
+        env.update({f"GOLEM_FLEET_KEY_{i}": fleet_key(i) for i in range(1, golems + 1)})
     worker = ProcessChild("worker", lambda: _spawn(worker_cmd, logs / "worker.log", env=env), logs / "worker.log",
                           stop_timeout=15)
     # The owner's window (docs/concepts/owners-window.md): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.
     dash_cmd = [sys.executable, "-m", "cli", "dashboard", "--home", str(home), "--data", str(data_dir),
-                "--port", str(DASHBOARD_PORT), *(["--temporal-ui", ui_url] if ui_url else [])]
+                "--port", str(DASHBOARD_PORT), *(["--temporal-ui", ui_url] if ui_url else []),
+                *(["--golem", f"{config.golem.id.replace('-', '_')}1"] if golems else [])]  # the fleet's first golem
     dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal_address)  # no key: it only signals and queries
     dashboard = ProcessChild("dashboard", lambda: _spawn(dash_cmd, logs / "dashboard.log", env=dash_env),
                              logs / "dashboard.log")
@@ -444,6 +519,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             f"Aave V3 pool {dep.addresses['AAVE_POOL']} (address book in {data_dir / 'deployment.json'})")
         if stopping:
             return 0
+        members = fleet_members(config, home, data_dir, golems, config.chain.rpc_url) if golems else []
         sim.start()
         if gateway is not None:
             gateway.start()
@@ -452,6 +528,8 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
         dashboard.start()
 
         def start_golem() -> str:
+            if members:
+                return asyncio.run(ensure_fleet_running(temporal_address, data_dir, members))
             try:
                 how = asyncio.run(ensure_golem_running(temporal_address, config, data_dir))
             except GolemStuck as err:  # the owner fixes it with the stack up (reset, terminate, the Web UI)
@@ -465,8 +543,11 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             return 1
         if how is None:  # Ctrl-C while the golem was starting
             return 0
+        who = (f"{len(members)} golems ({', '.join(members)}) in one worker on host queue golem-host-"
+               f"{default_host()}: {how}; `golem list`, `golem status --golem {members[0]}`" if members else
+               f"golem '{config.golem.id}' {how}: workflow {golem_workflow_id(config.golem.id)}")
         say(
-            f"\ngolem '{config.golem.id}' {how}: workflow {golem_workflow_id(config.golem.id)}\n"
+            f"\n{who}\n"
             + (f"  Temporal Web UI: {ui_url}/namespaces/{target.namespace}/workflows\n" if ui_url else
                f"  Temporal:        {target.describe()} (GOLEM_TEMPORAL_UI=<its Web UI> links it)\n") +
             f"  dashboard:       http://127.0.0.1:{DASHBOARD_PORT}/   (events: golem events -f; {metrics_line()})\n"
@@ -479,11 +560,14 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             f"after {CRASH_LIMIT} crashes of one in {CRASH_WINDOW_SECONDS / 60:g} min).\n"
             "Ctrl-C stops everything; run again to resume the same golem."
         )
-        ticks = None if quiet else TickLines(data_dir)
+        from golem.fleet import FleetRegistry
+
+        lines = [] if quiet else ([(f"{g} ", TickLines(FleetRegistry(data_dir).layout(g).root)) for g in members]
+                                  if members else [("", TickLines(data_dir))])
         while not stopping:
-            if ticks is not None:
+            for prefix, ticks in lines:
                 for line in ticks.new_lines():
-                    say(line)
+                    say(prefix + line)
             try:
                 supervisor.check()
             except SupervisionGaveUp as err:

@@ -219,3 +219,16 @@ async def connect(address: str | None = None, *, target: Frontend | None = None,
                             target.describe(), deadline - time.monotonic())
                 said = True
             await asyncio.sleep(1.0)
+
+
+async def golem_queue(client: Client, golem_id: str) -> str:
+    """The task queue a golem's workflows run on: its running GolemWorkflow's (its host's, or golem-<id> for a
+    single-golem worker); golem-<id> when it is not running."""
+    from temporalio.service import RPCError
+
+    from golem.ids import golem_workflow_id, task_queue
+
+    try:
+        return (await client.get_workflow_handle(golem_workflow_id(golem_id)).describe()).task_queue
+    except RPCError:
+        return task_queue(golem_id)

@@ -65,7 +65,7 @@ async def rerun_tick(client: Client, golem_id: str, tick: int, *, force: bool = 
         ThetaTickWorkflow.run,
         ctx,
         id=new_id,
-        task_queue=ctx.task_queue,
+        task_queue=(await client.get_workflow_handle(original).describe()).task_queue,  # its golem's or host's
         memo={"rerun_of": original},
         search_attributes=TypedSearchAttributes([SearchAttributePair(SA_GOLEM_ID, golem_id), SearchAttributePair(SA_TICK, tick)]),
     )

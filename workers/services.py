@@ -56,6 +56,7 @@ from workers.config_versions import save_version, stored_config, stored_strategy
 log = logging.getLogger("golem.services")
 
 LOCAL_CHAIN_ID = 31337  # the embedded Anvil sandbox: the demo runs live on it
+MAX_KEPT = 32  # config versions and strategy checks kept per golem (the oldest goes first)
 
 
 def load_deployment(config: GolemConfig, w3: Web3, data: DataLayout | Path, account: str | None) -> Deployment:
@@ -88,14 +89,17 @@ class GolemServices:
         *,
         private_key: str | None = None,
         live: bool | None = None,
+        w3: Web3 | None = None,
     ) -> None:
+        """`w3`: a fleet worker's connection pool for the RPC URL, shared by its golems (docs/design/fleet.md); a
+        single-golem worker builds its own. The embedder is one per process already (embedder_by_name)."""
         self.config = config
         self.home = Path(config.golem.home)
         # One layout per golem, built by the edge that started the worker and handed to every store below.
         self.layout = layout = DataLayout.of(data)
         self.data_dir = layout.root
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.w3 = make_web3(config.chain.rpc_url)
+        self.w3 = w3 if w3 is not None else make_web3(config.chain.rpc_url)
         key = private_key or os.environ.get(config.chain.key_env)
         self._signer = Account.from_key(key) if key else None
         self.deployment = load_deployment(config, self.w3, layout, self._signer.address if self._signer else None)
@@ -211,6 +215,8 @@ class GolemServices:
                 raise ValueError(f"config version {short(version)} is not on this worker's disk "
                                  f"({self.layout.config_versions}); apply the current files with "
                                  f"`golem config apply`")
+            if len(self._configs) >= MAX_KEPT:  # bounded: a fleet worker keeps many golems' services
+                self._configs.pop(next(iter(self._configs)))
             self._configs[version] = config
         return config
 
@@ -231,6 +237,8 @@ class GolemServices:
         limits = self.safety.limits_for(ctx.config if ctx is not None else None)
         key = f"{hashlib.sha256(text.encode()).hexdigest()}:{limits.policy_hash()}:{phase.value}"
         if key not in self._strategy_checks:
+            if len(self._strategy_checks) >= MAX_KEPT:  # bounded, as _configs
+                self._strategy_checks.pop(next(iter(self._strategy_checks)))
             self._strategy_checks[key] = validate_strategy(
                 text, limits, observation=observation, simulate=self.simulate,
                 phase=phase,

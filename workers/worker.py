@@ -18,6 +18,7 @@ from temporalio.worker import (ActivityInboundInterceptor, ExecuteActivityInput,
                                UnsandboxedWorkflowRunner, Worker)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from activities import ActivitySet
 from activities.consolidation import ConsolidationActivities
 from activities.consolidator import ConsolidatorActivities
 from activities.dream import DreamActivities
@@ -71,33 +72,41 @@ def build_worker(
 ) -> Worker:
     """`trials`: the runner of learned rules' trials (default: backtests in a child process, workers/trial.py);
     None: no trials on this worker. `deadlock_detection=False`: a backtest's worker (see worker_options)."""
-    ticks = TickActivities(services, client)
-    consolidation = ConsolidationActivities(services, trials=BacktestTrialRunner() if trials is True else trials or None)
-    dream = DreamActivities(services, ForkRegistry(services.data_dir))
-    # Forks a killed worker left behind : stopped before this worker takes the golem's queue.
-    swept = dream.forks.sweep()
-    if swept:
-        log.warning("stopped %d dream fork(s) a previous worker left running: pids %s", len(swept), swept)
-    doctor = DoctorActivities(services)
-    monitor = MonitorActivities(services)
-    life = LifeActivities(services)
-    # The extension registry's start-up check: a layer violation, a missing dependency or
-    # a non-optional extension switched off in golem.toml stops the worker here, naming both sides.
-    registry_for(services.config.extensions.disabled)
+    sets = activity_sets(client, services, BacktestTrialRunner() if trials is True else trials or None)
     # malloc's free pages back to the OS every 30 s (a soak's heap kept growing without it; GOLEM_MALLOC_TRIM_SECONDS)
     start_trimmer()
     return Worker(
         client,
         task_queue=task_queue(services.config.golem.id),
         workflows=ALL_WORKFLOWS,
-        activities=[*ticks.activities(), *consolidation.activities(), *dream.activities(), *doctor.activities(),
-                    *monitor.activities(), *life.activities()],
+        activities=[fn for one in sets for fn in one.activities()],
         # Sync activities (web3, LanceDB, SQLite) run on threads; the workflow loop stays free.
         activity_executor=ThreadPoolExecutor(max_workers=8),
         max_cached_workflows=max_cached_workflows,
         interceptors=[PaymentScopeInterceptor(), *interceptors],
         **worker_options(sandboxed=sandboxed, deadlock_detection=deadlock_detection),
     )
+
+
+def activity_sets(client: Client, services: GolemServices, trials: TrialRunner | None,
+                  loop: asyncio.AbstractEventLoop | None = None) -> list[ActivitySet]:
+    """One golem's activity classes, bound to its services (a fleet worker builds them per golem, workers/fleet.py)."""
+    ticks = TickActivities(services, client, loop)
+    consolidation = ConsolidationActivities(services, trials=trials)
+    dream = DreamActivities(services, ForkRegistry(services.data_dir))
+    # Forks a killed worker left behind : stopped before this worker takes the golem's queue.
+    swept = dream.forks.sweep()
+    if swept:
+        log.warning("stopped %d dream fork(s) a previous worker left running: pids %s", len(swept), swept)
+    # The extension registry's start-up check: a layer violation, a missing dependency or
+    # a non-optional extension switched off in golem.toml stops the worker here, naming both sides.
+    registry_for(services.config.extensions.disabled)
+    return [ticks, consolidation, dream, DoctorActivities(services), MonitorActivities(services),
+            LifeActivities(services)]
+
+
+ACTIVITY_CLASSES: tuple[type[ActivitySet], ...] = (TickActivities, ConsolidationActivities, DreamActivities,
+                                                   DoctorActivities, MonitorActivities, LifeActivities)
 
 
 def build_clade_worker(client: Client, config: GolemConfig, *, sandboxed: bool = True) -> Worker | None:

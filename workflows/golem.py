@@ -217,7 +217,7 @@ class GolemWorkflow:
         """Every answer and expiry on the audit trail (an activity: the trail is a file on the golem's worker)."""
         await workflow.execute_activity_method(
             TickActivities.audit_approvals, ApprovalAudit(golem_id=self._s.golem_id, requests=requests),
-            task_queue=ids.task_queue(self._s.golem_id), **options.audit())
+            task_queue=workflow.info().task_queue, **options.audit())
 
     def _show_approvals(self) -> None:
         """Open requests in the Temporal UI's current details (no command: replays are unaffected)."""
@@ -405,14 +405,14 @@ class GolemWorkflow:
         result: TickResult | None = None
         try:
             self._child = await workflow.start_child_workflow(
-                ThetaTickWorkflow.run, ctx, id=wid, task_queue=ctx.task_queue,
+                ThetaTickWorkflow.run, ctx, id=wid, task_queue=workflow.info().task_queue,
                 search_attributes=TypedSearchAttributes([SearchAttributePair(SA_GOLEM_ID, s.golem_id),
                                                          SearchAttributePair(SA_TICK, n)]),
                 parent_close_policy=ParentClosePolicy.ABANDON, execution_timeout=timedelta(minutes=30))
             result = await self._child
         except ChildWorkflowError as err:
             self._child = None
-            await golem_steps.tick_failed(self._held, err, cfg, ctx.task_queue, wid, self._now)
+            await golem_steps.tick_failed(self._held, err, cfg, workflow.info().task_queue, wid, self._now)
         finally:
             self._child, self._tick_snapshot_taken = None, False
         if result is not None:

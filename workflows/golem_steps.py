@@ -74,7 +74,7 @@ async def gamma(held: Held, cfg: GolemConfig, local: bool, now: Callable[[], dat
             snapshot = await workflow.execute_local_activity_method(TickActivities.gamma, golem_id, **opts)
         else:
             snapshot = await workflow.execute_activity_method(TickActivities.gamma, golem_id,
-                                                              task_queue=ids.task_queue(golem_id), **opts)
+                                                              task_queue=workflow.info().task_queue, **opts)
     except ActivityError as err:  # perception is best effort; the next theta tick reads again
         workflow.logger.warning("gamma read failed: %s", err.cause or err)
         return
@@ -147,7 +147,7 @@ async def consolidate(held: Held, cfg: GolemConfig, now: Callable[[], datetime])
     try:
         result = await workflow.execute_child_workflow(
             DeltaConsolidationWorkflow.run, inp, id=ids.cycle_workflow_id(inp.golem_id, "delta", inp.tick),
-            task_queue=ids.task_queue(inp.golem_id), execution_timeout=timedelta(minutes=10))
+            task_queue=workflow.info().task_queue, execution_timeout=timedelta(minutes=10))
     except ChildWorkflowError as err:
         workflow.logger.error("delta cycle at tick %s failed: %s", inp.tick, err.cause or err)
         result = None
@@ -161,7 +161,7 @@ async def start_delta(held: Held, cfg: GolemConfig, now: Callable[[], datetime])
     inp = _delta_input(held, cfg, now)
     held.delta = await workflow.start_child_workflow(
         DeltaConsolidationWorkflow.run, inp, id=ids.cycle_workflow_id(inp.golem_id, "delta", inp.tick),
-        task_queue=ids.task_queue(inp.golem_id), execution_timeout=timedelta(minutes=10))
+        task_queue=workflow.info().task_queue, execution_timeout=timedelta(minutes=10))
     held.delta_tick = inp.tick
     held.state = held.s.model_copy(update={"last_delta_tick": inp.tick})
 
@@ -212,7 +212,7 @@ async def dream(held: Held, cfg: GolemConfig, urgency: DreamUrgency, config_vers
     try:
         held.dream = await workflow.start_child_workflow(
             DreamCycleWorkflow.run, inp, id=ids.cycle_workflow_id(s.golem_id, "dream", s.tick),
-            task_queue=ids.task_queue(s.golem_id), execution_timeout=timedelta(minutes=30))
+            task_queue=workflow.info().task_queue, execution_timeout=timedelta(minutes=30))
         result = await held.dream
         held.drop_followups(result.followups_delivered)
         held.state = fold_dream_result(held.s, result)
@@ -252,7 +252,7 @@ async def thanatopsis(held: Held, cfg: GolemConfig, settlement_tick: Callable[[]
     cert = await workflow.execute_activity_method(
         LifeActivities.thanatopsis, ThanatopsisInput(certificate=cert, gating=gating, markers=held.s.life.markers,
                                                      reflection=cfg.lifespan.reflection),
-        task_queue=ids.task_queue(s.golem_id), **options.thanatopsis())
+        task_queue=workflow.info().task_queue, **options.thanatopsis())
     held.state = held.s.model_copy(update={"life": held.s.life.model_copy(update={"certificate": cert})})
     workflow.upsert_search_attributes([SA_PHASE.value_set("dead")])
     held.activity = f"dead ({cert.cause})"

@@ -35,7 +35,7 @@ class HeartbeatMonitorWorkflow:
 
     @workflow.run
     async def run(self, inp: MonitorInput) -> int:
-        queue = ids.task_queue(inp.golem_id)
+        queue = workflow.info().task_queue
         window_start = workflow.now()
         checks = batches = 0
         while inp.max_checks is None or checks < inp.max_checks:

@@ -27,3 +27,16 @@ ANVIL_ADDRESSES: list[str] = [
     "0x976EA74026E726554dB657fA54763abd0C3a0aa9",
 ]
 ANVIL_CHAIN_ID = 31337
+
+DEV_MNEMONIC = "test test test test test test test test test test test junk"
+
+
+def dev_key(index: int) -> str:
+    """Anvil's dev account `index` (any index: `golem run --golems N` gives each golem its own), derived from the
+    public dev mnemonic like Anvil's own; the first seven are ANVIL_KEYS."""
+    if index < len(ANVIL_KEYS):
+        return ANVIL_KEYS[index]
+    from eth_account import Account
+
+    Account.enable_unaudited_hdwallet_features()
+    return "0x" + bytes(Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}").key).hex()

@@ -89,7 +89,7 @@ async def test_a_scheduled_consolidator_proposes_what_recurs_across_golems_and_e
     spec = [f"{x.s.config.golem.id}={x.s.layout.root}" for x in (a, b, c)]
     out = await asyncio.to_thread(subprocess.run, [
         sys.executable, "-m", "cli.main", "--home", str(EXAMPLE_HOME), "consolidator", name, "--clade", clade,
-        "--every", "1h", *(arg for s in spec for arg in ("--golem", s))], capture_output=True, text=True, cwd=REPO,
+        "--every", "1h", *(arg for s in spec for arg in ("--member", s))], capture_output=True, text=True, cwd=REPO,
         timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
                           "GOLEM_TEMPORAL_ADDRESS": temporal_env.client.service_client.config.target_host})
     assert out.returncode == 0, out.stdout + out.stderr
