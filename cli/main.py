@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 # with os._exit once their output is flushed.
 _CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "reset", "doctor", "gating", "backtest", "config",
                     "pause", "resume", "stop-entries", "allow-entries", "approve", "deny", "kill", "spawn", "chat", "extensions",
-                    "pheromones", "consolidator", "list", "stop", "export", "import"}
+                    "pheromones", "clade", "consolidator", "list", "stop", "export", "import"}
 # Fleet commands name their golem themselves and read the host's data dir (--data), not a golem's.
 _FLEET_COMMANDS = {"spawn", "list", "stop", "export", "import"}
 

@@ -57,6 +57,7 @@ T = TypeVar("T")
 log = logging.getLogger("golem.stack")
 
 from infra.world_cache import GOLEM_KEY_INDEX
+from golem.life.succession import inherited_state
 
 # The owner's window; GOLEM_DASHBOARD_PORT / GOLEM_METRICS_PORT move them.
 DASHBOARD_PORT = int(os.environ.get("GOLEM_DASHBOARD_PORT", 8300))
@@ -92,28 +93,6 @@ def ensure_world(rpc_url: str, data_dir: Path) -> tuple[Deployment, bool]:
     dep, fresh = deploy_or_load(w3, rpc_url, use_cache=w3.eth.block_number == 0)
     dep.save(path)
     return dep, True
-
-
-def inherited_state(config: GolemConfig, data_dir: Path) -> GolemState | None:
-    """A newborn golem's state, seeded with a staged gating inheritance package if there is one
-    (`golem gating import FILE`) and, for a successor (`golem spawn`), its generation and predecessor; None when
-    nothing is staged."""
-    import json
-
-    from golem.cognition.fold import new_golem_state
-    from golem.cognition.learned_gating import INHERITANCE_FILE, import_package
-    from golem.life.succession import born_as_successor
-
-    path = data_dir / INHERITANCE_FILE
-    life = born_as_successor(config, data_dir)
-    if not path.exists() and life is None:
-        return None
-    state = new_golem_state(config)
-    if path.exists():
-        state = state.model_copy(update={"learned_gating": import_package(json.loads(path.read_text()))})
-    if life is not None:
-        state = state.model_copy(update={"life": life})
-    return state
 
 
 async def ensure_monitor_running(address: str | None, config: GolemConfig, queue: str | None = None) -> str:

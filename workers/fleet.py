@@ -278,7 +278,7 @@ async def start_placed(client: Client, registry: FleetRegistry, golem_id: str, *
     export took (its tick numbers go on). Returns the workflow handle."""
     from golem.ids import golem_workflow_id
     from golem.models.golem import GolemWorkflowInput
-    from infra.stack import inherited_state
+    from golem.life.succession import inherited_state
     from workers.config_versions import save_version, start_info, version_of
     from workflows.golem import GolemWorkflow
 

@@ -5,8 +5,7 @@ grouped by life. Prints the best subsets; the chosen coefficients are written in
 
     python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE] [--extend]
 
---extend: the model in code refitted alone and plus each other feature; a candidate "keeps" when no tune part abstains
-less or falsely more in-sample (not enough: docs/design/grimoire.md, "The refits not taken").
+--extend: the model in code refitted alone and plus each other feature (docs/design/grimoire.md, "The refits not taken").
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from golem.life.legacy import Legacy, legacy_dir
 from golem.life.lifespan import born
 from golem.models.config import GolemConfig
 from golem.models.life import LifeState
+from golem.models.state import GolemState
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")  # [golem] id
 
@@ -71,3 +72,22 @@ def born_as_successor(config: GolemConfig, data_dir: Path, tick: int = 0) -> Lif
         return None
     papers = json.loads(path.read_text())
     return born(config.lifespan, tick, generation=int(papers["generation"]), predecessor=str(papers["predecessor"]))
+
+
+def inherited_state(config: GolemConfig, data_dir: Path) -> GolemState | None:
+    """A newborn golem's state, seeded with a staged gating inheritance package if there is one
+    (`golem gating import FILE`) and, for a successor (`golem spawn`), its generation and predecessor; None when
+    nothing is staged."""
+    from golem.cognition.fold import new_golem_state
+    from golem.cognition.learned_gating import import_package
+
+    path = data_dir / GATING_FILE
+    life = born_as_successor(config, data_dir)
+    if not path.exists() and life is None:
+        return None
+    state = new_golem_state(config)
+    if path.exists():
+        state = state.model_copy(update={"learned_gating": import_package(json.loads(path.read_text()))})
+    if life is not None:
+        state = state.model_copy(update={"life": life})
+    return state
