@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from pathlib import Path
 
 from golem.backtest.path import load_path
 from golem.grimoire.playbook import view as playbook_view
@@ -18,7 +19,7 @@ from tests.integration.test_backtest import REPO, _path_csv
 RULE = "WHEN health_factor < 2.09 AND balance.WETH > 10 AND regime == trending_down THEN swap 30% WETH to USDC"
 
 
-def _first_pass_data(root):
+def _first_pass_data(root: Path) -> str:
     """What a first pass leaves when its trial kept a learned rule: the rule's row (kept, in PLAYBOOK.md), its
     semantic entry admitted by the gate, and the compiled PLAYBOOK.md."""
     grim = root / "grimoire"
@@ -34,7 +35,7 @@ def _first_pass_data(root):
     return h.id
 
 
-def test_a_second_pass_keeps_the_rule_the_first_pass_kept_through_its_delta_cycles(tmp_path):
+def test_a_second_pass_keeps_the_rule_the_first_pass_kept_through_its_delta_cycles(tmp_path: Path) -> None:
     hid = _first_pass_data(tmp_path / "first")
     home = tmp_path / "home"
     shutil.copytree(REPO / "examples" / "golem-home", home)
