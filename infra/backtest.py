@@ -170,6 +170,11 @@ def _inherit_grimoire(services: GolemServices, source: Path, scratch: Path) -> d
                 closing(sqlite3.connect(services.heuristics.path)) as dst:
             src.backup(dst)
         counts["heuristics"] = services.heuristics.count()
+        # a PLAYBOOK rule's semantic entry is its row's view (votes keep them equal): imported at the inherited 0.3
+        # it read as decayed and the first cycle compiled a rule the first pass had measured and kept out of the file
+        from golem.grimoire.playbook.view import PlaybookLinks, follow_votes
+        counts["playbook_entries"] = follow_votes(services.heuristics, services.semantic,
+                                                  list(PlaybookLinks(services.heuristics).all()), 0)
     return counts
 
 

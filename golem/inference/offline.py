@@ -268,11 +268,14 @@ class _Decision:
         if not kill:
             # owner rules first, learned ones after (self.rules order): the owner's fire on the untouched book,
             # and every action is cut by the MUST constraints, so a learned rule can never widen a limit
+            owner_fired = [r for r, _ in fired if r.owner]
             for rule, _ in fired:
-                owner = next((a for a in applied if a.origin == "owner" and actions[a.action_index].tool == rule.action.tool),
-                             None) if not rule.owner else None
-                if owner is not None:  # the owner's rule already decided this tool this tick: it wins
-                    self.notes.append(f"{rule.label}: learned {rule.action.tool} skipped, owner rule {owner.rule} wins")
+                # a learned rule is an owner rule fired earlier: when an owner rule with its action fired this tick,
+                # that one decides; an owner rule doing something else does not silence it (a crash tick is also a
+                # downtrend tick) — docs/design/learning.md#a-learned-rule-beside-the-owners
+                owner = next((r for r in owner_fired if r.action == rule.action), None) if not rule.owner else None
+                if owner is not None:
+                    self.notes.append(f"{rule.label}: learned `{rule.action}` skipped, owner rule {owner.label} wins")
                     continue
                 proposed = self._propose(rule, len(actions))
                 if proposed is not None:

@@ -147,6 +147,24 @@ async def test_playbook_rules_apply_after_strategy():
     assert "PLAYBOOK.md:2" in d.record.reasoning_summary
 
 
+async def test_a_learned_hedge_also_fires_on_a_tick_an_owner_rule_doing_something_else_fired():
+    # a crash tick in a downtrend: the owner's sharp-drop slice (10 %) fires; the learned downtrend hedge (the owner's
+    # 30 % sell, fired at 2.09 instead of 1.9) answers the line, not the drop, so it sells too, within the 30 % cap
+    learned = ("# Playbook\n- WHEN health_factor < 2.09 AND balance.WETH > 10 AND regime == trending_down "
+               "THEN swap 30% WETH to USDC\n")
+    inp = decide_input(price=1900, prev=2000, hf=2.0, weth=12, regime=MarketRegime.TRENDING_DOWN, max_trade=1e9)
+    d = await decide(inp, EXAMPLE, learned)
+    assert [a.tool for a in d.actions] == ["swap", "swap"]
+    # 10 % of 12, then 30 % of the 10.8 left (3.24) cut to what the MUST 30 % cap leaves this tick: 3.6 - 1.2
+    assert [a.arguments["amount_in"] for a in d.actions] == [pytest.approx(1.2), pytest.approx(2.4)]
+    assert [r.origin for r in d.record.rules_applied] == ["owner", "learned"]
+    # the owner's own downtrend sell (the same action) fires under 1.9: it decides, the learned copy is skipped
+    d = await decide(decide_input(price=1990, prev=2000, hf=1.85, weth=12, regime=MarketRegime.TRENDING_DOWN,
+                                  max_trade=1e9), EXAMPLE, learned)
+    assert [r.origin for r in d.record.rules_applied] == ["owner"] and len(d.actions) == 1
+    assert "learned `swap 30% WETH to USDC` skipped, owner rule STRATEGY.md:27 wins" in d.record.reasoning_summary
+
+
 async def test_deterministic():
     inp = decide_input(price=1700, prev=1808.5, hf=1.45, steers=[Steer(id="s", message="reduce exposure")])
     a, b = await decide(inp), await decide(inp)
