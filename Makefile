@@ -52,7 +52,7 @@ run: setup-run
 test: setup
 	$(PY) -m mypy
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25
 
 ## The documentation site (mkdocs-material) into build/site/; the reference pages are regenerated from the code first.
 docs: setup

@@ -307,7 +307,12 @@ class GolemWorkflow:
                 workflow.deprecate_patch("stop-buttons")
                 # `golem pause`: no new tick until `golem resume` (signals, queries and updates still answer).
                 self._held.activity = "paused"
-                await workflow.wait_condition(lambda: not self._s.paused or bool(self._s.life.death_cause))
+                while True:  # a background delta cycle that ends during the pause is folded in then (no command)
+                    await workflow.wait_condition(lambda: not self._s.paused or bool(self._s.life.death_cause)
+                                                  or (self._held.delta is not None and self._held.delta.done()))
+                    if not self._s.paused or self._s.life.death_cause:
+                        break
+                    await golem_steps.finish_delta(self._held, self._now)
                 if self._dying():
                     return await self._end(row)
             cfg = self._config  # an applied config version takes effect here, between ticks, whole

@@ -56,3 +56,35 @@ async def test_the_golem_ticks_while_its_delta_cycle_runs(temporal_client, tmp_p
         assert any("delta-background" in str(m.details) for m in markers), "the change is patch-guarded"
     finally:
         rig.stop()
+
+
+async def test_a_cycle_that_ends_while_the_golem_is_paused_is_folded_and_the_golem_comes_to_rest(temporal_client,
+                                                                                                  tmp_path):
+    """`golem pause` (and `golem stop`, which pauses and waits for rest) while a delta cycle runs beside the ticks:
+    the cycle's end is folded in during the pause, so the golem shows at rest without a next tick to fold it."""
+    from golem.models.golem import ControlRequest, ControlState
+    from workflows.golem import GolemWorkflow
+
+    _Slow.held = []
+    rig = make_rig(tmp_path, "delta-paused", "calm", theta=0.3, clock={"continue_as_new_ticks": 100})
+    try:
+        async with in_process_worker(temporal_client, rig, interceptors=[_Hook()]):
+            handle = await rig.start_golem(temporal_client, max_ticks=40)
+            for _ in range(600):  # until the cycle of tick 10 runs beside the ticks
+                status = await handle.query(GolemWorkflow.status)
+                if "delta cycle of tick 10" in status.activity:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                pytest.fail(f"no delta cycle running beside the ticks: {status.activity}")
+            await handle.execute_update("pause", ControlRequest(reason="test", source="test"), result_type=ControlState)
+            for _ in range(int((HOLD_S + 30) / 0.2)):
+                status = await handle.query(GolemWorkflow.status)
+                if status.activity == "paused" and status.current_tick_workflow_id is None:
+                    break
+                await asyncio.sleep(0.2)
+            assert status.activity == "paused", f"the golem never came to rest: {status.activity}"
+            assert _Slow.held, "the cycle's held step ended"
+            await handle.terminate("test over")
+    finally:
+        rig.stop()
