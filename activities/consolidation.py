@@ -251,7 +251,7 @@ class ConsolidationActivities(ActivitySet):
         # the judged window is the last trial_rows; the warm-up rows before it let the trial golem's probes, regime
         # and baselines start where the live golem's were (a cold start read the first rows differently)
         span = cfg.trial_rows + cfg.trial_warmup_rows
-        records = await blocking("trial rows", self._recent_records, span)
+        records = await blocking("trial rows", self.s.cycles.recent_records, span)
         # the trial's world opens the loan and wallet the golem had at the first row, not the dev world's
         # (docs/design/learning.md#the-trial-starts-where-the-golem-was)
         rows, position = path_rows(records, span), start_position(records, span)
@@ -322,15 +322,6 @@ class ConsolidationActivities(ActivitySet):
                 out.append((h, "rejudge"))
         return out
 
-    def _recent_records(self, n: int) -> list[Any]:
-        out = []
-        for row in self.s.cycles.recent(n):
-            try:
-                out.append(self.s.cycles.load(row["tick"]))
-            except (LookupError, ValueError):
-                continue
-        return out
-
     @activity.defn(name="delta_playbook")
     @auto_heartbeat
     async def playbook(self, inp: ConsolidationInput) -> DeltaStep:
@@ -380,7 +371,7 @@ class ConsolidationActivities(ActivitySet):
         return DeltaStep(fields={"viability": await blocking("viability", self._viability, inp.tick, cfg)})
 
     def _viability(self, tick: int, cfg: ViabilitySection) -> dict[str, Any]:
-        records = [r for r in self._recent_records(cfg.window_ticks) if r.tick <= tick]
+        records = [r for r in self.s.cycles.recent_records(cfg.window_ticks) if r.tick <= tick]
         settled = {row.tick: row.settled_pnl for row in self.s.learning.outcomes() if row.settled_pnl is not None
                    and not row.run_label}
         sha = strategy_sha256(self.s.strategy_text())

@@ -719,7 +719,7 @@ class TickActivities(ActivitySet):
             self._clade_bus = CladeBus(self.pheromones.client)
         ledger = self._clade_ledger()
         step = await exchange_pass(
-            self._clade_bus, ledger, self.s.semantic, self._recent_records, clade=cfg.clade.id, me=golem_id,
+            self._clade_bus, ledger, self.s.semantic, self.s.cycles.recent_records, clade=cfg.clade.id, me=golem_id,
             tick=tick, timeout_s=cfg.clade.read_timeout_s + 3, window=cfg.clade.sandbox_ticks,
             quarantine_ticks=cfg.clade.quarantine_ticks)
         # a memory-consolidator's proposals: this golem's own admission gate decides (docs/design/clade.md)
@@ -740,15 +740,6 @@ class TickActivities(ActivitySet):
         if self._ledger is None or self._ledger.path != path:
             self._ledger = CladeLedger(path)
         return self._ledger
-
-    def _recent_records(self, n: int) -> list[DecisionCycleRecord]:
-        out = []
-        for row in self.s.cycles.recent(n):
-            try:
-                out.append(self.s.cycles.load(row["tick"]))
-            except (LookupError, ValueError):
-                continue
-        return out
 
     async def _self_steer(self, inp: ReflectInput, record: DecisionCycleRecord) -> None:
         """The record's self-steers go to the golem's workflow as `steer` signals (docs/design/tick.md#self-steers),

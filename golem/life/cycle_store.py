@@ -257,6 +257,16 @@ class CycleStore:
             rows = conn.execute(f"{self._PRIMARY}{where} ORDER BY p.tick DESC LIMIT ?", (n,)).fetchall()
         return [self._primary_dict(r) for r in rows]
 
+    def recent_records(self, n: int) -> list[DecisionCycleRecord]:
+        """The newest n ticks' records (the run an owner cares about), newest first; one unreadable is left out."""
+        out = []
+        for row in self.recent(n):
+            try:
+                out.append(self.load(row["tick"]))
+            except (LookupError, ValueError):
+                continue
+        return out
+
     def former_ticks(self) -> int:
         """How many recorded ticks are numbered past the last one recorded (a former life's)."""
         with closing(self._connect()) as conn:
