@@ -186,7 +186,20 @@ async def query_golem(args: Namespace, cfg: GolemConfig, handle: WorkflowHandle[
         if rpc_status(err) != "NOT_FOUND":
             raise
         raise UserError(f"no golem '{cfg.golem.id}' on Temporal at {address(args)} (workflow {handle.id} "
-                        f"not found): start it with `golem run`, or check --home's golem id") from None
+                        f"not found): start it with `golem run`, or check --home's golem id{_placed_hint(args)}") from None
+
+
+def _placed_hint(args: Namespace) -> str:
+    """The golems placed in --data (a fleet's data dir, `golem run --golems N`): the owner likely meant one of them."""
+    from golem.fleet import FleetRegistry
+
+    if not (Path(args.data) / "fleet.sqlite").is_file():  # not a fleet's data dir (and none is created by asking)
+        return ""
+    try:
+        placed = [p.golem_id for p in FleetRegistry(args.data).all() if p.running][:5]
+    except Exception:  # an unreadable registry: nothing to add
+        return ""
+    return f"; golems placed in {args.data}: {', '.join(placed)} (`golem status --golem {placed[0]}`)" if placed else ""
 
 
 def root_cause(err: BaseException) -> str:

@@ -534,7 +534,9 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             f"  data dir:        {data_dir}   (logs in {logs}; this console in {logs / 'golem-run.log'})\n"
             f"  retention:       records and traces {config.retention.days:g} days as files, then daily archives; "
             f"closed histories {config.retention.temporal_days} days in Temporal\n"
-            f"  try: golem status | golem ticks | golem steer \"reduce exposure\" --severity high\n"
+            + (f"  try: golem list | golem status --golem {members[0]} | golem steer --golem {members[0]} \"reduce exposure\" "
+               "--severity high\n" if members else
+               "  try: golem status | golem ticks | golem steer \"reduce exposure\" --severity high\n") +
             f"A crashed Temporal dev server, Anvil, simulator, worker or dashboard is restarted with backoff (gives up "
             f"after {CRASH_LIMIT} crashes of one in {CRASH_WINDOW_SECONDS / 60:g} min).\n"
             "Ctrl-C stops everything; run again to resume the same golem."
