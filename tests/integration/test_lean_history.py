@@ -25,8 +25,11 @@ pytestmark = pytest.mark.integration
 # histories"): before this change a T0 tick took ~68 KB and an acted T2 tick ~182 KB. The targets:
 T0_MAX_BYTES = 15 * 1024
 # the test's acted T2 tick (a steered tick, two writes, the threat detectors' verdicts in its validate result) measured
-# 39.7 KB at 73 events and 45.8 KB at 79 (a third write); the bench's acted-T2 median target stays 40 KB
-T2_MAX_BYTES = 48 * 1024
+# 39.7 KB at 73 events and 45.8 KB at 79 (a third write); with the pheromone field in the observation 35.5 KB at 73 on a
+# quiet machine and 50.4 KB at 79 on a loaded CI runner (reflect's input and result, and the tick's result, ~1 KB more
+# each). The bound guards against config or whole state in a payload (each adds tens of KB to every event that carries
+# it); the bench's acted-T2 median target stays 40 KB
+T2_MAX_BYTES = 60 * 1024
 # Never a key in any activity input: the config's and those of GolemState parts no step reads.
 CONFIG_MARKERS = ('"max_trade_size_usd":', '"theta_base_seconds":', '"approved_assets":')
 STATE_MARKERS = ('"recent_ticks":', '"seen_intervention_ids":', '"tick_queue":', '"failed_ticks":',
@@ -64,7 +67,8 @@ async def test_tick_histories_are_lean(tmp_path, temporal_client, request):
 
         for rec, bound in ((t0, T0_MAX_BYTES), (t2, T2_MAX_BYTES)):
             sizes = await history_sizes(temporal_client, rec.workflow_id, rec.run_id)
-            assert sizes.total <= bound, f"tick {rec.tick} ({rec.tier.value}) history {sizes.total} B > {bound} B"
+            assert sizes.total <= bound, (f"tick {rec.tick} ({rec.tier.value}) history {sizes.total} B > {bound} B at "
+                                          f"{sizes.events} events; by event: {sorted(sizes.by_event.items(), key=lambda kv: -kv[1])}")
             inputs = await _inputs(temporal_client, rec.workflow_id, rec.run_id)
             start = inputs.pop("(start)")[0]
             # Wire 2: the parent chose the tick's shape, so the tick records no patch marker of its own (each
