@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 from argparse import Namespace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cli.common import Command, arun, client, rpc_status
+from cli.common import Command, arun, client
 from golem.errors import UserError
 
 
@@ -60,65 +59,10 @@ def _registry(args: Namespace) -> Any:
     return registry
 
 
-def _equity(layout: Any) -> str:
-    """Net value of the golem's newest record (wallet + position at the oracle), from its data dir on this host."""
-    from golem.life.cycle_store import CycleStore
-    from golem.safety.risk import net_value_usd
-
-    store = CycleStore(layout)
-    rows = store.recent(1) if layout.cycle_index.exists() else []
-    if not rows:
-        return "-"
-    return f"${net_value_usd(store.load(rows[0]['tick']).observation.snapshot):,.0f}"
-
-
-def _alerts(layout: Any, status: Any) -> str:
-    """Today's alerts on the golem's Event Fabric (the monitor's and its own), and a chain alert standing now."""
-    from golem.events.store import EventStore
-
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%dT00:00:00+00:00")
-    n = len(EventStore(layout).read(kinds=["alerts"], since=today, limit=10_000)) if layout.events.exists() else 0
-    chain = status.chain.alert if status is not None and status.chain.alert else ""
-    return f"{n}" + (f" + chain: {chain[:40]}" if chain else "")
-
-
 async def _rows(args: Namespace) -> list[dict[str, Any]]:
-    from golem.fleet import FleetRegistry
-    from golem.ids import golem_workflow_id
-    from workflows.golem import GolemWorkflow
+    from workers.fleet_view import fleet_rows
 
-    registry = FleetRegistry(args.data)
-    placements = {p.golem_id: p for p in registry.all()} if registry.path.exists() else {}
-    temporal = await client(args)
-    hosts: dict[str, str] = {}  # running GolemWorkflows on any host's queue: the fleet past this data dir
-    async for wf in temporal.list_workflows("WorkflowType = 'GolemWorkflow' AND ExecutionStatus = 'Running'"):
-        if wf.task_queue.startswith("golem-host-") and wf.id.startswith("golem-"):
-            hosts[wf.id[len("golem-"):]] = wf.task_queue[len("golem-host-"):]
-    rows = []
-    for gid in sorted(set(placements) | set(hosts)):
-        p = placements.get(gid)
-        status = None
-        if gid in hosts or (p is not None and p.running):
-            try:
-                status = await temporal.get_workflow_handle(golem_workflow_id(gid)).query(GolemWorkflow.status)
-            except Exception as err:
-                if rpc_status(err) not in ("NOT_FOUND", "FAILED_PRECONDITION") and \
-                        type(err).__name__ != "WorkflowQueryFailedError":
-                    raise
-        local = p is not None and p.status == "placed"
-        layout = registry.layout(gid)
-        last = status.last_tick if status is not None else None
-        rows.append({
-            "id": gid, "host": hosts.get(gid) or (p.host if p else "-"),
-            "state": status.activity if status is not None else (p.status if p else "-"),
-            "tick": status.tick if status is not None else "-",
-            "tier": (last.tier.value if last and last.tier else "-"),
-            "phase": status.phase if status is not None else "-",
-            "equity": _equity(layout) if local else "-",
-            "spend_today": (f"${status.daily_spend_usd + status.daily_gas_usd:.4f}" if status is not None else "-"),
-            "alerts": _alerts(layout, status) if local else "-",
-        })
-    return rows
+    return await fleet_rows(await client(args), Path(args.data))
 
 
 def cmd_list(args: Namespace) -> int:
@@ -129,7 +73,8 @@ def cmd_list(args: Namespace) -> int:
     if not rows:
         print(f"no golems placed in {args.data} and none running on a host queue (`golem spawn ID`)")
         return 0
-    cols = ["id", "host", "state", "tick", "tier", "phase", "equity", "spend_today", "alerts"]
+    from workers.fleet_view import COLUMNS as cols
+
     width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     print("  ".join(c.ljust(width[c]) for c in cols))
     for r in rows:

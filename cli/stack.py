@@ -50,15 +50,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     import logging
 
-    from workers.dashboard.server import run_dashboard
+    from workers.dashboard.run import run_dashboard
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} is not a TCP port (0-65535; 0 picks a free one)")
-    cfg = config(args)
+    data = data_dir(args)
+    # a fleet's data dir (`golem spawn`, `golem run --golems N`) without --golem: the fleet page
+    fleet = not getattr(args, "golem", None) and (data / "fleet.sqlite").exists()
+    golem_id = "" if fleet else config(args).golem.id
     try:
-        arun(run_dashboard(cfg.golem.id, data_dir(args), target=temporal_target(args), port=args.port,
-                           temporal_ui=args.temporal_ui,
+        arun(run_dashboard(golem_id, data, target=temporal_target(args), port=args.port,
+                           temporal_ui=args.temporal_ui, fleet=fleet,
                            home=Path(args.home), backtests=Path(args.backtests).resolve()))
     except OSError as err:
         raise UserError(f"cannot serve on 127.0.0.1:{args.port} ({err.strerror or err}): pick another --port") from None

@@ -15,7 +15,7 @@ import uuid
 from datetime import datetime, timezone
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from golem.grimoire.episodes.store import EpisodeStore
     from golem.grimoire.playbook.compile import PlaybookHistory
     from golem.grimoire.semantic.store import SemanticStore
-    from workers.client import Frontend
 
 log = logging.getLogger("golem.dashboard")
 
@@ -44,6 +43,13 @@ STREAM_POLL_S = 0.25  # how often the SSE stream looks for new events in the sto
 # The tick's workflow id is golem-<id>-tick-<n> (the page builds it); `run` names a rerun/reset's record.
 TICK_COLUMNS = ("tier", "regime", "phase", "prediction_error", "threshold", "pool_price", "oracle_price",
                 "health_factor", "equity_usd", "vitality", "inference_today_usd", "gas_today_usd", "executed", "run")
+# The golem page's API: (method, path, Dashboard method). A fleet dashboard serves the same under /golems/<id>/.
+ROUTES = (("GET", "/api/ticks", "ticks"), ("GET", "/api/events", "events"), ("GET", "/api/stream", "stream"),
+          ("GET", "/api/status", "status"), ("GET", "/api/record/{tick}", "record"), ("POST", "/api/steer", "steer"),
+          ("POST", "/api/followup", "followup"), ("POST", "/api/control/{what}", "control"),
+          ("POST", "/api/approvals/{id}/{answer}", "answer"), ("GET", "/api/grimoire/search", "grimoire_search"),
+          ("GET", "/api/playbook", "playbook"), ("GET", "/api/playbook/diff", "playbook_diff"),
+          ("GET", "/api/backtests", "backtest_list"), ("GET", "/api/backtests/{name}/report.png", "backtest_png"))
 CONTROL_UPDATES = {"pause": "pause", "resume": "resume", "stop-entries": "stop_entries",
                    "allow-entries": "allow_entries"}
 
@@ -67,6 +73,7 @@ class Dashboard:
         self.client = client  # a Temporal client; None: status and steering answer that Temporal is unreachable
         self.temporal_ui = temporal_ui.rstrip("/")
         self.namespace = namespace
+        self.fleet_link: str | None = None  # the fleet page's address, when this page is one golem of a fleet's
         self._lock = threading.Lock()
         self._cols: dict[str, list[Any]] = {c: [] for c in ("tick", "time", *TICK_COLUMNS)}
         self._tick_seq = 0
@@ -82,20 +89,8 @@ class Dashboard:
         app.router.add_static("/static/", STATIC)
         app.router.add_get("/assets/uPlot.iife.min.js", self._file(UPLOT / "uPlot.iife.min.js"))
         app.router.add_get("/assets/uPlot.min.css", self._file(UPLOT / "uPlot.min.css"))
-        app.router.add_get("/api/ticks", self.ticks)
-        app.router.add_get("/api/events", self.events)
-        app.router.add_get("/api/stream", self.stream)
-        app.router.add_get("/api/status", self.status)
-        app.router.add_get("/api/record/{tick}", self.record)
-        app.router.add_post("/api/steer", self.steer)
-        app.router.add_post("/api/followup", self.followup)
-        app.router.add_post("/api/control/{what}", self.control)
-        app.router.add_post("/api/approvals/{id}/{answer}", self.answer)
-        app.router.add_get("/api/grimoire/search", self.grimoire_search)
-        app.router.add_get("/api/playbook", self.playbook)
-        app.router.add_get("/api/playbook/diff", self.playbook_diff)
-        app.router.add_get("/api/backtests", self.backtest_list)
-        app.router.add_get("/api/backtests/{name}/report.png", self.backtest_png)
+        for method, path, name in ROUTES:
+            app.router.add_route(method, path, getattr(self, name))
         return app
 
     def _file(self, path: Path) -> Callable[[web.Request], Awaitable[web.FileResponse]]:
@@ -106,8 +101,12 @@ class Dashboard:
 
     async def index(self, request: web.Request) -> web.Response:
         html = (STATIC / "index.html").read_text()
-        config = json.dumps({"golem": self.golem_id, "temporalUi": self.temporal_ui, "namespace": self.namespace})
+        config = json.dumps({"golem": self.golem_id, "temporalUi": self.temporal_ui, "namespace": self.namespace,
+                             "fleet": self.fleet_link})
         return web.Response(text=html.replace("/*CONFIG*/", f"window.GOLEM = {config};"), content_type="text/html")
+
+    def warm(self) -> None:
+        self.tick_body()  # the history is read before the first page asks for it
 
     # ---- reads -------------------------------------------------------------------------------
     def tick_body(self) -> bytes:
@@ -366,9 +365,17 @@ def _one_line(err: BaseException) -> str:
     return "; ".join(p.strip() for p in str(text).splitlines() if p.strip())[:300]
 
 
-async def start_dashboard(dashboard: Dashboard, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> web.AppRunner:
+class Served(Protocol):
+    """A dashboard start_dashboard serves: a golem's (Dashboard) or a fleet's (workers/dashboard/fleet.py)."""
+
+    def app(self) -> web.Application: ...
+
+    def warm(self) -> None: ...
+
+
+async def start_dashboard(dashboard: Served, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> web.AppRunner:
     """Serve the dashboard on host:port (127.0.0.1 only by default); returns the runner (cleanup() stops it)."""
-    await asyncio.to_thread(dashboard.tick_body)  # the history is read before the first page asks for it
+    await asyncio.to_thread(dashboard.warm)
     runner = web.AppRunner(dashboard.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -379,31 +386,3 @@ async def start_dashboard(dashboard: Dashboard, port: int = DEFAULT_PORT, host: 
 def bound_port(runner: web.AppRunner) -> int:
     host, port = runner.addresses[0][:2]  # a TCP site's (host, port[, ...])
     return int(port)
-
-
-async def run_dashboard(golem_id: str, data_dir: Path, address: str | None = None, *, port: int = DEFAULT_PORT,
-                        temporal_ui: str = DEFAULT_TEMPORAL_UI, home: Path | None = None,
-                        backtests: Path | None = None, target: Frontend | None = None) -> None:
-    """`golem dashboard`: serve until interrupted. Without Temporal the page still shows history and events.
-    target: the configured frontend (workers.client.frontend); else plain on address."""
-    import signal
-
-    from workers.client import Frontend, connect, temporal_address  # noqa: F811 (the annotation's import is types-only)
-
-    target = target or Frontend(address or temporal_address())
-    client = None
-    try:
-        client = await connect(target=target)
-    except Exception as err:  # the page still renders history; status and steering say Temporal is unreachable
-        log.warning("Temporal at %s not reachable (%s): status and steering are off", target.address, _one_line(err))
-    runner = await start_dashboard(Dashboard(data_dir, golem_id, client=client, temporal_ui=temporal_ui,
-                                             namespace=target.namespace, home=home, backtests=backtests), port)
-    print(f"dashboard: http://127.0.0.1:{bound_port(runner)}/  (golem {golem_id}, data {data_dir})", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()

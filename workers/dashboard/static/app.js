@@ -1,4 +1,5 @@
-// The golem's live dashboard: history from /api/ticks once, then every new event pushed by /api/stream (SSE).
+// The golem's live dashboard: history from api/ticks once, then every new event pushed by api/stream (SSE).
+// API paths are relative to the page: / for one golem, /golems/<id>/ under a fleet's dashboard.
 "use strict";
 (function () {
   const G = window.GOLEM;
@@ -86,7 +87,7 @@
       `<td>${fmt(cols.prediction_error[i], 3)} / ${fmt(cols.threshold[i], 3)}</td><td>${fmt(cols.health_factor[i], 3)}</td>` +
       `<td>${fmt(cols.equity_usd[i], 0)}</td><td>${cols.executed[i] || 0}</td>` +
       `<td><a target="_blank" rel="noopener" href="${temporalLink(`golem-${G.golem}-tick-${cols.tick[i]}`)}">Temporal</a> ` +
-      `<a target="_blank" href="/api/record/${cols.tick[i]}${cols.run[i] ? "?run=" + encodeURIComponent(cols.run[i]) : ""}">record</a></td>`;
+      `<a target="_blank" href="api/record/${cols.tick[i]}${cols.run[i] ? "?run=" + encodeURIComponent(cols.run[i]) : ""}">record</a></td>`;
     return tr;
   }
   function fillTable() {
@@ -116,7 +117,7 @@
   // ---- status and the stop buttons ----
   async function refreshStatus() {
     try {
-      const r = await fetch("/api/status");
+      const r = await fetch("api/status");
       const s = await r.json();
       if (!r.ok) { $("status").textContent = s.error; return; }
       const flags = (s.paused ? '<span class="flag" id="flag-paused">PAUSED</span>' : "") +
@@ -149,14 +150,14 @@
     });
   }
   async function answer(id, what) {
-    const r = await fetch(`/api/approvals/${encodeURIComponent(id)}/${what}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    const r = await fetch(`api/approvals/${encodeURIComponent(id)}/${what}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
     const body = await r.json();
     $("control-msg").className = "msg " + (r.ok ? "ok" : "error");
     $("control-msg").textContent = r.ok ? body.message : body.error;
     refreshStatus();
   }
   async function control(what) {
-    const r = await fetch(`/api/control/${what}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    const r = await fetch(`api/control/${what}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
     const body = await r.json();
     $("control-msg").className = "msg " + (r.ok ? "ok" : "error");
     $("control-msg").textContent = r.ok ? `${what}: done` : body.error;
@@ -165,7 +166,7 @@
 
   // ---- steer / follow-up forms: the server validates exactly as `golem steer` does ----
   async function send(kind, body) {
-    const r = await fetch(`/api/${kind}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const r = await fetch(`api/${kind}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
     const out = await r.json();
     $("steer-msg").className = "msg " + (r.ok ? "ok" : "error");
     $("steer-msg").textContent = r.ok ? `${kind} ${out.delivered} delivered` : out.error;
@@ -176,7 +177,7 @@
   function esc(t) { const d = document.createElement("div"); d.textContent = t ?? ""; return d.innerHTML; }
   async function askGrimoire(q) {
     $("grimoire-msg").className = "msg"; $("grimoire-msg").textContent = "searching…";
-    const r = await fetch(`/api/grimoire/search?k=5&q=${encodeURIComponent(q)}`);
+    const r = await fetch(`api/grimoire/search?k=5&q=${encodeURIComponent(q)}`);
     const out = await r.json();
     const ol = $("grimoire-results");
     ol.innerHTML = "";
@@ -193,7 +194,7 @@
     }
   }
   async function loadPlaybook() {
-    const pb = await (await fetch("/api/playbook")).json();
+    const pb = await (await fetch("api/playbook")).json();
     $("playbook-text").textContent = pb.text ?? "(no PLAYBOOK.md yet: the delta cycle compiles it)";
     const revs = pb.revisions;
     $("playbook-rev").textContent = revs.length ? `revision ${revs[0].revision} · ${revs.length} recorded` : "(no revisions yet)";
@@ -208,13 +209,13 @@
       ul.appendChild(li);
     });
     ul.querySelectorAll("a[data-a]").forEach((a) => a.addEventListener("click", async () => {
-      const r = await fetch(`/api/playbook/diff?a=${a.dataset.a}&b=${a.dataset.b}`);
+      const r = await fetch(`api/playbook/diff?a=${a.dataset.a}&b=${a.dataset.b}`);
       $("playbook-diff").textContent = r.ok ? ((await r.text()) || "(identical)") : (await r.json()).error;
     }));
   }
   function pct(x) { return x === null || x === undefined ? "–" : (100 * x).toFixed(2) + " %"; }
   async function loadBacktests() {
-    const bt = await (await fetch("/api/backtests")).json();
+    const bt = await (await fetch("api/backtests")).json();
     $("backtests-folder").textContent = bt.folder ? `(${bt.folder})` : "";
     const div = $("backtests");
     if (!bt.reports.length) { div.textContent = "no reports yet: `golem backtest examples/scenarios/crash_recovery.csv` writes one"; return; }
@@ -234,7 +235,7 @@
         `knowledge ${fmt(a.knowledge_alpha, 2)} · noise ${fmt(a.noise, 2)} = ${fmt(a.total, 2)}</span>` +
         (a.dominant ? ` (loss mostly ${esc(a.dominant.replace("_", " "))}: ${esc(a.responsible_loop)})` : "")]);
       el.innerHTML = `<table><caption>${esc(rep.name)}</caption>${rows.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join("")}</table>` +
-        (rep.png ? `<img alt="${esc(rep.name)} chart" src="/api/backtests/${encodeURIComponent(rep.name)}/report.png">` : "");
+        (rep.png ? `<img alt="${esc(rep.name)} chart" src="api/backtests/${encodeURIComponent(rep.name)}/report.png">` : "");
       div.appendChild(el);
     }
   }
@@ -264,14 +265,15 @@
   async function start() {
     $("golem-id").textContent = G.golem;
     $("golem-link").href = temporalLink(`golem-${G.golem}`);
-    const [ticks, events] = await Promise.all([fetch("/api/ticks").then((r) => r.json()), fetch("/api/events?n=50").then((r) => r.json())]);
+    if (G.fleet) { $("fleet-link").href = G.fleet; $("fleet-link").hidden = false; }
+    const [ticks, events] = await Promise.all([fetch("api/ticks").then((r) => r.json()), fetch("api/events?n=50").then((r) => r.json())]);
     Object.assign(cols, ticks.columns);
     budgets = ticks.budgets || {};
     drawCharts(); drawTimeline(); fillTable();
     for (const e of events.slice().reverse()) addEvent(e, false);
     window.__rendered = performance.now(); // the page is drawn with its whole history (the render-time test reads it)
     refreshStatus();
-    const es = new EventSource(`/api/stream?after=${ticks.last_seq}`);
+    const es = new EventSource(`api/stream?after=${ticks.last_seq}`);
     es.addEventListener("golem", (m) => onEvent(JSON.parse(m.data)));
     window.__stream = es;
     document.querySelectorAll("[data-control]").forEach((b) => b.addEventListener("click", () => control(b.dataset.control)));

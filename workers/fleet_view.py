@@ -1,0 +1,98 @@
+"""What an owner sees of a fleet: one row per golem placed in a host's data dir or running on any host queue (id,
+host, state, tick, tier, phase, equity, spend today, alerts today). `golem list` prints these rows and the
+dashboard's fleet page shows them (docs/how-to/fleet.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from golem.fleet import FleetRegistry
+from golem.ids import golem_workflow_id
+from golem.layout import DataLayout
+
+COLUMNS = ("id", "host", "state", "tick", "tier", "phase", "equity", "spend_today", "alerts")
+QUERY_GONE = ("NOT_FOUND", "FAILED_PRECONDITION")  # a workflow that ended between the list and the query
+
+
+def equity(layout: DataLayout) -> str:
+    """Net value of the golem's newest record (wallet + position at the oracle), from its data dir on this host."""
+    from golem.life.cycle_store import CycleStore
+    from golem.safety.risk import net_value_usd
+
+    store = CycleStore(layout)
+    rows = store.recent(1) if layout.cycle_index.exists() else []
+    if not rows:
+        return "-"
+    return f"${net_value_usd(store.load(rows[0]['tick']).observation.snapshot):,.0f}"
+
+
+def alerts_today(layout: DataLayout, status: Any) -> str:
+    """Today's alerts on the golem's Event Fabric (the monitor's and its own), and a chain alert standing now."""
+    from golem.events.store import EventStore
+
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%dT00:00:00+00:00")
+    n = len(EventStore(layout).read(kinds=["alerts"], since=today, limit=10_000)) if layout.events.exists() else 0
+    chain = status.chain.alert if status is not None and status.chain.alert else ""
+    return f"{n}" + (f" + chain: {chain[:40]}" if chain else "")
+
+
+async def running_on_hosts(client: Client) -> dict[str, str]:
+    """golem id → host of every running GolemWorkflow on a host queue: the fleet past this data dir."""
+    hosts: dict[str, str] = {}
+    async for wf in client.list_workflows("WorkflowType = 'GolemWorkflow' AND ExecutionStatus = 'Running'"):
+        if wf.task_queue.startswith("golem-host-") and wf.id.startswith("golem-"):
+            hosts[wf.id[len("golem-"):]] = wf.task_queue[len("golem-host-"):]
+    return hosts
+
+
+async def _status(client: Client, golem_id: str) -> Any:
+    from temporalio.client import WorkflowQueryFailedError
+    from temporalio.service import RPCError
+
+    from golem.models.golem import GolemStatus
+
+    try:  # by name: importing GolemWorkflow would load every activity's clients
+        return await client.get_workflow_handle(golem_workflow_id(golem_id)).query("status", result_type=GolemStatus)
+    except WorkflowQueryFailedError:
+        return None
+    except RPCError as err:
+        if err.status.name not in QUERY_GONE:
+            raise
+        return None
+
+
+async def fleet_rows(client: Client, data: Path) -> list[dict[str, Any]]:
+    """The rows, sorted by id; the status queries run together. Equity and alerts are read where the golem's data
+    is on this host ("-" for a golem whose data is elsewhere)."""
+    registry = FleetRegistry(data)
+    placements = {p.golem_id: p for p in registry.all()} if registry.path.exists() else {}
+    hosts = await running_on_hosts(client)
+    ids = sorted(set(placements) | set(hosts))
+
+    async def one(gid: str) -> dict[str, Any]:
+        p = placements.get(gid)
+        status = await _status(client, gid) if gid in hosts or (p is not None and p.running) else None
+        local = p is not None and p.status == "placed"
+        layout = registry.layout(gid)
+        last = status.last_tick if status is not None else None
+        local_reads = await asyncio.to_thread(lambda: (equity(layout), alerts_today(layout, status))) if local \
+            else ("-", "-")
+        return {
+            "id": gid, "host": hosts.get(gid) or (p.host if p else "-"),
+            "state": status.activity if status is not None else (p.status if p else "-"),
+            "tick": status.tick if status is not None else "-",
+            "tier": (last.tier.value if last and last.tier else "-"),
+            "phase": status.phase if status is not None else "-",
+            "equity": local_reads[0],
+            "spend_today": (f"${status.daily_spend_usd + status.daily_gas_usd:.4f}" if status is not None else "-"),
+            "alerts": local_reads[1],
+            "local": local,  # its data is in this data dir: the dashboard links to its page
+        }
+
+    return list(await asyncio.gather(*(one(g) for g in ids)))
