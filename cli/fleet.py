@@ -44,10 +44,20 @@ async def _start(args: Namespace, registry: Any, golem_id: str) -> None:
 
     from workers.fleet import start_placed
 
+    c = await client(args)
     try:
-        await start_placed(await client(args), registry, golem_id)
+        await start_placed(c, registry, golem_id)
     except WorkflowAlreadyStartedError:
         raise UserError(f"golem {golem_id} is already running on Temporal (`golem list`)") from None
+    await _monitor(c, registry, golem_id)
+
+
+async def _monitor(c: Any, registry: Any, golem_id: str) -> None:
+    """The heartbeat monitor of the golem's host, which watches it from its next check."""
+    from workers.host_monitor import ensure_host_monitor
+
+    placed = registry.get(golem_id)
+    print(f"  {await ensure_host_monitor(c, placed.host)} (it watches the golems placed on host {placed.host})")
 
 
 def _registry(args: Namespace) -> Any:
@@ -130,7 +140,11 @@ def cmd_import(args: Namespace) -> int:
     host = args.host or default_host()
 
     async def go() -> tuple[str, Any]:
-        return await import_golem(await client(args), registry, Path(args.bundle), host, start=not args.no_start)
+        c = await client(args)
+        golem_id, handle = await import_golem(c, registry, Path(args.bundle), host, start=not args.no_start)
+        if handle is not None:
+            await _monitor(c, registry, golem_id)
+        return golem_id, handle
 
     try:
         golem_id, handle = arun(go())

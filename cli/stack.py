@@ -30,9 +30,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.host:  # every golem placed on this host (<data>/fleet.sqlite), on golem-host-<name>
         from workers.fleet import run_host
 
+        monitor = {k: v for k, v in (("check_seconds", args.monitor_every), ("window_seconds", args.alert_window))
+                   if v is not None}
+        if any(v <= 0 for v in monitor.values()):
+            raise UserError("--monitor-every and --alert-window are seconds above 0, e.g. --monitor-every 60")
         try:
             arun(run_host(Path(args.data), args.host, args.address, live=True if args.live else None,
-                          wait_for_temporal=args.wait_for_temporal,
+                          wait_for_temporal=args.wait_for_temporal, monitor=monitor,
                           config=config(args) if (Path(args.home) / "golem.toml").exists() else None))
         except KeyboardInterrupt:
             pass
@@ -123,6 +127,10 @@ def register(command: Command) -> None:
     s.set_defaults(fn=cmd_run)
     s = command("worker", "serve this golem's task queue, or with --host every golem placed on this host")
     s.add_argument("--host", help="serve golem-host-<HOST>: the golems `golem spawn` / `import` placed in --data")
+    s.add_argument("--monitor-every", type=float, metavar="SECONDS",
+                   help="with --host: how often the host's heartbeat monitor reads its golems' vitals (default 60)")
+    s.add_argument("--alert-window", type=float, metavar="SECONDS",
+                   help="with --host: the monitor's alert batching window per golem (default 300)")
     s.add_argument("--live", action="store_true", help="execute transactions even against an external RPC")
     s.add_argument("--wait-for-temporal", type=float, default=0.0, metavar="SECONDS",
                    help="a frontend not listening yet is tried again for this long before the worker gives up "

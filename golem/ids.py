@@ -54,6 +54,11 @@ def host_queue(host: str) -> str:
     return f"golem-host-{host}"
 
 
+def host_monitor_workflow_id(host: str) -> str:
+    """The heartbeat monitor of a fleet host: it watches every golem placed there (not golem-...: no one golem's)."""
+    return f"host-{host}-monitor"
+
+
 def golem_of(workflow_id: str) -> str | None:
     """The golem a workflow belongs to, from its id (golem-<id>, golem-<id>-tick-<n>, golem-<id>-<kind>-<tick>, ...):
     how a fleet worker finds an activity's golem. Fleet golem ids have no '-' (golem.fleet.check_golem_id)."""

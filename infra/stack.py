@@ -359,14 +359,14 @@ def fleet_key(i: int) -> str:
 
 
 async def ensure_fleet_running(address: str, data_dir: Path, ids: list[str]) -> str:
-    """Start each placed golem not running yet (a stopped one from where it stopped), and its heartbeat-monitor."""
+    """Start each placed golem not running yet (a stopped one from where it stopped), and its host's heartbeat-monitor."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
     from golem.fleet import FleetRegistry
-    from golem.ids import host_queue
     from workers.client import connect
     from workers.fleet import start_placed
+    from workers.host_monitor import ensure_host_monitor
 
     client = await connect(address)
     registry = FleetRegistry(data_dir)
@@ -380,10 +380,9 @@ async def ensure_fleet_running(address: str, data_dir: Path, ids: list[str]) -> 
         if not running:
             await start_placed(client, registry, gid, source="golem run --golems")
             started += 1
-        placed = registry.get(gid)
-        assert placed is not None
-        await ensure_monitor_running(address, load_golem_config(registry.home(gid)), host_queue(placed.host))
-    return f"{started} started, {len(ids) - started} already running"
+    hosts = sorted({p.host for p in registry.all() if p.golem_id in ids})
+    monitors = [await ensure_host_monitor(client, host) for host in hosts]  # one per host, over its golems
+    return f"{started} started, {len(ids) - started} already running; {'; '.join(monitors)}"
 
 
 def load_golem_config(home: Path) -> GolemConfig:

@@ -29,6 +29,8 @@ from temporalio.worker import Interceptor, Worker
 from web3 import Web3
 
 from activities import ActivitySet
+from activities.consolidator import ConsolidatorActivities
+from activities.monitor import HostMonitorActivities
 from golem.chain.web3client import make_web3
 from golem.fleet import FleetRegistry
 from golem.ids import clade_queue, golem_of, host_queue
@@ -207,8 +209,10 @@ def build_host_worker(client: Client, fleet: Fleet, *, max_cached_workflows: int
                       interceptors: tuple[Interceptor, ...] = (), sandboxed: bool = True,
                       threads: int = 16) -> Worker:
     """The worker of golem-host-<name>: every workflow kind, and each activity routed to its golem."""
+    # the host's own activities, not any one golem's: its heartbeat monitor, and memory-consolidators over its golems
+    own = [*HostMonitorActivities(fleet.registry, fleet.host).activities(), ConsolidatorActivities().consolidate]
     return Worker(client, task_queue=host_queue(fleet.host), workflows=ALL_WORKFLOWS,
-                  activities=routed_activities(fleet), activity_executor=ThreadPoolExecutor(max_workers=threads),
+                  activities=[*routed_activities(fleet), *own], activity_executor=ThreadPoolExecutor(max_workers=threads),
                   max_cached_workflows=max_cached_workflows,
                   interceptors=[PaymentScopeInterceptor(), *interceptors], **worker_options(sandboxed=sandboxed))
 
@@ -251,11 +255,13 @@ async def serving(client: Client, data: Path, host: str, *, live: bool | None = 
 
 
 async def run_host(data: Path, host: str, address: str | None = None, live: bool | None = None,
-                   wait_for_temporal: float = 0.0, config: GolemConfig | None = None) -> None:
+                   wait_for_temporal: float = 0.0, config: GolemConfig | None = None,
+                   monitor: dict[str, float] | None = None) -> None:
     """`golem worker --host NAME`: serve every golem placed on this host until SIGINT/SIGTERM."""
     import signal
 
     from workers.client import connect, frontend
+    from workers.host_monitor import ensure_host_monitor
     from workers.trial import BacktestTrialRunner
 
     target = frontend(config.temporal if config is not None else None, address=address)
@@ -265,6 +271,7 @@ async def run_host(data: Path, host: str, address: str | None = None, live: bool
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with serving(client, data, host, live=live, trials=BacktestTrialRunner()) as fleet:
+        log.info("%s", await ensure_host_monitor(client, host, **(monitor or {})))
         log.info("host %s serving %s: %d golem(s) placed (data %s) on Temporal at %s", host, host_queue(host),
                  len(fleet.placed()), data, target.describe())
         await stop.wait()

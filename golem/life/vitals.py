@@ -156,3 +156,27 @@ class MonitorInput(BaseModel):
     window_seconds: float = Field(default=BATCH_WINDOW_SECONDS, gt=0)
     max_checks: int | None = None  # stop after this many checks (tests)
     continue_every: int = 500  # checks per run before continue-as-new
+
+
+class HostMonitorInput(BaseModel):
+    """The heartbeat monitor of a fleet host: one workflow watching every golem placed on the host."""
+
+    host: str
+    check_seconds: float = Field(default=60.0, gt=0)
+    window_seconds: float = Field(default=BATCH_WINDOW_SECONDS, gt=0)
+    max_checks: int | None = None  # stop after this many checks (tests)
+    continue_every: int = 500  # checks per run before continue-as-new
+
+
+class HostVitalsInput(BaseModel):
+    host: str
+    now: str  # ISO, the monitor workflow's clock
+
+
+class HostVitals(BaseModel):
+    """One check of a host: the golems placed there now (a stopped or moved one is gone, a new one is in), and each
+    one's vitals past their thresholds."""
+
+    watched: list[str] = Field(default_factory=list)
+    alerts: dict[str, list[ProbeAlert]] = Field(default_factory=dict)  # golem id → its alerts (none: absent)
+    unreadable: dict[str, str] = Field(default_factory=dict)  # golem id → why its vitals were not read
