@@ -67,9 +67,11 @@ class ConsolidatorActivities:
 
 
 async def schedule(client: Client, inp: ConsolidatorInput, every: timedelta) -> str:
-    """Create the consolidator's Schedule (or update it in place): one run per `every`, never two at once."""
+    """Create the consolidator's Schedule (or update it in place): one run per `every`, never two at once, on the
+    queue of the fleet host holding its golems' data (inp.host), else on the clade's."""
     sid = consolidator_id(inp.name)
-    action = ScheduleActionStartWorkflow(CONSOLIDATOR_WORKFLOW, inp, id=sid, task_queue=ids.clade_queue(inp.clade))
+    queue = ids.host_queue(inp.host) if inp.host else ids.clade_queue(inp.clade)  # the host worker needs no other
+    action = ScheduleActionStartWorkflow(CONSOLIDATOR_WORKFLOW, inp, id=sid, task_queue=queue)
     sched = Schedule(action=action, spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
                      policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP))
     try:

@@ -1,8 +1,9 @@
 """`golem pheromones [--json] [--clade ID]` — the clade's pheromone field: every trail with its intensity now.
 `golem clade [--json] [--stage S]` — the entry exchange as this golem sees it: what it shared, and every entry its
 siblings sent, by stage (quarantine, consensus, sandbox, adopted, rejected) with the reason.
-`golem consolidator NAME --member ID=DATA[@HOME] ... [--every 50m] [--clade ID] [--delete]` — a memory-consolidator
-on a Temporal Schedule over those golems' Grimoires (docs/how-to/clade.md).
+`golem consolidator NAME --member ID[=DATA[@HOME]] ... [--every 50m] [--clade ID] [--delete]` — a
+memory-consolidator on a Temporal Schedule over those golems' Grimoires, run by their fleet host's worker or on a
+clade's queue (docs/how-to/clade.md).
 
 Reads the clade's PheromoneFieldWorkflow with a query (docs/how-to/clade.md); a golem without `[clade] id` has no
 field and the command says so.
@@ -14,6 +15,7 @@ import json
 import sys
 from argparse import Namespace
 from pathlib import Path
+from typing import Any
 
 from cli.common import Command, arun, client, config
 
@@ -125,36 +127,83 @@ def _duration(text: str) -> float:
         raise ValueError(f"--every {text!r}: give seconds or a number with s/m/h/d, e.g. 50m") from None
 
 
+def _members(args: Namespace) -> tuple[list[Any], list[str | None]]:
+    """The --member golems (ID=DATA[@HOME], or a bare ID: the golem placed in --data) and, for each, the fleet host its
+    data dir is placed on (<fleet>/golems/<id>/ in <fleet>/fleet.sqlite, placed and not stopped or moved) or None."""
+    from golem.fleet import FleetRegistry
+    from golem.models.clade import ConsolidatedGolem
+
+    golems: list[ConsolidatedGolem] = []
+    hosts: list[str | None] = []
+    for spec in args.member:
+        home: Path | None
+        gid, eq, rest = spec.partition("=")
+        if eq and not rest or not gid:
+            raise ValueError(f"--member {spec!r}: write ID (a golem placed in --data), ID=DATA_DIR or ID=DATA_DIR@HOME")
+        if not eq:
+            registry = FleetRegistry(args.data)
+            if (registry.get(gid) if registry.path.exists() else None) is None:
+                raise ValueError(f"--member {gid}: no golem {gid} placed in {args.data} (`golem list`); "
+                                 f"or write ID=DATA_DIR[@HOME]")
+            data, home = Path(registry.layout(gid).root).resolve(), registry.home(gid).resolve()
+        else:
+            path, _, home_text = rest.partition("@")
+            data, home = Path(path).resolve(), Path(home_text).resolve() if home_text else None
+        placed = FleetRegistry(data.parent.parent).get(gid) if data.parent.name == "golems" and \
+            (data.parent.parent / "fleet.sqlite").exists() else None
+        running = placed is not None and placed.running
+        hosts.append(placed.host if placed is not None and running else None)
+        if running:
+            home = home or FleetRegistry(data.parent.parent).home(gid)
+        golems.append(ConsolidatedGolem(id=gid, data=str(data), home=str(home) if home else ""))
+    return golems, hosts
+
+
 async def _consolidator(args: Namespace) -> int:
     from datetime import timedelta
 
     from activities.consolidator import schedule
-    from golem.models.clade import ConsolidatedGolem, ConsolidatorInput, consolidator_id
+    from golem.ids import clade_queue, host_queue
+    from golem.models.clade import ConsolidatorInput, consolidator_id
 
-    cfg = config(args)
-    c = await client(args)
     if args.delete:
+        c = await client(args)
         await c.get_schedule_handle(consolidator_id(args.name)).delete()
         print(f"consolidator {args.name}: schedule {consolidator_id(args.name)} deleted")
         return 0
-    clade = args.clade or cfg.clade.id
-    if not clade:
-        raise ValueError("a consolidator runs on a clade's queue: pass --clade ID or set [clade] id in golem.toml")
-    golems = []
-    for spec in args.member:
-        gid, eq, rest = spec.partition("=")
-        if not eq or not rest:
-            raise ValueError(f"--member {spec!r}: write ID=DATA_DIR or ID=DATA_DIR@HOME")
-        data, _, home = rest.partition("@")
-        golems.append(ConsolidatedGolem(id=gid, data=str(Path(data).resolve()),
-                                        home=str(Path(home).resolve()) if home else ""))
-    # default interval: every 50 ticks of this home's golem (the consolidator's cadence)
-    every = _duration(args.every) if args.every else 50 * cfg.clock.theta_base_seconds
-    inp = ConsolidatorInput(name=args.name, clade=clade, golems=golems)
-    sid = await schedule(c, inp, timedelta(seconds=every))
-    print(f"consolidator {args.name}: schedule {sid} runs every {every:.0f} s on clade {clade}'s queue over "
+    golems, hosts = _members(args)
+    # where it runs: the worker that holds the members' data — their fleet host — unless --clade names a queue
+    host = ""
+    if not args.clade and any(hosts):
+        if len(set(hosts)) > 1:
+            on = ", ".join(f"{g.id} on {h or 'no fleet host'}" for g, h in zip(golems, hosts))
+            raise ValueError(f"the members are not all on one fleet host ({on}): a consolidator reads their data dirs "
+                             f"where they are; move them onto one host (golem export / import), or pass --clade ID "
+                             f"to run it on a clade queue whose worker reads every data dir")
+        host = hosts[0] or ""
+    cfg = None if host and not (Path(args.home) / "golem.toml").exists() else config(args)
+    clade = "" if host else (args.clade or (cfg.clade.id if cfg is not None else ""))
+    if not host and not clade:
+        raise ValueError("a consolidator runs where its golems' data is: name golems placed on a fleet host "
+                         "(--member ID with --data FLEET_DIR), or pass --clade ID / set [clade] id in golem.toml")
+    # default interval: every 50 ticks (the consolidator's cadence) of the first member's golem, else this home's
+    theta = _theta(golems[0]) if host else None
+    every = _duration(args.every) if args.every else 50 * (theta or (cfg.clock.theta_base_seconds if cfg else 30.0))
+    inp = ConsolidatorInput(name=args.name, clade=clade, host=host, golems=golems)
+    sid = await schedule(await client(args), inp, timedelta(seconds=every))
+    where = f"host {host}'s queue {host_queue(host)}" if host else f"clade {clade}'s queue {clade_queue(clade)}"
+    print(f"consolidator {args.name}: schedule {sid} runs every {every:.0f} s on {where} over "
           f"{', '.join(g.id for g in golems)}")
     return 0
+
+
+def _theta(g: Any) -> float | None:
+    from golem.models.config import load_config
+
+    try:
+        return load_config(Path(g.home) / "golem.toml").clock.theta_base_seconds if g.home else None
+    except Exception:  # the interval falls back to this home's golem
+        return None
 
 
 def cmd_consolidator(args: Namespace) -> int:
@@ -177,9 +226,10 @@ def register(command: Command) -> None:
     m = command("consolidator", "a memory-consolidator on a Temporal Schedule over several golems' Grimoires")
     m.add_argument("name", help="the consolidator's name (its Schedule is consolidator-NAME)")
     # --member, since --golem ID is every command's choice of a placed golem
-    m.add_argument("--member", action="append", default=[], metavar="ID=DATA[@HOME]",
-                   help="a golem whose Grimoire it reads (at least two)")
+    m.add_argument("--member", action="append", default=[], metavar="ID[=DATA[@HOME]]",
+                   help="a golem whose Grimoire it reads (at least two); a bare ID: the golem placed in --data")
     m.add_argument("--every", default=None, help="interval, e.g. 50m (default: 50 ticks of this home's golem)")
-    m.add_argument("--clade", default=None, help="the clade whose queue runs it (default: [clade] id)")
+    m.add_argument("--clade", default=None, help="the clade whose queue runs it (default: the members' fleet host's "
+                                                 "queue, else [clade] id)")
     m.add_argument("--delete", action="store_true", help="delete the consolidator's Schedule")
     m.set_defaults(fn=cmd_consolidator)

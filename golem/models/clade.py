@@ -8,12 +8,13 @@ import hashlib
 import re
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 Stage = Literal["quarantine", "consensus", "sandbox", "adopted", "rejected"]
 STAGES: tuple[str, ...] = ("quarantine", "consensus", "sandbox", "adopted", "rejected")
 SHAREABLE = ("warning", "insight", "heuristic", "causal_link")
 GOLEM_ID = r"^[a-z0-9][a-z0-9-]{0,40}$"
+MEMBER_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"  # a golem's id, a fleet golem's included (golem.fleet.ID_PATTERN)
 
 
 def content_key(content: str) -> str:
@@ -127,19 +128,28 @@ def exchange_id(clade: str) -> str:
 class ConsolidatedGolem(BaseModel):
     """One golem whose Grimoire a memory-consolidator reads: its id, data dir and home (for its embedder)."""
 
-    id: str = Field(pattern=GOLEM_ID)
+    id: str = Field(pattern=MEMBER_ID)
     data: str
     home: str = ""
 
 
 class ConsolidatorInput(BaseModel):
-    """MemoryConsolidatorWorkflow's input: the consolidator's name, the clade whose queue runs it, the golems."""
+    """MemoryConsolidatorWorkflow's input: the consolidator's name, where it runs — the fleet host that holds its
+    golems' data (host), else a clade's queue (clade) — and the golems."""
 
     name: str = Field(pattern=GOLEM_ID)
-    clade: str = Field(pattern=GOLEM_ID)
+    clade: str = Field(default="", pattern=f"^$|{GOLEM_ID}")
+    host: str = ""  # a fleet host's name: its runs go to golem-host-<host>, served by that host's worker
     golems: list[ConsolidatedGolem] = Field(min_length=2)
     min_support: int = Field(default=5, ge=5)  # the consolidator refuses fewer
     min_golems: int = Field(default=2, ge=2)
+
+    @model_validator(mode="after")
+    def _runs_somewhere(self) -> ConsolidatorInput:
+        if not self.host and not self.clade:
+            raise ValueError("a consolidator runs on its golems' fleet host or on a clade's queue: "
+                             "neither a host nor a clade given")
+        return self
 
 
 class ConsolidatorReport(BaseModel):
