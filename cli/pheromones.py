@@ -3,10 +3,8 @@
 siblings sent, by stage (quarantine, consensus, sandbox, adopted, rejected) with the reason.
 `golem consolidator NAME --member ID[=DATA[@HOME]] ... [--every 50m] [--clade ID] [--delete]` — a
 memory-consolidator on a Temporal Schedule over those golems' Grimoires, run by their fleet host's worker or on a
-clade's queue (docs/how-to/clade.md).
-
-Reads the clade's PheromoneFieldWorkflow with a query (docs/how-to/clade.md); a golem without `[clade] id` has no
-field and the command says so.
+clade's queue. The field is read with a query on PheromoneFieldWorkflow; a golem without `[clade] id` has none
+and the command says so (docs/how-to/clade.md).
 """
 
 from __future__ import annotations

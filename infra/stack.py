@@ -458,8 +458,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
                           stop_timeout=15)
     # The owner's window (docs/concepts/owners-window.md): the live dashboard on 127.0.0.1, reading the data dir's Event Fabric.
     dash_cmd = [sys.executable, "-m", "cli", "dashboard", "--home", str(home), "--data", str(data_dir),
-                "--port", str(DASHBOARD_PORT), *(["--temporal-ui", ui_url] if ui_url else []),
-                *(["--golem", f"{config.golem.id.replace('-', '_')}1"] if golems else [])]  # the fleet's first golem
+                "--port", str(DASHBOARD_PORT), *(["--temporal-ui", ui_url] if ui_url else [])]  # --golems: the fleet page
     dash_env = dict(os.environ, GOLEM_TEMPORAL_ADDRESS=temporal_address)  # no key: it only signals and queries
     dashboard = ProcessChild("dashboard", lambda: _spawn(dash_cmd, logs / "dashboard.log", env=dash_env),
                              logs / "dashboard.log")
@@ -528,7 +527,8 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             f"\n{who}\n"
             + (f"  Temporal Web UI: {ui_url}/namespaces/{target.namespace}/workflows\n" if ui_url else
                f"  Temporal:        {target.describe()} (GOLEM_TEMPORAL_UI=<its Web UI> links it)\n") +
-            f"  dashboard:       http://127.0.0.1:{DASHBOARD_PORT}/   (events: golem events -f; {metrics_line()})\n"
+            f"  dashboard:       http://127.0.0.1:{DASHBOARD_PORT}/   ({'the fleet page: a row per golem; ' if members else ''}"
+            f"events: golem events -f; {metrics_line()})\n"
             f"  Anvil RPC:       {config.chain.rpc_url}\n"
             f"  data dir:        {data_dir}   (logs in {logs}; this console in {logs / 'golem-run.log'})\n"
             f"  retention:       records and traces {config.retention.days:g} days as files, then daily archives; "

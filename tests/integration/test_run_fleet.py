@@ -47,6 +47,16 @@ def test_golem_run_with_three_golems_in_one_worker(tmp_path):
         assert listed.returncode == 0, listed.stderr
         rows = {r["id"]: r for r in json.loads(listed.stdout)}
         assert all(rows[g]["host"] == "testhost" and rows[g]["tick"] >= 2 for g in ids), rows
+        # the dashboard serves the fleet page: the same rows, each golem's page under it
+        import urllib.request
+
+        base = f"http://127.0.0.1:{env['GOLEM_DASHBOARD_PORT']}/"
+        fleet = json.loads(urllib.request.urlopen(base + "api/fleet", timeout=60).read())
+        assert [r["id"] for r in fleet["rows"]] == sorted(ids) and all(r["local"] for r in fleet["rows"]), fleet
+        assert f"window.GOLEM = {{\"golem\": \"{ids[1]}\"" in \
+            urllib.request.urlopen(base + f"golems/{ids[1]}/", timeout=60).read().decode()
+        # one heartbeat monitor for the host, none per golem
+        assert "heartbeat-monitor host-testhost-monitor" in run_log.read_text(), run_log.read_text()[-2000:]
         # a line per tick on the console, each naming its golem
         assert all(re.search(rf" {g} tick +\d", run_log.read_text()) for g in ids), run_log.read_text()[-2000:]
     finally:
