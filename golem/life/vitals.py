@@ -149,23 +149,24 @@ class AlertBatch(BaseModel):
     checks: int = 0  # vitals checks in the window
 
 
-class MonitorInput(BaseModel):
-    golem_id: str
-    theta_seconds: float = Field(gt=0)
+class MonitorCadence(BaseModel):
+    """How often a monitor reads the vitals and batches its alerts."""
+
     check_seconds: float = Field(default=60.0, gt=0)
     window_seconds: float = Field(default=BATCH_WINDOW_SECONDS, gt=0)
     max_checks: int | None = None  # stop after this many checks (tests)
     continue_every: int = 500  # checks per run before continue-as-new
 
 
-class HostMonitorInput(BaseModel):
+class MonitorInput(MonitorCadence):
+    golem_id: str
+    theta_seconds: float = Field(gt=0)
+
+
+class HostMonitorInput(MonitorCadence):
     """The heartbeat monitor of a fleet host: one workflow watching every golem placed on the host."""
 
     host: str
-    check_seconds: float = Field(default=60.0, gt=0)
-    window_seconds: float = Field(default=BATCH_WINDOW_SECONDS, gt=0)
-    max_checks: int | None = None  # stop after this many checks (tests)
-    continue_every: int = 500  # checks per run before continue-as-new
 
 
 class HostVitalsInput(BaseModel):
