@@ -57,7 +57,8 @@ async def _monitor(c: Any, registry: Any, golem_id: str) -> None:
     from workers.host_monitor import ensure_host_monitor
 
     placed = registry.get(golem_id)
-    print(f"  {await ensure_host_monitor(c, placed.host)} (it watches the golems placed on host {placed.host})")
+    print(f"  {await ensure_host_monitor(c, placed.host, [golem_id])} (it watches the golems placed on host "
+          f"{placed.host})")
 
 
 def _registry(args: Namespace) -> Any:

@@ -381,7 +381,9 @@ async def ensure_fleet_running(address: str, data_dir: Path, ids: list[str]) -> 
             await start_placed(client, registry, gid, source="golem run --golems")
             started += 1
     hosts = sorted({p.host for p in registry.all() if p.golem_id in ids})
-    monitors = [await ensure_host_monitor(client, host) for host in hosts]  # one per host, over its golems
+    # one per host, over its golems (and the per-golem monitors an earlier `golem run --golems` started are ended)
+    monitors = [await ensure_host_monitor(client, host, [g for g in ids if (p := registry.get(g)) and p.host == host])
+                for host in hosts]
     return f"{started} started, {len(ids) - started} already running; {'; '.join(monitors)}"
 
 

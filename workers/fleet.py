@@ -271,7 +271,7 @@ async def run_host(data: Path, host: str, address: str | None = None, live: bool
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with serving(client, data, host, live=live, trials=BacktestTrialRunner()) as fleet:
-        log.info("%s", await ensure_host_monitor(client, host, **(monitor or {})))
+        log.info("%s", await ensure_host_monitor(client, host, fleet.placed(), **(monitor or {})))
         log.info("host %s serving %s: %d golem(s) placed (data %s) on Temporal at %s", host, host_queue(host),
                  len(fleet.placed()), data, target.describe())
         await stop.wait()
