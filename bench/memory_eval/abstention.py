@@ -38,7 +38,8 @@ def evidence_rows(embedder_name: str | None = None) -> list[dict]:
     for n, q in enumerate(tune + extra_tune.written_questions()):
         res = search(env["eps"], env["sem"], q["text"], regime=q["regime"], tick=q["tick"], k=ev.K)
         out.append({"group": f"written-{n % 4}", "set": "written", "source": "written" if n < len(tune) else
-                    "written-extra", "unanswerable": q["category"] == "abstention", "evidence": res.evidence})
+                    "written-extra", "unanswerable": q["category"] == "abstention", "evidence": res.evidence,
+                    "text": q["text"]})
     emb = default_embedder() if embedder_name is None else embedder_by_name(embedder_name)
     for source, (d, qs) in (("lives", ev.lives_questions("tune")), ("lives-extra", extra_tune.extra_lives())):
         for life in sorted({q["life"] for q in qs}):
@@ -47,7 +48,8 @@ def evidence_rows(embedder_name: str | None = None) -> list[dict]:
                 if q["life"] == life:
                     res = search(lenv["eps"], lenv["sem"], q["text"], regime=q["regime"], tick=q["tick"], k=ev.K)
                     out.append({"group": life.split("-", 1)[-1], "set": "lives", "source": source,
-                                "unanswerable": q["category"] == "abstention", "evidence": res.evidence})
+                                "unanswerable": q["category"] == "abstention", "evidence": res.evidence,
+                                "text": q["text"]})
     return out
 
 
