@@ -310,7 +310,7 @@ def _episode_candidates(eidx: EpisodeIndex, qv: np.ndarray, q_terms: list[str], 
 
 ABSTAIN_FEATURES = ("relevance", "margin", "agreement", "coverage", "unseen", "unknown_name", "unseen_words",
                     "cosine", "lexical", "spread", "cosine_z", "top_agree", "best_lexical", "known_coverage",
-                    "key_coverage", "cosine_gap", "unseen_cosine")
+                    "key_coverage", "cosine_gap")
 
 
 def abstention_model(model_name: str | None) -> tuple[float, dict[str, float], float]:
@@ -328,8 +328,7 @@ def unanswerable_probability(evidence: dict[str, float], model_name: str | None 
 
 def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[str], best_terms: frozenset[str],
                         query: str, idx: EntryIndex | None, eidx: EpisodeIndex | None,
-                        floor: float, entry_cosines: np.ndarray | None = None,
-                        unseen_cosine: float | None = None) -> dict[str, float]:
+                        floor: float, entry_cosines: np.ndarray | None = None) -> dict[str, float]:
     """What the abstention decision reads from one question's candidates — `pool`: (relevance, cosine, lexical) of
     every scored entry and episode — on the WordLlama scale (relevance and cosine × SEMANTIC_FLOOR / floor):
     relevance: the best candidate's; margin: best − second best; agreement: share of the dense top 5 also in the
@@ -340,8 +339,7 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
     and the lexical leader are one candidate; best_lexical: the best candidate's idf share of the question;
     known_coverage: that share of the idf mass of the question's words the memory knows; key_coverage: the share of
     the question's two rarest words (unseen ones first) the best candidate holds; cosine_gap: the best cosine above
-    the mean of the next four; unseen_cosine: the best cosine the question's unseen words alone reach in the memory
-    (whether the words it never saw mean something it holds; the question's best cosine when every word is seen)."""
+    the mean of the next four."""
     scale = SEMANTIC_FLOOR / floor if floor > 0 else 1.0
     rel = sorted((p[0] for p in pool), reverse=True)
     uniq = set(q_terms)
@@ -372,18 +370,7 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
             "best_lexical": best_lex,
             "known_coverage": min(1.0, best_lex / (1.0 - unseen)) if unseen < 1.0 else 0.0,
             "key_coverage": len(set(key) & best_terms) / len(key) if key else 0.0,
-            "cosine_gap": scale * (coss[0] - float(np.mean(coss[1:5]))) if len(coss) > 1 else 0.0,
-            "unseen_cosine": scale * (unseen_cosine if unseen_cosine is not None else coss[0] if coss else 0.0)}
-
-
-def unseen_words_of(query: str, idx: EntryIndex | None, eidx: EpisodeIndex | None) -> list[str]:
-    """The question's words whose every lexical term no entry and no episode holds, as written."""
-    out = []
-    for w in re.findall(r"[A-Za-z0-9]+", query or ""):
-        ts = terms(w)
-        if ts and not any((idx is not None and t in idx.df) or (eidx is not None and eidx.postings.get(t)) for t in ts):
-            out.append(w)
-    return out
+            "cosine_gap": scale * (coss[0] - float(np.mean(coss[1:5]))) if len(coss) > 1 else 0.0}
 
 
 def _zscore_of_best(cos: np.ndarray | None) -> float:
@@ -673,16 +660,7 @@ def retrieve_for_tick(
     best_terms = frozenset() if best is None else (
         summary_terms(best["text"]) if best["source"] == "episode"
         else frozenset(terms(entry_text(best["text"], sorted(best["tags"]), best["kind"], best["regime"]))))
-    unseen = unseen_words_of(query, idx, eidx)
-    unseen_cos = None
-    if unseen:
-        uv = episodes.embedder.embed_query([" ".join(unseen)])[0].astype(np.float32)
-        ucos = [float(matvec(idx.vectors, uv)[idx.has_vector].max(initial=-1.0))] if idx is not None and idx.n else []
-        if eidx is not None and eidx.n:
-            ucos.append(float(np.where(eidx.ticks <= at, matvec(eidx.vectors, uv), -1.0).max()))
-        unseen_cos = max(ucos, default=0.0)
-    result.evidence = abstention_evidence(pool, q_terms, best_terms, query, idx, eidx, floor, entry_cosines,
-                                          unseen_cos)
+    result.evidence = abstention_evidence(pool, q_terms, best_terms, query, idx, eidx, floor, entry_cosines)
     # Calibrated abstention: P(unanswerable) from the score distribution.
     model_name = getattr(episodes.embedder, "model_name", None)
     p_unanswerable = unanswerable_probability(result.evidence, model_name)
