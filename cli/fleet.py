@@ -70,10 +70,23 @@ def _registry(args: Namespace) -> Any:
     return registry
 
 
+def _own_golem(args: Namespace) -> str | None:
+    """The id of the one golem whose data dir --data is (`golem run`'s), read quietly from --home's golem.toml."""
+    from golem.layout import DataLayout
+    from golem.models.config import ConfigError, load_config
+
+    if not DataLayout(args.data).cycle_index.exists():
+        return None
+    try:
+        return load_config(Path(args.home) / "golem.toml").golem.id
+    except (ConfigError, OSError):
+        return None
+
+
 async def _rows(args: Namespace) -> list[dict[str, Any]]:
     from workers.fleet_view import fleet_rows
 
-    return await fleet_rows(await client(args), Path(args.data))
+    return await fleet_rows(await client(args), Path(args.data), own_golem=_own_golem(args))
 
 
 def cmd_list(args: Namespace) -> int:
@@ -82,7 +95,7 @@ def cmd_list(args: Namespace) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     if not rows:
-        print(f"no golems placed in {args.data} and none running on a host queue (`golem spawn ID`)")
+        print(f"no golems placed in {args.data} and none running on Temporal (`golem run`, or `golem spawn ID`)")
         return 0
     from workers.fleet_view import COLUMNS as cols
 

@@ -17,6 +17,7 @@ from golem.ids import golem_workflow_id
 from golem.layout import DataLayout
 
 COLUMNS = ("id", "host", "state", "tick", "tier", "phase", "equity", "spend_today", "alerts")
+OWN_WORKER = "(own worker)"  # the host column of a golem served on its own queue golem-<id>, not a host's
 QUERY_GONE = ("NOT_FOUND", "FAILED_PRECONDITION")  # a workflow that ended between the list and the query
 
 
@@ -43,11 +44,17 @@ def alerts_today(layout: DataLayout, status: Any) -> str:
 
 
 async def running_on_hosts(client: Client) -> dict[str, str]:
-    """golem id → host of every running GolemWorkflow on a host queue: the fleet past this data dir."""
+    """golem id → host of every running GolemWorkflow: on a host queue (the fleet past this data dir), or OWN_WORKER
+    for a golem on its own worker's queue (`golem run`, `golem worker --home`)."""
     hosts: dict[str, str] = {}
     async for wf in client.list_workflows("WorkflowType = 'GolemWorkflow' AND ExecutionStatus = 'Running'"):
-        if wf.task_queue.startswith("golem-host-") and wf.id.startswith("golem-"):
-            hosts[wf.id[len("golem-"):]] = wf.task_queue[len("golem-host-"):]
+        if not wf.id.startswith("golem-"):
+            continue
+        gid = wf.id[len("golem-"):]
+        if wf.task_queue.startswith("golem-host-"):
+            hosts[gid] = wf.task_queue[len("golem-host-"):]
+        elif wf.task_queue == wf.id:
+            hosts[gid] = OWN_WORKER
     return hosts
 
 
@@ -67,9 +74,10 @@ async def _status(client: Client, golem_id: str) -> Any:
         return None
 
 
-async def fleet_rows(client: Client, data: Path) -> list[dict[str, Any]]:
+async def fleet_rows(client: Client, data: Path, own_golem: str | None = None) -> list[dict[str, Any]]:
     """The rows, sorted by id; the status queries run together. Equity and alerts are read where the golem's data
-    is on this host ("-" for a golem whose data is elsewhere)."""
+    is on this host ("-" for a golem whose data is elsewhere). own_golem: the one golem whose data dir `data` itself
+    is (`golem run`'s), read there."""
     registry = FleetRegistry(data)
     placements = {p.golem_id: p for p in registry.all()} if registry.path.exists() else {}
     hosts = await running_on_hosts(client)
@@ -78,8 +86,8 @@ async def fleet_rows(client: Client, data: Path) -> list[dict[str, Any]]:
     async def one(gid: str) -> dict[str, Any]:
         p = placements.get(gid)
         status = await _status(client, gid) if gid in hosts or (p is not None and p.running) else None
-        local = p is not None and p.status == "placed"
-        layout = registry.layout(gid)
+        local = (p is not None and p.status == "placed") or (p is None and gid == own_golem)
+        layout = registry.layout(gid) if p is not None else DataLayout(data)
         last = status.last_tick if status is not None else None
         local_reads = await asyncio.to_thread(lambda: (equity(layout), alerts_today(layout, status))) if local \
             else ("-", "-")
@@ -92,7 +100,7 @@ async def fleet_rows(client: Client, data: Path) -> list[dict[str, Any]]:
             "equity": local_reads[0],
             "spend_today": (f"${status.daily_spend_usd + status.daily_gas_usd:.4f}" if status is not None else "-"),
             "alerts": local_reads[1],
-            "local": local,  # its data is in this data dir: the dashboard links to its page
+            "local": local and p is not None,  # placed in this data dir: the fleet page links to its page
         }
 
     return list(await asyncio.gather(*(one(g) for g in ids)))
