@@ -114,6 +114,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if argv is None:  # the process's own command: the Temporal core logs through Python, never onto stdout
+        from workers.client import install_default_runtime
+
+        install_default_runtime()
     if args.cmd == "replay" and args.tick is None and not args.workflow_id:
         sys.exit("golem replay: give a tick number or --workflow-id")
     try:

@@ -23,6 +23,8 @@ from golem.errors import UserError
 from workers.converter import data_converter as lean_converter
 
 if TYPE_CHECKING:
+    from temporalio.runtime import LoggingConfig
+
     from golem.models.config import TemporalSection
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -30,6 +32,23 @@ NAMESPACE = "default"
 ENV_PREFIX = "GOLEM_TEMPORAL_"
 
 log = logging.getLogger(__name__)
+
+
+def core_logging() -> "LoggingConfig":
+    """The Temporal core's own log lines (e.g. "Workflow task duration exceeded 5 seconds") through Python's logging
+    (logger temporalio.core, so stderr or the worker's log), not the core's console writer, which prints to stdout
+    and broke `golem backtest --json` output on a loaded machine."""
+    from temporalio.runtime import LogForwardingConfig, LoggingConfig, TelemetryFilter
+
+    return LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                         forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")))
+
+
+def install_default_runtime() -> None:
+    """Make the process's default Temporal Runtime log through Python (core_logging); once, before any client."""
+    from temporalio.runtime import TelemetryConfig
+
+    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=core_logging())), error_if_already_set=False)
 
 
 class TemporalConfigError(UserError):

@@ -233,7 +233,9 @@ def temporal_runtime(port: int) -> Runtime:
     """A Temporal Runtime whose core serves the SDK's own metrics (Prometheus text) on 127.0.0.1:port."""
     from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(
+    from workers.client import core_logging
+
+    return Runtime(telemetry=TelemetryConfig(logging=core_logging(), metrics=PrometheusConfig(
         bind_address=f"127.0.0.1:{port}", counters_total_suffix=True, durations_as_seconds=True)))
 
 
