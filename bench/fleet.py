@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -105,10 +106,38 @@ async def one(n: int, ticks: int, address: str, rpc_url: str, deployment: Path, 
             lag = max((cur.start_time - due).total_seconds() - THETA, 0.0)
             lags.append(lag)
             missed += int(lag // THETA) + max(int(took // THETA) - 1, 0)  # slots that passed with no tick
+    where = await breakdown(client, ids)
     return {"n": n, "ticks": n * ticks, "lag_p50": pct(lags, 0.5), "lag_p99": pct(lags, 0.99),
             "missed": missed, "tick_p50": pct(durations, 0.5), "tick_p99": pct(durations, 0.99), "rss_base_mb": base_rss, "rss_end_mb": end_rss,
             "rss_per_golem_mb": (end_rss - base_rss) / n, "cpu_per_tick_ms": cpu / (n * ticks) * 1000,
-            "wall_s": wall, "opened": opened}
+            "wall_s": wall, "opened": opened, "where": where}
+
+
+async def breakdown(client: Any, ids: list[str]) -> dict[str, float]:
+    """Where the ticks' time went, from their histories: p99 seconds a workflow task or an activity waited on the
+    queue (schedule to start: the worker had no slot or no poller free) and ran (start to complete)."""
+    from temporalio.api.enums.v1 import EventType as E
+
+    waits: dict[str, list[float]] = {"wft_queue": [], "wft_run": [], "act_queue": [], "act_run": []}
+    pairs = {E.EVENT_TYPE_WORKFLOW_TASK_STARTED: ("wft_queue", E.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED),
+             E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED: ("wft_run", E.EVENT_TYPE_WORKFLOW_TASK_STARTED),
+             E.EVENT_TYPE_ACTIVITY_TASK_STARTED: ("act_queue", E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
+             E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: ("act_run", E.EVENT_TYPE_ACTIVITY_TASK_STARTED)}
+    for gid in ids:
+        async for wf in client.list_workflows(f"WorkflowId STARTS_WITH 'golem-{gid}'"):
+            at: dict[int, Any] = {}
+            async for ev in client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history_events():
+                at[ev.event_id] = ev.event_time.ToDatetime()
+                if ev.event_type in pairs:
+                    key, before = pairs[ev.event_type]
+                    attrs = (ev.workflow_task_started_event_attributes if key == "wft_queue" else
+                             ev.workflow_task_completed_event_attributes if key == "wft_run" else
+                             ev.activity_task_started_event_attributes if key == "act_queue" else
+                             ev.activity_task_completed_event_attributes)
+                    ref = attrs.scheduled_event_id if key.endswith("queue") else attrs.started_event_id
+                    if ref in at:
+                        waits[key].append((at[ev.event_id] - at[ref]).total_seconds())
+    return {f"{k}_{q}": round(pct(v, p), 3) for k, v in waits.items() for q, p in (("p50", 0.5), ("p99", 0.99))}
 
 
 def main() -> None:
