@@ -113,7 +113,7 @@ async def one(n: int, ticks: int, address: str, rpc_url: str, deployment: Path, 
             "wall_s": wall, "opened": opened, "where": where}
 
 
-async def breakdown(client: Any, ids: list[str]) -> dict[str, float]:
+async def breakdown(client: Any, ids: list[str]) -> dict[str, Any]:
     """Where the ticks' time went, from their histories: p99 seconds a workflow task or an activity waited on the
     queue (schedule to start: the worker had no slot or no poller free) and ran (start to complete)."""
     from temporalio.api.enums.v1 import EventType as E
@@ -123,9 +123,11 @@ async def breakdown(client: Any, ids: list[str]) -> dict[str, float]:
              E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED: ("wft_run", E.EVENT_TYPE_WORKFLOW_TASK_STARTED),
              E.EVENT_TYPE_ACTIVITY_TASK_STARTED: ("act_queue", E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
              E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: ("act_run", E.EVENT_TYPE_ACTIVITY_TASK_STARTED)}
+    by_kind: dict[str, list[float]] = {}
     for gid in ids:
         async for wf in client.list_workflows(f"WorkflowId STARTS_WITH 'golem-{gid}'"):
             at: dict[int, Any] = {}
+            kinds: dict[int, str] = {}
             async for ev in client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history_events():
                 at[ev.event_id] = ev.event_time.ToDatetime()
                 if ev.event_type in pairs:
@@ -137,7 +139,17 @@ async def breakdown(client: Any, ids: list[str]) -> dict[str, float]:
                     ref = attrs.scheduled_event_id if key.endswith("queue") else attrs.started_event_id
                     if ref in at:
                         waits[key].append((at[ev.event_id] - at[ref]).total_seconds())
-    return {f"{k}_{q}": round(pct(v, p), 3) for k, v in waits.items() for q, p in (("p50", 0.5), ("p99", 0.99))}
+                        if key == "act_run" and ref in kinds:
+                            by_kind.setdefault(kinds[ref], []).append(waits[key][-1])
+                if ev.event_type == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    kinds[ev.event_id] = ev.activity_task_scheduled_event_attributes.activity_type.name
+                elif ev.event_type == E.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    kinds[ev.event_id] = kinds.get(ev.activity_task_started_event_attributes.scheduled_event_id, "?")
+    out: dict[str, Any] = {f"{k}_{q}": round(pct(v, p), 3) for k, v in waits.items()
+                           for q, p in (("p50", 0.5), ("p99", 0.99))}
+    out["act_run_p99_by_kind"] = {k: round(pct(v, 0.99), 2) for k, v in
+                                  sorted(by_kind.items(), key=lambda kv: -pct(kv[1], 0.99))[:5]}
+    return out
 
 
 def main() -> None:

@@ -359,7 +359,7 @@ def judge(report: SoakReport, opts: SoakOptions) -> None:
     after = [s for s in report.samples if s.tick >= opts.warmup_ticks]
     if len(after) >= 2:
         report.rss_growth_mb_per_1k = _per_1k(after[0], after[-1], lambda s: s.rss_mb)
-        if report.golems:  # the x axis is each golem's ticks: the worker's growth shared by its golems
+        if report.golems and report.rss_growth_mb_per_1k is not None:  # x: each golem's ticks; shared by the golems
             report.rss_growth_mb_per_1k_per_golem = report.rss_growth_mb_per_1k / report.golems
     if opts.golems and opts.max_rss_per_golem_mb and report.rss_growth_mb_per_1k_per_golem is not None \
             and report.rss_growth_mb_per_1k_per_golem > opts.max_rss_per_golem_mb:
@@ -371,7 +371,7 @@ def judge(report: SoakReport, opts: SoakOptions) -> None:
         report.data_total_growth_mb_per_1k = _per_1k(first, last, lambda s: s.data_total_mb)
         for part in first.data_mb:
             report.data_growth_by_part_per_1k[part] = _per_1k(first, last, lambda s: s.data_mb[part]) or 0.0
-    if opts.max_rss_growth_mb and report.rss_growth_mb_per_1k is not None \
+    if not opts.golems and opts.max_rss_growth_mb and report.rss_growth_mb_per_1k is not None \
             and report.rss_growth_mb_per_1k > opts.max_rss_growth_mb:
         report.problems.append(f"worker RSS grew {report.rss_growth_mb_per_1k:.1f} MB per 1,000 ticks "
                                f"(bound {opts.max_rss_growth_mb:g})")

@@ -34,6 +34,7 @@ from golem.fleet import FleetRegistry
 from golem.ids import clade_queue, golem_of, host_queue
 from golem.learning.trial import TrialRunner
 from golem.models.config import GolemConfig, load_config
+from workers.memory import start_trimmer
 from workers.services import GolemServices
 from workers.worker import (ACTIVITY_CLASSES, PaymentScopeInterceptor, activity_sets, build_clade_worker,
                             worker_options)
@@ -133,7 +134,14 @@ class Fleet:
                 self._drop(idle.pop(0), "over the open cap")
 
     def _drop(self, golem_id: str, why: str) -> None:  # under self._lock
-        self._open.pop(golem_id, None)
+        from golem.grimoire.episodes import index as episode_index
+        from golem.grimoire.semantic import index as entry_index
+
+        hosted = self._open.pop(golem_id, None)
+        if hosted is not None:  # its in-memory Grimoire indexes are process-wide, keyed by path: they go with it
+            root = hosted.services.layout.root
+            episode_index.forget(root)
+            entry_index.forget(root)
         log.info("golem %s closed (%s); %d open", golem_id, why, len(self._open))
 
     def close_idle(self, now: float | None = None) -> list[str]:
@@ -207,6 +215,7 @@ def build_host_worker(client: Client, fleet: Fleet, *, max_cached_workflows: int
                       interceptors: tuple[Interceptor, ...] = (), sandboxed: bool = True,
                       threads: int = 16) -> Worker:
     """The worker of golem-host-<name>: every workflow kind, and each activity routed to its golem."""
+    start_trimmer()  # malloc's free pages back to the OS every 30 s, as on a single golem's worker
     return Worker(client, task_queue=host_queue(fleet.host), workflows=ALL_WORKFLOWS,
                   activities=routed_activities(fleet), activity_executor=ThreadPoolExecutor(max_workers=threads),
                   max_cached_workflows=max_cached_workflows,

@@ -214,3 +214,14 @@ def refresh(store: EpisodeStore) -> None:
     idx = build(store.table)
     with _LOCK:
         _CACHE[key] = idx
+
+
+def forget(root: str | Path) -> int:
+    """Drop the cached indexes of the stores under `root` (a golem's data dir, when a fleet worker closes the golem):
+    the cache is keyed by store path, so a closed golem's would stay for the life of the process. Returns how many."""
+    prefix = str(Path(root)).rstrip("/")
+    with _LOCK:
+        gone = [k for k in _CACHE if k == prefix or k.startswith(prefix + "/")]
+        for k in gone:
+            del _CACHE[k]
+    return len(gone)

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -184,3 +185,14 @@ def entry_index(semantic: SemanticStore) -> EntryIndex:
     with _LOCK:
         _CACHE[key] = (fp, idx)
     return idx
+
+
+def forget(root: str | Path) -> int:
+    """Drop the cached indexes of the stores under `root` (a golem's data dir, when a fleet worker closes the golem):
+    the cache is keyed by store path, so a closed golem's would stay for the life of the process. Returns how many."""
+    prefix = str(Path(root)).rstrip("/")
+    with _LOCK:
+        gone = [k for k in _CACHE if k == prefix or k.startswith(prefix + "/")]
+        for k in gone:
+            del _CACHE[k]
+    return len(gone)
