@@ -3,7 +3,8 @@
 in the same run (the floor: one golem alone in the same worker code).
 
 Each N runs in its own worker process (RSS and CPU are that process's), on one dev server and one Anvil.
-Prints figures only; it never fails a build. Run: python bench/fleet.py [--sizes 1,10,25] [--ticks 3]
+Prints figures only, with where the ticks' time went (queue and run times from the histories) and how much CPU the
+worker got; it never fails a build. Run: python bench/fleet.py [--sizes 1,10,25] [--ticks 3]
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ async def one(n: int, ticks: int, address: str, rpc_url: str, deployment: Path, 
     return {"n": n, "ticks": n * ticks, "lag_p50": pct(lags, 0.5), "lag_p99": pct(lags, 0.99),
             "missed": missed, "tick_p50": pct(durations, 0.5), "tick_p99": pct(durations, 0.99), "rss_base_mb": base_rss, "rss_end_mb": end_rss,
             "rss_per_golem_mb": (end_rss - base_rss) / n, "cpu_per_tick_ms": cpu / (n * ticks) * 1000,
-            "wall_s": wall, "opened": opened, "where": where}
+            "wall_s": wall, "cores": cpu / wall, "opened": opened, "where": where}
 
 
 async def breakdown(client: Any, ids: list[str]) -> dict[str, Any]:
@@ -213,12 +214,16 @@ async def driver(sizes: list[int], ticks: int) -> None:
           f"{os.cpu_count()} cores; floor = N = {floor['n']} in the same run")
     print(f"{'N':>4} {'lag p50 s':>10} {'lag p99 s':>10} {'missed':>7} {'tick p99 s':>10} {'RSS/golem MB':>13} "
           f"{'CPU/tick ms':>12}"
-          f" {'p99 x floor':>12} {'CPU x floor':>12} {'worker RSS MB':>14}")
+          f" {'p99 x floor':>12} {'CPU x floor':>12} {'worker RSS MB':>14} {'cores got':>10}")
     for r in rows:
         print(f"{r['n']:>4} {r['lag_p50']:>10.3f} {r['lag_p99']:>10.3f} {r['missed']:>7} {r['tick_p99']:>10.1f} "
               f"{r['rss_per_golem_mb']:>13.1f} {r['cpu_per_tick_ms']:>12.0f} "
               f"{r['lag_p99'] / max(floor['lag_p99'], 1e-3):>12.1f} "
-              f"{r['cpu_per_tick_ms'] / max(floor['cpu_per_tick_ms'], 1e-3):>12.2f} {r['rss_end_mb']:>14.0f}")
+              f"{r['cpu_per_tick_ms'] / max(floor['cpu_per_tick_ms'], 1e-3):>12.2f} {r['rss_end_mb']:>14.0f}"
+              f" {r.get('cores', float('nan')):>10.2f}")
+    print("cores got: the worker's CPU seconds over the wall time, on average. A worker needs about N / theta x CPU per "
+          "tick of one core; where it got less (a shared machine: the kernel shares CPU between sessions, whatever "
+          "their nice), its ticks queued.")
 
 
 if __name__ == "__main__":
