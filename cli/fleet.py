@@ -82,9 +82,26 @@ def _alerts(layout: Any, status: Any) -> str:
     return f"{n}" + (f" + chain: {chain[:40]}" if chain else "")
 
 
+OWN_WORKER = "(own worker)"  # the host column of a golem served on its own queue golem-<id>, not a host's
+
+
+def _own_golem(args: Namespace) -> str | None:
+    """The id of the one golem whose data dir --data is (`golem run`'s), read quietly from --home's golem.toml."""
+    from golem.layout import DataLayout
+    from golem.models.config import ConfigError, load_config
+
+    if not DataLayout(args.data).cycle_index.exists():
+        return None
+    try:
+        return load_config(Path(args.home) / "golem.toml").golem.id
+    except (ConfigError, OSError):
+        return None
+
+
 async def _rows(args: Namespace) -> list[dict[str, Any]]:
     from golem.fleet import FleetRegistry
     from golem.ids import golem_workflow_id
+    from golem.layout import DataLayout
     from workflows.golem import GolemWorkflow
 
     registry = FleetRegistry(args.data)
@@ -92,8 +109,14 @@ async def _rows(args: Namespace) -> list[dict[str, Any]]:
     temporal = await client(args)
     hosts: dict[str, str] = {}  # running GolemWorkflows on any host's queue: the fleet past this data dir
     async for wf in temporal.list_workflows("WorkflowType = 'GolemWorkflow' AND ExecutionStatus = 'Running'"):
-        if wf.task_queue.startswith("golem-host-") and wf.id.startswith("golem-"):
-            hosts[wf.id[len("golem-"):]] = wf.task_queue[len("golem-host-"):]
+        if not wf.id.startswith("golem-"):
+            continue
+        gid = wf.id[len("golem-"):]
+        if wf.task_queue.startswith("golem-host-"):
+            hosts[gid] = wf.task_queue[len("golem-host-"):]
+        elif wf.task_queue == wf.id:  # a golem on its own worker's queue (`golem run`, `golem worker --home`)
+            hosts[gid] = OWN_WORKER
+    own = _own_golem(args)
     rows = []
     for gid in sorted(set(placements) | set(hosts)):
         p = placements.get(gid)
@@ -105,8 +128,8 @@ async def _rows(args: Namespace) -> list[dict[str, Any]]:
                 if rpc_status(err) not in ("NOT_FOUND", "FAILED_PRECONDITION") and \
                         type(err).__name__ != "WorkflowQueryFailedError":
                     raise
-        local = p is not None and p.status == "placed"
-        layout = registry.layout(gid)
+        local = (p is not None and p.status == "placed") or (p is None and gid == own)
+        layout = registry.layout(gid) if p is not None else DataLayout(args.data)
         last = status.last_tick if status is not None else None
         rows.append({
             "id": gid, "host": hosts.get(gid) or (p.host if p else "-"),
@@ -127,7 +150,7 @@ def cmd_list(args: Namespace) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     if not rows:
-        print(f"no golems placed in {args.data} and none running on a host queue (`golem spawn ID`)")
+        print(f"no golems placed in {args.data} and none running on Temporal (`golem run`, or `golem spawn ID`)")
         return 0
     cols = ["id", "host", "state", "tick", "tier", "phase", "equity", "spend_today", "alerts"]
     width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}

@@ -64,8 +64,10 @@ class Fleet:
 
     def __init__(self, client: Client, data: Path, host: str, *, trials: TrialRunner | None = None,
                  live: bool | None = None, idle_seconds: float = IDLE_SECONDS, max_open: int = MAX_OPEN,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None,
+                 on_open: Callable[[GolemServices], None] | None = None) -> None:
         self.client, self.host, self.trials, self.live = client, host, trials, live
+        self.on_open = on_open  # called with each golem's services as they open (the host's metrics listen to them)
         self.registry = FleetRegistry(data)
         self.idle_seconds, self.max_open = idle_seconds, max_open
         self.loop = loop
@@ -119,6 +121,8 @@ class Fleet:
             services = GolemServices(config, self.registry.layout(golem_id), live=self.live,
                                      w3=self.web3(config.chain.rpc_url))
             sets = activity_sets(self.client, services, self.trials, self.loop)
+            if self.on_open is not None:
+                self.on_open(services)
             hosted = Hosted(services, {type(s): s for s in sets})
             with self._lock:
                 self._open[golem_id] = hosted
@@ -235,14 +239,16 @@ async def reap(fleet: Fleet, every: float = 30.0) -> None:
 @contextlib.asynccontextmanager
 async def serving(client: Client, data: Path, host: str, *, live: bool | None = None,
                   trials: TrialRunner | None = None, idle_seconds: float | None = None,
-                  sandboxed: bool = True, reap_every: float = 30.0, tuning: WorkerSection | None = None) -> Any:
+                  sandboxed: bool = True, reap_every: float = 30.0, interceptors: tuple[Interceptor, ...] = (),
+                  on_open: Callable[[GolemServices], None] | None = None, tuning: WorkerSection | None = None) -> Any:
     """Serve the host's queue (and the clades of the golems placed on it) while the block runs; yields the Fleet.
-    `tuning`: the host's [worker] settings (threads, caches, idle and open bounds); defaults scale to 100 golems."""
+    `tuning`: the host's [worker] settings (threads, caches, idle and open bounds)."""
     tuning = tuning or WorkerSection()
-    fleet = Fleet(client, data, host, trials=trials, live=live, loop=asyncio.get_running_loop(),
+    fleet = Fleet(client, data, host, trials=trials, live=live, loop=asyncio.get_running_loop(), on_open=on_open,
                   idle_seconds=tuning.idle_seconds if idle_seconds is None else idle_seconds,
                   max_open=tuning.max_open_golems)
-    workers: list[Worker] = [build_host_worker(client, fleet, sandboxed=sandboxed, threads=tuning.activity_threads,
+    workers: list[Worker] = [build_host_worker(client, fleet, sandboxed=sandboxed, interceptors=interceptors,
+                                               threads=tuning.activity_threads,
                                                max_cached_workflows=tuning.max_cached_workflows)]
     clades = {fleet.config_of(g).clade.id for g in fleet.placed()} - {""}
     for clade in sorted(clades):
@@ -269,20 +275,39 @@ async def run_host(data: Path, host: str, address: str | None = None, live: bool
     """`golem worker --host NAME`: serve every golem placed on this host until SIGINT/SIGTERM."""
     import signal
 
+    from golem.layout import DataLayout
     from workers.client import connect, frontend
+    from workers.metrics import HostMetrics, free_port, metrics_port, serve_metrics, temporal_runtime
+    from workers.telemetry import shutdown_tracing, tracing_interceptor
     from workers.trial import BacktestTrialRunner
 
     target = frontend(config.temporal if config is not None else None, address=address)
-    client = await connect(target=target, wait_seconds=wait_for_temporal)
+    # the host's /metrics (every golem's figures, labelled golem=<id>) and its traces, as a one-golem worker has
+    port, runtime, server, core_port = metrics_port(), None, None, 0
+    if port:
+        core_port = free_port()
+        runtime = temporal_runtime(core_port)
+    client = await connect(target=target, runtime=runtime, wait_seconds=wait_for_temporal)
+    metrics = HostMetrics(host)
+    interceptors: list[Interceptor] = [tracing_interceptor(DataLayout(data), "", host=host)]
+    if port:
+        server = serve_metrics(metrics.inst, port, core_port)
+        interceptors.append(metrics.interceptor())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with serving(client, data, host, live=live, trials=BacktestTrialRunner(),
-                       tuning=config.worker if config is not None else None) as fleet:
-        log.info("host %s serving %s: %d golem(s) placed (data %s) on Temporal at %s", host, host_queue(host),
-                 len(fleet.placed()), data, target.describe())
-        await stop.wait()
+    try:
+        async with serving(client, data, host, live=live, trials=BacktestTrialRunner(), interceptors=tuple(interceptors),
+                           on_open=metrics.attach if port else None,
+                           tuning=config.worker if config is not None else None) as fleet:
+            log.info("host %s serving %s: %d golem(s) placed (data %s) on Temporal at %s", host, host_queue(host),
+                     len(fleet.placed()), data, target.describe())
+            await stop.wait()
+    finally:
+        shutdown_tracing()
+        if server is not None:
+            server.stop()
     log.info("host %s stopped", host)
 
 

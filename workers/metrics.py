@@ -52,22 +52,20 @@ def metrics_port() -> int | None:
     return port or None
 
 
-class GolemMetrics:
-    """The instruments and their Prometheus registry (one per worker; tests may build several in one process)."""
+class Instruments:
+    """The instruments and their Prometheus registry: one per worker process, shared by the golems it serves (a
+    fleet worker's golems tell themselves apart by the `golem` label; tests may build several in one process)."""
 
-    def __init__(self, golem_id: str, *, grimoire_size: Callable[[], int] | None = None,
-                 grimoire_quality: Callable[[], float | None] | None = None) -> None:
+    def __init__(self, resource: dict[str, str], process_attrs: dict[str, str]) -> None:
         self.registry = CollectorRegistry()
         reader = PrometheusMetricReader(registry=self.registry)
         self.provider = MeterProvider(
-            metric_readers=[reader], resource=Resource.create({"service.name": "golem", "golem.id": golem_id}),
+            metric_readers=[reader], resource=Resource.create({"service.name": "golem", **resource}),
             views=[View(instrument_name="golem_step_latency",
                         aggregation=ExplicitBucketHistogramAggregation(_STEP_BUCKETS))],
         )
         m = self.provider.get_meter("golem")
-        self.attrs = {"golem": golem_id}
-        self._grimoire_size = grimoire_size  # read on each tick
-        self._grimoire_quality = grimoire_quality  # read on each tick
+        self.process_attrs = process_attrs  # the labels of the process-wide gauges (the worker's memory)
         self.step_latency = m.create_histogram("golem_step_latency", unit="s", description="activity duration by step")
         self.step_failures = m.create_counter("golem_step_failures", description="activity attempts that raised")
         self.ticks = m.create_counter("golem_ticks", description="recorded ticks by tier")
@@ -90,24 +88,47 @@ class GolemMetrics:
         m.create_observable_gauge("golem_worker_memory", callbacks=[self._memory], unit="By",
                                   description="the worker's memory by part: rss, lance_cache, malloc_in_use, "
                                   "malloc_free, malloc_released (workers/memory.py)")
+
+    def _memory(self, options: CallbackOptions) -> Iterable[Observation]:
+        for part, value in memory_parts().items():
+            yield Observation(value, {**self.process_attrs, "part": part})
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
+class GolemMetrics:
+    """One golem's figures on the worker's instruments (its own Instruments when none are given), fed by its
+    EventSink: the `golem` label, and the running counts behind the quality rates."""
+
+    def __init__(self, golem_id: str, *, grimoire_size: Callable[[], int] | None = None,
+                 grimoire_quality: Callable[[], float | None] | None = None,
+                 instruments: Instruments | None = None) -> None:
+        self.attrs = {"golem": golem_id}
+        self.inst = instruments or Instruments({"golem.id": golem_id}, self.attrs)
+        self._grimoire_size = grimoire_size  # read on each tick
+        self._grimoire_quality = grimoire_quality  # read on each tick
         # running counts behind the quality rates
         self._n = {"candidates": 0, "admitted": 0, "escalated": 0, "retrieved": 0, "cached": 0,
                    "verified": 0, "accurate": 0}
 
-    def _memory(self, options: CallbackOptions) -> Iterable[Observation]:
-        for part, value in memory_parts().items():
-            yield Observation(value, {**self.attrs, "part": part})
+    def read_grimoire_from(self, size: Callable[[], int] | None, quality: Callable[[], float | None] | None) -> None:
+        """Read the Grimoire's size and quality from these (a fleet golem's services reopened after idling)."""
+        self._grimoire_size, self._grimoire_quality = size, quality
 
     # ---- the event listener ---------------------------------------------------------------
     def on_event(self, e: GolemEvent) -> None:
         a, p = self.attrs, e.payload
-        self.events.add(1, {**a, "kind": e.kind})
+        self.inst.events.add(1, {**a, "kind": e.kind})
         if e.kind == "heartbeat.tick_finished":
             self._tick(p)
         elif e.kind == "heartbeat.tick_failed":
-            self.ticks_failed.add(1, a)
+            self.inst.ticks_failed.add(1, a)
         elif e.kind.startswith("actions.") and "status" in p:
-            self.actions.add(1, {**a, "status": p["status"]})
+            self.inst.actions.add(1, {**a, "status": p["status"]})
         elif e.kind == "actions.verified":
             self._n["verified"] += 1
             devs = [abs(v) for v in (p.get("deviations_bps") or {}).values()]
@@ -116,17 +137,17 @@ class GolemMetrics:
         elif e.kind == "dreams.cycle_finished":
             for name in ("dream_yield", "threat_coverage"):
                 if p.get(name) is not None:
-                    self.quality.set(float(p[name]), {**a, "metric": name})
+                    self.inst.quality.set(float(p[name]), {**a, "metric": name})
         elif e.kind == "quality.reflection_consistency":
             if p.get("mean") is not None:
-                self.quality.set(float(p["mean"]), {**a, "metric": "reflection_consistency"})
+                self.inst.quality.set(float(p["mean"]), {**a, "metric": "reflection_consistency"})
         elif e.kind == "quality.heuristic_survival":
             if p.get("rate") is not None:
-                self.quality.set(float(p["rate"]), {**a, "metric": "heuristic_survival"})
+                self.inst.quality.set(float(p["rate"]), {**a, "metric": "heuristic_survival"})
         elif e.kind == "quality.external_trend":
             for name in ("pnl_usd", "max_drawdown", "sharpe", "declining_days"):
                 if p.get(name) is not None:
-                    self.trend.set(float(p[name]), {**a, "metric": name})
+                    self.inst.trend.set(float(p[name]), {**a, "metric": name})
         elif e.kind == "grimoire.admitted":
             self._n["candidates"] += int(p.get("candidates", 0))
             self._n["admitted"] += int(p.get("admitted", 0)) + int(p.get("admitted_low", 0))
@@ -134,19 +155,19 @@ class GolemMetrics:
 
     def _tick(self, p: dict[str, Any]) -> None:
         a = self.attrs
-        self.ticks.add(1, {**a, "tier": p["tier"], "regime": p["regime"]})
-        self.pe.set(p["prediction_error"], a)
-        self.threshold.set(p["threshold"], a)
-        self.tokens.add(p.get("input_tokens", 0), {**a, "direction": "input"})
-        self.tokens.add(p.get("output_tokens", 0), {**a, "direction": "output"})
-        self.inference_usd.add(p.get("inference_usd", 0.0), a)
-        self.gas_usd.add(p.get("gas_usd", 0.0), a)
-        self.equity.set(p["equity_usd"], a)
+        self.inst.ticks.add(1, {**a, "tier": p["tier"], "regime": p["regime"]})
+        self.inst.pe.set(p["prediction_error"], a)
+        self.inst.threshold.set(p["threshold"], a)
+        self.inst.tokens.add(p.get("input_tokens", 0), {**a, "direction": "input"})
+        self.inst.tokens.add(p.get("output_tokens", 0), {**a, "direction": "output"})
+        self.inst.inference_usd.add(p.get("inference_usd", 0.0), a)
+        self.inst.gas_usd.add(p.get("gas_usd", 0.0), a)
+        self.inst.equity.set(p["equity_usd"], a)
         if p.get("health_factor") is not None:
-            self.hf.set(p["health_factor"], a)
-        self.vitality.set(p["vitality"], a)
-        self.price.set(p["pool_price"], {**a, "source": "pool"})
-        self.price.set(p["oracle_price"], {**a, "source": "oracle"})
+            self.inst.hf.set(p["health_factor"], a)
+        self.inst.vitality.set(p["vitality"], a)
+        self.inst.price.set(p["pool_price"], {**a, "source": "pool"})
+        self.inst.price.set(p["oracle_price"], {**a, "source": "oracle"})
         if p["tier"] != "T0":
             self._n["escalated"] += 1
             self._n["retrieved"] += int(p.get("retrieved", 0) > 0)
@@ -159,50 +180,53 @@ class GolemMetrics:
         a = self.attrs
         try:
             if self._grimoire_size is not None:
-                self.grimoire.set(self._grimoire_size(), a)
+                self.inst.grimoire.set(self._grimoire_size(), a)
             quality = self._grimoire_quality() if self._grimoire_quality is not None else None
             if quality is not None:
-                self.quality.set(quality, {**a, "metric": "average_quality"})
+                self.inst.quality.set(quality, {**a, "metric": "average_quality"})
         except Exception as err:  # a busy store: the next tick reads it again
             log.debug("grimoire size/quality not read: %s", err)
 
     def _rate(self, name: str, num: str, den: str) -> None:
         if self._n[den]:
-            self.quality.set(self._n[num] / self._n[den], {**self.attrs, "metric": name})
+            self.inst.quality.set(self._n[num] / self._n[den], {**self.attrs, "metric": name})
 
     # ---- exposition --------------------------------------------------------------------------
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        return self.inst.exposition()
 
     def shutdown(self) -> None:
-        self.provider.shutdown()
+        self.inst.shutdown()
 
 
 class StepLatencyInterceptor(Interceptor):
-    """Times every activity the worker runs (the step latency per activity)."""
+    """Times every activity the worker runs (the step latency per activity), labelled by labels() — the one golem's
+    on its own worker, the activity's golem (from its workflow id) on a fleet worker."""
 
-    def __init__(self, metrics: GolemMetrics) -> None:
-        self.metrics = metrics
+    def __init__(self, instruments: Instruments, labels: Callable[[], dict[str, str]]) -> None:
+        self.instruments, self.labels = instruments, labels
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _Timed(next, self.metrics)
+        return _Timed(next, self.instruments, self.labels)
 
 
 class _Timed(ActivityInboundInterceptor):
-    def __init__(self, next: ActivityInboundInterceptor, metrics: GolemMetrics) -> None:
+    def __init__(self, next: ActivityInboundInterceptor, instruments: Instruments,
+                 labels: Callable[[], dict[str, str]]) -> None:
         super().__init__(next)
-        self.metrics = metrics
+        self.instruments, self.labels = instruments, labels
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:  # the activity's own result
         step = activity.info().activity_type
+        attrs = {**self.labels(), "step": step}
         t0 = time.perf_counter()
         try:
             return await self.next.execute_activity(input)
         except BaseException:
-            self.metrics.step_failures.add(1, {**self.metrics.attrs, "step": step})
+            self.instruments.step_failures.add(1, attrs)
             raise
         finally:
-            self.metrics.step_latency.record(time.perf_counter() - t0, {**self.metrics.attrs, "step": step})
+            self.instruments.step_latency.record(time.perf_counter() - t0, attrs)
 
 
 def temporal_runtime(port: int) -> Runtime:
@@ -217,7 +241,7 @@ class MetricsServer:
     """GET /metrics on host:port (GOLEM_METRICS_HOST, default 127.0.0.1): the golem's instruments, then the Temporal
     SDK's (read from its core, which stays on 127.0.0.1)."""
 
-    def __init__(self, metrics: GolemMetrics, port: int, temporal_port: int | None = None,
+    def __init__(self, metrics: Instruments | GolemMetrics, port: int, temporal_port: int | None = None,
                  host: str | None = None) -> None:
         self.metrics, self.temporal_port = metrics, temporal_port
         outer = self
@@ -278,10 +302,39 @@ def install_metrics(services: GolemServices, port: int, temporal_port: int | Non
     metrics = GolemMetrics(services.config.golem.id, grimoire_size=services.semantic.count,
                            grimoire_quality=services.semantic.mean_quality)
     services.events.listeners.append(metrics.on_event)
+    server = serve_metrics(metrics.inst, port, temporal_port)
+    return metrics, server, StepLatencyInterceptor(metrics.inst, lambda: metrics.attrs)
+
+
+def serve_metrics(instruments: Instruments, port: int, temporal_port: int | None = None) -> MetricsServer | None:
+    """The /metrics server, or None (and a warning saying what to change) when the port cannot be bound."""
     try:
-        server = MetricsServer(metrics, port, temporal_port).start()
+        return MetricsServer(instruments, port, temporal_port).start()
     except OSError as err:  # telemetry never stops the golem: it ticks on without the endpoint, and says why
         log.warning("metrics endpoint off: cannot serve on 127.0.0.1:%s (%s); set GOLEM_METRICS_PORT to a free port "
                     "(0 turns it off) and restart the worker", port, err.strerror or err)
-        server = None
-    return metrics, server, StepLatencyInterceptor(metrics)
+        return None
+
+
+class HostMetrics:
+    """A fleet worker's figures: one Instruments for the process, one GolemMetrics per golem it has opened (kept when
+    its services close idle and reopen, so its counters go on), step latency labelled by the activity's golem."""
+
+    def __init__(self, host: str) -> None:
+        self.inst = Instruments({"golem.host": host}, {"host": host})
+        self._golems: dict[str, GolemMetrics] = {}
+        self._lock = threading.Lock()
+
+    def attach(self, services: GolemServices) -> None:
+        """Feed a golem's figures from its freshly opened services' EventSink."""
+        gid = services.config.golem.id
+        with self._lock:
+            metrics = self._golems.setdefault(gid, GolemMetrics(gid, instruments=self.inst))
+        metrics.read_grimoire_from(services.semantic.count, services.semantic.mean_quality)
+        services.events.listeners.append(metrics.on_event)
+
+    def interceptor(self) -> StepLatencyInterceptor:
+        from golem.ids import golem_of
+
+        return StepLatencyInterceptor(self.inst, lambda: {"golem": golem_of(activity.info().workflow_id or "") or "-"})
+

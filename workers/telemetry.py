@@ -35,8 +35,12 @@ def span_exporter(data: DataLayout | Path, env: Mapping[str, str] | None = None)
     return TraceFileExporter(DailyTraceFile(data))  # today's spans; earlier days in traces/<day>.jsonl ([retention])
 
 
-def tracer_provider(data: DataLayout | Path, golem_id: str, env: Mapping[str, str] | None = None) -> TracerProvider:
-    provider = TracerProvider(resource=Resource.create({"service.name": "golem", "golem.id": golem_id}))
+def tracer_provider(data: DataLayout | Path, golem_id: str, env: Mapping[str, str] | None = None,
+                    host: str | None = None) -> TracerProvider:
+    """Spans of one golem's worker (golem.id), or of a fleet host's (golem.host; each span's workflow id names its
+    golem)."""
+    who = {"golem.host": host} if host is not None else {"golem.id": golem_id}
+    provider = TracerProvider(resource=Resource.create({"service.name": "golem", **who}))
     provider.add_span_processor(BatchSpanProcessor(span_exporter(data, env)))
     return provider
 
@@ -102,11 +106,11 @@ class DailyTraceFile:
                 self._fh.flush()
 
 
-def tracing_interceptor(layout: DataLayout, golem_id: str) -> TracingInterceptor:
+def tracing_interceptor(layout: DataLayout, golem_id: str, host: str | None = None) -> TracingInterceptor:
     """Spans for every workflow and activity, installed once per process as the global tracer provider."""
     global _installed
     if _installed is None:
-        _installed = tracer_provider(layout, golem_id)
+        _installed = tracer_provider(layout, golem_id, host=host)
         trace.set_tracer_provider(_installed)
     return TracingInterceptor(trace.get_tracer("golem"), always_create_workflow_spans=True)
 

@@ -3,9 +3,9 @@ the lives set's tune part; never a held-out or sealed question): each question's
 abstention_evidence) labelled answerable or not, a logistic model per feature subset, scored by cross-validation
 grouped by life. Prints the best subsets; the chosen coefficients are written into golem/grimoire/retrieval.py.
 
-    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE] [--extend]
+    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE] [--extend [2]]
 
---extend: the model in code refitted alone and plus each other feature (docs/design/grimoire.md, "The refits not taken").
+--extend: the model in code refitted alone and plus each other feature (2: each pair); docs/design/grimoire.md.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ def evidence_rows(embedder_name: str | None = None) -> list[dict]:
     for n, q in enumerate(tune + extra_tune.written_questions()):
         res = search(env["eps"], env["sem"], q["text"], regime=q["regime"], tick=q["tick"], k=ev.K)
         out.append({"group": f"written-{n % 4}", "set": "written", "source": "written" if n < len(tune) else
-                    "written-extra", "unanswerable": q["category"] == "abstention", "evidence": res.evidence})
+                    "written-extra", "unanswerable": q["category"] == "abstention", "evidence": res.evidence,
+                    "text": q["text"]})
     emb = default_embedder() if embedder_name is None else embedder_by_name(embedder_name)
     for source, (d, qs) in (("lives", ev.lives_questions("tune")), ("lives-extra", extra_tune.extra_lives())):
         for life in sorted({q["life"] for q in qs}):
@@ -47,7 +48,8 @@ def evidence_rows(embedder_name: str | None = None) -> list[dict]:
                 if q["life"] == life:
                     res = search(lenv["eps"], lenv["sem"], q["text"], regime=q["regime"], tick=q["tick"], k=ev.K)
                     out.append({"group": life.split("-", 1)[-1], "set": "lives", "source": source,
-                                "unanswerable": q["category"] == "abstention", "evidence": res.evidence})
+                                "unanswerable": q["category"] == "abstention", "evidence": res.evidence,
+                                "text": q["text"]})
     return out
 
 
@@ -87,7 +89,8 @@ def main() -> None:
     ap.add_argument("--dump", help="write the evidence rows here (JSON)")
     ap.add_argument("--load", help="read evidence rows from here instead of asking the sets")
     ap.add_argument("--embedder", default=None, help="fit for this embedder (default: wordllama)")
-    ap.add_argument("--extend", action="store_true", help="the model in code plus one feature, constrained")
+    ap.add_argument("--extend", nargs="?", type=int, const=1, default=0, choices=(1, 2),
+                    help="the model in code plus one feature (2: plus each pair of features), constrained")
     a = ap.parse_args()
     rows = json.loads(Path(a.load).read_text()) if a.load else evidence_rows(a.embedder)
     if a.dump:
@@ -103,7 +106,7 @@ def main() -> None:
             m = (sets == s) & (y == lab)
             w[m] = 0.25 * len(rows) / m.sum()
     if a.extend:
-        return extend(rows, y, w, sources, groups, a.embedder)
+        return extend(rows, y, w, sources, groups, a.embedder, a.extend)
     results = []
     for n in range(1, min(4, len(ABSTAIN_FEATURES)) + 1):
         for subset in itertools.combinations(ABSTAIN_FEATURES, n):
@@ -135,17 +138,19 @@ def main() -> None:
 
 
 def extend(rows: list[dict], y: np.ndarray, w: np.ndarray, sources: np.ndarray, groups: np.ndarray,
-           embedder: str | None) -> None:
-    """The model in code plus each other feature, and its own features alone, refitted; a candidate keeps when every
-    tune part's in-sample abstention and false abstention is at least as good as with the model in code."""
+           embedder: str | None, size: int = 1) -> None:
+    """The model in code plus each other feature (size 2: each pair), and its own features alone, refitted; a
+    candidate keeps when every tune part's abstention and false abstention, in-sample and in cross-validation, is at
+    least as good as with the model in code. Ranked by cross-validated abstention, false abstention penalised."""
     bias, coef, line = abstention_model(None if embedder is None else embedder_by_name(embedder).model_name)
     now = rates(prob(np.array([bias, *coef.values()]), np.array([[r["evidence"][f] for f in coef] for r in rows])),
                 y, sources, line)
     print(f"in code: {json.dumps({k: round(v, 3) for k, v in now.items()})}")
     base = tuple(coef)
     out = []
-    for extra in [f for f in ABSTAIN_FEATURES if f not in base] + [None]:
-        subset = base + ((extra,) if extra else ())
+    others = [f for f in ABSTAIN_FEATURES if f not in base]
+    for extra in [()] + [tuple(c) for n in range(1, size + 1) for c in itertools.combinations(others, n)]:
+        subset = base + extra
         x = np.array([[r["evidence"][f] for f in subset] for r in rows])
         for l2 in (0.03, 0.1, 0.3, 1.0):
             p = np.zeros(len(rows))
@@ -156,10 +161,11 @@ def extend(rows: list[dict], y: np.ndarray, w: np.ndarray, sources: np.ndarray, 
             pin = prob(beta, x)
             for ln in (0.6, 0.65, 0.7, 0.75, 0.8):
                 ins, cv = rates(pin, y, sources, ln), rates(p, y, sources, ln)
-                keeps = all(ins[k] >= now[k] - 1e-9 if k.endswith("_abstain") else ins[k] <= now[k] + 1e-9
-                            for k in now if not k.startswith("written-extra"))
+                keeps = all(r[k] >= now[k] - 1e-9 if k.endswith("_abstain") else r[k] <= now[k] + 1e-9
+                            for r in (ins, cv) for k in now)
                 score = sum(v for k, v in cv.items() if k.endswith("_abstain")) - 10 * cv["written_false"] \
-                    - 10 * max(0.0, cv["lives_false"] - 0.05)
+                    - 10 * max(0.0, cv["lives_false"] - 0.05) \
+                    - 10 * max(0.0, cv.get("lives-extra_false", 0.0) - now.get("lives-extra_false", 0.0))
                 out.append((keeps, score, subset, l2, ln, cv, ins, beta))
     out.sort(key=lambda t: (not t[0], -t[1]))
     for keeps, score, subset, l2, ln, cv, ins, beta in out[:10]:

@@ -309,7 +309,8 @@ def _episode_candidates(eidx: EpisodeIndex, qv: np.ndarray, q_terms: list[str], 
 
 
 ABSTAIN_FEATURES = ("relevance", "margin", "agreement", "coverage", "unseen", "unknown_name", "unseen_words",
-                    "cosine", "lexical", "spread", "cosine_z")
+                    "cosine", "lexical", "spread", "cosine_z", "top_agree", "best_lexical", "known_coverage",
+                    "key_coverage", "cosine_gap")
 
 
 def abstention_model(model_name: str | None) -> tuple[float, dict[str, float], float]:
@@ -334,7 +335,11 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
     lexical top 5; coverage: share of the question's distinct terms the best candidate holds; unseen: share of the
     question's idf mass in terms no entry and no episode holds; unknown_name: a proper name no entry mentions;
     cosine_z: how far the best entry's cosine stands above the question's cosine with every entry (z-score, so
-    scale-free) — a vague question is close to everything, an answered one to a few entries."""
+    scale-free) — a vague question is close to everything, an answered one to a few entries; top_agree: the dense
+    and the lexical leader are one candidate; best_lexical: the best candidate's idf share of the question;
+    known_coverage: that share of the idf mass of the question's words the memory knows; key_coverage: the share of
+    the question's two rarest words (unseen ones first) the best candidate holds; cosine_gap: the best cosine above
+    the mean of the next four."""
     scale = SEMANTIC_FLOOR / floor if floor > 0 else 1.0
     rel = sorted((p[0] for p in pool), reverse=True)
     uniq = set(q_terms)
@@ -344,17 +349,28 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
     seen = {t for t in uniq if (idx is not None and t in idx.df) or (eidx is not None and eidx.postings.get(t))}
     total = sum(idf.values())
     unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
+    top = max(range(len(pool)), key=lambda n: pool[n][0]) if pool else None
+    best_lex = pool[top][2] if top is not None else 0.0
+    unseen = sum(v for t, v in idf.items() if t not in seen) / total if total > 0 else 1.0
+    key = sorted(uniq, key=lambda t: (t in seen, -idf[t], t))[:2]
+    coss = sorted((p[1] for p in pool), reverse=True)
     return {"relevance": scale * rel[0] if rel else 0.0,
             "margin": scale * (rel[0] - rel[1]) if len(rel) > 1 else scale * rel[0] if rel else 0.0,
             "agreement": len(dense5 & lex5) / 5.0,
             "coverage": len(uniq & best_terms) / len(uniq) if uniq else 0.0,
-            "unseen": sum(v for t, v in idf.items() if t not in seen) / total if total > 0 else 1.0,
+            "unseen": unseen,
             "unknown_name": float(bool(unknown)),
             "unseen_words": len(uniq - seen) / len(uniq) if uniq else 1.0,
             "cosine": scale * max((p[1] for p in pool), default=0.0),
             "lexical": max((p[2] for p in pool), default=0.0),
             "spread": scale * (rel[0] - float(np.mean(rel[:10]))) if rel else 0.0,
-            "cosine_z": _zscore_of_best(entry_cosines)}
+            "cosine_z": _zscore_of_best(entry_cosines),
+            "top_agree": float(bool(pool) and max(range(len(pool)), key=lambda n: pool[n][1])
+                               == max(range(len(pool)), key=lambda n: pool[n][2])),
+            "best_lexical": best_lex,
+            "known_coverage": min(1.0, best_lex / (1.0 - unseen)) if unseen < 1.0 else 0.0,
+            "key_coverage": len(set(key) & best_terms) / len(key) if key else 0.0,
+            "cosine_gap": scale * (coss[0] - float(np.mean(coss[1:5]))) if len(coss) > 1 else 0.0}
 
 
 def _zscore_of_best(cos: np.ndarray | None) -> float:

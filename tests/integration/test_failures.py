@@ -4,6 +4,7 @@ can be re-run from its recorded input."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -122,6 +123,10 @@ async def test_rpc_outage_fails_ticks_golem_goes_on_and_rerun_records_them(tempo
         status = await wait_for(_status_where(handle, lambda st: st.chain.errors_in_row == 0), 30, "chain healthy")
         assert status.chain.alert is None and status.chain.last_good_read_at
         assert "chain RPC:  ok" in await _cli(rig, "status", address=address)
+        # `golem list` shows a golem on its own worker's queue (golem-<id>), not only a fleet's
+        listed = {r["id"]: r for r in json.loads(await _cli(rig, "list", "--json", address=address))}
+        mine = listed[rig.golem_id]
+        assert mine["host"] == "(own worker)" and mine["tick"] >= n and mine["equity"].startswith("$"), listed
         failed = store.failures(10)
         assert failed and set(f["tick"] for f in failed) <= set(status.failed_ticks)
         await handle.terminate("test done")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from golem.life.cycle_store import CycleStore
 from golem.world.devchain import dev_key
 from tests.integration.golem_rig import write_golem_home
 from workers.fleet import serving, start_placed
+from workers.metrics import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -159,7 +161,7 @@ async def _stop_quietly(client, registry, gid):
     await stop_golem(client, registry, gid, "test over")
 
 
-def _host_worker(root: Path, host: str, address: str, log: Path):
+def _host_worker(root: Path, host: str, address: str, log: Path, metrics_port: int = 0):
     import os
     import subprocess
     import sys
@@ -168,7 +170,14 @@ def _host_worker(root: Path, host: str, address: str, log: Path):
 
     return subprocess.Popen([sys.executable, "-m", "cli", "--data", str(root), "worker", "--host", host],
                             stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO,
-                            env=dict(os.environ, GOLEM_TEMPORAL_ADDRESS=address))
+                            env=dict(os.environ, GOLEM_TEMPORAL_ADDRESS=address, GOLEM_METRICS_PORT=str(metrics_port)))
+
+
+def _scrape(port: int) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return str(r.read().decode())
 
 
 async def test_two_hosts_split_a_fleet_and_a_golem_moves_between_them(temporal_client, temporal_env, anvil, w3,
@@ -179,7 +188,8 @@ async def test_two_hosts_split_a_fleet_and_a_golem_moves_between_them(temporal_c
     monkeypatch.setenv("GOLEM_TEMPORAL_ADDRESS", address)
     a = make_fleet(tmp_path, anvil.rpc_url, world_snapshot, ["m2", "m3"], "a", monkeypatch, w3)
     b = make_fleet(tmp_path, anvil.rpc_url, world_snapshot, ["m4"], "b", monkeypatch, w3)
-    procs = [_host_worker(a.root, "a", address, tmp_path / "host-a.log"),
+    port_a = free_port()
+    procs = [_host_worker(a.root, "a", address, tmp_path / "host-a.log", port_a),
              _host_worker(b.root, "b", address, tmp_path / "host-b.log")]
     try:
         for registry, gid in ((a, "m2"), (a, "m3"), (b, "m4")):
@@ -192,6 +202,12 @@ async def test_two_hosts_split_a_fleet_and_a_golem_moves_between_them(temporal_c
             assert not (b if host == "a" else a).layout(gid).root.exists(), "its data is on its host only"
         rows = {r["id"]: r for r in json.loads(await _cli(capsys, "--data", str(a.root), "list", "--json"))}
         assert {g: rows[g]["host"] for g in ("m2", "m3", "m4")} == {"m2": "a", "m3": "a", "m4": "b"}, rows
+        # host a's /metrics: each of its golems' figures under its own label, its step latency by the activity's golem
+        scraped = await asyncio.to_thread(_scrape, port_a)
+        for gid in ("m2", "m3"):
+            assert re.search(r'golem_ticks_total\{[^}]*golem="%s"' % gid, scraped), (gid, scraped[:3000])
+            assert re.search(r'golem_step_latency_seconds_count\{[^}]*golem="%s"[^}]*step="observe"' % gid, scraped), gid
+        assert 'golem="m4"' not in scraped and 'golem_worker_memory_bytes{host="a"' in scraped, scraped[:3000]
 
         bundle = tmp_path / "m2.golem.tar.gz"
         out = await _cli(capsys, "--data", str(a.root), "export", "m2", "--out", str(bundle))

@@ -27,8 +27,9 @@ T0_MAX_BYTES = 15 * 1024
 # the test's acted T2 tick (a steered tick, two writes, the threat detectors' verdicts in its validate result) measured
 # 39.7 KB at 73 events and 45.8 KB at 79 (a third write); with the pheromone field in the observation 35.5 KB at 73 on a
 # quiet machine and 50.4 KB at 79 on a loaded CI runner (reflect's input and result, and the tick's result, ~1 KB more
-# each). The bound guards against config or whole state in a payload (each adds tens of KB to every event that carries
-# it); the bench's acted-T2 median target stays 40 KB
+# each: a somatic marker laid on the acted tick's loss rides in its life update). The bound guards against config or
+# whole state in a payload (each adds tens of KB to every event that carries it); the bench's acted-T2 median target
+# stays 40 KB
 T2_MAX_BYTES = 60 * 1024
 # Never a key in any activity input: the config's and those of GolemState parts no step reads.
 CONFIG_MARKERS = ('"max_trade_size_usd":', '"theta_base_seconds":', '"approved_assets":')

@@ -193,7 +193,7 @@ def test_the_metric_names_read_from_the_source_are_the_ones_the_worker_serves():
     from workers.metrics import GolemMetrics
 
     metrics = GolemMetrics("static-check")
-    for value in vars(metrics).values():
+    for value in vars(metrics.inst).values():
         if isinstance(value, Counter | Histogram):
             value.add(1, metrics.attrs) if isinstance(value, Counter) else value.record(1, metrics.attrs)
         elif isinstance(value, _Gauge):
