@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from golem.grimoire.store.terms import terms
+from golem.layout import paths_under
 
 if TYPE_CHECKING:
     from golem.grimoire.semantic.store import SemanticStore
@@ -190,9 +191,8 @@ def entry_index(semantic: SemanticStore) -> EntryIndex:
 def forget(root: str | Path) -> int:
     """Drop the cached indexes of the stores under `root` (a golem's data dir, when a fleet worker closes the golem):
     the cache is keyed by store path, so a closed golem's would stay for the life of the process. Returns how many."""
-    prefix = str(Path(root)).rstrip("/")
     with _LOCK:
-        gone = [k for k in _CACHE if k == prefix or k.startswith(prefix + "/")]
+        gone = paths_under(list(_CACHE), root)
         for k in gone:
             del _CACHE[k]
     return len(gone)
