@@ -3,7 +3,8 @@
 in the same run (the floor: one golem alone in the same worker code).
 
 Each N runs in its own worker process (RSS and CPU are that process's), on one dev server and one Anvil.
-Prints figures only; it never fails a build. Run: python bench/fleet.py [--sizes 1,10,25] [--ticks 3]
+Prints figures only, with where the ticks' time went (queue and run times from the histories) and how much CPU the
+worker got; it never fails a build. Run: python bench/fleet.py [--sizes 1,10,25] [--ticks 3]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -105,10 +107,50 @@ async def one(n: int, ticks: int, address: str, rpc_url: str, deployment: Path, 
             lag = max((cur.start_time - due).total_seconds() - THETA, 0.0)
             lags.append(lag)
             missed += int(lag // THETA) + max(int(took // THETA) - 1, 0)  # slots that passed with no tick
+    where = await breakdown(client, ids)
     return {"n": n, "ticks": n * ticks, "lag_p50": pct(lags, 0.5), "lag_p99": pct(lags, 0.99),
             "missed": missed, "tick_p50": pct(durations, 0.5), "tick_p99": pct(durations, 0.99), "rss_base_mb": base_rss, "rss_end_mb": end_rss,
             "rss_per_golem_mb": (end_rss - base_rss) / n, "cpu_per_tick_ms": cpu / (n * ticks) * 1000,
-            "wall_s": wall, "opened": opened}
+            "wall_s": wall, "cores": cpu / wall, "opened": opened, "where": where}
+
+
+async def breakdown(client: Any, ids: list[str]) -> dict[str, Any]:
+    """Where the ticks' time went, from their histories: p99 seconds a workflow task or an activity waited on the
+    queue (schedule to start: the worker had no slot or no poller free) and ran (start to complete)."""
+    from temporalio.api.enums.v1 import EventType as E
+
+    waits: dict[str, list[float]] = {"wft_queue": [], "wft_run": [], "act_queue": [], "act_run": []}
+    pairs = {E.EVENT_TYPE_WORKFLOW_TASK_STARTED: ("wft_queue", E.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED),
+             E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED: ("wft_run", E.EVENT_TYPE_WORKFLOW_TASK_STARTED),
+             E.EVENT_TYPE_ACTIVITY_TASK_STARTED: ("act_queue", E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
+             E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: ("act_run", E.EVENT_TYPE_ACTIVITY_TASK_STARTED)}
+    by_kind: dict[str, list[float]] = {}
+    for gid in ids:
+        async for wf in client.list_workflows(f"WorkflowId STARTS_WITH 'golem-{gid}'"):
+            at: dict[int, Any] = {}
+            kinds: dict[int, str] = {}
+            async for ev in client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history_events():
+                at[ev.event_id] = ev.event_time.ToDatetime()
+                if ev.event_type in pairs:
+                    key, before = pairs[ev.event_type]
+                    attrs = (ev.workflow_task_started_event_attributes if key == "wft_queue" else
+                             ev.workflow_task_completed_event_attributes if key == "wft_run" else
+                             ev.activity_task_started_event_attributes if key == "act_queue" else
+                             ev.activity_task_completed_event_attributes)
+                    ref = attrs.scheduled_event_id if key.endswith("queue") else attrs.started_event_id
+                    if ref in at:
+                        waits[key].append((at[ev.event_id] - at[ref]).total_seconds())
+                        if key == "act_run" and ref in kinds:
+                            by_kind.setdefault(kinds[ref], []).append(waits[key][-1])
+                if ev.event_type == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    kinds[ev.event_id] = ev.activity_task_scheduled_event_attributes.activity_type.name
+                elif ev.event_type == E.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    kinds[ev.event_id] = kinds.get(ev.activity_task_started_event_attributes.scheduled_event_id, "?")
+    out: dict[str, Any] = {f"{k}_{q}": round(pct(v, p), 3) for k, v in waits.items()
+                           for q, p in (("p50", 0.5), ("p99", 0.99))}
+    out["act_run_p99_by_kind"] = {k: round(pct(v, 0.99), 2) for k, v in
+                                  sorted(by_kind.items(), key=lambda kv: -pct(kv[1], 0.99))[:5]}
+    return out
 
 
 def main() -> None:
@@ -172,12 +214,16 @@ async def driver(sizes: list[int], ticks: int) -> None:
           f"{os.cpu_count()} cores; floor = N = {floor['n']} in the same run")
     print(f"{'N':>4} {'lag p50 s':>10} {'lag p99 s':>10} {'missed':>7} {'tick p99 s':>10} {'RSS/golem MB':>13} "
           f"{'CPU/tick ms':>12}"
-          f" {'p99 x floor':>12} {'CPU x floor':>12} {'worker RSS MB':>14}")
+          f" {'p99 x floor':>12} {'CPU x floor':>12} {'worker RSS MB':>14} {'cores got':>10}")
     for r in rows:
         print(f"{r['n']:>4} {r['lag_p50']:>10.3f} {r['lag_p99']:>10.3f} {r['missed']:>7} {r['tick_p99']:>10.1f} "
               f"{r['rss_per_golem_mb']:>13.1f} {r['cpu_per_tick_ms']:>12.0f} "
               f"{r['lag_p99'] / max(floor['lag_p99'], 1e-3):>12.1f} "
-              f"{r['cpu_per_tick_ms'] / max(floor['cpu_per_tick_ms'], 1e-3):>12.2f} {r['rss_end_mb']:>14.0f}")
+              f"{r['cpu_per_tick_ms'] / max(floor['cpu_per_tick_ms'], 1e-3):>12.2f} {r['rss_end_mb']:>14.0f}"
+              f" {r.get('cores', float('nan')):>10.2f}")
+    print("cores got: the worker's CPU seconds over the wall time, on average. A worker needs about N / theta x CPU per "
+          "tick of one core; where it got less (a shared machine: the kernel shares CPU between sessions, whatever "
+          "their nice), its ticks queued.")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ them (README "The golem home and its data" lists the same tree). Paths only: not
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,3 +172,11 @@ class DataLayout:
     @property
     def dream_staging(self) -> Path:
         return self.grimoire / "dream-staging.sqlite"
+
+
+def paths_under(paths: Iterable[str], root: str | Path) -> list[str]:
+    """The paths (as strings) that are `root` or inside it: a process-wide cache keyed by store path drops a closed
+    golem's entries with these."""
+    prefix = str(Path(root)).rstrip("/")
+    return [p for p in paths if p == prefix or p.startswith(prefix + "/")]
+

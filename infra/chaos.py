@@ -146,6 +146,9 @@ class ChaosReport:
         return "\n".join(lines)
 
 
+FLEET_HOST = "soak"  # the host name of a run with golems > 0
+
+
 def _say(msg: str) -> None:
     say(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", err=True)
 
@@ -185,8 +188,10 @@ def started(part: T | None, what: str) -> T:
 
 
 class ChaosRun:
-    def __init__(self, plan: ChaosPlan, out: Path, golem_id: str | None = None) -> None:
+    def __init__(self, plan: ChaosPlan, out: Path, golem_id: str | None = None, golems: int = 0) -> None:
         plan.check()
+        self.golems = golems  # 0: one golem on its own worker; N: N golems placed on one host worker (the soak's)
+        self.members: list[str] = []
         self.plan = plan
         self.out = out
         self.data = out / "data"
@@ -264,6 +269,14 @@ class ChaosRun:
         self.metrics_port = int(env["GOLEM_METRICS_PORT"]) or None  # the soak reads the worker's memory split there
         worker_cmd = [sys.executable, "-m", "cli", "worker", "--home", str(self.out / "home"),
                       "--data", str(self.data)]
+        if self.golems:  # N golems with their own homes, data dirs and wallets, served by one host worker
+            from golem.models.config import load_config
+            from infra.stack import fleet_key, fleet_members
+
+            self.members = fleet_members(load_config(self.config_path), self.out / "home", self.data, self.golems,
+                                         anvil.rpc_url, host=FLEET_HOST)
+            worker_cmd += ["--host", FLEET_HOST]
+            env.update({f"GOLEM_FLEET_KEY_{i}": fleet_key(i) for i in range(1, self.golems + 1)})
         self.worker = ProcessChild("worker", lambda: _spawn(worker_cmd, self.logs / "worker.log", env=env),
                                    self.logs / "worker.log", stop_timeout=15)
         sim.start()

@@ -13,11 +13,13 @@ import asyncio
 import json
 import re
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +51,8 @@ class SoakOptions:
     max_input_kb: float = 64.0
     seed: int = 21
     timeout_seconds: float = 6 * 3600.0
+    golems: int = 0  # 0: one golem on its own worker; N: N golems in one host worker, ticks counted per golem
+    max_rss_per_golem_mb: float = 10.0  # per 1,000 ticks of each golem, with golems > 0
 
 
 @dataclass
@@ -89,6 +93,11 @@ class SoakReport:
     activity_inputs_inspected: int = 0
     activity_input_max_bytes: dict[str, int] = field(default_factory=dict)  # activity type -> largest input
     child_input_max_bytes: int = 0
+    golems: int = 0
+    ticks_by_golem: dict[str, int] = field(default_factory=dict)
+    rss_growth_mb_per_1k_per_golem: float | None = None  # worker RSS growth per 1,000 ticks of each golem, / golems
+    lost_ticks: dict[str, list[int]] = field(default_factory=dict)  # golem -> ticks with no record and no failure
+    doubled_ticks: dict[str, list[int]] = field(default_factory=dict)  # golem -> ticks run more than once
     problems: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -108,6 +117,11 @@ class SoakReport:
         lines.append(f"  per 1,000 ticks after warm-up: worker RSS {fmt(self.rss_growth_mb_per_1k)} MB, the golem's "
                      f"data {fmt(self.data_growth_mb_per_1k)} MB, whole data dir {fmt(self.data_total_growth_mb_per_1k)} MB ("
                      + ", ".join(f"{k} {v:.1f}" for k, v in self.data_growth_by_part_per_1k.items()) + ")")
+        if self.golems:
+            lines.append(f"  {self.golems} golems in one worker: ticks each {sorted(set(self.ticks_by_golem.values()))}; "
+                         f"worker RSS per golem per 1,000 ticks {fmt(self.rss_growth_mb_per_1k_per_golem)} MB; "
+                         f"ticks lost {sum(map(len, self.lost_ticks.values()))}, "
+                         f"doubled {sum(map(len, self.doubled_ticks.values()))}")
         lines.append(f"  GolemWorkflow: {self.golem_runs} runs (continue-as-new), largest history "
                      f"{self.history_events_max} events; tick workflows: largest history {self.tick_history_events_max}")
         biggest = sorted(self.activity_input_max_bytes.items(), key=lambda kv: -kv[1])
@@ -162,9 +176,13 @@ DEV_STACK_LOGS = {"anvil.log": "chain", "simulator.log": "chain", "temporal.log"
 
 
 def data_sizes(data: Path) -> dict[str, float]:
-    """MB per part of the data dir; the dev server's SQLite (with its WAL) apart from the golem's own files."""
+    """MB per part of the data dir; the dev server's SQLite (with its WAL) apart from the golem's own files. A fleet's
+    golems (<data>/golems/<id>/) add theirs to the same parts."""
     parts = {"temporal": 0, "chain": 0, "grimoire": 0, "cycles": 0, "logs": 0, "other": 0}
-    for p in data.iterdir():
+    golems = data / "golems"
+    for p in [*data.iterdir(), *(g for d in (golems.iterdir() if golems.is_dir() else ()) for g in d.iterdir())]:
+        if p == golems:
+            continue
         if p.name.startswith("temporal.sqlite"):
             key = "temporal"  # the dev server's (a cluster's, in production)
         elif p.name.startswith("anvil-state"):
@@ -225,36 +243,91 @@ def _per_1k(a: Sample, b: Sample, value: Callable[[Sample], float]) -> float | N
     return (value(b) - value(a)) * 1000.0 / (b.tick - a.tick)
 
 
+def ticks_done(index: Path) -> int:
+    """Ticks a golem has done so far: recorded or recorded as failed (0 before its cycle index exists)."""
+    if not index.exists():
+        return 0
+    try:
+        with closing(sqlite3.connect(f"file:{index}?mode=ro", uri=True, timeout=5)) as db:
+            done: int = db.execute(
+                "SELECT COUNT(*) FROM (SELECT tick FROM cycle_index UNION SELECT tick FROM cycle_failures)").fetchone()[0]
+            return done
+    except sqlite3.OperationalError:  # the worker is creating it
+        return 0
+
+
+def count_ticks(index: Path, report: SoakReport) -> None:
+    """Add one golem's tiers and failed ticks to the report."""
+    with closing(sqlite3.connect(index)) as db:
+        for tier, n in db.execute("SELECT tier, COUNT(*) FROM cycle_index WHERE run = '' GROUP BY tier"):
+            report.tiers[tier] = report.tiers.get(tier, 0) + n
+        report.failed_ticks += db.execute("SELECT COUNT(*) FROM cycle_failures").fetchone()[0]
+
+
+async def check_ticks(client: Client, golem_id: str, index: Path, report: SoakReport) -> None:
+    """Every tick of the golem up to its last ran once: a record or a recorded failure (else lost), one tick workflow
+    execution and one record per tick (else doubled)."""
+    with closing(sqlite3.connect(index)) as db:
+        recorded = {t for (t,) in db.execute("SELECT tick FROM cycle_index UNION SELECT tick FROM cycle_failures")}
+        twice = {t for (t,) in db.execute("SELECT tick FROM cycle_index GROUP BY tick HAVING COUNT(*) > 1")}
+    runs: dict[int, int] = {}
+    async for wf in client.list_workflows(f"WorkflowId STARTS_WITH '{golem_workflow_id(golem_id)}-tick-'"):
+        tail = wf.id.rsplit("-", 1)[1]
+        if tail.isdigit():
+            runs[int(tail)] = runs.get(int(tail), 0) + 1
+    twice |= {t for t, n in runs.items() if n > 1}
+    # up to its last recorded tick: the tick after it may still be running when a soak stops on its timeout
+    lost = sorted(set(range(max(recorded, default=-1) + 1)) - recorded)
+    if lost:
+        report.lost_ticks[golem_id] = lost
+        report.problems.append(f"golem {golem_id}: {len(lost)} tick(s) lost (no record, no failure): {lost[:10]}")
+    if twice:
+        report.doubled_ticks[golem_id] = sorted(twice)
+        report.problems.append(f"golem {golem_id}: {len(twice)} tick(s) ran twice: {sorted(twice)[:10]}")
+
+
 async def soak(opts: SoakOptions, out: Path) -> SoakReport:
     from workers.client import connect
+    from golem.fleet import FleetRegistry
     from golem.models.config import load_config
     from golem.models.golem import GolemWorkflowInput
+    from workers.fleet import start_placed
     from workflows.golem import GolemWorkflow
 
     plan = ChaosPlan(ticks=opts.ticks, worker_kills=0, execute_kills=0, temporal_restarts=0, anvil_restarts=0,
                      theta=opts.theta, step_timeout=30.0, continue_as_new_ticks=opts.continue_as_new_ticks,
                      scenario=opts.scenario, seed=opts.seed)
-    run = ChaosRun(plan, out, golem_id=f"soak{opts.seed}")
-    report = SoakReport()
+    run = ChaosRun(plan, out, golem_id=f"soak{opts.seed}", golems=opts.golems)
+    report = SoakReport(golems=opts.golems)
     t0 = time.monotonic()
     try:
         run.start()
         config = load_config(run.config_path)
         supervisor, worker = started(run.supervisor, "supervisor"), started(run.worker, "worker")
         client = await connect(started(run.temporal, "Temporal dev server").address)
-        wid = golem_workflow_id(run.golem_id)
-        await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=config, max_ticks=opts.ticks),
-                                    id=wid, task_queue=task_queue(run.golem_id))
-        _say(f"soak: golem {wid} started for {opts.ticks} ticks at theta {opts.theta:g} s")
+        registry = FleetRegistry(run.data)
+        ids = run.members or [run.golem_id]
+        indexes = {g: registry.layout(g).cycle_index for g in run.members} or {run.golem_id: run._index}
+        if run.members:  # each on the host's queue, from its own home under the data dir
+            for gid in run.members:
+                await start_placed(client, registry, gid, max_ticks=opts.ticks, source="soak")
+            _say(f"soak: {len(ids)} golems ({ids[0]} .. {ids[-1]}) started in one worker for {opts.ticks} ticks each "
+                 f"at theta {opts.theta:g} s")
+        else:
+            await client.start_workflow(GolemWorkflow.run, GolemWorkflowInput(config=config, max_ticks=opts.ticks),
+                                        id=golem_workflow_id(run.golem_id), task_queue=task_queue(run.golem_id))
+            _say(f"soak: golem {golem_workflow_id(run.golem_id)} started for {opts.ticks} ticks at theta {opts.theta:g} s")
         next_sample = 0
         while True:
             supervisor.check()
-            done = run.progress()
+            counts = [ticks_done(ix) for ix in indexes.values()]
+            done = min(counts)  # the slowest golem's: the x axis is ticks of each golem
             if done >= max(next_sample, 1) and worker.pid is not None:
                 s = Sample(done, time.monotonic() - t0, rss_mb(worker.pid), data_sizes(run.data),
                            worker_memory_mb(run.metrics_port))
                 report.samples.append(s)
-                _say(f"tick {done}: worker RSS {s.rss_mb:.1f} MB, data dir {s.data_total_mb:.1f} MB")
+                _say(f"tick {done}{' (each golem: ' + str(min(counts)) + '..' + str(max(counts)) + ')' if run.members else ''}"
+                     f": worker RSS {s.rss_mb:.1f} MB, data dir {s.data_total_mb:.1f} MB")
                 next_sample = (done // opts.sample_every + 1) * opts.sample_every
             if done >= opts.ticks:
                 break
@@ -262,21 +335,21 @@ async def soak(opts: SoakOptions, out: Path) -> SoakReport:
                 report.problems.append(f"stopped at tick {done}: the soak's {opts.timeout_seconds:g} s ran out")
                 break
             await asyncio.sleep(0.5)
-        report.ticks = run.progress()
+        report.ticks = min(ticks_done(ix) for ix in indexes.values())
+        report.ticks_by_golem = {g: ticks_done(ix) for g, ix in indexes.items()} if run.members else {}
         report.wall_seconds = time.monotonic() - t0
         report.worker_restarts = supervisor.restarts("worker")
-        for _ in range(300 if report.ticks >= opts.ticks else 0):  # the golem completes after its last tick
-            desc = await client.get_workflow_handle(wid).describe()
-            if desc.status is not None and desc.status.name != "RUNNING":
-                break
-            await asyncio.sleep(0.2)
-        import sqlite3
-        from contextlib import closing
-
-        with closing(sqlite3.connect(DataLayout(run.data).cycle_index)) as db:
-            report.tiers = dict(db.execute("SELECT tier, COUNT(*) FROM cycle_index WHERE run = '' GROUP BY tier"))
-            report.failed_ticks = db.execute("SELECT COUNT(*) FROM cycle_failures").fetchone()[0]
-        await inspect_histories(client, run.golem_id, report.ticks - 1, opts, report)
+        for gid in ids:  # each golem completes after its last tick
+            for _ in range(300 if report.ticks >= opts.ticks else 0):
+                desc = await client.get_workflow_handle(golem_workflow_id(gid)).describe()
+                if desc.status is not None and desc.status.name != "RUNNING":
+                    break
+                await asyncio.sleep(0.2)
+        for gid, ix in indexes.items():
+            count_ticks(ix, report)
+            if run.members:
+                await check_ticks(client, gid, ix, report)
+        await inspect_histories(client, ids[0], report.ticks - 1, opts, report)
     finally:
         run.stop()
     judge(report, opts)
@@ -287,20 +360,27 @@ def judge(report: SoakReport, opts: SoakOptions) -> None:
     after = [s for s in report.samples if s.tick >= opts.warmup_ticks]
     if len(after) >= 2:
         report.rss_growth_mb_per_1k = _per_1k(after[0], after[-1], lambda s: s.rss_mb)
+        if report.golems and report.rss_growth_mb_per_1k is not None:  # x: each golem's ticks; shared by the golems
+            report.rss_growth_mb_per_1k_per_golem = report.rss_growth_mb_per_1k / report.golems
+    if opts.golems and opts.max_rss_per_golem_mb and report.rss_growth_mb_per_1k_per_golem is not None \
+            and report.rss_growth_mb_per_1k_per_golem > opts.max_rss_per_golem_mb:
+        report.problems.append(f"worker RSS grew {report.rss_growth_mb_per_1k_per_golem:.1f} MB per golem per 1,000 "
+                               f"ticks (bound {opts.max_rss_per_golem_mb:g})")
     if len(after) >= 2:
         first, last = after[0], after[-1]
         report.data_growth_mb_per_1k = _per_1k(first, last, lambda s: s.golem_data_mb)
         report.data_total_growth_mb_per_1k = _per_1k(first, last, lambda s: s.data_total_mb)
         for part in first.data_mb:
             report.data_growth_by_part_per_1k[part] = _per_1k(first, last, lambda s: s.data_mb[part]) or 0.0
-    if opts.max_rss_growth_mb and report.rss_growth_mb_per_1k is not None \
+    if not opts.golems and opts.max_rss_growth_mb and report.rss_growth_mb_per_1k is not None \
             and report.rss_growth_mb_per_1k > opts.max_rss_growth_mb:
         report.problems.append(f"worker RSS grew {report.rss_growth_mb_per_1k:.1f} MB per 1,000 ticks "
                                f"(bound {opts.max_rss_growth_mb:g})")
-    if opts.max_data_growth_mb and report.data_growth_mb_per_1k is not None \
-            and report.data_growth_mb_per_1k > opts.max_data_growth_mb:
-        report.problems.append(f"the golem's data grew {report.data_growth_mb_per_1k:.1f} MB per 1,000 ticks "
-                               f"(bound {opts.max_data_growth_mb:g})")
+    per_golem = report.data_growth_mb_per_1k / max(report.golems, 1) if report.data_growth_mb_per_1k is not None \
+        else None  # with golems: each golem's files, on each golem's ticks
+    if opts.max_data_growth_mb and per_golem is not None and per_golem > opts.max_data_growth_mb:
+        report.problems.append(f"the golem's data grew {per_golem:.1f} MB per 1,000 ticks "
+                               f"({'per golem, ' if report.golems else ''}bound {opts.max_data_growth_mb:g})")
     if opts.max_history_events and report.history_events_max >= opts.max_history_events:
         report.problems.append(f"a GolemWorkflow run has {report.history_events_max} history events "
                                f"(bound {opts.max_history_events})")
@@ -327,18 +407,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-data-growth-mb", type=float, default=d.max_data_growth_mb, help="per 1,000 ticks; 0: no bound")
     p.add_argument("--max-history-events", type=int, default=d.max_history_events, help="0: no bound")
     p.add_argument("--max-input-kb", type=float, default=d.max_input_kb, help="0: no bound")
+    p.add_argument("--golems", type=int, default=d.golems, metavar="N",
+                   help="N golems in one fleet worker (golem worker --host), --ticks each; 0: one golem alone")
+    p.add_argument("--max-rss-per-golem-mb", type=float, default=d.max_rss_per_golem_mb,
+                   help="with --golems: worker RSS growth per golem per 1,000 ticks; 0: no bound")
     p.add_argument("--timeout", type=float, default=d.timeout_seconds, help="seconds; stop and report then")
     p.add_argument("--out", type=Path, help="keep everything here (default: a temporary directory, removed at the end)")
     p.add_argument("--json", type=Path, help="also write the report as JSON here")
     args = p.parse_args(argv)
-    if args.ticks < 10 or args.sample_every < 1:
-        print("soak: --ticks must be >= 10 and --sample-every >= 1", file=sys.stderr)
+    if args.ticks < 10 or args.sample_every < 1 or args.golems < 0:
+        print("soak: --ticks must be >= 10, --sample-every >= 1 and --golems >= 0", file=sys.stderr)
         return 2
     opts = SoakOptions(ticks=args.ticks, theta=args.theta, scenario=args.scenario, sample_every=args.sample_every,
                        warmup_ticks=args.warmup_ticks, inspect_ticks=args.inspect_ticks,
                        max_rss_growth_mb=args.max_rss_growth_mb, max_data_growth_mb=args.max_data_growth_mb,
                        max_history_events=args.max_history_events, max_input_kb=args.max_input_kb,
-                       timeout_seconds=args.timeout)
+                       timeout_seconds=args.timeout, golems=args.golems,
+                       max_rss_per_golem_mb=args.max_rss_per_golem_mb)
     out = args.out or Path(tempfile.mkdtemp(prefix="golem-soak-"))
     out.mkdir(parents=True, exist_ok=True)
     stop_on_signals()

@@ -325,7 +325,8 @@ def gateway_child(config: GolemConfig, home: Path, data_dir: Path) -> ProcessChi
 FLEET_KEY_OFFSET = 10  # `golem run --golems N`: golem i > 1 signs with dev account 10 + i (0-6 are the world's)
 
 
-def fleet_members(config: GolemConfig, home: Path, data_dir: Path, n: int, rpc_url: str) -> list[str]:
+def fleet_members(config: GolemConfig, home: Path, data_dir: Path, n: int, rpc_url: str,
+                  host: str | None = None) -> list[str]:
     """`golem run --golems N`: N golems placed on this host's data dir (<id>1 .. <id>N), each its own home (copied from
     --home) and wallet: the first the demo's funded golem account, the others dev accounts given ETH for gas. Their
     keys' env vars are GOLEM_FLEET_KEY_<i>; the keys themselves only in the worker's env (fleet_keys)."""
@@ -347,7 +348,7 @@ def fleet_members(config: GolemConfig, home: Path, data_dir: Path, n: int, rpc_u
                 w3.provider.make_request("anvil_setBalance", [address, hex(100 * 10**18)])  # type: ignore[arg-type]
         placed = registry.get(gid)
         if placed is None or placed.status != "placed":
-            registry.place(gid, default_host())
+            registry.place(gid, host or default_host())
         ids.append(gid)
     return ids
 

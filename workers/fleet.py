@@ -35,7 +35,8 @@ from golem.chain.web3client import make_web3
 from golem.fleet import FleetRegistry
 from golem.ids import clade_queue, golem_of, host_queue
 from golem.learning.trial import TrialRunner
-from golem.models.config import GolemConfig, load_config
+from golem.models.config import GolemConfig, WorkerSection, load_config
+from workers.memory import start_trimmer
 from workers.services import GolemServices
 from workers.worker import (ACTIVITY_CLASSES, PaymentScopeInterceptor, activity_sets, build_clade_worker,
                             worker_options)
@@ -43,8 +44,8 @@ from workflows import ALL_WORKFLOWS
 
 log = logging.getLogger("golem.fleet")
 
-IDLE_SECONDS = 600.0  # a golem whose last activity ended this long ago has its services closed
-MAX_OPEN = 128  # golems with open services at once; the least recently used idle one closes first
+IDLE_SECONDS = WorkerSection().idle_seconds  # a golem whose last activity ended this long ago has its services closed
+MAX_OPEN = WorkerSection().max_open_golems  # golems with open services at once; the least recently used idle one first
 # What a halted golem carries to its next start (`golem stop`, then `spawn` again; `export`, then `import`): its state
 # and config version, in its data dir. Taken (renamed *.taken) once its workflow starts from it.
 MOVE_FILE = "carried-state.json"
@@ -139,7 +140,14 @@ class Fleet:
                 self._drop(idle.pop(0), "over the open cap")
 
     def _drop(self, golem_id: str, why: str) -> None:  # under self._lock
-        self._open.pop(golem_id, None)
+        from golem.grimoire.episodes import index as episode_index
+        from golem.grimoire.semantic import index as entry_index
+
+        hosted = self._open.pop(golem_id, None)
+        if hosted is not None:  # its in-memory Grimoire indexes are process-wide, keyed by path: they go with it
+            root = hosted.services.layout.root
+            episode_index.forget(root)
+            entry_index.forget(root)
         log.info("golem %s closed (%s); %d open", golem_id, why, len(self._open))
 
     def close_idle(self, now: float | None = None) -> list[str]:
@@ -211,12 +219,14 @@ def routed_activities(fleet: Fleet) -> list[Callable[..., Any]]:
 
 def build_host_worker(client: Client, fleet: Fleet, *, max_cached_workflows: int = 1000,
                       interceptors: tuple[Interceptor, ...] = (), sandboxed: bool = True,
-                      threads: int = 16) -> Worker:
+                      threads: int = WorkerSection().activity_threads) -> Worker:
     """The worker of golem-host-<name>: every workflow kind, and each activity routed to its golem."""
+    start_trimmer()  # malloc's free pages back to the OS every 30 s, as on a single golem's worker
     # the host's own activities, not any one golem's: its heartbeat monitor, and memory-consolidators over its golems
     own = [*HostMonitorActivities(fleet.registry, fleet.host).activities(), ConsolidatorActivities().consolidate]
     return Worker(client, task_queue=host_queue(fleet.host), workflows=ALL_WORKFLOWS,
                   activities=[*routed_activities(fleet), *own], activity_executor=ThreadPoolExecutor(max_workers=threads),
+                  max_concurrent_activities=threads,
                   max_cached_workflows=max_cached_workflows,
                   interceptors=[PaymentScopeInterceptor(), *interceptors], **worker_options(sandboxed=sandboxed))
 
@@ -232,13 +242,18 @@ async def reap(fleet: Fleet, every: float = 30.0) -> None:
 
 @contextlib.asynccontextmanager
 async def serving(client: Client, data: Path, host: str, *, live: bool | None = None,
-                  trials: TrialRunner | None = None, idle_seconds: float = IDLE_SECONDS,
+                  trials: TrialRunner | None = None, idle_seconds: float | None = None,
                   sandboxed: bool = True, reap_every: float = 30.0, interceptors: tuple[Interceptor, ...] = (),
-                  on_open: Callable[[GolemServices], None] | None = None) -> Any:
-    """Serve the host's queue (and the clades of the golems placed on it) while the block runs; yields the Fleet."""
-    fleet = Fleet(client, data, host, trials=trials, live=live, idle_seconds=idle_seconds,
-                  loop=asyncio.get_running_loop(), on_open=on_open)
-    workers: list[Worker] = [build_host_worker(client, fleet, sandboxed=sandboxed, interceptors=interceptors)]
+                  on_open: Callable[[GolemServices], None] | None = None, tuning: WorkerSection | None = None) -> Any:
+    """Serve the host's queue (and the clades of the golems placed on it) while the block runs; yields the Fleet.
+    `tuning`: the host's [worker] settings (threads, caches, idle and open bounds)."""
+    tuning = tuning or WorkerSection()
+    fleet = Fleet(client, data, host, trials=trials, live=live, loop=asyncio.get_running_loop(), on_open=on_open,
+                  idle_seconds=tuning.idle_seconds if idle_seconds is None else idle_seconds,
+                  max_open=tuning.max_open_golems)
+    workers: list[Worker] = [build_host_worker(client, fleet, sandboxed=sandboxed, interceptors=interceptors,
+                                               threads=tuning.activity_threads,
+                                               max_cached_workflows=tuning.max_cached_workflows)]
     clades = {fleet.config_of(g).clade.id for g in fleet.placed()} - {""}
     for clade in sorted(clades):
         one = build_clade_worker(client, fleet.config_of(next(g for g in fleet.placed()
@@ -290,7 +305,8 @@ async def run_host(data: Path, host: str, address: str | None = None, live: bool
         loop.add_signal_handler(sig, stop.set)
     try:
         async with serving(client, data, host, live=live, trials=BacktestTrialRunner(), interceptors=tuple(interceptors),
-                           on_open=metrics.attach if port else None) as fleet:
+                           on_open=metrics.attach if port else None,
+                           tuning=config.worker if config is not None else None) as fleet:
             log.info("%s", await ensure_host_monitor(client, host, fleet.placed(), **(monitor or {})))
             log.info("host %s serving %s: %d golem(s) placed (data %s) on Temporal at %s", host, host_queue(host),
                      len(fleet.placed()), data, target.describe())

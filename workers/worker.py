@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 
 from typing import Any
 
@@ -119,12 +121,34 @@ def build_clade_worker(client: Client, config: GolemConfig, *, sandboxed: bool =
                   activities=[ConsolidatorActivities().consolidate], **worker_options(sandboxed=sandboxed))
 
 
+def sandbox_bytecode(cache: Path | None = None) -> Path | None:
+    """Compiled workflow modules for the sandbox, which imports a workflow's modules afresh for every new workflow run
+    (each tick): under PYTHONDONTWRITEBYTECODE (set here and in the worker image) Python keeps no .pyc, so every tick
+    compiled workflows/ from source, half the fleet worker's CPU at 100 golems. Python then reads the .pyc written here
+    (sys.pycache_prefix, outside the source tree). Returns the folder, or None where Python keeps its own .pyc
+    (docs/design/fleet.md#what-a-tick-costs-the-worker)."""
+    import compileall
+    import sys
+    import tempfile
+
+    import workflows
+
+    if not sys.dont_write_bytecode:
+        return None
+    if sys.pycache_prefix is None:
+        sys.pycache_prefix = str(cache or Path(tempfile.gettempdir()) / f"golem-bytecode-{os.getuid()}")
+    compileall.compile_dir(str(Path(workflows.__file__).parent), quiet=2, workers=1)  # only what is stale
+    return Path(sys.pycache_prefix)
+
+
 def worker_options(*, sandboxed: bool = True, deadlock_detection: bool = True) -> dict[str, Any]:
     """How the worker runs workflow code. `deadlock_detection=False` (a backtest): the SDK fails a workflow task whose
     activation does not yield within 2 s of wall clock; on a loaded machine a backtest's tick workflow, sharing the
     GIL with its activities, tripped it, and its shutdown then waited forever on a workflow it could not evict. The
     SDK's only switch is debug mode (activations run inline on the event loop), so a backtest runs with it
     (docs/how-to/backtesting.md#the-same-path-gives-the-same-run-however-loaded-the-machine)."""
+    if sandboxed:
+        sandbox_bytecode()
     return {
         # sandboxed=False (a backtest's fast route): the same workflow code without the sandbox, which re-imported
         # every workflows/ module for each new tick workflow; the sandbox's checks still run on `golem run` and in

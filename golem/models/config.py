@@ -450,6 +450,20 @@ class TemporalSection(BaseModel):
         return self
 
 
+class WorkerSection(BaseModel):
+    """[worker]: how this host's worker process runs its golems (docs/how-to/fleet.md#how-many-golems-per-worker);
+    read by `golem worker --host` from its --home's golem.toml. How a process runs, not how a golem behaves: kept out
+    of the config version and of workflow payloads."""
+
+    model_config = {"extra": "forbid"}
+    # threads for the synchronous activities (chain reads, SQLite, LanceDB), and the activities the worker takes at
+    # once (the rest wait on the server, where bench/fleet.py sees them as queue time); 64 measured no better at 50
+    activity_threads: int = Field(default=16, ge=1, le=1024)
+    max_cached_workflows: int = Field(default=1000, ge=0)  # workflows kept in memory (two per ticking golem)
+    idle_seconds: float = Field(default=600.0, gt=0)  # a golem's services close this long after its last activity
+    max_open_golems: int = Field(default=128, ge=1)  # golems with open services at once; least recently used closes
+
+
 class GolemConfig(BaseModel):
     model_config = {"extra": "forbid"}
     golem: GolemSection = Field(default_factory=GolemSection)
@@ -476,6 +490,8 @@ class GolemConfig(BaseModel):
     alerts: AlertsSection = Field(default_factory=AlertsSection, exclude=True)
     # Where this host connects (workers/client.py), excluded the same way: a fleet's hosts differ in it.
     temporal: TemporalSection = Field(default_factory=TemporalSection, exclude=True)
+    # How the host's worker process runs (threads, caches), excluded the same way.
+    worker: WorkerSection = Field(default_factory=WorkerSection, exclude=True)
 
     @model_serializer(mode="wrap")
     def _omit_default_sections(self, handler: SerializerFunctionWrapHandler) -> Any:

@@ -12,6 +12,8 @@ import pytest
 from eth_account import Account
 
 from golem.fleet import FleetRegistry, prepare_home
+from golem.grimoire.episodes import index as episode_index
+from golem.grimoire.semantic import index as entry_index
 from golem.life.cycle_store import CycleStore
 from golem.world.devchain import dev_key
 from tests.integration.golem_rig import write_golem_home
@@ -61,9 +63,15 @@ async def test_ten_golems_tick_concurrently_in_one_worker(temporal_client, anvil
         fleet._evict_over_cap()
         assert fleet.open_ids() == recent
         # idle: closed once the idle time has passed since each one's last activity
+        root = str(registry.layout(recent[0]).root)
+        assert episode_index.episode_index(fleet._open[recent[0]].services.episodes) is not None
+        assert entry_index.entry_index(fleet._open[recent[0]].services.semantic) is not None
+        cached = lambda: [k for k in [*episode_index._CACHE, *entry_index._CACHE] if k.startswith(root + "/")]  # noqa: E731
+        assert len(cached()) == 2
         assert fleet.close_idle(now=time.monotonic() + fleet.idle_seconds - 5) == []
         assert sorted(fleet.close_idle(now=time.monotonic() + fleet.idle_seconds + 1)) == sorted(recent)
         assert fleet.open_ids() == []
+        assert cached() == [], "a closed golem's in-memory Grimoire indexes go with it"
     assert [f.tick for f in finals] == [ticks] * 10
     spans = []
     for i, gid in enumerate(ids):

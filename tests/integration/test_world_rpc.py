@@ -62,3 +62,16 @@ def test_calldata_is_web3s_encoding(anvil):
     for key, fn, args in cases:
         c = contract(w3, dep, key)
         assert calldata(c, fn, args) == c.encode_abi(fn, args=args), (key, fn)
+
+
+def test_a_read_is_one_request(anvil):
+    """web3 checks the chain id before every eth_call; make_web3 asks the node once, not on each read."""
+    w3 = make_web3(anvil.rpc_url)
+    sent = []
+    manager = w3.provider._request_session_manager
+    post = manager.make_post_request
+    manager.make_post_request = lambda *a, **k: sent.append(1) or post(*a, **k)  # type: ignore[method-assign]
+    for _ in range(5):
+        w3.eth.call({"to": ANVIL_ADDRESSES[1], "data": "0x"})
+    assert len(sent) <= 5 + 2, f"{len(sent)} HTTP requests for 5 reads"
+    assert w3.eth.chain_id == 31337

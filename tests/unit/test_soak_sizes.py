@@ -17,3 +17,14 @@ def test_dev_stack_logs_are_not_the_golems(tmp_path):
     parts = data_sizes(tmp_path)
     assert parts == {"temporal": 1 + 9, "chain": 2 + 7 + 8, "grimoire": 3, "cycles": 4, "logs": 5 + 6, "other": 10}
     assert Sample(tick=1, seconds=0.0, rss_mb=0.0, data_mb=parts).golem_data_mb == 3 + 4 + 5 + 6 + 10
+
+
+def test_a_fleets_golems_count_in_their_parts(tmp_path):
+    sizes = {"temporal.sqlite": 1, "fleet.sqlite": 2, "golems/a/grimoire/x": 3, "golems/b/cycles/c.json": 4,
+             "golems/b/logs/worker.log": 5, "golems/a/home/golem.toml": 6}
+    for name, mb in sizes.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * mb * 1_000_000)
+    parts = data_sizes(tmp_path)
+    assert parts == {"temporal": 1, "chain": 0, "grimoire": 3, "cycles": 4, "logs": 5, "other": 2 + 6}
