@@ -326,14 +326,17 @@ FLEET_KEY_OFFSET = 10  # `golem run --golems N`: golem i > 1 signs with dev acco
 
 
 def fleet_members(config: GolemConfig, home: Path, data_dir: Path, n: int, rpc_url: str,
-                  host: str | None = None) -> list[str]:
+                  host: str | None = None, dep: Deployment | None = None) -> list[str]:
     """`golem run --golems N`: N golems placed on this host's data dir (<id>1 .. <id>N), each its own home (copied from
-    --home) and wallet: the first the demo's funded golem account, the others dev accounts given ETH for gas. Their
-    keys' env vars are GOLEM_FLEET_KEY_<i>; the keys themselves only in the worker's env (fleet_keys)."""
+    --home) and wallet: the first the demo's funded golem account, the others dev accounts given the same wallet and
+    Aave loan on `dep`'s world (without it, ETH for gas only). Their keys' env vars are GOLEM_FLEET_KEY_<i>; the keys themselves only in the worker's
+    env (fleet_keys)."""
     from eth_account import Account
 
     from golem.chain.web3client import make_web3
     from golem.fleet import FleetRegistry, prepare_home
+    from golem.world.deploy import open_member_position
+    from golem.world.devchain import dev_key
 
     registry = FleetRegistry(data_dir)
     w3 = make_web3(rpc_url)
@@ -342,7 +345,11 @@ def fleet_members(config: GolemConfig, home: Path, data_dir: Path, n: int, rpc_u
         gid = f"{config.golem.id.replace('-', '_')}{i}"
         if not (registry.home(gid) / "golem.toml").exists():
             prepare_home(registry, gid, home, key_env=f"GOLEM_FLEET_KEY_{i}")
-        if i > 1:  # gas money for its own wallet (the first is the world's golem account, funded at deploy)
+        if i > 1 and dep is not None:  # its own wallet and loan, as the first's (the world's golem account, at deploy)
+            address = Account.from_key(fleet_key(i)).address
+            if w3.eth.get_transaction_count(address) == 0:  # a fresh account: a restart finds its position open
+                open_member_position(w3, dep, dev_key(0), fleet_key(i))
+        elif i > 1:  # no world given: gas money for its own wallet
             address = Account.from_key(fleet_key(i)).address
             if w3.eth.get_balance(address) < 10**18:
                 w3.provider.make_request("anvil_setBalance", [address, hex(100 * 10**18)])  # type: ignore[arg-type]
@@ -499,7 +506,7 @@ def run_stack(home: Path, data_dir: Path, scenario: str = "calm", sim_interval: 
             f"Aave V3 pool {dep.addresses['AAVE_POOL']} (address book in {data_dir / 'deployment.json'})")
         if stopping:
             return 0
-        members = fleet_members(config, home, data_dir, golems, config.chain.rpc_url) if golems else []
+        members = fleet_members(config, home, data_dir, golems, config.chain.rpc_url, dep=dep) if golems else []
         sim.start()
         if gateway is not None:
             gateway.start()

@@ -371,6 +371,37 @@ class GolemPosition:
         return max(float(ORACLE_START_PRICE), self.debt / (self.collateral * OPENING_LTV))
 
 
+def open_member_position(w3: Web3, dep: Deployment, deployer_key: str, member_key: str,
+                         position: GolemPosition | None = None) -> None:
+    """A fleet member's wallet and loan, as the dev world gives its first golem (`golem run --golems N`): the chain
+    gives the member the ETH it wraps into its WETH (and gas), the deployer mints its stables, and the member opens
+    its own Aave position. On the local dev chain only (anvil_setBalance)."""
+    held = position if position is not None else GolemPosition()
+    held.check()
+    a, chain_id = dep.addresses, w3.eth.chain_id
+    member = Account.from_key(member_key).address
+    weth_total = held.weth + held.collateral
+    w3.provider.make_request(RPCEndpoint("anvil_setBalance"), [member, hex(_units(weth_total + 100, E18))])
+    b = _Batch(w3, TxSender.for_key(w3, deployer_key, chain_id))
+    usdc, dai = _at(w3, a["USDC"], "FiatTokenV2_2"), _at(w3, a["DAI"], "Token")
+    if held.usdc - held.debt > 0:  # the borrow adds the debt to the wallet
+        b.call("fund member USDC", usdc, "mint", member, _units(held.usdc - held.debt, E6))
+    if held.dai > 0:
+        b.call("fund member DAI", dai, "mint", member, _units(held.dai, E18))
+    if b.steps:
+        b.wait()
+    g = _Batch(w3, TxSender.for_key(w3, member_key, chain_id))
+    weth, pool = _at(w3, a["WETH"], "WETH9"), _at(w3, a["AAVE_POOL"], "Pool")
+    g.call("member wraps WETH", weth, "deposit", value=_units(weth_total, E18))
+    if held.collateral > 0:
+        g.call("member approve WETH", weth, "approve", a["AAVE_POOL"], _units(held.collateral, E18))
+        g.call("member supply", pool, "supply", a["WETH"], _units(held.collateral, E18), member, 0, gas=GAS_CONFIG)
+    if held.debt > 0:
+        g.call("member borrow", pool, "borrow", a["USDC"], _units(held.debt, E6), VARIABLE_RATE, 0, member,
+               gas=GAS_CONFIG)
+    g.wait()
+
+
 def _units(amount: float, unit: int) -> int:
     """Human units to base units, rounded down (a wallet never gets more than the record said it held)."""
     return int(amount * unit)

@@ -47,6 +47,9 @@ def test_golem_run_with_three_golems_in_one_worker(tmp_path):
         assert listed.returncode == 0, listed.stderr
         rows = {r["id"]: r for r in json.loads(listed.stdout)}
         assert all(rows[g]["host"] == "testhost" and rows[g]["tick"] >= 2 for g in ids), rows
+        # each golem has its own wallet and loan (the first the world's golem account, the others opened for them)
+        equity = {g: float(rows[g]["equity"].lstrip("$").replace(",", "")) for g in ids}
+        assert all(v > 50_000 for v in equity.values()), equity
         # the dashboard serves the fleet page: the same rows, each golem's page under it
         import urllib.request
 
