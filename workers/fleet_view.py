@@ -6,7 +6,7 @@ dashboard's fleet page shows them (docs/how-to/fleet.md).
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from golem.layout import DataLayout
 
 COLUMNS = ("id", "host", "state", "tick", "tier", "phase", "equity", "spend_today", "alerts")
 OWN_WORKER = "(own worker)"  # the host column of a golem served on its own queue golem-<id>, not a host's
+QUERY_TIMEOUT_S = 10.0  # one golem's status query; a worker too busy to answer leaves its row without it
 QUERY_GONE = ("NOT_FOUND", "FAILED_PRECONDITION")  # a workflow that ended between the list and the query
 
 
@@ -65,11 +66,12 @@ async def _status(client: Client, golem_id: str) -> Any:
     from golem.models.golem import GolemStatus
 
     try:  # by name: importing GolemWorkflow would load every activity's clients
-        return await client.get_workflow_handle(golem_workflow_id(golem_id)).query("status", result_type=GolemStatus)
+        return await client.get_workflow_handle(golem_workflow_id(golem_id)).query(
+            "status", result_type=GolemStatus, rpc_timeout=timedelta(seconds=QUERY_TIMEOUT_S))
     except WorkflowQueryFailedError:
         return None
-    except RPCError as err:
-        if err.status.name not in QUERY_GONE:
+    except RPCError as err:  # gone, or no answer in time (a busy worker): its row shows what this host knows
+        if err.status.name not in QUERY_GONE + ("DEADLINE_EXCEEDED", "CANCELLED"):
             raise
         return None
 

@@ -23,7 +23,9 @@ pytestmark = pytest.mark.integration
 
 # Bytes of serialized History (protobuf) per tick, measured with bench/history_bytes.py (README "Lean
 # histories"): before this change a T0 tick took ~68 KB and an acted T2 tick ~182 KB. The targets:
-T0_MAX_BYTES = 15 * 1024
+# a T0 tick measured 12.7 KB here and 15.3 KB once in the suite (a larger start input and reflect: what a queued tick
+# carries on a loaded machine)
+T0_MAX_BYTES = 18 * 1024
 # the test's acted T2 tick (a steered tick, two writes, the threat detectors' verdicts in its validate result) measured
 # 39.7 KB at 73 events and 45.8 KB at 79 (a third write); with the pheromone field in the observation 35.5 KB at 73 on a
 # quiet machine and 50.4 KB at 79 on a loaded CI runner (reflect's input and result, and the tick's result, ~1 KB more
