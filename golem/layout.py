@@ -6,10 +6,11 @@ them (README "The golem home and its data" lists the same tree). Paths only: not
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import MutableMapping
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -174,9 +175,12 @@ class DataLayout:
         return self.grimoire / "dream-staging.sqlite"
 
 
-def paths_under(paths: Iterable[str], root: str | Path) -> list[str]:
-    """The paths (as strings) that are `root` or inside it: a process-wide cache keyed by store path drops a closed
-    golem's entries with these."""
+def drop_under(cache: MutableMapping[str, Any], root: str | Path) -> int:
+    """Drop a process-wide cache's entries keyed by a store path that is `root` or inside it (a closed golem's data
+    dir); the caller holds the cache's lock. Returns how many went."""
     prefix = str(Path(root)).rstrip("/")
-    return [p for p in paths if p == prefix or p.startswith(prefix + "/")]
+    gone = [k for k in cache if k == prefix or k.startswith(prefix + "/")]
+    for k in gone:
+        del cache[k]
+    return len(gone)
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from golem.grimoire.store.terms import summary_terms
-from golem.layout import paths_under
+from golem.layout import drop_under
 
 
 class EpisodeStore(Protocol):
@@ -221,7 +221,4 @@ def forget(root: str | Path) -> int:
     """Drop the cached indexes of the stores under `root` (a golem's data dir, when a fleet worker closes the golem):
     the cache is keyed by store path, so a closed golem's would stay for the life of the process. Returns how many."""
     with _LOCK:
-        gone = paths_under(list(_CACHE), root)
-        for k in gone:
-            del _CACHE[k]
-    return len(gone)
+        return drop_under(_CACHE, root)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from golem.grimoire.store.terms import terms
-from golem.layout import paths_under
+from golem.layout import drop_under
 
 if TYPE_CHECKING:
     from golem.grimoire.semantic.store import SemanticStore
@@ -192,7 +192,4 @@ def forget(root: str | Path) -> int:
     """Drop the cached indexes of the stores under `root` (a golem's data dir, when a fleet worker closes the golem):
     the cache is keyed by store path, so a closed golem's would stay for the life of the process. Returns how many."""
     with _LOCK:
-        gone = paths_under(list(_CACHE), root)
-        for k in gone:
-            del _CACHE[k]
-    return len(gone)
+        return drop_under(_CACHE, root)
