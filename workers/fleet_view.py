@@ -22,16 +22,19 @@ QUERY_TIMEOUT_S = 10.0  # one golem's status query; a worker too busy to answer 
 QUERY_GONE = ("NOT_FOUND", "FAILED_PRECONDITION")  # a workflow that ended between the list and the query
 
 
-def equity(layout: DataLayout) -> str:
-    """Net value of the golem's newest record (wallet + position at the oracle), from its data dir on this host."""
+def newest_record(layout: DataLayout) -> dict[str, Any]:
+    """The golem's newest record in its data dir on this host: its tick, tier, phase and equity (net value of wallet
+    + position at the oracle); {} before its first record."""
     from golem.life.cycle_store import CycleStore
     from golem.safety.risk import net_value_usd
 
     store = CycleStore(layout)
     rows = store.recent(1) if layout.cycle_index.exists() else []
     if not rows:
-        return "-"
-    return f"${net_value_usd(store.load(rows[0]['tick']).observation.snapshot):,.0f}"
+        return {}
+    row = rows[0]
+    value = net_value_usd(store.load(row["tick"]).observation.snapshot)
+    return {"tick": row["tick"], "tier": row["tier"], "phase": row["phase"], "equity": f"${value:,.0f}"}
 
 
 def alerts_today(layout: DataLayout, status: Any) -> str:
@@ -91,15 +94,21 @@ async def fleet_rows(client: Client, data: Path, own_golem: str | None = None) -
         local = (p is not None and p.status == "placed") or (p is None and gid == own_golem)
         layout = registry.layout(gid) if p is not None else DataLayout(data)
         last = status.last_tick if status is not None else None
-        local_reads = await asyncio.to_thread(lambda: (equity(layout), alerts_today(layout, status))) if local \
-            else ("-", "-")
+        local_reads = await asyncio.to_thread(lambda: (newest_record(layout), alerts_today(layout, status))) \
+            if local else ({}, "-")
+        record = local_reads[0]
+        if status is None and record and (gid in hosts or (p is not None and p.running)):
+            # running, but its worker did not answer in time: its newest record says where it was
+            state, tick, tier, phase = "no answer (record)", record["tick"], record["tier"], record["phase"]
+        else:
+            state = status.activity if status is not None else (p.status if p else "-")
+            tick = status.tick if status is not None else "-"
+            tier = last.tier.value if last and last.tier else "-"
+            phase = status.phase if status is not None else "-"
         return {
             "id": gid, "host": hosts.get(gid) or (p.host if p else "-"),
-            "state": status.activity if status is not None else (p.status if p else "-"),
-            "tick": status.tick if status is not None else "-",
-            "tier": (last.tier.value if last and last.tier else "-"),
-            "phase": status.phase if status is not None else "-",
-            "equity": local_reads[0],
+            "state": state, "tick": tick, "tier": tier, "phase": phase,
+            "equity": record.get("equity", "-"),
             "spend_today": (f"${status.daily_spend_usd + status.daily_gas_usd:.4f}" if status is not None else "-"),
             "alerts": local_reads[1],
             "local": local and p is not None,  # placed in this data dir: the fleet page links to its page

@@ -226,7 +226,8 @@ async def test_two_hosts_split_a_fleet_and_a_golem_moves_between_them(temporal_c
         assert len(_ticks(a, "m2")) == left_at, "host a ran no tick of m2 after the export"
         assert CycleStore(b.layout("m2")).load(0).run_id == first_run, "tick 0 was not run again on host b"
         rows = {r["id"]: r for r in json.loads(await _cli(capsys, "--data", str(b.root), "list", "--json"))}
-        assert rows["m2"]["host"] == "b" and rows["m2"]["tick"] >= left_at + 2, rows["m2"]
+        # the status names the tick running now: the newest record (left_at + 1) may be that tick's, just written
+        assert rows["m2"]["host"] == "b" and rows["m2"]["tick"] >= left_at + 1, rows["m2"]
         for registry, gid in ((b, "m2"), (a, "m3"), (b, "m4")):
             await _stop_quietly(temporal_client, registry, gid)
     finally:

@@ -30,6 +30,8 @@ def _ticks(registry, gid: str) -> int:
 @needs_chromium
 async def test_fleet_page_lists_every_golem_and_clicks_through_to_its_page(temporal_client, anvil, w3,
                                                                           world_snapshot, tmp_path, monkeypatch):
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
     registry = make_fleet(tmp_path, anvil.rpc_url, world_snapshot, IDS, "dash", monkeypatch, w3)
     runner = await start_dashboard(FleetDashboard(registry.root, client=temporal_client), port=0)
     pw, browser = await _browser()
@@ -43,11 +45,18 @@ async def test_fleet_page_lists_every_golem_and_clicks_through_to_its_page(tempo
             page = await browser.new_page(viewport={"width": 1400, "height": 700})
             await page.goto(base)
             # one row per golem, each with a tick, a tier and its equity (its newest record on this host)
-            await page.wait_for_function(
-                "[...document.querySelectorAll('#fleet tbody tr')].length === 3 && "
-                "[...document.querySelectorAll('#fleet tbody tr')].every(r => /^\\d+$/.test(r.cells[3].textContent)"
-                " && /^T[012]$/.test(r.cells[4].textContent) && r.cells[6].textContent.startsWith('$'))",
-                timeout=60_000)
+            try:
+                await page.wait_for_function(
+                    "[...document.querySelectorAll('#fleet tbody tr')].length === 3 && "
+                    "[...document.querySelectorAll('#fleet tbody tr')].every(r => /^\\d+$/.test(r.cells[3].textContent)"
+                    " && /^T[012]$/.test(r.cells[4].textContent) && r.cells[6].textContent.startsWith('$'))",
+                    timeout=60_000)
+            except PlaywrightTimeout:  # say what the page showed and what its API answers now
+                shown = await page.evaluate("[...document.querySelectorAll('#fleet tbody tr')]"
+                                            ".map(r => [...r.cells].map(c => c.textContent))")
+                api = await (await page.request.get(base + "api/fleet")).text()
+                pytest.fail(f"fleet rows not complete in 60 s: page {shown}, message "
+                            f"{await page.inner_text('#fleet-msg')!r}, api/fleet now {api[:2000]}")
             head = [await th.inner_text() for th in await page.locator("#fleet thead th").all()]
             assert head == COLUMNS, head
             rows = {await tr.get_attribute("data-golem"): [await td.inner_text() for td in await tr.locator("td").all()]
@@ -95,3 +104,24 @@ async def test_fleet_page_lists_every_golem_and_clicks_through_to_its_page(tempo
         await browser.close()
         await pw.stop()
         await runner.cleanup()
+
+
+async def test_a_golem_whose_worker_does_not_answer_keeps_its_newest_record_in_its_row(
+        temporal_client, anvil, w3, world_snapshot, tmp_path, monkeypatch):
+    """`golem list` and the fleet page beside a worker too busy (here: gone) to answer the status query: the row says
+    so and shows the golem's newest record (tick, tier, phase, equity) instead of dashes."""
+    import workers.fleet_view as fleet_view
+
+    registry = make_fleet(tmp_path, anvil.rpc_url, world_snapshot, ["d8"], "mute", monkeypatch, w3)
+    async with serving(temporal_client, registry.root, "mute"):
+        handle = await start_placed(temporal_client, registry, "d8")
+        await wait_for(lambda: _ticks(registry, "d8") >= 2, 120, "d8's first ticks")
+    try:  # the worker is gone, the workflow runs on: its status query gets no answer
+        monkeypatch.setattr(fleet_view, "QUERY_TIMEOUT_S", 1.0)
+        [row] = await fleet_view.fleet_rows(temporal_client, registry.root)
+        newest = CycleStore(registry.layout("d8")).recent(1)[0]
+        assert row["state"] == "no answer (record)", row
+        assert (row["tick"], row["tier"], row["phase"]) == (newest["tick"], newest["tier"], newest["phase"]), row
+        assert row["equity"].startswith("$") and row["spend_today"] == "-", row
+    finally:
+        await handle.terminate("test over")
