@@ -393,13 +393,19 @@ def open_member_position(w3: Web3, dep: Deployment, deployer_key: str, member_ke
     g = _Batch(w3, TxSender.for_key(w3, member_key, chain_id))
     weth, pool = _at(w3, a["WETH"], "WETH9"), _at(w3, a["AAVE_POOL"], "Pool")
     g.call("member wraps WETH", weth, "deposit", value=_units(weth_total, E18))
-    if held.collateral > 0:
-        g.call("member approve WETH", weth, "approve", a["AAVE_POOL"], _units(held.collateral, E18))
-        g.call("member supply", pool, "supply", a["WETH"], _units(held.collateral, E18), member, 0, gas=GAS_CONFIG)
-    if held.debt > 0:
-        g.call("member borrow", pool, "borrow", a["USDC"], _units(held.debt, E6), VARIABLE_RATE, 0, member,
-               gas=GAS_CONFIG)
+    _open_loan(g, "member", member, held, weth, pool, a)
     g.wait()
+
+
+def _open_loan(g: _Batch, who: str, owner: str, held: GolemPosition, weth: Any, pool: Any, a: dict[str, str]) -> None:
+    """The owner's own Aave position, queued on its batch: WETH supplied as collateral, USDC borrowed."""
+    if held.collateral > 0:
+        supplied = _units(held.collateral, E18)
+        g.call(f"{who} approve WETH", weth, "approve", a["AAVE_POOL"], supplied)
+        g.call(f"{who} supply", pool, "supply", a["WETH"], supplied, owner, 0, gas=GAS_CONFIG)
+    if held.debt > 0:
+        g.call(f"{who} borrow", pool, "borrow", a["USDC"], _units(held.debt, E6), VARIABLE_RATE, 0, owner,
+               gas=GAS_CONFIG)
 
 
 def _units(amount: float, unit: int) -> int:
@@ -568,13 +574,7 @@ def deploy_world(
     # 5. the golem opens its own position (only after its funding is mined: another sender)
     if golem_account is not None:
         g = _Batch(w3, TxSender.for_key(w3, golem_key, chain_id))  # type: ignore[arg-type]
-        if held.collateral > 0:
-            supplied = _units(held.collateral, E18)
-            g.call("golem approve WETH", weth, "approve", a["AAVE_POOL"], supplied)
-            g.call("golem supply", pool, "supply", a["WETH"], supplied, golem_address, 0, gas=GAS_CONFIG)
-        if held.debt > 0:
-            g.call("golem borrow", pool, "borrow", a["USDC"], _units(held.debt, E6), VARIABLE_RATE, 0, golem_address,
-                   gas=GAS_CONFIG)
+        _open_loan(g, "golem", golem_address, held, weth, pool, a)
         if golem_usdc < 0:
             g.call("golem hands back USDC", usdc, "transfer", dep.address, _units(-golem_usdc, E6))
         if g.steps:
