@@ -4,6 +4,7 @@ placed golem's own page under /golems/<id>/, the same page and API as a lone gol
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from pathlib import Path
@@ -27,6 +28,7 @@ class FleetDashboard:
         self.client, self.temporal_ui, self.namespace, self.backtests = client, temporal_ui, namespace, backtests
         self._boards: dict[str, Dashboard] = {}
         self._lock = threading.Lock()
+        self._reading: asyncio.Future[list[dict[str, Any]]] | None = None  # the fleet read in flight (api/fleet)
 
     def board(self, golem_id: str) -> Dashboard:
         """The golem's page; a golem not placed in this data dir is a 404 naming the fleet's golems."""
@@ -94,8 +96,10 @@ class FleetDashboard:
             return web.json_response({"columns": COLUMNS, "error": "Temporal not reachable from the dashboard: "
                                       "placements only", "rows": [
                 {"id": p.golem_id, "host": p.host, "state": p.status, "local": p.status == "placed"} for p in placed]})
+        if self._reading is None or self._reading.done():  # one read at a time, shared by every page asking meanwhile
+            self._reading = asyncio.ensure_future(fleet_rows(self.client, self.registry.root))
         try:
-            found = await fleet_rows(self.client, self.registry.root)
+            found = await asyncio.shield(self._reading)
         except Exception as err:
             return web.json_response({"columns": COLUMNS, "error": f"fleet not read: {_one_line(err)}", "rows": []},
                                      status=503)

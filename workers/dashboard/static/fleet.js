@@ -24,13 +24,14 @@
     $("fleet-msg").className = body.error ? "msg error" : "msg";
   }
 
-  async function refresh() {
+  async function refresh() {  // the next read starts a few seconds after this one ends: a slow fleet is not piled on
     try {
       draw(await (await fetch("api/fleet")).json());
       window.__fleetLoaded = (window.__fleetLoaded || 0) + 1; // the browser test waits on it
     } catch (err) {
       $("fleet-msg").textContent = `fleet not read: ${err}`; $("fleet-msg").className = "msg error";
     }
+    setTimeout(refresh, REFRESH_MS);
   }
 
   $("fleet-data").textContent = F.data;
@@ -39,5 +40,4 @@
     if (tr && !ev.target.closest("a")) window.location.href = `golems/${encodeURIComponent(tr.dataset.golem)}/`;
   });
   refresh();
-  setInterval(refresh, REFRESH_MS);
 })();
