@@ -3,9 +3,9 @@ the lives set's tune part; never a held-out or sealed question): each question's
 abstention_evidence) labelled answerable or not, a logistic model per feature subset, scored by cross-validation
 grouped by life. Prints the best subsets; the chosen coefficients are written into golem/grimoire/retrieval.py.
 
-    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE] [--extend [2]]
+    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE] [--extend [2]] [--swap OLD=NEW]
 
---extend: the model in code refitted alone and plus each other feature (2: each pair); docs/design/grimoire.md.
+--extend: the model in code refitted alone and plus each other feature (2: each pair), --swap reading NEW for OLD.
 """
 
 from __future__ import annotations
@@ -91,6 +91,8 @@ def main() -> None:
     ap.add_argument("--embedder", default=None, help="fit for this embedder (default: wordllama)")
     ap.add_argument("--extend", nargs="?", type=int, const=1, default=0, choices=(1, 2),
                     help="the model in code plus one feature (2: plus each pair of features), constrained")
+    ap.add_argument("--swap", help="OLD=NEW: with --extend, the model's feature OLD read as NEW (e.g. "
+                    "agreement=agreement_tied); the bar stays the model in code")
     a = ap.parse_args()
     rows = json.loads(Path(a.load).read_text()) if a.load else evidence_rows(a.embedder)
     if a.dump:
@@ -106,7 +108,8 @@ def main() -> None:
             m = (sets == s) & (y == lab)
             w[m] = 0.25 * len(rows) / m.sum()
     if a.extend:
-        return extend(rows, y, w, sources, groups, a.embedder, a.extend)
+        return extend(rows, y, w, sources, groups, a.embedder, a.extend,
+                      dict([a.swap.split("=", 1)]) if a.swap else None)
     results = []
     for n in range(1, min(4, len(ABSTAIN_FEATURES)) + 1):
         for subset in itertools.combinations(ABSTAIN_FEATURES, n):
@@ -138,17 +141,18 @@ def main() -> None:
 
 
 def extend(rows: list[dict], y: np.ndarray, w: np.ndarray, sources: np.ndarray, groups: np.ndarray,
-           embedder: str | None, size: int = 1) -> None:
+           embedder: str | None, size: int = 1, swap: dict[str, str] | None = None) -> None:
     """The model in code plus each other feature (size 2: each pair), and its own features alone, refitted; a
     candidate keeps when every tune part's abstention and false abstention, in-sample and in cross-validation, is at
-    least as good as with the model in code. Ranked by cross-validated abstention, false abstention penalised."""
+    least as good as with the model in code. Ranked by cross-validated abstention, false abstention penalised.
+    `swap` {old: new}: the candidates read feature new where the model reads old."""
     bias, coef, line = abstention_model(None if embedder is None else embedder_by_name(embedder).model_name)
     now = rates(prob(np.array([bias, *coef.values()]), np.array([[r["evidence"][f] for f in coef] for r in rows])),
                 y, sources, line)
     print(f"in code: {json.dumps({k: round(v, 3) for k, v in now.items()})}")
-    base = tuple(coef)
+    base = tuple((swap or {}).get(f, f) for f in coef)
     out = []
-    others = [f for f in ABSTAIN_FEATURES if f not in base]
+    others = [f for f in ABSTAIN_FEATURES if f not in base and f not in coef]
     for extra in [()] + [tuple(c) for n in range(1, size + 1) for c in itertools.combinations(others, n)]:
         subset = base + extra
         x = np.array([[r["evidence"][f] for f in subset] for r in rows])
