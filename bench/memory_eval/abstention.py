@@ -3,10 +3,9 @@ the lives set's tune part; never a held-out or sealed question): each question's
 abstention_evidence) labelled answerable or not, a logistic model per feature subset, scored by cross-validation
 grouped by life. Prints the best subsets; the chosen coefficients are written into golem/grimoire/retrieval.py.
 
-    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE] [--extend [2]]
-
---extend: the model in code refitted alone and plus each other feature (2: each pair); docs/design/grimoire.md.
-"""
+    python bench/memory_eval/abstention.py [--embedder NAME] [--dump FILE] [--extend [2]] [--swap OLD=NEW] [--nested]
+--extend: the model in code refitted plus each feature (2: each pair; --swap: NEW read for OLD); --nested: that
+choice made with each lives path left out and checked on it. docs/design/grimoire.md."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +91,10 @@ def main() -> None:
     ap.add_argument("--embedder", default=None, help="fit for this embedder (default: wordllama)")
     ap.add_argument("--extend", nargs="?", type=int, const=1, default=0, choices=(1, 2),
                     help="the model in code plus one feature (2: plus each pair of features), constrained")
+    ap.add_argument("--swap", help="OLD=NEW: with --extend, the model's feature OLD read as NEW (e.g. "
+                    "agreement=agreement_tied); the bar stays the model in code")
+    ap.add_argument("--nested", action="store_true", help="each lives path left out in turn: does --extend's "
+                    "choice on the rest hold on it?")
     a = ap.parse_args()
     rows = json.loads(Path(a.load).read_text()) if a.load else evidence_rows(a.embedder)
     if a.dump:
@@ -99,14 +103,13 @@ def main() -> None:
     sets = np.array([r["set"] for r in rows])
     sources = np.array([r.get("source", r["set"]) for r in rows])
     groups = np.array([r["group"] for r in rows])
-    # each set weighs the same, and within it answerable and unanswerable questions weigh the same
-    w = np.ones(len(rows))
-    for s in ("written", "lives"):
-        for lab in (0.0, 1.0):
-            m = (sets == s) & (y == lab)
-            w[m] = 0.25 * len(rows) / m.sum()
+    w = weights(sets, y)
+    swap = dict([a.swap.split("=", 1)]) if a.swap else None
+    if a.nested:
+        nested(rows, y, sets, sources, groups, a.embedder, a.extend or 1, swap)
+        return None
     if a.extend:
-        return extend(rows, y, w, sources, groups, a.embedder, a.extend)
+        return extend(rows, y, w, sources, groups, a.embedder, a.extend, swap)
     results = []
     for n in range(1, min(4, len(ABSTAIN_FEATURES)) + 1):
         for subset in itertools.combinations(ABSTAIN_FEATURES, n):
@@ -137,18 +140,26 @@ def main() -> None:
               f"{coef}")
 
 
-def extend(rows: list[dict], y: np.ndarray, w: np.ndarray, sources: np.ndarray, groups: np.ndarray,
-           embedder: str | None, size: int = 1) -> None:
-    """The model in code plus each other feature (size 2: each pair), and its own features alone, refitted; a
-    candidate keeps when every tune part's abstention and false abstention, in-sample and in cross-validation, is at
-    least as good as with the model in code. Ranked by cross-validated abstention, false abstention penalised."""
-    bias, coef, line = abstention_model(None if embedder is None else embedder_by_name(embedder).model_name)
+def weights(sets: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each set weighs the same, and within it answerable and unanswerable questions weigh the same."""
+    w = np.ones(len(y))
+    for s in ("written", "lives"):
+        for lab in (0.0, 1.0):
+            m = (sets == s) & (y == lab)
+            w[m] = 0.25 * len(y) / max(1, m.sum())
+    return w
+
+
+def candidates(rows: list[dict[str, Any]], y: np.ndarray, w: np.ndarray, sources: np.ndarray, groups: np.ndarray,
+               model: tuple[float, dict[str, float], float], size: int = 1,
+               swap: dict[str, str] | None = None) -> tuple[dict[str, float], list[tuple[Any, ...]]]:
+    """The model's figures on `rows` and every candidate refit on them, best first (see extend)."""
+    bias, coef, line = model
     now = rates(prob(np.array([bias, *coef.values()]), np.array([[r["evidence"][f] for f in coef] for r in rows])),
                 y, sources, line)
-    print(f"in code: {json.dumps({k: round(v, 3) for k, v in now.items()})}")
-    base = tuple(coef)
+    base = tuple((swap or {}).get(f, f) for f in coef)
     out = []
-    others = [f for f in ABSTAIN_FEATURES if f not in base]
+    others = [f for f in ABSTAIN_FEATURES if f not in base and f not in coef]
     for extra in [()] + [tuple(c) for n in range(1, size + 1) for c in itertools.combinations(others, n)]:
         subset = base + extra
         x = np.array([[r["evidence"][f] for f in subset] for r in rows])
@@ -168,12 +179,60 @@ def extend(rows: list[dict], y: np.ndarray, w: np.ndarray, sources: np.ndarray, 
                     - 10 * max(0.0, cv.get("lives-extra_false", 0.0) - now.get("lives-extra_false", 0.0))
                 out.append((keeps, score, subset, l2, ln, cv, ins, beta))
     out.sort(key=lambda t: (not t[0], -t[1]))
+    return now, out
+
+
+def extend(rows: list[dict[str, Any]], y: np.ndarray, w: np.ndarray, sources: np.ndarray, groups: np.ndarray,
+           embedder: str | None, size: int = 1, swap: dict[str, str] | None = None) -> None:
+    """The model in code plus each other feature (size 2: each pair), and its own features alone, refitted; a
+    candidate keeps when every tune part's abstention and false abstention, in-sample and in cross-validation, is at
+    least as good as with the model in code. Ranked by cross-validated abstention, false abstention penalised.
+    `swap` {old: new}: the candidates read feature new where the model reads old."""
+    model = abstention_model(None if embedder is None else embedder_by_name(embedder).model_name)
+    now, out = candidates(rows, y, w, sources, groups, model, size, swap)
+    print(f"in code: {json.dumps({k: round(v, 3) for k, v in now.items()})}")
     for keeps, score, subset, l2, ln, cv, ins, beta in out[:10]:
         print(f"keeps={keeps} {score:.3f} l2={l2} line={ln} bias {beta[0]:+.2f}, "
               + ", ".join(f"{f} {b:+.2f}" for f, b in zip(subset, beta[1:]))
               + f"\n   cv {json.dumps({k: round(v, 3) for k, v in cv.items()})}"
               + f"\n   in-sample {json.dumps({k: round(v, 3) for k, v in ins.items()})}")
 
+
+def nested(rows: list[dict[str, Any]], y: np.ndarray, sets: np.ndarray, sources: np.ndarray, groups: np.ndarray,
+           embedder: str | None, size: int = 1, swap: dict[str, str] | None = None) -> dict[str, list[int]]:
+    """Does the rule that keeps a refit hold on a path it did not see? Each lives path in turn (with one written
+    fold) is left out, extend's rule chooses on the rest, and the choice and the model in code are counted on the
+    path left out: [abstained, unanswerable, false abstentions, answerable] for lives and written questions."""
+    model = abstention_model(None if embedder is None else embedder_by_name(embedder).model_name)
+    paths = sorted({g for g, s in zip(groups, sets) if s == "lives"})
+    tot = {n: [0, 0, 0, 0, 0, 0, 0, 0] for n in ("code", "chosen")}
+    for i, path in enumerate(paths):
+        out_m = (groups == path) | (groups == f"written-{i % 4}")
+        tr = [r for r, m in zip(rows, out_m) if not m]
+        _, out = candidates(tr, y[~out_m], weights(sets[~out_m], y[~out_m]), sources[~out_m], groups[~out_m], model,
+                            size, swap)
+        kept = [c for c in out if c[0]]
+        left_out = [r for r, m in zip(rows, out_m) if m]
+
+        def x(fs: Any) -> np.ndarray:
+            return np.array([[r["evidence"][f] for f in fs] for r in left_out])
+        probs = {"code": (prob(np.array([model[0], *model[1].values()]), x(model[1])), model[2])}
+        if kept:
+            probs["chosen"] = (prob(kept[0][7], x(kept[0][2])), kept[0][4])
+        line = f"{path}: " + ("nothing keeps" if not kept else f"chose {kept[0][2]} l2={kept[0][3]} line={kept[0][4]}")
+        for name in ("code", "chosen"):
+            p, ln = probs.get(name, probs["code"])
+            yy, lives = y[out_m], sets[out_m] == "lives"
+            got = [int(((p >= ln) & part & (yy == lab)).sum()) if k == 0 else int((part & (yy == lab)).sum())
+                   for part in (lives, ~lives) for lab in (1, 0) for k in (0, 1)]
+            tot[name] = [a + b for a, b in zip(tot[name], got)]
+            line += f" | {name}: lives {got[0]}/{got[1]} abstain, {got[2]}/{got[3]} false; written {got[4]}/{got[5]}, "
+            line += f"{got[6]}/{got[7]}"
+        print(line, flush=True)
+    for name, t in tot.items():
+        print(f"{name}: paths left out, lives {t[0] / max(1, t[1]):.3f} abstain / {t[2] / max(1, t[3]):.3f} false; "
+              f"written {t[4] / max(1, t[5]):.3f} / {t[6]} false of {t[7]}")
+    return tot
 
 if __name__ == "__main__":
     main()

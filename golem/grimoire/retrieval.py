@@ -310,7 +310,7 @@ def _episode_candidates(eidx: EpisodeIndex, qv: np.ndarray, q_terms: list[str], 
 
 ABSTAIN_FEATURES = ("relevance", "margin", "agreement", "coverage", "unseen", "unknown_name", "unseen_words",
                     "cosine", "lexical", "spread", "cosine_z", "top_agree", "best_lexical", "known_coverage",
-                    "key_coverage", "cosine_gap")
+                    "key_coverage", "cosine_gap", "agreement_tied")
 
 
 def abstention_model(model_name: str | None) -> tuple[float, dict[str, float], float]:
@@ -339,7 +339,7 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
     and the lexical leader are one candidate; best_lexical: the best candidate's idf share of the question;
     known_coverage: that share of the idf mass of the question's words the memory knows; key_coverage: the share of
     the question's two rarest words (unseen ones first) the best candidate holds; cosine_gap: the best cosine above
-    the mean of the next four."""
+    the mean of the next four; agreement_tied: agreement with lexical ties left unbroken (_tied_agreement)."""
     scale = SEMANTIC_FLOOR / floor if floor > 0 else 1.0
     rel = sorted((p[0] for p in pool), reverse=True)
     uniq = set(q_terms)
@@ -370,7 +370,22 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
             "best_lexical": best_lex,
             "known_coverage": min(1.0, best_lex / (1.0 - unseen)) if unseen < 1.0 else 0.0,
             "key_coverage": len(set(key) & best_terms) / len(key) if key else 0.0,
-            "cosine_gap": scale * (coss[0] - float(np.mean(coss[1:5]))) if len(coss) > 1 else 0.0}
+            "cosine_gap": scale * (coss[0] - float(np.mean(coss[1:5]))) if len(coss) > 1 else 0.0,
+            "agreement_tied": _tied_agreement(pool, dense5)}
+
+
+def _tied_agreement(pool: list[tuple[float, float, float]], dense5: set[int]) -> float:
+    """Share of the dense top 5 in the lexical top 5 with lexical ties left unbroken: a group tied across the fifth
+    place holds each of its members the group's share of the places left, so a tie (one shared word) agrees with
+    the dense list only by chance, not by the dense order that would otherwise break it."""
+    lex = sorted((p[2] for p in pool if p[2] > 0), reverse=True)
+    share: dict[float, float] = {}
+    left = 5
+    for v in sorted(set(lex), reverse=True):
+        g = lex.count(v)
+        share[v] = min(1.0, left / g) if left > 0 else 0.0
+        left = max(0, left - g)
+    return sum(share.get(pool[n][2], 0.0) for n in dense5 if pool[n][2] > 0) / 5.0
 
 
 def _zscore_of_best(cos: np.ndarray | None) -> float:
