@@ -23,6 +23,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     import logging
 
+    from workers.memory import limit_arenas
+
+    limit_arenas()  # before the worker's threads start (workers/memory.py)
     from golem.layout import DataLayout
     from workers.worker import run_worker
 
