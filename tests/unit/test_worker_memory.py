@@ -126,3 +126,23 @@ def test_the_worker_caps_mallocs_arenas():
     assert said == "cap 2" and capped <= 3, (said, capped)  # (one more may predate the cap: made during the imports)
     said, free = _arenas("0")  # GOLEM_MALLOC_ARENAS=0: glibc's own
     assert said == "cap 0" and free >= capped + 5, (said, free, capped)
+
+
+def test_the_worker_gives_arrow_malloc_memory():
+    """Arrow's buffers come from malloc once the worker set its pool (so the arena cap and the trimmer cover them);
+    from Arrow's bundled mimalloc they were outside malloc's figures and kept their pages after being freed."""
+    import os
+
+    import numpy as np
+    import pyarrow as pa
+
+    from workers.memory import _MALLINFO, arrow_on_malloc
+
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return  # the owner chose Arrow's pool: the worker leaves it
+    assert arrow_on_malloc() == "system"
+    before = _MALLINFO().uordblks + _MALLINFO().hblkhd
+    held = pa.array(np.arange(8_000_000, dtype=np.int64)).cast(pa.float64())  # 64 MB from Arrow's pool
+    grown = _MALLINFO().uordblks + _MALLINFO().hblkhd - before
+    assert pa.total_allocated_bytes() >= 60_000_000 and grown >= 60_000_000, (pa.total_allocated_bytes(), grown)
+    del held
