@@ -62,6 +62,7 @@ class Sample:
     rss_mb: float
     data_mb: dict[str, float]
     memory_mb: dict[str, float] = field(default_factory=dict)  # the worker's own split (workers/memory.py), if scraped
+    all_ticks: int = 0  # with golems: the ticks of all golems together (0: one golem, `tick` is its)
 
     @property
     def data_total_mb(self) -> float:
@@ -96,6 +97,8 @@ class SoakReport:
     golems: int = 0
     ticks_by_golem: dict[str, int] = field(default_factory=dict)
     rss_growth_mb_per_1k_per_golem: float | None = None  # worker RSS growth per 1,000 ticks of each golem, / golems
+    # = the least-squares slope of RSS over all golems' ticks together (golems that tick at different paces count
+    # as they ran), per 1,000 ticks, from the samples after warm-up
     lost_ticks: dict[str, list[int]] = field(default_factory=dict)  # golem -> ticks with no record and no failure
     doubled_ticks: dict[str, list[int]] = field(default_factory=dict)  # golem -> ticks run more than once
     problems: list[str] = field(default_factory=list)
@@ -324,7 +327,7 @@ async def soak(opts: SoakOptions, out: Path) -> SoakReport:
             done = min(counts)  # the slowest golem's: the x axis is ticks of each golem
             if done >= max(next_sample, 1) and worker.pid is not None:
                 s = Sample(done, time.monotonic() - t0, rss_mb(worker.pid), data_sizes(run.data),
-                           worker_memory_mb(run.metrics_port))
+                           worker_memory_mb(run.metrics_port), all_ticks=sum(counts) if run.members else 0)
                 report.samples.append(s)
                 _say(f"tick {done}{' (each golem: ' + str(min(counts)) + '..' + str(max(counts)) + ')' if run.members else ''}"
                      f": worker RSS {s.rss_mb:.1f} MB, data dir {s.data_total_mb:.1f} MB")
@@ -356,12 +359,23 @@ async def soak(opts: SoakOptions, out: Path) -> SoakReport:
     return report
 
 
+def slope_per_1k(xs: list[float], ys: list[float]) -> float | None:
+    """Least-squares slope of ys over xs, per 1,000 of x (None with fewer than two distinct xs)."""
+    n = len(xs)
+    mx, my = sum(xs) / max(n, 1), sum(ys) / max(n, 1)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if n < 2 or sxx == 0:
+        return None
+    return 1000.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+
+
 def judge(report: SoakReport, opts: SoakOptions) -> None:
     after = [s for s in report.samples if s.tick >= opts.warmup_ticks]
     if len(after) >= 2:
         report.rss_growth_mb_per_1k = _per_1k(after[0], after[-1], lambda s: s.rss_mb)
-        if report.golems and report.rss_growth_mb_per_1k is not None:  # x: each golem's ticks; shared by the golems
-            report.rss_growth_mb_per_1k_per_golem = report.rss_growth_mb_per_1k / report.golems
+        if report.golems:  # each golem's 1,000 ticks: the slope over all golems' ticks (N golems x 1,000 / N)
+            report.rss_growth_mb_per_1k_per_golem = slope_per_1k([float(s.all_ticks) for s in after],
+                                                                 [s.rss_mb for s in after])
     if opts.golems and opts.max_rss_per_golem_mb and report.rss_growth_mb_per_1k_per_golem is not None \
             and report.rss_growth_mb_per_1k_per_golem > opts.max_rss_per_golem_mb:
         report.problems.append(f"worker RSS grew {report.rss_growth_mb_per_1k_per_golem:.1f} MB per golem per 1,000 "

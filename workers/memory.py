@@ -37,6 +37,14 @@ def _libc_fn(name: str, restype: type, argtypes: Sequence[type] = ()) -> Callabl
 
 _MALLINFO = _libc_fn("mallinfo2", _MallInfo2)
 _MALLOC_TRIM = _libc_fn("malloc_trim", ctypes.c_int, [ctypes.c_size_t])
+_MALLOPT = _libc_fn("mallopt", ctypes.c_int, [ctypes.c_int, ctypes.c_int])
+_M_ARENA_MAX = -8  # glibc's mallopt parameter
+# Ours: glibc gives each thread that allocates under contention an arena of its own, up to 8 per core; a worker
+# runs ~50 threads (activities, LanceDB's and Temporal's runtimes), and freed memory scattered over 16 arenas stays
+# resident (the fleet soak's malloc free space grew with the ticks). 2 arenas: MALLOC_ARENA_MAX=2, as often set for
+# Python servers; measured in docs/how-to/fleet.md#memory-over-time.
+ARENAS = 2
+ARENAS_ENV = "GOLEM_MALLOC_ARENAS"  # 0 leaves glibc's default
 # Ours: how often the worker hands malloc's free pages back to the OS. glibc keeps what the activities' threads
 # (web3, LanceDB's Rust, pyarrow) freed in its arenas; in the soak that free space grew 28 -> 89 MB over 630 s and
 # RSS with it. One malloc_trim walks the arenas in a few ms; every 30 s it is noise.
@@ -82,6 +90,30 @@ class MallocTrimmer:
         self._stop.set()
 
 
+def limit_arenas() -> int:
+    """Cap glibc's malloc arenas (GOLEM_MALLOC_ARENAS, default 2; 0 = glibc's own). Takes effect for arenas made from
+    now on, so the worker calls it first thing, before its threads start. Returns the cap set (0: none)."""
+    raw = os.environ.get(ARENAS_ENV, "").strip()
+    try:
+        n = int(raw) if raw else ARENAS
+    except ValueError:
+        raise ValueError(f"{ARENAS_ENV}={raw!r}: give a number of arenas (0 leaves glibc's default)") from None
+    if n <= 0 or _MALLOPT is None:
+        return 0
+    return n if _MALLOPT(_M_ARENA_MAX, n) == 1 else 0
+
+
+def arrow_on_malloc() -> str:
+    """Arrow's buffers from malloc (its system pool) instead of its bundled mimalloc, unless ARROW_DEFAULT_MEMORY_POOL
+    chose one: mimalloc kept the pages of freed buffers (its 1 GB region's resident part grew ~7 MB a minute in the
+    fleet soak while Arrow held no bytes), where malloc's are capped and trimmed here. Returns the pool's backend."""
+    import pyarrow as pa
+
+    if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        pa.set_memory_pool(pa.system_memory_pool())
+    return str(pa.default_memory_pool().backend_name)
+
+
 _trimmer: MallocTrimmer | None = None
 _trimmer_lock = threading.Lock()
 
@@ -94,6 +126,8 @@ def start_trimmer() -> MallocTrimmer | None:
         every = float(raw) if raw else TRIM_EVERY_S
     except ValueError:
         raise ValueError(f"{TRIM_ENV}={raw!r}: give the interval in seconds (0 turns trimming off)") from None
+    limit_arenas()  # (a worker's command already did, earlier; arenas made since then are bounded from here)
+    arrow_on_malloc()
     if every <= 0 or _MALLOC_TRIM is None:
         return None
     with _trimmer_lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from golem.cognition.backpressure import HeartbeatEvent, enqueue
+from golem.cognition.backpressure import MAX_PENDING, HeartbeatEvent, enqueue
 from golem.cognition.chain_health import fold_chain_read
 from golem.cognition.fold import fold_tick_result, state_for_tick, steers_to_followups
 from golem.models.config import GolemConfig
@@ -40,13 +40,29 @@ def queue_missed(s: GolemState, missed: int, now: float, trigger: str = "theta")
     theta a slow tick misses dozens, and a line per trigger grew the worker log ~17 MB per 1,000 ticks."""
     if not missed:
         return s, []
-    queue, seen = s.tick_queue, dict[str, list[HeartbeatEvent]]()
-    for _ in range(missed):
+    queue, seen = s.tick_queue, dict[str, tuple[HeartbeatEvent, int]]()
+    # Once the queue holds only the missed triggers (after MAX_PENDING of them), each further one does the same: it
+    # drops an identical queued trigger (no probes) and warns. Those are counted, not run: a slow tick at a fast
+    # theta missed ~100, and queuing each built ~100 models a tick (the same state and lines either way).
+    run = min(missed, MAX_PENDING + 1)
+    counts: dict[str, int] = {}
+    for _ in range(run):
         queue, events = enqueue(queue, PendingTick(trigger=trigger, enqueued_at=now))
+        counts = {}
         for event in events:
-            seen.setdefault(event.kind, []).append(event)
-    lines = [f"{kind}: {events[-1].detail}" + (f" (x{len(events)} this tick)" if len(events) > 1 else "")
-             for kind, events in seen.items()]
+            n = seen.get(event.kind, (event, 0))[1]
+            seen[event.kind] = (event, n + 1)
+            counts[event.kind] = counts.get(event.kind, 0) + 1
+    rest = missed - run
+    if rest:  # the last enqueue was the steady step: repeat its effect `rest` times
+        dropped = counts.get("heartbeat.tick_dropped", 0) + counts.get("heartbeat.tick_dropped_during_dream", 0)
+        queue = queue.model_copy(update={
+            "dropped": queue.dropped + rest * dropped,
+            "dropped_during_dream": queue.dropped_during_dream + rest * counts.get("heartbeat.tick_dropped_during_dream", 0),
+            "warnings": queue.warnings + rest * counts.get("heartbeat.queue_warning", 0)})
+        for kind, n in counts.items():
+            seen[kind] = (seen[kind][0], seen[kind][1] + rest * n)
+    lines = [f"{kind}: {event.detail}" + (f" (x{n} this tick)" if n > 1 else "") for kind, (event, n) in seen.items()]
     return s.model_copy(update={"tick_queue": queue}), lines
 
 

@@ -325,3 +325,34 @@ def test_the_in_memory_episode_index_follows_every_write(tmp_path):
     got = retrieve_for_tick(eps, None, "repaid USDC after the oracle lagged in a crash", regime="range_bound",
                             tick=100, steered=True, log=False, k=3)
     assert got.items and got.items[0].id == episode_id("g15c", 40)
+
+
+def test_the_processs_episode_indexes_stay_within_their_row_budget(tmp_path, monkeypatch):
+    """A fleet worker keeps one episode index per golem: together they stay within TOTAL_ROWS however many
+    episodes the golems write, and a golem whose index would pass it is answered from LanceDB, as before."""
+    from golem.grimoire.episodes import index as ei
+
+    monkeypatch.setenv(ei.TOTAL_ROWS_ENV, "60")
+    monkeypatch.setattr(ei, "_CACHE", {})
+    emb = default_embedder()
+
+    def ep(golem, t, summary):
+        return Episode(id=episode_id(golem, t), golem_id=golem, tick=t, created_at="2026-01-01T00:00:00+00:00",
+                       regime="range_bound", tier="T1", summary=summary)
+
+    a, b = EpisodeStore(tmp_path / "a.lance", emb), EpisodeStore(tmp_path / "b.lance", emb)
+    a.upsert_many([ep("ga", t, f"Tick {t}: range bound, gas {t} gwei, no action") for t in range(40)])
+    b.upsert_many([ep("gb", t, f"Tick {t}: range bound, gas {t} gwei, no action") for t in range(30)])
+    assert ei.episode_index(a) is not None and ei.episode_index(a).n == 40
+    assert ei.episode_index(b) is None  # 40 + 30 > 60: b's retrieval reads LanceDB
+    assert ei.cached_rows() == 40
+    b.upsert(ep("gb", 30, "Tick 30: repaid 900 USDC after the oracle lagged the pool in a crash"))
+    got = retrieve_for_tick(b, None, "repaid USDC after the oracle lagged in a crash", regime="range_bound",
+                            tick=100, steered=True, log=False, k=3)
+    assert got.items and got.items[0].id == episode_id("gb", 30)  # answered without an index
+    for t in range(40, 70):  # a's own writes grow its index in place, until it would pass the budget
+        a.upsert(ep("ga", t, f"Tick {t}: range bound, gas {t} gwei, no action"))
+        ei.episode_index(a)
+        assert ei.cached_rows() <= 60, (t, ei.cached_rows())
+    assert ei.episode_index(a) is None and ei.cached_rows() == 0  # 70 rows alone pass it: dropped, LanceDB serves
+    assert ei.episode_index(b) is not None and ei.cached_rows() == 31  # the room it left goes to b

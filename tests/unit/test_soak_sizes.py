@@ -1,5 +1,5 @@
 """The soak's data-dir buckets (infra/soak.py data_sizes): the dev stack's logs count with their parts, not as the
-golem's own files; the golem's worker log and traces do."""
+golem's own files; the golem's worker log and traces do. And the fleet figure: RSS over all golems' ticks."""
 
 from __future__ import annotations
 
@@ -28,3 +28,22 @@ def test_a_fleets_golems_count_in_their_parts(tmp_path):
         path.write_bytes(b"x" * mb * 1_000_000)
     parts = data_sizes(tmp_path)
     assert parts == {"temporal": 1, "chain": 0, "grimoire": 3, "cycles": 4, "logs": 5, "other": 2 + 6}
+
+
+def test_the_fleet_figure_is_the_slope_over_all_golems_ticks():
+    """Four golems, one at half the others' pace: the worker's RSS grows 0.02 MB per tick of any golem (plus noise),
+    i.e. 20 MB per golem per 1,000 ticks. The least-squares slope over all golems' ticks says so; the endpoints over
+    the slowest golem's ticks divided by four said 38."""
+    from infra.soak import SoakOptions, SoakReport, judge
+
+    samples = []
+    for k in range(12):
+        slow, others = 60 + 5 * k, 120 + 10 * k  # the slowest golem, and each of the other three
+        all_ticks = slow + 3 * others
+        samples.append(Sample(tick=slow, seconds=float(k), rss_mb=400.0 + 0.02 * all_ticks + (0.3 if k % 2 else -0.3),
+                              data_mb={"temporal": 0.0}, all_ticks=all_ticks))
+    report = SoakReport(golems=4, samples=samples)
+    judge(report, SoakOptions(golems=4, warmup_ticks=60, max_rss_per_golem_mb=25.0, ticks=10))
+    assert report.rss_growth_mb_per_1k_per_golem is not None
+    assert abs(report.rss_growth_mb_per_1k_per_golem - 20.0) < 1.0, report.rss_growth_mb_per_1k_per_golem
+    assert not [p for p in report.problems if "per golem" in p]  # within 25

@@ -42,3 +42,53 @@ def test_missed_triggers_queue_at_most_three_and_say_what_was_dropped_once_per_k
     assert len(queued.tick_queue.pending) == 3 and queued.tick_queue.dropped == 2
     dropped = [line for line in lines if line.startswith("heartbeat.tick_dropped")]
     assert len(dropped) == 1 and dropped[0].endswith("(x2 this tick)")
+
+
+def _queue_one_by_one(s, missed, now, trigger):
+    """What queue_missed did before it counted the steady part: every missed trigger through enqueue."""
+    from golem.cognition.backpressure import enqueue
+    from golem.models.state import PendingTick
+
+    queue, seen = s.tick_queue, {}
+    for _ in range(missed):
+        queue, events = enqueue(queue, PendingTick(trigger=trigger, enqueued_at=now))
+        for event in events:
+            seen.setdefault(event.kind, []).append(event)
+    lines = [f"{kind}: {events[-1].detail}" + (f" (x{len(events)} this tick)" if len(events) > 1 else "")
+             for kind, events in seen.items()]
+    return s.model_copy(update={"tick_queue": queue}), lines
+
+
+def test_many_missed_triggers_give_the_state_and_lines_one_by_one_did_without_building_each():
+    from golem.cognition import backpressure
+    from golem.models.enums import ProbeSeverity
+    from golem.models.observation import ProbeResult
+    from golem.models.state import PendingTick, TickQueue
+
+    base = new_golem_state(CFG)
+    probe = ProbeResult(probe="price_delta", severity=ProbeSeverity.HIGH, value=3.0)
+    queues = [TickQueue(),
+              TickQueue(pending=[PendingTick(trigger="steer", probes=[probe])], dropped=4, warnings=2),
+              TickQueue(pending=[PendingTick(trigger="dream"), PendingTick(trigger="theta", probes=[probe]),
+                                 PendingTick(trigger="theta")], carried_probes=[probe], dropped_during_dream=1)]
+    for queue in queues:
+        s = base.model_copy(update={"tick_queue": queue})
+        for trigger in ("theta", "dream"):
+            for missed in (*range(0, 9), 57, 1000):
+                assert queue_missed(s, missed, 7.0, trigger) == _queue_one_by_one(s, missed, 7.0, trigger), \
+                    (queue, trigger, missed)
+    built = 0
+    real = backpressure.HeartbeatEvent
+
+    class Counted(real):  # type: ignore[misc, valid-type]
+        def __init__(self, **kw):
+            nonlocal built
+            built += 1
+            super().__init__(**kw)
+
+    backpressure.HeartbeatEvent = Counted
+    try:
+        queue_missed(base, 100_000, 7.0)
+    finally:
+        backpressure.HeartbeatEvent = real
+    assert built <= 2 * (backpressure.MAX_PENDING + 1), built  # a handful, not 2 per missed trigger

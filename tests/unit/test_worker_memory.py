@@ -89,3 +89,60 @@ def test_the_trim_interval_comes_from_the_environment(monkeypatch):
         assert t.trims == 1 and "malloc_released" in memory.memory_parts()
     finally:
         t.stop()
+
+
+_ARENAS_PROBE = """
+import ctypes, threading
+from workers.memory import limit_arenas
+print("cap", limit_arenas(), flush=True)
+start, keep = threading.Barrier(12), []
+def work():
+    start.wait()
+    keep.extend(bytearray(100_000) for _ in range(50))  # malloc'd (not Python's small-object allocator)
+threads = [threading.Thread(target=work) for _ in range(12)]
+for t in threads: t.start()
+for t in threads: t.join()
+ctypes.CDLL("libc.so.6").malloc_stats()  # one 'Arena N:' block per arena, on stderr
+"""
+
+
+def _arenas(env_value: str | None) -> tuple[str, int]:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GOLEM_MALLOC_ARENAS", "MALLOC_ARENA_MAX")}
+    if env_value is not None:
+        env["GOLEM_MALLOC_ARENAS"] = env_value
+    out = subprocess.run([sys.executable, "-c", _ARENAS_PROBE], env=env, capture_output=True, text=True, timeout=120,
+                         check=True)
+    return out.stdout.strip(), out.stderr.count("Arena ")
+
+
+def test_the_worker_caps_mallocs_arenas():
+    """Twelve threads allocating at once: with the worker's cap they share 2 arenas (glibc's default would give
+    each its own, up to 8 per core), so freed memory is not scattered over many arenas that stay resident."""
+    said, capped = _arenas(None)
+    assert said == "cap 2" and capped <= 3, (said, capped)  # (one more may predate the cap: made during the imports)
+    said, free = _arenas("0")  # GOLEM_MALLOC_ARENAS=0: glibc's own
+    assert said == "cap 0" and free >= capped + 5, (said, free, capped)
+
+
+def test_the_worker_gives_arrow_malloc_memory():
+    """Arrow's buffers come from malloc once the worker set its pool (so the arena cap and the trimmer cover them);
+    from Arrow's bundled mimalloc they were outside malloc's figures and kept their pages after being freed."""
+    import os
+
+    import numpy as np
+    import pyarrow as pa
+
+    from workers.memory import _MALLINFO, arrow_on_malloc
+
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return  # the owner chose Arrow's pool: the worker leaves it
+    assert arrow_on_malloc() == "system"
+    before = _MALLINFO().uordblks + _MALLINFO().hblkhd
+    held = pa.array(np.arange(8_000_000, dtype=np.int64)).cast(pa.float64())  # 64 MB from Arrow's pool
+    grown = _MALLINFO().uordblks + _MALLINFO().hblkhd - before
+    assert pa.total_allocated_bytes() >= 60_000_000 and grown >= 60_000_000, (pa.total_allocated_bytes(), grown)
+    del held

@@ -3,7 +3,8 @@
 An exact scan of the vectors is one matrix-vector product, cheaper than LanceDB's hybrid query, so the retrieve step
 keeps per episodes table the ids, ticks, vectors, term postings and scored scalars, and a query reads nothing from
 disk. The store reports its own writes and the index applies them in place; any other version change rebuilds it.
-Above MAX_ROWS retrieval goes back to LanceDB (ANN). Each version is a snapshot of its own `n` rows over shared,
+Above MAX_ROWS, or when the process's indexes together would pass TOTAL_ROWS (a fleet worker keeps one per golem),
+retrieval goes back to LanceDB (ANN). Each version is a snapshot of its own `n` rows over shared,
 append-only storage, so a query keeps reading its snapshot while a write appends. See docs/design/grimoire.md#retrieval.
 """
 
@@ -36,6 +37,21 @@ class EpisodeStore(Protocol):
 SCALARS = ("tier", "regime", "confidence", "quality", "strength", "decay_class", "last_accessed_tick",
            "dream_validated", "pnl_impact", "emotional_tag")
 MAX_ROWS = 250_000  # ours: 250k × 256 float32 = 256 MB; beyond it the ANN index (store/indexes.py: ANN_MIN_ROWS) serves
+# Ours: all the process's indexes together (a fleet worker's golems share it, first come first kept); a store that
+# would pass it is searched in LanceDB instead, so the worker's memory does not grow with every golem's episodes.
+TOTAL_ROWS = 250_000
+TOTAL_ROWS_ENV = "GOLEM_EPISODE_INDEX_ROWS"
+
+
+def total_rows() -> int:
+    """TOTAL_ROWS, or GOLEM_EPISODE_INDEX_ROWS (0: no in-memory index at all)."""
+    import os
+
+    raw = os.environ.get(TOTAL_ROWS_ENV, "").strip()
+    try:
+        return int(raw) if raw else TOTAL_ROWS
+    except ValueError:
+        raise ValueError(f"{TOTAL_ROWS_ENV}={raw!r}: give a number of rows (0: episodes searched in LanceDB)") from None
 
 
 @dataclass
@@ -122,19 +138,39 @@ def build(table: Any) -> EpisodeIndex:
                         vec_buf=vec_buf, summaries=summaries, postings=_postings(summaries), scalars=scalars)
 
 
+def _fits(key: str, n: int) -> bool:  # under _LOCK: n rows for `key` beside the other stores' keep the budget
+    return n <= MAX_ROWS and n + sum(i.n for k, i in _CACHE.items() if k != key) <= total_rows()
+
+
+def cached_rows() -> int:
+    """Rows held by all the process's episode indexes."""
+    with _LOCK:
+        return sum(i.n for i in _CACHE.values())
+
+
 def episode_index(store: EpisodeStore) -> EpisodeIndex | None:
-    """The index for `store`'s table, current with its version; None above MAX_ROWS."""
+    """The index for `store`'s table, current with its version; None above MAX_ROWS, or when it would take the
+    process's indexes past TOTAL_ROWS (then it is dropped: LanceDB serves this store)."""
     table = store.table
     key = str(store.path)
     version = table.version
     with _LOCK:
         idx = _CACHE.get(key)
         if idx is not None and idx.version == version:
-            return idx
-    if table.count_rows() > MAX_ROWS:
-        return None
+            if _fits(key, idx.n):
+                return idx
+            del _CACHE[key]  # grown by its writes past the budget
+            return None
+    n = table.count_rows()
+    with _LOCK:
+        if not _fits(key, n):
+            _CACHE.pop(key, None)
+            return None
     idx = build(table)
     with _LOCK:
+        if not _fits(key, idx.n):
+            _CACHE.pop(key, None)
+            return None
         _CACHE[key] = idx
     return idx
 
@@ -208,13 +244,15 @@ def refresh(store: EpisodeStore) -> None:
         cached = key in _CACHE
     if not cached:
         return
-    if store.table.count_rows() > MAX_ROWS:
-        with _LOCK:
+    n = store.table.count_rows()
+    with _LOCK:
+        if not _fits(key, n):
             _CACHE.pop(key, None)
-        return
+            return
     idx = build(store.table)
     with _LOCK:
-        _CACHE[key] = idx
+        if key in _CACHE and _fits(key, idx.n):
+            _CACHE[key] = idx
 
 
 def forget(root: str | Path) -> int:

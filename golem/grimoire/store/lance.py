@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -111,10 +112,25 @@ class VersionRetention:
 DEFAULT_RETENTION = VersionRetention()
 
 
+_UPKEEP_LOCKS: dict[str, threading.Lock] = {}
+_UPKEEP_LOCKS_LOCK = threading.Lock()
+
+
+def upkeep_lock(table: Any) -> threading.Lock:
+    """The process's lock for one table's upkeep, by its location: two compactions of one table at once (a store's
+    own upkeep after its writes, the delta cycle's on another thread) preempt each other in LanceDB ("Retryable
+    commit conflict"). One lock per table: other tables, other golems' among them, compact in parallel."""
+    key = str(getattr(table, "uri", None) or id(table))
+    with _UPKEEP_LOCKS_LOCK:
+        return _UPKEEP_LOCKS.setdefault(key, threading.Lock())
+
+
 def optimize(table: Any, retention: VersionRetention = DEFAULT_RETENTION) -> None:
     """LanceDB's optimize: compact small fragments, fold new rows into the indexes, clean up versions by `retention`.
-    Only files no kept version references are removed, so a reader on a kept version keeps working."""
-    table.optimize(cleanup_older_than=retention.older_than(table))
+    Only files no kept version references are removed, so a reader on a kept version keeps working. One at a time
+    per table in this process (upkeep_lock)."""
+    with upkeep_lock(table):
+        table.optimize(cleanup_older_than=retention.older_than(table))
 
 
 class UpkeepCadence:
