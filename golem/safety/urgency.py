@@ -31,8 +31,9 @@ MEDIAN_MIN_SAMPLES = 5  # fewer recent gas prices than this: no median, nothing 
 # "Above the median" means above it by more than the noise of one block's base-fee step (EIP-1559 moves it up to 12.5 %
 # a block): at flat gas a routine action must not wait on 1.0001 against 1.0000 gwei (docs/design/spending.md).
 MEDIAN_TOLERANCE = 0.10
-# A sell whose own rule's line is crossed may draw on the slice only while it leaves this many actions' gas at its
-# price there: a repay (and its approval) must still find its gas (docs/design/spending.md#a-line-sell-is-urgent)
+# An urgent sell (its rule's line crossed, or a line crossed or within the forecast's horizon) may draw on the slice
+# only while it leaves this many actions' gas at its price there: a repay (and its approval) must still find its gas
+# (docs/design/spending.md#the-slice-keeps-a-repays-gas)
 REPAY_RESERVE_ACTIONS = 2.0
 
 
@@ -51,9 +52,10 @@ class UrgencyVerdict(BaseModel):
     reason: str
     restores: bool = False  # the action moves the health factor up or funds it (repay, supply, sell to a stable)
     # may draw on the ring-fenced slice: it moves the health factor up by itself (repay, supply, remove_liquidity),
-    # or the owner steered the tick (docs/design/spending.md#the-slice-is-for-repays)
+    # the owner steered the tick, or it is a sell answering a line (keeps_reserve; docs/design/spending.md)
     uses_slice: bool = False
-    # a sell on its rule's crossed line: the slice, less a repay's gas kept in it (REPAY_RESERVE_ACTIONS)
+    # a sell into a stable on a line crossed or within the horizon (its rule's, or the forecast's): the slice, less
+    # a repay's gas kept in it (REPAY_RESERVE_ACTIONS; docs/design/spending.md#the-slice-keeps-a-repays-gas)
     keeps_reserve: bool = False
 
 
@@ -152,10 +154,11 @@ def _classify(action: ProposedAction, forecast: Forecast | None, steers: list[St
         under = max(f.crossed)  # the forecast's `line` is the next one below, not yet reached, once it is under one
         reason = (f"{at}: crossed" if under == f.line else
                   f"health factor {f.health_factor:.3f} is under the line {under:g} (next: {f.line:g}, {f.line_label})")
-        return UrgencyVerdict(level=kind, restores=True, uses_slice=direct, reason=reason)
+        return UrgencyVerdict(level=kind, restores=True, uses_slice=True, keeps_reserve=not direct, reason=reason)
     if f.within_horizon:
+        # a sell into a stable answers the imminent crossing too: the slice, less a repay's reserve
         kind = Urgency.CRITICAL if f.line_kind in FLOOR_KINDS else Urgency.URGENT
-        return UrgencyVerdict(level=kind, restores=True, uses_slice=direct,
+        return UrgencyVerdict(level=kind, restores=True, uses_slice=True, keeps_reserve=not direct,
                               reason=f"{at}: {soon:.1f} ticks away (horizon {f.horizon_ticks:g})")
     when = "not falling" if soon is None else f"{soon:.1f} ticks away at the worst move"
     return UrgencyVerdict(level=Urgency.ROUTINE, restores=True,
@@ -202,11 +205,8 @@ def gas_decision(
                 f"${max(left - est_usd, 0.0):,.4f} left today, under the ${reserve:,.4f} a repay needs (the slice "
                 "keeps it)"), None
     if level is Urgency.URGENT and not verdict.uses_slice and est_usd > partition.routine_left_usd:
-        # a sell into a stable only funds a repay: the ring-fenced slice waits for the repay itself, which a day of
-        # sells in a chop had spent (docs/design/spending.md#the-slice-is-for-repays)
         return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} exceeds the routine share's "
-                f"${max(partition.routine_left_usd, 0.0):,.4f} left today; the emergency slice is kept for actions "
-                "that restore the health factor by themselves (repay, supply)"), None
+                f"${max(partition.routine_left_usd, 0.0):,.4f} left today; the emergency slice is not open to it"), None
     if level is Urgency.URGENT and est_usd > left:
         return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} exceeds the partition's "
                 f"${max(left, 0.0):,.4f} left today; only a critical action goes beyond it"), None
@@ -218,6 +218,10 @@ def gas_decision(
         spent = f"beyond the partition, within the daily ceiling (${ceiling_left - est_usd:,.4f} of it left after)"
     elif est_usd > partition.routine_left_usd:
         spent = f"uses the emergency slice (${left:,.4f} of ${partition.emergency_usd:,.2f} left today)"
+        if verdict.keeps_reserve:
+            # a sell that answers a line: the slice's last gas stays for the repay (a day of chop sells spent it)
+            spent += (f", keeping ${left - est_usd:,.4f} after it, at least the ${reserve:,.4f} a repay needs "
+                      f"({REPAY_RESERVE_ACTIONS:g}× its gas)")
     else:
         spent = f"within the routine share (${partition.routine_left_usd:,.4f} left today)"
     return None, f"{level.value}, {verdict.reason}: gas ${est_usd:,.4f} {spent}, under the ${cap:,.4f} ceiling"

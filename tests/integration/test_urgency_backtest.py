@@ -64,3 +64,62 @@ def test_a_routine_repay_at_a_gas_spike_waits_and_goes_out_when_gas_falls(tmp_pa
     assert sent.tick == later[0].tick  # the first tick after the spike: gas is back under its median
     assert "deferred repay" in sent.gating_reason and sent.observation.snapshot.gas_price_gwei < 5
     assert sent.gas_cost < 1.0  # paid at ~2 gwei, not ~81
+
+
+LINE_SELL = """# Strategy: sell a slice on a drop, repay under the line
+
+## Settings
+- collateral: WETH
+- debt: USDC
+
+## Rules
+- WHEN health_factor < 1.6 THEN repay 25% debt
+- WHEN price_change_bps <= -300 THEN swap 10% WETH to USDC
+
+## Constraints
+- MUST keep health_factor >= 1.3
+"""
+
+
+def test_an_urgent_sell_over_the_routine_share_is_sent_from_the_slice_keeping_a_repays_reserve(tmp_path):
+    """The owner's -300 bps sell in a crash, with the day's routine share spent by the same sell in a chop before:
+    once the health factor is within 3 ticks of the 1.6 repay line the sell is urgent and is sent on chain from the
+    emergency slice, its record saying what it leaves for a repay; a sell that would leave less than twice its gas
+    waits, and the repay under the line still finds its gas."""
+    home = tmp_path / "home"
+    shutil.copytree(REPO / "examples" / "golem-home", home)
+    (home / "STRATEGY.md").write_text(LINE_SELL)
+    # a chop (HF ~2.0, 6 ticks from the line at the worst move: routine): the -310 bps rows sell, first at 8 gwei
+    # (~$2.4 each, three of them), then at 1.1 gwei (~$0.33) until the $8 routine share is all but spent
+    chop = [(2000.0, 7.0), (1938.0, 7.0)] * 3 + [(2000.0, 0.1), (1938.0, 0.1)] * 8
+    # the crash at 2 gwei (~$0.5 a sell): two -2.9 % rows, four -4 % rows (the HF nears 1.6: urgent), flat, a row
+    # under the line (the repay)
+    p, crash = 2000.0, []
+    for step in (0.971, 0.971, 0.96, 0.96, 0.96, 0.96, 1.0, 1.0, 0.96, 1.0):
+        p *= step
+        crash.append((p, 1.0))
+    csv = _csv(tmp_path / "crash.csv", [(2000.0, 7.0)] * 4 + chop + crash)
+    [run] = asyncio.run(_backtest(BacktestOptions(path=csv, home=home, out=tmp_path / "out", progress=False),
+                                  load_path(csv)))
+    store = CycleStore(run.out_dir / "data")
+    recs = sorted((store.load(r["tick"]) for r in store.recent(200)), key=lambda r: r.tick)
+    seen = [(r.tick, r.observation.snapshot.gas_price_gwei, [p.health_factor for p in r.observation.snapshot.positions],
+             round(r.gas_cost, 4), [(a.tool_name, a.status.value, a.protective or a.block_reason) for a in r.actions])
+            for r in recs]
+    acts = [(r, a) for r in recs for a in r.actions]
+    routine_spent = sum(r.gas_cost for r in recs if r.observation.snapshot.gas_price_gwei > 1.5
+                        and r.observation.snapshot.pool.price > 1900)
+    assert routine_spent > 0, seen
+    slice_sells = [(r, a) for r, a in acts if a.tool_name == "swap" and a.status is ActionStatus.EXECUTED
+                   and (a.protective or "").startswith("urgent") and "uses the emergency slice" in a.protective]
+    assert slice_sells, seen  # sent from the slice (red with the wire cut: "the emergency slice is not open to it")
+    r, a = slice_sells[0]
+    assert "ticks away (horizon 3)" in a.protective and "a repay needs (2× its gas)" in a.protective, a.protective
+    assert a.tx_hash and a.gas_cost > 0 and r.observation.snapshot.pool.price < 1900
+    kept = [(r2, a2) for r2, a2 in acts if r2.tick > r.tick and a2.tool_name == "swap"
+            and a2.status is ActionStatus.DEFERRED and "a repay needs" in (a2.block_reason or "")]
+    assert kept, seen  # the slice's last gas is not a sell's
+    repaid = [(r2, a2) for r2, a2 in acts if r2.tick > kept[0][0].tick and a2.tool_name == "repay"
+              and a2.status is ActionStatus.EXECUTED]
+    assert repaid and "emergency slice" in repaid[0][1].protective, seen  # the repay under the line found its gas
+    assert sum(x.gas_cost for x in recs) <= 10.0  # within the day's partition

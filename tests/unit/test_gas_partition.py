@@ -94,17 +94,34 @@ def decide(action, *, spent=0.0, typical=None, o=None, steers=(), forecast=None,
 # ── the partition and its emergency slice ────────────────────────────────────────────────────
 
 
-def test_the_emergency_slice_is_kept_for_the_repay_not_the_sell_that_would_fund_it():
-    """busy_day_crash: a day of urgent sells into USDC in a chop spent the slice, and the repay under the 1.6 line
-    waited at HF 1.32 for want of $0.58. An urgent sell pays from the routine share only."""
-    sell = decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT)  # $0.10 routine, $2.10 in all
-    assert not sell.allowed and sell.deferred and "emergency slice is kept for actions" in sell.reason
-    assert decide(swap(), spent=7.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT).allowed  # within the routine share
-    repay = decide(act("repay"), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT)
-    assert repay.allowed and "uses the emergency slice" in repay.protective
-    # critical (under the MUST floor) goes beyond the partition for a sell too, and an owner's steer buys the slice
-    assert decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=CRITICAL).allowed
-    assert decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT, steers=[steer("high")]).allowed
+def test_an_urgent_sell_draws_on_the_slice_while_a_repays_reserve_stays_in_it():
+    """meltup_crash: the owner's -300 bps sell, urgent with the health factor 2 ticks from the 1.9 line, was deferred
+    row after row once the routine share was spent, the slice being kept for the repay. It may now draw on the slice
+    while what is left after it still holds twice its gas (a repay and its approval); busy_day_crash's chop sells
+    spent the whole slice and left the repay under the 1.6 line without gas, so a sell that would eat that stays
+    deferred."""
+    near = fc(1.95, line=1.9, ticks=2.0)  # within the 3-tick horizon of a rule's line, not crossed
+    for forecast in (near, URGENT):  # the imminent crossing, and a rule's line already crossed (HF 1.55 < 1.6)
+        sell = decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast)  # $0.10 routine, $2.10 left
+        assert sell.allowed and sell.protective.startswith("urgent"), sell.reason
+        assert "uses the emergency slice ($2.1000 of $2.00 left today)" in sell.protective
+        assert "keeping $1.9000 after it, at least the $0.4000 a repay needs" in sell.protective  # on the record
+        # $0.50 left: $0.30 after the sell's $0.20, under the 2 × $0.20 a repay needs: it waits for a new day
+        kept = decide(swap(), spent=9.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast)
+        assert not kept.allowed and kept.deferred and "under the $0.4000 a repay needs" in kept.reason
+        assert decide(swap(), spent=9.3, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast).allowed  # $0.50 after: kept
+        from golem.safety.urgency import _cause
+        assert _cause(kept.reason.removeprefix("risk: ")) == ("budget", "urgent")
+        repay = decide(act("repay"), spent=9.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast)
+        assert repay.allowed and "uses the emergency slice" in repay.protective and "keeping" not in repay.protective
+    assert decide(swap(), spent=7.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=near).allowed  # within the routine share
+    # beyond the horizon a sell is routine: the routine share only; a buy answers no line
+    far = decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=fc(2.4, line=1.9, ticks=12.0))
+    assert not far.allowed and far.deferred and "left today for routine actions" in far.reason
+    assert not decide(swap(tin="USDC", tout="WETH"), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=near).allowed
+    # critical (under the MUST floor) goes beyond the partition for a sell too; an owner's steer buys the whole slice
+    assert decide(swap(), spent=9.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=CRITICAL).allowed
+    assert decide(swap(), spent=9.7, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT, steers=[steer("high")]).allowed
 
 
 LEARNED = """# PLAYBOOK
