@@ -283,6 +283,7 @@ async def test_a_loss_lays_a_somatic_marker_that_fires_in_the_same_situation_and
             await handle.signal(GolemWorkflow.steer, {"id": "buy2", "severity": "high", "message": "buy weth"})
             second = await wait_for_record(store, lambda r: any(x.id == "buy2" for x in r.active_interventions),
                                            "the second buy", n=40, timeout=90)
+            await handle.terminate("test over")  # not left running on the session's Temporal (golem list shows it)
     finally:
         rig.stop()
     swap1 = next(a for a in first.actions if a.tool_name == "swap")
