@@ -432,7 +432,7 @@ async def _backtest(opts: BacktestOptions, rows: list[PathRow]) -> list[VariantR
 
     async def connected() -> Client:
         await started
-        return await connect(server.address)
+        return await connect(server.address, wait_seconds=30.0)  # its frontend may answer "not healthy yet" at first
 
     client = asyncio.ensure_future(connected())
     try:

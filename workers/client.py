@@ -168,12 +168,17 @@ def data_converter(codec: PayloadCodec | None = None) -> DataConverter:
     return with_codec(lean_converter, codec if codec is not None else codec_from_env())
 
 
+STARTING = "the frontend is starting (not healthy yet)"  # a dev server just started: waiting mends it
+
+
 def why_refused(target: Frontend, err: BaseException) -> str:
     """One line on why the connection failed, with the setting most likely to fix it."""
     text = " ".join(str(err).split())
     low = text.lower()
     if "connection refused" in low:
         return "connection refused"
+    if "not healthy yet" in low:
+        return STARTING
     if any(s in low for s in ("dns error", "failed to lookup", "name or service not known")):
         return f"cannot resolve the host: check {_name('address')}"
     if "unknownissuer" in low.replace(" ", "") or "unknown issuer" in low or "certificate verify" in low:
@@ -212,8 +217,8 @@ async def connect(address: str | None = None, *, target: Frontend | None = None,
     """A client on target (from frontend()), or in plain on address (GOLEM_TEMPORAL_ADDRESS, else the default) when
     no target is given: a backtest's or a test's own dev server. FrontendUnreachable names the address and why.
 
-    wait_seconds: a frontend that refuses the connection (not listening: a dev server being restarted) is tried again
-    every second for this long; any other refusal (TLS, a key) fails at once, since waiting cannot mend it."""
+    wait_seconds: a frontend that refuses the connection (not listening: a dev server being restarted) or is not
+    healthy yet (just started) is tried again every second for this long; any other refusal (TLS, a key) fails at once, since waiting cannot mend it."""
     target = target if target is not None else Frontend(address or temporal_address())
     converter = data_converter(codec)  # a bad GOLEM_PAYLOAD_KEYS fails here, with its own message
     deadline = time.monotonic() + max(wait_seconds, 0.0)
@@ -231,7 +236,7 @@ async def connect(address: str | None = None, *, target: Frontend | None = None,
             )
         except RuntimeError as err:  # the SDK's core reports a failed connection as RuntimeError("Failed client connect: …")
             why = why_refused(target, err)
-            if why != "connection refused" or time.monotonic() >= deadline:
+            if why not in ("connection refused", STARTING) or time.monotonic() >= deadline:
                 raise FrontendUnreachable(f"cannot reach Temporal at {target.describe()}: {why}") from None
             if not said:
                 log.warning("Temporal at %s refuses connections (not up yet?): trying again for up to %.0fs",

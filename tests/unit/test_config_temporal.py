@@ -159,3 +159,32 @@ def test_a_dropped_first_call_over_tls_without_a_client_certificate_names_client
     denied = RuntimeError('Failed client connect: `get_system_info` call error after connection: Status { code: '
                           'PermissionDenied, message: "Request unauthorized." }')
     assert "client_cert" not in why_refused(frontend({"address": "frontend.example:7233", "tls": True}, env={}), denied)
+
+
+async def test_a_frontend_not_healthy_yet_is_waited_for_like_one_not_listening(monkeypatch):
+    """A dev server just started answers "Frontend is not healthy yet" for a moment (a backtest's own server failed
+    its first connection so in the suite): connect() tries again within wait_seconds instead of failing."""
+    from temporalio.client import Client
+
+    from workers import client as client_mod
+
+    starting = RuntimeError('Failed client connect: `get_system_info` call error after connection: Status { code: '
+                            'Unavailable, message: "Frontend is not healthy yet", metadata: MetadataMap { headers: '
+                            '{"content-type": "application/grpc"} }, source: None }')
+    assert client_mod.why_refused(frontend({"address": "127.0.0.1:7233"}, env={}), starting) == client_mod.STARTING
+    calls = []
+
+    async def fake_connect(*args, **kwargs):  # the SDK's Client.connect: not healthy twice, then connected
+        calls.append(args[0])
+        if len(calls) < 3:
+            raise starting
+        return "client"
+
+    monkeypatch.setattr(Client, "connect", fake_connect)
+    real_sleep = client_mod.asyncio.sleep
+    monkeypatch.setattr(client_mod.asyncio, "sleep", lambda s: real_sleep(0))
+    assert await client_mod.connect("127.0.0.1:7233", wait_seconds=30.0) == "client" and len(calls) == 3
+    calls.clear()
+    with pytest.raises(client_mod.FrontendUnreachable, match="not healthy yet"):  # no waiting asked: fails at once
+        await client_mod.connect("127.0.0.1:7233")
+    assert len(calls) == 1
