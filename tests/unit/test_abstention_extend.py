@@ -9,16 +9,25 @@ from bench.memory_eval import abstention
 from golem.grimoire.retrieval import ABSTAIN_FEATURES
 
 
-def test_a_feature_that_separates_every_part_keeps_the_figures(capsys):
-    rng = np.random.default_rng(33)
+def _rows(seed: int, feature: str, unanswerable_value: float, lives: int = 60, by_path: bool = False) -> list[dict]:
+    """Tune rows of every part whose evidence is noise but for `feature`, which separates the unanswerable ones;
+    by_path: the lives rows grouped by path (path-0..3) as --nested leaves them out."""
+    rng = np.random.default_rng(seed)
     rows = []
-    for source, n in (("written", 40), ("written-extra", 20), ("lives", 60), ("lives-extra", 60)):
+    for source, n in (("written", 40), ("written-extra", 20), ("lives", lives), ("lives-extra", lives)):
         for i in range(n):
             unanswerable = i % 3 == 0
-            ev = {f: float(rng.random()) for f in ABSTAIN_FEATURES}  # the model in code reads noise here...
-            ev["margin"] = (0.9 if unanswerable else 0.1) + 0.05 * float(rng.random())  # ...margin separates
-            rows.append({"group": f"{source}-{i % 4}", "set": "written" if source.startswith("written") else "lives",
+            ev = {f: float(rng.random()) for f in ABSTAIN_FEATURES}
+            ev[feature] = (unanswerable_value if unanswerable else 1.0 - unanswerable_value) + 0.05 * float(rng.random())
+            group = f"{source}-{i % 4}" if not by_path else (
+                f"written-{i % 4}" if source.startswith("written") else f"path-{i % 4}")
+            rows.append({"group": group, "set": "written" if source.startswith("written") else "lives",
                          "source": source, "unanswerable": unanswerable, "evidence": ev})
+    return rows
+
+
+def test_a_feature_that_separates_every_part_keeps_the_figures(capsys):
+    rows = _rows(33, "margin", 0.9)  # the model in code reads noise, margin separates
     y = np.array([float(r["unanswerable"]) for r in rows])
     abstention.extend(rows, y, np.ones(len(rows)), np.array([r["source"] for r in rows]),
                       np.array([r["group"] for r in rows]), None)
@@ -27,15 +36,7 @@ def test_a_feature_that_separates_every_part_keeps_the_figures(capsys):
 
 
 def test_a_swapped_feature_is_read_in_place_of_the_models(capsys):
-    rng = np.random.default_rng(34)
-    rows = []
-    for source, n in (("written", 40), ("written-extra", 20), ("lives", 60), ("lives-extra", 60)):
-        for i in range(n):
-            unanswerable = i % 3 == 0
-            ev = {f: float(rng.random()) for f in ABSTAIN_FEATURES}  # the model's agreement is noise here...
-            ev["agreement_tied"] = (0.1 if unanswerable else 0.9) + 0.05 * float(rng.random())  # ...its swap is not
-            rows.append({"group": f"{source}-{i % 4}", "set": "written" if source.startswith("written") else "lives",
-                         "source": source, "unanswerable": unanswerable, "evidence": ev})
+    rows = _rows(34, "agreement_tied", 0.1)  # the model's agreement is noise, its swap is not
     y = np.array([float(r["unanswerable"]) for r in rows])
     abstention.extend(rows, y, np.ones(len(rows)), np.array([r["source"] for r in rows]),
                       np.array([r["group"] for r in rows]), None, swap={"agreement": "agreement_tied"})
@@ -46,16 +47,7 @@ def test_a_swapped_feature_is_read_in_place_of_the_models(capsys):
 
 
 def test_nested_checks_the_choice_on_each_path_left_out(capsys):
-    rng = np.random.default_rng(35)
-    rows = []
-    for source, n in (("written", 40), ("written-extra", 20), ("lives", 80), ("lives-extra", 80)):
-        for i in range(n):
-            unanswerable = i % 3 == 0
-            ev = {f: float(rng.random()) for f in ABSTAIN_FEATURES}  # the model in code reads noise...
-            ev["margin"] = (0.9 if unanswerable else 0.1) + 0.05 * float(rng.random())  # ...margin separates
-            group = f"written-{i % 4}" if source.startswith("written") else f"path-{i % 4}"
-            rows.append({"group": group, "set": "written" if source.startswith("written") else "lives",
-                         "source": source, "unanswerable": unanswerable, "evidence": ev})
+    rows = _rows(35, "margin", 0.9, lives=80, by_path=True)  # the model in code reads noise, margin separates
     y = np.array([float(r["unanswerable"]) for r in rows])
     tot = abstention.nested(rows, y, np.array([r["set"] for r in rows]), np.array([r["source"] for r in rows]),
                             np.array([r["group"] for r in rows]), None)
