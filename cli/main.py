@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+import traceback
 
 from cli import (backtest, config, control, dreams, events, fleet, gating, grimoire, inference, life, pheromones,
                  records, replay, safety, stack, status, steer)
@@ -40,12 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# Commands that open a Temporal client: the SDK's runtime threads can still be calling into Python
-# while the interpreter finalizes ("PyGILState_Release ... finalizing", seen in CI), so these leave
-# with os._exit once their output is flushed.
-_CLIENT_COMMANDS = {"status", "steer", "followup", "replay", "rerun", "reset", "doctor", "gating", "backtest", "config",
-                    "pause", "resume", "stop-entries", "allow-entries", "approve", "deny", "kill", "spawn", "chat", "extensions",
-                    "pheromones", "clade", "consolidator", "list", "stop", "export", "import"}
 # Fleet commands name their golem themselves and read the host's data dir (--data), not a golem's.
 _FLEET_COMMANDS = {"spawn", "list", "stop", "export", "import"}
 
@@ -114,28 +110,44 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if argv is None:  # the process's own command: the Temporal core logs through Python, never onto stdout
-        from workers.client import install_default_runtime
+    if argv is not None:  # called in-process (tests): SystemExit and errors leave as raised
+        _check(args)
+        return _run(args)
+    # The process's own command. The Temporal core logs through Python, never onto stdout; its threads can call into
+    # Python while the interpreter finalizes ("PyGILState_Release ... finalizing", SIGABRT after the work was done,
+    # seen in CI), so every command leaves with os._exit once its output is flushed and its logs closed.
+    from workers.client import install_default_runtime
 
-        install_default_runtime()
-    if args.cmd == "replay" and args.tick is None and not args.workflow_id:
-        sys.exit("golem replay: give a tick number or --workflow-id")
+    install_default_runtime()
     try:
+        _check(args)
         code = _run(args)
     except SystemExit as stop:
-        if args.cmd not in _CLIENT_COMMANDS or argv is not None:
-            raise
         if stop.code not in (None, 0) and not isinstance(stop.code, int):
             print(stop.code, file=sys.stderr)
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    if args.cmd in _CLIENT_COMMANDS and argv is None:
-        try:
-            sys.stdout.flush()
-        except BrokenPipeError:
-            code = _stdout_closed()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+    except BaseException:  # a bug: its traceback is what a maintainer needs, and the exit code says it failed
+        traceback.print_exc()
+        code = 1
+    _leave(code)
+    return code  # not reached
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.cmd == "replay" and args.tick is None and not args.workflow_id:
+        sys.exit("golem replay: give a tick number or --workflow-id")
+
+
+def _leave(code: int) -> None:
+    """Flush what the command wrote and close its logs (the interpreter's exit would), then end the process without
+    finalizing it."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _stdout_closed()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 if __name__ == "__main__":
