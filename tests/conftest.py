@@ -6,10 +6,13 @@ import contextlib
 import os
 import signal
 import time
+import warnings
+from datetime import datetime, timezone
 
 import pytest
 import pytest_asyncio
 from workers.converter import data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from infra.temporal import dev_server_args, search_attribute_keys, temporal_cli
@@ -24,10 +27,33 @@ async def temporal_env():
         dev_server_log_level="error",
         dev_server_extra_args=dev_server_args(),
     )
+    global _ENV
+    _ENV = env
     try:
         yield env
     finally:
+        _ENV = None
         await env.shutdown()
+
+
+# ---- no workflow outlives its test module -------------------------------------------------------------------------
+# A golem started with no tick limit runs on the session's Temporal after its test is over (its worker gone) and shows
+# in every later `golem list` there (the fleet page once had a fourth row from test_life). After each module, what it
+# started and left running is terminated and named in the warnings summary.
+_ENV: WorkflowEnvironment | None = None
+
+
+@pytest_asyncio.fixture(scope="module", autouse=True)
+async def _no_workflow_outlives_its_module(request):
+    since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    yield
+    if _ENV is None:
+        return
+    query = f'ExecutionStatus="Running" AND StartTime >= "{since}"'
+    async for wf in _ENV.client.list_workflows(query):
+        warnings.warn(f"{request.node.nodeid} left {wf.workflow_type} {wf.id} running (terminated now)", stacklevel=1)
+        with contextlib.suppress(RPCError):  # a child ends with its parent
+            await _ENV.client.get_workflow_handle(wf.id, run_id=wf.run_id).terminate("its test module ended")
 
 
 @pytest_asyncio.fixture(scope="session")
