@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from eth_utils import is_address, to_checksum_address
 from pydantic import BaseModel, Field, ValidationError, field_validator
-from web3 import Web3
-from web3.contract import Contract
+
+if TYPE_CHECKING:  # web3 itself loads only where a contract is made: `golem status` reads constants from here
+    from web3 import Web3
+    from web3.contract import Contract
 
 ABIS_DIR = Path(__file__).resolve().parent / "abis"
 ABI_NAMES: tuple[str, ...] = (
@@ -111,9 +114,9 @@ class Deployment(BaseModel):
             raise ValueError(f"addresses is missing keys {missing}; expected at least {list(REQUIRED_KEYS)}")
         out: dict[str, str] = {}
         for k, addr in v.items():
-            if not Web3.is_address(addr):
+            if not is_address(addr):
                 raise ValueError(f"addresses[{k!r}] = {addr!r} is not an address")
-            out[k] = Web3.to_checksum_address(addr)
+            out[k] = to_checksum_address(addr)
         return out
 
     @field_validator("deployer", "trader", "golem_account")
@@ -121,9 +124,9 @@ class Deployment(BaseModel):
     def _check_account(cls, v: str | None) -> str | None:
         if v is None:
             return None
-        if not Web3.is_address(v):
+        if not is_address(v):
             raise ValueError(f"{v!r} is not an address")
-        return Web3.to_checksum_address(v)
+        return to_checksum_address(v)
 
     def address(self, key: str) -> str:
         try:
@@ -191,7 +194,7 @@ _CACHE_ATTR = "_golem_contracts"
 
 def at(w3: Web3, address: str, abi: str) -> Contract:
     """The web3 Contract at `address` with a vendored ABI (one per client, address and ABI)."""
-    key = (Web3.to_checksum_address(address), abi)
+    key = (to_checksum_address(address), abi)
     cache: dict[tuple[str, str], Contract] | None = w3.__dict__.get(_CACHE_ATTR)
     if cache is None:
         cache = w3.__dict__.setdefault(_CACHE_ATTR, {})
