@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from argparse import ArgumentParser, Namespace
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -162,6 +162,14 @@ def rpc_status(err: BaseException) -> str | None:
     return rpc.status.name if rpc is not None else None
 
 
+# How long a command waits for a golem's worker to answer a query (the SDK's own wait is 30 s, then a traceback).
+QUERY_WAIT_S = 10
+
+
+class NoAnswer(UserError):
+    """The golem's workflow is running and no worker answered a query in time."""
+
+
 @overload
 async def query_golem(args: Namespace, cfg: GolemConfig, handle: WorkflowHandle[Any, Any], query: str,
                       result_type: type[T], *, or_none: Literal[False] = False) -> T: ...
@@ -180,9 +188,14 @@ async def query_golem(args: Namespace, cfg: GolemConfig, handle: WorkflowHandle[
     # The SDK annotates result_type as a class; its data converter decodes any type hint, `T | None` included.
     hint = result_type | None if or_none else result_type
     try:
-        answer: T | None = await handle.query(query, result_type=hint)  # type: ignore[arg-type]
+        answer: T | None = await handle.query(query, result_type=hint,  # type: ignore[arg-type]
+                                              rpc_timeout=timedelta(seconds=QUERY_WAIT_S))
         return answer
     except Exception as err:
+        if rpc_status(err) in ("CANCELLED", "DEADLINE_EXCEEDED"):  # the client's deadline: no worker answered
+            raise NoAnswer(f"golem '{cfg.golem.id}' is running, but no worker answered its '{query}' query within "
+                           f"{QUERY_WAIT_S} s (its worker is down, restarting or too busy): start it with `golem worker` "
+                           f"(`golem run` restarts a crashed one by itself), then ask again") from None
         if rpc_status(err) != "NOT_FOUND":
             raise
         raise UserError(f"no golem '{cfg.golem.id}' on Temporal at {address(args)} (workflow {handle.id} "

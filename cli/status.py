@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cli.common import Command, arun, client, golem_config, query_golem
+from cli.common import Command, NoAnswer, arun, client, golem_config, one_line, query_golem
 from cli.life import life_line
 from golem.ids import golem_workflow_id
 
@@ -44,6 +44,21 @@ def alerts_line(data: Path, now: datetime | None = None) -> str | None:
             + "— `golem alerts` lists them")
 
 
+def _newest_record_line(args: Namespace) -> str:
+    """The newest tick record in --data (tick, tier, phase, equity, when), for a golem whose worker does not answer."""
+    from golem.layout import DataLayout
+    from workers.fleet_view import newest_record
+
+    layout = DataLayout.of(Path(args.data))
+    try:
+        rec = newest_record(layout) if Path(args.data).is_dir() else {}
+    except (OSError, ValueError, sqlite3.Error) as err:
+        return f"  newest record: unreadable ({one_line(err)})"
+    if not rec:
+        return f"  newest record: none in {args.data}"
+    return f"  newest record: tick {rec['tick']} {rec['tier']} {rec['phase']}, equity {rec['equity']}, at {rec['time']}"
+
+
 async def _status(args: Namespace) -> int:
     from golem.models.golem import GolemStatus
     from golem.models.state import FsmState
@@ -58,7 +73,11 @@ async def _status(args: Namespace) -> int:
         print(f"golem run: {note}", file=sys.stderr)
     temporal = await client(args)
     handle = temporal.get_workflow_handle(golem_workflow_id(cfg.golem.id))
-    st = await query_golem(args, cfg, handle, "status", GolemStatus)  # GolemWorkflow.status
+    try:
+        st = await query_golem(args, cfg, handle, "status", GolemStatus)  # GolemWorkflow.status
+    except NoAnswer:
+        print(_newest_record_line(args), file=sys.stderr)  # what the data dir says while the worker is away
+        raise
     if st.current_tick_workflow_id:
         try:  # ThetaTickWorkflow.fsm
             st.fsm = await temporal.get_workflow_handle(st.current_tick_workflow_id).query("fsm", result_type=FsmState)

@@ -23,7 +23,7 @@ QUERY_GONE = ("NOT_FOUND", "FAILED_PRECONDITION")  # a workflow that ended betwe
 
 
 def newest_record(layout: DataLayout) -> dict[str, Any]:
-    """The golem's newest record in its data dir on this host: its tick, tier, phase and equity (net value of wallet
+    """The golem's newest record in its data dir on this host: its tick, tier, phase, equity (net value of wallet
     + position at the oracle); {} before its first record."""
     from golem.life.cycle_store import CycleStore
     from golem.safety.risk import net_value_usd
@@ -34,7 +34,15 @@ def newest_record(layout: DataLayout) -> dict[str, Any]:
         return {}
     row = rows[0]
     value = net_value_usd(store.load(row["tick"]).observation.snapshot)
-    return {"tick": row["tick"], "tier": row["tier"], "phase": row["phase"], "equity": f"${value:,.0f}"}
+    return {"tick": row["tick"], "tier": row["tier"], "phase": row["phase"], "equity": f"${value:,.0f}",
+            "time": _ago(row["timestamp"])}
+
+
+def _ago(timestamp: str) -> str:
+    """An ISO timestamp as `HH:MM:SS UTC (Ns ago)`."""
+    when = datetime.fromisoformat(timestamp)
+    age = (datetime.now(timezone.utc) - when).total_seconds()
+    return f"{when.astimezone(timezone.utc):%H:%M:%S} UTC ({age:,.0f} s ago)"
 
 
 def alerts_today(layout: DataLayout, status: Any) -> str:

@@ -63,3 +63,26 @@ async def test_rerun_while_the_chain_rpc_is_down(temporal_env, temporal_client, 
         await wait_for(lambda: store.run_failures(1), 10, "the failed rerun to be recorded")
     finally:
         rig.stop()
+
+
+async def test_status_of_a_golem_whose_worker_is_gone_says_so_with_its_newest_record(temporal_env, temporal_client,
+                                                                                      tmp_path):
+    """The SDK waits 30 s for a query no worker takes and then raises a traceback; status waits 10 s and says what
+    is wrong, with what the data dir shows."""
+    rig = make_rig(tmp_path, "no-worker", "calm", theta=0.25)
+    try:
+        async with in_process_worker(temporal_client, rig):
+            handle = await rig.start_golem(temporal_client, max_ticks=None)
+            store = CycleStore(rig.data_dir)
+            await wait_for(lambda: store.count() >= 2, 60, "two ticks recorded")
+        newest = store.recent(1)[0]["tick"]  # the worker is gone; the golem's workflow runs on
+        proc = await golem_async(temporal_env, rig.home, rig.data_dir, "status")
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        *before, last = proc.stderr.strip().splitlines()
+        assert last.startswith("golem status: golem 'no-worker' is running, but no worker answered its 'status' "
+                               "query within 10 s"), proc.stderr
+        assert "`golem worker`" in last
+        assert any(line.strip().startswith(f"newest record: tick {newest} T") for line in before), proc.stderr
+        await handle.terminate("test over")
+    finally:
+        rig.stop()
