@@ -31,7 +31,8 @@ from golem.grimoire.store.embeddings import default_embedder, embedder_by_name  
 
 
 def evidence_rows(embedder_name: str | None = None) -> list[dict]:
-    """(group, label, evidence) for every tune question of both sets and of the extra tune data (extra_tune.py)."""
+    """(group, label, evidence) for every tune question of both sets and of the extra tune data (extra_tune.py: the
+    shipped paths' other runs, and lives of new paths, each its own group)."""
     out = []
     env = ev.load(embedder_name)
     tune = [q for q in env["data"]["questions"] if q["split"] == "tune"]
@@ -41,7 +42,8 @@ def evidence_rows(embedder_name: str | None = None) -> list[dict]:
                     "written-extra", "unanswerable": q["category"] == "abstention", "evidence": res.evidence,
                     "text": q["text"]})
     emb = default_embedder() if embedder_name is None else embedder_by_name(embedder_name)
-    for source, (d, qs) in (("lives", ev.lives_questions("tune")), ("lives-extra", extra_tune.extra_lives())):
+    for source, (d, qs) in (("lives", ev.lives_questions("tune")), ("lives-extra", extra_tune.extra_lives()),
+                            ("lives-new", extra_tune.new_lives())):
         for life in sorted({q["life"] for q in qs}):
             lenv = ev.load_life(d / f"{life}.jsonl.gz", emb)
             for q in qs:

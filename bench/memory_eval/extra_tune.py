@@ -4,6 +4,8 @@ action questions in new words and events that never happened in them. Fits and c
 
     python bench/memory_eval/extra_tune.py --from NAME=BT_DIR [--from ...]   # writes lives/tune-extra/
     python bench/memory_eval/extra_tune.py --threats   # action questions on hazards the tune lives never rehearsed
+    python bench/memory_eval/extra_tune.py --new-paths OUT_DIR   # CSVs of paths of new seeds (the dev generators)
+    python bench/memory_eval/extra_tune.py --new-from RUNS_DIR   # their lives (<RUNS_DIR>/<path>/data): lives/tune-new/
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ from memory_eval import lives as lives_set  # noqa: E402
 from memory_eval.dataset import NOW  # noqa: E402
 
 EXTRA = lives_set.HERE / "tune-extra"
+NEW = lives_set.HERE / "tune-new"
+# Paths of new seeds from the development generators (golem/backtest/scenarios.py), never the held-out generator
+# (bench/heldout/generate.py, its own maths and seeds): the shipped shapes drawn again and the simulator's own
+# scenarios. Each path is its own life, so a refit's leave-one-path-out has more folds than the nine shipped paths.
+NEW_PATHS = [("gas_spike", 701), ("busy_day_crash", 702), ("oracle_lag", 703), ("crash_recovery", 704),
+             ("volatile", 705), ("whipsaw", 706), ("v_recovery", 707), ("slow_bleed", 708), ("crash", 709),
+             ("trend_up", 710), ("calm", 711), ("trending", 712)]
 
 # Unanswerable for the hand-written memory (Aave, WETH/USDC, Chainlink, gas): written for this, never modelled on a
 # held-out question. Some share the memory's words (swap, gas, fee, price, withdrawal, interest) or name nothing.
@@ -179,7 +188,17 @@ def main() -> None:
     ap.add_argument("--from", dest="roots", action="append",
                     help="PREFIX=DIR: a directory of recorded shipped-path lives (<DIR>/<path>/golem/data)")
     ap.add_argument("--threats", action="store_true", help="ask about hazards the tune lives never rehearsed")
+    ap.add_argument("--new-paths", type=Path, help="write the CSVs of NEW_PATHS into this directory")
+    ap.add_argument("--new-from", type=Path, help="a directory of NEW_PATHS backtests: writes lives/tune-new/")
     a = ap.parse_args()
+    if a.new_paths:
+        for p in write_new_paths(a.new_paths):
+            print(f"wrote {p}")
+        return
+    if a.new_from:
+        qs = write_new_lives(a.new_from)
+        print(f"tune-new: {len(qs)} questions from {len({q['life'] for q in qs})} lives")
+        return
     if a.threats:
         misses, total = threat_check()
         print(f"warning outside the top 3: {misses} of {total}")
@@ -208,6 +227,50 @@ def main() -> None:
             questions += qs + extra_questions(name, lines)
     (EXTRA / "questions.jsonl").write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in questions))
     print(f"tune-extra: {len(questions)} questions from {len({q['life'] for q in questions})} lives")
+
+
+def write_new_paths(out: Path) -> list[Path]:
+    """The NEW_PATHS CSVs, 240 rows each (the shipped paths' length)."""
+    from golem.backtest.path import write_path_csv
+    from golem.backtest.scenarios import SHIPPED, export_rows
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for n, (shape, seed) in enumerate(NEW_PATHS):
+        rows = export_rows(shape, steps=None if shape in SHIPPED else 240, seed=seed,
+                           **({"crash_after": 120} if shape == "crash" else {}))
+        p = out / f"{n:02d}-{shape}-s{seed}.csv"
+        with p.open("w") as f:
+            write_path_csv(rows[:240], f)
+        written.append(p)
+    return written
+
+
+def write_new_lives(runs: Path) -> list[dict[str, Any]]:
+    """lives/tune-new/ from the backtests of NEW_PATHS (<runs>/<shape>-s<seed>/data): the generator's questions and
+    the extra ones, as for tune-extra."""
+    names = {f"{shape}-s{seed}" for shape, seed in NEW_PATHS}
+    NEW.mkdir(parents=True, exist_ok=True)
+    for p in NEW.iterdir():
+        p.unlink()
+    questions: list[dict[str, Any]] = []
+    for life in sorted(runs.iterdir()):
+        data = life / "data"
+        if life.name not in names or not (life / "report.json").exists():
+            continue  # another run, or one not finished
+        name = f"new-{life.name}"
+        lines, qs = lives_set.build_life(name, data, "tune")
+        blob = "".join(json.dumps(x, sort_keys=True) + "\n" for x in lines).encode()
+        (NEW / f"{name}.jsonl.gz").write_bytes(gzip.compress(blob, mtime=0))
+        questions += qs + extra_questions(name, lines)
+    (NEW / "questions.jsonl").write_text("".join(json.dumps(q, sort_keys=True) + "\n" for q in questions))
+    return questions
+
+
+def new_lives() -> tuple[Path, list[dict[str, Any]]]:
+    f = NEW / "questions.jsonl"
+    qs = [json.loads(line) for line in f.read_text().splitlines() if line.strip()] if f.exists() else []
+    return NEW, qs
 
 
 def life_names(split: str) -> set[str]:

@@ -282,6 +282,7 @@ ABSTAIN_MODELS: dict[str, tuple[float, dict[str, float], float]] = {
 }
 ITEM_MIN_SHARE = 0.5
 WARNED_SHARE = 0.5  # see the abstention decision in retrieve_for_tick: a warning's share of the known idf mass
+SHARE_EPSILON = 1e-9  # "at least half" holds at exactly half: two idf sums equal on paper differ in their last bits
 ENTRY_SHORTLIST = 40  # candidates by relevance whose dynamic fields are read from SQLite
 EPISODE_CANDIDATES = TOP_PER_SOURCE
 
@@ -294,7 +295,7 @@ def _episode_candidates(eidx: EpisodeIndex, qv: np.ndarray, q_terms: list[str], 
         return []
     live = eidx.ticks <= at
     cos = np.where(live, matvec(eidx.vectors, qv.astype(np.float32)), -np.inf)
-    lex = (eidx.coverage({t: idx.idf(t) for t in set(q_terms)}) if idx is not None and idx.n
+    lex = (eidx.coverage(idx.idf_of(q_terms)) if idx is not None and idx.n
            else np.zeros(eidx.n))
     lex = np.where(live, lex, 0.0)
     k = min(TOP_PER_SOURCE, eidx.n)
@@ -345,7 +346,7 @@ def abstention_evidence(pool: list[tuple[float, float, float]], q_terms: list[st
     uniq = set(q_terms)
     dense5 = {n for n, _ in sorted(enumerate(pool), key=lambda t: -t[1][1])[:5]}
     lex5 = {n for n, _ in sorted(enumerate(pool), key=lambda t: -t[1][2])[:5] if pool[n][2] > 0}
-    idf = {t: idx.idf(t) for t in uniq} if idx is not None and idx.n else {t: 1.0 for t in uniq}
+    idf = idx.idf_of(q_terms) if idx is not None and idx.n else {t: 1.0 for t in sorted(uniq)}
     seen = {t for t in uniq if (idx is not None and t in idx.df) or (eidx is not None and eidx.postings.get(t))}
     total = sum(idf.values())
     unknown = [w for w in named_entities(query) if idx is not None and idx.n and not idx.known(w)]
@@ -633,7 +634,7 @@ def retrieve_for_tick(
             extra = [int(r) for r in crossed if r not in kept]
             if extra:
                 xv = matvec(eidx.vectors[extra], qv.astype(np.float32))
-                xl = (eidx.coverage({t: idx.idf(t) for t in set(q_terms)})[extra] if idx is not None and idx.n
+                xl = (eidx.coverage(idx.idf_of(q_terms))[extra] if idx is not None and idx.n
                       else np.zeros(len(extra)))
                 keep += [(r, float(c), float(lx), 0.0, DENSE_WEIGHT * float(c) + (1.0 - DENSE_WEIGHT) * float(lx))
                          for r, c, lx in zip(extra, xv, xl)]
@@ -691,7 +692,7 @@ def retrieve_for_tick(
     # nothing the memory does not know. Missing a risk costs more than a false alarm.
     known = 1.0 - result.evidence["unseen"]
     warned = ({c["id"] for c in cands if c["safety"] and c["source"] == "entry" and known > 0
-               and c["lexical"] / known >= WARNED_SHARE and _regime_match(c["regime"], regime) > 0}
+               and c["lexical"] >= WARNED_SHARE * known - SHARE_EPSILON and _regime_match(c["regime"], regime) > 0}
               if acting and p_unanswerable >= line and not stated and not result.evidence["unknown_name"] else set())
     result.evidence["warning_match"] = float(bool(warned))
     if best is None or (p_unanswerable >= line and not stated and not warned) or below_owner_floor:

@@ -61,40 +61,45 @@ class EntryIndex:
         d = self.df.get(term, 0)
         return math.log(1.0 + (self.n - d + 0.5) / (d + 0.5))
 
+    def idf_of(self, q_terms: list[str]) -> dict[str, float]:
+        """The query's distinct terms → idf, in ascending (idf, term) order. Sums over it are the same in every
+        process (a set's order follows the interpreter's hash seed, and floating-point sums follow their order), and
+        two candidates holding the same idf values tie exactly instead of by a rounding error."""
+        return dict(sorted(((t, self.idf(t)) for t in set(q_terms)), key=lambda p: (p[1], p[0])))
+
     def bm25(self, q_terms: list[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
         """Okapi BM25 of every entry for the query terms (each distinct term once)."""
         out = np.zeros(self.n, dtype=np.float64)
         if not self.n:
             return out
         avg = float(self.lengths.mean()) or 1.0
-        for t in set(q_terms):
+        for t, w in self.idf_of(q_terms).items():
             post = self.postings.get(t)
             if post is None:
                 continue
             rows, tf = post
             norm = k1 * (1.0 - b + b * self.lengths[rows] / avg)
-            out[rows] += self.idf(t) * tf * (k1 + 1.0) / (tf + norm)
+            out[rows] += w * tf * (k1 + 1.0) / (tf + norm)
         return out
 
     def coverage(self, q_terms: list[str]) -> np.ndarray:
         """Share of the query's idf mass each entry contains, in [0, 1]: absolute (comparable across questions),
         so a question whose rare words no entry has scores low everywhere — the lexical side of abstention."""
-        uniq = set(q_terms)
-        total = sum(self.idf(t) for t in uniq)
+        idf = self.idf_of(q_terms)
+        total = sum(idf.values())
         out = np.zeros(self.n, dtype=np.float64)
         if total <= 0:
             return out
-        for t in uniq:
+        for t, w in idf.items():
             post = self.postings.get(t)
             if post is not None:
-                out[post[0]] += self.idf(t)
+                out[post[0]] += w
         return out / total
 
     def text_coverage(self, q_terms: list[str], text_terms: frozenset[str]) -> float:
         """The same share for a text outside the index (an episode summary, as `summary_terms`), with the entries'
         idf."""
-        uniq = set(q_terms)
-        idf = {t: self.idf(t) for t in uniq}
+        idf = self.idf_of(q_terms)
         total = sum(idf.values())
         if total <= 0:
             return 0.0
