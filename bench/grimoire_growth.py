@@ -4,7 +4,8 @@
 
 Per tick the reflect step's episode upsert and, on one tick in three, a retrieval and its access marks; every
 `--delta-every` ticks the delta cycle's Grimoire steps. Age windows are scaled to the soak's tick rate. Prints the
-size by part every 100 ticks and the growth after warm-up. See docs/development/tests.md#what-each-benchmark-measures.
+size by part every 100 ticks with the process's memory (RSS, malloc in use and free, LanceDB's caches), and the growth
+after warm-up. See docs/development/tests.md#what-each-benchmark-measures.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from golem.grimoire.episodes.model import Episode, episode_id  # noqa: E402
 from golem.grimoire.episodes.store import EpisodeStore  # noqa: E402
 from golem.grimoire.retrieval import retrieve_for_tick  # noqa: E402
 from golem.grimoire.semantic.store import EntrySource, EntryType, GrimoireEntry, SemanticStore  # noqa: E402
+from workers.memory import memory_parts  # noqa: E402
 
 RETENTION = getattr(lance, "VersionRetention", None)  # None: code before retention by count
 OLD_WINDOW = timedelta(minutes=10)  # upkeep.maintain's version window before it
@@ -86,6 +88,7 @@ def main() -> None:
     src = EntrySource(golem_id=GOLEM)
     t_start = t_last_delta = time.perf_counter()
     samples: list[tuple[int, float, dict[str, float]]] = []
+    mems: list[tuple[int, dict[str, float]]] = []  # the process's memory by part (workers/memory.py), MB
     header = f"{'tick':>6} {'s':>6} {'MB':>7}  " + " ".join(f"{k:>14}" for k in parts(root))
     print(header)
     for t in range(1, a.ticks + 1):
@@ -122,7 +125,10 @@ def main() -> None:
         if t % a.sample_every == 0 or t == a.ticks:
             p = parts(root)
             samples.append((t, time.perf_counter() - t_start, p))
-            print(f"{t:>6} {samples[-1][1]:>6.0f} {sum(p.values()):>7.2f}  " + " ".join(f"{v:>14.2f}" for v in p.values()))
+            mem = {k: v / 2**20 for k, v in memory_parts().items()}
+            mems.append((t, mem))
+            print(f"{t:>6} {samples[-1][1]:>6.0f} {sum(p.values()):>7.2f}  " + " ".join(f"{v:>14.2f}" for v in p.values())
+                  + "   memory MB: " + " ".join(f"{k} {v:.1f}" for k, v in mem.items()))
     first = next(s for s in samples if s[0] >= a.warmup)
     last = samples[-1]
     per_1k = lambda k: (last[2][k] - first[2][k]) / (last[0] - first[0]) * 1000  # noqa: E731
@@ -130,6 +136,9 @@ def main() -> None:
     print(f"grimoire growth per 1,000 ticks (ticks {first[0]}..{last[0]}): {total:.2f} MB  ("
           + ", ".join(f"{k} {per_1k(k):.2f}" for k in last[2]) + f"); {eps.count()} episodes, "
           f"{len(eps.table.list_versions())} episode-table versions kept at the end")
+    m0, m1 = next(m for m in mems if m[0] >= a.warmup), mems[-1]
+    print("memory growth per 1,000 ticks (ticks %d..%d): " % (m0[0], m1[0]) + ", ".join(
+        f"{k} {(m1[1][k] - m0[1][k]) / (m1[0] - m0[0]) * 1000:+.1f} MB" for k in m1[1] if k in m0[1]))
     kept = default.min_age if default else OLD_WINDOW
     print(f"time scale: one second of a golem ticking {a.soak_rate}/s = {min(scales) * 1000:.1f}–{max(scales) * 1000:.1f} ms "
           f"here, so the {kept.total_seconds():.0f} s window stood for ~{kept.total_seconds() * a.soak_rate:.0f} ticks")
