@@ -124,6 +124,38 @@ def test_an_urgent_sell_draws_on_the_slice_while_a_repays_reserve_stays_in_it():
     assert decide(swap(), spent=9.7, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT, steers=[steer("high")]).allowed
 
 
+def test_a_line_whose_rule_cannot_fire_now_makes_no_sell_urgent():
+    """busy_day_crash: in the chop (regime volatile, HF 2.05) the -300 bps sell was urgent because the forecast
+    counted the downtrend sell's 1.9 line, whose rule needs a downtrend and WETH over 10: it could not fire, yet the
+    sells drew on the slice the crash then lacked. Urgency reads the forecast toward the lines that can act now; the
+    line standing aside is still named, as context."""
+    from pathlib import Path
+
+    from golem.cognition.lines import live_forecast
+    from golem.inference.strategy import metrics_from, parse_strategy
+    from golem.models.config import ProbeThresholds, WakeSection
+    from golem.models.enums import MarketRegime
+
+    example = parse_strategy((Path(__file__).resolve().parents[2] / "examples/golem-home/STRATEGY.md").read_text())
+
+    def forecast_in(regime: MarketRegime, weth: float = 20.0):
+        o = obs(debt=16_000 / 2.05).model_copy(update={"regime": regime})
+        o.snapshot.balances["WETH"] = weth
+        # worst move -0.10 a tick: the 1.9 line 1.5 ticks away, the 1.6 repay line 4.5 (horizon 3)
+        return o, live_forecast(example, o, [2.15], metrics_from(o, 2000.0), ProbeThresholds(), WakeSection())
+
+    for o, f in (forecast_in(MarketRegime.VOLATILE), forecast_in(MarketRegime.TRENDING_DOWN, weth=9.0)):
+        assert f is not None and f.line == 1.6 and not f.within_horizon, f
+        assert "line 1.9 (" in f.reason and "stands aside" in f.reason  # shown, not counted
+        sell = decide(swap(), spent=7.9, o=o, forecast=f)  # $0.10 of the routine share left: routine waits
+        assert not sell.allowed and sell.deferred and "left today for routine actions" in sell.reason, sell.reason
+    # in a downtrend with WETH over 10 the rule can fire: its line stands and the same sell is urgent, from the slice
+    o, f = forecast_in(MarketRegime.TRENDING_DOWN)
+    assert f is not None and f.line == 1.9 and f.within_horizon and "stands aside" not in f.reason, f
+    sell = decide(swap(), spent=7.9, o=o, forecast=f)
+    assert sell.allowed and "uses the emergency slice" in sell.protective, sell.reason
+
+
 LEARNED = """# PLAYBOOK
 
 - WHEN health_factor < 2.09 AND balance.WETH > 10 AND regime == trending_down THEN swap 30% WETH to USDC _(confidence 0.90, 8 episodes, h-aaaaaaaaaaaaaaaa)_
