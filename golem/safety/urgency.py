@@ -226,7 +226,9 @@ def gas_decision(
                     f"${max(ceiling_left - est_usd, 0.0):,.4f} left today under the daily ceiling "
                     f"${policy.gas_ceiling_per_day_usd:,.2f}, under the ${reserve:,.4f} a repay needs (the ceiling "
                     "keeps it)"), None
-        spent = f"beyond the partition, within the daily ceiling (${ceiling_left - est_usd:,.4f} of it left after"
+        # past the slice's reserve (est ≤ left) or past the partition itself: either way the ceiling now keeps it
+        where = "the slice past a repay's reserve there" if est_usd <= left else "beyond the partition"
+        spent = f"{where}, within the daily ceiling (${ceiling_left - est_usd:,.4f} of it left after"
         spent += (f", at least the ${reserve:,.4f} a repay needs ({REPAY_RESERVE_ACTIONS:g}× its gas))" if sell
                   else ")")
     elif est_usd > routine_left:

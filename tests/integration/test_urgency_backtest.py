@@ -84,9 +84,9 @@ LINE_SELL = """# Strategy: sell a slice on a drop, repay under the line
 def test_an_urgent_sell_over_the_routine_share_is_sent_from_the_slice_keeping_a_repays_reserve(tmp_path):
     """The owner's -300 bps sell in a crash, with the day's routine share spent by the same sell in a chop before:
     once the health factor is within 3 ticks of the 1.6 repay line the sell is urgent and is sent on chain from the
-    emergency slice, then beyond the partition, each record saying what it leaves for a repay; a sell that would
-    leave less than twice its gas under the daily ceiling (here $11) waits, and the repay under the line still
-    finds its gas."""
+    emergency slice, then past the slice's reserve within the daily ceiling (here $11), each record saying what it
+    leaves for a repay; a sell that would leave less than twice its gas under the ceiling waits, and the repay under
+    the line still finds its gas (on that tick: it is validated before the sell)."""
     home = tmp_path / "home"
     shutil.copytree(REPO / "examples" / "golem-home", home)
     (home / "STRATEGY.md").write_text(LINE_SELL)
@@ -122,12 +122,12 @@ def test_an_urgent_sell_over_the_routine_share_is_sent_from_the_slice_keeping_a_
     assert "ticks away (horizon 3)" in a.protective and "a repay needs (2× its gas)" in a.protective, a.protective
     assert a.tx_hash and a.gas_cost > 0 and r.observation.snapshot.pool.price < 1900
     beyond = [(r2, a2) for r2, a2 in acts if r2.tick > r.tick and a2.tool_name == "swap"
-              and a2.status is ActionStatus.EXECUTED and "beyond the partition" in (a2.protective or "")]
+              and a2.status is ActionStatus.EXECUTED and "within the daily ceiling" in (a2.protective or "")]
     assert beyond and "a repay needs (2× its gas)" in beyond[0][1].protective, seen  # red with the beyond rule cut
     kept = [(r2, a2) for r2, a2 in acts if r2.tick > beyond[0][0].tick and a2.tool_name == "swap"
             and a2.status is ActionStatus.DEFERRED and "(the ceiling keeps it)" in (a2.block_reason or "")]
     assert kept, seen  # the ceiling's last gas is not a sell's
-    repaid = [(r2, a2) for r2, a2 in acts if r2.tick > kept[0][0].tick and a2.tool_name == "repay"
+    repaid = [(r2, a2) for r2, a2 in acts if r2.tick >= kept[0][0].tick and a2.tool_name == "repay"
               and a2.status is ActionStatus.EXECUTED]
     assert repaid and repaid[0][1].protective.startswith(("urgent", "critical")), seen  # the repay found its gas
     assert sum(x.gas_cost for x in recs) <= 11.0  # within the day's ceiling

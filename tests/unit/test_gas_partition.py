@@ -137,8 +137,10 @@ def test_an_urgent_sell_goes_beyond_the_partition_up_to_the_ceiling_keeping_a_re
     for forecast in (near, URGENT):
         sell = decide(swap(), spent=6.99, o=high, forecast=forecast)  # $3.01 left: $0.51 after, under 2 × $2.50
         assert sell.allowed and sell.protective.startswith("urgent"), sell.reason
-        assert ("beyond the partition, within the daily ceiling ($20.5100 of it left after, at least the $5.0000 a "
-                "repay needs (2× its gas))") in sell.protective, sell.protective
+        assert ("the slice past a repay's reserve there, within the daily ceiling ($20.5100 of it left after, at "
+                "least the $5.0000 a repay needs (2× its gas))") in sell.protective, sell.protective
+        past = decide(swap(), spent=9.5, o=high, forecast=forecast)  # $0.50 of the partition left: past it
+        assert past.allowed and "beyond the partition, within the daily ceiling ($18.0000" in past.protective
         repay = decide(act("repay", amount=5000), spent=9.49, o=high, forecast=forecast)  # after the sell: $0.51 of the partition
         assert repay.allowed and "beyond the partition" in repay.protective, repay.reason
         kept = decide(swap(), spent=22.6, o=high, forecast=forecast)  # $7.40 under the ceiling: $4.90 after < $5
