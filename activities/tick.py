@@ -25,7 +25,7 @@ from golem import ids
 from golem.inference.budget import apply_budget, daily_spend_on, escalate_every_tick
 from golem.cognition.decide import decide_with_cache, offered
 from golem.cognition.learned_gating import gate_tick, tick_seed
-from golem.cognition.lines import forecast, lift, strategy_lines, wake_check
+from golem.cognition.lines import lift, live_forecast, strategy_lines, wake_check
 from golem.cognition.prediction_error import compute_prediction_error
 from golem.cognition.retrieve import retrieve_for_decide
 from golem.cognition.threshold import compute_adaptive_threshold
@@ -521,8 +521,10 @@ class TickActivities(ActivitySet):
             entries_stopped=ctx.state.entries_stopped,  # the owner's stop-entries
             markers=ctx.state.life.markers, last_price=ctx.state.last_price,  # somatic markers
             resimulate=lambda sized: self.s.simulate(sized, obs),  # size to fit: a clipped set is simulated again
-            # urgency buys gas: the health factor's forecast against STRATEGY.md's lines (golem.safety.urgency)
-            forecast=forecast(ctx.state.health_history, obs.min_health_factor(), lines, ctx.cfg.wake),
+            # urgency buys gas: the health factor's forecast against STRATEGY.md's lines that can act now — a rule's
+            # line whose other conditions are false makes no sell urgent (golem.safety.urgency)
+            forecast=live_forecast(strategy, obs, ctx.state.health_history, metrics_from(obs, ctx.state.last_price),
+                                   ctx.cfg.probes, ctx.cfg.wake),
             floor=lines.floor, gas_history=ctx.state.gas_history,
             # a sell answering a rule's crossed line (STRATEGY.md's or a learned one in PLAYBOOK.md) is urgent
             line_rules=self._line_rules(strategy, obs, ctx.state.last_price),

@@ -19,7 +19,8 @@ from golem.models.enums import Tier
 from golem.models.observation import Observation
 from golem.models.wake import Forecast, HealthLine, HealthLines, RuleHit, Wakefulness
 
-__all__ = ["Forecast", "HealthLine", "HealthLines", "RuleHit", "Wakefulness", "forecast", "next_health_history",
+__all__ = ["Forecast", "HealthLine", "HealthLines", "RuleHit", "Wakefulness", "forecast", "live_forecast",
+           "next_health_history",
            "preview_rules", "strategy_lines", "wake_check", "lift", "lifted_note", "wake_summary", "WAKE_NOTE", "LIQUIDATION_LINE", "HEALTH_HISTORY_LEN"]
 
 LIQUIDATION_LINE = 1.0  # Aave liquidates below a health factor of 1: always a line, whatever the strategy says
@@ -127,6 +128,25 @@ def forecast(hf_history: list[float], hf_now: float | None, lines: HealthLines, 
                     horizon_ticks=horizon, samples=len(series), within_horizon=within, reason=reason)
 
 
+def live_forecast(strategy: Strategy | None, observation: Observation, health_history: list[float],
+                  metrics: Metrics, probes: ProbeThresholds, wake: WakeSection) -> Forecast | None:
+    """The forecast toward the lines that can act now (live_lines over `metrics`): what the wake check reads and
+    what urgency buys gas on. A rule's line whose other conditions are false now makes nothing urgent
+    (docs/design/spending.md#only-a-live-line-makes-a-sell-urgent)."""
+    every = strategy_lines(strategy, probes, wake)
+    live = live_lines(every, strategy, metrics)
+    f = forecast(health_history, observation.min_health_factor(), live, wake)
+    if f is None:
+        return None
+    # shown as context only: a dead line at or above the one forecast toward (the position may sit under it)
+    aside = [ln for ln in every.lines if ln not in live.lines and ln.value > f.line]
+    if not aside:
+        return f
+    note = "; ".join(f"line {ln.value:g} ({ln.label}) stands aside: its rule's other conditions are false now"
+                     for ln in aside)
+    return f.model_copy(update={"reason": f"{f.reason}; {note}"})
+
+
 def preview_rules(strategy: Strategy | None, observation: Observation, last_price: float | None,
                   metrics: Metrics | None = None, learned: Sequence[Rule] = ()) -> list[RuleHit]:
     """Every rule System 1 can read (no steer condition) that would fire now, by the offline deliberator's
@@ -161,7 +181,7 @@ def wake_check(strategy: Strategy | None, observation: Observation, health_histo
     T1 when a rule would fire, a line is within the horizon or a strategy starts."""
     metrics = metrics_from(observation, last_price)  # read once: the live lines and the preview share it
     lines = live_lines(strategy_lines(strategy, probes, wake), strategy, metrics)
-    f = forecast(health_history, observation.min_health_factor(), lines, wake)
+    f = live_forecast(strategy, observation, health_history, metrics, probes, wake)
     hits = preview_rules(strategy, observation, last_price, metrics, learned) if wake.preview_rules else []
     why = [f"rule {h.rule} `{h.text}` would fire ({' and '.join(h.evidence)})" for h in hits]
     if f is not None and f.within_horizon:

@@ -145,7 +145,7 @@ class PolicySection(BaseModel):
     gas_ceiling_per_action_usd: float = Field(default=20.0, ge=0.0)
     # ... and as a share of the value it protects (the debt it repays, the collateral it adds, what it sells)
     gas_ceiling_share_of_protected: float = Field(default=0.02, ge=0.0, le=1.0)
-    # a critical action may take the day's gas beyond the partition up to this total, never further
+    # an urgent action answering the position, or a critical one, may take the day's gas up to this total, no further
     gas_ceiling_per_day_usd: float = Field(default=30.0, ge=0.0)
     # Privileged tools (docs/how-to/approvals.md): write tools outside the golem's grant; the model may only ask the
     # owner for them (`golem approve | deny ID`), and an approved one still passes every limit above

@@ -1,8 +1,9 @@
 """Urgency buys gas: each proposed action is classed by the danger it answers, read from the chain (the health
 factor's forecast against STRATEGY.md's lines, the line a firing rule draws), the strategy, PLAYBOOK.md and the
 owner's steer — never from the model's words. routine pays routine gas (a routine "protective" action waits while
-gas is above its recent median); urgent may spend the partition; critical may go beyond it, up to the hard daily
-ceiling. Both urgent classes are held to the per-action ceiling. Formulas and thresholds: docs/design/spending.md.
+gas is above its recent median); urgent may spend the partition and, answering the position (not a steer), go
+beyond it up to the hard daily ceiling as critical may — a sell keeping a repay's gas under it. Both urgent classes
+are held to the per-action ceiling. Formulas and thresholds: docs/design/spending.md.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class UrgencyVerdict(BaseModel):
     # a sell into a stable on a line crossed or within the horizon (its rule's, or the forecast's): the slice, less
     # a repay's gas kept in it (REPAY_RESERVE_ACTIONS; docs/design/spending.md#the-slice-keeps-a-repays-gas)
     keeps_reserve: bool = False
+    # may go beyond the partition, up to the daily ceiling: it answers the position's own danger (a line crossed or
+    # within the horizon, a firing line rule), not the owner's steer; a sell keeps a repay's reserve under the ceiling
+    beyond: bool = False
 
 
 class LineRule(BaseModel):
@@ -128,7 +132,7 @@ def classify(action: ProposedAction, forecast: Forecast | None, steers: list[Ste
     rule = _answers_line(action, lines or [])
     if rule is None or verdict.level is Urgency.CRITICAL or verdict.uses_slice:
         return verdict
-    return UrgencyVerdict(level=Urgency.URGENT, restores=True, uses_slice=True, keeps_reserve=True,
+    return UrgencyVerdict(level=Urgency.URGENT, restores=True, uses_slice=True, keeps_reserve=True, beyond=True,
                           reason=f"health factor {rule.health_factor:.3f} is under the line {rule.line:g} of "
                                  f"{rule.label} `{rule.text}`, which this sell answers")
 
@@ -154,11 +158,12 @@ def _classify(action: ProposedAction, forecast: Forecast | None, steers: list[St
         under = max(f.crossed)  # the forecast's `line` is the next one below, not yet reached, once it is under one
         reason = (f"{at}: crossed" if under == f.line else
                   f"health factor {f.health_factor:.3f} is under the line {under:g} (next: {f.line:g}, {f.line_label})")
-        return UrgencyVerdict(level=kind, restores=True, uses_slice=True, keeps_reserve=not direct, reason=reason)
+        return UrgencyVerdict(level=kind, restores=True, uses_slice=True, keeps_reserve=not direct, beyond=True,
+                              reason=reason)
     if f.within_horizon:
         # a sell into a stable answers the imminent crossing too: the slice, less a repay's reserve
         kind = Urgency.CRITICAL if f.line_kind in FLOOR_KINDS else Urgency.URGENT
-        return UrgencyVerdict(level=kind, restores=True, uses_slice=True, keeps_reserve=not direct,
+        return UrgencyVerdict(level=kind, restores=True, uses_slice=True, keeps_reserve=not direct, beyond=True,
                               reason=f"{at}: {soon:.1f} ticks away (horizon {f.horizon_ticks:g})")
     when = "not falling" if soon is None else f"{soon:.1f} ticks away at the worst move"
     return UrgencyVerdict(level=Urgency.ROUTINE, restores=True,
@@ -196,34 +201,44 @@ def gas_decision(
         return (f"{GAS_GATE_DEFER}: {level.value} ({verdict.reason}) but gas ${est_usd:,.4f} is over the per-action "
                 f"ceiling ${cap:,.4f} (min of ${policy.gas_ceiling_per_action_usd:,.2f} and "
                 f"{policy.gas_ceiling_share_of_protected:.1%} of ${value_usd:,.2f} protected)"), None
-    left = partition.left_usd
-    reserve = est_usd * REPAY_RESERVE_ACTIONS
-    if (level is Urgency.URGENT and verdict.keeps_reserve and est_usd > partition.routine_left_usd
-            and left - est_usd < reserve):
-        # worded "left today": a deferral for the day's gas, released by a new day or a rise in urgency (_cause)
-        return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} would leave the emergency slice "
-                f"${max(left - est_usd, 0.0):,.4f} left today, under the ${reserve:,.4f} a repay needs (the slice "
-                "keeps it)"), None
-    if level is Urgency.URGENT and not verdict.uses_slice and est_usd > partition.routine_left_usd:
-        return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} exceeds the routine share's "
-                f"${max(partition.routine_left_usd, 0.0):,.4f} left today; the emergency slice is not open to it"), None
-    if level is Urgency.URGENT and est_usd > left:
-        return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} exceeds the partition's "
-                f"${max(left, 0.0):,.4f} left today; only a critical action goes beyond it"), None
+    left, routine_left = partition.left_usd, partition.routine_left_usd
     ceiling_left = policy.gas_ceiling_per_day_usd - partition.spent_usd
-    if est_usd > max(left, ceiling_left):
-        return (f"{GAS_GATE_DEFER}: critical ({verdict.reason}) but gas ${est_usd:,.4f} would pass the daily ceiling "
-                f"${policy.gas_ceiling_per_day_usd:,.2f} (${partition.spent_usd:,.4f} spent today)"), None
-    if est_usd > left:
-        spent = f"beyond the partition, within the daily ceiling (${ceiling_left - est_usd:,.4f} of it left after)"
-    elif est_usd > partition.routine_left_usd:
+    reserve = est_usd * REPAY_RESERVE_ACTIONS
+    sell = verdict.keeps_reserve  # a sell into a stable answering a line: it funds a repay, whose gas it must keep
+    if level is Urgency.URGENT and not verdict.uses_slice and est_usd > routine_left:
+        return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} exceeds the routine share's "
+                f"${max(routine_left, 0.0):,.4f} left today; the emergency slice is not open to it"), None
+    # the slice: a repay or supply to its end, a sell while twice its gas stays in it, a critical sell to its end
+    in_slice = est_usd <= left and (not sell or level is Urgency.CRITICAL or left - est_usd >= reserve)
+    if est_usd > routine_left and not in_slice:
+        if level is Urgency.URGENT and not verdict.beyond:
+            within = (f"would leave the emergency slice ${max(left - est_usd, 0.0):,.4f} left today, under the "
+                      f"${reserve:,.4f} a repay needs" if est_usd <= left else
+                      f"exceeds the partition's ${max(left, 0.0):,.4f} left today")
+            return (f"{GAS_GATE_DEFER}: urgent ({verdict.reason}) but gas ${est_usd:,.4f} {within}; only an action "
+                    "answering the position goes beyond it"), None
+        if est_usd > ceiling_left:
+            return (f"{GAS_GATE_DEFER}: {level.value} ({verdict.reason}) but gas ${est_usd:,.4f} would pass the daily "
+                    f"ceiling ${policy.gas_ceiling_per_day_usd:,.2f} (${partition.spent_usd:,.4f} spent today)"), None
+        if sell and ceiling_left - est_usd < reserve:
+            # worded "left today": a deferral for the day's gas, released by a new day or a rise in urgency (_cause)
+            return (f"{GAS_GATE_DEFER}: {level.value} ({verdict.reason}) but gas ${est_usd:,.4f} would leave "
+                    f"${max(ceiling_left - est_usd, 0.0):,.4f} left today under the daily ceiling "
+                    f"${policy.gas_ceiling_per_day_usd:,.2f}, under the ${reserve:,.4f} a repay needs (the ceiling "
+                    "keeps it)"), None
+        # past the slice's reserve (est ≤ left) or past the partition itself: either way the ceiling now keeps it
+        where = "the slice past a repay's reserve there" if est_usd <= left else "beyond the partition"
+        spent = f"{where}, within the daily ceiling (${ceiling_left - est_usd:,.4f} of it left after"
+        spent += (f", at least the ${reserve:,.4f} a repay needs ({REPAY_RESERVE_ACTIONS:g}× its gas))" if sell
+                  else ")")
+    elif est_usd > routine_left:
         spent = f"uses the emergency slice (${left:,.4f} of ${partition.emergency_usd:,.2f} left today)"
-        if verdict.keeps_reserve:
+        if sell and level is Urgency.URGENT:
             # a sell that answers a line: the slice's last gas stays for the repay (a day of chop sells spent it)
             spent += (f", keeping ${left - est_usd:,.4f} after it, at least the ${reserve:,.4f} a repay needs "
                       f"({REPAY_RESERVE_ACTIONS:g}× its gas)")
     else:
-        spent = f"within the routine share (${partition.routine_left_usd:,.4f} left today)"
+        spent = f"within the routine share (${routine_left:,.4f} left today)"
     return None, f"{level.value}, {verdict.reason}: gas ${est_usd:,.4f} {spent}, under the ${cap:,.4f} ceiling"
 
 

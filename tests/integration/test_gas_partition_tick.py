@@ -63,6 +63,13 @@ def test_only_protective_actions_reach_the_emergency_slice_on_the_ticks_clock(ri
     obs, sim, val = validate(c, [swap, repay])
     assert [v.deferred for v in val.actions] == [True, True]  # HF 2.06: the repay is routine
     assert "routine actions" in val.actions[1].reason and val.actions[1].protective is None
+    # the health factor fell 0.1 a tick: the downtrend sell's 1.9 line is 1.6 ticks away, but that rule cannot fire
+    # (no downtrend), so it is no line to the position: a sell into USDC is routine and waits (1.6 is 4.6 ticks away)
+    sell = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 0.1})
+    falling = c.model_copy(update={"state": GolemState(golem_id=rig.golem_id, health_history=[2.3, 2.2, 2.1])})
+    sell_obs, _, sold = validate(falling, [sell])
+    assert sell_obs.regime.value != "trending_down" and 2.0 < sell_obs.min_health_factor() < 2.1
+    assert sold.actions[0].deferred and "routine actions" in sold.actions[0].reason, sold.actions[0].reason
     # the health factor fell 0.3 a tick over the last ticks: the repay line 1.6 is 1.5 ticks away, within the
     # 3-tick horizon — the same repay is urgent
     c = c.model_copy(update={"state": GolemState(golem_id=rig.golem_id, health_history=[2.9, 2.6, 2.3])})

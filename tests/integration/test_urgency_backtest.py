@@ -84,11 +84,16 @@ LINE_SELL = """# Strategy: sell a slice on a drop, repay under the line
 def test_an_urgent_sell_over_the_routine_share_is_sent_from_the_slice_keeping_a_repays_reserve(tmp_path):
     """The owner's -300 bps sell in a crash, with the day's routine share spent by the same sell in a chop before:
     once the health factor is within 3 ticks of the 1.6 repay line the sell is urgent and is sent on chain from the
-    emergency slice, its record saying what it leaves for a repay; a sell that would leave less than twice its gas
-    waits, and the repay under the line still finds its gas."""
+    emergency slice, then past the slice's reserve within the daily ceiling (here $11), each record saying what it
+    leaves for a repay; a sell that would leave less than twice its gas under the ceiling waits, and the repay under
+    the line still finds its gas (on that tick: it is validated before the sell)."""
     home = tmp_path / "home"
     shutil.copytree(REPO / "examples" / "golem-home", home)
     (home / "STRATEGY.md").write_text(LINE_SELL)
+    toml = home / "golem.toml"
+    text = toml.read_text()
+    assert "gas_ceiling_per_day_usd = 30.0" in text
+    toml.write_text(text.replace("gas_ceiling_per_day_usd = 30.0", "gas_ceiling_per_day_usd = 11.0"))
     # a chop (HF ~2.0, 6 ticks from the line at the worst move: routine): the -310 bps rows sell, first at 8 gwei
     # (~$2.4 each, three of them), then at 1.1 gwei (~$0.33) until the $8 routine share is all but spent
     chop = [(2000.0, 7.0), (1938.0, 7.0)] * 3 + [(2000.0, 0.1), (1938.0, 0.1)] * 8
@@ -116,10 +121,13 @@ def test_an_urgent_sell_over_the_routine_share_is_sent_from_the_slice_keeping_a_
     r, a = slice_sells[0]
     assert "ticks away (horizon 3)" in a.protective and "a repay needs (2× its gas)" in a.protective, a.protective
     assert a.tx_hash and a.gas_cost > 0 and r.observation.snapshot.pool.price < 1900
-    kept = [(r2, a2) for r2, a2 in acts if r2.tick > r.tick and a2.tool_name == "swap"
-            and a2.status is ActionStatus.DEFERRED and "a repay needs" in (a2.block_reason or "")]
-    assert kept, seen  # the slice's last gas is not a sell's
-    repaid = [(r2, a2) for r2, a2 in acts if r2.tick > kept[0][0].tick and a2.tool_name == "repay"
+    beyond = [(r2, a2) for r2, a2 in acts if r2.tick > r.tick and a2.tool_name == "swap"
+              and a2.status is ActionStatus.EXECUTED and "within the daily ceiling" in (a2.protective or "")]
+    assert beyond and "a repay needs (2× its gas)" in beyond[0][1].protective, seen  # red with the beyond rule cut
+    kept = [(r2, a2) for r2, a2 in acts if r2.tick > beyond[0][0].tick and a2.tool_name == "swap"
+            and a2.status is ActionStatus.DEFERRED and "(the ceiling keeps it)" in (a2.block_reason or "")]
+    assert kept, seen  # the ceiling's last gas is not a sell's
+    repaid = [(r2, a2) for r2, a2 in acts if r2.tick >= kept[0][0].tick and a2.tool_name == "repay"
               and a2.status is ActionStatus.EXECUTED]
-    assert repaid and "emergency slice" in repaid[0][1].protective, seen  # the repay under the line found its gas
-    assert sum(x.gas_cost for x in recs) <= 10.0  # within the day's partition
+    assert repaid and repaid[0][1].protective.startswith(("urgent", "critical")), seen  # the repay found its gas
+    assert sum(x.gas_cost for x in recs) <= 11.0  # within the day's ceiling

@@ -106,14 +106,16 @@ def test_an_urgent_sell_draws_on_the_slice_while_a_repays_reserve_stays_in_it():
         assert sell.allowed and sell.protective.startswith("urgent"), sell.reason
         assert "uses the emergency slice ($2.1000 of $2.00 left today)" in sell.protective
         assert "keeping $1.9000 after it, at least the $0.4000 a repay needs" in sell.protective  # on the record
-        # $0.50 left: $0.30 after the sell's $0.20, under the 2 × $0.20 a repay needs: it waits for a new day
-        kept = decide(swap(), spent=9.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast)
+        # $0.50 left: $0.30 after the sell's $0.20, under the 2 × $0.20 a repay needs: not from the slice, but beyond
+        # the partition (next test); $0.50 under the daily ceiling: the ceiling keeps the repay's gas, it waits
+        kept = decide(swap(), spent=29.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast)
         assert not kept.allowed and kept.deferred and "under the $0.4000 a repay needs" in kept.reason
-        assert decide(swap(), spent=9.3, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast).allowed  # $0.50 after: kept
+        assert decide(swap(), spent=29.3, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast).allowed  # $0.50 after: kept
         from golem.safety.urgency import _cause
         assert _cause(kept.reason.removeprefix("risk: ")) == ("budget", "urgent")
         repay = decide(act("repay"), spent=9.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast)
         assert repay.allowed and "uses the emergency slice" in repay.protective and "keeping" not in repay.protective
+        assert decide(act("repay"), spent=29.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=forecast).allowed  # finds it
     assert decide(swap(), spent=7.5, o=obs(debt=DEBT_AT_HF_1_3), forecast=near).allowed  # within the routine share
     # beyond the horizon a sell is routine: the routine share only; a buy answers no line
     far = decide(swap(), spent=7.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=fc(2.4, line=1.9, ticks=12.0))
@@ -122,6 +124,74 @@ def test_an_urgent_sell_draws_on_the_slice_while_a_repays_reserve_stays_in_it():
     # critical (under the MUST floor) goes beyond the partition for a sell too; an owner's steer buys the whole slice
     assert decide(swap(), spent=9.9, o=obs(debt=DEBT_AT_HF_1_3), forecast=CRITICAL).allowed
     assert decide(swap(), spent=9.7, o=obs(debt=DEBT_AT_HF_1_3), forecast=URGENT, steers=[steer("high")]).allowed
+
+
+def test_an_urgent_sell_goes_beyond_the_partition_up_to_the_ceiling_keeping_a_repays_gas_under_it():
+    """meltup_crash: at base fee ×10 each crash sell cost $2.4–3.1 with $3.01 of the partition left; any one of them
+    would leave the slice under twice its gas, so all were deferred while the $30 daily ceiling sat unused. An
+    urgent sell answering the position may go beyond the partition up to the ceiling, keeping twice its gas under
+    it for the repay (which may go beyond too); the per-action and daily ceilings refuse what they refused, and an
+    action urgent only by the owner's steer stays within the partition."""
+    high = obs(debt=DEBT_AT_HF_1_3, gas_gwei=12.5)  # $2.50 an action
+    near = fc(1.95, line=1.9, ticks=2.0)
+    for forecast in (near, URGENT):
+        sell = decide(swap(), spent=6.99, o=high, forecast=forecast)  # $3.01 left: $0.51 after, under 2 × $2.50
+        assert sell.allowed and sell.protective.startswith("urgent"), sell.reason
+        assert ("the slice past a repay's reserve there, within the daily ceiling ($20.5100 of it left after, at "
+                "least the $5.0000 a repay needs (2× its gas))") in sell.protective, sell.protective
+        past = decide(swap(), spent=9.5, o=high, forecast=forecast)  # $0.50 of the partition left: past it
+        assert past.allowed and "beyond the partition, within the daily ceiling ($18.0000" in past.protective
+        repay = decide(act("repay", amount=5000), spent=9.49, o=high, forecast=forecast)  # after the sell: $0.51 of the partition
+        assert repay.allowed and "beyond the partition" in repay.protective, repay.reason
+        kept = decide(swap(), spent=22.6, o=high, forecast=forecast)  # $7.40 under the ceiling: $4.90 after < $5
+        assert not kept.allowed and kept.deferred and "under the $5.0000 a repay needs (the ceiling keeps it)" in kept.reason
+        assert decide(swap(), spent=22.5, o=high, forecast=forecast).allowed  # $5.00 after: kept
+        assert decide(act("repay", amount=5000), spent=27.4, o=high, forecast=forecast).allowed  # the repay finds what was kept
+        over = decide(act("repay", amount=5000), spent=27.6, o=high, forecast=forecast)
+        assert not over.allowed and "would pass the daily ceiling $30.00" in over.reason
+    # a critical sell keeps the repay's gas under the ceiling too once beyond the partition; in the slice it may not
+    assert decide(swap(), spent=9.0, o=high, forecast=CRITICAL).allowed  # beyond: $18.50 after
+    crit = decide(swap(), spent=22.6, o=high, forecast=CRITICAL)
+    assert not crit.allowed and "(the ceiling keeps it)" in crit.reason and "critical" in crit.reason
+    # the per-action ceiling holds: $25 of gas for one sell is refused whatever is left
+    assert not decide(swap(), spent=0.0, o=obs(debt=DEBT_AT_HF_1_3, gas_gwei=125.0), forecast=URGENT).allowed
+    # urgent by the owner's steer alone (no line near): the partition, never beyond it
+    steered = decide(swap(), spent=9.0, o=high, forecast=fc(2.4, line=1.9, ticks=12.0), steers=[steer("high")])
+    assert not steered.allowed and "only an action answering the position goes beyond it" in steered.reason
+    # a routine sell: the routine share only
+    assert not decide(swap(), spent=6.99, o=high, forecast=fc(2.4, line=1.9, ticks=12.0)).allowed
+
+
+def test_a_line_whose_rule_cannot_fire_now_makes_no_sell_urgent():
+    """busy_day_crash: in the chop (regime volatile, HF 2.05) the -300 bps sell was urgent because the forecast
+    counted the downtrend sell's 1.9 line, whose rule needs a downtrend and WETH over 10: it could not fire, yet the
+    sells drew on the slice the crash then lacked. Urgency reads the forecast toward the lines that can act now; the
+    line standing aside is still named, as context."""
+    from pathlib import Path
+
+    from golem.cognition.lines import live_forecast
+    from golem.inference.strategy import metrics_from, parse_strategy
+    from golem.models.config import ProbeThresholds, WakeSection
+    from golem.models.enums import MarketRegime
+
+    example = parse_strategy((Path(__file__).resolve().parents[2] / "examples/golem-home/STRATEGY.md").read_text())
+
+    def forecast_in(regime: MarketRegime, weth: float = 20.0):
+        o = obs(debt=16_000 / 2.05).model_copy(update={"regime": regime})
+        o.snapshot.balances["WETH"] = weth
+        # worst move -0.10 a tick: the 1.9 line 1.5 ticks away, the 1.6 repay line 4.5 (horizon 3)
+        return o, live_forecast(example, o, [2.15], metrics_from(o, 2000.0), ProbeThresholds(), WakeSection())
+
+    for o, f in (forecast_in(MarketRegime.VOLATILE), forecast_in(MarketRegime.TRENDING_DOWN, weth=9.0)):
+        assert f is not None and f.line == 1.6 and not f.within_horizon, f
+        assert "line 1.9 (" in f.reason and "stands aside" in f.reason  # shown, not counted
+        sell = decide(swap(), spent=7.9, o=o, forecast=f)  # $0.10 of the routine share left: routine waits
+        assert not sell.allowed and sell.deferred and "left today for routine actions" in sell.reason, sell.reason
+    # in a downtrend with WETH over 10 the rule can fire: its line stands and the same sell is urgent, from the slice
+    o, f = forecast_in(MarketRegime.TRENDING_DOWN)
+    assert f is not None and f.line == 1.9 and f.within_horizon and "stands aside" not in f.reason, f
+    sell = decide(swap(), spent=7.9, o=o, forecast=f)
+    assert sell.allowed and "uses the emergency slice" in sell.protective, sell.reason
 
 
 LEARNED = """# PLAYBOOK
@@ -155,11 +225,11 @@ def test_a_sell_on_its_rules_crossed_line_is_urgent_and_may_draw_on_the_slice_le
     sell = decide(swap(), spent=7.9, o=obs(debt=at_2_0), lines=lines)  # $0.10 routine, $2.10 in all
     assert sell.allowed and "under the line 2.09 of PLAYBOOK.md:3" in sell.protective
     assert "uses the emergency slice" in sell.protective
-    kept = decide(swap(), spent=9.5, o=obs(debt=at_2_0), lines=lines)  # $0.50 left: $0.30 after, under 2 × $0.20
+    kept = decide(swap(), spent=29.5, o=obs(debt=at_2_0), lines=lines)  # $0.50 under the ceiling: $0.30 after
     assert not kept.allowed and kept.deferred and "under the $0.4000 a repay needs" in kept.reason
     from golem.safety.urgency import _cause
     assert _cause(kept.reason.removeprefix("risk: ")) == ("budget", "urgent")  # released by a new day, not by gas
-    assert decide(act("repay"), spent=9.5, o=obs(debt=at_2_0), forecast=fc(1.55)).allowed  # the repay finds it
+    assert decide(act("repay"), spent=29.5, o=obs(debt=at_2_0), forecast=fc(1.55)).allowed  # the repay finds it
     plain = decide(swap(), spent=7.9, o=obs(debt=at_2_0))  # the same sell, no line rule firing: routine share only
     assert not plain.allowed and "left today for routine actions" in plain.reason
     into_weth = decide(swap(tin="USDC", tout="WETH"), spent=7.9, o=obs(debt=at_2_0), lines=lines)
@@ -182,16 +252,17 @@ def test_urgency_not_the_tool_decides_what_a_repay_may_spend():
     d = decide(act("repay"), spent=9.0, forecast=URGENT)
     assert d.allowed and d.protective.startswith("urgent") and "emergency slice" in d.protective
     assert d.protective in d.reason  # on the record, not only in the verdicts
-    # ... but not beyond the partition: only a critical action does, up to the daily ceiling ($30)
+    # ... and beyond the partition, up to the daily ceiling ($30), as a critical one does: it answers the position
     over = decide(act("repay"), spent=10.5, forecast=URGENT)
-    assert not over.allowed and over.deferred and "only a critical action goes beyond it" in over.reason
+    assert over.allowed and "beyond the partition, within the daily ceiling" in over.protective, over.reason
+    assert not decide(act("repay"), spent=29.9, forecast=URGENT).allowed  # the ceiling refuses what it refused
     crit = decide(act("repay"), spent=10.5, forecast=CRITICAL)
     assert crit.allowed and crit.protective.startswith("critical") and "within the daily ceiling" in crit.protective
     capped = decide(act("repay"), spent=29.9, forecast=CRITICAL)
     assert not capped.allowed and "would pass the daily ceiling $30.00" in capped.reason
-    # within the horizon of the floor at the worst move is critical too; of a rule's line, urgent
+    # within the horizon of the floor at the worst move is critical too; of a rule's line, urgent (beyond it too)
     assert decide(act("repay"), spent=10.5, forecast=fc(1.4, line=1.3, kind="must", ticks=2)).allowed
-    assert not decide(act("repay"), spent=10.5, forecast=fc(1.7, ticks=2)).allowed
+    assert "urgent" in decide(act("repay"), spent=10.5, forecast=fc(1.7, ticks=2)).protective
 
 
 def test_the_per_action_ceiling_holds_whatever_the_urgency():
