@@ -523,8 +523,8 @@ class TickActivities(ActivitySet):
             resimulate=lambda sized: self.s.simulate(sized, obs),  # size to fit: a clipped set is simulated again
             # urgency buys gas: the health factor's forecast against STRATEGY.md's lines that can act now — a rule's
             # line whose other conditions are false makes no sell urgent (golem.safety.urgency)
-            forecast=live_forecast(strategy, obs, ctx.state.health_history, metrics_from(obs, ctx.state.last_price),
-                                   ctx.cfg.probes, ctx.cfg.wake),
+            forecast=live_forecast(lines, strategy, obs, ctx.state.health_history,
+                                   metrics_from(obs, ctx.state.last_price), ctx.cfg.wake),
             floor=lines.floor, gas_history=ctx.state.gas_history,
             # a sell answering a rule's crossed line (STRATEGY.md's or a learned one in PLAYBOOK.md) is urgent
             line_rules=self._line_rules(strategy, obs, ctx.state.last_price),

@@ -128,12 +128,11 @@ def forecast(hf_history: list[float], hf_now: float | None, lines: HealthLines, 
                     horizon_ticks=horizon, samples=len(series), within_horizon=within, reason=reason)
 
 
-def live_forecast(strategy: Strategy | None, observation: Observation, health_history: list[float],
-                  metrics: Metrics, probes: ProbeThresholds, wake: WakeSection) -> Forecast | None:
-    """The forecast toward the lines that can act now (live_lines over `metrics`): what the wake check reads and
-    what urgency buys gas on. A rule's line whose other conditions are false now makes nothing urgent
-    (docs/design/spending.md#only-a-live-line-makes-a-sell-urgent)."""
-    every = strategy_lines(strategy, probes, wake)
+def live_forecast(every: HealthLines, strategy: Strategy | None, observation: Observation,
+                  health_history: list[float], metrics: Metrics, wake: WakeSection) -> Forecast | None:
+    """The forecast toward those of `every` (strategy_lines) that can act now (live_lines over `metrics`): what the
+    wake check reads and what urgency buys gas on. A rule's line whose other conditions are false now makes nothing
+    urgent (docs/design/spending.md#only-a-live-line-makes-a-sell-urgent)."""
     live = live_lines(every, strategy, metrics)
     f = forecast(health_history, observation.min_health_factor(), live, wake)
     if f is None:
@@ -180,8 +179,8 @@ def wake_check(strategy: Strategy | None, observation: Observation, health_histo
     owner's, then `learned`: PLAYBOOK.md's) and the strategies that started, and the floor they put under the tier —
     T1 when a rule would fire, a line is within the horizon or a strategy starts."""
     metrics = metrics_from(observation, last_price)  # read once: the live lines and the preview share it
-    lines = live_lines(strategy_lines(strategy, probes, wake), strategy, metrics)
-    f = live_forecast(strategy, observation, health_history, metrics, probes, wake)
+    lines = strategy_lines(strategy, probes, wake)
+    f = live_forecast(lines, strategy, observation, health_history, metrics, wake)
     hits = preview_rules(strategy, observation, last_price, metrics, learned) if wake.preview_rules else []
     why = [f"rule {h.rule} `{h.text}` would fire ({' and '.join(h.evidence)})" for h in hits]
     if f is not None and f.within_horizon:

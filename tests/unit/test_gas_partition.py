@@ -169,7 +169,7 @@ def test_a_line_whose_rule_cannot_fire_now_makes_no_sell_urgent():
     line standing aside is still named, as context."""
     from pathlib import Path
 
-    from golem.cognition.lines import live_forecast
+    from golem.cognition.lines import live_forecast, strategy_lines
     from golem.inference.strategy import metrics_from, parse_strategy
     from golem.models.config import ProbeThresholds, WakeSection
     from golem.models.enums import MarketRegime
@@ -180,7 +180,8 @@ def test_a_line_whose_rule_cannot_fire_now_makes_no_sell_urgent():
         o = obs(debt=16_000 / 2.05).model_copy(update={"regime": regime})
         o.snapshot.balances["WETH"] = weth
         # worst move -0.10 a tick: the 1.9 line 1.5 ticks away, the 1.6 repay line 4.5 (horizon 3)
-        return o, live_forecast(example, o, [2.15], metrics_from(o, 2000.0), ProbeThresholds(), WakeSection())
+        return o, live_forecast(strategy_lines(example, ProbeThresholds(), WakeSection()), example, o, [2.15],
+                                metrics_from(o, 2000.0), WakeSection())
 
     for o, f in (forecast_in(MarketRegime.VOLATILE), forecast_in(MarketRegime.TRENDING_DOWN, weth=9.0)):
         assert f is not None and f.line == 1.6 and not f.within_horizon, f
