@@ -464,6 +464,12 @@ def quantity_values(text: str) -> dict[str, tuple[float, ...]]:
     return got
 
 
+def draws_line_on(text: str, quantity: str) -> bool:
+    """Whether `text` puts a line on `quantity` ("keep the health factor at or above 1.3", "gas above 50 gwei"): a
+    rule the question binds when it states that quantity, whatever else it asks."""
+    return any(_quantity(m.group(1)) == quantity for m in _CROSS_Q.finditer(text or ""))
+
+
 def states(text: str, ask: NumericAsk) -> bool:
     """Whether `text` states the asked quantity at a value in the asked range."""
     return any(ask.low <= v <= ask.high for v in quantity_values(text).get(ask.quantity, ()))
@@ -766,7 +772,7 @@ def retrieve_for_tick(
     moved = {t[2]["id"] for t in promoted}
     picked = _regime_first(picked[:k] + promoted + [t for t in picked[k:] if t[2]["id"] not in moved])
     if acting:
-        picked = _safety_first(picked, scored, best_entry, abstain_line, warned)
+        picked = _safety_first(picked, scored, best_entry, abstain_line, warned, ask)
 
     used = 0
     for final, f, c in picked[:k]:
@@ -829,15 +835,18 @@ def _regime_first(picked: list[Scored]) -> list[Scored]:
 
 
 def _safety_first(picked: list[Scored], scored: list[Scored], best_relevance: float,
-                  abstain_line: float, warned: Collection[str] = ()) -> list[Scored]:
+                  abstain_line: float, warned: Collection[str] = (), ask: NumericAsk | None = None) -> list[Scored]:
     """Action question: the most relevant applicable warnings / MUST constraints (up to SAFETY_SLOTS) lead the list,
-    so they hold slots in the top 3 — safety never loses to topical similarity or freshness."""
+    so they hold slots in the top 3 — safety never loses to topical similarity or freshness. Those that draw a line
+    on the quantity the question states ("HF is 1.25; ...?" and "health factor at or above 1.3") come first."""
     need = max(SAFETY_MIN_SHARE * best_relevance, abstain_line * SAFETY_MIN_SHARE)
     # applicable: relevant enough (or a hard constraint on what the question names), and not scoped to another
     # regime (a volatile-market rule is no rule when calm)
     safety = [t for t in scored if t[2]["safety"] and t[1]["regime_match"] > 0
               and (t[2]["relevance"] >= need or t[2]["hard"] and t[2]["lexical"] >= SAFETY_MIN_LEXICAL
                    or t[2]["id"] in warned)]
+    if ask is not None:  # stable: by score within each group
+        safety.sort(key=lambda t: not draws_line_on(t[2]["text"], ask.quantity))
     safety = safety[:SAFETY_SLOTS]
     if not safety:
         return picked
