@@ -68,7 +68,7 @@ WRITTEN_FLOORS = {
 }
 
 
-def test_hand_written_figures_hold_their_floor():
+def test_hand_written_figures_hold_their_floor() -> None:
     rep = ev.run()["splits"]
     got = {part: {k: rep[part]["grimoire"]["overall"][k] for k in floors} for part, floors in WRITTEN_FLOORS.items()}
     low = {f"{part}.{k}": round(got[part][k], 4) for part, floors in WRITTEN_FLOORS.items()

@@ -13,7 +13,7 @@ from golem.grimoire.store.embeddings import default_embedder
 QUESTION = "Health factor is 1.25; should I rebalance the LP range first?"
 
 
-def test_draws_line_on_reads_the_quantity_a_rule_puts_a_line_on():
+def test_draws_line_on_reads_the_quantity_a_rule_puts_a_line_on() -> None:
     assert draws_line_on("MUST keep the health factor at or above 1.3: below it, repay first.", "health factor")
     assert draws_line_on("Never swap when gas is above 80 gwei.", "gas")
     assert not draws_line_on("MUST keep the health factor at or above 1.3.", "gas")
