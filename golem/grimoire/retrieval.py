@@ -464,10 +464,17 @@ def quantity_values(text: str) -> dict[str, tuple[float, ...]]:
     return got
 
 
-def draws_line_on(text: str, quantity: str) -> bool:
-    """Whether `text` puts a line on `quantity` ("keep the health factor at or above 1.3", "gas above 50 gwei"): a
-    rule the question binds when it states that quantity, whatever else it asks."""
-    return any(_quantity(m.group(1)) == quantity for m in _CROSS_Q.finditer(text or ""))
+def stated_quantities(query: str) -> frozenset[str]:
+    """Every quantity the text states a value or a line for ("regime volatile; price 1850.20; health factor 1.62"
+    states price and health factor), where numeric_ask reads the first only."""
+    return frozenset(_quantity(m.group(2)) for m in _VALUE_Q.finditer(query or "")) | frozenset(
+        _quantity(m.group(1)) for m in _CROSS_Q.finditer(query or ""))
+
+
+def line_quantities(text: str) -> frozenset[str]:
+    """The quantities `text` puts a line on ("keep the health factor at or above 1.3", "gas above 50 gwei"): a rule
+    a question binds when it states one of them, whatever else it asks."""
+    return frozenset(_quantity(m.group(1)) for m in _CROSS_Q.finditer(text or ""))
 
 
 def states(text: str, ask: NumericAsk) -> bool:
@@ -772,7 +779,7 @@ def retrieve_for_tick(
     moved = {t[2]["id"] for t in promoted}
     picked = _regime_first(picked[:k] + promoted + [t for t in picked[k:] if t[2]["id"] not in moved])
     if acting:
-        picked = _safety_first(picked, scored, best_entry, abstain_line, warned, ask)
+        picked = _safety_first(picked, scored, best_entry, abstain_line, warned, stated_quantities(query))
 
     used = 0
     for final, f, c in picked[:k]:
@@ -835,18 +842,19 @@ def _regime_first(picked: list[Scored]) -> list[Scored]:
 
 
 def _safety_first(picked: list[Scored], scored: list[Scored], best_relevance: float,
-                  abstain_line: float, warned: Collection[str] = (), ask: NumericAsk | None = None) -> list[Scored]:
+                  abstain_line: float, warned: Collection[str] = (), quantities: Collection[str] = ()) -> list[Scored]:
     """Action question: the most relevant applicable warnings / MUST constraints (up to SAFETY_SLOTS) lead the list,
     so they hold slots in the top 3 — safety never loses to topical similarity or freshness. Those that draw a line
-    on the quantity the question states ("HF is 1.25; ...?" and "health factor at or above 1.3") come first."""
+    on a quantity the question states (`quantities`: "HF is 1.25; ...?" and "health factor at or above 1.3") come
+    first."""
     need = max(SAFETY_MIN_SHARE * best_relevance, abstain_line * SAFETY_MIN_SHARE)
     # applicable: relevant enough (or a hard constraint on what the question names), and not scoped to another
     # regime (a volatile-market rule is no rule when calm)
     safety = [t for t in scored if t[2]["safety"] and t[1]["regime_match"] > 0
               and (t[2]["relevance"] >= need or t[2]["hard"] and t[2]["lexical"] >= SAFETY_MIN_LEXICAL
                    or t[2]["id"] in warned)]
-    if ask is not None:  # stable: by score within each group
-        safety.sort(key=lambda t: not draws_line_on(t[2]["text"], ask.quantity))
+    if quantities:  # stable: by score within each group
+        safety.sort(key=lambda t: not line_quantities(t[2]["text"]) & set(quantities))
     safety = safety[:SAFETY_SLOTS]
     if not safety:
         return picked
