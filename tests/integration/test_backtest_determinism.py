@@ -22,7 +22,7 @@ from tests.integration.test_backtest import REPO, T0, _path_csv
 
 pytestmark = pytest.mark.integration
 
-SLOW_S = 0.5  # added before every activity (local ones too): a machine several times slower than this one idle
+SLOW_S = 0.25  # added before every activity (local ones too): a machine many times slower than this one idle
 
 
 class _Slow(ActivityInboundInterceptor):
@@ -53,7 +53,7 @@ def _home(tmp_path: Path) -> Path:
 
 
 def test_a_slow_machine_gives_the_same_ticks_actions_blocks_and_state(tmp_path, monkeypatch):
-    """The same 30-row crash path twice: as fast as this machine goes, and with every activity 0.5 s slower. Every
+    """The same 30-row crash path twice: as fast as this machine goes, and with every activity 0.25 s slower. Every
     mark (tick, tier, regime, prediction error, actions with amounts and blocks, equity, HF, gas) and the whole end
     state (clock, gamma, affect, vitality, learned gating, dream and delta results) must be equal."""
     from golem.backtest.path import load_path
@@ -177,7 +177,7 @@ def test_a_retried_trial_runs_each_arm_from_nothing(tmp_path):
 
     home = REPO / "examples" / "golem-home"
     cfg = load_config(home / "golem.toml")
-    rows = load_path(_path_csv(tmp_path / "crash.csv", rows=20))
+    rows = load_path(_path_csv(tmp_path / "crash.csv", rows=10))
     from golem.learning.trial import playbook_pair
 
     # a learned rule that acts every tick (the loan is nowhere near a line): the arms must differ

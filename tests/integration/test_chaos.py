@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 async def test_short_chaos_run_loses_and_doubles_nothing(tmp_path, request):
     golem_id = "chaos" + hashlib.sha1(request.node.name.encode()).hexdigest()[:8]
     plan = ChaosPlan(ticks=30, worker_kills=3, execute_kills=1, temporal_restarts=1, anvil_restarts=0,
-                     continue_as_new_ticks=10, seed=3, timeout_seconds=420)
+                     continue_as_new_ticks=10, seed=3, timeout_seconds=900)
     run = ChaosRun(plan, tmp_path, golem_id=golem_id)
     try:
         report = await run.run()

@@ -76,7 +76,7 @@ async def test_killed_worker_and_anvil_are_restarted_and_no_tick_is_lost(tempora
     watcher = asyncio.create_task(supervise())
     handle = await rig.start_golem(temporal_client, max_ticks=None)
     try:
-        await wait_for(lambda: store.count() >= 3, 60, "three ticks")
+        await wait_for(lambda: store.count() >= 3, 180, "three ticks")  # a worker process starting at a high load
 
         os.kill(worker.pid, signal.SIGKILL)
         await wait_for(lambda: sup.restarts("worker") == 1, 10, "the worker restarted")

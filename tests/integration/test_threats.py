@@ -16,6 +16,7 @@ from golem.models.enums import BehavioralPhase
 from golem.models.tick import ProposedAction
 from golem.safety.service import SafetyService
 from golem.safety.threats import exposure_at
+from golem.world.deploy import _receipt
 from golem.world.simulator.market import MarketSimulator
 from infra.anvil import ANVIL_ADDRESSES, ANVIL_KEYS
 from tests.integration.golem_rig import golem_observation
@@ -53,7 +54,8 @@ def sandwich(w3: Web3, world: Deployment, front_run_wei: int, victim_in_wei: int
     usdc_golem0 = usdc.functions.balanceOf(GOLEM).call()
     tx = router.functions.swapExactTokensForTokens(victim_in_wei, victim_min_out, path, GOLEM, deadline).build_transaction(
         {"from": GOLEM, "gas": 300_000})
-    status = w3.eth.get_transaction_receipt(w3.eth.send_transaction(tx))["status"]
+    # a send the automining node left in its pool (seen under load) is waited for as the golem's own are
+    status = _receipt(w3, w3.eth.send_transaction(tx), 60.0)["status"]
     got = usdc.functions.balanceOf(GOLEM).call() - usdc_golem0
     loot = usdc.functions.balanceOf(ATTACKER).call()
     router.functions.swapExactTokensForTokens(loot, 0, path[::-1], ATTACKER, deadline).transact({"from": ATTACKER})
