@@ -1,11 +1,11 @@
 """How fast the Grimoire's files grow per 1,000 ticks, from the store writes a tick and a delta cycle make.
 
-    python bench/grimoire_growth.py [--ticks 1500] [--warmup 500] [--delta-every 50] [--soak-rate 0.55]
+    python bench/grimoire_growth.py [--ticks 1500] [--warmup 500] [--delta-every 50] [--soak-rate 0.55] [--without STEP]
 
 Per tick the reflect step's episode upsert and, on one tick in three, a retrieval and its access marks; every
 `--delta-every` ticks the delta cycle's Grimoire steps. Age windows are scaled to the soak's tick rate. Prints the
 size by part every 100 ticks with the process's memory (RSS, malloc in use and free, LanceDB's caches), and the growth
-after warm-up. See docs/development/tests.md#what-each-benchmark-measures.
+after warm-up; `--without STEP` leaves a step out (STEPS). See docs/development/tests.md#what-each-benchmark-measures.
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ OLD_WINDOW = timedelta(minutes=10)  # upkeep.maintain's version window before it
 REGIMES = ["volatile", "range_bound", "trending_up", "trending_down"]
 WORDS = ["gas", "swap", "liquidity", "oracle", "health factor", "borrow", "repay", "slippage", "crash", "rally"]
 GOLEM = "growth"
+STEPS = {"retrieval": "the deciding tick's retrieval (and its marks)", "marks": "the access marks after a retrieval",
+         "delta": "the delta cycle's steps (decay, consolidated marks, entries, upkeep.maintain)",
+         "upkeep": "the stores' own upkeep every N writes (compaction, index update, version cleanup)",
+         "decay": "the delta cycle's decay (a merge of every row whose retention moved)",
+         "maintain": "the delta cycle's upkeep.maintain (FTS index, optimize, stats)"}
 
 
 def size(path: Path) -> int:
@@ -74,6 +79,8 @@ def main() -> None:
     ap.add_argument("--sample-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--keep", action="store_true", help="keep the directory")
+    ap.add_argument("--without", action="append", default=[], choices=list(STEPS),
+                    help="leave one step out (repeatable), to tell which LanceDB operation grows the heap")
     a = ap.parse_args()
     if not 0 < a.warmup < a.ticks:
         raise SystemExit("need 0 < --warmup < --ticks")
@@ -83,6 +90,8 @@ def main() -> None:
     eps = EpisodeStore(root / "episodes.lance", emb)
     sem = SemanticStore(root / "semantic.sqlite", root / "semantic.lance", emb)
     default = RETENTION() if RETENTION else None
+    if default and "upkeep" in a.without:
+        default = replace(default, every_writes=0)
     scales: list[float] = []  # wall seconds here per second of the live run, per delta period
     print(f"code: {'versions kept by count and age, upkeep every %d writes' % default.every_writes if default else 'versions kept by age (10 min), upkeep in DELTA only'}")
     src = EntrySource(golem_id=GOLEM)
@@ -95,16 +104,16 @@ def main() -> None:
         eps.upsert(Episode(id=episode_id(GOLEM, t), golem_id=GOLEM, tick=t, created_at="2026-03-01T00:00:00+00:00",
                            regime=rng.choice(REGIMES), tier="T1", summary=summary(rng, t),
                            prediction_error=rng.uniform(0, 1), pnl_impact=rng.choice([None, rng.uniform(-20, 20)])))
-        if t % 3 == 0:  # a deciding tick retrieves and marks what it used
+        if t % 3 == 0 and "retrieval" not in a.without:  # a deciding tick retrieves and marks what it used
             q = f"should I {rng.choice(['repay', 'swap', 'borrow'])} given {rng.choice(WORDS)} in a {rng.choice(REGIMES)} market"
             res = retrieve_for_tick(eps, sem, q, regime=rng.choice(REGIMES), tick=t, tier="T1", log=True)
             used = [i.id for i in res.items if i.source == "episode"]
-            if used:
+            if used and "marks" not in a.without:
                 eps.mark_accessed(used, t)
             entries = [i.id for i in res.items if i.source != "episode"]
-            if entries:
+            if entries and "marks" not in a.without:
                 sem.mark_accessed(entries, t)
-        if t % a.delta_every == 0:
+        if t % a.delta_every == 0 and "delta" not in a.without:
             # the seconds a tick takes here grow with the table: rescale to the last delta period's pace
             now = time.perf_counter()
             scale = a.soak_rate * (now - t_last_delta) / a.delta_every
@@ -113,12 +122,15 @@ def main() -> None:
             if default:
                 for s in (eps, sem):
                     s.retention = replace(default, min_age=default.min_age * scale)
-            eps.apply_decay(now_tick=t, tick_seconds=60.0)
+            if "decay" not in a.without:
+                eps.apply_decay(now_tick=t, tick_seconds=60.0)
             eps.mark_consolidated([e.id for e in eps.unconsolidated()])
             sem.put_many([GrimoireEntry(category=rng.choice([EntryType.INSIGHT, EntryType.HEURISTIC]),
                                         content=summary(rng, t)[:200], source=src, created_tick=t) for _ in range(2)])
             sem.curator_decay(t, 60.0)
-            if default:
+            if "maintain" in a.without:
+                pass
+            elif default:
                 upkeep.maintain(eps, sem)
             else:
                 upkeep.maintain(eps, sem, keep_versions_newer_than=OLD_WINDOW * scale)

@@ -23,9 +23,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     import logging
 
-    from workers.memory import arrow_on_malloc, limit_arenas
+    from workers.memory import arrow_on_malloc, fix_mmap_threshold, limit_arenas
 
     limit_arenas()  # before the worker's threads start (workers/memory.py)
+    fix_mmap_threshold()
     arrow_on_malloc()
     from golem.layout import DataLayout
     from workers.worker import run_worker

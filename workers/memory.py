@@ -38,7 +38,8 @@ def _libc_fn(name: str, restype: type, argtypes: Sequence[type] = ()) -> Callabl
 _MALLINFO = _libc_fn("mallinfo2", _MallInfo2)
 _MALLOC_TRIM = _libc_fn("malloc_trim", ctypes.c_int, [ctypes.c_size_t])
 _MALLOPT = _libc_fn("mallopt", ctypes.c_int, [ctypes.c_int, ctypes.c_int])
-_M_ARENA_MAX = -8  # glibc's mallopt parameter
+_M_ARENA_MAX = -8  # glibc's mallopt parameters
+_M_MMAP_THRESHOLD = -3
 # Ours: glibc gives each thread that allocates under contention an arena of its own, up to 8 per core; a worker
 # runs ~50 threads (activities, LanceDB's and Temporal's runtimes), and freed memory scattered over 16 arenas stays
 # resident (the fleet soak's malloc free space grew with the ticks). 2 arenas: MALLOC_ARENA_MAX=2, as often set for
@@ -50,6 +51,15 @@ ARENAS_ENV = "GOLEM_MALLOC_ARENAS"  # 0 leaves glibc's default
 # RSS with it. One malloc_trim walks the arenas in a few ms; every 30 s it is noise.
 TRIM_EVERY_S = 30.0
 TRIM_ENV = "GOLEM_MALLOC_TRIM_SECONDS"  # 0 turns it off
+
+
+# Ours: malloc serves blocks this big or bigger with mmap, and munmap gives them back whole on free. glibc's default
+# threshold (128 KB) rises each time such a block is freed, up to 32 MB, so after a while the worker's big buffers
+# (Arrow tables read from LanceDB, the episode index's arrays) come from the arenas, and the holes they leave between
+# longer-lived blocks stay resident: malloc's free space grew ~95 MB per golem per 1,000 ticks in the soak with the
+# trimmer running. Setting the threshold fixes it (glibc stops moving it). Measured in docs/how-to/fleet.md.
+MMAP_THRESHOLD_KB = 128
+MMAP_THRESHOLD_ENV = "GOLEM_MALLOC_MMAP_THRESHOLD_KB"  # 0 leaves glibc's moving threshold
 
 
 class MallocTrimmer:
@@ -103,6 +113,19 @@ def limit_arenas() -> int:
     return n if _MALLOPT(_M_ARENA_MAX, n) == 1 else 0
 
 
+def fix_mmap_threshold() -> int:
+    """Pin malloc's mmap threshold (GOLEM_MALLOC_MMAP_THRESHOLD_KB, default 128; 0 = glibc's moving one): blocks of
+    at least that many KB are mmap'd and go back to the OS when freed. Returns the threshold set in KB (0: none)."""
+    raw = os.environ.get(MMAP_THRESHOLD_ENV, "").strip()
+    try:
+        kb = int(raw) if raw else MMAP_THRESHOLD_KB
+    except ValueError:
+        raise ValueError(f"{MMAP_THRESHOLD_ENV}={raw!r}: give a size in KB (0 leaves glibc's default)") from None
+    if kb <= 0 or _MALLOPT is None:
+        return 0
+    return kb if _MALLOPT(_M_MMAP_THRESHOLD, kb << 10) == 1 else 0
+
+
 def arrow_on_malloc() -> str:
     """Arrow's buffers from malloc (its system pool) instead of its bundled mimalloc, unless ARROW_DEFAULT_MEMORY_POOL
     chose one: mimalloc kept the pages of freed buffers (its 1 GB region's resident part grew ~7 MB a minute in the
@@ -127,6 +150,7 @@ def start_trimmer() -> MallocTrimmer | None:
     except ValueError:
         raise ValueError(f"{TRIM_ENV}={raw!r}: give the interval in seconds (0 turns trimming off)") from None
     limit_arenas()  # (a worker's command already did, earlier; arenas made since then are bounded from here)
+    fix_mmap_threshold()
     arrow_on_malloc()
     if every <= 0 or _MALLOC_TRIM is None:
         return None

@@ -146,3 +146,43 @@ def test_the_worker_gives_arrow_malloc_memory():
     grown = _MALLINFO().uordblks + _MALLINFO().hblkhd - before
     assert pa.total_allocated_bytes() >= 60_000_000 and grown >= 60_000_000, (pa.total_allocated_bytes(), grown)
     del held
+
+
+_MMAP_PROBE = """
+import ctypes
+from workers.memory import _MALLINFO, fix_mmap_threshold
+print("kb", fix_mmap_threshold(), flush=True)
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+keep = [libc.malloc(64)]  # a live block, so the arena cannot shrink under the next ones
+for _ in range(3):  # freeing an mmap'd block raises glibc's own threshold above its size
+    block = libc.malloc(4 << 20)
+    libc.free(block)
+before = _MALLINFO().hblks
+held = [libc.malloc(4 << 20) for _ in range(4)]
+print("mmapped", _MALLINFO().hblks - before, flush=True)
+"""
+
+
+def _mmapped(env_value: str | None) -> tuple[str, str]:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GOLEM_MALLOC_MMAP_THRESHOLD_KB", "MALLOC_MMAP_THRESHOLD_")}
+    if env_value is not None:
+        env["GOLEM_MALLOC_MMAP_THRESHOLD_KB"] = env_value
+    out = subprocess.run([sys.executable, "-c", _MMAP_PROBE], env=env, capture_output=True, text=True, timeout=120,
+                         check=True)
+    said, mmapped = out.stdout.split("\n")[:2]
+    return said, mmapped
+
+
+def test_the_worker_pins_mallocs_mmap_threshold():
+    """Big blocks stay mmap'd (given back whole when freed) after others of their size were freed: with glibc's own
+    moving threshold they come from the arenas, where the holes they leave stay resident."""
+    said, mmapped = _mmapped(None)
+    assert (said, mmapped) == ("kb 128", "mmapped 4"), (said, mmapped)
+    said, mmapped = _mmapped("0")  # glibc's own
+    assert (said, mmapped) == ("kb 0", "mmapped 0"), (said, mmapped)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from golem.grimoire.store.terms import summary_terms
+from golem.grimoire.store.terms import terms
 from golem.layout import drop_under
 
 
@@ -99,14 +98,14 @@ builds = 0  # full builds so far in this process (tests check writes are applied
 
 
 def _postings(summaries: list[str], start: int = 0, into: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
-    lists = into if into is not None else defaultdict(list)
+    """Append rows start, start + 1, ... to the postings of their summaries' terms. The terms are computed here, not
+    through the process's summary_terms cache: the postings keep them (a cache entry per episode, ~2.7 KB, doubled
+    what an episode cost the worker)."""
+    lists: dict[str, list[int]] = into if into is not None else {}
     for n, s in enumerate(summaries, start):
-        for t in summary_terms(s):
-            if into is None:
-                lists[t].append(n)
-            else:
-                lists.setdefault(t, []).append(n)
-    return dict(lists) if into is None else lists
+        for t in set(terms(s)):
+            lists.setdefault(t, []).append(n)
+    return lists
 
 
 def _vectors(col: Any, dim: int) -> np.ndarray:
@@ -118,7 +117,21 @@ def _capacity(n: int) -> int:
     return n + max(1024, n // 4)
 
 
-def build(table: Any) -> EpisodeIndex:
+def _carried(prev: EpisodeIndex, ids: list[str], summaries: list[str]) -> tuple[int, dict[str, list[int]]] | None:
+    """When the new version's first rows are `prev`'s, in order and with the same summaries (an upkeep's compaction,
+    rows appended by another process): how many, and a copy of their postings, so that only the rows after them are
+    split into terms. None otherwise. Under _LOCK: a write applied in place may be appending to `prev`."""
+    with _LOCK:
+        n0 = prev.n
+        if n0 > len(ids) or ids[:n0] != prev.ids[:n0] or summaries[:n0] != prev.summaries[:n0]:
+            return None
+        kept = {t: rows[:bisect_left(rows, n0)] for t, rows in prev.postings.items()}
+    return n0, {t: rows for t, rows in kept.items() if rows}
+
+
+def build(table: Any, prev: EpisodeIndex | None = None) -> EpisodeIndex:
+    """The index of `table`'s current version; `prev` (the same table's last one) lends its postings when they still
+    hold (_carried), so an upkeep's rebuild does not split every summary into terms again."""
     global builds
     builds += 1
     version = table.version
@@ -134,8 +147,13 @@ def build(table: Any) -> EpisodeIndex:
         tick_buf[:n] = np.asarray(data.column("tick").to_numpy(zero_copy_only=False), dtype=np.int64)
         vec_buf[:n] = _vectors(data.column("vector"), dim)
     scalars = {c: data.column(c).to_pylist() if n else [] for c in SCALARS}
+    carried = _carried(prev, ids, summaries) if prev is not None else None
+    if carried is None:
+        postings = _postings(summaries)
+    else:
+        postings = _postings(summaries[carried[0]:], carried[0], into=carried[1])
     return EpisodeIndex(version=version, n=n, ids=ids, pos={i: k for k, i in enumerate(ids)}, tick_buf=tick_buf,
-                        vec_buf=vec_buf, summaries=summaries, postings=_postings(summaries), scalars=scalars)
+                        vec_buf=vec_buf, summaries=summaries, postings=postings, scalars=scalars)
 
 
 def _fits(key: str, n: int) -> bool:  # under _LOCK: n rows for `key` beside the other stores' keep the budget
@@ -166,7 +184,8 @@ def episode_index(store: EpisodeStore) -> EpisodeIndex | None:
         if not _fits(key, n):
             _CACHE.pop(key, None)
             return None
-    idx = build(table)
+        prev = _CACHE.get(key)
+    idx = build(table, prev)
     with _LOCK:
         if not _fits(key, idx.n):
             _CACHE.pop(key, None)
@@ -249,7 +268,8 @@ def refresh(store: EpisodeStore) -> None:
         if not _fits(key, n):
             _CACHE.pop(key, None)
             return
-    idx = build(store.table)
+        prev = _CACHE.get(key)
+    idx = build(store.table, prev)
     with _LOCK:
         if key in _CACHE and _fits(key, idx.n):
             _CACHE[key] = idx

@@ -104,7 +104,10 @@ def named_entities(text: str) -> list[str]:
 
 
 _SUMMARY_TERMS: dict[str, frozenset[str]] = {}
-_SUMMARY_TERMS_MAX = 50_000  # episode summaries are immutable and re-scored every query: cache their terms
+# Episode summaries are immutable and a query without the in-memory index re-scores the same candidates: cache their
+# terms. Ours: 4,096 (~11 MB at ~2.7 KB a summary); the episode index keeps its own postings and does not fill it
+# (at 50,000 every episode of a fleet passed through here and the worker grew ~2.7 MB per golem per 1,000 ticks).
+_SUMMARY_TERMS_MAX = 4_096
 
 
 def summary_terms(text: str) -> frozenset[str]:
