@@ -36,6 +36,10 @@ MEDIAN_TOLERANCE = 0.10
 # only while it leaves this many actions' gas at its price there: a repay (and its approval) must still find its gas
 # (docs/design/spending.md#the-slice-keeps-a-repays-gas)
 REPAY_RESERVE_ACTIONS = 2.0
+# A deferred action comes back on the next tick at the earliest. A sell into a stable whose line, at the recent worst
+# per-tick move, is within the horizon once that tick has passed is urgent now: waiting would sell a worst move lower
+# and find it urgent then anyway. A repay loses nothing by waiting (docs/design/spending.md#a-sell-does-not-wait-into-the-horizon)
+DEFERRAL_TICKS = 1.0
 
 
 class Urgency(str, Enum):
@@ -125,7 +129,8 @@ def classify(action: ProposedAction, forecast: Forecast | None, steers: list[Ste
     """The urgency an action answers. An owner's high or critical steer makes every action of its tick urgent;
     otherwise only an action that restores health can be urgent, and only as urgent as the position is: critical
     when a MUST floor or the liquidation line is crossed or within the forecast horizon, urgent when a rule's line
-    is, routine otherwise (however protective the tool sounds). `floor`: STRATEGY.md's MUST health-factor floor.
+    is (a sell also when a deferral's tick would bring the line within the horizon at the worst move), routine
+    otherwise (however protective the tool sounds). `floor`: STRATEGY.md's MUST health-factor floor.
     `lines`: the line rules firing now (line_rules): a sell answering one is urgent on that line's account and may
     draw on the slice, less a repay's reserve."""
     verdict = _classify(action, forecast, steers, floor)
@@ -165,6 +170,13 @@ def _classify(action: ProposedAction, forecast: Forecast | None, steers: list[St
         kind = Urgency.CRITICAL if f.line_kind in FLOOR_KINDS else Urgency.URGENT
         return UrgencyVerdict(level=kind, restores=True, uses_slice=True, keeps_reserve=not direct, beyond=True,
                               reason=f"{at}: {soon:.1f} ticks away (horizon {f.horizon_ticks:g})")
+    worst = f.ticks_at_worst
+    if not direct and worst is not None and worst <= f.horizon_ticks + DEFERRAL_TICKS:
+        # a sell that waits a tick sells a worst move lower and is urgent then anyway: it is urgent now
+        return UrgencyVerdict(level=Urgency.URGENT, restores=True, uses_slice=True, keeps_reserve=True, beyond=True,
+                              reason=f"{at}: {worst:.1f} ticks away at the worst move, within the horizon "
+                                     f"{f.horizon_ticks:g} after the {DEFERRAL_TICKS:g} tick a deferral waits: "
+                                     "a sell that waits sells lower")
     when = "not falling" if soon is None else f"{soon:.1f} ticks away at the worst move"
     return UrgencyVerdict(level=Urgency.ROUTINE, restores=True,
                           reason=f"{at}: {when}, beyond the horizon of {f.horizon_ticks:g}")

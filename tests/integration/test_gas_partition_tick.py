@@ -120,3 +120,27 @@ def test_a_learned_sell_on_its_crossed_line_draws_on_the_slice_the_routine_sells
     after = validated()
     assert after.approved and after.protective.startswith("urgent"), after.reason
     assert "under the line 2.5 of PLAYBOOK.md:6" in after.protective and "emergency slice" in after.protective
+
+
+def test_a_sell_a_deferral_would_carry_into_the_horizon_is_sent_a_repay_waits(rig):
+    """Through the validate activity on the rig: the health factor (~2.06) fell 0.13 a tick, so the repay line 1.6
+    is 3.5 ticks away at the worst move — past the 3-tick horizon, within it after the tick a deferral waits. With
+    the routine share spent, the WETH→USDC sell is urgent and draws on the slice; the repay, which loses nothing by
+    waiting, is routine and deferred."""
+    acts = TickActivities(rig.services())
+    for i in range(32):  # $8.00 of the $10 partition spent: nothing left outside the $2 slice
+        acts.s.safety.risk.record_outcome(rig.golem_id, i, 0, "swap", opens_exposure=False, verified=True,
+                                          value_usd=100, pnl_usd=0, gas_usd=0.25, now=T.timestamp())
+    state = GolemState(golem_id=rig.golem_id, health_history=[2.45, 2.32, 2.19])
+    c = TickContext(golem_id=rig.golem_id, tick=100, config=rig.config, state=state,
+                    started_at=(T + timedelta(hours=1)).isoformat())
+    sell = ProposedAction(action_index=0, tool="swap", arguments={"token_in": "WETH", "token_out": "USDC", "amount_in": 0.1})
+    repay = ProposedAction(action_index=1, tool="repay", arguments={"amount": 50})
+    obs = acts.observe(ObserveInput(ctx=c))
+    assert 2.0 < obs.min_health_factor() < 2.1 and obs.regime.value != "trending_down"
+    sim = acts.simulate(SimulateInput(ctx=c, observation=obs, actions=[sell, repay]))
+    sold, waited = acts.validate(ValidateInput(ctx=c, observation=obs, actions=[sell, repay], simulation=sim)).actions
+    assert sold.approved and sold.protective.startswith("urgent"), sold.reason
+    assert "at the worst move, within the horizon 3 after the 1 tick a deferral waits" in sold.protective
+    assert "line 1.6" in sold.protective and "emergency slice" in sold.protective, sold.protective
+    assert waited.deferred and "routine actions" in waited.reason, waited.reason

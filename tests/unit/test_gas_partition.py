@@ -162,6 +162,30 @@ def test_an_urgent_sell_goes_beyond_the_partition_up_to_the_ceiling_keeping_a_re
     assert not decide(swap(), spent=6.99, o=high, forecast=fc(2.4, line=1.9, ticks=12.0)).allowed
 
 
+def test_a_sell_whose_line_a_deferral_would_bring_within_the_horizon_is_urgent_a_repay_is_not():
+    """A crash read as volatile: the first -3 % rows put the repay line 1.6 3.2-4 ticks away at the worst move, past
+    the 3-tick horizon, and the owner's sell waited on the spent routine share — to be urgent a tick later and sell a
+    worst move lower. A deferral waits a tick: a sell whose line is within the horizon once that tick has passed is
+    urgent now (the slice less a repay's reserve, beyond the partition under the ceiling); a repay loses nothing by
+    waiting and stays routine; a line further off, or a rising health factor, leaves the sell routine."""
+    from golem.safety.urgency import Urgency, classify
+    o = obs(debt=DEBT_AT_HF_1_3)
+    for ticks in (3.2, 4.0):  # a tick on, within the horizon of the 1.6 line
+        sell = decide(swap(), spent=7.9, o=o, forecast=fc(1.92, ticks=ticks))  # $0.10 routine left, $2.10 partition
+        assert sell.allowed and sell.protective.startswith("urgent"), sell.reason
+        assert f"{ticks:.1f} ticks away at the worst move, within the horizon 3 after the 1 tick a deferral waits" \
+            in sell.protective and "keeping $1.9000 after it, at least the $0.4000 a repay needs" in sell.protective
+        beyond = decide(swap(), spent=9.9, o=o, forecast=fc(1.92, ticks=ticks))
+        assert beyond.allowed and "beyond the partition, within the daily ceiling" in beyond.protective
+        repay = decide(act("repay"), spent=9.0, o=o, forecast=fc(1.92, ticks=ticks))
+        assert not repay.allowed and repay.deferred and "left today for routine actions" in repay.reason
+        assert classify(act("repay"), fc(1.92, ticks=ticks), []).level is Urgency.ROUTINE
+    for ticks in (4.1, None):  # further than a tick past the horizon; not falling
+        far = decide(swap(), spent=7.9, o=o, forecast=fc(2.0, ticks=ticks))
+        assert not far.allowed and far.deferred and "left today for routine actions" in far.reason, far.reason
+    assert not decide(swap(tin="USDC", tout="WETH"), spent=7.9, o=o, forecast=fc(1.92, ticks=3.5)).allowed  # a buy
+
+
 def test_a_line_whose_rule_cannot_fire_now_makes_no_sell_urgent():
     """busy_day_crash: in the chop (regime volatile, HF 2.05) the -300 bps sell was urgent because the forecast
     counted the downtrend sell's 1.9 line, whose rule needs a downtrend and WETH over 10: it could not fire, yet the
