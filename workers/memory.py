@@ -100,30 +100,29 @@ class MallocTrimmer:
         self._stop.set()
 
 
+def _env_mallopt(env: str, default: int, param: int, scale: int, what: str) -> int:
+    """Set one mallopt parameter from `env` (unset: `default`; 0 or no glibc: leave glibc's own). Returns what was set
+    in the env's unit (0: nothing)."""
+    raw = os.environ.get(env, "").strip()
+    try:
+        n = int(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{env}={raw!r}: give {what} (0 leaves glibc's default)") from None
+    if n <= 0 or _MALLOPT is None:
+        return 0
+    return n if _MALLOPT(param, n * scale) == 1 else 0
+
+
 def limit_arenas() -> int:
     """Cap glibc's malloc arenas (GOLEM_MALLOC_ARENAS, default 2; 0 = glibc's own). Takes effect for arenas made from
     now on, so the worker calls it first thing, before its threads start. Returns the cap set (0: none)."""
-    raw = os.environ.get(ARENAS_ENV, "").strip()
-    try:
-        n = int(raw) if raw else ARENAS
-    except ValueError:
-        raise ValueError(f"{ARENAS_ENV}={raw!r}: give a number of arenas (0 leaves glibc's default)") from None
-    if n <= 0 or _MALLOPT is None:
-        return 0
-    return n if _MALLOPT(_M_ARENA_MAX, n) == 1 else 0
+    return _env_mallopt(ARENAS_ENV, ARENAS, _M_ARENA_MAX, 1, "a number of arenas")
 
 
 def fix_mmap_threshold() -> int:
     """Pin malloc's mmap threshold (GOLEM_MALLOC_MMAP_THRESHOLD_KB, default 128; 0 = glibc's moving one): blocks of
     at least that many KB are mmap'd and go back to the OS when freed. Returns the threshold set in KB (0: none)."""
-    raw = os.environ.get(MMAP_THRESHOLD_ENV, "").strip()
-    try:
-        kb = int(raw) if raw else MMAP_THRESHOLD_KB
-    except ValueError:
-        raise ValueError(f"{MMAP_THRESHOLD_ENV}={raw!r}: give a size in KB (0 leaves glibc's default)") from None
-    if kb <= 0 or _MALLOPT is None:
-        return 0
-    return kb if _MALLOPT(_M_MMAP_THRESHOLD, kb << 10) == 1 else 0
+    return _env_mallopt(MMAP_THRESHOLD_ENV, MMAP_THRESHOLD_KB, _M_MMAP_THRESHOLD, 1 << 10, "a size in KB")
 
 
 def arrow_on_malloc() -> str:

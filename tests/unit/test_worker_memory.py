@@ -106,17 +106,24 @@ ctypes.CDLL("libc.so.6").malloc_stats()  # one 'Arena N:' block per arena, on st
 """
 
 
-def _arenas(env_value: str | None) -> tuple[str, int]:
+def _probe(script: str, env_name: str, glibc_name: str, env_value: str | None) -> tuple[str, str]:
+    """Run `script` in a fresh interpreter with `env_name` set to env_value (None: unset; glibc's own variable
+    `glibc_name` is always unset). Returns its stdout and stderr."""
     import os
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k not in ("GOLEM_MALLOC_ARENAS", "MALLOC_ARENA_MAX")}
+    env = {k: v for k, v in os.environ.items() if k not in (env_name, glibc_name)}
     if env_value is not None:
-        env["GOLEM_MALLOC_ARENAS"] = env_value
-    out = subprocess.run([sys.executable, "-c", _ARENAS_PROBE], env=env, capture_output=True, text=True, timeout=120,
+        env[env_name] = env_value
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
                          check=True)
-    return out.stdout.strip(), out.stderr.count("Arena ")
+    return out.stdout, out.stderr
+
+
+def _arenas(env_value: str | None) -> tuple[str, int]:
+    out, err = _probe(_ARENAS_PROBE, "GOLEM_MALLOC_ARENAS", "MALLOC_ARENA_MAX", env_value)
+    return out.strip(), err.count("Arena ")
 
 
 def test_the_worker_caps_mallocs_arenas():
@@ -166,16 +173,8 @@ print("mmapped", _MALLINFO().hblks - before, flush=True)
 
 
 def _mmapped(env_value: str | None) -> tuple[str, str]:
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k not in ("GOLEM_MALLOC_MMAP_THRESHOLD_KB", "MALLOC_MMAP_THRESHOLD_")}
-    if env_value is not None:
-        env["GOLEM_MALLOC_MMAP_THRESHOLD_KB"] = env_value
-    out = subprocess.run([sys.executable, "-c", _MMAP_PROBE], env=env, capture_output=True, text=True, timeout=120,
-                         check=True)
-    said, mmapped = out.stdout.split("\n")[:2]
+    out, _ = _probe(_MMAP_PROBE, "GOLEM_MALLOC_MMAP_THRESHOLD_KB", "MALLOC_MMAP_THRESHOLD_", env_value)
+    said, mmapped = out.split("\n")[:2]
     return said, mmapped
 
 
