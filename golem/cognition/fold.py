@@ -182,6 +182,11 @@ def fold_tick_result(
     new.daily_gas_usd += max(result.gas_cost, 0.0)
     new.total_inference_usd += max(result.inference_cost, 0.0)
     new.total_gas_usd += max(result.gas_cost, 0.0)
+    ledger = result.gas_ledger
+    if ledger is not None:  # the cage's ledger: a reset's or rerun's gas too, which no folded result carries
+        if ledger.day == new.spend_day:
+            new.daily_gas_usd = max(new.daily_gas_usd, ledger.today_usd)
+        new.total_gas_usd = max(new.total_gas_usd, ledger.total_usd)
     if result.hf_restored:  # gas paid per unit of health factor restored (golem.safety.urgency)
         new.hf_restored_total += result.hf_restored
         new.gas_restoring_usd += max(result.gas_cost, 0.0)

@@ -387,6 +387,14 @@ class ReflectInput(StepInput):
     run: TickRun | None = None  # None: the tick's first run (histories recorded before runs were told apart)
 
 
+class GasLedger(BaseModel):
+    """The gas the risk store holds for a golem: the UTC day of the tick's clock, that day's USD, all of it."""
+
+    day: str
+    today_usd: float
+    total_usd: float
+
+
 class TickResult(BaseModel):
     """What the tick hands back to GolemWorkflow to fold into GolemState."""
 
@@ -427,3 +435,6 @@ class TickResult(BaseModel):
     approvals_ran: dict[str, str] = Field(default_factory=dict)  # approved request id → what the act path made of it
     # The strategies' states after this tick (golem.inference.strategies); None: the golem has only STRATEGY.md
     strategy_runs: list[StrategyRun] | None = None
+    # The gas ledger the cage counts (the risk store) after this tick, every run of every tick in it: a reset's or a
+    # rerun's transactions too. None from a reflect before it existed (the fold adds gas_cost alone).
+    gas_ledger: GasLedger | None = None

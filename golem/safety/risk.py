@@ -118,6 +118,12 @@ class RiskStore:
             ).fetchone()
         return utc_day_of(now), gas or 0.0, n or 0
 
+    def gas_total(self, golem_id: str) -> float:
+        """All the gas USD recorded for the golem, every run of every tick."""
+        with immediate_tx(self.path) as db:
+            total = db.execute("SELECT SUM(gas_usd) FROM outcomes WHERE golem_id = ?", (golem_id,)).fetchone()[0]
+        return total or 0.0
+
     def snapshot(self, golem_id: str, nav_usd: float, *, window: int = 50, now: float | None = None) -> RiskSnapshot:
         now = self._now(now)
         day, gas_today, _ = self.gas_spent_on_day(golem_id, now)

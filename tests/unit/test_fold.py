@@ -28,7 +28,7 @@ from golem.models.config import ClockSection, HeartbeatSection
 from golem.models.enums import BehavioralPhase, MarketRegime, Tier
 from golem.models.interventions import FollowUp, Steer
 from golem.models.state import GAS_HISTORY_LEN, PRICE_HISTORY_LEN, GolemState
-from golem.models.tick import TickResult
+from golem.models.tick import GasLedger, TickResult
 
 CLOCK = ClockSection(theta_base_seconds=2, theta_min_seconds=1, theta_max_seconds=5, delta_theta_ticks=50,
                      dream_every_ticks=200)
@@ -135,6 +135,25 @@ def test_spend_resets_at_utc_midnight():
     assert s.spend_day == "2025-03-02" and s.daily_spend_usd == pytest.approx(0.1)
     # 01:30 at +02:00 is still the previous UTC day
     assert utc_day("2025-03-02T01:30:00+02:00") == "2025-03-01"
+
+
+def test_the_gas_ledger_the_cage_counts_is_what_the_state_shows():
+    """A reset run's or a rerun's transactions are in the risk store, not in any result the parent folded: the
+    ledger the tick hands back lifts the day's and the total's figures to it; a ledger of another day moves only
+    the total; a result from before the ledger adds its own gas as it always did."""
+    s0 = GolemState(golem_id="t", spend_day="2025-03-01", daily_gas_usd=1.0, total_gas_usd=5.0)
+    s = fold_tick_result(s0, result().model_copy(update={"gas_ledger": GasLedger(
+        day="2025-03-01", today_usd=3.5, total_usd=9.0)}), NOW, CLOCK, HB)
+    assert (s.daily_gas_usd, s.total_gas_usd) == (pytest.approx(3.5), pytest.approx(9.0))
+    s = fold_tick_result(s0, result().model_copy(update={"gas_ledger": GasLedger(
+        day="2025-02-28", today_usd=3.5, total_usd=9.0)}), NOW, CLOCK, HB)
+    assert (s.daily_gas_usd, s.total_gas_usd) == (pytest.approx(1.01), pytest.approx(9.0))
+    s = fold_tick_result(s0, result(), NOW, CLOCK, HB)
+    assert (s.daily_gas_usd, s.total_gas_usd) == (pytest.approx(1.01), pytest.approx(5.01))
+    # a store that holds less (verify never ran for a sent action) lowers nothing the results counted
+    s = fold_tick_result(s0, result().model_copy(update={"gas_ledger": GasLedger(
+        day="2025-03-01", today_usd=0.0, total_usd=0.0)}), NOW, CLOCK, HB)
+    assert (s.daily_gas_usd, s.total_gas_usd) == (pytest.approx(1.01), pytest.approx(5.01))
 
 
 def test_budget_pressure_lowers_economic_vitality_and_slows_clock():
