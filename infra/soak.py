@@ -99,6 +99,8 @@ class SoakReport:
     rss_growth_mb_per_1k_per_golem: float | None = None  # worker RSS growth per 1,000 ticks of each golem, / golems
     # = the least-squares slope of RSS over all golems' ticks together (golems that tick at different paces count
     # as they ran), per 1,000 ticks, from the samples after warm-up
+    rss_late_mb_per_1k_per_golem: float | None = None  # the same over the later half of those ticks: growth that
+    # levels off (caches and indexes filling to their caps) shows here as a smaller figure than the whole span's
     lost_ticks: dict[str, list[int]] = field(default_factory=dict)  # golem -> ticks with no record and no failure
     doubled_ticks: dict[str, list[int]] = field(default_factory=dict)  # golem -> ticks run more than once
     problems: list[str] = field(default_factory=list)
@@ -122,7 +124,8 @@ class SoakReport:
                      + ", ".join(f"{k} {v:.1f}" for k, v in self.data_growth_by_part_per_1k.items()) + ")")
         if self.golems:
             lines.append(f"  {self.golems} golems in one worker: ticks each {sorted(set(self.ticks_by_golem.values()))}; "
-                         f"worker RSS per golem per 1,000 ticks {fmt(self.rss_growth_mb_per_1k_per_golem)} MB; "
+                         f"worker RSS per golem per 1,000 ticks {fmt(self.rss_growth_mb_per_1k_per_golem)} MB "
+                         f"(later half {fmt(self.rss_late_mb_per_1k_per_golem)}); "
                          f"ticks lost {sum(map(len, self.lost_ticks.values()))}, "
                          f"doubled {sum(map(len, self.doubled_ticks.values()))}")
         lines.append(f"  GolemWorkflow: {self.golem_runs} runs (continue-as-new), largest history "
@@ -376,6 +379,10 @@ def judge(report: SoakReport, opts: SoakOptions) -> None:
         if report.golems:  # each golem's 1,000 ticks: the slope over all golems' ticks (N golems x 1,000 / N)
             report.rss_growth_mb_per_1k_per_golem = slope_per_1k([float(s.all_ticks) for s in after],
                                                                  [s.rss_mb for s in after])
+            mid = (after[0].all_ticks + after[-1].all_ticks) / 2
+            late = [s for s in after if s.all_ticks >= mid]
+            report.rss_late_mb_per_1k_per_golem = slope_per_1k([float(s.all_ticks) for s in late],
+                                                               [s.rss_mb for s in late])
     if opts.golems and opts.max_rss_per_golem_mb and report.rss_growth_mb_per_1k_per_golem is not None \
             and report.rss_growth_mb_per_1k_per_golem > opts.max_rss_per_golem_mb:
         report.problems.append(f"worker RSS grew {report.rss_growth_mb_per_1k_per_golem:.1f} MB per golem per 1,000 "

@@ -47,3 +47,22 @@ def test_the_fleet_figure_is_the_slope_over_all_golems_ticks():
     assert report.rss_growth_mb_per_1k_per_golem is not None
     assert abs(report.rss_growth_mb_per_1k_per_golem - 20.0) < 1.0, report.rss_growth_mb_per_1k_per_golem
     assert not [p for p in report.problems if "per golem" in p]  # within 25
+
+
+def test_the_later_half_shows_growth_that_levels_off():
+    """Two golems; the worker's RSS climbs 60 MB over the first 400 of all their ticks (caches filling) and then 0.005
+    MB a tick: the whole span's slope mixes the two, the later half's is the 5 MB per golem per 1,000 ticks left."""
+    from infra.soak import SoakOptions, SoakReport, judge
+
+    samples = []
+    for k in range(21):
+        all_ticks = 50 * k + 40
+        rss = 400.0 + (0.15 * all_ticks if all_ticks < 400 else 60.0 + 0.005 * (all_ticks - 400))
+        samples.append(Sample(tick=all_ticks // 2, seconds=float(k), rss_mb=rss, data_mb={"temporal": 0.0},
+                              all_ticks=all_ticks))
+    report = SoakReport(golems=2, samples=samples)
+    judge(report, SoakOptions(golems=2, warmup_ticks=20, ticks=10))
+    assert report.rss_growth_mb_per_1k_per_golem is not None and report.rss_late_mb_per_1k_per_golem is not None
+    assert report.rss_growth_mb_per_1k_per_golem > 40.0, report.rss_growth_mb_per_1k_per_golem
+    assert abs(report.rss_late_mb_per_1k_per_golem - 5.0) < 0.5, report.rss_late_mb_per_1k_per_golem
+    assert "(later half 5.0)" in report.summary()
