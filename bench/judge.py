@@ -4,6 +4,7 @@ figures and the acceptance checks of docs/how-to/judging.md, each pass / FAIL / 
     python bench/judge.py --set heldout --out runs/j [--jobs N] [--home DIR]   # run, keep every run, print
     python bench/judge.py --from runs/j [--set heldout]                       # re-print from earlier runs
     python bench/judge.py path/a.csv path/b.csv --out runs/f                  # any files (set "files")
+    python bench/judge.py --set heldout --out runs/j --memory-from runs/lives  # + memory from earlier lives
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ Json = dict[str, Any]  # a report.json, or a part of one
 ROOT = Path(__file__).resolve().parents[1]
 SETS = {"shipped": ROOT / "examples" / "scenarios", "heldout": ROOT / "bench" / "heldout" / "paths"}
 MANIFEST = ROOT / "bench" / "heldout" / "MANIFEST.json"
-VARIANTS = ("golem", "hold", "memory-off", "rules")
+VARIANTS = ("golem", "hold", "memory-off", "rules", "inherited")
+# The memory-on arm started from a Grimoire built on shipped scenarios (bench/lives.py): memory from earlier lives
+INHERITED = "inherited"
 MARKET_DOWN = 0.20  # a crash or bear path: the oracle fell more than 20 % from a peak to a later trough
 DD_GOAL = 0.8  # the goal: the golem's max drawdown at most 0.8 × hold's
 HORIZON_ROWS = 5.0  # the judge's forecast horizon, in rows (bench/heldout/README.md "The judge's forecast")
@@ -83,6 +86,7 @@ class PathRuns:
     strategy: str | None = None
     config: Json | None = None
     error: str | None = None
+    inherited_error: str | None = None  # an inherited arm that failed, or ran without the Grimoire it was handed
 
 
 def load_path_runs(d: Path) -> PathRuns:
@@ -95,6 +99,13 @@ def load_path_runs(d: Path) -> PathRuns:
         log = d.parent / f"{d.name}.log"
         tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
         pr.error = "no golem/report.json (failed or still running)" + (f" ({tail[0][:120]})" if tail else "")
+    if (d / INHERITED).exists() or (d.parent / f"{d.name}.{INHERITED}.log").exists():
+        inh = (pr.reports.get(INHERITED) or {}).get("report")
+        if inh is None:
+            pr.inherited_error = "no inherited/report.json (failed or still running)"
+        elif not (inh.get("info") or {}).get("grimoire_from"):
+            pr.inherited_error = "the inherited arm started from no Grimoire (its report names none)"
+            pr.reports.pop(INHERITED)
     home = d / "golem" / "home"
     if (home / "STRATEGY.md").exists():
         pr.strategy = (home / "STRATEGY.md").read_text()
@@ -337,6 +348,7 @@ def strictly_better(golem: Json, off: Json | None) -> bool:
     return mm is not None and mm[0] >= -EPS and mm[1] >= -EPS and (mm[0] > EPS or mm[1] > EPS)
 
 
+INHERITED_CHECK = "inherited on ≥ off"  # the same check for the arm with memory from earlier lives
 CHECKS = ("no liquidation", "min HF ≥ floor", "no T0 in horizon", "gas ≤ ceiling", "no drop a clip allows",
           "Sortino ≥ hold", "loss-aware Sortino ≥ hold", "DD ≤ 0.8×hold", "memory on ≥ off")
 
@@ -373,20 +385,35 @@ def _pct(x: Any) -> str:
     return "—" if x is None else f"{x * 100:+.1f}"
 
 
+def inherited_cells(pr: PathRuns) -> tuple[str, Check]:
+    """The inherited arm's return / max DD (%) and its memory check against memory off."""
+    if pr.inherited_error:
+        return f"failed: {pr.inherited_error}", Check("n/a", "inherited arm failed")
+    inh = pr.reports.get(INHERITED)
+    if inh is None:
+        return "not run", Check("n/a", "no inherited run")
+    cell = f"{_pct(_fig(inh, 'total_return'))} / {(_fig(inh, 'max_drawdown') or 0.0) * 100:.1f}"
+    return cell, check_memory(inh, pr.reports.get("memory-off"))
+
+
 def render_set(set_name: str, runs: list[PathRuns], horizon: float = HORIZON_ROWS) -> tuple[str, Json]:
+    inh_on = any(INHERITED in pr.reports or pr.inherited_error for pr in runs)
+    cols = (*CHECKS, INHERITED_CHECK) if inh_on else CHECKS
     figs = ["| path | mkt DD % | return % g / hold / off | max DD % g / hold / off | Sortino g / hold / off | "
-            "min HF | liq | T0/T1/T2 | tx | gas $ | LLM $ | blocked gate/budget/policy/other |",
-            "|---" * 12 + "|"]
-    checks = ["| path | " + " | ".join(CHECKS) + " |", "|---" * (len(CHECKS) + 1) + "|"]
+            "min HF | liq | T0/T1/T2 | tx | gas $ | LLM $ | blocked gate/budget/policy/other |"
+            + (" inherited return % / DD % |" if inh_on else ""),
+            "|---" * (13 if inh_on else 12) + "|"]
+    checks = ["| path | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     reasons: list[str] = []
     data: Json = {"set": set_name, "horizon_rows": horizon, "paths": {}}
-    crash_bear, better = [], []
-    tally = {c: {"pass": 0, "FAIL": 0, "n/a": 0} for c in CHECKS}
+    crash_bear, better, better_inh, inh_worse, inh_missing = [], [], [], [], []
+    tally = {c: {"pass": 0, "FAIL": 0, "n/a": 0} for c in cols}
     for pr in runs:
         if pr.error:
-            figs.append(f"| {pr.name} | run failed: {pr.error} |" + " |" * 10)
-            checks.append(f"| {pr.name} | run failed |" + " |" * (len(CHECKS) - 1))
+            figs.append(f"| {pr.name} | run failed: {pr.error} |" + " |" * (11 if inh_on else 10))
+            checks.append(f"| {pr.name} | run failed |" + " |" * (len(cols) - 1))
             data["paths"][pr.name] = {"error": pr.error}
+            inh_missing.append(pr.name)
             continue
         rep = {v: pr.reports.get(v) for v in VARIANTS}
         g = pr.reports["golem"]
@@ -403,17 +430,26 @@ def render_set(set_name: str, runs: list[PathRuns], horizon: float = HORIZON_ROW
             + f"{_n(f.get('min_health_factor'), '{:.3f}')} | {f.get('liquidations', 0)} | "
             + "/".join(str(tc.get(t, 0)) for t in ("T0", "T1", "T2"))
             + f" | {f.get('transactions', 0)} | {f.get('gas_usd', 0.0):.2f} | {f.get('inference_usd', 0.0):.4f} | "
-            + "/".join(str(bl.get(c, 0)) for c in ("gate", "budget", "policy", "other")) + " |")
+            + "/".join(str(bl.get(c, 0)) for c in ("gate", "budget", "policy", "other")) + " |"
+            + (f" {inherited_cells(pr)[0]} |" if inh_on else ""))
         res = judge_path(pr, horizon)
+        if inh_on:
+            res[INHERITED_CHECK] = inherited_cells(pr)[1]
+            if res[INHERITED_CHECK].status == "FAIL":
+                inh_worse.append(pr.name)
+            elif res[INHERITED_CHECK].status == "n/a":
+                inh_missing.append(pr.name)
         for c, r in res.items():
             tally[c][r.status] += 1
-        checks.append(f"| {pr.name} | " + " | ".join(res[c].cell() for c in CHECKS) + " |")
+        checks.append(f"| {pr.name} | " + " | ".join(res[c].cell() for c in cols) + " |")
         for reason, n in g["report"].get("blocked_reasons") or []:
             reasons.append(f"- {pr.name}: {n}× {reason[:140]}")
         if down > MARKET_DOWN:
             crash_bear.append(pr.name)
             if strictly_better(g, rep["memory-off"]):
                 better.append(pr.name)
+            if rep[INHERITED] is not None and strictly_better(rep[INHERITED], rep["memory-off"]):
+                better_inh.append(pr.name)
         data["paths"][pr.name] = {"market_drawdown": down, "checks": {c: vars(r) for c, r in res.items()},
                                   "figures": {v: _figures(rep[v]) for v in VARIANTS}}
     need = math.ceil(len(crash_bear) / 2)
@@ -421,11 +457,25 @@ def render_set(set_name: str, runs: list[PathRuns], horizon: float = HORIZON_ROW
             if crash_bear else Check("n/a", "no crash or bear path"))
     data["memory_strictly_better"] = {"paths": better, "of": crash_bear, **vars(half)}
     data["tally"] = tally
+    inh_lines: list[str] = []
+    if inh_on:
+        inh_half = (Check("pass" if len(better_inh) >= need else "FAIL",
+                          f"{len(better_inh)} of {len(crash_bear)} (need {need})")
+                    if crash_bear else Check("n/a", "no crash or bear path"))
+        every = Check("FAIL" if inh_worse else ("n/a" if inh_missing else "pass"),
+                      f"worse on {', '.join(inh_worse)}" if inh_worse else
+                      (f"not judged on {', '.join(inh_missing)}" if inh_missing else f"all {len(runs)} paths"))
+        data["inherited_strictly_better"] = {"paths": better_inh, "of": crash_bear, **vars(inh_half)}
+        data["inherited_on_every_path"] = {"worse": inh_worse, "not_judged": inh_missing, **vars(every)}
+        inh_lines = [f"Memory from earlier lives (inherited Grimoire) ≥ off on every path: {every.cell()}",
+                     f"Memory from earlier lives strictly better than off on at least half of the crash and bear "
+                     f"paths: {inh_half.cell()}" + (f" — {', '.join(better_inh)}" if better_inh else "")]
     out = [f"## {set_name}: {len(runs)} paths (golem vs hold vs memory-off)", "", *figs, "",
            f"Acceptance (forecast horizon {horizon:g} rows; crash/bear = market down > 20 % peak to trough):", "",
            *checks, "",
            f"Memory on strictly better than off on at least half of the crash and bear paths: {half.cell()}"
            + (f" — {', '.join(better)}" if better else ""),
+           *inh_lines,
            "Tally: " + "; ".join(f"{c} {t['pass']}/{t['FAIL']}/{t['n/a']}" for c, t in tally.items())
            + " (pass/FAIL/n/a)"]
     if reasons:
@@ -450,12 +500,45 @@ def golem_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "cli"]
 
 
-def run_path(csv: Path, out: Path, home: Path) -> int:
-    """One `golem backtest --compare` of `csv` into out/<stem>/, its console kept in out/<stem>.log."""
+def compare_command(csv: Path, out: Path, home: Path) -> list[str]:
+    """golem / hold / memory-off / rules of `csv` into out/<stem>/."""
+    return [*golem_command(), "backtest", str(csv), "--compare", "--out", str(out / csv.stem), "--home", str(home)]
+
+
+def inherited_command(csv: Path, out: Path, home: Path, grimoire: Path) -> list[str]:
+    """The memory-on golem arm alone, started from the inherited Grimoire, into out/<stem>/inherited/."""
+    return [*golem_command(), "backtest", str(csv), "--out", str(out / csv.stem / INHERITED), "--home", str(home),
+            "--grimoire", str(grimoire)]
+
+
+def run_path(csv: Path, out: Path, home: Path, grimoire: Path | None = None, compare: bool = True) -> int:
+    """`golem backtest --compare` of `csv` into out/<stem>/ (console in out/<stem>.log), then with `grimoire` the
+    inherited arm into out/<stem>/inherited/ (console in out/<stem>.inherited.log); the first non-zero exit."""
     out.mkdir(parents=True, exist_ok=True)
-    with (out / f"{csv.stem}.log").open("w") as log:
-        return subprocess.call([*golem_command(), "backtest", str(csv), "--compare", "--out", str(out / csv.stem),
-                                "--home", str(home)], stdout=log, stderr=subprocess.STDOUT)
+    rc = 0
+    if compare:
+        with (out / f"{csv.stem}.log").open("w") as log:
+            rc = subprocess.call(compare_command(csv, out, home), stdout=log, stderr=subprocess.STDOUT)
+    if grimoire is not None:
+        (out / csv.stem).mkdir(parents=True, exist_ok=True)
+        with (out / f"{csv.stem}.{INHERITED}.log").open("w") as log:
+            rc = rc or subprocess.call(inherited_command(csv, out, home, grimoire), stdout=log, stderr=subprocess.STDOUT)
+    return rc
+
+
+def memory_from(given: str, out: Path | None, home: Path) -> Path:
+    """The inherited Grimoire's data dir: `shipped` builds one with bench/lives.py's default lives into OUT/lives
+    (shipped scenarios only); a directory is an earlier bench/lives.py build."""
+    try:
+        from bench import lives
+    except ImportError:  # run as a script without the repository on sys.path: bench/ is
+        import lives  # type: ignore[no-redef]
+
+    if given == "shipped":
+        if out is None:
+            raise SystemExit("bench/judge.py: --memory-from shipped builds into OUT/lives: give --out")
+        return lives.build(out.resolve() / "lives", home, list(lives.LIVES))
+    return lives.inheritance(Path(given).resolve())
 
 
 def set_paths(name: str) -> list[Path]:
@@ -472,9 +555,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", default=str(ROOT / "examples" / "golem-home"), help="the golem home (default: the example)")
     ap.add_argument("--horizon", type=float, default=HORIZON_ROWS, help="the judge's forecast horizon in rows")
     ap.add_argument("--json", help="also write the judged figures and checks to this file")
+    ap.add_argument("--memory-from", help="also run the memory-on arm from an inherited Grimoire: a bench/lives.py "
+                                          "build's directory, or `shipped` to build one into OUT/lives first")
+    ap.add_argument("--inherited-only", action="store_true",
+                    help="with --memory-from: run only the inherited arm; OUT/<set>/<path>/ may already hold the "
+                         "--compare runs (e.g. linked from an earlier --out)")
     args = ap.parse_args(argv)
     if args.src and args.out:
         ap.error("--from reads earlier runs and --out makes new ones; give one")
+    if args.inherited_only and not args.memory_from:
+        ap.error("--inherited-only needs --memory-from")
     plan: dict[str, list[Path]] = {s: set_paths(s) for s in args.set}
     if args.files:
         plan["files"] = [Path(f).resolve() for f in args.files]
@@ -493,12 +583,20 @@ def main(argv: list[str] | None = None) -> int:
                      "with `python bench/heldout/generate.py`, never edit it")
         src = Path(args.out)
         for s in plan:
-            if (src / s).exists() and any((src / s).iterdir()):
+            if args.inherited_only:
+                used = [p.stem for p in plan[s] if (src / s / p.stem / INHERITED).exists()]
+                if used:
+                    ap.error(f"--out {src}: {', '.join(used)} already hold an inherited run; give a new directory")
+            elif (src / s).exists() and any((src / s).iterdir()):
                 ap.error(f"--out {src}: {src / s} is not empty; give a new directory (runs are kept, never overwritten)")
         home = Path(args.home).resolve()
+        grimoire = memory_from(args.memory_from, src, home) if args.memory_from else None
+        if grimoire is not None:
+            print(f"memory from earlier lives: {grimoire}", file=sys.stderr)
         jobs = [(csv, src / s) for s, paths in plan.items() for csv in paths]
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for (csv, out), rc in zip(jobs, pool.map(lambda j: run_path(j[0], j[1], home), jobs)):
+            for (csv, out), rc in zip(jobs, pool.map(
+                    lambda j: run_path(j[0], j[1], home, grimoire, compare=not args.inherited_only), jobs)):
                 print(f"{out.name}/{csv.stem}: exit {rc}", file=sys.stderr)
         names = list(plan)
     everything = {}

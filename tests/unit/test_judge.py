@@ -293,3 +293,78 @@ def test_ceilings_come_from_the_report_when_the_config_dump_leaves_defaults_out(
     assert judge.gas_ceilings(pr.config) == {"action": ("policy.gas_ceiling_per_action_usd", 20.0),
                                              "day": ("policy.gas_ceiling_per_day_usd", 30.0)}
     assert judge.check_gas_ceiling(rep["marks"], pr.config).status == "FAIL"
+
+
+# ---- memory from earlier lives (bench/lives.py, --memory-from) ----------------------------------------------
+def _lives_build(root: Path) -> Path:
+    """A finished bench/lives.py build's layout: MANIFEST.json naming the last life's data dir, a Grimoire there."""
+    data = root / "01-crash_recovery" / "data"
+    (data / "grimoire").mkdir(parents=True)
+    (data / "grimoire" / "semantic.sqlite").write_bytes(b"")
+    (root / "MANIFEST.json").write_text(json.dumps({"inheritance": "01-crash_recovery/data", "lives": []}))
+    return data.resolve()
+
+
+def _calls(monkeypatch) -> list[list[str]]:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(judge.subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
+    return calls
+
+
+def test_the_inherited_arm_is_handed_the_lives_grimoire(tmp_path, monkeypatch):
+    data = _lives_build(tmp_path / "lives")
+    calls = _calls(monkeypatch)
+    csv = judge.SETS["heldout"] / "gap_through_line.csv"
+    judge.main([str(csv), "--out", str(tmp_path / "j"), "--memory-from", str(tmp_path / "lives")])
+    compare = [c for c in calls if "--compare" in c]
+    inherited = [c for c in calls if "--compare" not in c]
+    assert len(compare) == 1 and "--grimoire" not in compare[0]  # today's arms: fresh memory, memory off, hold
+    assert len(inherited) == 1
+    cmd = inherited[0]
+    assert cmd[cmd.index("--grimoire") + 1] == str(data)
+    assert cmd[cmd.index("--out") + 1] == str(tmp_path / "j" / "files" / "gap_through_line" / judge.INHERITED)
+    assert "--memory" not in cmd  # memory on: the inherited Grimoire is read
+
+
+def test_inherited_only_runs_the_inherited_arm_beside_runs_already_there(tmp_path, monkeypatch):
+    _lives_build(tmp_path / "lives")
+    calls = _calls(monkeypatch)
+    (tmp_path / "j" / "heldout" / "gap_through_line" / "golem").mkdir(parents=True)  # e.g. linked from an earlier --out
+    judge.main(["--set", "heldout", "--out", str(tmp_path / "j"), "--memory-from", str(tmp_path / "lives"),
+                "--inherited-only"])
+    assert len(calls) == len(judge.set_paths("heldout")) and all("--grimoire" in c and "--compare" not in c
+                                                                  for c in calls)
+    (tmp_path / "j" / "heldout" / "gap_through_line" / judge.INHERITED).mkdir()
+    with pytest.raises(SystemExit):  # an inherited run is kept, never overwritten
+        judge.main(["--set", "heldout", "--out", str(tmp_path / "j"), "--memory-from", str(tmp_path / "lives"),
+                    "--inherited-only"])
+
+
+def test_an_unfinished_lives_build_is_refused(tmp_path):
+    (tmp_path / "lives").mkdir()
+    (tmp_path / "lives" / "MANIFEST.json").write_text(json.dumps({"lives": []}))
+    with pytest.raises(SystemExit, match="did not finish"):
+        judge.memory_from(str(tmp_path / "lives"), None, tmp_path)
+
+
+def test_both_memory_lines_and_an_inherited_arm_that_inherited_nothing(tmp_path, capsys):
+    marks = _crash_marks([2.0, 1.9, 1.8, 1.7, 1.75], ["T0", "T1", "T1", "T2", "T1"])
+    inh = report(marks, ret=-0.10, dd=0.11)
+    inh["report"]["info"] = {"grimoire_from": "/lives/01-crash_recovery/data"}
+    arms = {"golem": report(marks, ret=-0.12, dd=0.12), "hold": report(marks, ret=-0.3, dd=0.3),
+            "memory-off": report(marks, ret=-0.12, dd=0.12)}
+    _write_path(tmp_path / "heldout", "a", {**arms, judge.INHERITED: inh})
+    fresh = report(marks, ret=-0.10, dd=0.11)  # better figures, but it started from no Grimoire: not counted
+    _write_path(tmp_path / "heldout", "b", {**arms, judge.INHERITED: fresh})
+    out = tmp_path / "judged.json"
+    judge.main(["--from", str(tmp_path), "--json", str(out)])
+    text = capsys.readouterr().out
+    assert "Memory on strictly better than off on at least half of the crash and bear paths: FAIL 0 of 2" in text
+    assert "Memory from earlier lives strictly better than off on at least half of the crash and bear paths: " \
+           "pass 1 of 2 (need 1) — a" in text
+    assert "started from no Grimoire" in text
+    data = json.loads(out.read_text())["heldout"]
+    assert data["inherited_strictly_better"]["paths"] == ["a"]
+    assert data["inherited_on_every_path"] == {"worse": [], "not_judged": ["b"], "status": "n/a",
+                                               "figure": "not judged on b"}
+    assert data["paths"]["a"]["checks"][judge.INHERITED_CHECK]["figure"].endswith("(better)")
