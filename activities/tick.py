@@ -86,7 +86,6 @@ from golem.models.tick import (
     Deliberation,
     ExecuteInput,
     ExecuteResult,
-    GasLedger,
     GateInput,
     GateResult,
     ObserveInput,
@@ -696,14 +695,9 @@ class TickActivities(ActivitySet):
         result.decision_cache_stats = inp.deliberation.decision_cache_stats if inp.deliberation else None
         if record.strategies is not None:
             result.strategy_runs = record.strategies.runs
-        result.gas_ledger = await asyncio.to_thread(self._gas_ledger, record.golem_id, inp.ctx.started_ts)
+        # what the cage counts, so `golem status` shows the same (docs/design/spending.md#the-ledger)
+        result.gas_ledger = await asyncio.to_thread(self.s.safety.risk.gas_ledger, record.golem_id, inp.ctx.started_ts)
         return result
-
-    def _gas_ledger(self, golem_id: str, now: float | None) -> GasLedger:
-        """What the cage counts (docs/design/spending.md#the-ledger): `golem status` shows the same figures."""
-        risk = self.s.safety.risk
-        day, today, _ = risk.gas_spent_on_day(golem_id, now)
-        return GasLedger(day=day, today_usd=today, total_usd=risk.gas_total(golem_id))
 
     def _clade_member(self, inp: ReflectInput) -> Any:
         """after_turn's clade member for this run: lays the tick's pheromones. Only the golem's own tick lays (a

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from golem.chain.tools.schemas import LP_POSITION_KIND, STABLE_TOKENS
 from golem.models.observation import ChainSnapshot
+from golem.models.tick import GasLedger
 from golem.safety.gas import DAY_S, utc_day_bounds, utc_day_of
 from golem.storage import immediate_tx, init_db
 
@@ -118,11 +119,16 @@ class RiskStore:
             ).fetchone()
         return utc_day_of(now), gas or 0.0, n or 0
 
-    def gas_total(self, golem_id: str) -> float:
-        """All the gas USD recorded for the golem, every run of every tick."""
+    def gas_ledger(self, golem_id: str, now: float | None = None) -> GasLedger:
+        """The partition's day holding `now`, its gas USD and all the golem's gas USD, in one read."""
+        now = self._now(now)
+        start, end = utc_day_bounds(now)
         with immediate_tx(self.path) as db:
-            total = db.execute("SELECT SUM(gas_usd) FROM outcomes WHERE golem_id = ?", (golem_id,)).fetchone()[0]
-        return total or 0.0
+            today, total = db.execute(
+                "SELECT SUM(CASE WHEN at >= ? AND at < ? THEN gas_usd END), SUM(gas_usd) FROM outcomes "
+                "WHERE golem_id = ?", (start, end, golem_id),
+            ).fetchone()
+        return GasLedger(day=utc_day_of(now), today_usd=today or 0.0, total_usd=total or 0.0)
 
     def snapshot(self, golem_id: str, nav_usd: float, *, window: int = 50, now: float | None = None) -> RiskSnapshot:
         now = self._now(now)

@@ -540,3 +540,17 @@ def test_deferred_intents_wait_one_per_tool_and_leave_when_decided_or_stale():
     # re-proposed after the decision's own actions, unless the decision already uses the tool
     assert [a.tool for a in with_deferred([swap()], intents)] == ["swap", "repay"]
     assert with_deferred([act("repay", amount=5)], intents) == [act("repay", amount=5)]
+
+
+def test_the_gas_ledger_reads_the_days_gas_and_all_of_it_in_one_read(tmp_path):
+    """What reflect hands the parent (docs/design/spending.md#the-ledger): the day of `now`, that day's gas and all
+    the golem's gas; another golem's gas counts in neither."""
+    risk = RiskStore(tmp_path / "risk.sqlite")
+    day1 = datetime(2025, 3, 1, 12, tzinfo=timezone.utc).timestamp()
+    for tick, (at, gas, golem) in enumerate([(day1 - 86_400, 1.0, "g"), (day1, 2.0, "g"), (day1 + 60, 0.5, "g"),
+                                             (day1, 9.0, "other")]):
+        risk.record_outcome(golem, tick, 0, "swap", opens_exposure=False, verified=True, value_usd=100.0,
+                            pnl_usd=0.0, gas_usd=gas, now=at)
+    ledger = risk.gas_ledger("g", day1 + 120)
+    assert (ledger.day, ledger.today_usd, ledger.total_usd) == ("2025-03-01", pytest.approx(2.5), pytest.approx(3.5))
+    assert ledger.today_usd == pytest.approx(risk.gas_spent_on_day("g", day1 + 120)[1])
